@@ -1,0 +1,45 @@
+#pragma once
+// Scalar casts: one value in, one value or bit pattern out. Array casts (array.hpp) run the same
+// kernel over xtensor expressions.
+
+#include <cstdint>
+
+#include "numeq/formats/format.hpp"
+#include "numeq/formats/round_and_pack.hpp"
+#include "numeq/formats/rounding.hpp"
+
+namespace numeq {
+
+// x rounded into cast.format, as a double (NaN where the format gives NaN). `index` selects the
+// stochastic draw (element i of an array uses index i). Throws numeq::error for an integer target
+// format or a NaN into a format that has no NaN.
+double round_to_format(double x, const Cast& cast, std::uint64_t index = 0);
+
+// The bit pattern of x in cast.format (storage placement included: tf32 is an fp32 pattern).
+std::uint64_t encode(double x, const Cast& cast, std::uint64_t index = 0);
+
+// The value of a bit pattern; integer formats read two's complement. Throws numeq::error when
+// bits has set bits outside the format's pattern.
+double decode(std::uint64_t bits, const Format& f);
+
+// A value of format `source`, given as its bit pattern, encoded into cast.format. Flushing
+// inputs (DAZ) looks at `source`'s subnormals.
+std::uint64_t convert(std::uint64_t bits, const Format& source, const Cast& cast,
+                      std::uint64_t index = 0);
+
+// Bits of a pattern of f, as placed in its storage (0x3F for e3m2fn, the top 19 bits of 32 for
+// tf32, all 8 for int8).
+constexpr std::uint64_t pattern_mask(const Format& f) {
+  const std::uint64_t low = f.bits() == 64 ? ~std::uint64_t{0} : (std::uint64_t{1} << f.bits()) - 1;
+  return low << f.storage_shift;
+}
+
+// Value of a bit pattern of any format, integers (two's complement) included. No checks.
+constexpr double decode_pattern(const Format& f, std::uint64_t bits) {
+  if (!f.is_integer()) return decode_bits(f, bits);
+  if (f.is_signed && f.storage_bits < 64 && (bits >> (f.storage_bits - 1)) != 0)
+    return static_cast<double>(static_cast<std::int64_t>(bits) - (std::int64_t{1} << f.storage_bits));
+  return static_cast<double>(bits);
+}
+
+}  // namespace numeq

@@ -1,0 +1,144 @@
+#pragma once
+// Format: one constexpr descriptor for every number format numeq knows. Every operation on a
+// format (decode, round-and-pack, format_info) reads these fields; there is no code path per
+// format. The table of named constants below is the single source of truth, in the manner of
+// ml_dtypes' one spec table per format.
+
+#include <array>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+
+namespace numeq {
+
+enum class FormatKind : std::uint8_t { floating, integer };
+
+// How a floating format spends its top exponent field and its negative zero.
+enum class Specials : std::uint8_t {
+  // IEEE 754: exponent field all ones is Inf (fraction 0) or NaN (fraction != 0).
+  ieee,
+  // "finite + NaN": no Inf; the all-ones exponent holds finite values except the one encoding
+  // with every exponent and fraction bit set, which is NaN (OFP8 E4M3, OCP MX E8M0).
+  fn,
+  // "finite + NaN at unsigned zero": no Inf, no -0; 1000...0 is the only NaN (LLVM APFloat
+  // Float8E4M3FNUZ / Float8E5M2FNUZ; ml_dtypes).
+  fnuz,
+  // Every encoding is a finite number: no Inf and no NaN (OCP MX FP6 and FP4, OCP MX v1.0 s5.3).
+  finite,
+};
+
+struct Format {
+  std::string_view name;
+  FormatKind kind;
+  int storage_bits;    // width of the container a bit pattern travels in: 8, 16, 32 or 64
+  int exponent_bits;   // 0 for integers
+  int mantissa_bits;   // explicit fraction bits; 0 for integers
+  int bias;
+  bool is_signed;
+  bool has_zero;       // false: exponent field 0 is a normal value (E8M0 has no zero, no subnormals)
+  Specials specials;
+  int storage_shift;   // tf32 travels as an fp32 pattern whose 13 low bits are zero
+
+  // ---- derived properties (all constexpr) ----
+  constexpr bool is_integer() const { return kind == FormatKind::integer; }
+  // Bits that carry information: sign + exponent + fraction (6 for e3m2fn, 19 for tf32).
+  constexpr int bits() const {
+    return is_integer() ? storage_bits : (is_signed ? 1 : 0) + exponent_bits + mantissa_bits;
+  }
+  constexpr int precision() const { return mantissa_bits + 1; }  // p, implicit bit included
+  // Exponent field of the smallest normal number: 1 when field 0 holds zero and subnormals.
+  constexpr int min_normal_field() const { return has_zero ? 1 : 0; }
+  constexpr int emin() const { return min_normal_field() - bias; }  // exponent of min normal
+  constexpr std::uint64_t magnitude_mask() const {
+    return (std::uint64_t{1} << (exponent_bits + mantissa_bits)) - 1;
+  }
+  constexpr std::uint64_t sign_bit() const {
+    return is_signed ? std::uint64_t{1} << (exponent_bits + mantissa_bits) : 0;
+  }
+  constexpr bool has_inf() const { return specials == Specials::ieee; }
+  constexpr bool has_nan() const { return specials != Specials::finite; }
+  constexpr bool has_negative_zero() const {
+    return is_signed && has_zero && specials != Specials::fnuz;
+  }
+  // Largest finite magnitude as a packed (sign-less) bit pattern.
+  constexpr std::uint64_t max_finite_magnitude() const {
+    switch (specials) {
+      case Specials::ieee: return ((magnitude_mask() >> mantissa_bits) - 1) << mantissa_bits |
+                                  ((std::uint64_t{1} << mantissa_bits) - 1);
+      case Specials::fn: return magnitude_mask() - 1;
+      case Specials::fnuz:
+      case Specials::finite: return magnitude_mask();
+    }
+    return 0;
+  }
+  // The canonical NaN numeq produces (quiet NaN for IEEE formats), sign kept where it can be.
+  constexpr std::uint64_t nan_bits(bool negative) const {
+    const std::uint64_t s = negative ? sign_bit() : 0;
+    switch (specials) {
+      case Specials::ieee:
+        return s | (magnitude_mask() >> mantissa_bits << mantissa_bits) |
+               (std::uint64_t{1} << (mantissa_bits - 1));
+      case Specials::fn: return s | magnitude_mask();
+      case Specials::fnuz: return std::uint64_t{1} << (exponent_bits + mantissa_bits);
+      case Specials::finite: return 0;
+    }
+    return 0;
+  }
+  constexpr std::uint64_t inf_bits(bool negative) const {
+    return (negative ? sign_bit() : 0) | (magnitude_mask() >> mantissa_bits << mantissa_bits);
+  }
+  // Integer range (integer formats only).
+  constexpr std::int64_t int_min() const {
+    return is_signed ? -(std::int64_t{1} << (storage_bits - 1)) : 0;
+  }
+  constexpr std::int64_t int_max() const {
+    return is_signed ? (std::int64_t{1} << (storage_bits - 1)) - 1
+                     : (std::int64_t{1} << storage_bits) - 1;
+  }
+  constexpr bool operator==(const Format& other) const { return name == other.name; }
+};
+
+namespace formats {
+//                        name        kind                  store e   m   bias  signed zero   specials         shift
+inline constexpr Format fp64{"fp64", FormatKind::floating, 64, 11, 52, 1023, true, true, Specials::ieee, 0};
+inline constexpr Format fp32{"fp32", FormatKind::floating, 32, 8, 23, 127, true, true, Specials::ieee, 0};
+// NVIDIA TF32: fp32's exponent with 10 fraction bits, carried in an fp32 register (PTX ISA, .tf32).
+inline constexpr Format tf32{"tf32", FormatKind::floating, 32, 8, 10, 127, true, true, Specials::ieee, 13};
+inline constexpr Format bf16{"bf16", FormatKind::floating, 16, 8, 7, 127, true, true, Specials::ieee, 0};
+inline constexpr Format fp16{"fp16", FormatKind::floating, 16, 5, 10, 15, true, true, Specials::ieee, 0};
+// OCP OFP8 rev 1.0 s5: E4M3 has no Inf, S.1111.111 is NaN, max 448.
+inline constexpr Format e4m3fn{"e4m3fn", FormatKind::floating, 8, 4, 3, 7, true, true, Specials::fn, 0};
+// IEEE-like E4M3 (Trainium 1/2 float8_e4m3; ml_dtypes float8_e4m3): S.1111.000 is Inf, max 240.
+inline constexpr Format e4m3{"e4m3", FormatKind::floating, 8, 4, 3, 7, true, true, Specials::ieee, 0};
+inline constexpr Format e4m3fnuz{"e4m3fnuz", FormatKind::floating, 8, 4, 3, 8, true, true, Specials::fnuz, 0};
+inline constexpr Format e5m2{"e5m2", FormatKind::floating, 8, 5, 2, 15, true, true, Specials::ieee, 0};
+inline constexpr Format e5m2fnuz{"e5m2fnuz", FormatKind::floating, 8, 5, 2, 16, true, true, Specials::fnuz, 0};
+// OCP MX v1.0 s5.4 scale: unsigned, exponent only, 0xFF is NaN, no zero: 2^-127 .. 2^127.
+inline constexpr Format e8m0fnu{"e8m0fnu", FormatKind::floating, 8, 8, 0, 127, false, false, Specials::fn, 0};
+// OCP MX v1.0 s5.3 element types: no Inf, no NaN; stored one per byte in the low bits (ml_dtypes).
+inline constexpr Format e3m2fn{"e3m2fn", FormatKind::floating, 8, 3, 2, 3, true, true, Specials::finite, 0};
+inline constexpr Format e2m3fn{"e2m3fn", FormatKind::floating, 8, 2, 3, 1, true, true, Specials::finite, 0};
+inline constexpr Format e2m1fn{"e2m1fn", FormatKind::floating, 8, 2, 1, 1, true, true, Specials::finite, 0};
+inline constexpr Format int8{"int8", FormatKind::integer, 8, 0, 0, 0, true, true, Specials::finite, 0};
+inline constexpr Format uint8{"uint8", FormatKind::integer, 8, 0, 0, 0, false, true, Specials::finite, 0};
+inline constexpr Format int32{"int32", FormatKind::integer, 32, 0, 0, 0, true, true, Specials::finite, 0};
+
+inline constexpr std::array<const Format*, 17> all{
+    &fp64,  &fp32,     &tf32,     &bf16,   &fp16,   &e4m3fn, &e4m3,  &e4m3fnuz, &e5m2,
+    &e5m2fnuz, &e8m0fnu, &e3m2fn, &e2m3fn, &e2m1fn, &int8,   &uint8, &int32};
+}  // namespace formats
+
+// Every format numeq supports, in table order.
+std::span<const Format* const> all_formats();
+// Look a format up by name; throws numeq::error naming `parameter` and listing the valid names.
+const Format& format_by_name(std::string_view name, std::string_view parameter = "fmt");
+std::string format_names();             // "fp64, fp32, ..." for error messages
+std::string format_names(FormatKind kind);  // the floating (or integer) ones only
+
+// Values of a floating format as doubles (every one is exact in binary64).
+double max_finite(const Format& f);
+double min_normal(const Format& f);
+double min_subnormal(const Format& f);  // == min_normal when the format has no subnormals
+
+}  // namespace numeq

@@ -1,0 +1,57 @@
+#include "numeq/formats/cast.hpp"
+
+#include <bit>
+#include <cmath>
+#include <sstream>
+
+#include "numeq/formats/error.hpp"
+#include "numeq/formats/random.hpp"
+#include "numeq/formats/round_and_pack.hpp"
+
+namespace numeq {
+namespace {
+
+std::uint64_t draw(const Cast& cast, std::uint64_t index) {
+  return cast.rounding == Rounding::stochastic
+             ? random_bits_at(random_stream_key(cast.seed), index)
+             : 0;
+}
+
+std::uint64_t checked(std::uint64_t bits, const Cast& cast) {
+  if (bits == invalid_encoding)
+    throw error("x: NaN cannot be cast into " + std::string(cast.format.name) +
+                ", which has no NaN encoding (OCP MX FP6/FP4 hold finite values only)");
+  return bits;
+}
+
+}  // namespace
+
+std::uint64_t convert(std::uint64_t bits, const Format& source, const Cast& cast,
+                      std::uint64_t index) {
+  validate(cast);
+  if (source.is_integer())
+    throw error("source: integer format '" + std::string(source.name) +
+                "' holds no float bit patterns; decode it first");
+  return checked(encode_bits(source, bits, cast, draw(cast, index)), cast);
+}
+
+std::uint64_t encode(double x, const Cast& cast, std::uint64_t index) {
+  return convert(std::bit_cast<std::uint64_t>(x), formats::fp64, cast, index);
+}
+
+double round_to_format(double x, const Cast& cast, std::uint64_t index) {
+  return decode_bits(cast.format, encode(x, cast, index));
+}
+
+double decode(std::uint64_t bits, const Format& f) {
+  const std::uint64_t mask = pattern_mask(f);
+  if ((bits & ~mask) != 0) {
+    std::ostringstream message;
+    message << "bits: 0x" << std::hex << bits << " is not a bit pattern of " << f.name << " (only bits 0x"
+            << mask << " may be set)";
+    throw error(message.str());
+  }
+  return decode_pattern(f, bits);
+}
+
+}  // namespace numeq
