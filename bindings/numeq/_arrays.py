@@ -1,0 +1,330 @@
+"""Array-level Python API over numeq._core: dtype handling, scalars, ml_dtypes interop."""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import numpy as np
+
+from . import _core
+
+try:  # ml_dtypes is a dependency, but keep the core usable without it.
+    import ml_dtypes as _ml
+except ImportError:  # pragma: no cover
+    _ml = None
+
+# numeq format name -> numpy dtype that stores it natively (for cast() outputs and ml_dtypes inputs).
+_NUMPY_TYPES: dict[str, Any] = {"fp64": np.float64, "fp32": np.float32, "fp16": np.float16}
+if _ml is not None:
+    _NUMPY_TYPES.update(
+        {
+            "bf16": _ml.bfloat16,
+            "e4m3fn": _ml.float8_e4m3fn,
+            "e4m3": _ml.float8_e4m3,
+            "e4m3fnuz": _ml.float8_e4m3fnuz,
+            "e5m2": _ml.float8_e5m2,
+            "e5m2fnuz": _ml.float8_e5m2fnuz,
+            "e8m0fnu": _ml.float8_e8m0fnu,
+            "e3m2fn": _ml.float6_e3m2fn,
+            "e2m3fn": _ml.float6_e2m3fn,
+            "e2m1fn": _ml.float4_e2m1fn,
+        }
+    )
+_FORMAT_OF_DTYPE = {np.dtype(t): name for name, t in _NUMPY_TYPES.items()}
+_BITS_DTYPE = {8: np.uint8, 16: np.uint16, 32: np.uint32, 64: np.uint64}
+
+
+def formats() -> list[str]:
+    """Names of every supported format (floating formats first, then integers)."""
+    return list(_core.formats())
+
+
+def format_info(name: str) -> dict[str, Any]:
+    """Parameters, extreme values and special encodings of a format."""
+    _check_str(name, "name")
+    return dict(_core.format_info(name))
+
+
+def _check_str(value: Any, parameter: str) -> None:
+    if not isinstance(value, str):
+        raise TypeError(f"{parameter}: expected a string, got {type(value).__name__}")
+
+
+def _as_source(x: Any, parameter: str = "x") -> tuple[np.ndarray, str, bool]:
+    """(array whose elements are fp32/fp64 values or bit patterns, source format, was_scalar)."""
+    scalar = np.ndim(x) == 0 and not isinstance(x, np.ndarray)
+    a = np.asarray(x)
+    dt = a.dtype
+    if dt in _FORMAT_OF_DTYPE:
+        name = _FORMAT_OF_DTYPE[dt]
+        if name in ("fp32", "fp64"):
+            return a, name, scalar
+        bits = _core.format_info(name)["storage_bits"]
+        return a.view(_BITS_DTYPE[bits]), name, scalar
+    if dt.kind in "iub":
+        f = a.astype(np.float64)
+        if dt.itemsize == 8 and dt.kind in "iu" and not np.array_equal(f.astype(dt), a):
+            raise ValueError(f"{parameter}: 64-bit integers beyond 2^53 are not exact as floats")
+        return f, "fp64", scalar
+    if dt.kind == "f":  # long double and other float widths: go through float64 exactly if possible
+        f = a.astype(np.float64)
+        if not np.array_equal(f, a, equal_nan=True):
+            raise ValueError(f"{parameter}: {dt} values are not exact in float64")
+        return f, "fp64", scalar
+    raise TypeError(
+        f"{parameter}: expected a numeric array (float32, float64, float16, ml_dtypes, integers), "
+        f"got dtype {dt}"
+    )
+
+
+def _result(values: np.ndarray, scalar: bool) -> Any:
+    return float(values) if scalar and values.dtype.kind == "f" else (int(values) if scalar else values)
+
+
+def _cast(x, fmt, rounding, overflow, subnormals, seed, random_bits, want_values, want_bits):
+    for value, parameter in ((fmt, "fmt"), (rounding, "rounding"), (overflow, "overflow"), (subnormals, "subnormals")):
+        _check_str(value, parameter)
+    a, source, scalar = _as_source(x)
+    values, bits = _core.cast(
+        a, source, fmt, rounding, overflow, subnormals, int(seed), int(random_bits), want_values, want_bits
+    )
+    return values, bits, scalar
+
+
+def round(  # noqa: A001 - the public name is part of numeq's contract
+    x: Any,
+    fmt: str,
+    *,
+    rounding: str = "nearest_even",
+    overflow: str = "ieee",
+    subnormals: str = "keep",
+    seed: int = 0,
+    random_bits: int = 32,
+) -> Any:
+    """x rounded into ``fmt``; float64 values (NaN where the format gives NaN).
+
+    Stochastic rounding draws element i's bits from (seed, i), i the C-order index, so results
+    do not depend on threads or layout. ``subnormals="flush_inputs"`` flushes inputs that are
+    subnormal in x's own format (float32 for float32 arrays, bf16 for ml_dtypes bfloat16, ...).
+    """
+    values, _, scalar = _cast(x, fmt, rounding, overflow, subnormals, seed, random_bits, True, False)
+    return _result(values, scalar)
+
+
+def encode(
+    x: Any,
+    fmt: str,
+    *,
+    rounding: str = "nearest_even",
+    overflow: str = "ieee",
+    subnormals: str = "keep",
+    seed: int = 0,
+    random_bits: int = 32,
+) -> Any:
+    """Bit patterns of x in ``fmt``: uint8 for 8-bit (and 6/4-bit) formats, uint16, uint32."""
+    _, bits, scalar = _cast(x, fmt, rounding, overflow, subnormals, seed, random_bits, False, True)
+    return _result(bits, scalar)
+
+
+def cast(
+    x: Any,
+    fmt: str,
+    *,
+    rounding: str = "nearest_even",
+    overflow: str = "ieee",
+    subnormals: str = "keep",
+    seed: int = 0,
+    random_bits: int = 32,
+) -> np.ndarray:
+    """x cast into ``fmt`` as an array of that dtype (numpy or ml_dtypes), where one exists."""
+    _check_str(fmt, "fmt")
+    if fmt not in _NUMPY_TYPES:
+        have = ", ".join(_NUMPY_TYPES)
+        raise ValueError(f"fmt: '{fmt}' has no numpy/ml_dtypes dtype; formats with one: {have}")
+    _, bits, _ = _cast(x, fmt, rounding, overflow, subnormals, seed, random_bits, False, True)
+    return np.asarray(bits).view(_NUMPY_TYPES[fmt])
+
+
+def decode(bits: Any, fmt: str) -> Any:
+    """Values (float64) of bit patterns of ``fmt``; integer formats read two's complement."""
+    _check_str(fmt, "fmt")
+    scalar = np.ndim(bits) == 0 and not isinstance(bits, np.ndarray)
+    a = np.asarray(bits)
+    if a.dtype.kind not in "iu":
+        raise TypeError(f"bits: expected an integer array of bit patterns, got dtype {a.dtype}")
+    info = _core.format_info(fmt)
+    width = info["storage_bits"]
+    if a.dtype.kind == "i" or a.dtype.itemsize * 8 > width:
+        lo = -(1 << (width - 1)) if a.dtype.kind == "i" else 0
+        if a.size and (a.min() < lo or a.max() >= (1 << width)):
+            raise ValueError(f"bits: values must fit in {width} bits for format {fmt}")
+        a = a.astype(_BITS_DTYPE[width])  # two's complement wrap of negative patterns
+    return _result(_core.decode(a, fmt), scalar)
+
+
+def _quant_layout(x: np.ndarray, scale: Any, axis: int | None, block_size: int | None, parameter: str = "scale"):
+    """Broadcast scale to x's rank per the QuantGroups layout; returns (scale, axis, block)."""
+    s = np.asarray(scale, dtype=np.float64)
+    rank = x.ndim
+    if axis is None and block_size is None:
+        if s.size != 1:
+            raise ValueError(f"{parameter}: per-tensor quantisation takes one scale; pass axis= for per-channel")
+        return s.reshape((1,) * rank), 0, 1
+    ax = -1 if axis is None else int(axis)
+    if not -rank <= ax < rank:
+        raise ValueError(f"axis: {ax} is out of range for an array of rank {rank}")
+    ax %= rank
+    block = 1 if block_size is None else int(block_size)
+    if block < 1:
+        raise ValueError("block_size: must be >= 1")
+    if x.shape[ax] % block:
+        raise ValueError(f"block_size: {block} does not divide axis {ax} of length {x.shape[ax]}")
+    if block_size is None:  # per channel: one scale per index along axis
+        if s.ndim == 1 and s.size == x.shape[ax]:
+            shape = [1] * rank
+            shape[ax] = s.size
+            s = s.reshape(shape)
+        elif s.size == 1:
+            s = s.reshape((1,) * rank)
+    else:
+        want = list(x.shape)
+        want[ax] //= block
+        if s.ndim != rank:
+            if s.size == 1:
+                s = s.reshape((1,) * rank)
+            else:
+                raise ValueError(f"{parameter}: per-block scales need shape {tuple(want)}, got {s.shape}")
+    return s, ax, block
+
+
+def quantize(
+    x: Any,
+    fmt: str = "int8",
+    *,
+    scale: Any,
+    zero_point: Any = 0,
+    axis: int | None = None,
+    block_size: int | None = None,
+    range: str = "full",  # noqa: A002
+    rounding: str = "nearest_even",
+    seed: int = 0,
+    random_bits: int = 32,
+) -> np.ndarray:
+    """q = clamp(round(x / scale) + zero_point) in int8/uint8/int32 (int64 array of codes).
+
+    Per tensor (scalar scale), per channel (``axis=a``, one scale per index along a) or per block
+    (``block_size=N`` along ``axis``, default last: scale shape = x.shape with that axis / N).
+    ``range="symmetric"`` drops the lowest code (int8 [-127, 127], uint8 [1, 255]). x / scale is
+    exact and rounded once.
+    """
+    for value, parameter in ((fmt, "fmt"), (range, "range"), (rounding, "rounding")):
+        _check_str(value, parameter)
+    a, source, scalar = _as_source(x)
+    s, ax, block = _quant_layout(a, scale, axis, block_size)
+    zp = np.broadcast_to(np.asarray(zero_point), s.shape)
+    if zp.dtype.kind not in "iu" and not np.array_equal(zp, np.round(zp)):
+        raise ValueError("zero_point: must be integers")
+    out = _core.quantize(a, source, fmt, s, np.ascontiguousarray(zp, dtype=np.int64), ax, block, range, rounding,
+                         int(seed), int(random_bits))
+    return _result(out, scalar)
+
+
+def dequantize(
+    q: Any,
+    *,
+    scale: Any,
+    zero_point: Any = 0,
+    axis: int | None = None,
+    block_size: int | None = None,
+    out: str = "fp64",
+    rounding: str = "nearest_even",
+) -> np.ndarray:
+    """(q - zero_point) * scale, exact, rounded once into ``out`` (float64 values)."""
+    a = np.asarray(q)
+    if a.dtype.kind not in "iu":
+        raise TypeError(f"q: expected integer codes, got dtype {a.dtype}")
+    s, ax, block = _quant_layout(a, scale, axis, block_size)
+    zp = np.broadcast_to(np.asarray(zero_point, dtype=np.int64), s.shape)
+    return _core.dequantize(a.astype(np.int64), s, np.ascontiguousarray(zp), ax, block, out, rounding)
+
+
+def quant_params(
+    x: Any,
+    fmt: str = "int8",
+    *,
+    axis: int | None = None,
+    block_size: int | None = None,
+    range: str = "full",  # noqa: A002
+) -> tuple[np.ndarray, np.ndarray]:
+    """(scale, zero_point) from the data, in the layout quantize() takes.
+
+    symmetric: scale = amax / qmax, zero point 0 (int8) or 128 (uint8); full: scale = (max - min)
+    / (qmax - qmin) over a range widened to include 0, zero_point = qmin - round(min / scale).
+    Scales are rounded to fp32.
+    """
+    a, source, _ = _as_source(x)
+    rank = a.ndim
+    if axis is None and block_size is None:
+        shape = [1] * rank
+        ax, block = 0, 1
+    else:
+        ax = (-1 if axis is None else int(axis))
+        if not -rank <= ax < rank:
+            raise ValueError(f"axis: {ax} is out of range for an array of rank {rank}")
+        ax %= rank
+        block = 1 if block_size is None else int(block_size)
+        if block < 1 or a.shape[ax] % block:
+            raise ValueError(f"block_size: {block} does not divide axis {ax} of length {a.shape[ax]}")
+        shape = [1] * rank if block_size is None else list(a.shape)
+        shape[ax] = a.shape[ax] // block
+    scale, zp = _core.quant_params(a, source, fmt, shape, ax, block, range)
+    if axis is not None and block_size is None:  # per channel: 1-D, as quantize takes it
+        return scale.reshape(-1), zp.reshape(-1)
+    if axis is None and block_size is None:
+        return scale.reshape(()), zp.reshape(())
+    return scale, zp
+
+
+def block_quantize(
+    x: Any,
+    fmt: str = "e4m3fn",
+    *,
+    block: Sequence[int] = (32,),
+    scale_fmt: str = "e8m0fnu",
+    scale_rounding: str = "nearest_even",
+    rounding: str = "nearest_even",
+    overflow: str = "saturate",
+    subnormals: str = "keep",
+    seed: int = 0,
+    random_bits: int = 32,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Block-scaled quantisation: (element values as float64, scales as float64).
+
+    One scale per block over the last ``len(block)`` axes: ``block=(32,)`` with e8m0fnu scales is
+    OCP MX; ``(128,)`` / ``(128, 128)`` with fp32 scales is DeepSeek-V3's activation / weight
+    scheme. scale = round(amax / max(fmt), scale_fmt, scale_rounding); element = round(x /
+    scale) exactly, into ``fmt``. x == element * scale up to the element rounding.
+    """
+    a, source, _ = _as_source(x)
+    if isinstance(block, int):
+        block = (block,)
+    values, _, scales = _core.block_quantize(a, source, fmt, [int(b) for b in block], scale_fmt, scale_rounding,
+                                             rounding, overflow, subnormals, int(seed), int(random_bits))
+    return values, scales
+
+
+def mx_quantize(x: Any, fmt: str = "e4m3fn", *, scale_rounding: str = "nearest_even", **kwargs: Any):
+    """OCP MX: blocks of 32 along the last axis, one e8m0fnu scale each (see block_quantize)."""
+    return block_quantize(x, fmt, block=(32,), scale_fmt="e8m0fnu", scale_rounding=scale_rounding, **kwargs)
+
+
+def block_dequantize(
+    values: Any, scales: Any, *, block: Sequence[int] = (32,), out: str = "fp64", rounding: str = "nearest_even"
+) -> np.ndarray:
+    """element * scale per block, rounded once into ``out`` (float64 values)."""
+    if isinstance(block, int):
+        block = (block,)
+    v = np.asarray(values, dtype=np.float64)
+    return _core.block_dequantize(v, np.asarray(scales, dtype=np.float64), [int(b) for b in block], out, rounding)
+
+
