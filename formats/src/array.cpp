@@ -1,6 +1,9 @@
 #include "numeq/formats/array.hpp"
 
 #include <algorithm>
+#include <array>
+#include <type_traits>
+#include <utility>
 #include <atomic>
 #include <cstring>
 #include <sstream>
@@ -31,18 +34,53 @@ void check_view(const BitsView& v, std::string_view parameter) {
     throw error(std::string(parameter) + ": shape and strides differ in length");
 }
 
-// The element loop of cast_into, for one input width, one output width and one stochastic choice.
-template <class In, class OutBits, bool Stochastic>
-void cast_range(const BitsView& v, bool contiguous, const Cast& cast_in, double* values,
-                OutBits* bits, std::size_t begin, std::size_t end,
-                std::atomic<std::size_t>& first_invalid) {
-  // Local copies: the stores below cannot alias them, so they stay in registers.
-  const Cast cast = cast_in;
-  const Format source = *v.format;
-  const std::uint64_t key = Stochastic ? random_stream_key(cast.seed) : 0;
+// Formats and rounding known only at run time: any source, any target.
+struct RuntimeSpec {
+  const Format* source_format;
+  const Cast* runtime_cast;
+  Format source() const { return *source_format; }
+  Cast cast() const { return *runtime_cast; }
+};
+
+// Source, target and rounding fixed at compile time, so that the one generic kernel is compiled
+// with the descriptor's fields as constants (no per-format code: the same templates, folded).
+template <const Format* Source, const Format* Target, Rounding Mode>
+struct FixedSpec {
+  const Cast* runtime_cast;
+  static constexpr Format source() { return *Source; }
+  Cast cast() const {
+    const Cast& c = *runtime_cast;
+    return Cast{*Target, Mode, c.overflow, c.subnormals, c.seed, c.random_bits};
+  }
+};
+
+template <int Bytes>
+using unsigned_of = std::conditional_t<Bytes == 1, std::uint8_t,
+                    std::conditional_t<Bytes == 2, std::uint16_t,
+                    std::conditional_t<Bytes == 4, std::uint32_t, std::uint64_t>>>;
+
+struct CastJob {
+  const BitsView* view;
+  bool contiguous;
+  double* values;
+  void* bits;
+  std::atomic<std::size_t>* first_invalid;
+};
+
+// The element loop of cast_into.
+template <class In, class OutBits, class Spec>
+void cast_range(const CastJob& job, const Spec& spec, std::size_t begin, std::size_t end) {
+  // Local copies: the stores below cannot alias them, so they stay in registers (or fold away).
+  const Format source = spec.source();
+  const Cast cast = spec.cast();
+  const bool stochastic = cast.rounding == Rounding::stochastic;
+  const std::uint64_t key = random_stream_key(cast.seed);
+  const BitsView& v = *job.view;
+  double* const values = job.values;
+  OutBits* const bits = static_cast<OutBits*>(job.bits);
   std::size_t invalid = static_cast<std::size_t>(-1);
-  for_each_offset(v, contiguous, begin, end, [&](std::size_t i, std::ptrdiff_t offset) {
-    const std::uint64_t random = Stochastic ? random_bits_at(key, i) : 0;
+  for_each_offset(v, job.contiguous, begin, end, [&](std::size_t i, std::ptrdiff_t offset) NUMEQ_LAMBDA_INLINE {
+    const std::uint64_t random = stochastic ? random_bits_at(key, i) : 0;
     const std::uint64_t encoded = encode_bits(source, load<In>(v.data, offset), cast, random);
     if (encoded == invalid_encoding) [[unlikely]] {
       invalid = std::min(invalid, i);
@@ -52,12 +90,46 @@ void cast_range(const BitsView& v, bool contiguous, const Cast& cast_in, double*
     if (values != nullptr) values[i] = decode_bits(cast.format, encoded);
   });
   if (invalid != static_cast<std::size_t>(-1)) {
-    std::size_t current = first_invalid.load();
-    while (invalid < current && !first_invalid.compare_exchange_weak(current, invalid)) {
+    std::size_t current = job.first_invalid->load();
+    while (invalid < current && !job.first_invalid->compare_exchange_weak(current, invalid)) {
     }
   }
 }
 
+using FixedKernel = void (*)(const CastJob&, const Cast&, std::size_t, std::size_t);
+
+constexpr std::size_t floating_formats = 14;  // formats::all[0..13]; integers follow
+constexpr std::size_t rounding_modes = 7;
+static_assert(formats::all[floating_formats - 1]->kind == FormatKind::floating &&
+              formats::all[floating_formats]->kind == FormatKind::integer);
+static_assert(static_cast<std::size_t>(Rounding::stochastic) == rounding_modes - 1);
+
+template <const Format* Source, std::size_t Target, std::size_t Mode>
+void fixed_kernel(const CastJob& job, const Cast& cast, std::size_t begin, std::size_t end) {
+  constexpr const Format* target = formats::all[Target];
+  using In = unsigned_of<Source->storage_bits / 8>;
+  using Out = unsigned_of<target->storage_bits / 8>;
+  cast_range<In, Out>(job, FixedSpec<Source, target, static_cast<Rounding>(Mode)>{&cast}, begin, end);
+}
+
+template <const Format* Source, std::size_t... I>
+constexpr std::array<FixedKernel, sizeof...(I)> fixed_table(std::index_sequence<I...>) {
+  return {&fixed_kernel<Source, I / rounding_modes, I % rounding_modes>...};
+}
+
+// float and double arrays are what casts usually see: their kernels are specialised.
+constexpr auto from_fp32 = fixed_table<&formats::fp32>(std::make_index_sequence<floating_formats * rounding_modes>{});
+constexpr auto from_fp64 = fixed_table<&formats::fp64>(std::make_index_sequence<floating_formats * rounding_modes>{});
+
+FixedKernel fixed_kernel_for(const Format& source, const Cast& cast) {
+  std::size_t target = 0;
+  while (target < floating_formats && !(*formats::all[target] == cast.format)) ++target;
+  if (target == floating_formats) return nullptr;
+  const std::size_t slot = target * rounding_modes + static_cast<std::size_t>(cast.rounding);
+  if (source == formats::fp32) return from_fp32[slot];
+  if (source == formats::fp64) return from_fp64[slot];
+  return nullptr;
+}
 }  // namespace
 
 void cast_into(const BitsView& in, const Cast& cast, double* values_out, void* bits_out,
@@ -70,17 +142,20 @@ void cast_into(const BitsView& in, const Cast& cast, double* values_out, void* b
   const std::size_t n = in.size();
   const bool contiguous = is_contiguous(in);
   std::atomic<std::size_t> first_invalid{static_cast<std::size_t>(-1)};
-  with_width(in.element_bytes, [&]<class In>() {
-    with_width(cast.format.storage_bits / 8, [&]<class OutBits>() {
-      auto* bits = static_cast<OutBits*>(bits_out);
-      parallel_for(n, [&](std::size_t begin, std::size_t end) {
-        if (cast.rounding == Rounding::stochastic)
-          cast_range<In, OutBits, true>(in, contiguous, cast, values_out, bits, begin, end, first_invalid);
-        else
-          cast_range<In, OutBits, false>(in, contiguous, cast, values_out, bits, begin, end, first_invalid);
+  const CastJob job{&in, contiguous, values_out, bits_out, &first_invalid};
+  if (const FixedKernel kernel = fixed_kernel_for(*in.format, cast);
+      kernel != nullptr && in.element_bytes * 8 == in.format->storage_bits) {
+    parallel_for(n, [&](std::size_t begin, std::size_t end) { kernel(job, cast, begin, end); });
+  } else {
+    with_width(in.element_bytes, [&]<class In>() {
+      with_width(cast.format.storage_bits / 8, [&]<class OutBits>() {
+        const RuntimeSpec spec{in.format, &cast};
+        parallel_for(n, [&](std::size_t begin, std::size_t end) {
+          cast_range<In, OutBits>(job, spec, begin, end);
+        });
       });
     });
-  });
+  }
   if (first_invalid.load() != static_cast<std::size_t>(-1))
     throw error(std::string(parameter) + ": element " + std::to_string(first_invalid.load()) +
                 " (C order) is NaN, which format " + std::string(cast.format.name) +

@@ -10,6 +10,13 @@
 #include "numeq/formats/array.hpp"
 #include "numeq/formats/error.hpp"
 
+// Element bodies are lambdas; they must inline into the loops below for the kernel to fold.
+#if defined(__GNUC__) || defined(__clang__)
+#define NUMEQ_LAMBDA_INLINE __attribute__((always_inline))
+#else
+#define NUMEQ_LAMBDA_INLINE
+#endif
+
 namespace numeq::detail {
 
 inline bool is_contiguous(const BitsView& v) {
@@ -23,7 +30,7 @@ inline bool is_contiguous(const BitsView& v) {
 
 // Calls f(i, offset) for the C-order elements i in [begin, end) of v, offset in elements.
 template <class F>
-inline void for_each_offset(const BitsView& v, bool contiguous, std::size_t begin, std::size_t end, F&& f) {
+[[gnu::always_inline]] inline void for_each_offset(const BitsView& v, bool contiguous, std::size_t begin, std::size_t end, F&& f) {
   if (contiguous) {
     for (std::size_t i = begin; i < end; ++i) f(i, static_cast<std::ptrdiff_t>(i));
     return;

@@ -10,6 +10,14 @@
 #include <string>
 #include <string_view>
 
+// The kernel (round_and_pack.hpp) and these accessors sit in every element loop: force inlining so that, in loops
+// specialised on constexpr formats, the descriptor's fields fold into constants.
+#if defined(__GNUC__) || defined(__clang__)
+#define NUMEQ_KERNEL [[gnu::always_inline]] constexpr inline
+#else
+#define NUMEQ_KERNEL constexpr inline
+#endif
+
 namespace numeq {
 
 enum class FormatKind : std::uint8_t { floating, integer };
@@ -41,28 +49,28 @@ struct Format {
   int storage_shift;   // tf32 travels as an fp32 pattern whose 13 low bits are zero
 
   // ---- derived properties (all constexpr) ----
-  constexpr bool is_integer() const { return kind == FormatKind::integer; }
+  [[gnu::always_inline]] constexpr bool is_integer() const { return kind == FormatKind::integer; }
   // Bits that carry information: sign + exponent + fraction (6 for e3m2fn, 19 for tf32).
-  constexpr int bits() const {
+  [[gnu::always_inline]] constexpr int bits() const {
     return is_integer() ? storage_bits : (is_signed ? 1 : 0) + exponent_bits + mantissa_bits;
   }
-  constexpr int precision() const { return mantissa_bits + 1; }  // p, implicit bit included
+  [[gnu::always_inline]] constexpr int precision() const { return mantissa_bits + 1; }  // p, implicit bit included
   // Exponent field of the smallest normal number: 1 when field 0 holds zero and subnormals.
-  constexpr int min_normal_field() const { return has_zero ? 1 : 0; }
-  constexpr int emin() const { return min_normal_field() - bias; }  // exponent of min normal
-  constexpr std::uint64_t magnitude_mask() const {
+  [[gnu::always_inline]] constexpr int min_normal_field() const { return has_zero ? 1 : 0; }
+  [[gnu::always_inline]] constexpr int emin() const { return min_normal_field() - bias; }  // exponent of min normal
+  [[gnu::always_inline]] constexpr std::uint64_t magnitude_mask() const {
     return (std::uint64_t{1} << (exponent_bits + mantissa_bits)) - 1;
   }
-  constexpr std::uint64_t sign_bit() const {
+  [[gnu::always_inline]] constexpr std::uint64_t sign_bit() const {
     return is_signed ? std::uint64_t{1} << (exponent_bits + mantissa_bits) : 0;
   }
-  constexpr bool has_inf() const { return specials == Specials::ieee; }
-  constexpr bool has_nan() const { return specials != Specials::finite; }
-  constexpr bool has_negative_zero() const {
+  [[gnu::always_inline]] constexpr bool has_inf() const { return specials == Specials::ieee; }
+  [[gnu::always_inline]] constexpr bool has_nan() const { return specials != Specials::finite; }
+  [[gnu::always_inline]] constexpr bool has_negative_zero() const {
     return is_signed && has_zero && specials != Specials::fnuz;
   }
   // Largest finite magnitude as a packed (sign-less) bit pattern.
-  constexpr std::uint64_t max_finite_magnitude() const {
+  [[gnu::always_inline]] constexpr std::uint64_t max_finite_magnitude() const {
     switch (specials) {
       case Specials::ieee: return ((magnitude_mask() >> mantissa_bits) - 1) << mantissa_bits |
                                   ((std::uint64_t{1} << mantissa_bits) - 1);
@@ -73,7 +81,7 @@ struct Format {
     return 0;
   }
   // The canonical NaN numeq produces (quiet NaN for IEEE formats), sign kept where it can be.
-  constexpr std::uint64_t nan_bits(bool negative) const {
+  [[gnu::always_inline]] constexpr std::uint64_t nan_bits(bool negative) const {
     const std::uint64_t s = negative ? sign_bit() : 0;
     switch (specials) {
       case Specials::ieee:
@@ -85,14 +93,14 @@ struct Format {
     }
     return 0;
   }
-  constexpr std::uint64_t inf_bits(bool negative) const {
+  [[gnu::always_inline]] constexpr std::uint64_t inf_bits(bool negative) const {
     return (negative ? sign_bit() : 0) | (magnitude_mask() >> mantissa_bits << mantissa_bits);
   }
   // Integer range (integer formats only).
-  constexpr std::int64_t int_min() const {
+  [[gnu::always_inline]] constexpr std::int64_t int_min() const {
     return is_signed ? -(std::int64_t{1} << (storage_bits - 1)) : 0;
   }
-  constexpr std::int64_t int_max() const {
+  [[gnu::always_inline]] constexpr std::int64_t int_max() const {
     return is_signed ? (std::int64_t{1} << (storage_bits - 1)) - 1
                      : (std::int64_t{1} << storage_bits) - 1;
   }

@@ -36,7 +36,7 @@ inline constexpr std::uint64_t invalid_encoding = ~std::uint64_t{0};
 // Whether to add one unit in the last kept place. `discarded` holds the bits shifted out,
 // left-aligned (bit 63 is the half-unit bit); `sticky` says nonzero bits lie below them.
 // `random` supplies the stochastic draw (its top `random_bits` bits are used).
-constexpr bool round_increment(Rounding mode, bool negative, bool lsb, std::uint64_t discarded,
+NUMEQ_KERNEL bool round_increment(Rounding mode, bool negative, bool lsb, std::uint64_t discarded,
                                bool sticky, std::uint64_t random, int random_bits) {
   const bool half = (discarded >> 63) != 0;
   const bool rest = (discarded << 1) != 0 || sticky;
@@ -66,7 +66,7 @@ constexpr bool round_increment(Rounding mode, bool negative, bool lsb, std::uint
 // Whether a mode sends an overflowing result to the largest finite value instead of Inf/NaN.
 // IEEE 754-2019 s7.4: roundTowardZero carries no overflow to Inf, roundTowardPositive none
 // for negative results, roundTowardNegative none for positive ones.
-constexpr bool overflows_to_max(const Cast& cast, bool negative) {
+NUMEQ_KERNEL bool overflows_to_max(const Cast& cast, bool negative) {
   if (cast.overflow == Overflow::saturate || !cast.format.has_nan()) return true;
   switch (cast.rounding) {
     case Rounding::toward_zero:
@@ -77,7 +77,7 @@ constexpr bool overflows_to_max(const Cast& cast, bool negative) {
   }
 }
 
-constexpr std::uint64_t overflow_bits(const Cast& cast, bool negative) {
+NUMEQ_KERNEL std::uint64_t overflow_bits(const Cast& cast, bool negative) {
   const Format& f = cast.format;
   const std::uint64_t sign = negative ? f.sign_bit() : 0;
   if (overflows_to_max(cast, negative)) return sign | f.max_finite_magnitude();
@@ -88,7 +88,7 @@ constexpr std::uint64_t overflow_bits(const Cast& cast, bool negative) {
 // cast.format and return its bit pattern (storage placement included). significand must have
 // bit 63 set. This routine only rounds finite non-zero values of a signed or unsigned magnitude;
 // encode_bits below handles zeros, Inf, NaN and input flushing.
-constexpr std::uint64_t round_and_pack(const Cast& cast, bool negative, int exponent,
+NUMEQ_KERNEL std::uint64_t round_and_pack(const Cast& cast, bool negative, int exponent,
                                        std::uint64_t significand, bool sticky,
                                        std::uint64_t random) {
   const Format& f = cast.format;
@@ -129,7 +129,7 @@ constexpr std::uint64_t round_and_pack(const Cast& cast, bool negative, int expo
 }
 
 // Take a bit pattern of floating format f apart. Bits outside the pattern are ignored.
-constexpr Unpacked unpack(const Format& f, std::uint64_t bits) {
+NUMEQ_KERNEL Unpacked unpack(const Format& f, std::uint64_t bits) {
   Unpacked u;
   bits >>= f.storage_shift;
   const int m = f.mantissa_bits;
@@ -180,7 +180,7 @@ constexpr Unpacked unpack(const Format& f, std::uint64_t bits) {
 
 // Encode a value, given as an Unpacked, into cast.format: the full IEEE / OFP8 case analysis
 // around round_and_pack. `random` is the stochastic draw for this element.
-constexpr std::uint64_t encode_unpacked(const Unpacked& u, const Cast& cast, std::uint64_t random) {
+NUMEQ_KERNEL std::uint64_t encode_unpacked(const Unpacked& u, const Cast& cast, std::uint64_t random) {
   const Format& f = cast.format;
   // An unsigned format (E8M0) holds no negative value and, without a zero, no zero either.
   const bool unrepresentable_sign = !f.is_signed && u.negative && u.cls != ValueClass::nan;
@@ -206,7 +206,7 @@ constexpr std::uint64_t encode_unpacked(const Unpacked& u, const Cast& cast, std
 }
 
 // Encode a bit pattern of format `source` into cast.format.
-constexpr std::uint64_t encode_bits(const Format& source, std::uint64_t bits, const Cast& cast,
+NUMEQ_KERNEL std::uint64_t encode_bits(const Format& source, std::uint64_t bits, const Cast& cast,
                                     std::uint64_t random) {
   return encode_unpacked(unpack(source, bits), cast, random);
 }
@@ -226,7 +226,7 @@ constexpr std::uint64_t round_and_pack(const Cast& cast, const Exact& v, std::ui
 }
 
 // magnitude * 2^exp2 (magnitude != 0) as an Exact.
-constexpr Exact normalize(bool negative, uint128 magnitude, int exp2) {
+NUMEQ_KERNEL Exact normalize(bool negative, uint128 magnitude, int exp2) {
   const auto high = static_cast<std::uint64_t>(magnitude >> 64);
   const auto low = static_cast<std::uint64_t>(magnitude);
   const int width = static_cast<int>(high != 0 ? 64 + std::bit_width(high) : std::bit_width(low));
@@ -244,13 +244,13 @@ constexpr Exact normalize(bool negative, uint128 magnitude, int exp2) {
 }
 
 // x * y exactly (finite, non-zero operands).
-constexpr Exact exact_product(const Unpacked& x, const Unpacked& y) {
+NUMEQ_KERNEL Exact exact_product(const Unpacked& x, const Unpacked& y) {
   const uint128 p = static_cast<uint128>(x.significand) * y.significand;
   return normalize(x.negative != y.negative, p, x.exponent + y.exponent - 126);
 }
 
 // x / y with 64 correct leading bits and a sticky bit (finite, non-zero operands).
-constexpr Exact exact_quotient(const Unpacked& x, const Unpacked& y) {
+NUMEQ_KERNEL Exact exact_quotient(const Unpacked& x, const Unpacked& y) {
   // (Sx * 2^64) / Sy lies in (2^63, 2^65); the remainder feeds the sticky bit.
   const uint128 numerator = static_cast<uint128>(x.significand) << 64;
   const uint128 q = numerator / y.significand;
@@ -261,7 +261,7 @@ constexpr Exact exact_quotient(const Unpacked& x, const Unpacked& y) {
 }
 
 // Value of a floating-format bit pattern as a double (exact for every supported format).
-constexpr double decode_bits(const Format& f, std::uint64_t bits) {
+NUMEQ_KERNEL double decode_bits(const Format& f, std::uint64_t bits) {
   if (f.storage_bits == 64) return std::bit_cast<double>(bits);
   const Unpacked u = unpack(f, bits);
   const std::uint64_t sign = u.negative ? std::uint64_t{1} << 63 : 0;

@@ -1,0 +1,204 @@
+// numeq::parallel_for and the thread-count setting. The oracle is bookkeeping: a counter per index
+// (every index of [0, n) visited exactly once, none outside), the set of threads seen, and the
+// exceptions that come back.
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "numeq/numeq.hpp"
+
+namespace {
+
+class ParallelTest : public ::testing::Test {
+ protected:
+  void SetUp() override { unsetenv("NUMEQ_NUM_THREADS"); }
+  void TearDown() override {
+    unsetenv("NUMEQ_NUM_THREADS");
+    numeq::set_num_threads(0);
+  }
+};
+
+struct Coverage {
+  std::vector<std::atomic<int>> hits;
+  std::atomic<int> out_of_range{0};
+  std::atomic<int> calls{0};
+  std::atomic<int> empty_calls{0};
+  std::mutex mutex;
+  std::set<std::thread::id> threads;
+  explicit Coverage(std::size_t n) : hits(n) {}
+};
+
+// Runs parallel_for(n, ..., serial_below) and records what the body saw.
+std::unique_ptr<Coverage> cover(std::size_t n, std::size_t serial_below) {
+  auto c = std::make_unique<Coverage>(n);
+  numeq::parallel_for(
+      n,
+      [&](std::size_t begin, std::size_t end) {
+        ++c->calls;
+        if (begin >= end) ++c->empty_calls;
+        if (end > n || begin > end) {
+          ++c->out_of_range;
+          return;
+        }
+        for (std::size_t i = begin; i < end; ++i) c->hits[i].fetch_add(1);
+        const std::lock_guard<std::mutex> lock(c->mutex);
+        c->threads.insert(std::this_thread::get_id());
+      },
+      serial_below);
+  return c;
+}
+
+void expect_exactly_once(const Coverage& c, std::size_t n) {
+  EXPECT_EQ(c.out_of_range.load(), 0);
+  std::size_t wrong = 0;
+  for (std::size_t i = 0; i < n; ++i)
+    if (c.hits[i].load() != 1) ++wrong;
+  EXPECT_EQ(wrong, 0u) << "indices not visited exactly once";
+}
+
+TEST_F(ParallelTest, CoversTheRangeExactlyOnce) {
+  std::vector<std::size_t> sizes;
+  for (std::size_t n = 0; n <= 70; ++n) sizes.push_back(n);
+  for (std::size_t n : {97u, 100u, 127u, 128u, 129u, 1000u, 4095u, 65535u, 65536u, 65537u, 300001u})
+    sizes.push_back(n);
+  for (int threads : {1, 2, 3, 4, 7, 16, 64}) {
+    numeq::set_num_threads(threads);
+    for (std::size_t serial_below : {std::size_t{1}, std::size_t{2}, std::size_t{7}, std::size_t{1} << 16}) {
+      for (std::size_t n : sizes) {
+        SCOPED_TRACE("threads " + std::to_string(threads) + " n " + std::to_string(n) +
+                     " serial_below " + std::to_string(serial_below));
+        const auto c = cover(n, serial_below);
+        expect_exactly_once(*c, n);
+        EXPECT_EQ(c->empty_calls.load(), 0) << "body called with an empty range";
+        // Never more threads than configured, nor more than the chunks allow.
+        EXPECT_LE(c->threads.size(), static_cast<std::size_t>(threads));
+        EXPECT_LE(c->calls.load(), threads);
+        if (n > 0) {
+          EXPECT_GE(c->calls.load(), 1);
+        } else {
+          EXPECT_EQ(c->calls.load(), 0);
+        }
+      }
+    }
+  }
+}
+
+TEST_F(ParallelTest, SmallRangesRunOnTheCallingThread) {
+  numeq::set_num_threads(8);
+  for (std::size_t n : {1u, 10u, 1000u, 65535u}) {
+    const auto c = cover(n, std::size_t{1} << 16);
+    expect_exactly_once(*c, n);
+    EXPECT_EQ(c->calls.load(), 1);
+    ASSERT_EQ(c->threads.size(), 1u);
+    EXPECT_EQ(*c->threads.begin(), std::this_thread::get_id());
+  }
+}
+
+TEST_F(ParallelTest, LargeRangesUseSeveralThreads) {
+  // With 4 threads configured and 4 * 2^16 elements, the work is split into chunks run on more
+  // than one thread (numeq's array casts are documented as multi-threaded), at most 4, the caller
+  // among them. (Counting threads, not timing anything.)
+  numeq::set_num_threads(4);
+  const std::size_t n = 4 * (std::size_t{1} << 16);
+  const auto c = cover(n, std::size_t{1} << 16);
+  expect_exactly_once(*c, n);
+  EXPECT_GE(c->threads.size(), 2u);
+  EXPECT_LE(c->threads.size(), 4u);
+  EXPECT_EQ(c->threads.count(std::this_thread::get_id()), 1u);
+  // One thread: a single call on the caller, however large the range.
+  numeq::set_num_threads(1);
+  const auto one = cover(n, 1);
+  expect_exactly_once(*one, n);
+  EXPECT_EQ(one->calls.load(), 1);
+  EXPECT_EQ(*one->threads.begin(), std::this_thread::get_id());
+}
+
+TEST_F(ParallelTest, ExceptionsReachTheCaller) {
+  for (int threads : {1, 2, 3, 7}) {
+    numeq::set_num_threads(threads);
+    SCOPED_TRACE("threads " + std::to_string(threads));
+    const std::size_t n = 1000;
+    // One chunk throws: the exception, with its type and message, comes back on the caller.
+    try {
+      numeq::parallel_for(
+          n,
+          [&](std::size_t begin, std::size_t end) {
+            if (begin <= 777 && 777 < end) throw numeq::error("boom at 777");
+          },
+          1);
+      ADD_FAILURE() << "no exception";
+    } catch (const numeq::error& e) {
+      EXPECT_STREQ(e.what(), "boom at 777");
+    }
+    // Every chunk throws: exactly one of them comes back, and it is one that was thrown.
+    try {
+      numeq::parallel_for(
+          n, [&](std::size_t begin, std::size_t) { throw std::runtime_error(std::to_string(begin)); }, 1);
+      ADD_FAILURE() << "no exception";
+    } catch (const std::runtime_error& e) {
+      const std::size_t begin = std::stoul(e.what());
+      EXPECT_LT(begin, n);
+    }
+    // Serial path too.
+    EXPECT_THROW(numeq::parallel_for(10, [](std::size_t, std::size_t) { throw std::logic_error("x"); }),
+                 std::logic_error);
+    // The pool is usable afterwards.
+    const auto c = cover(n, 1);
+    expect_exactly_once(*c, n);
+  }
+}
+
+TEST_F(ParallelTest, ThreadCountSetting) {
+  const int hardware = static_cast<int>(std::thread::hardware_concurrency());
+  const int default_threads = hardware > 0 ? hardware : 1;
+  numeq::set_num_threads(0);
+  EXPECT_EQ(numeq::num_threads(), default_threads);
+  for (int n : {1, 2, 3, 7, 64}) {
+    numeq::set_num_threads(n);
+    EXPECT_EQ(numeq::num_threads(), n);
+  }
+  numeq::set_num_threads(0);  // restores the default
+  EXPECT_EQ(numeq::num_threads(), default_threads);
+  numeq::set_num_threads(5);
+  numeq::set_num_threads(-3);  // a negative count also means "default"
+  EXPECT_EQ(numeq::num_threads(), default_threads);
+}
+
+TEST_F(ParallelTest, EnvironmentSetsTheDefault) {
+  setenv("NUMEQ_NUM_THREADS", "3", 1);
+  numeq::set_num_threads(0);
+  EXPECT_EQ(numeq::num_threads(), 3);
+  numeq::set_num_threads(6);  // an explicit setting wins over the environment
+  EXPECT_EQ(numeq::num_threads(), 6);
+  numeq::set_num_threads(0);
+  EXPECT_EQ(numeq::num_threads(), 3);
+  // Unusable values fall back to the hardware count.
+  const int hardware = static_cast<int>(std::thread::hardware_concurrency());
+  const int default_threads = hardware > 0 ? hardware : 1;
+  for (const char* bad : {"0", "-2", "many", ""}) {
+    setenv("NUMEQ_NUM_THREADS", bad, 1);
+    EXPECT_EQ(numeq::num_threads(), default_threads) << "NUMEQ_NUM_THREADS='" << bad << "'";
+  }
+}
+
+TEST_F(ParallelTest, ConfiguredThreadsAreUsedWithoutAnEnvironment) {
+  // The threads seen by the body never exceed the setting, for a range that could use more.
+  for (int threads : {2, 3, 5}) {
+    numeq::set_num_threads(threads);
+    const auto c = cover(100000, 1);
+    expect_exactly_once(*c, 100000);
+    EXPECT_LE(c->calls.load(), threads);
+    EXPECT_LE(c->threads.size(), static_cast<std::size_t>(threads));
+  }
+}
+
+}  // namespace
