@@ -221,7 +221,7 @@ class RoundOracle {
     mpfr_ptr out = m_.r_;
     const long away = r.negative ? -1 : 1;  // one unit away from zero, signed
     switch (mode) {
-      case Rounding::nearest_even: mpfr_round(out, n); break;  // ties to even
+      case Rounding::nearest_even: mpfr_rint(out, n, MPFR_RNDN); break;  // ties to even
       case Rounding::nearest_away: mpfr_round(out, n); break;            // ties away from zero
       case Rounding::toward_zero: mpfr_trunc(out, n); break;
       case Rounding::upward: mpfr_ceil(out, n); break;
@@ -288,7 +288,7 @@ class RoundOracle {
     }
     if (over) {
       const bool to_max = overflow == Overflow::saturate || !s_.has_nan() ||
-                          r.mode == Rounding::toward_zero ||
+                          r.mode == Rounding::toward_zero || r.mode == Rounding::odd ||
                           (r.mode == Rounding::upward && neg) ||
                           (r.mode == Rounding::downward && !neg);
       if (to_max) return finite(neg, s_.max_finite);
