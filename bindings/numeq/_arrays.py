@@ -53,7 +53,7 @@ def _check_str(value: Any, parameter: str) -> None:
 def _as_source(x: Any, parameter: str = "x") -> tuple[np.ndarray, str, bool]:
     """(array whose elements are fp32/fp64 values or bit patterns, source format, was_scalar)."""
     scalar = np.ndim(x) == 0 and not isinstance(x, np.ndarray)
-    a = np.asarray(x)
+    a = _native(np.asarray(x))
     dt = a.dtype
     if dt in _FORMAT_OF_DTYPE:
         name = _FORMAT_OF_DTYPE[dt]
@@ -77,6 +77,21 @@ def _as_source(x: Any, parameter: str = "x") -> tuple[np.ndarray, str, bool]:
     )
 
 
+def _native(a: np.ndarray) -> np.ndarray:
+    """The same values in native byte order (the C++ engines read memory as it lies)."""
+    if a.dtype.kind in "iuf" and not a.dtype.isnative:
+        return a.astype(a.dtype.newbyteorder("="))
+    return a
+
+
+def _check_seed(seed: Any, random_bits: Any) -> tuple[int, int]:
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or not 0 <= int(seed) < 2**64:
+        raise ValueError(f"seed: must be an integer in [0, 2**64), got {seed!r}")
+    if isinstance(random_bits, bool) or not isinstance(random_bits, (int, np.integer)) or not 1 <= int(random_bits) <= 64:
+        raise ValueError(f"random_bits: must be an integer in [1, 64], got {random_bits!r}")
+    return int(seed), int(random_bits)
+
+
 def _result(values: np.ndarray, scalar: bool) -> Any:
     return float(values) if scalar and values.dtype.kind == "f" else (int(values) if scalar else values)
 
@@ -84,10 +99,9 @@ def _result(values: np.ndarray, scalar: bool) -> Any:
 def _cast(x, fmt, rounding, overflow, subnormals, seed, random_bits, want_values, want_bits):
     for value, parameter in ((fmt, "fmt"), (rounding, "rounding"), (overflow, "overflow"), (subnormals, "subnormals")):
         _check_str(value, parameter)
+    seed, random_bits = _check_seed(seed, random_bits)
     a, source, scalar = _as_source(x)
-    values, bits = _core.cast(
-        a, source, fmt, rounding, overflow, subnormals, int(seed), int(random_bits), want_values, want_bits
-    )
+    values, bits = _core.cast(a, source, fmt, rounding, overflow, subnormals, seed, random_bits, want_values, want_bits)
     return values, bits, scalar
 
 
@@ -149,7 +163,7 @@ def decode(bits: Any, fmt: str) -> Any:
     """Values (float64) of bit patterns of ``fmt``; integer formats read two's complement."""
     _check_str(fmt, "fmt")
     scalar = np.ndim(bits) == 0 and not isinstance(bits, np.ndarray)
-    a = np.asarray(bits)
+    a = _native(np.asarray(bits))
     if a.dtype.kind not in "iu":
         raise TypeError(f"bits: expected an integer array of bit patterns, got dtype {a.dtype}")
     info = _core.format_info(fmt)
@@ -219,13 +233,14 @@ def quantize(
     """
     for value, parameter in ((fmt, "fmt"), (range, "range"), (rounding, "rounding")):
         _check_str(value, parameter)
+    seed, random_bits = _check_seed(seed, random_bits)
     a, source, scalar = _as_source(x)
     s, ax, block = _quant_layout(a, scale, axis, block_size)
     zp = np.broadcast_to(np.asarray(zero_point), s.shape)
     if zp.dtype.kind not in "iu" and not np.array_equal(zp, np.round(zp)):
         raise ValueError("zero_point: must be integers")
     out = _core.quantize(a, source, fmt, s, np.ascontiguousarray(zp, dtype=np.int64), ax, block, range, rounding,
-                         int(seed), int(random_bits))
+                         seed, random_bits)
     return _result(out, scalar)
 
 
@@ -240,7 +255,7 @@ def dequantize(
     rounding: str = "nearest_even",
 ) -> np.ndarray:
     """(q - zero_point) * scale, exact, rounded once into ``out`` (float64 values)."""
-    a = np.asarray(q)
+    a = _native(np.asarray(q))
     if a.dtype.kind not in "iu":
         raise TypeError(f"q: expected integer codes, got dtype {a.dtype}")
     s, ax, block = _quant_layout(a, scale, axis, block_size)
@@ -305,12 +320,18 @@ def block_quantize(
     scheme. scale = round(amax / max(fmt), scale_fmt, scale_rounding); element = round(x /
     scale) exactly, into ``fmt``. x == element * scale up to the element rounding.
     """
+    seed, random_bits = _check_seed(seed, random_bits)
     a, source, _ = _as_source(x)
-    if isinstance(block, int):
-        block = (block,)
-    values, _, scales = _core.block_quantize(a, source, fmt, [int(b) for b in block], scale_fmt, scale_rounding,
-                                             rounding, overflow, subnormals, int(seed), int(random_bits))
+    values, _, scales = _core.block_quantize(a, source, fmt, _block_extents(block), scale_fmt, scale_rounding,
+                                             rounding, overflow, subnormals, seed, random_bits)
     return values, scales
+
+
+def _block_extents(block: Any) -> list[int]:
+    extents = [block] if isinstance(block, (int, np.integer)) else list(block)
+    if not extents or any(isinstance(b, bool) or not isinstance(b, (int, np.integer)) or b < 1 for b in extents):
+        raise ValueError(f"block: expected positive integer extents, got {block!r}")
+    return [int(b) for b in extents]
 
 
 def mx_quantize(x: Any, fmt: str = "e4m3fn", *, scale_rounding: str = "nearest_even", **kwargs: Any):
@@ -322,9 +343,7 @@ def block_dequantize(
     values: Any, scales: Any, *, block: Sequence[int] = (32,), out: str = "fp64", rounding: str = "nearest_even"
 ) -> np.ndarray:
     """element * scale per block, rounded once into ``out`` (float64 values)."""
-    if isinstance(block, int):
-        block = (block,)
     v = np.asarray(values, dtype=np.float64)
-    return _core.block_dequantize(v, np.asarray(scales, dtype=np.float64), [int(b) for b in block], out, rounding)
+    return _core.block_dequantize(v, np.asarray(scales, dtype=np.float64), _block_extents(block), out, rounding)
 
 
