@@ -33,6 +33,7 @@ void set_num_threads(int n) { configured_threads.store(n > 0 ? n : 0); }
 
 void parallel_for(std::size_t n, const std::function<void(std::size_t, std::size_t)>& body,
                   std::size_t serial_below) {
+  if (n == 0) return;
   const std::size_t threads =
       std::min<std::size_t>(static_cast<std::size_t>(num_threads()), (n + serial_below - 1) /
                                                                          std::max<std::size_t>(serial_below, 1));

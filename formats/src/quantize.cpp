@@ -4,6 +4,7 @@
 #include <cmath>
 #include <limits>
 #include <string>
+#include <utility>
 
 #include "numeq/formats/error.hpp"
 #include "numeq/formats/parallel.hpp"
@@ -45,6 +46,35 @@ Unpacked unpack_integer(std::int64_t k) {
   u.exponent = e.exponent;
   u.significand = e.significand;
   return u;
+}
+
+// (a + b) / divisor, formed exactly and handed over as 64 leading bits + sticky; a, b >= 0 finite,
+// not both zero; divisor >= 1. (Used for scale = range / steps: rounding the range to a double
+// first would round twice.)
+Exact exact_sum_over(double a, double b, std::uint64_t divisor) {
+  if (a < b) std::swap(a, b);
+  const Unpacked large = unpack_double(a);
+  // 128-bit fixed point with unit 2^(Ea - 126): a's significand sits at bits 126..63.
+  uint128 sum = static_cast<uint128>(large.significand) << 63;
+  bool sticky = false;
+  if (b != 0) {
+    const Unpacked small = unpack_double(b);
+    const int shift = small.exponent - large.exponent + 63;  // <= 63: b <= a
+    if (shift >= 0) {
+      sum += static_cast<uint128>(small.significand) << shift;
+    } else if (shift > -64) {
+      sum += small.significand >> -shift;
+      sticky = (small.significand << (64 + shift)) != 0;
+    } else {
+      sticky = true;
+    }
+  }
+  // Bits lost from b are worth less than one unit, so they never change the integer quotient.
+  const uint128 quotient = sum / divisor;
+  sticky = sticky || sum % divisor != 0;
+  Exact e = normalize(false, quotient, large.exponent - 126);
+  e.sticky = e.sticky || sticky;
+  return e;
 }
 
 // Index of the parameter that serves C-order element i of an array of shape x_shape.
@@ -210,24 +240,29 @@ void quant_params_into(const BitsView& x, const Quantization& q, const QuantGrou
   const Cast nearest{integer_grid};
   const std::int64_t qmin = q.qmin();
   const std::int64_t qmax = q.qmax();
+  const bool symmetric = q.range == QuantRange::symmetric;
+  // qmax - qmin is even in symmetric ranges (int8 254, uint8 254, int32 2^32 - 2).
+  const auto steps = static_cast<std::uint64_t>(symmetric ? (qmax - qmin) / 2 : qmax - qmin);
   for (std::size_t k = 0; k < count; ++k) {
-    const bool symmetric = q.range == QuantRange::symmetric;
-    const double span = symmetric ? std::max(-low[k], high[k]) : high[k] - low[k];
-    const double steps = symmetric ? static_cast<double>(qmax - qmin) / 2.0 : static_cast<double>(qmax - qmin);
-    if (span == 0 || !std::isfinite(span)) {
+    const double a = symmetric ? std::max(-low[k], high[k]) : high[k];
+    const double b = symmetric ? 0.0 : -low[k];
+    if (a == 0 && b == 0) {
       scale[k] = 1.0;
     } else {
-      scale[k] = decode_bits(formats::fp32, round_and_pack(to_fp32, exact_quotient(unpack_double(span), unpack_double(steps)), 0));
+      scale[k] = decode_bits(formats::fp32, round_and_pack(to_fp32, exact_sum_over(a, b, steps), 0));
+      if (std::isinf(scale[k]))
+        throw error("x: the range of group " + std::to_string(k) +
+                    " needs a scale beyond fp32's largest value");
       if (scale[k] == 0) scale[k] = min_subnormal(formats::fp32);
     }
     if (symmetric) {
-      zero_point[k] = (qmin + qmax) / 2 + ((qmin + qmax) % 2 != 0 ? 1 : 0);
+      zero_point[k] = (qmin + qmax) / 2;  // the middle code: 0 for int8, 128 for uint8
     } else {
       // zero_point = qmin - round(min / scale): the code that represents 0 exactly.
       std::int64_t offset = 0;
       if (low[k] != 0)
-        offset = clamp_grid(round_and_pack(nearest, exact_quotient(unpack_double(low[k]), unpack_double(scale[k])), 0), 0,
-                            std::numeric_limits<std::int32_t>::min(), std::numeric_limits<std::int32_t>::max());
+        offset = clamp_grid(round_and_pack(nearest, exact_quotient(unpack_double(low[k]), unpack_double(scale[k])), 0),
+                            0, -(std::int64_t{1} << 62), std::int64_t{1} << 62);
       const std::int64_t zp = qmin - offset;
       zero_point[k] = zp < qmin ? qmin : (zp > qmax ? qmax : zp);
     }

@@ -22,6 +22,7 @@ namespace {
 using numeq::Cast;
 using numeq::Format;
 using numeq::Rounding;
+__extension__ using u128 = unsigned __int128;
 
 // SplitMix64 as in Steele, Lea and Flood (2014) / Vigna's splitmix64.c: a state advanced by the
 // golden gamma, each output the state through the variant-13 finaliser of MurmurHash3.
@@ -59,8 +60,8 @@ TEST(RandomBits, PublishedSplitMix64Outputs) {
 }
 
 TEST(RandomBits, CounterMatchesSequentialGenerator) {
-  for (std::uint64_t key : {0ull, 1ull, 0xFFFFFFFFFFFFFFFFull, numeq::random_stream_key(0),
-                            numeq::random_stream_key(42)}) {
+  for (std::uint64_t key : {std::uint64_t{0}, std::uint64_t{1}, ~std::uint64_t{0},
+                            numeq::random_stream_key(0), numeq::random_stream_key(42)}) {
     SequentialSplitMix64 g(key);
     for (std::uint64_t i = 0; i < 100000; ++i) {
       const std::uint64_t want = g.next();
@@ -145,7 +146,7 @@ TEST(StochasticRounding, ProbabilityIsTheTruncatedFraction) {
   const std::vector<SrCase> cases{
       {&bf16, 1.0, 0x1p-7, 0x1p-40},        // fraction near 0
       {&bf16, 1.0, 0x1p-7, 0.3},
-      {&bf16, 0x1.fep100, 0x1p94, 0.5},     // an exact tie, large binade
+      {&bf16, 0x1.fep100, 0x1p93, 0.5},     // an exact tie, large binade
       {&bf16, 1.0, 0x1p-7, 0.7},
       {&bf16, 0x1p-133, 0x1p-133, 1 - 0x1p-30},  // bf16 subnormal, fraction near 1
       {&e4m3, 416.0, 32.0, 0x1p-40},
@@ -255,11 +256,14 @@ TEST(StochasticRounding, DrawForIndexIsTheCounterOutput) {
       cast.seed = 77;
       const double x = lo + frac * ulp;
       const std::uint64_t key = numeq::random_stream_key(cast.seed);
-      // floor(frac * 2^R) and 2^R as 128-bit integers (R may be 64).
-      const auto scaled = static_cast<unsigned __int128>(std::ldexp(frac, 53)) << random_bits >> 53;
-      const unsigned __int128 full = static_cast<unsigned __int128>(1) << random_bits;
+      // floor(frac * 2^R) and 2^R as 128-bit integers (R may be 64); frac * 2^64 is an integer
+      // for these fractions (their last bit is no lower than 2^-64).
+      const auto frac64 = static_cast<u128>(std::ldexp(frac, 64));
+      ASSERT_EQ(static_cast<double>(frac64), std::ldexp(frac, 64));
+      const u128 scaled = frac64 >> (64 - random_bits);
+      const u128 full = static_cast<u128>(1) << random_bits;
       for (std::uint64_t i = 0; i < 4000; ++i) {
-        const unsigned __int128 r = numeq::random_bits_at(key, i) >> (64 - random_bits);
+        const u128 r = numeq::random_bits_at(key, i) >> (64 - random_bits);
         const bool want_away = scaled != 0 && r >= full - scaled;
         const double got = numeq::round_to_format(x, cast, i);
         ASSERT_EQ(got, want_away ? lo + ulp : lo) << "R=" << random_bits << " frac=" << frac << " i=" << i;

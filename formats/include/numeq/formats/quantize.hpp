@@ -65,10 +65,13 @@ void dequantize_into(const std::int64_t* codes, const std::vector<std::size_t>& 
                      const double* scale, const std::int64_t* zero_point, const QuantGroups& groups,
                      const Cast& out, double* values);
 
-// Per-group parameters from data: symmetric: scale = amax / qmax, zero point 0 (int8) or 128
-// (uint8); full range: scale = (max - min) / (qmax - qmin), zero point = qmin - round(min /
-// scale), with min <= 0 <= max widened to include zero. Scales are rounded to fp32 (how they are
-// stored on every platform numeq models); an all-zero group gets scale 1.
+// Per-group parameters from data, over each group's range widened to include zero:
+//   symmetric: scale = max(|min|, max) / ((qmax - qmin) / 2), zero point = the middle code
+//              (0 for int8 [-127, 127], 128 for uint8 [1, 255]);
+//   full:      scale = (max - min) / (qmax - qmin), zero point = qmin - round(min / scale).
+// The range and the quotient are formed exactly and the scale is rounded once to fp32 (how scales
+// are stored on every platform numeq models); an all-zero group gets scale 1. A scale beyond
+// fp32's range is an error naming x.
 void quant_params_into(const BitsView& x, const Quantization& q, const QuantGroups& groups,
                        double* scale, std::int64_t* zero_point);
 
