@@ -63,7 +63,9 @@ def _as_source(x: Any, parameter: str = "x") -> tuple[np.ndarray, str, bool]:
         return a.view(_BITS_DTYPE[bits]), name, scalar
     if dt.kind in "iub":
         f = a.astype(np.float64)
-        if dt.itemsize == 8 and dt.kind in "iu" and not np.array_equal(f.astype(dt), a):
+        with np.errstate(invalid="ignore"):  # 2**63 - 1 -> 2**63.0 does not fit back: that is the check
+            exact = dt.itemsize < 8 or dt.kind == "b" or np.array_equal(f.astype(dt), a)
+        if not exact:
             raise ValueError(f"{parameter}: 64-bit integers beyond 2^53 are not exact as floats")
         return f, "fp64", scalar
     if dt.kind == "f":  # long double and other float widths: go through float64 exactly if possible
@@ -211,6 +213,20 @@ def _quant_layout(x: np.ndarray, scale: Any, axis: int | None, block_size: int |
     return s, ax, block
 
 
+def _zero_points(zero_point: Any, scale_shape: tuple[int, ...]) -> np.ndarray:
+    """zero_point laid out like the scales: a scalar, one per channel (1-D) or the scales' shape."""
+    zp = np.asarray(zero_point)
+    if zp.dtype.kind not in "iu" and not (zp.dtype.kind == "f" and np.array_equal(zp, np.round(zp))):
+        raise ValueError("zero_point: must be integers")
+    zp = zp.astype(np.int64)
+    if zp.ndim == 1 and zp.size > 1 and zp.size == int(np.prod(scale_shape)):
+        zp = zp.reshape(scale_shape)
+    try:
+        return np.ascontiguousarray(np.broadcast_to(zp, scale_shape))
+    except ValueError:
+        raise ValueError(f"zero_point: shape {zp.shape} does not match the scales' shape {scale_shape}") from None
+
+
 def quantize(
     x: Any,
     fmt: str = "int8",
@@ -236,10 +252,8 @@ def quantize(
     seed, random_bits = _check_seed(seed, random_bits)
     a, source, scalar = _as_source(x)
     s, ax, block = _quant_layout(a, scale, axis, block_size)
-    zp = np.broadcast_to(np.asarray(zero_point), s.shape)
-    if zp.dtype.kind not in "iu" and not np.array_equal(zp, np.round(zp)):
-        raise ValueError("zero_point: must be integers")
-    out = _core.quantize(a, source, fmt, s, np.ascontiguousarray(zp, dtype=np.int64), ax, block, range, rounding,
+    zp = _zero_points(zero_point, s.shape)
+    out = _core.quantize(a, source, fmt, s, zp, ax, block, range, rounding,
                          seed, random_bits)
     return _result(out, scalar)
 
@@ -259,8 +273,7 @@ def dequantize(
     if a.dtype.kind not in "iu":
         raise TypeError(f"q: expected integer codes, got dtype {a.dtype}")
     s, ax, block = _quant_layout(a, scale, axis, block_size)
-    zp = np.broadcast_to(np.asarray(zero_point, dtype=np.int64), s.shape)
-    return _core.dequantize(a.astype(np.int64), s, np.ascontiguousarray(zp), ax, block, out, rounding)
+    return _core.dequantize(a.astype(np.int64), s, _zero_points(zero_point, s.shape), ax, block, out, rounding)
 
 
 def quant_params(
@@ -273,9 +286,10 @@ def quant_params(
 ) -> tuple[np.ndarray, np.ndarray]:
     """(scale, zero_point) from the data, in the layout quantize() takes.
 
-    symmetric: scale = amax / qmax, zero point 0 (int8) or 128 (uint8); full: scale = (max - min)
-    / (qmax - qmin) over a range widened to include 0, zero_point = qmin - round(min / scale).
-    Scales are rounded to fp32.
+    Over each group's range widened to include 0: symmetric: scale = amax / ((qmax - qmin) / 2)
+    (127 for int8 and uint8), zero point the middle code (0 for int8, 128 for uint8); full: scale =
+    (max - min) / (qmax - qmin), zero_point = qmin - round(min / scale). The range and quotient
+    are exact and the scale is rounded once to fp32.
     """
     a, source, _ = _as_source(x)
     rank = a.ndim

@@ -64,8 +64,17 @@ struct CastJob {
   bool contiguous;
   double* values;
   void* bits;
-  std::atomic<std::size_t>* first_invalid;
+  std::atomic<std::size_t>* first_invalid;      // first NaN into a format without NaN
+  std::atomic<std::size_t>* first_bad_pattern;  // first input with bits outside its pattern
 };
+
+constexpr std::size_t none = static_cast<std::size_t>(-1);
+
+void record_first(std::atomic<std::size_t>& first, std::size_t index) {
+  std::size_t current = first.load();
+  while (index < current && !first.compare_exchange_weak(current, index)) {
+  }
+}
 
 // The element loop of cast_into.
 template <class In, class OutBits, class Spec>
@@ -78,10 +87,19 @@ void cast_range(const CastJob& job, const Spec& spec, std::size_t begin, std::si
   const BitsView& v = *job.view;
   double* const values = job.values;
   OutBits* const bits = static_cast<OutBits*>(job.bits);
-  std::size_t invalid = static_cast<std::size_t>(-1);
+  // All ones for fp32/fp64 sources (the check folds away); 6-bit or tf32 patterns may carry
+  // stray bits in their containers.
+  const std::uint64_t stray = ~pattern_mask(source) & (sizeof(In) == 8 ? ~0ull : (1ull << (8 * sizeof(In))) - 1);
+  std::size_t invalid = none;
+  std::size_t bad_pattern = none;
   for_each_offset(v, job.contiguous, begin, end, [&](std::size_t i, std::ptrdiff_t offset) NUMEQ_LAMBDA_INLINE {
     const std::uint64_t random = stochastic ? random_bits_at(key, i) : 0;
-    const std::uint64_t encoded = encode_bits(source, load<In>(v.data, offset), cast, random);
+    const std::uint64_t raw = load<In>(v.data, offset);
+    if ((raw & stray) != 0) [[unlikely]] {
+      bad_pattern = std::min(bad_pattern, i);
+      return;
+    }
+    const std::uint64_t encoded = encode_bits(source, raw, cast, random);
     if (encoded == invalid_encoding) [[unlikely]] {
       invalid = std::min(invalid, i);
       return;
@@ -89,11 +107,8 @@ void cast_range(const CastJob& job, const Spec& spec, std::size_t begin, std::si
     if (bits != nullptr) bits[i] = static_cast<OutBits>(encoded);
     if (values != nullptr) values[i] = decode_bits(cast.format, encoded);
   });
-  if (invalid != static_cast<std::size_t>(-1)) {
-    std::size_t current = job.first_invalid->load();
-    while (invalid < current && !job.first_invalid->compare_exchange_weak(current, invalid)) {
-    }
-  }
+  if (invalid != none) record_first(*job.first_invalid, invalid);
+  if (bad_pattern != none) record_first(*job.first_bad_pattern, bad_pattern);
 }
 
 using FixedKernel = void (*)(const CastJob&, const Cast&, std::size_t, std::size_t);
@@ -141,8 +156,9 @@ void cast_into(const BitsView& in, const Cast& cast, double* values_out, void* b
                      std::string(in.format->name) + "' values; decode them to floats first");
   const std::size_t n = in.size();
   const bool contiguous = is_contiguous(in);
-  std::atomic<std::size_t> first_invalid{static_cast<std::size_t>(-1)};
-  const CastJob job{&in, contiguous, values_out, bits_out, &first_invalid};
+  std::atomic<std::size_t> first_invalid{none};
+  std::atomic<std::size_t> first_bad_pattern{none};
+  const CastJob job{&in, contiguous, values_out, bits_out, &first_invalid, &first_bad_pattern};
   if (const FixedKernel kernel = fixed_kernel_for(*in.format, cast);
       kernel != nullptr && in.element_bytes * 8 == in.format->storage_bits) {
     parallel_for(n, [&](std::size_t begin, std::size_t end) { kernel(job, cast, begin, end); });
@@ -156,7 +172,13 @@ void cast_into(const BitsView& in, const Cast& cast, double* values_out, void* b
       });
     });
   }
-  if (first_invalid.load() != static_cast<std::size_t>(-1))
+  if (first_bad_pattern.load() != none) {
+    std::ostringstream message;
+    message << parameter << ": element " << first_bad_pattern.load() << " (C order) is not a bit pattern of "
+            << in.format->name << " (only bits 0x" << std::hex << pattern_mask(*in.format) << " may be set)";
+    throw error(message.str());
+  }
+  if (first_invalid.load() != none)
     throw error(std::string(parameter) + ": element " + std::to_string(first_invalid.load()) +
                 " (C order) is NaN, which format " + std::string(cast.format.name) +
                 " cannot hold: it has no NaN encoding (OCP MX FP6/FP4 hold finite values only)");

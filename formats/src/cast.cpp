@@ -32,6 +32,12 @@ std::uint64_t convert(std::uint64_t bits, const Format& source, const Cast& cast
   if (source.is_integer())
     throw error("source: integer format '" + std::string(source.name) +
                 "' holds no float bit patterns; decode it first");
+  if ((bits & ~pattern_mask(source)) != 0) {
+    std::ostringstream message;
+    message << "bits: 0x" << std::hex << bits << " is not a bit pattern of " << source.name
+            << " (only bits 0x" << pattern_mask(source) << " may be set)";
+    throw error(message.str());
+  }
   return checked(encode_bits(source, bits, cast, draw(cast, index)), cast);
 }
 

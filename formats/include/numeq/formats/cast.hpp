@@ -23,7 +23,8 @@ std::uint64_t encode(double x, const Cast& cast, std::uint64_t index = 0);
 double decode(std::uint64_t bits, const Format& f);
 
 // A value of format `source`, given as its bit pattern, encoded into cast.format. Flushing
-// inputs (DAZ) looks at `source`'s subnormals.
+// inputs (DAZ) looks at `source`'s subnormals. Throws numeq::error when bits has set bits outside
+// the source's pattern.
 std::uint64_t convert(std::uint64_t bits, const Format& source, const Cast& cast,
                       std::uint64_t index = 0);
 
