@@ -86,6 +86,14 @@ def _native(a: np.ndarray) -> np.ndarray:
     return a
 
 
+def _real_array(value: Any, parameter: str) -> np.ndarray:
+    """float64 copy of a real-valued argument (scales, element values); TypeError otherwise."""
+    a = np.asarray(value)
+    if a.dtype.kind not in "iufb" and a.dtype not in _FORMAT_OF_DTYPE:
+        raise TypeError(f"{parameter}: expected real numbers, got dtype {a.dtype}")
+    return _native(a).astype(np.float64)
+
+
 def _check_seed(seed: Any, random_bits: Any) -> tuple[int, int]:
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or not 0 <= int(seed) < 2**64:
         raise ValueError(f"seed: must be an integer in [0, 2**64), got {seed!r}")
@@ -180,7 +188,7 @@ def decode(bits: Any, fmt: str) -> Any:
 
 def _quant_layout(x: np.ndarray, scale: Any, axis: int | None, block_size: int | None, parameter: str = "scale"):
     """Broadcast scale to x's rank per the QuantGroups layout; returns (scale, axis, block)."""
-    s = np.asarray(scale, dtype=np.float64)
+    s = _real_array(scale, parameter)
     rank = x.ndim
     if axis is None and block_size is None:
         if s.size != 1:
@@ -357,7 +365,7 @@ def block_dequantize(
     values: Any, scales: Any, *, block: Sequence[int] = (32,), out: str = "fp64", rounding: str = "nearest_even"
 ) -> np.ndarray:
     """element * scale per block, rounded once into ``out`` (float64 values)."""
-    v = np.asarray(values, dtype=np.float64)
-    return _core.block_dequantize(v, np.asarray(scales, dtype=np.float64), _block_extents(block), out, rounding)
+    v = _real_array(values, "values")
+    return _core.block_dequantize(v, _real_array(scales, "scales"), _block_extents(block), out, rounding)
 
 
