@@ -27,6 +27,8 @@
 
 #include "numeq/numeq.hpp"
 
+#include "oracle/test_support.hpp"
+
 namespace {
 
 using numeq::BitsView;
@@ -148,26 +150,9 @@ std::size_t product(const std::vector<std::size_t>& shape) {
   return n;
 }
 
-std::vector<std::ptrdiff_t> c_strides(const std::vector<std::size_t>& shape) {
-  std::vector<std::ptrdiff_t> s(shape.size());
-  std::ptrdiff_t stride = 1;
-  for (std::size_t d = shape.size(); d-- > 0;) {
-    s[d] = stride;
-    stride *= static_cast<std::ptrdiff_t>(shape[d]);
-  }
-  return s;
-}
+using numeq_test::c_strides;
 
-template <class T>
-BitsView view_of(const std::vector<T>& data, const std::vector<std::size_t>& shape) {
-  BitsView v;
-  v.data = data.data();
-  v.element_bytes = sizeof(T);
-  v.format = sizeof(T) == 4 ? &numeq::formats::fp32 : &numeq::formats::fp64;
-  v.shape = shape;
-  v.strides = c_strides(shape);
-  return v;
-}
+using numeq_test::view_of;
 
 // Block of C-order element i (C-order index into the scale array), by multi-indices.
 std::size_t block_index(std::size_t i, const std::vector<std::size_t>& shape,

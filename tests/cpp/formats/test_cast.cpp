@@ -17,6 +17,7 @@
 #include "numeq/formats/random.hpp"
 #include "numeq/formats/rounding.hpp"
 #include "oracle/mpfr_oracle.hpp"
+#include "oracle/test_support.hpp"
 
 namespace {
 
@@ -28,10 +29,7 @@ using numeq::Subnormals;
 using numeq_oracle::same_value;
 using numeq_oracle::Spec;
 
-constexpr Rounding kModes[] = {Rounding::nearest_even, Rounding::nearest_away,
-                               Rounding::toward_zero,  Rounding::upward,
-                               Rounding::downward,     Rounding::odd,
-                               Rounding::stochastic};
+using numeq_test::kModes;
 
 Cast make(const Format& f, Rounding r = Rounding::nearest_even, Overflow o = Overflow::ieee,
           Subnormals s = Subnormals::keep) {

@@ -40,6 +40,7 @@
 #include "numeq/formats/random.hpp"
 #include "numeq/formats/rounding.hpp"
 #include "oracle/mpfr_oracle.hpp"
+#include "oracle/test_support.hpp"
 
 namespace {
 
@@ -50,10 +51,7 @@ using numeq::Rounding;
 using numeq::Subnormals;
 using numeq_oracle::Spec;
 
-constexpr Rounding kModes[] = {Rounding::nearest_even, Rounding::nearest_away,
-                               Rounding::toward_zero,  Rounding::upward,
-                               Rounding::downward,     Rounding::odd,
-                               Rounding::stochastic};
+using numeq_test::kModes;
 constexpr std::uint64_t kSeed = 1;
 constexpr int kMaxReports = 10;
 constexpr std::uint32_t kInf32 = 0x7F800000u;

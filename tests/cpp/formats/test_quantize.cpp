@@ -25,6 +25,8 @@
 
 #include "numeq/numeq.hpp"
 
+#include "oracle/test_support.hpp"
+
 namespace {
 
 using numeq::BitsView;
@@ -133,15 +135,7 @@ double fp32_nearest(const mpfr_t v) { return oracle_round_to_format(v, 24, -126,
 
 // ---- arrays, groups ---------------------------------------------------------------------------
 
-std::vector<std::ptrdiff_t> c_strides(const std::vector<std::size_t>& shape) {
-  std::vector<std::ptrdiff_t> s(shape.size());
-  std::ptrdiff_t stride = 1;
-  for (std::size_t d = shape.size(); d-- > 0;) {
-    s[d] = stride;
-    stride *= static_cast<std::ptrdiff_t>(shape[d]);
-  }
-  return s;
-}
+using numeq_test::c_strides;
 
 std::size_t product(const std::vector<std::size_t>& shape) {
   std::size_t n = 1;
@@ -149,16 +143,7 @@ std::size_t product(const std::vector<std::size_t>& shape) {
   return n;
 }
 
-template <class T>
-BitsView view_of(const std::vector<T>& data, const std::vector<std::size_t>& shape) {
-  BitsView v;
-  v.data = data.data();
-  v.element_bytes = sizeof(T);
-  v.format = sizeof(T) == 4 ? &numeq::formats::fp32 : &numeq::formats::fp64;
-  v.shape = shape;
-  v.strides = c_strides(shape);
-  return v;
-}
+using numeq_test::view_of;
 
 // The parameter index of C-order element i, by multi-index arithmetic.
 std::size_t param_index(std::size_t i, const std::vector<std::size_t>& shape,

@@ -38,6 +38,7 @@
 #include "numeq/formats/random.hpp"
 #include "numeq/formats/rounding.hpp"
 #include "oracle/mpfr_oracle.hpp"
+#include "oracle/test_support.hpp"
 
 namespace {
 
@@ -51,10 +52,7 @@ using numeq_oracle::RoundOracle;
 using numeq_oracle::Rounded;
 using numeq_oracle::Spec;
 
-constexpr Rounding kModes[] = {Rounding::nearest_even, Rounding::nearest_away,
-                               Rounding::toward_zero,  Rounding::upward,
-                               Rounding::downward,     Rounding::odd,
-                               Rounding::stochastic};
+using numeq_test::kModes;
 constexpr Overflow kOverflows[] = {Overflow::ieee, Overflow::saturate};
 constexpr Subnormals kSubnormals[] = {Subnormals::keep, Subnormals::flush_outputs,
                                       Subnormals::flush_inputs, Subnormals::flush_both};
