@@ -6,6 +6,8 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <xtensor/xadapt.hpp>
+
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -31,6 +33,34 @@ numeq::BitsView view_of(const py::array& a, const numeq::Format& format, const c
     v.strides.push_back(stride / a.itemsize());
   }
   return v;
+}
+
+// Runs f(view) with an xt::adapt view of the numpy buffer (no copy; strides in elements, may be
+// negative), its element type chosen by dtype kind and width.
+template <class F>
+void with_adapted(const py::array& a, const char* parameter, F&& f) {
+  std::vector<std::size_t> shape;
+  std::vector<std::ptrdiff_t> strides;
+  for (py::ssize_t d = 0; d < a.ndim(); ++d) {
+    shape.push_back(static_cast<std::size_t>(a.shape(d)));
+    if (a.strides(d) % a.itemsize() != 0)
+      throw numeq::error(std::string(parameter) + ": strides that are not a multiple of the element size are not supported");
+    strides.push_back(a.strides(d) / a.itemsize());
+  }
+  auto run = [&](auto* typed) {
+    f(xt::adapt(typed, static_cast<std::size_t>(a.size()), xt::no_ownership(), shape, strides));
+  };
+  const char kind = a.dtype().kind();
+  const void* data = a.data();
+  if (kind == 'f' && a.itemsize() == 4) return run(static_cast<const float*>(data));
+  if (kind == 'f' && a.itemsize() == 8) return run(static_cast<const double*>(data));
+  switch (a.itemsize()) {
+    case 1: return run(static_cast<const std::uint8_t*>(data));
+    case 2: return run(static_cast<const std::uint16_t*>(data));
+    case 4: return run(static_cast<const std::uint32_t*>(data));
+    case 8: return run(static_cast<const std::uint64_t*>(data));
+    default: throw numeq::type_error(std::string(parameter) + ": unsupported element size");
+  }
 }
 
 std::vector<py::ssize_t> shape_of(const py::array& a) {
@@ -130,16 +160,16 @@ PYBIND11_MODULE(_core, m) {
          const std::string& overflow, const std::string& subnormals, std::uint64_t seed, int random_bits,
          bool want_values, bool want_bits) {
         const numeq::Cast cast = make_cast(fmt, rounding, overflow, subnormals, seed, random_bits);
-        const numeq::BitsView view = view_of(x, numeq::format_by_name(source, "source"), "x");
+        const numeq::Format& source_format = numeq::format_by_name(source, "source");
         const auto shape = shape_of(x);
         py::array_t<double> values = want_values ? py::array_t<double>(shape) : py::array_t<double>();
         py::array bits = want_bits ? bits_array(cast.format, shape) : py::array();
         double* values_out = want_values ? values.mutable_data() : nullptr;
         void* bits_out = want_bits ? bits.mutable_data() : nullptr;
-        {
+        with_adapted(x, "x", [&](const auto& adapted) {
           py::gil_scoped_release release;
-          numeq::cast_into(view, cast, values_out, bits_out, "x");
-        }
+          numeq::cast_to(adapted, source_format, cast, values_out, bits_out);
+        });
         return py::make_tuple(want_values ? py::object(values) : py::object(py::none()),
                               want_bits ? py::object(bits) : py::object(py::none()));
       },

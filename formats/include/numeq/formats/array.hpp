@@ -82,6 +82,23 @@ std::vector<std::size_t> shape_vector(const Shape& s) {
 
 }  // namespace detail
 
+// The general form behind round/encode/convert: elements of x are float or double values, or
+// unsigned bit patterns of `source`; values (doubles) and/or bit patterns go to caller memory in
+// C order (either pointer may be null). Memory-backed expressions (containers, xt::adapt views
+// of caller buffers, strided or not) are read in place.
+template <class E>
+void cast_to(const xt::xexpression<E>& x, const Format& source, const Cast& cast, double* values_out,
+             void* bits_out) {
+  const auto& e = x.derived_cast();
+  using T = typename E::value_type;
+  static_assert(detail::is_float_or_double<T> || std::is_unsigned_v<T>,
+                "numeq::cast_to takes float, double or unsigned bit-pattern elements");
+  if (static_cast<int>(sizeof(T)) * 8 != source.storage_bits)
+    throw error("x: elements of " + std::to_string(sizeof(T) * 8) + " bits cannot hold format " +
+                std::string(source.name) + " (stored in " + std::to_string(source.storage_bits) + ")");
+  detail::with_view(e, &source, [&](const BitsView& v) { cast_into(v, cast, values_out, bits_out); });
+}
+
 // x (float or double elements) rounded into cast.format, as doubles.
 template <class E>
 xt::xarray<double> round(const xt::xexpression<E>& x, const Cast& cast) {
