@@ -523,6 +523,27 @@ TEST_F(ArrayTest, ConvertMatchesScalar) {
   }
 }
 
+TEST_F(ArrayTest, CastToWritesValuesAndBitsIntoCallerMemory) {
+  // The form the Python bindings use: an xt::adapt view of caller memory in, caller memory out.
+  // Reversed bf16 patterns (negative stride) into e4m3fn, both outputs, against the scalar API.
+  std::vector<std::uint16_t> patterns(4096);
+  for (std::size_t i = 0; i < patterns.size(); ++i) patterns[i] = static_cast<std::uint16_t>(0x3000 + 7 * i);
+  const std::size_t n = patterns.size();
+  const auto view = strided(patterns.data() + n - 1, std::vector<std::size_t>{n}, std::vector<std::ptrdiff_t>{-1});
+  Cast cast{numeq::formats::e4m3fn, Rounding::stochastic, numeq::Overflow::saturate};
+  cast.seed = 11;
+  std::vector<double> values(n);
+  std::vector<std::uint8_t> bits(n);
+  numeq::cast_to(view, numeq::formats::bf16, cast, values.data(), bits.data());
+  for (std::size_t i = 0; i < n; ++i) {
+    const std::uint64_t want = numeq::convert(patterns[n - 1 - i], numeq::formats::bf16, cast, i);
+    ASSERT_EQ(bits[i], want) << i;
+    ASSERT_EQ(bits_of(values[i]), bits_of(numeq::decode(want, numeq::formats::e4m3fn))) << i;
+  }
+  // Elements of the wrong width for the source format.
+  EXPECT_THROW(numeq::cast_to(view, numeq::formats::e4m3fn, cast, values.data(), nullptr), numeq::error);
+}
+
 // ---------------------------------------------------------------------------------------------
 // Errors
 
