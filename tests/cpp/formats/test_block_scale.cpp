@@ -485,14 +485,7 @@ TEST(BlockScale, DequantizeMatchesMpfr) {
   }
 }
 
-void expect_error_mentioning(const std::function<void()>& f, const std::string& word) {
-  try {
-    f();
-    ADD_FAILURE() << "no numeq::error (expected one mentioning '" << word << "')";
-  } catch (const numeq::error& e) {
-    EXPECT_NE(std::string(e.what()).find(word), std::string::npos) << e.what();
-  }
-}
+using numeq_test::expect_error_mentioning;
 
 TEST(BlockScale, Errors) {
   const BlockScaling mx = numeq::mx_scaling(numeq::formats::e4m3fn);

@@ -780,14 +780,7 @@ TEST_F(QuantizeTest, QuantParamsWorkedExamples) {
 
 // ---- errors -----------------------------------------------------------------------------------
 
-void expect_error_mentioning(const std::function<void()>& f, const std::string& word) {
-  try {
-    f();
-    ADD_FAILURE() << "no numeq::error (expected one mentioning '" << word << "')";
-  } catch (const numeq::error& e) {
-    EXPECT_NE(std::string(e.what()).find(word), std::string::npos) << e.what();
-  }
-}
+using numeq_test::expect_error_mentioning;
 
 TEST_F(QuantizeTest, Errors) {
   const std::vector<std::size_t> shape{4};

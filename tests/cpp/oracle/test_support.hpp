@@ -1,10 +1,15 @@
 #pragma once
-// Small helpers shared by the C++ tests (not oracles: they only lay out inputs).
+// Small helpers shared by the C++ tests (not oracles: they lay out inputs and check errors).
+
+#include <gtest/gtest.h>
 
 #include <cstddef>
+#include <functional>
+#include <string>
 #include <vector>
 
 #include "numeq/formats/array.hpp"
+#include "numeq/formats/error.hpp"
 #include "numeq/formats/rounding.hpp"
 
 namespace numeq_test {
@@ -35,6 +40,16 @@ numeq::BitsView view_of(const std::vector<T>& data, const std::vector<std::size_
   v.shape = shape;
   v.strides = c_strides(shape);
   return v;
+}
+
+// Runs f and expects a numeq::error whose message contains `word` (the argument it names).
+inline void expect_error_mentioning(const std::function<void()>& f, const std::string& word) {
+  try {
+    f();
+    ADD_FAILURE() << "no numeq::error (expected one mentioning '" << word << "')";
+  } catch (const numeq::error& e) {
+    EXPECT_NE(std::string(e.what()).find(word), std::string::npos) << e.what();
+  }
 }
 
 }  // namespace numeq_test
