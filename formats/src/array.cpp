@@ -2,11 +2,11 @@
 
 #include <algorithm>
 #include <array>
-#include <type_traits>
-#include <utility>
 #include <atomic>
 #include <cstring>
 #include <sstream>
+#include <type_traits>
+#include <utility>
 
 #include "numeq/formats/cast.hpp"
 #include "numeq/formats/parallel.hpp"
