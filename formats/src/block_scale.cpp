@@ -12,7 +12,6 @@
 namespace numeq {
 namespace {
 
-Unpacked unpack_double(double x) { return unpack(formats::fp64, std::bit_cast<std::uint64_t>(x)); }
 
 // C-order index of the block holding element i.
 std::size_t block_of(std::size_t i, const std::vector<std::size_t>& shape,

@@ -36,7 +36,6 @@ std::int64_t clamp_grid(std::uint64_t bits, std::int64_t add, std::int64_t lo, s
   return value < lo ? lo : (value > hi ? hi : value);
 }
 
-Unpacked unpack_double(double x) { return unpack(formats::fp64, std::bit_cast<std::uint64_t>(x)); }
 
 Unpacked unpack_integer(std::int64_t k) {
   const Exact e = normalize(k < 0, static_cast<uint128>(k < 0 ? -static_cast<uint128>(k) : k), 0);

@@ -178,6 +178,11 @@ NUMEQ_KERNEL Unpacked unpack(const Format& f, std::uint64_t bits) {
   return u;
 }
 
+// A double taken apart (binary64 is a Format like any other).
+NUMEQ_KERNEL Unpacked unpack_double(double x) {
+  return unpack(formats::fp64, std::bit_cast<std::uint64_t>(x));
+}
+
 // Encode a value, given as an Unpacked, into cast.format: the full IEEE / OFP8 case analysis
 // around round_and_pack. `random` is the stochastic draw for this element.
 NUMEQ_KERNEL std::uint64_t encode_unpacked(const Unpacked& u, const Cast& cast, std::uint64_t random) {
