@@ -195,28 +195,39 @@ class RoundOracle {
   // Round x (any double) with `mode`. `random` is the 64-bit draw for this element and R the
   // number of its top bits used (stochastic mode only).
   Rounded round(double x, Rounding mode, std::uint64_t random = 0, int R = 32) {
+    mpfr_set_prec(m_.x_, 64);
+    mpfr_set_d(m_.x_, x, MPFR_RNDN);  // exact: 64 >= 53 bits
+    return round_value(m_.x_, mode, random, R);
+  }
+
+  // The same for a value held by MPFR at any precision (exact sums, function values).
+  Rounded round_value(mpfr_srcptr x, Rounding mode, std::uint64_t random = 0, int R = 32) {
     Rounded r;
     r.mode = mode;
-    r.negative = std::signbit(x);
-    if (std::isnan(x)) {
+    r.negative = mpfr_signbit(x) != 0;
+    if (mpfr_nan_p(x)) {
       r.in = Rounded::In::nan;
       return r;
     }
-    if (std::isinf(x)) {
+    if (mpfr_inf_p(x)) {
       r.in = Rounded::In::inf;
       return r;
     }
-    if (x == 0) {
+    if (mpfr_zero_p(x)) {
       r.in = Rounded::In::zero;
       return r;
     }
     r.in = Rounded::In::finite;
-    mpfr_set_d(m_.x_, x, MPFR_RNDN);  // exact: 64 >= 53 bits
+    // Every temporary holds x's bits exactly (the scaled value, its integer part, the remainder).
+    const mpfr_prec_t prec = std::max<mpfr_prec_t>(64, mpfr_get_prec(x));
+    mpfr_set_prec(m_.n_, prec);
+    mpfr_set_prec(m_.r_, prec);
+    mpfr_set_prec(m_.f_, prec);
     // MPFR writes x = 0.1xxx * 2^exp, so the leading bit is 2^(exp - 1).
-    const long lead = mpfr_get_exp(m_.x_) - 1;
+    const long lead = mpfr_get_exp(x) - 1;
     const long place = (s_.has_zero ? std::max<long>(lead, s_.emin) : lead) - s_.m;
     r.qe = static_cast<int>(place);
-    mpfr_mul_2si(m_.n_, m_.x_, -place, MPFR_RNDN);  // exact: a power-of-two scaling
+    mpfr_mul_2si(m_.n_, x, -place, MPFR_RNDN);  // exact: a power-of-two scaling
     mpfr_ptr n = m_.n_;
     mpfr_ptr out = m_.r_;
     const long away = r.negative ? -1 : 1;  // one unit away from zero, signed
@@ -236,7 +247,7 @@ class RoundOracle {
       }
       case Rounding::stochastic: {
         mpfr_trunc(out, n);
-        mpfr_sub(m_.f_, n, out, MPFR_RNDN);  // exact: the discarded part of a 53-bit value
+        mpfr_sub(m_.f_, n, out, MPFR_RNDN);  // exact: the discarded part of x
         mpfr_abs(m_.f_, m_.f_, MPFR_RNDN);   // frac in [0, 1), in units of the last place
         mpfr_mul_2si(m_.f_, m_.f_, R, MPFR_RNDN);
         const u128 frac_bits = mpfr_get_ui(m_.f_, MPFR_RNDZ);  // floor(frac * 2^R)
@@ -247,7 +258,7 @@ class RoundOracle {
       }
     }
     mpfr_abs(out, out, MPFR_RNDN);
-    r.n = mpfr_get_ui(out, MPFR_RNDN);  // exact: at most 2^53
+    r.n = mpfr_get_ui(out, MPFR_RNDN);  // exact: at most 2^(m + 1) <= 2^53
     return r;
   }
 
@@ -308,6 +319,16 @@ class RoundOracle {
             : 0;
     return finish(round(x, cast.rounding, random, cast.random_bits), cast.overflow,
                   cast.subnormals, input_subnormal);
+  }
+
+  // A value held by MPFR (never an input to flush: DAZ applies to inputs of casts only).
+  Expected cast_value(mpfr_srcptr x, const numeq::Cast& cast, std::uint64_t index = 0) {
+    const std::uint64_t random =
+        cast.rounding == Rounding::stochastic
+            ? numeq::random_bits_at(numeq::random_stream_key(cast.seed), index)
+            : 0;
+    return finish(round_value(x, cast.rounding, random, cast.random_bits), cast.overflow,
+                  cast.subnormals, false);
   }
 
  private:
