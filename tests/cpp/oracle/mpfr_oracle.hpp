@@ -197,7 +197,9 @@ class RoundOracle {
   Rounded round(double x, Rounding mode, std::uint64_t random = 0, int R = 32) {
     mpfr_set_prec(m_.x_, 64);
     mpfr_set_d(m_.x_, x, MPFR_RNDN);  // exact: 64 >= 53 bits
-    return round_value(m_.x_, mode, random, R);
+    Rounded r = round_value(m_.x_, mode, random, R);
+    r.negative = std::signbit(x);  // MPFR does not promise to keep the sign of a NaN
+    return r;
   }
 
   // The same for a value held by MPFR at any precision (exact sums, function values).
