@@ -20,6 +20,7 @@ from ._arrays import (
     quantize,
     round,
 )
+from . import reference
 from ._core import num_threads, set_num_threads
 
 __version__ = "0.1.0"
@@ -44,6 +45,7 @@ __all__ = [
     "num_threads",
     "quant_params",
     "quantize",
+    "reference",
     "round",
     "set_num_threads",
 ]

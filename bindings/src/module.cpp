@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "bind.hpp"
 #include "numeq/numeq.hpp"
 
 namespace py = pybind11;
@@ -76,19 +77,6 @@ py::array bits_array(const numeq::Format& f, const std::vector<py::ssize_t>& sha
   }
 }
 
-numeq::Cast make_cast(const std::string& fmt, const std::string& rounding, const std::string& overflow,
-                      const std::string& subnormals, std::uint64_t seed, int random_bits) {
-  numeq::Cast c;
-  c.format = numeq::format_by_name(fmt, "fmt");
-  c.rounding = numeq::rounding_by_name(rounding);
-  c.overflow = numeq::overflow_by_name(overflow);
-  c.subnormals = numeq::subnormals_by_name(subnormals);
-  c.seed = seed;
-  c.random_bits = random_bits;
-  numeq::validate(c, "fmt");
-  return c;
-}
-
 py::dict format_info(const std::string& name) {
   const numeq::Format& f = numeq::format_by_name(name, "name");
   py::dict d;
@@ -129,6 +117,20 @@ py::dict format_info(const std::string& name) {
 
 }  // namespace
 
+numeq::Cast numeq_bindings::make_cast(const std::string& fmt, const std::string& rounding, const std::string& overflow,
+                      const std::string& subnormals, std::uint64_t seed, int random_bits) {
+  numeq::Cast c;
+  c.format = numeq::format_by_name(fmt, "fmt");
+  c.rounding = numeq::rounding_by_name(rounding);
+  c.overflow = numeq::overflow_by_name(overflow);
+  c.subnormals = numeq::subnormals_by_name(subnormals);
+  c.seed = seed;
+  c.random_bits = random_bits;
+  numeq::validate(c, "fmt");
+  return c;
+}
+
+
 PYBIND11_MODULE(_core, m) {
   m.doc() = "numeq C++ core (use the numeq package, not this module)";
   py::register_exception_translator([](std::exception_ptr p) {
@@ -159,7 +161,7 @@ PYBIND11_MODULE(_core, m) {
       [](const py::array& x, const std::string& source, const std::string& fmt, const std::string& rounding,
          const std::string& overflow, const std::string& subnormals, std::uint64_t seed, int random_bits,
          bool want_values, bool want_bits) {
-        const numeq::Cast cast = make_cast(fmt, rounding, overflow, subnormals, seed, random_bits);
+        const numeq::Cast cast = numeq_bindings::make_cast(fmt, rounding, overflow, subnormals, seed, random_bits);
         const numeq::Format& source_format = numeq::format_by_name(source, "source");
         const auto shape = shape_of(x);
         py::array_t<double> values = want_values ? py::array_t<double>(shape) : py::array_t<double>();
@@ -271,7 +273,7 @@ PYBIND11_MODULE(_core, m) {
          const std::string& scale_fmt, const std::string& scale_rounding, const std::string& rounding,
          const std::string& overflow, const std::string& subnormals, std::uint64_t seed, int random_bits) {
         numeq::BlockScaling s;
-        s.element = make_cast(fmt, rounding, overflow, subnormals, seed, random_bits);
+        s.element = numeq_bindings::make_cast(fmt, rounding, overflow, subnormals, seed, random_bits);
         s.scale_format = numeq::format_by_name(scale_fmt, "scale_fmt");
         s.scale_rounding = numeq::rounding_by_name(scale_rounding, "scale_rounding");
         s.block_shape = std::move(block);
@@ -314,4 +316,5 @@ PYBIND11_MODULE(_core, m) {
         return result;
       },
       py::arg("values"), py::arg("scales"), py::arg("block"), py::arg("out"), py::arg("rounding"));
+  numeq_bindings::bind_reference_exact(m);
 }

@@ -1,0 +1,44 @@
+#pragma once
+// Exact reductions: sum along an axis, dot product, matmul and batched matmul, each computed in
+// the long accumulator (no rounding at all) and rounded once into an output Cast. Inputs are
+// doubles holding values of any supported format (every such value is a double exactly); the
+// Python layer checks that they belong to the declared input format.
+//
+// Element i (C order) of a result rounded stochastically uses the draw
+// random_bits_at(random_stream_key(out.seed), i), as casts do. Work is spread over
+// numeq::num_threads() threads; every result is exact before its single rounding, so it does not
+// depend on the thread count.
+
+#include <xtensor/xarray.hpp>
+
+#include <cstddef>
+#include <utility>
+
+#include "numeq/formats/rounding.hpp"
+#include "numeq/references/accumulator.hpp"
+
+namespace numeq::reference {
+
+// What a reduction hands back: the rounded values (NaN where the format gives NaN) or the exact
+// values as double-doubles (hi, lo).
+struct ExactValues {
+  xt::xarray<double> hi;
+  xt::xarray<double> lo;
+};
+
+// Sum of x along `axis` (negative counts from the end), rounded once into `out`.
+xt::xarray<double> sum(const xt::xarray<double>& x, std::ptrdiff_t axis, const Cast& out);
+ExactValues sum_exact(const xt::xarray<double>& x, std::ptrdiff_t axis);
+
+// a . b for 1-D a and b of equal length: a 0-d result.
+xt::xarray<double> dot(const xt::xarray<double>& a, const xt::xarray<double>& b, const Cast& out);
+ExactValues dot_exact(const xt::xarray<double>& a, const xt::xarray<double>& b);
+
+// a[..., M, K] @ b[..., K, N] (+ c, broadcast to the result, added exactly), batch dimensions
+// broadcast as numpy does; 1-D operands are not accepted (use dot). c may be null.
+xt::xarray<double> matmul(const xt::xarray<double>& a, const xt::xarray<double>& b, const Cast& out,
+                          const xt::xarray<double>* c = nullptr);
+ExactValues matmul_exact(const xt::xarray<double>& a, const xt::xarray<double>& b,
+                         const xt::xarray<double>* c = nullptr);
+
+}  // namespace numeq::reference
