@@ -3,6 +3,8 @@
 #include <xtensor/xbroadcast.hpp>
 
 #include <algorithm>
+#include <bit>
+#include <cmath>
 #include <atomic>
 #include <string>
 #include <vector>
@@ -10,6 +12,11 @@
 #include "numeq/formats/error.hpp"
 #include "numeq/formats/parallel.hpp"
 #include "numeq/formats/random.hpp"
+
+// The Fortran BLAS interface, which every BLAS (OpenBLAS, reference BLAS, MKL, BLIS) exports.
+extern "C" void dgemm_(const char* transa, const char* transb, const int* m, const int* n, const int* k,
+                       const double* alpha, const double* a, const int* lda, const double* b, const int* ldb,
+                       const double* beta, double* c, const int* ldc);
 
 namespace numeq::reference {
 
@@ -137,6 +144,119 @@ BatchMap broadcast_batches(const Shape& a, const Shape& b) {
   return m;
 }
 
+// ---- exact matmul through error-free floating-point GEMMs ----
+//
+// Ozaki, Ogita, Oishi and Rump, "Error-free transformations of matrix multiplication by using
+// fast routines of matrix multiplication and its applications", Numer. Algorithms 59 (2012):
+// split each row of A (and each column of B) into slices of w bits, all integer multiples of one
+// power of two per row (column) slice and below 2^w in those units. A product of slices then sums
+// K integers below 2^(2w) each; with K * 2^(2w) <= 2^53 every partial sum, in any order, with or
+// without fma, is an integer below 2^53 and therefore exact in binary64. So an ordinary dgemm
+// computes the slice products without error, and the exact result is the sum over slice pairs of
+// (slice product) * (row scale) * (column scale): a few exact doubles per element, added in the
+// long accumulator and rounded once. Inputs up to fp32 need 1 slice (fp8) to a few slices (bf16,
+// fp16, fp32 over wide ranges); values spread over huge ranges need more, and beyond a cap the
+// plain long-accumulator loop is used instead.
+
+constexpr int max_slices = 12;
+constexpr std::size_t max_buffer_doubles = std::size_t{1} << 25;  // 256 MiB of slice products
+constexpr int exponent_limit = 400;  // scaled slice products stay normal binary64 numbers
+
+struct Slices {
+  int count = 0;
+  std::vector<double> values;  // count slices, each in the layout of the input matrix
+  std::vector<int> scale;      // count x vectors: exponent of slice s of vector v
+};
+
+// Slices of the `vectors` vectors of a contiguous matrix; element k of vector v is at
+// data[v * vector_stride + k * element_stride]. Non-finite entries count as zero (their vectors
+// are marked in nonfinite). False when the values span too many slices or too wide a range.
+bool slice_matrix(const double* data, std::size_t vectors, std::size_t length, std::size_t vector_stride,
+                  std::size_t element_stride, int w, Slices& out, std::vector<char>& nonfinite) {
+  constexpr int none = -100000;
+  std::vector<int> top(vectors, none);
+  nonfinite.assign(vectors, 0);
+  int needed = 0;
+  for (std::size_t v = 0; v < vectors; ++v) {
+    int low = -none;
+    for (std::size_t k = 0; k < length; ++k) {
+      const double x = data[v * vector_stride + k * element_stride];
+      if (!std::isfinite(x)) {
+        nonfinite[v] = 1;
+        continue;
+      }
+      if (x == 0) continue;
+      const Unpacked u = unpack_double(x);
+      top[v] = std::max(top[v], u.exponent);
+      low = std::min(low, u.exponent - 63 + std::countr_zero(u.significand));
+    }
+    if (top[v] == none) continue;
+    if (top[v] > exponent_limit || low < -exponent_limit) return false;
+    needed = std::max(needed, (top[v] - low + w) / w);  // ceil((top - low + 1) / w)
+  }
+  if (needed > max_slices) return false;
+  out.count = needed;
+  const std::size_t size = vectors * length;
+  out.values.assign(static_cast<std::size_t>(needed) * size, 0.0);
+  out.scale.assign(static_cast<std::size_t>(needed) * vectors, 0);
+  std::vector<double> rest(data, data + size);
+  for (double& x : rest)
+    if (!std::isfinite(x)) x = 0;
+  for (int s = 0; s < needed; ++s) {
+    double* slice = out.values.data() + static_cast<std::size_t>(s) * size;
+    for (std::size_t v = 0; v < vectors; ++v) {
+      if (top[v] == none) continue;
+      // |rest| < 2^(top + 1 - s w): the slice holds its bits at or above 2^(top + 1 - (s + 1) w).
+      const int place = top[v] + 1 - (s + 1) * w;
+      out.scale[static_cast<std::size_t>(s) * vectors + v] = place;
+      const double unit = std::ldexp(1.0, place);
+      const double inverse = std::ldexp(1.0, -place);
+      for (std::size_t k = 0; k < length; ++k) {
+        const std::size_t i = v * vector_stride + k * element_stride;
+        const double q = std::trunc(rest[i] * inverse);  // exact scaling, exact truncation
+        slice[i] = q;                                     // an integer, |q| < 2^w
+        rest[i] -= q * unit;                              // exact: the bits below the slice
+      }
+    }
+  }
+  return true;
+}
+
+// C = A * B for row-major A (M x K), B (K x N), C (M x N), through the Fortran dgemm on the
+// transposed problem (row-major C is column-major C^T = B^T A^T).
+void gemm(const double* a, const double* b, double* c, std::size_t M, std::size_t N, std::size_t K) {
+  const int m = static_cast<int>(N), n = static_cast<int>(M), k = static_cast<int>(K);
+  const double one = 1.0, zero = 0.0;
+  dgemm_("N", "N", &m, &n, &k, &one, b, &m, a, &k, &zero, c, &m);
+}
+
+// The exact products of one pair of matrices, as slice products and scales.
+struct SlicedProduct {
+  bool usable = false;
+  Slices a, b;
+  std::vector<char> a_nonfinite, b_nonfinite;
+  std::vector<double> products;  // a.count * b.count matrices of M x N
+};
+
+SlicedProduct sliced_product(const double* a, const double* b, std::size_t M, std::size_t N, std::size_t K) {
+  SlicedProduct p;
+  if (K == 0 || K > (std::size_t{1} << 21) || M > (1u << 30) || N > (1u << 30)) return p;
+  // The largest w with K * (2^w - 1)^2 < 2^53.
+  const int w = (53 - static_cast<int>(std::bit_width(K - 1))) / 2;
+  if (!slice_matrix(a, M, K, K, 1, w, p.a, p.a_nonfinite)) return p;
+  if (!slice_matrix(b, N, K, 1, N, w, p.b, p.b_nonfinite)) return p;
+  const std::size_t pairs = static_cast<std::size_t>(p.a.count) * static_cast<std::size_t>(p.b.count);
+  if (pairs * M * N > max_buffer_doubles) return p;
+  p.products.assign(pairs * M * N, 0.0);
+  for (int s = 0; s < p.a.count; ++s)
+    for (int t = 0; t < p.b.count; ++t)
+      gemm(p.a.values.data() + static_cast<std::size_t>(s) * M * K, p.b.values.data() + static_cast<std::size_t>(t) * K * N,
+           p.products.data() + (static_cast<std::size_t>(s) * static_cast<std::size_t>(p.b.count) + static_cast<std::size_t>(t)) * M * N,
+           M, N, K);
+  p.usable = true;
+  return p;
+}
+
 void matmul_impl(const xt::xarray<double>& a, const xt::xarray<double>& b, const xt::xarray<double>* c,
                  const Cast* cast, ExactValues& r) {
   check_values(cast);
@@ -189,12 +309,28 @@ void matmul_impl(const xt::xarray<double>& a, const xt::xarray<double>& b, const
   }
   const double* ad = a.data();
   const double* cd = c ? c_full.data() : nullptr;
+  // Error-free GEMMs where the inputs allow (see sliced_product); one per result matrix.
+  std::vector<SlicedProduct> sliced(matrices);
+  for (std::size_t t = 0; t < matrices && M * N > 0; ++t)
+    sliced[t] = sliced_product(ad + a_of[t] * M * K, b.data() + b_of[t] * K * N, M, N, K);
   reduce_each(r.hi.size(), K + 1, cast, r.hi.data(), cast ? nullptr : r.lo.data(), [&](std::size_t i, LongAccumulator& acc) {
     const std::size_t t = M * N == 0 ? 0 : i / (M * N);
     const std::size_t m = (i / N) % M, n = i % N;
-    const double* row = ad + a_of[t] * M * K + m * K;
-    const double* col = bt.data() + b_of[t] * N * K + n * K;
-    for (std::size_t k = 0; k < K; ++k) acc.add_product(row[k], col[k]);
+    const SlicedProduct& p = sliced[t];
+    if (p.usable && !p.a_nonfinite[m] && !p.b_nonfinite[n]) {
+      for (int s = 0; s < p.a.count; ++s) {
+        const int scale_a = p.a.scale[static_cast<std::size_t>(s) * M + m];
+        for (int u = 0; u < p.b.count; ++u) {
+          const double g = p.products[(static_cast<std::size_t>(s) * static_cast<std::size_t>(p.b.count) + static_cast<std::size_t>(u)) * M * N + m * N + n];
+          // g is an integer below 2^53 and the scales keep it a normal double: exact.
+          if (g != 0) acc.add(std::ldexp(g, scale_a + p.b.scale[static_cast<std::size_t>(u) * N + n]));
+        }
+      }
+    } else {
+      const double* row = ad + a_of[t] * M * K + m * K;
+      const double* col = bt.data() + b_of[t] * N * K + n * K;
+      for (std::size_t k = 0; k < K; ++k) acc.add_product(row[k], col[k]);
+    }
     if (cd != nullptr) acc.add(cd[i]);
   });
 }
