@@ -169,6 +169,20 @@ bool LongAccumulator::zero_sign(const Cast& cast) const {
   return any_term_ && all_negative_zero_;
 }
 
+std::uint64_t round_exact(const Exact& e, const Cast& cast, std::uint64_t random) {
+  // A format without negative values (E8M0) holds no negative result: the case analysis of
+  // encode_unpacked decides, as for a cast.
+  if (!cast.format.is_signed && e.negative) {
+    Unpacked u;
+    u.cls = ValueClass::finite;
+    u.negative = true;
+    u.exponent = e.exponent;
+    u.significand = e.significand;
+    return encode_unpacked(u, cast, random);
+  }
+  return round_and_pack(cast, e, random);
+}
+
 std::uint64_t LongAccumulator::round(const Cast& cast, std::uint64_t random) const {
   Unpacked special;
   if (is_nan()) {
@@ -180,17 +194,7 @@ std::uint64_t LongAccumulator::round(const Cast& cast, std::uint64_t random) con
     special.cls = ValueClass::zero;
     special.negative = zero_sign(cast);
   } else {
-    const Exact e = exact_value();
-    // A format without negative values (E8M0) holds no negative sum: the case analysis of
-    // encode_unpacked decides, as for a cast.
-    if (!cast.format.is_signed && e.negative) {
-      special.cls = ValueClass::finite;
-      special.negative = true;
-      special.exponent = e.exponent;
-      special.significand = e.significand;
-      return encode_unpacked(special, cast, random);
-    }
-    return round_and_pack(cast, e, random);
+    return round_exact(exact_value(), cast, random);
   }
   return encode_unpacked(special, cast, random);
 }

@@ -30,7 +30,13 @@ std::string shape_text(const auto& shape) {
   return s + (shape.size() == 1 ? ",)" : ")");
 }
 
-// Runs term(i, acc) for every output element i in parallel, each with a cleared accumulator,
+// A result computed without the long accumulator (a narrow exact sum): rounded directly.
+struct Direct {
+  bool used = false;
+  Exact value;
+};
+
+// Runs term(i, acc, direct) for every output element i in parallel, each with a cleared accumulator,
 // and stores either the rounded value (cast != nullptr) or the double-double exact value.
 template <class Term>
 void reduce_each(std::size_t outputs, std::size_t terms_each, const Cast* cast, double* hi, double* lo,
@@ -45,9 +51,11 @@ void reduce_each(std::size_t outputs, std::size_t terms_each, const Cast* cast, 
     LongAccumulator acc;
     for (std::size_t i = begin; i < end; ++i) {
       acc.clear();
-      term(i, acc);
+      Direct direct;
+      term(i, acc, direct);
       if (cast != nullptr) {
-        const std::uint64_t bits = acc.round(*cast, stochastic ? random_bits_at(key, i) : 0);
+        const std::uint64_t random = stochastic ? random_bits_at(key, i) : 0;
+        const std::uint64_t bits = direct.used ? round_exact(direct.value, *cast, random) : acc.round(*cast, random);
         if (bits == invalid_encoding) {
           std::size_t current = first_invalid.load();
           while (i < current && !first_invalid.compare_exchange_weak(current, i)) {
@@ -94,7 +102,7 @@ void sum_impl(const xt::xarray<double>& x, std::ptrdiff_t axis, const Cast* cast
   if (cast == nullptr) r.lo = xt::xarray<double>::from_shape(out_shape);
   const double* data = x.data();
   reduce_each(outer * inner, length, cast, r.hi.data(), cast ? nullptr : r.lo.data(),
-              [&](std::size_t i, LongAccumulator& acc) {
+              [&](std::size_t i, LongAccumulator& acc, Direct&) {
                 const double* base = data + (i / inner) * length * inner + i % inner;
                 for (std::size_t k = 0; k < length; ++k) acc.add(base[k * inner]);
               });
@@ -109,7 +117,7 @@ void dot_impl(const xt::xarray<double>& a, const xt::xarray<double>& b, const Ca
                 shape_text(b.shape()) + " (use matmul for matrices)");
   r.hi = xt::xarray<double>::from_shape(Shape{});
   if (cast == nullptr) r.lo = xt::xarray<double>::from_shape(Shape{});
-  reduce_each(1, a.size(), cast, r.hi.data(), cast ? nullptr : r.lo.data(), [&](std::size_t, LongAccumulator& acc) {
+  reduce_each(1, a.size(), cast, r.hi.data(), cast ? nullptr : r.lo.data(), [&](std::size_t, LongAccumulator& acc, Direct&) {
     for (std::size_t k = 0; k < a.size(); ++k) acc.add_product(a.data()[k], b.data()[k]);
   });
 }
@@ -157,6 +165,8 @@ BatchMap broadcast_batches(const Shape& a, const Shape& b) {
 // long accumulator and rounded once. Inputs up to fp32 need 1 slice (fp8) to a few slices (bf16,
 // fp16, fp32 over wide ranges); values spread over huge ranges need more, and beyond a cap the
 // plain long-accumulator loop is used instead.
+
+__extension__ using int128 = __int128;
 
 constexpr int max_slices = 12;
 constexpr std::size_t max_buffer_doubles = std::size_t{1} << 25;  // 256 MiB of slice products
@@ -233,6 +243,7 @@ void gemm(const double* a, const double* b, double* c, std::size_t M, std::size_
 // The exact products of one pair of matrices, as slice products and scales.
 struct SlicedProduct {
   bool usable = false;
+  bool window = false;  // the terms of one element sum exactly in a 128-bit integer
   Slices a, b;
   std::vector<char> a_nonfinite, b_nonfinite;
   std::vector<double> products;  // a.count * b.count matrices of M x N
@@ -246,7 +257,8 @@ SlicedProduct sliced_product(const double* a, const double* b, std::size_t M, st
   if (!slice_matrix(a, M, K, K, 1, w, p.a, p.a_nonfinite)) return p;
   if (!slice_matrix(b, N, K, 1, N, w, p.b, p.b_nonfinite)) return p;
   const std::size_t pairs = static_cast<std::size_t>(p.a.count) * static_cast<std::size_t>(p.b.count);
-  if (pairs * M * N > max_buffer_doubles) return p;
+  // pairs == 0: a zero operand, whose result signs the long-accumulator loop works out.
+  if (pairs == 0 || pairs * M * N > max_buffer_doubles) return p;
   p.products.assign(pairs * M * N, 0.0);
   for (int s = 0; s < p.a.count; ++s)
     for (int t = 0; t < p.b.count; ++t)
@@ -254,6 +266,8 @@ SlicedProduct sliced_product(const double* a, const double* b, std::size_t M, st
            p.products.data() + (static_cast<std::size_t>(s) * static_cast<std::size_t>(p.b.count) + static_cast<std::size_t>(t)) * M * N,
            M, N, K);
   p.usable = true;
+  // 53 bits per term, shifted by up to (slices_a - 1 + slices_b - 1) * w, plus carries and sign.
+  p.window = 53 + (p.a.count + p.b.count - 2) * w + static_cast<int>(std::bit_width(pairs)) + 1 <= 127;
   return p;
 }
 
@@ -313,20 +327,47 @@ void matmul_impl(const xt::xarray<double>& a, const xt::xarray<double>& b, const
   std::vector<SlicedProduct> sliced(matrices);
   for (std::size_t t = 0; t < matrices && M * N > 0; ++t)
     sliced[t] = sliced_product(ad + a_of[t] * M * K, b.data() + b_of[t] * K * N, M, N, K);
-  reduce_each(r.hi.size(), K + 1, cast, r.hi.data(), cast ? nullptr : r.lo.data(), [&](std::size_t i, LongAccumulator& acc) {
+  reduce_each(r.hi.size(), K + 1, cast, r.hi.data(), cast ? nullptr : r.lo.data(),
+              [&](std::size_t i, LongAccumulator& acc, Direct& direct) {
     const std::size_t t = M * N == 0 ? 0 : i / (M * N);
     const std::size_t m = (i / N) % M, n = i % N;
     const SlicedProduct& p = sliced[t];
     if (p.usable && !p.a_nonfinite[m] && !p.b_nonfinite[n]) {
-      for (int s = 0; s < p.a.count; ++s) {
-        const int scale_a = p.a.scale[static_cast<std::size_t>(s) * M + m];
-        for (int u = 0; u < p.b.count; ++u) {
-          const double g = p.products[(static_cast<std::size_t>(s) * static_cast<std::size_t>(p.b.count) + static_cast<std::size_t>(u)) * M * N + m * N + n];
-          // g is an integer below 2^53 and the scales keep it a normal double: exact.
-          if (g != 0) acc.add(std::ldexp(g, scale_a + p.b.scale[static_cast<std::size_t>(u) * N + n]));
+      const std::size_t a_count = static_cast<std::size_t>(p.a.count), b_count = static_cast<std::size_t>(p.b.count);
+      const double* g = p.products.data() + m * N + n;
+      const std::size_t plane = M * N;
+      if (p.window && cd == nullptr && cast != nullptr) {
+        // The terms g * 2^(scale_a + scale_b) are integers below 2^53 whose scales differ by
+        // multiples of w: summed exactly in a 128-bit integer (p.window says they fit).
+        const int base = p.a.scale[(a_count - 1) * M + m] + p.b.scale[(b_count - 1) * N + n];
+        int128 total = 0;
+        for (std::size_t s = 0; s < a_count; ++s)
+          for (std::size_t u = 0; u < b_count; ++u) {
+            const int shift = p.a.scale[s * M + m] + p.b.scale[u * N + n] - base;
+            total += static_cast<int128>(static_cast<std::int64_t>(g[(s * b_count + u) * plane])) << shift;
+          }
+        if (total != 0) {  // an exact zero takes the accumulator path below for its sign
+          const bool negative = total < 0;
+          direct.value = normalize(negative, static_cast<uint128>(negative ? -total : total), base);
+          direct.used = true;
+          return;
         }
       }
-    } else {
+      for (std::size_t s = 0; s < a_count; ++s) {
+        const int scale_a = p.a.scale[s * M + m];
+        for (std::size_t u = 0; u < b_count; ++u) {
+          const double term = g[(s * b_count + u) * plane];
+          // An integer below 2^53 whose scales keep it a normal double: exact.
+          if (term != 0) acc.add(std::ldexp(term, scale_a + p.b.scale[u * N + n]));
+        }
+      }
+      if (!acc.is_zero()) {
+        if (cd != nullptr) acc.add(cd[i]);
+        return;
+      }
+      acc.clear();  // an exact zero: the signs of the zero products decide, as below
+    }
+    {
       const double* row = ad + a_of[t] * M * K + m * K;
       const double* col = bt.data() + b_of[t] * N * K + n * K;
       for (std::size_t k = 0; k < K; ++k) acc.add_product(row[k], col[k]);

@@ -233,6 +233,26 @@ TEST(ExactMatmul, ResultsDoNotDependOnTheThreadCount) {
   EXPECT_EQ(one, four);
 }
 
+TEST(ExactMatmul, ExactZerosTakeTheSignIeee754Gives) {
+  // IEEE 754-2019 s6.3: cancelling nonzero products give +0 (-0 rounding downward); a sum of
+  // -0 products is -0; +0 + -0 is +0.
+  auto m = [](std::initializer_list<double> row, std::initializer_list<double> col, Rounding mode,
+              const xt::xarray<double>* c = nullptr) {
+    xt::xarray<double> a = xt::xarray<double>::from_shape({1, row.size()});
+    xt::xarray<double> b = xt::xarray<double>::from_shape({col.size(), 1});
+    std::copy(row.begin(), row.end(), a.begin());
+    std::copy(col.begin(), col.end(), b.begin());
+    return reference::matmul(a, b, Cast{formats::fp32, mode}, c)(0, 0);
+  };
+  EXPECT_TRUE(std::signbit(m({-0.0, -0.0}, {1.0, 2.0}, Rounding::nearest_even)));
+  EXPECT_FALSE(std::signbit(m({1.0, -1.0}, {3.0, 3.0}, Rounding::nearest_even)));
+  EXPECT_TRUE(std::signbit(m({1.0, -1.0}, {3.0, 3.0}, Rounding::downward)));
+  xt::xarray<double> minus_zero = xt::xarray<double>::from_shape({1});
+  minus_zero(0) = -0.0;
+  EXPECT_FALSE(std::signbit(m({0.0}, {1.0}, Rounding::nearest_even, &minus_zero)));
+  EXPECT_TRUE(std::signbit(m({-0.0}, {1.0}, Rounding::nearest_even, &minus_zero)));
+}
+
 TEST(ExactErrors, ShapesAndFormatsAreChecked) {
   xt::xarray<double> a = xt::zeros<double>({2, 3});
   xt::xarray<double> b = xt::zeros<double>({4, 2});

@@ -32,6 +32,10 @@ struct DoubleDouble {
   double lo = 0;
 };
 
+// An exact finite non-zero value rounded into cast.format (for an unsigned format a negative
+// value gives what a cast gives: NaN). The one place where exact results meet the kernel.
+std::uint64_t round_exact(const Exact& value, const Cast& cast, std::uint64_t random = 0);
+
 class LongAccumulator {
  public:
   static constexpr int words = 34;
