@@ -44,3 +44,6 @@ def reference_dot(a: npt.NDArray[np.float64], b: npt.NDArray[np.float64], fmt: s
 def reference_matmul(a: npt.NDArray[np.float64], b: npt.NDArray[np.float64],
                      c: npt.NDArray[np.float64] | None, fmt: str, rounding: str, overflow: str,
                      subnormals: str, seed: int, random_bits: int, exact: bool) -> Any: ...
+# numeq.reference (certified functions): f(x) correctly rounded into fmt; float64 values (NaN where fmt gives NaN).
+def reference_function(name: str, x: npt.NDArray[np.float64], fmt: str, rounding: str, overflow: str,
+                       subnormals: str, seed: int, random_bits: int) -> npt.NDArray[np.float64]: ...

@@ -1,5 +1,8 @@
 """Exact and certified reference results (``numeq.reference``).
 
+Exact reductions (sum, dot, matmul) and correctly rounded functions (exp, exp2, log, tanh,
+sigmoid, gelu, silu, softplus, sqrt, rsqrt, reciprocal: MPFR in a Ziv loop).
+
 Every function takes numpy or ml_dtypes arrays, an input format ``in_fmt`` (default: the array's
 own: float32 -> fp32, float64 -> fp64, ml_dtypes bfloat16 -> bf16, ...; values must be exactly
 representable in it) and an output cast (``out`` format, ``rounding``, ``overflow``,
@@ -17,8 +20,24 @@ import numpy as np
 
 from . import _core
 from ._arrays import _as_source, _check_seed, _check_str
+from ._reference_functions import (
+    exp,
+    exp2,
+    gelu,
+    log,
+    reciprocal,
+    rsqrt,
+    sigmoid,
+    silu,
+    softplus,
+    sqrt,
+    tanh,
+)
 
-__all__ = ["dot", "dot_exact", "matmul", "matmul_exact", "sum", "sum_exact"]
+__all__ = [
+    "dot", "dot_exact", "exp", "exp2", "gelu", "log", "matmul", "matmul_exact", "reciprocal", "rsqrt",
+    "sigmoid", "silu", "softplus", "sqrt", "sum", "sum_exact", "tanh",
+]
 
 
 def _values(x: Any, in_fmt: str | None, parameter: str) -> np.ndarray:

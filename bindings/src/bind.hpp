@@ -16,5 +16,7 @@ numeq::Cast make_cast(const std::string& fmt, const std::string& rounding, const
 
 // numeq.reference: exact sums, dot products and matmuls (reference_exact.cpp).
 void bind_reference_exact(pybind11::module_& m);
+// numeq.reference: certified functions (reference_functions.cpp).
+void bind_reference_functions(pybind11::module_& m);
 
 }  // namespace numeq_bindings

@@ -1,0 +1,154 @@
+"""Certified elementwise functions: f(x) correctly rounded into ``out`` (numeq._core.reference_function).
+
+Every function takes an array of any numeric dtype (float32, float64, float16, ml_dtypes, integers)
+or a scalar and returns float64 values of the rounded results (NaN where the output format gives
+NaN), a float for a scalar input. The value is exact f(x) rounded once into ``out`` under the given
+rounding / overflow / subnormal policy; the C++ side certifies it with Ziv's loop over MPFR
+intervals (references/functions.hpp documents the definitions and the special values).
+
+``in_fmt`` names the format the inputs are values of (default: the array's own: float32 -> fp32,
+float64 -> fp64, ml_dtypes bfloat16 -> bf16, integers -> fp64). When given, every value must be
+exactly representable in it (ValueError otherwise). ``subnormals="flush_inputs"`` / ``"flush_both"``
+read inputs that are subnormal in ``in_fmt`` as signed zeros (DAZ); ``"flush_outputs"`` /
+``"flush_both"`` flush subnormal results (FTZ).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from . import _core
+from ._arrays import _as_source, _check_seed, _check_str, format_info
+from ._arrays import round as _round
+
+GELU_APPROXIMATIONS = ("none", "tanh")
+
+
+def _input_values(x: Any, in_fmt: str | None, subnormals: str) -> tuple[np.ndarray, bool]:
+    a, source, scalar = _as_source(x, "x")
+    if source in ("fp32", "fp64"):
+        values = np.asarray(a, dtype=np.float64)
+    else:  # ml_dtypes arrays arrive as bit patterns of their format
+        values = np.asarray(_core.decode(a, source), dtype=np.float64)
+    fmt = source
+    if in_fmt is not None:
+        _check_str(in_fmt, "in_fmt")
+        if in_fmt not in _core.formats():
+            raise ValueError(f"in_fmt: unknown format '{in_fmt}'; valid names: {', '.join(_core.formats())}")
+        info = format_info(in_fmt)
+        if info["kind"] == "integer":
+            finite = np.isfinite(values)
+            ok = finite & (values == np.floor(np.where(finite, values, 0))) & (values >= info["min"]) & (values <= info["max"])
+        else:
+            rounded = np.asarray(_round(values, in_fmt), dtype=np.float64)
+            ok = (rounded == values) | (np.isnan(rounded) & np.isnan(values))
+            ok &= np.signbit(rounded) == np.signbit(values)
+        if not np.all(ok):
+            i = int(np.flatnonzero(~np.asarray(ok).reshape(-1))[0])
+            v = values.reshape(-1)[i]
+            raise ValueError(f"x: element {i} (C order) = {v!r} is not exactly representable in in_fmt '{in_fmt}'")
+        fmt = in_fmt
+    if subnormals in ("flush_inputs", "flush_both"):
+        info = format_info(fmt)
+        if info["kind"] == "floating":
+            tiny = info["min_normal"]
+            with np.errstate(invalid="ignore"):
+                sub = (values != 0) & (np.abs(values) < tiny)
+            values = np.where(sub, np.copysign(0.0, values), values)
+    return np.ascontiguousarray(values, dtype=np.float64), scalar
+
+
+def _apply(name: str, x: Any, in_fmt: str | None, out: str, rounding: str, overflow: str, subnormals: str,
+           seed: int, random_bits: int) -> Any:
+    for value, parameter in ((out, "out"), (rounding, "rounding"), (overflow, "overflow"), (subnormals, "subnormals")):
+        _check_str(value, parameter)
+    seed, random_bits = _check_seed(seed, random_bits)
+    values, scalar = _input_values(x, in_fmt, subnormals)
+    try:
+        result = _core.reference_function(name, values, out, rounding, overflow, subnormals, seed, random_bits)
+    except ValueError as e:  # the core names the format parameter "fmt"; here it is "out"
+        message = str(e)
+        if message.startswith("fmt:"):
+            raise ValueError("out:" + message[4:]) from None
+        raise
+    return float(np.asarray(result).reshape(-1)[0]) if scalar else result
+
+
+def _doc(summary: str) -> str:
+    return (
+        f"{summary}, correctly rounded into ``out``; float64 values.\n\n"
+        "Keywords: in_fmt (format of the inputs; default the array's own), out, rounding, overflow,\n"
+        "subnormals, seed, random_bits (as numeq.round)."
+    )
+
+
+def _make(name: str, summary: str):
+    def f(
+        x: Any,
+        *,
+        in_fmt: str | None = None,
+        out: str = "fp32",
+        rounding: str = "nearest_even",
+        overflow: str = "ieee",
+        subnormals: str = "keep",
+        seed: int = 0,
+        random_bits: int = 32,
+    ) -> Any:
+        return _apply(name, x, in_fmt, out, rounding, overflow, subnormals, seed, random_bits)
+
+    f.__name__ = f.__qualname__ = name
+    f.__doc__ = _doc(summary)
+    return f
+
+
+exp = _make("exp", "e^x")
+exp2 = _make("exp2", "2^x")
+log = _make("log", "ln x (log(+-0) = -Inf, log(x < 0) = NaN)")
+tanh = _make("tanh", "tanh x")
+sigmoid = _make("sigmoid", "1 / (1 + e^-x)")
+silu = _make("silu", "x * sigmoid(x)")
+softplus = _make("softplus", "log(1 + e^x)")
+sqrt = _make("sqrt", "sqrt x (sqrt(-0) = -0)")
+rsqrt = _make("rsqrt", "1 / sqrt x (IEEE 754-2019 rSqrt: rsqrt(+-0) = +-Inf)")
+reciprocal = _make("reciprocal", "1 / x")
+
+
+def gelu(
+    x: Any,
+    approximate: str = "none",
+    *,
+    in_fmt: str | None = None,
+    out: str = "fp32",
+    rounding: str = "nearest_even",
+    overflow: str = "ieee",
+    subnormals: str = "keep",
+    seed: int = 0,
+    random_bits: int = 32,
+) -> Any:
+    """GELU correctly rounded into ``out``; float64 values.
+
+    approximate="none": x/2 (1 + erf(x / sqrt 2)); "tanh": x/2 (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
+    with 0.044715 exactly (PyTorch's names). Other keywords as numeq.round, plus in_fmt.
+    """
+    _check_str(approximate, "approximate")
+    if approximate not in GELU_APPROXIMATIONS:
+        raise ValueError(f"approximate: must be one of {', '.join(GELU_APPROXIMATIONS)}; got '{approximate}'")
+    name = "gelu" if approximate == "none" else "gelu_tanh"
+    return _apply(name, x, in_fmt, out, rounding, overflow, subnormals, seed, random_bits)
+
+
+__all__ = [
+    "exp",
+    "exp2",
+    "gelu",
+    "log",
+    "reciprocal",
+    "rsqrt",
+    "sigmoid",
+    "silu",
+    "softplus",
+    "sqrt",
+    "tanh",
+]
