@@ -26,8 +26,10 @@ from ._arrays import round as _round
 GELU_APPROXIMATIONS = ("none", "tanh")
 
 
-def _input_values(x: Any, in_fmt: str | None, subnormals: str) -> tuple[np.ndarray, bool]:
-    a, source, scalar = _as_source(x, "x")
+def _input_values(x: Any, in_fmt: str | None, subnormals: str, parameter: str = "x") -> tuple[np.ndarray, bool]:
+    """C-contiguous float64 values of x (checked to lie in in_fmt, inputs flushed as asked), and
+    whether x was a scalar. Shared by every numeq.reference function."""
+    a, source, scalar = _as_source(x, parameter)
     if source in ("fp32", "fp64"):
         values = np.asarray(a, dtype=np.float64)
     else:  # ml_dtypes arrays arrive as bit patterns of their format
@@ -48,7 +50,8 @@ def _input_values(x: Any, in_fmt: str | None, subnormals: str) -> tuple[np.ndarr
         if not np.all(ok):
             i = int(np.flatnonzero(~np.asarray(ok).reshape(-1))[0])
             v = values.reshape(-1)[i]
-            raise ValueError(f"x: element {i} (C order) = {v!r} is not exactly representable in in_fmt '{in_fmt}'")
+            raise ValueError(f"{parameter}: element {i} (C order) = {v!r} is not exactly representable in "
+                             f"in_fmt '{in_fmt}'; round the inputs first (numeq.round(x, '{in_fmt}'))")
         fmt = in_fmt
     if subnormals in ("flush_inputs", "flush_both"):
         info = format_info(fmt)

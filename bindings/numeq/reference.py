@@ -19,7 +19,8 @@ from typing import Any
 import numpy as np
 
 from . import _core
-from ._arrays import _as_source, _check_seed, _check_str
+from ._arrays import _check_seed, _check_str
+from ._reference_functions import _input_values
 from ._reference_functions import (
     exp,
     exp2,
@@ -41,23 +42,8 @@ __all__ = [
 
 
 def _values(x: Any, in_fmt: str | None, parameter: str) -> np.ndarray:
-    """C-contiguous float64 values of x, checked to lie in in_fmt."""
-    a, source, _ = _as_source(x, parameter)
-    if source in ("fp32", "fp64"):
-        values = np.ascontiguousarray(a, dtype=np.float64)
-    else:
-        values = np.ascontiguousarray(_core.decode(a, source))
-    if in_fmt is not None:
-        _check_str(in_fmt, "in_fmt")
-        rounded, _ = _core.cast(values, "fp64", in_fmt, "nearest_even", "ieee", "keep", 0, 32, True, False)
-        same = (rounded == values) | (np.isnan(rounded) & np.isnan(values))
-        if not np.all(same):
-            index = int(np.flatnonzero(~same.ravel())[0])
-            raise ValueError(
-                f"{parameter}: element {index} (C order) = {values.ravel()[index]!r} is not a value of "
-                f"in_fmt={in_fmt!r}; round the inputs first (numeq.round(x, {in_fmt!r}))"
-            )
-    return values
+    """C-contiguous float64 values of x, checked to lie in in_fmt (the functions' own helper)."""
+    return _input_values(x, in_fmt, "keep", parameter)[0]
 
 
 def _out(out: str, rounding: str, overflow: str, subnormals: str, seed: Any, random_bits: Any) -> tuple:
