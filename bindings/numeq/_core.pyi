@@ -47,3 +47,13 @@ def reference_matmul(a: npt.NDArray[np.float64], b: npt.NDArray[np.float64],
 # numeq.reference (certified functions): f(x) correctly rounded into fmt; float64 values (NaN where fmt gives NaN).
 def reference_function(name: str, x: npt.NDArray[np.float64], fmt: str, rounding: str, overflow: str,
                        subnormals: str, seed: int, random_bits: int) -> npt.NDArray[np.float64]: ...
+# numeq.reference (composite operations): every element correctly rounded into fmt; float64 values.
+def reference_softmax(x: npt.NDArray[np.float64], axis: int, log: bool, fmt: str, rounding: str, overflow: str,
+                      subnormals: str, seed: int, random_bits: int) -> npt.NDArray[np.float64]: ...
+def reference_norm(x: npt.NDArray[np.float64], gamma: npt.NDArray[np.float64] | None,
+                   beta: npt.NDArray[np.float64] | None, eps: float, centred: bool, fmt: str, rounding: str,
+                   overflow: str, subnormals: str, seed: int, random_bits: int) -> npt.NDArray[np.float64]: ...
+def reference_attention(q: npt.NDArray[np.float64], k: npt.NDArray[np.float64], v: npt.NDArray[np.float64],
+                        mask: npt.NDArray[np.float64] | None, causal: bool, scale: float | None, fmt: str,
+                        rounding: str, overflow: str, subnormals: str, seed: int,
+                        random_bits: int) -> npt.NDArray[np.float64]: ...

@@ -1,7 +1,9 @@
 """Exact and certified reference results (``numeq.reference``).
 
-Exact reductions (sum, dot, matmul) and correctly rounded functions (exp, exp2, log, tanh,
-sigmoid, gelu, silu, softplus, sqrt, rsqrt, reciprocal: MPFR in a Ziv loop).
+Exact reductions (sum, dot, matmul), correctly rounded functions (exp, exp2, log, tanh, sigmoid,
+gelu, silu, softplus, sqrt, rsqrt, reciprocal) and composite operations (softmax, log_softmax,
+layernorm, rmsnorm, attention), each output element correctly rounded (MPFR intervals in a Ziv
+loop; references/composite.hpp documents the definitions and special values).
 
 Every function takes numpy or ml_dtypes arrays, an input format ``in_fmt`` (default: the array's
 own: float32 -> fp32, float64 -> fp64, ml_dtypes bfloat16 -> bf16, ...; values must be exactly
@@ -36,8 +38,9 @@ from ._reference_functions import (
 )
 
 __all__ = [
-    "dot", "dot_exact", "exp", "exp2", "gelu", "log", "matmul", "matmul_exact", "reciprocal", "rsqrt",
-    "sigmoid", "silu", "softplus", "sqrt", "sum", "sum_exact", "tanh",
+    "attention", "dot", "dot_exact", "exp", "exp2", "gelu", "layernorm", "log", "log_softmax", "matmul",
+    "matmul_exact", "reciprocal", "rmsnorm", "rsqrt", "sigmoid", "silu", "softmax", "softplus", "sqrt", "sum",
+    "sum_exact", "tanh",
 ]
 
 
@@ -112,3 +115,120 @@ def matmul_exact(
     cv = None if c is None else _values(c, c_fmt, "c")
     return _core.reference_matmul(_values(a, in_fmt, "a"), _values(b, in_fmt, "b"), cv, "fp64", "nearest_even",
                                   "ieee", "keep", 0, 32, True)
+
+
+def softmax(
+    x: Any, axis: int = -1, *, in_fmt: str | None = None, out: str = "fp32", rounding: str = "nearest_even",
+    overflow: str = "ieee", subnormals: str = "keep", seed: int = 0, random_bits: int = 32,
+) -> np.ndarray:
+    """softmax(x) along ``axis``, every element correctly rounded into ``out``.
+
+    NaN or +Inf in a row makes the row NaN; -Inf entries take no part (their result is +0).
+    """
+    cast = _out(out, rounding, overflow, subnormals, seed, random_bits)
+    return _core.reference_softmax(_values(x, in_fmt, "x"), _axis(axis), False, *cast)
+
+
+def log_softmax(
+    x: Any, axis: int = -1, *, in_fmt: str | None = None, out: str = "fp32", rounding: str = "nearest_even",
+    overflow: str = "ieee", subnormals: str = "keep", seed: int = 0, random_bits: int = 32,
+) -> np.ndarray:
+    """log_softmax(x) = x - log(sum(exp(x))) along ``axis``, every element correctly rounded into ``out``."""
+    cast = _out(out, rounding, overflow, subnormals, seed, random_bits)
+    return _core.reference_softmax(_values(x, in_fmt, "x"), _axis(axis), True, *cast)
+
+
+def _eps(eps: Any) -> float:
+    if isinstance(eps, bool) or not isinstance(eps, (int, float, np.integer, np.floating)):
+        raise TypeError(f"eps: expected a real number, got {type(eps).__name__}")
+    return float(eps)
+
+
+def _affine(v: Any, parameter: str) -> np.ndarray | None:
+    """gamma / beta values in their own dtype's format (they need not share x's in_fmt)."""
+    return None if v is None else _values(v, None, parameter)
+
+
+def layernorm(
+    x: Any, gamma: Any = None, beta: Any = None, *, eps: float = 1e-5, in_fmt: str | None = None,
+    out: str = "fp32", rounding: str = "nearest_even", overflow: str = "ieee", subnormals: str = "keep",
+    seed: int = 0, random_bits: int = 32,
+) -> np.ndarray:
+    """(x - mean) / sqrt(var + eps) * gamma + beta over the last axis (biased variance, as
+    torch.nn.functional.layer_norm), every element correctly rounded into ``out``.
+
+    gamma and beta have shape (n,), n = x.shape[-1]; eps >= 0 is used exactly as the float64 given.
+    """
+    cast = _out(out, rounding, overflow, subnormals, seed, random_bits)
+    return _core.reference_norm(_values(x, in_fmt, "x"), _affine(gamma, "gamma"), _affine(beta, "beta"), _eps(eps),
+                                True, *cast)
+
+
+def rmsnorm(
+    x: Any, gamma: Any = None, beta: Any = None, *, eps: float = 1e-6, in_fmt: str | None = None,
+    out: str = "fp32", rounding: str = "nearest_even", overflow: str = "ieee", subnormals: str = "keep",
+    seed: int = 0, random_bits: int = 32,
+) -> np.ndarray:
+    """x / sqrt(mean(x^2) + eps) * gamma + beta over the last axis, every element correctly rounded
+    into ``out``. gamma and beta have shape (n,); eps >= 0 is used exactly as the float64 given."""
+    cast = _out(out, rounding, overflow, subnormals, seed, random_bits)
+    return _core.reference_norm(_values(x, in_fmt, "x"), _affine(gamma, "gamma"), _affine(beta, "beta"), _eps(eps),
+                                False, *cast)
+
+
+def attention(
+    q: Any, k: Any, v: Any, *, mask: Any = None, causal: bool = False, scale: float | None = None,
+    in_fmt: str | None = None, out: str = "fp32", rounding: str = "nearest_even", overflow: str = "ieee",
+    subnormals: str = "keep", seed: int = 0, random_bits: int = 32,
+) -> np.ndarray:
+    """softmax(q @ k^T * scale + mask) @ v, every element correctly rounded into ``out``.
+
+    q[..., Lq, d], k[..., Lk, d], v[..., Lk, dv]; batch dimensions broadcast as in numpy.
+    ``scale`` defaults to exactly 1/sqrt(d) (the real number). ``mask`` broadcasts to
+    (..., Lq, Lk): boolean (True: the key takes part, as torch's scaled_dot_product_attention) or
+    additive floats (-inf excludes a key). ``causal=True`` lets query i see keys j <= i (top-left
+    aligned, as torch's is_causal). Excluded keys take no part at all; a query with none is NaN.
+    """
+    cast = _out(out, rounding, overflow, subnormals, seed, random_bits)
+    if not isinstance(causal, (bool, np.bool_)):
+        raise TypeError(f"causal: expected a bool, got {type(causal).__name__}")
+    if scale is not None:
+        if isinstance(scale, bool) or not isinstance(scale, (int, float, np.integer, np.floating)):
+            raise TypeError(f"scale: expected a real number or None, got {type(scale).__name__}")
+        scale = float(scale)
+    qv, kv, vv = _values(q, in_fmt, "q"), _values(k, in_fmt, "k"), _values(v, in_fmt, "v")
+    for a, name, what in ((qv, "q", "(..., Lq, d)"), (kv, "k", "(..., Lk, d)"), (vv, "v", "(..., Lk, dv)")):
+        if a.ndim < 2:
+            raise ValueError(f"{name}: expected shape {what}, got {a.shape}")
+    if kv.shape[-1] != qv.shape[-1]:
+        raise ValueError(f"k: the last dimension (d) must equal q's: q {qv.shape}, k {kv.shape}")
+    if vv.shape[-2] != kv.shape[-2]:
+        raise ValueError(f"v: the second-to-last dimension (Lk) must equal k's: k {kv.shape}, v {vv.shape}")
+    try:
+        batch = np.broadcast_shapes(qv.shape[:-2], kv.shape[:-2])
+    except ValueError:
+        raise ValueError(f"k: batch dimensions {kv.shape[:-2]} do not broadcast with q's {qv.shape[:-2]}") from None
+    try:
+        batch = np.broadcast_shapes(batch, vv.shape[:-2])
+    except ValueError:
+        raise ValueError(f"v: batch dimensions {vv.shape[:-2]} do not broadcast with q's and k's {batch}") from None
+    scores = batch + (qv.shape[-2], kv.shape[-2])
+    mv = None
+    if mask is not None:
+        m = np.asarray(mask)
+        if m.dtype == np.bool_:
+            m = np.where(m, 0.0, -np.inf)
+        elif not (np.issubdtype(m.dtype, np.floating) or np.issubdtype(m.dtype, np.integer)):
+            raise TypeError(f"mask: expected a boolean or real array, got dtype {m.dtype}")
+        else:
+            m = _values(m, None, "mask")
+        try:
+            mv = np.ascontiguousarray(np.broadcast_to(m, scores), dtype=np.float64)
+        except ValueError:
+            raise ValueError(f"mask: shape {m.shape} does not broadcast to the score shape {scores} "
+                             "(..., Lq, Lk)") from None
+
+    def full(a: np.ndarray) -> np.ndarray:
+        return np.ascontiguousarray(np.broadcast_to(a, batch + a.shape[-2:]), dtype=np.float64)
+
+    return _core.reference_attention(full(qv), full(kv), full(vv), mv, bool(causal), scale, *cast)

@@ -18,5 +18,7 @@ numeq::Cast make_cast(const std::string& fmt, const std::string& rounding, const
 void bind_reference_exact(pybind11::module_& m);
 // numeq.reference: certified functions (reference_functions.cpp).
 void bind_reference_functions(pybind11::module_& m);
+// numeq.reference: softmax, log_softmax, layernorm, rmsnorm, attention (reference_composite.cpp).
+void bind_reference_composite(pybind11::module_& m);
 
 }  // namespace numeq_bindings

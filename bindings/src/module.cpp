@@ -318,4 +318,5 @@ PYBIND11_MODULE(_core, m) {
       py::arg("values"), py::arg("scales"), py::arg("block"), py::arg("out"), py::arg("rounding"));
   numeq_bindings::bind_reference_exact(m);
   numeq_bindings::bind_reference_functions(m);
+  numeq_bindings::bind_reference_composite(m);
 }
