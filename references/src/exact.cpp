@@ -36,8 +36,9 @@ struct Direct {
   Exact value;
 };
 
-// Runs term(i, acc, direct) for every output element i in parallel, each with a cleared accumulator,
-// and stores either the rounded value (cast != nullptr) or the double-double exact value.
+// Runs term(i, acc, direct) for every output element i in parallel, each with a cleared
+// accumulator (a term that sets direct.used must not have touched acc), and stores either the
+// rounded value (cast != nullptr) or the double-double exact value.
 template <class Term>
 void reduce_each(std::size_t outputs, std::size_t terms_each, const Cast* cast, double* hi, double* lo,
                  Term&& term) {
@@ -49,10 +50,14 @@ void reduce_each(std::size_t outputs, std::size_t terms_each, const Cast* cast, 
   const std::size_t serial_below = std::max<std::size_t>(1, (std::size_t{1} << 16) / std::max<std::size_t>(1, terms_each));
   parallel_for(outputs, [&](std::size_t begin, std::size_t end) {
     LongAccumulator acc;
+    // Clearing costs as much as a short dot product, so it is skipped after a term that answered
+    // through `direct` (such a term leaves acc untouched).
+    bool dirty = false;
     for (std::size_t i = begin; i < end; ++i) {
-      acc.clear();
+      if (dirty) acc.clear();
       Direct direct;
       term(i, acc, direct);
+      dirty = !direct.used;
       if (cast != nullptr) {
         const std::uint64_t random = stochastic ? random_bits_at(key, i) : 0;
         const std::uint64_t bits = direct.used ? round_exact(direct.value, *cast, random) : acc.round(*cast, random);
@@ -178,66 +183,76 @@ struct Slices {
   std::vector<int> scale;      // count x vectors: exponent of slice s of vector v
 };
 
-// Slices of the `vectors` vectors of a contiguous matrix; element k of vector v is at
-// data[v * vector_stride + k * element_stride]. Non-finite entries count as zero (their vectors
-// are marked in nonfinite). False when the values span too many slices or too wide a range.
-bool slice_matrix(const double* data, std::size_t vectors, std::size_t length, std::size_t vector_stride,
-                  std::size_t element_stride, int w, Slices& out, std::vector<char>& nonfinite) {
+// Slices of the `vectors` rows of a row-major matrix (vectors x length). Non-finite entries count
+// as zero (their rows are marked in nonfinite). False when the values span too many slices or too
+// wide a range. Rows are independent: they are sliced on parallel_for threads.
+bool slice_matrix(const double* data, std::size_t vectors, std::size_t length, int w, Slices& out,
+                  std::vector<char>& nonfinite) {
   constexpr int none = -100000;
-  std::vector<int> top(vectors, none);
+  std::vector<int> top(vectors, none), low(vectors, -none);
   nonfinite.assign(vectors, 0);
+  const std::size_t serial_below = std::max<std::size_t>(1, (std::size_t{1} << 15) / std::max<std::size_t>(1, length));
+  parallel_for(vectors, [&](std::size_t begin, std::size_t end) {
+    for (std::size_t v = begin; v < end; ++v) {
+      const double* row = data + v * length;
+      for (std::size_t k = 0; k < length; ++k) {
+        const double x = row[k];
+        if (!std::isfinite(x)) {
+          nonfinite[v] = 1;
+          continue;
+        }
+        if (x == 0) continue;
+        const Unpacked u = unpack_double(x);
+        top[v] = std::max(top[v], u.exponent);
+        low[v] = std::min(low[v], u.exponent - 63 + std::countr_zero(u.significand));
+      }
+    }
+  }, serial_below);
   int needed = 0;
   for (std::size_t v = 0; v < vectors; ++v) {
-    int low = -none;
-    for (std::size_t k = 0; k < length; ++k) {
-      const double x = data[v * vector_stride + k * element_stride];
-      if (!std::isfinite(x)) {
-        nonfinite[v] = 1;
-        continue;
-      }
-      if (x == 0) continue;
-      const Unpacked u = unpack_double(x);
-      top[v] = std::max(top[v], u.exponent);
-      low = std::min(low, u.exponent - 63 + std::countr_zero(u.significand));
-    }
     if (top[v] == none) continue;
-    if (top[v] > exponent_limit || low < -exponent_limit) return false;
-    needed = std::max(needed, (top[v] - low + w) / w);  // ceil((top - low + 1) / w)
+    if (top[v] > exponent_limit || low[v] < -exponent_limit) return false;
+    needed = std::max(needed, (top[v] - low[v] + w) / w);  // ceil((top - low + 1) / w)
   }
   if (needed > max_slices) return false;
   out.count = needed;
   const std::size_t size = vectors * length;
-  out.values.assign(static_cast<std::size_t>(needed) * size, 0.0);
+  out.values.resize(static_cast<std::size_t>(needed) * size);
   out.scale.assign(static_cast<std::size_t>(needed) * vectors, 0);
-  std::vector<double> rest(data, data + size);
-  for (double& x : rest)
-    if (!std::isfinite(x)) x = 0;
-  for (int s = 0; s < needed; ++s) {
-    double* slice = out.values.data() + static_cast<std::size_t>(s) * size;
-    for (std::size_t v = 0; v < vectors; ++v) {
-      if (top[v] == none) continue;
-      // |rest| < 2^(top + 1 - s w): the slice holds its bits at or above 2^(top + 1 - (s + 1) w).
-      const int place = top[v] + 1 - (s + 1) * w;
-      out.scale[static_cast<std::size_t>(s) * vectors + v] = place;
-      const double unit = std::ldexp(1.0, place);
-      const double inverse = std::ldexp(1.0, -place);
-      for (std::size_t k = 0; k < length; ++k) {
-        const std::size_t i = v * vector_stride + k * element_stride;
-        const double q = std::trunc(rest[i] * inverse);  // exact scaling, exact truncation
-        slice[i] = q;                                     // an integer, |q| < 2^w
-        rest[i] -= q * unit;                              // exact: the bits below the slice
+  parallel_for(vectors, [&](std::size_t begin, std::size_t end) {
+    std::vector<double> rest(length);
+    for (std::size_t v = begin; v < end; ++v) {
+      const double* row = data + v * length;
+      for (std::size_t k = 0; k < length; ++k) rest[k] = std::isfinite(row[k]) ? row[k] : 0.0;
+      for (int s = 0; s < needed; ++s) {
+        double* slice = out.values.data() + static_cast<std::size_t>(s) * size + v * length;
+        if (top[v] == none) {
+          std::fill(slice, slice + length, 0.0);
+          continue;
+        }
+        // |rest| < 2^(top + 1 - s w): the slice holds its bits at or above 2^(top + 1 - (s + 1) w).
+        const int place = top[v] + 1 - (s + 1) * w;
+        out.scale[static_cast<std::size_t>(s) * vectors + v] = place;
+        const double unit = std::ldexp(1.0, place);
+        const double inverse = std::ldexp(1.0, -place);
+        for (std::size_t k = 0; k < length; ++k) {
+          const double q = std::trunc(rest[k] * inverse);  // exact scaling, exact truncation
+          slice[k] = q;                                     // an integer, |q| < 2^w
+          rest[k] -= q * unit;                              // exact: the bits below the slice
+        }
       }
     }
-  }
+  }, serial_below);
   return true;
 }
 
-// C = A * B for row-major A (M x K), B (K x N), C (M x N), through the Fortran dgemm on the
-// transposed problem (row-major C is column-major C^T = B^T A^T).
-void gemm(const double* a, const double* b, double* c, std::size_t M, std::size_t N, std::size_t K) {
+// C = A * B^T for row-major A (M x K), Bt (N x K), C (M x N), through the Fortran dgemm on the
+// transposed problem: row-major C is column-major C^T = Bt A^T, and row-major Bt (A) read
+// column-major is Bt^T (A^T).
+void gemm(const double* a, const double* bt, double* c, std::size_t M, std::size_t N, std::size_t K) {
   const int m = static_cast<int>(N), n = static_cast<int>(M), k = static_cast<int>(K);
   const double one = 1.0, zero = 0.0;
-  dgemm_("N", "N", &m, &n, &k, &one, b, &m, a, &k, &zero, c, &m);
+  dgemm_("T", "N", &m, &n, &k, &one, bt, &k, a, &k, &zero, c, &m);
 }
 
 // The exact products of one pair of matrices, as slice products and scales.
@@ -249,17 +264,18 @@ struct SlicedProduct {
   std::vector<double> products;  // a.count * b.count matrices of M x N
 };
 
-SlicedProduct sliced_product(const double* a, const double* b, std::size_t M, std::size_t N, std::size_t K) {
+// a is row-major M x K, bt row-major N x K (b transposed).
+SlicedProduct sliced_product(const double* a, const double* bt, std::size_t M, std::size_t N, std::size_t K) {
   SlicedProduct p;
   if (K == 0 || K > (std::size_t{1} << 21) || M > (1u << 30) || N > (1u << 30)) return p;
   // The largest w with K * (2^w - 1)^2 < 2^53.
   const int w = (53 - static_cast<int>(std::bit_width(K - 1))) / 2;
-  if (!slice_matrix(a, M, K, K, 1, w, p.a, p.a_nonfinite)) return p;
-  if (!slice_matrix(b, N, K, 1, N, w, p.b, p.b_nonfinite)) return p;
+  if (!slice_matrix(a, M, K, w, p.a, p.a_nonfinite)) return p;
+  if (!slice_matrix(bt, N, K, w, p.b, p.b_nonfinite)) return p;
   const std::size_t pairs = static_cast<std::size_t>(p.a.count) * static_cast<std::size_t>(p.b.count);
   // pairs == 0: a zero operand, whose result signs the long-accumulator loop works out.
   if (pairs == 0 || pairs * M * N > max_buffer_doubles) return p;
-  p.products.assign(pairs * M * N, 0.0);
+  p.products.resize(pairs * M * N);  // every element is written by a gemm
   for (int s = 0; s < p.a.count; ++s)
     for (int t = 0; t < p.b.count; ++t)
       gemm(p.a.values.data() + static_cast<std::size_t>(s) * M * K, p.b.values.data() + static_cast<std::size_t>(t) * K * N,
@@ -302,9 +318,13 @@ void matmul_impl(const xt::xarray<double>& a, const xt::xarray<double>& b, const
   // b transposed per batch to [N, K], so that both operands of a dot product are contiguous.
   const std::size_t b_batches = b.size() / std::max<std::size_t>(1, K * N);
   std::vector<double> bt(b.size());
+  constexpr std::size_t tile = 32;  // transpose in tiles: both sides stay in cache
   for (std::size_t s = 0; s < b_batches; ++s)
-    for (std::size_t k = 0; k < K; ++k)
-      for (std::size_t n = 0; n < N; ++n) bt[s * N * K + n * K + k] = b.data()[s * K * N + k * N + n];
+    for (std::size_t k0 = 0; k0 < K; k0 += tile)
+      for (std::size_t n0 = 0; n0 < N; n0 += tile)
+        for (std::size_t k = k0; k < std::min(K, k0 + tile); ++k)
+          for (std::size_t n = n0; n < std::min(N, n0 + tile); ++n)
+            bt[s * N * K + n * K + k] = b.data()[s * K * N + k * N + n];
   r.hi = xt::xarray<double>::from_shape(out_shape);
   if (cast == nullptr) r.lo = xt::xarray<double>::from_shape(out_shape);
   const std::size_t matrices = r.hi.size() / std::max<std::size_t>(1, M * N);
@@ -326,7 +346,7 @@ void matmul_impl(const xt::xarray<double>& a, const xt::xarray<double>& b, const
   // Error-free GEMMs where the inputs allow (see sliced_product); one per result matrix.
   std::vector<SlicedProduct> sliced(matrices);
   for (std::size_t t = 0; t < matrices && M * N > 0; ++t)
-    sliced[t] = sliced_product(ad + a_of[t] * M * K, b.data() + b_of[t] * K * N, M, N, K);
+    sliced[t] = sliced_product(ad + a_of[t] * M * K, bt.data() + b_of[t] * N * K, M, N, K);
   reduce_each(r.hi.size(), K + 1, cast, r.hi.data(), cast ? nullptr : r.lo.data(),
               [&](std::size_t i, LongAccumulator& acc, Direct& direct) {
     const std::size_t t = M * N == 0 ? 0 : i / (M * N);
