@@ -194,6 +194,57 @@ TEST_F(ArrayTest, XarrayOfFloatsMatchesScalar) {
   }
 }
 
+// Large contiguous float arrays into formats of <= 7 mantissa bits take a memoised path (a table
+// of the kernel's answers per class of inputs, array.cpp). It must agree with the kernel itself,
+// called per element through encode_bits, on every class: every sign, exponent and top-bits
+// combination, each with the rest of the mantissa zero, just above zero, just below, at and just
+// above the half-unit, all ones and random, in every deterministic rounding mode and every
+// overflow and subnormal setting.
+TEST_F(ArrayTest, MemoisedFloatCastsMatchTheKernel) {
+  std::mt19937_64 g(7);
+  for (const Format* f : numeq::formats::all) {
+    if (f->kind != numeq::FormatKind::floating || f->mantissa_bits > 7) continue;
+    const int low_bits = 23 - f->mantissa_bits;
+    const std::uint32_t half = std::uint32_t{1} << (low_bits - 1);
+    const std::uint32_t mask = (std::uint32_t{1} << low_bits) - 1;
+    std::vector<float> inputs;
+    for (std::uint32_t top = 0; top < (std::uint32_t{1} << (9 + f->mantissa_bits)); ++top)
+      for (const std::uint32_t low : {0u, 1u, half - 1, half, half + 1, mask, static_cast<std::uint32_t>(g()) & mask})
+        inputs.push_back(std::bit_cast<float>((top << low_bits) | low));
+    const std::vector<std::size_t> shape{inputs.size()};
+    const xt::xarray<float> a = xt::adapt(inputs, shape);
+    for (int r = 0; r < 6; ++r)  // every mode but stochastic (its draws are per element: no classes)
+      for (const auto overflow : {numeq::Overflow::ieee, numeq::Overflow::saturate})
+        for (const auto subnormals : {numeq::Subnormals::keep, numeq::Subnormals::flush_inputs,
+                                      numeq::Subnormals::flush_outputs, numeq::Subnormals::flush_both}) {
+          const Cast cast{*f, static_cast<Rounding>(r), overflow, subnormals};
+          if (!f->has_nan()) continue;  // NaN inputs are an error there, tested elsewhere
+          std::vector<std::uint64_t> bits(inputs.size());
+          if (f->storage_bits == 8) {
+            const auto narrow = numeq::encode<std::uint8_t>(a, cast);
+            std::copy(narrow.begin(), narrow.end(), bits.begin());
+          } else {
+            const auto wide = numeq::encode<std::uint16_t>(a, cast);
+            std::copy(wide.begin(), wide.end(), bits.begin());
+          }
+          const xt::xarray<double> values = numeq::round(a, cast);  // the memoised path's decoded values
+          std::size_t mismatches = 0;
+          for (std::size_t i = 0; i < inputs.size(); ++i) {
+            const std::uint64_t want = numeq::encode_bits(numeq::formats::fp32, std::bit_cast<std::uint32_t>(inputs[i]), cast, 0);
+            const double want_value = numeq::decode_bits(*f, want);
+            if (bits_of(values(i)) != bits_of(want_value) && !(std::isnan(values(i)) && std::isnan(want_value)) &&
+                mismatches++ < 3)
+              ADD_FAILURE() << f->name << ": value of input 0x" << std::hex << std::bit_cast<std::uint32_t>(inputs[i]);
+            if (bits[i] != want && mismatches++ < 3)
+              ADD_FAILURE() << f->name << " " << numeq::to_string(cast.rounding) << " " << numeq::to_string(overflow)
+                            << " " << numeq::to_string(subnormals) << ": input 0x" << std::hex
+                            << std::bit_cast<std::uint32_t>(inputs[i]) << " gives 0x" << bits[i] << ", kernel 0x" << want;
+          }
+          EXPECT_EQ(mismatches, 0u) << f->name;
+        }
+  }
+}
+
 TEST_F(ArrayTest, ZeroDimensionalAndEmptyArrays) {
   const Cast cast{numeq::formats::bf16};
   xt::xarray<double> scalar = 1.0 / 3.0;
