@@ -261,7 +261,7 @@ struct SlicedProduct {
   bool window = false;  // the terms of one element sum exactly in a 128-bit integer
   Slices a, b;
   std::vector<char> a_nonfinite, b_nonfinite;
-  std::vector<double> products;  // a.count * b.count matrices of M x N
+  std::vector<double> products;  // (a.count M) x (b.count N): slice pair (s, t) in block (s, t)
 };
 
 // a is row-major M x K, bt row-major N x K (b transposed).
@@ -275,12 +275,13 @@ SlicedProduct sliced_product(const double* a, const double* bt, std::size_t M, s
   const std::size_t pairs = static_cast<std::size_t>(p.a.count) * static_cast<std::size_t>(p.b.count);
   // pairs == 0: a zero operand, whose result signs the long-accumulator loop works out.
   if (pairs == 0 || pairs * M * N > max_buffer_doubles) return p;
-  p.products.resize(pairs * M * N);  // every element is written by a gemm
-  for (int s = 0; s < p.a.count; ++s)
-    for (int t = 0; t < p.b.count; ++t)
-      gemm(p.a.values.data() + static_cast<std::size_t>(s) * M * K, p.b.values.data() + static_cast<std::size_t>(t) * K * N,
-           p.products.data() + (static_cast<std::size_t>(s) * static_cast<std::size_t>(p.b.count) + static_cast<std::size_t>(t)) * M * N,
-           M, N, K);
+  // One dgemm for every slice pair: a's slices stacked are an (Sa M) x K matrix, b's an (Sb N) x K
+  // one, and their product holds the product of slices s and t at rows s M.., columns t N... One
+  // call keeps BLAS's threads busy once instead of Sa Sb times (small sizes spent most of their
+  // time handing work to and from them).
+  p.products.resize(pairs * M * N);  // every element is written by the gemm
+  gemm(p.a.values.data(), p.b.values.data(), p.products.data(), static_cast<std::size_t>(p.a.count) * M,
+       static_cast<std::size_t>(p.b.count) * N, K);
   p.usable = true;
   // 53 bits per term, shifted by up to (slices_a - 1 + slices_b - 1) * w, plus carries and sign.
   p.window = 53 + (p.a.count + p.b.count - 2) * w + static_cast<int>(std::bit_width(pairs)) + 1 <= 127;
@@ -354,8 +355,10 @@ void matmul_impl(const xt::xarray<double>& a, const xt::xarray<double>& b, const
     const SlicedProduct& p = sliced[t];
     if (p.usable && !p.a_nonfinite[m] && !p.b_nonfinite[n]) {
       const std::size_t a_count = static_cast<std::size_t>(p.a.count), b_count = static_cast<std::size_t>(p.b.count);
-      const double* g = p.products.data() + m * N + n;
-      const std::size_t plane = M * N;
+      // Slice pair (s, u) of element (m, n): row s M + m, column u N + n of the products.
+      const std::size_t row = static_cast<std::size_t>(p.b.count) * N;
+      const double* g = p.products.data() + m * row + n;
+      auto pair = [&](std::size_t s, std::size_t u) { return g[s * M * row + u * N]; };
       if (p.window && cd == nullptr && cast != nullptr) {
         // The terms g * 2^(scale_a + scale_b) are integers below 2^53 whose scales differ by
         // multiples of w: summed exactly in a 128-bit integer (p.window says they fit).
@@ -364,7 +367,7 @@ void matmul_impl(const xt::xarray<double>& a, const xt::xarray<double>& b, const
         for (std::size_t s = 0; s < a_count; ++s)
           for (std::size_t u = 0; u < b_count; ++u) {
             const int shift = p.a.scale[s * M + m] + p.b.scale[u * N + n] - base;
-            total += static_cast<int128>(static_cast<std::int64_t>(g[(s * b_count + u) * plane])) << shift;
+            total += static_cast<int128>(static_cast<std::int64_t>(pair(s, u))) << shift;
           }
         if (total != 0) {  // an exact zero takes the accumulator path below for its sign
           const bool negative = total < 0;
@@ -376,7 +379,7 @@ void matmul_impl(const xt::xarray<double>& a, const xt::xarray<double>& b, const
       for (std::size_t s = 0; s < a_count; ++s) {
         const int scale_a = p.a.scale[s * M + m];
         for (std::size_t u = 0; u < b_count; ++u) {
-          const double term = g[(s * b_count + u) * plane];
+          const double term = pair(s, u);
           // An integer below 2^53 whose scales keep it a normal double: exact.
           if (term != 0) acc.add(std::ldexp(term, scale_a + p.b.scale[u * N + n]));
         }
