@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from . import _core
-from ._arrays import _check_seed, _check_str
+from ._arrays import _check_seed, _check_str, format_info
 from ._reference_functions import _input_values
 from ._reference_functions import (
     exp,
@@ -45,8 +45,10 @@ __all__ = [
 
 
 def _values(x: Any, in_fmt: str | None, parameter: str) -> np.ndarray:
-    """C-contiguous float64 values of x, checked to lie in in_fmt (the functions' own helper)."""
-    return _input_values(x, in_fmt, "keep", parameter)[0]
+    """C-contiguous float64 values of x, checked to lie in in_fmt (the functions' own helper). A 0-d
+    input stays 0-d (the reductions and normalisations then report that it has no axis)."""
+    values = _input_values(x, in_fmt, "keep", parameter)[0]
+    return values.reshape(()) if np.ndim(x) == 0 else values
 
 
 def _out(out: str, rounding: str, overflow: str, subnormals: str, seed: Any, random_bits: Any) -> tuple:
@@ -56,6 +58,10 @@ def _out(out: str, rounding: str, overflow: str, subnormals: str, seed: Any, ran
     names = list(_core.formats())
     if out not in names:
         raise ValueError(f"out: unknown format {out!r}; valid formats: {', '.join(names)}")
+    if format_info(out)["kind"] == "integer":
+        floating = [n for n in names if format_info(n)["kind"] == "floating"]
+        raise ValueError(f"out: {out!r} is an integer format; references round into floating formats: "
+                         f"{', '.join(floating)} (quantize the result with numeq.quantize)")
     return out, rounding, overflow, subnormals, seed, random_bits
 
 

@@ -417,11 +417,17 @@ xt::xarray<double> norm_like(const xt::xarray<double>& x, const NormParameters& 
       mpfr_swap(radicand, u);
     }
     if (mpfr_zero_p(radicand)) return nan_row();    // every A_j is 0 too: 0/0
+    // Round-to-nearest signs of x_j - mean when it is zero: mean is -0 only for a row of -0
+    // (a sum of zeros is -0 only when all are), and (-0) - (+0) = -0, every other zero
+    // difference +0 (IEEE 754 s6.3).
+    const bool mean_negative_zero = std::all_of(xs, xs + n, [](double v) { return v == 0 && std::signbit(v); });
     for (std::size_t j = 0; j < n; ++j) {
       exact_set(u, xs[j]);
       if (centred) {
         exact_mul_ui(t, u, n);
-        exact_sub(s.exact[j], t, sum);              // an exact zero difference is +0
+        exact_sub(s.exact[j], t, sum);
+        if (mpfr_zero_p(s.exact[j]))
+          mpfr_set_zero(s.exact[j], xs[j] == 0 && std::signbit(xs[j]) && mpfr_zero_p(sum) && !mean_negative_zero ? -1 : 1);
       } else {
         exact_mul_ui(s.exact[j], u, n);             // keeps x_j's zero sign
       }
@@ -554,6 +560,8 @@ xt::xarray<double> attention(const xt::xarray<double>& q, const xt::xarray<doubl
   const std::size_t dv = v.shape()[nd - 1];
   std::size_t batches = 1;
   for (std::size_t i = 0; i + 2 < nd; ++i) batches *= q.shape()[i];
+  if (!parameters.scale && d == 0)
+    throw numeq::error("q: the default scale 1/sqrt(d) needs d >= 1 (q has d = 0); pass a scale");
   if (parameters.scale && !std::isfinite(*parameters.scale))
     throw numeq::error("scale: must be finite, got " + std::to_string(*parameters.scale));
   std::vector<std::size_t> shape(q.shape().begin(), q.shape().end());
@@ -596,31 +604,18 @@ xt::xarray<double> attention(const xt::xarray<double>& q, const xt::xarray<doubl
     Scratch& s = scratch();
     s.reserve(lk);
     // Exact scores' parts: D_j = q_i . k_j and the mask entry m_j.
+    // The shift: a key of (about) the largest score, so that every e^delta is at most about 1.
+    // Scores are compared at 64 bits in MPFR's exponent range: dot products of doubles can
+    // exceed binary64's (1e200 * 1e200), where double approximations would all be Inf.
     std::size_t ref = keys[0];
-    double best = -kInf;
+    thread_local Mpfr approx(64), best(64);
     for (const std::size_t j : keys) {
       exact_dot(s.exact[j], qi, kb + j * d, d);
-      const double approx = approx_scale * mpfr_get_d(s.exact[j], MPFR_RNDN) + (mi ? mi[j] : 0.0);
-      if (approx > best || j == keys[0]) {
-        best = approx;
+      mpfr_mul_d(approx, s.exact[j], approx_scale, MPFR_RNDN);
+      mpfr_add_d(approx, approx, mi ? mi[j] : 0.0, MPFR_RNDN);
+      if (j == keys[0] || mpfr_greater_p(approx, best)) {
+        mpfr_set(best, approx, MPFR_RNDN);
         ref = j;
-      }
-    }
-    // The shift: key `ref`'s score. delta_j = scale (D_j - D_ref) + (m_j - m_ref); both
-    // differences exact.
-    thread_local Mpfr mj(64), mref(64);
-    exact_set(mref, mi ? mi[ref] : 0.0);
-    for (const std::size_t j : keys) {
-      exact_sub(s.exact2[j], s.exact[j], s.exact[ref]);  // D_j - D_ref, reuses exact2 below
-    }
-    std::vector<Mpfr> mask_delta;
-    if (mi) {
-      mask_delta.reserve(keys.size());
-      for (const std::size_t j : keys) {
-        exact_set(mj, mi[j]);
-        Mpfr delta(64);
-        exact_sub(delta, mj, mref);
-        mask_delta.push_back(std::move(delta));
       }
     }
     // Columns with non-finite values among the taking-part keys are decided now.
@@ -638,57 +633,67 @@ xt::xarray<double> attention(const xt::xarray<double>& q, const xt::xarray<doubl
       else if (neg) fill(c, -kInf);
       else pending.push_back(base + c);
     }
-    // The rational case (composite.hpp): group keys by exactly equal score; column c's result is
-    // rational iff every group has the same mean of v[:, c]. Groups are found once per row.
-    std::vector<std::size_t> group(keys.size(), 0);
-    std::size_t groups = 0;
-    {
-      // Exact score keys: scale * D_j + m_j with scale = num/den (den = root or 1) scaled by den,
-      // or (D_j, m_j) when the scale is irrational.
-      std::vector<Mpfr> key;
-      key.reserve(keys.size());
-      thread_local Mpfr scaled(64), scale_value(64);
-      if (parameters.scale) exact_set(scale_value, *parameters.scale);
-      for (std::size_t kk = 0; kk < keys.size(); ++kk) {
-        const std::size_t j = keys[kk];
-        Mpfr value(64);
-        const double m = mi ? mi[j] : 0.0;
-        exact_set(mj, m);
-        if (parameters.scale) {
-          exact_mul(scaled, s.exact[j], scale_value);
-          exact_add(value, scaled, mj);
-        } else if (root != 0) {
-          exact_mul_ui(scaled, mj, static_cast<unsigned long>(root));
-          exact_add(value, s.exact[j], scaled);  // root * score
-        } else {
-          exact_add(value, s.exact[j], mj);  // unused for grouping; D and m compared apart below
-        }
-        key.push_back(std::move(value));
+    // Groups of keys with exactly equal scores. With a rational scale the score itself is exact
+    // (scale D_j + m_j, or root * score = D_j + root m_j for scale 1/root); with an irrational
+    // scale two scores are equal exactly when both D and m are (composite.hpp), so the pair
+    // (D_j, m_j) is the key. Sorting by the key brings equal scores together.
+    thread_local Mpfr scaled(64), scale_value(64), mask_value(64);
+    std::vector<Mpfr> mask(keys.size());
+    std::vector<Mpfr> key;
+    key.reserve(keys.size());
+    if (parameters.scale) exact_set(scale_value, *parameters.scale);
+    for (std::size_t kk = 0; kk < keys.size(); ++kk) {
+      const std::size_t j = keys[kk];
+      exact_set(mask[kk], mi ? mi[j] : 0.0);
+      Mpfr value(64);
+      if (parameters.scale) {
+        exact_mul(scaled, s.exact[j], scale_value);
+        exact_add(value, scaled, mask[kk]);
+      } else if (root != 0) {
+        exact_mul_ui(scaled, mask[kk], static_cast<unsigned long>(root));
+        exact_add(value, s.exact[j], scaled);
       }
-      std::vector<std::size_t> order(keys.size());
-      std::iota(order.begin(), order.end(), std::size_t{0});
-      auto equal = [&](std::size_t x, std::size_t y) {
-        if (rational_scale) return mpfr_equal_p(key[x], key[y]) != 0;
-        const double mx = mi ? mi[keys[x]] : 0.0;
-        const double my = mi ? mi[keys[y]] : 0.0;
-        return mx == my && mpfr_equal_p(s.exact[keys[x]], s.exact[keys[y]]) != 0;
-      };
-      // Quadratic grouping is fine: it runs once per row, and rows have at most a few thousand keys.
-      std::vector<std::size_t> leader;
-      for (std::size_t x = 0; x < keys.size(); ++x) {
-        std::size_t g = 0;
-        while (g < leader.size() && !equal(leader[g], x)) ++g;
-        if (g == leader.size()) leader.push_back(x);
-        group[x] = g;
-      }
-      groups = leader.size();
+      key.push_back(std::move(value));
     }
+    auto compare = [&](std::size_t x, std::size_t y) {
+      if (rational_scale) return mpfr_cmp(key[x], key[y]);
+      const int by_dot = mpfr_cmp(s.exact[keys[x]], s.exact[keys[y]]);
+      return by_dot != 0 ? by_dot : mpfr_cmp(mask[x], mask[y]);
+    };
+    std::vector<std::size_t> order(keys.size());
+    std::iota(order.begin(), order.end(), std::size_t{0});
+    std::sort(order.begin(), order.end(), [&](std::size_t x, std::size_t y) { return compare(x, y) < 0; });
+    std::vector<std::vector<std::size_t>> groups;  // positions in keys
+    std::size_t top = 0;                            // the group of `ref`: its score is the shift
+    for (std::size_t o = 0; o < order.size(); ++o) {
+      if (o == 0 || compare(order[o - 1], order[o]) != 0) groups.emplace_back();
+      groups.back().push_back(order[o]);
+      if (keys[order[o]] == ref) top = groups.size() - 1;
+    }
+    // Per group g: delta_g = scale (D_g - D_ref) + (m_g - m_ref), both differences exact.
+    const std::size_t ref_position = groups[top].front();
+    std::vector<Mpfr> dot_delta(groups.size());
+    std::vector<Mpfr> mask_delta(groups.size());
+    for (std::size_t g = 0; g < groups.size(); ++g) {
+      const std::size_t first = groups[g].front();
+      exact_sub(dot_delta[g], s.exact[keys[first]], s.exact[keys[ref_position]]);
+      exact_sub(mask_delta[g], mask[first], mask[ref_position]);
+    }
+    // The result, written around the top group's mean mu = V_top / c_top (V: sum of v[:, c] over
+    // a group, c: its size):
+    //   out = mu + (sum_{g != top} e^{delta_g} T_g) / (c_top S),  T_g = c_top V_g - c_g V_top,
+    //   S = c_top + sum_{g != top} c_g e^{delta_g}.
+    // T_g is exact; a group whose mean equals mu has T_g = 0 and drops out exactly. So a column
+    // of equal values, or any rational result (every group's mean equal, composite.hpp), comes
+    // out as the exact mu, and a result a hair from mu (scores far apart: e^{delta} tiny) has a
+    // correction of the right sign however small, where the plain quotient of two sums could not
+    // be decided.
     Interval& total = s.t0;
     Interval& scale = s.t1;
-    const mpfr_prec_t p0 = start_precision(out);
+    const auto c_top = static_cast<unsigned long>(groups[top].size());
     auto prepare = [&](mpfr_prec_t p) {
-      set_precision(s.a, lk, p);
-      set_precision(s.b, lk, p);
+      set_precision(s.a, groups.size(), p);
+      set_precision(s.b, groups.size(), p);
       total.set_precision(p);
       scale.set_precision(p);
       s.t2.set_precision(p);
@@ -699,60 +704,22 @@ xt::xarray<double> attention(const xt::xarray<double>& q, const xt::xarray<doubl
         s.t2.set_si(static_cast<long>(d));
         ia::rec_sqrt(scale, s.t2);
       }
-      for (std::size_t kk = 0; kk < keys.size(); ++kk) {
-        const std::size_t j = keys[kk];
-        set_point(s.t2, s.exact2[j]);
-        ia::mul(s.t3, scale, s.t2);  // a closed zero when D_j = D_ref
-        if (mi) {
-          set_point(s.t2, mask_delta[kk]);
-          ia::add(s.a[j], s.t3, s.t2);
-        } else {
-          std::swap(s.a[j], s.t3);
-        }
-        ia::exp(s.b[j], s.a[j]);  // weight e^delta_j
+      total.set_si(static_cast<long>(c_top));
+      for (std::size_t g = 0; g < groups.size(); ++g) {
+        if (g == top) continue;
+        set_point(s.t2, dot_delta[g]);
+        ia::mul(s.t3, scale, s.t2);
+        set_point(s.t2, mask_delta[g]);
+        ia::add(s.a[g], s.t3, s.t2);   // delta_g
+        ia::exp(s.b[g], s.a[g]);       // e^delta_g
+        ia::scale(s.t3, s.b[g], static_cast<unsigned long>(groups[g].size()), 1);
+        ia::add(s.t2, total, s.t3);
+        std::swap(total, s.t2);
       }
-      interval_sum(total, s.b, keys, s.t2);
-    };
-    // Per column: whether it is rational (decided lazily) and its exact value sum / count.
-    std::vector<int> rational(dv, -1);
-    std::vector<Mpfr> rational_value;
-    std::vector<std::size_t> rational_slot(dv, 0);
-    auto column_is_rational = [&](std::size_t c) {
-      if (rational[c] >= 0) return rational[c] == 1;
-      // Group sums V_g and counts c_g; means equal iff V_g c_h = V_h c_g for all g, h.
-      std::vector<Mpfr> sums;
-      std::vector<unsigned long> counts(groups, 0);
-      for (std::size_t g = 0; g < groups; ++g) sums.emplace_back(64);
-      for (auto& sm : sums) mpfr_set_zero(sm, 1);
-      thread_local Mpfr add_tmp(64), value(64), left(64), right(64);
-      for (std::size_t kk = 0; kk < keys.size(); ++kk) {
-        exact_set(value, vb[keys[kk] * dv + c]);
-        exact_add(add_tmp, sums[group[kk]], value);
-        mpfr_swap(add_tmp, sums[group[kk]]);
-        ++counts[group[kk]];
-      }
-      bool same = true;
-      for (std::size_t g = 1; same && g < groups; ++g) {
-        exact_mul_ui(left, sums[g], counts[0]);
-        exact_mul_ui(right, sums[0], counts[g]);
-        same = mpfr_equal_p(left, right) != 0;
-      }
-      rational[c] = same ? 1 : 0;
-      if (same) {
-        Mpfr whole(64);
-        mpfr_set_zero(whole, 1);
-        for (std::size_t g = 0; g < groups; ++g) {
-          exact_add(add_tmp, whole, sums[g]);
-          mpfr_swap(add_tmp, whole);
-        }
-        rational_slot[c] = rational_value.size();
-        rational_value.push_back(std::move(whole));
-      }
-      return same;
     };
     auto enclose = [&](std::size_t e, Interval& r, mpfr_prec_t p) {
       const std::size_t c = e - base;
-      // Every term zero: the result is an exact zero (-0 only when every term is -0).
+      // Every term zero: an exact zero, -0 only when every term is -0.
       bool all_zero = true, all_negative_zero = true;
       for (const std::size_t j : keys) {
         const double value = vb[j * dv + c];
@@ -765,31 +732,34 @@ xt::xarray<double> attention(const xt::xarray<double>& q, const xt::xarray<doubl
         r.lo.open = r.hi.open = false;
         return;
       }
-      // After two doublings without a decision, look for the rational case, which intervals
-      // over transcendental weights can never settle.
-      if (p >= 4 * p0 && column_is_rational(c)) {
-        const Mpfr& whole = rational_value[rational_slot[c]];
-        r.lo.open = mpfr_div_ui(r.lo.value, whole, static_cast<unsigned long>(keys.size()), MPFR_RNDD) != 0;
-        r.hi.open = mpfr_div_ui(r.hi.value, whole, static_cast<unsigned long>(keys.size()), MPFR_RNDU) != 0;
-        settle_zero_sign(r, false);
-        return;
+      thread_local Mpfr v_top(64), v_group(64), t(64), u(64), t_group(64);
+      thread_local std::vector<double> column;
+      auto group_sum = [&](Mpfr& out_sum, std::size_t g) {
+        column.clear();
+        for (const std::size_t position : groups[g]) column.push_back(vb[keys[position] * dv + c]);
+        exact_sum(out_sum, column.data(), column.size(), 1);
+      };
+      group_sum(v_top, top);
+      thread_local Interval numerator(64), other(64), term(64), point(64), denominator(64), correction(64), mu(64);
+      for (Interval* each : {&numerator, &other, &term, &point, &denominator, &correction, &mu}) each->set_precision(p);
+      numerator.set_si(0);
+      for (std::size_t g = 0; g < groups.size(); ++g) {
+        if (g == top) continue;
+        group_sum(v_group, g);
+        exact_mul_ui(t, v_group, c_top);
+        exact_mul_ui(u, v_top, static_cast<unsigned long>(groups[g].size()));
+        exact_sub(t_group, t, u);  // T_g
+        if (mpfr_zero_p(t_group)) continue;
+        set_point(point, t_group);
+        ia::mul(term, s.b[g], point);
+        ia::add(other, numerator, term);
+        std::swap(numerator, other);
       }
-      // sum_j w_j v_jc / sum_j w_j.
-      Interval* acc = &s.t2;
-      Interval* other = &s.t3;
-      mpfr_set_zero(acc->lo.value, 1);
-      mpfr_set_zero(acc->hi.value, 1);
-      acc->lo.open = acc->hi.open = false;
-      thread_local Interval term(64), point(64);
-      term.set_precision(p);
-      point.set_precision(p);
-      for (const std::size_t j : keys) {
-        point.set(vb[j * dv + c]);
-        ia::mul(term, s.b[j], point);
-        ia::add(*other, *acc, term);
-        std::swap(acc, other);
-      }
-      ia::div(r, *acc, total);
+      ia::scale(denominator, total, c_top, 1);
+      ia::div(correction, numerator, denominator);
+      mu.lo.open = mpfr_div_ui(mu.lo.value, v_top, c_top, MPFR_RNDD) != 0;
+      mu.hi.open = mpfr_div_ui(mu.hi.value, v_top, c_top, MPFR_RNDU) != 0;
+      ia::add(r, mu, correction);
       settle_zero_sign(r, false);
     };
     certify_row(pending, row, prepare, enclose, "attention");

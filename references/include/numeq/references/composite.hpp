@@ -31,8 +31,10 @@
 // (result 0). layernorm/rmsnorm are algebraic: sqrt of the exact dyadic radicand is either exact
 // at a high enough precision or irrational, so an exact result is reached as a point. attention
 // is rational exactly when, grouping the taking-part keys by equal score, every group has the
-// same mean of v[:, c] (again Lindemann-Weierstrass); that case is detected exactly and rounded
-// from the exact rational mean.
+// same mean of v[:, c] (again Lindemann-Weierstrass). It is computed as the top-scoring group's
+// exact mean mu plus sum_g e^{delta_g} T_g / (c_top S) with exact coefficients T_g that vanish for
+// every group whose mean is mu: a rational result comes out as the point mu, and a result a hair
+// from mu (scores far apart) carries a correction of the right sign, however small.
 //
 // Special values (the mathematical definition where it gives one, NaN where it does not):
 //   softmax, log_softmax: a NaN or +Inf in a row makes the whole row NaN (Inf/Inf). -Inf entries
