@@ -39,9 +39,11 @@ struct Direct {
 // Runs term(i, acc, direct) for every output element i in parallel, each with a cleared
 // accumulator (a term that sets direct.used must not have touched acc), and stores either the
 // rounded value (cast != nullptr) or the double-double exact value.
+// Outputs form rows of `row_length` elements; term also receives the element's row and column
+// (kept incrementally: a division per element costs as much as a short exact dot product).
 template <class Term>
-void reduce_each(std::size_t outputs, std::size_t terms_each, const Cast* cast, double* hi, double* lo,
-                 Term&& term) {
+void reduce_each(std::size_t outputs, std::size_t terms_each, std::size_t row_length, const Cast* cast, double* hi,
+                 double* lo, Term&& term) {
   constexpr std::size_t none = static_cast<std::size_t>(-1);
   std::atomic<std::size_t> first_invalid{none};
   const std::uint64_t key = cast ? random_stream_key(cast->seed) : 0;
@@ -53,11 +55,16 @@ void reduce_each(std::size_t outputs, std::size_t terms_each, const Cast* cast, 
     // Clearing costs as much as a short dot product, so it is skipped after a term that answered
     // through `direct` (such a term leaves acc untouched).
     bool dirty = false;
+    std::size_t row = begin / row_length, column = begin % row_length;
     for (std::size_t i = begin; i < end; ++i) {
       if (dirty) acc.clear();
       Direct direct;
-      term(i, acc, direct);
+      term(i, row, column, acc, direct);
       dirty = !direct.used;
+      if (++column == row_length) {
+        column = 0;
+        ++row;
+      }
       if (cast != nullptr) {
         const std::uint64_t random = stochastic ? random_bits_at(key, i) : 0;
         const std::uint64_t bits = direct.used ? round_exact(direct.value, *cast, random) : acc.round(*cast, random);
@@ -106,8 +113,8 @@ void sum_impl(const xt::xarray<double>& x, std::ptrdiff_t axis, const Cast* cast
   r.hi = xt::xarray<double>::from_shape(out_shape);
   if (cast == nullptr) r.lo = xt::xarray<double>::from_shape(out_shape);
   const double* data = x.data();
-  reduce_each(outer * inner, length, cast, r.hi.data(), cast ? nullptr : r.lo.data(),
-              [&](std::size_t i, LongAccumulator& acc, Direct&) {
+  reduce_each(outer * inner, length, 1, cast, r.hi.data(), cast ? nullptr : r.lo.data(),
+              [&](std::size_t i, std::size_t, std::size_t, LongAccumulator& acc, Direct&) {
                 const double* base = data + (i / inner) * length * inner + i % inner;
                 for (std::size_t k = 0; k < length; ++k) acc.add(base[k * inner]);
               });
@@ -122,7 +129,8 @@ void dot_impl(const xt::xarray<double>& a, const xt::xarray<double>& b, const Ca
                 shape_text(b.shape()) + " (use matmul for matrices)");
   r.hi = xt::xarray<double>::from_shape(Shape{});
   if (cast == nullptr) r.lo = xt::xarray<double>::from_shape(Shape{});
-  reduce_each(1, a.size(), cast, r.hi.data(), cast ? nullptr : r.lo.data(), [&](std::size_t, LongAccumulator& acc, Direct&) {
+  reduce_each(1, a.size(), 1, cast, r.hi.data(), cast ? nullptr : r.lo.data(),
+              [&](std::size_t, std::size_t, std::size_t, LongAccumulator& acc, Direct&) {
     for (std::size_t k = 0; k < a.size(); ++k) acc.add_product(a.data()[k], b.data()[k]);
   });
 }
@@ -348,10 +356,16 @@ void matmul_impl(const xt::xarray<double>& a, const xt::xarray<double>& b, const
   std::vector<SlicedProduct> sliced(matrices);
   for (std::size_t t = 0; t < matrices && M * N > 0; ++t)
     sliced[t] = sliced_product(ad + a_of[t] * M * K, bt.data() + b_of[t] * N * K, M, N, K);
-  reduce_each(r.hi.size(), K + 1, cast, r.hi.data(), cast ? nullptr : r.lo.data(),
-              [&](std::size_t i, LongAccumulator& acc, Direct& direct) {
-    const std::size_t t = M * N == 0 ? 0 : i / (M * N);
-    const std::size_t m = (i / N) % M, n = i % N;
+  // Per result row (matrix t, row m), looked up rather than divided out per element.
+  std::vector<std::size_t> row_matrix(matrices * M), row_index(matrices * M);
+  for (std::size_t row = 0; row < matrices * M; ++row) {
+    row_matrix[row] = row / M;
+    row_index[row] = row % M;
+  }
+  reduce_each(r.hi.size(), K + 1, std::max<std::size_t>(N, 1), cast, r.hi.data(), cast ? nullptr : r.lo.data(),
+              [&](std::size_t i, std::size_t result_row, std::size_t n, LongAccumulator& acc, Direct& direct) {
+    const std::size_t t = row_matrix[result_row];
+    const std::size_t m = row_index[result_row];
     const SlicedProduct& p = sliced[t];
     if (p.usable && !p.a_nonfinite[m] && !p.b_nonfinite[n]) {
       const std::size_t a_count = static_cast<std::size_t>(p.a.count), b_count = static_cast<std::size_t>(p.b.count);
