@@ -2,6 +2,8 @@
 
 Formats layer: every supported number format, casts in every rounding mode (bit-exact, one
 rounding kernel), integer quantisation and block-scaled floats. See ``numeq.formats()``.
+References: ``numeq.reference`` (exact and certified results). Machine models: ``numeq.platforms()``,
+``numeq.plan()``, ``numeq.sum / dot / matmul`` (bit-exact emulation of a platform's arithmetic).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from ._arrays import (
 )
 from . import reference
 from ._core import num_threads, set_num_threads
+from .platforms import Plan, dot, load_platform, matmul, plan, platform_evidence, platform_json, platforms, sum
 
 __version__ = "0.1.0"
 
@@ -33,19 +36,28 @@ __all__ = [
     "OVERFLOWS",
     "ROUNDINGS",
     "SUBNORMALS",
+    "Plan",
     "block_dequantize",
     "block_quantize",
     "cast",
     "decode",
     "dequantize",
+    "dot",
     "encode",
     "format_info",
     "formats",
+    "load_platform",
+    "matmul",
     "mx_quantize",
     "num_threads",
+    "plan",
+    "platform_evidence",
+    "platform_json",
+    "platforms",
     "quant_params",
     "quantize",
     "reference",
     "round",
     "set_num_threads",
+    "sum",
 ]

@@ -20,5 +20,7 @@ void bind_reference_exact(pybind11::module_& m);
 void bind_reference_functions(pybind11::module_& m);
 // numeq.reference: softmax, log_softmax, layernorm, rmsnorm, attention (reference_composite.cpp).
 void bind_reference_composite(pybind11::module_& m);
+// numeq platforms, plans and the plan evaluator (core.cpp).
+void bind_core(pybind11::module_& m);
 
 }  // namespace numeq_bindings

@@ -51,6 +51,7 @@ struct Cast {
   constexpr bool flushes_outputs() const {
     return subnormals == Subnormals::flush_outputs || subnormals == Subnormals::flush_both;
   }
+  constexpr bool operator==(const Cast&) const = default;
 };
 
 // Names, as used by Python and the CLI. Parsers throw numeq::error naming `parameter` and listing

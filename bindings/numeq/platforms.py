@@ -1,0 +1,160 @@
+"""Machine models: platforms, plans, and bit-exact emulation of how a platform sums, dots and
+multiplies matrices (numeq.platforms(), numeq.plan(), numeq.sum / dot / matmul).
+
+A platform (``numeq.platforms()``) is a named bundle of plans, one per operation and input /
+output format, each parameter with its evidence (``platform_evidence(name)``). A plan
+(``numeq.plan(...)``, a ``Plan``) states the order and the arithmetic of every addition; the
+evaluator in C++ (core/evaluate.hpp) reproduces it bit for bit. Give the emulation functions either
+a platform name or a plan (a built-in one, one you edited, or your own JSON).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from . import _core
+from ._arrays import _check_str
+from ._reference_functions import _input_values
+
+
+class Plan:
+    """An accumulation plan: plain data, printable, comparable, serialisable to JSON."""
+
+    __slots__ = ("_json",)
+
+    def __init__(self, text: str | dict) -> None:
+        body = json.dumps(text) if isinstance(text, dict) else text
+        if not isinstance(body, str):
+            raise TypeError(f"plan: expected JSON text or a dict, got {type(text).__name__}")
+        self._json = _core.core_plan_check(body)  # validates; errors name the field
+
+    @classmethod
+    def from_json(cls, text: str | dict) -> Plan:
+        return cls(text)
+
+    def to_json(self) -> str:
+        return self._json
+
+    def to_dict(self) -> dict:
+        return json.loads(self._json)
+
+    @property
+    def name(self) -> str:
+        return str(self.to_dict().get("name", ""))
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Plan) and json.loads(self._json) == json.loads(other._json)
+
+    def __hash__(self) -> int:
+        return hash(self._json)
+
+    def __repr__(self) -> str:
+        return f"Plan({_core.core_plan_text(self._json)})"
+
+    def __str__(self) -> str:
+        return _core.core_plan_text(self._json)
+
+
+def platforms() -> list[str]:
+    """Names of the built-in (and registered) platforms."""
+    return list(_core.core_platforms())
+
+
+def platform_json(name: str) -> str:
+    """A platform as JSON: every plan and every evidence entry. Edit it and load it back with
+    ``load_platform``."""
+    _check_str(name, "platform")
+    return _core.core_platform_json(name)
+
+
+def platform_evidence(name: str) -> str:
+    """Every parameter's evidence, one line each: kind, parameter, source."""
+    _check_str(name, "platform")
+    return _core.core_platform_evidence(name)
+
+
+def load_platform(source: str | Path | dict) -> str:
+    """Registers a platform from JSON (text, a dict, or a path to a .json file) for this process;
+    returns its name. A malformed profile raises ValueError naming the field."""
+    if isinstance(source, dict):
+        text = json.dumps(source)
+    elif isinstance(source, Path) or (isinstance(source, str) and not source.lstrip().startswith("{")):
+        text = Path(source).read_text()
+    elif isinstance(source, str):
+        text = source
+    else:
+        raise TypeError(f"profile: expected JSON text, a dict or a path, got {type(source).__name__}")
+    return _core.core_register_platform(text)
+
+
+def plan(platform: str, op: str = "matmul", in_fmt: str = "bf16", out: str = "fp32", *, split_k: int = 1,
+         split_mode: str = "serial") -> Plan:
+    """The plan a platform uses for ``op`` ("sum", "dot", "matmul") on ``in_fmt`` inputs with
+    ``out`` results; ``split_k`` > 1 cuts K into that many parts ("serial": through the output
+    type, CUTLASS serial split-K; "parallel": fp32 partials summed in order)."""
+    for value, parameter in ((platform, "platform"), (op, "op"), (in_fmt, "in_fmt"), (out, "out"),
+                             (split_mode, "split_mode")):
+        _check_str(value, parameter)
+    if isinstance(split_k, bool) or not isinstance(split_k, (int, np.integer)) or split_k < 1:
+        raise ValueError(f"split_k: expected a positive integer, got {split_k!r}")
+    return Plan(_core.core_plan(platform, op, in_fmt, out, int(split_k), split_mode))
+
+
+def _resolve(platform: str | None, plan_: Plan | str | dict | None, op: str, in_fmt: str, out: str) -> Plan:
+    if (platform is None) == (plan_ is None):
+        raise ValueError("platform, plan: give exactly one (a platform name, or a Plan)")
+    if plan_ is not None:
+        return plan_ if isinstance(plan_, Plan) else Plan(plan_)
+    _check_str(platform, "platform")
+    return plan(platform, op, in_fmt, out)
+
+
+def _values(x: Any, in_fmt: str | None, parameter: str) -> tuple[np.ndarray, str]:
+    values, _ = _input_values(x, in_fmt, "keep", parameter)
+    if np.ndim(x) == 0:
+        values = values.reshape(())
+    if in_fmt is None:
+        from ._arrays import _as_source
+        in_fmt = _as_source(x, parameter)[1]
+    return values, in_fmt
+
+
+def sum(x: Any, *, axis: int = -1, platform: str | None = None, plan: Plan | str | dict | None = None,  # noqa: A001
+        fmt: str | None = None) -> np.ndarray:
+    """x summed along ``axis`` as the platform (or plan) sums, e.g. platform="numpy" for np.sum;
+    float64 values of the emulated result. ``fmt``: the format of x's values and of the sum
+    (default: the array's own, float32 -> fp32)."""
+    values, f = _values(x, fmt, "x")
+    p = _resolve(platform, plan, "sum", f, f)
+    if isinstance(axis, bool) or not isinstance(axis, (int, np.integer)):
+        raise TypeError(f"axis: expected an integer, got {type(axis).__name__}")
+    return _core.core_sum(values, int(axis), p.to_json())
+
+
+def dot(a: Any, b: Any, *, c: Any = None, platform: str | None = None, plan: Plan | str | dict | None = None,
+        in_fmt: str | None = None, out: str = "fp32") -> np.ndarray:
+    """a . b along the last axis (leading axes broadcast) (+ c), as the platform computes it;
+    float64 values of the emulated result."""
+    av, fa = _values(a, in_fmt, "a")
+    bv, fb = _values(b, in_fmt, "b")
+    if in_fmt is None and fa != fb:
+        raise ValueError(f"in_fmt: a holds {fa} values and b {fb}; pass in_fmt (the format both are values of)")
+    cv = None if c is None else _values(c, None, "c")[0]
+    p = _resolve(platform, plan, "dot", fa, out)
+    return _core.core_dot_or_matmul(av, bv, cv, False, p.to_json())
+
+
+def matmul(a: Any, b: Any, *, c: Any = None, platform: str | None = None, plan: Plan | str | dict | None = None,
+           in_fmt: str | None = None, out: str = "fp32") -> np.ndarray:
+    """a[..., M, K] @ b[..., K, N] (+ c), as the platform computes it; float64 values."""
+    av, fa = _values(a, in_fmt, "a")
+    bv, fb = _values(b, in_fmt, "b")
+    if in_fmt is None and fa != fb:
+        raise ValueError(f"in_fmt: a holds {fa} values and b {fb}; pass in_fmt (the format both are values of)")
+    cv = None if c is None else _values(c, None, "c")[0]
+    p = _resolve(platform, plan, "matmul", fa, out)
+    return _core.core_dot_or_matmul(av, bv, cv, True, p.to_json())

@@ -1,0 +1,109 @@
+// numeq._core machine models: platforms, plans (as JSON text) and the plan evaluator
+// (core/plan.hpp, platform.hpp, evaluate.hpp). numeq/platforms.py gives them their Python shape.
+
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <xtensor/xadapt.hpp>
+#include <xtensor/xarray.hpp>
+
+#include <algorithm>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "bind.hpp"
+#include "numeq/core/evaluate.hpp"
+#include "numeq/core/platform.hpp"
+#include "numeq/formats/error.hpp"
+
+namespace py = pybind11;
+
+namespace {
+
+using Values = py::array_t<double, py::array::c_style | py::array::forcecast>;
+
+xt::xarray<double> to_xarray(const Values& a) {
+  std::vector<std::size_t> shape(a.shape(), a.shape() + a.ndim());
+  return xt::adapt(a.data(), static_cast<std::size_t>(a.size()), xt::no_ownership(), shape);
+}
+
+py::array to_numpy(const xt::xarray<double>& x) {
+  std::vector<py::ssize_t> shape(x.shape().begin(), x.shape().end());
+  py::array_t<double> out(shape);
+  std::copy(x.begin(), x.end(), out.mutable_data());
+  return out;
+}
+
+numeq::core::SplitMode split_mode_by_name(const std::string& name) {
+  if (name == "serial") return numeq::core::SplitMode::serial;
+  if (name == "parallel") return numeq::core::SplitMode::parallel;
+  throw numeq::error("split_mode: unknown mode '" + name + "'; valid: serial, parallel");
+}
+
+}  // namespace
+
+void numeq_bindings::bind_core(py::module_& m) {
+  namespace core = numeq::core;
+  m.def("core_platforms", [] { return core::platform_names(); }, "names of the built-in and registered platforms");
+  m.def(
+      "core_platform_json", [](const std::string& name) { return core::to_json(core::platform_by_name(name)); },
+      py::arg("name"), "a platform as JSON (the format register accepts)");
+  m.def(
+      "core_platform_evidence", [](const std::string& name) { return core::evidence_report(core::platform_by_name(name)); },
+      py::arg("name"));
+  m.def(
+      "core_register_platform",
+      [](const std::string& text) {
+        const core::Platform p = core::platform_from_json(text);
+        core::register_platform(p);
+        return p.name;
+      },
+      py::arg("text"), "loads a platform from JSON and registers it; returns its name");
+  m.def(
+      "core_plan",
+      [](const std::string& platform, const std::string& op, const std::string& in_fmt, const std::string& out,
+         std::size_t split_k, const std::string& split_mode) {
+        const core::Platform p = core::platform_by_name(platform);
+        core::Plan plan = core::plan_for(p, core::operation_by_name(op), in_fmt, out);
+        if (split_k > 1) plan = core::with_split_k(plan, split_k, split_mode_by_name(split_mode));
+        return core::to_json(plan);
+      },
+      py::arg("platform"), py::arg("op"), py::arg("in_fmt"), py::arg("out"), py::arg("split_k"), py::arg("split_mode"));
+  m.def(
+      "core_plan_check", [](const std::string& text) { return core::to_json(core::plan_from_json(text)); },
+      py::arg("text"), "validates a plan's JSON and returns it in canonical form");
+  m.def(
+      "core_plan_text", [](const std::string& text) { return core::to_string(core::plan_from_json(text)); },
+      py::arg("text"));
+  m.def(
+      "core_sum",
+      [](const Values& x, std::ptrdiff_t axis, const std::string& plan_text) {
+        const core::Plan plan = core::plan_from_json(plan_text);
+        const xt::xarray<double> xs = to_xarray(x);
+        xt::xarray<double> r;
+        {
+          py::gil_scoped_release release;
+          r = core::sum(xs, axis, plan);
+        }
+        return to_numpy(r);
+      },
+      py::arg("x"), py::arg("axis"), py::arg("plan"));
+  m.def(
+      "core_dot_or_matmul",
+      [](const Values& a, const Values& b, const std::optional<Values>& c, bool matmul, const std::string& plan_text) {
+        const core::Plan plan = core::plan_from_json(plan_text);
+        const xt::xarray<double> as = to_xarray(a), bs = to_xarray(b);
+        std::optional<xt::xarray<double>> cs;
+        if (c) cs = to_xarray(*c);
+        xt::xarray<double> r;
+        {
+          py::gil_scoped_release release;
+          const xt::xarray<double>* cp = cs ? &*cs : nullptr;
+          r = matmul ? core::matmul(as, bs, cp, plan) : core::dot(as, bs, cp, plan);
+        }
+        return to_numpy(r);
+      },
+      py::arg("a"), py::arg("b"), py::arg("c"), py::arg("matmul"), py::arg("plan"));
+}

@@ -1,0 +1,43 @@
+#pragma once
+// The plan evaluator: one implementation that reproduces, bit for bit, any platform whose
+// arithmetic a Plan states (plan.hpp). Sums along an axis, dot products along the last axis (with
+// an optional c) and matmuls (with an optional c), multi-threaded over output elements; each
+// element is reduced by the plan alone, so results never depend on the thread count.
+//
+// Inputs are doubles holding values of the platform's input formats (the Python layer checks
+// them against in_fmt). Products of two inputs must be exact in binary64, which holds for every
+// format up to fp32 (24-bit significands: 48-bit products, exponents far inside binary64's
+// range); an input pair whose significands together exceed 53 bits is refused with an error
+// naming the argument. Plans may still accumulate in fp64 (numpy's float64 sum).
+
+#include <cstddef>
+#include <optional>
+#include <span>
+
+#include <xtensor/xarray.hpp>
+
+#include "numeq/core/plan.hpp"
+
+namespace numeq::core {
+
+// One reduction: x_0 .. x_{n-1} (sum), or a_k * b_k (dot, b non-empty, same length) plus c.
+double evaluate(std::span<const double> a, std::span<const double> b, std::optional<double> c, const Plan& plan);
+
+// Sum of x along `axis` (negative counts from the end) under the plan.
+xt::xarray<double> sum(const xt::xarray<double>& x, std::ptrdiff_t axis, const Plan& plan);
+
+// a[..., K] . b[..., K] along the last axis, leading axes broadcast as numpy does; c (may be null)
+// broadcasts to the result shape.
+xt::xarray<double> dot(const xt::xarray<double>& a, const xt::xarray<double>& b, const xt::xarray<double>* c,
+                       const Plan& plan);
+
+// a[..., M, K] @ b[..., K, N] (+ c broadcast to the result), batch axes broadcast as numpy does.
+xt::xarray<double> matmul(const xt::xarray<double>& a, const xt::xarray<double>& b, const xt::xarray<double>* c,
+                          const Plan& plan);
+
+// The exact sum x + y rounded once into cast (IEEE 754 zero signs and specials; inputs flushed
+// first under Subnormals::flush_inputs / flush_both). x and y are any doubles. This is the one
+// addition every plan node performs.
+double add_rounded(double x, double y, const Cast& cast);
+
+}  // namespace numeq::core

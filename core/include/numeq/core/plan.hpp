@@ -1,0 +1,114 @@
+#pragma once
+// Accumulation plans: how a platform reduces K terms (products a_k * b_k, or values x_k) to one
+// number, as a tree of named nodes, each stating the arithmetic of its additions. A plan is plain
+// data: printable (to_string), comparable (==), and serialisable to JSON (to_json / plan_from_json),
+// so that built-in profiles and users' own plans are the same kind of object.
+//
+// Node kinds and their meaning on a contiguous range of n terms (an optional initial value `init`
+// is the c of d = a.b + c, or the running value handed in by an enclosing node):
+//   sequential  acc = init (or +0 when start_from_zero, or else the first term); then
+//               acc = add(acc, term) for each remaining term, in index order.
+//   lanes(L)    numpy's unrolled loop (numpy/_core/src/umath/loops_utils.h.src, pairwise_sum):
+//               n < L: one accumulator from +0; else lane j starts with term j, term i goes to lane
+//               i mod L for i < n - n mod L, the lanes are combined by a balanced pairwise tree
+//               ((0+1)+(2+3))+((4+5)+(6+7)), and the last n mod L terms are added in order.
+//   pairwise(leaf, multiple)  n <= leaf: the child node; else n2 = n/2 rounded down to a
+//               multiple of `multiple`, and add(pairwise(first n2), pairwise(rest)).
+//   chunked(size)  children {inner, outer}: inner reduces each run of `size` consecutive terms,
+//               outer reduces the partial results (as value terms) in order, init going to outer.
+//   split(parts)   K cut into `parts` contiguous parts (sizes differing by at most one, larger first).
+//               parallel: children {inner, combine}: each part reduced by inner from +0, rounded
+//               through `through`, the partials reduced by combine (init going to combine);
+//               serial: acc = init; acc = through(inner(part, init = acc)) per part, in order
+//               (CUTLASS serial split-K passes the partial through the output type).
+//   tree(arity)    terms summed in consecutive groups of `arity` (each group in order), then the
+//               group sums likewise, level by level, until one value remains; init added last.
+//   fused         a chain of tensor-core fused steps of `fused.products` products along K, each
+//               step's result the c of the next (FusedStep, fused.hpp), init the c of the first.
+// Leaves (sequential, lanes, tree) form product terms per their Arithmetic: `fma` adds the exact
+// product and rounds once (fused multiply-add), `rounded` rounds the product into product_cast
+// first. Every rounding goes through numeq's one kernel (or, where the arithmetic is exactly the
+// host's IEEE fp32/fp64 round-to-nearest-even, the host's own instruction: the same result).
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "numeq/core/fused.hpp"
+#include "numeq/formats/rounding.hpp"
+
+namespace numeq::core {
+
+enum class NodeKind : std::uint8_t { sequential, lanes, pairwise, chunked, split, tree, fused };
+enum class ProductMode : std::uint8_t { fma, rounded };
+enum class SplitMode : std::uint8_t { parallel, serial };
+// Where c of d = a.b + c enters: as the initial accumulator value (first) or added to the reduced
+// sum at the end, in the plan's outermost arithmetic (last).
+enum class CPlacement : std::uint8_t { first, last };
+
+std::string_view to_string(NodeKind k);
+std::string_view to_string(ProductMode m);
+std::string_view to_string(SplitMode m);
+std::string_view to_string(CPlacement c);
+NodeKind node_kind_by_name(std::string_view name, std::string_view parameter = "kind");
+
+// How additions (and, at leaves, products) round.
+struct Arithmetic {
+  Cast accumulate{};                  // every addition: exact sum rounded once into this cast
+  ProductMode product = ProductMode::fma;
+  Cast product_cast{};                // ProductMode::rounded: the product's rounding
+  bool operator==(const Arithmetic&) const = default;
+};
+
+struct PlanNode {
+  NodeKind kind = NodeKind::sequential;
+  Arithmetic arithmetic{};
+  std::size_t size = 0;        // lanes: L; pairwise: leaf; chunked: chunk size; split: parts; tree: arity
+  std::size_t multiple = 1;    // pairwise: split points rounded down to a multiple of this
+  bool start_from_zero = false;  // sequential: accumulate from +0 (CUDA's float acc = 0) when no init
+  SplitMode split_mode = SplitMode::parallel;
+  Cast through{};              // split: the cast each partial passes through
+  FusedStep fused{};           // fused: the step
+  std::vector<PlanNode> children;
+  bool operator==(const PlanNode&) const = default;
+};
+
+struct Plan {
+  std::string name;                 // e.g. "nvidia.h100 matmul bf16 -> fp32"
+  std::optional<Cast> input_a;      // applied to a (and b) before anything: tf32 truncation
+  std::optional<Cast> input_b;
+  PlanNode reduction;
+  CPlacement c_placement = CPlacement::first;
+  // A value the reduced sum is added to, in the outermost arithmetic: numpy's add.reduce starts
+  // its output at the identity +0 and adds the pairwise sum to it (so a sum of -0s is +0).
+  std::optional<double> initial;
+  Cast output{};                    // the final cast of the reduced value
+  bool operator==(const Plan&) const = default;
+};
+
+// Builders for the common shapes (plain aggregates work too).
+PlanNode sequential(const Arithmetic& arithmetic, bool start_from_zero = false);
+PlanNode lanes(std::size_t count, const Arithmetic& arithmetic);
+PlanNode pairwise(std::size_t leaf, std::size_t multiple, PlanNode leaf_node, const Arithmetic& arithmetic);
+PlanNode chunked(std::size_t size, PlanNode inner, PlanNode outer);
+PlanNode split(std::size_t parts, SplitMode mode, const Cast& through, PlanNode inner,
+               std::optional<PlanNode> combine = std::nullopt);
+PlanNode tree(std::size_t arity, const Arithmetic& arithmetic);
+PlanNode fused(const FusedStep& step);
+
+// One line, e.g. "chunked(128, inner=sequential(fp32 nearest_even fma), outer=...)".
+std::string to_string(const PlanNode& node);
+std::string to_string(const Plan& plan);
+
+// JSON text; plan_from_json throws numeq::error naming the offending field by its path
+// (e.g. "plan.reduction.children[1].size: expected a positive integer").
+std::string to_json(const Plan& plan, int indent = 2);
+Plan plan_from_json(std::string_view text, std::string_view parameter = "plan");
+
+// Checks the structure (child counts, sizes, casts); throws numeq::error naming the field.
+void validate(const Plan& plan, std::string_view parameter = "plan");
+
+}  // namespace numeq::core

@@ -1,0 +1,72 @@
+#pragma once
+// Platforms (profiles): a named bundle of plans, one per (operation, input format, output
+// format), with the evidence for every parameter: measured, documented or assumed, and where
+// from. Built-in platforms are constructed here and can be written out as JSON; users load their
+// own (or edited built-ins) from JSON with platform_from_json and register_platform. A malformed
+// profile is refused with an error naming the field by its path.
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "numeq/core/plan.hpp"
+
+namespace numeq::core {
+
+enum class EvidenceKind : std::uint8_t { measured, documented, assumed };
+std::string_view to_string(EvidenceKind k);
+
+// What supports one parameter of a platform: `parameter` names it (e.g. "matmul bf16->fp32:
+// fused.fraction_bits"), `source` cites the paper, document or measurement.
+struct Evidence {
+  std::string parameter;
+  EvidenceKind kind = EvidenceKind::assumed;
+  std::string source;
+  bool operator==(const Evidence&) const = default;
+};
+
+enum class Operation : std::uint8_t { sum, dot, matmul };
+std::string_view to_string(Operation op);
+Operation operation_by_name(std::string_view name, std::string_view parameter = "op");
+
+struct PlanEntry {
+  Operation op = Operation::matmul;
+  std::string in_fmt;   // input format name (both operands)
+  std::string out_fmt;  // output format name
+  Plan plan;
+  bool operator==(const PlanEntry&) const = default;
+};
+
+struct Platform {
+  std::string name;                  // e.g. "nvidia.h100"
+  std::vector<std::string> aliases;  // e.g. "nvidia.h200"
+  std::string description;
+  std::vector<PlanEntry> plans;
+  std::vector<Evidence> evidence;
+  bool operator==(const Platform&) const = default;
+};
+
+// Built-in and registered platforms, in a stable order.
+std::vector<std::string> platform_names();
+// By name or alias; numeq::error naming `parameter` with the valid names otherwise.
+Platform platform_by_name(std::string_view name, std::string_view parameter = "platform");
+// Adds (or replaces, by name) a platform for this process; validates it first.
+void register_platform(const Platform& platform);
+
+// The plan for an operation; numeq::error naming the argument and listing what the platform has.
+Plan plan_for(const Platform& platform, Operation op, std::string_view in_fmt, std::string_view out_fmt);
+
+// Split-K as a plan option: K cut into `parts`. serial: each part continues from the previous
+// partial, which passes through the plan's output cast (CUTLASS serial split-K); parallel: parts
+// reduced independently, each rounded to `partial`, then summed in order in `partial` arithmetic
+// (CUTLASS parallel split-K's reduction kernel). FACTS.md s2 [code].
+Plan with_split_k(const Plan& plan, std::size_t parts, SplitMode mode, const Cast& partial = Cast{});
+
+std::string to_json(const Platform& platform, int indent = 2);
+Platform platform_from_json(std::string_view text, std::string_view parameter = "profile");
+// Every evidence entry, one line each, for reports: "measured  <parameter>  <source>".
+std::string evidence_report(const Platform& platform);
+
+}  // namespace numeq::core

@@ -1,0 +1,540 @@
+// The plan evaluator (evaluate.hpp): one recursive walk of the plan per output element.
+
+#include "numeq/core/evaluate.hpp"
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include <xtensor/xbroadcast.hpp>
+#include <xtensor/xbuilder.hpp>
+#include <xtensor/xmanipulation.hpp>
+#include <xtensor/xstrided_view.hpp>
+
+#include "numeq/formats/error.hpp"
+#include "numeq/formats/format.hpp"
+#include "numeq/formats/parallel.hpp"
+#include "numeq/formats/random.hpp"
+#include "numeq/formats/round_and_pack.hpp"
+
+namespace numeq::core {
+
+namespace {
+
+// x rounded into cast (an exact double in, its rounded value out; NaN stays NaN).
+double round_value(double x, const Cast& cast, std::uint64_t random = 0) {
+  const std::uint64_t bits = encode_unpacked(unpack_double(x), cast, random);
+  if (bits == invalid_encoding) return std::numeric_limits<double>::quiet_NaN();
+  return decode_bits(cast.format, bits);
+}
+
+// Whether the cast is exactly the host's IEEE binary32 / binary64 round-to-nearest-even
+// arithmetic (no flushing, IEEE overflow): then the host's own + gives the kernel's result.
+bool host_fp32(const Cast& c) {
+  return c.format == formats::fp32 && c.rounding == Rounding::nearest_even && c.overflow == Overflow::ieee &&
+         c.subnormals == Subnormals::keep;
+}
+bool host_fp64(const Cast& c) {
+  return c.format == formats::fp64 && c.rounding == Rounding::nearest_even && c.overflow == Overflow::ieee &&
+         c.subnormals == Subnormals::keep;
+}
+
+// DAZ: an operand below the accumulator format's normal range reads as a zero of its sign.
+double flush_input(double x, const Cast& c) {
+  if (!c.flushes_inputs() || x == 0 || !std::isfinite(x)) return x;
+  return std::fabs(x) < std::ldexp(1.0, c.format.emin()) ? std::copysign(0.0, x) : x;
+}
+
+// The exact s + e of a TwoSum pair (|e| <= ulp(s) / 2, s finite non-zero, e non-zero), as the
+// kernel's Exact: s's significand is placed 64 bits up in a 128-bit integer, e's bits are added
+// or subtracted below it; bits of e that fall off the bottom make the sticky bit, and a
+// subtraction of such bits borrows one unit (the true value lies strictly below the integer).
+Exact exact_two(double s, double e) {
+  const Unpacked us = unpack_double(s);
+  const Unpacked ue = unpack_double(e);
+  // us: value = sig * 2^(exponent - 63); units of the 128-bit integer: 2^(us.exponent - 63 - 64).
+  const uint128 big = static_cast<uint128>(us.significand) << 64;
+  const int shift = ue.exponent - us.exponent + 64;  // e's significand position in those units
+  uint128 part = 0;
+  bool lost = false;
+  if (shift >= 0) {
+    part = static_cast<uint128>(ue.significand) << shift;  // shift <= 64 - 53 + ... stays in range
+  } else if (shift > -64) {
+    part = ue.significand >> -shift;
+    lost = (ue.significand << (64 + shift)) != 0;
+  } else {
+    lost = true;
+  }
+  const bool subtract = us.negative != ue.negative;
+  uint128 magnitude = subtract ? big - part - (lost ? 1 : 0) : big + part;
+  Exact x = normalize(us.negative, magnitude, us.exponent - 127);
+  x.sticky = x.sticky || lost;
+  return x;
+}
+
+// An input or partial value, or a product a_k b_k: what the leaves reduce.
+struct Terms {
+  const double* a = nullptr;
+  const double* b = nullptr;  // null: the terms are the values a[k]
+  double term(std::size_t k) const { return b ? a[k] * b[k] : a[k]; }  // exact (see evaluate.hpp)
+};
+
+// The term alone, as the accumulator's first value.
+double first_value(const Terms& t, std::size_t k, const Arithmetic& ar) {
+  double v = t.term(k);
+  if (t.b && ar.product == ProductMode::rounded) v = round_value(v, ar.product_cast);
+  return round_value(v, ar.accumulate);
+}
+
+double accumulate(double acc, const Terms& t, std::size_t k, const Arithmetic& ar) {
+  double v = t.term(k);
+  if (t.b && ar.product == ProductMode::rounded) v = round_value(v, ar.product_cast);
+  return add_rounded(acc, v, ar.accumulate);
+}
+
+double reduce_node(const PlanNode& node, const Terms& t, std::size_t begin, std::size_t end,
+                   std::optional<double> init);
+
+double reduce_values(const PlanNode& node, const std::vector<double>& values, std::optional<double> init) {
+  return reduce_node(node, Terms{values.data(), nullptr}, 0, values.size(), init);
+}
+
+double with_init(double value, std::optional<double> init, const Cast& cast) {
+  return init ? add_rounded(*init, value, cast) : value;
+}
+
+double reduce_node(const PlanNode& node, const Terms& t, std::size_t begin, std::size_t end,
+                   std::optional<double> init) {
+  const std::size_t n = end - begin;
+  const Arithmetic& ar = node.arithmetic;
+  switch (node.kind) {
+    case NodeKind::sequential: {
+      std::size_t k = begin;
+      double acc = 0.0;
+      if (init) acc = *init;
+      else if (node.start_from_zero || n == 0) acc = 0.0;
+      else acc = first_value(t, k++, ar);
+      for (; k < end; ++k) acc = accumulate(acc, t, k, ar);
+      return acc;
+    }
+    case NodeKind::lanes: {
+      const std::size_t lanes = node.size;
+      double result = 0.0;
+      if (n < lanes) {  // numpy: res = 0., then every term in order
+        for (std::size_t k = begin; k < end; ++k) result = accumulate(result, t, k, ar);
+        return with_init(result, init, ar.accumulate);
+      }
+      std::vector<double> r(lanes);
+      for (std::size_t j = 0; j < lanes; ++j) r[j] = first_value(t, begin + j, ar);
+      const std::size_t body = n - n % lanes;
+      for (std::size_t i = lanes; i < body; i += lanes)
+        for (std::size_t j = 0; j < lanes; ++j) r[j] = accumulate(r[j], t, begin + i + j, ar);
+      // ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7)): neighbours first, level by level.
+      while (r.size() > 1) {
+        std::vector<double> next;
+        for (std::size_t j = 0; j + 1 < r.size(); j += 2) next.push_back(add_rounded(r[j], r[j + 1], ar.accumulate));
+        if (r.size() % 2 != 0) next.push_back(r.back());
+        r.swap(next);
+      }
+      result = r[0];
+      for (std::size_t k = begin + body; k < end; ++k) result = accumulate(result, t, k, ar);
+      return with_init(result, init, ar.accumulate);
+    }
+    case NodeKind::pairwise: {
+      if (n <= node.size) return reduce_node(node.children[0], t, begin, end, init);
+      std::size_t half = n / 2;
+      half -= half % node.multiple;
+      if (half == 0) half = std::min(n, node.multiple);  // keeps progress for tiny multiples of odd sizes
+      const double left = reduce_node(node, t, begin, begin + half, std::nullopt);
+      const double right = reduce_node(node, t, begin + half, end, std::nullopt);
+      return with_init(add_rounded(left, right, ar.accumulate), init, ar.accumulate);
+    }
+    case NodeKind::chunked: {
+      std::vector<double> partials;
+      for (std::size_t k = begin; k < end; k += node.size)
+        partials.push_back(reduce_node(node.children[0], t, k, std::min(end, k + node.size), std::nullopt));
+      return reduce_values(node.children[1], partials, init);
+    }
+    case NodeKind::split: {
+      const std::size_t parts = std::min(node.size, std::max<std::size_t>(n, 1));
+      const std::size_t base = n / parts, extra = n % parts;
+      std::vector<double> partials;
+      std::optional<double> acc = init;
+      std::size_t k = begin;
+      for (std::size_t p = 0; p < parts; ++p) {
+        const std::size_t len = base + (p < extra ? 1 : 0);
+        if (node.split_mode == SplitMode::serial) {
+          acc = round_value(reduce_node(node.children[0], t, k, k + len, acc), node.through);
+        } else {
+          partials.push_back(round_value(reduce_node(node.children[0], t, k, k + len, std::nullopt), node.through));
+        }
+        k += len;
+      }
+      if (node.split_mode == SplitMode::serial) return acc ? *acc : 0.0;
+      return reduce_values(node.children[1], partials, init);
+    }
+    case NodeKind::tree: {
+      std::vector<double> level;
+      for (std::size_t k = begin; k < end; k += node.size) {
+        double acc = first_value(t, k, ar);
+        for (std::size_t i = k + 1; i < std::min(end, k + node.size); ++i) acc = accumulate(acc, t, i, ar);
+        level.push_back(acc);
+      }
+      while (level.size() > 1) {
+        std::vector<double> next;
+        for (std::size_t k = 0; k < level.size(); k += node.size) {
+          double acc = level[k];
+          for (std::size_t i = k + 1; i < std::min(level.size(), k + node.size); ++i)
+            acc = add_rounded(acc, level[i], ar.accumulate);
+          next.push_back(acc);
+        }
+        level.swap(next);
+      }
+      return with_init(level.empty() ? 0.0 : level[0], init, ar.accumulate);
+    }
+    case NodeKind::fused: {
+      if (t.b == nullptr) throw numeq::error("plan: a fused node reduces products; use it for dot and matmul");
+      return fused_chain(std::span<const double>(t.a + begin, n), std::span<const double>(t.b + begin, n),
+                         init ? *init : 0.0, node.fused);
+    }
+  }
+  return 0.0;
+}
+
+// The arithmetic a plan's final "c last" addition uses: its outermost node's.
+Cast outer_cast(const Plan& plan) {
+  if (plan.reduction.kind == NodeKind::fused) return plan.output;
+  if (plan.reduction.kind == NodeKind::chunked) return plan.reduction.children[1].arithmetic.accumulate;
+  return plan.reduction.arithmetic.accumulate;
+}
+
+int significant_bits(double x) {
+  if (x == 0 || !std::isfinite(x)) return 0;
+  const Unpacked u = unpack_double(x);
+  return 64 - std::countr_zero(u.significand);
+}
+
+void check_products_exact(const double* a, std::size_t na, const double* b, std::size_t nb) {
+  int wa = 0, wb = 0;
+  for (std::size_t i = 0; i < na; ++i) wa = std::max(wa, significant_bits(a[i]));
+  for (std::size_t i = 0; i < nb; ++i) wb = std::max(wb, significant_bits(b[i]));
+  if (wa + wb > 53)
+    throw numeq::error("a, b: inputs with " + std::to_string(wa) + " and " + std::to_string(wb) +
+                       " significant bits: their products are not exact in binary64; plans take values of formats up "
+                       "to fp32 (24 bits)");
+}
+
+// Input casts (tf32 truncation and the like) applied to a copy.
+std::vector<double> cast_inputs(const double* x, std::size_t n, const std::optional<Cast>& cast) {
+  std::vector<double> out(x, x + n);
+  if (cast)
+    for (double& v : out) v = round_value(v, *cast);
+  return out;
+}
+
+// The plan's reduction of terms [0, n), added to plan.initial when it has one.
+double reduce_plan(const Plan& plan, const Terms& t, std::size_t n, std::optional<double> init) {
+  const double value = reduce_node(plan.reduction, t, 0, n, init);
+  return plan.initial ? add_rounded(*plan.initial, value, outer_cast(plan)) : value;
+}
+
+double finish(double value, std::optional<double> c, const Plan& plan, std::uint64_t random) {
+  if (c && plan.c_placement == CPlacement::last) value = add_rounded(value, *c, outer_cast(plan));
+  return round_value(value, plan.output, random);
+}
+
+std::string shape_text(const xt::svector<std::size_t>& s) {
+  std::string out = "(";
+  for (std::size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + std::to_string(s[i]);
+  return out + (s.size() == 1 ? ",)" : ")");
+}
+
+std::vector<std::size_t> broadcast_shape(const std::vector<std::size_t>& x, const std::vector<std::size_t>& y,
+                                         const std::string& what) {
+  std::vector<std::size_t> out(std::max(x.size(), y.size()), 1);
+  for (std::size_t i = 0; i < out.size(); ++i) {
+    const std::size_t dx = i < x.size() ? x[x.size() - 1 - i] : 1;
+    const std::size_t dy = i < y.size() ? y[y.size() - 1 - i] : 1;
+    if (dx != dy && dx != 1 && dy != 1) throw numeq::error(what);
+    out[out.size() - 1 - i] = dx == 1 ? dy : dx;
+  }
+  return out;
+}
+
+// ---- the host's fp32 fma chain ----
+//
+// A plan that is one sequential chain of fp32 round-to-nearest-even fmas from +0 (cuda_core.fp32)
+// is exactly what the host's IEEE fmaf computes, element by element, so a matmul under it runs on
+// the host's fma instructions: each output element's chain is still evaluated in k order, one
+// rounding per step; only independent chains (different n) share a vector register. The AVX2 /
+// AVX-512 clones give hardware fma; the default clone calls libm's fmaf (correctly rounded too).
+
+bool is_fp32_fma_chain(const Plan& plan) {
+  const PlanNode& r = plan.reduction;
+  return r.kind == NodeKind::sequential && r.start_from_zero && r.arithmetic.product == ProductMode::fma &&
+         host_fp32(r.arithmetic.accumulate) && !plan.input_a && !plan.input_b && !plan.initial &&
+         plan.c_placement == CPlacement::last && r.children.empty();
+}
+
+bool all_floats(const double* x, std::size_t n) {
+  for (std::size_t i = 0; i < n; ++i)
+    if (static_cast<double>(static_cast<float>(x[i])) != x[i] && !std::isnan(x[i])) return false;
+  return true;
+}
+
+// rows x N results of a (rows x K, row stride K) times b (K x N): acc = fma(a, b, acc) in k order.
+[[gnu::target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")]] void fma_rows(
+    const float* a, const float* b, float* acc, std::size_t rows, std::size_t K, std::size_t N) {
+  constexpr std::size_t tile = 512;  // columns per pass: 4 rows of accumulators stay in L1
+  for (std::size_t n0 = 0; n0 < N; n0 += tile) {
+    const std::size_t nn = std::min(tile, N - n0);
+    for (std::size_t r = 0; r < rows; ++r) std::fill(acc + r * N + n0, acc + r * N + n0 + nn, 0.0f);
+    for (std::size_t k = 0; k < K; ++k) {
+      const float* brow = b + k * N + n0;
+      for (std::size_t r = 0; r < rows; ++r) {
+        const float x = a[r * K + k];
+        float* out = acc + r * N + n0;
+        for (std::size_t j = 0; j < nn; ++j) out[j] = std::fma(x, brow[j], out[j]);
+      }
+    }
+  }
+}
+
+}  // namespace
+
+double add_rounded(double x, double y, const Cast& cast) {
+  if (host_fp32(cast)) {
+    const auto fx = static_cast<float>(x), fy = static_cast<float>(y);
+    if (static_cast<double>(fx) == x && static_cast<double>(fy) == y) return static_cast<double>(fx + fy);
+  }
+  if (host_fp64(cast)) return x + y;
+  x = flush_input(x, cast);
+  y = flush_input(y, cast);
+  if (!std::isfinite(x) || !std::isfinite(y)) return round_value(x + y, cast);  // IEEE: Inf - Inf = NaN
+  double s = x + y;
+  if (x == 0 || y == 0 || s == 0) {
+    // Exact: a zero operand, or an exact cancellation; IEEE 754 s6.3 signs a zero sum: -0 for
+    // (-0) + (-0) (and, rounding downward, for any sum of zeros with a -0 and for x + (-x)).
+    if (s == 0) {
+      const bool negative = (x == 0 && y == 0)
+                                ? (std::signbit(x) && std::signbit(y)) ||
+                                      (cast.rounding == Rounding::downward && (std::signbit(x) || std::signbit(y)))
+                                : cast.rounding == Rounding::downward;
+      return round_value(negative ? -0.0 : 0.0, cast);
+    }
+    return round_value(s, cast);
+  }
+  // A binary64 overflow of the exact sum: halve both (exact for such large values), add, and
+  // put the factor back into the exponent.
+  int scale = 0;
+  if (!std::isfinite(s)) {
+    x *= 0.5;
+    y *= 0.5;
+    s = x + y;
+    scale = 1;
+  }
+  // TwoSum (Knuth, TAOCP vol. 2, 4.2.2): s + e == x + y exactly.
+  const double bv = s - x;
+  const double av = s - bv;
+  const double e = (x - av) + (y - bv);
+  Exact exact;
+  if (e == 0) {
+    const Unpacked u = unpack_double(s);
+    exact = Exact{u.negative, u.exponent, u.significand, false};
+  } else {
+    exact = exact_two(s, e);
+  }
+  exact.exponent += scale;
+  // A format without a sign bit (E8M0) holds no negative value: NaN, as a cast gives.
+  if (!cast.format.is_signed && exact.negative) return std::numeric_limits<double>::quiet_NaN();
+  return decode_bits(cast.format, round_and_pack(cast, exact, 0));
+}
+
+double evaluate(std::span<const double> a, std::span<const double> b, std::optional<double> c, const Plan& plan) {
+  validate(plan);
+  if (!b.empty() && b.size() != a.size())
+    throw numeq::error("b: length " + std::to_string(b.size()) + " differs from a's " + std::to_string(a.size()));
+  const std::vector<double> ca = cast_inputs(a.data(), a.size(), plan.input_a);
+  const std::vector<double> cb = cast_inputs(b.data(), b.size(), plan.input_b);
+  if (!b.empty()) check_products_exact(ca.data(), ca.size(), cb.data(), cb.size());
+  const Terms terms{ca.data(), b.empty() ? nullptr : cb.data()};
+  const std::optional<double> init = plan.c_placement == CPlacement::first ? c : std::nullopt;
+  const double value = reduce_plan(plan, terms, ca.size(), init);
+  const std::uint64_t random = plan.output.rounding == Rounding::stochastic
+                                   ? random_bits_at(random_stream_key(plan.output.seed), 0)
+                                   : 0;
+  return finish(value, c, plan, random);
+}
+
+xt::xarray<double> sum(const xt::xarray<double>& x, std::ptrdiff_t axis, const Plan& plan) {
+  validate(plan);
+  const auto dims = static_cast<std::ptrdiff_t>(x.dimension());
+  if (dims == 0) throw numeq::error("x: a 0-d array has no axis to sum over");
+  if (axis < -dims || axis >= dims)
+    throw numeq::error("axis: " + std::to_string(axis) + " is out of range for x of shape " + shape_text(x.shape()) +
+                       " (valid: " + std::to_string(-dims) + " to " + std::to_string(dims - 1) + ")");
+  const auto ax = static_cast<std::size_t>(axis < 0 ? axis + dims : axis);
+  std::size_t outer = 1, inner = 1;
+  std::vector<std::size_t> out_shape;
+  for (std::size_t d = 0; d < x.dimension(); ++d) {
+    if (d < ax) outer *= x.shape()[d];
+    if (d > ax) inner *= x.shape()[d];
+    if (d != ax) out_shape.push_back(x.shape()[d]);
+  }
+  const std::size_t length = x.shape()[ax];
+  const std::vector<double> values = cast_inputs(x.data(), x.size(), plan.input_a);
+  xt::xarray<double> result = xt::xarray<double>::from_shape(out_shape);
+  const std::uint64_t key = random_stream_key(plan.output.seed);
+  const bool stochastic = plan.output.rounding == Rounding::stochastic;
+  parallel_for(outer * inner, [&](std::size_t begin, std::size_t end) {
+    std::vector<double> row(length);
+    for (std::size_t i = begin; i < end; ++i) {
+      const double* base = values.data() + (i / inner) * length * inner + i % inner;
+      for (std::size_t k = 0; k < length; ++k) row[k] = base[k * inner];
+      const double v = reduce_plan(plan, Terms{row.data(), nullptr}, length, std::nullopt);
+      result.data()[i] = finish(v, std::nullopt, plan, stochastic ? random_bits_at(key, i) : 0);
+    }
+  }, std::max<std::size_t>(1, (std::size_t{1} << 14) / std::max<std::size_t>(1, length)));
+  return result;
+}
+
+xt::xarray<double> dot(const xt::xarray<double>& a, const xt::xarray<double>& b, const xt::xarray<double>* c,
+                       const Plan& plan) {
+  validate(plan);
+  if (a.dimension() == 0 || b.dimension() == 0)
+    throw numeq::error("a, b: dot needs arrays with at least one axis (the reduced last axis)");
+  const std::size_t K = a.shape().back();
+  if (b.shape().back() != K)
+    throw numeq::error("b: last dimension " + std::to_string(b.shape().back()) + " differs from a's " + std::to_string(K) +
+                       " (a " + shape_text(a.shape()) + ", b " + shape_text(b.shape()) + ")");
+  const std::vector<std::size_t> sa(a.shape().begin(), a.shape().end() - 1), sb(b.shape().begin(), b.shape().end() - 1);
+  const std::vector<std::size_t> shape =
+      broadcast_shape(sa, sb, "b: leading dimensions of a " + shape_text(a.shape()) + " and b " + shape_text(b.shape()) +
+                                  " do not broadcast");
+  std::vector<std::size_t> full_a = shape, full_b = shape;
+  full_a.push_back(K);
+  full_b.push_back(K);
+  const xt::xarray<double> fa = xt::broadcast(a, full_a), fb = xt::broadcast(b, full_b);
+  xt::xarray<double> fc;
+  if (c) {
+    broadcast_shape(std::vector<std::size_t>(c->shape().begin(), c->shape().end()), shape,
+                    "c: shape " + shape_text(c->shape()) + " does not broadcast to the result");
+    fc = xt::broadcast(*c, shape);
+  }
+  const std::vector<double> ca = cast_inputs(fa.data(), fa.size(), plan.input_a);
+  const std::vector<double> cb = cast_inputs(fb.data(), fb.size(), plan.input_b);
+  check_products_exact(ca.data(), ca.size(), cb.data(), cb.size());
+  xt::xarray<double> result = xt::xarray<double>::from_shape(shape);
+  const std::uint64_t key = random_stream_key(plan.output.seed);
+  const bool stochastic = plan.output.rounding == Rounding::stochastic;
+  parallel_for(result.size(), [&](std::size_t begin, std::size_t end) {
+    for (std::size_t i = begin; i < end; ++i) {
+      const std::optional<double> cv = c ? std::optional<double>(fc.data()[i]) : std::nullopt;
+      const std::optional<double> init = plan.c_placement == CPlacement::first ? cv : std::nullopt;
+      const double v = reduce_plan(plan, Terms{ca.data() + i * K, cb.data() + i * K}, K, init);
+      result.data()[i] = finish(v, cv, plan, stochastic ? random_bits_at(key, i) : 0);
+    }
+  }, std::max<std::size_t>(1, (std::size_t{1} << 14) / std::max<std::size_t>(1, K)));
+  return result;
+}
+
+xt::xarray<double> matmul(const xt::xarray<double>& a, const xt::xarray<double>& b, const xt::xarray<double>* c,
+                          const Plan& plan) {
+  if (a.dimension() < 2 || b.dimension() < 2)
+    throw numeq::error("a, b: matmul needs arrays of at least 2 dimensions ([..., M, K] and [..., K, N]), got " +
+                       shape_text(a.shape()) + " and " + shape_text(b.shape()) + " (use dot for vectors)");
+  const std::size_t M = a.shape()[a.dimension() - 2], K = a.shape().back();
+  const std::size_t Kb = b.shape()[b.dimension() - 2], N = b.shape().back();
+  if (K != Kb)
+    throw numeq::error("b: inner dimensions differ: a " + shape_text(a.shape()) + " has K=" + std::to_string(K) + ", b " +
+                       shape_text(b.shape()) + " has K=" + std::to_string(Kb));
+  validate(plan);
+  const std::vector<std::size_t> batch_a(a.shape().begin(), a.shape().end() - 2);
+  const std::vector<std::size_t> batch_b(b.shape().begin(), b.shape().end() - 2);
+  const std::vector<std::size_t> batch = broadcast_shape(
+      batch_a, batch_b, "b: batch dimensions of a " + shape_text(a.shape()) + " and b " + shape_text(b.shape()) +
+                            " do not broadcast");
+  std::vector<std::size_t> shape = batch;
+  shape.push_back(M);
+  shape.push_back(N);
+  xt::xarray<double> fc;
+  if (c) {
+    broadcast_shape(std::vector<std::size_t>(c->shape().begin(), c->shape().end()), shape,
+                    "c: shape " + shape_text(c->shape()) + " does not broadcast to the result " + shape_text(shape));
+    fc = xt::broadcast(*c, shape);
+  }
+  // Which matrix of a and of b each result matrix reads (numpy broadcasting of batch axes).
+  std::size_t matrices = 1;
+  for (std::size_t d : batch) matrices *= d;
+  std::vector<std::size_t> a_of(matrices, 0), b_of(matrices, 0);
+  for (std::size_t t = 0; t < matrices; ++t) {
+    std::size_t rest = t, ia = 0, ib = 0, stride_a = 1, stride_b = 1;
+    for (std::size_t d = batch.size(); d-- > 0;) {
+      const std::size_t idx = rest % batch[d];
+      rest /= batch[d];
+      const std::ptrdiff_t da = static_cast<std::ptrdiff_t>(d) - static_cast<std::ptrdiff_t>(batch.size() - batch_a.size());
+      const std::ptrdiff_t db = static_cast<std::ptrdiff_t>(d) - static_cast<std::ptrdiff_t>(batch.size() - batch_b.size());
+      if (da >= 0) {
+        const std::size_t n = batch_a[static_cast<std::size_t>(da)];
+        ia += (n == 1 ? 0 : idx) * stride_a;
+        stride_a *= n;
+      }
+      if (db >= 0) {
+        const std::size_t n = batch_b[static_cast<std::size_t>(db)];
+        ib += (n == 1 ? 0 : idx) * stride_b;
+        stride_b *= n;
+      }
+    }
+    a_of[t] = ia;
+    b_of[t] = ib;
+  }
+  const std::vector<double> ca = cast_inputs(a.data(), a.size(), plan.input_a);
+  // b transposed per matrix to [N, K]: each dot product reads two contiguous rows.
+  std::vector<double> bt(b.size());
+  const std::size_t b_matrices = K * N == 0 ? 0 : b.size() / (K * N);
+  for (std::size_t s = 0; s < b_matrices; ++s)
+    for (std::size_t k = 0; k < K; ++k)
+      for (std::size_t n = 0; n < N; ++n) bt[s * N * K + n * K + k] = b.data()[s * K * N + k * N + n];
+  if (plan.input_b) bt = cast_inputs(bt.data(), bt.size(), plan.input_b);
+  check_products_exact(ca.data(), ca.size(), bt.data(), bt.size());
+  xt::xarray<double> result = xt::xarray<double>::from_shape(shape);
+  if (is_fp32_fma_chain(plan) && all_floats(a.data(), a.size()) && all_floats(b.data(), b.size()) && M * N * K > 0) {
+    const std::vector<float> af(a.data(), a.data() + a.size()), bf(b.data(), b.data() + b.size());
+    constexpr std::size_t rows_per_task = 4;
+    const std::size_t row_tasks = (M + rows_per_task - 1) / rows_per_task;
+    parallel_for(matrices * row_tasks, [&](std::size_t begin, std::size_t end) {
+      std::vector<float> acc(rows_per_task * N);
+      for (std::size_t task = begin; task < end; ++task) {
+        const std::size_t t = task / row_tasks, m0 = (task % row_tasks) * rows_per_task;
+        const std::size_t rows = std::min(rows_per_task, M - m0);
+        fma_rows(af.data() + (a_of[t] * M + m0) * K, bf.data() + b_of[t] * K * N, acc.data(), rows, K, N);
+        for (std::size_t r = 0; r < rows; ++r)
+          for (std::size_t n = 0; n < N; ++n) {
+            const std::size_t i = (t * M + m0 + r) * N + n;
+            const double cv = c ? fc.data()[i] : 0.0;
+            const double v = static_cast<double>(acc[r * N + n]);
+            result.data()[i] = finish(v, c ? std::optional<double>(cv) : std::nullopt, plan,
+                                      plan.output.rounding == Rounding::stochastic ? random_bits_at(random_stream_key(plan.output.seed), i) : 0);
+          }
+      }
+    }, std::max<std::size_t>(1, (std::size_t{1} << 16) / std::max<std::size_t>(1, K * N * rows_per_task)));
+    return result;
+  }
+  const std::uint64_t key = random_stream_key(plan.output.seed);
+  const bool stochastic = plan.output.rounding == Rounding::stochastic;
+  parallel_for(result.size(), [&](std::size_t begin, std::size_t end) {
+    for (std::size_t i = begin; i < end; ++i) {
+      const std::size_t t = i / (M * N), m = (i / N) % M, n = i % N;
+      const std::optional<double> cv = c ? std::optional<double>(fc.data()[i]) : std::nullopt;
+      const std::optional<double> init = plan.c_placement == CPlacement::first ? cv : std::nullopt;
+      const Terms terms{ca.data() + (a_of[t] * M + m) * K, bt.data() + (b_of[t] * N + n) * K};
+      const double v = reduce_plan(plan, terms, K, init);
+      result.data()[i] = finish(v, cv, plan, stochastic ? random_bits_at(key, i) : 0);
+    }
+  }, std::max<std::size_t>(1, (std::size_t{1} << 14) / std::max<std::size_t>(1, K)));
+  return result;
+}
+
+}  // namespace numeq::core

@@ -1,0 +1,176 @@
+// The NVIDIA tensor-core platforms: a GEMM chains fused steps along K (each step's result is the
+// c of the next, FACTS.md s2), with the per-generation step parameters of fused.hpp.
+
+#include <string>
+#include <vector>
+
+#include "builtin_platforms.hpp"
+#include "numeq/core/fused.hpp"
+#include "numeq/formats/format.hpp"
+
+namespace numeq::core {
+
+namespace {
+
+const std::string kKhattak = "Khattak & Mikaitis, Accurate Models of NVIDIA Tensor Cores, arXiv:2512.07004 (2025)";
+const std::string kMmaSim = "Xie et al., MMA-Sim, arXiv:2511.10909 (2025)";
+const std::string kVectors = "tests/data/tensor-core-vectors (GPU-measured, Khattak & Mikaitis)";
+
+struct Entry {
+  std::string in_fmt;
+  std::string out_fmt;
+  FusedStep step;
+  std::optional<Cast> input_cast;  // applied to both operands first (fp32 inputs in TF32 mode)
+  std::optional<Cast> final_cast;  // an epilogue rounding after the chain (bf16 outputs)
+};
+
+Plan chain_plan(const std::string& platform, const Entry& e, Operation op) {
+  Plan p;
+  p.name = platform + " " + std::string(to_string(op)) + " " + e.in_fmt + " -> " + e.out_fmt;
+  p.input_a = e.input_cast;
+  p.input_b = e.input_cast;
+  p.reduction = fused(e.step);
+  p.c_placement = CPlacement::first;
+  // The chain's own result is a value of its accumulator (fp32, or fp16 for fp16 accumulators);
+  // an epilogue cast, when there is one, rounds it once more (CUTLASS's default converter rounds
+  // to nearest even [code]).
+  p.output = e.final_cast ? *e.final_cast : Cast{e.step.output.format == nvidia::e8m13 ? formats::fp32 : e.step.output.format};
+  return p;
+}
+
+// fp8 GEMM with DeepSeek-V3's promotion: every 128 products (4 WGMMAs of K = 32) the tensor-core
+// partial is added to an fp32 register accumulator on CUDA cores (round to nearest even).
+Plan promoted_plan(const std::string& platform, const Entry& e, Operation op) {
+  Plan p = chain_plan(platform, e, op);
+  p.name += ", fp32 promotion every 128";
+  const Arithmetic fp32_add{Cast{formats::fp32}};
+  p.reduction = chunked(128, fused(e.step), sequential(fp32_add));
+  return p;
+}
+
+std::vector<Evidence> step_evidence(const std::string& label, const FusedStep& s, bool measured) {
+  const EvidenceKind k = measured ? EvidenceKind::measured : EvidenceKind::documented;
+  const std::string where = measured ? kVectors + "; " + kKhattak : kKhattak + "; " + kMmaSim + " (not measured here)";
+  return {
+      {label + ": products per fused step n = " + std::to_string(s.n), k, where},
+      {label + ": fraction bits F = " + std::to_string(s.fraction_bits) + ", alignment truncates toward zero", k, where},
+      {label + ": alignment exponent = ea + eb as encoded, before renormalising (fused.hpp MaxExponent::encoded)", k, where},
+      {label + ": final rounding " + std::string(s.output.format.name) + " " + std::string(to_string(s.output.rounding)), k, where},
+      {label + ": exact zeros enter the maximum at fp32 emin (MMA-Sim)", EvidenceKind::assumed, kMmaSim + "; no vector row settles it"},
+      {label + ": finite overflow gives Inf; a zero result is +0", EvidenceKind::assumed, kMmaSim + "; no vector row settles it"},
+  };
+}
+
+struct Generation {
+  std::string name;
+  std::vector<std::string> aliases;
+  std::string description;
+  std::vector<Entry> entries;
+  bool measured;  // whether vectors of this generation were measured (tests/data)
+};
+
+Platform build(const Generation& g) {
+  Platform p;
+  p.name = g.name;
+  p.aliases = g.aliases;
+  p.description = g.description;
+  for (const Entry& e : g.entries) {
+    for (const Operation op : {Operation::dot, Operation::matmul})
+      p.plans.push_back(PlanEntry{op, e.in_fmt, e.out_fmt, chain_plan(g.name, e, op)});
+    const std::string label = "matmul " + e.in_fmt + " -> " + e.out_fmt;
+    for (Evidence& ev : step_evidence(label, e.step, g.measured)) p.evidence.push_back(std::move(ev));
+    if (e.input_cast)
+      p.evidence.push_back({label + ": fp32 inputs truncated to tf32 (low 13 bits dropped)", EvidenceKind::documented,
+                            "PTX ISA, wgmma / mma .tf32 operands; FACTS.md s2"});
+    if (e.final_cast)
+      p.evidence.push_back({label + ": epilogue rounds the fp32 result to " + e.out_fmt + " nearest even",
+                            EvidenceKind::assumed, "CUTLASS NumericConverter default (round_to_nearest)"});
+  }
+  p.evidence.push_back({"a GEMM chains steps along K in order, each result the next step's c", EvidenceKind::documented,
+                        kKhattak + "; " + kMmaSim + "; FACTS.md s2"});
+  return p;
+}
+
+const Cast kTf32Truncate{formats::tf32, Rounding::toward_zero};
+const Cast kBf16{formats::bf16};
+const Cast kFp16{formats::fp16};
+
+// The usual entries of a generation with fp16/bf16/tf32 (and fp8) steps.
+std::vector<Entry> entries(const FusedStep& fp16, const FusedStep& fp16_f16, const FusedStep& bf16, const FusedStep& tf32) {
+  return {
+      {"fp16", "fp32", fp16, std::nullopt, std::nullopt},
+      {"fp16", "fp16", fp16_f16, std::nullopt, std::nullopt},
+      {"fp16", "bf16", fp16, std::nullopt, kBf16},
+      {"bf16", "fp32", bf16, std::nullopt, std::nullopt},
+      {"bf16", "bf16", bf16, std::nullopt, kBf16},
+      {"bf16", "fp16", bf16, std::nullopt, kFp16},
+      {"tf32", "fp32", tf32, std::nullopt, std::nullopt},
+      {"fp32", "fp32", tf32, kTf32Truncate, std::nullopt},
+  };
+}
+
+void add_fp8(std::vector<Entry>& e, const FusedStep& e4m3, const FusedStep& e5m2, const FusedStep& e4m3_f16,
+             const FusedStep& e5m2_f16) {
+  e.push_back({"e4m3fn", "fp32", e4m3, std::nullopt, std::nullopt});
+  e.push_back({"e5m2", "fp32", e5m2, std::nullopt, std::nullopt});
+  e.push_back({"e4m3fn", "bf16", e4m3, std::nullopt, kBf16});
+  e.push_back({"e5m2", "bf16", e5m2, std::nullopt, kBf16});
+  e.push_back({"e4m3fn", "fp16", e4m3_f16, std::nullopt, std::nullopt});
+  e.push_back({"e5m2", "fp16", e5m2_f16, std::nullopt, std::nullopt});
+}
+
+}  // namespace
+
+std::vector<Platform> nvidia_platforms() {
+  using namespace nvidia;
+  std::vector<Platform> out;
+  // V100: fp16 only, 4 products per step.
+  out.push_back(build({"nvidia.v100", {}, "NVIDIA Volta V100 tensor cores (fp16)",
+                       {{"fp16", "fp32", v100_fp16, std::nullopt, std::nullopt},
+                        {"fp16", "fp16", v100_fp16_f16, std::nullopt, std::nullopt},
+                        {"fp16", "bf16", v100_fp16, std::nullopt, kBf16}},
+                       true}));
+  out.push_back(build({"nvidia.a100", {"nvidia.a2", "nvidia.a30"}, "NVIDIA Ampere A100 (also A2, A30) tensor cores",
+                       entries(a100_fp16, a100_fp16_f16, a100_bf16, a100_tf32), true}));
+  {
+    std::vector<Entry> e = entries(ada_fp16, ada_fp16_f16, ada_bf16, ada_tf32);
+    add_fp8(e, ada_e4m3, ada_e5m2, ada_e4m3_f16, ada_e5m2_f16);
+    out.push_back(build({"nvidia.ada", {"nvidia.l40s", "nvidia.rtx_ada"},
+                         "NVIDIA Ada Lovelace (L40S, RTX Ada) tensor cores, from published facts (not measured here)", e,
+                         false}));
+  }
+  {
+    std::vector<Entry> e = entries(h100_fp16, h100_fp16_f16, h100_bf16, h100_tf32);
+    add_fp8(e, h100_e4m3, h100_e5m2, h100_e4m3_f16, h100_e5m2_f16);
+    out.push_back(build({"nvidia.h100", {"nvidia.h200"},
+                         "NVIDIA Hopper H100 (also H200) tensor cores; fp8 accumulates raw (cuBLASLt FAST_ACCUM)", e, true}));
+    // The same generation with DeepSeek-V3's fp32 promotion every 128 fp8 products.
+    Platform promoted;
+    promoted.name = "nvidia.h100.fp8_promoted";
+    promoted.aliases = {"nvidia.h200.fp8_promoted"};
+    promoted.description = "NVIDIA H100 fp8 GEMM promoting partial sums to fp32 every 128 products (DeepSeek-V3; "
+                           "cuBLAS without fast accumulation)";
+    for (const Entry& entry : e) {
+      if (entry.in_fmt != "e4m3fn" && entry.in_fmt != "e5m2") continue;
+      if (entry.out_fmt == "fp16") continue;  // the promotion accumulates in fp32
+      for (const Operation op : {Operation::dot, Operation::matmul})
+        promoted.plans.push_back(PlanEntry{op, entry.in_fmt, entry.out_fmt, promoted_plan(promoted.name, entry, op)});
+    }
+    promoted.evidence = step_evidence("fp8 step", h100_e4m3, true);
+    promoted.evidence.push_back({"promotion to an fp32 accumulator every N_C = 128 products (4 WGMMAs)",
+                                 EvidenceKind::documented, "DeepSeek-V3 technical report, arXiv:2412.19437, s3.3.2"});
+    promoted.evidence.push_back({"the promoted add rounds to nearest even in fp32 (CUDA cores)", EvidenceKind::documented,
+                                 "CUDA C++ Programming Guide; FACTS.md s2"});
+    out.push_back(build({"nvidia.b200", {}, "NVIDIA Blackwell B200 tensor cores, from published facts (not measured here)",
+                         [&] {
+                           std::vector<Entry> b = entries(b200_fp16, b200_fp16_f16, b200_bf16, b200_tf32);
+                           add_fp8(b, b200_e4m3, b200_e5m2, b200_e4m3_f16, b200_e5m2_f16);
+                           return b;
+                         }(),
+                         false}));
+    out.push_back(std::move(promoted));
+  }
+  return out;
+}
+
+}  // namespace numeq::core

@@ -1,0 +1,190 @@
+// Platforms: built-ins, the registry, JSON, split-K.
+
+#include "numeq/core/platform.hpp"
+
+#include <algorithm>
+#include <array>
+#include <mutex>
+#include <nlohmann/json.hpp>
+
+#include "builtin_platforms.hpp"
+#include "numeq/formats/error.hpp"
+#include "numeq/formats/format.hpp"
+
+namespace numeq::core {
+
+namespace {
+
+using nlohmann::json;
+
+constexpr std::array<std::string_view, 3> kEvidence{"measured", "documented", "assumed"};
+constexpr std::array<std::string_view, 3> kOperations{"sum", "dot", "matmul"};
+
+std::mutex& registry_mutex() {
+  static std::mutex m;
+  return m;
+}
+
+std::vector<Platform>& registry() {
+  static std::vector<Platform> platforms = builtin_platforms();
+  return platforms;
+}
+
+std::string join(const std::vector<std::string>& names) {
+  std::string out;
+  for (const std::string& n : names) out += (out.empty() ? "" : ", ") + n;
+  return out;
+}
+
+[[noreturn]] void fail(const std::string& path, const std::string& what) { throw numeq::error(path + ": " + what); }
+
+const json& field(const json& j, const std::string& key, const std::string& path) {
+  if (!j.is_object()) fail(path, "expected an object");
+  const auto it = j.find(key);
+  if (it == j.end()) fail(path + "." + key, "missing");
+  return *it;
+}
+
+std::string text(const json& j, const std::string& path) {
+  if (!j.is_string()) fail(path, "expected a string");
+  return j.get<std::string>();
+}
+
+}  // namespace
+
+std::string_view to_string(EvidenceKind k) { return kEvidence[static_cast<std::size_t>(k)]; }
+std::string_view to_string(Operation op) { return kOperations[static_cast<std::size_t>(op)]; }
+
+Operation operation_by_name(std::string_view name, std::string_view parameter) {
+  for (std::size_t i = 0; i < kOperations.size(); ++i)
+    if (kOperations[i] == name) return static_cast<Operation>(i);
+  throw numeq::error(std::string(parameter) + ": unknown operation '" + std::string(name) + "'; valid: sum, dot, matmul");
+}
+
+std::vector<std::string> platform_names() {
+  const std::lock_guard<std::mutex> lock(registry_mutex());
+  std::vector<std::string> names;
+  for (const Platform& p : registry()) names.push_back(p.name);
+  return names;
+}
+
+Platform platform_by_name(std::string_view name, std::string_view parameter) {
+  const std::lock_guard<std::mutex> lock(registry_mutex());
+  for (const Platform& p : registry()) {
+    if (p.name == name) return p;
+    if (std::find(p.aliases.begin(), p.aliases.end(), name) != p.aliases.end()) return p;
+  }
+  std::vector<std::string> names;
+  for (const Platform& p : registry()) {
+    names.push_back(p.name);
+    for (const std::string& a : p.aliases) names.push_back(a);
+  }
+  throw numeq::error(std::string(parameter) + ": unknown platform '" + std::string(name) + "'; valid: " + join(names));
+}
+
+void register_platform(const Platform& platform) {
+  if (platform.name.empty()) throw numeq::error("profile.name: must not be empty");
+  for (std::size_t i = 0; i < platform.plans.size(); ++i)
+    validate(platform.plans[i].plan, "profile.plans[" + std::to_string(i) + "].plan");
+  const std::lock_guard<std::mutex> lock(registry_mutex());
+  auto& r = registry();
+  const auto it = std::find_if(r.begin(), r.end(), [&](const Platform& p) { return p.name == platform.name; });
+  if (it != r.end()) *it = platform;
+  else r.push_back(platform);
+}
+
+Plan plan_for(const Platform& platform, Operation op, std::string_view in_fmt, std::string_view out_fmt) {
+  for (const PlanEntry& e : platform.plans)
+    if (e.op == op && e.in_fmt == in_fmt && e.out_fmt == out_fmt) return e.plan;
+  std::string have;
+  for (const PlanEntry& e : platform.plans)
+    if (e.op == op) have += (have.empty() ? "" : ", ") + e.in_fmt + " -> " + e.out_fmt;
+  bool knows_input = false;
+  for (const PlanEntry& e : platform.plans) knows_input = knows_input || (e.op == op && e.in_fmt == in_fmt);
+  const std::string parameter = knows_input ? "out" : "in_fmt";
+  throw numeq::error(parameter + ": platform " + platform.name + " has no " + std::string(to_string(op)) + " for " +
+                     std::string(in_fmt) + " -> " + std::string(out_fmt) + "; it has: " +
+                     (have.empty() ? std::string("no ") + std::string(to_string(op)) + " at all" : have));
+}
+
+Plan with_split_k(const Plan& plan, std::size_t parts, SplitMode mode, const Cast& partial) {
+  if (parts == 0) throw numeq::error("split_k: must be a positive integer");
+  Plan p = plan;
+  if (mode == SplitMode::serial) {
+    p.reduction = split(parts, mode, plan.output, plan.reduction);
+  } else {
+    p.reduction = split(parts, mode, partial, plan.reduction, sequential(Arithmetic{partial}));
+  }
+  p.name = plan.name + ", split-K " + std::to_string(parts) + " " + std::string(to_string(mode));
+  return p;
+}
+
+std::string to_json(const Platform& platform, int indent) {
+  json j{{"name", platform.name}, {"aliases", platform.aliases}, {"description", platform.description}};
+  json plans = json::array();
+  for (const PlanEntry& e : platform.plans)
+    plans.push_back(json{{"op", to_string(e.op)}, {"in_fmt", e.in_fmt}, {"out", e.out_fmt}, {"plan", json::parse(to_json(e.plan, -1))}});
+  j["plans"] = plans;
+  json evidence = json::array();
+  for (const Evidence& e : platform.evidence)
+    evidence.push_back(json{{"parameter", e.parameter}, {"kind", to_string(e.kind)}, {"source", e.source}});
+  j["evidence"] = evidence;
+  return j.dump(indent);
+}
+
+Platform platform_from_json(std::string_view body, std::string_view parameter) {
+  const std::string path(parameter);
+  json j;
+  try {
+    j = json::parse(body);
+  } catch (const json::parse_error& e) {
+    fail(path, std::string("not valid JSON: ") + e.what());
+  }
+  Platform p;
+  p.name = text(field(j, "name", path), path + ".name");
+  if (p.name.empty()) fail(path + ".name", "must not be empty");
+  if (j.contains("aliases")) {
+    const json& a = j["aliases"];
+    if (!a.is_array()) fail(path + ".aliases", "expected an array of strings");
+    for (std::size_t i = 0; i < a.size(); ++i) p.aliases.push_back(text(a[i], path + ".aliases[" + std::to_string(i) + "]"));
+  }
+  if (j.contains("description")) p.description = text(j["description"], path + ".description");
+  const json& plans = field(j, "plans", path);
+  if (!plans.is_array()) fail(path + ".plans", "expected an array");
+  for (std::size_t i = 0; i < plans.size(); ++i) {
+    const std::string at = path + ".plans[" + std::to_string(i) + "]";
+    PlanEntry e;
+    e.op = operation_by_name(text(field(plans[i], "op", at), at + ".op"), at + ".op");
+    e.in_fmt = text(field(plans[i], "in_fmt", at), at + ".in_fmt");
+    format_by_name(e.in_fmt, at + ".in_fmt");
+    e.out_fmt = text(field(plans[i], "out", at), at + ".out");
+    format_by_name(e.out_fmt, at + ".out");
+    e.plan = plan_from_json(field(plans[i], "plan", at).dump(), at + ".plan");
+    p.plans.push_back(std::move(e));
+  }
+  if (j.contains("evidence")) {
+    const json& ev = j["evidence"];
+    if (!ev.is_array()) fail(path + ".evidence", "expected an array");
+    for (std::size_t i = 0; i < ev.size(); ++i) {
+      const std::string at = path + ".evidence[" + std::to_string(i) + "]";
+      Evidence e;
+      e.parameter = text(field(ev[i], "parameter", at), at + ".parameter");
+      const std::string kind = text(field(ev[i], "kind", at), at + ".kind");
+      const auto k = std::find(kEvidence.begin(), kEvidence.end(), kind);
+      if (k == kEvidence.end()) fail(at + ".kind", "unknown evidence kind '" + kind + "'; valid: measured, documented, assumed");
+      e.kind = static_cast<EvidenceKind>(k - kEvidence.begin());
+      e.source = text(field(ev[i], "source", at), at + ".source");
+      p.evidence.push_back(std::move(e));
+    }
+  }
+  return p;
+}
+
+std::string evidence_report(const Platform& platform) {
+  std::string out;
+  for (const Evidence& e : platform.evidence)
+    out += std::string(to_string(e.kind)) + "  " + e.parameter + "  " + e.source + "\n";
+  return out;
+}
+
+}  // namespace numeq::core

@@ -1,0 +1,157 @@
+"""Machine models from Python: numeq.platforms / plan / sum / dot / matmul.
+
+Oracles: numpy's own np.sum (the numpy platform must reproduce it bit for bit), and for
+cuda_core.fp32 a sequential fma chain computed here with exact fractions, rounded to float32 by
+hand (round to nearest, ties to even) once per step.
+"""
+
+from __future__ import annotations
+
+import json
+from fractions import Fraction
+
+import numpy as np
+import pytest
+
+import numeq
+
+rng = np.random.default_rng(2026)
+
+
+def _data(kind: str, n: int, dtype=np.float32) -> np.ndarray:
+    if kind == "random":
+        return rng.standard_normal(n).astype(dtype)
+    if kind == "positive":
+        return rng.random(n).astype(dtype)
+    x = (rng.standard_normal(n) * 1e4).astype(dtype)  # cancellation-heavy: pairs that nearly cancel
+    h = n // 2
+    x[h:2 * h] = -x[:h] * dtype(1.0000001)
+    return x
+
+
+def _same(a, b) -> bool:
+    a = np.asarray(a, dtype=np.float64)
+    b = np.asarray(b, dtype=np.float64)
+    return a.shape == b.shape and bool(np.all((a == b) | (np.isnan(a) & np.isnan(b)))) and bool(
+        np.all(np.signbit(a) == np.signbit(b)))
+
+
+@pytest.mark.parametrize("kind", ["random", "positive", "cancel"])
+def test_numpy_sum_every_length_up_to_5000(kind):
+    lengths = range(1, 5001)
+    bad = []
+    for n in lengths:
+        x = _data(kind, n)
+        got = numeq.sum(x, platform="numpy")
+        if not _same(got, np.sum(x)):
+            bad.append(n)
+    assert not bad, f"lengths where numeq differs from np.sum: {bad[:20]}"
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_numpy_sum_long_random_lengths(dtype):
+    for n in [int(v) for v in rng.integers(5000, 10**6, size=6)] + [10**6]:
+        for kind in ("random", "positive", "cancel"):
+            x = _data(kind, n, dtype)
+            assert _same(numeq.sum(x, platform="numpy"), np.sum(x)), (kind, n, dtype)
+
+
+def test_numpy_sum_along_axes_and_zero_signs():
+    x = rng.standard_normal((37, 300)).astype(np.float32)
+    assert _same(numeq.sum(x, axis=1, platform="numpy"), np.sum(x, axis=1))
+    # Across rows (a strided axis) numpy adds whole rows in order: a sequential plan from +0.
+    rows = {"name": "numpy strided sum", "initial": 0.0, "output": {"format": "fp32"},
+            "reduction": {"kind": "sequential", "arithmetic": {"accumulate": {"format": "fp32"}}}}
+    assert _same(numeq.sum(x, axis=0, plan=rows), np.sum(x, axis=0))
+    for n in (1, 7, 9, 200):
+        z = -np.zeros(n, dtype=np.float32)
+        assert _same(numeq.sum(z, platform="numpy"), np.sum(z))
+
+
+def _round_f32(q: Fraction) -> Fraction:
+    """q rounded to the nearest float32 (ties to even), exactly: numpy float32 of a Fraction via
+    float64 could round twice, so round by hand on the 24-bit grid."""
+    if q == 0:
+        return Fraction(0)
+    sign = -1 if q < 0 else 1
+    m = abs(q)
+    e = m.numerator.bit_length() - m.denominator.bit_length()
+    if Fraction(2) ** e > m:
+        e -= 1
+    e = max(e, -126)
+    ulp = Fraction(2) ** (e - 23)
+    k, r = divmod(m, ulp)
+    if r * 2 > ulp or (r * 2 == ulp and k % 2 == 1):
+        k += 1
+    return sign * k * ulp
+
+
+def test_cuda_core_fp32_is_an_fma_chain():
+    for n in (1, 5, 64, 257):
+        a = rng.standard_normal(n).astype(np.float32)
+        b = rng.standard_normal(n).astype(np.float32)
+        c = np.float32(rng.standard_normal())
+        acc = Fraction(0)
+        for x, y in zip(a, b):
+            acc = _round_f32(acc + Fraction(float(x)) * Fraction(float(y)))
+        want = _round_f32(acc + Fraction(float(c)))
+        got = numeq.dot(a, b, c=c, platform="cuda_core.fp32")
+        assert float(got) == float(want), n
+
+
+def test_matmul_batches_and_c():
+    a = rng.standard_normal((2, 5, 7)).astype(np.float32)
+    b = rng.standard_normal((7, 3)).astype(np.float32)
+    c = rng.standard_normal(3).astype(np.float32)
+    got = numeq.matmul(a, b, c=c, platform="cuda_core.fp32")
+    assert got.shape == (2, 5, 3)
+    for t in range(2):
+        for m in range(5):
+            for n in range(3):
+                want = numeq.dot(a[t, m], b[:, n], c=c[n], platform="cuda_core.fp32")
+                assert float(got[t, m, n]) == float(want)
+
+
+def test_plans_are_data():
+    p = numeq.plan("numpy", op="sum", in_fmt="fp32", out="fp32")
+    assert "pairwise(leaf 128" in str(p)
+    assert numeq.Plan.from_json(p.to_json()) == p
+    d = p.to_dict()
+    d["reduction"]["size"] = 64
+    q = numeq.Plan(d)
+    assert q != p
+    x = rng.standard_normal(1000).astype(np.float32)
+    assert _same(numeq.sum(x, plan=p), np.sum(x))
+    s = numeq.plan("cuda_core.fp32", op="matmul", in_fmt="fp32", split_k=4, split_mode="parallel")
+    assert "split(4 parallel" in str(s)
+
+
+def test_platforms_and_evidence():
+    names = numeq.platforms()
+    for name in ("numpy", "cuda_core.fp32"):
+        assert name in names
+        text = numeq.platform_evidence(name)
+        assert any(k in text for k in ("measured", "documented", "assumed"))
+    profile = json.loads(numeq.platform_json("cuda_core.fp32"))
+    profile["name"] = "team.kernel"
+    assert numeq.load_platform(profile) == "team.kernel"
+    assert "team.kernel" in numeq.platforms()
+
+
+def test_errors_name_the_argument():
+    x = np.ones(4, dtype=np.float32)
+    with pytest.raises(ValueError, match=r"^platform: unknown platform 'nvidia\.x1'.*numpy"):
+        numeq.sum(x, platform="nvidia.x1")
+    with pytest.raises(ValueError, match=r"^in_fmt: platform numpy has no matmul"):
+        numeq.matmul(np.ones((2, 2), np.float32), np.ones((2, 2), np.float32), platform="numpy")
+    with pytest.raises(ValueError, match=r"^b: "):
+        numeq.matmul(np.ones((2, 3), np.float32), np.ones((2, 2), np.float32), platform="cuda_core.fp32")
+    with pytest.raises(ValueError, match=r"^platform, plan: give exactly one"):
+        numeq.sum(x)
+    with pytest.raises(ValueError, match=r"^profile\.plans\[0\]\.op: unknown operation"):
+        numeq.load_platform({"name": "bad", "plans": [{"op": "conv", "in_fmt": "fp32", "out": "fp32", "plan": {}}]})
+    with pytest.raises(ValueError, match=r"^plan\.reduction\.size: expected a positive integer"):
+        numeq.Plan({"reduction": {"kind": "lanes", "size": 0, "arithmetic": {"accumulate": {"format": "fp32"}}},
+                    "output": {"format": "fp32"}})
+    with pytest.raises(ValueError, match=r"^split_k: "):
+        numeq.plan("cuda_core.fp32", split_k=0)
