@@ -194,6 +194,20 @@ double reduce_node(const PlanNode& node, const Terms& t, std::size_t begin, std:
       }
       return with_init(level.empty() ? 0.0 : level[0], init, ar.accumulate);
     }
+    case NodeKind::permute: {
+      std::vector<double> a, b;
+      a.reserve(n);
+      b.reserve(t.b ? n : 0);
+      for (std::size_t block = begin; block < end; block += node.size) {
+        const std::size_t len = std::min(node.size, end - block);
+        for (const std::size_t i : node.order) {
+          if (i >= len) continue;
+          a.push_back(t.a[block + i]);
+          if (t.b) b.push_back(t.b[block + i]);
+        }
+      }
+      return reduce_node(node.children[0], Terms{a.data(), t.b ? b.data() : nullptr}, 0, n, init);
+    }
     case NodeKind::fused: {
       if (t.b == nullptr) throw numeq::error("plan: a fused node reduces products; use it for dot and matmul");
       return fused_chain(std::span<const double>(t.a + begin, n), std::span<const double>(t.b + begin, n),

@@ -2,6 +2,7 @@
 // c of the next, FACTS.md s2), with the per-generation step parameters of fused.hpp.
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "builtin_platforms.hpp"
@@ -169,6 +170,40 @@ std::vector<Platform> nvidia_platforms() {
                          }(),
                          false}));
     out.push_back(std::move(promoted));
+  }
+  {
+    // Hopper mma.sync.m16n8k32 with fp8 operands and an fp16 accumulator (fused.hpp
+    // h100_mma_sync_fp8_f16): per k32 instruction, products k mod 4 in {0, 1} go through one
+    // fp16 step of 16 from 0, products {2, 3} through a second fed with the first's result, and
+    // the accumulator c is added last by one fp16 addition; instructions chain along K.
+    Platform sync;
+    sync.name = "nvidia.h100.mma_sync";
+    sync.aliases = {"nvidia.h200.mma_sync"};
+    sync.description = "NVIDIA H100 mma.sync.m16n8k32, fp8 operands with an fp16 accumulator";
+    std::vector<std::size_t> order;
+    for (std::size_t k = 0; k < 32; ++k)
+      if (k % 4 < 2) order.push_back(k);
+    for (std::size_t k = 0; k < 32; ++k)
+      if (k % 4 >= 2) order.push_back(k);
+    const Arithmetic fp16_add{Cast{formats::fp16}};
+    for (const auto& [fmt, half] : {std::pair{"e4m3fn", h100_mma_sync_e4m3_f16_half}, std::pair{"e5m2", h100_mma_sync_e5m2_f16_half}}) {
+      for (const Operation op : {Operation::dot, Operation::matmul}) {
+        Plan p;
+        p.name = sync.name + " " + std::string(to_string(op)) + " " + fmt + " -> fp16";
+        p.reduction = chunked(32, permute(32, order, fused(half)), sequential(fp16_add));
+        p.c_placement = CPlacement::first;  // the outer chain starts from c: c + d2 per instruction
+        p.output = Cast{formats::fp16};
+        sync.plans.push_back(PlanEntry{op, fmt, "fp16", p});
+      }
+    }
+    sync.evidence = {
+        {"fp8 -> fp16: two fp16 steps of 16 products (F = 25, nearest even), k mod 4 in {0,1} then {2,3}, c added last",
+         EvidenceKind::measured, kVectors + " (H100 E4M3/E5M2 d_H100_fp16: 5000/5000 each); structure as MATLAB-tensor-core GEMM.m interleaved pattern"},
+        {"F = 25 for the halves (every F from 17/18 to 40 reproduces the rows)", EvidenceKind::measured, kVectors},
+        {"instructions of k = 32 chain along K through the fp16 accumulator", EvidenceKind::assumed,
+         "PTX mma.sync semantics (d = a.b + c per instruction); the vectors hold one instruction per row"},
+    };
+    out.push_back(std::move(sync));
   }
   return out;
 }

@@ -14,7 +14,8 @@ namespace {
 
 using nlohmann::json;
 
-constexpr std::array<std::string_view, 7> kKinds{"sequential", "lanes", "pairwise", "chunked", "split", "tree", "fused"};
+constexpr std::array<std::string_view, 8> kKinds{"sequential", "lanes",  "pairwise", "chunked",
+                                                 "split",      "tree",   "fused",    "permute"};
 
 std::string join(std::span<const std::string_view> names) {
   std::string out;
@@ -211,6 +212,10 @@ json node_json(const PlanNode& n) {
       j["through"] = cast_json(n.through);
       break;
     case NodeKind::fused: j["fused"] = fused_step_json(n.fused); break;
+    case NodeKind::permute:
+      j["size"] = n.size;
+      j["order"] = n.order;
+      break;
   }
   if (!n.children.empty()) {
     json children = json::array();
@@ -249,6 +254,14 @@ PlanNode read_node(const Reader& r) {
       break;
     }
     case NodeKind::fused: n.fused = read_fused(r.at("fused")); break;
+    case NodeKind::permute: {
+      n.size = r.at("size").count();
+      const Reader order = r.at("order");
+      if (!order.j.is_array()) order.fail("expected an array of term indices");
+      for (std::size_t i = 0; i < order.j.size(); ++i)
+        n.order.push_back(Reader{order.j[i], order.path + "[" + std::to_string(i) + "]"}.count(true));
+      break;
+    }
   }
   if (r.has("children")) {
     const Reader children = r.at("children");
@@ -292,6 +305,20 @@ void validate_node(const PlanNode& n, const std::string& path) {
       numeq::validate(n.through, path + ".through");
       break;
     case NodeKind::fused: check_children(n, 0, path); break;
+    case NodeKind::permute: {
+      positive(n.size, "size");
+      check_children(n, 1, path);
+      std::vector<char> seen(n.size, 0);
+      bool ok = n.order.size() == n.size;
+      for (const std::size_t i : n.order) {
+        ok = ok && i < n.size && !seen[i];
+        if (i < n.size) seen[i] = 1;
+      }
+      if (!ok)
+        throw numeq::error(path + ".order: expected a permutation of 0 .. " + std::to_string(n.size - 1) + " (" +
+                           std::to_string(n.size) + " distinct indices)");
+      break;
+    }
   }
   numeq::validate(n.arithmetic.accumulate, path + ".arithmetic.accumulate");
   for (std::size_t i = 0; i < n.children.size(); ++i)
@@ -366,6 +393,15 @@ PlanNode tree(std::size_t arity, const Arithmetic& arithmetic) {
   return n;
 }
 
+PlanNode permute(std::size_t block, std::vector<std::size_t> order, PlanNode child) {
+  PlanNode n;
+  n.kind = NodeKind::permute;
+  n.size = block;
+  n.order = std::move(order);
+  n.children.push_back(std::move(child));
+  return n;
+}
+
 PlanNode fused(const FusedStep& step) {
   PlanNode n;
   n.kind = NodeKind::fused;
@@ -393,6 +429,14 @@ std::string to_string(const PlanNode& n) {
              cast_text(n.through) + ", inner=" + (n.children.size() > 0 ? child(0) : "?") +
              (n.children.size() > 1 ? ", combine=" + child(1) : "") + ")";
     case NodeKind::fused: return "fused(" + fused_text(n.fused) + ")";
+    case NodeKind::permute: {
+      std::string order;
+      for (const std::size_t i : n.order) {
+        if (!order.empty()) order.push_back(' ');
+        order.append(std::to_string(i));
+      }
+      return "permute(" + std::to_string(n.size) + ", order " + order + ", " + (n.children.empty() ? "?" : child(0)) + ")";
+    }
   }
   return "?";
 }

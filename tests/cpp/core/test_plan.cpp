@@ -1,5 +1,5 @@
-// Plans and platforms as data: JSON round trips of every built-in plan, printing, and errors
-// that name the field of a malformed plan or profile.
+// Plans as data: JSON round trips of every built-in plan, printing, and errors that name the
+// field of a malformed plan.
 
 #include <gtest/gtest.h>
 
@@ -63,38 +63,6 @@ TEST(Plan, MalformedPlansNameTheField) {
       {"kind": "sequential", "arithmetic": {"accumulate": {"format": "fp32"}}}]}, "output": {"format": "fp32"}})");
   EXPECT_EQ(children.rfind("plan.reduction.children:", 0), 0u) << children;
   EXPECT_EQ(error_of("{not json").rfind("plan: not valid JSON", 0), 0u);
-}
-
-TEST(Platform, MalformedProfilesNameTheField) {
-  try {
-    core::platform_from_json(R"({"name": "mine", "plans": [{"op": "conv", "in_fmt": "bf16", "out": "fp32", "plan": {}}]})");
-    FAIL();
-  } catch (const numeq::error& e) {
-    EXPECT_EQ(std::string(e.what()).rfind("profile.plans[0].op:", 0), 0u) << e.what();
-  }
-  try {
-    core::platform_from_json(R"({"name": "mine", "plans": [], "evidence": [{"parameter": "x", "kind": "rumour", "source": "s"}]})");
-    FAIL();
-  } catch (const numeq::error& e) {
-    EXPECT_EQ(std::string(e.what()).rfind("profile.evidence[0].kind:", 0), 0u) << e.what();
-  }
-}
-
-TEST(Platform, UsersRegisterTheirOwn) {
-  core::Platform mine = core::platform_by_name("cuda_core.fp32");
-  mine.name = "mine.fp32";
-  mine.aliases = {"mine"};
-  core::register_platform(core::platform_from_json(core::to_json(mine)));
-  EXPECT_EQ(core::platform_by_name("mine").name, "mine.fp32");
-}
-
-TEST(Platform, SplitKIsAPlanOption) {
-  const core::Plan base = core::plan_for(core::platform_by_name("cuda_core.fp32"), core::Operation::matmul, "fp32", "fp32");
-  const core::Plan serial = core::with_split_k(base, 4, core::SplitMode::serial);
-  EXPECT_EQ(serial.reduction.kind, core::NodeKind::split);
-  EXPECT_EQ(serial.reduction.size, 4u);
-  EXPECT_EQ(core::plan_from_json(core::to_json(serial)), serial);
-  EXPECT_THROW(core::with_split_k(base, 0, core::SplitMode::serial), numeq::error);
 }
 
 }  // namespace

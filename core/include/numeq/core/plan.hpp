@@ -23,8 +23,13 @@
 //               (CUTLASS serial split-K passes the partial through the output type).
 //   tree(arity)    terms summed in consecutive groups of `arity` (each group in order), then the
 //               group sums likewise, level by level, until one value remains; init added last.
-//   fused         a chain of tensor-core fused steps of `fused.products` products along K, each
-//               step's result the c of the next (FusedStep, fused.hpp), init the c of the first.
+//   fused         a chain of tensor-core fused steps of `fused.n` products along K, each step's
+//               result the c of the next (FusedStep, fused.hpp), init the c of the first.
+//   permute(size, order)  the range cut into blocks of `size` terms, each block's terms taken in
+//               `order` (a permutation of 0 .. size-1; a short last block skips the missing
+//               indices); the child reduces the reordered sequence (init passed on). Hopper's
+//               mma.sync with fp8 operands feeds products k mod 4 in {0, 1} to one step and
+//               {2, 3} to the next (nvidia.h100.mma_sync).
 // Leaves (sequential, lanes, tree) form product terms per their Arithmetic: `fma` adds the exact
 // product and rounds once (fused multiply-add), `rounded` rounds the product into product_cast
 // first. Every rounding goes through numeq's one kernel (or, where the arithmetic is exactly the
@@ -42,7 +47,7 @@
 
 namespace numeq::core {
 
-enum class NodeKind : std::uint8_t { sequential, lanes, pairwise, chunked, split, tree, fused };
+enum class NodeKind : std::uint8_t { sequential, lanes, pairwise, chunked, split, tree, fused, permute };
 enum class ProductMode : std::uint8_t { fma, rounded };
 enum class SplitMode : std::uint8_t { parallel, serial };
 // Where c of d = a.b + c enters: as the initial accumulator value (first) or added to the reduced
@@ -72,6 +77,7 @@ struct PlanNode {
   SplitMode split_mode = SplitMode::parallel;
   Cast through{};              // split: the cast each partial passes through
   FusedStep fused{};           // fused: the step
+  std::vector<std::size_t> order;  // permute: the order of the terms within a block
   std::vector<PlanNode> children;
   bool operator==(const PlanNode&) const = default;
 };
@@ -98,6 +104,7 @@ PlanNode split(std::size_t parts, SplitMode mode, const Cast& through, PlanNode 
                std::optional<PlanNode> combine = std::nullopt);
 PlanNode tree(std::size_t arity, const Arithmetic& arithmetic);
 PlanNode fused(const FusedStep& step);
+PlanNode permute(std::size_t block, std::vector<std::size_t> order, PlanNode child);
 
 // One line, e.g. "chunked(128, inner=sequential(fp32 nearest_even fma), outer=...)".
 std::string to_string(const PlanNode& node);
