@@ -155,3 +155,43 @@ def test_errors_name_the_argument():
                     "output": {"format": "fp32"}})
     with pytest.raises(ValueError, match=r"^split_k: "):
         numeq.plan("cuda_core.fp32", split_k=0)
+
+
+def _vectors(gpu: str, fmt: str, rows: int = 300):
+    from pathlib import Path
+    d = Path(__file__).resolve().parents[1] / "data" / "tensor-core-vectors" / gpu / fmt
+
+    def hex_rows(name):
+        lines = (d / name).read_text().split("\n")[:rows]
+        return np.array([[int(w, 16) for w in line.split()] for line in lines], dtype=np.uint32).view(np.float32)
+
+    def bin_rows(name):
+        lines = (d / name).read_text().split()[:rows]
+        return np.array([int(w, 2) for w in lines], dtype=np.uint32).view(np.float32)
+
+    return (hex_rows(f"a_{gpu}_{fmt}.txt"), hex_rows(f"b_{gpu}_{fmt}.txt"), bin_rows(f"c_{gpu}_fp32.txt"),
+            {out: bin_rows(f"d_{gpu}_{out}.txt") for out in ("fp32", "fp16") if (d / f"d_{gpu}_{out}.txt").exists()})
+
+
+@pytest.mark.parametrize("gpu,fmt,platform,in_fmt", [
+    ("V100", "fp16", "nvidia.v100", "fp16"), ("A100", "bf16", "nvidia.a100", "bf16"),
+    ("A100", "tf32", "nvidia.a100", "tf32"), ("H100", "bf16", "nvidia.h100", "bf16"),
+    ("H100", "fp16", "nvidia.h200", "fp16"), ("H100", "E4M3", "nvidia.h100", "e4m3fn"),
+])
+def test_measured_tensor_core_rows_from_python(gpu, fmt, platform, in_fmt):
+    """The GPU-measured vectors (tests/data, Khattak & Mikaitis) through the public API."""
+    a, b, c, d = _vectors(gpu, fmt)
+    if in_fmt.startswith("e"):
+        c = np.zeros_like(c)  # the fp8 fp32-output rows were captured from a zeroed accumulator
+    got = numeq.dot(a, b, c=c, platform=platform, in_fmt=in_fmt, out="fp32")
+    assert _same(got, d["fp32"])
+    if "fp16" in d and not in_fmt.startswith("e"):
+        c16 = numeq.round(c, "fp16")
+        got16 = numeq.dot(a, b, c=c16, platform=platform, in_fmt=in_fmt, out="fp16")
+        assert _same(got16, d["fp16"])
+
+
+def test_h100_mma_sync_fp8_to_fp16_rows():
+    a, b, c, d = _vectors("H100", "E5M2")
+    got = numeq.dot(a, b, c=numeq.round(c, "fp16"), platform="nvidia.h100.mma_sync", in_fmt="e5m2", out="fp16")
+    assert _same(got, d["fp16"])
