@@ -301,7 +301,7 @@ bool all_floats(const double* x, std::size_t n) {
 // rows x N results of a (rows x K, row stride K) times b (K x N): acc = fma(a, b, acc) in k order.
 [[gnu::target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")]] void fma_rows(
     const float* a, const float* b, float* acc, std::size_t rows, std::size_t K, std::size_t N) {
-  constexpr std::size_t tile = 512;  // columns per pass: 4 rows of accumulators stay in L1
+  constexpr std::size_t tile = 256;  // columns per pass: 16 rows x 256 accumulators (16 KiB) stay in L1
   for (std::size_t n0 = 0; n0 < N; n0 += tile) {
     const std::size_t nn = std::min(tile, N - n0);
     for (std::size_t r = 0; r < rows; ++r) std::fill(acc + r * N + n0, acc + r * N + n0 + nn, 0.0f);
@@ -504,19 +504,14 @@ xt::xarray<double> matmul(const xt::xarray<double>& a, const xt::xarray<double>&
     a_of[t] = ia;
     b_of[t] = ib;
   }
-  const std::vector<double> ca = cast_inputs(a.data(), a.size(), plan.input_a);
-  // b transposed per matrix to [N, K]: each dot product reads two contiguous rows.
-  std::vector<double> bt(b.size());
-  const std::size_t b_matrices = K * N == 0 ? 0 : b.size() / (K * N);
-  for (std::size_t s = 0; s < b_matrices; ++s)
-    for (std::size_t k = 0; k < K; ++k)
-      for (std::size_t n = 0; n < N; ++n) bt[s * N * K + n * K + k] = b.data()[s * K * N + k * N + n];
-  if (plan.input_b) bt = cast_inputs(bt.data(), bt.size(), plan.input_b);
-  check_products_exact(ca.data(), ca.size(), bt.data(), bt.size());
   xt::xarray<double> result = xt::xarray<double>::from_shape(shape);
+  const std::uint64_t key = random_stream_key(plan.output.seed);
+  const bool stochastic = plan.output.rounding == Rounding::stochastic;
   if (is_fp32_fma_chain(plan) && all_floats(a.data(), a.size()) && all_floats(b.data(), b.size()) && M * N * K > 0) {
     const std::vector<float> af(a.data(), a.data() + a.size()), bf(b.data(), b.data() + b.size());
-    constexpr std::size_t rows_per_task = 4;
+    const bool plain_output = host_fp32(plan.output) && host_fp32(outer_cast(plan));
+    const bool fc_floats = c != nullptr && all_floats(fc.data(), fc.size());
+    constexpr std::size_t rows_per_task = 16;  // each b tile is reused by 16 rows
     const std::size_t row_tasks = (M + rows_per_task - 1) / rows_per_task;
     parallel_for(matrices * row_tasks, [&](std::size_t begin, std::size_t end) {
       std::vector<float> acc(rows_per_task * N);
@@ -527,17 +522,29 @@ xt::xarray<double> matmul(const xt::xarray<double>& a, const xt::xarray<double>&
         for (std::size_t r = 0; r < rows; ++r)
           for (std::size_t n = 0; n < N; ++n) {
             const std::size_t i = (t * M + m0 + r) * N + n;
-            const double cv = c ? fc.data()[i] : 0.0;
             const double v = static_cast<double>(acc[r * N + n]);
-            result.data()[i] = finish(v, c ? std::optional<double>(cv) : std::nullopt, plan,
-                                      plan.output.rounding == Rounding::stochastic ? random_bits_at(random_stream_key(plan.output.seed), i) : 0);
+            // The chain's value is an fp32 value: an fp32 nearest-even output keeps it; c (an
+            // fp32 value) is added with the host's float addition, exactly add_rounded's result.
+            if (plain_output && (!c || fc_floats)) {
+              result.data()[i] = c ? static_cast<double>(acc[r * N + n] + static_cast<float>(fc.data()[i])) : v;
+            } else {
+              result.data()[i] = finish(v, c ? std::optional<double>(fc.data()[i]) : std::nullopt, plan,
+                                        stochastic ? random_bits_at(key, i) : 0);
+            }
           }
       }
     }, std::max<std::size_t>(1, (std::size_t{1} << 16) / std::max<std::size_t>(1, K * N * rows_per_task)));
     return result;
   }
-  const std::uint64_t key = random_stream_key(plan.output.seed);
-  const bool stochastic = plan.output.rounding == Rounding::stochastic;
+  const std::vector<double> ca = cast_inputs(a.data(), a.size(), plan.input_a);
+  // b transposed per matrix to [N, K]: each dot product reads two contiguous rows.
+  std::vector<double> bt(b.size());
+  const std::size_t b_matrices = K * N == 0 ? 0 : b.size() / (K * N);
+  for (std::size_t s = 0; s < b_matrices; ++s)
+    for (std::size_t k = 0; k < K; ++k)
+      for (std::size_t n = 0; n < N; ++n) bt[s * N * K + n * K + k] = b.data()[s * K * N + k * N + n];
+  if (plan.input_b) bt = cast_inputs(bt.data(), bt.size(), plan.input_b);
+  check_products_exact(ca.data(), ca.size(), bt.data(), bt.size());
   parallel_for(result.size(), [&](std::size_t begin, std::size_t end) {
     for (std::size_t i = begin; i < end; ++i) {
       const std::size_t t = i / (M * N), m = (i / N) % M, n = i % N;

@@ -189,6 +189,21 @@ TEST(Evaluate, MatmulDoesNotDependOnThreads) {
   float acc = 0;
   for (std::size_t k = 0; k < 33; ++k) acc = std::fma(static_cast<float>(a(1, 3, k)), static_cast<float>(b(k, 4)), acc);
   EXPECT_EQ(one(1, 3, 4), static_cast<double>(acc));
+  // With c (broadcast along rows): the matmul's host-fma path against the evaluator's generic
+  // walk of the same plan, element by element.
+  xt::xarray<double> c = xt::xarray<double>::from_shape({9});
+  for (double& v : c) v = random_value(g);
+  const xt::xarray<double> with_c = core::matmul(a, b, &c, plan);
+  for (std::size_t t = 0; t < 2; ++t)
+    for (std::size_t m = 0; m < 17; ++m)
+      for (std::size_t n = 0; n < 9; ++n) {
+        std::vector<double> row(33), col(33);
+        for (std::size_t k = 0; k < 33; ++k) {
+          row[k] = a(t, m, k);
+          col[k] = b(k, n);
+        }
+        ASSERT_EQ(with_c(t, m, n), core::evaluate(row, col, c(n), plan)) << t << " " << m << " " << n;
+      }
 }
 
 TEST(Evaluate, ErrorsNameTheArgument) {
