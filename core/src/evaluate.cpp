@@ -23,8 +23,16 @@ namespace numeq::core {
 
 namespace {
 
-// x rounded into cast (an exact double in, its rounded value out; NaN stays NaN).
+// x rounded into cast (an exact double in, its rounded value out; NaN stays NaN). Integer
+// formats take integers only (accumulators, see add_rounded) and refuse what does not fit.
 double round_value(double x, const Cast& cast, std::uint64_t random = 0) {
+  if (cast.format.is_integer()) {
+    if (!std::isfinite(x) || x != std::floor(x) || x < static_cast<double>(cast.format.int_min()) ||
+        x > static_cast<double>(cast.format.int_max()))
+      throw numeq::error("plan: " + std::to_string(x) + " does not fit the integer format " +
+                         std::string(cast.format.name));
+    return x;
+  }
   const std::uint64_t bits = encode_unpacked(unpack_double(x), cast, random);
   if (bits == invalid_encoding) return std::numeric_limits<double>::quiet_NaN();
   return decode_bits(cast.format, bits);
@@ -319,6 +327,19 @@ bool all_floats(const double* x, std::size_t n) {
 }  // namespace
 
 double add_rounded(double x, double y, const Cast& cast) {
+  if (cast.format.is_integer()) {
+    // An integer accumulator (int32 for int8 GEMMs): sums of integers are exact; one that leaves
+    // the format's range is an error, never a wrapped or saturated value.
+    if (!std::isfinite(x) || !std::isfinite(y) || x != std::floor(x) || y != std::floor(y))
+      throw numeq::error("plan: an integer accumulator (" + std::string(cast.format.name) +
+                         ") can only add integers; got a non-integer or non-finite term (inputs must be integer values)");
+    const double s = x + y;  // exact: both are integers far below 2^53 in magnitude
+    if (s < static_cast<double>(cast.format.int_min()) || s > static_cast<double>(cast.format.int_max()))
+      throw numeq::error("plan: the " + std::string(cast.format.name) + " accumulator overflows (a partial sum of " +
+                         std::to_string(s) + " is outside [" + std::to_string(cast.format.int_min()) + ", " +
+                         std::to_string(cast.format.int_max()) + "]); K is too large for these values");
+    return s;
+  }
   if (host_fp32(cast)) {
     const auto fx = static_cast<float>(x), fy = static_cast<float>(y);
     if (static_cast<double>(fx) == x && static_cast<double>(fy) == y) return static_cast<double>(fx + fy);

@@ -206,6 +206,21 @@ TEST(Evaluate, MatmulDoesNotDependOnThreads) {
       }
 }
 
+TEST(Evaluate, Int32AccumulatorsAreExactAndRefuseOverflow) {
+  // An int8 GEMM accumulates in int32: products of int8 values summed exactly ...
+  core::Plan plan = plan_of(core::sequential(core::Arithmetic{Cast{formats::int32}}, true), Cast{formats::int32});
+  std::vector<double> a(1000, -128.0), b(1000, 127.0);
+  EXPECT_EQ(core::evaluate(a, b, std::nullopt, plan), -128.0 * 127.0 * 1000);
+  // ... and a K whose partial sums leave int32 is an error, not a wrapped value.
+  std::vector<double> big(140000, -128.0), other(140000, -128.0);
+  try {
+    core::evaluate(big, other, std::nullopt, plan);
+    FAIL() << "int32 overflow not detected";
+  } catch (const numeq::error& e) {
+    EXPECT_NE(std::string(e.what()).find("int32 accumulator overflows"), std::string::npos) << e.what();
+  }
+}
+
 TEST(Evaluate, ErrorsNameTheArgument) {
   const core::Plan plan = core::plan_for(core::platform_by_name("cuda_core.fp32"), core::Operation::matmul, "fp32", "fp32");
   const xt::xarray<double> a = xt::zeros<double>({3, 4}), b = xt::zeros<double>({5, 2});
