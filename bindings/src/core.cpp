@@ -19,22 +19,13 @@
 #include "numeq/formats/error.hpp"
 
 namespace py = pybind11;
+using numeq_bindings::to_numpy;
+using numeq_bindings::to_optional;
+using numeq_bindings::to_xarray;
+using numeq_bindings::Values;
 
 namespace {
 
-using Values = py::array_t<double, py::array::c_style | py::array::forcecast>;
-
-xt::xarray<double> to_xarray(const Values& a) {
-  std::vector<std::size_t> shape(a.shape(), a.shape() + a.ndim());
-  return xt::adapt(a.data(), static_cast<std::size_t>(a.size()), xt::no_ownership(), shape);
-}
-
-py::array to_numpy(const xt::xarray<double>& x) {
-  std::vector<py::ssize_t> shape(x.shape().begin(), x.shape().end());
-  py::array_t<double> out(shape);
-  std::copy(x.begin(), x.end(), out.mutable_data());
-  return out;
-}
 
 numeq::core::SplitMode split_mode_by_name(const std::string& name) {
   if (name == "serial") return numeq::core::SplitMode::serial;

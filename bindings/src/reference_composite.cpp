@@ -18,29 +18,10 @@
 #include "numeq/references/composite.hpp"
 
 namespace py = pybind11;
-
-namespace {
-
-using Values = py::array_t<double, py::array::c_style | py::array::forcecast>;
-
-xt::xarray<double> to_xarray(const Values& a) {
-  std::vector<std::size_t> shape(a.shape(), a.shape() + a.ndim());
-  return xt::adapt(a.data(), static_cast<std::size_t>(a.size()), xt::no_ownership(), shape);
-}
-
-std::optional<xt::xarray<double>> to_optional(const std::optional<Values>& a) {
-  if (!a) return std::nullopt;
-  return to_xarray(*a);
-}
-
-py::array to_numpy(const xt::xarray<double>& x) {
-  std::vector<py::ssize_t> shape(x.shape().begin(), x.shape().end());
-  py::array_t<double> out(shape);
-  std::copy(x.begin(), x.end(), out.mutable_data());
-  return out;
-}
-
-}  // namespace
+using numeq_bindings::to_numpy;
+using numeq_bindings::to_optional;
+using numeq_bindings::to_xarray;
+using numeq_bindings::Values;
 
 void numeq_bindings::bind_reference_composite(py::module_& m) {
   namespace ref = numeq::reference;

@@ -16,22 +16,13 @@
 #include "numeq/references/exact.hpp"
 
 namespace py = pybind11;
+using numeq_bindings::to_numpy;
+using numeq_bindings::to_optional;
+using numeq_bindings::to_xarray;
+using numeq_bindings::Values;
 
 namespace {
 
-using Values = py::array_t<double, py::array::c_style | py::array::forcecast>;
-
-xt::xarray<double> to_xarray(const Values& a) {
-  std::vector<std::size_t> shape(a.shape(), a.shape() + a.ndim());
-  return xt::adapt(a.data(), static_cast<std::size_t>(a.size()), xt::no_ownership(), shape);
-}
-
-py::array to_numpy(const xt::xarray<double>& x) {
-  std::vector<py::ssize_t> shape(x.shape().begin(), x.shape().end());
-  py::array_t<double> out(shape);
-  std::copy(x.begin(), x.end(), out.mutable_data());
-  return out;
-}
 
 py::object finish(const numeq::reference::ExactValues& r, bool exact) {
   if (exact) return py::make_tuple(to_numpy(r.hi), to_numpy(r.lo));
