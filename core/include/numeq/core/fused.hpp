@@ -169,6 +169,34 @@ double fused_chain(std::span<const double> a, std::span<const double> b, double 
 double fused_chain(std::span<const double> a, std::span<const double> b, double c,
                    const FusedStep& step);
 
+// How fused_step and fused_chain compute (fused.cpp): the general path adds every cut term into
+// a 768-bit integer and serves every FusedStep. A fast path serves the common case (truncating
+// alignment, MaxExponent::encoded, operand formats of at most 23 fraction bits and exponents
+// within +-400, F <= 29, n <= 64): every product a_i * b_i is exact in binary64, every aligned
+// term trunc(x * 2^(F - E)) is an exact integer below 2^31, their sum fits 64 bits, and the one
+// rounding is the same normalize + round_and_pack as the general path's. A step with a NaN, an
+// Inf or an operand that is not a value of its format, and a zero result under ZeroSign::ieee, is
+// handed to the general path (which also throws the errors), so results and errors are the same
+// bit for bit; tests/cpp/core/test_fused.cpp compares both paths on every named parameter set.
+namespace detail {
+// The general path alone: the reference the fast path is tested against.
+double fused_step_reference(std::span<const double> a, std::span<const double> b, double c,
+                            const FusedStep& step);
+double fused_chain_reference(std::span<const double> a, std::span<const double> b, double c,
+                             std::size_t K, const FusedStep& step);
+// Which code the fast path runs (for tests and benchmarks; the default, automatic, takes the
+// widest vector instructions the CPU has). `none` sends every step to the general path. Returns
+// false, changing nothing, when the CPU lacks the instructions. Process-wide; not for use while
+// other threads compute fused steps.
+enum class FusedKernel : std::uint8_t { automatic, none, portable, avx2, avx512 };
+bool set_fused_kernel(FusedKernel kernel);
+// Whether the fast path serves this step's parameters at all.
+bool fused_fast_path_applies(const FusedStep& step);
+// Steps the fast path has handed to the general path on the calling thread (NaN, Inf, values
+// not of their format, zero sums under ZeroSign::ieee), since the thread began.
+std::uint64_t fused_general_steps();
+}  // namespace detail
+
 namespace nvidia {
 
 // The fp32 accumulator cut to 13 fraction bits ("f32_e8m13"): fp32's exponent range, 13 fraction
