@@ -24,7 +24,18 @@ from ._arrays import (
 )
 from . import reference
 from ._core import num_threads, set_num_threads
-from .platforms import Plan, dot, load_platform, matmul, plan, platform_evidence, platform_json, platforms, sum
+from .platforms import (
+    Plan,
+    dot,
+    load_platform,
+    matmul,
+    plan,
+    platform_assumptions,
+    platform_evidence,
+    platform_json,
+    platforms,
+    sum,
+)
 
 __version__ = "0.1.0"
 
@@ -51,6 +62,7 @@ __all__ = [
     "mx_quantize",
     "num_threads",
     "plan",
+    "platform_assumptions",
     "platform_evidence",
     "platform_json",
     "platforms",

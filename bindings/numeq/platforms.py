@@ -77,6 +77,15 @@ def platform_evidence(name: str) -> str:
     return _core.core_platform_evidence(name)
 
 
+def platform_assumptions(name: str) -> list[dict]:
+    """The platform's assumptions (parameters nobody has published), each a dict with ``name``,
+    ``value`` (in force), ``alternatives`` (the default first), ``meaning`` and ``source``. Select
+    other values anywhere a platform name is taken: ``"trainium.trn1[products=bf16,pe_order=pairwise]"``.
+    Platforms built only from measured or documented facts have none."""
+    _check_str(name, "platform")
+    return list(json.loads(_core.core_platform_json(name)).get("assumptions", []))
+
+
 def load_platform(source: str | Path | dict) -> str:
     """Registers a platform from JSON (text, a dict, or a path to a .json file) for this process;
     returns its name. A malformed profile raises ValueError naming the field."""

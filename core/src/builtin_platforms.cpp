@@ -72,6 +72,7 @@ Platform cuda_core_platform() {
 std::vector<Platform> builtin_platforms() {
   std::vector<Platform> platforms{cuda_core_platform(), numpy_platform()};
   for (Platform& p : nvidia_platforms()) platforms.push_back(std::move(p));
+  for (Platform& p : trainium_platforms()) platforms.push_back(std::move(p));
   return platforms;
 }
 

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "numeq/formats/error.hpp"
+#include "numeq/core/trainium.hpp"
 #include "numeq/formats/format.hpp"
 
 namespace numeq::core {
@@ -85,9 +86,12 @@ struct Reader {
   }
 };
 
-// A format by name: numeq's formats, and the tensor-core internal e8m13 (fused.hpp).
+// A format by name: numeq's formats, the tensor-core internal e8m13 (fused.hpp) and the wide
+// accumulators of the Trainium assumptions (trainium.hpp).
 Format any_format(const std::string& name) {
   if (name == nvidia::e8m13.name) return nvidia::e8m13;
+  for (const Format* f : trainium::wide_accumulators)
+    if (name == f->name) return *f;
   return format_by_name(name);
 }
 

@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <array>
 #include <mutex>
+#include <optional>
+#include <utility>
 #include <nlohmann/json.hpp>
 
 #include "builtin_platforms.hpp"
@@ -68,7 +70,55 @@ std::vector<std::string> platform_names() {
   return names;
 }
 
+namespace {
+
+std::string trim(std::string_view s) {
+  const auto b = s.find_first_not_of(" \t");
+  if (b == std::string_view::npos) return {};
+  const auto e = s.find_last_not_of(" \t");
+  return std::string(s.substr(b, e - b + 1));
+}
+
+// "base[a=x, b=y]" -> base and the choices, in order.
+std::pair<std::string, AssumptionChoices> parse_variant(std::string_view name, std::string_view parameter) {
+  const auto open = name.find('[');
+  if (open == std::string_view::npos) return {std::string(name), {}};
+  if (name.back() != ']')
+    throw numeq::error(std::string(parameter) + ": '" + std::string(name) +
+                       "' opens '[' but does not end with ']'; write name[assumption=value,...]");
+  const std::string base = trim(name.substr(0, open));
+  AssumptionChoices choices;
+  std::string_view body = name.substr(open + 1, name.size() - open - 2);
+  while (!body.empty()) {
+    const auto comma = body.find(',');
+    const std::string_view item = body.substr(0, comma);
+    const auto eq = item.find('=');
+    if (eq == std::string_view::npos || trim(item.substr(0, eq)).empty() || trim(item.substr(eq + 1)).empty())
+      throw numeq::error(std::string(parameter) + ": '" + trim(item) + "' in '" + std::string(name) +
+                         "' is not assumption=value");
+    choices.emplace_back(trim(item.substr(0, eq)), trim(item.substr(eq + 1)));
+    if (comma == std::string_view::npos) break;
+    body = body.substr(comma + 1);
+  }
+  return {base, choices};
+}
+
+}  // namespace
+
 Platform platform_by_name(std::string_view name, std::string_view parameter) {
+  if (name.find('[') != std::string_view::npos) {
+    const auto [base, choices] = parse_variant(name, parameter);
+    if (std::optional<Platform> p = builtin_variant(base, choices, parameter)) return *p;
+    // Not a built-in with assumptions: a registered platform of that exact name, or an error.
+    const std::lock_guard<std::mutex> lock(registry_mutex());
+    for (const Platform& p : registry())
+      if (p.name == name) return p;
+    std::string with;
+    for (const Platform& p : registry())
+      if (!p.assumptions.empty()) with += (with.empty() ? "" : ", ") + p.name;
+    throw numeq::error(std::string(parameter) + ": '" + base + "' takes no [assumption=value] choices; platforms "
+                       "with assumptions: " + with);
+  }
   const std::lock_guard<std::mutex> lock(registry_mutex());
   for (const Platform& p : registry()) {
     if (p.name == name) return p;
@@ -129,6 +179,11 @@ std::string to_json(const Platform& platform, int indent) {
   for (const Evidence& e : platform.evidence)
     evidence.push_back(json{{"parameter", e.parameter}, {"kind", to_string(e.kind)}, {"source", e.source}});
   j["evidence"] = evidence;
+  json assumptions = json::array();
+  for (const Assumption& a : platform.assumptions)
+    assumptions.push_back(json{{"name", a.name}, {"value", a.value}, {"alternatives", a.alternatives},
+                               {"meaning", a.meaning}, {"source", a.source}});
+  j["assumptions"] = assumptions;
   return j.dump(indent);
 }
 
@@ -177,6 +232,26 @@ Platform platform_from_json(std::string_view body, std::string_view parameter) {
       p.evidence.push_back(std::move(e));
     }
   }
+  if (j.contains("assumptions")) {
+    const json& as = j["assumptions"];
+    if (!as.is_array()) fail(path + ".assumptions", "expected an array");
+    for (std::size_t i = 0; i < as.size(); ++i) {
+      const std::string at = path + ".assumptions[" + std::to_string(i) + "]";
+      Assumption a;
+      a.name = text(field(as[i], "name", at), at + ".name");
+      a.value = text(field(as[i], "value", at), at + ".value");
+      const json& alternatives = field(as[i], "alternatives", at);
+      if (!alternatives.is_array() || alternatives.empty())
+        fail(at + ".alternatives", "expected a non-empty array of strings");
+      for (std::size_t k = 0; k < alternatives.size(); ++k)
+        a.alternatives.push_back(text(alternatives[k], at + ".alternatives[" + std::to_string(k) + "]"));
+      if (std::find(a.alternatives.begin(), a.alternatives.end(), a.value) == a.alternatives.end())
+        fail(at + ".value", "'" + a.value + "' is not one of its alternatives");
+      if (as[i].contains("meaning")) a.meaning = text(as[i]["meaning"], at + ".meaning");
+      if (as[i].contains("source")) a.source = text(as[i]["source"], at + ".source");
+      p.assumptions.push_back(std::move(a));
+    }
+  }
   return p;
 }
 
@@ -184,6 +259,15 @@ std::string evidence_report(const Platform& platform) {
   std::string out;
   for (const Evidence& e : platform.evidence)
     out += std::string(to_string(e.kind)) + "  " + e.parameter + "  " + e.source + "\n";
+  if (!platform.assumptions.empty()) {
+    out += "assumptions in force (select others with " + platform.name.substr(0, platform.name.find('[')) +
+           "[name=value,...]):\n";
+    for (const Assumption& a : platform.assumptions) {
+      std::string alternatives;
+      for (const std::string& v : a.alternatives) alternatives += (alternatives.empty() ? "" : ", ") + v;
+      out += "assumption  " + a.name + " = " + a.value + "  (alternatives: " + alternatives + ")  " + a.meaning + "\n";
+    }
+  }
   return out;
 }
 

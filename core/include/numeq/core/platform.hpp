@@ -39,18 +39,34 @@ struct PlanEntry {
   bool operator==(const PlanEntry&) const = default;
 };
 
+// A parameter nobody has published: its value in force, every alternative numeq can evaluate
+// (the default first), what it controls and why these alternatives. A platform with assumptions
+// is built from their values; "name[assumption=value,...]" selects other values wherever a
+// platform name is accepted (platform_by_name), and reports print every assumption in force.
+struct Assumption {
+  std::string name;                       // e.g. "pe_order"
+  std::string value;                      // the alternative in force
+  std::vector<std::string> alternatives;  // every valid value, the default first
+  std::string meaning;                    // what it controls
+  std::string source;                     // why these alternatives (claims, documents, reasoning)
+  bool operator==(const Assumption&) const = default;
+};
+
 struct Platform {
-  std::string name;                  // e.g. "nvidia.h100"
+  std::string name;                  // e.g. "nvidia.h100"; a variant: "trainium.trn1[products=bf16]"
   std::vector<std::string> aliases;  // e.g. "nvidia.h200"
   std::string description;
   std::vector<PlanEntry> plans;
   std::vector<Evidence> evidence;
+  std::vector<Assumption> assumptions;
   bool operator==(const Platform&) const = default;
 };
 
 // Built-in and registered platforms, in a stable order.
 std::vector<std::string> platform_names();
-// By name or alias; numeq::error naming `parameter` with the valid names otherwise.
+// By name or alias; numeq::error naming `parameter` with the valid names otherwise. A built-in
+// platform with assumptions also takes "name[assumption=value,...]" (spaces allowed), which
+// rebuilds it with those values; an unknown assumption or value is an error listing the valid ones.
 Platform platform_by_name(std::string_view name, std::string_view parameter = "platform");
 // Adds (or replaces, by name) a platform for this process; validates it first.
 void register_platform(const Platform& platform);
@@ -66,7 +82,8 @@ Plan with_split_k(const Plan& plan, std::size_t parts, SplitMode mode, const Cas
 
 std::string to_json(const Platform& platform, int indent = 2);
 Platform platform_from_json(std::string_view text, std::string_view parameter = "profile");
-// Every evidence entry, one line each, for reports: "measured  <parameter>  <source>".
+// Every evidence entry, one line each, for reports: "measured  <parameter>  <source>"; then every
+// assumption in force: "assumption  <name> = <value>  (alternatives: ...)  <meaning>".
 std::string evidence_report(const Platform& platform);
 
 }  // namespace numeq::core

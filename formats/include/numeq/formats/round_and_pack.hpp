@@ -267,7 +267,8 @@ NUMEQ_KERNEL Exact exact_quotient(const Unpacked& x, const Unpacked& y) {
 
 // Value of a floating-format bit pattern as a double (exact for every supported format).
 NUMEQ_KERNEL double decode_bits(const Format& f, std::uint64_t bits) {
-  if (f.storage_bits == 64) return std::bit_cast<double>(bits);
+  // binary64 itself: the pattern is the double. (Other 64-bit containers hold wider accumulators.)
+  if (f.storage_bits == 64 && f.exponent_bits == 11 && f.mantissa_bits == 52) return std::bit_cast<double>(bits);
   const Unpacked u = unpack(f, bits);
   const std::uint64_t sign = u.negative ? std::uint64_t{1} << 63 : 0;
   switch (u.cls) {

@@ -1,0 +1,245 @@
+// The Trainium platforms (trainium.hpp): the documented structure of an nc_matmul GEMM (tiles of
+// at most 128 rows of K, each tile's fp32 result accumulated into PSUM in program order) and
+// every undocumented detail as an Assumption whose value picks the plan nodes.
+
+#include <algorithm>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "builtin_platforms.hpp"
+#include "numeq/core/trainium.hpp"
+#include "numeq/formats/error.hpp"
+#include "numeq/formats/format.hpp"
+
+namespace numeq::core {
+
+namespace {
+
+const std::string kArch =
+    "aws-neuron-sdk nki/guides/architecture/trainium_inferentia2_arch.rst and trainium2_arch.rst; "
+    "nki.isa.nc_matmul docstring (FACTS.md s3)";
+const std::string kDataTypes = "aws-neuron-sdk about-neuron/arch/neuron-features/data-types.rst, rounding-modes.rst (FACTS.md s3)";
+const std::string kNothingPublished = "not documented by AWS (FACTS.md s3); settle it with numeq.probes and numeq.fit";
+
+// The assumptions of a generation, every one at its default (the first alternative).
+std::vector<Assumption> default_assumptions(bool trn2) {
+  std::vector<Assumption> a = {
+      {"pe_order", "sequential", {"sequential", "pairwise", "fused"},
+       "how the Tensor Engine adds the products of one nc_matmul: sequential down the PE column from 0 "
+       "(a systolic array passes the partial sum from row to row), a pairwise tree, or fused (the exact "
+       "sum of the tile's products rounded once)",
+       kNothingPublished},
+      {"products", "exact", {"exact", "bf16"},
+       "each product a_k * b_k enters the adder exactly, or rounded to bf16 (nearest even) first",
+       "bf16: a third-party claim for trn1 (trnsci.dev), unverified; " + kNothingPublished},
+      {"pe_rounding", "nearest_even", {"nearest_even", "toward_zero"},
+       "the rounding of every addition inside the array", kNothingPublished},
+      {"accumulator_bits", "23", {"23", "24", "25", "26", "27", "31"},
+       "fraction bits of the in-array accumulator: 23 is fp32; more keeps extra bits until the tile's "
+       "result is rounded into the fp32 PSUM",
+       "docs: \"accumulations at FP32 precision\" (" + kArch + "), which does not exclude guard bits; " +
+           kNothingPublished},
+      {"psum_rounding", "nearest_even", {"nearest_even", "toward_zero"},
+       "the rounding of the PSUM fp32 accumulation psum += tile (and of a tile entering PSUM)",
+       "docs say fp32 accumulation, not its rounding; " + kNothingPublished},
+      {"output_rounding", "nearest_even", {"nearest_even", "stochastic"},
+       "the cast of the fp32 PSUM result into a narrower output",
+       "RNE by default; stochastic with NEURON_RT_STOCHASTIC_ROUNDING_EN=1, whose generator is not "
+       "published, so numeq's own counter-based bits give the same statistics, not the same bits (" +
+           kDataTypes + ")"},
+      {"vector_reduce_order", "sequential", {"sequential", "pairwise"},
+       "the order in which Vector-engine tensor_reduce adds along the free axis (sum plans), in fp32",
+       "the NKI docs show sequential pseudocode; the hardware order is not documented (FACTS.md s3)"},
+      {"bn_aggr_merge", "chan", {"chan", "naive"},
+       "how bn_aggr merges the (count, mean, var*count) statistics of bn_stats chunks in fp32: Chan, Golub, "
+       "LeVeque's pairwise update, or the naive mean of means with E[x^2] - mean^2 (used by the operation "
+       "catalogue's layernorm)",
+       "nki.isa.bn_stats / bn_aggr docstrings give the statistics, not the merge formula (FACTS.md s3)"},
+      {"scalar_activation_ulps", "4", {"4", "1", "2", "8", "16", "64"},
+       "the error budget, in fp32 ulps, of ScalarE activation functions (exp, tanh, gelu, silu, ...): "
+       "modelled as correctly rounded fp32 plus this budget (used by the operation catalogue's bounds)",
+       "ScalarE functions are piecewise polynomials with no published error bound (FACTS.md s3)"},
+  };
+  if (trn2)
+    a.insert(a.begin() + 4, Assumption{"fp8_double_row", "off", {"off", "on"},
+                                       "fp8 matmuls in double_row mode: one instruction contracts 256 rows of K, each "
+                                       "PE adding two fp8 products (exactly, here) before the column sum",
+                                       "the mode is documented (" + kArch + "); whether kernels use it is the "
+                                       "kernel's choice, and how the pair is added is not documented"});
+  return a;
+}
+
+std::string value_of(const std::vector<Assumption>& a, const std::string& name) {
+  for (const Assumption& x : a)
+    if (x.name == name) return x.value;
+  return {};
+}
+
+Format accumulator_format(int fraction_bits) {
+  if (fraction_bits == 23) return formats::fp32;
+  for (const Format* f : trainium::wide_accumulators)
+    if (f->mantissa_bits == fraction_bits) return *f;
+  throw numeq::error("accumulator_bits: no accumulator format with " + std::to_string(fraction_bits) + " fraction bits");
+}
+
+// The fused alternative: the tile's products summed exactly (F = 700 covers every product of
+// fp32 values, exponents -298 .. 256) and rounded once into the accumulator.
+FusedStep exact_tile_step(std::size_t products, const Format& in, const Cast& accumulate) {
+  FusedStep s;
+  s.n = static_cast<int>(products);
+  s.fraction_bits = max_fraction_bits;
+  s.alignment = Alignment::truncate;
+  s.a_format = in;
+  s.b_format = in;
+  s.c_format = formats::fp32;
+  s.output = accumulate;
+  s.overflow = OverflowRule::cast;
+  s.zero_sign = ZeroSign::ieee;
+  return s;
+}
+
+struct Build {
+  std::string platform;
+  std::vector<Assumption> assumptions;
+};
+
+Plan matmul_plan(const Build& b, Operation op, const Format& in, const Format& out) {
+  const auto& a = b.assumptions;
+  const Rounding pe_rounding = rounding_by_name(value_of(a, "pe_rounding"), "pe_rounding");
+  const Rounding psum_rounding = rounding_by_name(value_of(a, "psum_rounding"), "psum_rounding");
+  const Cast accumulate{accumulator_format(std::stoi(value_of(a, "accumulator_bits"))), pe_rounding};
+  Arithmetic pe{accumulate, ProductMode::fma};
+  if (value_of(a, "products") == "bf16") {
+    pe.product = ProductMode::rounded;
+    pe.product_cast = Cast{formats::bf16};
+  }
+  const bool fp8 = in == formats::e4m3 || in == formats::e5m2;
+  const bool double_row = fp8 && value_of(a, "fp8_double_row") == "on";
+  const std::size_t tile = double_row ? 256 : 128;
+  const std::string order = value_of(a, "pe_order");
+  if (order == "fused" && pe.product == ProductMode::rounded)
+    throw numeq::error("platform: the assumptions pe_order=fused and products=bf16 cannot be combined (a fused "
+                       "tile adds exact products); choose pe_order sequential or pairwise with products=bf16");
+  PlanNode column;  // the reduction of one nc_matmul's products down the array
+  if (order == "fused") {
+    column = fused(exact_tile_step(tile, in, accumulate));
+  } else {
+    PlanNode adder = order == "pairwise" ? tree(2, pe) : sequential(pe, /*start_from_zero=*/true);
+    if (double_row) {
+      // Each PE adds its two fp8 products exactly and rounds once into the accumulator; the
+      // column then adds the pair sums as values.
+      PlanNode pair = fused(exact_tile_step(2, in, accumulate));
+      Arithmetic values{accumulate};
+      adder = chunked(2, pair, order == "pairwise" ? tree(2, values) : sequential(values, true));
+    }
+    column = adder;
+  }
+  // PSUM: the first tile written, later tiles added in program order, in fp32.
+  const Arithmetic psum{Cast{formats::fp32, psum_rounding}};
+  Plan p;
+  p.name = b.platform + " " + std::string(to_string(op)) + " " + std::string(in.name) + " -> " + std::string(out.name);
+  p.reduction = chunked(tile, column, sequential(psum));
+  // nc_matmul has no addend: a bias or c is added to the PSUM result afterwards (fp32 add).
+  p.c_placement = CPlacement::last;
+  const bool stochastic = value_of(a, "output_rounding") == "stochastic";
+  p.output = Cast{out, out == formats::fp32 || !stochastic ? Rounding::nearest_even : Rounding::stochastic};
+  return p;
+}
+
+Plan sum_plan(const Build& b, const Format& in, const Format& out) {
+  const Arithmetic fp32_add{Cast{formats::fp32}};
+  Plan p;
+  p.name = b.platform + " sum " + std::string(in.name) + " -> " + std::string(out.name);
+  p.reduction = value_of(b.assumptions, "vector_reduce_order") == "pairwise" ? tree(2, fp32_add) : sequential(fp32_add);
+  const bool stochastic = value_of(b.assumptions, "output_rounding") == "stochastic";
+  p.output = Cast{out, out == formats::fp32 || !stochastic ? Rounding::nearest_even : Rounding::stochastic};
+  return p;
+}
+
+std::string variant_name(const std::string& base, const std::vector<Assumption>& a) {
+  std::string chosen;
+  for (const Assumption& x : a)
+    if (x.value != x.alternatives.front()) chosen += (chosen.empty() ? "" : ",") + x.name + "=" + x.value;
+  return chosen.empty() ? base : base + "[" + chosen + "]";
+}
+
+Platform build_trainium(const std::string& base, const std::vector<Assumption>& assumptions) {
+  const bool trn2 = base == "trainium.trn2";
+  Build b{variant_name(base, assumptions), assumptions};
+  Platform p;
+  p.name = b.platform;
+  if (b.platform == base) p.aliases = trn2 ? std::vector<std::string>{"neuron.v3"} : std::vector<std::string>{"trainium.inf2", "neuron.v2"};
+  p.description = trn2 ? "AWS Trainium2 (NeuronCore-v3): Tensor Engine matmul into fp32 PSUM, Vector-engine sums"
+                       : "AWS Trainium1 / Inferentia2 (NeuronCore-v2): Tensor Engine matmul into fp32 PSUM, "
+                         "Vector-engine sums";
+  const std::vector<const Format*> inputs = {&formats::fp32, &formats::tf32, &formats::bf16,
+                                             &formats::fp16, &formats::e4m3, &formats::e5m2};
+  const std::vector<const Format*> outputs = {&formats::fp32, &formats::bf16, &formats::fp16};
+  for (const Format* in : inputs)
+    for (const Format* out : outputs)
+      for (const Operation op : {Operation::dot, Operation::matmul})
+        p.plans.push_back(PlanEntry{op, std::string(in->name), std::string(out->name), matmul_plan(b, op, *in, *out)});
+  for (const Format* in : {&formats::fp32, &formats::bf16, &formats::fp16})
+    for (const Format* out : outputs)
+      p.plans.push_back(PlanEntry{Operation::sum, std::string(in->name), std::string(out->name), sum_plan(b, *in, *out)});
+  p.evidence = {
+      {"matmul: one nc_matmul contracts at most 128 rows of K (the partition axis)", EvidenceKind::documented, kArch},
+      {"matmul: tiles accumulate into an fp32 PSUM tile in program order (psum += tile)", EvidenceKind::documented, kArch},
+      {"matmul: inputs fp32, tf32, bf16, fp16, fp8 e4m3 (IEEE-like, max 240), e5m2; output in fp32",
+       EvidenceKind::documented, kArch + "; " + kDataTypes},
+      {"output casts round to nearest even and overflow to Inf", EvidenceKind::documented, kDataTypes},
+      {"c (bias) is added to the PSUM result afterwards, one fp32 addition", EvidenceKind::assumed,
+       "nc_matmul has no addend operand; a kernel adds the bias on the Vector engine"},
+      {"sum: Vector-engine tensor_reduce in fp32, inputs widened exactly", EvidenceKind::documented,
+       "nki.isa.tensor_reduce docstring (FACTS.md s3)"},
+  };
+  if (trn2)
+    p.evidence.push_back({"matmul: fp8 double_row mode contracts 256 rows, each PE taking two products",
+                          EvidenceKind::documented, kArch});
+  for (const Assumption& x : assumptions)
+    p.evidence.push_back({x.name + " = " + x.value + " (alternatives: " +
+                              [&] {
+                                std::string s;
+                                for (const std::string& v : x.alternatives) s += (s.empty() ? "" : ", ") + v;
+                                return s;
+                              }() + ")",
+                          EvidenceKind::assumed, x.source});
+  p.assumptions = assumptions;
+  return p;
+}
+
+}  // namespace
+
+std::vector<Platform> trainium_platforms() {
+  return {build_trainium("trainium.trn1", default_assumptions(false)),
+          build_trainium("trainium.trn2", default_assumptions(true))};
+}
+
+std::optional<Platform> builtin_variant(std::string_view base, const AssumptionChoices& choices,
+                                        std::string_view parameter) {
+  std::string name(base);
+  if (name == "trainium.inf2" || name == "neuron.v2") name = "trainium.trn1";
+  if (name == "neuron.v3") name = "trainium.trn2";
+  if (name != "trainium.trn1" && name != "trainium.trn2") return std::nullopt;
+  std::vector<Assumption> assumptions = default_assumptions(name == "trainium.trn2");
+  for (const auto& [key, value] : choices) {
+    const auto it = std::find_if(assumptions.begin(), assumptions.end(), [&](const Assumption& a) { return a.name == key; });
+    if (it == assumptions.end()) {
+      std::string valid;
+      for (const Assumption& a : assumptions) valid += (valid.empty() ? "" : ", ") + a.name;
+      throw numeq::error(std::string(parameter) + ": " + name + " has no assumption '" + key + "'; valid: " + valid);
+    }
+    if (std::find(it->alternatives.begin(), it->alternatives.end(), value) == it->alternatives.end()) {
+      std::string valid;
+      for (const std::string& v : it->alternatives) valid += (valid.empty() ? "" : ", ") + v;
+      throw numeq::error(std::string(parameter) + ": assumption " + key + " of " + name + " cannot be '" + value +
+                         "'; valid: " + valid);
+    }
+    it->value = value;
+  }
+  return build_trainium(name, assumptions);
+}
+
+}  // namespace numeq::core
