@@ -24,6 +24,7 @@ from ._arrays import (
 )
 from . import reference
 from ._core import num_threads, set_num_threads
+from .fit import FitResult, Probes, assumption_candidates, fit, probes, tensor_core_candidates
 from .platforms import (
     Plan,
     dot,
@@ -47,7 +48,10 @@ __all__ = [
     "OVERFLOWS",
     "ROUNDINGS",
     "SUBNORMALS",
+    "FitResult",
     "Plan",
+    "Probes",
+    "assumption_candidates",
     "block_dequantize",
     "block_quantize",
     "cast",
@@ -55,6 +59,7 @@ __all__ = [
     "dequantize",
     "dot",
     "encode",
+    "fit",
     "format_info",
     "formats",
     "load_platform",
@@ -66,10 +71,12 @@ __all__ = [
     "platform_evidence",
     "platform_json",
     "platforms",
+    "probes",
     "quant_params",
     "quantize",
     "reference",
     "round",
     "set_num_threads",
     "sum",
+    "tensor_core_candidates",
 ]

@@ -1,0 +1,378 @@
+"""Settling a platform's unknowns from hardware evidence: candidate models, probe inputs that tell
+them apart, and fitting measured outputs bit for bit.
+
+    cands = numeq.assumption_candidates("trainium.trn1", in_fmt="bf16")   # every combination
+    probe = numeq.probes("trainium.trn1", in_fmt="bf16")                  # inputs + NKI kernel
+    probe.write("probe-trn1")         # a.npy, b_t.npy, probe_kernel.py, expected/<candidate>.npy
+    ... run probe_kernel.py on the device; it writes d.npy ...
+    result = numeq.fit(cands, (probe.a, probe.b), "probe-trn1/d.npy", in_fmt="bf16", write="fitted.json")
+
+A candidate is a platform name (variants "name[assumption=value,...]" included) or a Plan;
+``fit`` evaluates each on the inputs with numeq's emulation and keeps those that reproduce every
+output bit for bit (NaN == NaN, zeros told apart by sign).
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping, Sequence, Union
+
+import numpy as np
+
+from ._arrays import _check_str
+from .platforms import Plan, dot, matmul, plan, platform_assumptions, platform_json
+
+Candidate = Union[str, Plan]
+
+
+# ---------------------------------------------------------------------------------------------
+# candidates
+
+def assumption_candidates(platform: str, *, op: str = "matmul", in_fmt: str = "bf16", out: str = "fp32",
+                          names: Sequence[str] | None = None) -> dict[str, str]:
+    """Every combination of the platform's assumptions that changes its ``op`` plan for
+    ``in_fmt -> out`` (or of the assumptions ``names``), as {label: platform variant name}.
+    Combinations the platform refuses (e.g. pe_order=fused with products=bf16) are left out."""
+    for value, parameter in ((platform, "platform"), (op, "op"), (in_fmt, "in_fmt"), (out, "out")):
+        _check_str(value, parameter)
+    base = platform.split("[", 1)[0].strip()
+    assumptions = platform_assumptions(base)
+    if not assumptions:
+        raise ValueError(f"platform: {base} has no assumptions to choose among; give candidates as plans or names")
+    by_name = {a["name"]: a for a in assumptions}
+    def arithmetic(p: Plan) -> dict:  # the plan without its name (which names the variant)
+        return {key: value for key, value in p.to_dict().items() if key != "name"}
+
+    if names is None:
+        default = arithmetic(plan(base, op, in_fmt, out))
+        names = []
+        for a in assumptions:
+            for alternative in a["alternatives"][1:]:
+                try:
+                    if arithmetic(plan(f"{base}[{a['name']}={alternative}]", op, in_fmt, out)) != default:
+                        names.append(a["name"])
+                        break
+                except ValueError:
+                    continue
+    for n in names:
+        if n not in by_name:
+            raise ValueError(f"names: {base} has no assumption {n!r}; valid: {', '.join(by_name)}")
+    out_map: dict[str, str] = {}
+    for values in itertools.product(*(by_name[n]["alternatives"] for n in names)):
+        variant = f"{base}[{','.join(f'{n}={v}' for n, v in zip(names, values))}]" if names else base
+        try:
+            plan(variant, op, in_fmt, out)
+        except ValueError:
+            continue  # a combination the platform refuses
+        label = ",".join(f"{n}={v}" for n, v in zip(names, values)) or "default"
+        out_map[label] = variant
+    return out_map
+
+
+def tensor_core_candidates(in_fmt: str, out: str = "fp32", *, n: Sequence[int] = (4, 8, 16, 32),
+                           fraction_bits: Sequence[int] = tuple(range(20, 28)),
+                           step_output: Sequence[str] = ("fp32 toward_zero", "fp32 nearest_even",
+                                                         "e8m13 toward_zero")) -> dict[str, Plan]:
+    """A generic NVIDIA-style tensor core with unknown products per fused step ``n``, alignment
+    fraction bits ``fraction_bits`` and step output rounding (FACTS.md s2: exact products aligned
+    to the largest exponent, truncated to F fraction bits, summed exactly, normalised and rounded
+    once; a GEMM chains steps along K). For fp16 outputs the step output is fp16 (the choices
+    "fp16 nearest_even", "fp16 toward_zero" apply). Returns {label: Plan}."""
+    _check_str(in_fmt, "in_fmt")
+    _check_str(out, "out")
+    if out == "fp16" and tuple(step_output) == ("fp32 toward_zero", "fp32 nearest_even", "e8m13 toward_zero"):
+        step_output = ("fp16 nearest_even", "fp16 toward_zero")
+    plans: dict[str, Plan] = {}
+    c_format = "fp16" if out == "fp16" else "fp32"
+    for steps, bits, so in itertools.product(n, fraction_bits, step_output):
+        fmt, rounding = so.split()
+        if isinstance(steps, bool) or int(steps) < 1:
+            raise ValueError(f"n: products per step must be positive integers, got {steps!r}")
+        step = {"n": int(steps), "fraction_bits": int(bits), "alignment": "truncate", "max_exponent": "encoded",
+                "zeros": "fp32_emin", "a_format": in_fmt, "b_format": in_fmt, "c_format": c_format,
+                "output": {"format": fmt, "rounding": rounding}, "overflow": "infinity", "zero_sign": "positive"}
+        label = f"n={steps},F={bits},step={fmt} {rounding}"
+        plans[label] = Plan({"name": f"generic tensor core {label}", "reduction": {"kind": "fused", "fused": step},
+                             "c_placement": "first",
+                             "output": {"format": "fp32" if fmt == "e8m13" else fmt, "rounding": "nearest_even"}})
+    return plans
+
+
+# ---------------------------------------------------------------------------------------------
+# fitting
+
+@dataclass
+class FitResult:
+    """What ``fit`` found. ``explaining``: the candidates that reproduce every output;
+    ``matches``: per candidate, how many outputs it reproduces; ``unexplained``: flat indices of
+    the outputs that no candidate reproduces; ``best``: a candidate with the most matches."""
+    explaining: list[str]
+    matches: dict[str, int]
+    total: int
+    unexplained: np.ndarray
+    best: str
+    candidates: dict[str, Candidate] = field(repr=False)
+
+    def summary(self) -> str:
+        lines = [f"{len(self.explaining)} of {len(self.matches)} candidates reproduce all {self.total} outputs"]
+        for label, m in sorted(self.matches.items(), key=lambda kv: -kv[1]):
+            lines.append(f"  {m:>8}/{self.total}  {label}")
+        if self.unexplained.size:
+            lines.append(f"{self.unexplained.size} outputs explained by no candidate (first: "
+                         f"{', '.join(str(i) for i in self.unexplained[:10])})")
+        return "\n".join(lines)
+
+
+def _load(x: Any, parameter: str) -> tuple[np.ndarray, str]:
+    """An array, or a .npy file (the error then names the file)."""
+    if isinstance(x, (str, Path)):
+        path = Path(x)
+        try:
+            return np.load(path, allow_pickle=False), str(path)
+        except (OSError, ValueError) as e:
+            raise ValueError(f"{parameter}: cannot read {path} as a .npy array: {e}") from None
+    return np.asarray(x), parameter
+
+
+def _same_bits(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    return (a == b) | (np.isnan(a) & np.isnan(b))
+
+
+def _as_candidates(candidates: Any) -> dict[str, Candidate]:
+    if isinstance(candidates, Mapping):
+        out = dict(candidates)
+    elif isinstance(candidates, (list, tuple)):
+        out = {(c if isinstance(c, str) else c.name): c for c in candidates}
+    else:
+        raise TypeError("candidates: expected a dict {label: platform name or Plan} or a list of them")
+    if not out:
+        raise ValueError("candidates: empty; give at least one platform name or Plan")
+    for label, c in out.items():
+        if not isinstance(c, (str, Plan)):
+            raise TypeError(f"candidates[{label!r}]: expected a platform name or a Plan, got {type(c).__name__}")
+    return out
+
+
+def fit(candidates: Any, inputs: Any, outputs: Any, *, op: str = "dot", in_fmt: str | None = None,
+        out: str = "fp32", write: str | Path | None = None) -> FitResult:
+    """Which candidates reproduce measured ``outputs`` bit for bit on ``inputs``.
+
+    ``inputs``: (a, b) or (a, b, c), arrays or .npy paths; ``op`` "dot" (a . b along the last axis,
+    one output per row) or "matmul" (a @ b). ``outputs``: an array or a .npy path, shaped as the
+    operation's result (else an error naming it). ``write``: a path for the fitted profile (JSON,
+    loadable with numeq.load_platform): the winning platform, or a platform holding the winning
+    plan, with the fit recorded as measured evidence."""
+    _check_str(op, "op")
+    if op not in ("dot", "matmul"):
+        raise ValueError(f"op: unknown operation {op!r}; valid: dot, matmul")
+    cands = _as_candidates(candidates)
+    if not isinstance(inputs, (tuple, list)) or len(inputs) not in (2, 3):
+        raise ValueError("inputs: expected (a, b) or (a, b, c): arrays or .npy paths")
+    (a, a_name), (b, b_name) = _load(inputs[0], "inputs[0]"), _load(inputs[1], "inputs[1]")
+    c = _load(inputs[2], "inputs[2]")[0] if len(inputs) == 3 and inputs[2] is not None else None
+    d, d_name = _load(outputs, "outputs")
+    want_shape = (np.broadcast_shapes(a.shape[:-1], b.shape[:-1]) if op == "dot"
+                  else np.broadcast_shapes(a.shape[:-2], b.shape[:-2]) + (a.shape[-2], b.shape[-1]))
+    if op == "matmul" and a.shape[-1] != b.shape[-2]:
+        raise ValueError(f"inputs: {a_name} has K = {a.shape[-1]} columns but {b_name} has {b.shape[-2]} rows")
+    if d.shape != tuple(want_shape):
+        raise ValueError(f"outputs: {d_name} holds shape {d.shape}, but the probe inputs ({a_name} {a.shape}, "
+                         f"{b_name} {b.shape}) give {op} results of shape {tuple(want_shape)}")
+    d = d.astype(np.float64)
+    fn = dot if op == "dot" else matmul
+    matches: dict[str, int] = {}
+    explained = np.zeros(d.shape, dtype=bool)
+    for label, cand in cands.items():
+        kw = {"platform": cand} if isinstance(cand, str) else {"plan": cand}
+        got = fn(a, b, c=c, in_fmt=in_fmt, out=out, **kw)
+        same = _same_bits(got, d) & (np.signbit(got) == np.signbit(d))
+        matches[label] = int(np.count_nonzero(same))
+        explained |= same
+    total = int(d.size)
+    explaining = [label for label, m in matches.items() if m == total]
+    best = max(matches, key=lambda k: matches[k])
+    result = FitResult(explaining, matches, total, np.flatnonzero(~explained), best, cands)
+    if write is not None:
+        _write_profile(result, Path(write), op, in_fmt, out, d_name)
+    return result
+
+
+def _write_profile(result: FitResult, path: Path, op: str, in_fmt: str | None, out: str, source: str) -> None:
+    winner = result.explaining[0] if result.explaining else result.best
+    cand = result.candidates[winner]
+    evidence = {"parameter": f"{op} {in_fmt} -> {out}: {winner}", "kind": "measured",
+                "source": f"numeq.fit: reproduces {result.matches[winner]}/{result.total} outputs of {source}"
+                          + (f"; equally explained by: {', '.join(x for x in result.explaining if x != winner)}"
+                             if len(result.explaining) > 1 else "")}
+    if isinstance(cand, str):
+        # Under a name of its own: "<base>.fitted" (a name with [choices] would be rebuilt from the
+        # built-in, not read from this file); the assumptions keep the fitted values.
+        profile = json.loads(platform_json(cand))
+        profile["description"] = f"{profile['name']}, fitted to {source}: " + profile.get("description", "")
+        profile["name"] = profile["name"].split("[", 1)[0] + ".fitted"
+        profile["aliases"] = []
+        profile.setdefault("evidence", []).append(evidence)
+    else:
+        entries = [{"op": o, "in_fmt": in_fmt or cand.to_dict()["reduction"].get("fused", {}).get("a_format", "fp32"),
+                    "out": out, "plan": cand.to_dict()} for o in ("dot", "matmul")]
+        profile = {"name": f"fitted.{winner}".replace(" ", "_"), "description": f"fitted to {source}",
+                   "plans": entries, "evidence": [evidence]}
+    path.write_text(json.dumps(profile, indent=2))
+
+
+# ---------------------------------------------------------------------------------------------
+# probes
+
+_NKI_KERNEL = '''"""numeq probe kernel for {platform}: D = A @ B through nc_matmul into one PSUM tile.
+
+Reads a_t.npy (A transposed: [K, M], the stationary operand) and b.npy ([K, N], the moving
+operand), both {in_fmt} values stored as float32; writes d.npy ([M, N], float32) from the PSUM
+accumulation, without any other arithmetic. K is contracted in tiles of {tile} rows, one nc_matmul
+each, accumulated into the same PSUM tile in program order (sequential_range keeps that order).
+Written for the neuronxcc.nki API of Neuron SDK 2.2x (nki.isa.nc_matmul(stationary, moving)
+returning a PSUM tile); newer SDKs take nc_matmul(dst, stationary, moving, accumulate=True).
+Then, on the host: numeq.fit(numeq.assumption_candidates("{platform}", in_fmt="{in_fmt}"),
+(A, B), "d.npy", op="matmul", in_fmt="{in_fmt}").
+"""
+import numpy as np
+import neuronxcc.nki as nki
+import neuronxcc.nki.isa as nisa
+import neuronxcc.nki.language as nl
+
+TILE = {tile}
+
+
+@nki.jit
+def probe_matmul(a_t, b):
+    K, M = a_t.shape
+    _, N = b.shape
+    d = nl.ndarray((M, N), dtype=nl.float32, buffer=nl.shared_hbm)
+    psum = nl.zeros((M, N), dtype=nl.float32, buffer=nl.psum)
+    for t in nl.sequential_range(K // TILE):
+        stationary = nl.load(a_t[t * TILE:(t + 1) * TILE, :], dtype=nl.{nki_dtype})
+        moving = nl.load(b[t * TILE:(t + 1) * TILE, :], dtype=nl.{nki_dtype})
+        psum += nisa.nc_matmul(stationary, moving)
+    nl.store(d, value=nl.copy(psum, dtype=nl.float32))
+    return d
+
+
+if __name__ == "__main__":
+    a_t = np.load("a_t.npy")
+    b = np.load("b.npy")
+    np.save("d.npy", np.asarray(probe_matmul(a_t, b), dtype=np.float32))
+'''
+
+_NKI_DTYPES = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32", "tf32": "tfloat32",
+               "e4m3": "float8_e4m3", "e5m2": "float8_e5m2"}
+
+
+@dataclass
+class Probes:
+    """Inputs that tell a platform's candidate models apart. ``a`` [M, K] and ``b`` [K, N] (float64
+    values of ``in_fmt``); ``expected``: each candidate's emulated ``a @ b``; ``indistinct``: pairs
+    of candidates these inputs cannot tell apart (empty when every candidate is distinguished);
+    ``kernel_source``: a ready-to-run NKI kernel (Trainium platforms) or None."""
+    platform: str
+    in_fmt: str
+    out: str
+    a: np.ndarray
+    b: np.ndarray
+    candidates: dict[str, str]
+    expected: dict[str, np.ndarray]
+    indistinct: list[tuple[str, str]]
+    kernel_source: str | None
+
+    def write(self, directory: str | Path) -> Path:
+        """a_t.npy, b.npy (float32 containers of the in_fmt values), probe_kernel.py (when there is
+        one), expected/<n>.npy per candidate with candidates.json naming them."""
+        d = Path(directory)
+        (d / "expected").mkdir(parents=True, exist_ok=True)
+        np.save(d / "a_t.npy", np.ascontiguousarray(self.a.T.astype(np.float32)))
+        np.save(d / "b.npy", self.b.astype(np.float32))
+        np.save(d / "a.npy", self.a.astype(np.float32))
+        if self.kernel_source is not None:
+            (d / "probe_kernel.py").write_text(self.kernel_source)
+        names = {}
+        for i, (label, values) in enumerate(self.expected.items()):
+            np.save(d / "expected" / f"{i}.npy", values.astype(np.float32) if self.out == "fp32" else values)
+            names[str(i)] = {"label": label, "platform": self.candidates[label]}
+        (d / "candidates.json").write_text(json.dumps(names, indent=2))
+        return d
+
+
+def _probe_pool(rng: np.random.Generator, in_fmt: str, k: int, count: int) -> np.ndarray:
+    """Rows of K values of in_fmt in several families: plain normal values, wide exponent spreads
+    (alignment and accumulator width matter), cancelling halves (rounding direction and order
+    matter) and values with long significands (product rounding matters)."""
+    from ._arrays import format_info
+    from ._arrays import round as round_to  # numeq.round: the one rounding kernel
+
+    # Exponents from the format's smallest subnormal (or 2^-12) to just below its largest binade
+    # (or 2^12): every product and K-term sum stays finite in fp32, and the products of an fp8
+    # format still spread over more than fp32's 24 bits.
+    info = format_info(in_fmt)
+    hi = int(min(12, info["emax"] - 1))
+    lo = int(max(-12, np.log2(info["min_subnormal"]) if info["has_subnormals"] else info["emin"]))
+    rows = []
+    for i in range(count):
+        family = i % 6
+        if family == 0:
+            x = rng.standard_normal(k)
+        elif family == 1:
+            x = rng.standard_normal(k) * np.exp2(rng.integers(lo, hi + 1, k))
+        elif family == 2:
+            half = rng.standard_normal(k // 2)
+            x = np.concatenate([half, -half * (1 + rng.standard_normal(k // 2) * 2.0**-6)])
+            x = x[rng.permutation(k)] if k % 2 == 0 else np.append(x, rng.standard_normal())[:k]
+        elif family == 3:
+            x = (1 + rng.random(k)) * rng.choice([-1.0, 1.0], k) * np.exp2(rng.integers(-3, 4, k))
+        elif family == 4:
+            # absorption: a few large terms among small ones; where they sit decides what is lost
+            x = rng.standard_normal(k) * 2.0**(lo + 2)
+            big = rng.choice(k, size=min(k, int(rng.integers(1, 4))), replace=False)
+            x[big] = (1 + rng.random(big.size)) * rng.choice([-1.0, 1.0], big.size) * 2.0**hi
+        else:
+            # cancellation of a large pair (FPRev's probe): the small terms added before the pair
+            # meets are lost, those after survive, so the order shows
+            x = rng.standard_normal(k) * 2.0**(lo + 2)
+            i0, j0 = rng.choice(k, size=2, replace=False) if k > 1 else (0, 0)
+            big = (1 + rng.random()) * 2.0**hi
+            x[i0], x[j0] = big, -big
+        rows.append(round_to(x, in_fmt))
+    return np.array(rows, dtype=np.float64)
+
+
+def probes(platform: str, *, in_fmt: str = "bf16", out: str = "fp32", m: int = 64, n: int = 64, k: int = 512,
+           seed: int = 0, candidates: Mapping[str, str] | None = None) -> Probes:
+    """Probe inputs for ``platform``'s matmul unknowns: A [m, k] and B [k, n] drawn from families
+    that stress alignment, rounding direction, order and product rounding (k crosses several
+    128-row tiles), with every candidate's expected result and a check that no two candidates
+    give the same D on them (``indistinct`` lists any that do). For Trainium platforms the NKI
+    kernel that runs them through nc_matmul into PSUM comes with it."""
+    for value, parameter in ((platform, "platform"), (in_fmt, "in_fmt"), (out, "out")):
+        _check_str(value, parameter)
+    for value, parameter in ((m, "m"), (n, "n"), (k, "k")):
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+            raise ValueError(f"{parameter}: expected a positive integer, got {value!r}")
+    if m > 128 or n > 512:
+        raise ValueError(f"m, n: one PSUM tile holds at most 128 x 512 results (nc_matmul limits); got {m} x {n}")
+    cands = dict(candidates) if candidates is not None else assumption_candidates(platform, in_fmt=in_fmt, out=out)
+    rng = np.random.default_rng(seed)
+    a = _probe_pool(rng, in_fmt, k, m)
+    b = _probe_pool(rng, in_fmt, k, n).T.copy()
+    expected = {label: matmul(a, b, platform=variant, in_fmt=in_fmt, out=out) for label, variant in cands.items()}
+    keys = {label: np.where(np.isnan(v), np.inf, v).tobytes() for label, v in expected.items()}
+    labels = list(cands)
+    indistinct = [(x, y) for i, x in enumerate(labels) for y in labels[i + 1:] if keys[x] == keys[y]]
+    kernel = None
+    base = platform.split("[", 1)[0].strip()
+    if base.startswith("trainium.") or base.startswith("neuron."):
+        if in_fmt not in _NKI_DTYPES:
+            raise ValueError(f"in_fmt: nc_matmul takes {', '.join(_NKI_DTYPES)}; got {in_fmt!r}")
+        if k % 128:
+            raise ValueError(f"k: the probe kernel contracts whole 128-row tiles; {k} is not a multiple of 128")
+        kernel = _NKI_KERNEL.format(platform=base, in_fmt=in_fmt, tile=128, nki_dtype=_NKI_DTYPES[in_fmt])
+    return Probes(platform, in_fmt, out, a, b, cands, expected, indistinct, kernel)

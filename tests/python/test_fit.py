@@ -1,0 +1,155 @@
+"""Fitting models to hardware evidence: a generic tensor core whose steps per fusion and fraction
+bits are unknown is fitted to the GPU-measured vectors (tests/data/tensor-core-vectors, Khattak &
+Mikaitis); Trainium probes tell every candidate apart and fitting recovers the alternative that
+produced synthetic outputs; profiles written by fit load back; bad input names the file."""
+
+from __future__ import annotations
+
+import ast
+import json
+
+import numpy as np
+import pytest
+
+import numeq
+from test_platforms import _vectors
+
+SETS = [("V100", "fp16", "nvidia.v100", "fp16"), ("A100", "fp16", "nvidia.a100", "fp16"),
+        ("A100", "bf16", "nvidia.a100", "bf16"), ("A100", "tf32", "nvidia.a100", "tf32"),
+        ("H100", "fp16", "nvidia.h100", "fp16"), ("H100", "bf16", "nvidia.h100", "bf16"),
+        ("H100", "tf32", "nvidia.h100", "tf32"), ("H100", "E4M3", "nvidia.h100", "e4m3fn"),
+        ("H100", "E5M2", "nvidia.h100", "e5m2")]
+
+
+def _params(label: str) -> dict[str, str]:
+    return dict(part.split("=", 1) for part in label.split(","))
+
+
+@pytest.mark.parametrize("gpu,fmt,platform,in_fmt", SETS)
+def test_generic_tensor_core_fit_recovers_each_gpu(gpu, fmt, platform, in_fmt):
+    a, b, c, d = _vectors(gpu, fmt, rows=5000)
+    if in_fmt.startswith("e"):
+        c = np.zeros_like(c)  # the fp8 fp32-output rows were captured from a zeroed accumulator
+    k = a.shape[1]
+    cands = numeq.tensor_core_candidates(in_fmt, "fp32", n=(2, 4, 8, 16, 32), fraction_bits=range(12, 28))
+    result = numeq.fit(cands, (a, b, c), d["fp32"], in_fmt=in_fmt)
+    assert result.total == 5000 and result.explaining, result.summary()
+    step = numeq.plan(platform, "dot", in_fmt, "fp32").to_dict()["reduction"]["fused"]
+    profile = f"n={step['n']},F={step['fraction_bits']},step={step['output']['format']} {step['output']['rounding']}"
+    # The built-in profile (from the published models) is among the fitted models ...
+    assert profile in result.explaining, result.summary()
+    # ... and the data settle F and the step's output rounding uniquely; n only from below, since
+    # each row holds one instruction of K products: every n < K is rejected.
+    found = [_params(label) for label in result.explaining]
+    assert {p["F"] for p in found} == {str(step["fraction_bits"])}
+    assert {p["step"] for p in found} == {f"{step['output']['format']} {step['output']['rounding']}"}
+    assert min(int(p["n"]) for p in found) == k
+    assert all(result.matches[label] < 5000 for label in cands if int(_params(label)["n"]) < k)
+
+
+def test_fit_reports_rows_no_candidate_explains():
+    # fp8 inputs with fp16 output (mma.sync): no single-step model explains them (FACTS.md s2).
+    a, b, c, d = _vectors("H100", "E4M3", rows=2000)
+    result = numeq.fit(numeq.tensor_core_candidates("e4m3fn", "fp16", n=(16, 32), fraction_bits=range(20, 27)),
+                       (a, b, numeq.round(c, "fp16")), d["fp16"], in_fmt="e4m3fn", out="fp16")
+    assert result.explaining == []
+    assert 0 < result.unexplained.size < 2000
+    assert "explained by no candidate" in result.summary()
+
+
+@pytest.fixture(scope="module")
+def trn1_probes():
+    return numeq.probes("trainium.trn1", in_fmt="bf16", m=32, n=32, k=512)
+
+
+def test_trainium_probes_tell_every_alternative_apart(trn1_probes):
+    p = trn1_probes
+    names = {name for label in p.candidates for name in _params(label)}
+    assert names == {"pe_order", "products", "pe_rounding", "accumulator_bits", "psum_rounding"}
+    assert len(p.candidates) == 120  # 3 x 2 x 2 x 6 x 2, less the 24 fused + bf16-product pairs
+    assert p.indistinct == []
+    assert p.a.shape == (32, 512) and p.b.shape == (512, 32)
+
+
+@pytest.mark.parametrize("which", [0, 37, 119])
+def test_trainium_fit_recovers_the_alternative_that_produced_the_data(trn1_probes, which):
+    p = trn1_probes
+    label = list(p.candidates)[which]
+    result = numeq.fit(p.candidates, (p.a, p.b), p.expected[label], op="matmul", in_fmt="bf16")
+    assert result.explaining == [label]
+    assert result.unexplained.size == 0
+
+
+def test_fp8_double_row_is_settled_by_probes():
+    cands = numeq.assumption_candidates("trainium.trn2", in_fmt="e4m3", names=["fp8_double_row", "psum_rounding"])
+    assert len(cands) == 4
+    p = numeq.probes("trainium.trn2", in_fmt="e4m3", m=16, n=16, k=512, candidates=cands)
+    assert p.indistinct == []
+    label = "fp8_double_row=on,psum_rounding=nearest_even"
+    assert numeq.fit(cands, (p.a, p.b), p.expected[label], op="matmul", in_fmt="e4m3").explaining == [label]
+
+
+def test_probe_files_and_kernel(tmp_path):
+    cands = numeq.assumption_candidates("trainium.trn1", in_fmt="bf16", names=["pe_order"])
+    p = numeq.probes("trainium.trn1", in_fmt="bf16", m=8, n=8, k=256, candidates=cands)
+    d = p.write(tmp_path)
+    a_t, b = np.load(d / "a_t.npy"), np.load(d / "b.npy")
+    assert a_t.shape == (256, 8) and b.shape == (256, 8) and a_t.dtype == np.float32
+    np.testing.assert_array_equal(a_t.T.astype(np.float64), p.a)
+    tree = ast.parse((d / "probe_kernel.py").read_text())  # valid Python
+    source = (d / "probe_kernel.py").read_text()
+    assert "nisa.nc_matmul" in source and "nl.psum" in source and "sequential_range" in source
+    assert tree.body
+    names = json.loads((d / "candidates.json").read_text())
+    assert {v["label"] for v in names.values()} == set(cands)
+    # The measured file goes straight back into fit (here: a candidate's own output).
+    measured = np.load(d / "expected" / "1.npy")
+    np.save(d / "d.npy", measured)
+    result = numeq.fit(cands, (d / "a.npy", d / "b.npy"), d / "d.npy", op="matmul", in_fmt="bf16")
+    assert result.explaining == [names["1"]["label"]]
+
+
+def test_fit_writes_a_loadable_profile(tmp_path, trn1_probes):
+    p = trn1_probes
+    label = list(p.candidates)[5]
+    out = tmp_path / "fitted.json"
+    numeq.fit(p.candidates, (p.a, p.b), p.expected[label], op="matmul", in_fmt="bf16", write=out)
+    name = numeq.load_platform(out)
+    assert name == "trainium.trn1.fitted"
+    fitted = {a["name"]: a["value"] for a in numeq.platform_assumptions(name)}
+    assert {k: fitted[k] for k in _params(label)} == _params(label)
+    got = numeq.matmul(p.a, p.b, platform=name, in_fmt="bf16", out="fp32")
+    np.testing.assert_array_equal(got, p.expected[label])
+    assert "numeq.fit: reproduces 1024/1024" in numeq.platform_evidence(name)
+    # A fitted plan (not a platform) becomes a profile of its own.
+    a, b, c, d = _vectors("H100", "bf16", rows=500)
+    out2 = tmp_path / "tc.json"
+    numeq.fit(numeq.tensor_core_candidates("bf16", n=(16,), fraction_bits=(24, 25)), (a, b, c), d["fp32"],
+              in_fmt="bf16", write=out2)
+    fitted = numeq.load_platform(out2)
+    got = numeq.dot(a, b, c=c, platform=fitted, in_fmt="bf16", out="fp32")
+    np.testing.assert_array_equal(got, d["fp32"].astype(np.float64))
+
+
+def test_bad_input_names_the_file(tmp_path):
+    cands = {"seq": "trainium.trn1"}
+    a = np.ones((4, 128), dtype=np.float32)
+    b = np.ones((128, 3), dtype=np.float32)
+    np.save(tmp_path / "d.npy", np.zeros((4, 4), dtype=np.float32))
+    with pytest.raises(ValueError, match=r"d\.npy holds shape \(4, 4\).*shape \(4, 3\)"):
+        numeq.fit(cands, (a, b), tmp_path / "d.npy", op="matmul", in_fmt="bf16")
+    (tmp_path / "bad.npy").write_text("not an array")
+    with pytest.raises(ValueError, match=r"outputs: cannot read .*bad\.npy"):
+        numeq.fit(cands, (a, b), tmp_path / "bad.npy", op="matmul", in_fmt="bf16")
+    with pytest.raises(ValueError, match="candidates: empty"):
+        numeq.fit({}, (a, b), np.zeros((4, 3)), op="matmul", in_fmt="bf16")
+    with pytest.raises(ValueError, match="op: unknown operation 'conv'"):
+        numeq.fit(cands, (a, b), np.zeros((4, 3)), op="conv")
+    with pytest.raises(ValueError, match="names: trainium.trn1 has no assumption 'colour'"):
+        numeq.assumption_candidates("trainium.trn1", names=["colour"])
+    with pytest.raises(ValueError, match="has no assumptions"):
+        numeq.assumption_candidates("nvidia.h100")
+    with pytest.raises(ValueError, match="k: the probe kernel contracts whole 128-row tiles"):
+        numeq.probes("trainium.trn1", k=100, candidates={"x": "trainium.trn1"})
+    with pytest.raises(ValueError, match="at most 128 x 512"):
+        numeq.probes("trainium.trn1", m=200, candidates={"x": "trainium.trn1"})
