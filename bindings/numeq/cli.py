@@ -100,6 +100,9 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", metavar="command")
     fmt = sub.add_parser("formats", help="table of every format's parameters, extreme values and encodings")
     fmt.add_argument("--as", dest="style", choices=["markdown", "csv", "json"], default="markdown")
+    plat = sub.add_parser("platforms", help="the platforms; with a name, every parameter's evidence and every "
+                                            "assumption in force")
+    plat.add_argument("name", nargs="?", help='a platform, e.g. nvidia.h100 or "trainium.trn1[products=bf16]"')
     args = parser.parse_args(argv)
     if args.command is None:
         parser.print_help()
@@ -112,4 +115,20 @@ def main(argv: list[str] | None = None) -> int:
             sys.stdout.write(render_csv(rows))
         else:
             sys.stdout.write(render_markdown(rows))
+    if args.command == "platforms":
+        from .platforms import platform_evidence, platform_json, platforms
+
+        if args.name is None:
+            for name in platforms():
+                info = json.loads(platform_json(name))
+                assumed = len(info.get("assumptions", []))
+                note = f" ({assumed} assumptions)" if assumed else ""
+                sys.stdout.write(f"{name:28} {info.get('description', '')}{note}\n")
+            return 0
+        try:
+            report = platform_evidence(args.name)
+        except ValueError as e:
+            sys.stderr.write(f"numeq platforms: {e}\n")
+            return 2
+        sys.stdout.write(f"{json.loads(platform_json(args.name))['name']}\n{report}")
     return 0

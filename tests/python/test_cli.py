@@ -71,6 +71,18 @@ def test_csv():
     assert by_name["e8m0fnu"]["min_subnormal"] == ""  # no subnormals
 
 
+def test_platforms_list_and_report():
+    listing = run_cli("platforms")
+    assert "trainium.trn1" in listing and "nvidia.h100" in listing and "assumptions)" in listing
+    report = run_cli("platforms", "trainium.trn1[pe_order=pairwise]")
+    assert report.startswith("trainium.trn1[pe_order=pairwise]\n")
+    assert "assumption  pe_order = pairwise  (alternatives: sequential, pairwise, fused)" in report
+    assert "documented  matmul: one nc_matmul contracts at most 128 rows" in report
+    r = subprocess.run([sys.executable, "-m", "numeq", "platforms", "trainium.trn1[pe_order=zigzag]"],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and "valid: sequential, pairwise, fused" in r.stderr
+
+
 def test_no_command_prints_help():
     assert "formats" in run_cli()
 
