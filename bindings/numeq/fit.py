@@ -24,6 +24,7 @@ import numpy as np
 
 from ._arrays import _check_str
 from .platforms import Plan, dot, matmul, plan, platform_assumptions, platform_json
+from .platforms import sum as sum_
 
 Candidate = Union[str, Plan]
 
@@ -161,33 +162,43 @@ def fit(candidates: Any, inputs: Any, outputs: Any, *, op: str = "dot", in_fmt: 
     """Which candidates reproduce measured ``outputs`` bit for bit on ``inputs``.
 
     ``inputs``: (a, b) or (a, b, c), arrays or .npy paths; ``op`` "dot" (a . b along the last axis,
-    one output per row) or "matmul" (a @ b). ``outputs``: an array or a .npy path, shaped as the
+    one output per row) or "matmul" (a @ b); for ``op="sum"``, (x,) summed along its last axis in
+    ``in_fmt``. ``outputs``: an array or a .npy path, shaped as the
     operation's result (else an error naming it). ``write``: a path for the fitted profile (JSON,
     loadable with numeq.load_platform): the winning platform, or a platform holding the winning
     plan, with the fit recorded as measured evidence."""
     _check_str(op, "op")
-    if op not in ("dot", "matmul"):
-        raise ValueError(f"op: unknown operation {op!r}; valid: dot, matmul")
+    if op not in ("sum", "dot", "matmul"):
+        raise ValueError(f"op: unknown operation {op!r}; valid: sum, dot, matmul")
     cands = _as_candidates(candidates)
-    if not isinstance(inputs, (tuple, list)) or len(inputs) not in (2, 3):
-        raise ValueError("inputs: expected (a, b) or (a, b, c): arrays or .npy paths")
-    (a, a_name), (b, b_name) = _load(inputs[0], "inputs[0]"), _load(inputs[1], "inputs[1]")
-    c = _load(inputs[2], "inputs[2]")[0] if len(inputs) == 3 and inputs[2] is not None else None
+    arity = (1,) if op == "sum" else (2, 3)
+    if not isinstance(inputs, (tuple, list)) or len(inputs) not in arity:
+        raise ValueError("inputs: expected " + ("(x,): an array or .npy path, summed along its last axis"
+                                                if op == "sum" else "(a, b) or (a, b, c): arrays or .npy paths"))
     d, d_name = _load(outputs, "outputs")
-    want_shape = (np.broadcast_shapes(a.shape[:-1], b.shape[:-1]) if op == "dot"
-                  else np.broadcast_shapes(a.shape[:-2], b.shape[:-2]) + (a.shape[-2], b.shape[-1]))
-    if op == "matmul" and a.shape[-1] != b.shape[-2]:
-        raise ValueError(f"inputs: {a_name} has K = {a.shape[-1]} columns but {b_name} has {b.shape[-2]} rows")
+    if op == "sum":
+        x, x_name = _load(inputs[0], "inputs[0]")
+        want_shape, given = x.shape[:-1], f"{x_name} {x.shape}"
+    else:
+        (a, a_name), (b, b_name) = _load(inputs[0], "inputs[0]"), _load(inputs[1], "inputs[1]")
+        c = _load(inputs[2], "inputs[2]")[0] if len(inputs) == 3 and inputs[2] is not None else None
+        want_shape = (np.broadcast_shapes(a.shape[:-1], b.shape[:-1]) if op == "dot"
+                      else np.broadcast_shapes(a.shape[:-2], b.shape[:-2]) + (a.shape[-2], b.shape[-1]))
+        if op == "matmul" and a.shape[-1] != b.shape[-2]:
+            raise ValueError(f"inputs: {a_name} has K = {a.shape[-1]} columns but {b_name} has {b.shape[-2]} rows")
+        given = f"{a_name} {a.shape}, {b_name} {b.shape}"
     if d.shape != tuple(want_shape):
-        raise ValueError(f"outputs: {d_name} holds shape {d.shape}, but the probe inputs ({a_name} {a.shape}, "
-                         f"{b_name} {b.shape}) give {op} results of shape {tuple(want_shape)}")
+        raise ValueError(f"outputs: {d_name} holds shape {d.shape}, but the probe inputs ({given}) give {op} "
+                         f"results of shape {tuple(want_shape)}")
     d = d.astype(np.float64)
-    fn = dot if op == "dot" else matmul
     matches: dict[str, int] = {}
     explained = np.zeros(d.shape, dtype=bool)
     for label, cand in cands.items():
         kw = {"platform": cand} if isinstance(cand, str) else {"plan": cand}
-        got = fn(a, b, c=c, in_fmt=in_fmt, out=out, **kw)
+        if op == "sum":
+            got = sum_(x, axis=-1, fmt=in_fmt, **kw)
+        else:
+            got = (dot if op == "dot" else matmul)(a, b, c=c, in_fmt=in_fmt, out=out, **kw)
         same = _same_bits(got, d) & (np.signbit(got) == np.signbit(d))
         matches[label] = int(np.count_nonzero(same))
         explained |= same
@@ -217,7 +228,7 @@ def _write_profile(result: FitResult, path: Path, op: str, in_fmt: str | None, o
         profile.setdefault("evidence", []).append(evidence)
     else:
         entries = [{"op": o, "in_fmt": in_fmt or cand.to_dict()["reduction"].get("fused", {}).get("a_format", "fp32"),
-                    "out": out, "plan": cand.to_dict()} for o in ("dot", "matmul")]
+                    "out": out, "plan": cand.to_dict()} for o in (("sum",) if op == "sum" else ("dot", "matmul"))]
         profile = {"name": f"fitted.{winner}".replace(" ", "_"), "description": f"fitted to {source}",
                    "plans": entries, "evidence": [evidence]}
     path.write_text(json.dumps(profile, indent=2))
@@ -265,6 +276,35 @@ if __name__ == "__main__":
     np.save("d.npy", np.asarray(probe_matmul(a_t, b), dtype=np.float32))
 '''
 
+_NKI_SUM_KERNEL = '''"""numeq probe kernel for {platform}: row sums through the Vector engine.
+
+Reads x.npy ([P, F] with P <= 128 rows on the partitions; {in_fmt} values stored as float32) and
+writes d.npy ([P], float32): each row summed along the free axis by one nisa.tensor_reduce in
+fp32, the order numeq's vector_reduce_order assumption leaves open. Written for the
+neuronxcc.nki API of Neuron SDK 2.2x. Then: numeq.fit(numeq.assumption_candidates("{platform}",
+op="sum", in_fmt="{in_fmt}", out="{in_fmt}"), ("x.npy",), "d.npy", op="sum", in_fmt="{in_fmt}").
+"""
+import numpy as np
+import neuronxcc.nki as nki
+import neuronxcc.nki.isa as nisa
+import neuronxcc.nki.language as nl
+
+
+@nki.jit
+def probe_sum(x):
+    P, F = x.shape
+    d = nl.ndarray((P, 1), dtype=nl.float32, buffer=nl.shared_hbm)
+    tile = nl.load(x, dtype=nl.{nki_dtype})
+    total = nisa.tensor_reduce(np.add, tile, axis=(1,), dtype=nl.float32)
+    nl.store(d, value=total)
+    return d
+
+
+if __name__ == "__main__":
+    x = np.load("x.npy")
+    np.save("d.npy", np.asarray(probe_sum(x), dtype=np.float32).reshape(-1))
+'''
+
 _NKI_DTYPES = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32", "tf32": "tfloat32",
                "e4m3": "float8_e4m3", "e5m2": "float8_e5m2"}
 
@@ -279,20 +319,24 @@ class Probes:
     in_fmt: str
     out: str
     a: np.ndarray
-    b: np.ndarray
+    b: np.ndarray | None
     candidates: dict[str, str]
     expected: dict[str, np.ndarray]
     indistinct: list[tuple[str, str]]
     kernel_source: str | None
 
     def write(self, directory: str | Path) -> Path:
-        """a_t.npy, b.npy (float32 containers of the in_fmt values), probe_kernel.py (when there is
-        one), expected/<n>.npy per candidate with candidates.json naming them."""
+        """a_t.npy, b.npy, a.npy (float32 containers of the in_fmt values; x.npy for a sum probe),
+        probe_kernel.py (when there is one), expected/<n>.npy per candidate with candidates.json
+        naming them."""
         d = Path(directory)
         (d / "expected").mkdir(parents=True, exist_ok=True)
-        np.save(d / "a_t.npy", np.ascontiguousarray(self.a.T.astype(np.float32)))
-        np.save(d / "b.npy", self.b.astype(np.float32))
-        np.save(d / "a.npy", self.a.astype(np.float32))
+        if self.b is None:  # a sum probe: x
+            np.save(d / "x.npy", self.a.astype(np.float32))
+        else:
+            np.save(d / "a_t.npy", np.ascontiguousarray(self.a.T.astype(np.float32)))
+            np.save(d / "b.npy", self.b.astype(np.float32))
+            np.save(d / "a.npy", self.a.astype(np.float32))
         if self.kernel_source is not None:
             (d / "probe_kernel.py").write_text(self.kernel_source)
         names = {}
@@ -345,25 +389,37 @@ def _probe_pool(rng: np.random.Generator, in_fmt: str, k: int, count: int) -> np
     return np.array(rows, dtype=np.float64)
 
 
-def probes(platform: str, *, in_fmt: str = "bf16", out: str = "fp32", m: int = 64, n: int = 64, k: int = 512,
-           seed: int = 0, candidates: Mapping[str, str] | None = None) -> Probes:
+def probes(platform: str, *, op: str = "matmul", in_fmt: str = "bf16", out: str = "fp32", m: int = 64, n: int = 64,
+           k: int = 512, seed: int = 0, candidates: Mapping[str, str] | None = None) -> Probes:
     """Probe inputs for ``platform``'s matmul unknowns: A [m, k] and B [k, n] drawn from families
     that stress alignment, rounding direction, order and product rounding (k crosses several
     128-row tiles), with every candidate's expected result and a check that no two candidates
     give the same D on them (``indistinct`` lists any that do). For Trainium platforms the NKI
-    kernel that runs them through nc_matmul into PSUM comes with it."""
-    for value, parameter in ((platform, "platform"), (in_fmt, "in_fmt"), (out, "out")):
+    kernel that runs them through nc_matmul into PSUM comes with it.
+
+    ``op="sum"``: x [m, k] rows summed along k (``a`` holds x, ``b`` is None; ``out`` is in_fmt),
+    for the order of Vector-engine reductions; its NKI kernel runs nisa.tensor_reduce."""
+    for value, parameter in ((platform, "platform"), (op, "op"), (in_fmt, "in_fmt"), (out, "out")):
         _check_str(value, parameter)
+    if op not in ("sum", "matmul"):
+        raise ValueError(f"op: probes are built for sum and matmul; got {op!r}")
+    if op == "sum":
+        out = in_fmt
     for value, parameter in ((m, "m"), (n, "n"), (k, "k")):
         if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
             raise ValueError(f"{parameter}: expected a positive integer, got {value!r}")
     if m > 128 or n > 512:
         raise ValueError(f"m, n: one PSUM tile holds at most 128 x 512 results (nc_matmul limits); got {m} x {n}")
-    cands = dict(candidates) if candidates is not None else assumption_candidates(platform, in_fmt=in_fmt, out=out)
+    cands = (dict(candidates) if candidates is not None
+             else assumption_candidates(platform, op=op, in_fmt=in_fmt, out=out))
     rng = np.random.default_rng(seed)
     a = _probe_pool(rng, in_fmt, k, m)
-    b = _probe_pool(rng, in_fmt, k, n).T.copy()
-    expected = {label: matmul(a, b, platform=variant, in_fmt=in_fmt, out=out) for label, variant in cands.items()}
+    if op == "sum":
+        b = None
+        expected = {label: sum_(a, axis=-1, platform=variant, fmt=in_fmt) for label, variant in cands.items()}
+    else:
+        b = _probe_pool(rng, in_fmt, k, n).T.copy()
+        expected = {label: matmul(a, b, platform=variant, in_fmt=in_fmt, out=out) for label, variant in cands.items()}
     keys = {label: np.where(np.isnan(v), np.inf, v).tobytes() for label, v in expected.items()}
     labels = list(cands)
     indistinct = [(x, y) for i, x in enumerate(labels) for y in labels[i + 1:] if keys[x] == keys[y]]
@@ -372,7 +428,10 @@ def probes(platform: str, *, in_fmt: str = "bf16", out: str = "fp32", m: int = 6
     if base.startswith("trainium.") or base.startswith("neuron."):
         if in_fmt not in _NKI_DTYPES:
             raise ValueError(f"in_fmt: nc_matmul takes {', '.join(_NKI_DTYPES)}; got {in_fmt!r}")
-        if k % 128:
-            raise ValueError(f"k: the probe kernel contracts whole 128-row tiles; {k} is not a multiple of 128")
-        kernel = _NKI_KERNEL.format(platform=base, in_fmt=in_fmt, tile=128, nki_dtype=_NKI_DTYPES[in_fmt])
+        if op == "sum":
+            kernel = _NKI_SUM_KERNEL.format(platform=base, in_fmt=in_fmt, nki_dtype=_NKI_DTYPES[in_fmt])
+        else:
+            if k % 128:
+                raise ValueError(f"k: the probe kernel contracts whole 128-row tiles; {k} is not a multiple of 128")
+            kernel = _NKI_KERNEL.format(platform=base, in_fmt=in_fmt, tile=128, nki_dtype=_NKI_DTYPES[in_fmt])
     return Probes(platform, in_fmt, out, a, b, cands, expected, indistinct, kernel)

@@ -153,3 +153,23 @@ def test_bad_input_names_the_file(tmp_path):
         numeq.probes("trainium.trn1", k=100, candidates={"x": "trainium.trn1"})
     with pytest.raises(ValueError, match="at most 128 x 512"):
         numeq.probes("trainium.trn1", m=200, candidates={"x": "trainium.trn1"})
+
+
+def test_sum_probes_settle_the_vector_engine_order(tmp_path):
+    cands = numeq.assumption_candidates("trainium.trn2", op="sum", in_fmt="fp32", out="fp32")
+    assert set(cands) == {"vector_reduce_order=sequential", "vector_reduce_order=pairwise"}
+    p = numeq.probes("trainium.trn2", op="sum", in_fmt="fp32", m=16, k=1000)
+    assert p.b is None and p.indistinct == []
+    d = p.write(tmp_path)
+    assert "nisa.tensor_reduce" in (d / "probe_kernel.py").read_text()
+    ast.parse((d / "probe_kernel.py").read_text())
+    x = np.load(d / "x.npy")
+    # What the device would give if it added in order: a float32 loop, not numeq.
+    seq = np.zeros(x.shape[0], dtype=np.float32)
+    for j in range(x.shape[1]):
+        seq = (seq + x[:, j]).astype(np.float32)
+    np.save(d / "d.npy", seq)
+    result = numeq.fit(cands, (d / "x.npy",), d / "d.npy", op="sum", in_fmt="fp32")
+    assert result.explaining == ["vector_reduce_order=sequential"]
+    with pytest.raises(ValueError, match=r"inputs: expected \(x,\)"):
+        numeq.fit(cands, (x, x), seq, op="sum", in_fmt="fp32")
