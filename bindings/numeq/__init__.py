@@ -3,7 +3,8 @@
 Formats layer: every supported number format, casts in every rounding mode (bit-exact, one
 rounding kernel), integer quantisation and block-scaled floats. See ``numeq.formats()``.
 References: ``numeq.reference`` (exact and certified results). Machine models: ``numeq.platforms()``,
-``numeq.plan()``, ``numeq.sum / dot / matmul`` (bit-exact emulation of a platform's arithmetic).
+``numeq.plan()``, ``numeq.sum / dot / matmul`` (bit-exact emulation of a platform's arithmetic),
+``numeq.reveal_order`` (the summation order of a black-box sum or dot product, as a plan).
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from .platforms import (
     platforms,
     sum,
 )
+from .reveal import RevealResult, reveal_order
 
 __version__ = "0.1.0"
 
@@ -50,6 +52,7 @@ __all__ = [
     "SUBNORMALS",
     "FitResult",
     "Plan",
+    "RevealResult",
     "Probes",
     "assumption_candidates",
     "block_dequantize",
@@ -75,6 +78,7 @@ __all__ = [
     "quant_params",
     "quantize",
     "reference",
+    "reveal_order",
     "round",
     "set_num_threads",
     "sum",

@@ -51,5 +51,7 @@ void bind_reference_functions(pybind11::module_& m);
 void bind_reference_composite(pybind11::module_& m);
 // numeq platforms, plans and the plan evaluator (core.cpp).
 void bind_core(pybind11::module_& m);
+// numeq.reveal_order: order discovery of a Python callable (reveal.cpp).
+void bind_reveal(pybind11::module_& m);
 
 }  // namespace numeq_bindings

@@ -320,4 +320,5 @@ PYBIND11_MODULE(_core, m) {
   numeq_bindings::bind_reference_functions(m);
   numeq_bindings::bind_reference_composite(m);
   numeq_bindings::bind_core(m);
+  numeq_bindings::bind_reveal(m);
 }

@@ -19,6 +19,8 @@
 #include "numeq/formats/random.hpp"
 #include "numeq/formats/round_and_pack.hpp"
 
+#include "explicit_tree.hpp"
+
 namespace numeq::core {
 
 namespace {
@@ -221,6 +223,8 @@ double reduce_node(const PlanNode& node, const Terms& t, std::size_t begin, std:
       return fused_chain(std::span<const double>(t.a + begin, n), std::span<const double>(t.b + begin, n),
                          init ? *init : 0.0, node.fused);
     }
+    case NodeKind::group:
+    case NodeKind::term: return reduce_explicit_tree(node, t.a + begin, t.b ? t.b + begin : nullptr, n, init);
   }
   return 0.0;
 }

@@ -3,6 +3,7 @@
 #include "numeq/core/plan.hpp"
 
 #include <array>
+#include <utility>
 #include <nlohmann/json.hpp>
 
 #include "numeq/formats/error.hpp"
@@ -15,8 +16,8 @@ namespace {
 
 using nlohmann::json;
 
-constexpr std::array<std::string_view, 8> kKinds{"sequential", "lanes",  "pairwise", "chunked",
-                                                 "split",      "tree",   "fused",    "permute"};
+constexpr std::array<std::string_view, 10> kKinds{"sequential", "lanes", "pairwise", "chunked", "split",
+                                                  "tree",       "fused", "permute",  "group",   "term"};
 
 std::string join(std::span<const std::string_view> names) {
   std::string out;
@@ -192,7 +193,9 @@ Arithmetic read_arithmetic(const Reader& r) {
   return a;
 }
 
-json node_json(const PlanNode& n) {
+// `inherited`: the arithmetic of the enclosing group, which a nested group's JSON leaves out when
+// it is the same (a revealed tree of 1000 terms would otherwise repeat it 999 times).
+json node_json(const PlanNode& n, const Arithmetic* inherited = nullptr) {
   json j{{"kind", to_string(n.kind)}};
   switch (n.kind) {
     case NodeKind::sequential:
@@ -220,16 +223,24 @@ json node_json(const PlanNode& n) {
       j["size"] = n.size;
       j["order"] = n.order;
       break;
+    case NodeKind::group:
+      if (inherited == nullptr || !(*inherited == n.arithmetic)) j["arithmetic"] = arithmetic_json(n.arithmetic);
+      break;
+    case NodeKind::term:
+      j["index"] = n.size;
+      if (!(n.arithmetic == Arithmetic{})) j["arithmetic"] = arithmetic_json(n.arithmetic);
+      break;
   }
   if (!n.children.empty()) {
     json children = json::array();
-    for (const PlanNode& c : n.children) children.push_back(node_json(c));
+    const Arithmetic* passed = n.kind == NodeKind::group ? &n.arithmetic : nullptr;
+    for (const PlanNode& c : n.children) children.push_back(node_json(c, passed));
     j["children"] = children;
   }
   return j;
 }
 
-PlanNode read_node(const Reader& r) {
+PlanNode read_node(const Reader& r, const Arithmetic* inherited = nullptr) {
   PlanNode n;
   n.kind = r.at("kind").named([](const std::string& s) { return node_kind_by_name(s); });
   switch (n.kind) {
@@ -266,12 +277,22 @@ PlanNode read_node(const Reader& r) {
         n.order.push_back(Reader{order.j[i], order.path + "[" + std::to_string(i) + "]"}.count(true));
       break;
     }
+    case NodeKind::group:
+      // A nested group without "arithmetic" has its enclosing group's.
+      if (inherited != nullptr && !r.has("arithmetic")) n.arithmetic = *inherited;
+      else n.arithmetic = read_arithmetic(r.at("arithmetic"));
+      break;
+    case NodeKind::term:
+      n.size = r.at("index").count(true);
+      if (r.has("arithmetic")) n.arithmetic = read_arithmetic(r.at("arithmetic"));
+      break;
   }
   if (r.has("children")) {
     const Reader children = r.at("children");
     if (!children.j.is_array()) children.fail("expected an array of nodes");
+    const Arithmetic* passed = n.kind == NodeKind::group ? &n.arithmetic : nullptr;
     for (std::size_t i = 0; i < children.j.size(); ++i)
-      n.children.push_back(read_node({children.j[i], children.path + "[" + std::to_string(i) + "]"}));
+      n.children.push_back(read_node({children.j[i], children.path + "[" + std::to_string(i) + "]"}, passed));
   }
   return n;
 }
@@ -289,7 +310,53 @@ void check_children(const PlanNode& n, std::size_t want, const std::string& path
                        " child node(s), got " + std::to_string(n.children.size()));
 }
 
+// An explicit tree (group / term nodes, plan.hpp): every group has at least 2 children, all
+// groups or terms; `terms` collects the term indices with the path of the term that holds each.
+void collect_tree(const PlanNode& n, const std::string& path, std::vector<std::pair<std::size_t, std::string>>& terms) {
+  if (n.kind == NodeKind::term) {
+    if (!n.children.empty())
+      throw numeq::error(path + ".children: a term node has no children, got " + std::to_string(n.children.size()));
+    terms.emplace_back(n.size, path + ".index");
+    return;
+  }
+  if (n.children.size() < 2)
+    throw numeq::error(path + ".children: a group node needs at least 2 children, got " +
+                       std::to_string(n.children.size()));
+  validate_cast(n.arithmetic.accumulate, path + ".arithmetic.accumulate");
+  if (n.arithmetic.product == ProductMode::rounded) validate_cast(n.arithmetic.product_cast, path + ".arithmetic.product_cast");
+  for (std::size_t i = 0; i < n.children.size(); ++i) {
+    const PlanNode& c = n.children[i];
+    const std::string child_path = path + ".children[" + std::to_string(i) + "]";
+    if (c.kind != NodeKind::group && c.kind != NodeKind::term)
+      throw numeq::error(child_path + ".kind: a group's children are groups or terms, got '" +
+                         std::string(to_string(c.kind)) + "'");
+    collect_tree(c, child_path, terms);
+  }
+}
+
+// The terms of one tree are 0 .. count-1, each exactly once.
+void validate_tree(const PlanNode& n, const std::string& path) {
+  std::vector<std::pair<std::size_t, std::string>> terms;
+  collect_tree(n, path, terms);
+  const std::size_t count = terms.size();
+  std::vector<const std::string*> first(count, nullptr);
+  for (const auto& [index, at] : terms) {
+    if (index >= count)
+      throw numeq::error(at + ": term " + std::to_string(index) + " is out of range: the tree has " +
+                         std::to_string(count) + " terms, numbered 0 .. " + std::to_string(count - 1));
+    if (first[index] != nullptr)
+      throw numeq::error(at + ": term " + std::to_string(index) + " appears twice (also at " + *first[index] +
+                         "); the terms of a tree are 0 .. " + std::to_string(count - 1) + ", each once");
+    first[index] = &at;
+  }
+}
+
 void validate_node(const PlanNode& n, const std::string& path) {
+  if (n.kind == NodeKind::group || n.kind == NodeKind::term) {
+    validate_tree(n, path);
+    if (n.kind == NodeKind::term) validate_cast(n.arithmetic.accumulate, path + ".arithmetic.accumulate");
+    return;
+  }
   auto positive = [&](std::size_t v, const char* field) {
     if (v == 0) throw numeq::error(path + "." + field + ": expected a positive integer");
   };
@@ -329,7 +396,8 @@ void validate_node(const PlanNode& n, const std::string& path) {
         throw numeq::error(path + ".order: expected a permutation of 0 .. " + std::to_string(n.size - 1) + " (" +
                            std::to_string(n.size) + " distinct indices)");
       break;
-    }
+    }    case NodeKind::group:
+    case NodeKind::term: break;  // validate_tree, above
   }
   validate_cast(n.arithmetic.accumulate, path + ".arithmetic.accumulate");
   for (std::size_t i = 0; i < n.children.size(); ++i)
@@ -413,6 +481,29 @@ PlanNode permute(std::size_t block, std::vector<std::size_t> order, PlanNode chi
   return n;
 }
 
+PlanNode group(std::vector<PlanNode> children, const Arithmetic& arithmetic) {
+  PlanNode n;
+  n.kind = NodeKind::group;
+  n.arithmetic = arithmetic;
+  n.children = std::move(children);
+  return n;
+}
+
+PlanNode term(std::size_t index) {
+  PlanNode n;
+  n.kind = NodeKind::term;
+  n.size = index;
+  return n;
+}
+
+std::size_t explicit_term_count(const PlanNode& node) {
+  if (node.kind == NodeKind::term) return 1;
+  if (node.kind != NodeKind::group) return 0;
+  std::size_t count = 0;
+  for (const PlanNode& c : node.children) count += explicit_term_count(c);
+  return count;
+}
+
 PlanNode fused(const FusedStep& step) {
   PlanNode n;
   n.kind = NodeKind::fused;
@@ -420,10 +511,29 @@ PlanNode fused(const FusedStep& step) {
   return n;
 }
 
+namespace {
+
+std::string arithmetic_text(const Arithmetic& a) {
+  return cast_text(a.accumulate) + " " + (a.product == ProductMode::fma ? "fma" : "product " + cast_text(a.product_cast));
+}
+
+// An explicit tree as nested parentheses of term indices, "((0 1) 2 3)"; a nested group whose
+// arithmetic differs from its parent's is written out as group(...).
+std::string nested_text(const PlanNode& n, const Arithmetic& parent) {
+  if (n.kind == NodeKind::term) return std::to_string(n.size);
+  if (n.kind != NodeKind::group) return to_string(n);
+  std::string s = n.arithmetic == parent ? "(" : "group(" + arithmetic_text(n.arithmetic) + ": ";
+  for (std::size_t i = 0; i < n.children.size(); ++i) {
+    if (i) s.push_back(' ');
+    s += nested_text(n.children[i], n.arithmetic);
+  }
+  return s + ")";
+}
+
+}  // namespace
+
 std::string to_string(const PlanNode& n) {
-  const std::string arith = cast_text(n.arithmetic.accumulate) + " " +
-                            (n.arithmetic.product == ProductMode::fma ? "fma"
-                                                                      : "product " + cast_text(n.arithmetic.product_cast));
+  const std::string arith = arithmetic_text(n.arithmetic);
   auto child = [&](std::size_t i) { return to_string(n.children[i]); };
   switch (n.kind) {
     case NodeKind::sequential: return "sequential(" + arith + (n.start_from_zero ? ", from +0" : "") + ")";
@@ -448,6 +558,12 @@ std::string to_string(const PlanNode& n) {
       }
       return "permute(" + std::to_string(n.size) + ", order " + order + ", " + (n.children.empty() ? "?" : child(0)) + ")";
     }
+    case NodeKind::group: {
+      std::string s = "group(" + arith + ":";
+      for (const PlanNode& c : n.children) s += " " + nested_text(c, n.arithmetic);
+      return s + ")";
+    }
+    case NodeKind::term: return "term(" + std::to_string(n.size) + ", " + arith + ")";
   }
   return "?";
 }

@@ -30,6 +30,18 @@
 //               indices); the child reduces the reordered sequence (init passed on). Hopper's
 //               mma.sync with fp8 operands feeds products k mod 4 in {0, 1} to one step and
 //               {2, 3} to the next (nvidia.h100.mma_sync).
+//   group         an explicit summation tree (what numeq::core::reveal_order returns, reveal.hpp):
+//               `children` are groups or terms, its leaves are the terms. A group of 2 children
+//               adds them with one rounding into arithmetic.accumulate; a group of 3 or more (a
+//               fused multi-term node) adds all of them exactly and rounds once. A term child's
+//               value is formed by its group's arithmetic: a product rounded into product_cast
+//               under ProductMode::rounded, else exact (fused multiply-add). A group of two terms
+//               starts as sequential and tree start an accumulator: its first term is rounded
+//               into arithmetic.accumulate, then the second added (an fma chain's first two
+//               steps). init, when given, is added to the group's value last.
+//   term(index)   a leaf of a group tree: term `size` of the range (0-based). The terms of one
+//               tree are 0 .. n-1, each exactly once, and n must be the range length. A term
+//               that is a whole plan's reduction (n = 1) rounds into its own arithmetic.
 // Leaves (sequential, lanes, tree) form product terms per their Arithmetic: `fma` adds the exact
 // product and rounds once (fused multiply-add), `rounded` rounds the product into product_cast
 // first. Every rounding goes through numeq's one kernel (or, where the arithmetic is exactly the
@@ -47,7 +59,7 @@
 
 namespace numeq::core {
 
-enum class NodeKind : std::uint8_t { sequential, lanes, pairwise, chunked, split, tree, fused, permute };
+enum class NodeKind : std::uint8_t { sequential, lanes, pairwise, chunked, split, tree, fused, permute, group, term };
 enum class ProductMode : std::uint8_t { fma, rounded };
 enum class SplitMode : std::uint8_t { parallel, serial };
 // Where c of d = a.b + c enters: as the initial accumulator value (first) or added to the reduced
@@ -71,7 +83,8 @@ struct Arithmetic {
 struct PlanNode {
   NodeKind kind = NodeKind::sequential;
   Arithmetic arithmetic{};
-  std::size_t size = 0;        // lanes: L; pairwise: leaf; chunked: chunk size; split: parts; tree: arity
+  std::size_t size = 0;        // lanes: L; pairwise: leaf; chunked: chunk size; split: parts; tree: arity;
+                               // term: the term's index within the range
   std::size_t multiple = 1;    // pairwise: split points rounded down to a multiple of this
   bool start_from_zero = false;  // sequential: accumulate from +0 (CUDA's float acc = 0) when no init
   SplitMode split_mode = SplitMode::parallel;
@@ -105,6 +118,12 @@ PlanNode split(std::size_t parts, SplitMode mode, const Cast& through, PlanNode 
 PlanNode tree(std::size_t arity, const Arithmetic& arithmetic);
 PlanNode fused(const FusedStep& step);
 PlanNode permute(std::size_t block, std::vector<std::size_t> order, PlanNode child);
+PlanNode group(std::vector<PlanNode> children, const Arithmetic& arithmetic);
+PlanNode term(std::size_t index);
+
+// The number of terms an explicit tree (a group or a term) covers; 0 for the other kinds, whose
+// length follows the range they are given.
+std::size_t explicit_term_count(const PlanNode& node);
 
 // One line, e.g. "chunked(128, inner=sequential(fp32 nearest_even fma), outer=...)".
 std::string to_string(const PlanNode& node);
