@@ -225,6 +225,34 @@ double reduce_node(const PlanNode& node, const Terms& t, std::size_t begin, std:
     }
     case NodeKind::group:
     case NodeKind::term: return reduce_explicit_tree(node, t.a + begin, t.b ? t.b + begin : nullptr, n, init);
+    case NodeKind::decompose: {
+      if (t.b == nullptr) throw numeq::error("plan: a decompose node splits the operands of products; use it for dot and matmul");
+      // Piece p of x: the piece cast of what the earlier pieces left (x - x0 - ... is exact in
+      // binary64 for operands of at most 24 significant bits); an Inf or NaN stays in piece 0.
+      const std::size_t pieces = node.multiple;
+      const auto split_operand = [&](const double* x) {
+        std::vector<double> out(pieces * n, 0.0);
+        for (std::size_t k = 0; k < n; ++k) {
+          double rest = x[begin + k];
+          for (std::size_t p = 0; p < pieces; ++p) {
+            const double piece = round_value(rest, node.through);
+            out[p * n + k] = piece;
+            rest = std::isfinite(piece) ? rest - piece : 0.0;
+          }
+        }
+        return out;
+      };
+      const std::vector<double> pa = split_operand(t.a), pb = split_operand(t.b);
+      std::vector<double> partials;
+      for (std::size_t block = 0; block < n; block += node.size) {
+        const std::size_t len = std::min(node.size, n - block);
+        for (std::size_t q = 0; q + 1 < node.order.size(); q += 2)
+          partials.push_back(reduce_node(node.children[0],
+                                         Terms{pa.data() + node.order[q] * n + block, pb.data() + node.order[q + 1] * n + block},
+                                         0, len, std::nullopt));
+      }
+      return reduce_values(node.children[1], partials, init);
+    }
   }
   return 0.0;
 }
@@ -232,7 +260,8 @@ double reduce_node(const PlanNode& node, const Terms& t, std::size_t begin, std:
 // The arithmetic a plan's final "c last" addition uses: its outermost node's.
 Cast outer_cast(const Plan& plan) {
   if (plan.reduction.kind == NodeKind::fused) return plan.output;
-  if (plan.reduction.kind == NodeKind::chunked) return plan.reduction.children[1].arithmetic.accumulate;
+  if (plan.reduction.kind == NodeKind::chunked || plan.reduction.kind == NodeKind::decompose)
+    return plan.reduction.children[1].arithmetic.accumulate;
   return plan.reduction.arithmetic.accumulate;
 }
 

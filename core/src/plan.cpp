@@ -16,8 +16,8 @@ namespace {
 
 using nlohmann::json;
 
-constexpr std::array<std::string_view, 10> kKinds{"sequential", "lanes", "pairwise", "chunked", "split",
-                                                  "tree",       "fused", "permute",  "group",   "term"};
+constexpr std::array<std::string_view, 11> kKinds{"sequential", "lanes", "pairwise", "chunked", "split",
+                                                  "tree",       "fused", "permute",  "group",   "term", "decompose"};
 
 std::string join(std::span<const std::string_view> names) {
   std::string out;
@@ -226,6 +226,15 @@ json node_json(const PlanNode& n, const Arithmetic* inherited = nullptr) {
     case NodeKind::group:
       if (inherited == nullptr || !(*inherited == n.arithmetic)) j["arithmetic"] = arithmetic_json(n.arithmetic);
       break;
+    case NodeKind::decompose: {
+      j["size"] = n.size;
+      j["pieces"] = n.multiple;
+      j["piece"] = cast_json(n.through);
+      json passes = json::array();
+      for (std::size_t i = 0; i + 1 < n.order.size(); i += 2) passes.push_back(json::array({n.order[i], n.order[i + 1]}));
+      j["passes"] = passes;
+      break;
+    }
     case NodeKind::term:
       j["index"] = n.size;
       if (!(n.arithmetic == Arithmetic{})) j["arithmetic"] = arithmetic_json(n.arithmetic);
@@ -286,6 +295,20 @@ PlanNode read_node(const Reader& r, const Arithmetic* inherited = nullptr) {
       n.size = r.at("index").count(true);
       if (r.has("arithmetic")) n.arithmetic = read_arithmetic(r.at("arithmetic"));
       break;
+    case NodeKind::decompose: {
+      n.size = r.at("size").count();
+      n.multiple = r.at("pieces").count();
+      n.through = read_cast(r.at("piece"));
+      const Reader passes = r.at("passes");
+      if (!passes.j.is_array()) passes.fail("expected an array of [piece of a, piece of b] pairs");
+      for (std::size_t i = 0; i < passes.j.size(); ++i) {
+        const Reader pass{passes.j[i], passes.path + "[" + std::to_string(i) + "]"};
+        if (!pass.j.is_array() || pass.j.size() != 2) pass.fail("expected [piece of a, piece of b]");
+        n.order.push_back(Reader{pass.j[0], pass.path + "[0]"}.count(true));
+        n.order.push_back(Reader{pass.j[1], pass.path + "[1]"}.count(true));
+      }
+      break;
+    }
   }
   if (r.has("children")) {
     const Reader children = r.at("children");
@@ -396,7 +419,24 @@ void validate_node(const PlanNode& n, const std::string& path) {
         throw numeq::error(path + ".order: expected a permutation of 0 .. " + std::to_string(n.size - 1) + " (" +
                            std::to_string(n.size) + " distinct indices)");
       break;
-    }    case NodeKind::group:
+    }
+    case NodeKind::decompose: {
+      positive(n.size, "size");
+      check_children(n, 2, path);
+      if (n.multiple < 1 || n.multiple > 4)
+        throw numeq::error(path + ".pieces: expected 1 to 4 pieces per operand, got " + std::to_string(n.multiple));
+      validate_cast(n.through, path + ".piece");
+      if (n.through.format.is_integer() || n.through.rounding == Rounding::stochastic)
+        throw numeq::error(path + ".piece: expected a floating format with a deterministic rounding");
+      if (n.order.empty() || n.order.size() % 2 != 0)
+        throw numeq::error(path + ".passes: expected at least one [piece of a, piece of b] pair");
+      for (const std::size_t i : n.order)
+        if (i >= n.multiple)
+          throw numeq::error(path + ".passes: piece " + std::to_string(i) + " does not exist (pieces 0 .. " +
+                             std::to_string(n.multiple - 1) + ")");
+      break;
+    }
+    case NodeKind::group:
     case NodeKind::term: break;  // validate_tree, above
   }
   validate_cast(n.arithmetic.accumulate, path + ".arithmetic.accumulate");
@@ -478,6 +518,22 @@ PlanNode permute(std::size_t block, std::vector<std::size_t> order, PlanNode chi
   n.size = block;
   n.order = std::move(order);
   n.children.push_back(std::move(child));
+  return n;
+}
+
+PlanNode decompose(std::size_t block, std::size_t pieces, const Cast& piece,
+                   const std::vector<std::pair<std::size_t, std::size_t>>& passes, PlanNode inner, PlanNode outer) {
+  PlanNode n;
+  n.kind = NodeKind::decompose;
+  n.size = block;
+  n.multiple = pieces;
+  n.through = piece;
+  for (const auto& [i, j] : passes) {
+    n.order.push_back(i);
+    n.order.push_back(j);
+  }
+  n.children.push_back(std::move(inner));
+  n.children.push_back(std::move(outer));
   return n;
 }
 
@@ -564,6 +620,14 @@ std::string to_string(const PlanNode& n) {
       return s + ")";
     }
     case NodeKind::term: return "term(" + std::to_string(n.size) + ", " + arith + ")";
+    case NodeKind::decompose: {
+      std::string passes;
+      for (std::size_t i = 0; i + 1 < n.order.size(); i += 2)
+        passes += (passes.empty() ? "" : " ") + std::to_string(n.order[i]) + "x" + std::to_string(n.order[i + 1]);
+      return "decompose(" + std::to_string(n.size) + ", " + std::to_string(n.multiple) + " x " + cast_text(n.through) +
+             ", passes " + passes + ", inner=" + (n.children.size() > 0 ? child(0) : "?") +
+             ", outer=" + (n.children.size() > 1 ? child(1) : "?") + ")";
+    }
   }
   return "?";
 }

@@ -28,8 +28,9 @@ std::vector<Assumption> default_assumptions(bool trn2) {
   std::vector<Assumption> a = {
       {"pe_order", "sequential", {"sequential", "pairwise", "fused"},
        "how the Tensor Engine adds the products of one nc_matmul: sequential down the PE column from 0 "
-       "(a systolic array passes the partial sum from row to row), a pairwise tree, or fused (the exact "
-       "sum of the tile's products rounded once)",
+       "(a systolic array passes the partial sum from row to row), a pairwise tree (neighbours first; in a "
+       "leaf pair the first product is rounded into the accumulator and the second added with one rounding), "
+       "or fused (the exact sum of the tile's products rounded once)",
        kNothingPublished},
       {"products", "exact", {"exact", "bf16"},
        "each product a_k * b_k enters the adder exactly, or rounded to bf16 (nearest even) first",
@@ -41,6 +42,12 @@ std::vector<Assumption> default_assumptions(bool trn2) {
        "result is rounded into the fp32 PSUM",
        "docs: \"accumulations at FP32 precision\" (" + kArch + "), which does not exclude guard bits; " +
            kNothingPublished},
+      {"fp32_matmul", "native", {"native", "bf16x4", "tf32x4"},
+       "how fp32 x fp32 matmuls are computed: native (exact fp32 products, one pass), or each operand split "
+       "into two pieces (hi = RNE(x), lo = RNE(x - hi)) of bf16 (16 of fp32's 24 bits kept) or tf32 (22 bits), "
+       "run as 4 passes hi*hi, hi*lo, lo*hi, lo*lo per 128-row tile, each accumulated into PSUM",
+       "fp32 matmul costs 4x bf16 and is_stationary_onezero / is_moving_onezero halve it (nki.isa.nc_matmul "
+       "docs), which suggests 2 x 2 reduced-precision passes; the piece format and order are not documented"},
       {"psum_rounding", "nearest_even", {"nearest_even", "toward_zero"},
        "the rounding of the PSUM fp32 accumulation psum += tile (and of a tile entering PSUM)",
        "docs say fp32 accumulation, not its rounding; " + kNothingPublished},
@@ -141,6 +148,12 @@ Plan matmul_plan(const Build& b, Operation op, const Format& in, const Format& o
   Plan p;
   p.name = b.platform + " " + std::string(to_string(op)) + " " + std::string(in.name) + " -> " + std::string(out.name);
   p.reduction = chunked(tile, column, sequential(psum));
+  const std::string fp32_matmul = value_of(a, "fp32_matmul");
+  if (in == formats::fp32 && fp32_matmul != "native") {
+    // Two pieces per operand, four passes per tile, each pass one nc_matmul into PSUM.
+    const Format& piece = fp32_matmul == "bf16x4" ? formats::bf16 : formats::tf32;
+    p.reduction = decompose(tile, 2, Cast{piece}, {{0, 0}, {0, 1}, {1, 0}, {1, 1}}, column, sequential(psum));
+  }
   // nc_matmul has no addend: a bias or c is added to the PSUM result afterwards (fp32 add).
   p.c_placement = CPlacement::last;
   const bool stochastic = value_of(a, "output_rounding") == "stochastic";

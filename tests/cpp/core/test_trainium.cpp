@@ -34,6 +34,7 @@ struct Model {
   mpfr_rnd_t psum = MPFR_RNDN;
   std::size_t tile = 128;  // rows of K per nc_matmul (256: trn2 fp8 double_row)
   bool pairs = false;      // double_row: each PE adds its two products first
+  int piece_precision = 0; // fp32_matmul: 0 native; 8 (bf16x4) or 11 (tf32x4): 2 pieces, 4 passes
   int output_precision = 24;
 };
 
@@ -98,9 +99,13 @@ class Oracle {
       for (double t : terms) acc = add(acc, t, m.accumulator_precision, m.pe);
       return acc;
     }
-    // pairwise: neighbours first, level by level; a leaf enters the adder as an accumulator value
+    // pairwise: neighbours first, level by level; in a leaf pair the first product is rounded
+    // into the accumulator and the second added exactly with one rounding (an fma-style adder)
     std::vector<double> level;
-    for (double t : terms) level.push_back(round(t, m.accumulator_precision, m.pe));
+    for (std::size_t i = 0; i < terms.size(); i += 2)
+      level.push_back(i + 1 < terms.size()
+                          ? add(round(terms[i], m.accumulator_precision, m.pe), terms[i + 1], m.accumulator_precision, m.pe)
+                          : round(terms[i], m.accumulator_precision, m.pe));
     while (level.size() > 1) {
       std::vector<double> next;
       for (std::size_t i = 0; i + 1 < level.size(); i += 2) next.push_back(add(level[i], level[i + 1], m.accumulator_precision, m.pe));
@@ -112,11 +117,32 @@ class Oracle {
 
   double dot(const Model& m, const std::vector<double>& a, const std::vector<double>& b) {
     const std::size_t tile = m.tile;
+    // Pieces: hi = RNE(x), lo = RNE(x - hi) at the piece precision (native: x itself, once).
+    std::vector<std::vector<double>> pa{a}, pb{b};
+    if (m.piece_precision > 0) {
+      const auto split = [&](const std::vector<double>& x) {
+        std::vector<double> hi(x.size()), lo(x.size());
+        for (std::size_t k = 0; k < x.size(); ++k) {
+          hi[k] = round(x[k], m.piece_precision, MPFR_RNDN);
+          lo[k] = round(x[k] - hi[k], m.piece_precision, MPFR_RNDN);
+        }
+        return std::vector<std::vector<double>>{hi, lo};
+      };
+      pa = split(a);
+      pb = split(b);
+    }
+    const std::vector<std::pair<int, int>> passes =
+        m.piece_precision > 0 ? std::vector<std::pair<int, int>>{{0, 0}, {0, 1}, {1, 0}, {1, 1}}
+                              : std::vector<std::pair<int, int>>{{0, 0}};
     double psum = 0.0;
+    bool first = true;
     for (std::size_t k0 = 0; k0 < a.size(); k0 += tile) {
       const std::size_t k1 = std::min(a.size(), k0 + tile);
-      const double t = column(m, {a.begin() + k0, a.begin() + k1}, {b.begin() + k0, b.begin() + k1});
-      psum = k0 == 0 ? round(t, 24, m.psum) : add(psum, t, 24, m.psum);
+      for (const auto& [i, j] : passes) {
+        const double t = column(m, {pa[i].begin() + k0, pa[i].begin() + k1}, {pb[j].begin() + k0, pb[j].begin() + k1});
+        psum = first ? round(t, 24, m.psum) : add(psum, t, 24, m.psum);
+        first = false;
+      }
     }
     return round(psum, m.output_precision, MPFR_RNDN);
   }
@@ -125,15 +151,15 @@ class Oracle {
   mpfr_t x_, y_;
 };
 
-// Random normal values rounded to bf16 (8 significant bits), or values of both e4m3 and e5m2
-// (3 significant bits, normal in both: 2^-6 .. 28).
-std::vector<double> random_values(std::mt19937_64& rng, std::size_t n, bool fp8) {
+// Random normal values rounded to bf16 (8 significant bits) or fp32 (24), or values of both e4m3
+// and e5m2 (3 significant bits, normal in both: 2^-6 .. 28).
+std::vector<double> random_values(std::mt19937_64& rng, std::size_t n, bool fp8, int precision = 8) {
   std::normal_distribution<double> normal;
   std::uniform_int_distribution<int> mantissa(4, 7), exponent(-6, 4), sign(0, 1);
   std::vector<double> v(n);
   for (double& x : v) {
     if (fp8) x = (sign(rng) ? -1 : 1) * std::ldexp(mantissa(rng), exponent(rng) - 2);
-    else x = Oracle::round(normal(rng), 8, MPFR_RNDN);
+    else x = Oracle::round(normal(rng), precision, MPFR_RNDN);
   }
   return v;
 }
@@ -144,7 +170,8 @@ void expect_matches(const std::string& platform, const Model& m, const std::stri
   std::mt19937_64 rng(seed);
   const std::size_t M = 3, N = 4;
   const bool fp8 = in_fmt == "e4m3" || in_fmt == "e5m2";
-  const std::vector<double> av = random_values(rng, M * K, fp8), bv = random_values(rng, K * N, fp8);
+  const int precision = in_fmt == "fp32" ? 24 : 8;
+  const std::vector<double> av = random_values(rng, M * K, fp8, precision), bv = random_values(rng, K * N, fp8, precision);
   xt::xarray<double> A = xt::zeros<double>({M, K}), B = xt::zeros<double>({K, N});
   for (std::size_t i = 0; i < M * K; ++i) A.data()[i] = av[i];
   for (std::size_t i = 0; i < K * N; ++i) B.data()[i] = bv[i];
@@ -211,6 +238,23 @@ TEST(Trainium, Fp8DoubleRowContracts256RowsWithExactPairs) {
       single.order = order;
       expect_matches("trainium.trn2[pe_order=" + order + "]", single, in, "fp32", 300, 5);
     }
+}
+
+TEST(Trainium, Fp32MatmulAsPassesOfPieces) {
+  for (const std::string order : {"sequential", "pairwise", "fused"})
+    for (const auto& [name, precision] : {std::pair<std::string, int>{"native", 0}, {"bf16x4", 8}, {"tf32x4", 11}}) {
+      Model m;
+      m.order = order;
+      m.piece_precision = precision;
+      for (const std::size_t K : {1, 100, 128, 300})
+        expect_matches("trainium.trn1[fp32_matmul=" + name + ",pe_order=" + order + "]", m, "fp32", "fp32", K, K + 3);
+    }
+  // bf16 inputs are one piece already: the assumption leaves their plans alone.
+  EXPECT_EQ(core::plan_for(core::platform_by_name("trainium.trn2[fp32_matmul=bf16x4]"), core::Operation::matmul, "bf16", "fp32").reduction,
+            core::plan_for(core::platform_by_name("trainium.trn2"), core::Operation::matmul, "bf16", "fp32").reduction);
+  const core::Plan p = core::plan_for(core::platform_by_name("trainium.trn1[fp32_matmul=tf32x4]"), core::Operation::matmul, "fp32", "fp32");
+  EXPECT_EQ(core::plan_from_json(core::to_json(p)), p);
+  EXPECT_NE(core::to_string(p).find("decompose(128, 2 x tf32"), std::string::npos) << core::to_string(p);
 }
 
 TEST(Trainium, AssumptionsChangeResults) {

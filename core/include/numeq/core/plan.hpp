@@ -42,6 +42,13 @@
 //   term(index)   a leaf of a group tree: term `size` of the range (0-based). The terms of one
 //               tree are 0 .. n-1, each exactly once, and n must be the range length. A term
 //               that is a whole plan's reduction (n = 1) rounds into its own arithmetic.
+//   decompose(size, pieces, piece, passes)  a matmul computed as several reduced-precision passes:
+//               each operand x is split into `pieces` values of the cast `piece` (x0 = piece(x),
+//               x1 = piece(x - x0), ...; what the last piece cannot hold is dropped); the range is
+//               cut into blocks of `size` terms and, block by block, each pass (i, j) of `passes`
+//               (a_k piece i times b_k piece j) is reduced by children[0] from nothing; the
+//               partials, in that order (block-major), are reduced by children[1] (init going
+//               to it). Trainium's fp32 matmul alternatives (trainium.hpp, fp32_matmul).
 // Leaves (sequential, lanes, tree) form product terms per their Arithmetic: `fma` adds the exact
 // product and rounds once (fused multiply-add), `rounded` rounds the product into product_cast
 // first. Every rounding goes through numeq's one kernel (or, where the arithmetic is exactly the
@@ -52,6 +59,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "numeq/core/fused.hpp"
@@ -59,7 +67,7 @@
 
 namespace numeq::core {
 
-enum class NodeKind : std::uint8_t { sequential, lanes, pairwise, chunked, split, tree, fused, permute, group, term };
+enum class NodeKind : std::uint8_t { sequential, lanes, pairwise, chunked, split, tree, fused, permute, group, term, decompose };
 enum class ProductMode : std::uint8_t { fma, rounded };
 enum class SplitMode : std::uint8_t { parallel, serial };
 // Where c of d = a.b + c enters: as the initial accumulator value (first) or added to the reduced
@@ -90,7 +98,8 @@ struct PlanNode {
   SplitMode split_mode = SplitMode::parallel;
   Cast through{};              // split: the cast each partial passes through
   FusedStep fused{};           // fused: the step
-  std::vector<std::size_t> order;  // permute: the order of the terms within a block
+  std::vector<std::size_t> order;  // permute: the order of the terms within a block;
+                                   // decompose: the passes as pairs (i0, j0, i1, j1, ...)
   std::vector<PlanNode> children;
   bool operator==(const PlanNode&) const = default;
 };
@@ -120,6 +129,9 @@ PlanNode fused(const FusedStep& step);
 PlanNode permute(std::size_t block, std::vector<std::size_t> order, PlanNode child);
 PlanNode group(std::vector<PlanNode> children, const Arithmetic& arithmetic);
 PlanNode term(std::size_t index);
+// passes: (piece of a, piece of b) in the order the passes run.
+PlanNode decompose(std::size_t block, std::size_t pieces, const Cast& piece,
+                   const std::vector<std::pair<std::size_t, std::size_t>>& passes, PlanNode inner, PlanNode outer);
 
 // The number of terms an explicit tree (a group or a term) covers; 0 for the other kinds, whose
 // length follows the range they are given.

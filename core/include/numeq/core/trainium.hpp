@@ -24,7 +24,8 @@
 //   fp8_double_row  (trn2) fp8 instructions contract 256 rows (on) or 128 (off, default)
 //   output_rounding the PSUM -> output cast: nearest_even (default) or stochastic
 //   fp32_matmul     how fp32 x fp32 is computed (4x the cost of bf16): native exact products
-//                   (default); alternatives are recorded for fitting (not yet evaluated)
+//                   (default), or bf16x4 / tf32x4: two pieces per operand, four passes per tile
+//                   into PSUM (a plan `decompose` node)
 //   vector_reduce_order, bn_aggr_merge, scalar_activation_ulps: Vector/Scalar engine unknowns,
 //                   recorded with the platform for the operation catalogue and its bounds
 
