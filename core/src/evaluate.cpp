@@ -3,6 +3,7 @@
 #include "numeq/core/evaluate.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <bit>
 #include <cmath>
 #include <string>
@@ -18,6 +19,8 @@
 #include "numeq/formats/parallel.hpp"
 #include "numeq/formats/random.hpp"
 #include "numeq/formats/round_and_pack.hpp"
+
+#include "matmul_kernels.hpp"
 
 #include "explicit_tree.hpp"
 
@@ -323,8 +326,8 @@ std::vector<std::size_t> broadcast_shape(const std::vector<std::size_t>& x, cons
 // A plan that is one sequential chain of fp32 round-to-nearest-even fmas from +0 (cuda_core.fp32)
 // is exactly what the host's IEEE fmaf computes, element by element, so a matmul under it runs on
 // the host's fma instructions: each output element's chain is still evaluated in k order, one
-// rounding per step; only independent chains (different n) share a vector register. The AVX2 /
-// AVX-512 clones give hardware fma; the default clone calls libm's fmaf (correctly rounded too).
+// rounding per step; only independent chains (different n) share a vector register
+// (matmul_kernels.hpp: hardware fma under AVX2 / AVX-512, std::fma otherwise).
 
 bool is_fp32_fma_chain(const Plan& plan) {
   const PlanNode& r = plan.reduction;
@@ -333,29 +336,8 @@ bool is_fp32_fma_chain(const Plan& plan) {
          plan.c_placement == CPlacement::last && r.children.empty();
 }
 
-bool all_floats(const double* x, std::size_t n) {
-  for (std::size_t i = 0; i < n; ++i)
-    if (static_cast<double>(static_cast<float>(x[i])) != x[i] && !std::isnan(x[i])) return false;
-  return true;
-}
-
-// rows x N results of a (rows x K, row stride K) times b (K x N): acc = fma(a, b, acc) in k order.
-[[gnu::target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")]] void fma_rows(
-    const float* a, const float* b, float* acc, std::size_t rows, std::size_t K, std::size_t N) {
-  constexpr std::size_t tile = 256;  // columns per pass: 16 rows x 256 accumulators (16 KiB) stay in L1
-  for (std::size_t n0 = 0; n0 < N; n0 += tile) {
-    const std::size_t nn = std::min(tile, N - n0);
-    for (std::size_t r = 0; r < rows; ++r) std::fill(acc + r * N + n0, acc + r * N + n0 + nn, 0.0f);
-    for (std::size_t k = 0; k < K; ++k) {
-      const float* brow = b + k * N + n0;
-      for (std::size_t r = 0; r < rows; ++r) {
-        const float x = a[r * K + k];
-        float* out = acc + r * N + n0;
-        for (std::size_t j = 0; j < nn; ++j) out[j] = std::fma(x, brow[j], out[j]);
-      }
-    }
-  }
-}
+// Whether every x[i] is an fp32 value or a NaN.
+bool all_floats(const double* x, std::size_t n) { return kernels::all_fp32(x, n); }
 
 }  // namespace
 
@@ -561,18 +543,29 @@ xt::xarray<double> matmul(const xt::xarray<double>& a, const xt::xarray<double>&
   xt::xarray<double> result = xt::xarray<double>::from_shape(shape);
   const std::uint64_t key = random_stream_key(plan.output.seed);
   const bool stochastic = plan.output.rounding == Rounding::stochastic;
-  if (is_fp32_fma_chain(plan) && all_floats(a.data(), a.size()) && all_floats(b.data(), b.size()) && M * N * K > 0) {
-    const std::vector<float> af(a.data(), a.data() + a.size()), bf(b.data(), b.data() + b.size());
+  // Row blocks as tasks: enough of them for every thread to get a few (results never depend on
+  // how elements are grouped), at most `most` rows each.
+  const auto rows_per_task = [&](std::size_t unit, std::size_t most) {
+    const std::size_t units = (M + unit - 1) / unit;
+    const std::size_t want = 4 * static_cast<std::size_t>(std::max(1, num_threads()));
+    const std::size_t per = std::clamp<std::size_t>(units * matrices / want, 1, most);
+    return per * unit;
+  };
+  const std::size_t b_matrices = K * N == 0 ? 0 : b.size() / (K * N);
+  if (kernels::enabled() && is_fp32_fma_chain(plan) && all_floats(a.data(), a.size()) &&
+      all_floats(b.data(), b.size()) && M * N * K > 0) {
+    std::vector<kernels::PackedB32> packed(b_matrices);
+    for (std::size_t s = 0; s < b_matrices; ++s) packed[s] = kernels::pack_b32(b.data() + s * K * N, K, N);
     const bool plain_output = host_fp32(plan.output) && host_fp32(outer_cast(plan));
     const bool fc_floats = c != nullptr && all_floats(fc.data(), fc.size());
-    constexpr std::size_t rows_per_task = 16;  // each b tile is reused by 16 rows
-    const std::size_t row_tasks = (M + rows_per_task - 1) / rows_per_task;
+    const std::size_t block = rows_per_task(kernels::fp32_row_group(), 8);
+    const std::size_t row_tasks = (M + block - 1) / block;
     parallel_for(matrices * row_tasks, [&](std::size_t begin, std::size_t end) {
-      std::vector<float> acc(rows_per_task * N);
+      std::vector<float> acc(block * N);
       for (std::size_t task = begin; task < end; ++task) {
-        const std::size_t t = task / row_tasks, m0 = (task % row_tasks) * rows_per_task;
-        const std::size_t rows = std::min(rows_per_task, M - m0);
-        fma_rows(af.data() + (a_of[t] * M + m0) * K, bf.data() + b_of[t] * K * N, acc.data(), rows, K, N);
+        const std::size_t t = task / row_tasks, m0 = (task % row_tasks) * block;
+        const std::size_t rows = std::min(block, M - m0);
+        kernels::fp32_fma_rows(a.data() + (a_of[t] * M + m0) * K, rows, packed[b_of[t]], acc.data(), N);
         for (std::size_t r = 0; r < rows; ++r)
           for (std::size_t n = 0; n < N; ++n) {
             const std::size_t i = (t * M + m0 + r) * N + n;
@@ -587,13 +580,78 @@ xt::xarray<double> matmul(const xt::xarray<double>& a, const xt::xarray<double>&
             }
           }
       }
-    }, std::max<std::size_t>(1, (std::size_t{1} << 16) / std::max<std::size_t>(1, K * N * rows_per_task)));
+    }, std::max<std::size_t>(1, (std::size_t{1} << 16) / std::max<std::size_t>(1, K * N * block)));
     return result;
+  }
+  // A chain of fused tensor-core steps: the column kernel computes every element it can finish
+  // on its own (matmul_kernels.hpp); the others are walked as below.
+  if (kernels::enabled() && kernels::fused_cols_available() && plan.reduction.kind == NodeKind::fused &&
+      M * N * K > 0) {
+    const kernels::FusedCols fk = kernels::fused_cols_config(plan.reduction.fused);
+    if (fk.applies) {
+      // The inputs after the plan's input casts (no copy without one).
+      std::vector<double> cast_a, cast_b;
+      if (plan.input_a) cast_a = cast_inputs(a.data(), a.size(), plan.input_a);
+      if (plan.input_b) cast_b = cast_inputs(b.data(), b.size(), plan.input_b);
+      const double* ca = plan.input_a ? cast_a.data() : a.data();
+      const double* cb = plan.input_b ? cast_b.data() : b.data();
+      std::vector<std::int32_t> ea(a.size()), eb(b.size());
+      // Values of the step's operand formats (at most 23 fraction bits each: products exact in
+      // binary64, so check_products_exact would pass); anything else takes the walk below.
+      const auto exponents = [&](bool is_a, const double* x, std::size_t n, std::int32_t* e) {
+        std::atomic<bool> ok{true};
+        parallel_for(n, [&](std::size_t begin, std::size_t end) {
+          if (!kernels::fused_exponents(fk, is_a, x + begin, end - begin, e + begin)) ok = false;
+        });
+        return ok.load();
+      };
+      if (exponents(true, ca, a.size(), ea.data()) && exponents(false, cb, b.size(), eb.data())) {
+        std::vector<kernels::PackedBFused> packed(b_matrices);
+        for (std::size_t s = 0; s < b_matrices; ++s)
+          kernels::pack_b_fused(fk, cb + s * K * N, eb.data() + s * K * N, K, N, packed[s]);
+        const bool c_first = c != nullptr && plan.c_placement == CPlacement::first;
+        const bool c_last = c != nullptr && plan.c_placement == CPlacement::last;
+        const bool plain_output = host_fp32(plan.output) && !plan.initial && !c_last;
+        const Cast outer = outer_cast(plan);
+        const std::size_t block = rows_per_task(4, 16);  // row groups of 4 rows; b panels reused from L2
+        const std::size_t row_tasks = (M + block - 1) / block;
+        parallel_for(matrices * row_tasks, [&](std::size_t begin, std::size_t end) {
+          std::vector<double> out(block * N), column(K);
+          std::vector<std::uint8_t> flags(block * N);
+          for (std::size_t task = begin; task < end; ++task) {
+            const std::size_t t = task / row_tasks, m0 = (task % row_tasks) * block;
+            const std::size_t rows = std::min(block, M - m0);
+            const double* arows = ca + (a_of[t] * M + m0) * K;
+            kernels::fused_cols_rows(fk, arows, ea.data() + (a_of[t] * M + m0) * K, rows, packed[b_of[t]],
+                                     c_first ? fc.data() + (t * M + m0) * N : nullptr, N, out.data(), N, flags.data());
+            for (std::size_t r = 0; r < rows; ++r)
+              for (std::size_t n = 0; n < N; ++n) {
+                const std::size_t i = (t * M + m0 + r) * N + n;
+                const std::optional<double> cv = c ? std::optional<double>(fc.data()[i]) : std::nullopt;
+                double v = out[r * N + n];
+                if (flags[r * N + n] != 0) {
+                  const double* bcol = cb + b_of[t] * K * N + n;
+                  for (std::size_t k = 0; k < K; ++k) column[k] = bcol[k * N];
+                  v = reduce_plan(plan, Terms{arows + r * K, column.data()}, K, c_first ? cv : std::nullopt);
+                } else if (plan.initial) {
+                  v = add_rounded(*plan.initial, v, outer);
+                }
+                // A finite fp32 value is its own fp32 nearest-even rounding (finish's cast).
+                if (plain_output && static_cast<double>(static_cast<float>(v)) == v) {
+                  result.data()[i] = v;
+                } else {
+                  result.data()[i] = finish(v, cv, plan, stochastic ? random_bits_at(key, i) : 0);
+                }
+              }
+          }
+        }, std::max<std::size_t>(1, (std::size_t{1} << 14) / std::max<std::size_t>(1, K * N * block)));
+        return result;
+      }
+    }
   }
   const std::vector<double> ca = cast_inputs(a.data(), a.size(), plan.input_a);
   // b transposed per matrix to [N, K]: each dot product reads two contiguous rows.
   std::vector<double> bt(b.size());
-  const std::size_t b_matrices = K * N == 0 ? 0 : b.size() / (K * N);
   for (std::size_t s = 0; s < b_matrices; ++s)
     for (std::size_t k = 0; k < K; ++k)
       for (std::size_t n = 0; n < N; ++n) bt[s * N * K + n * K + k] = b.data()[s * K * N + k * N + n];

@@ -11,6 +11,7 @@
 // naming the argument. Plans may still accumulate in fp64 (numpy's float64 sum).
 
 #include <cstddef>
+#include <cstdint>
 #include <optional>
 #include <span>
 
@@ -39,5 +40,17 @@ xt::xarray<double> matmul(const xt::xarray<double>& a, const xt::xarray<double>&
 // first under Subnormals::flush_inputs / flush_both). x and y are any doubles. This is the one
 // addition every plan node performs.
 double add_rounded(double x, double y, const Cast& cast);
+
+namespace detail {
+// Which code matmul runs for the plans it has kernels for (fp32 fma chains such as
+// cuda_core.fp32; fused tensor-core chains), for tests and benchmarks: `automatic` (the default)
+// takes the widest vector instructions the CPU has, `none` walks the plan element by element
+// (the reference the kernels are tested against). The fused-chain kernel needs AVX-512; under
+// `portable` and `avx2` those plans are walked element by element. Returns false, changing
+// nothing, when the CPU lacks the instructions. Process-wide; not for use while other threads
+// run matmul. Results are the same under every choice.
+enum class MatmulKernel : std::uint8_t { automatic, none, portable, avx2, avx512 };
+bool set_matmul_kernel(MatmulKernel kernel);
+}  // namespace detail
 
 }  // namespace numeq::core
