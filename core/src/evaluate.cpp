@@ -23,25 +23,13 @@
 #include "matmul_kernels.hpp"
 
 #include "explicit_tree.hpp"
+#include "round_value.hpp"
 
 namespace numeq::core {
 
 namespace {
 
-// x rounded into cast (an exact double in, its rounded value out; NaN stays NaN). Integer
-// formats take integers only (accumulators, see add_rounded) and refuse what does not fit.
-double round_value(double x, const Cast& cast, std::uint64_t random = 0) {
-  if (cast.format.is_integer()) {
-    if (!std::isfinite(x) || x != std::floor(x) || x < static_cast<double>(cast.format.int_min()) ||
-        x > static_cast<double>(cast.format.int_max()))
-      throw numeq::error("plan: " + std::to_string(x) + " does not fit the integer format " +
-                         std::string(cast.format.name));
-    return x;
-  }
-  const std::uint64_t bits = encode_unpacked(unpack_double(x), cast, random);
-  if (bits == invalid_encoding) return std::numeric_limits<double>::quiet_NaN();
-  return decode_bits(cast.format, bits);
-}
+using detail::round_value;
 
 // Whether the cast is exactly the host's IEEE binary32 / binary64 round-to-nearest-even
 // arithmetic (no flushing, IEEE overflow): then the host's own + gives the kernel's result.

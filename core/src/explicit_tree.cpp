@@ -6,6 +6,7 @@
 // dropped, so the rounding that follows is the rounding of the exact value.
 
 #include "explicit_tree.hpp"
+#include "round_value.hpp"
 
 #include <array>
 #include <bit>
@@ -23,20 +24,8 @@ namespace numeq::core {
 
 namespace {
 
-// x (an exact double) rounded into cast; NaN stays NaN. Integer formats take integers that fit
-// (as the evaluator's accumulators do) and refuse anything else.
-double round_into(double x, const Cast& cast) {
-  if (cast.format.is_integer()) {
-    if (!std::isfinite(x) || x != std::floor(x) || x < static_cast<double>(cast.format.int_min()) ||
-        x > static_cast<double>(cast.format.int_max()))
-      throw numeq::error("plan: " + std::to_string(x) + " does not fit the integer format " +
-                         std::string(cast.format.name));
-    return x;
-  }
-  const std::uint64_t bits = encode_unpacked(unpack_double(x), cast, 0);
-  if (bits == invalid_encoding) return std::numeric_limits<double>::quiet_NaN();
-  return decode_bits(cast.format, bits);
-}
+// x (an exact double) rounded into cast: the evaluator's own rounding (round_value.hpp).
+double round_into(double x, const Cast& cast) { return detail::round_value(x, cast); }
 
 // DAZ: an operand below the accumulator format's normal range reads as a zero of its sign (as
 // add_rounded reads its operands).
