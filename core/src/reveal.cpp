@@ -556,13 +556,13 @@ RevealResult reveal(const SumFunction* sum, const DotFunction* dot, std::size_t 
   bool calibrated = false;
   for (const Scale& s : scales) {
     prober.set_scale(s);
-    const double out = prober.units(), want = static_cast<double>(n) * prober.unit();
-    if (out == want) {
+    const double got = prober.units(), want = static_cast<double>(n) * prober.unit();
+    if (got == want) {
       calibrated = true;
       break;
     }
     refused += (refused.empty() ? "" : "; ") + std::string("every term ") + number_text(prober.unit()) + " gave " +
-               number_text(out) + " instead of " + number_text(want);
+               number_text(got) + " instead of " + number_text(want);
   }
   if (!calibrated)
     throw numeq::error("fn: does not behave like a sum of its " + std::to_string(n) + " terms in " +

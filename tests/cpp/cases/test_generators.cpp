@@ -128,7 +128,9 @@ TEST(Generators, FormatDefinedRanges) {
       subnormal += (v != 0 && std::fabs(v) < min_normal) ? 1 : 0;
     }
     // (e2m1 has a single subnormal, 0.5: half its draws round to 0 or 1)
-    if (f->has_zero && f->mantissa_bits >= 2) EXPECT_GT(subnormal, 1200u) << f->name;
+    if (f->has_zero && f->mantissa_bits >= 2) {
+      EXPECT_GT(subnormal, 1200u) << f->name;
+    }
     const xt::xarray<double> ints = cases::generate({cases::Distribution::small_integers, 2, 1.0}, *f, {4096});
     for (double v : ints) ASSERT_LE(std::fabs(v), std::min(8.0, max)) << f->name;
   }

@@ -360,7 +360,9 @@ TEST(Reveal, SequentialLoop) {
       ASSERT_TRUE(r.compact.has_value());
       EXPECT_EQ(r.compact->reduction.kind, core::NodeKind::sequential);
     }
-    if (n == 200) EXPECT_LE(r.calls, 199u + 32u + 4u + 10u) << "a sequential loop needs n - 1 probes";
+    if (n == 200) {
+      EXPECT_LE(r.calls, 199u + 32u + 4u + 10u) << "a sequential loop needs n - 1 probes";
+    }
   }
 }
 
@@ -377,7 +379,9 @@ TEST(Reveal, PairwiseLanesAndRandomTrees) {
     for (const std::size_t n : {L, 4 * L, 40 * L}) {
       auto fn = [L](std::span<const double> x) { return static_cast<double>(host_lanes(floats(x), L)); };
       const core::RevealResult r = check_sum(fn, n, lanes_tree(n, L));
-      if (n > L) EXPECT_EQ(r.shape, "lanes(" + std::to_string(L) + ")");
+      if (n > L) {
+        EXPECT_EQ(r.shape, "lanes(" + std::to_string(L) + ")");
+      }
     }
   }
   std::mt19937_64 g(77);
@@ -550,20 +554,22 @@ TEST(Reveal, BuiltInPlatformsFromTheirOwnEmulation) {
         if (!fused && comparable) {
           // The revealed tree computes what the platform's plan computes (given the plan's input
           // casts, its final output cast and its initial value, which order discovery cannot see).
-          core::Plan revealed = r.plan;
-          revealed.input_a = plan.input_a;
-          revealed.input_b = plan.input_b;
-          revealed.initial = plan.initial;
-          revealed.output = plan.output;
+          core::Plan tree_plan = r.plan;
+          tree_plan.input_a = plan.input_a;
+          tree_plan.input_b = plan.input_b;
+          tree_plan.initial = plan.initial;
+          tree_plan.output = plan.output;
           const numeq::Format& in = numeq::format_by_name(e.in_fmt);
           for (int k = 0; k < 10; ++k) {
             std::vector<double> a = random_floats(n, g), b = random_floats(e.op == core::Operation::dot ? n : 0, g);
             for (double& v : a) v = numeq_oracle::round_oracle(v, Cast{in}).value;
             for (double& v : b) v = numeq_oracle::round_oracle(v, Cast{in}).value;
-            ASSERT_TRUE(same(core::evaluate(a, b, std::nullopt, revealed), core::evaluate(a, b, std::nullopt, plan)))
+            ASSERT_TRUE(same(core::evaluate(a, b, std::nullopt, tree_plan), core::evaluate(a, b, std::nullopt, plan)))
                 << where << ", input " << k << ", tree " << r.tree;
           }
-          if (plan.output.format == adder->accumulate.format) EXPECT_TRUE(r.reproduces) << where;
+          if (plan.output.format == adder->accumulate.format) {
+            EXPECT_TRUE(r.reproduces) << where;
+          }
           ++by_value;
         } else if (fused) {
           std::optional<TNode> want = plan_shape(plan.reduction, leaves(0, n));
