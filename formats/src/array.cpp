@@ -5,7 +5,6 @@
 #include <atomic>
 #include <cstring>
 #include <memory>
-#include <mutex>
 #include <sstream>
 #include <type_traits>
 #include <utility>
@@ -14,6 +13,7 @@
 #include "numeq/formats/parallel.hpp"
 #include "numeq/formats/random.hpp"
 #include "numeq/formats/round_and_pack.hpp"
+#include "memo_cast.hpp"
 #include "strided.hpp"
 
 namespace numeq {
@@ -147,96 +147,6 @@ FixedKernel fixed_kernel_for(const Format& source, const Cast& cast) {
   if (source == formats::fp64) return from_fp64[slot];
   return nullptr;
 }
-// ---- memoised casts from fp32 into narrow formats ----
-//
-// The kernel's result for an fp32 input x into a format with m <= 7 mantissa bits depends only on
-// the sign, exponent and top m mantissa bits of x (its top 9 + m bits) and on where the other
-// 23 - m bits lie against the half-unit: zero, below half, exactly half, above half. For normal
-// results that is exactly the (half, sticky) pair round_and_pack reads. For results below the
-// format's normal range the rounding point is higher up, inside the top bits, and the low bits
-// only feed the sticky bit (zero or not). The point never falls below bit 23 - m as long as the
-// format's smallest normal exponent is >= fp32's (-126): an fp32 subnormal's bits are then
-// rounded at the same place as a normal's. So for every non-stochastic cast the kernel's answers
-// for the 2^(9 + m) x 4 classes, computed once by the kernel itself from one representative of
-// each class, give every fp32 input's answer: a table of at most 2^18 patterns, looked up with a
-// few branch-free integer operations instead of the kernel's unpack / round / pack branches.
-// Formats without NaN are excluded (a NaN input has no answer there, only an error), and so is
-// E8M0 (emin -127). tests/cpp/formats/test_array.cpp compares this path with the kernel on every
-// class and on random inputs; the opt-in exhaustive test covers all 2^32 inputs.
-struct MemoTable {
-  Cast cast;
-  int low_bits = 0;                     // 23 - m: the mantissa bits below the kept ones
-  std::vector<std::uint16_t> patterns;  // by class: (top 9 + m bits) * 4 + position of the rest
-  std::vector<double> values;           // by pattern: its value (decode_bits)
-};
-
-bool memo_eligible(const Format& source, const Cast& cast) {
-  const Format& f = cast.format;
-  return source == formats::fp32 && f.kind == FormatKind::floating && f.mantissa_bits <= 7 &&
-         f.storage_bits <= 16 && f.has_nan() && f.emin() >= formats::fp32.emin() &&
-         cast.rounding != Rounding::stochastic;
-}
-
-std::size_t memo_entries(const Cast& cast) { return std::size_t{1} << (9 + cast.format.mantissa_bits + 2); }
-
-std::shared_ptr<const MemoTable> memo_table(const Cast& cast) {
-  static std::mutex mutex;
-  static std::vector<std::shared_ptr<const MemoTable>> cache;
-  const std::lock_guard<std::mutex> lock(mutex);
-  for (const auto& t : cache)
-    if (t->cast.format == cast.format && t->cast.rounding == cast.rounding && t->cast.overflow == cast.overflow &&
-        t->cast.subnormals == cast.subnormals)
-      return t;
-  auto table = std::make_shared<MemoTable>();
-  table->cast = cast;
-  table->low_bits = 23 - cast.format.mantissa_bits;
-  const std::uint32_t half = std::uint32_t{1} << (table->low_bits - 1);
-  const std::uint32_t representative[4] = {0, 1, half, half + 1};
-  const std::size_t entries = memo_entries(cast);
-  table->patterns.resize(entries);
-  for (std::size_t key = 0; key < entries; ++key) {
-    const std::uint32_t x = (static_cast<std::uint32_t>(key >> 2) << table->low_bits) | representative[key & 3];
-    // Every format admitted has NaN, so no class answers invalid_encoding.
-    table->patterns[key] = static_cast<std::uint16_t>(encode_bits(formats::fp32, x, cast, 0));
-  }
-  table->values.resize(std::size_t{1} << cast.format.storage_bits);
-  for (std::size_t bits = 0; bits < table->values.size(); ++bits)
-    table->values[bits] = decode_bits(cast.format, bits);
-  // A handful of casts are used in practice; the bound only guards against unbounded growth.
-  if (cache.size() >= 64) cache.erase(cache.begin());
-  cache.push_back(table);
-  return table;
-}
-
-template <class Out>
-[[gnu::always_inline]] inline void memo_range(const std::uint32_t* in, Out* bits, double* values,
-                                              const MemoTable& table, std::size_t begin, std::size_t end) {
-  const int low_bits = table.low_bits;
-  const std::uint32_t low_mask = (std::uint32_t{1} << low_bits) - 1;
-  const std::uint32_t half = std::uint32_t{1} << (low_bits - 1);
-  const std::uint16_t* patterns = table.patterns.data();
-  const double* decoded = table.values.data();
-  for (std::size_t i = begin; i < end; ++i) {
-    const std::uint32_t x = in[i];
-    const std::uint32_t low = x & low_mask;
-    // 0: zero, 1: below half, 2: exactly half, 3: above half.
-    const std::uint32_t position = static_cast<std::uint32_t>(low != 0) + static_cast<std::uint32_t>(low >= half) +
-                                   static_cast<std::uint32_t>(low > half);
-    const std::uint16_t pattern = patterns[((x >> low_bits) << 2) | position];
-    if (bits != nullptr) bits[i] = static_cast<Out>(pattern);
-    if (values != nullptr) values[i] = decoded[pattern];
-  }
-}
-
-[[gnu::target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")]] void memo_range_8(const std::uint32_t* in, std::uint8_t* bits,
-    double* values, const MemoTable& table, std::size_t begin, std::size_t end) {
-  memo_range(in, bits, values, table, begin, end);
-}
-[[gnu::target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")]] void memo_range_16(const std::uint32_t* in, std::uint16_t* bits,
-    double* values, const MemoTable& table, std::size_t begin, std::size_t end) {
-  memo_range(in, bits, values, table, begin, end);
-}
-
 }  // namespace
 
 void cast_into(const BitsView& in, const Cast& cast, double* values_out, void* bits_out,
@@ -251,16 +161,14 @@ void cast_into(const BitsView& in, const Cast& cast, double* values_out, void* b
   std::atomic<std::size_t> first_invalid{none};
   std::atomic<std::size_t> first_bad_pattern{none};
   const CastJob job{&in, contiguous, values_out, bits_out, &first_invalid, &first_bad_pattern};
-  // Large contiguous fp32 arrays into narrow formats: the memoised kernel (above). Smaller ones
-  // would spend more on building the table than on casting.
-  if (contiguous && in.element_bytes == 4 && memo_eligible(*in.format, cast) && n >= memo_entries(cast) / 4) {
-    const std::shared_ptr<const MemoTable> table = memo_table(cast);
+  // Large contiguous fp32 arrays into narrow formats: the memoised kernel (memo_cast.hpp), every
+  // rounding mode. Smaller ones would spend more on building the table than on casting.
+  if (contiguous && in.element_bytes == 4 && memo::eligible(*in.format, cast) && n >= memo::entries(cast) / 4) {
+    const std::shared_ptr<const memo::MemoTable> table = memo::table_for(cast);
+    const memo::Isa isa = memo::current_isa();
     const auto* data = static_cast<const std::uint32_t*>(in.data);
     parallel_for(n, [&](std::size_t begin, std::size_t end) {
-      if (cast.format.storage_bits <= 8)
-        memo_range_8(data, static_cast<std::uint8_t*>(bits_out), values_out, *table, begin, end);
-      else
-        memo_range_16(data, static_cast<std::uint16_t*>(bits_out), values_out, *table, begin, end);
+      memo::cast_range(*table, cast, isa, data, bits_out, values_out, begin, end);
     });
     return;
   }
