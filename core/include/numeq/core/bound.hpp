@@ -1,0 +1,82 @@
+#pragma once
+// Error bounds by walking a plan: the one bound walker. It reads the same Plan the evaluator
+// runs (plan.hpp), so a bound always describes the arithmetic that produced the emulation.
+//
+// Model (FACTS.md s4; Higham, Accuracy and Stability of Numerical Algorithms, 2nd ed., ch. 3-4).
+// A node that rounds the exact sum of its inputs x_i commits an error of at most
+//     rho_node * sum_i |x_i|  +  eta_node
+// (rho: the node's relative error: u of its accumulate cast for nearest rounding, 2u for directed,
+// odd and stochastic rounding; for a fused tensor-core step also the alignment loss of
+// fused.hpp step 4; eta: what a rounding can lose in the subnormal range or by flushing). A term
+// t_k that passes through the nodes on its path from leaf to root therefore carries the weight
+//     w_k = prod_{nodes on the path} (1 + rho_node) - 1
+// and the value before the plan's output cast is within
+//     sum_k w_k |t_k|  +  w_init |c|  +  absolute
+// of the exact sum. Weights depend on the plan and n only, never on the data, so a matmul's
+// bound is one more matmul in float64: (|A| diag(w)) |B| (rounded upward so that the bound
+// computed in floating point is still a bound). The plan's output cast adds its own rounding,
+// stated against the emulated output (with_output_cast).
+//
+// Probabilistic bounds (Higham and Mary, SIAM J. Sci. Comput. 41(5), 2019, Theorem 3.1): errors of
+// round-to-nearest nodes are treated as mean-independent random variables and the product over a
+// path is bounded with lambda * sqrt(sum_j u_j^2)-type terms; truncation (fused alignment,
+// toward-zero, directed) stays deterministic. The bound holds with probability at least
+// 1 - failure_probability, stated per output element.
+//
+// Non-finite inputs give a NaN bound (no bound is meaningful); a finite input whose emulated
+// output overflowed gives +Inf.
+
+#include <cstddef>
+#include <cstdint>
+#include <string_view>
+#include <vector>
+
+#include <xtensor/xarray.hpp>
+
+#include "numeq/core/plan.hpp"
+
+namespace numeq::core {
+
+enum class BoundKind : std::uint8_t { deterministic, probabilistic };
+std::string_view to_string(BoundKind k);
+// numeq::error naming `parameter` and listing the valid names otherwise.
+BoundKind bound_kind_by_name(std::string_view name, std::string_view parameter = "kind");
+
+struct BoundOptions {
+  BoundKind kind = BoundKind::deterministic;
+  // Probabilistic only: the lambda of Higham and Mary; positive and finite.
+  double lambda = 6.0;
+};
+
+// What the walk of a plan over n terms gives. The value before the output cast differs from the
+// exact sum of the terms (and c, when with_init) by at most
+//     sum_k term[k] * |t_k| + init * |c| + absolute
+// where t_k is the k-th term as the plan receives it: x_k for a sum, the exact product
+// a_k * b_k of the arguments as given (input casts such as tf32 truncation are part of the plan
+// and of the weights). When the terms are themselves computed values t^_k within e_k of exact
+// ones, the bound against the exact terms is sum_k (term[k] |t^_k| + e_k) + ...
+struct ReductionWeights {
+  std::vector<double> term;         // n weights, each >= 0
+  double init = 0;                  // weight of |c| (0 when !with_init)
+  double absolute = 0;              // underflow and flush contributions, summed over the plan
+  double failure_probability = 0;   // probabilistic: P(bound fails) per element is at most this
+};
+ReductionWeights reduction_weights(const Plan& plan, std::size_t n, bool with_init, const BoundOptions& options = {});
+
+// The output cast added to a pre-cast bound: if the value v before the cast is within
+// `pre_cast_bound` of the exact s, and `emulated` = cast(v), returns a bound on |emulated - s|
+// that also holds for any other value v' within pre_cast_bound of s rounded by the same cast
+// (so that it bounds a device that followed the plan's structure in another order).
+double with_output_cast(const Cast& output, double emulated, double pre_cast_bound);
+
+// Per-element bounds on |emulated - exact| for the results of sum / dot / matmul (evaluate.hpp)
+// with the same arguments; `emulated` is what that call returned (same shape).
+xt::xarray<double> sum_bound(const xt::xarray<double>& x, std::ptrdiff_t axis, const Plan& plan,
+                             const xt::xarray<double>& emulated, const BoundOptions& options = {});
+xt::xarray<double> dot_bound(const xt::xarray<double>& a, const xt::xarray<double>& b, const xt::xarray<double>* c,
+                             const Plan& plan, const xt::xarray<double>& emulated, const BoundOptions& options = {});
+xt::xarray<double> matmul_bound(const xt::xarray<double>& a, const xt::xarray<double>& b, const xt::xarray<double>* c,
+                                const Plan& plan, const xt::xarray<double>& emulated,
+                                const BoundOptions& options = {});
+
+}  // namespace numeq::core
