@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "numeq/formats/rounding.hpp"
@@ -26,17 +27,40 @@ inline xt::xarray<double> to_xarray(const Values& a) {
   return xt::adapt(a.data(), static_cast<std::size_t>(a.size()), xt::no_ownership(), shape);
 }
 
+// An xarray of the values of a numpy array: float32 (C order) widened in one pass, anything
+// else through Values (pybind11's conversion to C-ordered float64). Saves the float64 copy that
+// numpy would make first on the matmul and sum paths, where inputs are often float32.
+inline xt::xarray<double> to_xarray_widened(const pybind11::array& a) {
+  if (pybind11::isinstance<pybind11::array_t<float>>(a) && (a.flags() & pybind11::array::c_style)) {
+    std::vector<std::size_t> shape(a.shape(), a.shape() + a.ndim());
+    xt::xarray<double> out = xt::xarray<double>::from_shape(shape);
+    const float* from = static_cast<const float*>(a.data());
+    double* to = out.data();
+    const std::size_t n = static_cast<std::size_t>(a.size());
+    for (std::size_t i = 0; i < n; ++i) to[i] = static_cast<double>(from[i]);  // exact
+    return out;
+  }
+  return to_xarray(a.cast<Values>());
+}
+
 inline std::optional<xt::xarray<double>> to_optional(const std::optional<Values>& a) {
   if (!a) return std::nullopt;
   return to_xarray(*a);
 }
 
-// A new numpy float64 array holding x.
+// A numpy float64 array holding x: a copy of an lvalue; an rvalue is moved into a capsule that
+// the array owns, so a result travels to Python without a copy.
 inline pybind11::array to_numpy(const xt::xarray<double>& x) {
   std::vector<pybind11::ssize_t> shape(x.shape().begin(), x.shape().end());
   pybind11::array_t<double> out(shape);
   std::copy(x.begin(), x.end(), out.mutable_data());
   return out;
+}
+inline pybind11::array to_numpy(xt::xarray<double>&& x) {
+  auto* owner = new xt::xarray<double>(std::move(x));
+  pybind11::capsule release(owner, [](void* p) { delete static_cast<xt::xarray<double>*>(p); });
+  std::vector<pybind11::ssize_t> shape(owner->shape().begin(), owner->shape().end());
+  return pybind11::array_t<double>(shape, owner->data(), release);
 }
 
 // A Cast from the Python keywords (names checked, numeq::error listing the valid ones).

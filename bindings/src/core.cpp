@@ -70,22 +70,23 @@ void numeq_bindings::bind_core(py::module_& m) {
       py::arg("text"));
   m.def(
       "core_sum",
-      [](const Values& x, std::ptrdiff_t axis, const std::string& plan_text) {
+      [](const py::array& x, std::ptrdiff_t axis, const std::string& plan_text) {
         const core::Plan plan = core::plan_from_json(plan_text);
-        const xt::xarray<double> xs = to_xarray(x);
+        const xt::xarray<double> xs = numeq_bindings::to_xarray_widened(x);
         xt::xarray<double> r;
         {
           py::gil_scoped_release release;
           r = core::sum(xs, axis, plan);
         }
-        return to_numpy(r);
+        return to_numpy(std::move(r));
       },
       py::arg("x"), py::arg("axis"), py::arg("plan"));
   m.def(
       "core_dot_or_matmul",
-      [](const Values& a, const Values& b, const std::optional<Values>& c, bool matmul, const std::string& plan_text) {
+      [](const py::array& a, const py::array& b, const std::optional<Values>& c, bool matmul,
+         const std::string& plan_text) {
         const core::Plan plan = core::plan_from_json(plan_text);
-        const xt::xarray<double> as = to_xarray(a), bs = to_xarray(b);
+        const xt::xarray<double> as = numeq_bindings::to_xarray_widened(a), bs = numeq_bindings::to_xarray_widened(b);
         std::optional<xt::xarray<double>> cs;
         if (c) cs = to_xarray(*c);
         xt::xarray<double> r;
@@ -94,7 +95,7 @@ void numeq_bindings::bind_core(py::module_& m) {
           const xt::xarray<double>* cp = cs ? &*cs : nullptr;
           r = matmul ? core::matmul(as, bs, cp, plan) : core::dot(as, bs, cp, plan);
         }
-        return to_numpy(r);
+        return to_numpy(std::move(r));
       },
       py::arg("a"), py::arg("b"), py::arg("c"), py::arg("matmul"), py::arg("plan"));
 }

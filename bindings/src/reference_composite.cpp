@@ -36,7 +36,7 @@ void numeq_bindings::bind_reference_composite(py::module_& m) {
           py::gil_scoped_release release;
           r = log ? ref::log_softmax(xs, axis, cast) : ref::softmax(xs, axis, cast);
         }
-        return to_numpy(r);
+        return to_numpy(std::move(r));
       },
       py::arg("x"), py::arg("axis"), py::arg("log"), py::arg("fmt"), py::arg("rounding"), py::arg("overflow"),
       py::arg("subnormals"), py::arg("seed"), py::arg("random_bits"),
@@ -59,7 +59,7 @@ void numeq_bindings::bind_reference_composite(py::module_& m) {
           py::gil_scoped_release release;
           r = centred ? ref::layernorm(xs, parameters, cast) : ref::rmsnorm(xs, parameters, cast);
         }
-        return to_numpy(r);
+        return to_numpy(std::move(r));
       },
       py::arg("x"), py::arg("gamma"), py::arg("beta"), py::arg("eps"), py::arg("centred"), py::arg("fmt"),
       py::arg("rounding"), py::arg("overflow"), py::arg("subnormals"), py::arg("seed"), py::arg("random_bits"),
@@ -83,7 +83,7 @@ void numeq_bindings::bind_reference_composite(py::module_& m) {
           py::gil_scoped_release release;
           r = ref::attention(qs, ks, vs, parameters, cast);
         }
-        return to_numpy(r);
+        return to_numpy(std::move(r));
       },
       py::arg("q"), py::arg("k"), py::arg("v"), py::arg("mask"), py::arg("causal"), py::arg("scale"),
       py::arg("fmt"), py::arg("rounding"), py::arg("overflow"), py::arg("subnormals"), py::arg("seed"),
