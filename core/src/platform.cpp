@@ -4,8 +4,10 @@
 
 #include <algorithm>
 #include <array>
+#include <cmath>
 #include <mutex>
 #include <optional>
+#include <sstream>
 #include <utility>
 #include <nlohmann/json.hpp>
 
@@ -21,6 +23,11 @@ using nlohmann::json;
 
 constexpr std::array<std::string_view, 3> kEvidence{"measured", "documented", "assumed"};
 constexpr std::array<std::string_view, 3> kOperations{"sum", "dot", "matmul"};
+constexpr std::array<std::string_view, 2> kFunctionModelKinds{"correctly_rounded", "ulp_budget"};
+// numeq::reference::Function's names, in its order (references/functions.hpp).
+constexpr std::array<std::string_view, 12> kFunctionNames{"exp",       "exp2", "log",      "tanh",
+                                                          "sigmoid",   "gelu", "gelu_tanh", "silu",
+                                                          "softplus",  "sqrt", "rsqrt",    "reciprocal"};
 
 std::mutex& registry_mutex() {
   static std::mutex m;
@@ -56,6 +63,51 @@ std::string text(const json& j, const std::string& path) {
 
 std::string_view to_string(EvidenceKind k) { return kEvidence[static_cast<std::size_t>(k)]; }
 std::string_view to_string(Operation op) { return kOperations[static_cast<std::size_t>(op)]; }
+std::string_view to_string(FunctionModelKind k) { return kFunctionModelKinds[static_cast<std::size_t>(k)]; }
+std::span<const std::string_view> function_model_names() { return kFunctionNames; }
+
+namespace {
+
+std::string function_names_list() {
+  std::string out;
+  for (std::string_view n : kFunctionNames) out += (out.empty() ? "" : ", ") + std::string(n);
+  return out;
+}
+
+// The checks every function model passes, wherever it comes from (built-in, JSON, register).
+void check_function_model(const FunctionModel& m, const std::string& at) {
+  if (std::find(kFunctionNames.begin(), kFunctionNames.end(), m.function) == kFunctionNames.end())
+    fail(at + ".function", "unknown function '" + m.function + "'; valid: " + function_names_list());
+  const Format& compute = format_by_name(m.compute, at + ".compute");
+  if (compute.is_integer()) fail(at + ".compute", "must be a floating format, not " + m.compute);
+  if (!std::isfinite(m.ulps) || m.ulps < 0) fail(at + ".ulps", "must be finite and >= 0");
+  if (m.kind == FunctionModelKind::correctly_rounded && m.ulps != 0)
+    fail(at + ".ulps", "must be 0 for a correctly_rounded model (use ulp_budget)");
+}
+
+void check_function_models(const std::vector<FunctionModel>& models, const std::string& path) {
+  for (std::size_t i = 0; i < models.size(); ++i) {
+    const std::string at = path + ".functions[" + std::to_string(i) + "]";
+    check_function_model(models[i], at);
+    for (std::size_t k = 0; k < i; ++k)
+      if (models[k].function == models[i].function)
+        fail(at + ".function", "'" + models[i].function + "' is modelled twice (also functions[" + std::to_string(k) + "])");
+  }
+}
+
+}  // namespace
+
+FunctionModel function_model(const Platform& platform, std::string_view function, std::string_view parameter) {
+  if (std::find(kFunctionNames.begin(), kFunctionNames.end(), function) == kFunctionNames.end())
+    throw numeq::error(std::string(parameter) + ": unknown function '" + std::string(function) +
+                       "'; valid: " + function_names_list());
+  for (const FunctionModel& m : platform.functions)
+    if (m.function == function) return m;
+  FunctionModel m;
+  m.function = std::string(function);
+  m.source = "no model listed for " + platform.name + ": taken as correctly rounded in fp32";
+  return m;
+}
 
 Operation operation_by_name(std::string_view name, std::string_view parameter) {
   for (std::size_t i = 0; i < kOperations.size(); ++i)
@@ -134,6 +186,7 @@ Platform platform_by_name(std::string_view name, std::string_view parameter) {
 
 void register_platform(const Platform& platform) {
   if (platform.name.empty()) throw numeq::error("profile.name: must not be empty");
+  check_function_models(platform.functions, "profile");
   for (std::size_t i = 0; i < platform.plans.size(); ++i)
     validate(platform.plans[i].plan, "profile.plans[" + std::to_string(i) + "].plan");
   const std::lock_guard<std::mutex> lock(registry_mutex());
@@ -184,6 +237,11 @@ std::string to_json(const Platform& platform, int indent) {
     assumptions.push_back(json{{"name", a.name}, {"value", a.value}, {"alternatives", a.alternatives},
                                {"meaning", a.meaning}, {"source", a.source}});
   j["assumptions"] = assumptions;
+  json functions = json::array();
+  for (const FunctionModel& m : platform.functions)
+    functions.push_back(json{{"function", m.function}, {"model", to_string(m.kind)}, {"ulps", m.ulps},
+                             {"compute", m.compute}, {"evidence", to_string(m.evidence)}, {"source", m.source}});
+  j["functions"] = functions;
   return j.dump(indent);
 }
 
@@ -252,6 +310,37 @@ Platform platform_from_json(std::string_view body, std::string_view parameter) {
       p.assumptions.push_back(std::move(a));
     }
   }
+  if (j.contains("functions")) {
+    const json& fs = j["functions"];
+    if (!fs.is_array()) fail(path + ".functions", "expected an array");
+    for (std::size_t i = 0; i < fs.size(); ++i) {
+      const std::string at = path + ".functions[" + std::to_string(i) + "]";
+      FunctionModel m;
+      m.function = text(field(fs[i], "function", at), at + ".function");
+      const std::string kind = text(field(fs[i], "model", at), at + ".model");
+      const auto k = std::find(kFunctionModelKinds.begin(), kFunctionModelKinds.end(), kind);
+      if (k == kFunctionModelKinds.end())
+        fail(at + ".model", "unknown function model '" + kind + "'; valid: correctly_rounded, ulp_budget");
+      m.kind = static_cast<FunctionModelKind>(k - kFunctionModelKinds.begin());
+      if (fs[i].contains("ulps")) {
+        if (!fs[i]["ulps"].is_number()) fail(at + ".ulps", "expected a number");
+        m.ulps = fs[i]["ulps"].get<double>();
+      } else if (m.kind == FunctionModelKind::ulp_budget) {
+        fail(at + ".ulps", "missing (an ulp_budget model needs its budget)");
+      }
+      if (fs[i].contains("compute")) m.compute = text(fs[i]["compute"], at + ".compute");
+      if (fs[i].contains("evidence")) {
+        const std::string ev = text(fs[i]["evidence"], at + ".evidence");
+        const auto e = std::find(kEvidence.begin(), kEvidence.end(), ev);
+        if (e == kEvidence.end()) fail(at + ".evidence", "unknown evidence kind '" + ev + "'; valid: measured, documented, assumed");
+        m.evidence = static_cast<EvidenceKind>(e - kEvidence.begin());
+      }
+      if (fs[i].contains("source")) m.source = text(fs[i]["source"], at + ".source");
+      check_function_model(m, at);
+      p.functions.push_back(std::move(m));
+    }
+    check_function_models(p.functions, path);
+  }
   return p;
 }
 
@@ -259,6 +348,16 @@ std::string evidence_report(const Platform& platform) {
   std::string out;
   for (const Evidence& e : platform.evidence)
     out += std::string(to_string(e.kind)) + "  " + e.parameter + "  " + e.source + "\n";
+  for (const FunctionModel& m : platform.functions) {
+    std::string what = m.kind == FunctionModelKind::correctly_rounded
+                           ? "correctly rounded in " + m.compute
+                           : "within " + [&] {
+                               std::ostringstream o;
+                               o << m.ulps;  // 2, 2.52: the shortest form that reads back
+                               return o.str();
+                             }() + " ulps of correctly rounded " + m.compute;
+    out += std::string(to_string(m.evidence)) + "  function " + m.function + ": " + what + "  " + m.source + "\n";
+  }
   if (!platform.assumptions.empty()) {
     out += "assumptions in force (select others with " + platform.name.substr(0, platform.name.find('[')) +
            "[name=value,...]):\n";

@@ -220,6 +220,16 @@ Platform build_trainium(const std::string& base, const std::vector<Assumption>& 
                               }() + ")",
                           EvidenceKind::assumed, x.source});
   p.assumptions = assumptions;
+  // ScalarE activations (and VectorE reciprocal): fp32 in and out, piecewise polynomials with no
+  // published error bound, so every function carries the scalar_activation_ulps budget. The
+  // documented valid ranges (rsqrt [2^-87, 2^97], reciprocal +-[2^-42, 2^42], log [2^-64, 2^64])
+  // are not modelled: outside them the hardware extrapolates (FACTS.md s3).
+  const double ulps = std::stod(value_of(assumptions, "scalar_activation_ulps"));
+  for (const char* f : {"exp", "tanh", "sigmoid", "gelu", "gelu_tanh", "silu", "rsqrt", "reciprocal", "log", "softplus"})
+    p.functions.push_back(FunctionModel{f, FunctionModelKind::ulp_budget, ulps, "fp32", EvidenceKind::assumed,
+                                        "assumption scalar_activation_ulps = " + value_of(assumptions, "scalar_activation_ulps") +
+                                            ": ScalarE functions are piecewise polynomials with no published error "
+                                            "bound (nki.isa.activation docs; FACTS.md s3)"});
   return p;
 }
 

@@ -167,4 +167,68 @@ TEST(Platform, EveryPlatformCarriesEvidence) {
   }
 }
 
+// Function models (how a platform computes exp, tanh, ...): CUDA's documented budgets on every
+// NVIDIA platform, the scalar_activation_ulps assumption on Trainium, a JSON round trip, errors
+// naming the field, and one evidence line per model.
+TEST(Platform, FunctionModels) {
+  const core::FunctionModel exp_h100 = core::function_model(core::platform_by_name("nvidia.h100"), "exp");
+  EXPECT_EQ(exp_h100.kind, core::FunctionModelKind::ulp_budget);
+  EXPECT_EQ(exp_h100.ulps, 2.0);
+  EXPECT_EQ(exp_h100.compute, "fp32");
+  EXPECT_EQ(exp_h100.evidence, core::EvidenceKind::documented);
+  EXPECT_NE(exp_h100.source.find("CUDA C++ Programming Guide"), std::string::npos);
+  EXPECT_EQ(core::function_model(core::platform_by_name("cuda_core.fp32"), "rsqrt").ulps, 2.0);
+  EXPECT_EQ(core::function_model(core::platform_by_name("nvidia.a100"), "reciprocal").kind,
+            core::FunctionModelKind::correctly_rounded);
+  EXPECT_EQ(core::function_model(core::platform_by_name("nvidia.h100"), "tanh").ulps, 2.0);
+  // Trainium: the assumption's value, default and chosen.
+  EXPECT_EQ(core::function_model(core::platform_by_name("trainium.trn1"), "gelu").ulps, 4.0);
+  const core::Platform trn16 = core::platform_by_name("trainium.trn1[scalar_activation_ulps=16]");
+  for (const char* f : {"exp", "tanh", "sigmoid", "gelu", "gelu_tanh", "silu", "rsqrt", "reciprocal"}) {
+    const core::FunctionModel m = core::function_model(trn16, f);
+    EXPECT_EQ(m.ulps, 16.0) << f;
+    EXPECT_EQ(m.evidence, core::EvidenceKind::assumed) << f;
+  }
+  // numpy's documented SIMD exp.
+  EXPECT_EQ(core::function_model(core::platform_by_name("numpy"), "exp").ulps, 2.52);
+  // A platform listing nothing: correctly rounded in fp32, assumed.
+  core::Platform bare;
+  bare.name = "bare";
+  const core::FunctionModel cr = core::function_model(bare, "silu");
+  EXPECT_EQ(cr.kind, core::FunctionModelKind::correctly_rounded);
+  EXPECT_EQ(cr.compute, "fp32");
+  EXPECT_THROW(core::function_model(bare, "cosh"), numeq::error);
+  // Round trip and report lines, for every built-in.
+  for (const std::string& name : core::platform_names()) {
+    const core::Platform p = core::platform_by_name(name);
+    EXPECT_EQ(core::platform_from_json(core::to_json(p)), p) << name;
+    const std::string report = core::evidence_report(p);
+    for (const core::FunctionModel& m : p.functions)
+      EXPECT_NE(report.find("function " + m.function + ": "), std::string::npos) << name << " " << m.function;
+  }
+  EXPECT_NE(core::evidence_report(core::platform_by_name("nvidia.h100")).find("documented  function exp: within 2 ulps of correctly rounded fp32"),
+            std::string::npos);
+}
+
+TEST(Platform, MalformedFunctionModelsNameTheField) {
+  const auto error_of = [](const std::string& functions) -> std::string {
+    try {
+      core::platform_from_json(R"({"name": "mine", "plans": [], "functions": )" + functions + "}");
+    } catch (const numeq::error& e) {
+      return e.what();
+    }
+    return "";
+  };
+  EXPECT_EQ(error_of(R"([{"function": "cosh", "model": "ulp_budget", "ulps": 1}])").rfind("profile.functions[0].function:", 0), 0u);
+  EXPECT_EQ(error_of(R"([{"function": "exp", "model": "polynomial"}])").rfind("profile.functions[0].model:", 0), 0u);
+  EXPECT_EQ(error_of(R"([{"function": "exp", "model": "ulp_budget"}])").rfind("profile.functions[0].ulps:", 0), 0u);
+  EXPECT_EQ(error_of(R"([{"function": "exp", "model": "ulp_budget", "ulps": -1}])").rfind("profile.functions[0].ulps:", 0), 0u);
+  EXPECT_EQ(error_of(R"([{"function": "exp", "model": "ulp_budget", "ulps": 2, "compute": "int8"}])").rfind("profile.functions[0].compute:", 0), 0u);
+  EXPECT_EQ(error_of(R"([{"function": "exp", "model": "ulp_budget", "ulps": 2, "compute": "fp33"}])").rfind("profile.functions[0].compute:", 0), 0u);
+  EXPECT_EQ(error_of(R"([{"function": "exp", "model": "ulp_budget", "ulps": 2, "evidence": "rumour"}])").rfind("profile.functions[0].evidence:", 0), 0u);
+  EXPECT_EQ(error_of(R"([{"function": "exp", "model": "correctly_rounded"}, {"function": "exp", "model": "correctly_rounded"}])").rfind("profile.functions[1].function:", 0), 0u);
+  EXPECT_EQ(error_of(R"({"function": "exp"})").rfind("profile.functions:", 0), 0u);
+  EXPECT_EQ(error_of(R"([{"function": "exp", "model": "ulp_budget", "ulps": 3, "compute": "bf16", "evidence": "measured", "source": "mine"}])"), "");
+}
+
 }  // namespace

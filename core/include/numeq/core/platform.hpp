@@ -52,6 +52,31 @@ struct Assumption {
   bool operator==(const Assumption&) const = default;
 };
 
+// How a platform computes one elementwise function (exp, tanh, gelu, rsqrt, ...; the names of
+// numeq::reference::Function): in the format `compute`, either correctly rounded there, or within
+// an error budget of `ulps` units in the last place of `compute` of the correctly rounded result
+// (the CUDA C++ Programming Guide's definition of "maximum ulp error": the distance between the
+// correctly rounded result and the one returned, in ulps). A device following an ulp_budget model
+// may return any value of `compute` that close; the operation catalogue's bounds cover all of them.
+// The result then passes through the operation's output cast. A function a platform does not list
+// is modelled as correctly rounded in fp32 (function_model).
+enum class FunctionModelKind : std::uint8_t { correctly_rounded, ulp_budget };
+std::string_view to_string(FunctionModelKind k);
+
+struct FunctionModel {
+  std::string function;          // e.g. "exp"; one of function_model_names()
+  FunctionModelKind kind = FunctionModelKind::correctly_rounded;
+  double ulps = 0;               // ulp_budget: the budget (>= 0, finite); 0 for correctly_rounded
+  std::string compute = "fp32";  // the format the function is computed in
+  EvidenceKind evidence = EvidenceKind::assumed;
+  std::string source;            // where the budget comes from
+  bool operator==(const FunctionModel&) const = default;
+};
+
+// Every function a model may name, as numeq::reference spells them (core does not include
+// references; the catalogue's tests check that the two lists agree).
+std::span<const std::string_view> function_model_names();
+
 struct Platform {
   std::string name;                  // e.g. "nvidia.h100"; a variant: "trainium.trn1[products=bf16]"
   std::vector<std::string> aliases;  // e.g. "nvidia.h200"
@@ -59,8 +84,14 @@ struct Platform {
   std::vector<PlanEntry> plans;
   std::vector<Evidence> evidence;
   std::vector<Assumption> assumptions;
+  std::vector<FunctionModel> functions;  // at most one per function name
   bool operator==(const Platform&) const = default;
 };
+
+// The platform's model of `function` (a name of function_model_names(); numeq::error naming
+// `parameter` otherwise), or, when it lists none, correctly rounded in fp32 (evidence: assumed).
+FunctionModel function_model(const Platform& platform, std::string_view function,
+                             std::string_view parameter = "function");
 
 // Built-in and registered platforms, in a stable order.
 std::vector<std::string> platform_names();
@@ -82,8 +113,9 @@ Plan with_split_k(const Plan& plan, std::size_t parts, SplitMode mode, const Cas
 
 std::string to_json(const Platform& platform, int indent = 2);
 Platform platform_from_json(std::string_view text, std::string_view parameter = "profile");
-// Every evidence entry, one line each, for reports: "measured  <parameter>  <source>"; then every
-// assumption in force: "assumption  <name> = <value>  (alternatives: ...)  <meaning>".
+// Every evidence entry, one line each, for reports: "measured  <parameter>  <source>"; then one
+// line per function model: "documented  function exp: within 2 ulps of correctly rounded fp32
+// <source>"; then every assumption in force: "assumption  <name> = <value>  (alternatives: ...)  <meaning>".
 std::string evidence_report(const Platform& platform);
 
 }  // namespace numeq::core
