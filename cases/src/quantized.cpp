@@ -203,7 +203,15 @@ Emulation scaled_fp8_matmul(const xt::xarray<double>& a, const xt::xarray<double
     throw error("b: shape " + shape_string(b) + " does not match a " + shape_string(a) +
                 " (a is [M, K], b is [K, N]: b needs " + std::to_string(K) + " rows)");
   if (K == 0) throw error("a: K must be positive, got shape " + shape_string(a));
-  const core::Plan plan = fp8_plan(platform, in_fmt);
+  if (options.split_k == 0) throw error("split_k: must be >= 1 (1: no split)");
+  if (options.split_k > 1 && options.scaling != Fp8Scaling::per_tensor && options.scaling != Fp8Scaling::per_channel)
+    throw error("split_k: applies to per_tensor and per_channel scaling only (blockwise and MX cut K at every block)");
+  if (options.split_k > K)
+    throw error("split_k: " + std::to_string(options.split_k) + " parts exceed K = " + std::to_string(K));
+  const core::Plan plan = options.split_k > 1
+                              ? core::with_split_k(fp8_plan(platform, in_fmt), options.split_k, options.split_mode,
+                                                   Cast{formats::fp32})
+                              : fp8_plan(platform, in_fmt);
   const Format& fmt = format_by_name(in_fmt, "in_fmt");
   Cast out_storage;
   const Cast& out = output_cast(options.out_fmt, out_storage);

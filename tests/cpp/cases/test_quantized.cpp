@@ -230,6 +230,11 @@ std::map<std::string, Tally> sweep(const SweepSizes& z, std::uint64_t seed0) {
             cases::ScaledMatmulOptions o;
             o.scaling = s;
             o.out_fmt = (seed % 2 == 0) ? "fp32" : "bf16";
+            if (s == cases::Fp8Scaling::per_tensor || s == cases::Fp8Scaling::per_channel) {
+              // A third of these cases as split-K 2 (serial or parallel, CUTLASS's two kinds).
+              o.split_k = seed % 3 == 0 ? 2 : 1;
+              o.split_mode = seed % 2 ? core::SplitMode::serial : core::SplitMode::parallel;
+            }
             const cases::Emulation e = cases::scaled_fp8_matmul(c.a, c.b, c.sa, c.sb, platform, fmt_name, o);
             const std::size_t bad = check(e.values, e.bound, oracle(c, s), &t[std::string(cases::to_string(s))]);
             EXPECT_EQ(bad, 0u) << target.platform << " " << fmt_name << " " << cases::to_string(s) << " "
@@ -300,6 +305,16 @@ TEST(ScaledFp8Matmul, PerTensorAndMxMatchTheirEpilogues) {
     const float t = static_cast<float>(c.sb.data()[0]) * static_cast<float>(acc.data()[i]);
     ASSERT_EQ(e.values.data()[i], static_cast<double>(static_cast<float>(c.sa.data()[0]) * t));
   }
+  // Split-K: the platform plan under core::with_split_k, then the same epilogue.
+  o.split_k = 2;
+  o.split_mode = core::SplitMode::parallel;
+  const xarray<double> acc2 = core::matmul(c.a, c.b, nullptr, core::with_split_k(plan, 2, core::SplitMode::parallel, numeq::Cast{}));
+  const cases::Emulation e2 = cases::scaled_fp8_matmul(c.a, c.b, c.sa, c.sb, platform, "e4m3fn", o);
+  for (std::size_t i = 0; i < acc2.size(); ++i) {
+    const float t = static_cast<float>(c.sb.data()[0]) * static_cast<float>(acc2.data()[i]);
+    ASSERT_EQ(e2.values.data()[i], static_cast<double>(static_cast<float>(c.sa.data()[0]) * t));
+  }
+  o.split_k = 1;
   const Scaled m = make_case(cases::Fp8Scaling::mx, numeq::formats::e4m3fn, cases::Distribution::lognormal, 8, 256, 24, 6);
   o.scaling = cases::Fp8Scaling::mx;
   const cases::Emulation em = cases::scaled_fp8_matmul(m.a, m.b, m.sa, m.sb, platform, "e4m3fn", o);
@@ -428,6 +443,12 @@ TEST(ScaledFp8Matmul, BadInputIsRefusedNamingTheArgument) {
   cases::ScaledMatmulOptions oc;
   oc.scaling = cases::Fp8Scaling::per_channel;
   expect_error(run(c.a, c.b, fp32_scales({5}, 1), fp32_scales({8}, 2), h100, "e4m3fn", oc), {"scale_a", "row"});
+  cases::ScaledMatmulOptions os;
+  os.split_k = 0;
+  expect_error(run(c.a, c.b, c.sa, c.sb, h100, "e4m3fn", os), {"split_k"});
+  os.split_k = 2;
+  os.scaling = cases::Fp8Scaling::mx;
+  expect_error(run(c.a, c.b, e8m0_scales({4, 8}, 1), e8m0_scales({8, 8}, 2), h100, "e4m3fn", os), {"split_k", "per_tensor"});
   cases::ScaledMatmulOptions oo;
   oo.out_fmt = "e4m3fn";
   expect_error(run(c.a, c.b, c.sa, c.sb, h100, "e4m3fn", oo), {"out_fmt"});

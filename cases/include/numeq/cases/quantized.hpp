@@ -110,6 +110,12 @@ struct ScaledMatmulOptions {
   Fp8Scaling scaling = Fp8Scaling::per_tensor;
   std::string out_fmt = "fp32";  // the output cast after the fp32 epilogue: fp32, bf16 or fp16
   BlockCombine combine = BlockCombine::platform_default;
+  // per_tensor / per_channel only: the accumulation run as split-K (core::with_split_k): K cut
+  // into split_k parts, serial (each part continues from the previous partial) or parallel (the
+  // partials, each rounded to fp32, summed in order). 1: no split. Blockwise and MX already cut K
+  // at every block; a split there is the caller's loop over their own results.
+  std::size_t split_k = 1;
+  core::SplitMode split_mode = core::SplitMode::serial;
   core::BoundOptions bound{};
 };
 
