@@ -1,0 +1,205 @@
+// Elementwise functions under a platform's function model (elementwise.hpp), and the running
+// error bounds every composite operation of the catalogue is built from (tracked.hpp).
+
+#include "numeq/cases/elementwise.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "numeq/core/evaluate.hpp"
+#include "numeq/formats/cast.hpp"
+#include "numeq/formats/error.hpp"
+#include "numeq/formats/format.hpp"
+#include "numeq/formats/parallel.hpp"
+#include "tracked.hpp"
+
+namespace numeq::cases {
+
+namespace detail {
+
+namespace {
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+// Relative inflation of bounds computed in binary64 from many terms (see tracked.hpp).
+constexpr double kSafety = 1.0 + 0x1p-40;
+
+// a * b where a zero factor wins over an infinite one: |a^| |db| with a^ = 0 contributes nothing.
+double times(double a, double b) { return a == 0 || b == 0 ? 0.0 : a * b; }
+
+bool nearest(Rounding r) { return r == Rounding::nearest_even || r == Rounding::nearest_away; }
+
+}  // namespace
+
+double ulp(double a, const Format& f) {
+  if (std::isnan(a)) return kNaN;
+  if (a > max_finite(f)) return kInf;
+  const int p = f.mantissa_bits;
+  if (a < min_normal(f)) return std::ldexp(1.0, f.emin() - p);
+  int e = 0;
+  std::frexp(a, &e);  // a = m 2^e, m in [1/2, 1): the binade's exponent is e - 1
+  return std::ldexp(1.0, e - 1 - p);
+}
+
+double rounding_error(double r, double spread, const Cast& cast) {
+  if (std::isnan(r) || std::isnan(spread)) return kNaN;
+  if (!std::isfinite(r) || !std::isfinite(spread)) return kInf;
+  const double a = std::abs(r) + spread;
+  if (a > max_finite(cast.format)) return kInf;
+  // Nearest modes lose at most half the spacing of the binade of the result (at a power of two
+  // reached from below, a quarter of it); directed, odd and stochastic rounding a whole spacing.
+  double e = (nearest(cast.rounding) ? 0.5 : 1.0) * ulp(a, cast.format);
+  if (cast.flushes_outputs()) e = std::max(e, min_normal(cast.format));
+  return e;
+}
+
+Tracked input(double x, const Cast& compute) {
+  const double r = round_to_format(x, compute);
+  if (!std::isfinite(x)) return {r, kNaN};
+  if (!std::isfinite(r)) return {r, kInf};
+  double d = std::abs(r - x);
+  if (d != 0) d = std::nextafter(d, kInf);  // r - x need not be exact in binary64
+  return {r, d};
+}
+
+Tracked exact(double v) { return {v, 0.0}; }
+
+Tracked add(Tracked a, Tracked b, const Cast& compute) {
+  const double r = core::add_rounded(a.value, b.value, compute);
+  const double spread = a.bound + b.bound;
+  return {r, (spread + rounding_error(r, spread, compute)) * (1 + 0x1p-50)};
+}
+
+Tracked sub(Tracked a, Tracked b, const Cast& compute) { return add(a, Tracked{-b.value, b.bound}, compute); }
+
+Tracked mul(Tracked a, Tracked b, const Cast& compute) {
+  // Products of values of formats up to 26 significand bits are exact in binary64.
+  const double r = round_to_format(a.value * b.value, compute);
+  const double spread =
+      (times(std::abs(a.value), b.bound) + times(std::abs(b.value), a.bound) + times(a.bound, b.bound)) * (1 + 0x1p-50);
+  return {r, (spread + rounding_error(r, spread, compute)) * (1 + 0x1p-50)};
+}
+
+Tracked div(Tracked a, Tracked b, const Cast& compute) {
+  // The binary64 quotient rounded into a format of p <= 24 bits is the correctly rounded
+  // quotient: double rounding is innocuous when 53 >= 2p + 2 (S. A. Figueroa, "When is double
+  // rounding innocuous?", SIGNUM Newsletter 30(3), 1995).
+  const double q = a.value / b.value;
+  const double r = round_to_format(q, compute);
+  if (std::isnan(a.bound) || std::isnan(b.bound)) return {r, kNaN};
+  const double denominator = std::abs(b.value) - b.bound;
+  if (!(denominator > 0) || !std::isfinite(q)) return {r, kInf};
+  const double spread = (a.bound + times(std::abs(q), b.bound)) / denominator * (1 + 0x1p-50);
+  return {r, (spread + rounding_error(r, spread, compute)) * (1 + 0x1p-50)};
+}
+
+double derivative_bound(reference::Function f, double lo, double hi) {
+  using F = reference::Function;
+  double d = kInf;
+  switch (f) {
+    case F::exp: d = std::exp(hi); break;                          // increasing
+    case F::exp2: d = 0.6931471805599454 * std::exp2(hi); break;   // ln 2 * 2^hi, increasing
+    case F::log: d = lo > 0 ? 1 / lo : kInf; break;                // 1/x, decreasing on x > 0
+    case F::sqrt: d = lo > 0 ? 0.5 / std::sqrt(lo) : kInf; break;
+    case F::rsqrt: d = lo > 0 ? 0.5 / (lo * std::sqrt(lo)) : kInf; break;
+    case F::reciprocal: {
+      const double m = std::min(std::abs(lo), std::abs(hi));
+      d = (lo > 0 || hi < 0) ? 1 / (m * m) : kInf;
+      break;
+    }
+    // Global Lipschitz constants: sup |f'| over the real line.
+    case F::tanh: d = 1; break;        // sech^2 <= 1
+    case F::sigmoid: d = 0.25; break;  // s(1 - s) <= 1/4
+    case F::softplus: d = 1; break;    // sigmoid <= 1
+    case F::silu: d = 1.1; break;      // max of s(x)(1 + x(1 - s(x))) is 1.0998 (x = 2.40)
+    case F::gelu: d = 1.13; break;     // max of Phi(x) + x phi(x) is 1.1289 (x = sqrt 2)
+    case F::gelu_tanh: d = 1.15; break;  // the tanh form's derivative stays within 0.2% of gelu's
+  }
+  return std::isnan(d) ? kInf : d * (1 + 0x1p-40);
+}
+
+double model_error(const core::FunctionModel& model, const Cast& model_cast, double r) {
+  if (std::isnan(r)) return kNaN;
+  if (!std::isfinite(r)) return kInf;
+  const Format& f = model_cast.format;
+  const double n = model.kind == core::FunctionModelKind::ulp_budget ? model.ulps : 0.0;
+  // The largest magnitude a device within the budget may return, and the spacing there.
+  const double reach = std::abs(r) + n * ulp(std::abs(r), f);
+  if (reach > max_finite(f)) return kInf;
+  return (0.5 + n) * ulp(reach, f);
+}
+
+FunctionStep function_step(const core::Platform& platform, reference::Function f, const Cast& compute) {
+  FunctionStep s;
+  s.f = f;
+  s.model = core::function_model(platform, reference::function_name(f));
+  s.model_cast = Cast{format_by_name(s.model.compute, "platform.functions.compute")};
+  s.compute = compute;
+  return s;
+}
+
+Tracked apply(const FunctionStep& step, Tracked a) {
+  const double r_model = decode(reference::evaluate_bits(step.f, a.value, step.model_cast), step.model_cast.format);
+  double bound = model_error(step.model, step.model_cast, r_model);
+  double r = r_model;
+  if (!(step.model_cast == step.compute)) {
+    r = round_to_format(r_model, step.compute);
+    bound += rounding_error(r, bound, step.compute);
+  }
+  if (std::isnan(a.bound)) return {r, kNaN};
+  if (a.bound > 0) bound += times(a.bound, derivative_bound(step.f, a.value - a.bound, a.value + a.bound));
+  if (std::isnan(bound) || !std::isfinite(r)) bound = kInf;
+  return {r, bound};
+}
+
+Tracked reduce(std::span<const Tracked> terms, const core::Plan& plan, const core::ReductionWeights& weights) {
+  std::vector<double> values(terms.size());
+  for (std::size_t k = 0; k < terms.size(); ++k) values[k] = terms[k].value;
+  const double s = core::evaluate(values, {}, std::nullopt, plan);
+  double pre = weights.absolute;
+  for (std::size_t k = 0; k < terms.size(); ++k) {
+    const Tracked& t = terms[k];
+    if (std::isnan(t.bound)) return {s, kNaN};
+    pre += times(weights.term[k], std::abs(t.value) + t.bound) + t.bound;
+  }
+  pre *= kSafety;
+  if (!std::isfinite(s) || !std::isfinite(pre)) return {s, kInf};
+  return {s, core::with_output_cast(plan.output, s, pre)};
+}
+
+}  // namespace detail
+
+Emulation function(reference::Function f, const xt::xarray<double>& x, const core::Platform& platform, const Cast& out) {
+  validate(out, "out");
+  detail::FunctionStep step = detail::function_step(platform, f, Cast{});
+  step.compute = step.model_cast;  // no second rounding: the output cast follows
+  Emulation result;
+  result.values = xt::xarray<double>::from_shape(x.shape());
+  result.bound = xt::xarray<double>::from_shape(x.shape());
+  const double* in = x.data();
+  double* values = result.values.data();
+  double* bounds = result.bound.data();
+  parallel_for(
+      x.size(),
+      [&](std::size_t begin, std::size_t end) {
+        for (std::size_t i = begin; i < end; ++i) {
+          const detail::Tracked xc = detail::input(in[i], step.model_cast);
+          // The correctly rounded f at the compute-format argument, the model's budget on top,
+          // the input conversion propagated through f (tracked.hpp).
+          const detail::Tracked r = detail::apply(step, xc);
+          const double v = round_to_format(r.value, out, i);
+          values[i] = v;
+          if (!std::isfinite(in[i]) || std::isnan(v)) bounds[i] = std::numeric_limits<double>::quiet_NaN();
+          else if (!std::isfinite(r.value) || !std::isfinite(r.bound)) bounds[i] = std::numeric_limits<double>::infinity();
+          else bounds[i] = core::with_output_cast(out, v, r.bound);
+        }
+      },
+      1024);
+  return result;
+}
+
+}  // namespace numeq::cases

@@ -1,0 +1,390 @@
+// Softmax, log-softmax, layernorm and rmsnorm under a platform (normalization.hpp): the emulated
+// values and their running error bounds (tracked.hpp) in one pass per row.
+
+#include "numeq/cases/normalization.hpp"
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <limits>
+#include <string>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include "numeq/core/bound.hpp"
+#include "numeq/formats/cast.hpp"
+#include "numeq/formats/error.hpp"
+#include "numeq/formats/parallel.hpp"
+#include "tracked.hpp"
+
+namespace numeq::cases {
+
+namespace {
+
+using detail::Tracked;
+using reference::Function;
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+constexpr std::array<std::string_view, 3> kSoftmaxVariants{"plain", "max_subtracted", "online"};
+constexpr std::array<std::string_view, 3> kLayernormVariants{"two_pass", "welford", "bn_stats"};
+
+template <std::size_t N>
+std::string names(const std::array<std::string_view, N>& a) {
+  std::string out;
+  for (std::string_view n : a) out += (out.empty() ? "" : ", ") + std::string(n);
+  return out;
+}
+
+// What every operation needs from the platform: the compute cast, its sum plan and the
+// function models of the steps it takes.
+struct Machine {
+  Cast compute;
+  core::Plan sum;
+  detail::FunctionStep exp, log, rsqrt;
+};
+
+Machine machine(const core::Platform& platform, const Format& compute) {
+  // Products of two compute values must be exact in binary64 and quotients correctly rounded
+  // through it (tracked.hpp: Figueroa's condition 53 >= 2p + 2).
+  if (compute.is_integer() || compute.precision() > 24)
+    throw numeq::error("compute: " + std::string(compute.name) +
+                       " cannot be a compute format (a floating format of at most 24 significand bits: fp32, bf16, "
+                       "fp16, ...)");
+  Machine m;
+  m.compute = Cast{compute};
+  const std::string name(compute.name);
+  m.sum = core::plan_for(platform, core::Operation::sum, name, name);
+  m.exp = detail::function_step(platform, Function::exp, m.compute);
+  m.log = detail::function_step(platform, Function::log, m.compute);
+  m.rsqrt = detail::function_step(platform, Function::rsqrt, m.compute);
+  return m;
+}
+
+std::size_t axis_index(std::ptrdiff_t axis, std::size_t ndim) {
+  const auto d = static_cast<std::ptrdiff_t>(ndim);
+  if (axis < -d || axis >= d)
+    throw numeq::error("axis: " + std::to_string(axis) + " is out of range for an array of " + std::to_string(ndim) +
+                       " dimensions");
+  return static_cast<std::size_t>(axis < 0 ? axis + d : axis);
+}
+
+// The rows of x along an axis: row r = (o, i) holds elements (o n + j) inner + i, j < n.
+struct Rows {
+  std::size_t outer = 1, n = 1, inner = 1;
+  std::size_t count() const { return outer * inner; }
+  std::size_t at(std::size_t row, std::size_t j) const {
+    const std::size_t o = row / inner, i = row % inner;
+    return (o * n + j) * inner + i;
+  }
+};
+
+Rows rows_along(const xt::xarray<double>& x, std::size_t axis) {
+  Rows r;
+  for (std::size_t d = 0; d < x.dimension(); ++d) {
+    if (d < axis) r.outer *= x.shape()[d];
+    else if (d == axis) r.n = x.shape()[d];
+    else r.inner *= x.shape()[d];
+  }
+  return r;
+}
+
+// The value and bound of element `index` after the output cast.
+void emit(const Tracked& y, const Cast& out, std::size_t index, bool finite_inputs, double* values, double* bounds) {
+  const double v = round_to_format(y.value, out, index);
+  values[index] = v;
+  if (!finite_inputs) bounds[index] = kNaN;
+  else if (std::isnan(v) || !std::isfinite(y.value) || !std::isfinite(y.bound)) bounds[index] = kInf;
+  else bounds[index] = core::with_output_cast(out, v, y.bound);
+}
+
+Emulation shaped_like(const xt::xarray<double>& x) {
+  Emulation e;
+  e.values = xt::xarray<double>::from_shape(x.shape());
+  e.bound = xt::xarray<double>::from_shape(x.shape());
+  return e;
+}
+
+// ---- softmax and log-softmax --------------------------------------------------------------
+
+Emulation softmax_family(const xt::xarray<double>& x, std::ptrdiff_t axis, const core::Platform& platform,
+                         const Cast& out, const SoftmaxOptions& options, bool log) {
+  validate(out, "out");
+  const Rows rows = rows_along(x, axis_index(axis, x.dimension()));
+  const Machine mc = machine(platform, options.compute);
+  const bool online = options.variant == SoftmaxVariant::online;
+  if (online && options.block == 0) throw numeq::error("block: must be positive for the online variant");
+  if (online && rows.n % options.block != 0)
+    throw numeq::error("block: " + std::to_string(options.block) + " does not divide the axis length " +
+                       std::to_string(rows.n));
+  const std::size_t block = online ? options.block : rows.n;
+  if (rows.n == 0) return shaped_like(x);
+  const core::ReductionWeights w_block = core::reduction_weights(mc.sum, block, false);
+  const Cast& C = mc.compute;
+  Emulation result = shaped_like(x);
+  if (rows.n == 0) return result;
+  const double* in = x.data();
+  double* values = result.values.data();
+  double* bounds = result.bound.data();
+  parallel_for(
+      rows.count(),
+      [&](std::size_t begin, std::size_t end) {
+        std::vector<Tracked> xs(rows.n), e(rows.n);
+        for (std::size_t row = begin; row < end; ++row) {
+          bool finite = true;
+          for (std::size_t j = 0; j < rows.n; ++j) {
+            const double v = in[rows.at(row, j)];
+            finite = finite && std::isfinite(v);
+            xs[j] = detail::input(v, C);
+          }
+          // Softmax is invariant under shifting every x_j by one constant, so the shifts (the
+          // maxima) are exact constants here: the exact counterpart subtracts the same numbers.
+          double m = 0;  // plain: no shift
+          Tracked s;     // sum_j e^{x_j - m} as computed, with its bound
+          if (options.variant == SoftmaxVariant::plain || options.variant == SoftmaxVariant::max_subtracted) {
+            if (options.variant == SoftmaxVariant::max_subtracted) {
+              m = -kInf;
+              for (const Tracked& t : xs) m = std::max(m, t.value);
+            }
+            for (std::size_t j = 0; j < rows.n; ++j)
+              e[j] = detail::apply(mc.exp, m == 0 ? xs[j] : detail::sub(xs[j], detail::exact(m), C));
+            s = detail::reduce(e, mc.sum, w_block);
+          } else {
+            // Online normaliser (Milakov and Gimelshein, arXiv:1805.02867, Algorithm 3, by blocks
+            // as flash attention runs it).
+            for (std::size_t b = 0; b < rows.n; b += block) {
+              double mb = -kInf;
+              for (std::size_t j = b; j < b + block; ++j) mb = std::max(mb, xs[j].value);
+              for (std::size_t j = b; j < b + block; ++j) e[j] = detail::apply(mc.exp, detail::sub(xs[j], detail::exact(mb), C));
+              const Tracked sb = detail::reduce(std::span<const Tracked>(e).subspan(b, block), mc.sum, w_block);
+              if (b == 0) {
+                s = sb;
+                m = mb;
+                continue;
+              }
+              const double m_new = std::max(m, mb);
+              const Tracked f = detail::apply(mc.exp, detail::sub(detail::exact(m), detail::exact(m_new), C));
+              const Tracked g = detail::apply(mc.exp, detail::sub(detail::exact(mb), detail::exact(m_new), C));
+              s = detail::add(detail::mul(s, f, C), detail::mul(sb, g, C), C);
+              m = m_new;
+            }
+            // The numerators against the final maximum, recomputed (as the kernel's second pass does).
+            for (std::size_t j = 0; j < rows.n; ++j) e[j] = detail::apply(mc.exp, detail::sub(xs[j], detail::exact(m), C));
+          }
+          if (!log) {
+            for (std::size_t j = 0; j < rows.n; ++j) {
+              const std::size_t index = rows.at(row, j);
+              emit(detail::div(e[j], s, C), out, index, finite, values, bounds);
+              // softmax lies in [0, 1]: no output is farther than max(v, 1 - v) from it.
+              const double v = values[index];
+              if (finite && v >= 0 && v <= 1) bounds[index] = std::min(bounds[index], std::max(v, 1 - v));
+            }
+          } else {
+            // log_softmax(x)_i = (x_i - m) - log(sum_j e^{x_j - m}) (Blanchard, Higham, Higham 2021).
+            const Tracked l = detail::apply(mc.log, s);
+            for (std::size_t j = 0; j < rows.n; ++j) {
+              const Tracked d = m == 0 ? xs[j] : detail::sub(xs[j], detail::exact(m), C);
+              emit(detail::sub(d, l, C), out, rows.at(row, j), finite, values, bounds);
+            }
+          }
+        }
+      },
+      2);
+  return result;
+}
+
+// ---- layernorm and rmsnorm ----------------------------------------------------------------
+
+void check_norm_parameters(const xt::xarray<double>& x, const reference::NormParameters& p) {
+  if (x.dimension() == 0) throw numeq::error("x: needs at least one dimension (the normalised axis)");
+  const std::size_t n = x.shape().back();
+  if (!std::isfinite(p.eps) || p.eps < 0) throw numeq::error("eps: must be finite and >= 0");
+  for (const auto& [name, a] : {std::pair{"gamma", p.gamma}, std::pair{"beta", p.beta}}) {
+    if (a == nullptr) continue;
+    if (a->dimension() != 1 || a->shape()[0] != n)
+      throw numeq::error(std::string(name) + ": expected shape {" + std::to_string(n) + "} (the last axis of x)");
+  }
+}
+
+struct Moments {
+  Tracked count, mean, m2;  // m2 = sum of squared deviations (var * count)
+};
+
+// Welford's update over xs[first], xs[first + step], ... (Welford, Technometrics 4(3), 1962):
+// mean_k = mean_{k-1} + (x - mean_{k-1}) / k, M2_k = M2_{k-1} + (x - mean_{k-1})(x - mean_k),
+// each step's exact counterpart the same update in real arithmetic.
+Moments welford(const std::vector<Tracked>& xs, std::size_t first, std::size_t end, std::size_t step, const Cast& C) {
+  Tracked mean = detail::exact(0), m2 = detail::exact(0);
+  std::size_t k = 0;
+  for (std::size_t j = first; j < end; j += step) {
+    ++k;
+    const Tracked delta = detail::sub(xs[j], mean, C);
+    mean = detail::add(mean, detail::div(delta, detail::input(static_cast<double>(k), C), C), C);
+    m2 = detail::add(m2, detail::mul(delta, detail::sub(xs[j], mean, C), C), C);
+  }
+  return {detail::input(static_cast<double>(k), C), mean, m2};
+}
+
+// bn_aggr's merge of (count, mean, M2) statistics in order, in the compute format.
+std::pair<Tracked, Tracked> bn_aggregate(const std::vector<Moments>& parts, std::size_t n, bool chan, const Cast& C) {
+  const Tracked total = detail::input(static_cast<double>(n), C);
+  if (chan) {
+    // Chan, Golub, LeVeque (1983), pairwise update: n = na + nb, delta = mean_b - mean_a,
+    // mean = mean_a + delta nb / n, M2 = M2_a + M2_b + delta^2 na nb / n.
+    Moments acc = parts.front();
+    double na = acc.count.value;
+    for (std::size_t i = 1; i < parts.size(); ++i) {
+      const Moments& b = parts[i];
+      const double nb = b.count.value, nn = na + nb;
+      const Tracked tn = detail::input(nn, C);
+      const Tracked delta = detail::sub(b.mean, acc.mean, C);
+      acc.mean = detail::add(acc.mean, detail::mul(delta, detail::div(b.count, tn, C), C), C);
+      const Tracked weight = detail::div(detail::input(na * nb, C), tn, C);
+      acc.m2 = detail::add(detail::add(acc.m2, b.m2, C), detail::mul(detail::mul(delta, delta, C), weight, C), C);
+      na = nn;
+    }
+    return {acc.mean, detail::div(acc.m2, total, C)};
+  }
+  // naive: mean = sum n_i mean_i / n; E[x^2] = sum (M2_i + n_i mean_i^2) / n; var = E[x^2] - mean^2.
+  Tracked s = detail::exact(0), q = detail::exact(0);
+  for (const Moments& p : parts) {
+    s = detail::add(s, detail::mul(p.mean, p.count, C), C);
+    q = detail::add(q, detail::add(p.m2, detail::mul(detail::mul(p.mean, p.mean, C), p.count, C), C), C);
+  }
+  const Tracked mean = detail::div(s, total, C);
+  return {mean, detail::sub(detail::div(q, total, C), detail::mul(mean, mean, C), C)};
+}
+
+std::string assumption_of(const core::Platform& platform, const std::string& name) {
+  for (const core::Assumption& a : platform.assumptions)
+    if (a.name == name) return a.value;
+  return {};
+}
+
+enum class Norm : std::uint8_t { layer, rms };
+
+Emulation normalize(const xt::xarray<double>& x, const reference::NormParameters& parameters,
+                    const core::Platform& platform, const Cast& out, const NormOptions& options, Norm kind) {
+  validate(out, "out");
+  check_norm_parameters(x, parameters);
+  const Machine mc = machine(platform, options.compute);
+  const Rows rows = rows_along(x, x.dimension() - 1);
+  const Cast& C = mc.compute;
+  const LayernormVariant variant = kind == Norm::rms ? LayernormVariant::two_pass : options.variant;
+  bool chan = true;
+  if (variant == LayernormVariant::bn_stats) {
+    const std::string merge = assumption_of(platform, "bn_aggr_merge");
+    if (merge.empty())
+      throw numeq::error("variant: bn_stats needs a platform with the bn_aggr_merge assumption (trainium.*); " +
+                         platform.name + " has none");
+    chan = merge == "chan";
+  }
+  Emulation result = shaped_like(x);
+  if (rows.n == 0) return result;
+  const core::ReductionWeights w = core::reduction_weights(mc.sum, rows.n, false);
+  const Tracked eps = detail::input(parameters.eps, C);
+  const double* in = x.data();
+  double* values = result.values.data();
+  double* bounds = result.bound.data();
+  parallel_for(
+      rows.count(),
+      [&](std::size_t begin, std::size_t end) {
+        std::vector<Tracked> xs(rows.n), t(rows.n);
+        for (std::size_t row = begin; row < end; ++row) {
+          bool finite = true;
+          for (std::size_t j = 0; j < rows.n; ++j) {
+            const double v = in[rows.at(row, j)];
+            finite = finite && std::isfinite(v);
+            xs[j] = detail::input(v, C);
+          }
+          const Tracked n = detail::input(static_cast<double>(rows.n), C);
+          Tracked mean = detail::exact(0), var;
+          if (kind == Norm::rms) {
+            for (std::size_t j = 0; j < rows.n; ++j) t[j] = detail::mul(xs[j], xs[j], C);
+            var = detail::div(detail::reduce(t, mc.sum, w), n, C);  // the mean square
+          } else if (variant == LayernormVariant::two_pass) {
+            // Two-pass: n u + n^2 kappa^2 u^2 (Chan, Golub, LeVeque 1983); here its running form.
+            mean = detail::div(detail::reduce(xs, mc.sum, w), n, C);
+            for (std::size_t j = 0; j < rows.n; ++j) {
+              const Tracked c = detail::sub(xs[j], mean, C);
+              t[j] = detail::mul(c, c, C);
+            }
+            var = detail::div(detail::reduce(t, mc.sum, w), n, C);
+          } else if (variant == LayernormVariant::welford) {
+            const Moments mo = welford(xs, 0, rows.n, 1, C);
+            mean = mo.mean;
+            var = detail::div(mo.m2, n, C);
+          } else {
+            // bn_stats: free size at most 512 per instruction, even and odd elements apart.
+            std::vector<Moments> parts;
+            for (std::size_t c = 0; c < rows.n; c += 512) {
+              const std::size_t stop = std::min(rows.n, c + 512);
+              for (std::size_t parity = 0; parity < 2 && c + parity < stop; ++parity)
+                parts.push_back(welford(xs, c + parity, stop, 2, C));
+            }
+            std::tie(mean, var) = bn_aggregate(parts, rows.n, chan, C);
+          }
+          const Tracked r = detail::apply(mc.rsqrt, detail::add(var, eps, C));
+          for (std::size_t j = 0; j < rows.n; ++j) {
+            bool ok = finite;
+            Tracked y = detail::mul(kind == Norm::rms ? xs[j] : detail::sub(xs[j], mean, C), r, C);
+            if (parameters.gamma != nullptr) {
+              const double g = (*parameters.gamma)(j);
+              ok = ok && std::isfinite(g);
+              y = detail::mul(y, detail::input(g, C), C);
+            }
+            if (parameters.beta != nullptr) {
+              const double b = (*parameters.beta)(j);
+              ok = ok && std::isfinite(b);
+              y = detail::add(y, detail::input(b, C), C);
+            }
+            emit(y, out, rows.at(row, j), ok, values, bounds);
+          }
+        }
+      },
+      2);
+  return result;
+}
+
+}  // namespace
+
+std::string_view to_string(SoftmaxVariant v) { return kSoftmaxVariants[static_cast<std::size_t>(v)]; }
+std::string_view to_string(LayernormVariant v) { return kLayernormVariants[static_cast<std::size_t>(v)]; }
+
+SoftmaxVariant softmax_variant_by_name(std::string_view name, std::string_view parameter) {
+  for (std::size_t i = 0; i < kSoftmaxVariants.size(); ++i)
+    if (kSoftmaxVariants[i] == name) return static_cast<SoftmaxVariant>(i);
+  throw numeq::error(std::string(parameter) + ": unknown softmax variant '" + std::string(name) +
+                     "'; valid: " + names(kSoftmaxVariants));
+}
+
+LayernormVariant layernorm_variant_by_name(std::string_view name, std::string_view parameter) {
+  for (std::size_t i = 0; i < kLayernormVariants.size(); ++i)
+    if (kLayernormVariants[i] == name) return static_cast<LayernormVariant>(i);
+  throw numeq::error(std::string(parameter) + ": unknown layernorm variant '" + std::string(name) +
+                     "'; valid: " + names(kLayernormVariants));
+}
+
+Emulation softmax(const xt::xarray<double>& x, std::ptrdiff_t axis, const core::Platform& platform, const Cast& out,
+                  const SoftmaxOptions& options) {
+  return softmax_family(x, axis, platform, out, options, false);
+}
+
+Emulation log_softmax(const xt::xarray<double>& x, std::ptrdiff_t axis, const core::Platform& platform,
+                      const Cast& out, const SoftmaxOptions& options) {
+  return softmax_family(x, axis, platform, out, options, true);
+}
+
+Emulation layernorm(const xt::xarray<double>& x, const reference::NormParameters& parameters,
+                    const core::Platform& platform, const Cast& out, const NormOptions& options) {
+  return normalize(x, parameters, platform, out, options, Norm::layer);
+}
+
+Emulation rmsnorm(const xt::xarray<double>& x, const reference::NormParameters& parameters,
+                  const core::Platform& platform, const Cast& out, const NormOptions& options) {
+  return normalize(x, parameters, platform, out, options, Norm::rms);
+}
+
+}  // namespace numeq::cases

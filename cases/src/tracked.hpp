@@ -1,0 +1,77 @@
+#pragma once
+// Running error bounds for the catalogue's composite operations (private to cases/).
+//
+// Every intermediate of an emulated operation travels as a Tracked pair: the value the emulation
+// computed and a bound on its distance to the exact counterpart (the same step carried out in
+// real arithmetic on the exact inputs). Each step rounds its result once into the compute cast
+// and adds to the propagated bound the rounding it may commit. This is Wilkinson's running error
+// analysis (Higham, Accuracy and Stability of Numerical Algorithms, 2nd ed., 2002, s3.3) with the
+// propagation made rigorous for finite perturbations instead of first-order:
+//   a + b:  |da| + |db|
+//   a * b:  |a^| |db| + |b^| |da| + |da| |db|
+//   a / b:  (|da| + |a^/b^| |db|) / (|b^| - |db|)          (infinite when |b^| <= |db|)
+//   f(a):   |da| * sup |f'| over [a^ - |da|, a^ + |da|]    (mean value theorem)
+// plus the rounding of the step. Rounding errors are stated for the largest magnitude the result
+// may have (|r| + propagated bound), so that they also cover a device whose intermediate differs
+// from the emulation's within the bound (a function within its ulp budget, another summation
+// order): the bound holds for every computation the platform's model admits, not only for the
+// emulated one. Sums go through core's evaluator and bound walker (one implementation).
+//
+// Bounds are computed in binary64 and inflated by a relative 2^-40 where they add many terms, so
+// that the rounding of the bound arithmetic itself cannot make it too small.
+
+#include <cstddef>
+#include <span>
+
+#include "numeq/core/bound.hpp"
+#include "numeq/core/platform.hpp"
+#include "numeq/formats/rounding.hpp"
+#include "numeq/references/functions.hpp"
+
+namespace numeq::cases::detail {
+
+struct Tracked {
+  double value = 0;
+  double bound = 0;  // |value - exact| <= bound; +Inf: no claim (overflow, division by ~0)
+};
+
+// The spacing of f's values at magnitude a (>= 0): the ulp of the binade a lies in, the subnormal
+// spacing below the smallest normal; +Inf above the largest finite value.
+double ulp(double a, const Format& f);
+// What rounding a result into `cast` may lose, for any result of magnitude at most |r| + spread.
+double rounding_error(double r, double spread, const Cast& cast);
+
+// x (any double) as a value of the compute cast: the rounded value and its distance to x.
+Tracked input(double x, const Cast& compute);
+// A value exact by construction (a count n, when representable).
+Tracked exact(double v);
+
+Tracked add(Tracked a, Tracked b, const Cast& compute);
+Tracked sub(Tracked a, Tracked b, const Cast& compute);
+Tracked mul(Tracked a, Tracked b, const Cast& compute);
+Tracked div(Tracked a, Tracked b, const Cast& compute);
+
+// An elementwise function as a platform computes it: correctly rounded in the model's format or
+// within its ulp budget, then rounded into the operation's compute cast when that differs.
+struct FunctionStep {
+  reference::Function f = reference::Function::exp;
+  core::FunctionModel model;
+  Cast model_cast;  // the model's compute format, nearest even
+  Cast compute;     // the operation's compute cast
+};
+FunctionStep function_step(const core::Platform& platform, reference::Function f, const Cast& compute);
+// f at a tracked argument: the emulated value (the correctly rounded f(a^) of the model's format,
+// then the compute cast) and its bound (budget + rounding + propagation of a's bound).
+Tracked apply(const FunctionStep& step, Tracked a);
+// The budget part alone: a bound on |device - f(v)| for a value r = the model-format rounding of
+// f(v), any device within the model's budget.
+double model_error(const core::FunctionModel& model, const Cast& model_cast, double r);
+// sup |f'| on [lo, hi] (a bound; +Inf where f is not differentiable there or the bound overflows).
+double derivative_bound(reference::Function f, double lo, double hi);
+
+// A sum under a platform's plan: the terms' values reduced by core::evaluate, the bound from
+// core::reduction_weights (sum_k w_k (|t^_k| + e_k) + sum_k e_k + absolute) and
+// core::with_output_cast. `weights` must be reduction_weights(plan, terms.size(), false).
+Tracked reduce(std::span<const Tracked> terms, const core::Plan& plan, const core::ReductionWeights& weights);
+
+}  // namespace numeq::cases::detail
