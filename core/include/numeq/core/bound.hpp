@@ -60,7 +60,17 @@ struct ReductionWeights {
   double init = 0;                  // weight of |c| (0 when !with_init)
   double absolute = 0;              // underflow and flush contributions, summed over the plan
   double failure_probability = 0;   // probabilistic: P(bound fails) per element is at most this
+  // Products only (dot, matmul): coefficients of |a_k| and |b_k| (the arguments as given), added
+  // as sum_k (a_term[k] |a_k| + b_term[k] |b_k|). They carry absolute errors that scale with one
+  // operand: an input cast or a decompose piece of a subnormal operand, and a fused step whose
+  // alignment exponent comes from a zero or subnormal operand (ZeroTerms::fp32_emin reads a zero
+  // at 2^-126, so 0 * b takes the exponent -126 + e(b)). Both empty when every coefficient is
+  // zero; tiny (about 2^-100 relative) otherwise, but needed for a bound that holds for all data.
+  std::vector<double> a_term, b_term;
 };
+// Whether the terms are products is read from the plan: fused and decompose nodes, input_b and
+// ProductMode::rounded make them products; otherwise the weights are those of a sum of values
+// (which equal those of fma products). A plan's `initial` value is part of the exact sum.
 ReductionWeights reduction_weights(const Plan& plan, std::size_t n, bool with_init, const BoundOptions& options = {});
 
 // The output cast added to a pre-cast bound: if the value v before the cast is within

@@ -1,0 +1,645 @@
+// The bound walker (bound.hpp) against exact results: for every built-in platform's every plan,
+// Trainium variants, split-K, hand-built plans of every node kind, directed and stochastic
+// roundings and flushing, |emulated - exact| <= bound must hold for every element. The exact
+// values come from numeq::reference (a long accumulator: independent of the evaluator and of the
+// walker); the inputs from numeq::cases::generate, rounded into the input formats.
+//
+// Besides soundness: tightness (observed worst error / bound on random data, printed per family,
+// and adversarial inputs that nearly attain the deterministic bound, with a lower limit), a
+// planted bug (bf16 accumulation emulated, fp32 plan bounded) that must be caught, and the
+// probabilistic bound's violation rate against its stated failure probability.
+// NUMEQ_LONG_TESTS=1 enables BoundLong.*, at least 10^7 output elements per family.
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <limits>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <xtensor/xadapt.hpp>
+#include <xtensor/xarray.hpp>
+#include <xtensor/xview.hpp>
+
+#include "numeq/cases/generators.hpp"
+#include "numeq/core/bound.hpp"
+#include "numeq/core/evaluate.hpp"
+#include "numeq/core/fused.hpp"
+#include "numeq/core/plan.hpp"
+#include "numeq/core/platform.hpp"
+#include "numeq/formats/cast.hpp"
+#include "numeq/formats/error.hpp"
+#include "numeq/formats/format.hpp"
+#include "numeq/references/exact.hpp"
+
+namespace {
+
+using namespace numeq;
+using namespace numeq::core;
+using numeq::cases::Distribution;
+
+// ---- checking ----
+
+struct Tally {
+  std::size_t checked = 0;     // elements with a finite bound, compared
+  std::size_t violations = 0;  // |emulated - exact| > bound
+  std::size_t infinite = 0;    // +Inf bound (overflow): nothing to check
+  std::size_t nan = 0;         // NaN bound (non-finite inputs)
+  double worst_ratio = 0;      // max |emulated - exact| / bound
+  std::string first_violation;
+  void merge(const Tally& t) {
+    checked += t.checked;
+    violations += t.violations;
+    infinite += t.infinite;
+    nan += t.nan;
+    worst_ratio = std::max(worst_ratio, t.worst_ratio);
+    if (first_violation.empty()) first_violation = t.first_violation;
+  }
+};
+
+// |e - (hi + lo)| with TwoSum for e - hi (exact), then one rounding: within 2^-53 relative.
+double error_of(double e, double hi, double lo) {
+  const double s = e - hi;
+  const double bb = s - e;
+  const double t = (e - (s - bb)) + (-hi - bb);
+  return std::fabs(s + (t - lo));
+}
+
+Tally compare(const xt::xarray<double>& emulated, const reference::ExactValues& exact, const xt::xarray<double>& bound,
+              const std::string& label) {
+  Tally t;
+  for (std::size_t i = 0; i < emulated.size(); ++i) {
+    const double b = bound.data()[i];
+    if (std::isnan(b)) {
+      ++t.nan;
+      continue;
+    }
+    if (std::isinf(b)) {
+      ++t.infinite;
+      continue;
+    }
+    ++t.checked;
+    const double err = error_of(emulated.data()[i], exact.hi.data()[i], exact.lo.data()[i]);
+    if (err > b) {
+      ++t.violations;
+      if (t.first_violation.empty()) {
+        char buf[400];
+        std::snprintf(buf, sizeof buf, "%s: element %zu emulated %.17g exact %.17g%+.3g bound %.6g error %.6g",
+                      label.c_str(), i, emulated.data()[i], exact.hi.data()[i], exact.lo.data()[i], b, err);
+        t.first_violation = buf;
+      }
+    }
+    if (b > 0) t.worst_ratio = std::max(t.worst_ratio, err / b);
+    else if (err > 0) t.worst_ratio = std::numeric_limits<double>::infinity();
+  }
+  return t;
+}
+
+void report(const std::string& family, const Tally& t) {
+  std::printf("[bound] %-28s checked %10zu  violations %zu  inf %zu  nan %zu  worst error/bound %.3g\n",
+              family.c_str(), t.checked, t.violations, t.infinite, t.nan, t.worst_ratio);
+  if (!t.first_violation.empty()) std::printf("        first violation: %s\n", t.first_violation.c_str());
+}
+
+// ---- inputs and exact values ----
+
+xt::xarray<double> gen(Distribution d, std::uint64_t seed, const Format& f, const std::vector<std::size_t>& shape,
+                       double scale = 1.0) {
+  return cases::generate(cases::Generator{d, seed, scale}, f, shape);
+}
+
+// dot of rows of a [R, K] and b [R, K] as a batched matmul [R, 1, K] @ [R, K, 1].
+reference::ExactValues dot_exact_rows(const xt::xarray<double>& a, const xt::xarray<double>& b,
+                                      const xt::xarray<double>* c) {
+  const std::size_t R = a.shape()[0], K = a.shape()[1];
+  xt::xarray<double> a3 = a;
+  a3.reshape({R, 1, K});
+  xt::xarray<double> b3 = b;
+  b3.reshape({R, K, 1});
+  xt::xarray<double> c3;
+  if (c) {
+    c3 = *c;
+    c3.reshape({R, 1, 1});
+  }
+  reference::ExactValues e = reference::matmul_exact(a3, b3, c ? &c3 : nullptr);
+  e.hi.reshape({R});
+  e.lo.reshape({R});
+  return e;
+}
+
+const Format& fmt(const std::string& name) { return format_by_name(name); }
+
+xt::xarray<double> round_all(xt::xarray<double> x, const Cast& c) {
+  for (double& v : x) v = round_to_format(v, c);
+  return x;
+}
+
+// One check of a matmul plan on generated inputs.
+Tally check_matmul(const Plan& plan, const Format& in, Distribution d, std::uint64_t seed, std::size_t M,
+                   std::size_t K, std::size_t N, bool with_c, const BoundOptions& options = {},
+                   const Plan* emulate_with = nullptr) {
+  const xt::xarray<double> a = gen(d, seed, in, {M, K});
+  const xt::xarray<double> b = gen(d == Distribution::outlier_channels ? Distribution::normal : d, seed + 1, in, {K, N});
+  xt::xarray<double> c;
+  if (with_c) c = gen(Distribution::normal, seed + 2, formats::fp32, {M, N});
+  const Plan& ep = emulate_with ? *emulate_with : plan;
+  // c must be a value of a fused chain's c format.
+  if (with_c && plan.reduction.kind == NodeKind::fused)
+    c = round_all(c, Cast{plan.reduction.fused.c_format});
+  const xt::xarray<double> em = core::matmul(a, b, with_c ? &c : nullptr, ep);
+  const xt::xarray<double> bd = matmul_bound(a, b, with_c ? &c : nullptr, plan, em, options);
+  const reference::ExactValues ex = reference::matmul_exact(a, b, with_c ? &c : nullptr);
+  return compare(em, ex, bd, plan.name);
+}
+
+Tally check_dot(const Plan& plan, const Format& in, Distribution d, std::uint64_t seed, std::size_t R, std::size_t K,
+                bool with_c, const BoundOptions& options = {}) {
+  const xt::xarray<double> a = gen(d, seed, in, {R, K});
+  const xt::xarray<double> b = gen(d, seed + 7, in, {R, K});
+  xt::xarray<double> c;
+  if (with_c) c = gen(Distribution::normal, seed + 3, formats::fp32, {R});
+  if (with_c && plan.reduction.kind == NodeKind::fused) c = round_all(c, Cast{plan.reduction.fused.c_format});
+  const xt::xarray<double> em = core::dot(a, b, with_c ? &c : nullptr, plan);
+  const xt::xarray<double> bd = dot_bound(a, b, with_c ? &c : nullptr, plan, em, options);
+  return compare(em, dot_exact_rows(a, b, with_c ? &c : nullptr), bd, plan.name);
+}
+
+Tally check_sum(const Plan& plan, const Format& in, Distribution d, std::uint64_t seed, std::size_t R, std::size_t K,
+                const BoundOptions& options = {}, const Plan* emulate_with = nullptr) {
+  const xt::xarray<double> x = gen(d, seed, in, {R, K});
+  const xt::xarray<double> em = core::sum(x, -1, emulate_with ? *emulate_with : plan);
+  const xt::xarray<double> bd = sum_bound(x, -1, plan, em, options);
+  reference::ExactValues ex = reference::sum_exact(x, -1);
+  if (plan.initial) ex.hi += *plan.initial;  // exact for the 0.0 the built-in plans use
+  return compare(em, ex, bd, plan.name);
+}
+
+const std::vector<Distribution>& dists() {
+  static const std::vector<Distribution> d = cases::all_distributions();
+  return d;
+}
+
+// Every plan entry of a platform, every distribution, lengths that exercise partial steps,
+// tails and tiles.
+Tally check_platform(const Platform& p, double scale) {
+  Tally t;
+  const std::size_t Ks[] = {1, 7, 40, 160, 300};
+  std::uint64_t seed = 1000;
+  for (const PlanEntry& e : p.plans) {
+    const Format& in = fmt(e.in_fmt);
+    for (std::size_t di = 0; di < dists().size(); ++di) {
+      const Distribution d = dists()[di];
+      const std::size_t K = Ks[(di + seed) % 5];
+      const std::size_t rows = std::max<std::size_t>(2, static_cast<std::size_t>(8 * scale));
+      ++seed;
+      switch (e.op) {
+        case Operation::matmul: t.merge(check_matmul(e.plan, in, d, seed, rows, K, 5, di % 2 == 0)); break;
+        case Operation::dot: t.merge(check_dot(e.plan, in, d, seed, rows * 2, K, di % 2 == 1)); break;
+        case Operation::sum: t.merge(check_sum(e.plan, in, d, seed, rows * 2, K * 3 + 1)); break;
+      }
+    }
+  }
+  return t;
+}
+
+// ---- hand-built plans ----
+
+Arithmetic ar(const Format& f, Rounding r = Rounding::nearest_even, Subnormals s = Subnormals::keep) {
+  return Arithmetic{Cast{f, r, Overflow::ieee, s}};
+}
+
+Plan plan_of(PlanNode node, const Cast& output = Cast{formats::fp32}, CPlacement cp = CPlacement::first) {
+  Plan p;
+  p.name = to_string(node);
+  p.reduction = std::move(node);
+  p.output = output;
+  p.c_placement = cp;
+  return p;
+}
+
+// An explicit tree over n terms: a mix of binary and ternary groups, built from a seed.
+PlanNode explicit_tree_of(std::size_t n, const Arithmetic& arith, std::uint64_t seed) {
+  std::vector<PlanNode> level;
+  for (std::size_t i = 0; i < n; ++i) level.push_back(term(i));
+  std::uint64_t s = seed;
+  while (level.size() > 1) {
+    s = s * 6364136223846793005ull + 1442695040888963407ull;
+    const std::size_t take = std::min<std::size_t>(level.size(), 2 + (s >> 60) % 2);
+    const std::size_t at = (s >> 20) % (level.size() - take + 1);
+    std::vector<PlanNode> kids(level.begin() + static_cast<std::ptrdiff_t>(at),
+                               level.begin() + static_cast<std::ptrdiff_t>(at + take));
+    level.erase(level.begin() + static_cast<std::ptrdiff_t>(at), level.begin() + static_cast<std::ptrdiff_t>(at + take));
+    level.insert(level.begin() + static_cast<std::ptrdiff_t>(at), group(std::move(kids), arith));
+  }
+  return level[0];
+}
+
+struct HandPlan {
+  Plan plan;
+  std::string in;      // input format
+  bool products = true;
+  std::size_t K = 0;   // 0: the default lengths
+};
+
+std::vector<HandPlan> hand_plans() {
+  const Arithmetic f32 = ar(formats::fp32), b16 = ar(formats::bf16), h16 = ar(formats::fp16);
+  Arithmetic b16_products = f32;
+  b16_products.product = ProductMode::rounded;
+  b16_products.product_cast = Cast{formats::bf16};
+  std::vector<HandPlan> v;
+  v.push_back({plan_of(sequential(f32)), "bf16"});
+  v.push_back({plan_of(sequential(f32, true), Cast{formats::fp32}, CPlacement::last), "fp16"});
+  v.push_back({plan_of(sequential(b16), Cast{formats::bf16}), "bf16"});
+  v.push_back({plan_of(sequential(b16_products)), "fp32"});
+  v.push_back({plan_of(sequential(ar(formats::fp16, Rounding::toward_zero))), "e4m3fn"});
+  v.push_back({plan_of(sequential(ar(formats::fp32, Rounding::upward))), "bf16"});
+  v.push_back({plan_of(sequential(ar(formats::fp32, Rounding::downward))), "bf16"});
+  v.push_back({plan_of(sequential(ar(formats::bf16, Rounding::odd))), "fp16"});
+  v.push_back({plan_of(sequential(ar(formats::fp16, Rounding::nearest_away, Subnormals::flush_both))), "fp16"});
+  v.push_back({plan_of(sequential(ar(formats::fp16, Rounding::nearest_even, Subnormals::flush_outputs))), "fp16"});
+  v.push_back({plan_of(sequential(ar(formats::bf16, Rounding::toward_zero, Subnormals::flush_inputs))), "bf16"});
+  v.push_back({plan_of(lanes(8, f32)), "bf16"});
+  v.push_back({plan_of(lanes(6, b16), Cast{formats::fp32}, CPlacement::last), "bf16"});
+  v.push_back({plan_of(pairwise(16, 4, lanes(4, h16), h16), Cast{formats::fp16}), "fp16"});
+  v.push_back({plan_of(pairwise(5, 1, sequential(b16), b16)), "bf16"});
+  v.push_back({plan_of(chunked(32, sequential(b16, true), sequential(f32))), "bf16"});
+  v.push_back({plan_of(chunked(10, tree(3, h16), pairwise(3, 1, sequential(f32), f32))), "fp16"});
+  v.push_back({plan_of(split(3, SplitMode::parallel, Cast{formats::bf16}, sequential(f32, true), sequential(f32))), "bf16"});
+  v.push_back({plan_of(split(4, SplitMode::serial, Cast{formats::fp16}, sequential(f32))), "fp16"});
+  v.push_back({plan_of(tree(3, f32)), "fp16"});
+  v.push_back({plan_of(tree(2, ar(formats::bf16, Rounding::toward_zero)), Cast{formats::bf16}), "bf16"});
+  {
+    std::vector<std::size_t> order{3, 1, 0, 2};
+    v.push_back({plan_of(permute(4, order, sequential(b16))), "bf16"});
+  }
+  // Fused steps: the NVIDIA sets and parameter variants of fused.hpp.
+  v.push_back({plan_of(fused(nvidia::h100_bf16)), "bf16"});
+  v.push_back({plan_of(fused(nvidia::h100_e4m3)), "e4m3fn"});
+  v.push_back({plan_of(fused(nvidia::v100_fp16_f16), Cast{formats::fp16}), "fp16"});
+  {
+    FusedStep s = nvidia::a100_bf16;
+    s.alignment = Alignment::nearest_even;
+    s.fraction_bits = 10;
+    v.push_back({plan_of(fused(s)), "bf16"});
+    s = nvidia::h100_fp16;
+    s.max_exponent = MaxExponent::normalized;
+    s.fraction_bits = 12;
+    v.push_back({plan_of(fused(s)), "fp16"});
+    s.max_exponent = MaxExponent::largest_term;
+    s.zeros = ZeroTerms::excluded;
+    v.push_back({plan_of(fused(s)), "fp16"});
+    s = nvidia::h100_bf16;
+    s.exponent_floor = -126;
+    s.fraction_bits = 8;
+    s.overflow = OverflowRule::cast;
+    v.push_back({plan_of(fused(s)), "bf16"});
+    s = nvidia::h100_fp16;
+    s.output = Cast{formats::fp32, Rounding::toward_zero, Overflow::ieee, Subnormals::flush_outputs};
+    v.push_back({plan_of(fused(s)), "fp16"});
+  }
+  v.push_back({plan_of(permute(8, {0, 4, 1, 5, 2, 6, 3, 7}, fused(nvidia::a100_fp16))), "fp16"});
+  // Explicit trees (a different tree for each length is built in check_hand).
+  v.push_back({plan_of(explicit_tree_of(23, f32, 1)), "bf16", true, 23});
+  v.push_back({plan_of(explicit_tree_of(17, b16, 2)), "bf16", true, 17});
+  {
+    PlanNode t = explicit_tree_of(12, b16_products, 3);
+    v.push_back({plan_of(t), "fp32", true, 12});
+  }
+  // decompose: Trainium-like and with 3 pieces and passes left out.
+  v.push_back({plan_of(decompose(16, 2, Cast{formats::bf16}, {{0, 0}, {0, 1}, {1, 0}, {1, 1}}, sequential(f32, true),
+                                 sequential(f32))),
+               "fp32"});
+  v.push_back({plan_of(decompose(8, 3, Cast{formats::bf16}, {{0, 0}, {1, 0}, {0, 1}}, sequential(f32, true),
+                                 sequential(f32))),
+               "fp32"});
+  v.push_back({plan_of(decompose(8, 2, Cast{formats::tf32, Rounding::toward_zero}, {{0, 0}, {0, 1}, {1, 0}, {1, 1}, {1, 1}},
+                                 fused(nvidia::h100_tf32), sequential(f32))),
+               "fp32"});
+  // Input casts (tf32 truncation), outputs rounded stochastically / directed / flushed.
+  {
+    Plan p = plan_of(fused(nvidia::h100_tf32));
+    p.input_a = p.input_b = Cast{formats::tf32, Rounding::toward_zero};
+    v.push_back({p, "fp32"});
+    p = plan_of(sequential(f32), Cast{formats::bf16, Rounding::stochastic});
+    p.output.seed = 7;
+    v.push_back({p, "bf16"});
+    p = plan_of(sequential(f32), Cast{formats::e4m3fn, Rounding::stochastic, Overflow::saturate});
+    v.push_back({p, "bf16"});
+    p = plan_of(pairwise(8, 2, sequential(f32), f32), Cast{formats::fp16, Rounding::toward_zero, Overflow::ieee,
+                                                                  Subnormals::flush_outputs});
+    v.push_back({p, "fp16"});
+    p = plan_of(sequential(f32), Cast{formats::bf16, Rounding::upward});
+    p.initial = 0.0;
+    v.push_back({p, "bf16"});
+    p = plan_of(sequential(ar(formats::int32)), Cast{formats::fp32});
+    v.push_back({p, "int8", true});
+  }
+  return v;
+}
+
+Tally check_hand(const HandPlan& h, double scale, bool sums_too) {
+  Tally t;
+  std::uint64_t seed = 77;
+  const bool integer_in = fmt(h.in).is_integer();
+  const bool products_only = [&] {
+    bool yes = false;
+    std::function<void(const PlanNode&)> scan = [&](const PlanNode& n) {
+      if (n.kind == NodeKind::fused || n.kind == NodeKind::decompose) yes = true;
+      for (const PlanNode& c : n.children) scan(c);
+    };
+    scan(h.plan.reduction);
+    return yes;
+  }();
+  for (std::size_t di = 0; di < dists().size(); ++di) {
+    Distribution d = dists()[di];
+    if (integer_in) d = Distribution::small_integers;
+    const std::size_t K = h.K ? h.K : std::vector<std::size_t>{1, 5, 24, 100, 257}[di % 5];
+    const std::size_t rows = std::max<std::size_t>(2, static_cast<std::size_t>(6 * scale));
+    ++seed;
+    const Format& in = integer_in ? formats::int8 : fmt(h.in);
+    if (integer_in) {
+      const xt::xarray<double> a = xt::round(gen(Distribution::small_integers, seed, formats::fp16, {rows, K}));
+      const xt::xarray<double> b = xt::round(gen(Distribution::small_integers, seed + 1, formats::fp16, {K, rows}));
+      const xt::xarray<double> em = core::matmul(a, b, nullptr, h.plan);
+      t.merge(compare(em, reference::matmul_exact(a, b), matmul_bound(a, b, nullptr, h.plan, em), h.plan.name));
+      continue;
+    }
+    t.merge(check_matmul(h.plan, in, d, seed, rows, K, 4, di % 3 == 0));
+    t.merge(check_dot(h.plan, in, d, seed + 11, rows, K, di % 3 == 1));
+    if (sums_too && !products_only && h.plan.reduction.kind != NodeKind::group &&
+        !(h.plan.reduction.arithmetic.product == ProductMode::rounded))
+      t.merge(check_sum(h.plan, in, d, seed + 5, rows, K));
+  }
+  return t;
+}
+
+std::vector<std::string> trainium_variants() {
+  return {"trainium.trn1[pe_order=pairwise,products=bf16]",
+          "trainium.trn1[pe_order=fused]",
+          "trainium.trn1[fp32_matmul=bf16x4]",
+          "trainium.trn1[fp32_matmul=tf32x4]",
+          "trainium.trn2[fp8_double_row=on]",
+          "trainium.trn2[fp8_double_row=on,pe_order=pairwise]",
+          "trainium.trn1[accumulator_bits=25,pe_rounding=toward_zero,psum_rounding=toward_zero]",
+          "trainium.trn1[output_rounding=stochastic,vector_reduce_order=pairwise]"};
+}
+
+// ---- the tests ----
+
+TEST(Bound, Names) {
+  EXPECT_EQ(to_string(BoundKind::deterministic), "deterministic");
+  EXPECT_EQ(to_string(BoundKind::probabilistic), "probabilistic");
+  EXPECT_EQ(bound_kind_by_name("probabilistic"), BoundKind::probabilistic);
+  try {
+    bound_kind_by_name("loose", "bound_kind");
+    FAIL() << "no error";
+  } catch (const numeq::error& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("bound_kind"), std::string::npos) << m;
+    EXPECT_NE(m.find("deterministic"), std::string::npos) << m;
+  }
+  BoundOptions bad;
+  bad.kind = BoundKind::probabilistic;
+  bad.lambda = -1;
+  EXPECT_THROW(reduction_weights(plan_of(sequential(ar(formats::fp32))), 4, false, bad), numeq::error);
+}
+
+TEST(Bound, WeightsOfClassicalPlans) {
+  // Recursive fp32 summation of n terms: term k (k >= 1) passes n - k additions, term 0 also its
+  // first rounding: w_k = (1 + u)^(n-k) - 1 >= (n - k) u (Higham 2002, (4.4)).
+  const double u = 0x1p-24;
+  const ReductionWeights w = reduction_weights(plan_of(sequential(ar(formats::fp32))), 10, false);
+  ASSERT_EQ(w.term.size(), 10u);
+  EXPECT_GE(w.term[1], 9 * u);
+  EXPECT_LE(w.term[1], 9 * u * (1 + 1e-6));
+  EXPECT_GE(w.term[0], 10 * u);
+  EXPECT_GE(w.term[9], u);
+  // Pairwise over 2^k terms: k roundings each (plus the leaf's first rounding).
+  const ReductionWeights p = reduction_weights(plan_of(tree(2, ar(formats::fp32))), 16, false);
+  for (double x : p.term) EXPECT_LE(x, 5.0001 * u);
+  // Integer accumulation is exact.
+  const ReductionWeights z = reduction_weights(plan_of(sequential(ar(formats::int32))), 16, true);
+  for (double x : z.term) EXPECT_EQ(x, 0.0);
+  EXPECT_EQ(z.init, 0.0);
+  // A fused H100 bf16 step: (1 + 15 * 2^-25)(1 + 2^-23) - 1 per step for 16 products.
+  const ReductionWeights f = reduction_weights(plan_of(fused(nvidia::h100_bf16)), 16, false);
+  EXPECT_NEAR(f.term[0], 15 * 0x1p-25 + 0x1p-23, 1e-12);
+}
+
+TEST(Bound, OutputCast) {
+  const Cast fp16{formats::fp16};
+  EXPECT_TRUE(std::isnan(with_output_cast(fp16, 1.0, std::nan(""))));
+  EXPECT_TRUE(std::isinf(with_output_cast(fp16, std::numeric_limits<double>::infinity(), 0)));
+  EXPECT_TRUE(std::isinf(with_output_cast(Cast{formats::e4m3fn, Rounding::nearest_even, Overflow::saturate}, 448, 0)));
+  EXPECT_TRUE(std::isinf(with_output_cast(Cast{formats::fp16, Rounding::toward_zero}, 65504, 0)));
+  // Exact value 1 + 2^-11 (a tie): rounded to 1; any v' within B rounds within the bound.
+  const double b = with_output_cast(fp16, 1.0, 0x1p-12);
+  EXPECT_GE(b, 0x1p-11);
+  EXPECT_LE(b, 0x1p-9);
+  // The power-of-two boundary: v just below 2 may round up to 2 (an error of half an ulp of
+  // [1, 2)): the bound holds for every v' in [2 - 3B, 2 + B].
+  const double B = 0x1p-12;
+  const double bound = with_output_cast(fp16, 2.0, B);
+  for (double s = 2.0 - 2 * B; s <= 2.0 + 2 * B; s += B / 64)
+    for (double v = s - B; v <= s + B; v += B / 16) {
+      const double cv = round_to_format(v, fp16);
+      EXPECT_LE(std::fabs(cv - s), bound) << v << " " << s;
+    }
+}
+
+// Every built-in platform's every plan entry.
+TEST(Bound, BuiltinPlatforms) {
+  Tally all;
+  for (const std::string& name : platform_names()) {
+    const Tally t = check_platform(platform_by_name(name), 1.0);
+    report(name, t);
+    EXPECT_EQ(t.violations, 0u) << t.first_violation;
+    all.merge(t);
+  }
+  report("all built-in platforms", all);
+  EXPECT_GT(all.checked, 10000u);
+}
+
+TEST(Bound, TrainiumVariantsAndSplitK) {
+  Tally all;
+  for (const std::string& name : trainium_variants()) {
+    const Tally t = check_platform(platform_by_name(name), 0.5);
+    report(name, t);
+    EXPECT_EQ(t.violations, 0u) << t.first_violation;
+    all.merge(t);
+  }
+  // Split-K, serial and parallel, on tensor-core, CUDA-core and Trainium plans.
+  const std::vector<std::pair<std::string, std::string>> bases = {
+      {"nvidia.h100", "bf16"}, {"nvidia.a100", "fp16"}, {"cuda_core.fp32", "fp32"}, {"trainium.trn1", "bf16"},
+      {"nvidia.h100", "e4m3fn"}};
+  Tally split_tally;
+  std::uint64_t seed = 5;
+  for (const auto& [name, in] : bases) {
+    const Platform p = platform_by_name(name);
+    const Plan base = plan_for(p, Operation::matmul, in, "fp32");
+    for (const std::size_t parts : {2, 3, 5})
+      for (const SplitMode mode : {SplitMode::serial, SplitMode::parallel})
+        for (const Distribution d : dists()) {
+          const Plan sk = with_split_k(base, parts, mode, Cast{formats::fp32});
+          ++seed;
+          split_tally.merge(check_matmul(sk, fmt(in), d, seed, 6, 97 + parts * 20, 5, seed % 2 == 0));
+        }
+  }
+  report("split-K", split_tally);
+  EXPECT_EQ(split_tally.violations, 0u) << split_tally.first_violation;
+  all.merge(split_tally);
+  report("trainium variants + split-K", all);
+}
+
+TEST(Bound, HandBuiltPlans) {
+  Tally all;
+  for (const HandPlan& h : hand_plans()) {
+    const Tally t = check_hand(h, 1.0, true);
+    if (t.violations) report(h.plan.name, t);
+    EXPECT_EQ(t.violations, 0u) << h.plan.name << ": " << t.first_violation;
+    all.merge(t);
+  }
+  report("hand-built plans", all);
+  EXPECT_GT(all.checked, 10000u);
+}
+
+TEST(Bound, NumpySums) {
+  const Platform np = platform_by_name("numpy");
+  Tally t;
+  std::uint64_t seed = 900;
+  for (const PlanEntry& e : np.plans)
+    for (const Distribution d : dists())
+      for (const std::size_t K : {3, 8, 9, 127, 128, 129, 1000, 4099})
+        t.merge(check_sum(e.plan, fmt(e.in_fmt), d, ++seed, 6, K));
+  report("numpy sums", t);
+  EXPECT_EQ(t.violations, 0u) << t.first_violation;
+}
+
+// Tightness on random data (printed) and on adversarial data (asserted).
+TEST(Bound, Tightness) {
+  const Plan cuda = plan_for(platform_by_name("cuda_core.fp32"), Operation::dot, "fp32", "fp32");
+  const Plan h100 = plan_for(platform_by_name("nvidia.h100"), Operation::matmul, "bf16", "fp32");
+  const Plan npsum = plan_for(platform_by_name("numpy"), Operation::sum, "fp32", "fp32");
+  const Plan bf16_chain = plan_of(sequential(ar(formats::bf16)), Cast{formats::bf16});
+  // Random data: observed worst error / bound.
+  for (const Distribution d : {Distribution::normal, Distribution::uniform, Distribution::cancellation}) {
+    const Tally a = check_dot(cuda, formats::fp32, d, 3, 64, 1024, false);
+    const Tally b = check_matmul(h100, formats::bf16, d, 4, 32, 1024, 32, false);
+    const Tally c = check_sum(npsum, formats::fp32, d, 5, 64, 1024);
+    const Tally e = check_dot(bf16_chain, formats::bf16, d, 6, 64, 64, false);
+    std::printf("[tightness random %s] cuda_core fp32 dot %.3g, h100 bf16 matmul %.3g, numpy sum %.3g, bf16 chain %.3g\n",
+                std::string(cases::to_string(d)).c_str(), a.worst_ratio, b.worst_ratio, c.worst_ratio, e.worst_ratio);
+    EXPECT_EQ(a.violations + b.violations + c.violations + e.violations, 0u);
+  }
+  // Adversarial: 1 followed by terms just under half an ulp of 1: every addition rounds down,
+  // losing almost u each time (Higham 2002, s4.2: the bound is attainable to first order).
+  const auto adversarial = [](const Plan& plan, double t, std::size_t n) {
+    xt::xarray<double> a = xt::ones<double>({std::size_t{1}, n}) * t;
+    a(0, 0) = 1.0;
+    const xt::xarray<double> b = xt::ones<double>({std::size_t{1}, n});
+    const xt::xarray<double> em = core::dot(a, b, nullptr, plan);
+    const xt::xarray<double> bd = dot_bound(a, b, nullptr, plan, em);
+    return compare(em, dot_exact_rows(a, b, nullptr), bd, plan.name);
+  };
+  const Tally s32 = adversarial(cuda, 0x1.fffffep-25, 2000);
+  const Tally s16 = adversarial(bf16_chain, 0x1.fcp-9, 24);
+  // Fused truncation: 1 and 15 products just below 2^(E-F) = 2^-25 are cut to nothing.
+  const Plan step = plan_of(fused(nvidia::h100_bf16));
+  const Tally fz = adversarial(step, 0x1.fep-26, 16);
+  std::printf("[tightness adversarial] fp32 chain %.3f, bf16 chain %.3f, fused truncation %.3f\n", s32.worst_ratio,
+              s16.worst_ratio, fz.worst_ratio);
+  EXPECT_EQ(s32.violations + s16.violations + fz.violations, 0u);
+  EXPECT_GE(s32.worst_ratio, 0.25);
+  EXPECT_GE(s16.worst_ratio, 0.25);
+  EXPECT_GE(fz.worst_ratio, 0.25);
+}
+
+// A kernel that accumulates in bf16 where the plan says fp32 must be caught.
+TEST(Bound, PlantedBugIsDetected) {
+  const Plan fp32_plan = plan_for(platform_by_name("cuda_core.fp32"), Operation::matmul, "bf16", "fp32");
+  Plan bug = fp32_plan;
+  bug.reduction = sequential(ar(formats::bf16), true);
+  Tally t;
+  for (const Distribution d : {Distribution::normal, Distribution::uniform, Distribution::lognormal})
+    t.merge(check_matmul(fp32_plan, formats::bf16, d, 31, 16, 256, 16, false, {}, &bug));
+  report("planted bug (bf16 accumulation)", t);
+  EXPECT_GT(t.violations, t.checked / 2) << "the bound did not catch bf16 accumulation";
+}
+
+TEST(Bound, Probabilistic) {
+  const std::vector<std::pair<std::string, Plan>> plans = {
+      {"cuda_core fp32 dot", plan_for(platform_by_name("cuda_core.fp32"), Operation::dot, "fp32", "fp32")},
+      {"h100 fp16->fp16 matmul", plan_for(platform_by_name("nvidia.h100"), Operation::matmul, "fp16", "fp16")},
+      {"trainium bf16 matmul", plan_for(platform_by_name("trainium.trn1"), Operation::matmul, "bf16", "fp32")},
+      {"bf16 chain", plan_of(sequential(ar(formats::bf16)), Cast{formats::bf16})},
+  };
+  for (const double lambda : {4.0, 6.0}) {
+    BoundOptions o;
+    o.kind = BoundKind::probabilistic;
+    o.lambda = lambda;
+    for (const auto& [label, plan] : plans) {
+      const std::size_t K = 512;
+      Tally t, det;
+      for (const Distribution d : {Distribution::normal, Distribution::uniform, Distribution::lognormal}) {
+        if (plan.reduction.kind == NodeKind::sequential && plan.reduction.start_from_zero) {
+          t.merge(check_dot(plan, formats::fp32, d, 41, 256, K, false, o));
+          det.merge(check_dot(plan, formats::fp32, d, 41, 256, K, false));
+        } else if (plan.reduction.kind == NodeKind::sequential) {
+          t.merge(check_dot(plan, formats::bf16, d, 41, 256, K, false, o));
+          det.merge(check_dot(plan, formats::bf16, d, 41, 256, K, false));
+        } else {
+          const Format& in = label.find("fp16") != std::string::npos ? formats::fp16 : formats::bf16;
+          t.merge(check_matmul(plan, in, d, 43, 16, K, 16, false, o));
+          det.merge(check_matmul(plan, in, d, 43, 16, K, 16, false));
+        }
+      }
+      const double failure = reduction_weights(plan, K, false, o).failure_probability;
+      const double rate = t.checked ? static_cast<double>(t.violations) / static_cast<double>(t.checked) : 0.0;
+      std::printf("[probabilistic lambda=%g] %-24s checked %zu violations %zu (rate %.3g, stated failure %.3g); "
+                  "worst error/bound %.3g (deterministic %.3g)\n",
+                  lambda, label.c_str(), t.checked, t.violations, rate, failure, t.worst_ratio, det.worst_ratio);
+      EXPECT_LE(rate, failure) << label;
+      EXPECT_EQ(det.violations, 0u);
+    }
+  }
+}
+
+// ---- the long run: at least 10^7 output elements per family ----
+
+TEST(BoundLong, TenMillionPerFamily) {
+  const char* env = std::getenv("NUMEQ_LONG_TESTS");
+  if (!env || std::string(env) != "1") GTEST_SKIP() << "set NUMEQ_LONG_TESTS=1";
+  const std::size_t target = 10'000'000;
+  const auto run = [&](const std::string& family, const std::function<Tally(std::uint64_t)>& once) {
+    Tally t;
+    const auto t0 = std::chrono::steady_clock::now();
+    for (std::uint64_t round = 0; t.checked + t.infinite + t.nan < target; ++round) t.merge(once(round));
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    report(family + " (long)", t);
+    std::printf("        %.1f s\n", s);
+    EXPECT_EQ(t.violations, 0u) << t.first_violation;
+  };
+  const auto d_of = [](std::uint64_t r) { return cases::all_distributions()[r % 8]; };
+  const Plan cuda = plan_for(platform_by_name("cuda_core.fp32"), Operation::matmul, "fp32", "fp32");
+  run("cuda_core fp32 matmul", [&](std::uint64_t r) { return check_matmul(cuda, formats::fp32, d_of(r), r, 256, 48, 512, r % 2); });
+  const Plan h100 = plan_for(platform_by_name("nvidia.h100"), Operation::matmul, "bf16", "fp32");
+  run("h100 bf16 matmul", [&](std::uint64_t r) { return check_matmul(h100, formats::bf16, d_of(r), r, 256, 64, 512, r % 2); });
+  const Plan h8 = plan_for(platform_by_name("nvidia.h100"), Operation::matmul, "e4m3fn", "fp32");
+  run("h100 e4m3 matmul", [&](std::uint64_t r) { return check_matmul(h8, formats::e4m3fn, d_of(r), r, 256, 64, 512, r % 2); });
+  const Plan trn = plan_for(platform_by_name("trainium.trn1[fp32_matmul=bf16x4]"), Operation::matmul, "fp32", "fp32");
+  run("trainium bf16x4 matmul", [&](std::uint64_t r) { return check_matmul(trn, formats::fp32, d_of(r), r, 256, 40, 512, false); });
+  const Plan np = plan_for(platform_by_name("numpy"), Operation::sum, "fp32", "fp32");
+  run("numpy fp32 sum", [&](std::uint64_t r) { return check_sum(np, formats::fp32, d_of(r), r, 65536, 37 + r % 100); });
+  const Plan chain = plan_of(sequential(ar(formats::bf16, Rounding::toward_zero, Subnormals::flush_both)),
+                             Cast{formats::bf16, Rounding::stochastic});
+  run("bf16 RZ FTZ chain, stochastic out", [&](std::uint64_t r) { return check_dot(chain, formats::bf16, d_of(r), r, 65536, 30, r % 2); });
+}
+
+}  // namespace
