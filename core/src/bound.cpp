@@ -100,6 +100,7 @@
 #include <array>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <optional>
 #include <functional>
 #include <limits>
@@ -1007,63 +1008,85 @@ double finish(const Walk& w, const Plan& plan, double emulated, double pre, doub
 // same source is compiled for AVX-512, AVX2 and the baseline and chosen at run time (results
 // differ only within the inflation the caller applies: every order of a non-negative sum is
 // covered by it).
-constexpr std::size_t kMR = 4, kNR = 16, kKC = 256, kMB = 64;
+constexpr std::size_t kKC = 256, kMB = 64;
 
+// GCC/Clang vector extensions: the micro-kernel states its registers explicitly (the
+// auto-vectoriser spills a [4][16] accumulator array to the stack).
+typedef double V2 __attribute__((vector_size(16)));
+typedef double V4 __attribute__((vector_size(32)));
+typedef double V8 __attribute__((vector_size(64)));
+
+// C[MR x NR] += A panel (MR x kc, k-major) * B strip (kc x NR), NR = NV vectors of V.
+template <class V, std::size_t MR, std::size_t NV>
 [[gnu::always_inline]] inline void micro(const double* __restrict ap, const double* __restrict bp, std::size_t kc,
                                          double* __restrict c, std::size_t ldc) {
-  double acc[kMR][kNR] = {};
+  constexpr std::size_t L = sizeof(V) / sizeof(double), NR = NV * L;
+  V acc[MR][NV];
+  for (std::size_t r = 0; r < MR; ++r)
+    for (std::size_t v = 0; v < NV; ++v) acc[r][v] = V{};
   for (std::size_t k = 0; k < kc; ++k) {
-    const double* b = bp + k * kNR;
-    for (std::size_t r = 0; r < kMR; ++r) {
-      const double a = ap[k * kMR + r];
-      for (std::size_t j = 0; j < kNR; ++j) acc[r][j] += a * b[j];
+    V b[NV];
+    for (std::size_t v = 0; v < NV; ++v) std::memcpy(&b[v], bp + k * NR + v * L, sizeof(V));
+    for (std::size_t r = 0; r < MR; ++r) {
+      const double a = ap[k * MR + r];
+      for (std::size_t v = 0; v < NV; ++v) acc[r][v] += b[v] * a;
     }
   }
-  for (std::size_t r = 0; r < kMR; ++r)
-    for (std::size_t j = 0; j < kNR; ++j) c[r * ldc + j] += acc[r][j];
+  for (std::size_t r = 0; r < MR; ++r)
+    for (std::size_t v = 0; v < NV; ++v) {
+      V cur;
+      std::memcpy(&cur, c + r * ldc + v * L, sizeof(V));
+      cur += acc[r][v];
+      std::memcpy(c + r * ldc + v * L, &cur, sizeof(V));
+    }
 }
 
-// Rows [m0, m0 + rows) of C (ldc = padded N) from X rows and packed Y (strips of K x NR).
+// Rows [0, rows) of C (ldc = N padded to NR) from X rows (length K) and Y packed in strips of
+// K x NR; apack holds ceil(kMB / MR) panels of kKC x MR.
+template <class V, std::size_t MR, std::size_t NV>
 [[gnu::always_inline]] inline void block_rows(const double* X, std::size_t K, const double* Yp, std::size_t strips,
                                               double* C, std::size_t ldc, std::size_t rows, double* apack) {
-  const std::size_t panels = (rows + kMR - 1) / kMR;
+  constexpr std::size_t NR = NV * (sizeof(V) / sizeof(double));
+  const std::size_t panels = (rows + MR - 1) / MR;
   for (std::size_t k0 = 0; k0 < K; k0 += kKC) {
     const std::size_t kc = std::min(kKC, K - k0);
     for (std::size_t p = 0; p < panels; ++p)
       for (std::size_t k = 0; k < kc; ++k)
-        for (std::size_t r = 0; r < kMR; ++r) {
-          const std::size_t row = p * kMR + r;
-          apack[(p * kKC + k) * kMR + r] = row < rows ? X[row * K + k0 + k] : 0.0;
+        for (std::size_t r = 0; r < MR; ++r) {
+          const std::size_t row = p * MR + r;
+          apack[(p * kKC + k) * MR + r] = row < rows ? X[row * K + k0 + k] : 0.0;
         }
     for (std::size_t s = 0; s < strips; ++s)
       for (std::size_t p = 0; p < panels; ++p)
-        micro(apack + p * kKC * kMR, Yp + (s * K + k0) * kNR, kc, C + p * kMR * ldc + s * kNR, ldc);
+        micro<V, MR, NV>(apack + p * kKC * MR, Yp + (s * K + k0) * NR, kc, C + p * MR * ldc + s * NR, ldc);
   }
 }
 
 [[gnu::target("avx512f")]] void block_rows_avx512(const double* X, std::size_t K, const double* Yp,
                                                   std::size_t strips, double* C, std::size_t ldc, std::size_t rows,
                                                   double* apack) {
-  block_rows(X, K, Yp, strips, C, ldc, rows, apack);
+  block_rows<V8, 8, 2>(X, K, Yp, strips, C, ldc, rows, apack);
 }
 [[gnu::target("avx2")]] void block_rows_avx2(const double* X, std::size_t K, const double* Yp, std::size_t strips,
                                              double* C, std::size_t ldc, std::size_t rows, double* apack) {
-  block_rows(X, K, Yp, strips, C, ldc, rows, apack);
+  block_rows<V4, 4, 2>(X, K, Yp, strips, C, ldc, rows, apack);
 }
 void block_rows_portable(const double* X, std::size_t K, const double* Yp, std::size_t strips, double* C,
                          std::size_t ldc, std::size_t rows, double* apack) {
-  block_rows(X, K, Yp, strips, C, ldc, rows, apack);
+  block_rows<V2, 4, 2>(X, K, Yp, strips, C, ldc, rows, apack);
 }
 
-using BlockRows = void (*)(const double*, std::size_t, const double*, std::size_t, double*, std::size_t, std::size_t,
-                           double*);
-BlockRows block_rows_kernel() {
+struct BlockKernel {
+  std::size_t mr, nr;
+  void (*run)(const double*, std::size_t, const double*, std::size_t, double*, std::size_t, std::size_t, double*);
+};
+BlockKernel block_kernel() {
 #if defined(__x86_64__) || defined(__i386__)
   __builtin_cpu_init();
-  if (__builtin_cpu_supports("avx512f")) return block_rows_avx512;
-  if (__builtin_cpu_supports("avx2")) return block_rows_avx2;
+  if (__builtin_cpu_supports("avx512f")) return {8, 16, block_rows_avx512};
+  if (__builtin_cpu_supports("avx2")) return {4, 8, block_rows_avx2};
 #endif
-  return block_rows_portable;
+  return {4, 4, block_rows_portable};
 }
 
 }  // namespace
@@ -1306,6 +1329,8 @@ xt::xarray<double> matmul_bound(const xt::xarray<double>& a, const xt::xarray<do
   // weight positive it is at most the weighted sum divided by the smallest weight.
   const double w_min = K == 0 ? 0.0 : *std::min_element(w.W.begin(), w.W.end());
   const bool need_magnitude = w.finite_overflow && !(w_min > 0);
+  const BlockKernel kernel = block_kernel();
+  const std::size_t kNR = kernel.nr, kMR = kernel.mr;
   const std::size_t strips = (N + kNR - 1) / kNR, ldc = strips * kNR;
   std::vector<double> packed(b_matrices * strips * K * kNR, 0.0);
   std::vector<double> packed_unit(need_magnitude ? packed.size() : 0, 0.0);
@@ -1323,7 +1348,6 @@ xt::xarray<double> matmul_bound(const xt::xarray<double>& a, const xt::xarray<do
       if (need_magnitude) std::copy(out, out + K * kNR, packed_unit.data() + q * K * kNR);
     }
   }, 16);
-  const BlockRows kernel = block_rows_kernel();
   const std::size_t row_blocks = (M + kMB - 1) / kMB;
   parallel_for(matrices * row_blocks, [&](std::size_t begin, std::size_t end) {
     std::vector<double> X(kMB * K), C(kMB * ldc), Cm, apack(((kMB + kMR - 1) / kMR) * kKC * kMR);
@@ -1344,10 +1368,10 @@ xt::xarray<double> matmul_bound(const xt::xarray<double>& a, const xt::xarray<do
           if (need_magnitude) Xu[r * K + k] = fv;
         }
       std::fill(C.begin(), C.end(), 0.0);
-      kernel(X.data(), K, packed.data() + b_of[t] * strips * K * kNR, strips, C.data(), ldc, rows, apack.data());
+      kernel.run(X.data(), K, packed.data() + b_of[t] * strips * K * kNR, strips, C.data(), ldc, rows, apack.data());
       if (need_magnitude) {
         std::fill(Cm.begin(), Cm.end(), 0.0);
-        kernel(Xu.data(), K, packed_unit.data() + b_of[t] * strips * K * kNR, strips, Cm.data(), ldc, rows,
+        kernel.run(Xu.data(), K, packed_unit.data() + b_of[t] * strips * K * kNR, strips, Cm.data(), ldc, rows,
                apack.data());
       }
       for (std::size_t r = 0; r < rows; ++r) {

@@ -37,6 +37,7 @@
 #include "numeq/formats/cast.hpp"
 #include "numeq/formats/error.hpp"
 #include "numeq/formats/format.hpp"
+#include "numeq/formats/parallel.hpp"
 #include "numeq/references/exact.hpp"
 
 namespace {
@@ -517,7 +518,7 @@ TEST(Bound, NumpySums) {
   for (const PlanEntry& e : np.plans)
     for (const Distribution d : dists())
       for (const std::size_t K : {3, 8, 9, 127, 128, 129, 1000, 4099})
-        t.merge(check_sum(e.plan, fmt(e.in_fmt), d, ++seed, 6, K));
+        t.merge(check_sum(e.plan, fmt(e.in_fmt), d, ++seed, 64, K));
   report("numpy sums", t);
   EXPECT_EQ(t.violations, 0u) << t.first_violation;
 }
@@ -609,6 +610,21 @@ TEST(Bound, Probabilistic) {
       EXPECT_EQ(det.violations, 0u);
     }
   }
+}
+
+// The bound of a 1024^3 matmul is one more non-negative matmul: it must be fast.
+TEST(Bound, MatmulSpeed) {
+  const std::size_t n = 1024;
+  const xt::xarray<double> a = gen(Distribution::normal, 1, formats::bf16, {n, n});
+  const xt::xarray<double> b = gen(Distribution::normal, 2, formats::bf16, {n, n});
+  const Plan plan = plan_for(platform_by_name("nvidia.h100"), Operation::matmul, "bf16", "fp32");
+  const xt::xarray<double> em = xt::zeros<double>({n, n});
+  const auto t0 = std::chrono::steady_clock::now();
+  const xt::xarray<double> bd = matmul_bound(a, b, nullptr, plan, em);
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  std::printf("[speed] matmul_bound 1024 x 1024 x 1024 (h100 bf16 plan): %.3f s on %d threads\n", s, num_threads());
+  EXPECT_TRUE(std::isfinite(bd(3, 5)));
+  EXPECT_LT(s, 10.0);  // a generous limit for loaded machines; the measured time is printed
 }
 
 // ---- the long run: at least 10^7 output elements per family ----
