@@ -1,0 +1,122 @@
+#pragma once
+// The operation catalogue's one object. An Op holds an operation on given inputs and yields, from
+// the same object, the three things numeq exists for:
+//   exact / reference  the exact result (long accumulator or MPFR), and its correctly rounded value
+//                      in the output cast;
+//   emulate(platform)  the platform's result, bit for bit, with a per-element bound on its
+//                      distance to the exact result, computed in the same pass from the same plan
+//                      (core/bound.hpp);
+// and compare(actual, op, platform) judges a device's output against both (a Verdict).
+//
+// Bounds are stated three ways (tolerance()): absolute per element, in ULPs of the output format,
+// and as the tightest (rtol, atol) pair of assert_close form |x - ref| <= atol + rtol * |ref| that
+// covers them on the given data. Two platforms are compared through cross_platform_bound().
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <xtensor/xarray.hpp>
+
+#include "numeq/cases/emulation.hpp"
+#include "numeq/core/bound.hpp"
+#include "numeq/core/platform.hpp"
+#include "numeq/formats/rounding.hpp"
+#include "numeq/references/exact.hpp"
+
+namespace numeq::cases {
+
+struct Op {
+  std::string name;       // "matmul", "sum", ...
+  std::string signature;  // e.g. "a[64,128] bf16 @ b[128,32] bf16 -> fp32"
+  Cast out;               // the output cast: the reference is rounded into it
+  // The exact result as hi + lo (double-double). Operations whose exact value MPFR certifies
+  // only to binary64 return it with lo = 0 and set exact_relative_error = 2^-53.
+  std::function<reference::ExactValues()> exact;
+  double exact_relative_error = 0;
+  // The exact result rounded correctly into `out`.
+  std::function<xt::xarray<double>()> reference;
+  // The platform's result and its bound.
+  std::function<Emulation(const core::Platform&, const core::BoundOptions&)> emulate;
+};
+
+// ---- built-in operations (inputs are copied into the Op; values of in_fmt, checked) ----
+
+// a[..., M, K] @ b[..., K, N] (+ c broadcast to the result: a bias of shape [N], or a full c),
+// batch axes broadcast as numpy does, under the platform's matmul plan for (in_fmt, out.format).
+Op matmul(const xt::xarray<double>& a, const xt::xarray<double>& b, const xt::xarray<double>* c,
+          std::string_view in_fmt, const Cast& out);
+
+// Reductions along `axis` of x (values of in_fmt): computed in `compute` (the platform's sum plan
+// for compute -> compute; inputs widen exactly), then cast into out.
+//   sum   the plan's sum;
+//   mean  the plan's sum divided by the length, rounded once in `compute` (numpy: add.reduce,
+//         then true_divide in the same dtype);
+//   max   exact in every format (NaN propagates, as numpy's max and CUDA's fmaxf-free reductions
+//         on NaN-free data agree); bound 0 before the output cast.
+enum class Reduction : std::uint8_t { sum, mean, max };
+std::string_view to_string(Reduction r);
+Reduction reduction_by_name(std::string_view name, std::string_view parameter = "reduction");
+Op reduce(Reduction kind, const xt::xarray<double>& x, std::ptrdiff_t axis, std::string_view in_fmt,
+          const Cast& out, std::string_view compute = "fp32");
+
+// ---- bounds as tolerances ----
+
+struct Tolerance {
+  double max_abs = 0;     // max_i bound_i
+  double max_ulps = 0;    // max_i bound_i / ulp_out(reference_i)
+  double rtol_only = 0;   // the smallest rtol that covers every bound with atol = 0 (Inf if a reference is 0)
+  double atol_only = 0;   // the smallest atol with rtol = 0 (= max_abs)
+  // The covering pair (every bound_i <= atol + rtol |reference_i|) that minimises the total
+  // allowance sum_i (atol + rtol |reference_i|) on the given data.
+  double rtol = 0;
+  double atol = 0;
+};
+// ulp_out(x): the spacing of `out` at |x| (the subnormal spacing below the smallest normal; at
+// max_finite above it). Non-finite bounds are skipped (a NaN bound is no bound).
+Tolerance tolerance(const xt::xarray<double>& bound, const xt::xarray<double>& reference, const Format& out);
+double ulp_of(double x, const Format& f);
+
+// |platform A - platform B| per element: bound_A + bound_B (FACTS.md s4: two implementations).
+// In ULPs: if the unrounded values differ by d ulps the outputs may differ by floor(d) + 1.
+xt::xarray<double> cross_platform_bound(const Emulation& a, const Emulation& b);
+
+// ---- verdicts ----
+
+struct WorstElement {
+  std::vector<std::size_t> index;
+  double got = 0, emulated = 0, reference = 0, exact = 0, bound = 0;
+  double error = 0;       // |got - exact|
+  double ulps = 0;        // (got - reference) in ulps of the output format at the reference
+  bool violation = false;
+};
+
+struct Verdict {
+  bool passed = false;
+  std::size_t elements = 0;
+  std::size_t bit_exact = 0;          // got == emulated (NaNs alike, zeros by sign)
+  std::size_t within_bound = 0;       // |got - exact| <= bound (and not bit-exact)
+  std::size_t violations = 0;         // beyond the bound, or a special value the platform does not give
+  double worst_error_over_bound = 0;  // max |got - exact| / bound over finite, positive bounds
+  double max_ulps = 0;                // max |got - reference| in ulps
+  double failure_probability = 0;     // of the bound used (probabilistic kind)
+  std::vector<WorstElement> worst;    // the largest error / bound first
+  Tolerance tolerance;                // of the bound
+  std::string diagnosis;              // one line: what explains the result
+};
+
+struct CompareOptions {
+  core::BoundOptions bound{};
+  std::size_t worst = 5;  // how many worst elements to list
+};
+
+// actual: the device's output as float64 values, of the op's result shape (numeq::error naming
+// `actual` otherwise).
+Verdict compare(const xt::xarray<double>& actual, const Op& op, const core::Platform& platform,
+                const CompareOptions& options = {});
+
+}  // namespace numeq::cases

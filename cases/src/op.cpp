@@ -1,0 +1,473 @@
+#include "numeq/cases/op.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <memory>
+#include <string>
+#include <utility>
+
+#include "numeq/core/evaluate.hpp"
+#include "numeq/formats/cast.hpp"
+#include "numeq/formats/error.hpp"
+#include "numeq/formats/parallel.hpp"
+
+namespace numeq::cases {
+
+namespace {
+
+using Array = xt::xarray<double>;
+using Shared = std::shared_ptr<const Array>;
+
+std::string shape_text(const Array& x) {
+  std::string s = "[";
+  for (std::size_t d = 0; d < x.dimension(); ++d) {
+    if (d) s += ',';
+    s += std::to_string(x.shape()[d]);
+  }
+  s += ']';
+  return s;
+}
+
+// Every element of x must be a value of fmt (or NaN): the operation's inputs are values of its
+// input format, and the emulations read them as such.
+void check_values(const Array& x, const Format& fmt, const char* parameter) {
+  const Cast exact_cast{fmt};
+  const double* p = x.data();
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    const double v = p[i];
+    if (std::isnan(v)) continue;
+    if (round_to_format(v, exact_cast) != v)
+      throw numeq::error(std::string(parameter) + ": element " + std::to_string(i) + " (C order) = " +
+                         std::to_string(v) + " is not a value of in_fmt '" + std::string(fmt.name) +
+                         "'; round the inputs first");
+  }
+}
+
+const Format& floating_format(std::string_view name, const char* parameter) {
+  const Format& f = format_by_name(name, parameter);
+  if (f.is_integer())
+    throw numeq::error(std::string(parameter) + ": '" + std::string(name) +
+                       "' is an integer format; this operation takes floating formats (" +
+                       format_names(FormatKind::floating) + ")");
+  return f;
+}
+
+std::ptrdiff_t normalise_axis(std::ptrdiff_t axis, std::size_t rank, const Array& x) {
+  const auto r = static_cast<std::ptrdiff_t>(rank);
+  if (axis < -r || axis >= r)
+    throw numeq::error("axis: " + std::to_string(axis) + " is out of range for x of shape " + shape_text(x) +
+                       " (valid: " + std::to_string(-r) + " .. " + std::to_string(r - 1) + ")");
+  return axis < 0 ? axis + r : axis;
+}
+
+// Round x to double by round-to-odd from its (hi + remainder sign) description, then once into
+// the cast: correct for every deterministic rounding because binary64 carries at least two more
+// bits than any format rounded into here (Boldo and Melquiond, IEEE TC 57(4), 2008).
+double round_quotient(double q, double remainder, const Cast& cast) {
+  if (remainder != 0 && std::isfinite(q)) {
+    std::uint64_t bits;
+    std::memcpy(&bits, &q, sizeof bits);
+    if ((bits & 1u) == 0) q = std::nextafter(q, remainder > 0 ? std::numeric_limits<double>::infinity()
+                                                              : -std::numeric_limits<double>::infinity());
+  }
+  return round_to_format(q, cast);
+}
+
+// (hi + lo) / n correctly rounded into cast, and the double nearest to it (for the exact value).
+struct Quotient {
+  double rounded;
+  double nearest;
+};
+Quotient divide_exact(double hi, double lo, double n, const Cast& cast) {
+  if (!std::isfinite(hi)) return {round_to_format(hi / n, cast), hi / n};
+  const double q = (hi + lo) / n;  // hi + lo == hi when |lo| <= ulp(hi)/2 (a double-double)
+  // remainder of the exact division: hi + lo - q n, its sign settles the odd rounding.
+  const double r = std::fma(-q, n, hi) + lo;
+  return {round_quotient(q, r, cast), q};
+}
+
+// numpy broadcasting of batch axes: the result shape of a[..., M, K] @ b[..., K, N].
+std::vector<std::size_t> broadcast_shapes(std::vector<std::size_t> x, std::vector<std::size_t> y, const std::string& what) {
+  if (x.size() < y.size()) std::swap(x, y);
+  y.insert(y.begin(), x.size() - y.size(), 1);
+  for (std::size_t d = 0; d < x.size(); ++d) {
+    if (x[d] == y[d] || y[d] == 1) continue;
+    if (x[d] == 1) x[d] = y[d];
+    else throw numeq::error(what);
+  }
+  return x;
+}
+
+std::vector<std::size_t> matmul_shape(const Array& a, const Array& b) {
+  std::vector<std::size_t> shape = broadcast_shapes(
+      std::vector<std::size_t>(a.shape().begin(), a.shape().end() - 2),
+      std::vector<std::size_t>(b.shape().begin(), b.shape().end() - 2),
+      "b: batch dimensions of a " + shape_text(a) + " and b " + shape_text(b) + " do not broadcast");
+  shape.push_back(a.shape()[a.dimension() - 2]);
+  shape.push_back(b.shape().back());
+  return shape;
+}
+
+void check_broadcast(const Array& c, const std::vector<std::size_t>& result, const char* parameter) {
+  std::string text = "[";
+  for (std::size_t d = 0; d < result.size(); ++d) {
+    if (d) text += ',';
+    text += std::to_string(result[d]);
+  }
+  text += ']';
+  const std::string what = std::string(parameter) + ": shape " + shape_text(c) + " does not broadcast to the result " + text;
+  if (c.dimension() > result.size()) throw numeq::error(what);
+  if (broadcast_shapes(std::vector<std::size_t>(c.shape().begin(), c.shape().end()), result, what) != result)
+    throw numeq::error(what);
+}
+
+}  // namespace
+
+// ---- matmul ----
+
+Op matmul(const Array& a, const Array& b, const Array* c, std::string_view in_fmt, const Cast& out) {
+  const Format& fin = floating_format(in_fmt, "in_fmt");
+  floating_format(out.format.name, "out");
+  if (a.dimension() < 2 || b.dimension() < 2)
+    throw numeq::error("a, b: matmul needs arrays of at least 2 dimensions ([..., M, K] and [..., K, N]), got " +
+                       shape_text(a) + " and " + shape_text(b));
+  if (a.shape().back() != b.shape()[b.dimension() - 2])
+    throw numeq::error("b: inner dimensions differ: a " + shape_text(a) + " has K=" + std::to_string(a.shape().back()) +
+                       ", b " + shape_text(b) + " has K=" + std::to_string(b.shape()[b.dimension() - 2]));
+  check_values(a, fin, "a");
+  check_values(b, fin, "b");
+  const auto sa = std::make_shared<const Array>(a), sb = std::make_shared<const Array>(b);
+  const Shared sc = c ? std::make_shared<const Array>(*c) : nullptr;
+  if (sc) check_broadcast(*sc, matmul_shape(a, b), "c");
+  Op op;
+  op.name = "matmul";
+  op.signature = "a" + shape_text(a) + " " + std::string(in_fmt) + " @ b" + shape_text(b) + " " + std::string(in_fmt) +
+                 (sc ? " + c" + shape_text(*sc) : "") + " -> " + std::string(out.format.name);
+  op.out = out;
+  const std::string fmt(in_fmt);
+  op.exact = [sa, sb, sc] { return reference::matmul_exact(*sa, *sb, sc.get()); };
+  op.reference = [sa, sb, sc, out] { return reference::matmul(*sa, *sb, out, sc.get()); };
+  op.emulate = [sa, sb, sc, fmt, out](const core::Platform& platform, const core::BoundOptions& options) {
+    const core::Plan plan = core::plan_for(platform, core::Operation::matmul, fmt, out.format.name);
+    Emulation e;
+    e.values = core::matmul(*sa, *sb, sc.get(), plan);
+    e.bound = core::matmul_bound(*sa, *sb, sc.get(), plan, e.values, options);
+    if (options.kind == core::BoundKind::probabilistic)
+      e.failure_probability =
+          core::reduction_weights(plan, sa->shape().back(), sc != nullptr, options).failure_probability;
+    return e;
+  };
+  return op;
+}
+
+// ---- reductions ----
+
+std::string_view to_string(Reduction r) {
+  switch (r) {
+    case Reduction::sum: return "sum";
+    case Reduction::mean: return "mean";
+    case Reduction::max: return "max";
+  }
+  return "?";
+}
+
+Reduction reduction_by_name(std::string_view name, std::string_view parameter) {
+  for (Reduction r : {Reduction::sum, Reduction::mean, Reduction::max})
+    if (to_string(r) == name) return r;
+  throw numeq::error(std::string(parameter) + ": unknown reduction '" + std::string(name) + "'; valid: sum, mean, max");
+}
+
+Op reduce(Reduction kind, const Array& x, std::ptrdiff_t axis, std::string_view in_fmt, const Cast& out,
+          std::string_view compute) {
+  const Format& fin = floating_format(in_fmt, "in_fmt");
+  floating_format(out.format.name, "out");
+  floating_format(compute, "compute");
+  if (x.dimension() == 0) throw numeq::error("x: a reduction needs at least one dimension, got a 0-d array");
+  const std::ptrdiff_t ax = normalise_axis(axis, x.dimension(), x);
+  check_values(x, fin, "x");
+  const auto sx = std::make_shared<const Array>(x);
+  const double n = static_cast<double>(x.shape()[static_cast<std::size_t>(ax)]);
+  Op op;
+  op.name = std::string(to_string(kind));
+  op.signature = op.name + "(x" + shape_text(x) + " " + std::string(in_fmt) + ", axis=" + std::to_string(ax) +
+                 ") in " + std::string(compute) + " -> " + std::string(out.format.name);
+  op.out = out;
+  const std::string compute_name(compute);
+
+  // max along the axis, NaN propagating.
+  const auto maximum = [sx, ax] {
+    Array total = reference::sum(*sx, ax, Cast{formats::fp64});  // the result's shape
+    const std::size_t length = sx->shape()[static_cast<std::size_t>(ax)];
+    std::size_t inner = 1;
+    for (std::size_t d = static_cast<std::size_t>(ax) + 1; d < sx->dimension(); ++d) inner *= sx->shape()[d];
+    const double* p = sx->data();
+    for (std::size_t i = 0; i < total.size(); ++i) {
+      const double* base = p + (i / inner) * length * inner + i % inner;
+      double m = -std::numeric_limits<double>::infinity();
+      for (std::size_t k = 0; k < length; ++k) {
+        const double v = base[k * inner];
+        if (std::isnan(v) || std::isnan(m)) m = std::numeric_limits<double>::quiet_NaN();
+        else if (v > m || (v == m && !std::signbit(v))) m = v;  // max(-0, +0) = +0
+      }
+      total.data()[i] = m;
+    }
+    return total;
+  };
+
+  switch (kind) {
+    case Reduction::sum:
+      op.exact = [sx, ax] { return reference::sum_exact(*sx, ax); };
+      op.reference = [sx, ax, out] { return reference::sum(*sx, ax, out); };
+      break;
+    case Reduction::mean:
+      op.exact_relative_error = 0x1p-53;  // the double nearest to (hi + lo) / n
+      op.exact = [sx, ax, n] {
+        reference::ExactValues s = reference::sum_exact(*sx, ax);
+        for (std::size_t i = 0; i < s.hi.size(); ++i) {
+          s.hi.data()[i] = divide_exact(s.hi.data()[i], s.lo.data()[i], n, Cast{formats::fp64}).nearest;
+          s.lo.data()[i] = 0;
+        }
+        return s;
+      };
+      op.reference = [sx, ax, n, out] {
+        const reference::ExactValues s = reference::sum_exact(*sx, ax);
+        Array r = s.hi;
+        for (std::size_t i = 0; i < r.size(); ++i)
+          r.data()[i] = divide_exact(s.hi.data()[i], s.lo.data()[i], n, out).rounded;
+        return r;
+      };
+      break;
+    case Reduction::max:
+      op.exact = [maximum] {
+        reference::ExactValues r{maximum(), {}};
+        r.lo = xt::zeros<double>(r.hi.shape());
+        return r;
+      };
+      op.reference = [maximum, out] {
+        Array r = maximum();
+        for (double& v : r) v = round_to_format(v, out);
+        return r;
+      };
+      break;
+  }
+
+  op.emulate = [sx, ax, n, kind, compute_name, out, maximum](const core::Platform& platform,
+                                                             const core::BoundOptions& options) {
+    const Format& fc = format_by_name(compute_name, "compute");
+    const Cast compute_cast{fc};
+    Emulation e;
+    if (kind == Reduction::max) {
+      e.values = maximum();
+      e.bound = xt::zeros<double>(e.values.shape());
+      for (std::size_t i = 0; i < e.values.size(); ++i)
+        if (!std::isfinite(e.values.data()[i])) e.bound.data()[i] = std::numeric_limits<double>::quiet_NaN();
+    } else {
+      const core::Plan plan = core::plan_for(platform, core::Operation::sum, compute_name, compute_name);
+      e.values = core::sum(*sx, ax, plan);
+      e.bound = core::sum_bound(*sx, ax, plan, e.values, options);
+      if (options.kind == core::BoundKind::probabilistic)
+        e.failure_probability =
+            core::reduction_weights(plan, static_cast<std::size_t>(n), false, options).failure_probability;
+      if (kind == Reduction::mean) {
+        // The quotient as numpy forms it: true_divide of the compute-format sum by an intp count
+        // runs in float64 and is cast back (numpy/_core/_methods.py, _mean): fl_c(fl_64(s / n)).
+        for (std::size_t i = 0; i < e.values.size(); ++i) {
+          const double s = e.values.data()[i];
+          const double q = s / n;
+          const double m = round_to_format(q, compute_cast);
+          // |q - s/n| <= 2^-53 |q|; |s/n - exact/n| <= bound/n; then the compute cast.
+          const double pre = e.bound.data()[i] / n * (1 + 0x1p-52) + std::abs(q) * 0x1p-53 * (1 + 0x1p-52);
+          e.values.data()[i] = m;
+          e.bound.data()[i] = std::isfinite(q) ? core::with_output_cast(compute_cast, m, pre) : e.bound.data()[i];
+        }
+      }
+    }
+    if (out.format.name != fc.name || out.rounding != compute_cast.rounding) {
+      for (std::size_t i = 0; i < e.values.size(); ++i) {
+        const double v = round_to_format(e.values.data()[i], out, i);
+        e.bound.data()[i] = core::with_output_cast(out, v, e.bound.data()[i]);
+        e.values.data()[i] = v;
+      }
+    }
+    return e;
+  };
+  return op;
+}
+
+// ---- tolerances ----
+
+double ulp_of(double x, const Format& f) {
+  if (f.is_integer()) return 1.0;
+  const double ax = std::min(std::abs(x), max_finite(f));
+  const int emin = f.emin();
+  int e = emin;
+  if (ax >= min_normal(f) && std::isfinite(ax)) e = std::ilogb(ax);
+  e = std::max(e, emin);
+  return std::ldexp(1.0, e - f.mantissa_bits);
+}
+
+Tolerance tolerance(const Array& bound, const Array& reference, const Format& out) {
+  if (bound.shape() != reference.shape())
+    throw numeq::error("reference: shape " + shape_text(reference) + " differs from the bound's " + shape_text(bound));
+  Tolerance t;
+  std::vector<double> b, r;
+  b.reserve(bound.size());
+  r.reserve(bound.size());
+  for (std::size_t i = 0; i < bound.size(); ++i) {
+    const double bi = bound.data()[i], ri = reference.data()[i];
+    if (!std::isfinite(bi) || !std::isfinite(ri)) continue;
+    b.push_back(bi);
+    r.push_back(std::abs(ri));
+    t.max_abs = std::max(t.max_abs, bi);
+    t.max_ulps = std::max(t.max_ulps, bi / ulp_of(ri, out));
+    t.rtol_only = std::max(t.rtol_only, bi == 0 ? 0.0 : (r.back() == 0 ? std::numeric_limits<double>::infinity()
+                                                                        : bi / r.back()));
+  }
+  t.atol_only = t.max_abs;
+  if (b.empty()) return t;
+  // a(rtol) = max_i (b_i - rtol r_i)^+ is convex and decreasing; the total allowance
+  // f(rtol) = N a(rtol) + rtol sum r_i is convex: ternary search on [0, rtol_hi].
+  double sum_r = 0;
+  for (double v : r) sum_r += v;
+  const auto atol_at = [&](double rt) {
+    double a = 0;
+    for (std::size_t i = 0; i < b.size(); ++i) a = std::max(a, b[i] - rt * r[i]);
+    return a;
+  };
+  double hi = 0;
+  for (std::size_t i = 0; i < b.size(); ++i)
+    if (r[i] > 0) hi = std::max(hi, b[i] / r[i]);
+  const double N = static_cast<double>(b.size());
+  const auto total = [&](double rt) { return N * atol_at(rt) + rt * sum_r; };
+  double lo = 0;
+  for (int it = 0; it < 100 && hi - lo > 1e-6 * hi; ++it) {
+    const double m1 = lo + (hi - lo) / 3, m2 = hi - (hi - lo) / 3;
+    if (total(m1) <= total(m2)) hi = m2;
+    else lo = m1;
+  }
+  // The rtol found, then the atol that makes it cover every bound (computed, not estimated).
+  t.rtol = hi;
+  t.atol = atol_at(t.rtol);
+  if (total(0) <= total(t.rtol)) {
+    t.rtol = 0;
+    t.atol = t.max_abs;
+  }
+  return t;
+}
+
+Array cross_platform_bound(const Emulation& a, const Emulation& b) {
+  if (a.bound.shape() != b.bound.shape())
+    throw numeq::error("b: bound shape " + shape_text(b.bound) + " differs from a's " + shape_text(a.bound));
+  Array r = a.bound + b.bound;
+  // the sum in double rounds: one ulp of binary64 upward keeps it a bound.
+  for (double& v : r) v = std::nextafter(v, std::numeric_limits<double>::infinity());
+  return r;
+}
+
+// ---- verdicts ----
+
+namespace {
+
+std::vector<std::size_t> unravel(std::size_t flat, const Array& shape_of) {
+  std::vector<std::size_t> index(shape_of.dimension());
+  for (std::size_t d = shape_of.dimension(); d-- > 0;) {
+    index[d] = flat % shape_of.shape()[d];
+    flat /= shape_of.shape()[d];
+  }
+  return index;
+}
+
+bool same_value(double x, double y) {
+  if (std::isnan(x) || std::isnan(y)) return std::isnan(x) && std::isnan(y);
+  return x == y && std::signbit(x) == std::signbit(y);
+}
+
+}  // namespace
+
+Verdict compare(const Array& actual, const Op& op, const core::Platform& platform, const CompareOptions& options) {
+  Emulation em = op.emulate(platform, options.bound);
+  if (actual.shape() != em.values.shape())
+    throw numeq::error("actual: shape " + shape_text(actual) + " differs from the result of " + op.signature + ", " +
+                       shape_text(em.values));
+  const reference::ExactValues ex = op.exact();
+  const Array ref = op.reference();
+  Verdict v;
+  v.elements = actual.size();
+  v.failure_probability = em.failure_probability;
+  v.tolerance = tolerance(em.bound, ref, op.out.format);
+  struct Scored {
+    double score;
+    std::size_t i;
+    double error;
+    bool violation;
+  };
+  std::vector<Scored> scored;
+  scored.reserve(actual.size());
+  for (std::size_t i = 0; i < actual.size(); ++i) {
+    const double g = actual.data()[i], e = em.values.data()[i], B = em.bound.data()[i];
+    const double hi = ex.hi.data()[i], lo = ex.lo.data()[i];
+    const double r = ref.data()[i];
+    bool violation = false;
+    double error = 0, score = 0;
+    if (same_value(g, e)) {
+      ++v.bit_exact;
+      error = std::isfinite(g) && std::isfinite(hi) ? std::abs((g - hi) - lo) : 0;
+    } else if (std::isnan(B) || !std::isfinite(hi) || !std::isfinite(g)) {
+      // Non-finite inputs or results: only the platform's own special value is explained,
+      // except where the emulation itself overflowed (bound +Inf): any value then.
+      violation = !(B == std::numeric_limits<double>::infinity() && !std::isnan(g));
+      error = std::numeric_limits<double>::infinity();
+      score = violation ? std::numeric_limits<double>::infinity() : 0;
+    } else {
+      const double d = g - hi;
+      error = std::abs(d - lo);
+      // What the comparison itself may lose: the exact value's own binary64 rounding (MPFR
+      // results) and the two subtractions above, each at most 2^-53 relative.
+      const double slack = std::abs(hi) * op.exact_relative_error + (std::abs(d) + error) * 0x1p-52;
+      violation = error > B + slack;
+      score = B > 0 ? error / B : (error > slack ? std::numeric_limits<double>::infinity() : 0);
+      if (!violation) ++v.within_bound;
+    }
+    if (violation) ++v.violations;
+    if (std::isfinite(g) && std::isfinite(r)) v.max_ulps = std::max(v.max_ulps, std::abs(g - r) / ulp_of(r, op.out.format));
+    if (std::isfinite(score)) v.worst_error_over_bound = std::max(v.worst_error_over_bound, score);
+    else v.worst_error_over_bound = std::numeric_limits<double>::infinity();
+    scored.push_back({score + (violation ? 1e300 : 0), i, error, violation});
+  }
+  const std::size_t k = std::min(options.worst, scored.size());
+  std::partial_sort(scored.begin(), scored.begin() + static_cast<std::ptrdiff_t>(k), scored.end(),
+                    [](const Scored& x, const Scored& y) { return x.score > y.score || (x.score == y.score && x.i < y.i); });
+  for (std::size_t j = 0; j < k; ++j) {
+    const std::size_t i = scored[j].i;
+    WorstElement w;
+    w.index = unravel(i, actual);
+    w.got = actual.data()[i];
+    w.emulated = em.values.data()[i];
+    w.reference = ref.data()[i];
+    w.exact = ex.hi.data()[i] + ex.lo.data()[i];
+    w.bound = em.bound.data()[i];
+    w.error = scored[j].error;
+    w.ulps = std::isfinite(w.got) && std::isfinite(w.reference) ? (w.got - w.reference) / ulp_of(w.reference, op.out.format)
+                                                                 : std::numeric_limits<double>::quiet_NaN();
+    w.violation = scored[j].violation;
+    v.worst.push_back(std::move(w));
+  }
+  v.passed = v.violations == 0;
+  const std::string kind(core::to_string(options.bound.kind));
+  if (v.bit_exact == v.elements)
+    v.diagnosis = "bit-exact with " + platform.name + "'s emulation on all " + std::to_string(v.elements) + " elements";
+  else if (v.passed)
+    v.diagnosis = std::to_string(v.elements - v.bit_exact) + " of " + std::to_string(v.elements) +
+                  " elements differ from " + platform.name +
+                  "'s emulation but lie within its " + kind +
+                  " bound: a different order or rounding than the model states, explained by the bound";
+  else
+    v.diagnosis = std::to_string(v.violations) + " of " + std::to_string(v.elements) + " elements lie beyond " +
+                  platform.name + "'s " + kind + " bound (worst " + std::to_string(v.worst_error_over_bound) +
+                  "x the bound): not explained by the platform's arithmetic";
+  return v;
+}
+
+}  // namespace numeq::cases

@@ -1,0 +1,267 @@
+// The catalogue object and its verdicts (cases/op.hpp). Oracles: the long accumulator's exact
+// results (numeq::reference, itself checked against MPFR in tests/cpp/references), published
+// format spacings (IEEE 754, OFP8), and planted bugs whose outputs a correct bound must reject.
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <string>
+
+#include <xtensor/xmanipulation.hpp>
+#include <xtensor/xview.hpp>
+
+#include "numeq/cases/generators.hpp"
+#include "numeq/cases/op.hpp"
+#include "numeq/core/evaluate.hpp"
+#include "numeq/core/platform.hpp"
+#include "numeq/formats/cast.hpp"
+#include "numeq/formats/error.hpp"
+
+namespace {
+
+namespace cases = numeq::cases;
+namespace core = numeq::core;
+using numeq::Cast;
+using Array = xt::xarray<double>;
+namespace fmts = numeq::formats;
+
+Array generate(cases::Distribution d, std::uint64_t seed, const numeq::Format& f, std::vector<std::size_t> shape) {
+  return cases::generate(cases::Generator{d, seed, 1.0}, f, shape);
+}
+
+template <class F>
+void expect_error_mentioning(F&& f, const std::string& needle) {
+  try {
+    f();
+    ADD_FAILURE() << "no error; expected one mentioning '" << needle << "'";
+  } catch (const numeq::error& e) {
+    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+  }
+}
+
+struct MatmulCase {
+  const char* platform;
+  const char* in_fmt;
+  const char* out_fmt;
+};
+
+const MatmulCase kMatmulCases[] = {
+    {"cuda_core.fp32", "fp32", "fp32"},  {"nvidia.h100", "bf16", "fp32"},   {"nvidia.h100", "fp16", "fp16"},
+    {"nvidia.h100", "e4m3fn", "fp32"},   {"nvidia.a100", "tf32", "fp32"},   {"nvidia.v100", "fp16", "fp32"},
+    {"trainium.trn1", "bf16", "fp32"},   {"trainium.trn2", "bf16", "bf16"},
+};
+
+// The emulation checked as if it were a device's output: bit-exact by construction, so the test
+// is that the bound holds against the exact result on every element (zero violations).
+TEST(Op, MatmulEmulationWithinItsBoundOnEveryGenerator) {
+  std::size_t checked = 0;
+  for (const MatmulCase& c : kMatmulCases) {
+    const core::Platform p = core::platform_by_name(c.platform);
+    const numeq::Format& fin = numeq::format_by_name(c.in_fmt);
+    for (cases::Distribution d : cases::all_distributions()) {
+      const Array a = generate(d, 1, fin, {24, 300});
+      const Array b = generate(d, 2, fin, {300, 20});
+      const cases::Op op = cases::matmul(a, b, nullptr, c.in_fmt, Cast{numeq::format_by_name(c.out_fmt)});
+      const cases::Emulation e = op.emulate(p, {});
+      const cases::Verdict v = cases::compare(e.values, op, p);
+      EXPECT_TRUE(v.passed) << c.platform << " " << c.in_fmt << " " << cases::to_string(d) << ": " << v.diagnosis;
+      EXPECT_EQ(v.bit_exact, v.elements);
+      EXPECT_EQ(v.violations, 0u);
+      checked += v.elements;
+    }
+  }
+  std::printf("matmul elements checked: %zu\n", checked);
+}
+
+// A result that differs from the emulation by a little (another order) passes within the bound;
+// planted bugs do not.
+TEST(Op, MatmulVerdictsOnPlantedBugs) {
+  const core::Platform p = core::platform_by_name("nvidia.h100");
+  const Array a = generate(cases::Distribution::uniform, 3, fmts::bf16, {32, 512});
+  const Array b = generate(cases::Distribution::uniform, 4, fmts::bf16, {512, 32});
+  const cases::Op op = cases::matmul(a, b, nullptr, "bf16", Cast{fmts::fp32});
+  const cases::Emulation e = op.emulate(p, {});
+
+  // One element one fp32 ulp off: within the bound, not bit-exact.
+  Array nudged = e.values;
+  nudged(5, 7) = std::nextafter(static_cast<float>(nudged(5, 7)), 1e30f);
+  const cases::Verdict near = cases::compare(nudged, op, p);
+  EXPECT_TRUE(near.passed) << near.diagnosis;
+  EXPECT_EQ(near.bit_exact, near.elements - 1);
+  EXPECT_EQ(near.within_bound, 1u);
+
+  // Accumulating in bf16 instead of fp32.
+  core::Plan bf16_acc = core::plan_for(p, core::Operation::matmul, "bf16", "fp32");
+  bf16_acc.reduction = core::sequential(core::Arithmetic{Cast{fmts::bf16}}, true);
+  const cases::Verdict bug1 = cases::compare(core::matmul(a, b, nullptr, bf16_acc), op, p);
+  EXPECT_FALSE(bug1.passed);
+  EXPECT_GT(bug1.violations, bug1.elements / 2) << bug1.diagnosis;
+
+  // A dropped K tile (the last 128 products never added).
+  const Array a_cut = xt::view(a, xt::all(), xt::range(0, 384));
+  const Array b_cut = xt::view(b, xt::range(0, 384), xt::all());
+  const cases::Verdict bug2 = cases::compare(core::matmul(a_cut, b_cut, nullptr, core::plan_for(p, core::Operation::matmul, "bf16", "fp32")), op, p);
+  EXPECT_FALSE(bug2.passed);
+  EXPECT_GT(bug2.violations, bug2.elements * 9 / 10);
+
+  // A transposed operand: square inputs so that the shapes still fit.
+  const Array sq = generate(cases::Distribution::normal, 5, fmts::bf16, {64, 64});
+  const Array sq2 = generate(cases::Distribution::normal, 6, fmts::bf16, {64, 64});
+  const cases::Op sq_op = cases::matmul(sq, sq2, nullptr, "bf16", Cast{fmts::fp32});
+  const Array transposed = xt::transpose(sq2);
+  const cases::Verdict bug3 =
+      cases::compare(core::matmul(sq, transposed, nullptr, core::plan_for(p, core::Operation::matmul, "bf16", "fp32")), sq_op, p);
+  EXPECT_FALSE(bug3.passed);
+  EXPECT_GT(bug3.violations, bug3.elements * 9 / 10);
+  ASSERT_FALSE(bug3.worst.empty());
+  EXPECT_TRUE(bug3.worst[0].violation);
+  EXPECT_EQ(bug3.worst[0].index.size(), 2u);
+  std::printf("planted: bf16 accumulation %zu/%zu, dropped tile %zu/%zu, transposed %zu/%zu elements flagged\n",
+              bug1.violations, bug1.elements, bug2.violations, bug2.elements, bug3.violations, bug3.elements);
+}
+
+TEST(Op, MatmulWithBiasAndBatches) {
+  const core::Platform p = core::platform_by_name("cuda_core.fp32");
+  const Array a = generate(cases::Distribution::normal, 7, fmts::fp32, {3, 8, 40});
+  const Array b = generate(cases::Distribution::normal, 8, fmts::fp32, {40, 6});
+  const Array bias = generate(cases::Distribution::normal, 9, fmts::fp32, {6});
+  const cases::Op op = cases::matmul(a, b, &bias, "fp32", Cast{fmts::fp32});
+  const cases::Emulation e = op.emulate(p, {});
+  ASSERT_EQ(e.values.shape(), (std::vector<std::size_t>{3, 8, 6}));
+  const cases::Verdict v = cases::compare(e.values, op, p);
+  EXPECT_TRUE(v.passed) << v.diagnosis;
+  // The reference is the exact result rounded once: within half an fp32 ulp of hi + lo.
+  const numeq::reference::ExactValues ex = op.exact();
+  const Array ref = op.reference();
+  for (std::size_t i = 0; i < ref.size(); ++i) {
+    const double exact = ex.hi.data()[i] + ex.lo.data()[i];
+    EXPECT_LE(std::abs(ref.data()[i] - exact), cases::ulp_of(exact, fmts::fp32) / 2 * (1 + 0x1p-40));
+  }
+}
+
+TEST(Op, ReductionsWithinBoundAndMeanAsNumpyDivides) {
+  std::size_t checked = 0;
+  for (const char* name : {"numpy", "cuda_core.fp32", "nvidia.h100", "trainium.trn1"}) {
+    const core::Platform p = core::platform_by_name(name);
+    for (cases::Distribution d : cases::all_distributions()) {
+      for (const numeq::Format* f : {&fmts::fp32, &fmts::bf16}) {
+        const Array x = generate(d, 11, *f, {16, 1000});
+        for (cases::Reduction r : {cases::Reduction::sum, cases::Reduction::mean, cases::Reduction::max}) {
+          const cases::Op op = cases::reduce(r, x, -1, f->name, Cast{*f});
+          const cases::Emulation e = op.emulate(p, {});
+          const cases::Verdict v = cases::compare(e.values, op, p);
+          EXPECT_TRUE(v.passed) << name << " " << cases::to_string(r) << " " << f->name << " " << cases::to_string(d)
+                                << ": " << v.diagnosis;
+          checked += v.elements;
+          if (r == cases::Reduction::max) {
+            for (std::size_t i = 0; i < 16; ++i) {
+              double m = x(i, 0);
+              for (std::size_t k = 1; k < 1000; ++k) m = std::max(m, x(i, k));
+              EXPECT_EQ(e.values(i), m);
+            }
+          }
+        }
+      }
+    }
+  }
+  // numpy's mean of float32: the float32 sum divided in float64 by the count, cast back.
+  const core::Platform np = core::platform_by_name("numpy");
+  const Array x = generate(cases::Distribution::lognormal, 12, fmts::fp32, {8, 777});
+  const cases::Emulation mean = cases::reduce(cases::Reduction::mean, x, 1, "fp32", Cast{fmts::fp32}).emulate(np, {});
+  const Array sums = core::sum(x, 1, core::plan_for(np, core::Operation::sum, "fp32", "fp32"));
+  for (std::size_t i = 0; i < 8; ++i)
+    EXPECT_EQ(mean.values(i), static_cast<double>(static_cast<float>(sums(i) / 777.0)));
+  std::printf("reduction elements checked: %zu\n", checked);
+}
+
+// The exact mean is correctly rounded even where the double quotient sits on a tie of the output
+// format: sum = 3 * 2^-24 + ... chosen so that hi / n lands on an fp32 midpoint.
+TEST(Op, MeanReferenceRoundsTheExactQuotient) {
+  // x = {1 + 2^-23, 2^-24 * 3}: exact sum 1 + 2^-23 + 3 * 2^-24 = 1 + 5 * 2^-24; n = 2: the mean
+  // 0.5 + 5 * 2^-25 is exactly a midpoint of fp32 near 0.5 (spacing 2^-24): ties to even.
+  Array x = {{1.0 + 0x1p-23, 3 * 0x1p-24}};
+  const cases::Op op = cases::reduce(cases::Reduction::mean, x, 1, "fp32", Cast{fmts::fp32});
+  const Array r = op.reference();
+  // 0.5 + 5 * 2^-25 = 0.5 + 2.5 * 2^-24: neighbours 0.5 + 2 * 2^-24 (even) and 0.5 + 3 * 2^-24.
+  EXPECT_EQ(r(0), 0.5 + 2 * 0x1p-24);
+  const cases::Op up = cases::reduce(cases::Reduction::mean, x, 1, "fp32", Cast{fmts::fp32, numeq::Rounding::upward});
+  EXPECT_EQ(up.reference()(0), 0.5 + 3 * 0x1p-24);
+}
+
+TEST(Op, UlpOfMatchesPublishedSpacings) {
+  EXPECT_EQ(cases::ulp_of(1.0, fmts::fp32), 0x1p-23);
+  EXPECT_EQ(cases::ulp_of(1.0, fmts::bf16), 0x1p-7);
+  EXPECT_EQ(cases::ulp_of(1.0, fmts::fp16), 0x1p-10);
+  EXPECT_EQ(cases::ulp_of(448.0, fmts::e4m3fn), 32.0);     // OFP8: 448 = 1.75 * 2^8, 3 fraction bits
+  EXPECT_EQ(cases::ulp_of(57344.0, fmts::e5m2), 8192.0);   // 1.75 * 2^15, 2 fraction bits
+  EXPECT_EQ(cases::ulp_of(0.0, fmts::fp32), 0x1p-149);     // subnormal spacing
+  EXPECT_EQ(cases::ulp_of(1e-40, fmts::fp32), 0x1p-149);
+  EXPECT_EQ(cases::ulp_of(0.0, fmts::e4m3fn), 0x1p-9);     // OFP8 E4M3 smallest subnormal
+  EXPECT_EQ(cases::ulp_of(1e39, fmts::fp32), 0x1p104);     // capped at max_finite's binade
+}
+
+// The covering (rtol, atol) pair covers every bound, and its total allowance is no larger than
+// either one-parameter form's.
+TEST(Op, ToleranceCoversEveryBound) {
+  const Array x = generate(cases::Distribution::cancellation, 13, fmts::bf16, {64, 256});
+  const Array y = generate(cases::Distribution::normal, 14, fmts::bf16, {256, 64});
+  const cases::Op op = cases::matmul(x, y, nullptr, "bf16", Cast{fmts::bf16});
+  const core::Platform p = core::platform_by_name("nvidia.h100");
+  const cases::Emulation e = op.emulate(p, {});
+  const Array ref = op.reference();
+  const cases::Tolerance t = cases::tolerance(e.bound, ref, fmts::bf16);
+  double total = 0, total_atol = 0, total_rtol = 0;
+  for (std::size_t i = 0; i < ref.size(); ++i) {
+    const double r = std::abs(ref.data()[i]), b = e.bound.data()[i];
+    EXPECT_LE(b, t.atol + t.rtol * r) << i;
+    EXPECT_LE(b, t.max_abs);
+    EXPECT_LE(b / cases::ulp_of(ref.data()[i], fmts::bf16), t.max_ulps * (1 + 1e-12));
+    total += t.atol + t.rtol * r;
+    total_atol += t.atol_only;
+    total_rtol += t.rtol_only * r;
+  }
+  EXPECT_LE(total, total_atol * (1 + 1e-9));
+  if (std::isfinite(t.rtol_only)) {
+    EXPECT_LE(total, total_rtol * (1 + 1e-9));
+  }
+  EXPECT_GT(t.max_abs, 0);
+}
+
+TEST(Op, CrossPlatformBoundCoversTheDifference) {
+  const Array a = generate(cases::Distribution::outlier_channels, 15, fmts::bf16, {16, 1024});
+  const Array b = generate(cases::Distribution::normal, 16, fmts::bf16, {1024, 16});
+  const cases::Op op = cases::matmul(a, b, nullptr, "bf16", Cast{fmts::fp32});
+  const char* names[] = {"nvidia.h100", "nvidia.a100", "trainium.trn1", "trainium.trn1[pe_order=pairwise]"};
+  for (const char* x : names)
+    for (const char* y : names) {
+      const cases::Emulation ex = op.emulate(core::platform_by_name(x), {});
+      const cases::Emulation ey = op.emulate(core::platform_by_name(y), {});
+      const Array cross = cases::cross_platform_bound(ex, ey);
+      for (std::size_t i = 0; i < cross.size(); ++i)
+        EXPECT_LE(std::abs(ex.values.data()[i] - ey.values.data()[i]), cross.data()[i]) << x << " vs " << y;
+    }
+}
+
+TEST(Op, BadInputNamesTheArgument) {
+  const Array a = generate(cases::Distribution::normal, 17, fmts::fp32, {4, 8});
+  const Array b = generate(cases::Distribution::normal, 18, fmts::fp32, {8, 4});
+  expect_error_mentioning([&] { cases::matmul(a, b, nullptr, "bf16", Cast{fmts::fp32}); }, "a: element");
+  expect_error_mentioning([&] { cases::matmul(a, b, nullptr, "fp33", Cast{fmts::fp32}); }, "in_fmt");
+  expect_error_mentioning([&] { cases::matmul(a, b, nullptr, "int8", Cast{fmts::fp32}); }, "integer format");
+  expect_error_mentioning([&] { cases::matmul(a, a, nullptr, "fp32", Cast{fmts::fp32}); }, "inner dimensions");
+  const Array bad_c = xt::zeros<double>({5});
+  expect_error_mentioning([&] { cases::matmul(a, b, &bad_c, "fp32", Cast{fmts::fp32}); }, "c: shape");
+  expect_error_mentioning([&] { cases::reduce(cases::Reduction::sum, a, 2, "fp32", Cast{fmts::fp32}); }, "axis");
+  expect_error_mentioning([] { cases::reduction_by_name("median"); }, "valid: sum, mean, max");
+  const cases::Op op = cases::matmul(a, b, nullptr, "fp32", Cast{fmts::fp32});
+  expect_error_mentioning([&] { cases::compare(xt::zeros<double>({4, 5}), op, core::platform_by_name("cuda_core.fp32")); },
+                          "actual: shape");
+  // A format the platform has no plan for: the error lists what it has.
+  const Array a8 = generate(cases::Distribution::normal, 19, fmts::e4m3fn, {4, 8});
+  const Array b8 = generate(cases::Distribution::normal, 20, fmts::e4m3fn, {8, 4});
+  const cases::Op op8 = cases::matmul(a8, b8, nullptr, "e4m3fn", Cast{fmts::fp32});
+  EXPECT_THROW(op8.emulate(core::platform_by_name("nvidia.a100"), {}), numeq::error);
+}
+
+}  // namespace
