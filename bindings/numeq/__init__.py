@@ -5,6 +5,8 @@ rounding kernel), integer quantisation and block-scaled floats. See ``numeq.form
 References: ``numeq.reference`` (exact and certified results). Machine models: ``numeq.platforms()``,
 ``numeq.plan()``, ``numeq.sum / dot / matmul`` (bit-exact emulation of a platform's arithmetic),
 ``numeq.reveal_order`` (the summation order of a black-box sum or dot product, as a plan).
+Operation catalogue: ``numeq.ops.*`` (reference, emulation and bound from one object) and
+``numeq.compare`` (a device's output judged against them: a Verdict).
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from ._arrays import (
     quantize,
     round,
 )
-from . import reference
+from . import ops, reference
 from ._core import num_threads, set_num_threads
 from .fit import FitResult, Probes, assumption_candidates, fit, probes, tensor_core_candidates
 from .platforms import (
@@ -39,6 +41,7 @@ from .platforms import (
     sum,
 )
 from .reveal import RevealResult, reveal_order
+from .compare import Verdict, compare
 
 __version__ = "0.1.0"
 
@@ -53,11 +56,13 @@ __all__ = [
     "FitResult",
     "Plan",
     "RevealResult",
+    "Verdict",
     "Probes",
     "assumption_candidates",
     "block_dequantize",
     "block_quantize",
     "cast",
+    "compare",
     "decode",
     "dequantize",
     "dot",
@@ -69,6 +74,7 @@ __all__ = [
     "matmul",
     "mx_quantize",
     "num_threads",
+    "ops",
     "plan",
     "platform_assumptions",
     "platform_evidence",

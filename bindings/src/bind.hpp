@@ -77,5 +77,7 @@ void bind_reference_composite(pybind11::module_& m);
 void bind_core(pybind11::module_& m);
 // numeq.reveal_order: order discovery of a Python callable (reveal.cpp).
 void bind_reveal(pybind11::module_& m);
+// numeq.ops and numeq.compare: the operation catalogue, bounds and verdicts (cases.cpp).
+void bind_cases(pybind11::module_& m);
 
 }  // namespace numeq_bindings

@@ -321,4 +321,5 @@ PYBIND11_MODULE(_core, m) {
   numeq_bindings::bind_reference_composite(m);
   numeq_bindings::bind_core(m);
   numeq_bindings::bind_reveal(m);
+  numeq_bindings::bind_cases(m);
 }

@@ -1,0 +1,193 @@
+"""The operation catalogue: an operation on given inputs, from which come the exact reference,
+any platform's bit-exact emulation, and the per-element bound derived from the same machine model.
+
+    op = numeq.ops.matmul(a, b, out="fp32")          # a, b: bf16 values (ml_dtypes or float arrays + in_fmt)
+    op.reference()                                   # exact result, correctly rounded into out
+    op.emulate("nvidia.h100")                        # the H100's result, bit for bit
+    op.bound("nvidia.h100")                          # |emulated - exact| <= bound, per element
+    op.tolerance("nvidia.h100")                      # the bound as ulps and as an (rtol, atol) pair
+    numeq.compare(device_output, op, "trainium.trn1")  # a Verdict
+
+Platforms are named as in ``numeq.platforms()``; Trainium assumptions select with
+``"trainium.trn1[pe_order=pairwise]"``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from . import _core
+from ._reference_functions import _check_str
+from .platforms import _values
+
+__all__ = ["Emulation", "Op", "Tolerance", "generate", "generators", "matmul", "max", "mean", "sum"]
+
+KINDS = ("deterministic", "probabilistic")
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    """A bound as tolerances: ``max_abs`` (largest bound), ``max_ulps`` (largest bound in ulps of the
+    output format), and the (rtol, atol) pair of ``|x - ref| <= atol + rtol*|ref|`` that covers every
+    element's bound with the least total allowance on the given data; ``rtol_only`` / ``atol_only``
+    are the one-parameter forms."""
+
+    max_abs: float
+    max_ulps: float
+    rtol: float
+    atol: float
+    rtol_only: float
+    atol_only: float
+
+
+@dataclass(frozen=True)
+class Emulation:
+    """A platform's result (float64 values of the output format) and the bound on each element's
+    distance to the exact result; ``failure_probability`` is 0 for deterministic bounds."""
+
+    values: np.ndarray
+    bound: np.ndarray
+    failure_probability: float
+
+
+def _kind(kind: str, lam: float) -> tuple[str, float]:
+    _check_str(kind, "kind")
+    if kind not in KINDS:
+        raise ValueError(f"kind: unknown bound kind '{kind}'; valid: {', '.join(KINDS)}")
+    if isinstance(lam, bool) or not isinstance(lam, (int, float)) or not np.isfinite(lam) or lam <= 0:
+        raise ValueError(f"lam: expected a positive finite number, got {lam!r}")
+    return kind, float(lam)
+
+
+class Op:
+    """An operation of the catalogue on given inputs (build one with numeq.ops.matmul, sum, ...)."""
+
+    def __init__(self, core_op: Any) -> None:
+        self._op = core_op
+        self._cache: dict[tuple[str, str, float], Emulation] = {}
+
+    @property
+    def name(self) -> str:
+        return self._op.name
+
+    @property
+    def signature(self) -> str:
+        """e.g. ``a[64,128] bf16 @ b[128,32] bf16 -> fp32``."""
+        return self._op.signature
+
+    @property
+    def out(self) -> str:
+        """The output format: the reference is rounded into it."""
+        return self._op.out_format
+
+    def __repr__(self) -> str:
+        return f"numeq.ops.Op({self.signature})"
+
+    def exact(self) -> tuple[np.ndarray, np.ndarray]:
+        """The exact result as a double-double (hi, lo): hi + lo is exact (for MPFR-certified
+        operations hi is the correctly rounded binary64 value and lo is 0)."""
+        hi, lo, _ = self._op.exact()
+        return hi, lo
+
+    def reference(self) -> np.ndarray:
+        """The exact result rounded correctly into the output format (float64 values)."""
+        return self._op.reference()
+
+    def emulation(self, platform: str, *, kind: str = "deterministic", lam: float = 6.0) -> Emulation:
+        """The platform's result and its bound, from one pass (cached per platform and kind)."""
+        _check_str(platform, "platform")
+        key = (platform, *_kind(kind, lam))
+        if key not in self._cache:
+            values, bound, probability = self._op.emulate(platform, key[1], key[2])
+            self._cache[key] = Emulation(values, bound, probability)
+        return self._cache[key]
+
+    def emulate(self, platform: str) -> np.ndarray:
+        """The platform's result, bit for bit, as float64 values."""
+        return self.emulation(platform).values
+
+    def bound(self, platform: str, kind: str = "deterministic", lam: float = 6.0) -> np.ndarray:
+        """Per element: |emulated - exact| <= bound. ``kind="probabilistic"`` uses Higham and Mary's
+        bound with parameter ``lam``; it fails with probability at most
+        ``emulation(platform, kind=..., lam=...).failure_probability`` per element."""
+        return self.emulation(platform, kind=kind, lam=lam).bound
+
+    def tolerance(self, platform: str, kind: str = "deterministic", lam: float = 6.0) -> Tolerance:
+        """The platform's bound as tolerances against this op's reference."""
+        bound = self.bound(platform, kind, lam)
+        return Tolerance(**_core.cases_tolerance(bound, self.reference(), self.out))
+
+    def cross_bound(self, platform_a: str, platform_b: str, kind: str = "deterministic", lam: float = 6.0) -> np.ndarray:
+        """Per element: |result on platform_a - result on platform_b| <= this (bound_a + bound_b)."""
+        _check_str(platform_a, "platform_a")
+        _check_str(platform_b, "platform_b")
+        kind, lam = _kind(kind, lam)
+        return _core.cases_cross_bound(self._op, platform_a, platform_b, kind, lam)
+
+
+def _out(out: str | None, default: str) -> str:
+    if out is None:
+        return default
+    _check_str(out, "out")
+    return out
+
+
+def matmul(a: Any, b: Any, *, c: Any = None, in_fmt: str | None = None, out: str = "fp32",
+           rounding: str = "nearest_even") -> Op:
+    """a[..., M, K] @ b[..., K, N] (+ c: a bias of shape [N] or anything that broadcasts to the
+    result). ``in_fmt``: the format of a's and b's values (default: their dtype's); ``out``: the
+    output format, ``rounding``: how the reference rounds into it."""
+    av, fa = _values(a, in_fmt, "a")
+    bv, fb = _values(b, in_fmt, "b")
+    if in_fmt is None and fa != fb:
+        raise ValueError(f"in_fmt: a holds {fa} values and b {fb}; pass in_fmt (the format both are values of)")
+    cv = None if c is None else np.ascontiguousarray(_values(c, None, "c")[0], dtype=np.float64)
+    return Op(_core.cases_matmul(np.ascontiguousarray(av, dtype=np.float64), np.ascontiguousarray(bv, dtype=np.float64),
+                                 cv, fa, _out(out, "fp32"), rounding))
+
+
+def _reduce(kind: str, x: Any, axis: int, in_fmt: str | None, out: str | None, rounding: str, compute: str) -> Op:
+    if isinstance(axis, bool) or not isinstance(axis, (int, np.integer)):
+        raise TypeError(f"axis: expected an integer, got {type(axis).__name__}")
+    values, f = _values(x, in_fmt, "x")
+    _check_str(compute, "compute")
+    return Op(_core.cases_reduce(kind, np.ascontiguousarray(values, dtype=np.float64), int(axis), f, _out(out, f),
+                                 rounding, compute))
+
+
+def sum(x: Any, *, axis: int = -1, in_fmt: str | None = None, out: str | None = None,  # noqa: A001
+        rounding: str = "nearest_even", compute: str = "fp32") -> Op:
+    """x summed along ``axis``, as the platform's sum plan for ``compute`` sums it (inputs widen
+    exactly), then cast into ``out`` (default: x's format)."""
+    return _reduce("sum", x, axis, in_fmt, out, rounding, compute)
+
+
+def mean(x: Any, *, axis: int = -1, in_fmt: str | None = None, out: str | None = None,
+         rounding: str = "nearest_even", compute: str = "fp32") -> Op:
+    """The sum divided by the length, as numpy forms it (a float64 quotient cast into ``compute``)."""
+    return _reduce("mean", x, axis, in_fmt, out, rounding, compute)
+
+
+def max(x: Any, *, axis: int = -1, in_fmt: str | None = None, out: str | None = None,  # noqa: A001
+        rounding: str = "nearest_even", compute: str = "fp32") -> Op:
+    """The largest element along ``axis`` (exact; NaN propagates)."""
+    return _reduce("max", x, axis, in_fmt, out, rounding, compute)
+
+
+def generators() -> list[str]:
+    """Names of the seeded input generators."""
+    return list(_core.cases_generators())
+
+
+def generate(generator: str, shape: Any, fmt: str = "fp32", *, seed: int = 0, scale: float = 1.0) -> np.ndarray:
+    """Seeded inputs: float64 values of ``fmt`` drawn from ``generator`` (normal, uniform, lognormal,
+    outlier_channels, cancellation, near_overflow, subnormal_rich, small_integers)."""
+    _check_str(generator, "generator")
+    _check_str(fmt, "fmt")
+    shape = (int(shape),) if isinstance(shape, (int, np.integer)) else tuple(int(s) for s in shape)
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+        raise ValueError(f"seed: expected a non-negative integer, got {seed!r}")
+    return _core.cases_generate(generator, int(seed), float(scale), fmt, list(shape))

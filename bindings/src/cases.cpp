@@ -1,0 +1,192 @@
+// numeq._core operation catalogue: Op objects (cases/op.hpp), their emulations with bounds,
+// tolerances and verdicts, and the seeded input generators (cases/generators.hpp).
+// numeq/ops.py and numeq/compare.py give them their Python shape.
+
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <cmath>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "bind.hpp"
+#include "numeq/cases/generators.hpp"
+#include "numeq/cases/op.hpp"
+#include "numeq/core/bound.hpp"
+#include "numeq/core/platform.hpp"
+#include "numeq/formats/error.hpp"
+
+namespace py = pybind11;
+using numeq_bindings::to_numpy;
+using numeq_bindings::to_xarray;
+using numeq_bindings::Values;
+
+namespace {
+
+namespace cases = numeq::cases;
+namespace core = numeq::core;
+
+core::BoundOptions bound_options(const std::string& kind, double lambda) {
+  core::BoundOptions o;
+  o.kind = core::bound_kind_by_name(kind, "kind");
+  if (!(lambda > 0) || !std::isfinite(lambda))
+    throw numeq::error("lam: expected a positive finite lambda, got " + std::to_string(lambda));
+  o.lambda = lambda;
+  return o;
+}
+
+py::dict tolerance_dict(const cases::Tolerance& t) {
+  py::dict d;
+  d["max_abs"] = t.max_abs;
+  d["max_ulps"] = t.max_ulps;
+  d["rtol"] = t.rtol;
+  d["atol"] = t.atol;
+  d["rtol_only"] = t.rtol_only;
+  d["atol_only"] = t.atol_only;
+  return d;
+}
+
+py::tuple emulation_tuple(cases::Emulation&& e) {
+  return py::make_tuple(to_numpy(std::move(e.values)), to_numpy(std::move(e.bound)), e.failure_probability);
+}
+
+}  // namespace
+
+void numeq_bindings::bind_cases(py::module_& m) {
+  py::class_<cases::Op>(m, "CasesOp", "an operation of the catalogue on given inputs (numeq.ops builds them)")
+      .def_readonly("name", &cases::Op::name)
+      .def_readonly("signature", &cases::Op::signature)
+      .def_property_readonly("out_format", [](const cases::Op& op) { return std::string(op.out.format.name); })
+      .def("exact",
+           [](const cases::Op& op) {
+             numeq::reference::ExactValues r;
+             {
+               py::gil_scoped_release release;
+               r = op.exact();
+             }
+             return py::make_tuple(to_numpy(std::move(r.hi)), to_numpy(std::move(r.lo)), op.exact_relative_error);
+           })
+      .def("reference",
+           [](const cases::Op& op) {
+             xt::xarray<double> r;
+             {
+               py::gil_scoped_release release;
+               r = op.reference();
+             }
+             return to_numpy(std::move(r));
+           })
+      .def(
+          "emulate",
+          [](const cases::Op& op, const std::string& platform, const std::string& kind, double lambda) {
+            const core::Platform p = core::platform_by_name(platform, "platform");
+            const core::BoundOptions o = bound_options(kind, lambda);
+            cases::Emulation e;
+            {
+              py::gil_scoped_release release;
+              e = op.emulate(p, o);
+            }
+            return emulation_tuple(std::move(e));
+          },
+          py::arg("platform"), py::arg("kind"), py::arg("lam"));
+
+  m.def(
+      "cases_matmul",
+      [](const Values& a, const Values& b, const std::optional<Values>& c, const std::string& in_fmt,
+         const std::string& out, const std::string& rounding) {
+        numeq::Cast cast = make_cast(out, rounding, "ieee", "keep", 0, numeq::default_random_bits);
+        const xt::xarray<double> xa = to_xarray(a), xb = to_xarray(b);
+        std::optional<xt::xarray<double>> xc;
+        if (c) xc = to_xarray(*c);
+        return cases::matmul(xa, xb, xc ? &*xc : nullptr, in_fmt, cast);
+      },
+      py::arg("a"), py::arg("b"), py::arg("c"), py::arg("in_fmt"), py::arg("out"), py::arg("rounding"));
+  m.def(
+      "cases_reduce",
+      [](const std::string& kind, const Values& x, std::ptrdiff_t axis, const std::string& in_fmt, const std::string& out,
+         const std::string& rounding, const std::string& compute) {
+        numeq::Cast cast = make_cast(out, rounding, "ieee", "keep", 0, numeq::default_random_bits);
+        return cases::reduce(cases::reduction_by_name(kind, "op"), to_xarray(x), axis, in_fmt, cast, compute);
+      },
+      py::arg("kind"), py::arg("x"), py::arg("axis"), py::arg("in_fmt"), py::arg("out"), py::arg("rounding"),
+      py::arg("compute"));
+  m.def(
+      "cases_tolerance",
+      [](const Values& bound, const Values& reference, const std::string& out) {
+        return tolerance_dict(cases::tolerance(to_xarray(bound), to_xarray(reference), numeq::format_by_name(out, "out")));
+      },
+      py::arg("bound"), py::arg("reference"), py::arg("out"));
+  m.def(
+      "cases_cross_bound",
+      [](const cases::Op& op, const std::string& platform_a, const std::string& platform_b, const std::string& kind,
+         double lambda) {
+        const core::Platform pa = core::platform_by_name(platform_a, "platform_a");
+        const core::Platform pb = core::platform_by_name(platform_b, "platform_b");
+        const core::BoundOptions o = bound_options(kind, lambda);
+        xt::xarray<double> r;
+        {
+          py::gil_scoped_release release;
+          r = cases::cross_platform_bound(op.emulate(pa, o), op.emulate(pb, o));
+        }
+        return to_numpy(std::move(r));
+      },
+      py::arg("op"), py::arg("platform_a"), py::arg("platform_b"), py::arg("kind"), py::arg("lam"));
+  m.def(
+      "cases_compare",
+      [](const Values& actual, const cases::Op& op, const std::string& platform, const std::string& kind, double lambda,
+         std::size_t worst) {
+        const core::Platform p = core::platform_by_name(platform, "platform");
+        cases::CompareOptions o;
+        o.bound = bound_options(kind, lambda);
+        o.worst = worst;
+        const xt::xarray<double> xs = to_xarray(actual);
+        cases::Verdict v;
+        {
+          py::gil_scoped_release release;
+          v = cases::compare(xs, op, p, o);
+        }
+        py::dict d;
+        d["passed"] = v.passed;
+        d["elements"] = v.elements;
+        d["bit_exact"] = v.bit_exact;
+        d["within_bound"] = v.within_bound;
+        d["violations"] = v.violations;
+        d["worst_error_over_bound"] = v.worst_error_over_bound;
+        d["max_ulps"] = v.max_ulps;
+        d["failure_probability"] = v.failure_probability;
+        d["diagnosis"] = v.diagnosis;
+        d["tolerance"] = tolerance_dict(v.tolerance);
+        py::list w;
+        for (const cases::WorstElement& e : v.worst) {
+          py::dict x;
+          x["index"] = py::tuple(py::cast(e.index));
+          x["got"] = e.got;
+          x["emulated"] = e.emulated;
+          x["reference"] = e.reference;
+          x["exact"] = e.exact;
+          x["bound"] = e.bound;
+          x["error"] = e.error;
+          x["ulps"] = e.ulps;
+          x["violation"] = e.violation;
+          w.append(x);
+        }
+        d["worst"] = w;
+        return d;
+      },
+      py::arg("actual"), py::arg("op"), py::arg("platform"), py::arg("kind"), py::arg("lam"), py::arg("worst"));
+  m.def(
+      "cases_generate",
+      [](const std::string& distribution, std::uint64_t seed, double scale, const std::string& fmt,
+         const std::vector<std::size_t>& shape) {
+        cases::Generator g{cases::distribution_by_name(distribution, "generator"), seed, scale};
+        return to_numpy(cases::generate(g, numeq::format_by_name(fmt, "fmt"), shape));
+      },
+      py::arg("distribution"), py::arg("seed"), py::arg("scale"), py::arg("fmt"), py::arg("shape"));
+  m.def("cases_generators", [] {
+    std::vector<std::string> names;
+    for (cases::Distribution d : cases::all_distributions()) names.emplace_back(cases::to_string(d));
+    return names;
+  });
+}

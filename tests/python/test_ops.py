@@ -1,0 +1,154 @@
+"""numeq.ops and numeq.compare: the catalogue object, its bounds and verdicts.
+
+Oracles independent of the code under test: numpy's own sum / mean / max (bit for bit), exact
+rational arithmetic (fractions.Fraction) for the exact results and the bounds, ml_dtypes for
+bf16 rounding in planted bugs."""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+import numeq
+
+
+def _exact_matmul(a: np.ndarray, b: np.ndarray) -> list[list[Fraction]]:
+    fa = [[Fraction(float(v)) for v in row] for row in a]
+    fb = [[Fraction(float(v)) for v in row] for row in b]
+    return [[sum((fa[i][k] * fb[k][j] for k in range(a.shape[1])), Fraction(0)) for j in range(b.shape[1])]
+            for i in range(a.shape[0])]
+
+
+@pytest.mark.parametrize("platform,in_fmt", [("cuda_core.fp32", "fp32"), ("nvidia.h100", "bf16"),
+                                             ("nvidia.a100", "fp16"), ("trainium.trn1", "bf16"),
+                                             ("nvidia.h100", "e4m3fn")])
+@pytest.mark.parametrize("generator", ["normal", "lognormal", "cancellation", "subnormal_rich"])
+def test_matmul_bound_holds_against_fractions(platform: str, in_fmt: str, generator: str) -> None:
+    a = numeq.ops.generate(generator, (6, 40), in_fmt, seed=1)
+    b = numeq.ops.generate(generator, (40, 5), in_fmt, seed=2)
+    op = numeq.ops.matmul(a, b, in_fmt=in_fmt, out="fp32")
+    em = op.emulation(platform)
+    exact = _exact_matmul(a, b)
+    for i in range(6):
+        for j in range(5):
+            assert abs(Fraction(float(em.values[i, j])) - exact[i][j]) <= Fraction(float(em.bound[i, j])), (i, j)
+    hi, lo = op.exact()
+    for i in range(6):
+        for j in range(5):
+            assert Fraction(float(hi[i, j])) + Fraction(float(lo[i, j])) == exact[i][j]
+    verdict = numeq.compare(em.values, op, platform)
+    assert verdict and verdict.bit_exact == verdict.elements == 30
+
+
+@pytest.mark.parametrize("n", [1, 7, 128, 1000, 4099])
+def test_reductions_match_numpy_bit_for_bit(n: int) -> None:
+    x = numeq.ops.generate("lognormal", (5, n), "fp32", seed=n).astype(np.float32)
+    assert np.array_equal(numeq.ops.sum(x).emulate("numpy"), np.sum(x, axis=-1))
+    assert np.array_equal(numeq.ops.mean(x).emulate("numpy"), np.mean(x, axis=-1))
+    assert np.array_equal(numeq.ops.max(x).emulate("numpy"), np.max(x, axis=-1))
+    for op, got in ((numeq.ops.sum(x), np.sum(x, axis=-1)), (numeq.ops.mean(x), np.mean(x, axis=-1))):
+        v = numeq.compare(got, op, "numpy")
+        assert v.passed and v.bit_exact == 5, str(v)
+    # A more accurate result (float64 sum, rounded once) is not numpy's but lies within its bound.
+    better = np.sum(x.astype(np.float64), axis=-1).astype(np.float32)
+    assert numeq.compare(better, numeq.ops.sum(x), "numpy").passed
+
+
+def test_sum_bound_holds_against_fractions_on_cancellation() -> None:
+    x = numeq.ops.generate("cancellation", (4, 301), "fp32", seed=3)
+    op = numeq.ops.sum(x, in_fmt="fp32")
+    for platform in ("numpy", "cuda_core.fp32", "trainium.trn1", "trainium.trn1[vector_reduce_order=pairwise]"):
+        em = op.emulation(platform)
+        for i in range(4):
+            exact = sum((Fraction(float(v)) for v in x[i]), Fraction(0))
+            assert abs(Fraction(float(em.values[i])) - exact) <= Fraction(float(em.bound[i])), platform
+
+
+def test_planted_bf16_accumulation_fails_the_verdict() -> None:
+    a = numeq.ops.generate("uniform", (16, 512), "bf16", seed=4)
+    b = numeq.ops.generate("uniform", (512, 16), "bf16", seed=5)
+    op = numeq.ops.matmul(a, b, in_fmt="bf16", out="fp32")
+    # The bug: a running sum kept in bf16 (ml_dtypes rounds each partial sum).
+    acc = np.zeros((16, 16), dtype=ml_dtypes.bfloat16)
+    for k in range(512):
+        acc = (acc.astype(np.float32) + np.outer(a[:, k], b[k, :]).astype(np.float32)).astype(ml_dtypes.bfloat16)
+    verdict = numeq.compare(acc.astype(np.float64), op, "nvidia.h100", worst=3)
+    assert not verdict and verdict.violations > 200
+    assert len(verdict.worst) == 3 and all(w.violation for w in verdict.worst)
+    assert "beyond" in verdict.diagnosis and "FAIL" in str(verdict)
+    # The transposed operand.
+    sq_a = numeq.ops.generate("normal", (32, 32), "bf16", seed=6)
+    sq_b = numeq.ops.generate("normal", (32, 32), "bf16", seed=7)
+    wrong = numeq.matmul(sq_a, sq_b.T.copy(), platform="nvidia.h100", in_fmt="bf16")
+    assert numeq.compare(wrong, numeq.ops.matmul(sq_a, sq_b, in_fmt="bf16"), "nvidia.h100").violations > 900
+
+
+def test_tolerance_covers_the_error_in_assert_close_form() -> None:
+    a = numeq.ops.generate("outlier_channels", (32, 256), "bf16", seed=8)
+    b = numeq.ops.generate("normal", (256, 24), "bf16", seed=9)
+    op = numeq.ops.matmul(a, b, in_fmt="bf16", out="bf16")
+    for platform in ("nvidia.h100", "trainium.trn2"):
+        tol = op.tolerance(platform)
+        hi, _ = op.exact()
+        np.testing.assert_allclose(op.emulate(platform), hi, rtol=tol.rtol, atol=tol.atol * (1 + 1e-12))
+        assert np.all(op.bound(platform) <= tol.atol + tol.rtol * np.abs(op.reference()) * (1 + 1e-12))
+        assert tol.max_ulps >= 0.5  # the bf16 output cast alone is half an ulp
+
+
+def test_cross_platform_bound_covers_the_difference() -> None:
+    a = numeq.ops.generate("normal", (8, 2048), "bf16", seed=10)
+    b = numeq.ops.generate("normal", (2048, 8), "bf16", seed=11)
+    op = numeq.ops.matmul(a, b, in_fmt="bf16")
+    d = np.abs(op.emulate("nvidia.h100") - op.emulate("trainium.trn1"))
+    assert np.all(d <= op.cross_bound("nvidia.h100", "trainium.trn1"))
+
+
+def test_probabilistic_bound_is_smaller_and_states_its_probability() -> None:
+    a = numeq.ops.generate("normal", (8, 4096), "fp32", seed=12)
+    b = numeq.ops.generate("normal", (4096, 8), "fp32", seed=13)
+    op = numeq.ops.matmul(a, b, in_fmt="fp32")
+    det = op.emulation("cuda_core.fp32")
+    prob = op.emulation("cuda_core.fp32", kind="probabilistic", lam=6.0)
+    assert det.failure_probability == 0
+    assert 0 < prob.failure_probability < 1e-3
+    assert np.all(prob.bound < det.bound)
+    np.testing.assert_array_equal(prob.values, det.values)
+
+
+def test_generators_are_seeded_values_of_their_format() -> None:
+    assert set(numeq.ops.generators()) >= {"normal", "uniform", "lognormal", "outlier_channels", "cancellation",
+                                          "near_overflow", "subnormal_rich", "small_integers"}
+    for g in numeq.ops.generators():
+        x = numeq.ops.generate(g, (4, 64), "e4m3fn", seed=3)
+        assert np.array_equal(numeq.round(x, "e4m3fn"), x)
+        assert np.array_equal(x, numeq.ops.generate(g, (4, 64), "e4m3fn", seed=3))
+        assert not np.array_equal(x, numeq.ops.generate(g, (4, 64), "e4m3fn", seed=4))
+
+
+def test_bad_input_names_the_argument() -> None:
+    x = np.ones((4, 8), np.float32)
+    op = numeq.ops.matmul(x, x.T.copy())
+    with pytest.raises(ValueError, match="kind"):
+        op.bound("cuda_core.fp32", kind="worst")
+    with pytest.raises(ValueError, match="lam"):
+        op.bound("cuda_core.fp32", kind="probabilistic", lam=-1)
+    with pytest.raises(ValueError, match="platform"):
+        op.emulate("nvidia.h900")
+    with pytest.raises(ValueError, match="actual: shape"):
+        numeq.compare(np.zeros((4, 5)), op, "cuda_core.fp32")
+    with pytest.raises(TypeError, match="op"):
+        numeq.compare(np.zeros((4, 4)), "matmul", "cuda_core.fp32")
+    with pytest.raises(ValueError, match="inner dimensions"):
+        numeq.ops.matmul(x, x)
+    with pytest.raises(ValueError, match="a: element"):
+        numeq.ops.matmul(np.full((2, 2), 0.1), np.ones((2, 2)), in_fmt="bf16")
+    with pytest.raises(ValueError, match="axis"):
+        numeq.ops.sum(x, axis=5)
+    with pytest.raises(ValueError, match="generator"):
+        numeq.ops.generate("gaussian", (2, 2))
+    with pytest.raises(ValueError, match="e4m3fn"):
+        numeq.ops.matmul(numeq.ops.generate("normal", (2, 4), "e4m3fn"), numeq.ops.generate("normal", (4, 2), "e4m3fn"),
+                         in_fmt="e4m3fn").emulate("nvidia.a100")
