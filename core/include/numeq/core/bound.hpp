@@ -23,8 +23,19 @@
 // toward-zero, directed) stays deterministic. The bound holds with probability at least
 // 1 - failure_probability, stated per output element.
 //
+// Stated precisely (bound.cpp derives it): each round-to-nearest rounding on a term's path is a
+// mean-independent delta with |delta| <= u_k; the term's weight is
+//     prod_{deterministic roundings} (1 + rho) * exp(lambda sqrt(sum u_k^2) + sum u_k^2/(1-u_k)) - 1,
+// and failure_probability = min(1, N * 2 exp(-lambda^2 (1 - u_max)^2 / 2)) with N the number of
+// such products (terms, decompose piece products, c) that pass a random rounding: Higham and
+// Mary's Theorem 2.4 per product, a union bound over them (their Theorem 3.1). Absolute (eta)
+// terms, fused alignment, directed/odd/stochastic roundings and the output cast stay deterministic.
+//
 // Non-finite inputs give a NaN bound (no bound is meaningful); a finite input whose emulated
-// output overflowed gives +Inf.
+// output is not finite gives +Inf. Where a cast before the output may turn an overflow into a
+// finite value (saturation, toward zero, odd, directed), an element whose intermediates could
+// reach that cast's range gets +Inf; a saturated output (the largest finite value under such an
+// output cast) gets +Inf too, as it may stand for any larger value.
 
 #include <cstddef>
 #include <cstdint>
