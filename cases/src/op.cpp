@@ -8,7 +8,9 @@
 #include <string>
 #include <utility>
 
+#include "numeq/cases/elementwise.hpp"
 #include "numeq/core/evaluate.hpp"
+#include "numeq/references/composite.hpp"
 #include "numeq/formats/cast.hpp"
 #include "numeq/formats/error.hpp"
 #include "numeq/formats/parallel.hpp"
@@ -294,6 +296,117 @@ Op reduce(Reduction kind, const Array& x, std::ptrdiff_t axis, std::string_view 
     return e;
   };
   return op;
+}
+
+// ---- functions, softmax, normalisations ----
+
+namespace {
+
+// MPFR-certified operations: the exact value is known to binary64 (correctly rounded), so it
+// travels as hi with lo = 0 and a relative error of at most 2^-53.
+reference::ExactValues certified(Array hi) {
+  reference::ExactValues r{std::move(hi), {}};
+  r.lo = xt::zeros<double>(r.hi.shape());
+  return r;
+}
+
+const Cast kBinary64{formats::fp64};
+
+}  // namespace
+
+Op function(reference::Function f, const Array& x, std::string_view in_fmt, const Cast& out) {
+  check_values(x, floating_format(in_fmt, "in_fmt"), "x");
+  floating_format(out.format.name, "out");
+  const auto sx = std::make_shared<const Array>(x);
+  Op op;
+  op.name = std::string(reference::function_name(f));
+  op.signature = op.name + "(x" + shape_text(x) + " " + std::string(in_fmt) + ") -> " + std::string(out.format.name);
+  op.out = out;
+  op.exact_relative_error = 0x1p-53;
+  op.exact = [sx, f] { return certified(reference::evaluate(f, *sx, kBinary64)); };
+  op.reference = [sx, f, out] { return reference::evaluate(f, *sx, out); };
+  op.emulate = [sx, f, out](const core::Platform& platform, const core::BoundOptions&) {
+    return cases::function(f, *sx, platform, out);
+  };
+  return op;
+}
+
+Op softmax(const Array& x, std::ptrdiff_t axis, std::string_view in_fmt, const Cast& out, const SoftmaxOptions& options,
+           bool log) {
+  check_values(x, floating_format(in_fmt, "in_fmt"), "x");
+  floating_format(out.format.name, "out");
+  if (x.dimension() == 0) throw numeq::error("x: softmax needs at least one dimension, got a 0-d array");
+  const std::ptrdiff_t ax = normalise_axis(axis, x.dimension(), x);
+  const auto sx = std::make_shared<const Array>(x);
+  Op op;
+  op.name = log ? "log_softmax" : "softmax";
+  op.signature = op.name + "[" + std::string(to_string(options.variant)) +
+                 (options.variant == SoftmaxVariant::online ? ", block " + std::to_string(options.block) : "") +
+                 "](x" + shape_text(x) + " " + std::string(in_fmt) + ", axis=" + std::to_string(ax) + ") in " +
+                 std::string(options.compute.name) + " -> " + std::string(out.format.name);
+  op.out = out;
+  op.exact_relative_error = 0x1p-53;
+  op.exact = [sx, ax, log] {
+    return certified(log ? reference::log_softmax(*sx, ax, kBinary64) : reference::softmax(*sx, ax, kBinary64));
+  };
+  op.reference = [sx, ax, log, out] {
+    return log ? reference::log_softmax(*sx, ax, out) : reference::softmax(*sx, ax, out);
+  };
+  op.emulate = [sx, ax, log, out, options](const core::Platform& platform, const core::BoundOptions&) {
+    return log ? cases::log_softmax(*sx, ax, platform, out, options) : cases::softmax(*sx, ax, platform, out, options);
+  };
+  return op;
+}
+
+namespace {
+
+Op norm(bool centred, const Array& x, const Array* gamma, const Array* beta, double eps, std::string_view in_fmt,
+        const Cast& out, const NormOptions& options) {
+  check_values(x, floating_format(in_fmt, "in_fmt"), "x");
+  floating_format(out.format.name, "out");
+  if (x.dimension() == 0) throw numeq::error("x: a normalisation needs at least one dimension, got a 0-d array");
+  const auto sx = std::make_shared<const Array>(x);
+  const Shared sg = gamma ? std::make_shared<const Array>(*gamma) : nullptr;
+  const Shared sb = beta ? std::make_shared<const Array>(*beta) : nullptr;
+  // Checked when the op is built, so that a bad argument is reported where it was given.
+  if (!(eps >= 0) || !std::isfinite(eps))
+    throw numeq::error("eps: expected a finite value >= 0, got " + std::to_string(eps));
+  for (const auto& [p, name] : {std::pair{sg.get(), "gamma"}, std::pair{sb.get(), "beta"}})
+    if (p && (p->dimension() != 1 || p->shape()[0] != x.shape().back()))
+      throw numeq::error(std::string(name) + ": expected shape [" + std::to_string(x.shape().back()) + "] (x's last axis), got " +
+                         shape_text(*p));
+  Op op;
+  op.name = centred ? "layernorm" : "rmsnorm";
+  op.signature = op.name + (centred ? "[" + std::string(to_string(options.variant)) + "]" : std::string()) + "(x" +
+                 shape_text(x) + " " + std::string(in_fmt) + (sg ? ", gamma" : "") + (sb ? ", beta" : "") +
+                 ", eps=" + std::to_string(eps) + ") in " + std::string(options.compute.name) + " -> " +
+                 std::string(out.format.name);
+  op.out = out;
+  op.exact_relative_error = 0x1p-53;
+  const auto parameters = [sg, sb, eps] { return reference::NormParameters{sg.get(), sb.get(), eps}; };
+  op.exact = [sx, centred, parameters] {
+    return certified(centred ? reference::layernorm(*sx, parameters(), kBinary64) : reference::rmsnorm(*sx, parameters(), kBinary64));
+  };
+  op.reference = [sx, centred, parameters, out] {
+    return centred ? reference::layernorm(*sx, parameters(), out) : reference::rmsnorm(*sx, parameters(), out);
+  };
+  op.emulate = [sx, centred, parameters, out, options](const core::Platform& platform, const core::BoundOptions&) {
+    return centred ? cases::layernorm(*sx, parameters(), platform, out, options)
+                   : cases::rmsnorm(*sx, parameters(), platform, out, options);
+  };
+  return op;
+}
+
+}  // namespace
+
+Op layernorm(const Array& x, const Array* gamma, const Array* beta, double eps, std::string_view in_fmt, const Cast& out,
+             const NormOptions& options) {
+  return norm(true, x, gamma, beta, eps, in_fmt, out, options);
+}
+
+Op rmsnorm(const Array& x, const Array* gamma, const Array* beta, double eps, std::string_view in_fmt, const Cast& out,
+           const NormOptions& options) {
+  return norm(false, x, gamma, beta, eps, in_fmt, out, options);
 }
 
 // ---- tolerances ----

@@ -265,3 +265,63 @@ TEST(Op, BadInputNamesTheArgument) {
 }
 
 }  // namespace
+
+namespace {
+
+// Functions, softmax and normalisations through the catalogue object: the emulation, judged as
+// a device's output, passes against MPFR's exact values on every generator.
+TEST(Op, CompositeOpsPassTheirOwnEmulation) {
+  std::size_t checked = 0;
+  for (const char* name : {"nvidia.h100", "trainium.trn1", "numpy"}) {
+    const core::Platform p = core::platform_by_name(name);
+    for (cases::Distribution d : {cases::Distribution::normal, cases::Distribution::lognormal,
+                                  cases::Distribution::outlier_channels, cases::Distribution::cancellation}) {
+      const Array x = generate(d, 21, fmts::bf16, {6, 256});
+      const Array gamma = generate(cases::Distribution::uniform, 22, fmts::bf16, {256});
+      cases::SoftmaxOptions online;
+      online.variant = cases::SoftmaxVariant::online;
+      online.block = 64;
+      const cases::Op ops[] = {
+          cases::function(numeq::reference::Function::exp, x, "bf16", Cast{fmts::fp32}),
+          cases::function(numeq::reference::Function::gelu_tanh, x, "bf16", Cast{fmts::bf16}),
+          cases::softmax(x, -1, "bf16", Cast{fmts::bf16}),
+          cases::softmax(x, -1, "bf16", Cast{fmts::fp32}, online),
+          cases::softmax(x, 1, "bf16", Cast{fmts::fp32}, {}, true),
+          cases::layernorm(x, &gamma, nullptr, 1e-5, "bf16", Cast{fmts::bf16}),
+          cases::rmsnorm(x, &gamma, &gamma, 1e-6, "bf16", Cast{fmts::fp32}),
+      };
+      for (const cases::Op& op : ops) {
+        const cases::Verdict v = cases::compare(op.emulate(p, {}).values, op, p);
+        EXPECT_TRUE(v.passed) << name << " " << op.signature << " " << cases::to_string(d) << ": " << v.diagnosis;
+        EXPECT_EQ(v.bit_exact, v.elements);
+        checked += v.elements;
+      }
+    }
+  }
+  std::printf("composite elements checked: %zu\n", checked);
+}
+
+// Planted: softmax without max subtraction on large logits, judged against the max-subtracted op.
+TEST(Op, SoftmaxWithoutMaxSubtractionIsFlagged) {
+  const core::Platform p = core::platform_by_name("nvidia.h100");
+  const Array x = cases::generate(cases::Generator{cases::Distribution::normal, 23, 40.0}, fmts::fp32, {16, 128});
+  const cases::Op good = cases::softmax(x, -1, "fp32", Cast{fmts::fp32});
+  cases::SoftmaxOptions plain;
+  plain.variant = cases::SoftmaxVariant::plain;
+  const cases::Op bad = cases::softmax(x, -1, "fp32", Cast{fmts::fp32}, plain);
+  const cases::Verdict v = cases::compare(bad.emulate(p, {}).values, good, p);
+  EXPECT_FALSE(v.passed);
+  EXPECT_GT(v.violations, 0u);
+  std::printf("softmax without max subtraction: %zu of %zu elements flagged\n", v.violations, v.elements);
+}
+
+TEST(Op, CompositeBadInput) {
+  const Array x = generate(cases::Distribution::normal, 24, fmts::fp32, {4, 8});
+  const Array wrong = xt::zeros<double>({7});
+  expect_error_mentioning([&] { cases::layernorm(x, &wrong, nullptr, 1e-5, "fp32", Cast{fmts::fp32}); }, "gamma");
+  expect_error_mentioning([&] { cases::rmsnorm(x, nullptr, nullptr, -1.0, "fp32", Cast{fmts::fp32}); }, "eps");
+  expect_error_mentioning([&] { cases::softmax(x, 3, "fp32", Cast{fmts::fp32}); }, "axis");
+  expect_error_mentioning([&] { cases::function(numeq::reference::Function::exp, x, "e4m3fn", Cast{fmts::fp32}); }, "x: element");
+}
+
+}  // namespace

@@ -23,10 +23,12 @@
 #include <xtensor/xarray.hpp>
 
 #include "numeq/cases/emulation.hpp"
+#include "numeq/cases/normalization.hpp"
 #include "numeq/core/bound.hpp"
 #include "numeq/core/platform.hpp"
 #include "numeq/formats/rounding.hpp"
 #include "numeq/references/exact.hpp"
+#include "numeq/references/functions.hpp"
 
 namespace numeq::cases {
 
@@ -63,6 +65,20 @@ std::string_view to_string(Reduction r);
 Reduction reduction_by_name(std::string_view name, std::string_view parameter = "reduction");
 Op reduce(Reduction kind, const xt::xarray<double>& x, std::ptrdiff_t axis, std::string_view in_fmt,
           const Cast& out, std::string_view compute = "fp32");
+
+// f(x) elementwise under the platform's function model (cases/elementwise.hpp); the exact value
+// is MPFR's, correctly rounded to binary64.
+Op function(reference::Function f, const xt::xarray<double>& x, std::string_view in_fmt, const Cast& out);
+
+// Softmax / log-softmax along `axis` in the variant of `options` (cases/normalization.hpp).
+Op softmax(const xt::xarray<double>& x, std::ptrdiff_t axis, std::string_view in_fmt, const Cast& out,
+           const SoftmaxOptions& options = {}, bool log = false);
+
+// Layernorm / rmsnorm over the last axis; gamma and beta (may be null) of shape {n} are copied.
+Op layernorm(const xt::xarray<double>& x, const xt::xarray<double>* gamma, const xt::xarray<double>* beta, double eps,
+             std::string_view in_fmt, const Cast& out, const NormOptions& options = {});
+Op rmsnorm(const xt::xarray<double>& x, const xt::xarray<double>* gamma, const xt::xarray<double>* beta, double eps,
+           std::string_view in_fmt, const Cast& out, const NormOptions& options = {});
 
 // ---- bounds as tolerances ----
 
