@@ -23,7 +23,9 @@ from . import _core
 from ._reference_functions import _check_str
 from .platforms import _values
 
-__all__ = ["Emulation", "Op", "Tolerance", "generate", "generators", "matmul", "max", "mean", "sum"]
+__all__ = ["Emulation", "Op", "Tolerance", "function", "generate", "generators", "layernorm", "log_softmax", "matmul",
+           "max", "mean", "rmsnorm", "softmax", "sum"] + ["exp", "tanh", "sigmoid", "gelu", "gelu_tanh", "silu",
+                                                          "rsqrt", "reciprocal"]
 
 KINDS = ("deterministic", "probabilistic")
 
@@ -175,6 +177,89 @@ def max(x: Any, *, axis: int = -1, in_fmt: str | None = None, out: str | None = 
         rounding: str = "nearest_even", compute: str = "fp32") -> Op:
     """The largest element along ``axis`` (exact; NaN propagates)."""
     return _reduce("max", x, axis, in_fmt, out, rounding, compute)
+
+
+def function(name: str, x: Any, *, in_fmt: str | None = None, out: str | None = None,
+             rounding: str = "nearest_even") -> Op:
+    """f(x) elementwise as the platform's function model computes it (correctly rounded in fp32 then
+    cast, or within the platform's documented / assumed ulp budget: the bound carries it)."""
+    _check_str(name, "function")
+    values, f = _values(x, in_fmt, "x")
+    return Op(_core.cases_function(name, np.ascontiguousarray(values, dtype=np.float64), f, _out(out, f), rounding))
+
+
+def _function(name: str) -> Any:
+    def op(x: Any, *, in_fmt: str | None = None, out: str | None = None, rounding: str = "nearest_even") -> Op:
+        return function(name, x, in_fmt=in_fmt, out=out, rounding=rounding)
+    op.__name__ = op.__qualname__ = name
+    op.__doc__ = f"{name}(x) elementwise: numeq.ops.function('{name}', x, ...)."
+    return op
+
+
+exp = _function("exp")
+tanh = _function("tanh")
+sigmoid = _function("sigmoid")
+gelu = _function("gelu")
+gelu_tanh = _function("gelu_tanh")
+silu = _function("silu")
+rsqrt = _function("rsqrt")
+reciprocal = _function("reciprocal")
+
+
+def _softmax(x: Any, axis: int, in_fmt: str | None, out: str | None, rounding: str, variant: str, block: int,
+             compute: str, log: bool) -> Op:
+    if isinstance(axis, bool) or not isinstance(axis, (int, np.integer)):
+        raise TypeError(f"axis: expected an integer, got {type(axis).__name__}")
+    if isinstance(block, bool) or not isinstance(block, (int, np.integer)) or block < 0:
+        raise ValueError(f"block: expected a non-negative integer, got {block!r}")
+    _check_str(variant, "variant")
+    _check_str(compute, "compute")
+    values, f = _values(x, in_fmt, "x")
+    return Op(_core.cases_softmax(np.ascontiguousarray(values, dtype=np.float64), int(axis), f, _out(out, f), rounding,
+                                  variant, int(block), compute, log))
+
+
+def softmax(x: Any, *, axis: int = -1, in_fmt: str | None = None, out: str | None = None,
+            rounding: str = "nearest_even", variant: str = "max_subtracted", block: int = 0,
+            compute: str = "fp32") -> Op:
+    """Softmax along ``axis`` computed in ``compute``: variant ``plain`` (no max subtraction),
+    ``max_subtracted`` or ``online`` (blocks of ``block`` elements, as flash attention)."""
+    return _softmax(x, axis, in_fmt, out, rounding, variant, block, compute, False)
+
+
+def log_softmax(x: Any, *, axis: int = -1, in_fmt: str | None = None, out: str | None = None,
+                rounding: str = "nearest_even", variant: str = "max_subtracted", block: int = 0,
+                compute: str = "fp32") -> Op:
+    """Log-softmax along ``axis``; variants as softmax."""
+    return _softmax(x, axis, in_fmt, out, rounding, variant, block, compute, True)
+
+
+def _norm(centred: bool, x: Any, gamma: Any, beta: Any, eps: float, in_fmt: str | None, out: str | None,
+          rounding: str, variant: str, compute: str) -> Op:
+    values, f = _values(x, in_fmt, "x")
+    g = None if gamma is None else np.ascontiguousarray(_values(gamma, None, "gamma")[0], dtype=np.float64)
+    b = None if beta is None else np.ascontiguousarray(_values(beta, None, "beta")[0], dtype=np.float64)
+    if isinstance(eps, bool) or not isinstance(eps, (int, float)):
+        raise TypeError(f"eps: expected a number, got {type(eps).__name__}")
+    _check_str(variant, "variant")
+    _check_str(compute, "compute")
+    return Op(_core.cases_norm(centred, np.ascontiguousarray(values, dtype=np.float64), g, b, float(eps), f,
+                               _out(out, f), rounding, variant, compute))
+
+
+def layernorm(x: Any, *, gamma: Any = None, beta: Any = None, eps: float = 1e-5, in_fmt: str | None = None,
+              out: str | None = None, rounding: str = "nearest_even", variant: str = "two_pass",
+              compute: str = "fp32") -> Op:
+    """Layernorm over the last axis: variant ``two_pass``, ``welford`` or ``bn_stats`` (Trainium's
+    bn_stats/bn_aggr: even/odd statistics over chunks of 512, merged per the platform's
+    bn_aggr_merge assumption)."""
+    return _norm(True, x, gamma, beta, eps, in_fmt, out, rounding, variant, compute)
+
+
+def rmsnorm(x: Any, *, gamma: Any = None, beta: Any = None, eps: float = 1e-6, in_fmt: str | None = None,
+            out: str | None = None, rounding: str = "nearest_even", compute: str = "fp32") -> Op:
+    """RMSNorm over the last axis: x * rsqrt(mean(x^2) + eps) (* gamma) (+ beta)."""
+    return _norm(False, x, gamma, beta, eps, in_fmt, out, rounding, "two_pass", compute)
 
 
 def generators() -> list[str]:

@@ -15,6 +15,7 @@
 #include "bind.hpp"
 #include "numeq/cases/generators.hpp"
 #include "numeq/cases/op.hpp"
+#include "numeq/references/functions.hpp"
 #include "numeq/core/bound.hpp"
 #include "numeq/core/platform.hpp"
 #include "numeq/formats/error.hpp"
@@ -112,6 +113,46 @@ void numeq_bindings::bind_cases(py::module_& m) {
       },
       py::arg("kind"), py::arg("x"), py::arg("axis"), py::arg("in_fmt"), py::arg("out"), py::arg("rounding"),
       py::arg("compute"));
+  m.def(
+      "cases_function",
+      [](const std::string& function, const Values& x, const std::string& in_fmt, const std::string& out,
+         const std::string& rounding) {
+        numeq::Cast cast = make_cast(out, rounding, "ieee", "keep", 0, numeq::default_random_bits);
+        return cases::function(numeq::reference::function_by_name(function, "function"), to_xarray(x), in_fmt, cast);
+      },
+      py::arg("function"), py::arg("x"), py::arg("in_fmt"), py::arg("out"), py::arg("rounding"));
+  m.def(
+      "cases_softmax",
+      [](const Values& x, std::ptrdiff_t axis, const std::string& in_fmt, const std::string& out,
+         const std::string& rounding, const std::string& variant, std::size_t block, const std::string& compute,
+         bool log) {
+        numeq::Cast cast = make_cast(out, rounding, "ieee", "keep", 0, numeq::default_random_bits);
+        cases::SoftmaxOptions o;
+        o.variant = cases::softmax_variant_by_name(variant, "variant");
+        o.block = block;
+        o.compute = numeq::format_by_name(compute, "compute");
+        return cases::softmax(to_xarray(x), axis, in_fmt, cast, o, log);
+      },
+      py::arg("x"), py::arg("axis"), py::arg("in_fmt"), py::arg("out"), py::arg("rounding"), py::arg("variant"),
+      py::arg("block"), py::arg("compute"), py::arg("log"));
+  m.def(
+      "cases_norm",
+      [](bool centred, const Values& x, const std::optional<Values>& gamma, const std::optional<Values>& beta,
+         double eps, const std::string& in_fmt, const std::string& out, const std::string& rounding,
+         const std::string& variant, const std::string& compute) {
+        numeq::Cast cast = make_cast(out, rounding, "ieee", "keep", 0, numeq::default_random_bits);
+        cases::NormOptions o;
+        o.variant = cases::layernorm_variant_by_name(variant, "variant");
+        o.compute = numeq::format_by_name(compute, "compute");
+        std::optional<xt::xarray<double>> g, b;
+        if (gamma) g = to_xarray(*gamma);
+        if (beta) b = to_xarray(*beta);
+        const xt::xarray<double> xs = to_xarray(x);
+        return centred ? cases::layernorm(xs, g ? &*g : nullptr, b ? &*b : nullptr, eps, in_fmt, cast, o)
+                       : cases::rmsnorm(xs, g ? &*g : nullptr, b ? &*b : nullptr, eps, in_fmt, cast, o);
+      },
+      py::arg("centred"), py::arg("x"), py::arg("gamma"), py::arg("beta"), py::arg("eps"), py::arg("in_fmt"),
+      py::arg("out"), py::arg("rounding"), py::arg("variant"), py::arg("compute"));
   m.def(
       "cases_tolerance",
       [](const Values& bound, const Values& reference, const std::string& out) {

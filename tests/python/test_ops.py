@@ -152,3 +152,76 @@ def test_bad_input_names_the_argument() -> None:
     with pytest.raises(ValueError, match="e4m3fn"):
         numeq.ops.matmul(numeq.ops.generate("normal", (2, 4), "e4m3fn"), numeq.ops.generate("normal", (4, 2), "e4m3fn"),
                          in_fmt="e4m3fn").emulate("nvidia.a100")
+
+
+def _numpy_softmax(x: np.ndarray) -> np.ndarray:
+    e = np.exp(x - x.max(axis=-1, keepdims=True))
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+@pytest.mark.parametrize("generator", ["normal", "lognormal", "outlier_channels", "uniform"])
+def test_numpy_float32_kernels_pass_on_the_numpy_platform(generator: str) -> None:
+    """numpy itself as the device: float32 softmax, layernorm, rmsnorm and exp computed by numpy
+    lie within the numpy platform's bounds (its exp is within the documented ulp budget)."""
+    x = numeq.ops.generate(generator, (8, 512), "fp32", seed=14).astype(np.float32)
+    g = numeq.ops.generate("uniform", (512,), "fp32", seed=15).astype(np.float32)
+    with np.errstate(over="ignore"):  # lognormal reaches exp's overflow: Inf on both sides
+        e = np.exp(x)
+    checks = [
+        (e, numeq.ops.exp(x)),
+        (_numpy_softmax(x), numeq.ops.softmax(x)),
+        (x - x.max(axis=-1, keepdims=True) - np.log(np.exp(x - x.max(axis=-1, keepdims=True)).sum(axis=-1, keepdims=True)),
+         numeq.ops.log_softmax(x)),
+        ((x - x.mean(-1, keepdims=True)) / np.sqrt(((x - x.mean(-1, keepdims=True)) ** 2).mean(-1, keepdims=True)
+                                                   + np.float32(1e-5)) * g,
+         numeq.ops.layernorm(x, gamma=g, eps=1e-5)),
+    ]
+    for got, op in checks:
+        assert got.dtype == np.float32
+        v = numeq.compare(got, op, "numpy")
+        assert v.passed, f"{op.signature}: {v}"
+
+
+def test_composite_ops_against_mpmath_free_identities() -> None:
+    x = numeq.ops.generate("normal", (4, 96), "bf16", seed=16)
+    op = numeq.ops.softmax(x, in_fmt="bf16", out="fp32", variant="online", block=32)
+    hi, lo = op.exact()
+    assert np.all(lo == 0)
+    np.testing.assert_allclose(hi.sum(axis=-1), 1.0, rtol=1e-14)  # softmax sums to one exactly
+    for platform in ("nvidia.h100", "trainium.trn1", "trainium.trn1[scalar_activation_ulps=16]"):
+        em = op.emulation(platform)
+        assert np.all(np.abs(em.values - hi) <= em.bound * (1 + 1e-12) + np.abs(hi) * 2.0**-52)
+    # A larger ulp budget gives a larger bound on the same data.
+    assert np.all(op.bound("trainium.trn1[scalar_activation_ulps=16]") >= op.bound("trainium.trn1"))
+
+
+def test_planted_one_pass_variance_in_bf16_fails() -> None:
+    x = (numeq.ops.generate("normal", (8, 1024), "bf16", seed=17) + 8.0).astype(ml_dtypes.bfloat16)
+    op = numeq.ops.layernorm(x, eps=1e-5, out="bf16")
+    xb = x.astype(ml_dtypes.bfloat16)
+    n = x.shape[-1]
+    s = np.zeros(8, dtype=ml_dtypes.bfloat16)
+    s2 = np.zeros(8, dtype=ml_dtypes.bfloat16)
+    for k in range(n):  # the textbook one-pass variance, running sums in bf16
+        v = xb[:, k].astype(np.float32)
+        s = (s.astype(np.float32) + v).astype(ml_dtypes.bfloat16)
+        s2 = (s2.astype(np.float32) + v * v).astype(ml_dtypes.bfloat16)
+    mean = s.astype(np.float32) / n
+    var = np.maximum(s2.astype(np.float32) / n - mean * mean, 0)
+    got = ((xb.astype(np.float32) - mean[:, None]) / np.sqrt(var[:, None] + 1e-5)).astype(ml_dtypes.bfloat16)
+    v = numeq.compare(got, op, "nvidia.h100")
+    assert not v.passed and v.violations > 1000
+
+
+def test_composite_bad_input() -> None:
+    x = np.ones((2, 8), np.float32)
+    with pytest.raises(ValueError, match="variant"):
+        numeq.ops.softmax(x, variant="fast")
+    with pytest.raises(ValueError, match="block"):
+        numeq.ops.softmax(x, variant="online", block=3).emulate("numpy")
+    with pytest.raises(ValueError, match="gamma"):
+        numeq.ops.layernorm(x, gamma=np.ones(3, np.float32))
+    with pytest.raises(ValueError, match="function"):
+        numeq.ops.function("erfinv", x)
+    with pytest.raises(ValueError, match="bn_stats|bn_aggr|assumption"):
+        numeq.ops.layernorm(x, variant="bn_stats").emulate("nvidia.h100")
