@@ -527,6 +527,7 @@ Verdict compare(const Array& actual, const Op& op, const core::Platform& platfor
     if (same_value(g, e)) {
       ++v.bit_exact;
       error = std::isfinite(g) && std::isfinite(hi) ? std::abs((g - hi) - lo) : 0;
+      score = B > 0 && std::isfinite(B) ? error / B : 0;  // how close the platform itself comes to its bound
     } else if (std::isnan(B) || !std::isfinite(hi) || !std::isfinite(g)) {
       // Non-finite inputs or results: only the platform's own special value is explained,
       // except where the emulation itself overflowed (bound +Inf): any value then.
