@@ -236,7 +236,9 @@ std::map<std::string, Tally> sweep(const SweepSizes& z, std::uint64_t seed0) {
               o.split_mode = seed % 2 ? core::SplitMode::serial : core::SplitMode::parallel;
             }
             const cases::Emulation e = cases::scaled_fp8_matmul(c.a, c.b, c.sa, c.sb, platform, fmt_name, o);
-            const std::size_t bad = check(e.values, e.bound, oracle(c, s), &t[std::string(cases::to_string(s))]);
+            // Tallied per output format: with bf16 outputs the final rounding dominates the bound.
+            const std::size_t bad =
+                check(e.values, e.bound, oracle(c, s), &t[std::string(cases::to_string(s)) + " -> " + o.out_fmt]);
             EXPECT_EQ(bad, 0u) << target.platform << " " << fmt_name << " " << cases::to_string(s) << " "
                                << cases::to_string(d) << " out " << o.out_fmt;
           }
@@ -263,7 +265,7 @@ TEST(ScaledFp8Matmul, LongRun) {
   for (const auto& [name, tally] : t) {
     tally.print("long " + name);
     EXPECT_EQ(tally.violations, 0u) << name;
-    EXPECT_GE(tally.elements + tally.nan_bounds, 10000000u) << name;
+    EXPECT_GE(tally.elements + tally.nan_bounds, 5000000u) << name;  // two output formats: >= 10^7 per scaling
   }
 }
 
