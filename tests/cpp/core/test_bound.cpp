@@ -636,7 +636,7 @@ TEST(BoundLong, TenMillionPerFamily) {
   const auto run = [&](const std::string& family, const std::function<Tally(std::uint64_t)>& once) {
     Tally t;
     const auto t0 = std::chrono::steady_clock::now();
-    for (std::uint64_t round = 0; t.checked + t.infinite + t.nan < target; ++round) t.merge(once(round));
+    for (std::uint64_t round = 0; t.checked < target; ++round) t.merge(once(round));
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     report(family + " (long)", t);
     std::printf("        %.1f s\n", s);
