@@ -1144,7 +1144,7 @@ double with_output_cast(const Cast& output, double emulated, double pre_cast_bou
   return add_up(B, cast_error);
 }
 
-xt::xarray<double> sum_bound(const xt::xarray<double>& x, std::ptrdiff_t axis, const Plan& plan,
+static xt::xarray<double> sum_bound_of_kind(const xt::xarray<double>& x, std::ptrdiff_t axis, const Plan& plan,
                              const xt::xarray<double>& emulated, const BoundOptions& options) {
   const auto dims = static_cast<std::ptrdiff_t>(x.dimension());
   if (dims == 0) throw numeq::error("x: a 0-d array has no axis to sum over");
@@ -1183,7 +1183,7 @@ xt::xarray<double> sum_bound(const xt::xarray<double>& x, std::ptrdiff_t axis, c
   return result;
 }
 
-xt::xarray<double> dot_bound(const xt::xarray<double>& a, const xt::xarray<double>& b, const xt::xarray<double>* c,
+static xt::xarray<double> dot_bound_of_kind(const xt::xarray<double>& a, const xt::xarray<double>& b, const xt::xarray<double>* c,
                              const Plan& plan, const xt::xarray<double>& emulated, const BoundOptions& options) {
   if (a.dimension() == 0 || b.dimension() == 0)
     throw numeq::error("a, b: dot needs arrays with at least one axis (the reduced last axis)");
@@ -1238,7 +1238,7 @@ xt::xarray<double> dot_bound(const xt::xarray<double>& a, const xt::xarray<doubl
   return result;
 }
 
-xt::xarray<double> matmul_bound(const xt::xarray<double>& a, const xt::xarray<double>& b, const xt::xarray<double>* c,
+static xt::xarray<double> matmul_bound_of_kind(const xt::xarray<double>& a, const xt::xarray<double>& b, const xt::xarray<double>* c,
                                 const Plan& plan, const xt::xarray<double>& emulated, const BoundOptions& options) {
   if (a.dimension() < 2 || b.dimension() < 2)
     throw numeq::error("a, b: matmul needs arrays of at least 2 dimensions ([..., M, K] and [..., K, N]), got " +
@@ -1399,6 +1399,44 @@ xt::xarray<double> matmul_bound(const xt::xarray<double>& a, const xt::xarray<do
     }
   }, 1);
   return result;
+}
+
+// The probabilistic bound holds with the stated probability; the deterministic one always. Where
+// the deterministic bound is the smaller (short reductions, truncating steps), it is the better
+// statement, and the smaller of the two still holds with at least the stated probability.
+namespace {
+xt::xarray<double> smaller_of(xt::xarray<double> probabilistic, const xt::xarray<double>& deterministic) {
+  for (std::size_t i = 0; i < probabilistic.size(); ++i) {
+    const double p = probabilistic.data()[i], d = deterministic.data()[i];
+    if (d < p) probabilistic.data()[i] = d;  // NaN stays NaN (no claim either way)
+  }
+  return probabilistic;
+}
+BoundOptions deterministic_of(BoundOptions o) {
+  o.kind = BoundKind::deterministic;
+  return o;
+}
+}  // namespace
+
+xt::xarray<double> sum_bound(const xt::xarray<double>& x, std::ptrdiff_t axis, const Plan& plan,
+                             const xt::xarray<double>& emulated, const BoundOptions& options) {
+  xt::xarray<double> r = sum_bound_of_kind(x, axis, plan, emulated, options);
+  if (options.kind != BoundKind::probabilistic) return r;
+  return smaller_of(std::move(r), sum_bound_of_kind(x, axis, plan, emulated, deterministic_of(options)));
+}
+
+xt::xarray<double> dot_bound(const xt::xarray<double>& a, const xt::xarray<double>& b, const xt::xarray<double>* c,
+                             const Plan& plan, const xt::xarray<double>& emulated, const BoundOptions& options) {
+  xt::xarray<double> r = dot_bound_of_kind(a, b, c, plan, emulated, options);
+  if (options.kind != BoundKind::probabilistic) return r;
+  return smaller_of(std::move(r), dot_bound_of_kind(a, b, c, plan, emulated, deterministic_of(options)));
+}
+
+xt::xarray<double> matmul_bound(const xt::xarray<double>& a, const xt::xarray<double>& b, const xt::xarray<double>* c,
+                                const Plan& plan, const xt::xarray<double>& emulated, const BoundOptions& options) {
+  xt::xarray<double> r = matmul_bound_of_kind(a, b, c, plan, emulated, options);
+  if (options.kind != BoundKind::probabilistic) return r;
+  return smaller_of(std::move(r), matmul_bound_of_kind(a, b, c, plan, emulated, deterministic_of(options)));
 }
 
 }  // namespace numeq::core

@@ -30,6 +30,9 @@
 // such products (terms, decompose piece products, c) that pass a random rounding: Higham and
 // Mary's Theorem 2.4 per product, a union bound over them (their Theorem 3.1). Absolute (eta)
 // terms, fused alignment, directed/odd/stochastic roundings and the output cast stay deterministic.
+// sum_bound, dot_bound and matmul_bound return, per element, the smaller of the probabilistic and
+// the deterministic bound (the deterministic one always holds, so the smaller holds with at least
+// the stated probability); reduction_weights gives the probabilistic weights alone.
 //
 // Non-finite inputs give a NaN bound (no bound is meaningful); a finite input whose emulated
 // output is not finite gives +Inf. Where a cast before the output may turn an overflow into a
