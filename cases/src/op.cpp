@@ -409,6 +409,175 @@ Op rmsnorm(const Array& x, const Array* gamma, const Array* beta, double eps, st
   return norm(false, x, gamma, beta, eps, in_fmt, out, options);
 }
 
+// ---- attention ----
+
+Op attention(const Array& q, const Array& k, const Array& v, const Array* mask, bool causal, std::optional<double> scale,
+             std::string_view in_fmt, const Cast& out, const AttentionOptions& options) {
+  const Format& fin = floating_format(in_fmt, "in_fmt");
+  floating_format(out.format.name, "out");
+  check_values(q, fin, "q");
+  check_values(k, fin, "k");
+  check_values(v, fin, "v");
+  const auto sq = std::make_shared<const Array>(q), sk = std::make_shared<const Array>(k),
+             sv = std::make_shared<const Array>(v);
+  const Shared sm = mask ? std::make_shared<const Array>(*mask) : nullptr;
+  const auto parameters = [sm, causal, scale] {
+    reference::AttentionParameters p;
+    p.scale = scale;
+    p.causal = causal;
+    p.mask = sm.get();
+    return p;
+  };
+  Op op;
+  op.name = "attention";
+  op.signature = "attention[" + std::string(to_string(options.variant)) +
+                 (options.variant == AttentionVariant::flash
+                      ? " " + std::to_string(options.block_rows) + "x" + std::to_string(options.block_cols)
+                      : std::string()) +
+                 "](q" + shape_text(q) + ", k" + shape_text(k) + ", v" + shape_text(v) + " " + std::string(in_fmt) +
+                 (causal ? ", causal" : "") + (sm ? ", mask" : "") + ") -> " + std::string(out.format.name);
+  op.out = out;
+  op.exact_relative_error = 0x1p-53;
+  op.exact = [sq, sk, sv, parameters] { return certified(reference::attention(*sq, *sk, *sv, parameters(), kBinary64)); };
+  op.reference = [sq, sk, sv, parameters, out] { return reference::attention(*sq, *sk, *sv, parameters(), out); };
+  const std::string fmt(in_fmt);
+  op.emulate = [sq, sk, sv, parameters, fmt, out, options](const core::Platform& platform, const core::BoundOptions&) {
+    return cases::attention(*sq, *sk, *sv, parameters(), platform, fmt, out, options);
+  };
+  return op;
+}
+
+// ---- quantised matmuls ----
+
+namespace {
+
+// The scale that multiplies a[i, k] (is_a) or b[k, j] under the scaling layout (quantized.hpp).
+double scale_at(const Array& s, Fp8Scaling scaling, bool is_a, std::size_t row, std::size_t col) {
+  const double* p = s.data();
+  switch (scaling) {
+    case Fp8Scaling::per_tensor: return p[0];
+    case Fp8Scaling::per_channel: return p[is_a ? row : col];  // a: one per row i; b: one per column j
+    case Fp8Scaling::blockwise:
+      // a [M, K/128]: (i, k / 128); b [K/128, ceil(N/128)]: (k / 128, j / 128).
+      return is_a ? p[row * s.shape()[1] + col / kDeepSeekBlock]
+                  : p[(row / kDeepSeekBlock) * s.shape()[1] + col / kDeepSeekBlock];
+    case Fp8Scaling::mx:
+      // a [M, K/32]: (i, k / 32); b [K/32, N]: (k / 32, j).
+      return is_a ? p[row * s.shape()[1] + col / kMxBlock] : p[(row / kMxBlock) * s.shape()[1] + col];
+  }
+  return 0;
+}
+
+// The layout of quantized.hpp, checked before any index is read: per_tensor one value; per_channel
+// one per row of a / column of b; blockwise a [M, K/128], b [K/128, ceil(N/128)]; mx a [M, K/32],
+// b [K/32, N]. Every scale positive and finite.
+void check_scales(const Array& s, Fp8Scaling scaling, bool is_a, std::size_t rows, std::size_t cols,
+                  const char* parameter) {
+  const auto up = [](std::size_t n, std::size_t d) { return (n + d - 1) / d; };
+  std::size_t want_rows = 1, want_cols = 1, block = 0;
+  switch (scaling) {
+    case Fp8Scaling::per_tensor: break;
+    case Fp8Scaling::per_channel: (is_a ? want_rows : want_cols) = is_a ? rows : cols; break;
+    case Fp8Scaling::blockwise:
+      block = kDeepSeekBlock;
+      want_rows = is_a ? rows : rows / block;
+      want_cols = is_a ? cols / block : up(cols, block);
+      break;
+    case Fp8Scaling::mx:
+      block = kMxBlock;
+      want_rows = is_a ? rows : rows / block;
+      want_cols = is_a ? cols / block : cols;
+      break;
+  }
+  const std::size_t k = is_a ? cols : rows;
+  if (block && k % block != 0)
+    throw numeq::error(std::string(parameter) + ": K = " + std::to_string(k) + " is not a multiple of the " +
+                       std::to_string(block) + "-element block of " + std::string(to_string(scaling)) + " scaling");
+  const bool per_tensor_ok = scaling == Fp8Scaling::per_tensor && s.size() == 1;
+  const bool two_d_ok = s.dimension() == 2 && s.shape()[0] == want_rows && s.shape()[1] == want_cols;
+  const bool one_d_ok = scaling == Fp8Scaling::per_channel && s.dimension() == 1 && s.size() == want_rows * want_cols;
+  if (!per_tensor_ok && !two_d_ok && !one_d_ok)
+    throw numeq::error(std::string(parameter) + ": shape " + shape_text(s) + " does not fit " +
+                       std::string(to_string(scaling)) + " scaling (expected [" + std::to_string(want_rows) + "," +
+                       std::to_string(want_cols) + "])");
+  for (std::size_t i = 0; i < s.size(); ++i)
+    if (!(s.data()[i] > 0) || !std::isfinite(s.data()[i]))
+      throw numeq::error(std::string(parameter) + ": element " + std::to_string(i) + " = " + std::to_string(s.data()[i]) +
+                         "; scales must be positive and finite");
+}
+
+// x with every element multiplied by its scale: exact in binary64 (an 8-bit significand times a
+// 24-bit one).
+Array scaled(const Array& x, const Array& s, Fp8Scaling scaling, bool is_a) {
+  Array r = x;
+  const std::size_t rows = x.shape()[0], cols = x.shape()[1];
+  for (std::size_t i = 0; i < rows; ++i)
+    for (std::size_t j = 0; j < cols; ++j) r(i, j) = x(i, j) * scale_at(s, scaling, is_a, i, j);
+  return r;
+}
+
+}  // namespace
+
+Op scaled_fp8_matmul(const Array& a, const Array& b, const Array& scale_a, const Array& scale_b, std::string_view in_fmt,
+                     const ScaledMatmulOptions& options) {
+  const Format& fin = floating_format(in_fmt, "in_fmt");
+  const Format& fout = floating_format(options.out_fmt, "out");
+  if (a.dimension() != 2 || b.dimension() != 2)
+    throw numeq::error("a, b: a scaled fp8 matmul takes 2-D operands a[M, K] and b[K, N], got " + shape_text(a) +
+                       " and " + shape_text(b));
+  check_values(a, fin, "a");
+  check_values(b, fin, "b");
+  if (a.shape()[1] != b.shape()[0])
+    throw numeq::error("b: inner dimensions differ: a " + shape_text(a) + " has K=" + std::to_string(a.shape()[1]) +
+                       ", b " + shape_text(b) + " has K=" + std::to_string(b.shape()[0]));
+  check_scales(scale_a, options.scaling, true, a.shape()[0], a.shape()[1], "scale_a");
+  check_scales(scale_b, options.scaling, false, b.shape()[0], b.shape()[1], "scale_b");
+  const auto sa = std::make_shared<const Array>(a), sb = std::make_shared<const Array>(b);
+  const auto ssa = std::make_shared<const Array>(scale_a), ssb = std::make_shared<const Array>(scale_b);
+  Op op;
+  op.name = "scaled_fp8_matmul";
+  op.signature = "scaled_fp8_matmul[" + std::string(to_string(options.scaling)) + "](a" + shape_text(a) + " @ b" +
+                 shape_text(b) + " " + std::string(in_fmt) + ") -> " + options.out_fmt;
+  op.out = Cast{fout};
+  const Fp8Scaling scaling = options.scaling;
+  const auto operands = [sa, sb, ssa, ssb, scaling] {
+    return std::pair{scaled(*sa, *ssa, scaling, true), scaled(*sb, *ssb, scaling, false)};
+  };
+  op.exact = [operands] {
+    const auto [x, y] = operands();
+    return reference::matmul_exact(x, y);
+  };
+  const Cast out{fout};
+  op.reference = [operands, out] {
+    const auto [x, y] = operands();
+    return reference::matmul(x, y, out);
+  };
+  const std::string fmt(in_fmt);
+  op.emulate = [sa, sb, ssa, ssb, fmt, options](const core::Platform& platform, const core::BoundOptions& bound) {
+    ScaledMatmulOptions o = options;
+    o.bound = bound;
+    return cases::scaled_fp8_matmul(*sa, *sb, *ssa, *ssb, platform, fmt, o);
+  };
+  return op;
+}
+
+Op integer_matmul(const Array& a, const Array& b, Int32Overflow overflow) {
+  if (a.dimension() != 2 || b.dimension() != 2 || a.shape()[1] != b.shape()[0])
+    throw numeq::error("a, b: int8_matmul takes a[M, K] and b[K, N], got " + shape_text(a) + " and " + shape_text(b));
+  const auto sa = std::make_shared<const Array>(a), sb = std::make_shared<const Array>(b);
+  Op op;
+  op.name = "int8_matmul";
+  op.signature = "int8_matmul(a" + shape_text(a) + " @ b" + shape_text(b) + ") -> int32";
+  op.out = Cast{formats::int32};
+  op.exact = [sa, sb] { return reference::matmul_exact(*sa, *sb); };
+  // Integer products and sums are exact in the long accumulator; within int32 they are the result.
+  op.reference = [sa, sb] { return reference::matmul(*sa, *sb, Cast{formats::fp64}); };
+  op.emulate = [sa, sb, overflow](const core::Platform&, const core::BoundOptions&) {
+    return cases::int8_matmul(*sa, *sb, overflow);
+  };
+  return op;
+}
+
 // ---- tolerances ----
 
 double ulp_of(double x, const Format& f) {

@@ -325,3 +325,81 @@ TEST(Op, CompositeBadInput) {
 }
 
 }  // namespace
+
+namespace {
+
+TEST(Op, AttentionAndQuantisedMatmulsThroughTheCatalogue) {
+  // Attention: naive and flash, each judged against MPFR's exact values.
+  const Array q = generate(cases::Distribution::normal, 31, fmts::bf16, {2, 64, 32});
+  const Array k = generate(cases::Distribution::normal, 32, fmts::bf16, {2, 128, 32});
+  const Array v = generate(cases::Distribution::uniform, 33, fmts::bf16, {2, 128, 16});
+  cases::AttentionOptions flash;
+  flash.variant = cases::AttentionVariant::flash;
+  flash.block_rows = 32;
+  flash.block_cols = 32;
+  for (const char* name : {"nvidia.h100", "trainium.trn1"}) {
+    const core::Platform p = core::platform_by_name(name);
+    for (const cases::AttentionOptions& o : {cases::AttentionOptions{}, flash}) {
+      const cases::Op op = cases::attention(q, k, v, nullptr, true, std::nullopt, "bf16", Cast{fmts::bf16}, o);
+      const cases::Verdict verdict = cases::compare(op.emulate(p, {}).values, op, p);
+      EXPECT_TRUE(verdict.passed) << name << " " << op.signature << ": " << verdict.diagnosis;
+      EXPECT_EQ(verdict.bit_exact, verdict.elements);
+    }
+  }
+
+  // Scaled fp8: every layout passes its own emulation; a scale twice too large does not.
+  const core::Platform h100 = core::platform_by_name("nvidia.h100");
+  const Array a = generate(cases::Distribution::normal, 34, fmts::e4m3fn, {16, 256});
+  const Array b = generate(cases::Distribution::normal, 35, fmts::e4m3fn, {256, 8});
+  struct Layout {
+    cases::Fp8Scaling scaling;
+    std::vector<std::size_t> sa, sb;
+  };
+  const Layout layouts[] = {{cases::Fp8Scaling::per_tensor, {1}, {1}},
+                            {cases::Fp8Scaling::per_channel, {16}, {8}},
+                            {cases::Fp8Scaling::blockwise, {16, 2}, {2, 1}},
+                            {cases::Fp8Scaling::mx, {16, 8}, {8, 8}}};
+  for (const Layout& l : layouts) {
+    Array sa = cases::generate({cases::Distribution::uniform, 36, 1.0}, fmts::fp32, l.sa);
+    Array sb = cases::generate({cases::Distribution::uniform, 37, 1.0}, fmts::fp32, l.sb);
+    sa = xt::abs(sa) + 0.5;
+    sb = xt::abs(sb) + 0.25;
+    for (double& s : sa) s = numeq::round_to_format(s, Cast{fmts::fp32});  // scales are fp32 values
+    for (double& s : sb) s = numeq::round_to_format(s, Cast{fmts::fp32});
+    if (l.scaling == cases::Fp8Scaling::mx) {  // powers of two (e8m0)
+      for (double& s : sa) s = std::exp2(std::round(std::log2(s)));
+      for (double& s : sb) s = std::exp2(std::round(std::log2(s)));
+    }
+    cases::ScaledMatmulOptions o;
+    o.scaling = l.scaling;
+    const cases::Op op = cases::scaled_fp8_matmul(a, b, sa, sb, "e4m3fn", o);
+    const cases::Emulation e = op.emulate(h100, {});
+    const cases::Verdict good = cases::compare(e.values, op, h100);
+    EXPECT_TRUE(good.passed) << op.signature << ": " << good.diagnosis;
+    const Array doubled = e.values * 2.0;
+    const cases::Verdict bad = cases::compare(doubled, op, h100);
+    EXPECT_FALSE(bad.passed) << op.signature;
+  }
+  expect_error_mentioning(
+      [&] { cases::scaled_fp8_matmul(a, b, xt::zeros<double>({1}), xt::ones<double>({1}), "e4m3fn"); }, "scale_a");
+  cases::ScaledMatmulOptions blockwise;
+  blockwise.scaling = cases::Fp8Scaling::blockwise;
+  expect_error_mentioning(
+      [&] { cases::scaled_fp8_matmul(a, b, xt::ones<double>({16, 3}), xt::ones<double>({2, 1}), "e4m3fn", blockwise); },
+      "scale_a: shape");
+
+  // int8 with int32 accumulation: exact.
+  // small integers in [-64, 64] (fp32 values that are int8 codes)
+  const Array ia = cases::generate({cases::Distribution::small_integers, 38, 8.0}, fmts::fp32, {8, 300});
+  const Array ib = cases::generate({cases::Distribution::small_integers, 39, 8.0}, fmts::fp32, {300, 4});
+  const cases::Op iop = cases::integer_matmul(ia, ib);
+  const cases::Emulation ie = iop.emulate(h100, {});
+  const cases::Verdict iv = cases::compare(ie.values, iop, h100);
+  EXPECT_TRUE(iv.passed) << iv.diagnosis;
+  EXPECT_EQ(xt::amax(ie.bound)(), 0.0);
+  Array off = ie.values;
+  off(0, 0) += 1;
+  EXPECT_FALSE(cases::compare(off, iop, h100).passed);
+}
+
+}  // namespace

@@ -22,8 +22,10 @@
 
 #include <xtensor/xarray.hpp>
 
+#include "numeq/cases/attention.hpp"
 #include "numeq/cases/emulation.hpp"
 #include "numeq/cases/normalization.hpp"
+#include "numeq/cases/quantized.hpp"
 #include "numeq/core/bound.hpp"
 #include "numeq/core/platform.hpp"
 #include "numeq/formats/rounding.hpp"
@@ -79,6 +81,23 @@ Op layernorm(const xt::xarray<double>& x, const xt::xarray<double>* gamma, const
              std::string_view in_fmt, const Cast& out, const NormOptions& options = {});
 Op rmsnorm(const xt::xarray<double>& x, const xt::xarray<double>* gamma, const xt::xarray<double>* beta, double eps,
            std::string_view in_fmt, const Cast& out, const NormOptions& options = {});
+
+// Scaled dot-product attention (cases/attention.hpp): naive or flash; mask (may be null) as
+// numeq::reference::attention takes it. The exact value is MPFR's, correctly rounded to binary64.
+Op attention(const xt::xarray<double>& q, const xt::xarray<double>& k, const xt::xarray<double>& v,
+             const xt::xarray<double>* mask, bool causal, std::optional<double> scale, std::string_view in_fmt,
+             const Cast& out, const AttentionOptions& options = {});
+
+// Scaled fp8 matmul (cases/quantized.hpp): a[M, K], b[K, N] fp8 values with scales laid out as
+// options.scaling says. The exact result is sum_k (a_ik s_a) (b_kj s_b), each product exact in
+// binary64 (an 8-bit value times an fp32 scale fits), accumulated in the long accumulator.
+Op scaled_fp8_matmul(const xt::xarray<double>& a, const xt::xarray<double>& b, const xt::xarray<double>& scale_a,
+                     const xt::xarray<double>& scale_b, std::string_view in_fmt, const ScaledMatmulOptions& options = {});
+
+// int8 (or uint8) a[M, K] @ b[K, N] accumulated in int32 (the Op of cases::int8_matmul): exact, or an error naming the first
+// overflowing element (Int32Overflow::error), or two's complement wraparound when asked for.
+Op integer_matmul(const xt::xarray<double>& a, const xt::xarray<double>& b,
+                  Int32Overflow overflow = Int32Overflow::error);
 
 // ---- bounds as tolerances ----
 
