@@ -23,7 +23,7 @@ from . import _core
 from ._reference_functions import _check_str
 from .platforms import _values
 
-__all__ = ["Emulation", "Op", "Tolerance", "function", "generate", "generators", "layernorm", "log_softmax", "matmul",
+__all__ = ["Emulation", "Op", "Tolerance", "attention", "function", "int8_matmul", "scaled_fp8_matmul", "generate", "generators", "layernorm", "log_softmax", "matmul",
            "max", "mean", "rmsnorm", "softmax", "sum"] + ["exp", "tanh", "sigmoid", "gelu", "gelu_tanh", "silu",
                                                           "rsqrt", "reciprocal"]
 
@@ -260,6 +260,62 @@ def rmsnorm(x: Any, *, gamma: Any = None, beta: Any = None, eps: float = 1e-6, i
             out: str | None = None, rounding: str = "nearest_even", compute: str = "fp32") -> Op:
     """RMSNorm over the last axis: x * rsqrt(mean(x^2) + eps) (* gamma) (+ beta)."""
     return _norm(False, x, gamma, beta, eps, in_fmt, out, rounding, "two_pass", compute)
+
+
+def attention(q: Any, k: Any, v: Any, *, mask: Any = None, causal: bool = False, scale: float | None = None,
+              in_fmt: str | None = None, out: str | None = None, rounding: str = "nearest_even",
+              variant: str = "naive", block_rows: int = 64, block_cols: int = 64, cast_p: bool = True) -> Op:
+    """Scaled dot-product attention softmax(scale Q K^T + mask) V, q[..., Lq, d], k[..., Lk, d],
+    v[..., Lk, dv] with equal batch dimensions; ``variant``: ``naive`` (S, softmax, P cast to in_fmt,
+    P V) or ``flash`` (FlashAttention-2 blocks of ``block_rows`` x ``block_cols`` with online
+    rescaling); ``cast_p=False`` models a kernel that keeps P in fp32. ``mask`` is additive
+    (float, -inf to exclude) of shape [..., Lq, Lk]."""
+    qv, fq = _values(q, in_fmt, "q")
+    kv, fk = _values(k, in_fmt, "k")
+    vv, fv = _values(v, in_fmt, "v")
+    if in_fmt is None and not fq == fk == fv:
+        raise ValueError(f"in_fmt: q, k, v hold {fq}, {fk} and {fv} values; pass in_fmt (the format all are values of)")
+    m = None if mask is None else np.ascontiguousarray(mask, dtype=np.float64)
+    if scale is not None and (isinstance(scale, bool) or not isinstance(scale, (int, float))):
+        raise TypeError(f"scale: expected a number or None, got {type(scale).__name__}")
+    for value, name in ((block_rows, "block_rows"), (block_cols, "block_cols")):
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 0:
+            raise ValueError(f"{name}: expected a non-negative integer, got {value!r}")
+    _check_str(variant, "variant")
+    return Op(_core.cases_attention(*(np.ascontiguousarray(t, dtype=np.float64) for t in (qv, kv, vv)), m, bool(causal),
+                                    None if scale is None else float(scale), fq, _out(out, fq), rounding, variant,
+                                    int(block_rows), int(block_cols), bool(cast_p)))
+
+
+def scaled_fp8_matmul(a: Any, b: Any, scale_a: Any, scale_b: Any, *, scaling: str = "per_tensor",
+                      in_fmt: str | None = None, out: str = "fp32") -> Op:
+    """(a * scale_a) @ (b * scale_b) for fp8 a[M, K], b[K, N] with fp32 scales laid out per
+    ``scaling``: ``per_tensor`` (one each), ``per_channel`` (scale_a [M], scale_b [N]),
+    ``blockwise`` (DeepSeek-V3: scale_a [M, K/128], scale_b [K/128, ceil(N/128)], applied at each
+    fp32 promotion), ``mx`` (OCP MX: power-of-two scales per 32 along K: [M, K/32], [K/32, N])."""
+    av, fa = _values(a, in_fmt, "a")
+    bv, fb = _values(b, in_fmt, "b")
+    if in_fmt is None and fa != fb:
+        raise ValueError(f"in_fmt: a holds {fa} values and b {fb}; pass in_fmt (the format both are values of)")
+    _check_str(scaling, "scaling")
+    sa = np.ascontiguousarray(scale_a, dtype=np.float64)
+    sb = np.ascontiguousarray(scale_b, dtype=np.float64)
+    return Op(_core.cases_scaled_fp8_matmul(np.ascontiguousarray(av, dtype=np.float64),
+                                            np.ascontiguousarray(bv, dtype=np.float64), sa, sb, fa, scaling,
+                                            _out(out, "fp32")))
+
+
+def int8_matmul(a: Any, b: Any, *, overflow: str = "error") -> Op:
+    """Integer a[M, K] @ b[K, N] (int8 / uint8 codes) accumulated in int32, exactly; a partial sum
+    outside int32 is an error naming the element (``overflow="wrap"``: two's complement wraparound)."""
+    _check_str(overflow, "overflow")
+    av = np.asarray(a)
+    bv = np.asarray(b)
+    for x, name in ((av, "a"), (bv, "b")):
+        if x.dtype.kind not in "iuf":
+            raise TypeError(f"{name}: expected an integer array, got dtype {x.dtype}")
+    return Op(_core.cases_int8_matmul(np.ascontiguousarray(av, dtype=np.float64), np.ascontiguousarray(bv, dtype=np.float64),
+                                      overflow))
 
 
 def generators() -> list[str]:

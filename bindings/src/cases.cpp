@@ -154,6 +154,46 @@ void numeq_bindings::bind_cases(py::module_& m) {
       py::arg("centred"), py::arg("x"), py::arg("gamma"), py::arg("beta"), py::arg("eps"), py::arg("in_fmt"),
       py::arg("out"), py::arg("rounding"), py::arg("variant"), py::arg("compute"));
   m.def(
+      "cases_attention",
+      [](const Values& q, const Values& k, const Values& v, const std::optional<Values>& mask, bool causal,
+         std::optional<double> scale, const std::string& in_fmt, const std::string& out, const std::string& rounding,
+         const std::string& variant, std::size_t block_rows, std::size_t block_cols, bool cast_p) {
+        numeq::Cast cast = make_cast(out, rounding, "ieee", "keep", 0, numeq::default_random_bits);
+        cases::AttentionOptions o;
+        o.variant = cases::attention_variant_by_name(variant, "variant");
+        o.block_rows = block_rows;
+        o.block_cols = block_cols;
+        o.cast_p = cast_p;
+        std::optional<xt::xarray<double>> xm;
+        if (mask) xm = to_xarray(*mask);
+        return cases::attention(to_xarray(q), to_xarray(k), to_xarray(v), xm ? &*xm : nullptr, causal, scale, in_fmt,
+                                cast, o);
+      },
+      py::arg("q"), py::arg("k"), py::arg("v"), py::arg("mask"), py::arg("causal"), py::arg("scale"), py::arg("in_fmt"),
+      py::arg("out"), py::arg("rounding"), py::arg("variant"), py::arg("block_rows"), py::arg("block_cols"),
+      py::arg("cast_p"));
+  m.def(
+      "cases_scaled_fp8_matmul",
+      [](const Values& a, const Values& b, const Values& scale_a, const Values& scale_b, const std::string& in_fmt,
+         const std::string& scaling, const std::string& out) {
+        cases::ScaledMatmulOptions o;
+        o.scaling = cases::fp8_scaling_by_name(scaling, "scaling");
+        o.out_fmt = out;
+        return cases::scaled_fp8_matmul(to_xarray(a), to_xarray(b), to_xarray(scale_a), to_xarray(scale_b), in_fmt, o);
+      },
+      py::arg("a"), py::arg("b"), py::arg("scale_a"), py::arg("scale_b"), py::arg("in_fmt"), py::arg("scaling"),
+      py::arg("out"));
+  m.def(
+      "cases_int8_matmul",
+      [](const Values& a, const Values& b, const std::string& overflow) {
+        cases::Int32Overflow o = cases::Int32Overflow::error;
+        if (overflow == "wrap") o = cases::Int32Overflow::wrap;
+        else if (overflow != "error")
+          throw numeq::error("overflow: unknown int32 overflow mode '" + overflow + "'; valid: error, wrap");
+        return cases::integer_matmul(to_xarray(a), to_xarray(b), o);
+      },
+      py::arg("a"), py::arg("b"), py::arg("overflow"));
+  m.def(
       "cases_tolerance",
       [](const Values& bound, const Values& reference, const std::string& out) {
         return tolerance_dict(cases::tolerance(to_xarray(bound), to_xarray(reference), numeq::format_by_name(out, "out")));

@@ -225,3 +225,64 @@ def test_composite_bad_input() -> None:
         numeq.ops.function("erfinv", x)
     with pytest.raises(ValueError, match="bn_stats|bn_aggr|assumption"):
         numeq.ops.layernorm(x, variant="bn_stats").emulate("nvidia.h100")
+
+
+@pytest.mark.parametrize("variant", ["naive", "flash"])
+def test_attention_through_the_catalogue(variant: str) -> None:
+    q = numeq.ops.generate("normal", (2, 64, 32), "bf16", seed=20)
+    k = numeq.ops.generate("normal", (2, 64, 32), "bf16", seed=21)
+    v = numeq.ops.generate("uniform", (2, 64, 16), "bf16", seed=22)
+    op = numeq.ops.attention(q, k, v, causal=True, in_fmt="bf16", out="fp32", variant=variant, block_rows=16,
+                             block_cols=32)
+    for platform in ("nvidia.h100", "trainium.trn1"):
+        assert numeq.compare(op.emulate(platform), op, platform).bit_exact == 2 * 64 * 16
+        assert numeq.compare(op.reference(), op, platform).passed  # the correctly rounded result is explained
+    wrong = numeq.ops.attention(q, k[:, ::-1].copy(), v, causal=True, in_fmt="bf16", out="fp32")
+    assert not numeq.compare(wrong.emulate("nvidia.h100"), op, "nvidia.h100").passed
+    with pytest.raises(ValueError, match="block"):
+        numeq.ops.attention(q, k, v, in_fmt="bf16", variant="flash", block_rows=24).emulate("nvidia.h100")
+
+
+@pytest.mark.parametrize("scaling,shape_a,shape_b", [("per_tensor", (1,), (1,)), ("per_channel", (8,), (4,)),
+                                                     ("blockwise", (8, 2), (2, 1)), ("mx", (8, 8), (8, 4))])
+def test_scaled_fp8_matmul_bound_against_fractions(scaling: str, shape_a: tuple, shape_b: tuple) -> None:
+    a = numeq.ops.generate("normal", (8, 256), "e4m3fn", seed=23)
+    b = numeq.ops.generate("normal", (256, 4), "e4m3fn", seed=24)
+    rng = np.random.default_rng(25)
+    sa = rng.uniform(0.5, 2.0, shape_a).astype(np.float32).astype(np.float64)
+    sb = rng.uniform(0.5, 2.0, shape_b).astype(np.float32).astype(np.float64)
+    if scaling == "mx":
+        sa, sb = 2.0 ** np.round(np.log2(sa)), 2.0 ** np.round(np.log2(sb))
+    op = numeq.ops.scaled_fp8_matmul(a, b, sa, sb, scaling=scaling, in_fmt="e4m3fn")
+    em = op.emulation("nvidia.h100")
+
+    def scale(s: np.ndarray, i: int, k: int, j: int | None) -> Fraction:
+        if scaling == "per_tensor":
+            return Fraction(float(s.reshape(-1)[0]))
+        if scaling == "per_channel":
+            return Fraction(float(s.reshape(-1)[i if j is None else j]))
+        if scaling == "blockwise":
+            return Fraction(float(s[i, k // 128] if j is None else s[k // 128, j // 128]))
+        return Fraction(float(s[i, k // 32] if j is None else s[k // 32, j]))
+
+    for i in range(8):
+        for j in range(4):
+            exact = sum((Fraction(float(a[i, kk])) * scale(sa, i, kk, None) * Fraction(float(b[kk, j])) *
+                         scale(sb, kk, kk, j) for kk in range(256)), Fraction(0))
+            assert abs(Fraction(float(em.values[i, j])) - exact) <= Fraction(float(em.bound[i, j]))
+    assert not numeq.compare(em.values * 2, op, "nvidia.h100").passed
+
+
+def test_int8_matmul_is_exact_and_overflow_is_an_error() -> None:
+    rng = np.random.default_rng(26)
+    a = rng.integers(-128, 128, (16, 300)).astype(np.int8)
+    b = rng.integers(-128, 128, (300, 8)).astype(np.int8)
+    op = numeq.ops.int8_matmul(a, b)
+    np.testing.assert_array_equal(op.emulate("nvidia.h100"), a.astype(np.int64) @ b.astype(np.int64))
+    assert np.all(op.bound("nvidia.h100") == 0)
+    big_a = np.full((1, 140000), 127, np.int8)
+    big_b = np.full((140000, 1), 127, np.int8)
+    with pytest.raises(ValueError, match="int32|overflow"):
+        numeq.ops.int8_matmul(big_a, big_b).emulate("nvidia.h100")
+    wrapped = numeq.ops.int8_matmul(big_a, big_b, overflow="wrap").emulate("nvidia.h100")
+    assert wrapped[0, 0] == float(np.int64(140000 * 127 * 127).astype(np.int32))
