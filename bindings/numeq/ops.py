@@ -23,7 +23,7 @@ from . import _core
 from ._reference_functions import _check_str
 from .platforms import _values
 
-__all__ = ["Emulation", "Op", "Tolerance", "attention", "function", "int8_matmul", "scaled_fp8_matmul", "generate", "generators", "layernorm", "log_softmax", "matmul",
+__all__ = ["Emulation", "Op", "Tolerance", "attention", "cast", "function", "int8_matmul", "scaled_fp8_matmul", "generate", "generators", "layernorm", "log_softmax", "matmul",
            "max", "mean", "rmsnorm", "softmax", "sum"] + ["exp", "tanh", "sigmoid", "gelu", "gelu_tanh", "silu",
                                                           "rsqrt", "reciprocal"]
 
@@ -316,6 +316,18 @@ def int8_matmul(a: Any, b: Any, *, overflow: str = "error") -> Op:
             raise TypeError(f"{name}: expected an integer array, got dtype {x.dtype}")
     return Op(_core.cases_int8_matmul(np.ascontiguousarray(av, dtype=np.float64), np.ascontiguousarray(bv, dtype=np.float64),
                                       overflow))
+
+
+def cast(x: Any, out: str, *, in_fmt: str | None = None, rounding: str = "nearest_even", overflow: str = "ieee",
+         subnormals: str = "keep", seed: int = 0) -> Op:
+    """x cast into ``out`` (every rounding, stochastic included; overflow and subnormal policies):
+    the exact result is x, the bound the cast's own rounding."""
+    _check_str(out, "out")
+    values, f = _values(x, in_fmt, "x")
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+        raise ValueError(f"seed: expected a non-negative integer, got {seed!r}")
+    return Op(_core.cases_cast(np.ascontiguousarray(values, dtype=np.float64), f, out, rounding, overflow, subnormals,
+                               int(seed)))
 
 
 def generators() -> list[str]:

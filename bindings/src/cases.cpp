@@ -194,6 +194,15 @@ void numeq_bindings::bind_cases(py::module_& m) {
       },
       py::arg("a"), py::arg("b"), py::arg("overflow"));
   m.def(
+      "cases_cast",
+      [](const Values& x, const std::string& in_fmt, const std::string& out, const std::string& rounding,
+         const std::string& overflow, const std::string& subnormals, std::uint64_t seed) {
+        const numeq::Cast cast = make_cast(out, rounding, overflow, subnormals, seed, numeq::default_random_bits);
+        return cases::conversion(to_xarray(x), in_fmt, cast);
+      },
+      py::arg("x"), py::arg("in_fmt"), py::arg("out"), py::arg("rounding"), py::arg("overflow"), py::arg("subnormals"),
+      py::arg("seed"));
+  m.def(
       "cases_tolerance",
       [](const Values& bound, const Values& reference, const std::string& out) {
         return tolerance_dict(cases::tolerance(to_xarray(bound), to_xarray(reference), numeq::format_by_name(out, "out")));

@@ -578,6 +578,25 @@ Op integer_matmul(const Array& a, const Array& b, Int32Overflow overflow) {
   return op;
 }
 
+Op conversion(const Array& x, std::string_view in_fmt, const Cast& out) {
+  check_values(x, floating_format(in_fmt, "in_fmt"), "x");
+  floating_format(out.format.name, "out");
+  const auto sx = std::make_shared<const Array>(x);
+  Op op;
+  op.name = "cast";
+  op.signature = "cast(x" + shape_text(x) + " " + std::string(in_fmt) + ") -> " + std::string(out.format.name) + " " +
+                 std::string(to_string(out.rounding));
+  op.out = out;
+  op.exact = [sx] { return certified(*sx); };
+  op.reference = [sx, out] {
+    Array r = *sx;
+    for (std::size_t i = 0; i < r.size(); ++i) r.data()[i] = round_to_format(r.data()[i], out, i);
+    return r;
+  };
+  op.emulate = [sx, out](const core::Platform&, const core::BoundOptions&) { return cases::cast(*sx, out); };
+  return op;
+}
+
 // ---- tolerances ----
 
 double ulp_of(double x, const Format& f) {

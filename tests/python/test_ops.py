@@ -7,6 +7,7 @@ bf16 rounding in planted bugs."""
 from __future__ import annotations
 
 from fractions import Fraction
+from typing import Any
 
 import ml_dtypes
 import numpy as np
@@ -286,3 +287,18 @@ def test_int8_matmul_is_exact_and_overflow_is_an_error() -> None:
         numeq.ops.int8_matmul(big_a, big_b).emulate("nvidia.h100")
     wrapped = numeq.ops.int8_matmul(big_a, big_b, overflow="wrap").emulate("nvidia.h100")
     assert wrapped[0, 0] == float(np.int64(140000 * 127 * 127).astype(np.int32))
+
+
+@pytest.mark.parametrize("fmt,dtype", [("bf16", ml_dtypes.bfloat16), ("e4m3fn", ml_dtypes.float8_e4m3fn),
+                                       ("e5m2", ml_dtypes.float8_e5m2)])
+def test_cast_op_matches_ml_dtypes_and_bounds_stochastic(fmt: str, dtype: Any) -> None:
+    x = numeq.ops.generate("lognormal", (4, 256), "fp32", seed=27).astype(np.float32)
+    x = np.clip(x, -float(ml_dtypes.finfo(dtype).max), float(ml_dtypes.finfo(dtype).max)).astype(np.float32)
+    op = numeq.ops.cast(x, fmt)
+    np.testing.assert_array_equal(op.emulate("numpy"), x.astype(dtype).astype(np.float64))
+    assert numeq.compare(x.astype(dtype).astype(np.float64), op, "numpy").bit_exact == x.size
+    sto = numeq.ops.cast(x, fmt, rounding="stochastic", seed=3)
+    em = sto.emulation("numpy")
+    assert np.all(np.abs(em.values - x) <= em.bound)
+    # Stochastic rounding may round either way: the nearest-even result is explained by its bound too.
+    assert numeq.compare(x.astype(dtype).astype(np.float64), sto, "numpy").passed

@@ -99,6 +99,10 @@ Op scaled_fp8_matmul(const xt::xarray<double>& a, const xt::xarray<double>& b, c
 Op integer_matmul(const xt::xarray<double>& a, const xt::xarray<double>& b,
                   Int32Overflow overflow = Int32Overflow::error);
 
+// x (values of in_fmt) cast into `out` (any rounding, overflow and subnormal policy); the exact
+// result is x itself, the bound the cast's own rounding (cases::cast). Platforms cast alike.
+Op conversion(const xt::xarray<double>& x, std::string_view in_fmt, const Cast& out);
+
 // ---- bounds as tolerances ----
 
 struct Tolerance {
