@@ -329,7 +329,8 @@ Emulation attention(const xt::xarray<double>& q, const xt::xarray<double>& k, co
               const std::size_t at = row * n.dv + c;
               const double o = O.data()[at];
               const double pb = pre[c] * safety(n.lk);
-              const Tracked y{o, std::isfinite(o) && std::isfinite(pb) ? core::with_output_cast(mc.pv.output, o, pb) : kInf};
+              Tracked y{o, std::isfinite(o) && std::isfinite(pb) ? core::with_output_cast(mc.pv.output, o, pb) : kInf};
+              if (lo[c] > hi[c]) y = Tracked{kNaN, kNaN};  // no taking-part key: softmax of only -Inf
               emit(y, out, at, claim[row], lo[c], hi[c], values, bounds);
             }
           }
@@ -448,16 +449,21 @@ Emulation attention(const xt::xarray<double>& q, const xt::xarray<double>& k, co
           2);
     }
   }
-  // Finally O / l (one fp32 division per element) and the output cast.
+  // Finally O / l (one fp32 division per element, or O * (1 / l)) and the output cast.
   parallel_for(
       rows,
       [&](std::size_t begin, std::size_t end) {
         std::vector<double> lo(n.dv), hi(n.dv);
         for (std::size_t row = begin; row < end; ++row) {
           v_range(row, lo, hi);
+          const Tracked inverse = options.reciprocal ? detail::div(detail::exact(1), l[row], C) : Tracked{};
           for (std::size_t c = 0; c < n.dv; ++c) {
             const std::size_t at = row * n.dv + c;
-            emit(detail::div(O[at], l[row], C), out, at, claim[row], lo[c], hi[c], values, bounds);
+            // No taking-part key: l = 0, which FlashAttention-2 normalises by 1 (a zero row).
+            Tracked y = detail::exact(0);
+            if (lo[c] <= hi[c])
+              y = options.reciprocal ? detail::mul(O[at], inverse, C) : detail::div(O[at], l[row], C);
+            emit(y, out, at, claim[row], lo[c], hi[c], values, bounds);
           }
         }
       },

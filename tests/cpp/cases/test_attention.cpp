@@ -138,6 +138,7 @@ std::vector<SweepResult> sweep(const std::vector<std::size_t>& qs, std::size_t l
           if (fmt != numeq::formats::fp32) outs.push_back(Cast{fmt});
           for (std::size_t vi = 0; vi < 2; ++vi) {
             o.variant = variants[vi];
+            o.reciprocal = static_cast<int>(d) % 2 == 1;  // flash: O * (1 / l) on every other generator
             for (const Cast& out : outs) {
               const auto t0 = std::chrono::steady_clock::now();
               const cases::Emulation e = cases::attention(p.q, p.k, p.v, p.parameters, platform, fmt.name, out, o);

@@ -46,7 +46,8 @@
 //                 second GEMM's plan (on tensor cores the MMA chain starts from it, as
 //                 FlashAttention-2 rescales acc_o and then runs gemm_rs into it; on Trainium c
 //                 is one fp32 addition after the PSUM result: both as the plan says);
-//          finally O / l (one fp32 division) and the output cast. Causal: key blocks that lie
+//          finally O / l (one fp32 division; with `reciprocal`, O * (1 / l) as the CUDA kernel
+//          does) and the output cast. Causal: key blocks that lie
 //          wholly above the diagonal of the row block are skipped (FlashAttention-2's
 //          n_block_max); a processed block with no taking-part key for a row rescales by
 //          exp(m - m) as the kernel does. Rows whose first blocks have no taking-part key keep
@@ -69,6 +70,9 @@
 // convex combination of the taking-part v_j, so no element is farther from the exact value than
 // from the ends of [min_j v_jc, max_j v_jc]: the bound is capped there.
 //
+// A row with no taking-part key (every key masked) is NaN under naive (the softmax of a row of
+// -Inf, as PyTorch's math path gives) and 0 under flash (FlashAttention-2 divides an l = 0 row
+// by 1); the reference's value is NaN.
 // Bounds: NaN where the row holds a non-finite q, taking-part k, mask or v entry, or has no
 // taking-part key (no claim); +Inf where a finite input's computation overflows or divides by
 // a sum its bound does not keep away from zero. Rows run on numeq::parallel_for threads (and the
@@ -102,6 +106,9 @@ struct AttentionOptions {
   std::size_t block_rows = 64;  // flash: Br (> 0, dividing Lq)
   std::size_t block_cols = 64;  // flash: Bc (> 0, dividing Lk)
   bool cast_p = true;           // P cast to in_fmt before the second GEMM (false: kept in fp32)
+  // flash: the final normalisation as O * (1 / l), two fp32 roundings, as FlashAttention-2's
+  // kernel does it (normalize_softmax_lse: inv_sum = 1 / sum, acc_o *= inv_sum); false: O / l.
+  bool reciprocal = false;
 };
 
 Emulation attention(const xt::xarray<double>& q, const xt::xarray<double>& k, const xt::xarray<double>& v,
