@@ -48,7 +48,10 @@ double ulp(double a, const Format& f) {
 double rounding_error(double r, double spread, const Cast& cast) {
   if (std::isnan(r) || std::isnan(spread)) return kNaN;
   if (!std::isfinite(r) || !std::isfinite(spread)) return kInf;
-  const double a = std::abs(r) + spread;
+  // The largest magnitude a device's unrounded result may have: its inputs lie within `spread`
+  // of the exact ones as the emulation's do, so its unrounded value lies within 2 spread of the
+  // emulation's, which lies within one spacing of r.
+  const double a = std::abs(r) + 2 * spread + ulp(std::abs(r), cast.format);
   if (a > max_finite(cast.format)) return kInf;
   // Nearest modes lose at most half the spacing of the binade of the result (at a power of two
   // reached from below, a quarter of it); directed, odd and stochastic rounding a whole spacing.

@@ -38,7 +38,8 @@ struct Tracked {
 // The spacing of f's values at magnitude a (>= 0): the ulp of the binade a lies in, the subnormal
 // spacing below the smallest normal; +Inf above the largest finite value.
 double ulp(double a, const Format& f);
-// What rounding a result into `cast` may lose, for any result of magnitude at most |r| + spread.
+// What rounding a result into `cast` may lose, for any device result whose inputs lie within
+// `spread` of the exact ones (magnitude up to |r| + 2 spread + one spacing of r).
 double rounding_error(double r, double spread, const Cast& cast);
 
 // x (any double) as a value of the compute cast: the rounded value and its distance to x.
