@@ -111,11 +111,17 @@
 #include <xtensor/xbroadcast.hpp>
 
 #include "numeq/formats/error.hpp"
+#include "shapes.hpp"
 #include "numeq/formats/format.hpp"
 #include "numeq/formats/parallel.hpp"
 #include "numeq/formats/round_and_pack.hpp"
 
 namespace numeq::core {
+
+using detail::batch_operands;
+using detail::BatchOperands;
+using detail::broadcast_shape;
+using detail::shape_text;
 
 namespace {
 
@@ -964,24 +970,6 @@ double inflate(double x, std::size_t K) {
   return up(up(x * factor) + static_cast<double>(2 * K + 4) * 0x1p-1074);
 }
 
-std::string shape_text(const xt::svector<std::size_t>& s) {
-  std::string out = "(";
-  for (std::size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + std::to_string(s[i]);
-  return out + (s.size() == 1 ? ",)" : ")");
-}
-std::string shape_text(const std::vector<std::size_t>& s) { return shape_text(xt::svector<std::size_t>(s.begin(), s.end())); }
-
-std::vector<std::size_t> broadcast_shape(const std::vector<std::size_t>& x, const std::vector<std::size_t>& y,
-                                         const std::string& what) {
-  std::vector<std::size_t> out(std::max(x.size(), y.size()), 1);
-  for (std::size_t i = 0; i < out.size(); ++i) {
-    const std::size_t dx = i < x.size() ? x[x.size() - 1 - i] : 1;
-    const std::size_t dy = i < y.size() ? y[y.size() - 1 - i] : 1;
-    if (dx != dy && dx != 1 && dy != 1) throw numeq::error(what);
-    out[out.size() - 1 - i] = dx == 1 ? dy : dx;
-  }
-  return out;
-}
 
 void check_emulated(const xt::xarray<double>& emulated, const std::vector<std::size_t>& shape) {
   const std::vector<std::size_t> got(emulated.shape().begin(), emulated.shape().end());
@@ -1263,30 +1251,10 @@ static xt::xarray<double> matmul_bound_of_kind(const xt::xarray<double>& a, cons
                     "c: shape " + shape_text(c->shape()) + " does not broadcast to the result " + shape_text(shape));
     fc = xt::broadcast(*c, shape);
   }
-  std::size_t matrices = 1;
-  for (std::size_t d : batch) matrices *= d;
-  std::vector<std::size_t> a_of(matrices, 0), b_of(matrices, 0);
-  for (std::size_t t = 0; t < matrices; ++t) {
-    std::size_t rest = t, ia = 0, ib = 0, stride_a = 1, stride_b = 1;
-    for (std::size_t d = batch.size(); d-- > 0;) {
-      const std::size_t idx = rest % batch[d];
-      rest /= batch[d];
-      const std::ptrdiff_t da = static_cast<std::ptrdiff_t>(d) - static_cast<std::ptrdiff_t>(batch.size() - batch_a.size());
-      const std::ptrdiff_t db = static_cast<std::ptrdiff_t>(d) - static_cast<std::ptrdiff_t>(batch.size() - batch_b.size());
-      if (da >= 0) {
-        const std::size_t len = batch_a[static_cast<std::size_t>(da)];
-        ia += (len == 1 ? 0 : idx) * stride_a;
-        stride_a *= len;
-      }
-      if (db >= 0) {
-        const std::size_t len = batch_b[static_cast<std::size_t>(db)];
-        ib += (len == 1 ? 0 : idx) * stride_b;
-        stride_b *= len;
-      }
-    }
-    a_of[t] = ia;
-    b_of[t] = ib;
-  }
+  const BatchOperands operands = batch_operands(batch, batch_a, batch_b);
+  const std::vector<std::size_t>& a_of = operands.a_of;
+  const std::vector<std::size_t>& b_of = operands.b_of;
+  const std::size_t matrices = a_of.size();
   const Walk w = walk(plan, K, c != nullptr, true, options);
   xt::xarray<double> result = xt::xarray<double>::from_shape(shape);
   if (result.size() == 0) return result;

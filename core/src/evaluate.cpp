@@ -15,6 +15,7 @@
 #include <xtensor/xstrided_view.hpp>
 
 #include "numeq/formats/error.hpp"
+#include "shapes.hpp"
 #include "numeq/formats/format.hpp"
 #include "numeq/formats/parallel.hpp"
 #include "numeq/formats/random.hpp"
@@ -26,6 +27,11 @@
 #include "round_value.hpp"
 
 namespace numeq::core {
+
+using detail::batch_operands;
+using detail::BatchOperands;
+using detail::broadcast_shape;
+using detail::shape_text;
 
 namespace {
 
@@ -291,23 +297,6 @@ double finish(double value, std::optional<double> c, const Plan& plan, std::uint
   return round_value(value, plan.output, random);
 }
 
-std::string shape_text(const xt::svector<std::size_t>& s) {
-  std::string out = "(";
-  for (std::size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + std::to_string(s[i]);
-  return out + (s.size() == 1 ? ",)" : ")");
-}
-
-std::vector<std::size_t> broadcast_shape(const std::vector<std::size_t>& x, const std::vector<std::size_t>& y,
-                                         const std::string& what) {
-  std::vector<std::size_t> out(std::max(x.size(), y.size()), 1);
-  for (std::size_t i = 0; i < out.size(); ++i) {
-    const std::size_t dx = i < x.size() ? x[x.size() - 1 - i] : 1;
-    const std::size_t dy = i < y.size() ? y[y.size() - 1 - i] : 1;
-    if (dx != dy && dx != 1 && dy != 1) throw numeq::error(what);
-    out[out.size() - 1 - i] = dx == 1 ? dy : dx;
-  }
-  return out;
-}
 
 // ---- the host's fp32 fma chain ----
 //
@@ -504,30 +493,10 @@ xt::xarray<double> matmul(const xt::xarray<double>& a, const xt::xarray<double>&
     fc = xt::broadcast(*c, shape);
   }
   // Which matrix of a and of b each result matrix reads (numpy broadcasting of batch axes).
-  std::size_t matrices = 1;
-  for (std::size_t d : batch) matrices *= d;
-  std::vector<std::size_t> a_of(matrices, 0), b_of(matrices, 0);
-  for (std::size_t t = 0; t < matrices; ++t) {
-    std::size_t rest = t, ia = 0, ib = 0, stride_a = 1, stride_b = 1;
-    for (std::size_t d = batch.size(); d-- > 0;) {
-      const std::size_t idx = rest % batch[d];
-      rest /= batch[d];
-      const std::ptrdiff_t da = static_cast<std::ptrdiff_t>(d) - static_cast<std::ptrdiff_t>(batch.size() - batch_a.size());
-      const std::ptrdiff_t db = static_cast<std::ptrdiff_t>(d) - static_cast<std::ptrdiff_t>(batch.size() - batch_b.size());
-      if (da >= 0) {
-        const std::size_t n = batch_a[static_cast<std::size_t>(da)];
-        ia += (n == 1 ? 0 : idx) * stride_a;
-        stride_a *= n;
-      }
-      if (db >= 0) {
-        const std::size_t n = batch_b[static_cast<std::size_t>(db)];
-        ib += (n == 1 ? 0 : idx) * stride_b;
-        stride_b *= n;
-      }
-    }
-    a_of[t] = ia;
-    b_of[t] = ib;
-  }
+  const BatchOperands operands = batch_operands(batch, batch_a, batch_b);
+  const std::vector<std::size_t>& a_of = operands.a_of;
+  const std::vector<std::size_t>& b_of = operands.b_of;
+  const std::size_t matrices = a_of.size();
   xt::xarray<double> result = xt::xarray<double>::from_shape(shape);
   const std::uint64_t key = random_stream_key(plan.output.seed);
   const bool stochastic = plan.output.rounding == Rounding::stochastic;
