@@ -118,10 +118,7 @@
 
 namespace numeq::core {
 
-using detail::batch_operands;
-using detail::BatchOperands;
-using detail::broadcast_shape;
-using detail::shape_text;
+using namespace detail;  // shapes.hpp: layouts and broadcasting shared with the other walker
 
 namespace {
 
@@ -1134,21 +1131,11 @@ double with_output_cast(const Cast& output, double emulated, double pre_cast_bou
 
 static xt::xarray<double> sum_bound_of_kind(const xt::xarray<double>& x, std::ptrdiff_t axis, const Plan& plan,
                              const xt::xarray<double>& emulated, const BoundOptions& options) {
-  const auto dims = static_cast<std::ptrdiff_t>(x.dimension());
-  if (dims == 0) throw numeq::error("x: a 0-d array has no axis to sum over");
-  if (axis < -dims || axis >= dims)
-    throw numeq::error("axis: " + std::to_string(axis) + " is out of range for x of shape " + shape_text(x.shape()) +
-                       " (valid: " + std::to_string(-dims) + " to " + std::to_string(dims - 1) + ")");
-  const auto ax = static_cast<std::size_t>(axis < 0 ? axis + dims : axis);
-  std::size_t outer = 1, inner = 1;
-  std::vector<std::size_t> out_shape;
-  for (std::size_t d = 0; d < x.dimension(); ++d) {
-    if (d < ax) outer *= x.shape()[d];
-    if (d > ax) inner *= x.shape()[d];
-    if (d != ax) out_shape.push_back(x.shape()[d]);
-  }
+  const AxisLayout layout = axis_layout(x, axis);
+  const std::size_t outer = layout.outer, inner = layout.inner;
+  const std::vector<std::size_t>& out_shape = layout.out_shape;
   check_emulated(emulated, out_shape);
-  const std::size_t K = x.shape()[ax];
+  const std::size_t K = layout.length;
   const Walk w = walk(plan, K, false, false, options);
   xt::xarray<double> result = xt::xarray<double>::from_shape(out_shape);
   parallel_for(outer * inner, [&](std::size_t begin, std::size_t end) {
@@ -1173,26 +1160,11 @@ static xt::xarray<double> sum_bound_of_kind(const xt::xarray<double>& x, std::pt
 
 static xt::xarray<double> dot_bound_of_kind(const xt::xarray<double>& a, const xt::xarray<double>& b, const xt::xarray<double>* c,
                              const Plan& plan, const xt::xarray<double>& emulated, const BoundOptions& options) {
-  if (a.dimension() == 0 || b.dimension() == 0)
-    throw numeq::error("a, b: dot needs arrays with at least one axis (the reduced last axis)");
-  const std::size_t K = a.shape().back();
-  if (b.shape().back() != K)
-    throw numeq::error("b: last dimension " + std::to_string(b.shape().back()) + " differs from a's " +
-                       std::to_string(K) + " (a " + shape_text(a.shape()) + ", b " + shape_text(b.shape()) + ")");
-  const std::vector<std::size_t> sa(a.shape().begin(), a.shape().end() - 1), sb(b.shape().begin(), b.shape().end() - 1);
-  const std::vector<std::size_t> shape = broadcast_shape(
-      sa, sb, "b: leading dimensions of a " + shape_text(a.shape()) + " and b " + shape_text(b.shape()) + " do not broadcast");
+  const DotLayout layout = dot_layout(a, b, c);
+  const std::size_t K = layout.K;
+  const std::vector<std::size_t>& shape = layout.shape;
   check_emulated(emulated, shape);
-  std::vector<std::size_t> full_a = shape, full_b = shape;
-  full_a.push_back(K);
-  full_b.push_back(K);
-  const xt::xarray<double> fa = xt::broadcast(a, full_a), fb = xt::broadcast(b, full_b);
-  xt::xarray<double> fc;
-  if (c) {
-    broadcast_shape(std::vector<std::size_t>(c->shape().begin(), c->shape().end()), shape,
-                    "c: shape " + shape_text(c->shape()) + " does not broadcast to the result");
-    fc = xt::broadcast(*c, shape);
-  }
+  const xt::xarray<double>&fa = layout.fa, &fb = layout.fb, &fc = layout.fc;
   const Walk w = walk(plan, K, c != nullptr, true, options);
   xt::xarray<double> result = xt::xarray<double>::from_shape(shape);
   parallel_for(result.size(), [&](std::size_t begin, std::size_t end) {
@@ -1228,30 +1200,12 @@ static xt::xarray<double> dot_bound_of_kind(const xt::xarray<double>& a, const x
 
 static xt::xarray<double> matmul_bound_of_kind(const xt::xarray<double>& a, const xt::xarray<double>& b, const xt::xarray<double>* c,
                                 const Plan& plan, const xt::xarray<double>& emulated, const BoundOptions& options) {
-  if (a.dimension() < 2 || b.dimension() < 2)
-    throw numeq::error("a, b: matmul needs arrays of at least 2 dimensions ([..., M, K] and [..., K, N]), got " +
-                       shape_text(a.shape()) + " and " + shape_text(b.shape()) + " (use dot for vectors)");
-  const std::size_t M = a.shape()[a.dimension() - 2], K = a.shape().back();
-  const std::size_t Kb = b.shape()[b.dimension() - 2], N = b.shape().back();
-  if (K != Kb)
-    throw numeq::error("b: inner dimensions differ: a " + shape_text(a.shape()) + " has K=" + std::to_string(K) +
-                       ", b " + shape_text(b.shape()) + " has K=" + std::to_string(Kb));
-  const std::vector<std::size_t> batch_a(a.shape().begin(), a.shape().end() - 2);
-  const std::vector<std::size_t> batch_b(b.shape().begin(), b.shape().end() - 2);
-  const std::vector<std::size_t> batch = broadcast_shape(
-      batch_a, batch_b, "b: batch dimensions of a " + shape_text(a.shape()) + " and b " + shape_text(b.shape()) +
-                            " do not broadcast");
-  std::vector<std::size_t> shape = batch;
-  shape.push_back(M);
-  shape.push_back(N);
+  const MatmulLayout layout = matmul_layout(a, b, c);
+  const std::size_t M = layout.M, K = layout.K, N = layout.N;
+  const std::vector<std::size_t>& shape = layout.shape;
   check_emulated(emulated, shape);
-  xt::xarray<double> fc;
-  if (c) {
-    broadcast_shape(std::vector<std::size_t>(c->shape().begin(), c->shape().end()), shape,
-                    "c: shape " + shape_text(c->shape()) + " does not broadcast to the result " + shape_text(shape));
-    fc = xt::broadcast(*c, shape);
-  }
-  const BatchOperands operands = batch_operands(batch, batch_a, batch_b);
+  const xt::xarray<double>& fc = layout.fc;
+  const BatchOperands& operands = layout.operands;
   const std::vector<std::size_t>& a_of = operands.a_of;
   const std::vector<std::size_t>& b_of = operands.b_of;
   const std::size_t matrices = a_of.size();
