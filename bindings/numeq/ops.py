@@ -23,7 +23,7 @@ from . import _core
 from ._reference_functions import _check_str
 from .platforms import _values
 
-__all__ = ["Emulation", "Op", "Tolerance", "attention", "cast", "function", "int8_matmul", "scaled_fp8_matmul", "generate", "generators", "layernorm", "log_softmax", "matmul",
+__all__ = ["Emulation", "Op", "Tolerance", "attention", "cast", "dequantize", "quantize", "function", "int8_matmul", "scaled_fp8_matmul", "generate", "generators", "layernorm", "log_softmax", "matmul",
            "max", "mean", "rmsnorm", "softmax", "sum"] + ["exp", "tanh", "sigmoid", "gelu", "gelu_tanh", "silu",
                                                           "rsqrt", "reciprocal"]
 
@@ -328,6 +328,39 @@ def cast(x: Any, out: str, *, in_fmt: str | None = None, rounding: str = "neares
         raise ValueError(f"seed: expected a non-negative integer, got {seed!r}")
     return Op(_core.cases_cast(np.ascontiguousarray(values, dtype=np.float64), f, out, rounding, overflow, subnormals,
                                int(seed)))
+
+
+def _quant(quantize_: bool, x: Any, fmt: str, scale: Any, zero_point: Any, axis: int, block: int, in_fmt: str | None,
+           rounding: str, range_: str, seed: int, out: str) -> Op:
+    for value, name in ((fmt, "fmt"), (rounding, "rounding"), (range_, "range"), (out, "out")):
+        _check_str(value, name)
+    for value, name in ((axis, "axis"), (block, "block"), (seed, "seed")):
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+            raise TypeError(f"{name}: expected an integer, got {type(value).__name__}")
+    if quantize_:
+        values, f = _values(x, in_fmt, "x")
+    else:
+        values, f = np.asarray(x, dtype=np.float64), fmt
+    s = np.ascontiguousarray(np.broadcast_to(np.asarray(scale, dtype=np.float64), (1,) * values.ndim)
+                             if np.ndim(scale) == 0 else scale, dtype=np.float64)
+    z = np.ascontiguousarray(np.broadcast_to(np.asarray(zero_point, dtype=np.int64), s.shape), dtype=np.int64)
+    return Op(_core.cases_quantize(quantize_, np.ascontiguousarray(values, dtype=np.float64), f, fmt, s, z, int(axis),
+                                   int(block), rounding, range_, int(seed), out))
+
+
+def quantize(x: Any, fmt: str = "int8", *, scale: Any, zero_point: Any = 0, axis: int = 0, block: int = 1,
+             in_fmt: str | None = None, rounding: str = "nearest_even", range: str = "full",  # noqa: A002
+             seed: int = 0) -> Op:
+    """Integer codes clamp(round(x / scale) + zero_point) per tensor (scalar scale), per channel
+    along ``axis`` or per ``block`` of elements along it (scale and zero_point of x's rank); the exact
+    result is the real clamp(x / scale + zero_point, qmin, qmax), the bound the rounding's."""
+    return _quant(True, x, fmt, scale, zero_point, axis, block, in_fmt, rounding, range, seed, "fp64")
+
+
+def dequantize(codes: Any, fmt: str = "int8", *, scale: Any, zero_point: Any = 0, axis: int = 0, block: int = 1,
+               out: str = "fp32") -> Op:
+    """(codes - zero_point) * scale rounded into ``out``; groups as quantize."""
+    return _quant(False, codes, fmt, scale, zero_point, axis, block, None, "nearest_even", "full", 0, out)
 
 
 def generators() -> list[str]:

@@ -203,6 +203,26 @@ void numeq_bindings::bind_cases(py::module_& m) {
       py::arg("x"), py::arg("in_fmt"), py::arg("out"), py::arg("rounding"), py::arg("overflow"), py::arg("subnormals"),
       py::arg("seed"));
   m.def(
+      "cases_quantize",
+      [](bool quantize, const Values& x, const std::string& in_fmt, const std::string& fmt, const Values& scale,
+         const py::array_t<std::int64_t, py::array::c_style | py::array::forcecast>& zero_point, int axis,
+         std::size_t block, const std::string& rounding, const std::string& range, std::uint64_t seed,
+         const std::string& out) {
+        numeq::Quantization q;
+        q.format = numeq::format_by_name(fmt, "fmt");
+        q.rounding = numeq::rounding_by_name(rounding);
+        q.range = numeq::quant_range_by_name(range);
+        q.seed = seed;
+        std::vector<std::size_t> zshape(zero_point.shape(), zero_point.shape() + zero_point.ndim());
+        xt::xarray<std::int64_t> z = xt::adapt(zero_point.data(), static_cast<std::size_t>(zero_point.size()),
+                                               xt::no_ownership(), zshape);
+        if (quantize) return cases::quantization(to_xarray(x), in_fmt, q, to_xarray(scale), z, axis, block);
+        const numeq::Cast cast = make_cast(out, "nearest_even", "ieee", "keep", 0, numeq::default_random_bits);
+        return cases::dequantization(to_xarray(x), q, to_xarray(scale), z, axis, block, cast);
+      },
+      py::arg("quantize"), py::arg("x"), py::arg("in_fmt"), py::arg("fmt"), py::arg("scale"), py::arg("zero_point"),
+      py::arg("axis"), py::arg("block"), py::arg("rounding"), py::arg("range"), py::arg("seed"), py::arg("out"));
+  m.def(
       "cases_tolerance",
       [](const Values& bound, const Values& reference, const std::string& out) {
         return tolerance_dict(cases::tolerance(to_xarray(bound), to_xarray(reference), numeq::format_by_name(out, "out")));

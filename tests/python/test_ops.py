@@ -302,3 +302,20 @@ def test_cast_op_matches_ml_dtypes_and_bounds_stochastic(fmt: str, dtype: Any) -
     assert np.all(np.abs(em.values - x) <= em.bound)
     # Stochastic rounding may round either way: the nearest-even result is explained by its bound too.
     assert numeq.compare(x.astype(dtype).astype(np.float64), sto, "numpy").passed
+
+
+def test_quantize_and_dequantize_ops_against_numpy() -> None:
+    x = numeq.ops.generate("normal", (16, 64), "fp32", seed=28).astype(np.float32)
+    scale = (np.abs(x).max(axis=1, keepdims=True) / 127).astype(np.float32)
+    op = numeq.ops.quantize(x, "int8", scale=scale, axis=0, range="symmetric")
+    codes = op.emulate("numpy")
+    # numpy: x / scale in float64 is correctly rounded, and no quotient here sits on a tie.
+    expect = np.clip(np.round(x.astype(np.float64) / scale.astype(np.float64)), -127, 127)
+    np.testing.assert_array_equal(codes, expect)
+    v = numeq.compare(expect, op, "numpy")
+    assert v.passed and v.bit_exact == x.size
+    assert not numeq.compare(expect + 1, op, "numpy").passed  # off by one code
+    deq = numeq.ops.dequantize(codes.astype(np.int8), "int8", scale=scale, axis=0, out="fp32")
+    np.testing.assert_array_equal(deq.emulate("numpy"), (codes * scale.astype(np.float64)).astype(np.float32))
+    with pytest.raises(ValueError, match="scale"):
+        numeq.ops.quantize(x, "int8", scale=np.zeros((16, 1), np.float32), axis=0)

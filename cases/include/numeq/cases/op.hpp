@@ -103,6 +103,19 @@ Op integer_matmul(const xt::xarray<double>& a, const xt::xarray<double>& b,
 // result is x itself, the bound the cast's own rounding (cases::cast). Platforms cast alike.
 Op conversion(const xt::xarray<double>& x, std::string_view in_fmt, const Cast& out);
 
+// Integer quantisation of x (values of in_fmt) with per-group scales and zero points
+// (cases::quantize; groups as formats/quantize.hpp: parameter arrays of x's rank, blocks of
+// block_size along axis). The exact result is clamp(x / scale + zero_point, qmin, qmax), a real
+// number; the reference and the emulation are its integer code.
+Op quantization(const xt::xarray<double>& x, std::string_view in_fmt, const Quantization& q,
+                const xt::xarray<double>& scale, const xt::xarray<std::int64_t>& zero_point, int axis = 0,
+                std::size_t block_size = 1);
+
+// Dequantisation of integer codes: (codes - zero_point) * scale, exact (an 8-bit code times an
+// fp32 scale), rounded into out.
+Op dequantization(const xt::xarray<double>& codes, const Quantization& q, const xt::xarray<double>& scale,
+                  const xt::xarray<std::int64_t>& zero_point, int axis, std::size_t block_size, const Cast& out);
+
 // ---- bounds as tolerances ----
 
 struct Tolerance {
