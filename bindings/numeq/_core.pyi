@@ -106,3 +106,6 @@ def cases_cast(x: npt.NDArray[np.float64], in_fmt: str, out: str, rounding: str,
 def cases_quantize(quantize: bool, x: npt.NDArray[np.float64], in_fmt: str, fmt: str, scale: npt.NDArray[np.float64],
                    zero_point: npt.NDArray[np.int64], axis: int, block: int, rounding: str, range: str, seed: int,
                    out: str) -> CasesOp: ...
+def cases_int8_matmul_requantized(a: npt.NDArray[np.float64], b: npt.NDArray[np.float64], overflow: str,
+                                  multiplier: float, zero_point: int, fmt: str, rounding: str,
+                                  range: str) -> CasesOp: ...

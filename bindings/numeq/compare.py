@@ -83,7 +83,7 @@ def compare(actual: Any, op: Op, platform: str, *, kind: str = "deterministic", 
             a = a.astype(np.float64)  # ml_dtypes arrays
         except (TypeError, ValueError) as exc:
             raise TypeError(f"actual: expected a numeric array, got dtype {a.dtype}") from exc
-    values = np.ascontiguousarray(a, dtype=np.float64)
+    values = np.asarray(a, dtype=np.float64, order="C")  # keeps a 0-d result 0-d (ascontiguousarray would not)
     d = _core.cases_compare(values, op._op, platform, kind, lam, int(worst))
     return Verdict(
         passed=bool(d["passed"]),

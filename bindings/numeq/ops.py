@@ -305,17 +305,33 @@ def scaled_fp8_matmul(a: Any, b: Any, scale_a: Any, scale_b: Any, *, scaling: st
                                             _out(out, "fp32")))
 
 
-def int8_matmul(a: Any, b: Any, *, overflow: str = "error") -> Op:
+def int8_matmul(a: Any, b: Any, *, overflow: str = "error", requantize: dict[str, Any] | None = None) -> Op:
     """Integer a[M, K] @ b[K, N] (int8 / uint8 codes) accumulated in int32, exactly; a partial sum
-    outside int32 is an error naming the element (``overflow="wrap"``: two's complement wraparound)."""
+    outside int32 is an error naming the element (``overflow="wrap"``: two's complement wraparound).
+    ``requantize=dict(multiplier=..., zero_point=0, out="int8", rounding="nearest_even", range="full")``
+    adds the int8 epilogue: fp32(fp32(acc) * fp32(multiplier)) rounded, zero point added, clamped;
+    its exact result is clamp(acc * multiplier + zero_point) with the multiplier as given."""
     _check_str(overflow, "overflow")
     av = np.asarray(a)
     bv = np.asarray(b)
     for x, name in ((av, "a"), (bv, "b")):
         if x.dtype.kind not in "iuf":
             raise TypeError(f"{name}: expected an integer array, got dtype {x.dtype}")
-    return Op(_core.cases_int8_matmul(np.ascontiguousarray(av, dtype=np.float64), np.ascontiguousarray(bv, dtype=np.float64),
-                                      overflow))
+    a64 = np.ascontiguousarray(av, dtype=np.float64)
+    b64 = np.ascontiguousarray(bv, dtype=np.float64)
+    if requantize is None:
+        return Op(_core.cases_int8_matmul(a64, b64, overflow))
+    if not isinstance(requantize, dict):
+        raise TypeError(f"requantize: expected a dict (multiplier, zero_point, out, rounding, range), got "
+                        f"{type(requantize).__name__}")
+    known = {"multiplier", "zero_point", "out", "rounding", "range"}
+    unknown = set(requantize) - known
+    if unknown or "multiplier" not in requantize:
+        raise ValueError(f"requantize: needs 'multiplier' and takes {', '.join(sorted(known))}; got {sorted(requantize)}")
+    return Op(_core.cases_int8_matmul_requantized(
+        a64, b64, overflow, float(requantize["multiplier"]), int(requantize.get("zero_point", 0)),
+        str(requantize.get("out", "int8")), str(requantize.get("rounding", "nearest_even")),
+        str(requantize.get("range", "full"))))
 
 
 def cast(x: Any, out: str, *, in_fmt: str | None = None, rounding: str = "nearest_even", overflow: str = "ieee",

@@ -194,6 +194,24 @@ void numeq_bindings::bind_cases(py::module_& m) {
       },
       py::arg("a"), py::arg("b"), py::arg("overflow"));
   m.def(
+      "cases_int8_matmul_requantized",
+      [](const Values& a, const Values& b, const std::string& overflow, double multiplier, std::int64_t zero_point,
+         const std::string& fmt, const std::string& rounding, const std::string& range) {
+        cases::Int32Overflow o = cases::Int32Overflow::error;
+        if (overflow == "wrap") o = cases::Int32Overflow::wrap;
+        else if (overflow != "error")
+          throw numeq::error("overflow: unknown int32 overflow mode '" + overflow + "'; valid: error, wrap");
+        cases::Requantization r;
+        r.multiplier = multiplier;
+        r.zero_point = zero_point;
+        r.quant.format = numeq::format_by_name(fmt, "out");
+        r.quant.rounding = numeq::rounding_by_name(rounding);
+        r.quant.range = numeq::quant_range_by_name(range);
+        return cases::integer_matmul_requantized(to_xarray(a), to_xarray(b), r, o);
+      },
+      py::arg("a"), py::arg("b"), py::arg("overflow"), py::arg("multiplier"), py::arg("zero_point"), py::arg("fmt"),
+      py::arg("rounding"), py::arg("range"));
+  m.def(
       "cases_cast",
       [](const Values& x, const std::string& in_fmt, const std::string& out, const std::string& rounding,
          const std::string& overflow, const std::string& subnormals, std::uint64_t seed) {

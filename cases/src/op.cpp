@@ -200,7 +200,10 @@ Op reduce(Reduction kind, const Array& x, std::ptrdiff_t axis, std::string_view 
 
   // max along the axis, NaN propagating.
   const auto maximum = [sx, ax] {
-    Array total = reference::sum(*sx, ax, Cast{formats::fp64});  // the result's shape
+    std::vector<std::size_t> shape;
+    for (std::size_t d = 0; d < sx->dimension(); ++d)
+      if (d != static_cast<std::size_t>(ax)) shape.push_back(sx->shape()[d]);
+    Array total = Array::from_shape(shape);
     const std::size_t length = sx->shape()[static_cast<std::size_t>(ax)];
     std::size_t inner = 1;
     for (std::size_t d = static_cast<std::size_t>(ax) + 1; d < sx->dimension(); ++d) inner *= sx->shape()[d];
@@ -594,6 +597,76 @@ Op conversion(const Array& x, std::string_view in_fmt, const Cast& out) {
     return r;
   };
   op.emulate = [sx, out](const core::Platform&, const core::BoundOptions&) { return cases::cast(*sx, out); };
+  return op;
+}
+
+// ---- requantised integer matmul ----
+
+namespace {
+
+// hi + lo (|lo| well below one) rounded to an integer exactly, for the deterministic roundings.
+double round_to_integer(double hi, double lo, Rounding rounding) {
+  double n = std::floor(hi);
+  double f = (hi - n) + lo;  // hi - n is exact (|hi| < 2^53 here)
+  if (f < 0) n -= 1, f += 1;
+  if (f >= 1) n += 1, f -= 1;
+  if (f == 0) return n;
+  const bool positive = n >= 0;  // the value n + f lies in (n, n + 1)
+  switch (rounding) {
+    case Rounding::nearest_even: return f > 0.5 ? n + 1 : f < 0.5 ? n : (std::fmod(n, 2.0) == 0 ? n : n + 1);
+    case Rounding::nearest_away: return f > 0.5 ? n + 1 : f < 0.5 ? n : (positive ? n + 1 : n);
+    case Rounding::toward_zero: return positive ? n : n + 1;
+    case Rounding::upward: return n + 1;
+    case Rounding::downward: return n;
+    default: break;
+  }
+  throw numeq::error("rounding: the requantisation reference takes nearest_even, nearest_away, toward_zero, upward or "
+                     "downward");
+}
+
+}  // namespace
+
+Op integer_matmul_requantized(const Array& a, const Array& b, const Requantization& r, Int32Overflow overflow) {
+  if (a.dimension() != 2 || b.dimension() != 2 || a.shape()[1] != b.shape()[0])
+    throw numeq::error("a, b: int8_matmul takes a[M, K] and b[K, N], got " + shape_text(a) + " and " + shape_text(b));
+  if (r.quant.rounding == Rounding::odd || r.quant.rounding == Rounding::stochastic)
+    throw numeq::error("rounding: the requantisation reference takes nearest_even, nearest_away, toward_zero, upward "
+                       "or downward, got " + std::string(to_string(r.quant.rounding)));
+  const auto sa = std::make_shared<const Array>(a), sb = std::make_shared<const Array>(b);
+  Op op;
+  op.name = "int8_matmul_requantized";
+  op.signature = "int8_matmul_requantized(a" + shape_text(a) + " @ b" + shape_text(b) + ") -> " +
+                 std::string(r.quant.format.name);
+  op.out = Cast{r.quant.format, r.quant.rounding};
+  const double qmin = static_cast<double>(r.quant.qmin()), qmax = static_cast<double>(r.quant.qmax());
+  const double zp = static_cast<double>(r.zero_point), m = r.multiplier;
+  // acc * m as a double-double (an error-free product by fma), then zp, then the clamp.
+  op.exact = [sa, sb, m, zp, qmin, qmax] {
+    reference::ExactValues acc = reference::matmul_exact(*sa, *sb);
+    for (std::size_t i = 0; i < acc.hi.size(); ++i) {
+      const double x = acc.hi.data()[i] + acc.lo.data()[i];  // an integer below 2^53: exact
+      const double p = x * m, e = std::fma(x, m, -p);
+      const double s = p + zp, t = (p - (s - (s - p))) + (zp - (s - p));
+      double h = s, l = t + e;
+      if (h + l <= qmin) h = qmin, l = 0;
+      if (h + l >= qmax) h = qmax, l = 0;
+      acc.hi.data()[i] = h;
+      acc.lo.data()[i] = l;
+    }
+    return acc;
+  };
+  const Rounding rounding = r.quant.rounding;
+  op.reference = [sa, sb, m, zp, qmin, qmax, rounding] {
+    Array out = reference::matmul(*sa, *sb, Cast{formats::fp64});
+    for (double& v : out) {
+      const double p = v * m, e = std::fma(v, m, -p);
+      v = std::clamp(round_to_integer(p, e, rounding) + zp, qmin, qmax);
+    }
+    return out;
+  };
+  op.emulate = [sa, sb, r, overflow](const core::Platform&, const core::BoundOptions&) {
+    return cases::int8_matmul_requantized(*sa, *sb, r, overflow);
+  };
   return op;
 }
 

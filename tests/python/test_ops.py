@@ -319,3 +319,35 @@ def test_quantize_and_dequantize_ops_against_numpy() -> None:
     np.testing.assert_array_equal(deq.emulate("numpy"), (codes * scale.astype(np.float64)).astype(np.float32))
     with pytest.raises(ValueError, match="scale"):
         numeq.ops.quantize(x, "int8", scale=np.zeros((16, 1), np.float32), axis=0)
+
+
+@pytest.mark.parametrize("rounding", ["nearest_even", "toward_zero", "upward"])
+def test_int8_matmul_requantized_against_fractions(rounding: str) -> None:
+    rng = np.random.default_rng(29)
+    a = rng.integers(-128, 128, (8, 200)).astype(np.int8)
+    b = rng.integers(-128, 128, (200, 6)).astype(np.int8)
+    m = 0.0009765625 * 1.3  # not an fp32 value: the epilogue's fp32 multiplier differs from it
+    op = numeq.ops.int8_matmul(a, b, requantize=dict(multiplier=m, zero_point=3, rounding=rounding))
+    acc = a.astype(np.int64) @ b.astype(np.int64)
+    em = op.emulation("nvidia.h100")
+    ref = op.reference()
+    for i in range(8):
+        for j in range(6):
+            exact = min(max(Fraction(int(acc[i, j])) * Fraction(m) + 3, Fraction(-128)), Fraction(127))
+            assert abs(Fraction(float(em.values[i, j])) - exact) <= Fraction(float(em.bound[i, j]))
+            x = Fraction(int(acc[i, j])) * Fraction(m)
+            code = {"nearest_even": round(x), "toward_zero": int(x), "upward": -((-x.numerator) // x.denominator)}[rounding]
+            assert ref[i, j] == min(max(code + 3, -128), 127)
+    assert numeq.compare(em.values, op, "nvidia.h100").passed
+    with pytest.raises(ValueError, match="rounding"):
+        numeq.ops.int8_matmul(a, b, requantize=dict(multiplier=m, rounding="stochastic"))
+    with pytest.raises(ValueError, match="requantize"):
+        numeq.ops.int8_matmul(a, b, requantize=dict(scale=m))
+
+
+def test_reductions_of_vectors_give_scalars() -> None:
+    x = numeq.ops.generate("lognormal", (1000,), "fp32", seed=30).astype(np.float32)
+    for op, got in ((numeq.ops.sum(x), np.sum(x)), (numeq.ops.mean(x), np.mean(x)), (numeq.ops.max(x), np.max(x))):
+        assert op.emulate("numpy").shape == ()
+        v = numeq.compare(got, op, "numpy")
+        assert v.passed and v.bit_exact == 1, str(v)

@@ -400,6 +400,16 @@ TEST(Op, AttentionAndQuantisedMatmulsThroughTheCatalogue) {
   Array off = ie.values;
   off(0, 0) += 1;
   EXPECT_FALSE(cases::compare(off, iop, h100).passed);
+
+  // Requantised to int8: the emulated codes lie within their bound of clamp(acc m + z).
+  cases::Requantization rq;
+  rq.multiplier = 0x1p-9 * 1.3;
+  rq.zero_point = -5;
+  const cases::Op qop = cases::integer_matmul_requantized(ia, ib, rq);
+  const cases::Verdict qv = cases::compare(qop.emulate(h100, {}).values, qop, h100);
+  EXPECT_TRUE(qv.passed) << qv.diagnosis;
+  rq.quant.rounding = numeq::Rounding::stochastic;
+  expect_error_mentioning([&] { cases::integer_matmul_requantized(ia, ib, rq); }, "rounding");
 }
 
 }  // namespace

@@ -99,6 +99,14 @@ Op scaled_fp8_matmul(const xt::xarray<double>& a, const xt::xarray<double>& b, c
 Op integer_matmul(const xt::xarray<double>& a, const xt::xarray<double>& b,
                   Int32Overflow overflow = Int32Overflow::error);
 
+// integer_matmul followed by requantisation to int8 / uint8 (cases::int8_matmul_requantized: the
+// fp32 epilogue fp32(fp32(acc) * fp32(multiplier)), rounded, zero point added, clamped). The exact
+// result is the real clamp(acc * multiplier + zero_point, qmin, qmax) with the multiplier as given;
+// the reference is round(acc * multiplier) + zero_point, clamped, rounded exactly (deterministic
+// roundings only: numeq::error naming `rounding` for odd and stochastic).
+Op integer_matmul_requantized(const xt::xarray<double>& a, const xt::xarray<double>& b, const Requantization& r,
+                              Int32Overflow overflow = Int32Overflow::error);
+
 // x (values of in_fmt) cast into `out` (any rounding, overflow and subnormal policy); the exact
 // result is x itself, the bound the cast's own rounding (cases::cast). Platforms cast alike.
 Op conversion(const xt::xarray<double>& x, std::string_view in_fmt, const Cast& out);
