@@ -39,6 +39,12 @@ core::BoundOptions bound_options(const std::string& kind, double lambda) {
   return o;
 }
 
+cases::Int32Overflow int32_overflow_by_name(const std::string& name) {
+  if (name == "error") return cases::Int32Overflow::error;
+  if (name == "wrap") return cases::Int32Overflow::wrap;
+  throw numeq::error("overflow: unknown int32 overflow mode '" + name + "'; valid: error, wrap");
+}
+
 py::dict tolerance_dict(const cases::Tolerance& t) {
   py::dict d;
   d["max_abs"] = t.max_abs;
@@ -186,10 +192,7 @@ void numeq_bindings::bind_cases(py::module_& m) {
   m.def(
       "cases_int8_matmul",
       [](const Values& a, const Values& b, const std::string& overflow) {
-        cases::Int32Overflow o = cases::Int32Overflow::error;
-        if (overflow == "wrap") o = cases::Int32Overflow::wrap;
-        else if (overflow != "error")
-          throw numeq::error("overflow: unknown int32 overflow mode '" + overflow + "'; valid: error, wrap");
+        const cases::Int32Overflow o = int32_overflow_by_name(overflow);
         return cases::integer_matmul(to_xarray(a), to_xarray(b), o);
       },
       py::arg("a"), py::arg("b"), py::arg("overflow"));
@@ -197,10 +200,7 @@ void numeq_bindings::bind_cases(py::module_& m) {
       "cases_int8_matmul_requantized",
       [](const Values& a, const Values& b, const std::string& overflow, double multiplier, std::int64_t zero_point,
          const std::string& fmt, const std::string& rounding, const std::string& range) {
-        cases::Int32Overflow o = cases::Int32Overflow::error;
-        if (overflow == "wrap") o = cases::Int32Overflow::wrap;
-        else if (overflow != "error")
-          throw numeq::error("overflow: unknown int32 overflow mode '" + overflow + "'; valid: error, wrap");
+        const cases::Int32Overflow o = int32_overflow_by_name(overflow);
         cases::Requantization r;
         r.multiplier = multiplier;
         r.zero_point = zero_point;
