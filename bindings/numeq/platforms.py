@@ -163,12 +163,13 @@ def _layout(x: Any) -> tuple[list[int], bool]:
 
 
 def numpy_reduction(x: Any, *, axis: Any = None, in_fmt: str | None = None, compute: str | None = None,
-                    bufsize: int = 8192) -> tuple[tuple[int, ...], Plan]:
+                    bufsize: int | None = None) -> tuple[tuple[int, ...], Plan]:
     """The order in which numpy's add.reduce (np.sum, np.add.reduce, the sum in np.mean) adds the
     terms of x over ``axis`` (an int, a tuple, or None: all), given x's memory layout (strides):
     ``(axes, plan)``, the reduced axes outermost first (each output element's terms, in C order
     over them) and the plan over those terms. ``in_fmt``: x's values (default: its dtype's);
-    ``compute``: np.sum's dtype (default: in_fmt). ``bufsize``: np.getbufsize()."""
+    ``compute``: np.sum's dtype (default: in_fmt). ``bufsize``: numpy's buffer size in elements
+    (default: this process's np.getbufsize(), 8192 unless changed)."""
     arr = x if isinstance(x, np.ndarray) else np.asarray(x)
     if in_fmt is None:
         from ._arrays import _as_source
@@ -177,6 +178,7 @@ def numpy_reduction(x: Any, *, axis: Any = None, in_fmt: str | None = None, comp
     compute = in_fmt if compute is None else compute
     _check_str(compute, "compute")
     axes = _axes(axis, arr.ndim)
+    bufsize = np.getbufsize() if bufsize is None else bufsize
     if isinstance(bufsize, bool) or not isinstance(bufsize, (int, np.integer)) or bufsize < 1:
         raise ValueError(f"bufsize: expected a positive integer, got {bufsize!r}")
     strides, buffered = _layout(x)

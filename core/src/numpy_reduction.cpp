@@ -157,10 +157,7 @@ PlanNode runs_plan(std::size_t n, const Runs& runs, const Cast& acc, const Cast&
   const bool same = acc == out;
   // out = out(acc(out + partial)) for each of `count` partials (or terms) in order.
   const auto chain = [&](std::size_t count) {
-    if (same) return sequential(o, true);
-    PlanNode s = split(count, SplitMode::serial, out, sequential(a));
-    s.arithmetic = o;
-    return s;
+    return same ? sequential(o, true) : split(count, SplitMode::serial, out, sequential(a));
   };
   if (n == 0) return sequential(o, true);
   if (runs.elementwise) return chain(n);
@@ -170,19 +167,14 @@ PlanNode runs_plan(std::size_t n, const Runs& runs, const Cast& acc, const Cast&
   const std::size_t runs_per_sweep = (sweep + run - 1) / run;
   if (runs_per_sweep == 1) {
     if (sweeps == 1) {
-      if (same) return pw;
-      PlanNode s = split(1, SplitMode::serial, out, pw);
-      s.arithmetic = o;
-      return s;
+      return same ? pw : split(1, SplitMode::serial, out, pw);
     }
     return chunked(sweep, pw, chain(sweeps));
   }
   PlanNode within = chunked(run, pw, chain(runs_per_sweep));
   if (sweeps == 1) return within;
   // Sweeps cut into unequal runs: the running value passes from sweep to sweep as init.
-  PlanNode s = split(sweeps, SplitMode::serial, out, std::move(within));
-  s.arithmetic = o;
-  return s;
+  return split(sweeps, SplitMode::serial, out, std::move(within));
 }
 
 }  // namespace

@@ -115,6 +115,22 @@ def test_buffered_runs_across_unmerged_axes():
     assert not bad, f"{len(bad)} of {counts[0]} differ from np.sum, e.g. {bad[:5]}"
 
 
+def test_follows_numpys_buffer_size():
+    """numeq.sum reads np.getbufsize(): the runs change with it as numpy's do."""
+    rng = np.random.default_rng(22)
+    counts, bad = [0, 0], []
+    x = _data(rng, (6, 400, 100), np.float32)[::2, ::2, ::2]
+    old = np.getbufsize()
+    try:
+        for size in (1024, 3008):
+            np.setbufsize(size)
+            for axis in _axis_choices(3):
+                _check_sum(x, axis, counts, bad, size)
+    finally:
+        np.setbufsize(old)
+    assert not bad, f"{len(bad)} of {counts[0]} differ from np.sum, e.g. {bad[:5]}"
+
+
 def _exact_check(op, x, axis, bound, emulated):
     """|emulated - exact| <= bound, exactly, with the exact sum from numeq.reference.sum_exact of
     the reduced axes flattened (the order does not matter to an exact sum)."""

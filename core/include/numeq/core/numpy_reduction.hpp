@@ -9,7 +9,8 @@
 // arguments). Platforms without a layout model take the reduced axes in C order (ascending).
 //
 // numpy's order depends on the layout (numpy/_core/src/umath/reduction.c, PyUFunc_ReduceWrapper;
-// numpy/_core/src/multiarray/nditer_constr.c and nditer_api.c; numpy 2.4):
+// numpy/_core/src/multiarray/nditer_constr.c and nditer_api.c; numpy 2.3 and later, whose buffer
+// setup npyiter_find_buffering_setup replaced the older one; checked against numpy 2.4):
 //   * the output starts at the identity +0 (legacy_array_method.c, get_initial_from_ufunc) and
 //     every inner-loop call does out = out + (its terms);
 //   * the iterator orders the axes by the input's absolute strides, smallest innermost (a stable
