@@ -131,17 +131,19 @@ def test_follows_numpys_buffer_size():
     assert not bad, f"{len(bad)} of {counts[0]} differ from np.sum, e.g. {bad[:5]}"
 
 
-def _exact_check(op, x, axis, bound, emulated):
+def _exact_check(op, x, axis, bound, emulated, mean=False):
     """|emulated - exact| <= bound, exactly, with the exact sum from numeq.reference.sum_exact of
-    the reduced axes flattened (the order does not matter to an exact sum)."""
+    the reduced axes flattened (the order does not matter to an exact sum); mean: over n."""
     nd = x.ndim
     axes = tuple(range(nd)) if axis is None else ((axis,) if isinstance(axis, int) else axis)
     axes = tuple(a % nd for a in axes)
     kept = [d for d in range(nd) if d not in axes]
     flat = np.transpose(x, kept + list(axes)).reshape([x.shape[d] for d in kept] + [-1]).astype(np.float64)
     hi, lo = numeq.reference.sum_exact(flat, axis=-1)
+    n = flat.shape[-1] if mean else 1
     for e, b, h, l in zip(np.ravel(emulated), np.ravel(bound), np.ravel(hi), np.ravel(lo)):
-        assert abs(Fraction(float(e)) - Fraction(float(h)) - Fraction(float(l))) <= Fraction(float(b)), (op, axis)
+        exact = (Fraction(float(h)) + Fraction(float(l))) / n
+        assert abs(Fraction(float(e)) - exact) <= Fraction(float(b)), (op, axis)
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: d.__name__)
@@ -166,6 +168,7 @@ def test_ops_sum_and_mean_match_numpy_and_bound_holds(dtype):
                 # np.mean sums float16 in float32 (numpy/_core/_methods.py, _mean).
                 mean = numeq.ops.mean(x, axis=axis, compute="fp64" if dtype == np.float64 else "fp32")
                 counts["mean"][0] += 1
+                _exact_check("mean", x, axis, mean.bound("numpy"), mean.emulate("numpy"), mean=True)
                 if _same(mean.emulate("numpy"), np.mean(x, axis=axis)):
                     counts["mean"][1] += 1
                 else:
