@@ -71,8 +71,8 @@ namespace {
 
 Cast nearest(const Format& f) { return Cast{f, Rounding::nearest_even}; }
 
-// One axis of numpy's iterator: its length, the input's and the output's stride, and the array
-// axes it stands for (innermost first) once neighbours are merged.
+// One axis of numpy's iterator (after merging: several array axes): its length and the input's
+// and the output's stride.
 struct IterAxis {
   std::size_t shape = 1;
   std::ptrdiff_t in = 0, out = 0;
