@@ -115,6 +115,27 @@ def test_buffered_runs_across_unmerged_axes():
     assert not bad, f"{len(bad)} of {counts[0]} differ from np.sum, e.g. {bad[:5]}"
 
 
+def test_byte_swapped_and_misaligned_arrays_go_through_the_buffer():
+    """numpy copies a byte-swapped or misaligned input through its buffer even without a cast."""
+    rng = np.random.default_rng(23)
+    counts, bad = [0, 0], []
+    for dtype in (">f2", ">f4", ">f8"):
+        for shape in ((20000,), (3, 9000), (9000, 3), (40, 50, 30)):
+            base = _data(rng, shape, np.dtype(dtype).newbyteorder("=")).astype(dtype)
+            for x in (base, np.asfortranarray(base), base[..., ::-1]):
+                for axis in _axis_choices(x.ndim):
+                    _check_sum(x, axis, counts, bad, dtype)
+    for shape in ((20000,), (300, 70)):
+        buf = np.zeros(int(np.prod(shape)) * 4 + 1, np.uint8)
+        x = np.ndarray(shape, np.float32, buffer=buf, offset=1)
+        x[...] = _data(rng, shape, np.float32)
+        assert not x.flags.aligned
+        for axis in _axis_choices(len(shape)):
+            _check_sum(x, axis, counts, bad, "misaligned")
+    print(f"{counts[1]}/{counts[0]} match np.sum")
+    assert not bad, f"{len(bad)} of {counts[0]} differ from np.sum, e.g. {bad[:5]}"
+
+
 def test_follows_numpys_buffer_size():
     """numeq.sum reads np.getbufsize(): the runs change with it as numpy's do."""
     rng = np.random.default_rng(22)
