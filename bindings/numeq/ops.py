@@ -21,7 +21,7 @@ import numpy as np
 
 from . import _core
 from ._reference_functions import _check_str
-from .platforms import _values
+from .platforms import _axes, _layout, _values
 
 __all__ = ["Emulation", "Op", "Tolerance", "attention", "cast", "dequantize", "quantize", "function", "int8_matmul", "scaled_fp8_matmul", "generate", "generators", "layernorm", "log_softmax", "matmul",
            "max", "mean", "rmsnorm", "softmax", "sum"] + ["exp", "tanh", "sigmoid", "gelu", "gelu_tanh", "silu",
@@ -151,25 +151,29 @@ def matmul(a: Any, b: Any, *, c: Any = None, in_fmt: str | None = None, out: str
                                  cv, fa, _out(out, "fp32"), rounding))
 
 
-def _reduce(kind: str, x: Any, axis: int, in_fmt: str | None, out: str | None, rounding: str, compute: str) -> Op:
-    if isinstance(axis, bool) or not isinstance(axis, (int, np.integer)):
-        raise TypeError(f"axis: expected an integer, got {type(axis).__name__}")
+def _reduce(kind: str, x: Any, axis: Any, in_fmt: str | None, out: str | None, rounding: str, compute: str) -> Op:
+    axes = _axes(axis, np.ndim(x))
     values, f = _values(x, in_fmt, "x")
     _check_str(compute, "compute")
-    return Op(_core.cases_reduce(kind, np.ascontiguousarray(values, dtype=np.float64), int(axis), f, _out(out, f),
+    strides, buffered = _layout(x)  # numpy's order follows x's own layout (numeq.numpy_reduction)
+    return Op(_core.cases_reduce(kind, np.ascontiguousarray(values, dtype=np.float64),
+                                 [int(axis)] if axes is None else axes, strides, buffered, f, _out(out, f),
                                  rounding, compute))
 
 
-def sum(x: Any, *, axis: int = -1, in_fmt: str | None = None, out: str | None = None,  # noqa: A001
+def sum(x: Any, *, axis: Any = -1, in_fmt: str | None = None, out: str | None = None,  # noqa: A001
         rounding: str = "nearest_even", compute: str = "fp32") -> Op:
-    """x summed along ``axis``, as the platform's sum plan for ``compute`` sums it (inputs widen
-    exactly), then cast into ``out`` (default: x's format)."""
+    """x summed over ``axis`` (an int, a tuple of ints, or None: every axis), as the platform's sum
+    plan for ``compute`` sums it (inputs widen exactly), then cast into ``out`` (default: x's
+    format). Over several axes each element's terms are taken in C order of the axes; the numpy
+    platform follows x's memory layout as np.sum does (pass the array itself, not a copy)."""
     return _reduce("sum", x, axis, in_fmt, out, rounding, compute)
 
 
-def mean(x: Any, *, axis: int = -1, in_fmt: str | None = None, out: str | None = None,
+def mean(x: Any, *, axis: Any = -1, in_fmt: str | None = None, out: str | None = None,
          rounding: str = "nearest_even", compute: str = "fp32") -> Op:
-    """The sum divided by the length, as numpy forms it (a float64 quotient cast into ``compute``)."""
+    """The sum divided by the length, as numpy forms it (a float64 quotient cast into ``compute``);
+    ``axis`` as for sum. np.mean of float16 sums in float32: compute="fp32" (the default)."""
     return _reduce("mean", x, axis, in_fmt, out, rounding, compute)
 
 

@@ -137,16 +137,76 @@ def _values(x: Any, in_fmt: str | None, parameter: str) -> tuple[np.ndarray, str
     return values, in_fmt
 
 
-def sum(x: Any, *, axis: int = -1, platform: str | None = None, plan: Plan | str | dict | None = None,  # noqa: A001
+def _axes(axis: Any, ndim: int) -> list[int] | None:
+    """``axis`` as a list of ints (None: every axis of an ndim-dimensional array); an int gives
+    None back for the callers' one-axis path. Range and repetition are checked in C++."""
+    if axis is None:
+        return list(range(ndim))
+    if isinstance(axis, (int, np.integer)) and not isinstance(axis, bool):
+        return None
+    if isinstance(axis, (tuple, list)) and all(isinstance(a, (int, np.integer)) and not isinstance(a, bool)
+                                               for a in axis):
+        return [int(a) for a in axis]
+    raise TypeError(f"axis: expected an integer, a tuple of integers or None, got {axis!r}")
+
+
+def _layout(x: Any) -> tuple[list[int], bool]:
+    """The memory layout numpy's reduction order follows: x's strides (bytes) and whether numpy
+    must copy x through its buffer even without a dtype change (misaligned or byte-swapped)."""
+    if isinstance(x, np.ndarray):
+        return [int(s) for s in x.strides], not (x.flags.aligned and x.dtype.isnative)
+    shape = np.shape(x)
+    strides = [1] * len(shape)
+    for d in range(len(shape) - 1, 0, -1):
+        strides[d - 1] = strides[d] * int(shape[d])
+    return strides, False
+
+
+def numpy_reduction(x: Any, *, axis: Any = None, in_fmt: str | None = None, compute: str | None = None,
+                    bufsize: int | None = None) -> tuple[tuple[int, ...], Plan]:
+    """The order in which numpy's add.reduce (np.sum, np.add.reduce, the sum in np.mean) adds the
+    terms of x over ``axis`` (an int, a tuple, or None: all), given x's memory layout (strides):
+    ``(axes, plan)``, the reduced axes outermost first (each output element's terms, in C order
+    over them) and the plan over those terms. ``in_fmt``: x's values (default: its dtype's);
+    ``compute``: np.sum's dtype (default: in_fmt). ``bufsize``: numpy's buffer size in elements
+    (default: this process's np.getbufsize(), 8192 unless changed)."""
+    arr = x if isinstance(x, np.ndarray) else np.asarray(x)
+    if in_fmt is None:
+        from ._arrays import _as_source
+        in_fmt = _as_source(arr, "x")[1]
+    _check_str(in_fmt, "in_fmt")
+    compute = in_fmt if compute is None else compute
+    _check_str(compute, "compute")
+    axes = _axes(axis, arr.ndim)
+    bufsize = np.getbufsize() if bufsize is None else bufsize
+    if isinstance(bufsize, bool) or not isinstance(bufsize, (int, np.integer)) or bufsize < 1:
+        raise ValueError(f"bufsize: expected a positive integer, got {bufsize!r}")
+    strides, buffered = _layout(x)
+    order, text = _core.core_numpy_reduction([int(d) for d in arr.shape], strides,
+                                             [int(axis)] if axes is None else axes, in_fmt, compute, buffered,
+                                             int(bufsize))
+    return tuple(order), Plan(text)
+
+
+def sum(x: Any, *, axis: Any = -1, platform: str | None = None, plan: Plan | str | dict | None = None,  # noqa: A001
         fmt: str | None = None) -> np.ndarray:
-    """x summed along ``axis`` as the platform (or plan) sums, e.g. platform="numpy" for np.sum;
-    float64 values of the emulated result. ``fmt``: the format of x's values and of the sum
-    (default: the array's own, float32 -> fp32)."""
+    """x summed over ``axis`` (an int, a tuple of ints, or None: every axis) as the platform (or
+    plan) sums, e.g. platform="numpy" for np.sum; float64 values of the emulated result. ``fmt``:
+    the format of x's values and of the sum (default: the array's own, float32 -> fp32).
+
+    platform="numpy" follows x's memory layout as numpy does (numpy_reduction): pass the array
+    itself, not a copy. Every other platform, and a given plan, reduce one axis by its plan; over
+    several axes, the plan reduces each element's terms taken in C order of the axes (the
+    flattened reduced axes, as ``x.transpose(kept + axes).reshape(..., -1)``)."""
     values, f = _values(x, fmt, "x")
+    axes = _axes(axis, np.ndim(x))
+    if platform == "numpy" and plan is None:
+        order, p = numpy_reduction(x, axis=axis, in_fmt=f, compute=f)
+        return _core.core_sum_axes(values, list(order), p.to_json())
     p = _resolve(platform, plan, "sum", f, f)
-    if isinstance(axis, bool) or not isinstance(axis, (int, np.integer)):
-        raise TypeError(f"axis: expected an integer, got {type(axis).__name__}")
-    return _core.core_sum(values, int(axis), p.to_json())
+    if axes is None:
+        return _core.core_sum(values, int(axis), p.to_json())
+    return _core.core_sum_axes(values, sorted(axes, key=lambda a: a % max(np.ndim(x), 1)), p.to_json())
 
 
 def dot(a: Any, b: Any, *, c: Any = None, platform: str | None = None, plan: Plan | str | dict | None = None,

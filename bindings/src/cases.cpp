@@ -112,13 +112,15 @@ void numeq_bindings::bind_cases(py::module_& m) {
       py::arg("a"), py::arg("b"), py::arg("c"), py::arg("in_fmt"), py::arg("out"), py::arg("rounding"));
   m.def(
       "cases_reduce",
-      [](const std::string& kind, const Values& x, std::ptrdiff_t axis, const std::string& in_fmt, const std::string& out,
+      [](const std::string& kind, const Values& x, const std::vector<std::ptrdiff_t>& axes,
+         const std::vector<std::ptrdiff_t>& strides, bool buffered, const std::string& in_fmt, const std::string& out,
          const std::string& rounding, const std::string& compute) {
         numeq::Cast cast = make_cast(out, rounding, "ieee", "keep", 0, numeq::default_random_bits);
-        return cases::reduce(cases::reduction_by_name(kind, "op"), to_xarray(x), axis, in_fmt, cast, compute);
+        return cases::reduce(cases::reduction_by_name(kind, "op"), to_xarray(x), axes, in_fmt, cast, compute, strides,
+                             buffered);
       },
-      py::arg("kind"), py::arg("x"), py::arg("axis"), py::arg("in_fmt"), py::arg("out"), py::arg("rounding"),
-      py::arg("compute"));
+      py::arg("kind"), py::arg("x"), py::arg("axes"), py::arg("strides"), py::arg("buffered"), py::arg("in_fmt"),
+      py::arg("out"), py::arg("rounding"), py::arg("compute"));
   m.def(
       "cases_function",
       [](const std::string& function, const Values& x, const std::string& in_fmt, const std::string& out,

@@ -15,6 +15,7 @@
 
 #include "bind.hpp"
 #include "numeq/core/evaluate.hpp"
+#include "numeq/core/numpy_reduction.hpp"
 #include "numeq/core/platform.hpp"
 #include "numeq/formats/error.hpp"
 
@@ -81,6 +82,34 @@ void numeq_bindings::bind_core(py::module_& m) {
         return to_numpy(std::move(r));
       },
       py::arg("x"), py::arg("axis"), py::arg("plan"));
+  m.def(
+      "core_sum_axes",
+      [](const py::array& x, const std::vector<std::ptrdiff_t>& axes, const std::string& plan_text) {
+        const core::Plan plan = core::plan_from_json(plan_text);
+        const xt::xarray<double> xs = numeq_bindings::to_xarray_widened(x);
+        const std::vector<std::size_t> reduced = core::normalise_axes(axes, xs.dimension(), "axis");
+        xt::xarray<double> r;
+        {
+          py::gil_scoped_release release;
+          r = core::sum(core::gather_reduced(xs, reduced), -1, plan);
+        }
+        return to_numpy(std::move(r));
+      },
+      py::arg("x"), py::arg("axes"), py::arg("plan"),
+      "x summed over `axes` by the plan, each element's terms in the order of `axes` (the first outermost)");
+  m.def(
+      "core_numpy_reduction",
+      [](const std::vector<std::size_t>& shape, const std::vector<std::ptrdiff_t>& strides,
+         const std::vector<std::ptrdiff_t>& axes, const std::string& in_fmt, const std::string& compute, bool buffered,
+         std::size_t bufsize) {
+        const core::ReductionOrder r =
+            core::numpy_reduction(shape, strides, axes, numeq::format_by_name(in_fmt, "in_fmt"),
+                                  numeq::format_by_name(compute, "compute"), buffered, bufsize);
+        return py::make_tuple(r.axes, core::to_json(r.plan));
+      },
+      py::arg("shape"), py::arg("strides"), py::arg("axes"), py::arg("in_fmt"), py::arg("compute"),
+      py::arg("buffered"), py::arg("bufsize"),
+      "numpy's add.reduce order for an array layout: (reduced axes outermost first, plan JSON)");
   m.def(
       "core_dot_or_matmul",
       [](const py::array& a, const py::array& b, const std::optional<Values>& c, bool matmul,

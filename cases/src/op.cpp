@@ -10,6 +10,7 @@
 
 #include "numeq/cases/elementwise.hpp"
 #include "numeq/core/evaluate.hpp"
+#include "numeq/core/numpy_reduction.hpp"
 #include "numeq/references/composite.hpp"
 #include "numeq/formats/cast.hpp"
 #include "numeq/formats/error.hpp"
@@ -183,18 +184,40 @@ Reduction reduction_by_name(std::string_view name, std::string_view parameter) {
 
 Op reduce(Reduction kind, const Array& x, std::ptrdiff_t axis, std::string_view in_fmt, const Cast& out,
           std::string_view compute) {
+  if (x.dimension() == 0) throw numeq::error("x: a reduction needs at least one dimension, got a 0-d array");
+  return reduce(kind, x, std::vector<std::ptrdiff_t>{normalise_axis(axis, x.dimension(), x)}, in_fmt, out, compute);
+}
+
+Op reduce(Reduction kind, const Array& x, const std::vector<std::ptrdiff_t>& axes, std::string_view in_fmt,
+          const Cast& out, std::string_view compute, const std::vector<std::ptrdiff_t>& strides, bool buffered) {
   const Format& fin = floating_format(in_fmt, "in_fmt");
   floating_format(out.format.name, "out");
   floating_format(compute, "compute");
   if (x.dimension() == 0) throw numeq::error("x: a reduction needs at least one dimension, got a 0-d array");
-  const std::ptrdiff_t ax = normalise_axis(axis, x.dimension(), x);
+  std::vector<std::size_t> reduced = core::normalise_axes(axes, x.dimension(), "axis");
+  std::sort(reduced.begin(), reduced.end());
+  // The memory layout numpy's order follows (numpy_reduction.hpp); none given: C-contiguous.
+  std::vector<std::ptrdiff_t> layout = strides;
+  if (layout.empty()) {
+    layout.assign(x.dimension(), 1);
+    for (std::size_t d = x.dimension(); d-- > 1;)
+      layout[d - 1] = layout[d] * static_cast<std::ptrdiff_t>(x.shape()[d]);
+  }
+  if (layout.size() != x.dimension())
+    throw numeq::error("strides: " + std::to_string(layout.size()) + " strides for x of shape " + shape_text(x));
   check_values(x, fin, "x");
-  const auto sx = std::make_shared<const Array>(x);
-  const double n = static_cast<double>(x.shape()[static_cast<std::size_t>(ax)]);
+  // Every platform but numpy takes the reduced axes in C order: x's kept axes, then one last axis.
+  const auto sx = std::make_shared<const Array>(core::gather_reduced(x, reduced));
+  const auto original = std::make_shared<const Array>(x);
+  const std::ptrdiff_t ax = static_cast<std::ptrdiff_t>(sx->dimension()) - 1;
+  const double n = static_cast<double>(sx->shape().back());
   Op op;
   op.name = std::string(to_string(kind));
-  op.signature = op.name + "(x" + shape_text(x) + " " + std::string(in_fmt) + ", axis=" + std::to_string(ax) +
-                 ") in " + std::string(compute) + " -> " + std::string(out.format.name);
+  std::string axis_text;
+  for (const std::size_t d : reduced) axis_text += (axis_text.empty() ? "" : ", ") + std::to_string(d);
+  if (reduced.size() != 1) axis_text = "(" + axis_text + ")";
+  op.signature = op.name + "(x" + shape_text(x) + " " + std::string(in_fmt) + ", axis=" + axis_text + ") in " +
+                 std::string(compute) + " -> " + std::string(out.format.name);
   op.out = out;
   const std::string compute_name(compute);
 
@@ -258,8 +281,9 @@ Op reduce(Reduction kind, const Array& x, std::ptrdiff_t axis, std::string_view 
       break;
   }
 
-  op.emulate = [sx, ax, n, kind, compute_name, out, maximum](const core::Platform& platform,
-                                                             const core::BoundOptions& options) {
+  const std::vector<std::ptrdiff_t> axes_given(reduced.begin(), reduced.end());
+  op.emulate = [sx, ax, n, kind, compute_name, out, maximum, original, layout, axes_given, in_format = &fin, buffered](
+                   const core::Platform& platform, const core::BoundOptions& options) {
     const Format& fc = format_by_name(compute_name, "compute");
     const Cast compute_cast{fc};
     Emulation e;
@@ -269,9 +293,19 @@ Op reduce(Reduction kind, const Array& x, std::ptrdiff_t axis, std::string_view 
       for (std::size_t i = 0; i < e.values.size(); ++i)
         if (!std::isfinite(e.values.data()[i])) e.bound.data()[i] = std::numeric_limits<double>::quiet_NaN();
     } else {
-      const core::Plan plan = core::plan_for(platform, core::Operation::sum, compute_name, compute_name);
-      e.values = core::sum(*sx, ax, plan);
-      e.bound = core::sum_bound(*sx, ax, plan, e.values, options);
+      // numpy's order follows x's memory layout (core/numpy_reduction.hpp); the others', C order.
+      core::Plan plan;
+      std::shared_ptr<const Array> terms = sx;
+      if (platform.name == "numpy") {
+        const std::vector<std::size_t> shape(original->shape().begin(), original->shape().end());
+        core::ReductionOrder order = core::numpy_reduction(shape, layout, axes_given, *in_format, fc, buffered);
+        terms = std::make_shared<const Array>(core::gather_reduced(*original, order.axes));
+        plan = std::move(order.plan);
+      } else {
+        plan = core::plan_for(platform, core::Operation::sum, compute_name, compute_name);
+      }
+      e.values = core::sum(*terms, ax, plan);
+      e.bound = core::sum_bound(*terms, ax, plan, e.values, options);
       if (options.kind == core::BoundKind::probabilistic)
         e.failure_probability =
             core::reduction_weights(plan, static_cast<std::size_t>(n), false, options).failure_probability;

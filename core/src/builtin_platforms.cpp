@@ -2,6 +2,7 @@
 
 #include "builtin_platforms.hpp"
 
+#include "numeq/core/numpy_reduction.hpp"
 #include "numeq/formats/format.hpp"
 
 namespace numeq::core {
@@ -68,30 +69,38 @@ const Evidence kCudaRowSum{"sum fp32 -> fp32: 32 strided lanes, each summed in o
                            "a warp-per-row reduction (PyTorch PersistentSoftmax.cuh softmax_warp_forward) [code]; "
                            "other kernels order it otherwise: give their plan or use reveal_order"};
 
-// numpy's float32 / float64 np.sum: add.reduce starts from the identity +0 and adds the pairwise
-// sum of the whole array (numpy/_core/src/umath/loops_utils.h.src, pairwise_sum: blocks of at most
-// PW_BLOCKSIZE = 128 terms reduced by 8 interleaved accumulators, larger ranges halved at a
-// multiple of 8). Reproduced bit for bit against numpy 2.x in tests/python/test_platforms.py.
+// numpy's np.sum: add.reduce starts from the identity +0 and adds the pairwise sum of the terms
+// (numpy/_core/src/umath/loops_utils.h.src, pairwise_sum: blocks of at most PW_BLOCKSIZE = 128
+// terms reduced by 8 interleaved accumulators, larger ranges halved at a multiple of 8); float16
+// sums pairwise in float32 and rounds once per call (loops.c.src, HALF_add). These are the plans
+// of a contiguous 1-d array; for any other layout, axis or axis tuple the order depends on the
+// strides, and numpy_reduction (numpy_reduction.hpp) gives the plan: numeq.sum and the operation
+// catalogue use it for this platform. Reproduced bit for bit against numpy 2.x in
+// tests/python/test_platforms.py and test_numpy_order.py.
 Platform numpy_platform() {
   Platform p;
   p.name = "numpy";
-  p.description = "numpy's np.sum / np.add.reduce of float32 and float64 arrays along a contiguous axis (across "
-                  "a strided axis numpy adds whole rows in order: a sequential plan from +0)";
-  for (const Format* f : {&formats::fp32, &formats::fp64}) {
-    const Arithmetic arithmetic{nearest(*f)};
-    Plan plan;
+  p.description = "numpy's np.sum / np.add.reduce / np.mean of float16, float32 and float64 arrays; the order "
+                  "follows the array's memory layout (numpy_reduction): pairwise along a contiguous reduced "
+                  "axis, element by element in iteration order when a kept axis is innermost";
+  for (const Format* f : {&formats::fp16, &formats::fp32, &formats::fp64}) {
+    Plan plan = numpy_reduction({2}, {1}, {0}, *f, *f).plan;  // a contiguous 1-d array: no runs
     plan.name = std::string("numpy sum ") + std::string(f->name);
-    plan.reduction = pairwise(128, 8, lanes(8, arithmetic), arithmetic);
-    plan.initial = 0.0;
-    plan.output = nearest(*f);
     p.plans.push_back(PlanEntry{Operation::sum, std::string(f->name), std::string(f->name), plan});
   }
   const std::string source = "numpy/_core/src/umath/loops_utils.h.src (pairwise_sum) and loops_arithm_fp (add reduce)";
+  const std::string iter = "numpy/_core/src/multiarray/nditer_constr.c (npyiter_find_best_axis_ordering, "
+                           "npyiter_coalesce_axes, npyiter_find_buffering_setup), nditer_api.c (npyiter_copy_to_buffers)";
   p.evidence = {
       {"sum: pairwise leaf 128 (PW_BLOCKSIZE), split at a multiple of 8", EvidenceKind::documented, source},
       {"sum: 8 interleaved accumulators, combined ((0+1)+(2+3))+((4+5)+(6+7)), tail in order", EvidenceKind::documented, source},
       {"sum: output starts at +0", EvidenceKind::measured, "np.sum of -0.0 arrays gives +0.0 (numpy 2.x)"},
       {"sum: adds in the array's own type, round to nearest even", EvidenceKind::documented, "IEEE 754 host arithmetic"},
+      {"sum: float16 pairwise sums in float32, each call stores half(float(out) + sum)", EvidenceKind::documented,
+       "numpy/_core/src/umath/loops.c.src (HALF_add) and loops_utils.h.src (HALF_pairwise_sum)"},
+      {"sum: axes ordered by the input's strides, merged where contiguous; a kept innermost axis adds element by "
+       "element; runs cut by the 8192-element buffer when the input is cast or its axes do not merge",
+       EvidenceKind::documented, iter},
   };
   // float32 ufuncs: numpy's own SIMD exp and log (AVX2/AVX-512F hosts), documented against the
   // exact result; without those instructions numpy calls the C library. Everything else is

@@ -67,6 +67,14 @@ std::string_view to_string(Reduction r);
 Reduction reduction_by_name(std::string_view name, std::string_view parameter = "reduction");
 Op reduce(Reduction kind, const xt::xarray<double>& x, std::ptrdiff_t axis, std::string_view in_fmt,
           const Cast& out, std::string_view compute = "fp32");
+// Over several axes (numpy's axis tuple; every axis for axis=None; none: each element alone).
+// Every platform but numpy reduces each element's terms in C order of the axes by its sum plan;
+// numpy's order follows x's memory layout, given as numpy's `strides` (bytes, or any consistent
+// unit; empty: C-contiguous) and `buffered` (numpy copies the input: misaligned or byte-swapped)
+// (core/numpy_reduction.hpp).
+Op reduce(Reduction kind, const xt::xarray<double>& x, const std::vector<std::ptrdiff_t>& axes,
+          std::string_view in_fmt, const Cast& out, std::string_view compute = "fp32",
+          const std::vector<std::ptrdiff_t>& strides = {}, bool buffered = false);
 
 // f(x) elementwise under the platform's function model (cases/elementwise.hpp); the exact value
 // is MPFR's, correctly rounded to binary64.
