@@ -322,7 +322,8 @@ double h100_mma_sync_fp8_f16(std::span<const double> a, std::span<const double> 
 
 // B200 (Blackwell): fp16/bf16 n = 16, tf32 n = 8, F = 25, fp32 output toward zero. [code]
 // MMA-Sim nv_ptx.py (mma and tcgen05mma: 25); MATLAB B200TC. [measured] fp16 (fp32 and fp16
-// output), bf16, tf32: 5000/5000 each (B200 vectors, captured with wmma).
+// output), bf16, tf32: 5000/5000 each (B200 vectors, captured with wmma); F = 24 / 26 fail on
+// every fp32-output set, n/2 on fp16 and bf16.
 inline constexpr FusedStep b200_fp16 = detail::make(16, 25, formats::fp16, formats::fp32, detail::rz32);
 inline constexpr FusedStep b200_fp16_f16 = detail::make(16, 25, formats::fp16, formats::fp16, detail::rn16);
 inline constexpr FusedStep b200_bf16 = detail::make(16, 25, formats::bf16, formats::fp32, detail::rz32);
@@ -340,17 +341,21 @@ inline constexpr FusedStep b200_e5m2_f16 = detail::make(32, 25, formats::e5m2, f
 // accumulator's format: d1 = step(products k mod 4 in {0,1}, c = 0), d2 = step(products {2,3},
 // c = d1), both n = 16, F = 25, rounded into the accumulator (fp32 toward zero, fp16 nearest
 // even), then d = d2 + c, one nearest-even addition in the accumulator's format. [measured] all
-// four B200 fp8 sets 5000/5000: fp32 output with these halves, fp16 output with
+// four B200 fp8 sets 5000/5000: fp32 output with the halves below, fp16 output with
 // h100_mma_sync_e4m3_f16_half / _e5m2_f16_half (the H100 model unchanged). The structure is
-// MATLAB GEMM.m's inter_pattern (B200TC fp8 at commit 109e412). What the rows settle
-// (tests/cpp/core/test_fused.cpp, FusedVectors.B200Fp8WhatTheDataSettle): c is added after the
-// products, to nearest (c in the first step, any F: at most 4754/4717 of the fp32 rows; c
-// added toward zero: 3151/3183); the products' sum is cut toward zero before c is added (one
-// rounding of a.b + c to nearest, as with c inside and F >= 32: e4m3 5000, e5m2 4999, row 3935
-// is 1 ulp off); F >= 20 (e4m3) and >= 23 (e5m2), every F up to 40 reproduces the fp32 rows
-// (25 is Blackwell's fp16 step); the fp32 rows alone do not tell the two halves from one step
-// of 32 (the products' sum is an fp32 value in 9999 of the 10000 rows), the fp16 rows do (one
-// step of 32 with c last: 3929/4241; contiguous halves 3500/3850).
+// MATLAB GEMM.m's inter_pattern (B200TC fp8 at commit 109e412). What the rows settle, as
+// e4m3 / e5m2 rows of 5000 (tests/cpp/core/test_fused.cpp, FusedVectors.B200Fp8WhatTheDataSettle):
+//   - c is added after the products, to nearest: c fed to the first half 2761/2756 (fp16
+//     output 3033/3154), c added toward zero 3151/3183;
+//   - the products' sum is cut toward zero before c is added: one rounding of a.b + c to
+//     nearest (c inside, F = 64) and halves rounded to nearest both give 5000/4999 (e5m2 row
+//     3935, whose products' sum needs 25 bits, is 1 ulp off);
+//   - F: every F from 20 / 23 (fp32 output; fp16: 17 / 18) up to 40 reproduces every row; 25 is
+//     Blackwell's fp16 step;
+//   - the grouping: the fp32 rows alone do not see it (the products' sum is an fp32 value in
+//     9999 of the 10000 rows: one step of 32 with c added last, contiguous or swapped halves
+//     also give 5000/5000), the fp16 rows do (one step of 32 with c last 3929/4241, contiguous
+//     halves 3500/3850, halves swapped 3443/3771).
 inline constexpr FusedStep b200_mma_sync_e4m3_half = detail::make(16, 25, formats::e4m3fn, formats::fp32, detail::rz32);
 inline constexpr FusedStep b200_mma_sync_e5m2_half = detail::make(16, 25, formats::e5m2, formats::fp32, detail::rz32);
 
