@@ -214,6 +214,10 @@ def test_bad_input_names_the_file(tmp_path):
         numeq.probes("trainium.trn1", k=100, candidates={"x": "trainium.trn1"})
     with pytest.raises(ValueError, match="at most 128 x 512"):
         numeq.probes("trainium.trn1", m=200, candidates={"x": "trainium.trn1"})
+    with pytest.raises(ValueError, match=r"^structure: unknown 'pairs'; valid: chain, c_last, halves$"):
+        numeq.tensor_core_candidates("e4m3fn", structure=("chain", "pairs"))
+    with pytest.raises(ValueError, match=r"^n: products per step must be positive integers"):
+        numeq.tensor_core_candidates("e4m3fn", n=(0,))
 
 
 def test_sum_probes_settle_the_vector_engine_order(tmp_path):
