@@ -1029,6 +1029,8 @@ const std::vector<NamedStep>& named_steps() {
       {"b200_fp16", nv::b200_fp16}, {"b200_fp16_f16", nv::b200_fp16_f16}, {"b200_bf16", nv::b200_bf16},
       {"b200_tf32", nv::b200_tf32}, {"b200_e4m3", nv::b200_e4m3}, {"b200_e5m2", nv::b200_e5m2},
       {"b200_e4m3_f16", nv::b200_e4m3_f16}, {"b200_e5m2_f16", nv::b200_e5m2_f16},
+      {"b200_mma_sync_e4m3_half", nv::b200_mma_sync_e4m3_half},
+      {"b200_mma_sync_e5m2_half", nv::b200_mma_sync_e5m2_half},
   };
   return all;
 }
