@@ -73,32 +73,67 @@ def assumption_candidates(platform: str, *, op: str = "matmul", in_fmt: str = "b
     return out_map
 
 
+# How an instruction's products and its accumulator c meet (tensor_core_candidates ``structure``):
+# "chain": steps of n products along K, c the first step's c, each step's result the next one's c
+# (FACTS.md s2: every fp16/bf16/tf32 set of the vectors, H100 fp8 -> fp32); "c_last": an
+# instruction of n products is one step from zero, c added after it by one nearest-even addition
+# in the accumulator's format, instructions chained through it; "halves": an instruction of 2n
+# products, k mod 4 in {0, 1} in one step from zero, {2, 3} in a second fed with the first's
+# result, c added last as in c_last (mma.sync.m16n8k32 with fp8 operands: H100 fp8 -> fp16,
+# B200 fp8 -> fp32 and -> fp16).
+_STRUCTURES = ("chain", "c_last", "halves")
+
+
 def tensor_core_candidates(in_fmt: str, out: str = "fp32", *, n: Sequence[int] = (4, 8, 16, 32),
-                           fraction_bits: Sequence[int] = tuple(range(20, 28)),
+                           fraction_bits: Sequence[int] = tuple(range(12, 33)),
                            step_output: Sequence[str] = ("fp32 toward_zero", "fp32 nearest_even",
-                                                         "e8m13 toward_zero")) -> dict[str, Plan]:
+                                                         "e8m13 toward_zero"),
+                           structure: Sequence[str] = _STRUCTURES) -> dict[str, Plan]:
     """A generic NVIDIA-style tensor core with unknown products per fused step ``n``, alignment
-    fraction bits ``fraction_bits`` and step output rounding (FACTS.md s2: exact products aligned
-    to the largest exponent, truncated to F fraction bits, summed exactly, normalised and rounded
-    once; a GEMM chains steps along K). For fp16 outputs the step output is fp16 (the choices
-    "fp16 nearest_even", "fp16 toward_zero" apply). Returns {label: Plan}."""
+    fraction bits ``fraction_bits``, step output rounding and ``structure`` (FACTS.md s2: exact
+    products aligned to the largest exponent, truncated to F fraction bits, summed exactly,
+    normalised and rounded once; a GEMM chains steps along K). For fp16 outputs the step output
+    is fp16 (the choices "fp16 nearest_even", "fp16 toward_zero" apply).
+
+    ``structure``: "chain" (steps of n chained along K from c), "c_last" (an instruction of n
+    products is one step from zero, c added after it by one nearest-even addition in the output
+    format), "halves" (an instruction of 2n products as two steps of n, products k mod 4 in
+    {0, 1} first, then {2, 3} fed with the first's result, c added last: mma.sync k32 with fp8
+    operands). The default grid (F from 12 to 32) holds every measured NVIDIA set's model.
+    Returns {label: Plan}; labels read "n=16,F=25,step=fp32 toward_zero,structure=halves"."""
     _check_str(in_fmt, "in_fmt")
     _check_str(out, "out")
+    if isinstance(structure, str):
+        structure = (structure,)
+    for st in structure:
+        if st not in _STRUCTURES:
+            raise ValueError(f"structure: unknown {st!r}; valid: {', '.join(_STRUCTURES)}")
     if out == "fp16" and tuple(step_output) == ("fp32 toward_zero", "fp32 nearest_even", "e8m13 toward_zero"):
         step_output = ("fp16 nearest_even", "fp16 toward_zero")
     plans: dict[str, Plan] = {}
     c_format = "fp16" if out == "fp16" else "fp32"
-    for steps, bits, so in itertools.product(n, fraction_bits, step_output):
+    for steps, bits, so, st in itertools.product(n, fraction_bits, step_output, structure):
         fmt, rounding = so.split()
         if isinstance(steps, bool) or int(steps) < 1:
             raise ValueError(f"n: products per step must be positive integers, got {steps!r}")
-        step = {"n": int(steps), "fraction_bits": int(bits), "alignment": "truncate", "max_exponent": "encoded",
+        steps = int(steps)
+        step = {"n": steps, "fraction_bits": int(bits), "alignment": "truncate", "max_exponent": "encoded",
                 "zeros": "fp32_emin", "a_format": in_fmt, "b_format": in_fmt, "c_format": c_format,
                 "output": {"format": fmt, "rounding": rounding}, "overflow": "infinity", "zero_sign": "positive"}
-        label = f"n={steps},F={bits},step={fmt} {rounding}"
-        plans[label] = Plan({"name": f"generic tensor core {label}", "reduction": {"kind": "fused", "fused": step},
+        out_fmt = "fp32" if fmt == "e8m13" else fmt
+        reduction: dict = {"kind": "fused", "fused": step}
+        if st != "chain":
+            size = steps if st == "c_last" else 2 * steps
+            if st == "halves":
+                order = [k for k in range(size) if k % 4 < 2] + [k for k in range(size) if k % 4 >= 2]
+                reduction = {"kind": "permute", "size": size, "order": order, "children": [reduction]}
+            add = {"kind": "sequential",
+                   "arithmetic": {"product": "fma", "accumulate": {"format": out_fmt, "rounding": "nearest_even"}}}
+            reduction = {"kind": "chunked", "size": size, "children": [reduction, add]}
+        label = f"n={steps},F={bits},step={fmt} {rounding},structure={st}"
+        plans[label] = Plan({"name": f"generic tensor core {label}", "reduction": reduction,
                              "c_placement": "first",
-                             "output": {"format": "fp32" if fmt == "e8m13" else fmt, "rounding": "nearest_even"}})
+                             "output": {"format": out_fmt, "rounding": "nearest_even"}})
     return plans
 
 

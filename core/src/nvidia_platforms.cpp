@@ -16,6 +16,8 @@ namespace {
 const std::string kKhattak = "Khattak & Mikaitis, Accurate Models of NVIDIA Tensor Cores, arXiv:2512.07004 (2025)";
 const std::string kMmaSim = "Xie et al., MMA-Sim, arXiv:2511.10909 (2025)";
 const std::string kVectors = "tests/data/tensor-core-vectors (GPU-measured, Khattak & Mikaitis)";
+const std::string kB200Vectors = "tests/data/tensor-core-vectors/B200 (GPU-measured: Khattak & Mikaitis, arXiv:2512.07004, "
+                                 "data of north-numerical-computing/MATLAB-tensor-core commit b12b5a70)";
 
 struct Entry {
   std::string in_fmt;
@@ -23,14 +25,34 @@ struct Entry {
   FusedStep step;
   std::optional<Cast> input_cast;  // applied to both operands first (fp32 inputs in TF32 mode)
   std::optional<Cast> final_cast;  // an epilogue rounding after the chain (bf16 outputs)
+  // mma.sync.m16n8k32 with fp8 operands (fused.hpp h100_mma_sync_fp8_f16): `step` is one half.
+  bool mma_sync_fp8 = false;
 };
+
+// mma.sync.m16n8k32 with fp8 operands, per instruction of 32 products: products k mod 4 in
+// {0, 1} go through one step of `half.n` from 0, products {2, 3} through a second fed with the
+// first's result (the bytes 0-1 and 2-3 of each 32-bit register of four fp8 values), and the
+// accumulator c is added last by one nearest-even addition in the accumulator's format;
+// instructions chain along K through the accumulator. [measured] H100 fp8 -> fp16, B200 fp8 ->
+// fp32 and -> fp16 (fused.hpp).
+PlanNode mma_sync_fp8_reduction(const FusedStep& half) {
+  const std::size_t k = 2 * static_cast<std::size_t>(half.n);
+  std::vector<std::size_t> order;
+  for (std::size_t i = 0; i < k; ++i)
+    if (i % 4 < 2) order.push_back(i);
+  for (std::size_t i = 0; i < k; ++i)
+    if (i % 4 >= 2) order.push_back(i);
+  const Arithmetic add{Cast{half.output.format, Rounding::nearest_even}};
+  return chunked(k, permute(k, order, fused(half)), sequential(add));
+}
 
 Plan chain_plan(const std::string& platform, const Entry& e, Operation op) {
   Plan p;
   p.name = platform + " " + std::string(to_string(op)) + " " + e.in_fmt + " -> " + e.out_fmt;
   p.input_a = e.input_cast;
   p.input_b = e.input_cast;
-  p.reduction = fused(e.step);
+  // mma.sync fp8: the outer chain starts from c (c + d2 per instruction).
+  p.reduction = e.mma_sync_fp8 ? mma_sync_fp8_reduction(e.step) : fused(e.step);
   p.c_placement = CPlacement::first;
   // The chain's own result is a value of its accumulator (fp32, or fp16 for fp16 accumulators);
   // an epilogue cast, when there is one, rounds it once more (CUTLASS's default converter rounds
@@ -49,9 +71,10 @@ Plan promoted_plan(const std::string& platform, const Entry& e, Operation op) {
   return p;
 }
 
-std::vector<Evidence> step_evidence(const std::string& label, const FusedStep& s, bool measured) {
+std::vector<Evidence> step_evidence(const std::string& label, const FusedStep& s, bool measured,
+                                    const std::string& vectors = kVectors) {
   const EvidenceKind k = measured ? EvidenceKind::measured : EvidenceKind::documented;
-  const std::string where = measured ? kVectors + "; " + kKhattak : kKhattak + "; " + kMmaSim + " (not measured here)";
+  const std::string where = measured ? vectors + "; " + kKhattak : kKhattak + "; " + kMmaSim + " (not measured here)";
   return {
       {label + ": products per fused step n = " + std::to_string(s.n), k, where},
       {label + ": fraction bits F = " + std::to_string(s.fraction_bits) + ", alignment truncates toward zero", k, where},
@@ -68,6 +91,7 @@ struct Generation {
   std::string description;
   std::vector<Entry> entries;
   bool measured;  // whether vectors of this generation were measured (tests/data)
+  std::string vectors = kVectors;  // where, when measured
 };
 
 Platform build(const Generation& g) {
@@ -79,7 +103,22 @@ Platform build(const Generation& g) {
     for (const Operation op : {Operation::dot, Operation::matmul})
       p.plans.push_back(PlanEntry{op, e.in_fmt, e.out_fmt, chain_plan(g.name, e, op)});
     const std::string label = "matmul " + e.in_fmt + " -> " + e.out_fmt;
-    for (Evidence& ev : step_evidence(label, e.step, g.measured)) p.evidence.push_back(std::move(ev));
+    for (Evidence& ev : step_evidence(label, e.step, g.measured, g.vectors)) p.evidence.push_back(std::move(ev));
+    if (e.mma_sync_fp8)
+      p.evidence.push_back({label + ": mma.sync k32: two steps of " + std::to_string(e.step.n) +
+                                " (products k mod 4 in {0,1}, then {2,3} fed with the first's result), c added last by "
+                                "one " + std::string(e.step.output.format.name) + " nearest-even addition",
+                            g.measured ? EvidenceKind::measured : EvidenceKind::assumed,
+                            g.vectors + "; structure as MATLAB-tensor-core GEMM.m inter_pattern"});
+    if (e.mma_sync_fp8) {
+      p.evidence.push_back({label + ": F = " + std::to_string(e.step.fraction_bits) +
+                                " in the halves, the generation's fp16 step; the fp8 rows bound it only from below",
+                            EvidenceKind::measured, g.vectors});
+      p.evidence.push_back({label + ": instructions of k = " + std::to_string(2 * e.step.n) +
+                                " chain along K through the accumulator",
+                            EvidenceKind::assumed,
+                            "PTX mma.sync semantics (d = a.b + c per instruction); the vectors hold one instruction per row"});
+    }
     if (e.input_cast)
       p.evidence.push_back({label + ": fp32 inputs truncated to tf32 (low 13 bits dropped)", EvidenceKind::documented,
                             "PTX ISA, wgmma / mma .tf32 operands; FACTS.md s2"});
@@ -162,13 +201,25 @@ std::vector<Platform> nvidia_platforms() {
                                  EvidenceKind::documented, "DeepSeek-V3 technical report, arXiv:2412.19437, s3.3.2"});
     promoted.evidence.push_back({"the promoted add rounds to nearest even in fp32 (CUDA cores)", EvidenceKind::documented,
                                  "CUDA C++ Programming Guide; FACTS.md s2"});
-    out.push_back(build({"nvidia.b200", {}, "NVIDIA Blackwell B200 tensor cores, from published facts (not measured here)",
-                         [&] {
-                           std::vector<Entry> b = entries(b200_fp16, b200_fp16_f16, b200_bf16, b200_tf32);
-                           add_fp8(b, b200_e4m3, b200_e5m2, b200_e4m3_f16, b200_e5m2_f16);
-                           return b;
-                         }(),
-                         false}));
+    // B200: every set of the B200 vectors is measured. The fp8 rows were captured with
+    // mma.sync.m16n8k32 (fp32 and fp16 accumulators), so the fp8 entries are that instruction's
+    // measured model; tcgen05.mma's published fp8 model is nvidia.b200.tcgen05 below.
+    std::vector<Entry> b = entries(b200_fp16, b200_fp16_f16, b200_bf16, b200_tf32);
+    add_fp8(b, b200_mma_sync_e4m3_half, b200_mma_sync_e5m2_half, h100_mma_sync_e4m3_f16_half, h100_mma_sync_e5m2_f16_half);
+    for (Entry& entry : b)
+      if (entry.in_fmt == "e4m3fn" || entry.in_fmt == "e5m2") entry.mma_sync_fp8 = true;
+    out.push_back(build({"nvidia.b200", {},
+                         "NVIDIA Blackwell B200 tensor cores, measured: fp16/bf16/tf32 steps (wmma rows) and fp8 as "
+                         "mma.sync.m16n8k32 (e4m3/e5m2 -> fp32 and -> fp16 rows: two interleaved steps of 16, c added "
+                         "last); tcgen05.mma fp8 as published is nvidia.b200.tcgen05 (not measured)",
+                         b, true, kB200Vectors}));
+    std::vector<Entry> t;
+    add_fp8(t, b200_e4m3, b200_e5m2, b200_e4m3_f16, b200_e5m2_f16);
+    out.push_back(build({"nvidia.b200.tcgen05", {},
+                         "NVIDIA Blackwell B200 tcgen05.mma fp8 as published (one step of 32, F = 25, c inside; "
+                         "MMA-Sim), not measured here: the B200 vectors were captured with mma.sync and reject it there "
+                         "(fp8 -> fp32: 3207/5000 e4m3, 3236/5000 e5m2)",
+                         t, false}));
     out.push_back(std::move(promoted));
   }
   {
@@ -180,17 +231,11 @@ std::vector<Platform> nvidia_platforms() {
     sync.name = "nvidia.h100.mma_sync";
     sync.aliases = {"nvidia.h200.mma_sync"};
     sync.description = "NVIDIA H100 mma.sync.m16n8k32, fp8 operands with an fp16 accumulator";
-    std::vector<std::size_t> order;
-    for (std::size_t k = 0; k < 32; ++k)
-      if (k % 4 < 2) order.push_back(k);
-    for (std::size_t k = 0; k < 32; ++k)
-      if (k % 4 >= 2) order.push_back(k);
-    const Arithmetic fp16_add{Cast{formats::fp16}};
     for (const auto& [fmt, half] : {std::pair{"e4m3fn", h100_mma_sync_e4m3_f16_half}, std::pair{"e5m2", h100_mma_sync_e5m2_f16_half}}) {
       for (const Operation op : {Operation::dot, Operation::matmul}) {
         Plan p;
         p.name = sync.name + " " + std::string(to_string(op)) + " " + fmt + " -> fp16";
-        p.reduction = chunked(32, permute(32, order, fused(half)), sequential(fp16_add));
+        p.reduction = mma_sync_fp8_reduction(half);
         p.c_placement = CPlacement::first;  // the outer chain starts from c: c + d2 per instruction
         p.output = Cast{formats::fp16};
         sync.plans.push_back(PlanEntry{op, fmt, "fp16", p});

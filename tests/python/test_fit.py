@@ -1,5 +1,5 @@
-"""Fitting models to hardware evidence: a generic tensor core whose steps per fusion and fraction
-bits are unknown is fitted to the GPU-measured vectors (tests/data/tensor-core-vectors, Khattak &
+"""Fitting models to hardware evidence: a generic tensor core whose steps per fusion, fraction
+bits and structure are unknown is fitted to the GPU-measured vectors (tests/data/tensor-core-vectors, Khattak &
 Mikaitis); Trainium probes tell every candidate apart and fitting recovers the alternative that
 produced synthetic outputs; profiles written by fit load back; bad input names the file."""
 
@@ -18,7 +18,8 @@ SETS = [("V100", "fp16", "nvidia.v100", "fp16"), ("A100", "fp16", "nvidia.a100",
         ("A100", "bf16", "nvidia.a100", "bf16"), ("A100", "tf32", "nvidia.a100", "tf32"),
         ("H100", "fp16", "nvidia.h100", "fp16"), ("H100", "bf16", "nvidia.h100", "bf16"),
         ("H100", "tf32", "nvidia.h100", "tf32"), ("H100", "E4M3", "nvidia.h100", "e4m3fn"),
-        ("H100", "E5M2", "nvidia.h100", "e5m2")]
+        ("H100", "E5M2", "nvidia.h100", "e5m2"), ("B200", "fp16", "nvidia.b200", "fp16"),
+        ("B200", "bf16", "nvidia.b200", "bf16"), ("B200", "tf32", "nvidia.b200", "tf32")]
 
 
 def _params(label: str) -> dict[str, str]:
@@ -31,11 +32,13 @@ def test_generic_tensor_core_fit_recovers_each_gpu(gpu, fmt, platform, in_fmt):
     if in_fmt.startswith("e"):
         c = np.zeros_like(c)  # the fp8 fp32-output rows were captured from a zeroed accumulator
     k = a.shape[1]
-    cands = numeq.tensor_core_candidates(in_fmt, "fp32", n=(2, 4, 8, 16, 32), fraction_bits=range(12, 28))
+    cands = numeq.tensor_core_candidates(in_fmt, "fp32", n=(2, 4, 8, 16, 32), fraction_bits=range(12, 28),
+                                         structure="chain")
     result = numeq.fit(cands, (a, b, c), d["fp32"], in_fmt=in_fmt)
     assert result.total == 5000 and result.explaining, result.summary()
     step = numeq.plan(platform, "dot", in_fmt, "fp32").to_dict()["reduction"]["fused"]
-    profile = f"n={step['n']},F={step['fraction_bits']},step={step['output']['format']} {step['output']['rounding']}"
+    profile = (f"n={step['n']},F={step['fraction_bits']},step={step['output']['format']} "
+               f"{step['output']['rounding']},structure=chain")
     # The built-in profile (from the published models) is among the fitted models ...
     assert profile in result.explaining, result.summary()
     # ... and the data settle F and the step's output rounding uniquely; n only from below, since
@@ -48,13 +51,71 @@ def test_generic_tensor_core_fit_recovers_each_gpu(gpu, fmt, platform, in_fmt):
 
 
 def test_fit_reports_rows_no_candidate_explains():
-    # fp8 inputs with fp16 output (mma.sync): no single-step model explains them (FACTS.md s2).
+    # fp8 inputs with fp16 output (mma.sync): no model of one step per instruction explains them
+    # (FACTS.md s2), whether c enters the step or is added after it; two interleaved halves do.
     a, b, c, d = _vectors("H100", "E4M3", rows=2000)
-    result = numeq.fit(numeq.tensor_core_candidates("e4m3fn", "fp16", n=(16, 32), fraction_bits=range(20, 27)),
-                       (a, b, numeq.round(c, "fp16")), d["fp16"], in_fmt="e4m3fn", out="fp16")
+    inputs = (a, b, numeq.round(c, "fp16"))
+    result = numeq.fit(numeq.tensor_core_candidates("e4m3fn", "fp16", n=(16, 32), fraction_bits=range(20, 27),
+                                                    structure=("chain", "c_last")),
+                       inputs, d["fp16"], in_fmt="e4m3fn", out="fp16")
     assert result.explaining == []
     assert 0 < result.unexplained.size < 2000
     assert "explained by no candidate" in result.summary()
+    halves = numeq.fit(numeq.tensor_core_candidates("e4m3fn", "fp16", n=(16, 32), fraction_bits=(25,),
+                                                    structure="halves"),
+                       inputs, d["fp16"], in_fmt="e4m3fn", out="fp16")
+    assert halves.explaining == ["n=16,F=25,step=fp16 nearest_even,structure=halves"], halves.summary()
+
+
+def _b200_fp8_fit(fmt: str, in_fmt: str, out: str, rows: int):
+    """The default candidate grid fitted to a B200 fp8 set (mma.sync.m16n8k32 with the row's c;
+    an fp16 accumulator got c through __float2half), and the label of nvidia.b200's own plan
+    in that grid (the grid's plan must be the built-in one, bit for bit of its JSON)."""
+    a, b, c, d = _vectors("B200", fmt, rows=rows)
+    cands = numeq.tensor_core_candidates(in_fmt, out)
+    result = numeq.fit(cands, (a, b, numeq.round(c, "fp16") if out == "fp16" else c), d[out], in_fmt=in_fmt, out=out)
+    builtin = numeq.plan("nvidia.b200", "dot", in_fmt, out).to_dict()
+    step = builtin["reduction"]["children"][0]["children"][0]["fused"]
+    label = f"n={step['n']},F={step['fraction_bits']},step={step['output']['format']} {step['output']['rounding']}," \
+            "structure=halves"
+    mine = cands[label].to_dict()
+    assert {k: v for k, v in mine.items() if k != "name"} == {k: v for k, v in builtin.items() if k != "name"}
+    return result, label
+
+
+@pytest.mark.parametrize("fmt,in_fmt", [("E4M3", "e4m3fn"), ("E5M2", "e5m2")])
+@pytest.mark.parametrize("out", ["fp32", "fp16"])
+def test_default_grid_recovers_b200_fp8(fmt, in_fmt, out):
+    # The B200 fp8 rows (Khattak & Mikaitis data): the default grid finds nvidia.b200's model.
+    result, builtin = _b200_fp8_fit(fmt, in_fmt, out, rows=500)
+    assert builtin in result.explaining, result.summary()
+    found = [_params(label) for label in result.explaining]
+    if out == "fp16":
+        # The fp16 accumulator shows the grouping: two interleaved steps of 16, rounded to nearest.
+        assert {(p["n"], p["step"], p["structure"]) for p in found} == {("16", "fp16 nearest_even", "halves")}
+    else:
+        # c is added after the products; the only other survivor is one step of all 32 products
+        # with c inside and a wide F rounded once to nearest (the rows' products' sums are fp32
+        # values: the full sets below reject it).
+        assert all(p["structure"] != "chain" or (p["n"] == "32" and p["step"] == "fp32 nearest_even") for p in found)
+
+
+@pytest.mark.long
+def test_default_grid_settles_b200_fp8_on_every_row():
+    # All 5000 rows of the four sets. e5m2 row 3935 (a products' sum of 25 bits) settles that the
+    # products are summed toward zero before c is added to nearest; the fp16 sets settle the two
+    # interleaved halves of 16; F is bounded from below only.
+    explaining = {}
+    for fmt, in_fmt in (("E4M3", "e4m3fn"), ("E5M2", "e5m2")):
+        for out in ("fp32", "fp16"):
+            result, builtin = _b200_fp8_fit(fmt, in_fmt, out, rows=5000)
+            assert builtin in result.explaining, result.summary()
+            explaining[fmt, out] = [_params(label) for label in result.explaining]
+            # The grid before B200 (c in the first step, F <= 27) explains none of the four sets.
+            assert not [p for p in explaining[fmt, out] if p["structure"] == "chain" and int(p["F"]) <= 27]
+    assert all(p["structure"] != "chain" and p["step"] == "fp32 toward_zero" for p in explaining["E5M2", "fp32"])
+    common = set.intersection(*({(p["n"], int(p["F"]), p["structure"]) for p in found} for found in explaining.values()))
+    assert common == {("16", F, "halves") for F in range(23, 33)}
 
 
 @pytest.fixture(scope="module")
@@ -153,6 +214,10 @@ def test_bad_input_names_the_file(tmp_path):
         numeq.probes("trainium.trn1", k=100, candidates={"x": "trainium.trn1"})
     with pytest.raises(ValueError, match="at most 128 x 512"):
         numeq.probes("trainium.trn1", m=200, candidates={"x": "trainium.trn1"})
+    with pytest.raises(ValueError, match=r"^structure: unknown 'pairs'; valid: chain, c_last, halves$"):
+        numeq.tensor_core_candidates("e4m3fn", structure=("chain", "pairs"))
+    with pytest.raises(ValueError, match=r"^n: products per step must be positive integers"):
+        numeq.tensor_core_candidates("e4m3fn", n=(0,))
 
 
 def test_sum_probes_settle_the_vector_engine_order(tmp_path):

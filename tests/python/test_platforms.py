@@ -195,3 +195,17 @@ def test_h100_mma_sync_fp8_to_fp16_rows():
     a, b, c, d = _vectors("H100", "E5M2")
     got = numeq.dot(a, b, c=numeq.round(c, "fp16"), platform="nvidia.h100.mma_sync", in_fmt="e5m2", out="fp16")
     assert _same(got, d["fp16"])
+
+
+@pytest.mark.parametrize("fmt,in_fmt", [("fp16", "fp16"), ("bf16", "bf16"), ("tf32", "tf32"), ("E4M3", "e4m3fn"),
+                                        ("E5M2", "e5m2")])
+def test_b200_rows_from_python(fmt, in_fmt):
+    """Every row of every B200 set (fp8: mma.sync.m16n8k32 with the row's c; an fp16 accumulator
+    got c through __float2half) through nvidia.b200, against the GPU's d."""
+    a, b, c, d = _vectors("B200", fmt, rows=5000)
+    assert set(d) == ({"fp32", "fp16"} if fmt in ("fp16", "E4M3", "E5M2") else {"fp32"})
+    for out, want in d.items():
+        got = numeq.dot(a, b, c=numeq.round(c, "fp16") if out == "fp16" else c, platform="nvidia.b200",
+                        in_fmt=in_fmt, out=out)
+        same = (got == want) & (np.signbit(got) == np.signbit(want))
+        assert got.shape == (5000,) and int(np.count_nonzero(same)) == 5000, f"{fmt} -> {out}"

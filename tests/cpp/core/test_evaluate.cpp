@@ -343,12 +343,13 @@ TEST(MatmulKernels, FusedChainsMatchTheWalk) {
     std::string platform, in_fmt, out_fmt;
   };
   // bf16/fp16 steps of 16 (Hopper), 8 (Ampere), 4 (Volta), the fp16 accumulator (nearest-even
-  // output, c in fp16), fp8 with the e8m13 cut, tf32 (an input cast), a bf16 epilogue cast.
+  // output, c in fp16), fp8 with the e8m13 cut and without it (B200 tcgen05: one step of 32,
+  // F = 25), tf32 (an input cast), a bf16 epilogue cast.
   const std::vector<Case> cases = {{"nvidia.h100", "bf16", "fp32"},  {"nvidia.h100", "fp16", "fp32"},
                                    {"nvidia.h100", "fp16", "fp16"},  {"nvidia.h100", "e4m3fn", "fp32"},
                                    {"nvidia.h100", "fp32", "fp32"},  {"nvidia.h100", "bf16", "bf16"},
                                    {"nvidia.a100", "bf16", "fp32"},  {"nvidia.v100", "fp16", "fp32"},
-                                   {"nvidia.b200", "e5m2", "fp32"}};
+                                   {"nvidia.b200.tcgen05", "e5m2", "fp32"}};
   std::mt19937_64 g(47);
   for (const Case& cs : cases) {
     const core::Plan plan = core::plan_for(core::platform_by_name(cs.platform), core::Operation::matmul, cs.in_fmt,

@@ -180,6 +180,10 @@ const std::vector<Expected>& expected_sets() {
       // wgmma with a zeroed accumulator: the stored c never entered these d (test below).
       {"H100", "E4M3", "fp32", 32, CInput::zero, nv::h100_e4m3},
       {"H100", "E5M2", "fp32", 32, CInput::zero, nv::h100_e5m2},
+      {"B200", "fp16", "fp32", 16, CInput::fp32, nv::b200_fp16},
+      {"B200", "fp16", "fp16", 16, CInput::fp16, nv::b200_fp16_f16},
+      {"B200", "bf16", "fp32", 16, CInput::fp32, nv::b200_bf16},
+      {"B200", "tf32", "fp32", 4, CInput::fp32, nv::b200_tf32},
   };
   return sets;
 }
@@ -193,7 +197,59 @@ const std::vector<Expected>& fp8_fp16_sets() {
   return sets;
 }
 
+// The B200 fp8 sets, captured with mma.sync.m16n8k32 (fp32 and fp16 accumulators): `step` is
+// one half of the instruction (fused.hpp b200_mma_sync_*_half, h100_mma_sync_*_f16_half).
+const std::vector<Expected>& b200_fp8_sets() {
+  static const std::vector<Expected> sets = {
+      {"B200", "E4M3", "fp32", 32, CInput::fp32, nv::b200_mma_sync_e4m3_half},
+      {"B200", "E5M2", "fp32", 32, CInput::fp32, nv::b200_mma_sync_e5m2_half},
+      {"B200", "E4M3", "fp16", 32, CInput::fp16, nv::h100_mma_sync_e4m3_f16_half},
+      {"B200", "E5M2", "fp16", 32, CInput::fp16, nv::h100_mma_sync_e5m2_f16_half},
+  };
+  return sets;
+}
+
 std::string name(const Expected& e) { return e.gpu + " " + e.fmt + " -> " + e.out; }
+
+// An IEEE addition in `format` (nearest even) as a step: one product x * 1 plus c with F = 300,
+// more than fp32's 277 binades, so the sum is exact and rounded once (as nv::fp16_add).
+FusedStep ieee_add(const numeq::Format& format) {
+  FusedStep s;
+  s.n = 1;
+  s.fraction_bits = 300;
+  s.a_format = s.b_format = s.c_format = format;
+  s.output = Cast{format, Rounding::nearest_even};
+  return s;
+}
+
+// mma.sync.m16n8k32 with fp8 operands composed from fused steps, with the alternatives the
+// B200 rows are tested against: which products go to the first half (k mod 4 in {0, 1}, or
+// {2, 3}, or k < 16), whether c enters the first half or is added last by `add`.
+enum class Halves { k_mod_4, swapped, contiguous };
+double mma_sync_k32(std::span<const double> a, std::span<const double> b, double c, const FusedStep& half,
+                    const FusedStep& add, Halves halves = Halves::k_mod_4, bool c_first = false) {
+  std::vector<double> la, lb, ha, hb;
+  for (std::size_t k = 0; k < a.size(); ++k) {
+    bool first = k % 4 < 2;
+    if (halves == Halves::swapped) first = !first;
+    if (halves == Halves::contiguous) first = k < a.size() / 2;
+    (first ? la : ha).push_back(a[k]);
+    (first ? lb : hb).push_back(b[k]);
+  }
+  const double d2 = fused_step(ha, hb, fused_step(la, lb, c_first ? c : 0.0, half), half);
+  if (c_first) return d2;
+  const double one[1] = {1.0}, ds[1] = {d2};
+  return fused_step(ds, one, c, add);
+}
+
+// The model of a B200 fp8 set: the library's h100_mma_sync_fp8_f16 for fp16 accumulators, the
+// same composition with an fp32 addition for fp32 ones.
+Model b200_fp8_model(const Expected& e) {
+  const FusedStep half = e.step;
+  if (e.out == "fp16") return [half](auto a, auto b, double c) { return nv::h100_mma_sync_fp8_f16(a, b, c, half); };
+  const FusedStep add = ieee_add(fmts::fp32);
+  return [half, add](auto a, auto b, double c) { return mma_sync_k32(a, b, c, half, add); };
+}
 
 // ---- the vectors --------------------------------------------------------------------------------
 
@@ -203,7 +259,7 @@ TEST(FusedVectors, EveryFileHasAModel) {
   EXPECT_TRUE(fs::exists(root / "LICENCE"));
   EXPECT_TRUE(fs::exists(root / "README.md"));
   std::set<std::string> modelled;
-  for (const auto* list : {&expected_sets(), &fp8_fp16_sets()})
+  for (const auto* list : {&expected_sets(), &fp8_fp16_sets(), &b200_fp8_sets()})
     for (const Expected& e : *list) modelled.insert(e.gpu + "/" + e.fmt + "/" + e.out);
   std::set<std::string> found;
   int files = 0;
@@ -233,9 +289,9 @@ TEST(FusedVectors, EveryFileHasAModel) {
     EXPECT_EQ(s.b.size(), s.a.size()) << rel;
     EXPECT_EQ(s.c.size(), s.a.size()) << rel;
   }
-  EXPECT_EQ(files, 43);
+  EXPECT_EQ(files, 66);
   EXPECT_EQ(found, modelled) << "every d file needs a model here, and every model a file";
-  for (const auto* list : {&expected_sets(), &fp8_fp16_sets()})
+  for (const auto* list : {&expected_sets(), &fp8_fp16_sets(), &b200_fp8_sets()})
     for (const Expected& e : *list)
       for (const auto& row : load(e.gpu, e.fmt).a) ASSERT_EQ(row.size(), e.K) << name(e);
 }
@@ -246,6 +302,111 @@ TEST(FusedVectors, EverySetReproducedBitForBit) {
     std::cout << "[ vectors  ] " << name(e) << ": " << r.reproduced << "/" << r.total << "\n";
     EXPECT_EQ(r.reproduced, r.total) << name(e) << ", first rows missed: "
                                      << ::testing::PrintToString(r.first_misses);
+  }
+}
+
+TEST(FusedVectors, B200Fp8SetsReproducedBitForBit) {
+  for (const Expected& e : b200_fp8_sets()) {
+    const Count r = count(load(e.gpu, e.fmt), e.out, e.c_mode, b200_fp8_model(e));
+    std::cout << "[ vectors  ] " << name(e) << " (mma.sync): " << r.reproduced << "/" << r.total << "\n";
+    EXPECT_EQ(r.total, 5000);
+    EXPECT_EQ(r.reproduced, r.total) << name(e) << ", first rows missed: "
+                                     << ::testing::PrintToString(r.first_misses);
+  }
+}
+
+// What the B200 fp8 rows settle about the mma.sync model (fused.hpp, b200_mma_sync_*_half): each
+// rejected alternative misses rows of at least one set of a kind (e4m3 and e5m2 together), each
+// open one reproduces every row of the sets named.
+TEST(FusedVectors, B200Fp8WhatTheDataSettle) {
+  struct Alternative {
+    std::string what;
+    std::string out;  // the sets it is tried on
+    bool rejected;
+    std::function<Model(const Expected&)> model;
+  };
+  const auto composed = [](Halves h, bool c_first) {
+    return [h, c_first](const Expected& e) -> Model {
+      const FusedStep half = e.step, add = ieee_add(e.step.output.format);
+      return [half, add, h, c_first](auto a, auto b, double c) { return mma_sync_k32(a, b, c, half, add, h, c_first); };
+    };
+  };
+  const auto changed = [](std::function<void(FusedStep&, FusedStep&)> change) {
+    return [change](const Expected& e) -> Model {
+      FusedStep half = e.step, add = ieee_add(e.step.output.format);
+      change(half, add);
+      return [half, add](auto a, auto b, double c) { return mma_sync_k32(a, b, c, half, add); };
+    };
+  };
+  // One step of the row's 32 products; c inside it, or added last by the IEEE addition.
+  const auto one_step = [](std::function<void(FusedStep&)> change, bool c_last) {
+    return [change, c_last](const Expected& e) -> Model {
+      FusedStep s = e.step;
+      s.n = 32;
+      change(s);
+      const FusedStep add = ieee_add(e.step.output.format);
+      return [s, add, c_last](auto a, auto b, double c) {
+        if (!c_last) return fused_step(a, b, c, s);
+        const double one[1] = {1.0}, ds[1] = {fused_step(a, b, 0.0, s)};
+        return fused_step(ds, one, c, add);
+      };
+    };
+  };
+  const std::vector<Alternative> alternatives = {
+      {"published single step (32 products, c inside, F = 25; MMA-Sim)", "fp32", true, one_step([](FusedStep&) {}, false)},
+      {"published single step (32 products, c inside, F = 25; MMA-Sim)", "fp16", true, one_step([](FusedStep&) {}, false)},
+      {"one rounding of a.b + c to nearest (32 products, c inside, F = 64)", "fp32", true,
+       one_step([](FusedStep& s) { s.fraction_bits = 64; s.output.rounding = Rounding::nearest_even; }, false)},
+      {"c fed to the first half", "fp32", true, composed(Halves::k_mod_4, true)},
+      {"c fed to the first half", "fp16", true, composed(Halves::k_mod_4, true)},
+      {"c added toward zero", "fp32", true, changed([](FusedStep&, FusedStep& add) { add.output.rounding = Rounding::toward_zero; })},
+      {"halves rounded to nearest", "fp32", true, changed([](FusedStep& h, FusedStep&) { h.output.rounding = Rounding::nearest_even; })},
+      {"one step of 32, c added last", "fp16", true, one_step([](FusedStep&) {}, true)},
+      {"contiguous halves (k < 16 first)", "fp16", true, composed(Halves::contiguous, false)},
+      {"halves swapped", "fp16", true, composed(Halves::swapped, false)},
+      // The fp32 rows alone do not see how the products are grouped (their sum is an fp32 value
+      // in all but one row, e5m2 row 3935); the fp16 rows above do.
+      {"one step of 32, c added last", "fp32", false, one_step([](FusedStep&) {}, true)},
+      {"contiguous halves (k < 16 first)", "fp32", false, composed(Halves::contiguous, false)},
+      {"halves swapped", "fp32", false, composed(Halves::swapped, false)},
+      {"nearest-even alignment", "fp32", false, changed([](FusedStep& h, FusedStep&) { h.alignment = numeq::core::Alignment::nearest_even; })},
+  };
+  for (const Alternative& alt : alternatives) {
+    int reproduced = 0, total = 0;
+    std::string counts;
+    for (const Expected& e : b200_fp8_sets()) {
+      if (e.out != alt.out) continue;
+      const Count r = count(load(e.gpu, e.fmt), e.out, e.c_mode, alt.model(e));
+      reproduced += r.reproduced;
+      total += r.total;
+      counts += " " + e.fmt + " " + std::to_string(r.reproduced) + "/" + std::to_string(r.total);
+    }
+    std::cout << "[ " << (alt.rejected ? "settled " : "open    ") << " ] B200 fp8 -> " << alt.out << " (mma.sync), "
+              << alt.what << ":" << counts << "\n";
+    if (alt.rejected) {
+      EXPECT_LT(reproduced, total) << alt.out << ": " << alt.what << " is not rejected";
+    } else {
+      EXPECT_EQ(reproduced, total) << alt.out << ": " << alt.what << " is settled after all";
+    }
+  }
+  // F of the halves: every F from the smallest that reproduces all rows up to 40 does (25, the
+  // B200 fp16 step's F, among them).
+  for (const Expected& e : b200_fp8_sets()) {
+    const VectorSet& s = load(e.gpu, e.fmt);
+    int smallest = -1;
+    for (int F = 13; F <= 40; ++F) {
+      Expected x = e;
+      x.step.fraction_bits = F;
+      const Count r = count(s, e.out, e.c_mode, b200_fp8_model(x));
+      if (r.reproduced == r.total && smallest < 0) smallest = F;
+      if (smallest >= 0) {
+        EXPECT_EQ(r.reproduced, r.total) << name(e) << " F = " << F;
+      }
+    }
+    std::cout << "[ settled  ] " << name(e) << " (mma.sync): F of the halves reproduces every row for " << smallest
+              << " <= F <= 40\n";
+    EXPECT_GT(smallest, 13);
+    EXPECT_LE(smallest, 25);
   }
 }
 
@@ -868,6 +1029,8 @@ const std::vector<NamedStep>& named_steps() {
       {"b200_fp16", nv::b200_fp16}, {"b200_fp16_f16", nv::b200_fp16_f16}, {"b200_bf16", nv::b200_bf16},
       {"b200_tf32", nv::b200_tf32}, {"b200_e4m3", nv::b200_e4m3}, {"b200_e5m2", nv::b200_e5m2},
       {"b200_e4m3_f16", nv::b200_e4m3_f16}, {"b200_e5m2_f16", nv::b200_e5m2_f16},
+      {"b200_mma_sync_e4m3_half", nv::b200_mma_sync_e4m3_half},
+      {"b200_mma_sync_e5m2_half", nv::b200_mma_sync_e5m2_half},
   };
   return all;
 }

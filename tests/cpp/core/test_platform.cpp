@@ -70,7 +70,7 @@ struct Case {
   const char* in_fmt;
   const char* out;
   bool c_is_zero;        // H100 fp8 fp32 outputs were captured from a zeroed accumulator
-  bool expected_exact;   // false: no published model (H100 fp8 -> fp16, mma.sync): report only
+  bool expected_exact;   // false: a published model the rows reject (report only)
 };
 
 // Rows the platform reproduces, of the set's rows.
@@ -116,6 +116,18 @@ TEST(Platform, ReproducesEveryMeasuredTensorCoreVector) {
       // mma.sync.m16n8k32: two interleaved fp16 steps, c added last
       {"H100", "E4M3", "nvidia.h100.mma_sync", "e4m3fn", "fp16", false, true},
       {"H100", "E5M2", "nvidia.h100.mma_sync", "e5m2", "fp16", false, true},
+      {"B200", "fp16", "nvidia.b200", "fp16", "fp32", false, true},
+      {"B200", "fp16", "nvidia.b200", "fp16", "fp16", false, true},
+      {"B200", "bf16", "nvidia.b200", "bf16", "fp32", false, true},
+      {"B200", "tf32", "nvidia.b200", "tf32", "fp32", false, true},
+      // mma.sync.m16n8k32 with fp8 operands: two interleaved steps of 16, c added last
+      {"B200", "E4M3", "nvidia.b200", "e4m3fn", "fp32", false, true},
+      {"B200", "E5M2", "nvidia.b200", "e5m2", "fp32", false, true},
+      {"B200", "E4M3", "nvidia.b200", "e4m3fn", "fp16", false, true},
+      {"B200", "E5M2", "nvidia.b200", "e5m2", "fp16", false, true},
+      // tcgen05.mma's published single-step model: not what these mma.sync rows measured (report only)
+      {"B200", "E4M3", "nvidia.b200.tcgen05", "e4m3fn", "fp32", false, false},
+      {"B200", "E5M2", "nvidia.b200.tcgen05", "e5m2", "fp32", false, false},
   };
   for (const Case& cs : cases) {
     const auto [same, rows] = run(cs);

@@ -320,20 +320,44 @@ inline constexpr FusedStep fp16_add = detail::make(1, 64, formats::fp16, formats
 double h100_mma_sync_fp8_f16(std::span<const double> a, std::span<const double> b, double c,
                              const FusedStep& half);
 
-// B200 (Blackwell, tcgen05.mma): fp16/bf16 n = 16, tf32 n = 8, fp8 n = 32, F = 25 for all (no
-// e8m13 cut for fp8), fp32 output toward zero. Published facts only: [code] MMA-Sim nv.py
-// TCGen05MMASim (25; 35 for mxf4 only); FACTS.md s2. The least certain row (FACTS.md): MATLAB
-// also ships B200TCRN (these steps with output.rounding = nearest_even) and, at commit 109e412, an
-// fp8 B200TC with the structure of h100_mma_sync_fp8_f16 (two interleaved steps of 16 with fp32
-// toward-zero results, c added last to nearest). No B200 vectors here.
+// B200 (Blackwell): fp16/bf16 n = 16, tf32 n = 8, F = 25, fp32 output toward zero. [code]
+// MMA-Sim nv_ptx.py (mma and tcgen05mma: 25); MATLAB B200TC. [measured] fp16 (fp32 and fp16
+// output), bf16, tf32: 5000/5000 each (B200 vectors, captured with wmma); F = 24 / 26 fail on
+// every fp32-output set, n/2 on fp16 and bf16.
 inline constexpr FusedStep b200_fp16 = detail::make(16, 25, formats::fp16, formats::fp32, detail::rz32);
 inline constexpr FusedStep b200_fp16_f16 = detail::make(16, 25, formats::fp16, formats::fp16, detail::rn16);
 inline constexpr FusedStep b200_bf16 = detail::make(16, 25, formats::bf16, formats::fp32, detail::rz32);
 inline constexpr FusedStep b200_tf32 = detail::make(8, 25, formats::tf32, formats::fp32, detail::rz32);
+// B200 fp8 as published for tcgen05.mma (and for mma.sync k32): one step of 32 with c inside,
+// F = 25, no e8m13 cut. [code] MMA-Sim nv_ptx.py tcgen05mma / mma; MATLAB B200TC at b12b5a70
+// (fma 32, neab 2). NOT what the B200 vectors measured (captured with mma.sync.m16n8k32, MATLAB
+// model_validation/CUDA/mma_fp8_output_fp{32,16}.cu): fp32 output 3207/5000 (e4m3) and
+// 3236/5000 (e5m2); fp16 output 3108 and 3403. tcgen05.mma itself is not in the vectors.
 inline constexpr FusedStep b200_e4m3 = detail::make(32, 25, formats::e4m3fn, formats::fp32, detail::rz32);
 inline constexpr FusedStep b200_e5m2 = detail::make(32, 25, formats::e5m2, formats::fp32, detail::rz32);
 inline constexpr FusedStep b200_e4m3_f16 = detail::make(32, 25, formats::e4m3fn, formats::fp16, detail::rn16);
 inline constexpr FusedStep b200_e5m2_f16 = detail::make(32, 25, formats::e5m2, formats::fp16, detail::rn16);
+// B200 mma.sync.m16n8k32 with fp8 operands: the structure of h100_mma_sync_fp8_f16 with the
+// accumulator's format: d1 = step(products k mod 4 in {0,1}, c = 0), d2 = step(products {2,3},
+// c = d1), both n = 16, F = 25, rounded into the accumulator (fp32 toward zero, fp16 nearest
+// even), then d = d2 + c, one nearest-even addition in the accumulator's format. [measured] all
+// four B200 fp8 sets 5000/5000: fp32 output with the halves below, fp16 output with
+// h100_mma_sync_e4m3_f16_half / _e5m2_f16_half (the H100 model unchanged). The structure is
+// MATLAB GEMM.m's inter_pattern (B200TC fp8 at commit 109e412). What the rows settle, as
+// e4m3 / e5m2 rows of 5000 (tests/cpp/core/test_fused.cpp, FusedVectors.B200Fp8WhatTheDataSettle):
+//   - c is added after the products, to nearest: c fed to the first half 2761/2756 (fp16
+//     output 3033/3154), c added toward zero 3151/3183;
+//   - the products' sum is cut toward zero before c is added: one rounding of a.b + c to
+//     nearest (c inside, F = 64) and halves rounded to nearest both give 5000/4999 (e5m2 row
+//     3935, whose products' sum needs 25 bits, is 1 ulp off);
+//   - F: every F from 20 / 23 (fp32 output; fp16: 17 / 18) up to 40 reproduces every row; 25 is
+//     Blackwell's fp16 step;
+//   - the grouping: the fp32 rows alone do not see it (the products' sum is an fp32 value in
+//     9999 of the 10000 rows: one step of 32 with c added last, contiguous or swapped halves
+//     also give 5000/5000), the fp16 rows do (one step of 32 with c last 3929/4241, contiguous
+//     halves 3500/3850, halves swapped 3443/3771).
+inline constexpr FusedStep b200_mma_sync_e4m3_half = detail::make(16, 25, formats::e4m3fn, formats::fp32, detail::rz32);
+inline constexpr FusedStep b200_mma_sync_e5m2_half = detail::make(16, 25, formats::e5m2, formats::fp32, detail::rz32);
 
 // The NaN a tensor core writes (the double results carry no payload): fp32 0x7FFFFFFF, fp16
 // 0x7FFF. [code] MMA-Sim nv_fused_dot_add. [assumed] not in the vectors.
