@@ -96,7 +96,7 @@ TEST(NumpyReduction, ACastCopiesThroughTheBufferInRunsOfBufsize) {
   EXPECT_EQ(r.plan.reduction.size, 8192u);
   // Without a cast the contiguous run is summed pairwise in one call.
   EXPECT_EQ(core::numpy_reduction({20000}, {2}, {0}, formats::fp16, formats::fp16).plan.reduction.kind,
-            core::NodeKind::chunked);  // float16: half(float(0) + pairwise), wrapped in one chunk
+            core::NodeKind::split);  // float16: half(float(0) + pairwise): one part through fp16
   EXPECT_EQ(core::numpy_reduction({20000}, {4}, {0}, formats::fp32, formats::fp32).plan.reduction.kind,
             core::NodeKind::pairwise);
 }
