@@ -101,6 +101,25 @@ def test_sum_at_block_and_buffer_boundaries(dtype):
     assert not bad, f"{len(bad)} of {counts[0]} differ from np.sum, e.g. {bad[:5]}"
 
 
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: d.__name__)
+def test_builtin_plan_holds_for_every_length(dtype):
+    """The numpy platform's own plan (numeq.plan, and through JSON) is np.sum of a contiguous 1-d
+    array of any length, not only of the length it was built for."""
+    rng = np.random.default_rng(16)
+    fmt = {np.float16: "fp16", np.float32: "fp32", np.float64: "fp64"}[dtype]
+    p = numeq.plan("numpy", op="sum", in_fmt=fmt, out=fmt)
+    q = numeq.Plan.from_json(p.to_json())
+    bad = []
+    for n in (1, 2, 3, 7, 8, 9, 100, 129, 1000, 5000):
+        for _ in range(10):
+            x = (rng.standard_normal(n) * np.exp2(rng.integers(-8, 8, n))).astype(dtype)
+            want = np.sum(x).tobytes()
+            for plan in (p, q):
+                if dtype(numeq.sum(x, plan=plan)).tobytes() != want:
+                    bad.append(n)
+    assert not bad, f"{len(bad)} sums differ from np.sum, at lengths {sorted(set(bad))}"
+
+
 def test_buffered_runs_across_unmerged_axes():
     """Strided axes that do not merge make numpy copy the input in 8192-element buffers cut at
     multiples of the inner run: sweeps of unequal runs (e.g. 8150 + 1850 per 10000)."""
