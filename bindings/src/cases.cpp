@@ -281,6 +281,8 @@ void numeq_bindings::bind_cases(py::module_& m) {
         d["bit_exact"] = v.bit_exact;
         d["within_bound"] = v.within_bound;
         d["violations"] = v.violations;
+        d["special_mismatches"] = v.special_mismatches;
+        d["not_in_format"] = v.not_in_format;
         d["worst_error_over_bound"] = v.worst_error_over_bound;
         d["max_ulps"] = v.max_ulps;
         d["failure_probability"] = v.failure_probability;

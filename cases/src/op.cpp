@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <iomanip>
+#include <sstream>
 #include <limits>
 #include <memory>
 #include <string>
@@ -749,6 +751,7 @@ Op quantization(const Array& x, std::string_view in_fmt, const Quantization& q, 
 Op dequantization(const Array& codes, const Quantization& q, const Array& scale,
                   const xt::xarray<std::int64_t>& zero_point, int axis, std::size_t block_size, const Cast& out) {
   floating_format(out.format.name, "out");
+  integer_codes(codes, q);  // checked where the op is built: the exact value reads them too
   const QuantSetup setup = quant_setup(codes, scale, zero_point, axis, block_size);
   const auto sc = std::make_shared<const Array>(codes), ss = std::make_shared<const Array>(scale);
   const auto sz = std::make_shared<const xt::xarray<std::int64_t>>(zero_point);
@@ -757,18 +760,29 @@ Op dequantization(const Array& codes, const Quantization& q, const Array& scale,
   op.signature = "dequantize(codes" + shape_text(codes) + " " + std::string(q.format.name) + ") -> " +
                  std::string(out.format.name);
   op.out = out;
-  // (c - z) s: an integer below 2^9 in magnitude times a scale, exact in binary64 for fp32 scales.
+  // (c - z) s: c - z is exact in binary64 (|c - z| < 2^33 for int32 codes); the product as a
+  // double-double by fma (error-free), exact for every code width and binary64 scale.
   op.exact = [sc, ss, sz, setup] {
-    Array v = *sc;
-    for (std::size_t i = 0; i < v.size(); ++i) {
+    reference::ExactValues r{*sc, xt::zeros<double>(sc->shape())};
+    for (std::size_t i = 0; i < sc->size(); ++i) {
       const std::size_t g = group_index(i, setup.shape, setup.groups);
-      v.data()[i] = (sc->data()[i] - static_cast<double>(sz->data()[g])) * ss->data()[g];
+      const double steps = sc->data()[i] - static_cast<double>(sz->data()[g]), s = ss->data()[g];
+      const double p = steps * s;
+      r.hi.data()[i] = p;
+      r.lo.data()[i] = std::isfinite(p) ? std::fma(steps, s, -p) : 0.0;
     }
-    return certified(std::move(v));
+    return r;
   };
   op.reference = [op_exact = op.exact, out] {
-    Array v = op_exact().hi;
-    for (std::size_t i = 0; i < v.size(); ++i) v.data()[i] = round_to_format(v.data()[i], out, i);
+    reference::ExactValues e = op_exact();
+    Array v = std::move(e.hi);
+    // hi is the product rounded to nearest binary64: already the answer for fp64 nearest-even
+    // output; otherwise round-to-odd from (hi, sign of lo), then into out (round_quotient).
+    const bool hi_is_it = out.format == formats::fp64 && out.rounding == Rounding::nearest_even;
+    for (std::size_t i = 0; i < v.size(); ++i) {
+      const double lo = e.lo.data()[i];
+      v.data()[i] = lo == 0 || hi_is_it ? round_to_format(v.data()[i], out, i) : round_quotient(v.data()[i], lo, out);
+    }
     return v;
   };
   op.emulate = [sc, ss, sz, q, axis, block_size, out](const core::Platform&, const core::BoundOptions&) {
@@ -860,6 +874,13 @@ std::vector<std::size_t> unravel(std::size_t flat, const Array& shape_of) {
   return index;
 }
 
+// Whether x is a value of f (integers: an integer in f's range).
+bool holds(const Format& f, const Cast& exact_cast, double x) {
+  if (f.is_integer())
+    return x == std::floor(x) && x >= static_cast<double>(f.int_min()) && x <= static_cast<double>(f.int_max());
+  return round_to_format(x, exact_cast) == x;
+}
+
 bool same_value(double x, double y) {
   if (std::isnan(x) || std::isnan(y)) return std::isnan(x) && std::isnan(y);
   return x == y && std::signbit(x) == std::signbit(y);
@@ -878,31 +899,51 @@ Verdict compare(const Array& actual, const Op& op, const core::Platform& platfor
   v.elements = actual.size();
   v.failure_probability = em.failure_probability;
   v.tolerance = tolerance(em.bound, ref, op.out.format);
+  const Cast out_values{op.out.format.is_integer() ? formats::fp64 : op.out.format};
+  // How an element ranks among the worst (Verdict::worst): violations before elements within the
+  // bound; among violations a special value or a value outside the output format first (no
+  // ratio measures them); then error / bound, descending; then index order.
   struct Scored {
-    double score;
+    bool violation;
+    bool special;  // a special-value mismatch or a value the output format does not hold
+    double ratio;  // error / bound (Inf for an error over a zero bound)
     std::size_t i;
     double error;
-    bool violation;
   };
   std::vector<Scored> scored;
   scored.reserve(actual.size());
+  std::size_t first_special = actual.size(), first_foreign = actual.size();
   for (std::size_t i = 0; i < actual.size(); ++i) {
     const double g = actual.data()[i], e = em.values.data()[i], B = em.bound.data()[i];
     const double hi = ex.hi.data()[i], lo = ex.lo.data()[i];
     const double r = ref.data()[i];
-    bool violation = false;
-    double error = 0, score = 0;
-    // Integer outputs have one zero: -0 from a float computation is the code 0.
-    if (same_value(g, e) || (op.out.format.is_integer() && g == e)) {
+    bool violation = false, special = false;
+    double error = 0, ratio = 0;
+    // A value the output format does not hold (an fp32 result judged against a bf16 op, a code
+    // outside the integer format) is no output of the operation, whatever its distance.
+    const bool foreign = !std::isnan(g) && !holds(op.out.format, out_values, g);
+    if (foreign) {
+      violation = special = true;
+      error = std::isfinite(g) && std::isfinite(hi) ? std::abs((g - hi) - lo) : std::numeric_limits<double>::infinity();
+      ratio = std::numeric_limits<double>::infinity();
+      ++v.not_in_format;
+      first_foreign = std::min(first_foreign, i);
+    } else if (same_value(g, e) || (op.out.format.is_integer() && g == e)) {
+      // Integer outputs have one zero: -0 from a float computation is the code 0.
       ++v.bit_exact;
       error = std::isfinite(g) && std::isfinite(hi) ? std::abs((g - hi) - lo) : 0;
-      score = B > 0 && std::isfinite(B) ? error / B : 0;  // how close the platform itself comes to its bound
-    } else if (std::isnan(B) || !std::isfinite(hi) || !std::isfinite(g)) {
-      // Non-finite inputs or results: only the platform's own special value is explained,
-      // except where the emulation itself overflowed (bound +Inf): any value then.
-      violation = !(B == std::numeric_limits<double>::infinity() && !std::isnan(g));
+      ratio = B > 0 && std::isfinite(B) ? error / B : 0;  // how close the platform itself comes to its bound
+    } else if (!std::isfinite(e) || !std::isfinite(B) || !std::isfinite(hi) || !std::isfinite(g)) {
+      // Special values: where the emulation gives NaN or +-Inf, or its bound is infinite or NaN
+      // (an overflow, a non-finite input), or where the device or the exact value is not finite,
+      // only the platform's own value explains the output (NaN matches any NaN: the bit-exact
+      // case above). An infinite bound bounds nothing: 0.0 for an exp that overflows to Inf on the
+      // platform is a wrong result, not one within an infinite tolerance.
+      violation = special = true;
       error = std::numeric_limits<double>::infinity();
-      score = violation ? std::numeric_limits<double>::infinity() : 0;
+      ratio = std::numeric_limits<double>::infinity();
+      ++v.special_mismatches;
+      first_special = std::min(first_special, i);
     } else {
       const double d = g - hi;
       error = std::abs(d - lo);
@@ -910,18 +951,22 @@ Verdict compare(const Array& actual, const Op& op, const core::Platform& platfor
       // results) and the two subtractions above, each at most 2^-53 relative.
       const double slack = std::abs(hi) * op.exact_relative_error + (std::abs(d) + error) * 0x1p-52;
       violation = error > B + slack;
-      score = B > 0 ? error / B : (error > slack ? std::numeric_limits<double>::infinity() : 0);
+      ratio = B > 0 ? error / B : (error > slack ? std::numeric_limits<double>::infinity() : 0);
       if (!violation) ++v.within_bound;
     }
     if (violation) ++v.violations;
     if (std::isfinite(g) && std::isfinite(r)) v.max_ulps = std::max(v.max_ulps, std::abs(g - r) / ulp_of(r, op.out.format));
-    if (std::isfinite(score)) v.worst_error_over_bound = std::max(v.worst_error_over_bound, score);
-    else v.worst_error_over_bound = std::numeric_limits<double>::infinity();
-    scored.push_back({score + (violation ? 1e300 : 0), i, error, violation});
+    v.worst_error_over_bound = std::max(v.worst_error_over_bound, ratio);
+    scored.push_back({violation, special, ratio, i, error});
   }
   const std::size_t k = std::min(options.worst, scored.size());
   std::partial_sort(scored.begin(), scored.begin() + static_cast<std::ptrdiff_t>(k), scored.end(),
-                    [](const Scored& x, const Scored& y) { return x.score > y.score || (x.score == y.score && x.i < y.i); });
+                    [](const Scored& x, const Scored& y) {
+                      if (x.violation != y.violation) return x.violation;
+                      if (x.special != y.special) return x.special;
+                      if (x.ratio != y.ratio) return x.ratio > y.ratio;
+                      return x.i < y.i;
+                    });
   for (std::size_t j = 0; j < k; ++j) {
     const std::size_t i = scored[j].i;
     WorstElement w;
@@ -939,17 +984,47 @@ Verdict compare(const Array& actual, const Op& op, const core::Platform& platfor
   }
   v.passed = v.violations == 0;
   const std::string kind(core::to_string(options.bound.kind));
-  if (v.bit_exact == v.elements)
+  const auto value_text = [](double x) {
+    std::ostringstream s;
+    s << std::setprecision(17) << x;
+    return s.str();
+  };
+  if (v.bit_exact == v.elements) {
     v.diagnosis = "bit-exact with " + platform.name + "'s emulation on all " + std::to_string(v.elements) + " elements";
-  else if (v.passed)
+  } else if (v.passed) {
     v.diagnosis = std::to_string(v.elements - v.bit_exact) + " of " + std::to_string(v.elements) +
                   " elements differ from " + platform.name +
                   "'s emulation but lie within its " + kind +
                   " bound: a different order or rounding than the model states, explained by the bound";
-  else
-    v.diagnosis = std::to_string(v.violations) + " of " + std::to_string(v.elements) + " elements lie beyond " +
-                  platform.name + "'s " + kind + " bound (worst " + std::to_string(v.worst_error_over_bound) +
-                  "x the bound): not explained by the platform's arithmetic";
+  } else {
+    std::vector<std::string> parts;
+    if (v.not_in_format > 0) {
+      const std::size_t i = first_foreign;
+      parts.push_back(std::to_string(v.not_in_format) + " of " + std::to_string(v.elements) +
+                      " elements of actual are not values of the output format " + std::string(op.out.format.name) +
+                      " (first: element " + std::to_string(i) + " (C order) = " + value_text(actual.data()[i]) +
+                      "): the device output is in another format than the op's out; round it into " +
+                      std::string(op.out.format.name) + " or build the op with the format the device writes");
+    }
+    if (v.special_mismatches > 0) {
+      const std::size_t i = first_special;
+      parts.push_back(std::to_string(v.special_mismatches) + " of " + std::to_string(v.elements) +
+                      " elements: special value differs from " + platform.name + "'s (first: element " +
+                      std::to_string(i) + " (C order): got " + value_text(actual.data()[i]) + ", the platform gives " +
+                      value_text(em.values.data()[i]) + " with bound " + value_text(em.bound.data()[i]) +
+                      "; NaN and +-Inf, and any value where the bound is infinite, must equal the platform's own)");
+    }
+    const std::size_t beyond = v.violations - v.not_in_format - v.special_mismatches;
+    if (beyond > 0) {
+      double worst_finite = 0;
+      for (const Scored& s : scored)
+        if (s.violation && !s.special) worst_finite = std::max(worst_finite, s.ratio);
+      parts.push_back(std::to_string(beyond) + " of " + std::to_string(v.elements) + " elements lie beyond " +
+                      platform.name + "'s " + kind + " bound (worst " + value_text(worst_finite) +
+                      "x the bound): not explained by the platform's arithmetic");
+    }
+    for (std::size_t j = 0; j < parts.size(); ++j) v.diagnosis += (j ? "; " : "") + parts[j];
+  }
   return v;
 }
 
