@@ -104,6 +104,8 @@ def _actual_values(actual: Any) -> np.ndarray:
             if dt.itemsize >= 8 and not np.array_equal(values.astype(dt), a):
                 raise ValueError(f"actual: {dt} values beyond 2^53 are not exact in float64; {accepted}")
         return np.asarray(values, order="C")
+    if dt == np.float32:
+        return np.asarray(a, order="C")  # widened in C++ in one pass: no float64 copy here
     values = np.asarray(a.astype(np.float64), order="C")  # keeps a 0-d result 0-d
     if dt.kind == "f" and dt.itemsize > 8 and not np.array_equal(values, a, equal_nan=True):
         raise ValueError(f"actual: {dt} values are not exact in float64; {accepted}")

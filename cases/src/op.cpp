@@ -153,6 +153,18 @@ Op matmul(const Array& a, const Array& b, const Array* c, std::string_view in_fm
   const std::string fmt(in_fmt);
   op.exact = [sa, sb, sc] { return reference::matmul_exact(*sa, *sb, sc.get()); };
   op.reference = [sa, sb, sc, out] { return reference::matmul(*sa, *sb, out, sc.get()); };
+  // The reference from the double-double exact value, rounded to odd into binary64 by the sign of
+  // lo, then into out (round_quotient): correct where lo is nonzero exactly when the exact value
+  // differs from hi (products of fp32-range inputs have no bits below 2^-298, so lo never
+  // underflows; no bias c of another format), where out is narrower than binary64 by 2 bits or
+  // more, and for roundings whose exact-zero sign hi already carries (all but downward). Only the
+  // 16- and 32-bit output formats (each has a NaN for a NaN result).
+  const bool from_exact = !sc && fin != formats::fp64 && out.format.mantissa_bits >= 7 && out.format.mantissa_bits <= 50 &&
+                          out.subnormals == Subnormals::keep &&
+                          (out.rounding == Rounding::nearest_even || out.rounding == Rounding::nearest_away ||
+                           out.rounding == Rounding::toward_zero || out.rounding == Rounding::upward);
+  if (from_exact)
+    op.reference_from_exact = [out](double hi, double lo) { return round_quotient(hi, lo, out); };
   op.emulate = [sa, sb, sc, fmt, out](const core::Platform& platform, const core::BoundOptions& options) {
     const core::Plan plan = core::plan_for(platform, core::Operation::matmul, fmt, out.format.name);
     Emulation e;
@@ -807,34 +819,35 @@ Tolerance tolerance(const Array& bound, const Array& reference, const Format& ou
   if (bound.shape() != reference.shape())
     throw numeq::error("reference: shape " + shape_text(reference) + " differs from the bound's " + shape_text(bound));
   Tolerance t;
-  std::vector<double> b, r;
-  b.reserve(bound.size());
-  r.reserve(bound.size());
-  for (std::size_t i = 0; i < bound.size(); ++i) {
-    const double bi = bound.data()[i], ri = reference.data()[i];
-    if (!std::isfinite(bi) || !std::isfinite(ri)) continue;
-    b.push_back(bi);
-    r.push_back(std::abs(ri));
+  // Elements with a finite bound and reference take part; read in place (no copies: compare
+  // calls this on full results).
+  const double* bp = bound.data();
+  const double* rp = reference.data();
+  const std::size_t n = bound.size();
+  const auto used = [&](std::size_t i) { return std::isfinite(bp[i]) && std::isfinite(rp[i]); };
+  std::size_t count = 0;
+  double sum_r = 0, hi = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    if (!used(i)) continue;
+    const double bi = bp[i], ri = std::abs(rp[i]);
+    ++count;
+    sum_r += ri;
     t.max_abs = std::max(t.max_abs, bi);
-    t.max_ulps = std::max(t.max_ulps, bi / ulp_of(ri, out));
-    t.rtol_only = std::max(t.rtol_only, bi == 0 ? 0.0 : (r.back() == 0 ? std::numeric_limits<double>::infinity()
-                                                                        : bi / r.back()));
+    t.max_ulps = std::max(t.max_ulps, bi / ulp_of(rp[i], out));
+    t.rtol_only = std::max(t.rtol_only, bi == 0 ? 0.0 : (ri == 0 ? std::numeric_limits<double>::infinity() : bi / ri));
+    if (ri > 0) hi = std::max(hi, bi / ri);
   }
   t.atol_only = t.max_abs;
-  if (b.empty()) return t;
+  if (count == 0) return t;
   // a(rtol) = max_i (b_i - rtol r_i)^+ is convex and decreasing; the total allowance
   // f(rtol) = N a(rtol) + rtol sum r_i is convex: ternary search on [0, rtol_hi].
-  double sum_r = 0;
-  for (double v : r) sum_r += v;
   const auto atol_at = [&](double rt) {
     double a = 0;
-    for (std::size_t i = 0; i < b.size(); ++i) a = std::max(a, b[i] - rt * r[i]);
+    for (std::size_t i = 0; i < n; ++i)
+      if (used(i)) a = std::max(a, bp[i] - rt * std::abs(rp[i]));
     return a;
   };
-  double hi = 0;
-  for (std::size_t i = 0; i < b.size(); ++i)
-    if (r[i] > 0) hi = std::max(hi, b[i] / r[i]);
-  const double N = static_cast<double>(b.size());
+  const double N = static_cast<double>(count);
   const auto total = [&](double rt) { return N * atol_at(rt) + rt * sum_r; };
   double lo = 0;
   for (int it = 0; it < 100 && hi - lo > 1e-6 * hi; ++it) {
@@ -889,16 +902,25 @@ bool same_value(double x, double y) {
 }  // namespace
 
 Verdict compare(const Array& actual, const Op& op, const core::Platform& platform, const CompareOptions& options) {
-  Emulation em = op.emulate(platform, options.bound);
-  if (actual.shape() != em.values.shape())
+  // The exact value first, then the emulation: the exact matmul's working memory is freed (and
+  // reused by the emulation) before the emulation's values and bound exist, which keeps the peak
+  // lower than the other order. exact()'s shape is the result's.
+  reference::ExactValues ex = op.exact();
+  if (actual.shape() != ex.hi.shape())
     throw numeq::error("actual: shape " + shape_text(actual) + " differs from the result of " + op.signature + ", " +
-                       shape_text(em.values));
-  const reference::ExactValues ex = op.exact();
-  const Array ref = op.reference();
+                       shape_text(ex.hi));
+  Emulation em = op.emulate(platform, options.bound);
+  // One exact computation serves both where the op can round its exact value itself: the
+  // reference is then formed element by element and never held as a whole array (after the
+  // verdict's loop it takes lo's place for the tolerance).
+  const auto& round_exact = op.reference_from_exact;
+  const Array ref_store = round_exact ? Array{} : op.reference();
+  const auto ref_at = [&](std::size_t i) {
+    return round_exact ? round_exact(ex.hi.data()[i], ex.lo.data()[i]) : ref_store.data()[i];
+  };
   Verdict v;
   v.elements = actual.size();
   v.failure_probability = em.failure_probability;
-  v.tolerance = tolerance(em.bound, ref, op.out.format);
   const Cast out_values{op.out.format.is_integer() ? formats::fp64 : op.out.format};
   // How an element ranks among the worst (Verdict::worst): violations before elements within the
   // bound; among violations a special value or a value outside the output format first (no
@@ -910,13 +932,22 @@ Verdict compare(const Array& actual, const Op& op, const core::Platform& platfor
     std::size_t i;
     double error;
   };
-  std::vector<Scored> scored;
-  scored.reserve(actual.size());
+  const auto ranks_before = [](const Scored& x, const Scored& y) {
+    if (x.violation != y.violation) return x.violation;
+    if (x.special != y.special) return x.special;
+    if (x.ratio != y.ratio) return x.ratio > y.ratio;
+    return x.i < y.i;
+  };
+  // The worst options.worst elements, kept in a heap whose front ranks last (memory O(worst), not
+  // O(elements): a 2048^2 result would otherwise hold 128 MiB of scores).
+  std::vector<Scored> kept;
+  kept.reserve(options.worst);
+  double worst_beyond = 0;  // the largest error / bound among the finite violations
   std::size_t first_special = actual.size(), first_foreign = actual.size();
   for (std::size_t i = 0; i < actual.size(); ++i) {
     const double g = actual.data()[i], e = em.values.data()[i], B = em.bound.data()[i];
     const double hi = ex.hi.data()[i], lo = ex.lo.data()[i];
-    const double r = ref.data()[i];
+    const double r = ref_at(i);
     bool violation = false, special = false;
     double error = 0, ratio = 0;
     // A value the output format does not hold (an fp32 result judged against a bf16 op, a code
@@ -957,30 +988,38 @@ Verdict compare(const Array& actual, const Op& op, const core::Platform& platfor
     if (violation) ++v.violations;
     if (std::isfinite(g) && std::isfinite(r)) v.max_ulps = std::max(v.max_ulps, std::abs(g - r) / ulp_of(r, op.out.format));
     v.worst_error_over_bound = std::max(v.worst_error_over_bound, ratio);
-    scored.push_back({violation, special, ratio, i, error});
+    if (violation && !special) worst_beyond = std::max(worst_beyond, ratio);
+    const Scored here{violation, special, ratio, i, error};
+    if (kept.size() < options.worst) {
+      kept.push_back(here);
+      std::push_heap(kept.begin(), kept.end(), ranks_before);
+    } else if (!kept.empty() && ranks_before(here, kept.front())) {
+      std::pop_heap(kept.begin(), kept.end(), ranks_before);
+      kept.back() = here;
+      std::push_heap(kept.begin(), kept.end(), ranks_before);
+    }
   }
-  const std::size_t k = std::min(options.worst, scored.size());
-  std::partial_sort(scored.begin(), scored.begin() + static_cast<std::ptrdiff_t>(k), scored.end(),
-                    [](const Scored& x, const Scored& y) {
-                      if (x.violation != y.violation) return x.violation;
-                      if (x.special != y.special) return x.special;
-                      if (x.ratio != y.ratio) return x.ratio > y.ratio;
-                      return x.i < y.i;
-                    });
-  for (std::size_t j = 0; j < k; ++j) {
-    const std::size_t i = scored[j].i;
+  std::sort_heap(kept.begin(), kept.end(), ranks_before);
+  for (std::size_t j = 0; j < kept.size(); ++j) {
+    const std::size_t i = kept[j].i;
     WorstElement w;
     w.index = unravel(i, actual);
     w.got = actual.data()[i];
     w.emulated = em.values.data()[i];
-    w.reference = ref.data()[i];
+    w.reference = ref_at(i);
     w.exact = ex.hi.data()[i] + ex.lo.data()[i];
     w.bound = em.bound.data()[i];
-    w.error = scored[j].error;
+    w.error = kept[j].error;
     w.ulps = std::isfinite(w.got) && std::isfinite(w.reference) ? (w.got - w.reference) / ulp_of(w.reference, op.out.format)
                                                                  : std::numeric_limits<double>::quiet_NaN();
-    w.violation = scored[j].violation;
+    w.violation = kept[j].violation;
     v.worst.push_back(std::move(w));
+  }
+  if (round_exact) {
+    for (std::size_t i = 0; i < ex.lo.size(); ++i) ex.lo.data()[i] = ref_at(i);  // reads lo[i] before it goes
+    v.tolerance = tolerance(em.bound, ex.lo, op.out.format);
+  } else {
+    v.tolerance = tolerance(em.bound, ref_store, op.out.format);
   }
   v.passed = v.violations == 0;
   const std::string kind(core::to_string(options.bound.kind));
@@ -1016,11 +1055,8 @@ Verdict compare(const Array& actual, const Op& op, const core::Platform& platfor
     }
     const std::size_t beyond = v.violations - v.not_in_format - v.special_mismatches;
     if (beyond > 0) {
-      double worst_finite = 0;
-      for (const Scored& s : scored)
-        if (s.violation && !s.special) worst_finite = std::max(worst_finite, s.ratio);
       parts.push_back(std::to_string(beyond) + " of " + std::to_string(v.elements) + " elements lie beyond " +
-                      platform.name + "'s " + kind + " bound (worst " + value_text(worst_finite) +
+                      platform.name + "'s " + kind + " bound (worst " + value_text(worst_beyond) +
                       "x the bound): not explained by the platform's arithmetic");
     }
     for (std::size_t j = 0; j < parts.size(); ++j) v.diagnosis += (j ? "; " : "") + parts[j];

@@ -287,3 +287,46 @@ def test_exact_zero_sum_sign_matches_the_host_fpu(rounding) -> None:
             continue
         got = numeq.reference.sum(np.array([a, b]), rounding=rounding, out="fp64")
         assert got == 0 and np.signbit(got) == np.signbit(h), (a, b, rounding)
+
+
+# ---- the exact matmul in row blocks (the memory of compare) ----
+
+
+def test_exact_matmul_in_row_blocks_against_fractions() -> None:
+    # fp32 values over a wide exponent range need about ten slices, so that a block holds about
+    # twenty rows of 256 and each 40-row matrix spans several blocks; a NaN row, an Inf column
+    # and exactly cancelling elements take the plain long-accumulator path (b read in place).
+    # Every row, on a sample of columns (and the special ones).
+    rng = np.random.default_rng(5)
+    M, K, N = 40, 8, 256
+    a = (rng.standard_normal((2, M, K)) * 2.0 ** rng.integers(-110, 110, (2, M, K))).astype(np.float32)
+    b = (rng.standard_normal((K, N)) * 2.0 ** rng.integers(-110, 110, (K, N))).astype(np.float32)
+    a[0, 3, 2] = np.nan
+    b[5, 7] = np.inf
+    a[1, 5] = 0
+    a[1, 5, :2] = [1.0, 1.0]
+    b[:2, 9] = [np.float32(3.0), np.float32(-3.0)]  # a[1, 5] . b[:, 9] = 0 exactly
+    hi, lo = numeq.reference.matmul_exact(a, b)
+    rounded = numeq.reference.matmul(a, b, out="fp32", rounding="downward")
+    a64, b64 = a.astype(np.float64), b.astype(np.float64)
+    with np.errstate(invalid="ignore", over="ignore"):
+        special = np.matmul(a64, b64)  # NaN / Inf where they propagate
+    for t in range(2):
+        for m in range(M):
+            for n in sorted(set(rng.choice(N, 48, replace=False)) | {0, 7, 9, N - 1}):
+                if not np.isfinite(special[t, m, n]):
+                    assert np.isnan(hi[t, m, n]) == np.isnan(special[t, m, n])
+                    continue
+                exact = builtins_sum(Fraction(float(x)) * Fraction(float(y)) for x, y in zip(a64[t, m], b64[:, n]))
+                assert hi[t, m, n] == float(exact), (t, m, n)
+                assert lo[t, m, n] == float(exact - Fraction(float(hi[t, m, n]))), (t, m, n)
+                if exact == 0:
+                    assert np.signbit(rounded[t, m, n]), (t, m, n)  # rounding downward: -0
+    assert hi[1, 5, 9] == 0 and rounded[1, 5, 9] == 0
+
+
+def builtins_sum(terms):
+    total = Fraction(0)
+    for x in terms:
+        total += x
+    return total

@@ -44,6 +44,10 @@ struct Op {
   double exact_relative_error = 0;
   // The exact result rounded correctly into `out`.
   std::function<xt::xarray<double>()> reference;
+  // Optional: one element of the reference from exact()'s (hi, lo), where hi + lo settles the
+  // rounding; compare then computes the exact result once instead of twice and holds no
+  // reference array.
+  std::function<double(double hi, double lo)> reference_from_exact;
   // The platform's result and its bound.
   std::function<Emulation(const core::Platform&, const core::BoundOptions&)> emulate;
 };
