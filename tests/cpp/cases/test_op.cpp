@@ -477,4 +477,35 @@ TEST(Op, WorstRanksByErrorOverBound) {
   }
 }
 
+TEST(Op, MatmulReferenceFromTheExactValueEqualsTheRoundedAccumulator) {
+  // compare rounds matmul's exact (hi, lo) itself (round to odd by lo's sign, then into out); the
+  // reference's own path rounds the long accumulator once. They must agree on every element, for
+  // every output format and rounding the shortcut takes (cancellation data: many exact zeros and
+  // values close to rounding boundaries).
+  for (const char* in : {"bf16", "e4m3fn", "fp32"}) {
+    const numeq::Format& fin = numeq::format_by_name(in);
+    const Array a = generate(cases::Distribution::cancellation, 3, fin, {9, 40});
+    const Array b = generate(cases::Distribution::normal, 4, fin, {40, 7});
+    for (const numeq::Format* f : {&fmts::fp32, &fmts::bf16, &fmts::fp16, &fmts::tf32}) {
+      for (numeq::Rounding r : {numeq::Rounding::nearest_even, numeq::Rounding::nearest_away,
+                                numeq::Rounding::toward_zero, numeq::Rounding::upward, numeq::Rounding::downward}) {
+        const cases::Op op = cases::matmul(a, b, nullptr, in, Cast{*f, r});
+        if (r == numeq::Rounding::downward) {
+          EXPECT_FALSE(op.reference_from_exact) << "downward: the sign of an exact zero is not in hi";
+          continue;
+        }
+        ASSERT_TRUE(op.reference_from_exact);
+        const reference::ExactValues ex = op.exact();
+        const Array ref = op.reference();
+        for (std::size_t i = 0; i < ref.size(); ++i) {
+          const double got = op.reference_from_exact(ex.hi.data()[i], ex.lo.data()[i]);
+          EXPECT_TRUE(got == ref.data()[i] && std::signbit(got) == std::signbit(ref.data()[i]))
+              << in << " -> " << f->name << " " << numeq::to_string(r) << " element " << i << ": " << got << " vs "
+              << ref.data()[i];
+        }
+      }
+    }
+  }
+}
+
 }  // namespace
