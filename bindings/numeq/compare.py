@@ -63,7 +63,8 @@ class Verdict:
     def __str__(self) -> str:
         lines = [f"{'PASS' if self.passed else 'FAIL'}: {self.diagnosis}",
                  f"  elements {self.elements}, bit-exact {self.bit_exact}, within bound {self.within_bound}, "
-                 f"violations {self.violations}; worst error/bound {self.worst_error_over_bound:.3g}, "
+                 f"violations {self.violations} (special values {self.special_mismatches}, outside the output "
+                 f"format {self.not_in_format}); worst error/bound {self.worst_error_over_bound:.3g}, "
                  f"max {self.max_ulps:.3g} ulps from the reference",
                  f"  bound as tolerance: max {self.tolerance.max_ulps:.3g} ulps, rtol={self.tolerance.rtol:.3g} "
                  f"atol={self.tolerance.atol:.3g}"]
