@@ -275,11 +275,33 @@ def dequantize(
     block_size: int | None = None,
     out: str = "fp64",
     rounding: str = "nearest_even",
+    fmt: str | None = None,
 ) -> np.ndarray:
-    """(q - zero_point) * scale, exact, rounded once into ``out`` (float64 values)."""
+    """(q - zero_point) * scale, exact, rounded once into ``out`` (float64 values).
+
+    ``q``: integer codes (an integer array). ``fmt`` (int8, uint8, int32): the integer format the
+    codes belong to; every code must lie in its range (ValueError naming ``q`` otherwise). Without
+    ``fmt`` the codes must be int64 values (a uint64 code above 2^63 - 1 is refused, never wrapped).
+    """
     a = _native(np.asarray(q))
     if a.dtype.kind not in "iu":
         raise TypeError(f"q: expected integer codes, got dtype {a.dtype}")
+    if fmt is not None:
+        _check_str(fmt, "fmt")
+        info = format_info(fmt)
+        if info["kind"] != "integer":
+            integers = [n for n in formats() if format_info(n)["kind"] == "integer"]
+            raise ValueError(f"fmt: {fmt!r} is not an integer format; codes belong to one of {', '.join(integers)}")
+        low, high = int(info["min"]), int(info["max"])
+    else:
+        fmt, low, high = "int64", -(2**63), 2**63 - 1
+    if a.size:
+        lo, hi = int(a.min()), int(a.max())  # Python ints: no wraparound in the comparison
+        if lo < low or hi > high:
+            bad = lo if lo < low else hi
+            i = int(np.flatnonzero(a.reshape(-1) == bad)[0])
+            raise ValueError(f"q: element {i} (C order) = {bad} is not a code of {fmt}: codes are integers in "
+                             f"[{low}, {high}]")
     s, ax, block = _quant_layout(a, scale, axis, block_size)
     return _core.dequantize(a.astype(np.int64), s, _zero_points(zero_point, s.shape), ax, block, out, rounding)
 
@@ -334,18 +356,21 @@ def block_quantize(
     subnormals: str = "keep",
     seed: int = 0,
     random_bits: int = 32,
+    scale_rule: str = "quotient",
 ) -> tuple[np.ndarray, np.ndarray]:
     """Block-scaled quantisation: (element values as float64, scales as float64).
 
     One scale per block over the last ``len(block)`` axes: ``block=(32,)`` with e8m0fnu scales is
-    OCP MX; ``(128,)`` / ``(128, 128)`` with fp32 scales is DeepSeek-V3's activation / weight
-    scheme. scale = round(amax / max(fmt), scale_fmt, scale_rounding); element = round(x /
-    scale) exactly, into ``fmt``. x == element * scale up to the element rounding.
+    OCP MX (see mx_quantize); ``(128,)`` / ``(128, 128)`` with fp32 scales is DeepSeek-V3's
+    activation / weight scheme. ``scale_rule="quotient"``: scale = round(amax / max(fmt),
+    scale_fmt, scale_rounding); ``"ocp"``: scale = 2^(floor(log2 amax) - emax(fmt)) (OCP MX v1.0
+    s6.3; scale_rounding unused). element = round(x / scale) exactly, into ``fmt``.
     """
     seed, random_bits = _check_seed(seed, random_bits)
+    _check_str(scale_rule, "scale_rule")
     a, source, _ = _as_source(x)
     values, _, scales = _core.block_quantize(a, source, fmt, _block_extents(block), scale_fmt, scale_rounding,
-                                             rounding, overflow, subnormals, seed, random_bits)
+                                             rounding, overflow, subnormals, seed, random_bits, scale_rule)
     return values, scales
 
 
@@ -356,9 +381,22 @@ def _block_extents(block: Any) -> list[int]:
     return [int(b) for b in extents]
 
 
-def mx_quantize(x: Any, fmt: str = "e4m3fn", *, scale_rounding: str = "nearest_even", **kwargs: Any):
-    """OCP MX: blocks of 32 along the last axis, one e8m0fnu scale each (see block_quantize)."""
-    return block_quantize(x, fmt, block=(32,), scale_fmt="e8m0fnu", scale_rounding=scale_rounding, **kwargs)
+def mx_quantize(x: Any, fmt: str = "e4m3fn", *, scale_rule: str = "ocp", scale_rounding: str | None = None,
+                **kwargs: Any):
+    """OCP MX: blocks of 32 along the last axis, one e8m0fnu scale each (see block_quantize).
+
+    ``scale_rule="ocp"`` (default) is the spec's (OCP MX v1.0 s6.3): shared_exp =
+    floor(log2(amax)) - emax_elem, elements beyond max(fmt) saturate. ``scale_rule="quotient"``
+    rounds amax / max(fmt) into e8m0 by ``scale_rounding`` (default nearest_even, as ml_dtypes;
+    "upward" as CUDA/CUTLASS), which never clips but may lose a bit of precision per block.
+    """
+    _check_str(scale_rule, "scale_rule")
+    if scale_rule == "ocp" and scale_rounding is not None:
+        raise ValueError("scale_rounding: applies to scale_rule='quotient' only; the OCP rule (scale_rule='ocp', "
+                         "the default) rounds no quotient")
+    return block_quantize(x, fmt, block=(32,), scale_fmt="e8m0fnu",
+                          scale_rounding="nearest_even" if scale_rounding is None else scale_rounding,
+                          scale_rule=scale_rule, **kwargs)
 
 
 def block_dequantize(

@@ -60,7 +60,7 @@ def _input_values(x: Any, in_fmt: str | None, subnormals: str, parameter: str = 
             with np.errstate(invalid="ignore"):
                 sub = (values != 0) & (np.abs(values) < tiny)
             values = np.where(sub, np.copysign(0.0, values), values)
-    return np.ascontiguousarray(values, dtype=np.float64), scalar
+    return np.asarray(values, dtype=np.float64, order="C"), scalar  # a 0-d array stays 0-d
 
 
 def _apply(name: str, x: Any, in_fmt: str | None, out: str, rounding: str, overflow: str, subnormals: str,

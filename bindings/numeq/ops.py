@@ -22,6 +22,7 @@ import numpy as np
 from . import _core
 from ._reference_functions import _check_str
 from .platforms import _axes, _layout, _values
+from .reference import _attention_mask, _attention_scores_shape
 
 __all__ = ["Emulation", "Op", "Tolerance", "attention", "cast", "dequantize", "quantize", "function", "int8_matmul", "scaled_fp8_matmul", "generate", "generators", "layernorm", "log_softmax", "matmul",
            "max", "mean", "rmsnorm", "softmax", "sum"] + ["exp", "tanh", "sigmoid", "gelu", "gelu_tanh", "silu",
@@ -130,6 +131,11 @@ class Op:
         return _core.cases_cross_bound(self._op, platform_a, platform_b, kind, lam)
 
 
+def _c64(x: Any) -> np.ndarray:
+    """C-order float64 values of x, 0-d kept 0-d (np.ascontiguousarray makes a 0-d array 1-d)."""
+    return np.asarray(x, dtype=np.float64, order="C")
+
+
 def _out(out: str | None, default: str) -> str:
     if out is None:
         return default
@@ -189,7 +195,7 @@ def function(name: str, x: Any, *, in_fmt: str | None = None, out: str | None = 
     cast, or within the platform's documented / assumed ulp budget: the bound carries it)."""
     _check_str(name, "function")
     values, f = _values(x, in_fmt, "x")
-    return Op(_core.cases_function(name, np.ascontiguousarray(values, dtype=np.float64), f, _out(out, f), rounding))
+    return Op(_core.cases_function(name, _c64(values), f, _out(out, f), rounding))
 
 
 def _function(name: str) -> Any:
@@ -272,14 +278,16 @@ def attention(q: Any, k: Any, v: Any, *, mask: Any = None, causal: bool = False,
     """Scaled dot-product attention softmax(scale Q K^T + mask) V, q[..., Lq, d], k[..., Lk, d],
     v[..., Lk, dv] with equal batch dimensions; ``variant``: ``naive`` (S, softmax, P cast to in_fmt,
     P V) or ``flash`` (FlashAttention-2 blocks of ``block_rows`` x ``block_cols`` with online
-    rescaling); ``cast_p=False`` models a kernel that keeps P in fp32. ``mask`` is additive
-    (float, -inf to exclude) of shape [..., Lq, Lk]."""
+    rescaling); ``cast_p=False`` models a kernel that keeps P in fp32. ``mask`` broadcasts to
+    [..., Lq, Lk]: boolean as torch's scaled_dot_product_attention (True: the key takes part;
+    False: it does not, an additive -inf) or additive reals (-inf excludes a key); the same
+    conversion as numeq.reference.attention (numeq.reference._attention_mask)."""
     qv, fq = _values(q, in_fmt, "q")
     kv, fk = _values(k, in_fmt, "k")
     vv, fv = _values(v, in_fmt, "v")
     if in_fmt is None and not fq == fk == fv:
         raise ValueError(f"in_fmt: q, k, v hold {fq}, {fk} and {fv} values; pass in_fmt (the format all are values of)")
-    m = None if mask is None else np.ascontiguousarray(mask, dtype=np.float64)
+    m = None if mask is None else _attention_mask(mask, _attention_scores_shape(qv, kv))
     if scale is not None and (isinstance(scale, bool) or not isinstance(scale, (int, float))):
         raise TypeError(f"scale: expected a number or None, got {type(scale).__name__}")
     for value, name in ((block_rows, "block_rows"), (block_cols, "block_cols")):
@@ -346,7 +354,7 @@ def cast(x: Any, out: str, *, in_fmt: str | None = None, rounding: str = "neares
     values, f = _values(x, in_fmt, "x")
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
         raise ValueError(f"seed: expected a non-negative integer, got {seed!r}")
-    return Op(_core.cases_cast(np.ascontiguousarray(values, dtype=np.float64), f, out, rounding, overflow, subnormals,
+    return Op(_core.cases_cast(_c64(values), f, out, rounding, overflow, subnormals,
                                int(seed)))
 
 
@@ -360,12 +368,21 @@ def _quant(quantize_: bool, x: Any, fmt: str, scale: Any, zero_point: Any, axis:
     if quantize_:
         values, f = _values(x, in_fmt, "x")
     else:
-        values, f = np.asarray(x, dtype=np.float64), fmt
-    s = np.ascontiguousarray(np.broadcast_to(np.asarray(scale, dtype=np.float64), (1,) * values.ndim)
-                             if np.ndim(scale) == 0 else scale, dtype=np.float64)
-    z = np.ascontiguousarray(np.broadcast_to(np.asarray(zero_point, dtype=np.int64), s.shape), dtype=np.int64)
-    return Op(_core.cases_quantize(quantize_, np.ascontiguousarray(values, dtype=np.float64), f, fmt, s, z, int(axis),
+        values, f = _codes(x, fmt), fmt
+    s = _c64(np.broadcast_to(np.asarray(scale, dtype=np.float64), (1,) * values.ndim) if np.ndim(scale) == 0 else scale)
+    z = np.asarray(np.broadcast_to(np.asarray(zero_point, dtype=np.int64), s.shape), dtype=np.int64, order="C")
+    return Op(_core.cases_quantize(quantize_, _c64(values), f, fmt, s, z, int(axis),
                                    int(block), rounding, range_, int(seed), out))
+
+
+def _codes(codes: Any, fmt: str) -> np.ndarray:
+    """Integer codes as float64 values: integer arrays, or floats holding integers (the C++ op checks
+    that every code is an integer within fmt's range and names ``codes`` otherwise)."""
+    c = np.asarray(codes)
+    if c.dtype.kind not in "iuf":
+        raise TypeError(f"codes: expected integer codes of {fmt} (an integer array, or floats holding integers), "
+                        f"got dtype {c.dtype}")
+    return _c64(c)
 
 
 def quantize(x: Any, fmt: str = "int8", *, scale: Any, zero_point: Any = 0, axis: int = 0, block: int = 1,
@@ -379,7 +396,10 @@ def quantize(x: Any, fmt: str = "int8", *, scale: Any, zero_point: Any = 0, axis
 
 def dequantize(codes: Any, fmt: str = "int8", *, scale: Any, zero_point: Any = 0, axis: int = 0, block: int = 1,
                out: str = "fp32") -> Op:
-    """(codes - zero_point) * scale rounded into ``out``; groups as quantize."""
+    """(codes - zero_point) * scale rounded into ``out``; groups as quantize. ``codes``: integers within
+    ``fmt``'s range (int8 [-128, 127], uint8 [0, 255], int32), as an integer array or as floats that
+    hold such integers exactly; anything else (300 or 0.5 for int8, 2^64 - 1) is a ValueError naming
+    ``codes``, the format and its range."""
     return _quant(False, codes, fmt, scale, zero_point, axis, block, None, "nearest_even", "full", 0, out)
 
 

@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from . import _core
-from ._arrays import _check_seed, _check_str, format_info
+from ._arrays import _FORMAT_OF_DTYPE, _check_seed, _check_str, format_info
 from ._reference_functions import _input_values
 from ._reference_functions import (
     exp,
@@ -182,6 +182,38 @@ def rmsnorm(
                                 False, *cast)
 
 
+def _attention_scores_shape(q: np.ndarray, k: np.ndarray) -> tuple[int, ...] | None:
+    """(..., Lq, Lk): the shape of q @ k^T with the batch dimensions broadcast (as far as they do);
+    None when q or k has fewer than two dimensions (the operation reports that)."""
+    if np.ndim(q) < 2 or np.ndim(k) < 2:
+        return None
+    try:
+        batch = np.broadcast_shapes(q.shape[:-2], k.shape[:-2])
+    except ValueError:
+        batch = q.shape[:-2]  # the operation reports the mismatch itself
+    return batch + (q.shape[-2], k.shape[-2])
+
+
+def _attention_mask(mask: Any, scores: tuple[int, ...] | None) -> np.ndarray:
+    """The one reading of an attention mask (numeq.reference.attention and numeq.ops.attention):
+    boolean as torch's scaled_dot_product_attention (True: the key takes part, additive 0; False:
+    it does not, additive -inf), or additive reals; broadcast to the score shape (..., Lq, Lk) as
+    C-order float64 values."""
+    m = np.asarray(mask)
+    if m.dtype == np.bool_:
+        m = np.where(m, 0.0, -np.inf)
+    elif not (np.issubdtype(m.dtype, np.floating) or np.issubdtype(m.dtype, np.integer)) and m.dtype not in _FORMAT_OF_DTYPE:
+        raise TypeError(f"mask: expected a boolean or real array, got dtype {m.dtype}")
+    else:
+        m = _values(m, None, "mask")
+    if scores is None:
+        return np.asarray(m, dtype=np.float64, order="C")
+    try:
+        return np.asarray(np.broadcast_to(m, scores), dtype=np.float64, order="C")
+    except ValueError:
+        raise ValueError(f"mask: shape {m.shape} does not broadcast to the score shape {scores} (..., Lq, Lk)") from None
+
+
 def attention(
     q: Any, k: Any, v: Any, *, mask: Any = None, causal: bool = False, scale: float | None = None,
     in_fmt: str | None = None, out: str = "fp32", rounding: str = "nearest_even", overflow: str = "ieee",
@@ -219,20 +251,7 @@ def attention(
     except ValueError:
         raise ValueError(f"v: batch dimensions {vv.shape[:-2]} do not broadcast with q's and k's {batch}") from None
     scores = batch + (qv.shape[-2], kv.shape[-2])
-    mv = None
-    if mask is not None:
-        m = np.asarray(mask)
-        if m.dtype == np.bool_:
-            m = np.where(m, 0.0, -np.inf)
-        elif not (np.issubdtype(m.dtype, np.floating) or np.issubdtype(m.dtype, np.integer)):
-            raise TypeError(f"mask: expected a boolean or real array, got dtype {m.dtype}")
-        else:
-            m = _values(m, None, "mask")
-        try:
-            mv = np.ascontiguousarray(np.broadcast_to(m, scores), dtype=np.float64)
-        except ValueError:
-            raise ValueError(f"mask: shape {m.shape} does not broadcast to the score shape {scores} "
-                             "(..., Lq, Lk)") from None
+    mv = None if mask is None else _attention_mask(mask, scores)
 
     def full(a: np.ndarray) -> np.ndarray:
         return np.ascontiguousarray(np.broadcast_to(a, batch + a.shape[-2:]), dtype=np.float64)

@@ -265,13 +265,14 @@ void numeq_bindings::bind_cases(py::module_& m) {
       py::arg("op"), py::arg("platform_a"), py::arg("platform_b"), py::arg("kind"), py::arg("lam"));
   m.def(
       "cases_compare",
-      [](const Values& actual, const cases::Op& op, const std::string& platform, const std::string& kind, double lambda,
-         std::size_t worst) {
+      [](const py::array& actual, const cases::Op& op, const std::string& platform, const std::string& kind,
+         double lambda, std::size_t worst) {
         const core::Platform p = core::platform_by_name(platform, "platform");
         cases::CompareOptions o;
         o.bound = bound_options(kind, lambda);
         o.worst = worst;
-        const xt::xarray<double> xs = to_xarray(actual);
+        // float32 device outputs widen here in one pass (no float64 copy in Python first).
+        const xt::xarray<double> xs = numeq_bindings::to_xarray_widened(actual);
         cases::Verdict v;
         {
           py::gil_scoped_release release;
@@ -283,6 +284,8 @@ void numeq_bindings::bind_cases(py::module_& m) {
         d["bit_exact"] = v.bit_exact;
         d["within_bound"] = v.within_bound;
         d["violations"] = v.violations;
+        d["special_mismatches"] = v.special_mismatches;
+        d["not_in_format"] = v.not_in_format;
         d["worst_error_over_bound"] = v.worst_error_over_bound;
         d["max_ulps"] = v.max_ulps;
         d["failure_probability"] = v.failure_probability;

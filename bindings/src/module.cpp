@@ -271,8 +271,10 @@ PYBIND11_MODULE(_core, m) {
       "block_quantize",
       [](const py::array& x, const std::string& source, const std::string& fmt, std::vector<std::size_t> block,
          const std::string& scale_fmt, const std::string& scale_rounding, const std::string& rounding,
-         const std::string& overflow, const std::string& subnormals, std::uint64_t seed, int random_bits) {
+         const std::string& overflow, const std::string& subnormals, std::uint64_t seed, int random_bits,
+         const std::string& scale_rule) {
         numeq::BlockScaling s;
+        s.scale_rule = numeq::scale_rule_by_name(scale_rule, "scale_rule");
         s.element = numeq_bindings::make_cast(fmt, rounding, overflow, subnormals, seed, random_bits);
         s.scale_format = numeq::format_by_name(scale_fmt, "scale_fmt");
         s.scale_rounding = numeq::rounding_by_name(scale_rounding, "scale_rounding");
@@ -293,7 +295,7 @@ PYBIND11_MODULE(_core, m) {
       },
       py::arg("x"), py::arg("source"), py::arg("fmt"), py::arg("block"), py::arg("scale_fmt"),
       py::arg("scale_rounding"), py::arg("rounding"), py::arg("overflow"), py::arg("subnormals"),
-      py::arg("seed"), py::arg("random_bits"));
+      py::arg("seed"), py::arg("random_bits"), py::arg("scale_rule") = "quotient");
 
   m.def(
       "block_dequantize",

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <iomanip>
+#include <sstream>
 #include <limits>
 #include <memory>
 #include <string>
@@ -152,6 +154,18 @@ Op matmul(const Array& a, const Array& b, const Array* c, std::string_view in_fm
   const std::string fmt(in_fmt);
   op.exact = [sa, sb, sc] { return reference::matmul_exact(*sa, *sb, sc.get()); };
   op.reference = [sa, sb, sc, out] { return reference::matmul(*sa, *sb, out, sc.get()); };
+  // The reference from the double-double exact value, rounded to odd into binary64 by the sign of
+  // lo, then into out (round_quotient): correct where lo is nonzero exactly when the exact value
+  // differs from hi (products of fp32-range inputs have no bits below 2^-298, so lo never
+  // underflows; no bias c of another format), where out is narrower than binary64 by 2 bits or
+  // more, and for roundings whose exact-zero sign hi already carries (all but downward). Only the
+  // 16- and 32-bit output formats (each has a NaN for a NaN result).
+  const bool from_exact = !sc && fin != formats::fp64 && out.format.mantissa_bits >= 7 && out.format.mantissa_bits <= 50 &&
+                          out.subnormals == Subnormals::keep &&
+                          (out.rounding == Rounding::nearest_even || out.rounding == Rounding::nearest_away ||
+                           out.rounding == Rounding::toward_zero || out.rounding == Rounding::upward);
+  if (from_exact)
+    op.reference_from_exact = [out](double hi, double lo) { return round_quotient(hi, lo, out); };
   op.emulate = [sa, sb, sc, fmt, out](const core::Platform& platform, const core::BoundOptions& options) {
     const core::Plan plan = core::plan_for(platform, core::Operation::matmul, fmt, out.format.name);
     Emulation e;
@@ -783,6 +797,7 @@ Op quantization(const Array& x, std::string_view in_fmt, const Quantization& q, 
 Op dequantization(const Array& codes, const Quantization& q, const Array& scale,
                   const xt::xarray<std::int64_t>& zero_point, int axis, std::size_t block_size, const Cast& out) {
   floating_format(out.format.name, "out");
+  integer_codes(codes, q);  // checked where the op is built: the exact value reads them too
   const QuantSetup setup = quant_setup(codes, scale, zero_point, axis, block_size);
   const auto sc = std::make_shared<const Array>(codes), ss = std::make_shared<const Array>(scale);
   const auto sz = std::make_shared<const xt::xarray<std::int64_t>>(zero_point);
@@ -791,18 +806,29 @@ Op dequantization(const Array& codes, const Quantization& q, const Array& scale,
   op.signature = "dequantize(codes" + shape_text(codes) + " " + std::string(q.format.name) + ") -> " +
                  std::string(out.format.name);
   op.out = out;
-  // (c - z) s: an integer below 2^9 in magnitude times a scale, exact in binary64 for fp32 scales.
+  // (c - z) s: c - z is exact in binary64 (|c - z| < 2^33 for int32 codes); the product as a
+  // double-double by fma (error-free), exact for every code width and binary64 scale.
   op.exact = [sc, ss, sz, setup] {
-    Array v = *sc;
-    for (std::size_t i = 0; i < v.size(); ++i) {
+    reference::ExactValues r{*sc, xt::zeros<double>(sc->shape())};
+    for (std::size_t i = 0; i < sc->size(); ++i) {
       const std::size_t g = group_index(i, setup.shape, setup.groups);
-      v.data()[i] = (sc->data()[i] - static_cast<double>(sz->data()[g])) * ss->data()[g];
+      const double steps = sc->data()[i] - static_cast<double>(sz->data()[g]), s = ss->data()[g];
+      const double p = steps * s;
+      r.hi.data()[i] = p;
+      r.lo.data()[i] = std::isfinite(p) ? std::fma(steps, s, -p) : 0.0;
     }
-    return certified(std::move(v));
+    return r;
   };
   op.reference = [op_exact = op.exact, out] {
-    Array v = op_exact().hi;
-    for (std::size_t i = 0; i < v.size(); ++i) v.data()[i] = round_to_format(v.data()[i], out, i);
+    reference::ExactValues e = op_exact();
+    Array v = std::move(e.hi);
+    // hi is the product rounded to nearest binary64: already the answer for fp64 nearest-even
+    // output; otherwise round-to-odd from (hi, sign of lo), then into out (round_quotient).
+    const bool hi_is_it = out.format == formats::fp64 && out.rounding == Rounding::nearest_even;
+    for (std::size_t i = 0; i < v.size(); ++i) {
+      const double lo = e.lo.data()[i];
+      v.data()[i] = lo == 0 || hi_is_it ? round_to_format(v.data()[i], out, i) : round_quotient(v.data()[i], lo, out);
+    }
     return v;
   };
   op.emulate = [sc, ss, sz, q, axis, block_size, out](const core::Platform&, const core::BoundOptions&) {
@@ -827,34 +853,35 @@ Tolerance tolerance(const Array& bound, const Array& reference, const Format& ou
   if (bound.shape() != reference.shape())
     throw numeq::error("reference: shape " + shape_text(reference) + " differs from the bound's " + shape_text(bound));
   Tolerance t;
-  std::vector<double> b, r;
-  b.reserve(bound.size());
-  r.reserve(bound.size());
-  for (std::size_t i = 0; i < bound.size(); ++i) {
-    const double bi = bound.data()[i], ri = reference.data()[i];
-    if (!std::isfinite(bi) || !std::isfinite(ri)) continue;
-    b.push_back(bi);
-    r.push_back(std::abs(ri));
+  // Elements with a finite bound and reference take part; read in place (no copies: compare
+  // calls this on full results).
+  const double* bp = bound.data();
+  const double* rp = reference.data();
+  const std::size_t n = bound.size();
+  const auto used = [&](std::size_t i) { return std::isfinite(bp[i]) && std::isfinite(rp[i]); };
+  std::size_t count = 0;
+  double sum_r = 0, hi = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    if (!used(i)) continue;
+    const double bi = bp[i], ri = std::abs(rp[i]);
+    ++count;
+    sum_r += ri;
     t.max_abs = std::max(t.max_abs, bi);
-    t.max_ulps = std::max(t.max_ulps, bi / ulp_of(ri, out));
-    t.rtol_only = std::max(t.rtol_only, bi == 0 ? 0.0 : (r.back() == 0 ? std::numeric_limits<double>::infinity()
-                                                                        : bi / r.back()));
+    t.max_ulps = std::max(t.max_ulps, bi / ulp_of(rp[i], out));
+    t.rtol_only = std::max(t.rtol_only, bi == 0 ? 0.0 : (ri == 0 ? std::numeric_limits<double>::infinity() : bi / ri));
+    if (ri > 0) hi = std::max(hi, bi / ri);
   }
   t.atol_only = t.max_abs;
-  if (b.empty()) return t;
+  if (count == 0) return t;
   // a(rtol) = max_i (b_i - rtol r_i)^+ is convex and decreasing; the total allowance
   // f(rtol) = N a(rtol) + rtol sum r_i is convex: ternary search on [0, rtol_hi].
-  double sum_r = 0;
-  for (double v : r) sum_r += v;
   const auto atol_at = [&](double rt) {
     double a = 0;
-    for (std::size_t i = 0; i < b.size(); ++i) a = std::max(a, b[i] - rt * r[i]);
+    for (std::size_t i = 0; i < n; ++i)
+      if (used(i)) a = std::max(a, bp[i] - rt * std::abs(rp[i]));
     return a;
   };
-  double hi = 0;
-  for (std::size_t i = 0; i < b.size(); ++i)
-    if (r[i] > 0) hi = std::max(hi, b[i] / r[i]);
-  const double N = static_cast<double>(b.size());
+  const double N = static_cast<double>(count);
   const auto total = [&](double rt) { return N * atol_at(rt) + rt * sum_r; };
   double lo = 0;
   for (int it = 0; it < 100 && hi - lo > 1e-6 * hi; ++it) {
@@ -894,6 +921,13 @@ std::vector<std::size_t> unravel(std::size_t flat, const Array& shape_of) {
   return index;
 }
 
+// Whether x is a value of f (integers: an integer in f's range).
+bool holds(const Format& f, const Cast& exact_cast, double x) {
+  if (f.is_integer())
+    return x == std::floor(x) && x >= static_cast<double>(f.int_min()) && x <= static_cast<double>(f.int_max());
+  return round_to_format(x, exact_cast) == x;
+}
+
 bool same_value(double x, double y) {
   if (std::isnan(x) || std::isnan(y)) return std::isnan(x) && std::isnan(y);
   return x == y && std::signbit(x) == std::signbit(y);
@@ -902,41 +936,79 @@ bool same_value(double x, double y) {
 }  // namespace
 
 Verdict compare(const Array& actual, const Op& op, const core::Platform& platform, const CompareOptions& options) {
-  Emulation em = op.emulate(platform, options.bound);
-  if (actual.shape() != em.values.shape())
+  // The exact value first, then the emulation: the exact matmul's working memory is freed (and
+  // reused by the emulation) before the emulation's values and bound exist, which keeps the peak
+  // lower than the other order. exact()'s shape is the result's.
+  reference::ExactValues ex = op.exact();
+  if (actual.shape() != ex.hi.shape())
     throw numeq::error("actual: shape " + shape_text(actual) + " differs from the result of " + op.signature + ", " +
-                       shape_text(em.values));
-  const reference::ExactValues ex = op.exact();
-  const Array ref = op.reference();
+                       shape_text(ex.hi));
+  Emulation em = op.emulate(platform, options.bound);
+  // One exact computation serves both where the op can round its exact value itself: the
+  // reference is then formed element by element and never held as a whole array (after the
+  // verdict's loop it takes lo's place for the tolerance).
+  const auto& round_exact = op.reference_from_exact;
+  const Array ref_store = round_exact ? Array{} : op.reference();
+  const auto ref_at = [&](std::size_t i) {
+    return round_exact ? round_exact(ex.hi.data()[i], ex.lo.data()[i]) : ref_store.data()[i];
+  };
   Verdict v;
   v.elements = actual.size();
   v.failure_probability = em.failure_probability;
-  v.tolerance = tolerance(em.bound, ref, op.out.format);
+  const Cast out_values{op.out.format.is_integer() ? formats::fp64 : op.out.format};
+  // How an element ranks among the worst (Verdict::worst): violations before elements within the
+  // bound; among violations a special value or a value outside the output format first (no
+  // ratio measures them); then error / bound, descending; then index order.
   struct Scored {
-    double score;
+    bool violation;
+    bool special;  // a special-value mismatch or a value the output format does not hold
+    double ratio;  // error / bound (Inf for an error over a zero bound)
     std::size_t i;
     double error;
-    bool violation;
   };
-  std::vector<Scored> scored;
-  scored.reserve(actual.size());
+  const auto ranks_before = [](const Scored& x, const Scored& y) {
+    if (x.violation != y.violation) return x.violation;
+    if (x.special != y.special) return x.special;
+    if (x.ratio != y.ratio) return x.ratio > y.ratio;
+    return x.i < y.i;
+  };
+  // The worst options.worst elements, kept in a heap whose front ranks last (memory O(worst), not
+  // O(elements): a 2048^2 result would otherwise hold 128 MiB of scores).
+  std::vector<Scored> kept;
+  kept.reserve(options.worst);
+  double worst_beyond = 0;  // the largest error / bound among the finite violations
+  std::size_t first_special = actual.size(), first_foreign = actual.size();
   for (std::size_t i = 0; i < actual.size(); ++i) {
     const double g = actual.data()[i], e = em.values.data()[i], B = em.bound.data()[i];
     const double hi = ex.hi.data()[i], lo = ex.lo.data()[i];
-    const double r = ref.data()[i];
-    bool violation = false;
-    double error = 0, score = 0;
-    // Integer outputs have one zero: -0 from a float computation is the code 0.
-    if (same_value(g, e) || (op.out.format.is_integer() && g == e)) {
+    const double r = ref_at(i);
+    bool violation = false, special = false;
+    double error = 0, ratio = 0;
+    // A value the output format does not hold (an fp32 result judged against a bf16 op, a code
+    // outside the integer format) is no output of the operation, whatever its distance.
+    const bool foreign = !std::isnan(g) && !holds(op.out.format, out_values, g);
+    if (foreign) {
+      violation = special = true;
+      error = std::isfinite(g) && std::isfinite(hi) ? std::abs((g - hi) - lo) : std::numeric_limits<double>::infinity();
+      ratio = std::numeric_limits<double>::infinity();
+      ++v.not_in_format;
+      first_foreign = std::min(first_foreign, i);
+    } else if (same_value(g, e) || (op.out.format.is_integer() && g == e)) {
+      // Integer outputs have one zero: -0 from a float computation is the code 0.
       ++v.bit_exact;
       error = std::isfinite(g) && std::isfinite(hi) ? std::abs((g - hi) - lo) : 0;
-      score = B > 0 && std::isfinite(B) ? error / B : 0;  // how close the platform itself comes to its bound
-    } else if (std::isnan(B) || !std::isfinite(hi) || !std::isfinite(g)) {
-      // Non-finite inputs or results: only the platform's own special value is explained,
-      // except where the emulation itself overflowed (bound +Inf): any value then.
-      violation = !(B == std::numeric_limits<double>::infinity() && !std::isnan(g));
+      ratio = B > 0 && std::isfinite(B) ? error / B : 0;  // how close the platform itself comes to its bound
+    } else if (!std::isfinite(e) || !std::isfinite(B) || !std::isfinite(hi) || !std::isfinite(g)) {
+      // Special values: where the emulation gives NaN or +-Inf, or its bound is infinite or NaN
+      // (an overflow, a non-finite input), or where the device or the exact value is not finite,
+      // only the platform's own value explains the output (NaN matches any NaN: the bit-exact
+      // case above). An infinite bound bounds nothing: 0.0 for an exp that overflows to Inf on the
+      // platform is a wrong result, not one within an infinite tolerance.
+      violation = special = true;
       error = std::numeric_limits<double>::infinity();
-      score = violation ? std::numeric_limits<double>::infinity() : 0;
+      ratio = std::numeric_limits<double>::infinity();
+      ++v.special_mismatches;
+      first_special = std::min(first_special, i);
     } else {
       const double d = g - hi;
       error = std::abs(d - lo);
@@ -944,46 +1016,85 @@ Verdict compare(const Array& actual, const Op& op, const core::Platform& platfor
       // results) and the two subtractions above, each at most 2^-53 relative.
       const double slack = std::abs(hi) * op.exact_relative_error + (std::abs(d) + error) * 0x1p-52;
       violation = error > B + slack;
-      score = B > 0 ? error / B : (error > slack ? std::numeric_limits<double>::infinity() : 0);
+      ratio = B > 0 ? error / B : (error > slack ? std::numeric_limits<double>::infinity() : 0);
       if (!violation) ++v.within_bound;
     }
     if (violation) ++v.violations;
     if (std::isfinite(g) && std::isfinite(r)) v.max_ulps = std::max(v.max_ulps, std::abs(g - r) / ulp_of(r, op.out.format));
-    if (std::isfinite(score)) v.worst_error_over_bound = std::max(v.worst_error_over_bound, score);
-    else v.worst_error_over_bound = std::numeric_limits<double>::infinity();
-    scored.push_back({score + (violation ? 1e300 : 0), i, error, violation});
+    v.worst_error_over_bound = std::max(v.worst_error_over_bound, ratio);
+    if (violation && !special) worst_beyond = std::max(worst_beyond, ratio);
+    const Scored here{violation, special, ratio, i, error};
+    if (kept.size() < options.worst) {
+      kept.push_back(here);
+      std::push_heap(kept.begin(), kept.end(), ranks_before);
+    } else if (!kept.empty() && ranks_before(here, kept.front())) {
+      std::pop_heap(kept.begin(), kept.end(), ranks_before);
+      kept.back() = here;
+      std::push_heap(kept.begin(), kept.end(), ranks_before);
+    }
   }
-  const std::size_t k = std::min(options.worst, scored.size());
-  std::partial_sort(scored.begin(), scored.begin() + static_cast<std::ptrdiff_t>(k), scored.end(),
-                    [](const Scored& x, const Scored& y) { return x.score > y.score || (x.score == y.score && x.i < y.i); });
-  for (std::size_t j = 0; j < k; ++j) {
-    const std::size_t i = scored[j].i;
+  std::sort_heap(kept.begin(), kept.end(), ranks_before);
+  for (std::size_t j = 0; j < kept.size(); ++j) {
+    const std::size_t i = kept[j].i;
     WorstElement w;
     w.index = unravel(i, actual);
     w.got = actual.data()[i];
     w.emulated = em.values.data()[i];
-    w.reference = ref.data()[i];
+    w.reference = ref_at(i);
     w.exact = ex.hi.data()[i] + ex.lo.data()[i];
     w.bound = em.bound.data()[i];
-    w.error = scored[j].error;
+    w.error = kept[j].error;
     w.ulps = std::isfinite(w.got) && std::isfinite(w.reference) ? (w.got - w.reference) / ulp_of(w.reference, op.out.format)
                                                                  : std::numeric_limits<double>::quiet_NaN();
-    w.violation = scored[j].violation;
+    w.violation = kept[j].violation;
     v.worst.push_back(std::move(w));
+  }
+  if (round_exact) {
+    for (std::size_t i = 0; i < ex.lo.size(); ++i) ex.lo.data()[i] = ref_at(i);  // reads lo[i] before it goes
+    v.tolerance = tolerance(em.bound, ex.lo, op.out.format);
+  } else {
+    v.tolerance = tolerance(em.bound, ref_store, op.out.format);
   }
   v.passed = v.violations == 0;
   const std::string kind(core::to_string(options.bound.kind));
-  if (v.bit_exact == v.elements)
+  const auto value_text = [](double x) {
+    std::ostringstream s;
+    s << std::setprecision(17) << x;
+    return s.str();
+  };
+  if (v.bit_exact == v.elements) {
     v.diagnosis = "bit-exact with " + platform.name + "'s emulation on all " + std::to_string(v.elements) + " elements";
-  else if (v.passed)
+  } else if (v.passed) {
     v.diagnosis = std::to_string(v.elements - v.bit_exact) + " of " + std::to_string(v.elements) +
                   " elements differ from " + platform.name +
                   "'s emulation but lie within its " + kind +
                   " bound: a different order or rounding than the model states, explained by the bound";
-  else
-    v.diagnosis = std::to_string(v.violations) + " of " + std::to_string(v.elements) + " elements lie beyond " +
-                  platform.name + "'s " + kind + " bound (worst " + std::to_string(v.worst_error_over_bound) +
-                  "x the bound): not explained by the platform's arithmetic";
+  } else {
+    std::vector<std::string> parts;
+    if (v.not_in_format > 0) {
+      const std::size_t i = first_foreign;
+      parts.push_back(std::to_string(v.not_in_format) + " of " + std::to_string(v.elements) +
+                      " elements of actual are not values of the output format " + std::string(op.out.format.name) +
+                      " (first: element " + std::to_string(i) + " (C order) = " + value_text(actual.data()[i]) +
+                      "): the device output is in another format than the op's out; round it into " +
+                      std::string(op.out.format.name) + " or build the op with the format the device writes");
+    }
+    if (v.special_mismatches > 0) {
+      const std::size_t i = first_special;
+      parts.push_back(std::to_string(v.special_mismatches) + " of " + std::to_string(v.elements) +
+                      " elements: special value differs from " + platform.name + "'s (first: element " +
+                      std::to_string(i) + " (C order): got " + value_text(actual.data()[i]) + ", the platform gives " +
+                      value_text(em.values.data()[i]) + " with bound " + value_text(em.bound.data()[i]) +
+                      "; NaN and +-Inf, and any value where the bound is infinite, must equal the platform's own)");
+    }
+    const std::size_t beyond = v.violations - v.not_in_format - v.special_mismatches;
+    if (beyond > 0) {
+      parts.push_back(std::to_string(beyond) + " of " + std::to_string(v.elements) + " elements lie beyond " +
+                      platform.name + "'s " + kind + " bound (worst " + value_text(worst_beyond) +
+                      "x the bound): not explained by the platform's arithmetic");
+    }
+    for (std::size_t j = 0; j < parts.size(); ++j) v.diagnosis += (j ? "; " : "") + parts[j];
+  }
   return v;
 }
 

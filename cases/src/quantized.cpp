@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <iomanip>
+#include <sstream>
 #include <cstdint>
 #include <limits>
 #include <set>
@@ -530,18 +532,27 @@ Emulation quantize(const xt::xarray<double>& x, const Quantization& q, const xt:
   return r;
 }
 
+std::vector<std::int64_t> integer_codes(const xt::xarray<double>& codes, const Quantization& q) {
+  std::vector<std::int64_t> c(codes.size());
+  for (std::size_t i = 0; i < codes.size(); ++i) {
+    const double v = codes.data()[i];
+    if (!(v >= static_cast<double>(q.qmin()) && v <= static_cast<double>(q.qmax())) || v != std::floor(v)) {
+      std::ostringstream text;
+      text << std::setprecision(17) << v;
+      throw error("codes: element " + std::to_string(i) + " (C order) = " + text.str() + " is not a code of " +
+                  std::string(q.format.name) + ": codes are integers in [" + std::to_string(q.qmin()) + ", " +
+                  std::to_string(q.qmax()) + "]");
+    }
+    c[i] = static_cast<std::int64_t>(v);
+  }
+  return c;
+}
+
 Emulation dequantize(const xt::xarray<double>& codes, const Quantization& q, const xt::xarray<double>& scale,
                      const xt::xarray<std::int64_t>& zero_point, int axis, std::size_t block_size, const Cast& out) {
   const std::vector<std::size_t> shape(codes.shape().begin(), codes.shape().end());
   const QuantGroups g = groups_for(shape, scale, zero_point, axis, block_size);
-  std::vector<std::int64_t> c(codes.size());
-  for (std::size_t i = 0; i < codes.size(); ++i) {
-    const double v = codes.data()[i];
-    if (!(v >= static_cast<double>(q.qmin()) && v <= static_cast<double>(q.qmax())) || v != std::floor(v))
-      throw error("codes: element " + std::to_string(i) + " = " + std::to_string(v) + " is not a code of " +
-                  std::string(q.format.name) + " [" + std::to_string(q.qmin()) + ", " + std::to_string(q.qmax()) + "]");
-    c[i] = static_cast<std::int64_t>(v);
-  }
+  const std::vector<std::int64_t> c = integer_codes(codes, q);
   Emulation r;
   r.values = xt::xarray<double>::from_shape(shape);
   dequantize_into(c.data(), shape, scale.data(), zero_point.data(), g, out, r.values.data());

@@ -1,9 +1,11 @@
 #include "numeq/formats/block_scale.hpp"
 
 #include <bit>
+#include <algorithm>
 #include <cmath>
 #include <string>
 
+#include "numeq/formats/cast.hpp"
 #include "numeq/formats/error.hpp"
 #include "numeq/formats/random.hpp"
 #include "numeq/formats/round_and_pack.hpp"
@@ -45,7 +47,35 @@ void check_scaling(const BlockScaling& s) {
     if (b == 0) throw error("block: block extents must be >= 1");
 }
 
+// The block scale for amax > 0 under the scaling's rule.
+double block_scale(double amax, const BlockScaling& scaling, const Cast& scale_cast, const Unpacked& max_element) {
+  double s = 0;
+  if (scaling.scale_rule == ScaleRule::ocp) {
+    // OCP MX v1.0 s6.3: X = 2^(floor(log2(amax)) - emax_elem); a power of two, so the scale
+    // format holds it exactly unless it lies beyond its range, where it clamps.
+    const int emax_elem = std::ilogb(max_finite(scaling.element.format));
+    const double x = std::ldexp(1.0, std::ilogb(amax) - emax_elem);
+    s = std::min(x, max_finite(scaling.scale_format));
+    if (s < min_subnormal(scaling.scale_format)) s = min_subnormal(scaling.scale_format);
+    s = round_to_format(s, Cast{scaling.scale_format, Rounding::downward, Overflow::saturate});
+  } else {
+    s = decode_bits(scale_cast.format, round_and_pack(scale_cast, exact_quotient(unpack_double(amax), max_element), 0));
+  }
+  if (s == 0) s = min_subnormal(scaling.scale_format);  // never divide by zero
+  return s;
+}
+
 }  // namespace
+
+std::string_view to_string(ScaleRule r) { return r == ScaleRule::ocp ? "ocp" : "quotient"; }
+
+ScaleRule scale_rule_by_name(std::string_view name, std::string_view parameter) {
+  if (name == "ocp") return ScaleRule::ocp;
+  if (name == "quotient") return ScaleRule::quotient;
+  throw error(std::string(parameter) + ": unknown scale rule '" + std::string(name) +
+              "'; valid choices: ocp (OCP MX v1.0 s6.3: 2^(floor(log2 amax) - emax_elem)), quotient (amax / "
+              "max_element rounded by scale_rounding)");
+}
 
 std::vector<std::size_t> block_scale_shape(const std::vector<std::size_t>& x_shape,
                                            const BlockScaling& scaling) {
@@ -92,10 +122,7 @@ void block_quantize_into(const BitsView& x, const BlockScaling& scaling, double*
   std::vector<double> scale(blocks, 1.0);
   for (std::size_t b = 0; b < blocks; ++b) {
     if (amax[b] == 0) continue;  // an all-zero block: any scale serves; 1 keeps it readable
-    double s = decode_bits(scale_cast.format,
-                           round_and_pack(scale_cast, exact_quotient(unpack_double(amax[b]), max_element), 0));
-    if (s == 0) s = min_subnormal(scaling.scale_format);  // never divide by zero
-    scale[b] = s;
+    scale[b] = block_scale(amax[b], scaling, scale_cast, max_element);
   }
   // Elements: x / scale exactly, rounded once through the element cast.
   const Cast& element = scaling.element;

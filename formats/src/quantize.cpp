@@ -209,7 +209,11 @@ void dequantize_into(const std::int64_t* codes, const std::vector<std::size_t>& 
   parallel_for(n, [&](std::size_t begin, std::size_t end) {
     for (std::size_t i = begin; i < end; ++i) {
       const std::size_t k = group_of(i, shape, groups);
-      const std::int64_t steps = codes[i] - zero_point[k];
+      std::int64_t steps = 0;
+      // codes far outside every integer format (an unsigned 2^64 - 1 read as int64) would wrap here.
+      if (__builtin_sub_overflow(codes[i], zero_point[k], &steps))
+        throw error("codes: element " + std::to_string(i) + " = " + std::to_string(codes[i]) + " minus zero point " +
+                    std::to_string(zero_point[k]) + " overflows int64; codes are integers of an integer format");
       if (steps == 0) {
         values[i] = 0.0;
         continue;

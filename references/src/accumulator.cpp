@@ -41,8 +41,7 @@ bool LongAccumulator::is_zero() const {
 
 void LongAccumulator::add_scaled(bool negative, uint128 magnitude, int exponent) {
   if (magnitude == 0) return;
-  any_term_ = nonzero_term_ = true;
-  all_negative_zero_ = false;
+  nonzero_term_ = true;
   const int position = exponent - lsb_exponent;
   const int width = magnitude >> 64 != 0 ? 128 - std::countl_zero(static_cast<std::uint64_t>(magnitude >> 64))
                                          : 64 - std::countl_zero(static_cast<std::uint64_t>(magnitude));
@@ -92,8 +91,7 @@ void LongAccumulator::add(double x) {
     return;
   }
   if (x == 0) {
-    any_term_ = true;
-    all_negative_zero_ = all_negative_zero_ && std::signbit(x);
+    (std::signbit(x) ? negative_zero_term_ : positive_zero_term_) = true;
     return;
   }
   const Scaled s = scaled(x);
@@ -112,8 +110,7 @@ void LongAccumulator::add_product(double x, double y) {
     return;
   }
   if (x == 0 || y == 0) {
-    any_term_ = true;
-    all_negative_zero_ = all_negative_zero_ && negative;
+    (negative ? negative_zero_term_ : positive_zero_term_) = true;
     return;
   }
   const Scaled a = scaled(x);
@@ -132,9 +129,9 @@ void LongAccumulator::add(const LongAccumulator& other) {
   nan_ = nan_ || other.nan_;
   positive_inf_ = positive_inf_ || other.positive_inf_;
   negative_inf_ = negative_inf_ || other.negative_inf_;
-  any_term_ = any_term_ || other.any_term_;
   nonzero_term_ = nonzero_term_ || other.nonzero_term_;
-  all_negative_zero_ = all_negative_zero_ && other.all_negative_zero_;
+  negative_zero_term_ = negative_zero_term_ || other.negative_zero_term_;
+  positive_zero_term_ = positive_zero_term_ || other.positive_zero_term_;
 }
 
 Exact LongAccumulator::exact_value() const {
@@ -164,9 +161,17 @@ Exact LongAccumulator::exact_value() const {
   return e;
 }
 
+bool LongAccumulator::only_negative_zeros() const {
+  return negative_zero_term_ && !positive_zero_term_ && !nonzero_term_;
+}
+
+// IEEE 754-2019 s6.3: an exact zero sum of operands of opposite signs (x + (-x), (+0) + (-0)) is
+// +0 in every rounding direction but roundTowardNegative, where it is -0; x + x keeps x's sign
+// (all -0: -0; all +0: +0). No terms at all: +0 (the empty sum).
 bool LongAccumulator::zero_sign(const Cast& cast) const {
-  if (nonzero_term_) return cast.rounding == Rounding::downward;
-  return any_term_ && all_negative_zero_;
+  if (only_negative_zeros()) return true;
+  if (!nonzero_term_ && !negative_zero_term_) return false;  // only +0 terms, or none
+  return cast.rounding == Rounding::downward;
 }
 
 std::uint64_t round_exact(const Exact& e, const Cast& cast, std::uint64_t random) {
@@ -226,7 +231,7 @@ void LongAccumulator::to_mpfr(mpfr_ptr out) const {
     return;
   }
   if (is_zero()) {
-    mpfr_set_zero(out, any_term_ && all_negative_zero_ && !nonzero_term_ ? -1 : 1);
+    mpfr_set_zero(out, only_negative_zeros() ? -1 : 1);
     return;
   }
   std::array<std::uint64_t, words> magnitude = register_;

@@ -42,8 +42,19 @@ struct Direct {
 // Outputs form rows of `row_length` elements; term also receives the element's row and column
 // (kept incrementally: a division per element costs as much as a short exact dot product).
 template <class Term>
+void reduce_range(std::size_t first, std::size_t outputs, std::size_t terms_each, std::size_t row_length,
+                  const Cast* cast, double* hi, double* lo, Term&& term);
+
+template <class Term>
 void reduce_each(std::size_t outputs, std::size_t terms_each, std::size_t row_length, const Cast* cast, double* hi,
                  double* lo, Term&& term) {
+  reduce_range(0, outputs, terms_each, row_length, cast, hi, lo, std::forward<Term>(term));
+}
+
+// reduce_each over the outputs first .. first + outputs - 1 only (first a multiple of row_length).
+template <class Term>
+void reduce_range(std::size_t first, std::size_t outputs, std::size_t terms_each, std::size_t row_length,
+                  const Cast* cast, double* hi, double* lo, Term&& term) {
   constexpr std::size_t none = static_cast<std::size_t>(-1);
   std::atomic<std::size_t> first_invalid{none};
   const std::uint64_t key = cast ? random_stream_key(cast->seed) : 0;
@@ -51,6 +62,8 @@ void reduce_each(std::size_t outputs, std::size_t terms_each, std::size_t row_le
   // Threads pay off from about 2^16 terms of work in all.
   const std::size_t serial_below = std::max<std::size_t>(1, (std::size_t{1} << 16) / std::max<std::size_t>(1, terms_each));
   parallel_for(outputs, [&](std::size_t begin, std::size_t end) {
+    begin += first;
+    end += first;
     LongAccumulator acc;
     // Clearing costs as much as a short dot product, so it is skipped after a term that answered
     // through `direct` (such a term leaves acc untouched).
@@ -263,7 +276,7 @@ void gemm(const double* a, const double* bt, double* c, std::size_t M, std::size
   dgemm_("T", "N", &m, &n, &k, &one, bt, &k, a, &k, &zero, c, &m);
 }
 
-// The exact products of one pair of matrices, as slice products and scales.
+// The exact products of a block of rows of a with one matrix b, as slice products and scales.
 struct SlicedProduct {
   bool usable = false;
   bool window = false;  // the terms of one element sum exactly in a 128-bit integer
@@ -272,17 +285,26 @@ struct SlicedProduct {
   std::vector<double> products;  // (a.count M) x (b.count N): slice pair (s, t) in block (s, t)
 };
 
-// a is row-major M x K, bt row-major N x K (b transposed).
-SlicedProduct sliced_product(const double* a, const double* bt, std::size_t M, std::size_t N, std::size_t K) {
-  SlicedProduct p;
-  if (K == 0 || K > (std::size_t{1} << 21) || M > (1u << 30) || N > (1u << 30)) return p;
-  // The largest w with K * (2^w - 1)^2 < 2^53.
-  const int w = (53 - static_cast<int>(std::bit_width(K - 1))) / 2;
-  if (!slice_matrix(a, M, K, w, p.a, p.a_nonfinite)) return p;
-  if (!slice_matrix(bt, N, K, w, p.b, p.b_nonfinite)) return p;
+// The slice width for K terms: the largest w with K * (2^w - 1)^2 < 2^53; 0 where slicing does
+// not apply.
+int slice_width(std::size_t K, std::size_t M, std::size_t N) {
+  if (K == 0 || K > (std::size_t{1} << 21) || M > (1u << 30) || N > (1u << 30)) return 0;
+  return (53 - static_cast<int>(std::bit_width(K - 1))) / 2;
+}
+
+// b's slices (bt row-major N x K, b transposed) into p; false where b cannot be sliced.
+bool slice_b(const double* bt, std::size_t N, std::size_t K, int w, SlicedProduct& p) {
+  return w > 0 && slice_matrix(bt, N, K, w, p.b, p.b_nonfinite);
+}
+
+// The slice products of rows a (row-major M x K) with p's b slices: p.usable when done.
+void slice_a_and_multiply(const double* a, std::size_t M, std::size_t N, std::size_t K, int w, SlicedProduct& p) {
+  p.usable = false;
+  p.products.clear();
+  if (!slice_matrix(a, M, K, w, p.a, p.a_nonfinite)) return;
   const std::size_t pairs = static_cast<std::size_t>(p.a.count) * static_cast<std::size_t>(p.b.count);
   // pairs == 0: a zero operand, whose result signs the long-accumulator loop works out.
-  if (pairs == 0 || pairs * M * N > max_buffer_doubles) return p;
+  if (pairs == 0 || pairs * M * N > max_buffer_doubles) return;
   // One dgemm for every slice pair: a's slices stacked are an (Sa M) x K matrix, b's an (Sb N) x K
   // one, and their product holds the product of slices s and t at rows s M.., columns t N... One
   // call keeps BLAS's threads busy once instead of Sa Sb times (small sizes spent most of their
@@ -293,7 +315,16 @@ SlicedProduct sliced_product(const double* a, const double* bt, std::size_t M, s
   p.usable = true;
   // 53 bits per term, shifted by up to (slices_a - 1 + slices_b - 1) * w, plus carries and sign.
   p.window = 53 + (p.a.count + p.b.count - 2) * w + static_cast<int>(std::bit_width(pairs)) + 1 <= 127;
-  return p;
+}
+
+// Rows of a per block: the slice products of one block stay near block_budget doubles (4 MiB),
+// so that an exact matmul's working memory beyond its result is b's slices and one block, not the
+// slice products of the whole result (Sa Sb M N doubles: 4x the result for bf16 at K = 2048).
+constexpr std::size_t block_budget = std::size_t{1} << 19;
+
+std::size_t block_rows(std::size_t M, std::size_t N, const SlicedProduct& p) {
+  const std::size_t count = static_cast<std::size_t>(std::max(1, p.b.count));
+  return std::clamp<std::size_t>(block_budget / std::max<std::size_t>(1, count * count * N), 1, std::max<std::size_t>(M, 1));
 }
 
 void matmul_impl(const xt::xarray<double>& a, const xt::xarray<double>& b, const xt::xarray<double>* c,
@@ -352,65 +383,84 @@ void matmul_impl(const xt::xarray<double>& a, const xt::xarray<double>& b, const
   }
   const double* ad = a.data();
   const double* cd = c ? c_full.data() : nullptr;
-  // Error-free GEMMs where the inputs allow (see sliced_product); one per result matrix.
-  std::vector<SlicedProduct> sliced(matrices);
-  for (std::size_t t = 0; t < matrices && M * N > 0; ++t)
-    sliced[t] = sliced_product(ad + a_of[t] * M * K, bt.data() + b_of[t] * N * K, M, N, K);
-  // Per result row (matrix t, row m), looked up rather than divided out per element.
-  std::vector<std::size_t> row_matrix(matrices * M), row_index(matrices * M);
-  for (std::size_t row = 0; row < matrices * M; ++row) {
-    row_matrix[row] = row / M;
-    row_index[row] = row % M;
+  // Error-free GEMMs where the inputs allow (see slice_a_and_multiply): b's slices per b matrix,
+  // then a's rows block by block. Once every b is sliced, b^T is read only by elements that fall
+  // back to the plain loop, which may read b itself (strided): b^T is dropped.
+  const int w = M * N > 0 ? slice_width(K, M, N) : 0;
+  std::vector<SlicedProduct> b_sliced(b_batches);
+  bool all_sliced = w > 0;
+  for (std::size_t s = 0; s < b_batches && w > 0; ++s) {
+    b_sliced[s].usable = slice_b(bt.data() + s * N * K, N, K, w, b_sliced[s]);
+    all_sliced = all_sliced && b_sliced[s].usable;
   }
-  reduce_each(r.hi.size(), K + 1, std::max<std::size_t>(N, 1), cast, r.hi.data(), cast ? nullptr : r.lo.data(),
-              [&](std::size_t i, std::size_t result_row, std::size_t n, LongAccumulator& acc, Direct& direct) {
-    const std::size_t t = row_matrix[result_row];
-    const std::size_t m = row_index[result_row];
-    const SlicedProduct& p = sliced[t];
-    if (p.usable && !p.a_nonfinite[m] && !p.b_nonfinite[n]) {
-      const std::size_t a_count = static_cast<std::size_t>(p.a.count), b_count = static_cast<std::size_t>(p.b.count);
-      // Slice pair (s, u) of element (m, n): row s M + m, column u N + n of the products.
-      const std::size_t row = static_cast<std::size_t>(p.b.count) * N;
-      const double* g = p.products.data() + m * row + n;
-      auto pair = [&](std::size_t s, std::size_t u) { return g[s * M * row + u * N]; };
-      if (p.window && cd == nullptr && cast != nullptr) {
-        // The terms g * 2^(scale_a + scale_b) are integers below 2^53 whose scales differ by
-        // multiples of w: summed exactly in a 128-bit integer (p.window says they fit).
-        const int base = p.a.scale[(a_count - 1) * M + m] + p.b.scale[(b_count - 1) * N + n];
-        int128 total = 0;
-        for (std::size_t s = 0; s < a_count; ++s)
-          for (std::size_t u = 0; u < b_count; ++u) {
-            const int shift = p.a.scale[s * M + m] + p.b.scale[u * N + n] - base;
-            total += static_cast<int128>(static_cast<std::int64_t>(pair(s, u))) << shift;
+  if (all_sliced) std::vector<double>().swap(bt);
+  const double* bd = b.data();
+  SlicedProduct unsliced;  // K == 0 or N == 0: no b matrix to slice
+  for (std::size_t t = 0; t < matrices; ++t) {
+    SlicedProduct& p = b_of[t] < b_sliced.size() ? b_sliced[b_of[t]] : unsliced;
+    const bool b_ok = w > 0 && p.usable;
+    const std::size_t rows = b_ok ? block_rows(M, N, p) : std::max<std::size_t>(M, 1);
+    for (std::size_t m0 = 0; m0 < M; m0 += rows) {
+      const std::size_t m1 = std::min(M, m0 + rows);
+      if (b_ok) slice_a_and_multiply(ad + a_of[t] * M * K + m0 * K, m1 - m0, N, K, w, p);
+      const bool sliced = b_ok && p.usable;
+      p.usable = b_ok;  // b's slices stay usable for the next block
+      const std::size_t first = t * M * N + m0 * N;
+      reduce_range(first, (m1 - m0) * N, K + 1, std::max<std::size_t>(N, 1), cast, r.hi.data(),
+                   cast ? nullptr : r.lo.data(),
+                   [&](std::size_t i, std::size_t result_row, std::size_t n, LongAccumulator& acc, Direct& direct) {
+        const std::size_t m = result_row - t * M;  // the row within matrix t
+        const std::size_t ml = m - m0;             // ... and within the block
+        if (sliced && !p.a_nonfinite[ml] && !p.b_nonfinite[n]) {
+          const std::size_t a_count = static_cast<std::size_t>(p.a.count), b_count = static_cast<std::size_t>(p.b.count);
+          const std::size_t Mb = m1 - m0;
+          // Slice pair (s, u) of element (m, n): row s Mb + ml, column u N + n of the products.
+          const std::size_t row = static_cast<std::size_t>(p.b.count) * N;
+          const double* g = p.products.data() + ml * row + n;
+          auto pair = [&](std::size_t s, std::size_t u) { return g[s * Mb * row + u * N]; };
+          if (p.window && cd == nullptr && cast != nullptr) {
+            // The terms g * 2^(scale_a + scale_b) are integers below 2^53 whose scales differ by
+            // multiples of w: summed exactly in a 128-bit integer (p.window says they fit).
+            const int base = p.a.scale[(a_count - 1) * Mb + ml] + p.b.scale[(b_count - 1) * N + n];
+            int128 total = 0;
+            for (std::size_t s = 0; s < a_count; ++s)
+              for (std::size_t u = 0; u < b_count; ++u) {
+                const int shift = p.a.scale[s * Mb + ml] + p.b.scale[u * N + n] - base;
+                total += static_cast<int128>(static_cast<std::int64_t>(pair(s, u))) << shift;
+              }
+            if (total != 0) {  // an exact zero takes the accumulator path below for its sign
+              const bool negative = total < 0;
+              direct.value = normalize(negative, static_cast<uint128>(negative ? -total : total), base);
+              direct.used = true;
+              return;
+            }
           }
-        if (total != 0) {  // an exact zero takes the accumulator path below for its sign
-          const bool negative = total < 0;
-          direct.value = normalize(negative, static_cast<uint128>(negative ? -total : total), base);
-          direct.used = true;
-          return;
+          for (std::size_t s = 0; s < a_count; ++s) {
+            const int scale_a = p.a.scale[s * Mb + ml];
+            for (std::size_t u = 0; u < b_count; ++u) {
+              const double term = pair(s, u);
+              // An integer below 2^53 whose scales keep it a normal double: exact.
+              if (term != 0) acc.add(std::ldexp(term, scale_a + p.b.scale[u * N + n]));
+            }
+          }
+          if (!acc.is_zero()) {
+            if (cd != nullptr) acc.add(cd[i]);
+            return;
+          }
+          acc.clear();  // an exact zero: the signs of the zero products decide, as below
         }
-      }
-      for (std::size_t s = 0; s < a_count; ++s) {
-        const int scale_a = p.a.scale[s * M + m];
-        for (std::size_t u = 0; u < b_count; ++u) {
-          const double term = pair(s, u);
-          // An integer below 2^53 whose scales keep it a normal double: exact.
-          if (term != 0) acc.add(std::ldexp(term, scale_a + p.b.scale[u * N + n]));
+        const double* row = ad + a_of[t] * M * K + m * K;
+        if (!bt.empty()) {
+          const double* col = bt.data() + b_of[t] * N * K + n * K;
+          for (std::size_t k = 0; k < K; ++k) acc.add_product(row[k], col[k]);
+        } else {
+          const double* col = bd + b_of[t] * K * N + n;  // b itself, column n (stride N)
+          for (std::size_t k = 0; k < K; ++k) acc.add_product(row[k], col[k * N]);
         }
-      }
-      if (!acc.is_zero()) {
         if (cd != nullptr) acc.add(cd[i]);
-        return;
-      }
-      acc.clear();  // an exact zero: the signs of the zero products decide, as below
+      });
     }
-    {
-      const double* row = ad + a_of[t] * M * K + m * K;
-      const double* col = bt.data() + b_of[t] * N * K + n * K;
-      for (std::size_t k = 0; k < K; ++k) acc.add_product(row[k], col[k]);
-    }
-    if (cd != nullptr) acc.add(cd[i]);
-  });
+  }
 }
 
 }  // namespace

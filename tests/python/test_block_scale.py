@@ -1,6 +1,7 @@
 """Block-scaled quantisation (OCP MX, DeepSeek-V3 tiles/blocks, NVFP4-like) against an exact oracle:
-scale = round(amax / max(fmt)) into scale_fmt; element = round(x / scale) into fmt (saturating),
-both computed from exact rationals and rounded once (conftest.round_oracle)."""
+scale = round(amax / max(fmt)) into scale_fmt (the "quotient" rule) or, for OCP MX by default,
+2^(floor(log2 amax) - emax_elem) (OCP MX v1.0 s6.3); element = round(x / scale) into fmt
+(saturating), both computed from exact rationals and rounded once (conftest.round_oracle)."""
 
 from __future__ import annotations
 
@@ -24,8 +25,22 @@ def block_slices(shape, block):
         yield idx, sl
 
 
+def floor_log2(q: Fraction) -> int:
+    """floor(log2 q) for a positive rational, exactly."""
+    e = q.numerator.bit_length() - q.denominator.bit_length()
+    return e if Fraction(2) ** e <= q else e - 1
+
+
+def ocp_scale(amax: float, fmt: str) -> float:
+    """OCP MX v1.0 s6.3: shared_exp = floor(log2(amax)) - emax_elem, emax_elem the exponent of the
+    element format's largest normal (from the spec's max_finite); X = 2^shared_exp, clamped to E8M0's
+    range 2^-127 .. 2^127."""
+    shared = floor_log2(Fraction(amax)) - floor_log2(Fraction(max_finite(SPECS[fmt])))
+    return float(Fraction(2) ** min(max(shared, -127), 127))
+
+
 def block_oracle(x, fmt, block, scale_fmt, scale_rounding="nearest_even", rounding="nearest_even",
-                 overflow="saturate"):
+                 overflow="saturate", scale_rule="quotient"):
     spec, sspec = SPECS[fmt], SPECS[scale_fmt]
     lead = x.ndim - len(block)
     sshape = x.shape[:lead] + tuple(n // b for n, b in zip(x.shape[lead:], block))
@@ -37,6 +52,8 @@ def block_oracle(x, fmt, block, scale_fmt, scale_rounding="nearest_even", roundi
         amax = float(np.max(np.abs(blk)))
         if amax == 0:
             s = 1.0  # an all-zero block: numeq documents scale 1
+        elif scale_rule == "ocp":
+            s = ocp_scale(amax, fmt)
         else:
             s = round_oracle(Fraction(amax) / mx, sspec, rounding=scale_rounding, overflow="saturate")
         scales[idx] = s
@@ -67,7 +84,7 @@ MX_ELEMENTS = ["e4m3fn", "e5m2", "e3m2fn", "e2m3fn", "e2m1fn"]
 def test_mx_matches_oracle(fmt, scale_rounding):
     rng = np.random.default_rng(1)
     x = varied_blocks(rng, (6, 128), 32)
-    values, scales = numeq.mx_quantize(x, fmt, scale_rounding=scale_rounding)
+    values, scales = numeq.mx_quantize(x, fmt, scale_rule="quotient", scale_rounding=scale_rounding)
     assert values.shape == x.shape and scales.shape == (6, 4)
     want_v, want_s = block_oracle(x, fmt, (32,), "e8m0fnu", scale_rounding)
     assert_same_floats(scales, want_s, f"{fmt} scales")
@@ -81,13 +98,49 @@ def test_mx_matches_oracle(fmt, scale_rounding):
     np.testing.assert_array_equal(s2, scales)
 
 
+@pytest.mark.parametrize("block", [(32,), (16,), (8, 32)])
+@pytest.mark.parametrize("fmt", MX_ELEMENTS)
+def test_mx_default_is_the_ocp_rule(fmt, block):
+    # OCP MX v1.0 s6.3 transcribed with Fractions (ocp_scale); mx_quantize's default, and the same
+    # rule through block_quantize(scale_rule="ocp") for other block sizes.
+    rng = np.random.default_rng(11)
+    shape = (4, 2 * block[-1]) if len(block) == 1 else (2 * block[0], 2 * block[1])
+    x = varied_blocks(rng, shape, block[-1]) if len(block) == 1 else rng.standard_normal(shape) * 3
+    if block == (32,):
+        values, scales = numeq.mx_quantize(x, fmt)
+    else:
+        values, scales = numeq.block_quantize(x, fmt, block=block, scale_fmt="e8m0fnu", scale_rule="ocp")
+    want_v, want_s = block_oracle(x, fmt, block, "e8m0fnu", scale_rule="ocp")
+    assert_same_floats(scales, want_s, f"{fmt} scales")
+    assert_same_floats(values, want_v, f"{fmt} elements")
+
+
+@pytest.mark.parametrize("fmt", MX_ELEMENTS)
+def test_mx_amax_just_above_a_power_of_two_is_not_clipped(fmt):
+    # amax 1.2: the spec's scale 2^(0 - emax_elem) keeps 1.2 / scale within the element range up to
+    # the element rounding; the old default (amax / max rounded to nearest) clipped it (e4m3fn: 0.875).
+    x = np.zeros(32)
+    x[0], x[7] = 1.2, -0.25
+    values, scales = numeq.mx_quantize(x, fmt)
+    assert scales[0] == ocp_scale(1.2, fmt)
+    assert values[0] == round_oracle(Fraction(1.2) / Fraction(scales[0]), SPECS[fmt])
+    assert values[0] * scales[0] >= 1.0
+
+
+def test_mx_scale_rounding_needs_the_quotient_rule():
+    with pytest.raises(ValueError, match="scale_rounding"):
+        numeq.mx_quantize(np.ones(32), scale_rounding="upward")
+    with pytest.raises(ValueError, match="scale_rule"):
+        numeq.mx_quantize(np.ones(32), scale_rule="floor")
+
+
 @pytest.mark.parametrize("fmt", MX_ELEMENTS)
 def test_upward_scale_never_saturates_and_bounds_error(fmt):
     spec = SPECS[fmt]
     mx = max_finite(spec)
     rng = np.random.default_rng(2)
     x = varied_blocks(rng, (8, 96), 32)
-    values, scales = numeq.mx_quantize(x, fmt, scale_rounding="upward")
+    values, scales = numeq.mx_quantize(x, fmt, scale_rule="quotient", scale_rounding="upward")
     s_full = np.repeat(scales, 32, axis=-1)
     for v, e, s in zip(x.ravel(), values.ravel(), s_full.ravel()):
         q = Fraction(float(v)) / Fraction(float(s))
@@ -103,9 +156,9 @@ def test_nearest_scale_can_saturate_but_stays_bounded():
     x = np.zeros((1, 32))
     x[0, 0] = 448 * 1.4
     x[0, 1] = 1.0
-    values, scales = numeq.mx_quantize(x, "e4m3fn")
+    values, scales = numeq.mx_quantize(x, "e4m3fn", scale_rule="quotient")
     assert scales[0, 0] == 1.0 and values[0, 0] == 448.0
-    values, scales = numeq.mx_quantize(x, "e4m3fn", scale_rounding="upward")
+    values, scales = numeq.mx_quantize(x, "e4m3fn", scale_rule="quotient", scale_rounding="upward")
     assert scales[0, 0] == 2.0 and values[0, 0] == round_oracle(Fraction(448 * 1.4) / 2, SPECS["e4m3fn"])
 
 
@@ -150,7 +203,7 @@ def test_element_rounding_modes(rounding):
     rng = np.random.default_rng(5)
     x = varied_blocks(rng, (2, 64), 32)
     values, scales = numeq.mx_quantize(x, "e4m3fn", rounding=rounding)
-    want_v, want_s = block_oracle(x, "e4m3fn", (32,), "e8m0fnu", rounding=rounding)
+    want_v, want_s = block_oracle(x, "e4m3fn", (32,), "e8m0fnu", rounding=rounding, scale_rule="ocp")
     assert_same_floats(values, want_v, rounding)
 
 

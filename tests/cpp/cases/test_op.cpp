@@ -4,7 +4,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <limits>
 #include <cstdio>
 #include <string>
 
@@ -22,6 +24,7 @@ namespace {
 
 namespace cases = numeq::cases;
 namespace core = numeq::core;
+namespace reference = numeq::reference;
 using numeq::Cast;
 using Array = xt::xarray<double>;
 namespace fmts = numeq::formats;
@@ -410,6 +413,99 @@ TEST(Op, AttentionAndQuantisedMatmulsThroughTheCatalogue) {
   EXPECT_TRUE(qv.passed) << qv.diagnosis;
   rq.quant.rounding = numeq::Rounding::stochastic;
   expect_error_mentioning([&] { cases::integer_matmul_requantized(ia, ib, rq); }, "rounding");
+}
+
+TEST(Op, SpecialValuesMustBeThePlatformsOwn) {
+  // fp32 exp(100) overflows (host expf: +Inf); 1/+0 = +Inf, 1/-0 = -Inf (IEEE 754 s7.3).
+  const core::Platform trn1 = core::platform_by_name("trainium.trn1");
+  const cases::Op exp_op = cases::function(numeq::reference::Function::exp, Array{100.0, 1.0}, "fp32", Cast{fmts::fp32});
+  const Array device{static_cast<double>(std::exp(100.0f)), static_cast<double>(std::exp(1.0f))};
+  ASSERT_TRUE(std::isinf(device(0)));
+  EXPECT_TRUE(cases::compare(device, exp_op, trn1).passed);
+  Array zero = device;
+  zero(0) = 0.0;
+  const cases::Verdict v = cases::compare(zero, exp_op, trn1);
+  EXPECT_FALSE(v.passed);
+  EXPECT_EQ(v.special_mismatches, 1u);
+  EXPECT_NE(v.diagnosis.find("special value differs"), std::string::npos) << v.diagnosis;
+  const core::Platform h100 = core::platform_by_name("nvidia.h100");
+  const cases::Op rcp = cases::function(numeq::reference::Function::reciprocal, Array{0.0, -0.0}, "fp32", Cast{fmts::fp32});
+  const double inf = std::numeric_limits<double>::infinity();
+  EXPECT_TRUE(cases::compare(Array{inf, -inf}, rcp, h100).passed);
+  EXPECT_FALSE(cases::compare(Array{-inf, -inf}, rcp, h100).passed);
+  EXPECT_FALSE(cases::compare(Array{inf, 0.0}, rcp, h100).passed);
+}
+
+TEST(Op, ValuesOutsideTheOutputFormatAreViolations) {
+  // 1 + 2^-10 is an fp32 value but no bf16 value (8 significand bits).
+  const core::Platform h100 = core::platform_by_name("nvidia.h100");
+  const cases::Op op = cases::conversion(Array{1.0 + 0x1p-10, 2.0}, "fp32", Cast{fmts::bf16});
+  const cases::Verdict v = cases::compare(Array{1.0 + 0x1p-10, 2.0}, op, h100);
+  EXPECT_FALSE(v.passed);
+  EXPECT_EQ(v.not_in_format, 1u);
+  EXPECT_NE(v.diagnosis.find("not values of the output format bf16"), std::string::npos) << v.diagnosis;
+  EXPECT_TRUE(cases::compare(Array{1.0, 2.0}, op, h100).passed);
+}
+
+TEST(Op, WorstRanksByErrorOverBound) {
+  // Small integers: the exact sums are plain doubles; errors of chosen multiples of each bound.
+  const core::Platform h100 = core::platform_by_name("nvidia.h100");
+  Array a = xt::zeros<double>({4, 8}), b = xt::zeros<double>({8, 3});
+  for (std::size_t i = 0; i < a.size(); ++i) a.data()[i] = static_cast<double>(static_cast<int>(i % 7) - 3) * 0.5;
+  for (std::size_t i = 0; i < b.size(); ++i) b.data()[i] = static_cast<double>(static_cast<int>(i % 5) - 2);
+  const cases::Op op = cases::matmul(a, b, nullptr, "bf16", Cast{fmts::fp32});
+  const cases::Emulation e = op.emulate(h100, {});
+  Array got = e.values;
+  // (flat index, how many ulps of fp32 off): ranked by error / bound, not by index.
+  const std::vector<std::pair<std::size_t, double>> planted = {{1, 2}, {4, 64}, {7, 8}, {10, 512}};
+  for (const auto& [i, k] : planted) {
+    const double x = got.data()[i];
+    got.data()[i] = x + k * cases::ulp_of(x == 0 ? 1.0 : x, fmts::fp32);
+  }
+  const cases::Verdict v = cases::compare(got, op, h100, {{}, 4});
+  ASSERT_EQ(v.worst.size(), 4u);
+  const reference::ExactValues ex = op.exact();
+  std::vector<std::pair<double, std::size_t>> want;
+  for (const auto& [i, k] : planted) {
+    const double err = std::abs(got.data()[i] - ex.hi.data()[i] - ex.lo.data()[i]), B = e.bound.data()[i];
+    want.push_back({B > 0 ? err / B : std::numeric_limits<double>::infinity(), i});
+  }
+  std::sort(want.begin(), want.end(), [](auto x, auto y) { return x.first > y.first || (x.first == y.first && x.second < y.second); });
+  for (std::size_t j = 0; j < 4; ++j) {
+    std::size_t flat = v.worst[j].index[0] * 3 + v.worst[j].index[1];
+    EXPECT_EQ(flat, want[j].second) << "rank " << j;
+  }
+}
+
+TEST(Op, MatmulReferenceFromTheExactValueEqualsTheRoundedAccumulator) {
+  // compare rounds matmul's exact (hi, lo) itself (round to odd by lo's sign, then into out); the
+  // reference's own path rounds the long accumulator once. They must agree on every element, for
+  // every output format and rounding the shortcut takes (cancellation data: many exact zeros and
+  // values close to rounding boundaries).
+  for (const char* in : {"bf16", "e4m3fn", "fp32"}) {
+    const numeq::Format& fin = numeq::format_by_name(in);
+    const Array a = generate(cases::Distribution::cancellation, 3, fin, {9, 40});
+    const Array b = generate(cases::Distribution::normal, 4, fin, {40, 7});
+    for (const numeq::Format* f : {&fmts::fp32, &fmts::bf16, &fmts::fp16, &fmts::tf32}) {
+      for (numeq::Rounding r : {numeq::Rounding::nearest_even, numeq::Rounding::nearest_away,
+                                numeq::Rounding::toward_zero, numeq::Rounding::upward, numeq::Rounding::downward}) {
+        const cases::Op op = cases::matmul(a, b, nullptr, in, Cast{*f, r});
+        if (r == numeq::Rounding::downward) {
+          EXPECT_FALSE(op.reference_from_exact) << "downward: the sign of an exact zero is not in hi";
+          continue;
+        }
+        ASSERT_TRUE(op.reference_from_exact);
+        const reference::ExactValues ex = op.exact();
+        const Array ref = op.reference();
+        for (std::size_t i = 0; i < ref.size(); ++i) {
+          const double got = op.reference_from_exact(ex.hi.data()[i], ex.lo.data()[i]);
+          EXPECT_TRUE(got == ref.data()[i] && std::signbit(got) == std::signbit(ref.data()[i]))
+              << in << " -> " << f->name << " " << numeq::to_string(r) << " element " << i << ": " << got << " vs "
+              << ref.data()[i];
+        }
+      }
+    }
+  }
 }
 
 }  // namespace

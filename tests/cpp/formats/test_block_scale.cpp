@@ -36,6 +36,7 @@ using numeq::BlockScaling;
 using numeq::Cast;
 using numeq::Format;
 using numeq::Rounding;
+using numeq::ScaleRule;
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
 constexpr mpfr_prec_t kPrec = 256;
@@ -269,7 +270,7 @@ TEST(BlockScale, MxMatchesMpfr) {
          {std::vector<std::size_t>{4, 96}, std::vector<std::size_t>{2, 3, 64}, std::vector<std::size_t>{64}}) {
       std::size_t saturated_nearest = 0;
       for (Rounding mode : {Rounding::nearest_even, Rounding::upward}) {
-        const BlockScaling s = numeq::mx_scaling(*c.format, mode);
+        const BlockScaling s = numeq::mx_scaling(*c.format, ScaleRule::quotient, mode);
         SCOPED_TRACE(std::string(c.grid->name) + " scale " + std::string(numeq::to_string(mode)) + " rank " +
                      std::to_string(shape.size()));
         EXPECT_EQ(s.block_shape, (std::vector<std::size_t>{32}));
@@ -292,6 +293,46 @@ TEST(BlockScale, MxMatchesMpfr) {
   }
 }
 
+// OCP MX v1.0 s6.3: shared_exp = floor(log2(amax)) - emax_elem, X = 2^shared_exp, elements
+// x / X rounded to nearest even and clamped to the element format's largest magnitude. emax_elem
+// from the spec's largest finite values (Grid), floor(log2) from frexp (exact).
+double ocp_scale(double amax, const Grid& element) {
+  int e_amax = 0, e_max = 0;
+  std::frexp(amax, &e_amax);
+  std::frexp(element.max_finite, &e_max);
+  const int shared = (e_amax - 1) - (e_max - 1);
+  return std::ldexp(1.0, std::clamp(shared, -127, 127));
+}
+
+TEST(BlockScale, MxDefaultIsTheOcpRule) {
+  std::uint64_t seed = 700;
+  for (const MxCase& c : kMx) {
+    const BlockScaling s = numeq::mx_scaling(*c.format);
+    EXPECT_EQ(s.scale_rule, ScaleRule::ocp);
+    for (const std::vector<std::size_t>& shape : {std::vector<std::size_t>{4, 96}, std::vector<std::size_t>{64}}) {
+      SCOPED_TRACE(std::string(c.grid->name) + " rank " + std::to_string(shape.size()));
+      const auto x = block_data<double>(shape, s.block_shape, ++seed);
+      const Result r = run(x, shape, s);
+      std::vector<double> amax(r.scales.size(), 0.0);
+      for (std::size_t i = 0; i < x.size(); ++i)
+        amax[block_index(i, shape, s.block_shape)] = std::max(amax[block_index(i, shape, s.block_shape)], std::fabs(x[i]));
+      for (std::size_t k = 0; k < amax.size(); ++k)
+        if (amax[k] > 0) EXPECT_EQ(r.scales[k], ocp_scale(amax[k], *c.grid)) << "block " << k << " amax " << amax[k];
+      for (std::size_t i = 0; i < x.size(); ++i)
+        EXPECT_EQ(r.elements[i], oracle_element(x[i], r.scales[block_index(i, shape, s.block_shape)], *c.grid)) << i;
+    }
+    // amax just above a power of two: the quotient rule (nearest) takes the scale below
+    // amax / max_element and clips the block's largest element; the spec's rule keeps it.
+    std::vector<double> x(32, 0.0);
+    x[0] = 1.2;
+    x[5] = -0.3;
+    const Result r = run(x, {32}, s);
+    EXPECT_EQ(r.scales[0], ocp_scale(1.2, *c.grid));
+    EXPECT_EQ(r.elements[0] * r.scales[0], oracle_element(1.2, ocp_scale(1.2, *c.grid), *c.grid) * r.scales[0]);
+    EXPECT_GE(r.elements[0] * r.scales[0], 1.0) << c.grid->name << ": the block's amax must not clip below 1";
+  }
+}
+
 TEST(BlockScale, MxScalesArePowersOfTwoAtTheDocumentedPlace) {
   // amax / max_element exactly at powers of two and at the midpoints 1.5 * 2^k between them: E8M0
   // nearest rounding takes a midpoint up (both neighbours have significand 1), upward too.
@@ -301,7 +342,7 @@ TEST(BlockScale, MxScalesArePowersOfTwoAtTheDocumentedPlace) {
       std::vector<float> x(32, 0.0f);
       x[5] = static_cast<float>(-amax);
       for (Rounding mode : {Rounding::nearest_even, Rounding::upward, Rounding::toward_zero}) {
-        const auto r = run(x, {32}, numeq::mx_scaling(numeq::formats::e4m3fn, mode));
+        const auto r = run(x, {32}, numeq::mx_scaling(numeq::formats::e4m3fn, ScaleRule::quotient, mode));
         double want = std::ldexp(1.0, k);
         if (mode == Rounding::upward && m > 1) want *= 2;
         if (mode == Rounding::nearest_even && m >= 1.5) want *= 2;
@@ -340,7 +381,7 @@ TEST(BlockScale, ElementTiesRoundToEven) {
         if (i % 32 == 0) continue;
         x[i] = ((g() & 1) ? 1.0 : -1.0) * ties[t++] * s;
       }
-      BlockScaling bs = numeq::mx_scaling(*c.format);
+      BlockScaling bs = numeq::mx_scaling(*c.format, ScaleRule::quotient);
       bs.scale_format = *scale_format;
       const auto r = run(x, {n}, bs);
       for (std::size_t b = 0; b < n / 32; ++b) ASSERT_EQ(r.scales[b], s);
@@ -364,7 +405,7 @@ TEST(BlockScale, ScaleRangeLimits) {
   x[0] = 1e300;
   x[40] = 1e-300;
   for (Rounding mode : {Rounding::nearest_even, Rounding::upward}) {
-    const auto r = run(x, {64}, numeq::mx_scaling(numeq::formats::e4m3fn, mode));
+    const auto r = run(x, {64}, numeq::mx_scaling(numeq::formats::e4m3fn, ScaleRule::quotient, mode));
     EXPECT_EQ(r.scales[0], 0x1p127);
     EXPECT_EQ(r.elements[0], 448.0);  // saturated element
     EXPECT_EQ(r.scales[1], 0x1p-127);
@@ -407,7 +448,7 @@ TEST(BlockScale, AllZeroBlocks) {
     std::vector<float> x(96, 0.0f);
     for (std::size_t i = 0; i < 32; ++i) x[i] = (i % 2) ? -0.0f : 0.0f;  // block 0: signed zeros
     x[70] = 3.0f;                                                         // block 2 non-zero
-    const auto r = run(x, {96}, numeq::mx_scaling(*c.format));
+    const auto r = run(x, {96}, numeq::mx_scaling(*c.format, ScaleRule::quotient));
     EXPECT_EQ(r.scales[0], 1.0);
     EXPECT_EQ(r.scales[1], 1.0);
     EXPECT_EQ(r.scales[2], oracle_scale(3.0, *c.grid, kE8M0, Rounding::nearest_even));
@@ -418,7 +459,7 @@ TEST(BlockScale, AllZeroBlocks) {
     }
     // Dequantising gives the zeros back.
     std::vector<double> back(96);
-    numeq::block_dequantize_into(r.elements.data(), {96}, r.scales.data(), numeq::mx_scaling(*c.format),
+    numeq::block_dequantize_into(r.elements.data(), {96}, r.scales.data(), numeq::mx_scaling(*c.format, ScaleRule::quotient),
                                  Cast{numeq::formats::fp32}, back.data());
     for (std::size_t i = 0; i < 32; ++i) EXPECT_EQ(bits_of(back[i]), bits_of(static_cast<double>(x[i])));
   }
@@ -429,7 +470,7 @@ TEST(BlockScale, StochasticElementsUseTheirCOrderIndex) {
   // i must be the scalar stochastic rounding of x / scale with index i.
   std::vector<std::size_t> shape{3, 64};
   const auto x = block_data<double>(shape, {32}, 9);
-  BlockScaling s = numeq::mx_scaling(numeq::formats::e4m3fn);
+  BlockScaling s = numeq::mx_scaling(numeq::formats::e4m3fn, ScaleRule::quotient);
   s.element.rounding = Rounding::stochastic;
   s.element.seed = 1234;
   const auto r = run(x, shape, s);
@@ -460,7 +501,7 @@ TEST(BlockScale, DequantizeMatchesMpfr) {
   for (const MxCase& c : kMx) {
     const std::vector<std::size_t> shape{4, 64};
     const auto x = block_data<float>(shape, {32}, g());
-    for (const BlockScaling& s : {numeq::mx_scaling(*c.format),
+    for (const BlockScaling& s : {numeq::mx_scaling(*c.format, ScaleRule::quotient),
                                   BlockScaling{Cast{*c.format, Rounding::nearest_even, numeq::Overflow::saturate},
                                                numeq::formats::fp32, Rounding::nearest_even, {32}}}) {
       const auto r = run(x, shape, s);
@@ -488,7 +529,7 @@ TEST(BlockScale, DequantizeMatchesMpfr) {
 using numeq_test::expect_error_mentioning;
 
 TEST(BlockScale, Errors) {
-  const BlockScaling mx = numeq::mx_scaling(numeq::formats::e4m3fn);
+  const BlockScaling mx = numeq::mx_scaling(numeq::formats::e4m3fn, ScaleRule::quotient);
   expect_error_mentioning([&] { (void)numeq::block_scale_shape({4, 33}, mx); }, "block");
   expect_error_mentioning([&] { (void)numeq::block_scale_shape({4, 16}, mx); }, "block");
   BlockScaling ds = mx;

@@ -213,6 +213,41 @@ TEST(LongAccumulator, SignOfAnExactZero) {
   EXPECT_FALSE(std::signbit(empty.round_value(Cast{formats::bf16})));  // the empty sum is +0
 }
 
+TEST(LongAccumulator, SignOfAnExactZeroInEveryRoundingMode) {
+  // IEEE 754-2019 s6.3 written out: x + x keeps x's sign (all -0: -0, all +0: +0); an exact zero
+  // sum of operands of opposite signs is +0 in every direction but roundTowardNegative (-0). The
+  // host FPU's binary64 addition (round to nearest) agrees on the two-term cases.
+  const std::vector<std::vector<double>> cases = {{-0.0, 0.0},  {0.0, -0.0},      {-0.0, -0.0}, {0.0, 0.0},
+                                                  {1.5, -1.5},  {-0.0, 2.0, -2.0}, {0.0, -0.0, 0.0},
+                                                  {-0.0, -0.0, -0.0}};
+  for (Rounding mode : {Rounding::nearest_even, Rounding::nearest_away, Rounding::toward_zero, Rounding::upward,
+                        Rounding::downward, Rounding::odd}) {
+    for (const auto& terms : cases) {
+      bool all_negative_zero = true, all_positive_zero = true;
+      for (double t : terms) {
+        all_negative_zero = all_negative_zero && t == 0 && std::signbit(t);
+        all_positive_zero = all_positive_zero && t == 0 && !std::signbit(t);
+      }
+      const bool want = all_negative_zero || (!all_positive_zero && mode == Rounding::downward);
+      LongAccumulator acc, left, right;
+      for (std::size_t i = 0; i < terms.size(); ++i) {
+        acc.add(terms[i]);
+        (i % 2 ? right : left).add(terms[i]);
+      }
+      left.add(right);
+      for (const numeq::Format* f : {&formats::fp32, &formats::bf16, &formats::fp64}) {
+        const double got = acc.round_value(Cast{*f, mode});
+        EXPECT_EQ(got, 0.0);
+        EXPECT_EQ(std::signbit(got), want) << numeq::to_string(mode) << " terms " << terms.size() << " first "
+                                           << terms[0];
+        EXPECT_EQ(std::signbit(left.round_value(Cast{*f, mode})), want) << "merged";
+      }
+      if (terms.size() == 2 && mode == Rounding::nearest_even)
+        EXPECT_EQ(std::signbit(terms[0] + terms[1]), want);
+    }
+  }
+}
+
 TEST(LongAccumulator, MergingEqualsAddingEverything) {
   std::mt19937_64 rng(4);
   LongAccumulator whole, left, right;

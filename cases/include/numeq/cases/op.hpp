@@ -44,6 +44,10 @@ struct Op {
   double exact_relative_error = 0;
   // The exact result rounded correctly into `out`.
   std::function<xt::xarray<double>()> reference;
+  // Optional: one element of the reference from exact()'s (hi, lo), where hi + lo settles the
+  // rounding; compare then computes the exact result once instead of twice and holds no
+  // reference array.
+  std::function<double(double hi, double lo)> reference_from_exact;
   // The platform's result and its bound.
   std::function<Emulation(const core::Platform&, const core::BoundOptions&)> emulate;
 };
@@ -169,10 +173,14 @@ struct Verdict {
   std::size_t bit_exact = 0;          // got == emulated (NaNs alike, zeros by sign)
   std::size_t within_bound = 0;       // |got - exact| <= bound (and not bit-exact)
   std::size_t violations = 0;         // beyond the bound, or a special value the platform does not give
-  double worst_error_over_bound = 0;  // max |got - exact| / bound over finite, positive bounds
+  std::size_t special_mismatches = 0; // violations: NaN / +-Inf (or an infinite bound) where got is not the platform's value
+  std::size_t not_in_format = 0;      // violations: values that the output format does not hold
+  double worst_error_over_bound = 0;  // max |got - exact| / bound (Inf with any special-value mismatch)
   double max_ulps = 0;                // max |got - reference| in ulps
   double failure_probability = 0;     // of the bound used (probabilistic kind)
-  std::vector<WorstElement> worst;    // the largest error / bound first
+  // Violations first (special-value mismatches and values outside the output format before the
+  // rest), then by error / bound, descending; ties in index order.
+  std::vector<WorstElement> worst;
   Tolerance tolerance;                // of the bound
   std::string diagnosis;              // one line: what explains the result
 };
@@ -183,7 +191,10 @@ struct CompareOptions {
 };
 
 // actual: the device's output as float64 values, of the op's result shape (numeq::error naming
-// `actual` otherwise).
+// `actual` otherwise). An element passes when it equals the emulation (NaN matches any NaN) or,
+// where the emulation and its bound are finite, lies within the bound of the exact value. Where
+// the emulation is NaN or +-Inf, or the bound is infinite or NaN, only the platform's own value
+// passes (a special-value mismatch); a value the output format does not hold never passes.
 Verdict compare(const xt::xarray<double>& actual, const Op& op, const core::Platform& platform,
                 const CompareOptions& options = {});
 

@@ -166,7 +166,13 @@ Emulation cast(const xt::xarray<double>& x, const Cast& cast);
 Emulation quantize(const xt::xarray<double>& x, const Quantization& q, const xt::xarray<double>& scale,
                    const xt::xarray<std::int64_t>& zero_point, int axis = 0, std::size_t block_size = 1);
 
-// (codes - zero_point) * scale rounded into `out`; bound against the exact product.
+// codes as integers: every element must be an integer (a double holding one exactly) within
+// q's range [qmin, qmax] (int8 [-128, 127], ...); numeq::error naming `codes`, the format and the
+// range otherwise (300, 0.5 or 2^64 for int8 are no codes of it).
+std::vector<std::int64_t> integer_codes(const xt::xarray<double>& codes, const Quantization& q);
+
+// (codes - zero_point) * scale rounded into `out`; bound against the exact product. codes as
+// integer_codes reads them.
 Emulation dequantize(const xt::xarray<double>& codes, const Quantization& q, const xt::xarray<double>& scale,
                      const xt::xarray<std::int64_t>& zero_point, int axis = 0, std::size_t block_size = 1,
                      const Cast& out = Cast{formats::fp64});

@@ -76,16 +76,18 @@ class LongAccumulator {
   // bits and a sticky bit. Requires !is_zero().
   Exact exact_value() const;
   bool zero_sign(const Cast& cast) const;
+  bool only_negative_zeros() const;
 
   std::array<std::uint64_t, words> register_{};
   bool nan_ = false;
   bool positive_inf_ = false;
   bool negative_inf_ = false;
-  // The sign of an exact zero: -0 if there were terms and all were -0; if nonzero terms
-  // cancelled, +0 (-0 when rounding downward).
-  bool any_term_ = false;
+  // The sign of an exact zero (zero_sign): -0 if every term was -0, +0 if every term was +0 (or
+  // there were none); otherwise (zeros of both signs, or nonzero terms that cancelled) +0, or -0
+  // when rounding downward.
   bool nonzero_term_ = false;
-  bool all_negative_zero_ = true;
+  bool negative_zero_term_ = false;
+  bool positive_zero_term_ = false;
 };
 
 }  // namespace numeq
