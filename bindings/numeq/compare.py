@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from . import _core
-from ._reference_functions import _check_str
+from ._arrays import _array, _check_int, _check_str
 from .ops import Op, Tolerance, _kind
 
 __all__ = ["Verdict", "WorstElement", "compare"]
@@ -75,9 +75,8 @@ def compare(actual: Any, op: Op, platform: str, *, kind: str = "deterministic", 
         raise TypeError(f"op: expected a numeq.ops.Op (numeq.ops.matmul(...), ...), got {type(op).__name__}")
     _check_str(platform, "platform")
     kind, lam = _kind(kind, lam)
-    if isinstance(worst, bool) or not isinstance(worst, (int, np.integer)) or worst < 0:
-        raise ValueError(f"worst: expected a non-negative integer, got {worst!r}")
-    a = np.asarray(actual)
+    worst = _check_int(worst, "worst", 0, 2**31 - 1)
+    a = _array(actual, "actual")
     if a.dtype.kind not in "fiu" and a.dtype.names is None:
         try:
             a = a.astype(np.float64)  # ml_dtypes arrays

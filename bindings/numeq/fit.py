@@ -22,8 +22,9 @@ from typing import Any, Mapping, Sequence, Union
 
 import numpy as np
 
-from ._arrays import _check_str
+from ._arrays import SIZE, UINT64, _array, _check_format, _check_int, _check_str, _renamed
 from .platforms import Plan, dot, matmul, plan, platform_assumptions, platform_json
+from .platforms import platforms as platform_names
 from .platforms import sum as sum_
 
 Candidate = Union[str, Plan]
@@ -40,7 +41,8 @@ def assumption_candidates(platform: str, *, op: str = "matmul", in_fmt: str = "b
     for value, parameter in ((platform, "platform"), (op, "op"), (in_fmt, "in_fmt"), (out, "out")):
         _check_str(value, parameter)
     base = platform.split("[", 1)[0].strip()
-    assumptions = platform_assumptions(base)
+    with _renamed({"name": "platform"}):
+        assumptions = platform_assumptions(base)
     if not assumptions:
         raise ValueError(f"platform: {base} has no assumptions to choose among; give candidates as plans or names")
     by_name = {a["name"]: a for a in assumptions}
@@ -82,16 +84,21 @@ def tensor_core_candidates(in_fmt: str, out: str = "fp32", *, n: Sequence[int] =
     to the largest exponent, truncated to F fraction bits, summed exactly, normalised and rounded
     once; a GEMM chains steps along K). For fp16 outputs the step output is fp16 (the choices
     "fp16 nearest_even", "fp16 toward_zero" apply). Returns {label: Plan}."""
-    _check_str(in_fmt, "in_fmt")
-    _check_str(out, "out")
+    _check_format(in_fmt, "in_fmt")
+    _check_format(out, "out")
+    n = _int_list(n, "n", 1)
+    fraction_bits = _int_list(fraction_bits, "fraction_bits", 0)
+    if isinstance(step_output, str) or not isinstance(step_output, (list, tuple)) or not step_output:
+        raise TypeError(f"step_output: expected a non-empty sequence of 'format rounding' strings, got {step_output!r}")
+    for so in step_output:
+        if len(_check_str(so, "step_output").split()) != 2:
+            raise ValueError(f"step_output: expected 'format rounding' (e.g. 'fp32 toward_zero'), got {so!r}")
     if out == "fp16" and tuple(step_output) == ("fp32 toward_zero", "fp32 nearest_even", "e8m13 toward_zero"):
         step_output = ("fp16 nearest_even", "fp16 toward_zero")
     plans: dict[str, Plan] = {}
     c_format = "fp16" if out == "fp16" else "fp32"
     for steps, bits, so in itertools.product(n, fraction_bits, step_output):
         fmt, rounding = so.split()
-        if isinstance(steps, bool) or int(steps) < 1:
-            raise ValueError(f"n: products per step must be positive integers, got {steps!r}")
         step = {"n": int(steps), "fraction_bits": int(bits), "alignment": "truncate", "max_exponent": "encoded",
                 "zeros": "fp32_emin", "a_format": in_fmt, "b_format": in_fmt, "c_format": c_format,
                 "output": {"format": fmt, "rounding": rounding}, "overflow": "infinity", "zero_sign": "positive"}
@@ -127,6 +134,14 @@ class FitResult:
         return "\n".join(lines)
 
 
+def _int_list(values: Any, parameter: str, lo: int) -> list[int]:
+    if isinstance(values, (int, np.integer, bool, np.bool_)):
+        values = (values,)
+    if not isinstance(values, (list, tuple, range)) or not len(values):
+        raise TypeError(f"{parameter}: expected a non-empty sequence of integers, got {values!r}")
+    return [_check_int(v, parameter, lo, 2**31 - 1) for v in values]
+
+
 def _load(x: Any, parameter: str) -> tuple[np.ndarray, str]:
     """An array, or a .npy file (the error then names the file)."""
     if isinstance(x, (str, Path)):
@@ -135,7 +150,7 @@ def _load(x: Any, parameter: str) -> tuple[np.ndarray, str]:
             return np.load(path, allow_pickle=False), str(path)
         except (OSError, ValueError) as e:
             raise ValueError(f"{parameter}: cannot read {path} as a .npy array: {e}") from None
-    return np.asarray(x), parameter
+    return _array(x, parameter), parameter
 
 
 def _same_bits(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -146,6 +161,9 @@ def _as_candidates(candidates: Any) -> dict[str, Candidate]:
     if isinstance(candidates, Mapping):
         out = dict(candidates)
     elif isinstance(candidates, (list, tuple)):
+        for i, c in enumerate(candidates):
+            if not isinstance(c, (str, Plan)):
+                raise TypeError(f"candidates[{i}]: expected a platform name or a Plan, got {type(c).__name__}")
         out = {(c if isinstance(c, str) else c.name): c for c in candidates}
     else:
         raise TypeError("candidates: expected a dict {label: platform name or Plan} or a list of them")
@@ -170,6 +188,9 @@ def fit(candidates: Any, inputs: Any, outputs: Any, *, op: str = "dot", in_fmt: 
     _check_str(op, "op")
     if op not in ("sum", "dot", "matmul"):
         raise ValueError(f"op: unknown operation {op!r}; valid: sum, dot, matmul")
+    _check_format(out, "out")
+    if in_fmt is not None:
+        _check_format(in_fmt, "in_fmt")
     cands = _as_candidates(candidates)
     arity = (1,) if op == "sum" else (2, 3)
     if not isinstance(inputs, (tuple, list)) or len(inputs) not in arity:
@@ -403,17 +424,24 @@ def probes(platform: str, *, op: str = "matmul", in_fmt: str = "bf16", out: str 
         _check_str(value, parameter)
     if op not in ("sum", "matmul"):
         raise ValueError(f"op: probes are built for sum and matmul; got {op!r}")
+    _check_format(in_fmt, "in_fmt")
+    _check_format(out, "out")
+    base = platform.split("[", 1)[0].strip()
+    if base not in platform_names():
+        raise ValueError(f"platform: unknown platform {base!r}; valid: {', '.join(platform_names())}")
     if op == "sum":
         out = in_fmt
-    for value, parameter in ((m, "m"), (n, "n"), (k, "k")):
-        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-            raise ValueError(f"{parameter}: expected a positive integer, got {value!r}")
+    m, n, k = (_check_int(value, parameter, 1, SIZE[1]) for value, parameter in ((m, "m"), (n, "n"), (k, "k")))
+    seed = _check_int(seed, "seed", *UINT64)
     if m > 128 or n > 512:
         raise ValueError(f"m, n: one PSUM tile holds at most 128 x 512 results (nc_matmul limits); got {m} x {n}")
     cands = (dict(candidates) if candidates is not None
              else assumption_candidates(platform, op=op, in_fmt=in_fmt, out=out))
     rng = np.random.default_rng(seed)
-    a = _probe_pool(rng, in_fmt, k, m)
+    try:
+        a = _probe_pool(rng, in_fmt, k, m)
+    except MemoryError:
+        raise MemoryError(f"m, n, k: probes of {m} x {k} and {k} x {n} need more memory than this machine has") from None
     if op == "sum":
         b = None
         expected = {label: sum_(a, axis=-1, platform=variant, fmt=in_fmt) for label, variant in cands.items()}

@@ -9,6 +9,9 @@
 #include <xtensor/xadapt.hpp>
 
 #include <cstdint>
+#include <exception>
+#include <new>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -140,6 +143,25 @@ PYBIND11_MODULE(_core, m) {
       PyErr_SetString(PyExc_TypeError, e.what());
     } catch (const numeq::error& e) {
       PyErr_SetString(PyExc_ValueError, e.what());
+    } catch (const std::bad_alloc&) {
+      // The Python layer checks the sizes it can see; anything left is a size or count inside an
+      // argument (a plan's node size, a shape) too large for this machine's memory.
+      PyErr_SetString(PyExc_MemoryError,
+                      "out of memory: a size or count given in the arguments (a shape, a plan's node size) needs "
+                      "more memory than this machine has");
+    } catch (const std::length_error& e) {
+      PyErr_SetString(PyExc_MemoryError, (std::string("out of memory: a size or count given in the arguments is "
+                                                      "beyond what a container can hold (") + e.what() + ")")
+                                             .c_str());
+    } catch (const std::exception& e) {
+      // nlohmann::json's exceptions ("[json.exception.out_of_range.406] ...") come from JSON text
+      // the caller gave (a plan or a profile): a ValueError, as every other malformed-JSON report.
+      const std::string what = e.what();
+      if (what.rfind("[json.exception.", 0) == 0) {
+        PyErr_SetString(PyExc_ValueError, ("JSON: " + what).c_str());
+        return;
+      }
+      throw;  // pybind11's own translation (RuntimeError and the standard mappings)
     }
   });
 
