@@ -486,7 +486,7 @@ def _block_extents(block: Any) -> list[int]:
 
 def mx_quantize(x: Any, fmt: str = "e4m3fn", *, scale_rounding: str = "nearest_even", **kwargs: Any):
     """OCP MX: blocks of 32 along the last axis, one e8m0fnu scale each (see block_quantize)."""
-    with _renamed({"block": "x"}):  # the blocks are fixed here: a shape they do not fit is x's
+    with _renamed({"block": "x (MX blocks of 32 along the last axis)"}):  # a shape the fixed blocks do not fit is x's
         return block_quantize(x, fmt, block=(32,), scale_fmt="e8m0fnu", scale_rounding=scale_rounding, **kwargs)
 
 

@@ -311,6 +311,10 @@ def scaled_fp8_matmul(a: Any, b: Any, scale_a: Any, scale_b: Any, *, scaling: st
     _check_str(scaling, "scaling")
     sa = np.ascontiguousarray(_real_array(scale_a, "scale_a"), dtype=np.float64)
     sb = np.ascontiguousarray(_real_array(scale_b, "scale_b"), dtype=np.float64)
+    for s, name in ((sa, "scale_a"), (sb, "scale_b")):
+        if not np.all(np.isfinite(s) & (np.abs(s) <= np.finfo(np.float32).max)):
+            raise ValueError(f"{name}: scales are fp32 values: finite and at most {np.finfo(np.float32).max:g} in "
+                             "magnitude")
     with _renamed({"long accumulator": "a, b, scale_a, scale_b"}):
         return Op(_core.cases_scaled_fp8_matmul(np.ascontiguousarray(av, dtype=np.float64),
                                                 np.ascontiguousarray(bv, dtype=np.float64), sa, sb, fa, scaling,

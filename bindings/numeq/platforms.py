@@ -29,7 +29,7 @@ class Plan:
 
     def __init__(self, text: str | dict) -> None:
         body = _json_text(text, "plan")
-        with _sized("plan"):
+        with _sized("plan"), _renamed({"JSON": "plan"}):
             self._json = _core.core_plan_check(body)  # validates; errors name the field
 
     @classmethod
@@ -112,13 +112,13 @@ def load_platform(source: str | os.PathLike | dict | None = None, *, path: str |
     if len(given) != 1:
         raise TypeError(f"source, path, text: give exactly one (got {', '.join(given) or 'none'})")
     if text is not None:
-        with _sized("text"):
+        with _sized("text"), _renamed({"JSON": "text"}):
             return _core.core_register_platform(_json_text(text, "text"))
     parameter = "path" if path is not None else "source"
     where = path if path is not None else source
     if parameter == "source" and isinstance(source, (dict, str)) and (
             isinstance(source, dict) or source.lstrip().startswith("{")):
-        with _sized("source"):
+        with _sized("source"), _renamed({"JSON": "source"}):
             return _core.core_register_platform(_json_text(source, "source"))
     if isinstance(where, str):
         _check_str(where, parameter)
@@ -133,7 +133,7 @@ def load_platform(source: str | os.PathLike | dict | None = None, *, path: str |
                          "starts with '{'; or pass text=...)") from None
     except UnicodeDecodeError as e:
         raise ValueError(f"{parameter}: {str(file)!r} is not UTF-8 text: {e}") from None
-    with _sized(parameter):
+    with _sized(parameter), _renamed({"JSON": parameter}):
         return _core.core_register_platform(_check_str(body, parameter))
 
 

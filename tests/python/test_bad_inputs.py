@@ -496,7 +496,7 @@ def run_case(row: str, param: str, label: str) -> str:
     if must_raise:
         return f"accepted {label} for {param}"
     if check == "copy":
-        call[param] = np.ascontiguousarray(value)
+        call[param] = np.array(value, order="C")  # numpy's C-ordered copy of the same values
         if not _same_outcome(outcome, _attempt(fn, call, row)):
             return f"{label} view of {param} gives a different result from a C-ordered copy"
     if check == "same":
@@ -603,7 +603,17 @@ def matrix(tmp_path_factory) -> dict[tuple[str, str, str], str]:
 
 
 # Rows another change fixes (issue 14's other items): strict xfails, they pass once merged.
-XFAIL: dict[tuple[str, str, str], str] = {}
+_SUM = "issue 14: numeq.sum's axis and fmt checks are in sum(), rewritten for axis=None/tuples separately"
+XFAIL: dict[tuple[str, str, str], str] = {
+    ("sum", "axis", "2**63"): _SUM,
+    ("sum", "axis", "2**64"): _SUM,
+    ("sum", "axis", "-2**63-1"): _SUM,
+    ("sum", "fmt", "unknown"): _SUM,
+    ("sum", "fmt", "nul"): _SUM,
+    ("sum", "fmt", "int"): _SUM,
+    ("sum", "fmt", "bytes"): _SUM,
+    ("sum", "fmt", "empty"): _SUM,
+}
 
 
 def _params():

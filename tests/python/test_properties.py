@@ -89,7 +89,7 @@ def arrays(draw, dtypes=DTYPES, max_dims=3, max_side=5):
     if dtype.kind in "f" and dtype.itemsize >= 4:
         elements = st.floats(width=dtype.itemsize * 8, allow_nan=True, allow_infinity=True)
         a = draw(hnp.arrays(dtype, shape, elements=elements))
-    elif dtype.kind in "iub":
+    elif dtype.kind in "iub" or dtype.itemsize > 2 or dtype.names is not None:
         a = draw(hnp.arrays(dtype, shape))
     else:  # float16 and ml_dtypes: random bit patterns reinterpreted
         bits = {1: np.uint8, 2: np.uint16}[dtype.itemsize]
@@ -160,7 +160,7 @@ def _names_other(message: str, params: dict) -> bool:
 def test_layouts_round(a, fmt):
     EXECUTIONS["examples"] += 1
     got = _call(numeq.round, a, fmt)
-    want = _call(numeq.round, np.ascontiguousarray(a), fmt)
+    want = _call(numeq.round, np.array(a, order="C"), fmt)  # numpy's C-ordered copy, 0-d stays 0-d
     assert matrix._same([np.asarray(got)], [np.asarray(want)])
 
 
@@ -172,7 +172,7 @@ def test_layouts_reference_sum(a, axis):
     except ValueError as e:
         assert matrix._names(str(e), "axis") or matrix._names(str(e), "x"), str(e)
         return
-    want = _call(numeq.reference.sum, np.ascontiguousarray(a), axis, out="fp32")
+    want = _call(numeq.reference.sum, np.array(a, order="C"), axis, out="fp32")
     assert matrix._same([got], [want])
 
 
@@ -184,8 +184,9 @@ def test_layouts_platform_matmul(m, k, n, seed, how, platform):
     rng = np.random.default_rng(seed)
     a = rng.standard_normal((m, k)).astype(ml_dtypes.bfloat16)
     b = rng.standard_normal((k, n)).astype(ml_dtypes.bfloat16)
-    got = _call(numeq.matmul, _layout(a, how), _layout(b, how), platform=platform)
-    want = _call(numeq.matmul, a, b, platform=platform)
+    av, bv = _layout(a, how), _layout(b, how)
+    got = _call(numeq.matmul, av, bv, platform=platform)
+    want = _call(numeq.matmul, np.array(av, order="C"), np.array(bv, order="C"), platform=platform)
     assert matrix._same([got], [want])
 
 
@@ -198,8 +199,12 @@ FLOATING = [n for n in SPECS if n != "tf32"]
        overflow=st.sampled_from(["ieee", "saturate"]))
 def test_round_oracle(x, fmt, rounding, overflow):
     EXECUTIONS["examples"] += 1
-    got = _call(numeq.round, np.array(x), fmt, rounding=rounding, overflow=overflow)
     spec = SPECS[fmt]
+    if not spec.has_nan and any(math.isnan(v) for v in x):  # FP6/FP4: NaN has no encoding
+        with pytest.raises(ValueError, match="^x: .*NaN"):
+            _call(numeq.round, np.array(x), fmt, rounding=rounding, overflow=overflow)
+        return
+    got = _call(numeq.round, np.array(x), fmt, rounding=rounding, overflow=overflow)
     for v, g in zip(x, got):
         want = round_oracle(v if not math.isfinite(v) or v == 0 else Fraction(v), spec, rounding, overflow,
                             negative_zero=math.copysign(1.0, v) < 0)
@@ -217,7 +222,7 @@ def test_sum_oracle(x):
 
 
 @given(x=st.lists(st.floats(-1e6, 1e6), min_size=1, max_size=8),
-       scale=st.floats(1e-3, 1e3), zero_point=st.integers(-20, 20), fmt=st.sampled_from(["int8", "uint8"]))
+       scale=st.floats(1e-3, 1e3), zero_point=st.integers(0, 20), fmt=st.sampled_from(["int8", "uint8"]))
 def test_quantize_oracle(x, scale, zero_point, fmt):
     EXECUTIONS["examples"] += 1
     lo, hi = (-128, 127) if fmt == "int8" else (0, 255)
