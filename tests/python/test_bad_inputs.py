@@ -359,6 +359,30 @@ OPTIONAL = {"optint", "optstr", "optreal"}
 ARRAY_OPTIONAL = {"c", "mask", "gamma", "beta"}
 
 
+def _edges() -> dict[str, tuple[Callable[[], Any], Callable[[], Any]]]:
+    """Valid inputs at the edges (no terms, signed zeros), each with numpy's answer: the result
+    must equal it, or the call must raise a documented error naming a parameter."""
+    k0a, k0b = A[:, :0], B[:0, :]
+    zeros = np.zeros((2, 2))
+    e32 = np.zeros((2, 0), dtype=np.float32)
+    nz32 = np.array([-0.0, -0.0], dtype=np.float32)
+    return {
+        "matmul K=0": (lambda: numeq.matmul(k0a, k0b, platform="nvidia.h100", in_fmt="bf16"), lambda: zeros),
+        "matmul K=0 numpy": (lambda: numeq.matmul(k0a.astype(np.float32), k0b.astype(np.float32), platform="numpy",
+                                                  in_fmt="fp32"), lambda: zeros),
+        "reference.matmul K=0": (lambda: numeq.reference.matmul(k0a, k0b), lambda: zeros),
+        "ops.matmul K=0": (lambda: numeq.ops.matmul(k0a, k0b, in_fmt="bf16").reference(), lambda: zeros),
+        "reference.dot K=0": (lambda: numeq.reference.dot(np.zeros(0), np.zeros(0)), lambda: np.float64(0.0)),
+        "reference.sum empty": (lambda: numeq.reference.sum(e32), lambda: np.sum(e32, axis=-1)),
+        "sum empty numpy": (lambda: numeq.sum(e32, platform="numpy"), lambda: np.sum(e32, axis=-1)),
+        # IEEE 754-2019 s6.3: an exact sum of zeros of one sign has that sign (numpy's sum starts
+        # from +0, so it is the oracle for the numpy platform only).
+        "reference.sum -0": (lambda: numeq.reference.sum(nz32), lambda: np.float64(-0.0)),
+        "sum -0 numpy": (lambda: numeq.sum(nz32, platform="numpy"), lambda: np.sum(nz32)),
+        "ops.sum -0": (lambda: numeq.ops.sum(nz32).reference(), lambda: np.float64(-0.0)),
+    }
+
+
 def _cases() -> list[tuple[str, str, str]]:
     out = []
     for row, (_, _, params) in _rows().items():
@@ -366,6 +390,7 @@ def _cases() -> list[tuple[str, str, str]]:
         for param, kind in params.items():
             for label, _, _ in KINDS[kind]:
                 out.append((row, param, label))
+    out.extend(("edge", name, "oracle") for name in _edges())
     return out
 
 
@@ -472,6 +497,15 @@ def _value_for(row: str, param: str, kind: str, label: str, base_kwargs: dict) -
 
 def run_case(row: str, param: str, label: str) -> str:
     """'ok' or why not."""
+    if row == "edge":
+        call, oracle = _edges()[param]
+        outcome = _attempt(lambda: call(), {}, row)
+        if isinstance(outcome, tuple):
+            return "ok" if _PREFIX.match(outcome[1]) else f"{outcome[0]} naming no parameter: {outcome[1][:300]}"
+        if isinstance(outcome, str):
+            return outcome
+        return "ok" if _same(outcome, [np.asarray(oracle(), dtype=np.float64)]) else (
+            f"result {outcome} differs from numpy's {oracle()!r}")
     fn, base_kwargs, params = _rows()[row]
     kwargs = _resolve(row, base_kwargs)
     if label == "base":
