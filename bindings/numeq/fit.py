@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Sequence, Union
@@ -350,6 +351,10 @@ class Probes:
         """a_t.npy, b.npy, a.npy (float32 containers of the in_fmt values; x.npy for a sum probe),
         probe_kernel.py (when there is one), expected/<n>.npy per candidate with candidates.json
         naming them."""
+        if not isinstance(directory, (str, os.PathLike)):
+            raise TypeError(f"directory: expected a path (str or os.PathLike), got {type(directory).__name__}")
+        if isinstance(directory, str):
+            _check_str(directory, "directory")
         d = Path(directory)
         (d / "expected").mkdir(parents=True, exist_ok=True)
         if self.b is None:  # a sum probe: x

@@ -333,8 +333,12 @@ def int8_matmul(a: Any, b: Any, *, overflow: str = "error", requantize: dict[str
     for x, name in ((av, "a"), (bv, "b")):
         if x.dtype.kind not in "iuf":
             raise TypeError(f"{name}: expected an integer array, got dtype {x.dtype}")
-        if x.dtype.kind == "f" and not np.array_equal(x, np.round(x)):
+        if x.dtype.kind == "f" and not (np.all(np.isfinite(x)) and np.array_equal(x, np.round(x))):
             raise ValueError(f"{name}: expected integer codes, got non-integral values")
+        lo, hi = (int(x.min()), int(x.max())) if x.size else (0, 0)
+        if lo < -128 or hi > 255 or (lo < 0 and hi > 127):
+            raise ValueError(f"{name}: expected int8 codes [-128, 127] or uint8 codes [0, 255], got values in "
+                             f"[{lo}, {hi}]")
     a64 = np.ascontiguousarray(av, dtype=np.float64)
     b64 = np.ascontiguousarray(bv, dtype=np.float64)
     if requantize is None:

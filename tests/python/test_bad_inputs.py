@@ -725,6 +725,28 @@ REPORTED = [
 ]
 
 
+# Found while building the matrix and the property harness (each was a raw or missing error).
+REPORTED += [
+    ("reveal_order fn returning a str", lambda: numeq.reveal_order(lambda x: "a", 8), TypeError, "fn:"),
+    ("int8_matmul codes beyond int8/uint8", lambda: numeq.ops.int8_matmul(np.full((2, 2), 1000), _A2.astype(np.int8)),
+     ValueError, "a:"),
+    ("int8_matmul infinite codes", lambda: numeq.ops.int8_matmul(np.full((2, 2), np.inf), _A2.astype(np.int8)),
+     ValueError, "a:"),
+    ("Probes.write(5)", lambda: numeq.probes("trainium.trn1", m=2, n=2, k=128,
+                                             candidates={"d": "trainium.trn1"}).write(5), TypeError, "directory:"),
+    ("platform_json names its parameter", lambda: numeq.platform_json("nope"), ValueError, "name:"),
+    ("ops.function names its parameter", lambda: numeq.ops.function("nope", X), ValueError, "name:"),
+    ("ops.quantize block beyond the axis", lambda: numeq.ops.quantize(X, scale=np.ones((1, 1)), block=2**31),
+     ValueError, "block:"),
+    ("reference.dot of products beyond the accumulator", lambda: numeq.reference.dot(np.full(2, 1e308),
+                                                                                     np.full(2, 1e308)),
+     ValueError, "a, b:"),
+    ("scaled_fp8_matmul scale beyond fp32", lambda: numeq.ops.scaled_fp8_matmul(A, B, 1e300, 1.0, in_fmt="e4m3fn"),
+     ValueError, "scale_a:"),
+    ("JSON number overflow in a plan", lambda: numeq.Plan('{"name": 1e999}'), ValueError, "plan:"),
+]
+
+
 @pytest.mark.parametrize("label,call,error,text", REPORTED, ids=[r[0] for r in REPORTED])
 def test_reported(label, call, error, text):
     try:
