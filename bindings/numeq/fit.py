@@ -446,7 +446,8 @@ def probes(platform: str, *, op: str = "matmul", in_fmt: str = "bf16", out: str 
     try:
         a = _probe_pool(rng, in_fmt, k, m)
     except MemoryError:
-        raise MemoryError(f"m, n, k: probes of {m} x {k} and {k} x {n} need more memory than this machine has") from None
+        raise MemoryError(f"m, n, k: probes of {m} x {k} and {k} x {n} need more memory than this machine "
+                          "has") from None
     if op == "sum":
         b = None
         expected = {label: sum_(a, axis=-1, platform=variant, fmt=in_fmt) for label, variant in cands.items()}

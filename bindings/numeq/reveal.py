@@ -79,7 +79,8 @@ def _scalar(out: Any) -> float:
     try:
         a = np.asarray(out, dtype=np.float64)
     except (TypeError, ValueError):
-        raise TypeError(f"fn: expected a number as the result (the sum), got {type(out).__name__} {out!r:.60}") from None
+        raise TypeError(f"fn: expected a number as the result (the sum), got {type(out).__name__} "
+                        f"{out!r:.60}") from None
     if a.size != 1:
         raise ValueError(f"fn: expected a scalar result (the sum), got an array of shape {a.shape}")
     return float(a.astype(np.float64).reshape(()))

@@ -486,7 +486,9 @@ def _value_for(row: str, param: str, kind: str, label: str, base_kwargs: dict) -
             must = True
         return value, must, check
     if label == "numpy_int":
-        return (np.int64(base) if isinstance(base, int) else np.int64(1)), False, "same" if isinstance(base, int) else ""
+        if isinstance(base, int):
+            return np.int64(base), False, "same"
+        return np.int64(1), False, ""
     if label == "nul":
         text = base if isinstance(base, str) and not base.startswith("__") else "fp32"
         return text + "\x00junk", True, ""
