@@ -104,9 +104,12 @@ def tensor_core_candidates(in_fmt: str, out: str = "fp32", *, n: Sequence[int] =
                 "zeros": "fp32_emin", "a_format": in_fmt, "b_format": in_fmt, "c_format": c_format,
                 "output": {"format": fmt, "rounding": rounding}, "overflow": "infinity", "zero_sign": "positive"}
         label = f"n={steps},F={bits},step={fmt} {rounding}"
-        plans[label] = Plan({"name": f"generic tensor core {label}", "reduction": {"kind": "fused", "fused": step},
-                             "c_placement": "first",
-                             "output": {"format": "fp32" if fmt == "e8m13" else fmt, "rounding": "nearest_even"}})
+        fused = "plan.reduction.fused."
+        with _renamed({fused + "n": "n", fused + "fraction_bits": "fraction_bits",
+                       fused + "output.format": "step_output", fused + "output.rounding": "step_output"}):
+            plans[label] = Plan({"name": f"generic tensor core {label}", "reduction": {"kind": "fused", "fused": step},
+                                 "c_placement": "first",
+                                 "output": {"format": "fp32" if fmt == "e8m13" else fmt, "rounding": "nearest_even"}})
     return plans
 
 
@@ -442,6 +445,8 @@ def probes(platform: str, *, op: str = "matmul", in_fmt: str = "bf16", out: str 
         raise ValueError(f"m, n: one PSUM tile holds at most 128 x 512 results (nc_matmul limits); got {m} x {n}")
     cands = (dict(candidates) if candidates is not None
              else assumption_candidates(platform, op=op, in_fmt=in_fmt, out=out))
+    if (m + n) * k > SIZE[1] // 8:
+        raise MemoryError(f"m, n, k: probes of {m} x {k} and {k} x {n} hold more values than any memory")
     rng = np.random.default_rng(seed)
     try:
         a = _probe_pool(rng, in_fmt, k, m)

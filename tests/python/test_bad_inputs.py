@@ -746,6 +746,10 @@ REPORTED += [
     ("scaled_fp8_matmul scale beyond fp32", lambda: numeq.ops.scaled_fp8_matmul(A, B, 1e300, 1.0, in_fmt="e4m3fn"),
      ValueError, "scale_a:"),
     ("JSON number overflow in a plan", lambda: numeq.Plan('{"name": 1e999}'), ValueError, "plan:"),
+    ("tensor_core_candidates n beyond a step", lambda: numeq.tensor_core_candidates("bf16", n=(2**31 - 1,)),
+     ValueError, "n:"),
+    ("probes beyond any memory", lambda: numeq.probes("trainium.trn1", m=2, n=2, k=2**62,
+                                                      candidates={"d": "trainium.trn1"}), MemoryError, "m, n, k:"),
 ]
 
 
