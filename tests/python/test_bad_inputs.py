@@ -303,6 +303,7 @@ INT_BAD: list[tuple[str, Any, bool]] = [
     ("2**64", 2**64, False),
     ("-2**63-1", -(2**63) - 1, False),
     ("2**31", 2**31, False),
+    ("2**40", 2**40, False),
     ("-1", -1, False),
     ("2.5", 2.5, True),
     ("0.5", 0.5, True),
@@ -343,6 +344,7 @@ REAL_BAD: list[tuple[str, Any, bool]] = [
 INTS_BAD: list[tuple[str, Any, bool]] = [
     ("2**64", (2**64,), False),
     ("huge", (10**10, 10**10), False),
+    ("2**40", (2**40,), False),
     ("zero", (0,), False),
     ("negative", (-1,), True),
     ("float", (2.5,), True),

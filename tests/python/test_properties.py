@@ -116,10 +116,19 @@ ANY = st.one_of(
 SLOW = {"probes", "fit", "assumption_candidates", "tensor_core_candidates", "reveal_order"}
 
 
-def _expensive(value) -> bool:
+SIZES = {"shape", "m", "n", "k"}  # parameters that size an allocation
+
+
+def _expensive(name: str, value) -> bool:
     """Keeps a drawn call small: arrays of at most 64 elements (the certified references cost
-    per element), no 10**10-sized requests through tuples."""
-    return isinstance(value, np.ndarray) and value.size > 64
+    per element), and no sizes between 2^24 and 2^62, which could be allocated and fill this
+    process's memory (the bad-input matrix checks those under an address-space limit)."""
+    if isinstance(value, np.ndarray):
+        return value.size > 64
+    if name in SIZES:
+        values = value if isinstance(value, (tuple, list)) else [value]
+        return any(isinstance(v, (int, np.integer)) and 2**24 < abs(int(v)) < 2**62 for v in values)
+    return False
 
 
 # ---------------------------------------------------------------------------------------------
@@ -134,7 +143,7 @@ def test_any_arguments(row, data):
     replaced = data.draw(st.lists(st.sampled_from(names), min_size=1, max_size=min(3, len(names)), unique=True))
     for name in replaced:
         kwargs[name] = data.draw(ANY, label=name)
-    assume(not any(_expensive(kwargs[n]) for n in replaced))
+    assume(not any(_expensive(n, kwargs[n]) for n in replaced))
     EXECUTIONS["examples"] += 1
     try:
         with warnings.catch_warnings():
