@@ -88,15 +88,36 @@ def platform_assumptions(name: str) -> list[dict]:
 
 
 def _json_text(value: Any, parameter: str) -> str:
-    """JSON text of a dict, or a str checked to be text (not NUL-cut)."""
+    """JSON text of a dict, or a str checked to be text; no string in it may hold a NUL character
+    (the C++ layer's messages and names end at one)."""
     if isinstance(value, dict):
         try:
-            return json.dumps(value, allow_nan=False)
+            text = json.dumps(value, allow_nan=False)
         except (TypeError, ValueError) as e:
             raise ValueError(f"{parameter}: the dict is not JSON data: {e}") from None
+        _no_nul(value, parameter)
+        return text
     if not isinstance(value, str):
         raise TypeError(f"{parameter}: expected JSON text or a dict, got {type(value).__name__}")
-    return _check_str(value, parameter)
+    _check_str(value, parameter)
+    if "\\u0000" in value:  # an escaped NUL: find where (malformed JSON is left to the C++ parser's report)
+        try:
+            _no_nul(json.loads(value), parameter)
+        except json.JSONDecodeError:
+            pass
+    return value
+
+
+def _no_nul(node: Any, path: str) -> None:
+    if isinstance(node, str):
+        _check_str(node, path)
+    elif isinstance(node, dict):
+        for key, item in node.items():
+            _check_str(key, path)
+            _no_nul(item, f"{path}.{key}")
+    elif isinstance(node, list):
+        for i, item in enumerate(node):
+            _no_nul(item, f"{path}[{i}]")
 
 
 def load_platform(source: str | os.PathLike | dict | None = None, *, path: str | os.PathLike | None = None,
