@@ -15,9 +15,9 @@ Properties:
   * quantize_oracle: quantize equals clamp(round_half_even(x / scale) + zero_point) computed
     with fractions.
 
-Budget: the default profile runs a short budget (fast in CI); ``NUMEQ_LONG_TESTS=1`` (or the
-``long`` marker with ``-m long``) selects the large one, ``NUMEQ_HYPOTHESIS_EXAMPLES=N`` sets
-the number of examples per property. Executions are counted (every call of a numeq function)
+Budget: the default profile runs a short, derandomized budget (100 examples per property, fast
+in CI); ``NUMEQ_LONG_TESTS=1`` selects the large one (20000 examples per property, fresh random
+draws each run), ``NUMEQ_HYPOTHESIS_EXAMPLES=N`` sets the number of examples per property. Executions are counted (every call of a numeq function)
 and printed at the end of the module (``-s`` shows it).
 """
 
