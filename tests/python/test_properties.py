@@ -252,6 +252,60 @@ def test_quantize_oracle(x, scale, zero_point, fmt):
         assert g == min(max(n + zero_point, lo), hi), (v, scale, zero_point, g)
 
 
+# JSON leaves: anything JSON holds, sizes kept off (2^24, 2^62) (allocations that could fill memory).
+JSON_LEAF = st.one_of(st.integers(-(2**24), 2**24), st.integers(2**62, 2**70), st.integers(-(2**70), -(2**62)),
+                      st.floats(allow_nan=False), st.text(max_size=6), st.booleans(), st.none(),
+                      st.sampled_from(["fp32", "bf16", "sequential", "pairwise", "fused", "permute", "nearest_even"]))
+JSON_ANY = st.recursive(JSON_LEAF, lambda inner: st.one_of(st.lists(inner, max_size=3),
+                                                            st.dictionaries(st.text(max_size=6), inner, max_size=3)),
+                        max_leaves=6)
+PLANS = [numeq.plan(p, op, f, o).to_json() for p, op, f, o in (
+    ("nvidia.h100", "matmul", "bf16", "fp32"), ("numpy", "sum", "fp32", "fp32"),
+    ("nvidia.h100.mma_sync", "matmul", "e4m3fn", "fp16"), ("trainium.trn1", "matmul", "bf16", "fp32"))]
+
+
+def _paths(node, path=()):
+    yield path
+    if isinstance(node, dict):
+        for k, v in node.items():
+            yield from _paths(v, path + (k,))
+    elif isinstance(node, list):
+        for i, v in enumerate(node):
+            yield from _paths(v, path + (i,))
+
+
+@given(which=st.integers(0, len(PLANS) - 1), data=st.data())
+def test_mutated_plan_json(which, data):
+    """A valid plan with one part replaced by any JSON value: Plan() raises a ValueError or
+    MemoryError naming the plan (a JSON path into it), or accepts it, and an accepted plan
+    evaluates or raises a documented error."""
+    import json
+
+    EXECUTIONS["examples"] += 1
+    plan = json.loads(PLANS[which])
+    paths = list(_paths(plan))
+    path = data.draw(st.sampled_from(paths[1:]), label="path")
+    value = data.draw(JSON_ANY, label="value")
+    node = plan
+    for key in path[:-1]:
+        node = node[key]
+    node[path[-1]] = value
+    try:
+        p = _call(numeq.Plan, json.dumps(plan))
+    except (ValueError, MemoryError) as e:
+        assert matrix._names(str(e), "plan"), str(e)
+        return
+    a = np.ones((2, 3), dtype=np.float32)
+    b = np.ones((3, 2), dtype=np.float32)
+    try:
+        if which == 1:
+            _call(numeq.sum, a, plan=p)
+        else:
+            _call(numeq.matmul, a, b, plan=p, in_fmt="bf16" if which != 2 else "e4m3fn")
+    except ERRORS as e:
+        assert _names_other(str(e), {"a": 0, "b": 0, "x": 0, "plan": 0}), str(e)
+
+
 def test_zz_report_executions():
     """Prints how many numeq calls the properties made (the long run's figure)."""
     elapsed = time.monotonic() - _T0
