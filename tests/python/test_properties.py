@@ -13,12 +13,15 @@ Properties:
     rounding mode and both overflow modes equals the exact-rational oracle of conftest.py;
   * sum_oracle: reference.sum into fp64 equals math.fsum (correctly rounded, independent);
   * quantize_oracle: quantize equals clamp(round_half_even(x / scale) + zero_point) computed
-    with fractions.
+    with fractions;
+  * mutated_plan_json: a built-in plan with any JSON value put anywhere in it is refused with
+    an error naming the plan, or evaluates (or refuses the inputs with a documented error).
 
 Budget: the default profile runs a short, derandomized budget (100 examples per property, fast
 in CI); ``NUMEQ_LONG_TESTS=1`` selects the large one (20000 examples per property, fresh random
-draws each run), ``NUMEQ_HYPOTHESIS_EXAMPLES=N`` sets the number of examples per property. Executions are counted (every call of a numeq function)
-and printed at the end of the module (``-s`` shows it).
+draws each run), ``NUMEQ_HYPOTHESIS_EXAMPLES=N`` sets the number of examples per property.
+Executions are counted (every call of a numeq function) and printed at the end of the module
+(``-s`` shows it).
 """
 
 from __future__ import annotations
