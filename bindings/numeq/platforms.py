@@ -185,6 +185,8 @@ def _resolve(platform: str | None, plan_: Plan | str | dict | None, op: str, in_
 
 
 def _values(x: Any, in_fmt: str | None, parameter: str) -> tuple[np.ndarray, str]:
+    if in_fmt is not None:
+        _check_str(in_fmt, "in_fmt")
     if (type(x) is np.ndarray and x.dtype == np.float32 and x.ndim > 0 and x.flags.c_contiguous
             and in_fmt in (None, "fp32")):
         # Every float32 is an fp32 value: nothing to check; the extension widens it to float64

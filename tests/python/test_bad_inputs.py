@@ -311,6 +311,7 @@ INT_BAD: list[tuple[str, Any, bool]] = [
     ("True", True, True),
     ("str", "1", True),
     ("complex", 1j, True),
+    ("array", np.array([1]), True),
     ("none", None, False),
     ("numpy_int", "__numpy_int__", False),
 ]
@@ -320,6 +321,7 @@ STR_BAD: list[tuple[str, Any, bool]] = [
     ("int", 5, True),
     ("bytes", b"fp32", True),
     ("empty", "", True),
+    ("array", np.array([]), True),
     ("none", None, False),
 ]
 BOOL_BAD: list[tuple[str, Any, bool]] = [
@@ -327,6 +329,7 @@ BOOL_BAD: list[tuple[str, Any, bool]] = [
     ("int", 2, True),
     ("float", 0.5, True),
     ("none", None, True),
+    ("array", np.array([True]), True),
     ("numpy_bool", np.True_, False),
 ]
 REAL_BAD: list[tuple[str, Any, bool]] = [
@@ -651,6 +654,7 @@ XFAIL: dict[tuple[str, str, str], str] = {
     ("sum", "fmt", "int"): _SUM,
     ("sum", "fmt", "bytes"): _SUM,
     ("sum", "fmt", "empty"): _SUM,
+    ("sum", "fmt", "array"): _SUM,
 }
 
 
@@ -752,6 +756,8 @@ REPORTED += [
      "source.name:"),
     ("NUL escaped in profile text", lambda: numeq.load_platform(json.dumps({**_profile(), "name": "a\x00b"})),
      ValueError, "source.name:"),
+    ("an array for a format name", lambda: numeq.matmul(A.astype(np.float32), B.astype(np.float32), platform="numpy",
+                                                        in_fmt=np.array([])), TypeError, "in_fmt:"),
     ("tensor_core_candidates n beyond a step", lambda: numeq.tensor_core_candidates("bf16", n=(2**31 - 1,)),
      ValueError, "n:"),
     ("probes beyond any memory", lambda: numeq.probes("trainium.trn1", m=2, n=2, k=2**62,

@@ -60,9 +60,9 @@ ERRORS = matrix.ERRORS
 ROWS = matrix._rows()
 
 
-def _call(fn, *args, **kwargs):
+def _call(function, /, *args, **kwargs):
     EXECUTIONS["calls"] += 1
-    return fn(*args, **kwargs)
+    return function(*args, **kwargs)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -118,9 +118,6 @@ ANY = st.one_of(
     st.tuples(st.integers(-2, 2**64), st.integers(-2, 40)),
     st.builds(lambda a: np.ma.masked_array(a, mask=np.zeros(a.shape, bool)), arrays(dtypes=[np.float64])),
 )
-# Functions whose every call is slow (MPFR certification of many elements, candidate sweeps):
-# drawn with small arrays only through the matrix's base values.
-SLOW = {"probes", "fit", "assumption_candidates", "tensor_core_candidates", "reveal_order"}
 
 
 SIZES = {"shape", "m", "n", "k"}  # parameters that size an allocation
@@ -141,7 +138,7 @@ def _expensive(name: str, value) -> bool:
 # ---------------------------------------------------------------------------------------------
 # Properties
 # ---------------------------------------------------------------------------------------------
-@given(row=st.sampled_from(sorted(r for r in ROWS if r not in SLOW)), data=st.data())
+@given(row=st.sampled_from(sorted(ROWS)), data=st.data())
 def test_any_arguments(row, data):
     fn, base, params = ROWS[row]
     kwargs = matrix._resolve(row, base)
@@ -151,6 +148,8 @@ def test_any_arguments(row, data):
     for name in replaced:
         kwargs[name] = data.draw(ANY, label=name)
     assume(not any(_expensive(n, kwargs[n]) for n in replaced))
+    # reveal_order makes about (n/2) log2 n calls of fn: keep n small
+    assume(row != "reveal_order" or not isinstance(kwargs["n"], (int, np.integer)) or kwargs["n"] <= 64)
     EXECUTIONS["examples"] += 1
     try:
         with warnings.catch_warnings():
