@@ -208,6 +208,24 @@ def _native(a: np.ndarray) -> np.ndarray:
     return a
 
 
+def _int64_array(value: Any, parameter: str) -> np.ndarray:
+    """int64 copy of an integer-valued argument (zero points, codes): integer dtypes, or floats
+    that hold integers; values beyond int64 are refused, never wrapped."""
+    a = _native(_array(value, parameter))
+    if a.dtype.kind == "f" or a.dtype in _FORMAT_OF_DTYPE:
+        f = a.astype(np.float64)
+        if not (np.all(np.isfinite(f)) and np.array_equal(f, np.round(f))):
+            raise ValueError(f"{parameter}: must be integers, got {_short(value)}")
+        if f.size and (f.min() < -(2.0**63) or f.max() >= 2.0**63):  # float comparisons, exact at 2^63
+            raise ValueError(f"{parameter}: beyond the 64-bit integer range")
+        return f.astype(np.int64)
+    if a.dtype.kind not in "iub":
+        raise ValueError(f"{parameter}: must be integers, got dtype {a.dtype}")
+    if a.dtype == np.uint64 and a.size and a.max() > INT64[1]:
+        raise ValueError(f"{parameter}: beyond the 64-bit integer range")
+    return a.astype(np.int64)
+
+
 def _real_array(value: Any, parameter: str) -> np.ndarray:
     """float64 copy of a real-valued argument (scales, element values); TypeError otherwise."""
     a = _array(value, parameter)
@@ -339,12 +357,7 @@ def _quant_layout(x: np.ndarray, scale: Any, axis: int | None, block_size: int |
 
 def _zero_points(zero_point: Any, scale_shape: tuple[int, ...]) -> np.ndarray:
     """zero_point laid out like the scales: a scalar, one per channel (1-D) or the scales' shape."""
-    zp = _array(zero_point, "zero_point")
-    if zp.dtype.kind not in "iu" and not (zp.dtype.kind == "f" and np.array_equal(zp, np.round(zp))):
-        raise ValueError(f"zero_point: must be integers, got {_short(zero_point)}")
-    if zp.size and (zp.min() < INT64[0] or zp.max() > INT64[1]):
-        raise ValueError("zero_point: beyond the 64-bit integer range")
-    zp = zp.astype(np.int64)
+    zp = _int64_array(zero_point, "zero_point")
     if zp.ndim == 1 and zp.size > 1 and zp.size == int(np.prod(scale_shape)):
         zp = zp.reshape(scale_shape)
     try:

@@ -22,7 +22,7 @@ import numpy as np
 
 from . import _core
 from ._arrays import (INT32, INT64, SIZE, UINT64, _array, _check_bool, _check_format, _check_int, _check_real,
-                      _check_str, _real_array, _renamed)
+                      _check_str, _int64_array, _real_array, _renamed)
 from .platforms import _values
 
 __all__ = ["Emulation", "Op", "Tolerance", "attention", "cast", "dequantize", "quantize", "function", "int8_matmul", "scaled_fp8_matmul", "generate", "generators", "layernorm", "log_softmax", "matmul",
@@ -381,17 +381,12 @@ def _quant(quantize_: bool, x: Any, fmt: str, scale: Any, zero_point: Any, axis:
     if quantize_:
         values, f = _values(x, in_fmt, "x")
     else:
-        codes = _array(x, "codes")
-        if codes.dtype.kind not in "iu" and not (codes.dtype.kind == "f" and np.array_equal(codes, np.round(codes))):
-            raise TypeError(f"codes: expected integer codes, got dtype {codes.dtype}")
-        values, f = np.asarray(codes, dtype=np.float64), fmt
+        values, f = _int64_array(x, "codes").astype(np.float64), fmt
     s = _real_array(scale, "scale")
     s = np.ascontiguousarray(np.broadcast_to(s, (1,) * values.ndim) if s.ndim == 0 else s, dtype=np.float64)
-    zp = _array(zero_point, "zero_point")
-    if zp.dtype.kind not in "iu" and not (zp.dtype.kind == "f" and np.array_equal(zp, np.round(zp))):
-        raise ValueError(f"zero_point: must be integers, got {zero_point!r}")
+    zp = _int64_array(zero_point, "zero_point")
     try:
-        z = np.ascontiguousarray(np.broadcast_to(zp.astype(np.int64), s.shape), dtype=np.int64)
+        z = np.ascontiguousarray(np.broadcast_to(zp, s.shape), dtype=np.int64)
     except ValueError:
         raise ValueError(f"zero_point: shape {zp.shape} does not broadcast to the scales' shape {s.shape}") from None
     if not quantize_:

@@ -758,6 +758,8 @@ REPORTED += [
      ValueError, "source.name:"),
     ("an array for a format name", lambda: numeq.matmul(A.astype(np.float32), B.astype(np.float32), platform="numpy",
                                                         in_fmt=np.array([])), TypeError, "in_fmt:"),
+    ("zero point 2^63 as a float", lambda: numeq.ops.dequantize(CODES, scale=1.0, zero_point=np.array(2.0**63)),
+     ValueError, "zero_point:"),
     ("tensor_core_candidates n beyond a step", lambda: numeq.tensor_core_candidates("bf16", n=(2**31 - 1,)),
      ValueError, "n:"),
     ("probes beyond any memory", lambda: numeq.probes("trainium.trn1", m=2, n=2, k=2**62,
