@@ -134,9 +134,14 @@ class Op:
 
 
 def _out(out: str | None, default: str) -> str:
-    if out is None:
-        return default
-    return _check_format(out, "out")
+    """The output format: ``out``, or the default (the inputs' format). The catalogue's results
+    are floating values: an integer format is refused here, under the name the caller knows."""
+    name = "out" if out is not None else "out (default: in_fmt)"
+    fmt = default if out is None else _check_format(out, "out")
+    if _core.format_info(fmt)["kind"] == "integer":
+        raise ValueError(f"{name}: {fmt!r} is an integer format; this operation's result is floating (pass out=, "
+                         "e.g. 'fp32'; integer results come from numeq.ops.quantize)")
+    return fmt
 
 
 def matmul(a: Any, b: Any, *, c: Any = None, in_fmt: str | None = None, out: str = "fp32",
@@ -362,7 +367,7 @@ def cast(x: Any, out: str, *, in_fmt: str | None = None, rounding: str = "neares
          subnormals: str = "keep", seed: int = 0) -> Op:
     """x cast into ``out`` (every rounding, stochastic included; overflow and subnormal policies):
     the exact result is x, the bound the cast's own rounding."""
-    _check_format(out, "out")
+    _out(_check_str(out, "out"), "")
     values, f = _values(x, in_fmt, "x")
     seed = _check_int(seed, "seed", *UINT64)
     for value, name in ((rounding, "rounding"), (overflow, "overflow"), (subnormals, "subnormals")):

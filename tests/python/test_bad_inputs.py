@@ -760,6 +760,8 @@ REPORTED += [
                                                         in_fmt=np.array([])), TypeError, "in_fmt:"),
     ("zero point 2^63 as a float", lambda: numeq.ops.dequantize(CODES, scale=1.0, zero_point=np.array(2.0**63)),
      ValueError, "zero_point:"),
+    ("an integer out defaulted from in_fmt", lambda: numeq.ops.reciprocal(0, in_fmt="int8"), ValueError,
+     "out (default: in_fmt):"),
     ("tensor_core_candidates n beyond a step", lambda: numeq.tensor_core_candidates("bf16", n=(2**31 - 1,)),
      ValueError, "n:"),
     ("probes beyond any memory", lambda: numeq.probes("trainium.trn1", m=2, n=2, k=2**62,
