@@ -222,8 +222,24 @@ def dot(a: Any, b: Any, *, c: Any = None, platform: str | None = None, plan: Pla
     if in_fmt is None and fa != fb:
         raise ValueError(f"in_fmt: a holds {fa} values and b {fb}; pass in_fmt (the format both are values of)")
     cv = None if c is None else _values(c, None, "c")[0]
+    if cv is not None and np.ndim(av) and np.ndim(bv):
+        _check_broadcasts(cv.shape, np.shape(av)[:-1], np.shape(bv)[:-1])
     p = _resolve(platform, plan, "dot", fa, out)
     return _core.core_dot_or_matmul(av, bv, cv, False, p.to_json())
+
+
+def _check_broadcasts(c_shape: tuple, a_rows: tuple, b_rows: tuple) -> None:
+    """c must broadcast to the shape of the dot products (a's and b's leading axes broadcast)."""
+    try:
+        result = np.broadcast_shapes(a_rows, b_rows)
+    except ValueError:
+        return  # a and b themselves do not fit: the extension names them
+    try:
+        fits = np.broadcast_shapes(c_shape, result) == result
+    except ValueError:
+        fits = False
+    if not fits:
+        raise ValueError(f"c: shape {c_shape} does not broadcast to the result {result}")
 
 
 def matmul(a: Any, b: Any, *, c: Any = None, platform: str | None = None, plan: Plan | str | dict | None = None,

@@ -287,6 +287,7 @@ ARRAY_BAD: list[tuple[str, Callable[[Any], Any], bool]] = [
     ("datetime", lambda a: np.array(["2024-01-01"], dtype="datetime64[D]"), True),
     ("structured", _structured, True),
     ("wrong_shape", lambda a: np.ones((3, 5, 7)), False),
+    ("stacked", lambda a: np.stack([np.asarray(a, dtype=np.float64)] * 2), False),
     ("int_beyond_2_53", lambda a: np.full(np.shape(a), 2**63 + 1, dtype=np.uint64), False),
     ("none", lambda a: None, False),
 ]
@@ -526,7 +527,7 @@ def run_case(row: str, param: str, label: str) -> str:
     call = dict(kwargs)
     call[param] = value
     # A shape that conflicts with another argument may be reported under either's name.
-    named = set(params) | {param} if label in ("empty", "0-d", "wrong_shape") else {param}
+    named = set(params) | {param} if label in ("empty", "0-d", "wrong_shape", "stacked") else {param}
     outcome = _attempt(fn, call, row)
     if isinstance(outcome, str):
         return outcome
@@ -762,6 +763,10 @@ REPORTED += [
      ValueError, "zero_point:"),
     ("an integer out defaulted from in_fmt", lambda: numeq.ops.reciprocal(0, in_fmt="int8"), ValueError,
      "out (default: in_fmt):"),
+    ("dot with a c of higher rank", lambda: numeq.dot(X, X, c=np.ones((2, 2)), platform="nvidia.h100", in_fmt="bf16"),
+     ValueError, "c:"),
+    ("dot with an empty c", lambda: numeq.dot(X, X, c=np.empty((0, 1)), platform="nvidia.h100", in_fmt="bf16"),
+     ValueError, "c:"),
     ("tensor_core_candidates n beyond a step", lambda: numeq.tensor_core_candidates("bf16", n=(2**31 - 1,)),
      ValueError, "n:"),
     ("probes beyond any memory", lambda: numeq.probes("trainium.trn1", m=2, n=2, k=2**62,
