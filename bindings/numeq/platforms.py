@@ -223,15 +223,15 @@ def dot(a: Any, b: Any, *, c: Any = None, platform: str | None = None, plan: Pla
         raise ValueError(f"in_fmt: a holds {fa} values and b {fb}; pass in_fmt (the format both are values of)")
     cv = None if c is None else _values(c, None, "c")[0]
     if cv is not None and np.ndim(av) and np.ndim(bv):
-        _check_broadcasts(cv.shape, np.shape(av)[:-1], np.shape(bv)[:-1])
+        _check_c(cv.shape, lambda: np.broadcast_shapes(np.shape(av)[:-1], np.shape(bv)[:-1]))
     p = _resolve(platform, plan, "dot", fa, out)
     return _core.core_dot_or_matmul(av, bv, cv, False, p.to_json())
 
 
-def _check_broadcasts(c_shape: tuple, a_rows: tuple, b_rows: tuple) -> None:
-    """c must broadcast to the shape of the dot products (a's and b's leading axes broadcast)."""
+def _check_c(c_shape: tuple, result_shape: Any) -> None:
+    """c must broadcast to the result's shape (``result_shape()``: from a's and b's shapes)."""
     try:
-        result = np.broadcast_shapes(a_rows, b_rows)
+        result = tuple(result_shape())
     except ValueError:
         return  # a and b themselves do not fit: the extension names them
     try:
@@ -250,5 +250,8 @@ def matmul(a: Any, b: Any, *, c: Any = None, platform: str | None = None, plan: 
     if in_fmt is None and fa != fb:
         raise ValueError(f"in_fmt: a holds {fa} values and b {fb}; pass in_fmt (the format both are values of)")
     cv = None if c is None else _values(c, None, "c")[0]
+    if cv is not None and np.ndim(av) >= 2 and np.ndim(bv) >= 2:
+        _check_c(cv.shape, lambda: np.broadcast_shapes(np.shape(av)[:-2], np.shape(bv)[:-2])
+                 + (np.shape(av)[-2], np.shape(bv)[-1]))
     p = _resolve(platform, plan, "matmul", fa, out)
     return _core.core_dot_or_matmul(av, bv, cv, True, p.to_json())

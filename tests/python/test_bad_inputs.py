@@ -768,6 +768,8 @@ REPORTED += [
     ("dot with an empty c", lambda: numeq.dot(X, X, c=np.empty((0, 1)), platform="nvidia.h100", in_fmt="bf16"),
      ValueError, "c:"),
     ("a C++ message quoting part of a UTF-8 sequence", lambda: numeq.Plan("\x80"), ValueError, "plan"),
+    ("matmul with an empty c of higher rank", lambda: numeq.matmul(A, B, c=np.empty((0, 1, 1)), platform="nvidia.h100",
+                                                                   in_fmt="bf16"), ValueError, "c:"),
     ("tensor_core_candidates n beyond a step", lambda: numeq.tensor_core_candidates("bf16", n=(2**31 - 1,)),
      ValueError, "n:"),
     ("probes beyond any memory", lambda: numeq.probes("trainium.trn1", m=2, n=2, k=2**62,

@@ -58,6 +58,7 @@ EXECUTIONS = {"calls": 0, "examples": 0, "seconds": 0.0}
 _T0 = time.monotonic()
 ERRORS = matrix.ERRORS
 ROWS = matrix._rows()
+PENDING = {(row, param) for row, param, _ in matrix.XFAIL}
 
 
 def _call(function, /, *args, **kwargs):
@@ -148,6 +149,9 @@ def test_any_arguments(row, data):
     for name in replaced:
         kwargs[name] = data.draw(ANY, label=name)
     assume(not any(_expensive(n, kwargs[n]) for n in replaced))
+    # arguments with strict-xfail rows in the matrix (fixed by another change) are left out
+    # until those rows are flipped
+    assume(not any((row, n) in PENDING for n in replaced))
     # reveal_order makes about (n/2) log2 n calls of fn: keep n small
     assume(row != "reveal_order" or not isinstance(kwargs["n"], (int, np.integer)) or kwargs["n"] <= 64)
     EXECUTIONS["examples"] += 1
