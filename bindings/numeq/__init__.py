@@ -25,8 +25,8 @@ from ._arrays import (
     quantize,
     round,
 )
-from . import ops, reference
-from ._core import num_threads, set_num_threads
+from . import _core, ops, reference
+from ._arrays import INT32, _check_int
 from .fit import FitResult, Probes, assumption_candidates, fit, probes, tensor_core_candidates
 from .platforms import (
     Plan,
@@ -45,6 +45,17 @@ from .reveal import RevealResult, reveal_order
 from .compare import Verdict, compare
 
 __version__ = "0.1.0"
+
+
+def num_threads() -> int:
+    """Threads numeq uses for large arrays (NUMEQ_NUM_THREADS if set, else the hardware's)."""
+    return int(_core.num_threads())
+
+
+def set_num_threads(n: int) -> None:
+    """Use ``n`` threads for large arrays; 0 restores the default. Results never depend on it."""
+    _core.set_num_threads(_check_int(n, "n", 0, INT32[1]))
+
 
 ROUNDINGS = ("nearest_even", "nearest_away", "toward_zero", "upward", "downward", "odd", "stochastic")
 OVERFLOWS = ("ieee", "saturate")

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+import contextlib
+from typing import Any, Iterator, Mapping, Sequence
 
 import numpy as np
 
@@ -45,15 +46,136 @@ def format_info(name: str) -> dict[str, Any]:
     return dict(_core.format_info(name))
 
 
-def _check_str(value: Any, parameter: str) -> None:
+# ---------------------------------------------------------------------------------------------
+# Argument validation. Every public function sends its scalar and array arguments through these
+# few checks before anything reaches the extension, so that bad input raises TypeError (wrong
+# kind of value) or ValueError (right kind, bad value) with a message that starts with the
+# parameter's name, never pybind11's "incompatible function arguments" or a numpy internal error.
+# ---------------------------------------------------------------------------------------------
+
+# Ranges of the C++ integer types the extension's parameters have (pybind11 refuses anything
+# outside them with a signature dump, so they are checked here first).
+INT32 = (-(2**31), 2**31 - 1)
+INT64 = (-(2**63), 2**63 - 1)
+UINT64 = (0, 2**64 - 1)
+SIZE = (0, 2**63 - 1)  # std::size_t counts, kept within ptrdiff_t (numpy's index type)
+
+
+def _check_str(value: Any, parameter: str, choices: Sequence[str] | None = None) -> str:
+    """value, checked to be a str (without NUL characters, which C++ would cut the name at) and,
+    when ``choices`` are given, one of them."""
     if not isinstance(value, str):
-        raise TypeError(f"{parameter}: expected a string, got {type(value).__name__}")
+        raise TypeError(f"{parameter}: expected a string, got {type(value).__name__} {_short(value)}")
+    if "\0" in value:
+        raise ValueError(f"{parameter}: contains a NUL character: {value!r}")
+    if choices is not None and value not in choices:
+        raise ValueError(f"{parameter}: unknown value {value!r}; valid: {', '.join(choices)}")
+    return value
+
+
+def _check_int(value: Any, parameter: str, lo: int | None = INT64[0], hi: int | None = INT64[1]) -> int:
+    """int(value) for a Python or numpy integer in [lo, hi]; bool, floats (even integral ones) and
+    strings are refused: an integer parameter never rounds or parses its argument."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
+        raise TypeError(f"{parameter}: expected an integer, got {type(value).__name__} {_short(value)}")
+    v = int(value)
+    if (lo is not None and v < lo) or (hi is not None and v > hi):
+        lo_text = "-inf" if lo is None else str(lo)
+        hi_text = "inf" if hi is None else str(hi)
+        raise ValueError(f"{parameter}: must be an integer in [{lo_text}, {hi_text}], got {v}")
+    return v
+
+
+def _check_bool(value: Any, parameter: str) -> bool:
+    """bool(value) for True / False (Python or numpy); "yes", 1 and 0.5 are refused."""
+    if not isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"{parameter}: expected True or False, got {type(value).__name__} {_short(value)}")
+    return bool(value)
+
+
+def _check_real(value: Any, parameter: str, *, finite: bool = False) -> float:
+    """float(value) for a real number (Python or numpy int or float, not bool, not complex)."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)):
+        raise TypeError(f"{parameter}: expected a real number, got {type(value).__name__} {_short(value)}")
+    try:
+        v = float(value)
+    except OverflowError:
+        raise ValueError(f"{parameter}: {value} is beyond the float64 range") from None
+    if finite and not np.isfinite(v):
+        raise ValueError(f"{parameter}: expected a finite number, got {v!r}")
+    return v
+
+
+def _check_format(value: Any, parameter: str) -> str:
+    """A format name numeq knows (the message lists them)."""
+    _check_str(value, parameter)
+    names = _core.formats()
+    if value not in names:
+        raise ValueError(f"{parameter}: unknown format {value!r}; valid: {', '.join(names)}")
+    return value
+
+
+@contextlib.contextmanager
+def _renamed(prefixes: Mapping[str, str]) -> Iterator[None]:
+    """Re-raises a ValueError / TypeError whose message starts with ``old:`` as ``new:``, for the
+    lower layers that name a parameter differently (the extension's "fmt" is this function's "out")."""
+    try:
+        yield
+    except (ValueError, TypeError) as e:
+        message = str(e)
+        for old, new in prefixes.items():
+            if message.startswith(old + ":"):
+                raise type(e)(new + message[len(old):]) from None
+        raise
+
+
+@contextlib.contextmanager
+def _sized(parameter: str) -> Iterator[None]:
+    """Names the parameter in a MemoryError raised by the extension (a size inside it too large)."""
+    try:
+        yield
+    except MemoryError as e:
+        raise MemoryError(f"{parameter}: {e}") from None
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _array(x: Any, parameter: str) -> np.ndarray:
+    """The one array intake: np.asarray(x) for numbers (any integer, float or ml_dtypes dtype, or
+    bool), refusing what numpy would turn into something else: ragged nested sequences, object,
+    string, bytes, complex, datetime, structured and masked arrays."""
+    if isinstance(x, np.ma.MaskedArray):
+        raise TypeError(f"{parameter}: masked arrays are not supported (numeq would ignore the mask); "
+                        "pass the values to use, e.g. x.filled(...) or x.compressed()")
+    if x is None:
+        raise TypeError(f"{parameter}: expected an array or a number, got None")
+    if isinstance(x, (str, bytes)):
+        raise TypeError(f"{parameter}: expected an array or a number, got {type(x).__name__} {_short(x)}")
+    try:
+        a = np.asarray(x)
+    except ValueError as e:  # numpy >= 1.24: "setting an array element with a sequence ... inhomogeneous"
+        raise ValueError(f"{parameter}: not a rectangular array of numbers (ragged nested sequences?): {e}") from None
+    except (TypeError, OverflowError) as e:
+        raise TypeError(f"{parameter}: cannot be read as an array of numbers: {e}") from None
+    dt = a.dtype
+    if dt.names is not None or dt.kind == "V" and dt not in _FORMAT_OF_DTYPE:
+        raise TypeError(f"{parameter}: structured / void arrays are not supported (dtype {dt}); pass one field")
+    if dt.kind == "O":
+        raise TypeError(f"{parameter}: expected an array of numbers, got Python objects (dtype object: ragged "
+                        "nested sequences, None, or integers beyond 64 bits?)")
+    if dt.kind in "USmMc":
+        what = {"U": "strings", "S": "bytes", "m": "timedeltas", "M": "datetimes", "c": "complex numbers"}[dt.kind]
+        raise TypeError(f"{parameter}: expected real numbers, got {what} (dtype {dt})")
+    return a
 
 
 def _as_source(x: Any, parameter: str = "x") -> tuple[np.ndarray, str, bool]:
     """(array whose elements are fp32/fp64 values or bit patterns, source format, was_scalar)."""
-    scalar = np.ndim(x) == 0 and not isinstance(x, np.ndarray)
-    a = _native(np.asarray(x))
+    a = _native(_array(x, parameter))
+    scalar = a.ndim == 0 and not isinstance(x, np.ndarray)
     dt = a.dtype
     if dt in _FORMAT_OF_DTYPE:
         name = _FORMAT_OF_DTYPE[dt]
@@ -86,20 +208,34 @@ def _native(a: np.ndarray) -> np.ndarray:
     return a
 
 
+def _int64_array(value: Any, parameter: str) -> np.ndarray:
+    """int64 copy of an integer-valued argument (zero points, codes): integer dtypes, or floats
+    that hold integers; values beyond int64 are refused, never wrapped."""
+    a = _native(_array(value, parameter))
+    if a.dtype.kind == "f" or a.dtype in _FORMAT_OF_DTYPE:
+        f = a.astype(np.float64)
+        if not (np.all(np.isfinite(f)) and np.array_equal(f, np.round(f))):
+            raise ValueError(f"{parameter}: must be integers, got {_short(value)}")
+        if f.size and (f.min() < -(2.0**63) or f.max() >= 2.0**63):  # float comparisons, exact at 2^63
+            raise ValueError(f"{parameter}: beyond the 64-bit integer range")
+        return f.astype(np.int64)
+    if a.dtype.kind not in "iub":
+        raise ValueError(f"{parameter}: must be integers, got dtype {a.dtype}")
+    if a.dtype == np.uint64 and a.size and a.max() > INT64[1]:
+        raise ValueError(f"{parameter}: beyond the 64-bit integer range")
+    return a.astype(np.int64)
+
+
 def _real_array(value: Any, parameter: str) -> np.ndarray:
     """float64 copy of a real-valued argument (scales, element values); TypeError otherwise."""
-    a = np.asarray(value)
+    a = _array(value, parameter)
     if a.dtype.kind not in "iufb" and a.dtype not in _FORMAT_OF_DTYPE:
         raise TypeError(f"{parameter}: expected real numbers, got dtype {a.dtype}")
     return _native(a).astype(np.float64)
 
 
 def _check_seed(seed: Any, random_bits: Any) -> tuple[int, int]:
-    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or not 0 <= int(seed) < 2**64:
-        raise ValueError(f"seed: must be an integer in [0, 2**64), got {seed!r}")
-    if isinstance(random_bits, bool) or not isinstance(random_bits, (int, np.integer)) or not 1 <= int(random_bits) <= 64:
-        raise ValueError(f"random_bits: must be an integer in [1, 64], got {random_bits!r}")
-    return int(seed), int(random_bits)
+    return _check_int(seed, "seed", *UINT64), _check_int(random_bits, "random_bits", 1, 64)
 
 
 def _result(values: np.ndarray, scalar: bool) -> Any:
@@ -171,9 +307,9 @@ def cast(
 
 def decode(bits: Any, fmt: str) -> Any:
     """Values (float64) of bit patterns of ``fmt``; integer formats read two's complement."""
-    _check_str(fmt, "fmt")
-    scalar = np.ndim(bits) == 0 and not isinstance(bits, np.ndarray)
-    a = _native(np.asarray(bits))
+    _check_format(fmt, "fmt")
+    a = _native(_array(bits, "bits"))
+    scalar = a.ndim == 0 and not isinstance(bits, np.ndarray)
     if a.dtype.kind not in "iu":
         raise TypeError(f"bits: expected an integer array of bit patterns, got dtype {a.dtype}")
     info = _core.format_info(fmt)
@@ -194,13 +330,11 @@ def _quant_layout(x: np.ndarray, scale: Any, axis: int | None, block_size: int |
         if s.size != 1:
             raise ValueError(f"{parameter}: per-tensor quantisation takes one scale; pass axis= for per-channel")
         return s.reshape((1,) * rank), 0, 1
-    ax = -1 if axis is None else int(axis)
+    ax = -1 if axis is None else _check_int(axis, "axis")
     if not -rank <= ax < rank:
         raise ValueError(f"axis: {ax} is out of range for an array of rank {rank}")
     ax %= rank
-    block = 1 if block_size is None else int(block_size)
-    if block < 1:
-        raise ValueError("block_size: must be >= 1")
+    block = 1 if block_size is None else _check_int(block_size, "block_size", 1, SIZE[1])
     if x.shape[ax] % block:
         raise ValueError(f"block_size: {block} does not divide axis {ax} of length {x.shape[ax]}")
     if block_size is None:  # per channel: one scale per index along axis
@@ -223,10 +357,7 @@ def _quant_layout(x: np.ndarray, scale: Any, axis: int | None, block_size: int |
 
 def _zero_points(zero_point: Any, scale_shape: tuple[int, ...]) -> np.ndarray:
     """zero_point laid out like the scales: a scalar, one per channel (1-D) or the scales' shape."""
-    zp = np.asarray(zero_point)
-    if zp.dtype.kind not in "iu" and not (zp.dtype.kind == "f" and np.array_equal(zp, np.round(zp))):
-        raise ValueError("zero_point: must be integers")
-    zp = zp.astype(np.int64)
+    zp = _int64_array(zero_point, "zero_point")
     if zp.ndim == 1 and zp.size > 1 and zp.size == int(np.prod(scale_shape)):
         zp = zp.reshape(scale_shape)
     try:
@@ -283,9 +414,11 @@ def dequantize(
     codes belong to; every code must lie in its range (ValueError naming ``q`` otherwise). Without
     ``fmt`` the codes must be int64 values (a uint64 code above 2^63 - 1 is refused, never wrapped).
     """
-    a = _native(np.asarray(q))
+    a = _native(_array(q, "q"))
     if a.dtype.kind not in "iu":
         raise TypeError(f"q: expected integer codes, got dtype {a.dtype}")
+    _check_str(out, "out")
+    _check_str(rounding, "rounding")
     if fmt is not None:
         _check_str(fmt, "fmt")
         info = format_info(fmt)
@@ -321,18 +454,20 @@ def quant_params(
     (max - min) / (qmax - qmin), zero_point = qmin - round(min / scale). The range and quotient
     are exact and the scale is rounded once to fp32.
     """
+    _check_str(fmt, "fmt")
+    _check_str(range, "range")
     a, source, _ = _as_source(x)
     rank = a.ndim
     if axis is None and block_size is None:
         shape = [1] * rank
         ax, block = 0, 1
     else:
-        ax = (-1 if axis is None else int(axis))
+        ax = (-1 if axis is None else _check_int(axis, "axis"))
         if not -rank <= ax < rank:
             raise ValueError(f"axis: {ax} is out of range for an array of rank {rank}")
         ax %= rank
-        block = 1 if block_size is None else int(block_size)
-        if block < 1 or a.shape[ax] % block:
+        block = 1 if block_size is None else _check_int(block_size, "block_size", 1, SIZE[1])
+        if a.shape[ax] % block:
             raise ValueError(f"block_size: {block} does not divide axis {ax} of length {a.shape[ax]}")
         shape = [1] * rank if block_size is None else list(a.shape)
         shape[ax] = a.shape[ax] // block
@@ -366,6 +501,9 @@ def block_quantize(
     scale_fmt, scale_rounding); ``"ocp"``: scale = 2^(floor(log2 amax) - emax(fmt)) (OCP MX v1.0
     s6.3; scale_rounding unused). element = round(x / scale) exactly, into ``fmt``.
     """
+    for value, parameter in ((fmt, "fmt"), (scale_fmt, "scale_fmt"), (scale_rounding, "scale_rounding"),
+                             (rounding, "rounding"), (overflow, "overflow"), (subnormals, "subnormals")):
+        _check_str(value, parameter)
     seed, random_bits = _check_seed(seed, random_bits)
     _check_str(scale_rule, "scale_rule")
     a, source, _ = _as_source(x)
@@ -375,10 +513,11 @@ def block_quantize(
 
 
 def _block_extents(block: Any) -> list[int]:
-    extents = [block] if isinstance(block, (int, np.integer)) else list(block)
-    if not extents or any(isinstance(b, bool) or not isinstance(b, (int, np.integer)) or b < 1 for b in extents):
-        raise ValueError(f"block: expected positive integer extents, got {block!r}")
-    return [int(b) for b in extents]
+    if isinstance(block, (int, np.integer, bool, np.bool_)):
+        return [_check_int(block, "block", 1, SIZE[1])]
+    if not isinstance(block, (list, tuple)) or not block:
+        raise TypeError(f"block: expected a positive integer or a non-empty sequence of them, got {_short(block)}")
+    return [_check_int(b, "block", 1, SIZE[1]) for b in block]
 
 
 def mx_quantize(x: Any, fmt: str = "e4m3fn", *, scale_rule: str = "ocp", scale_rounding: str | None = None,
@@ -394,9 +533,10 @@ def mx_quantize(x: Any, fmt: str = "e4m3fn", *, scale_rule: str = "ocp", scale_r
     if scale_rule == "ocp" and scale_rounding is not None:
         raise ValueError("scale_rounding: applies to scale_rule='quotient' only; the OCP rule (scale_rule='ocp', "
                          "the default) rounds no quotient")
-    return block_quantize(x, fmt, block=(32,), scale_fmt="e8m0fnu",
-                          scale_rounding="nearest_even" if scale_rounding is None else scale_rounding,
-                          scale_rule=scale_rule, **kwargs)
+    with _renamed({"block": "x (MX blocks of 32 along the last axis)"}):  # a shape the fixed blocks do not fit is x's
+        return block_quantize(x, fmt, block=(32,), scale_fmt="e8m0fnu",
+                              scale_rounding="nearest_even" if scale_rounding is None else scale_rounding,
+                              scale_rule=scale_rule, **kwargs)
 
 
 def block_dequantize(
@@ -404,6 +544,8 @@ def block_dequantize(
 ) -> np.ndarray:
     """element * scale per block, rounded once into ``out`` (float64 values)."""
     v = _real_array(values, "values")
+    _check_str(out, "out")
+    _check_str(rounding, "rounding")
     return _core.block_dequantize(v, _real_array(scales, "scales"), _block_extents(block), out, rounding)
 
 

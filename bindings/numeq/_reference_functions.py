@@ -20,13 +20,14 @@ from typing import Any
 import numpy as np
 
 from . import _core
-from ._arrays import _as_source, _check_seed, _check_str, format_info
+from ._arrays import _as_source, _check_seed, _check_str, _renamed, format_info
 from ._arrays import round as _round
 
 GELU_APPROXIMATIONS = ("none", "tanh")
 
 
-def _input_values(x: Any, in_fmt: str | None, subnormals: str, parameter: str = "x") -> tuple[np.ndarray, bool]:
+def _input_values(x: Any, in_fmt: str | None, subnormals: str, parameter: str = "x",
+                  fmt_parameter: str = "in_fmt") -> tuple[np.ndarray, bool]:
     """C-contiguous float64 values of x (checked to lie in in_fmt, inputs flushed as asked), and
     whether x was a scalar. Shared by every numeq.reference function."""
     a, source, scalar = _as_source(x, parameter)
@@ -36,9 +37,9 @@ def _input_values(x: Any, in_fmt: str | None, subnormals: str, parameter: str = 
         values = np.asarray(_core.decode(a, source), dtype=np.float64)
     fmt = source
     if in_fmt is not None:
-        _check_str(in_fmt, "in_fmt")
+        _check_str(in_fmt, fmt_parameter)
         if in_fmt not in _core.formats():
-            raise ValueError(f"in_fmt: unknown format '{in_fmt}'; valid names: {', '.join(_core.formats())}")
+            raise ValueError(f"{fmt_parameter}: unknown format '{in_fmt}'; valid names: {', '.join(_core.formats())}")
         info = format_info(in_fmt)
         if info["kind"] == "integer":
             finite = np.isfinite(values)
@@ -51,7 +52,7 @@ def _input_values(x: Any, in_fmt: str | None, subnormals: str, parameter: str = 
             i = int(np.flatnonzero(~np.asarray(ok).reshape(-1))[0])
             v = values.reshape(-1)[i]
             raise ValueError(f"{parameter}: element {i} (C order) = {v!r} is not exactly representable in "
-                             f"in_fmt '{in_fmt}'; round the inputs first (numeq.round(x, '{in_fmt}'))")
+                             f"{fmt_parameter} '{in_fmt}'; round the inputs first (numeq.round(x, '{in_fmt}'))")
         fmt = in_fmt
     if subnormals in ("flush_inputs", "flush_both"):
         info = format_info(fmt)
@@ -69,13 +70,8 @@ def _apply(name: str, x: Any, in_fmt: str | None, out: str, rounding: str, overf
         _check_str(value, parameter)
     seed, random_bits = _check_seed(seed, random_bits)
     values, scalar = _input_values(x, in_fmt, subnormals)
-    try:
+    with _renamed({"fmt": "out"}):  # the core names the format parameter "fmt"; here it is "out"
         result = _core.reference_function(name, values, out, rounding, overflow, subnormals, seed, random_bits)
-    except ValueError as e:  # the core names the format parameter "fmt"; here it is "out"
-        message = str(e)
-        if message.startswith("fmt:"):
-            raise ValueError("out:" + message[4:]) from None
-        raise
     return float(np.asarray(result).reshape(-1)[0]) if scalar else result
 
 

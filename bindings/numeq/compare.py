@@ -9,8 +9,7 @@ from typing import Any
 import numpy as np
 
 from . import _core
-from ._arrays import _FORMAT_OF_DTYPE
-from ._reference_functions import _check_str
+from ._arrays import _FORMAT_OF_DTYPE, _array, _check_int, _check_str
 from .ops import Op, Tolerance, _kind
 
 __all__ = ["Verdict", "WorstElement", "compare"]
@@ -125,8 +124,7 @@ def compare(actual: Any, op: Op, platform: str, *, kind: str = "deterministic", 
         raise TypeError(f"op: expected a numeq.ops.Op (numeq.ops.matmul(...), ...), got {type(op).__name__}")
     _check_str(platform, "platform")
     kind, lam = _kind(kind, lam)
-    if isinstance(worst, bool) or not isinstance(worst, (int, np.integer)) or worst < 0:
-        raise ValueError(f"worst: expected a non-negative integer, got {worst!r}")
+    worst = _check_int(worst, "worst", 0, 2**31 - 1)
     values = _actual_values(actual)
     d = _core.cases_compare(values, op._op, platform, kind, lam, int(worst))
     return Verdict(

@@ -16,14 +16,16 @@ from __future__ import annotations
 
 import itertools
 import json
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Sequence, Union
 
 import numpy as np
 
-from ._arrays import _check_str
+from ._arrays import SIZE, UINT64, _array, _check_format, _check_int, _check_str, _renamed
 from .platforms import Plan, dot, matmul, plan, platform_assumptions, platform_json
+from .platforms import platforms as platform_names
 from .platforms import sum as sum_
 
 Candidate = Union[str, Plan]
@@ -40,7 +42,8 @@ def assumption_candidates(platform: str, *, op: str = "matmul", in_fmt: str = "b
     for value, parameter in ((platform, "platform"), (op, "op"), (in_fmt, "in_fmt"), (out, "out")):
         _check_str(value, parameter)
     base = platform.split("[", 1)[0].strip()
-    assumptions = platform_assumptions(base)
+    with _renamed({"name": "platform"}):
+        assumptions = platform_assumptions(base)
     if not assumptions:
         raise ValueError(f"platform: {base} has no assumptions to choose among; give candidates as plans or names")
     by_name = {a["name"]: a for a in assumptions}
@@ -101,8 +104,15 @@ def tensor_core_candidates(in_fmt: str, out: str = "fp32", *, n: Sequence[int] =
     {0, 1} first, then {2, 3} fed with the first's result, c added last: mma.sync k32 with fp8
     operands). The default grid (F from 12 to 32) holds every measured NVIDIA set's model.
     Returns {label: Plan}; labels read "n=16,F=25,step=fp32 toward_zero,structure=halves"."""
-    _check_str(in_fmt, "in_fmt")
-    _check_str(out, "out")
+    _check_format(in_fmt, "in_fmt")
+    _check_format(out, "out")
+    n = _int_list(n, "n", 1)
+    fraction_bits = _int_list(fraction_bits, "fraction_bits", 0)
+    if isinstance(step_output, str) or not isinstance(step_output, (list, tuple)) or not step_output:
+        raise TypeError(f"step_output: expected a non-empty sequence of 'format rounding' strings, got {step_output!r}")
+    for so in step_output:
+        if len(_check_str(so, "step_output").split()) != 2:
+            raise ValueError(f"step_output: expected 'format rounding' (e.g. 'fp32 toward_zero'), got {so!r}")
     if isinstance(structure, str):
         structure = (structure,)
     for st in structure:
@@ -131,9 +141,12 @@ def tensor_core_candidates(in_fmt: str, out: str = "fp32", *, n: Sequence[int] =
                    "arithmetic": {"product": "fma", "accumulate": {"format": out_fmt, "rounding": "nearest_even"}}}
             reduction = {"kind": "chunked", "size": size, "children": [reduction, add]}
         label = f"n={steps},F={bits},step={fmt} {rounding},structure={st}"
-        plans[label] = Plan({"name": f"generic tensor core {label}", "reduction": reduction,
-                             "c_placement": "first",
-                             "output": {"format": out_fmt, "rounding": "nearest_even"}})
+        fused = "plan.reduction.fused." if st == "chain" else "plan.reduction.children[0]."
+        with _renamed({fused + "n": "n", fused + "fraction_bits": "fraction_bits",
+                       fused + "output.format": "step_output", fused + "output.rounding": "step_output"}):
+            plans[label] = Plan({"name": f"generic tensor core {label}", "reduction": reduction,
+                                 "c_placement": "first",
+                                 "output": {"format": out_fmt, "rounding": "nearest_even"}})
     return plans
 
 
@@ -162,6 +175,14 @@ class FitResult:
         return "\n".join(lines)
 
 
+def _int_list(values: Any, parameter: str, lo: int) -> list[int]:
+    if isinstance(values, (int, np.integer, bool, np.bool_)):
+        values = (values,)
+    if not isinstance(values, (list, tuple, range)) or not len(values):
+        raise TypeError(f"{parameter}: expected a non-empty sequence of integers, got {values!r}")
+    return [_check_int(v, parameter, lo, 2**31 - 1) for v in values]
+
+
 def _load(x: Any, parameter: str) -> tuple[np.ndarray, str]:
     """An array, or a .npy file (the error then names the file)."""
     if isinstance(x, (str, Path)):
@@ -170,7 +191,7 @@ def _load(x: Any, parameter: str) -> tuple[np.ndarray, str]:
             return np.load(path, allow_pickle=False), str(path)
         except (OSError, ValueError) as e:
             raise ValueError(f"{parameter}: cannot read {path} as a .npy array: {e}") from None
-    return np.asarray(x), parameter
+    return _array(x, parameter), parameter
 
 
 def _same_bits(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -181,6 +202,9 @@ def _as_candidates(candidates: Any) -> dict[str, Candidate]:
     if isinstance(candidates, Mapping):
         out = dict(candidates)
     elif isinstance(candidates, (list, tuple)):
+        for i, c in enumerate(candidates):
+            if not isinstance(c, (str, Plan)):
+                raise TypeError(f"candidates[{i}]: expected a platform name or a Plan, got {type(c).__name__}")
         out = {(c if isinstance(c, str) else c.name): c for c in candidates}
     else:
         raise TypeError("candidates: expected a dict {label: platform name or Plan} or a list of them")
@@ -205,6 +229,9 @@ def fit(candidates: Any, inputs: Any, outputs: Any, *, op: str = "dot", in_fmt: 
     _check_str(op, "op")
     if op not in ("sum", "dot", "matmul"):
         raise ValueError(f"op: unknown operation {op!r}; valid: sum, dot, matmul")
+    _check_format(out, "out")
+    if in_fmt is not None:
+        _check_format(in_fmt, "in_fmt")
     cands = _as_candidates(candidates)
     arity = (1,) if op == "sum" else (2, 3)
     if not isinstance(inputs, (tuple, list)) or len(inputs) not in arity:
@@ -364,6 +391,10 @@ class Probes:
         """a_t.npy, b.npy, a.npy (float32 containers of the in_fmt values; x.npy for a sum probe),
         probe_kernel.py (when there is one), expected/<n>.npy per candidate with candidates.json
         naming them."""
+        if not isinstance(directory, (str, os.PathLike)):
+            raise TypeError(f"directory: expected a path (str or os.PathLike), got {type(directory).__name__}")
+        if isinstance(directory, str):
+            _check_str(directory, "directory")
         d = Path(directory)
         (d / "expected").mkdir(parents=True, exist_ok=True)
         if self.b is None:  # a sum probe: x
@@ -438,17 +469,27 @@ def probes(platform: str, *, op: str = "matmul", in_fmt: str = "bf16", out: str 
         _check_str(value, parameter)
     if op not in ("sum", "matmul"):
         raise ValueError(f"op: probes are built for sum and matmul; got {op!r}")
+    _check_format(in_fmt, "in_fmt")
+    _check_format(out, "out")
+    base = platform.split("[", 1)[0].strip()
+    if base not in platform_names():
+        raise ValueError(f"platform: unknown platform {base!r}; valid: {', '.join(platform_names())}")
     if op == "sum":
         out = in_fmt
-    for value, parameter in ((m, "m"), (n, "n"), (k, "k")):
-        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-            raise ValueError(f"{parameter}: expected a positive integer, got {value!r}")
+    m, n, k = (_check_int(value, parameter, 1, SIZE[1]) for value, parameter in ((m, "m"), (n, "n"), (k, "k")))
+    seed = _check_int(seed, "seed", *UINT64)
     if m > 128 or n > 512:
         raise ValueError(f"m, n: one PSUM tile holds at most 128 x 512 results (nc_matmul limits); got {m} x {n}")
     cands = (dict(candidates) if candidates is not None
              else assumption_candidates(platform, op=op, in_fmt=in_fmt, out=out))
+    if (m + n) * k > SIZE[1] // 8:
+        raise MemoryError(f"m, n, k: probes of {m} x {k} and {k} x {n} hold more values than any memory")
     rng = np.random.default_rng(seed)
-    a = _probe_pool(rng, in_fmt, k, m)
+    try:
+        a = _probe_pool(rng, in_fmt, k, m)
+    except MemoryError:
+        raise MemoryError(f"m, n, k: probes of {m} x {k} and {k} x {n} need more memory than this machine "
+                          "has") from None
     if op == "sum":
         b = None
         expected = {label: sum_(a, axis=-1, platform=variant, fmt=in_fmt) for label, variant in cands.items()}

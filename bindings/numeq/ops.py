@@ -14,13 +14,15 @@ Platforms are named as in ``numeq.platforms()``; Trainium assumptions select wit
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from . import _core
-from ._reference_functions import _check_str
+from ._arrays import (INT32, INT64, SIZE, UINT64, _array, _check_bool, _check_format, _check_int, _check_real,
+                      _check_str, _int64_array, _real_array, _renamed)
 from .platforms import _axes, _layout, _values
 from .reference import _attention_mask, _attention_scores_shape
 
@@ -60,9 +62,10 @@ def _kind(kind: str, lam: float) -> tuple[str, float]:
     _check_str(kind, "kind")
     if kind not in KINDS:
         raise ValueError(f"kind: unknown bound kind '{kind}'; valid: {', '.join(KINDS)}")
-    if isinstance(lam, bool) or not isinstance(lam, (int, float)) or not np.isfinite(lam) or lam <= 0:
+    lam = _check_real(lam, "lam", finite=True)
+    if lam <= 0:
         raise ValueError(f"lam: expected a positive finite number, got {lam!r}")
-    return kind, float(lam)
+    return kind, lam
 
 
 class Op:
@@ -137,10 +140,14 @@ def _c64(x: Any) -> np.ndarray:
 
 
 def _out(out: str | None, default: str) -> str:
-    if out is None:
-        return default
-    _check_str(out, "out")
-    return out
+    """The output format: ``out``, or the default (the inputs' format). The catalogue's results
+    are floating values: an integer format is refused here, under the name the caller knows."""
+    name = "out" if out is not None else "out (default: in_fmt)"
+    fmt = default if out is None else _check_format(out, "out")
+    if _core.format_info(fmt)["kind"] == "integer":
+        raise ValueError(f"{name}: {fmt!r} is an integer format; this operation's result is floating (pass out=, "
+                         "e.g. 'fp32'; integer results come from numeq.ops.quantize)")
+    return fmt
 
 
 def matmul(a: Any, b: Any, *, c: Any = None, in_fmt: str | None = None, out: str = "fp32",
@@ -148,11 +155,17 @@ def matmul(a: Any, b: Any, *, c: Any = None, in_fmt: str | None = None, out: str
     """a[..., M, K] @ b[..., K, N] (+ c: a bias of shape [N] or anything that broadcasts to the
     result). ``in_fmt``: the format of a's and b's values (default: their dtype's); ``out``: the
     output format, ``rounding``: how the reference rounds into it."""
+    if in_fmt is None:
+        for x, name in ((a, "a"), (b, "b")):
+            if _array(x, name).dtype.kind in "iu":
+                raise TypeError(f"{name}: integer arrays: for an integer GEMM (int8 / uint8 codes, int32 accumulation) "
+                                "use numeq.ops.int8_matmul; for integers as values of a floating format pass in_fmt")
     av, fa = _values(a, in_fmt, "a")
     bv, fb = _values(b, in_fmt, "b")
     if in_fmt is None and fa != fb:
         raise ValueError(f"in_fmt: a holds {fa} values and b {fb}; pass in_fmt (the format both are values of)")
     cv = None if c is None else np.ascontiguousarray(_values(c, None, "c")[0], dtype=np.float64)
+    _check_str(rounding, "rounding")
     return Op(_core.cases_matmul(np.ascontiguousarray(av, dtype=np.float64), np.ascontiguousarray(bv, dtype=np.float64),
                                  cv, fa, _out(out, "fp32"), rounding))
 
@@ -161,6 +174,7 @@ def _reduce(kind: str, x: Any, axis: Any, in_fmt: str | None, out: str | None, r
     axes = _axes(axis, np.ndim(x))
     values, f = _values(x, in_fmt, "x")
     _check_str(compute, "compute")
+    _check_str(rounding, "rounding")
     strides, buffered = _layout(x)  # numpy's order follows x's own layout (numeq.numpy_reduction)
     return Op(_core.cases_reduce(kind, np.ascontiguousarray(values, dtype=np.float64),
                                  [int(axis)] if axes is None else axes, strides, buffered, f, _out(out, f),
@@ -193,9 +207,11 @@ def function(name: str, x: Any, *, in_fmt: str | None = None, out: str | None = 
              rounding: str = "nearest_even") -> Op:
     """f(x) elementwise as the platform's function model computes it (correctly rounded in fp32 then
     cast, or within the platform's documented / assumed ulp budget: the bound carries it)."""
-    _check_str(name, "function")
+    _check_str(name, "name")
     values, f = _values(x, in_fmt, "x")
-    return Op(_core.cases_function(name, _c64(values), f, _out(out, f), rounding))
+    _check_str(rounding, "rounding")
+    with _renamed({"function": "name"}):
+        return Op(_core.cases_function(name, _c64(values), f, _out(out, f), rounding))
 
 
 def _function(name: str) -> Any:
@@ -218,12 +234,11 @@ reciprocal = _function("reciprocal")
 
 def _softmax(x: Any, axis: int, in_fmt: str | None, out: str | None, rounding: str, variant: str, block: int,
              compute: str, log: bool) -> Op:
-    if isinstance(axis, bool) or not isinstance(axis, (int, np.integer)):
-        raise TypeError(f"axis: expected an integer, got {type(axis).__name__}")
-    if isinstance(block, bool) or not isinstance(block, (int, np.integer)) or block < 0:
-        raise ValueError(f"block: expected a non-negative integer, got {block!r}")
+    axis = _check_int(axis, "axis")
+    block = _check_int(block, "block", *SIZE)
     _check_str(variant, "variant")
     _check_str(compute, "compute")
+    _check_str(rounding, "rounding")
     values, f = _values(x, in_fmt, "x")
     return Op(_core.cases_softmax(np.ascontiguousarray(values, dtype=np.float64), int(axis), f, _out(out, f), rounding,
                                   variant, int(block), compute, log))
@@ -249,10 +264,10 @@ def _norm(centred: bool, x: Any, gamma: Any, beta: Any, eps: float, in_fmt: str 
     values, f = _values(x, in_fmt, "x")
     g = None if gamma is None else np.ascontiguousarray(_values(gamma, None, "gamma")[0], dtype=np.float64)
     b = None if beta is None else np.ascontiguousarray(_values(beta, None, "beta")[0], dtype=np.float64)
-    if isinstance(eps, bool) or not isinstance(eps, (int, float)):
-        raise TypeError(f"eps: expected a number, got {type(eps).__name__}")
+    eps = _check_real(eps, "eps")
     _check_str(variant, "variant")
     _check_str(compute, "compute")
+    _check_str(rounding, "rounding")
     return Op(_core.cases_norm(centred, np.ascontiguousarray(values, dtype=np.float64), g, b, float(eps), f,
                                _out(out, f), rounding, variant, compute))
 
@@ -288,12 +303,13 @@ def attention(q: Any, k: Any, v: Any, *, mask: Any = None, causal: bool = False,
     if in_fmt is None and not fq == fk == fv:
         raise ValueError(f"in_fmt: q, k, v hold {fq}, {fk} and {fv} values; pass in_fmt (the format all are values of)")
     m = None if mask is None else _attention_mask(mask, _attention_scores_shape(qv, kv))
-    if scale is not None and (isinstance(scale, bool) or not isinstance(scale, (int, float))):
-        raise TypeError(f"scale: expected a number or None, got {type(scale).__name__}")
-    for value, name in ((block_rows, "block_rows"), (block_cols, "block_cols")):
-        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 0:
-            raise ValueError(f"{name}: expected a non-negative integer, got {value!r}")
+    scale = None if scale is None else _check_real(scale, "scale")
+    block_rows = _check_int(block_rows, "block_rows", *SIZE)
+    block_cols = _check_int(block_cols, "block_cols", *SIZE)
+    causal = _check_bool(causal, "causal")
+    cast_p = _check_bool(cast_p, "cast_p")
     _check_str(variant, "variant")
+    _check_str(rounding, "rounding")
     return Op(_core.cases_attention(*(np.ascontiguousarray(t, dtype=np.float64) for t in (qv, kv, vv)), m, bool(causal),
                                     None if scale is None else float(scale), fq, _out(out, fq), rounding, variant,
                                     int(block_rows), int(block_cols), bool(cast_p)))
@@ -310,11 +326,16 @@ def scaled_fp8_matmul(a: Any, b: Any, scale_a: Any, scale_b: Any, *, scaling: st
     if in_fmt is None and fa != fb:
         raise ValueError(f"in_fmt: a holds {fa} values and b {fb}; pass in_fmt (the format both are values of)")
     _check_str(scaling, "scaling")
-    sa = np.ascontiguousarray(scale_a, dtype=np.float64)
-    sb = np.ascontiguousarray(scale_b, dtype=np.float64)
-    return Op(_core.cases_scaled_fp8_matmul(np.ascontiguousarray(av, dtype=np.float64),
-                                            np.ascontiguousarray(bv, dtype=np.float64), sa, sb, fa, scaling,
-                                            _out(out, "fp32")))
+    sa = np.ascontiguousarray(_real_array(scale_a, "scale_a"), dtype=np.float64)
+    sb = np.ascontiguousarray(_real_array(scale_b, "scale_b"), dtype=np.float64)
+    for s, name in ((sa, "scale_a"), (sb, "scale_b")):
+        if not np.all(np.isfinite(s) & (np.abs(s) <= np.finfo(np.float32).max)):
+            raise ValueError(f"{name}: scales are fp32 values: finite and at most {np.finfo(np.float32).max:g} in "
+                             "magnitude")
+    with _renamed({"long accumulator": "a, b, scale_a, scale_b"}):
+        return Op(_core.cases_scaled_fp8_matmul(np.ascontiguousarray(av, dtype=np.float64),
+                                                np.ascontiguousarray(bv, dtype=np.float64), sa, sb, fa, scaling,
+                                                _out(out, "fp32")))
 
 
 def int8_matmul(a: Any, b: Any, *, overflow: str = "error", requantize: dict[str, Any] | None = None) -> Op:
@@ -324,11 +345,17 @@ def int8_matmul(a: Any, b: Any, *, overflow: str = "error", requantize: dict[str
     adds the int8 epilogue: fp32(fp32(acc) * fp32(multiplier)) rounded, zero point added, clamped;
     its exact result is clamp(acc * multiplier + zero_point) with the multiplier as given."""
     _check_str(overflow, "overflow")
-    av = np.asarray(a)
-    bv = np.asarray(b)
+    av = _array(a, "a")
+    bv = _array(b, "b")
     for x, name in ((av, "a"), (bv, "b")):
         if x.dtype.kind not in "iuf":
             raise TypeError(f"{name}: expected an integer array, got dtype {x.dtype}")
+        if x.dtype.kind == "f" and not (np.all(np.isfinite(x)) and np.array_equal(x, np.round(x))):
+            raise ValueError(f"{name}: expected integer codes, got non-integral values")
+        lo, hi = (int(x.min()), int(x.max())) if x.size else (0, 0)
+        if lo < -128 or hi > 255 or (lo < 0 and hi > 127):
+            raise ValueError(f"{name}: expected int8 codes [-128, 127] or uint8 codes [0, 255], got values in "
+                             f"[{lo}, {hi}]")
     a64 = np.ascontiguousarray(av, dtype=np.float64)
     b64 = np.ascontiguousarray(bv, dtype=np.float64)
     if requantize is None:
@@ -341,44 +368,53 @@ def int8_matmul(a: Any, b: Any, *, overflow: str = "error", requantize: dict[str
     if unknown or "multiplier" not in requantize:
         raise ValueError(f"requantize: needs 'multiplier' and takes {', '.join(sorted(known))}; got {sorted(requantize)}")
     return Op(_core.cases_int8_matmul_requantized(
-        a64, b64, overflow, float(requantize["multiplier"]), int(requantize.get("zero_point", 0)),
-        str(requantize.get("out", "int8")), str(requantize.get("rounding", "nearest_even")),
-        str(requantize.get("range", "full"))))
+        a64, b64, overflow, _check_real(requantize["multiplier"], "requantize['multiplier']"),
+        _check_int(requantize.get("zero_point", 0), "requantize['zero_point']", *INT64),
+        _check_str(requantize.get("out", "int8"), "requantize['out']"),
+        _check_str(requantize.get("rounding", "nearest_even"), "requantize['rounding']"),
+        _check_str(requantize.get("range", "full"), "requantize['range']")))
 
 
 def cast(x: Any, out: str, *, in_fmt: str | None = None, rounding: str = "nearest_even", overflow: str = "ieee",
          subnormals: str = "keep", seed: int = 0) -> Op:
     """x cast into ``out`` (every rounding, stochastic included; overflow and subnormal policies):
     the exact result is x, the bound the cast's own rounding."""
-    _check_str(out, "out")
+    _out(_check_str(out, "out"), "")
     values, f = _values(x, in_fmt, "x")
-    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
-        raise ValueError(f"seed: expected a non-negative integer, got {seed!r}")
-    return Op(_core.cases_cast(_c64(values), f, out, rounding, overflow, subnormals,
-                               int(seed)))
+    seed = _check_int(seed, "seed", *UINT64)
+    for value, name in ((rounding, "rounding"), (overflow, "overflow"), (subnormals, "subnormals")):
+        _check_str(value, name)
+    return Op(_core.cases_cast(_c64(values), f, out, rounding, overflow, subnormals, seed))
 
 
 def _quant(quantize_: bool, x: Any, fmt: str, scale: Any, zero_point: Any, axis: int, block: int, in_fmt: str | None,
            rounding: str, range_: str, seed: int, out: str) -> Op:
     for value, name in ((fmt, "fmt"), (rounding, "rounding"), (range_, "range"), (out, "out")):
         _check_str(value, name)
-    for value, name in ((axis, "axis"), (block, "block"), (seed, "seed")):
-        if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-            raise TypeError(f"{name}: expected an integer, got {type(value).__name__}")
+    axis = _check_int(axis, "axis", *INT32)
+    block = _check_int(block, "block", *SIZE)
+    seed = _check_int(seed, "seed", *UINT64)
     if quantize_:
         values, f = _values(x, in_fmt, "x")
     else:
         values, f = _codes(x, fmt), fmt
-    s = _c64(np.broadcast_to(np.asarray(scale, dtype=np.float64), (1,) * values.ndim) if np.ndim(scale) == 0 else scale)
-    z = np.asarray(np.broadcast_to(np.asarray(zero_point, dtype=np.int64), s.shape), dtype=np.int64, order="C")
-    return Op(_core.cases_quantize(quantize_, _c64(values), f, fmt, s, z, int(axis),
-                                   int(block), rounding, range_, int(seed), out))
+    s = _real_array(scale, "scale")
+    s = _c64(np.broadcast_to(s, (1,) * values.ndim) if s.ndim == 0 else s)
+    zp = _int64_array(zero_point, "zero_point")
+    try:
+        z = np.asarray(np.broadcast_to(zp, s.shape), dtype=np.int64, order="C")
+    except ValueError:
+        raise ValueError(f"zero_point: shape {zp.shape} does not broadcast to the scales' shape {s.shape}") from None
+    if not quantize_:
+        _check_format(out, "out")
+    with _renamed({"block_size": "block"}):
+        return Op(_core.cases_quantize(quantize_, _c64(values), f, fmt, s, z, axis, block, rounding, range_, seed, out))
 
 
 def _codes(codes: Any, fmt: str) -> np.ndarray:
     """Integer codes as float64 values: integer arrays, or floats holding integers (the C++ op checks
     that every code is an integer within fmt's range and names ``codes`` otherwise)."""
-    c = np.asarray(codes)
+    c = _array(codes, "codes")
     if c.dtype.kind not in "iuf":
         raise TypeError(f"codes: expected integer codes of {fmt} (an integer array, or floats holding integers), "
                         f"got dtype {c.dtype}")
@@ -413,7 +449,16 @@ def generate(generator: str, shape: Any, fmt: str = "fp32", *, seed: int = 0, sc
     outlier_channels, cancellation, near_overflow, subnormal_rich, small_integers)."""
     _check_str(generator, "generator")
     _check_str(fmt, "fmt")
-    shape = (int(shape),) if isinstance(shape, (int, np.integer)) else tuple(int(s) for s in shape)
-    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
-        raise ValueError(f"seed: expected a non-negative integer, got {seed!r}")
-    return _core.cases_generate(generator, int(seed), float(scale), fmt, list(shape))
+    if isinstance(shape, (int, np.integer, bool, np.bool_)):
+        shape = (shape,)
+    if not isinstance(shape, (tuple, list)):
+        raise TypeError(f"shape: expected an integer or a sequence of integers, got {type(shape).__name__}")
+    dims = [_check_int(d, "shape", *SIZE) for d in shape]
+    if math.prod(dims) > SIZE[1] // 8:
+        raise MemoryError(f"shape: {tuple(dims)} holds more float64 values than any memory")
+    seed = _check_int(seed, "seed", *UINT64)
+    scale = _check_real(scale, "scale")
+    try:
+        return _core.cases_generate(generator, seed, scale, fmt, dims)
+    except MemoryError:
+        raise MemoryError(f"shape: {tuple(dims)} needs more memory than this machine has") from None

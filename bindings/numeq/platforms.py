@@ -11,13 +11,14 @@ a platform name or a plan (a built-in one, one you edited, or your own JSON).
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from . import _core
-from ._arrays import _check_str
+from ._arrays import SIZE, _check_format, _check_int, _check_str, _renamed, _sized
 from ._reference_functions import _input_values
 
 
@@ -27,10 +28,9 @@ class Plan:
     __slots__ = ("_json",)
 
     def __init__(self, text: str | dict) -> None:
-        body = json.dumps(text) if isinstance(text, dict) else text
-        if not isinstance(body, str):
-            raise TypeError(f"plan: expected JSON text or a dict, got {type(text).__name__}")
-        self._json = _core.core_plan_check(body)  # validates; errors name the field
+        body = _json_text(text, "plan")
+        with _sized("plan"), _renamed({"JSON": "plan"}):
+            self._json = _core.core_plan_check(body)  # validates; errors name the field
 
     @classmethod
     def from_json(cls, text: str | dict) -> Plan:
@@ -67,14 +67,16 @@ def platforms() -> list[str]:
 def platform_json(name: str) -> str:
     """A platform as JSON: every plan and every evidence entry. Edit it and load it back with
     ``load_platform``."""
-    _check_str(name, "platform")
-    return _core.core_platform_json(name)
+    _check_str(name, "name")
+    with _renamed({"platform": "name"}):
+        return _core.core_platform_json(name)
 
 
 def platform_evidence(name: str) -> str:
     """Every parameter's evidence, one line each: kind, parameter, source."""
-    _check_str(name, "platform")
-    return _core.core_platform_evidence(name)
+    _check_str(name, "name")
+    with _renamed({"platform": "name"}):
+        return _core.core_platform_evidence(name)
 
 
 def platform_assumptions(name: str) -> list[dict]:
@@ -82,22 +84,79 @@ def platform_assumptions(name: str) -> list[dict]:
     ``value`` (in force), ``alternatives`` (the default first), ``meaning`` and ``source``. Select
     other values anywhere a platform name is taken: ``"trainium.trn1[products=bf16,pe_order=pairwise]"``.
     Platforms built only from measured or documented facts have none."""
-    _check_str(name, "platform")
-    return list(json.loads(_core.core_platform_json(name)).get("assumptions", []))
+    return list(json.loads(platform_json(name)).get("assumptions", []))
 
 
-def load_platform(source: str | Path | dict) -> str:
-    """Registers a platform from JSON (text, a dict, or a path to a .json file) for this process;
-    returns its name. A malformed profile raises ValueError naming the field."""
-    if isinstance(source, dict):
-        text = json.dumps(source)
-    elif isinstance(source, Path) or (isinstance(source, str) and not source.lstrip().startswith("{")):
-        text = Path(source).read_text()
-    elif isinstance(source, str):
-        text = source
-    else:
-        raise TypeError(f"profile: expected JSON text, a dict or a path, got {type(source).__name__}")
-    return _core.core_register_platform(text)
+def _json_text(value: Any, parameter: str) -> str:
+    """JSON text of a dict, or a str checked to be text; no string in it may hold a NUL character
+    (the C++ layer's messages and names end at one)."""
+    if isinstance(value, dict):
+        try:
+            text = json.dumps(value, allow_nan=False)
+        except (TypeError, ValueError) as e:
+            raise ValueError(f"{parameter}: the dict is not JSON data: {e}") from None
+        _no_nul(value, parameter)
+        return text
+    if not isinstance(value, str):
+        raise TypeError(f"{parameter}: expected JSON text or a dict, got {type(value).__name__}")
+    _check_str(value, parameter)
+    if "\\u0000" in value:  # an escaped NUL: find where (malformed JSON is left to the C++ parser's report)
+        try:
+            _no_nul(json.loads(value), parameter)
+        except json.JSONDecodeError:
+            pass
+    return value
+
+
+def _no_nul(node: Any, path: str) -> None:
+    if isinstance(node, str):
+        _check_str(node, path)
+    elif isinstance(node, dict):
+        for key, item in node.items():
+            _check_str(key, path)
+            _no_nul(item, f"{path}.{key}")
+    elif isinstance(node, list):
+        for i, item in enumerate(node):
+            _no_nul(item, f"{path}[{i}]")
+
+
+def load_platform(source: str | os.PathLike | dict | None = None, *, path: str | os.PathLike | None = None,
+                  text: str | None = None) -> str:
+    """Registers a platform profile (JSON) for this process; returns its name.
+
+    Give exactly one of: ``path=`` a .json file; ``text=`` JSON text; or ``source``: a dict (the
+    profile), an ``os.PathLike`` (``pathlib.Path``: a file), or a str, which is JSON text when its
+    first non-blank character is ``{`` (a profile is a JSON object) and a file path otherwise.
+    A malformed profile raises ValueError naming the field; a missing file, ValueError naming
+    the path."""
+    given = [name for name, value in (("source", source), ("path", path), ("text", text)) if value is not None]
+    if len(given) != 1:
+        raise TypeError(f"source, path, text: give exactly one (got {', '.join(given) or 'none'})")
+    if text is not None:
+        with _sized("text"), _renamed({"JSON": "text"}):
+            return _core.core_register_platform(_json_text(text, "text"))
+    parameter = "path" if path is not None else "source"
+    where = path if path is not None else source
+    if parameter == "source" and isinstance(source, (dict, str)) and (
+            isinstance(source, dict) or source.lstrip().startswith("{")):
+        with _sized("source"), _renamed({"JSON": "source"}):
+            return _core.core_register_platform(_json_text(source, "source"))
+    if isinstance(where, str):
+        _check_str(where, parameter)
+    elif not isinstance(where, os.PathLike):
+        raise TypeError(f"{parameter}: expected a path (str or os.PathLike), JSON text or a dict, got "
+                        f"{type(where).__name__}")
+    file = Path(where)
+    try:
+        body = file.read_text()
+    except OSError as e:
+        raise ValueError(f"{parameter}: cannot read the profile file {str(file)!r}: {e.strerror or e} (JSON text "
+                         "starts with '{'; or pass text=...)") from None
+    except UnicodeDecodeError as e:
+        raise ValueError(f"{parameter}: {str(file)!r} is not UTF-8 text: {e}") from None
+    with _sized(parameter), _renamed({"JSON": parameter}):
+        return _core.core_register_platform(_check_str(body, parameter))
+
 
 
 def plan(platform: str, op: str = "matmul", in_fmt: str = "bf16", out: str = "fp32", *, split_k: int = 1,
@@ -108,21 +167,26 @@ def plan(platform: str, op: str = "matmul", in_fmt: str = "bf16", out: str = "fp
     for value, parameter in ((platform, "platform"), (op, "op"), (in_fmt, "in_fmt"), (out, "out"),
                              (split_mode, "split_mode")):
         _check_str(value, parameter)
-    if isinstance(split_k, bool) or not isinstance(split_k, (int, np.integer)) or split_k < 1:
-        raise ValueError(f"split_k: expected a positive integer, got {split_k!r}")
-    return Plan(_core.core_plan(platform, op, in_fmt, out, int(split_k), split_mode))
+    split_k = _check_int(split_k, "split_k", 1, SIZE[1])
+    return Plan(_core.core_plan(platform, op, in_fmt, out, split_k, split_mode))
 
 
 def _resolve(platform: str | None, plan_: Plan | str | dict | None, op: str, in_fmt: str, out: str) -> Plan:
     if (platform is None) == (plan_ is None):
         raise ValueError("platform, plan: give exactly one (a platform name, or a Plan)")
     if plan_ is not None:
-        return plan_ if isinstance(plan_, Plan) else Plan(plan_)
+        if isinstance(plan_, Plan):
+            return plan_
+        if not isinstance(plan_, (str, dict)):
+            raise TypeError(f"plan: expected a Plan, JSON text or a dict, got {type(plan_).__name__}")
+        return Plan(plan_)
     _check_str(platform, "platform")
     return plan(platform, op, in_fmt, out)
 
 
 def _values(x: Any, in_fmt: str | None, parameter: str) -> tuple[np.ndarray, str]:
+    if in_fmt is not None:
+        _check_str(in_fmt, "in_fmt")
     if (type(x) is np.ndarray and x.dtype == np.float32 and x.ndim > 0 and x.flags.c_contiguous
             and in_fmt in (None, "fp32")):
         # Every float32 is an fp32 value: nothing to check; the extension widens it to float64
@@ -143,10 +207,11 @@ def _axes(axis: Any, ndim: int) -> list[int] | None:
     if axis is None:
         return list(range(ndim))
     if isinstance(axis, (int, np.integer)) and not isinstance(axis, bool):
+        _check_int(axis, "axis")  # within the C++ type (range and repetition: C++)
         return None
     if isinstance(axis, (tuple, list)) and all(isinstance(a, (int, np.integer)) and not isinstance(a, bool)
                                                for a in axis):
-        return [int(a) for a in axis]
+        return [_check_int(a, "axis") for a in axis]
     raise TypeError(f"axis: expected an integer, a tuple of integers or None, got {axis!r}")
 
 
@@ -198,8 +263,10 @@ def sum(x: Any, *, axis: Any = -1, platform: str | None = None, plan: Plan | str
     itself, not a copy. Every other platform, and a given plan, reduce one axis by its plan; over
     several axes, the plan reduces each element's terms taken in C order of the axes (the
     flattened reduced axes, as ``x.transpose(kept + axes).reshape(..., -1)``)."""
-    values, f = _values(x, fmt, "x")
+    if fmt is not None:
+        _check_format(fmt, "fmt")
     axes = _axes(axis, np.ndim(x))
+    values, f = _values(x, fmt, "x")
     if platform == "numpy" and plan is None:
         order, p = numpy_reduction(x, axis=axis, in_fmt=f, compute=f)
         return _core.core_sum_axes(values, list(order), p.to_json())
@@ -218,8 +285,24 @@ def dot(a: Any, b: Any, *, c: Any = None, platform: str | None = None, plan: Pla
     if in_fmt is None and fa != fb:
         raise ValueError(f"in_fmt: a holds {fa} values and b {fb}; pass in_fmt (the format both are values of)")
     cv = None if c is None else _values(c, None, "c")[0]
+    if cv is not None and np.ndim(av) and np.ndim(bv):
+        _check_c(cv.shape, lambda: np.broadcast_shapes(np.shape(av)[:-1], np.shape(bv)[:-1]))
     p = _resolve(platform, plan, "dot", fa, out)
     return _core.core_dot_or_matmul(av, bv, cv, False, p.to_json())
+
+
+def _check_c(c_shape: tuple, result_shape: Any) -> None:
+    """c must broadcast to the result's shape (``result_shape()``: from a's and b's shapes)."""
+    try:
+        result = tuple(result_shape())
+    except ValueError:
+        return  # a and b themselves do not fit: the extension names them
+    try:
+        fits = np.broadcast_shapes(c_shape, result) == result
+    except ValueError:
+        fits = False
+    if not fits:
+        raise ValueError(f"c: shape {c_shape} does not broadcast to the result {result}")
 
 
 def matmul(a: Any, b: Any, *, c: Any = None, platform: str | None = None, plan: Plan | str | dict | None = None,
@@ -230,5 +313,8 @@ def matmul(a: Any, b: Any, *, c: Any = None, platform: str | None = None, plan: 
     if in_fmt is None and fa != fb:
         raise ValueError(f"in_fmt: a holds {fa} values and b {fb}; pass in_fmt (the format both are values of)")
     cv = None if c is None else _values(c, None, "c")[0]
+    if cv is not None and np.ndim(av) >= 2 and np.ndim(bv) >= 2:
+        _check_c(cv.shape, lambda: np.broadcast_shapes(np.shape(av)[:-2], np.shape(bv)[:-2])
+                 + (np.shape(av)[-2], np.shape(bv)[-1]))
     p = _resolve(platform, plan, "matmul", fa, out)
     return _core.core_dot_or_matmul(av, bv, cv, True, p.to_json())

@@ -21,7 +21,8 @@ from typing import Any
 import numpy as np
 
 from . import _core
-from ._arrays import _FORMAT_OF_DTYPE, _check_seed, _check_str, format_info
+from ._arrays import _FORMAT_OF_DTYPE, _array, _check_bool, _check_format, _check_int, _check_real, _check_seed, _check_str, _renamed
+from ._arrays import format_info
 from ._reference_functions import _input_values
 from ._reference_functions import (
     exp,
@@ -44,11 +45,11 @@ __all__ = [
 ]
 
 
-def _values(x: Any, in_fmt: str | None, parameter: str) -> np.ndarray:
+def _values(x: Any, in_fmt: str | None, parameter: str, fmt_parameter: str = "in_fmt") -> np.ndarray:
     """C-contiguous float64 values of x, checked to lie in in_fmt (the functions' own helper). A 0-d
     input stays 0-d (the reductions and normalisations then report that it has no axis)."""
-    values = _input_values(x, in_fmt, "keep", parameter)[0]
-    return values.reshape(()) if np.ndim(x) == 0 else values
+    values = _input_values(x, in_fmt, "keep", parameter, fmt_parameter)[0]
+    return values.reshape(()) if values.ndim == 0 else values
 
 
 def _out(out: str, rounding: str, overflow: str, subnormals: str, seed: Any, random_bits: Any) -> tuple:
@@ -65,10 +66,12 @@ def _out(out: str, rounding: str, overflow: str, subnormals: str, seed: Any, ran
     return out, rounding, overflow, subnormals, seed, random_bits
 
 
+# The long accumulator's range error concerns the products of a and b (and c): name them.
+_RANGE = {"long accumulator": "a, b"}
+
+
 def _axis(axis: Any) -> int:
-    if isinstance(axis, bool) or not isinstance(axis, (int, np.integer)):
-        raise TypeError(f"axis: expected an integer, got {type(axis).__name__}")
-    return int(axis)
+    return _check_int(axis, "axis")
 
 
 def sum(  # noqa: A001 - mirrors numpy.sum
@@ -91,13 +94,15 @@ def dot(
 ) -> np.ndarray:
     """Exact dot product of two 1-D arrays, rounded once into ``out`` (a 0-d array)."""
     cast = _out(out, rounding, overflow, subnormals, seed, random_bits)
-    return _core.reference_dot(_values(a, in_fmt, "a"), _values(b, in_fmt, "b"), *cast, False)
+    with _renamed(_RANGE):
+        return _core.reference_dot(_values(a, in_fmt, "a"), _values(b, in_fmt, "b"), *cast, False)
 
 
 def dot_exact(a: Any, b: Any, *, in_fmt: str | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Exact dot product as a double-double (hi, lo)."""
-    return _core.reference_dot(_values(a, in_fmt, "a"), _values(b, in_fmt, "b"), "fp64", "nearest_even", "ieee",
-                               "keep", 0, 32, True)
+    with _renamed(_RANGE):
+        return _core.reference_dot(_values(a, in_fmt, "a"), _values(b, in_fmt, "b"), "fp64", "nearest_even", "ieee",
+                                   "keep", 0, 32, True)
 
 
 def matmul(
@@ -110,17 +115,23 @@ def matmul(
     Batch dimensions broadcast as in numpy.matmul. ``in_fmt`` checks a and b; ``c_fmt`` checks c.
     """
     cast = _out(out, rounding, overflow, subnormals, seed, random_bits)
-    cv = None if c is None else _values(c, c_fmt, "c")
-    return _core.reference_matmul(_values(a, in_fmt, "a"), _values(b, in_fmt, "b"), cv, *cast, False)
+    cv = None if c is None else _values(c, c_fmt, "c", "c_fmt")
+    if c_fmt is not None:
+        _check_format(c_fmt, "c_fmt")
+    with _renamed(_RANGE):
+        return _core.reference_matmul(_values(a, in_fmt, "a"), _values(b, in_fmt, "b"), cv, *cast, False)
 
 
 def matmul_exact(
     a: Any, b: Any, c: Any = None, *, in_fmt: str | None = None, c_fmt: str | None = None
 ) -> tuple[np.ndarray, np.ndarray]:
     """Exact a @ b (+ c) as a double-double (hi, lo)."""
-    cv = None if c is None else _values(c, c_fmt, "c")
-    return _core.reference_matmul(_values(a, in_fmt, "a"), _values(b, in_fmt, "b"), cv, "fp64", "nearest_even",
-                                  "ieee", "keep", 0, 32, True)
+    cv = None if c is None else _values(c, c_fmt, "c", "c_fmt")
+    if c_fmt is not None:
+        _check_format(c_fmt, "c_fmt")
+    with _renamed(_RANGE):
+        return _core.reference_matmul(_values(a, in_fmt, "a"), _values(b, in_fmt, "b"), cv, "fp64", "nearest_even",
+                                      "ieee", "keep", 0, 32, True)
 
 
 def softmax(
@@ -145,9 +156,7 @@ def log_softmax(
 
 
 def _eps(eps: Any) -> float:
-    if isinstance(eps, bool) or not isinstance(eps, (int, float, np.integer, np.floating)):
-        raise TypeError(f"eps: expected a real number, got {type(eps).__name__}")
-    return float(eps)
+    return _check_real(eps, "eps")
 
 
 def _affine(v: Any, parameter: str) -> np.ndarray | None:
@@ -199,7 +208,7 @@ def _attention_mask(mask: Any, scores: tuple[int, ...] | None) -> np.ndarray:
     boolean as torch's scaled_dot_product_attention (True: the key takes part, additive 0; False:
     it does not, additive -inf), or additive reals; broadcast to the score shape (..., Lq, Lk) as
     C-order float64 values."""
-    m = np.asarray(mask)
+    m = _array(mask, "mask")
     if m.dtype == np.bool_:
         m = np.where(m, 0.0, -np.inf)
     elif not (np.issubdtype(m.dtype, np.floating) or np.issubdtype(m.dtype, np.integer)) and m.dtype not in _FORMAT_OF_DTYPE:
@@ -228,12 +237,9 @@ def attention(
     aligned, as torch's is_causal). Excluded keys take no part at all; a query with none is NaN.
     """
     cast = _out(out, rounding, overflow, subnormals, seed, random_bits)
-    if not isinstance(causal, (bool, np.bool_)):
-        raise TypeError(f"causal: expected a bool, got {type(causal).__name__}")
+    causal = _check_bool(causal, "causal")
     if scale is not None:
-        if isinstance(scale, bool) or not isinstance(scale, (int, float, np.integer, np.floating)):
-            raise TypeError(f"scale: expected a real number or None, got {type(scale).__name__}")
-        scale = float(scale)
+        scale = _check_real(scale, "scale")
     qv, kv, vv = _values(q, in_fmt, "q"), _values(k, in_fmt, "k"), _values(v, in_fmt, "v")
     for a, name, what in ((qv, "q", "(..., Lq, d)"), (kv, "k", "(..., Lk, d)"), (vv, "v", "(..., Lk, dv)")):
         if a.ndim < 2:

@@ -17,7 +17,7 @@ from typing import Any, Callable
 import numpy as np
 
 from . import _core
-from ._arrays import _NUMPY_TYPES, _check_str
+from ._arrays import _NUMPY_TYPES, SIZE, _check_format, _check_int, _check_str
 from .platforms import Plan
 
 _KINDS = ("sum", "dot")
@@ -76,7 +76,11 @@ def _kind_of(fn: Callable[..., Any]) -> str:
 
 
 def _scalar(out: Any) -> float:
-    a = np.asarray(out)
+    try:
+        a = np.asarray(out, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise TypeError(f"fn: expected a number as the result (the sum), got {type(out).__name__} "
+                        f"{out!r:.60}") from None
     if a.size != 1:
         raise ValueError(f"fn: expected a scalar result (the sum), got an array of shape {a.shape}")
     return float(a.astype(np.float64).reshape(()))
@@ -108,23 +112,27 @@ def reveal_order(fn: Callable[..., Any], n: int, fmt: str = "fp32", *, kind: str
     _check_str(fmt, "fmt")
     for value, parameter in ((in_fmt, "in_fmt"), (out_fmt, "out_fmt")):
         if value is not None:
-            _check_str(value, parameter)
+            _check_format(value, parameter)
     _check_str(product, "product")
     if product not in _PRODUCTS:
         raise ValueError(f"product: unknown product mode {product!r}; valid: {', '.join(_PRODUCTS)}")
-    if isinstance(n, bool) or not isinstance(n, (int, np.integer)):
-        raise TypeError(f"n: expected an integer, got {type(n).__name__}")
+    n = _check_int(n, "n", None, SIZE[1])
     if n < 1:
         raise ValueError(f"n: expected at least 1 term, got {n}")
     if kind is None:
         kind = _kind_of(fn)
-    elif kind not in _KINDS:
+    elif _check_str(kind, "kind") not in _KINDS:
         raise ValueError(f"kind: unknown kind {kind!r}; valid: {', '.join(_KINDS)} (or None: from fn's arity)")
     if fmt not in _core.formats():
         raise ValueError(f"fmt: unknown format '{fmt}'; valid: {', '.join(_core.formats())}")
     if dtype is None:
         dtype = _NUMPY_TYPES.get(in_fmt or fmt, np.float64)
-    dtype = np.dtype(dtype)
+    try:
+        dtype = np.dtype(dtype)
+    except TypeError as e:
+        raise TypeError(f"dtype: not a numpy dtype: {e}") from None
+    if dtype.kind not in "fV" or dtype.kind == "V" and dtype not in _NUMPY_TYPES.values():
+        raise TypeError(f"dtype: expected a floating dtype (numpy or ml_dtypes), got {dtype}")
 
     if kind == "sum":
         def call(x: np.ndarray) -> float:

@@ -9,6 +9,9 @@
 #include <xtensor/xadapt.hpp>
 
 #include <cstdint>
+#include <exception>
+#include <new>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -131,15 +134,47 @@ numeq::Cast numeq_bindings::make_cast(const std::string& fmt, const std::string&
 }
 
 
+namespace {
+
+// Sets a Python exception from a C++ message. Messages quote the caller's text (a JSON parser's
+// "last read" bytes may end inside a UTF-8 sequence): undecodable bytes become U+FFFD instead of
+// turning the error into a UnicodeDecodeError.
+void set_error(PyObject* type, const std::string& message) {
+  PyObject* text = PyUnicode_DecodeUTF8(message.data(), static_cast<Py_ssize_t>(message.size()), "replace");
+  if (text == nullptr) return;  // the decoder's own error (out of memory) stands
+  PyErr_SetObject(type, text);
+  Py_DECREF(text);
+}
+
+}  // namespace
+
 PYBIND11_MODULE(_core, m) {
   m.doc() = "numeq C++ core (use the numeq package, not this module)";
   py::register_exception_translator([](std::exception_ptr p) {
     try {
       if (p) std::rethrow_exception(p);
     } catch (const numeq::type_error& e) {
-      PyErr_SetString(PyExc_TypeError, e.what());
+      set_error(PyExc_TypeError, e.what());
     } catch (const numeq::error& e) {
-      PyErr_SetString(PyExc_ValueError, e.what());
+      set_error(PyExc_ValueError, e.what());
+    } catch (const std::bad_alloc&) {
+      // The Python layer checks the sizes it can see; anything left is a size or count inside an
+      // argument (a plan's node size, a shape) too large for this machine's memory.
+      set_error(PyExc_MemoryError,
+                "out of memory: a size or count given in the arguments (a shape, a plan's node size) needs more "
+                "memory than this machine has");
+    } catch (const std::length_error& e) {
+      set_error(PyExc_MemoryError, std::string("out of memory: a size or count given in the arguments is beyond "
+                                               "what a container can hold (") + e.what() + ")");
+    } catch (const std::exception& e) {
+      // nlohmann::json's exceptions ("[json.exception.out_of_range.406] ...") come from JSON text
+      // the caller gave (a plan or a profile): a ValueError, as every other malformed-JSON report.
+      const std::string what = e.what();
+      if (what.rfind("[json.exception.", 0) == 0) {
+        set_error(PyExc_ValueError, "JSON: " + what);
+        return;
+      }
+      throw;  // pybind11's own translation (RuntimeError and the standard mappings)
     }
   });
 
