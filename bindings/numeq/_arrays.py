@@ -420,7 +420,7 @@ def dequantize(
     _check_str(out, "out")
     _check_str(rounding, "rounding")
     if fmt is not None:
-        _check_str(fmt, "fmt")
+        _check_format(fmt, "fmt")
         info = format_info(fmt)
         if info["kind"] != "integer":
             integers = [n for n in formats() if format_info(n)["kind"] == "integer"]
@@ -436,7 +436,8 @@ def dequantize(
             raise ValueError(f"q: element {i} (C order) = {bad} is not a code of {fmt}: codes are integers in "
                              f"[{low}, {high}]")
     s, ax, block = _quant_layout(a, scale, axis, block_size)
-    return _core.dequantize(a.astype(np.int64), s, _zero_points(zero_point, s.shape), ax, block, out, rounding)
+    with _renamed({"codes": "q, zero_point"}):  # q - zero_point beyond int64
+        return _core.dequantize(a.astype(np.int64), s, _zero_points(zero_point, s.shape), ax, block, out, rounding)
 
 
 def quant_params(

@@ -115,6 +115,9 @@ def tensor_core_candidates(in_fmt: str, out: str = "fp32", *, n: Sequence[int] =
             raise ValueError(f"step_output: expected 'format rounding' (e.g. 'fp32 toward_zero'), got {so!r}")
     if isinstance(structure, str):
         structure = (structure,)
+    if not isinstance(structure, (list, tuple)) or not structure:
+        raise TypeError(f"structure: expected one of {', '.join(_STRUCTURES)} or a non-empty sequence of them, "
+                        f"got {structure!r}")
     for st in structure:
         if st not in _STRUCTURES:
             raise ValueError(f"structure: unknown {st!r}; valid: {', '.join(_STRUCTURES)}")
@@ -124,8 +127,6 @@ def tensor_core_candidates(in_fmt: str, out: str = "fp32", *, n: Sequence[int] =
     c_format = "fp16" if out == "fp16" else "fp32"
     for steps, bits, so, st in itertools.product(n, fraction_bits, step_output, structure):
         fmt, rounding = so.split()
-        if isinstance(steps, bool) or int(steps) < 1:
-            raise ValueError(f"n: products per step must be positive integers, got {steps!r}")
         steps = int(steps)
         step = {"n": steps, "fraction_bits": int(bits), "alignment": "truncate", "max_exponent": "encoded",
                 "zeros": "fp32_emin", "a_format": in_fmt, "b_format": in_fmt, "c_format": c_format,

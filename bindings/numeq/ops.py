@@ -171,8 +171,8 @@ def matmul(a: Any, b: Any, *, c: Any = None, in_fmt: str | None = None, out: str
 
 
 def _reduce(kind: str, x: Any, axis: Any, in_fmt: str | None, out: str | None, rounding: str, compute: str) -> Op:
-    axes = _axes(axis, np.ndim(x))
     values, f = _values(x, in_fmt, "x")
+    axes = _axes(axis, np.ndim(values))
     _check_str(compute, "compute")
     _check_str(rounding, "rounding")
     strides, buffered = _layout(x)  # numpy's order follows x's own layout (numeq.numpy_reduction)

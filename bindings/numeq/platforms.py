@@ -235,17 +235,16 @@ def numpy_reduction(x: Any, *, axis: Any = None, in_fmt: str | None = None, comp
     over them) and the plan over those terms. ``in_fmt``: x's values (default: its dtype's);
     ``compute``: np.sum's dtype (default: in_fmt). ``bufsize``: numpy's buffer size in elements
     (default: this process's np.getbufsize(), 8192 unless changed)."""
-    arr = x if isinstance(x, np.ndarray) else np.asarray(x)
+    from ._arrays import _array
+    arr = x if isinstance(x, np.ndarray) else _array(x, "x")
     if in_fmt is None:
         from ._arrays import _as_source
         in_fmt = _as_source(arr, "x")[1]
-    _check_str(in_fmt, "in_fmt")
+    _check_format(in_fmt, "in_fmt")
     compute = in_fmt if compute is None else compute
-    _check_str(compute, "compute")
+    _check_format(compute, "compute")
     axes = _axes(axis, arr.ndim)
-    bufsize = np.getbufsize() if bufsize is None else bufsize
-    if isinstance(bufsize, bool) or not isinstance(bufsize, (int, np.integer)) or bufsize < 1:
-        raise ValueError(f"bufsize: expected a positive integer, got {bufsize!r}")
+    bufsize = np.getbufsize() if bufsize is None else _check_int(bufsize, "bufsize", 1, SIZE[1])
     strides, buffered = _layout(x)
     order, text = _core.core_numpy_reduction([int(d) for d in arr.shape], strides,
                                              [int(axis)] if axes is None else axes, in_fmt, compute, buffered,
@@ -265,8 +264,10 @@ def sum(x: Any, *, axis: Any = -1, platform: str | None = None, plan: Plan | str
     flattened reduced axes, as ``x.transpose(kept + axes).reshape(..., -1)``)."""
     if fmt is not None:
         _check_format(fmt, "fmt")
-    axes = _axes(axis, np.ndim(x))
+    if platform is not None:
+        _check_str(platform, "platform")
     values, f = _values(x, fmt, "x")
+    axes = _axes(axis, np.ndim(values))
     if platform == "numpy" and plan is None:
         order, p = numpy_reduction(x, axis=axis, in_fmt=f, compute=f)
         return _core.core_sum_axes(values, list(order), p.to_json())

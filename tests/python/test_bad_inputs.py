@@ -91,14 +91,14 @@ def _rows() -> dict[str, Row]:
                       "random_bits": "int"})
     r["dequantize"] = (numeq.dequantize, {"q": CODES, "scale": 0.5, "zero_point": 1},
                        {"q": "codes", "scale": "array", "zero_point": "codes", "axis": "optint",
-                        "block_size": "optint", "out": "str", "rounding": "str"})
+                        "block_size": "optint", "out": "str", "rounding": "str", "fmt": "optstr"})
     r["quant_params"] = (numeq.quant_params, {"x": X, "fmt": "int8"},
                          {"x": "array", "fmt": "str", "axis": "optint", "block_size": "optint", "range": "str"})
     r["block_quantize"] = (numeq.block_quantize, {"x": X, "fmt": "e4m3fn", "block": (4,)},
                            {"x": "array", "fmt": "str", "block": "ints", "scale_fmt": "str",
-                            "scale_rounding": "str", **CAST_KW})
+                            "scale_rounding": "str", "scale_rule": "str", **CAST_KW})
     r["mx_quantize"] = (numeq.mx_quantize, {"x": np.tile(X, (1, 8)), "fmt": "e4m3fn"},
-                        {"x": "array", "fmt": "str", "scale_rounding": "str"})
+                        {"x": "array", "fmt": "str", "scale_rounding": "optstr", "scale_rule": "str"})
     r["block_dequantize"] = (numeq.block_dequantize, {"values": X, "scales": np.array([[2.0], [0.5]]),
                                                        "block": (4,)},
                              {"values": "array", "scales": "array", "block": "ints", "out": "str",
@@ -116,7 +116,10 @@ def _rows() -> dict[str, Row]:
                   "split_mode": "str"})
     r["Plan"] = (numeq.Plan, {"text": "__plan__"}, {"text": "str"})
     r["sum"] = (numeq.sum, {"x": X.astype(np.float32), "platform": "numpy"},
-                {"x": "array", "axis": "int", "platform": "str", "fmt": "optstr"})
+                {"x": "array", "axis": "optint", "platform": "str", "fmt": "optstr"})
+    r["numpy_reduction"] = (numeq.numpy_reduction, {"x": X.astype(np.float32), "axis": 0},
+                            {"x": "array", "axis": "optint", "in_fmt": "optstr", "compute": "optstr",
+                             "bufsize": "optint"})
     for name in ("dot", "matmul"):
         a, b = (X, X) if name == "dot" else (A, B)
         r[name] = (getattr(numeq, name), {"a": a, "b": b, "platform": "nvidia.h100", "in_fmt": "bf16"},
@@ -124,7 +127,8 @@ def _rows() -> dict[str, Row]:
     r["assumption_candidates"] = (numeq.assumption_candidates, {"platform": "trainium.trn1", "in_fmt": "bf16"},
                                   {"platform": "str", "op": "str", "in_fmt": "str", "out": "str"})
     r["tensor_core_candidates"] = (numeq.tensor_core_candidates, {"in_fmt": "bf16", "n": (4,), "fraction_bits": (24,)},
-                                   {"in_fmt": "str", "out": "str", "n": "ints", "fraction_bits": "ints"})
+                                   {"in_fmt": "str", "out": "str", "n": "ints", "fraction_bits": "ints",
+                                    "structure": "str"})
     x32 = X.astype(np.float32)
     r["fit"] = (numeq.fit, {"candidates": {"numpy": "numpy"}, "inputs": (x32,), "outputs": np.sum(x32, axis=-1),
                             "op": "sum"},
@@ -167,7 +171,7 @@ def _rows() -> dict[str, Row]:
                         "rounding": "str"})
     for name in ("sum", "mean", "max"):
         r[f"ops.{name}"] = (getattr(ops, name), {"x": X},
-                            {"x": "array", "axis": "int", "in_fmt": "optstr", "out": "optstr", "rounding": "str",
+                            {"x": "array", "axis": "optint", "in_fmt": "optstr", "out": "optstr", "rounding": "str",
                              "compute": "str"})
     r["ops.function"] = (ops.function, {"name": "exp", "x": X},
                          {"name": "str", "x": "array", "in_fmt": "optstr", "out": "optstr", "rounding": "str"})

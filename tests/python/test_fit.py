@@ -216,7 +216,7 @@ def test_bad_input_names_the_file(tmp_path):
         numeq.probes("trainium.trn1", m=200, candidates={"x": "trainium.trn1"})
     with pytest.raises(ValueError, match=r"^structure: unknown 'pairs'; valid: chain, c_last, halves$"):
         numeq.tensor_core_candidates("e4m3fn", structure=("chain", "pairs"))
-    with pytest.raises(ValueError, match=r"^n: products per step must be positive integers"):
+    with pytest.raises(ValueError, match=r"^n: must be an integer in \[1, "):
         numeq.tensor_core_candidates("e4m3fn", n=(0,))
 
 
