@@ -118,10 +118,10 @@ TEST(Plan, UnknownAndRepeatedKeysAreRefused) {
 // the evaluator recursed forever on them. validate() refuses it, and everything that runs a
 // plan validates it first.
 TEST(Plan, PairwiseMultipleAboveTheLeafIsRefused) {
-  const core::Arithmetic ar{core::Cast{numeq::formats::fp32}};
+  const core::Arithmetic ar{numeq::Cast{numeq::formats::fp32}};
   core::Plan p;
   p.reduction = core::pairwise(2, 8, core::sequential(ar), ar);
-  p.output = core::Cast{numeq::formats::fp32};
+  p.output = numeq::Cast{numeq::formats::fp32};
   try {
     core::validate(p);
     ADD_FAILURE() << "accepted";
@@ -159,13 +159,20 @@ TEST(Plan, DeepJsonIsRefusedAtTheLimit) {
 // A sequential chain of 4096 terms as an explicit tree (what reveal_order finds for a plain
 // loop) is 4095 groups deep: written as tree text it stays proportionate and reads back equal.
 TEST(Plan, DeepExplicitTreesAreWrittenAsText) {
-  const core::Arithmetic ar{core::Cast{numeq::formats::fp32}};
+  const core::Arithmetic ar{numeq::Cast{numeq::formats::fp32}};
   const std::size_t n = 4096;
+  // chain + term k, moving the chain (an initializer list would copy it every time).
+  const auto extend = [&](core::PlanNode chain, std::size_t k) {
+    std::vector<core::PlanNode> children;
+    children.push_back(std::move(chain));
+    children.push_back(core::term(k));
+    return core::group(std::move(children), ar);
+  };
   core::PlanNode chain = core::term(0);
-  for (std::size_t k = 1; k < n; ++k) chain = core::group({std::move(chain), core::term(k)}, ar);
+  for (std::size_t k = 1; k < n; ++k) chain = extend(std::move(chain), k);
   core::Plan p;
   p.reduction = std::move(chain);
-  p.output = core::Cast{numeq::formats::fp32};
+  p.output = numeq::Cast{numeq::formats::fp32};
   core::validate(p);
   const std::string json = core::to_json(p);
   // The tree text: "(" per group, the indices, a space per child after the first, ")" per group.
@@ -184,7 +191,7 @@ TEST(Plan, DeepExplicitTreesAreWrittenAsText) {
   EXPECT_EQ(core::evaluate(x, {}, std::nullopt, p), static_cast<double>(want));
   // One group deeper than max_plan_depth is refused, by validate and by the reader.
   core::PlanNode deeper = std::move(p.reduction);
-  for (std::size_t k = n; k < core::max_plan_depth + 2; ++k) deeper = core::group({std::move(deeper), core::term(k)}, ar);
+  for (std::size_t k = n; k < core::max_plan_depth + 2; ++k) deeper = extend(std::move(deeper), k);
   p.reduction = std::move(deeper);
   EXPECT_THROW(core::validate(p), numeq::error);
   const std::string too_deep = error_of(core::to_json(p));
