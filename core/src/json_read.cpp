@@ -86,7 +86,10 @@ std::string Reader::text() const {
 }
 
 std::uint64_t Reader::count(std::uint64_t lo, std::uint64_t hi) const {
-  const std::string range = "expected an integer in " + std::to_string(lo) + " .. " + std::to_string(hi);
+  // Sizes without a limit of their own read as "a positive integer" (size_t holds any JSON one).
+  const bool unbounded = hi == std::numeric_limits<std::size_t>::max() && lo <= 1;
+  const std::string range = unbounded ? (lo == 1 ? "expected a positive integer" : "expected a non-negative integer")
+                                      : "expected an integer in " + std::to_string(lo) + " .. " + std::to_string(hi);
   if (!j.is_number_integer()) fail(range);
   if (j.is_number_unsigned()) {
     const std::uint64_t v = j.get<std::uint64_t>();
