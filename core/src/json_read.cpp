@@ -51,7 +51,8 @@ json parse_json(std::string_view text, const std::string& parameter) {
   };
   try {
     return json::parse(text, check);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {
+    // parse_error, and out_of_range for a number beyond binary64 ("1e999"): both bad input.
     throw numeq::error(parameter + ": not valid JSON: " + e.what());
   }
 }

@@ -201,4 +201,19 @@ TEST(Plan, DeepExplicitTreesAreWrittenAsText) {
   EXPECT_EQ(unclosed.rfind("plan.reduction.tree: at character 8: the tree is not closed", 0), 0u) << unclosed;
 }
 
+// Found by tests/fuzz (fuzz_plan_json): a number beyond binary64 made the JSON library throw an
+// exception of another kind than its parse errors, which escaped as no numeq::error (std::terminate
+// in C++).
+TEST(Plan, NumbersBeyondBinary64AreInvalidJson) {
+  const std::string e = error_of(R"({"reduction": {"kind": "sequential", "arithmetic": {"accumulate": {"format": "fp32"}}},
+      "output": {"format": "fp32"}, "initial": 77777777777777e777})");
+  EXPECT_EQ(e.rfind("plan: not valid JSON", 0), 0u) << e;
+  try {
+    numeq::core::platform_from_json(R"({"name": "x", "plans": [], "functions": [{"function": "exp", "model": "ulp_budget", "ulps": 1e999}]})");
+    ADD_FAILURE() << "accepted";
+  } catch (const numeq::error& x) {
+    EXPECT_EQ(std::string(x.what()).rfind("profile: not valid JSON", 0), 0u) << x.what();
+  }
+}
+
 }  // namespace
