@@ -1129,6 +1129,13 @@ double with_output_cast(const Cast& output, double emulated, double pre_cast_bou
   return add_up(B, cast_error);
 }
 
+// No terms, no c and no initial value (or numpy's +0): the exact result is 0, so |emulated| is
+// the error itself (0 for the +0 every plan gives). Otherwise the output cast's share below
+// would bound a rounding that never happens.
+static bool nothing_reduced(std::size_t K, const xt::xarray<double>* c, const Plan& plan) {
+  return K == 0 && c == nullptr && (!plan.initial || *plan.initial == 0);
+}
+
 static xt::xarray<double> sum_bound_of_kind(const xt::xarray<double>& x, std::ptrdiff_t axis, const Plan& plan,
                              const xt::xarray<double>& emulated, const BoundOptions& options) {
   const AxisLayout layout = axis_layout(x, axis);
@@ -1140,6 +1147,10 @@ static xt::xarray<double> sum_bound_of_kind(const xt::xarray<double>& x, std::pt
   xt::xarray<double> result = xt::xarray<double>::from_shape(out_shape);
   parallel_for(outer * inner, [&](std::size_t begin, std::size_t end) {
     for (std::size_t i = begin; i < end; ++i) {
+      if (nothing_reduced(K, nullptr, plan)) {
+        result.data()[i] = std::fabs(emulated.data()[i]);
+        continue;
+      }
       const double* base = x.data() + (i / inner) * K * inner + i % inner;
       double s = 0, mag = 0;
       bool nonfinite = false, input_over = false;
@@ -1169,6 +1180,10 @@ static xt::xarray<double> dot_bound_of_kind(const xt::xarray<double>& a, const x
   xt::xarray<double> result = xt::xarray<double>::from_shape(shape);
   parallel_for(result.size(), [&](std::size_t begin, std::size_t end) {
     for (std::size_t i = begin; i < end; ++i) {
+      if (nothing_reduced(K, c, plan)) {
+        result.data()[i] = std::fabs(emulated.data()[i]);
+        continue;
+      }
       const double* ai = fa.data() + i * K;
       const double* bi = fb.data() + i * K;
       double s = 0, mag = 0;
@@ -1212,6 +1227,26 @@ static xt::xarray<double> matmul_bound_of_kind(const xt::xarray<double>& a, cons
   const Walk w = walk(plan, K, c != nullptr, true, options);
   xt::xarray<double> result = xt::xarray<double>::from_shape(shape);
   if (result.size() == 0) return result;
+  if (K == 0) {
+    // No products (a [.., M, 0] @ b [.., 0, N]): only c, initial and the plan's constant part
+    // remain; the operand sums below would index rows and columns of empty matrices.
+    for (std::size_t i = 0; i < result.size(); ++i) {
+      if (nothing_reduced(K, c, plan)) {
+        result.data()[i] = std::fabs(emulated.data()[i]);
+        continue;
+      }
+      double pre = w.absolute, cm = 0;
+      bool nonfinite = false;
+      if (c) {
+        cm = std::fabs(fc.data()[i]);
+        nonfinite = !std::isfinite(cm);
+        pre = add_up(pre, mul_up(w.init, cm));
+      }
+      const double magnitude = w.finite_overflow ? add_up(add_up(pre, cm), w.initial) : 0.0;
+      result.data()[i] = finish(w, plan, emulated.data()[i], pre, magnitude, nonfinite, false);
+    }
+    return result;
+  }
   const std::size_t a_matrices = M * K == 0 ? 0 : a.size() / (M * K);
   const std::size_t b_matrices = K * N == 0 ? 0 : b.size() / (K * N);
   // Per row of a and per column of b: sum_k Ca_k |a_mk| and sum_k Cb_k |b_kn| (inflated), the

@@ -79,22 +79,25 @@ Exact exact_two(double s, double e) {
 }
 
 // An input or partial value, or a product a_k b_k: what the leaves reduce.
+// Whether the terms are products is stated, never inferred from b: a dot product or matmul with
+// K = 0 has empty operands (null data) and is still a reduction of products.
 struct Terms {
   const double* a = nullptr;
-  const double* b = nullptr;  // null: the terms are the values a[k]
-  double term(std::size_t k) const { return b ? a[k] * b[k] : a[k]; }  // exact (see evaluate.hpp)
+  const double* b = nullptr;  // products: the second factors
+  bool products = false;      // false: the terms are the values a[k]
+  double term(std::size_t k) const { return products ? a[k] * b[k] : a[k]; }  // exact (see evaluate.hpp)
 };
 
 // The term alone, as the accumulator's first value.
 double first_value(const Terms& t, std::size_t k, const Arithmetic& ar) {
   double v = t.term(k);
-  if (t.b && ar.product == ProductMode::rounded) v = round_value(v, ar.product_cast);
+  if (t.products && ar.product == ProductMode::rounded) v = round_value(v, ar.product_cast);
   return round_value(v, ar.accumulate);
 }
 
 double accumulate(double acc, const Terms& t, std::size_t k, const Arithmetic& ar) {
   double v = t.term(k);
-  if (t.b && ar.product == ProductMode::rounded) v = round_value(v, ar.product_cast);
+  if (t.products && ar.product == ProductMode::rounded) v = round_value(v, ar.product_cast);
   return add_rounded(acc, v, ar.accumulate);
 }
 
@@ -102,7 +105,7 @@ double reduce_node(const PlanNode& node, const Terms& t, std::size_t begin, std:
                    std::optional<double> init);
 
 double reduce_values(const PlanNode& node, const std::vector<double>& values, std::optional<double> init) {
-  return reduce_node(node, Terms{values.data(), nullptr}, 0, values.size(), init);
+  return reduce_node(node, Terms{values.data(), nullptr, false}, 0, values.size(), init);
 }
 
 double with_init(double value, std::optional<double> init, const Cast& cast) {
@@ -201,26 +204,27 @@ double reduce_node(const PlanNode& node, const Terms& t, std::size_t begin, std:
     case NodeKind::permute: {
       std::vector<double> a, b;
       a.reserve(n);
-      b.reserve(t.b ? n : 0);
+      b.reserve(t.products ? n : 0);
       for (std::size_t block = begin; block < end; block += node.size) {
         const std::size_t len = std::min(node.size, end - block);
         for (const std::size_t i : node.order) {
           if (i >= len) continue;
           a.push_back(t.a[block + i]);
-          if (t.b) b.push_back(t.b[block + i]);
+          if (t.products) b.push_back(t.b[block + i]);
         }
       }
-      return reduce_node(node.children[0], Terms{a.data(), t.b ? b.data() : nullptr}, 0, n, init);
+      return reduce_node(node.children[0], Terms{a.data(), b.data(), t.products}, 0, n, init);
     }
     case NodeKind::fused: {
-      if (t.b == nullptr) throw numeq::error("plan: a fused node reduces products; use it for dot and matmul");
+      if (!t.products) throw numeq::error("plan: a fused node reduces products; use it for dot and matmul");
+      if (n == 0) return init ? *init : 0.0;  // no step runs: c passes on unchanged (K = 0)
       return fused_chain(std::span<const double>(t.a + begin, n), std::span<const double>(t.b + begin, n),
                          init ? *init : 0.0, node.fused);
     }
     case NodeKind::group:
-    case NodeKind::term: return reduce_explicit_tree(node, t.a + begin, t.b ? t.b + begin : nullptr, n, init);
+    case NodeKind::term: return reduce_explicit_tree(node, t.a + begin, t.products ? t.b + begin : nullptr, n, init);
     case NodeKind::decompose: {
-      if (t.b == nullptr) throw numeq::error("plan: a decompose node splits the operands of products; use it for dot and matmul");
+      if (!t.products) throw numeq::error("plan: a decompose node splits the operands of products; use it for dot and matmul");
       // Piece p of x: the piece cast of what the earlier pieces left (x - x0 - ... is exact in
       // binary64 for operands of at most 24 significant bits); an Inf or NaN stays in piece 0.
       const std::size_t pieces = node.multiple;
@@ -242,7 +246,7 @@ double reduce_node(const PlanNode& node, const Terms& t, std::size_t begin, std:
         const std::size_t len = std::min(node.size, n - block);
         for (std::size_t q = 0; q + 1 < node.order.size(); q += 2)
           partials.push_back(reduce_node(node.children[0],
-                                         Terms{pa.data() + node.order[q] * n + block, pb.data() + node.order[q + 1] * n + block},
+                                         Terms{pa.data() + node.order[q] * n + block, pb.data() + node.order[q + 1] * n + block, true},
                                          0, len, std::nullopt));
       }
       return reduce_values(node.children[1], partials, init);
@@ -383,7 +387,7 @@ double evaluate(std::span<const double> a, std::span<const double> b, std::optio
   const std::vector<double> ca = cast_inputs(a.data(), a.size(), plan.input_a);
   const std::vector<double> cb = cast_inputs(b.data(), b.size(), plan.input_b);
   if (!b.empty()) check_products_exact(ca.data(), ca.size(), cb.data(), cb.size());
-  const Terms terms{ca.data(), b.empty() ? nullptr : cb.data()};
+  const Terms terms{ca.data(), cb.data(), !b.empty()};
   const std::optional<double> init = plan.c_placement == CPlacement::first ? c : std::nullopt;
   const double value = reduce_plan(plan, terms, ca.size(), init);
   const std::uint64_t random = plan.output.rounding == Rounding::stochastic
@@ -407,7 +411,7 @@ xt::xarray<double> sum(const xt::xarray<double>& x, std::ptrdiff_t axis, const P
     for (std::size_t i = begin; i < end; ++i) {
       const double* base = values.data() + (i / inner) * length * inner + i % inner;
       for (std::size_t k = 0; k < length; ++k) row[k] = base[k * inner];
-      const double v = reduce_plan(plan, Terms{row.data(), nullptr}, length, std::nullopt);
+      const double v = reduce_plan(plan, Terms{row.data(), nullptr, false}, length, std::nullopt);
       result.data()[i] = finish(v, std::nullopt, plan, stochastic ? random_bits_at(key, i) : 0);
     }
   }, std::max<std::size_t>(1, (std::size_t{1} << 14) / std::max<std::size_t>(1, length)));
@@ -431,7 +435,7 @@ xt::xarray<double> dot(const xt::xarray<double>& a, const xt::xarray<double>& b,
     for (std::size_t i = begin; i < end; ++i) {
       const std::optional<double> cv = c ? std::optional<double>(fc.data()[i]) : std::nullopt;
       const std::optional<double> init = plan.c_placement == CPlacement::first ? cv : std::nullopt;
-      const double v = reduce_plan(plan, Terms{ca.data() + i * K, cb.data() + i * K}, K, init);
+      const double v = reduce_plan(plan, Terms{ca.data() + i * K, cb.data() + i * K, true}, K, init);
       result.data()[i] = finish(v, cv, plan, stochastic ? random_bits_at(key, i) : 0);
     }
   }, std::max<std::size_t>(1, (std::size_t{1} << 14) / std::max<std::size_t>(1, K)));
@@ -542,7 +546,7 @@ xt::xarray<double> matmul(const xt::xarray<double>& a, const xt::xarray<double>&
                 if (flags[r * N + n] != 0) {
                   const double* bcol = cb + b_of[t] * K * N + n;
                   for (std::size_t k = 0; k < K; ++k) column[k] = bcol[k * N];
-                  v = reduce_plan(plan, Terms{arows + r * K, column.data()}, K, c_first ? cv : std::nullopt);
+                  v = reduce_plan(plan, Terms{arows + r * K, column.data(), true}, K, c_first ? cv : std::nullopt);
                 } else if (plan.initial) {
                   v = add_rounded(*plan.initial, v, outer);
                 }
@@ -572,7 +576,7 @@ xt::xarray<double> matmul(const xt::xarray<double>& a, const xt::xarray<double>&
       const std::size_t t = i / (M * N), m = (i / N) % M, n = i % N;
       const std::optional<double> cv = c ? std::optional<double>(fc.data()[i]) : std::nullopt;
       const std::optional<double> init = plan.c_placement == CPlacement::first ? cv : std::nullopt;
-      const Terms terms{ca.data() + (a_of[t] * M + m) * K, bt.data() + (b_of[t] * N + n) * K};
+      const Terms terms{ca.data() + (a_of[t] * M + m) * K, bt.data() + (b_of[t] * N + n) * K, true};
       const double v = reduce_plan(plan, terms, K, init);
       result.data()[i] = finish(v, cv, plan, stochastic ? random_bits_at(key, i) : 0);
     }

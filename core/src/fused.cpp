@@ -128,27 +128,7 @@ void check_value(double x, const Format& f, const char* name, std::size_t index,
   }
 }
 
-void check_step(const FusedStep& step) {
-  if (step.n < 1 || step.n > max_products)
-    throw error("step.n: " + std::to_string(step.n) + " is outside 1.." +
-                std::to_string(max_products));
-  if (step.fraction_bits < 0 || step.fraction_bits > max_fraction_bits)
-    throw error("step.fraction_bits: " + std::to_string(step.fraction_bits) +
-                " is outside 0.." + std::to_string(max_fraction_bits));
-  for (const Format* f : {&step.a_format, &step.b_format, &step.c_format}) {
-    if (f->is_integer() || !f->has_zero)
-      throw error("step: operand format '" + std::string(f->name) +
-                  "' is not a floating format with zero (fused steps take fp64 and narrower floats)");
-  }
-  // Operand significands multiply in 64 bits, and products stay exact in binary64 (largest_term
-  // compares c with them).
-  if (step.a_format.mantissa_bits > 23 || step.b_format.mantissa_bits > 23)
-    throw error("step: a_format and b_format may have at most 23 fraction bits (fp32 and narrower)");
-  validate(step.output, "step.output");
-  if (step.output.rounding == Rounding::stochastic)
-    throw error("step.output: stochastic rounding is not a tensor-core rounding (it needs a draw "
-                "per element); choose a deterministic mode");
-}
+void check_step(const FusedStep& step) { validate(step, "step"); }
 
 void check_chain_length(std::span<const double> a, std::span<const double> b, std::size_t K) {
   if (K > a.size() || K > b.size())
@@ -163,6 +143,32 @@ double zero_result(const FusedStep& step, bool negative) {
 }
 
 }  // namespace
+
+void validate(const FusedStep& step, std::string_view parameter) {
+  const std::string at(parameter);
+  if (step.n < 1 || step.n > max_products)
+    throw error(at + ".n: " + std::to_string(step.n) + " is outside 1.." + std::to_string(max_products));
+  if (step.fraction_bits < 0 || step.fraction_bits > max_fraction_bits)
+    throw error(at + ".fraction_bits: " + std::to_string(step.fraction_bits) + " is outside 0.." +
+                std::to_string(max_fraction_bits));
+  if (step.exponent_floor != no_exponent_floor &&
+      (step.exponent_floor < min_exponent_floor || step.exponent_floor > max_exponent_floor))
+    throw error(at + ".exponent_floor: " + std::to_string(step.exponent_floor) + " is outside " +
+                std::to_string(min_exponent_floor) + ".." + std::to_string(max_exponent_floor));
+  for (const Format* f : {&step.a_format, &step.b_format, &step.c_format}) {
+    if (f->is_integer() || !f->has_zero)
+      throw error(at + ": operand format '" + std::string(f->name) +
+                  "' is not a floating format with zero (fused steps take fp64 and narrower floats)");
+  }
+  // Operand significands multiply in 64 bits, and products stay exact in binary64 (largest_term
+  // compares c with them).
+  if (step.a_format.mantissa_bits > 23 || step.b_format.mantissa_bits > 23)
+    throw error(at + ": a_format and b_format may have at most 23 fraction bits (fp32 and narrower)");
+  numeq::validate(step.output, at + ".output");
+  if (step.output.rounding == Rounding::stochastic)
+    throw error(at + ".output: stochastic rounding is not a tensor-core rounding (it needs a draw "
+                "per element); choose a deterministic mode");
+}
 
 namespace detail {
 

@@ -9,9 +9,9 @@
 #include <optional>
 #include <sstream>
 #include <utility>
-#include <nlohmann/json.hpp>
 
 #include "builtin_platforms.hpp"
+#include "json_read.hpp"
 #include "numeq/formats/error.hpp"
 #include "numeq/formats/format.hpp"
 
@@ -19,7 +19,8 @@ namespace numeq::core {
 
 namespace {
 
-using nlohmann::json;
+using detail::json;
+using detail::Reader;
 
 constexpr std::array<std::string_view, 3> kEvidence{"measured", "documented", "assumed"};
 constexpr std::array<std::string_view, 3> kOperations{"sum", "dot", "matmul"};
@@ -46,18 +47,6 @@ std::string join(const std::vector<std::string>& names) {
 }
 
 [[noreturn]] void fail(const std::string& path, const std::string& what) { throw numeq::error(path + ": " + what); }
-
-const json& field(const json& j, const std::string& key, const std::string& path) {
-  if (!j.is_object()) fail(path, "expected an object");
-  const auto it = j.find(key);
-  if (it == j.end()) fail(path + "." + key, "missing");
-  return *it;
-}
-
-std::string text(const json& j, const std::string& path) {
-  if (!j.is_string()) fail(path, "expected a string");
-  return j.get<std::string>();
-}
 
 }  // namespace
 
@@ -131,24 +120,35 @@ std::string trim(std::string_view s) {
   return std::string(s.substr(b, e - b + 1));
 }
 
-// "base[a=x, b=y]" -> base and the choices, in order.
+// "base[a=x, b=y]" -> base and the choices, in order. Strict: every item is assumption=value,
+// no assumption twice, no empty item (a trailing comma), no bracket inside.
 std::pair<std::string, AssumptionChoices> parse_variant(std::string_view name, std::string_view parameter) {
   const auto open = name.find('[');
   if (open == std::string_view::npos) return {std::string(name), {}};
+  const std::string where = std::string(parameter) + ": ";
   if (name.back() != ']')
-    throw numeq::error(std::string(parameter) + ": '" + std::string(name) +
-                       "' opens '[' but does not end with ']'; write name[assumption=value,...]");
+    throw numeq::error(where + "'" + std::string(name) + "' opens '[' but does not end with ']'; write name[assumption=value,...]");
   const std::string base = trim(name.substr(0, open));
-  AssumptionChoices choices;
   std::string_view body = name.substr(open + 1, name.size() - open - 2);
-  while (!body.empty()) {
+  if (body.find_first_of("[]") != std::string_view::npos)
+    throw numeq::error(where + "'" + std::string(name) + "' has a bracket inside [...]; write name[assumption=value,...]");
+  if (trim(body).empty())
+    throw numeq::error(where + "'" + std::string(name) + "' selects nothing in [...]; write " + base + " or " + base +
+                       "[assumption=value,...]");
+  AssumptionChoices choices;
+  while (true) {
     const auto comma = body.find(',');
     const std::string_view item = body.substr(0, comma);
     const auto eq = item.find('=');
     if (eq == std::string_view::npos || trim(item.substr(0, eq)).empty() || trim(item.substr(eq + 1)).empty())
-      throw numeq::error(std::string(parameter) + ": '" + trim(item) + "' in '" + std::string(name) +
-                         "' is not assumption=value");
-    choices.emplace_back(trim(item.substr(0, eq)), trim(item.substr(eq + 1)));
+      throw numeq::error(where + "'" + trim(item) + "' in '" + std::string(name) + "' is not assumption=value" +
+                         (trim(item).empty() ? " (an empty item: a stray comma?)" : ""));
+    const std::string key = trim(item.substr(0, eq)), value = trim(item.substr(eq + 1));
+    for (const auto& [k, v] : choices)
+      if (k == key)
+        throw numeq::error(where + "assumption '" + key + "' is given twice in '" + std::string(name) + "' (" + v +
+                           " and " + value + "); give each assumption once");
+    choices.emplace_back(key, value);
     if (comma == std::string_view::npos) break;
     body = body.substr(comma + 1);
   }
@@ -189,6 +189,19 @@ void register_platform(const Platform& platform) {
   check_function_models(platform.functions, "profile");
   for (std::size_t i = 0; i < platform.plans.size(); ++i)
     validate(platform.plans[i].plan, "profile.plans[" + std::to_string(i) + "].plan");
+  // A built-in platform (or one of its aliases) is never replaced: every later use of that name
+  // in this process would silently run the loaded model instead. Load edits under a new name.
+  static const std::vector<Platform> builtins = builtin_platforms();
+  std::vector<std::string> names{platform.name};
+  names.insert(names.end(), platform.aliases.begin(), platform.aliases.end());
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    const std::string field = i == 0 ? "profile.name" : "profile.aliases[" + std::to_string(i - 1) + "]";
+    for (const Platform& b : builtins)
+      if (b.name == names[i] || std::find(b.aliases.begin(), b.aliases.end(), names[i]) != b.aliases.end())
+        throw numeq::error(field + ": '" + names[i] + "' is the built-in platform " + b.name +
+                           (b.name == names[i] ? "" : " (an alias)") +
+                           "; built-in platforms cannot be replaced: load the profile under another name");
+  }
   const std::lock_guard<std::mutex> lock(registry_mutex());
   auto& r = registry();
   const auto it = std::find_if(r.begin(), r.end(), [&](const Platform& p) { return p.name == platform.name; });
@@ -247,100 +260,82 @@ std::string to_json(const Platform& platform, int indent) {
 
 Platform platform_from_json(std::string_view body, std::string_view parameter) {
   const std::string path(parameter);
-  json j;
-  try {
-    j = json::parse(body);
-  } catch (const json::parse_error& e) {
-    fail(path, std::string("not valid JSON: ") + e.what());
-  }
+  const json j = detail::parse_json(body, path);
+  const Reader r{j, path};
+  if (!j.is_object()) r.fail("expected a JSON object");
+  r.only({"name", "aliases", "description", "plans", "evidence", "assumptions", "functions"});
   Platform p;
-  p.name = text(field(j, "name", path), path + ".name");
-  if (p.name.empty()) fail(path + ".name", "must not be empty");
-  if (j.contains("aliases")) {
-    const json& a = j["aliases"];
-    if (!a.is_array()) fail(path + ".aliases", "expected an array of strings");
-    for (std::size_t i = 0; i < a.size(); ++i) p.aliases.push_back(text(a[i], path + ".aliases[" + std::to_string(i) + "]"));
-  }
-  if (j.contains("description")) p.description = text(j["description"], path + ".description");
-  const json& plans = field(j, "plans", path);
-  if (!plans.is_array()) fail(path + ".plans", "expected an array");
-  for (std::size_t i = 0; i < plans.size(); ++i) {
-    const std::string at = path + ".plans[" + std::to_string(i) + "]";
-    PlanEntry e;
-    e.op = operation_by_name(text(field(plans[i], "op", at), at + ".op"), at + ".op");
-    e.in_fmt = text(field(plans[i], "in_fmt", at), at + ".in_fmt");
-    format_by_name(e.in_fmt, at + ".in_fmt");
-    e.out_fmt = text(field(plans[i], "out", at), at + ".out");
-    format_by_name(e.out_fmt, at + ".out");
-    e.plan = plan_from_json(field(plans[i], "plan", at).dump(), at + ".plan");
-    p.plans.push_back(std::move(e));
-  }
-  if (j.contains("evidence")) {
-    const json& ev = j["evidence"];
-    if (!ev.is_array()) fail(path + ".evidence", "expected an array");
-    for (std::size_t i = 0; i < ev.size(); ++i) {
-      const std::string at = path + ".evidence[" + std::to_string(i) + "]";
-      Evidence e;
-      e.parameter = text(field(ev[i], "parameter", at), at + ".parameter");
-      const std::string kind = text(field(ev[i], "kind", at), at + ".kind");
-      const auto k = std::find(kEvidence.begin(), kEvidence.end(), kind);
-      if (k == kEvidence.end()) fail(at + ".kind", "unknown evidence kind '" + kind + "'; valid: measured, documented, assumed");
-      e.kind = static_cast<EvidenceKind>(k - kEvidence.begin());
-      e.source = text(field(ev[i], "source", at), at + ".source");
-      p.evidence.push_back(std::move(e));
+  p.name = r.at("name").text();
+  if (p.name.empty()) r.at("name").fail("must not be empty");
+  // Reads an optional array member, one element at a time.
+  const auto each = [&](const Reader& owner, std::string_view key, const auto& read) {
+    if (!owner.has(key)) return;
+    const Reader list = owner.at(key);
+    if (!list.j.is_array()) list.fail("expected an array");
+    for (std::size_t i = 0; i < list.j.size(); ++i) read(list.item(i));
+  };
+  each(r, "aliases", [&](const Reader& a) { p.aliases.push_back(a.text()); });
+  if (r.has("description")) p.description = r.at("description").text();
+  if (!r.at("plans").j.is_array()) r.at("plans").fail("expected an array");
+  each(r, "plans", [&](const Reader& e) {
+    e.only({"op", "in_fmt", "out", "plan"});
+    PlanEntry entry;
+    entry.op = operation_by_name(e.at("op").text(), e.at("op").path);
+    entry.in_fmt = e.at("in_fmt").text();
+    format_by_name(entry.in_fmt, e.at("in_fmt").path);
+    entry.out_fmt = e.at("out").text();
+    format_by_name(entry.out_fmt, e.at("out").path);
+    entry.plan = plan_from_json(e.at("plan").j.dump(), e.at("plan").path);
+    p.plans.push_back(std::move(entry));
+  });
+  each(r, "evidence", [&](const Reader& e) {
+    e.only({"parameter", "kind", "source"});
+    Evidence ev;
+    ev.parameter = e.at("parameter").text();
+    const std::string kind = e.at("kind").text();
+    const auto k = std::find(kEvidence.begin(), kEvidence.end(), kind);
+    if (k == kEvidence.end()) e.at("kind").fail("unknown evidence kind '" + kind + "'; valid: measured, documented, assumed");
+    ev.kind = static_cast<EvidenceKind>(k - kEvidence.begin());
+    ev.source = e.at("source").text();
+    p.evidence.push_back(std::move(ev));
+  });
+  each(r, "assumptions", [&](const Reader& e) {
+    e.only({"name", "value", "alternatives", "meaning", "source"});
+    Assumption a;
+    a.name = e.at("name").text();
+    a.value = e.at("value").text();
+    const Reader alternatives = e.at("alternatives");
+    if (!alternatives.j.is_array() || alternatives.j.empty()) alternatives.fail("expected a non-empty array of strings");
+    for (std::size_t k = 0; k < alternatives.j.size(); ++k) a.alternatives.push_back(alternatives.item(k).text());
+    if (std::find(a.alternatives.begin(), a.alternatives.end(), a.value) == a.alternatives.end())
+      e.at("value").fail("'" + a.value + "' is not one of its alternatives");
+    if (e.has("meaning")) a.meaning = e.at("meaning").text();
+    if (e.has("source")) a.source = e.at("source").text();
+    p.assumptions.push_back(std::move(a));
+  });
+  each(r, "functions", [&](const Reader& e) {
+    e.only({"function", "model", "ulps", "compute", "evidence", "source"});
+    FunctionModel m;
+    m.function = e.at("function").text();
+    const std::string kind = e.at("model").text();
+    const auto k = std::find(kFunctionModelKinds.begin(), kFunctionModelKinds.end(), kind);
+    if (k == kFunctionModelKinds.end())
+      e.at("model").fail("unknown function model '" + kind + "'; valid: correctly_rounded, ulp_budget");
+    m.kind = static_cast<FunctionModelKind>(k - kFunctionModelKinds.begin());
+    if (e.has("ulps")) m.ulps = e.at("ulps").number();
+    else if (m.kind == FunctionModelKind::ulp_budget) e.at("ulps");  // "missing": an ulp_budget model needs its budget
+    if (e.has("compute")) m.compute = e.at("compute").text();
+    if (e.has("evidence")) {
+      const std::string ev = e.at("evidence").text();
+      const auto x = std::find(kEvidence.begin(), kEvidence.end(), ev);
+      if (x == kEvidence.end()) e.at("evidence").fail("unknown evidence kind '" + ev + "'; valid: measured, documented, assumed");
+      m.evidence = static_cast<EvidenceKind>(x - kEvidence.begin());
     }
-  }
-  if (j.contains("assumptions")) {
-    const json& as = j["assumptions"];
-    if (!as.is_array()) fail(path + ".assumptions", "expected an array");
-    for (std::size_t i = 0; i < as.size(); ++i) {
-      const std::string at = path + ".assumptions[" + std::to_string(i) + "]";
-      Assumption a;
-      a.name = text(field(as[i], "name", at), at + ".name");
-      a.value = text(field(as[i], "value", at), at + ".value");
-      const json& alternatives = field(as[i], "alternatives", at);
-      if (!alternatives.is_array() || alternatives.empty())
-        fail(at + ".alternatives", "expected a non-empty array of strings");
-      for (std::size_t k = 0; k < alternatives.size(); ++k)
-        a.alternatives.push_back(text(alternatives[k], at + ".alternatives[" + std::to_string(k) + "]"));
-      if (std::find(a.alternatives.begin(), a.alternatives.end(), a.value) == a.alternatives.end())
-        fail(at + ".value", "'" + a.value + "' is not one of its alternatives");
-      if (as[i].contains("meaning")) a.meaning = text(as[i]["meaning"], at + ".meaning");
-      if (as[i].contains("source")) a.source = text(as[i]["source"], at + ".source");
-      p.assumptions.push_back(std::move(a));
-    }
-  }
-  if (j.contains("functions")) {
-    const json& fs = j["functions"];
-    if (!fs.is_array()) fail(path + ".functions", "expected an array");
-    for (std::size_t i = 0; i < fs.size(); ++i) {
-      const std::string at = path + ".functions[" + std::to_string(i) + "]";
-      FunctionModel m;
-      m.function = text(field(fs[i], "function", at), at + ".function");
-      const std::string kind = text(field(fs[i], "model", at), at + ".model");
-      const auto k = std::find(kFunctionModelKinds.begin(), kFunctionModelKinds.end(), kind);
-      if (k == kFunctionModelKinds.end())
-        fail(at + ".model", "unknown function model '" + kind + "'; valid: correctly_rounded, ulp_budget");
-      m.kind = static_cast<FunctionModelKind>(k - kFunctionModelKinds.begin());
-      if (fs[i].contains("ulps")) {
-        if (!fs[i]["ulps"].is_number()) fail(at + ".ulps", "expected a number");
-        m.ulps = fs[i]["ulps"].get<double>();
-      } else if (m.kind == FunctionModelKind::ulp_budget) {
-        fail(at + ".ulps", "missing (an ulp_budget model needs its budget)");
-      }
-      if (fs[i].contains("compute")) m.compute = text(fs[i]["compute"], at + ".compute");
-      if (fs[i].contains("evidence")) {
-        const std::string ev = text(fs[i]["evidence"], at + ".evidence");
-        const auto e = std::find(kEvidence.begin(), kEvidence.end(), ev);
-        if (e == kEvidence.end()) fail(at + ".evidence", "unknown evidence kind '" + ev + "'; valid: measured, documented, assumed");
-        m.evidence = static_cast<EvidenceKind>(e - kEvidence.begin());
-      }
-      if (fs[i].contains("source")) m.source = text(fs[i]["source"], at + ".source");
-      check_function_model(m, at);
-      p.functions.push_back(std::move(m));
-    }
-    check_function_models(p.functions, path);
-  }
+    if (e.has("source")) m.source = e.at("source").text();
+    check_function_model(m, e.path);
+    p.functions.push_back(std::move(m));
+  });
+  check_function_models(p.functions, path);
   return p;
 }
 

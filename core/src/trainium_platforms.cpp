@@ -248,7 +248,9 @@ std::optional<Platform> builtin_variant(std::string_view base, const AssumptionC
   if (name != "trainium.trn1" && name != "trainium.trn2") return std::nullopt;
   std::vector<Assumption> assumptions = default_assumptions(name == "trainium.trn2");
   for (const auto& [key, value] : choices) {
-    const auto it = std::find_if(assumptions.begin(), assumptions.end(), [&](const Assumption& a) { return a.name == key; });
+    // A lambda cannot capture a structured binding before clang 16 (the fuzz build's compiler).
+    const std::string& wanted = key;
+    const auto it = std::find_if(assumptions.begin(), assumptions.end(), [&](const Assumption& a) { return a.name == wanted; });
     if (it == assumptions.end()) {
       std::string valid;
       for (const Assumption& a : assumptions) valid += (valid.empty() ? "" : ", ") + a.name;

@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <exception>
 #include <mutex>
+#include <system_error>
 #include <thread>
 #include <vector>
 
@@ -55,12 +56,26 @@ void parallel_for(std::size_t n, const std::function<void(std::size_t, std::size
       if (!failure) failure = std::current_exception();
     }
   };
-  for (std::size_t t = 1; t < threads; ++t) {
-    const std::size_t begin = std::min(n, t * chunk);
+  // A thread that cannot start (std::system_error: no memory for its stack under a ulimit, a
+  // process thread limit) is no error: its slice, and every later one, runs on this thread.
+  // The slices are the same either way, so the results are too.
+  std::size_t started = 1;  // slices 1 .. started-1 run on workers
+  for (; started < threads; ++started) {
+    const std::size_t begin = std::min(n, started * chunk);
     const std::size_t end = std::min(n, begin + chunk);
-    if (begin < end) workers.emplace_back(run, begin, end);
+    if (begin >= end) continue;
+    try {
+      workers.emplace_back(run, begin, end);
+    } catch (const std::system_error&) {
+      break;
+    }
   }
   run(0, std::min(n, chunk));
+  for (std::size_t t = started; t < threads; ++t) {
+    const std::size_t begin = std::min(n, t * chunk);
+    const std::size_t end = std::min(n, begin + chunk);
+    if (begin < end) run(begin, end);
+  }
   for (auto& w : workers) w.join();
   if (failure) std::rethrow_exception(failure);
 }

@@ -19,6 +19,7 @@
 #include <xtensor/xarray.hpp>
 #include <xtensor/xbuilder.hpp>
 
+#include "numeq/core/bound.hpp"
 #include "numeq/core/evaluate.hpp"
 #include "numeq/core/fused.hpp"
 #include "numeq/core/platform.hpp"
@@ -511,6 +512,49 @@ TEST(Evaluate, ErrorsNameTheArgument) {
   } catch (const numeq::error& e) {
     EXPECT_EQ(std::string(e.what()).rfind("in_fmt:", 0), 0u) << e.what();
   }
+}
+
+// K = 0 is a valid matmul and dot product: no products, so the result is c as the platform
+// places it (c here holds small integers, exact in every output format, so any placement and cast
+// leave them unchanged) or, without c, +0 (numpy: np.zeros((8, 0)) @ np.zeros((0, 16)) is all
+// +0). It once crashed cuda_core.fp32 and trainium.trn2 (SIGSEGV) and refused nvidia.h100. The
+// bound walker has nothing to bound: 0. Every built-in platform, every matmul and dot plan;
+// sums over an empty axis likewise give +0.
+TEST(Evaluate, EmptyReductionsGiveCOrZero) {
+  std::size_t checked = 0;
+  for (const std::string& name : core::platform_names()) {
+    const core::Platform platform = core::platform_by_name(name);
+    for (const core::PlanEntry& e : platform.plans) {
+      const std::string what = name + " " + std::string(core::to_string(e.op)) + " " + e.in_fmt + " -> " + e.out_fmt;
+      if (e.op == core::Operation::sum) {
+        const xt::xarray<double> x = xt::zeros<double>({std::size_t{3}, std::size_t{0}});
+        const xt::xarray<double> r = core::sum(x, 1, e.plan);
+        ASSERT_EQ(r.size(), 3u) << what;
+        for (const double v : r) EXPECT_TRUE(v == 0 && !std::signbit(v)) << what << ": " << v;
+        const xt::xarray<double> w = core::sum_bound(x, 1, e.plan, r);
+        for (const double v : w) EXPECT_EQ(v, 0.0) << what;
+        ++checked;
+        continue;
+      }
+      const xt::xarray<double> a = xt::zeros<double>({std::size_t{8}, std::size_t{0}});
+      const xt::xarray<double> b = xt::zeros<double>({std::size_t{0}, std::size_t{16}});
+      xt::xarray<double> c = xt::zeros<double>({std::size_t{8}, std::size_t{16}});
+      for (std::size_t i = 0; i < c.size(); ++i) c.data()[i] = (i % 3 == 0) ? 1.0 : (i % 3 == 1 ? -2.0 : 3.0);  // integers: int32 accumulators take them
+      const xt::xarray<double> plain = core::matmul(a, b, nullptr, e.plan);
+      ASSERT_EQ(plain.size(), 8u * 16u) << what;
+      for (const double v : plain) EXPECT_TRUE(v == 0 && !std::signbit(v)) << what << ": " << v;
+      const xt::xarray<double> with_c = core::matmul(a, b, &c, e.plan);
+      for (std::size_t i = 0; i < c.size(); ++i) EXPECT_EQ(with_c.data()[i], c.data()[i]) << what << " at " << i;
+      for (const double v : core::matmul_bound(a, b, nullptr, e.plan, plain)) EXPECT_EQ(v, 0.0) << what;
+      const xt::xarray<double> da = xt::zeros<double>({std::size_t{5}, std::size_t{0}});
+      const xt::xarray<double> dots = core::dot(da, da, nullptr, e.plan);
+      ASSERT_EQ(dots.size(), 5u) << what;
+      for (const double v : dots) EXPECT_TRUE(v == 0 && !std::signbit(v)) << what << ": " << v;
+      for (const double v : core::dot_bound(da, da, nullptr, e.plan, dots)) EXPECT_EQ(v, 0.0) << what;
+      ++checked;
+    }
+  }
+  EXPECT_GT(checked, 20u);
 }
 
 }  // namespace

@@ -4,10 +4,13 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <vector>
 
+#include "numeq/core/evaluate.hpp"
 #include "numeq/core/plan.hpp"
 #include "numeq/core/platform.hpp"
 #include "numeq/formats/error.hpp"
+#include "numeq/formats/format.hpp"
 
 namespace {
 
@@ -63,6 +66,154 @@ TEST(Plan, MalformedPlansNameTheField) {
       {"kind": "sequential", "arithmetic": {"accumulate": {"format": "fp32"}}}]}, "output": {"format": "fp32"}})");
   EXPECT_EQ(children.rfind("plan.reduction.children:", 0), 0u) << children;
   EXPECT_EQ(error_of("{not json").rfind("plan: not valid JSON", 0), 0u);
+}
+
+// ---- strict reading: nothing cut, nothing ignored, nothing guessed (issue 14) ----
+
+const std::string kFp32 = R"({"format": "fp32"})";
+
+std::string fused_plan(const std::string& step_fields) {
+  return R"({"reduction": {"kind": "fused", "fused": {)" + step_fields +
+         R"(, "a_format": "bf16", "b_format": "bf16", "c_format": "fp32",
+            "output": {"format": "fp32", "rounding": "toward_zero"}}}, "output": {"format": "fp32"}})";
+}
+
+TEST(Plan, IntegersOutsideTheirRangeAreRefusedNotCut) {
+  // 2^32 + 4 once ran as n = 4 (cut to 32 bits).
+  const std::string n = error_of(fused_plan(R"("n": 4294967300, "fraction_bits": 24)"));
+  EXPECT_EQ(n.rfind("plan.reduction.fused.n: expected an integer in 1 .. 1048576, got 4294967300", 0), 0u) << n;
+  EXPECT_EQ(error_of(fused_plan(R"("n": 4, "fraction_bits": 24)")), "");
+  const std::string f = error_of(fused_plan(R"("n": 4, "fraction_bits": 4294967320)"));
+  EXPECT_EQ(f.rfind("plan.reduction.fused.fraction_bits: expected an integer in 0 .. 700", 0), 0u) << f;
+  const std::string floor = error_of(fused_plan(R"("n": 4, "fraction_bits": 24, "exponent_floor": 4294967170)"));
+  EXPECT_EQ(floor.rfind("plan.reduction.fused.exponent_floor: expected an integer in -1074 .. 1023", 0), 0u) << floor;
+  EXPECT_EQ(error_of(fused_plan(R"("n": 4, "fraction_bits": 24, "exponent_floor": -126)")), "");
+  const std::string bits = error_of(R"({"reduction": {"kind": "sequential", "arithmetic": {"accumulate": {"format": "fp32"}}},
+      "output": {"format": "bf16", "rounding": "stochastic", "random_bits": 4294967304}})");
+  EXPECT_EQ(bits.rfind("plan.output.random_bits: expected an integer in 1 .. 64", 0), 0u) << bits;
+  // A float is not an integer, even a whole one.
+  const std::string whole = error_of(fused_plan(R"("n": 4.0, "fraction_bits": 24)"));
+  EXPECT_EQ(whole.rfind("plan.reduction.fused.n: expected an integer", 0), 0u) << whole;
+}
+
+TEST(Plan, UnknownAndRepeatedKeysAreRefused) {
+  // A typo once fell back to the default rounding.
+  const std::string typo = error_of(R"({"reduction": {"kind": "sequential", "arithmetic": {"accumulate":
+      {"format": "fp32", "roundng": "toward_zero"}}}, "output": {"format": "fp32"}})");
+  EXPECT_EQ(typo.rfind("plan.reduction.arithmetic.accumulate.roundng: unknown key 'roundng'", 0), 0u) << typo;
+  EXPECT_NE(typo.find("valid keys here: format, rounding"), std::string::npos) << typo;
+  const std::string top = error_of(R"({"reduction": {"kind": "sequential", "arithmetic": {"accumulate": {"format": "fp32"}}},
+      "output": {"format": "fp32"}, "c_placment": "last"})");
+  EXPECT_EQ(top.rfind("plan.c_placment: unknown key", 0), 0u) << top;
+  // A key of another node kind: "multiple" belongs to pairwise.
+  const std::string other = error_of(R"({"reduction": {"kind": "lanes", "size": 8, "multiple": 2,
+      "arithmetic": {"accumulate": {"format": "fp32"}}}, "output": {"format": "fp32"}})");
+  EXPECT_EQ(other.rfind("plan.reduction.multiple: unknown key", 0), 0u) << other;
+  const std::string twice = error_of(R"({"reduction": {"kind": "sequential", "arithmetic": {"accumulate":
+      {"format": "fp32", "rounding": "toward_zero", "rounding": "nearest_even"}}}, "output": {"format": "fp32"}})");
+  EXPECT_EQ(twice.rfind("plan: key 'rounding' appears twice", 0), 0u) << twice;
+}
+
+// A pairwise node whose multiple exceeds its leaf size cannot cut some ranges strictly inside:
+// the evaluator recursed forever on them. validate() refuses it, and everything that runs a
+// plan validates it first.
+TEST(Plan, PairwiseMultipleAboveTheLeafIsRefused) {
+  const core::Arithmetic ar{numeq::Cast{numeq::formats::fp32}};
+  core::Plan p;
+  p.reduction = core::pairwise(2, 8, core::sequential(ar), ar);
+  p.output = numeq::Cast{numeq::formats::fp32};
+  try {
+    core::validate(p);
+    ADD_FAILURE() << "accepted";
+  } catch (const numeq::error& e) {
+    EXPECT_EQ(std::string(e.what()).rfind("plan.reduction.multiple: 8 exceeds the leaf size 2", 0), 0u) << e.what();
+  }
+  const std::vector<double> x(5, 1.0);
+  EXPECT_THROW(core::evaluate(x, {}, std::nullopt, p), numeq::error);
+  const std::string json = error_of(R"({"reduction": {"kind": "pairwise", "size": 2, "multiple": 8,
+      "arithmetic": {"accumulate": {"format": "fp32"}}, "children": [{"kind": "sequential",
+      "arithmetic": {"accumulate": {"format": "fp32"}}}]}, "output": {"format": "fp32"}})");
+  EXPECT_EQ(json.rfind("plan.reduction.multiple:", 0), 0u) << json;
+  // multiple == leaf is fine, and sums like a balanced tree of leaves: 5 ones give 5.
+  p.reduction = core::pairwise(2, 2, core::sequential(ar), ar);
+  EXPECT_EQ(core::evaluate(x, {}, std::nullopt, p), 5.0);
+}
+
+TEST(Plan, DeepJsonIsRefusedAtTheLimit) {
+  // 8,000 levels once overflowed the stack; the parser now stops at max_json_depth.
+  std::string deep = R"({"name": )";
+  for (int i = 0; i < 8000; ++i) deep += "[";
+  for (int i = 0; i < 8000; ++i) deep += "]";
+  deep += "}";
+  const std::string e = error_of(deep);
+  EXPECT_EQ(e.rfind("plan: JSON nested deeper than 256 levels", 0), 0u) << e.substr(0, 200);
+  // A plan nested node in node (chunked in chunked ...) deeper than the limit, likewise.
+  std::string nodes;
+  for (int i = 0; i < 300; ++i) nodes += R"({"kind": "split", "size": 2, "split_mode": "serial", "through": {"format": "fp32"}, "children": [)";
+  nodes += R"({"kind": "sequential", "arithmetic": {"accumulate": {"format": "fp32"}}})";
+  for (int i = 0; i < 300; ++i) nodes += "]}";
+  const std::string n = error_of(R"({"reduction": )" + nodes + R"(, "output": {"format": "fp32"}})");
+  EXPECT_EQ(n.rfind("plan: JSON nested deeper than 256 levels", 0), 0u) << n.substr(0, 200);
+}
+
+// A sequential chain of 4096 terms as an explicit tree (what reveal_order finds for a plain
+// loop) is 4095 groups deep: written as tree text it stays proportionate and reads back equal.
+TEST(Plan, DeepExplicitTreesAreWrittenAsText) {
+  const core::Arithmetic ar{numeq::Cast{numeq::formats::fp32}};
+  const std::size_t n = 4096;
+  // chain + term k, moving the chain (an initializer list would copy it every time).
+  const auto extend = [&](core::PlanNode chain, std::size_t k) {
+    std::vector<core::PlanNode> children;
+    children.push_back(std::move(chain));
+    children.push_back(core::term(k));
+    return core::group(std::move(children), ar);
+  };
+  core::PlanNode chain = core::term(0);
+  for (std::size_t k = 1; k < n; ++k) chain = extend(std::move(chain), k);
+  core::Plan p;
+  p.reduction = std::move(chain);
+  p.output = numeq::Cast{numeq::formats::fp32};
+  core::validate(p);
+  const std::string json = core::to_json(p);
+  // The tree text: "(" per group, the indices, a space per child after the first, ")" per group.
+  std::size_t digits = 0;
+  for (std::size_t k = 0; k < n; ++k) digits += std::to_string(k).size();
+  const std::size_t text = 2 * (n - 1) + digits + (n - 1);
+  EXPECT_LT(json.size(), text + 1000) << "not written as text";
+  EXPECT_EQ(core::plan_from_json(json), p);
+  // Its value: a plain sequential fp32 loop (the host's float additions are the oracle).
+  std::vector<double> x(n);
+  float want = 0.0f;
+  for (std::size_t k = 0; k < n; ++k) {
+    x[k] = 1.0 + static_cast<double>(k % 7) * 0x1p-20;
+    want = k == 0 ? static_cast<float>(x[k]) : want + static_cast<float>(x[k]);
+  }
+  EXPECT_EQ(core::evaluate(x, {}, std::nullopt, p), static_cast<double>(want));
+  // One group deeper than max_plan_depth is refused, by validate and by the reader.
+  core::PlanNode deeper = std::move(p.reduction);
+  for (std::size_t k = n; k < core::max_plan_depth + 2; ++k) deeper = extend(std::move(deeper), k);
+  p.reduction = std::move(deeper);
+  EXPECT_THROW(core::validate(p), numeq::error);
+  const std::string too_deep = error_of(core::to_json(p));
+  EXPECT_NE(too_deep.find("nested deeper than 4096"), std::string::npos) << too_deep.substr(0, 200);
+  const std::string unclosed = error_of(R"({"reduction": {"kind": "group", "arithmetic": {"accumulate": {"format": "fp32"}},
+      "tree": "((0 1) 2"}, "output": {"format": "fp32"}})");
+  EXPECT_EQ(unclosed.rfind("plan.reduction.tree: at character 8: the tree is not closed", 0), 0u) << unclosed;
+}
+
+// Found by tests/fuzz (fuzz_plan_json): a number beyond binary64 made the JSON library throw an
+// exception of another kind than its parse errors, which escaped as no numeq::error (std::terminate
+// in C++).
+TEST(Plan, NumbersBeyondBinary64AreInvalidJson) {
+  const std::string e = error_of(R"({"reduction": {"kind": "sequential", "arithmetic": {"accumulate": {"format": "fp32"}}},
+      "output": {"format": "fp32"}, "initial": 77777777777777e777})");
+  EXPECT_EQ(e.rfind("plan: not valid JSON", 0), 0u) << e;
+  try {
+    numeq::core::platform_from_json(R"({"name": "x", "plans": [], "functions": [{"function": "exp", "model": "ulp_budget", "ulps": 1e999}]})");
+    ADD_FAILURE() << "accepted";
+  } catch (const numeq::error& x) {
+    EXPECT_EQ(std::string(x.what()).rfind("profile: not valid JSON", 0), 0u) << x.what();
+  }
 }
 
 }  // namespace

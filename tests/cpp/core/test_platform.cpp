@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <functional>
+
 #include <bit>
 #include <cstdint>
 #include <filesystem>
@@ -241,6 +243,62 @@ TEST(Platform, MalformedFunctionModelsNameTheField) {
   EXPECT_EQ(error_of(R"([{"function": "exp", "model": "correctly_rounded"}, {"function": "exp", "model": "correctly_rounded"}])").rfind("profile.functions[1].function:", 0), 0u);
   EXPECT_EQ(error_of(R"({"function": "exp"})").rfind("profile.functions:", 0), 0u);
   EXPECT_EQ(error_of(R"([{"function": "exp", "model": "ulp_budget", "ulps": 3, "compute": "bf16", "evidence": "measured", "source": "mine"}])"), "");
+}
+
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const numeq::error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+// Platform strings are read strictly: an assumption given twice was once accepted (which value
+// won was an accident of the loop), and a stray comma or empty [] passed silently.
+TEST(Platform, VariantStringsAreStrict) {
+  const std::string twice = error_of([] { core::platform_by_name("trainium.trn2[pe_order=fused,pe_order=sequential]"); });
+  EXPECT_EQ(twice.rfind("platform: assumption 'pe_order' is given twice", 0), 0u) << twice;
+  const std::string comma = error_of([] { core::platform_by_name("trainium.trn2[pe_order=fused,]"); });
+  EXPECT_EQ(comma.rfind("platform: '' in 'trainium.trn2[pe_order=fused,]' is not assumption=value", 0), 0u) << comma;
+  const std::string empty = error_of([] { core::platform_by_name("trainium.trn2[]"); });
+  EXPECT_EQ(empty.rfind("platform: 'trainium.trn2[]' selects nothing", 0), 0u) << empty;
+  const std::string bracket = error_of([] { core::platform_by_name("trainium.trn2[pe_order=[fused]]"); });
+  EXPECT_EQ(bracket.rfind("platform: 'trainium.trn2[pe_order=[fused]]' has a bracket inside", 0), 0u) << bracket;
+  EXPECT_EQ(error_of([] { core::platform_by_name("trainium.trn2[pe_order=fused]"); }), "");
+}
+
+// Loading a profile under a built-in's name (or alias) once replaced the built-in for the rest
+// of the process.
+TEST(Platform, BuiltinsCannotBeReplaced) {
+  core::Platform edited = core::platform_by_name("cuda_core.fp32");
+  edited.description = "edited";
+  const std::string same = error_of([&] { core::register_platform(edited); });
+  EXPECT_EQ(same.rfind("profile.name: 'cuda_core.fp32' is the built-in platform cuda_core.fp32", 0), 0u) << same;
+  EXPECT_NE(core::platform_by_name("cuda_core.fp32").description, "edited");
+  const core::Platform h100 = core::platform_by_name("nvidia.h100");
+  ASSERT_FALSE(h100.aliases.empty());
+  edited.name = "team.fp32";
+  edited.aliases = {h100.aliases[0]};
+  const std::string alias = error_of([&] { core::register_platform(edited); });
+  EXPECT_EQ(alias.rfind("profile.aliases[0]: '" + h100.aliases[0] + "' is the built-in platform nvidia.h100", 0), 0u)
+      << alias;
+  edited.aliases.clear();
+  EXPECT_EQ(error_of([&] { core::register_platform(edited); }), "");
+  EXPECT_EQ(error_of([&] { core::register_platform(edited); }), "");  // a loaded profile may be reloaded
+}
+
+TEST(Platform, ProfilesWithUnknownKeysAreRefused) {
+  const std::string e = error_of([] {
+    core::platform_from_json(R"({"name": "mine", "plans": [], "evidnce": []})");
+  });
+  EXPECT_EQ(e.rfind("profile.evidnce: unknown key 'evidnce'", 0), 0u) << e;
+  const std::string plan = error_of([] {
+    core::platform_from_json(R"({"name": "mine", "plans": [{"op": "sum", "in_fmt": "fp32", "out": "fp32", "plan":
+        {"reduction": {"kind": "sequential", "arithmetic": {"accumulate": {"format": "fp32"}}},
+         "output": {"format": "fp32", "overflw": "saturate"}}}]})");
+  });
+  EXPECT_EQ(plan.rfind("profile.plans[0].plan.output.overflw: unknown key", 0), 0u) << plan;
 }
 
 }  // namespace

@@ -14,6 +14,7 @@
 #include <limits>
 #include <optional>
 #include <random>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -664,6 +665,25 @@ TEST(Reveal, ArgumentErrorsNameTheArgument) {
   e4m3.fmt = "e4m3fn";
   expect_error([&] { core::reveal_order(sum, 40, e4m3); }, "n: 40 terms are too many to count exactly in e4m3fn");
   expect_error([&] { core::reveal_order(core::SumFunction{}, 4); }, "fn: expected a function");
+}
+
+// The largest reveal, a plain loop of max_reveal_terms terms, is a chain of 4095 nested groups.
+// It once took seconds (every validation wrote a path per node, quadratic in the depth) and its
+// JSON was 302 MB (nested objects, indented); now the plan is written as tree text and reads
+// back equal. Oracle: the host's float loop, which the plan must reproduce.
+TEST(Reveal, TheLongestChainStaysProportionate) {
+  const std::size_t n = core::max_reveal_terms;
+  const core::SumFunction loop = [](std::span<const double> x) {
+    float acc = static_cast<float>(x[0]);
+    for (std::size_t k = 1; k < x.size(); ++k) acc += static_cast<float>(x[k]);
+    return static_cast<double>(acc);
+  };
+  const core::RevealResult r = core::reveal_order(loop, n);
+  EXPECT_EQ(r.shape, "sequential");
+  EXPECT_TRUE(r.reproduces);
+  const std::string json = core::to_json(r.plan);
+  EXPECT_LT(json.size(), 8 * n + 2000) << "the tree text: about 7 characters per term";
+  EXPECT_EQ(core::plan_from_json(json), r.plan);
 }
 
 }  // namespace

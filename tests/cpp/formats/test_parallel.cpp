@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <cstdio>
 #include <cstdlib>
 #include <memory>
 #include <mutex>
@@ -13,6 +14,10 @@
 #include <string>
 #include <thread>
 #include <vector>
+
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "numeq/numeq.hpp"
 
@@ -199,6 +204,53 @@ TEST_F(ParallelTest, ConfiguredThreadsAreUsedWithoutAnEnvironment) {
     EXPECT_LE(c->calls.load(), threads);
     EXPECT_LE(c->threads.size(), static_cast<std::size_t>(threads));
   }
+}
+
+// A thread that cannot start (std::thread throws std::system_error) must not end the process
+// (std::terminate): parallel_for runs the slices it could not hand out on the calling thread.
+// The oracle: in a child process whose address space is capped a little above what it already
+// uses (a thread's stack is a fresh 8 MiB mapping, so only the first few of 256 threads can
+// start), every index is still visited exactly once and the child exits normally.
+TEST_F(ParallelTest, ThreadsThatCannotStartLeaveTheirSlicesToTheCaller) {
+#if defined(__SANITIZE_ADDRESS__)
+  GTEST_SKIP() << "AddressSanitizer reserves terabytes of address space: no RLIMIT_AS fits under it";
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+  GTEST_SKIP() << "AddressSanitizer reserves terabytes of address space: no RLIMIT_AS fits under it";
+#endif
+#endif
+  constexpr std::size_t n = std::size_t{1} << 20;
+  const pid_t child = fork();
+  ASSERT_NE(child, -1);
+  if (child == 0) {
+    numeq::set_num_threads(256);
+    auto c = std::make_unique<Coverage>(n);
+    long pages = 0;
+    if (FILE* f = std::fopen("/proc/self/statm", "r")) {
+      if (std::fscanf(f, "%ld", &pages) != 1) pages = 0;
+      std::fclose(f);
+    }
+    if (pages <= 0) _exit(3);
+    const rlim_t cap = static_cast<rlim_t>(pages) * static_cast<rlim_t>(sysconf(_SC_PAGESIZE)) + (rlim_t{48} << 20);
+    const rlimit limit{cap, cap};
+    if (setrlimit(RLIMIT_AS, &limit) != 0) _exit(4);
+    numeq::parallel_for(
+        n,
+        [&](std::size_t begin, std::size_t end) {
+          for (std::size_t i = begin; i < end; ++i) c->hits[i].fetch_add(1);
+          c->calls.fetch_add(1);
+        },
+        1);
+    for (std::size_t i = 0; i < n; ++i)
+      if (c->hits[i].load() != 1) _exit(1);
+    _exit(c->calls.load() == 256 ? 0 : 2);  // 256 slices of 4096, each run once, wherever
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status)) << "the child died (signal " << (WIFSIGNALED(status) ? WTERMSIG(status) : 0)
+                                 << "): a failed thread start ended the process";
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "1: an index not visited exactly once; 2: slices missing or repeated; "
+                                       "3, 4: the child could not set its limit";
 }
 
 }  // namespace

@@ -150,6 +150,14 @@ struct FusedStep {
 // Largest F a step accepts (the wide accumulator holds 768 bits) and largest n.
 inline constexpr int max_fraction_bits = 700;
 inline constexpr int max_products = 1 << 20;
+// The range of exponent_floor other than no_exponent_floor: binary64's exponents, from its
+// smallest subnormal 2^-1074 to its largest binade 2^1023 (products and c are binary64 values).
+inline constexpr int min_exponent_floor = -1074;
+inline constexpr int max_exponent_floor = 1023;
+
+// Checks a step's fields (n, fraction_bits, exponent_floor, operand formats, output cast): a
+// numeq::error naming the field under `parameter` ("step.n: ..."). Every evaluation checks first.
+void validate(const FusedStep& step, std::string_view parameter = "step");
 
 // One fused step: a.size() == b.size() <= step.n products plus c, as doubles holding exact
 // values of step.a_format, step.b_format (floats of at most 23 fraction bits) and step.c_format

@@ -141,12 +141,27 @@ std::size_t explicit_term_count(const PlanNode& node);
 std::string to_string(const PlanNode& node);
 std::string to_string(const Plan& plan);
 
+// Limits that keep every walk of a plan (evaluator, bound walker, printing) within a thread's
+// stack and its cost proportionate to the plan: plan nodes nest at most max_plan_depth levels
+// (a revealed sequential chain of max_reveal_terms terms, reveal.hpp, is that deep), and plan or
+// profile JSON at most max_json_depth levels of objects and arrays (explicit trees are written as
+// a group's "tree" text, below, so they never nest deeply in JSON).
+inline constexpr std::size_t max_plan_depth = 4096;
+inline constexpr std::size_t max_json_depth = 256;
+
 // JSON text; plan_from_json throws numeq::error naming the offending field by its path
-// (e.g. "plan.reduction.children[1].size: expected a positive integer").
+// (e.g. "plan.reduction.children[1].size: expected an integer in 1 .. ..."). Reading is strict:
+// an unknown key (a typo such as "roundng"), a key given twice, an integer outside its field's
+// range (never cut to fit), or nesting past the limits above is an error naming the field and
+// what is valid. A group whose nested groups share its arithmetic (and whose terms have none of
+// their own) is written as {"kind": "group", "arithmetic": ..., "tree": "((0 1) 2)"}: nested
+// parentheses of term indices; "children" (nested node objects) is read as well.
 std::string to_json(const Plan& plan, int indent = 2);
 Plan plan_from_json(std::string_view text, std::string_view parameter = "plan");
 
-// Checks the structure (child counts, sizes, casts); throws numeq::error naming the field.
+// Checks the structure (child counts, sizes, casts, the fused steps' fields, the depth limit,
+// pairwise multiple <= leaf); throws numeq::error naming the field. The evaluator and the bound
+// walker run only plans that pass it.
 void validate(const Plan& plan, std::string_view parameter = "plan");
 
 }  // namespace numeq::core

@@ -99,7 +99,8 @@ std::vector<std::string> platform_names();
 // platform with assumptions also takes "name[assumption=value,...]" (spaces allowed), which
 // rebuilds it with those values; an unknown assumption or value is an error listing the valid ones.
 Platform platform_by_name(std::string_view name, std::string_view parameter = "platform");
-// Adds (or replaces, by name) a platform for this process; validates it first.
+// Adds (or replaces, by name) a platform for this process; validates it first. A built-in
+// platform's name or alias is refused (numeq::error naming the built-in): load edits under a new name.
 void register_platform(const Platform& platform);
 
 // The plan for an operation; numeq::error naming the argument and listing what the platform has.

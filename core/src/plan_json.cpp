@@ -1,0 +1,397 @@
+// Plans as JSON (plan.hpp: to_json, plan_from_json), read strictly (json_read.hpp): every key
+// known, every integer in its field's range, explicit trees as text so that deep trees stay small.
+
+#include <array>
+#include <limits>
+#include <utility>
+
+#include "json_read.hpp"
+#include "numeq/core/plan.hpp"
+#include "numeq/core/trainium.hpp"
+#include "numeq/formats/error.hpp"
+#include "numeq/formats/format.hpp"
+
+namespace numeq::core {
+
+namespace {
+
+using detail::json;
+using detail::Reader;
+
+constexpr std::uint64_t kAnySize = std::numeric_limits<std::size_t>::max();
+
+std::string join(std::span<const std::string_view> names) {
+  std::string out;
+  for (std::string_view n : names) out += (out.empty() ? "" : ", ") + std::string(n);
+  return out;
+}
+
+json cast_json(const Cast& c) {
+  json j{{"format", c.format.name}, {"rounding", to_string(c.rounding)}, {"overflow", to_string(c.overflow)},
+         {"subnormals", to_string(c.subnormals)}};
+  if (c.rounding == Rounding::stochastic) {
+    j["seed"] = c.seed;
+    j["random_bits"] = c.random_bits;
+  }
+  return j;
+}
+
+// A format by name: numeq's formats, the tensor-core internal e8m13 (fused.hpp) and the wide
+// accumulators of the Trainium assumptions (trainium.hpp).
+Format any_format(const std::string& name) {
+  if (name == nvidia::e8m13.name) return nvidia::e8m13;
+  for (const Format* f : trainium::wide_accumulators)
+    if (name == f->name) return *f;
+  return format_by_name(name);
+}
+
+Cast read_cast(const Reader& r) {
+  r.only({"format", "rounding", "overflow", "subnormals", "seed", "random_bits"});
+  Cast c;
+  c.format = r.at("format").named([](const std::string& s) { return any_format(s); });
+  if (r.has("rounding")) c.rounding = r.at("rounding").named([](const std::string& s) { return rounding_by_name(s); });
+  if (r.has("overflow")) c.overflow = r.at("overflow").named([](const std::string& s) { return overflow_by_name(s); });
+  if (r.has("subnormals"))
+    c.subnormals = r.at("subnormals").named([](const std::string& s) { return subnormals_by_name(s); });
+  if (r.has("seed")) c.seed = r.at("seed").count(0, std::numeric_limits<std::uint64_t>::max());
+  if (r.has("random_bits")) c.random_bits = static_cast<int>(r.at("random_bits").integer(1, 64));
+  return c;
+}
+
+// ---- FusedStep as JSON ----
+
+constexpr std::array<std::string_view, 2> kAlignment{"truncate", "nearest_even"};
+constexpr std::array<std::string_view, 3> kMaxExponent{"encoded", "normalized", "largest_term"};
+constexpr std::array<std::string_view, 2> kZeroTerms{"fp32_emin", "excluded"};
+constexpr std::array<std::string_view, 2> kOverflowRule{"infinity", "cast"};
+constexpr std::array<std::string_view, 2> kZeroSign{"positive", "ieee"};
+
+template <class E, std::size_t N>
+std::string_view name_of(E value, const std::array<std::string_view, N>& names) {
+  return names[static_cast<std::size_t>(value)];
+}
+
+template <class E, std::size_t N>
+E enum_of(const Reader& r, const std::array<std::string_view, N>& names) {
+  const std::string s = r.text();
+  for (std::size_t i = 0; i < N; ++i)
+    if (names[i] == s) return static_cast<E>(i);
+  r.fail("unknown value '" + s + "'; valid: " + join(names));
+}
+
+json fused_step_json(const FusedStep& f) {
+  json j{{"n", f.n},
+         {"fraction_bits", f.fraction_bits},
+         {"alignment", name_of(f.alignment, kAlignment)},
+         {"max_exponent", name_of(f.max_exponent, kMaxExponent)},
+         {"zeros", name_of(f.zeros, kZeroTerms)},
+         {"a_format", f.a_format.name},
+         {"b_format", f.b_format.name},
+         {"c_format", f.c_format.name},
+         {"output", cast_json(f.output)},
+         {"overflow", name_of(f.overflow, kOverflowRule)},
+         {"zero_sign", name_of(f.zero_sign, kZeroSign)}};
+  if (f.exponent_floor != no_exponent_floor) j["exponent_floor"] = f.exponent_floor;
+  return j;
+}
+
+FusedStep read_fused(const Reader& r) {
+  r.only({"n", "fraction_bits", "alignment", "max_exponent", "zeros", "exponent_floor", "a_format", "b_format",
+          "c_format", "output", "overflow", "zero_sign"});
+  FusedStep f;
+  f.n = static_cast<int>(r.at("n").integer(1, max_products));
+  f.fraction_bits = static_cast<int>(r.at("fraction_bits").integer(0, max_fraction_bits));
+  if (r.has("alignment")) f.alignment = enum_of<Alignment>(r.at("alignment"), kAlignment);
+  if (r.has("max_exponent")) f.max_exponent = enum_of<MaxExponent>(r.at("max_exponent"), kMaxExponent);
+  if (r.has("zeros")) f.zeros = enum_of<ZeroTerms>(r.at("zeros"), kZeroTerms);
+  if (r.has("exponent_floor"))
+    f.exponent_floor = static_cast<int>(r.at("exponent_floor").integer(min_exponent_floor, max_exponent_floor));
+  auto format = [&](const char* key) { return r.at(key).named([](const std::string& s) { return any_format(s); }); };
+  f.a_format = format("a_format");
+  f.b_format = format("b_format");
+  f.c_format = format("c_format");
+  f.output = read_cast(r.at("output"));
+  if (r.has("overflow")) f.overflow = enum_of<OverflowRule>(r.at("overflow"), kOverflowRule);
+  if (r.has("zero_sign")) f.zero_sign = enum_of<ZeroSign>(r.at("zero_sign"), kZeroSign);
+  return f;
+}
+
+json arithmetic_json(const Arithmetic& a) {
+  json j{{"accumulate", cast_json(a.accumulate)}, {"product", to_string(a.product)}};
+  if (a.product == ProductMode::rounded) j["product_cast"] = cast_json(a.product_cast);
+  return j;
+}
+
+Arithmetic read_arithmetic(const Reader& r) {
+  r.only({"accumulate", "product", "product_cast"});
+  Arithmetic a;
+  a.accumulate = read_cast(r.at("accumulate"));
+  if (r.has("product")) {
+    const std::string p = r.at("product").text();
+    if (p == "fma") a.product = ProductMode::fma;
+    else if (p == "rounded") a.product = ProductMode::rounded;
+    else r.at("product").fail("unknown product mode '" + p + "'; valid: fma, rounded");
+  }
+  if (a.product == ProductMode::rounded) a.product_cast = read_cast(r.at("product_cast"));
+  else if (r.has("product_cast")) r.at("product_cast").fail("only a \"rounded\" product has a product_cast");
+  return a;
+}
+
+// ---- explicit trees as text: "((0 1) 2 3)" ----
+//
+// A group whose nested groups all share its arithmetic (and whose terms carry none of their own,
+// what reveal_order returns) is written as its tree text: a revealed sequential chain of 4096
+// terms is 4096 nested groups, which as nested JSON objects would be as deep and, indented,
+// quadratic in size. The text is read back without recursion.
+
+bool uniform_tree(const PlanNode& n, const Arithmetic& ar) {
+  if (n.kind == NodeKind::term) return n.children.empty() && n.arithmetic == Arithmetic{};
+  if (n.kind != NodeKind::group || !(n.arithmetic == ar)) return false;
+  for (const PlanNode& c : n.children)
+    if (!uniform_tree(c, ar)) return false;
+  return true;
+}
+
+void tree_text(const PlanNode& n, std::string& out) {
+  if (n.kind == NodeKind::term) {
+    out += std::to_string(n.size);
+    return;
+  }
+  out.push_back('(');
+  for (std::size_t i = 0; i < n.children.size(); ++i) {
+    if (i) out.push_back(' ');
+    tree_text(n.children[i], out);
+  }
+  out.push_back(')');
+}
+
+PlanNode read_tree_text(const Reader& r, const Arithmetic& ar) {
+  const std::string s = r.text();
+  std::vector<std::vector<PlanNode>> open;  // the children of each open group, outermost first
+  std::optional<PlanNode> root;
+  const auto at = [&](std::size_t i, const std::string& what) {
+    r.fail("at character " + std::to_string(i) + ": " + what + " (write a tree as nested parentheses of term "
+           "indices, \"((0 1) 2)\")");
+  };
+  for (std::size_t i = 0; i < s.size();) {
+    const char ch = s[i];
+    if (ch == ' ' || ch == '\t' || ch == '\n') {
+      ++i;
+    } else if (ch == '(') {
+      if (root) at(i, "text after the tree's closing parenthesis");
+      if (open.size() >= max_plan_depth)
+        at(i, "groups nested deeper than " + std::to_string(max_plan_depth) + ", numeq's limit for plan trees");
+      open.emplace_back();
+      ++i;
+    } else if (ch == ')') {
+      if (open.empty()) at(i, "')' without its '('");
+      PlanNode g = group(std::move(open.back()), ar);
+      open.pop_back();
+      if (open.empty()) root = std::move(g);
+      else open.back().push_back(std::move(g));
+      ++i;
+    } else if (ch >= '0' && ch <= '9') {
+      if (open.empty()) at(i, "a term outside the tree's parentheses");
+      std::size_t v = 0;
+      const std::size_t start = i;
+      for (; i < s.size() && s[i] >= '0' && s[i] <= '9'; ++i) {
+        if (v > (kAnySize - 9) / 10) at(start, "a term index too large");
+        v = v * 10 + static_cast<std::size_t>(s[i] - '0');
+      }
+      open.back().push_back(term(v));
+    } else {
+      at(i, std::string("unexpected character '") + ch + "'");
+    }
+  }
+  if (!open.empty() || !root) at(s.size(), "the tree is not closed");
+  return std::move(*root);
+}
+
+// `inherited`: the arithmetic of the enclosing group, which a nested group's JSON leaves out when
+// it is the same.
+json node_json(const PlanNode& n, const Arithmetic* inherited = nullptr) {
+  json j{{"kind", to_string(n.kind)}};
+  switch (n.kind) {
+    case NodeKind::sequential:
+      j["arithmetic"] = arithmetic_json(n.arithmetic);
+      if (n.start_from_zero) j["start_from_zero"] = true;
+      break;
+    case NodeKind::lanes:
+    case NodeKind::tree:
+      j["size"] = n.size;
+      j["arithmetic"] = arithmetic_json(n.arithmetic);
+      break;
+    case NodeKind::pairwise:
+      j["size"] = n.size;
+      j["multiple"] = n.multiple;
+      j["arithmetic"] = arithmetic_json(n.arithmetic);
+      break;
+    case NodeKind::chunked: j["size"] = n.size; break;
+    case NodeKind::split:
+      j["size"] = n.size;
+      j["split_mode"] = to_string(n.split_mode);
+      j["through"] = cast_json(n.through);
+      break;
+    case NodeKind::fused: j["fused"] = fused_step_json(n.fused); break;
+    case NodeKind::permute:
+      j["size"] = n.size;
+      j["order"] = n.order;
+      break;
+    case NodeKind::group:
+      if (inherited == nullptr || !(*inherited == n.arithmetic)) j["arithmetic"] = arithmetic_json(n.arithmetic);
+      if (inherited == nullptr && uniform_tree(n, n.arithmetic)) {
+        std::string text;
+        tree_text(n, text);
+        j["tree"] = text;
+        return j;
+      }
+      break;
+    case NodeKind::decompose: {
+      j["size"] = n.size;
+      j["pieces"] = n.multiple;
+      j["piece"] = cast_json(n.through);
+      json passes = json::array();
+      for (std::size_t i = 0; i + 1 < n.order.size(); i += 2) passes.push_back(json::array({n.order[i], n.order[i + 1]}));
+      j["passes"] = passes;
+      break;
+    }
+    case NodeKind::term:
+      j["index"] = n.size;
+      if (!(n.arithmetic == Arithmetic{})) j["arithmetic"] = arithmetic_json(n.arithmetic);
+      break;
+  }
+  if (!n.children.empty()) {
+    json children = json::array();
+    const Arithmetic* passed = n.kind == NodeKind::group ? &n.arithmetic : nullptr;
+    for (const PlanNode& c : n.children) children.push_back(node_json(c, passed));
+    j["children"] = children;
+  }
+  return j;
+}
+
+// The keys each node kind takes (besides "kind").
+std::vector<std::string_view> node_keys(NodeKind k) {
+  switch (k) {
+    case NodeKind::sequential: return {"kind", "arithmetic", "start_from_zero", "children"};
+    case NodeKind::lanes:
+    case NodeKind::tree: return {"kind", "size", "arithmetic", "children"};
+    case NodeKind::pairwise: return {"kind", "size", "multiple", "arithmetic", "children"};
+    case NodeKind::chunked: return {"kind", "size", "children"};
+    case NodeKind::split: return {"kind", "size", "split_mode", "through", "children"};
+    case NodeKind::fused: return {"kind", "fused", "children"};
+    case NodeKind::permute: return {"kind", "size", "order", "children"};
+    case NodeKind::group: return {"kind", "arithmetic", "tree", "children"};
+    case NodeKind::term: return {"kind", "index", "arithmetic", "children"};
+    case NodeKind::decompose: return {"kind", "size", "pieces", "piece", "passes", "children"};
+  }
+  return {};
+}
+
+PlanNode read_node(const Reader& r, const Arithmetic* inherited = nullptr) {
+  PlanNode n;
+  n.kind = r.at("kind").named([](const std::string& s) { return node_kind_by_name(s); });
+  r.only(node_keys(n.kind));
+  switch (n.kind) {
+    case NodeKind::sequential:
+      n.arithmetic = read_arithmetic(r.at("arithmetic"));
+      if (r.has("start_from_zero")) n.start_from_zero = r.at("start_from_zero").boolean();
+      break;
+    case NodeKind::lanes:
+    case NodeKind::tree:
+      n.size = r.at("size").count(1, kAnySize);
+      n.arithmetic = read_arithmetic(r.at("arithmetic"));
+      break;
+    case NodeKind::pairwise:
+      n.size = r.at("size").count(1, kAnySize);
+      n.multiple = r.at("multiple").count(1, kAnySize);
+      n.arithmetic = read_arithmetic(r.at("arithmetic"));
+      break;
+    case NodeKind::chunked: n.size = r.at("size").count(1, kAnySize); break;
+    case NodeKind::split: {
+      n.size = r.at("size").count(1, kAnySize);
+      const std::string mode = r.at("split_mode").text();
+      if (mode == "parallel") n.split_mode = SplitMode::parallel;
+      else if (mode == "serial") n.split_mode = SplitMode::serial;
+      else r.at("split_mode").fail("unknown split mode '" + mode + "'; valid: parallel, serial");
+      n.through = read_cast(r.at("through"));
+      break;
+    }
+    case NodeKind::fused: n.fused = read_fused(r.at("fused")); break;
+    case NodeKind::permute: {
+      n.size = r.at("size").count(1, kAnySize);
+      const Reader order = r.at("order");
+      if (!order.j.is_array()) order.fail("expected an array of term indices");
+      for (std::size_t i = 0; i < order.j.size(); ++i) n.order.push_back(order.item(i).count(0, kAnySize));
+      break;
+    }
+    case NodeKind::group:
+      // A nested group without "arithmetic" has its enclosing group's.
+      if (inherited != nullptr && !r.has("arithmetic")) n.arithmetic = *inherited;
+      else n.arithmetic = read_arithmetic(r.at("arithmetic"));
+      if (r.has("tree")) {
+        if (r.has("children")) r.at("tree").fail("a group gives either \"tree\" or \"children\", not both");
+        return read_tree_text(r.at("tree"), n.arithmetic);
+      }
+      break;
+    case NodeKind::term:
+      n.size = r.at("index").count(0, kAnySize);
+      if (r.has("arithmetic")) n.arithmetic = read_arithmetic(r.at("arithmetic"));
+      break;
+    case NodeKind::decompose: {
+      n.size = r.at("size").count(1, kAnySize);
+      n.multiple = r.at("pieces").count(1, 4);
+      n.through = read_cast(r.at("piece"));
+      const Reader passes = r.at("passes");
+      if (!passes.j.is_array()) passes.fail("expected an array of [piece of a, piece of b] pairs");
+      for (std::size_t i = 0; i < passes.j.size(); ++i) {
+        const Reader pass = passes.item(i);
+        if (!pass.j.is_array() || pass.j.size() != 2) pass.fail("expected [piece of a, piece of b]");
+        n.order.push_back(pass.item(0).count(0, 3));
+        n.order.push_back(pass.item(1).count(0, 3));
+      }
+      break;
+    }
+  }
+  if (r.has("children")) {
+    const Reader children = r.at("children");
+    if (!children.j.is_array()) children.fail("expected an array of nodes");
+    const Arithmetic* passed = n.kind == NodeKind::group ? &n.arithmetic : nullptr;
+    for (std::size_t i = 0; i < children.j.size(); ++i) n.children.push_back(read_node(children.item(i), passed));
+  }
+  return n;
+}
+
+}  // namespace
+
+std::string to_json(const Plan& p, int indent) {
+  json j{{"name", p.name}, {"reduction", node_json(p.reduction)}, {"c_placement", to_string(p.c_placement)},
+         {"output", cast_json(p.output)}};
+  if (p.initial) j["initial"] = *p.initial;
+  if (p.input_a) j["input_a"] = cast_json(*p.input_a);
+  if (p.input_b) j["input_b"] = cast_json(*p.input_b);
+  return j.dump(indent);
+}
+
+Plan plan_from_json(std::string_view text, std::string_view parameter) {
+  const json j = detail::parse_json(text, std::string(parameter));
+  const Reader r{j, std::string(parameter)};
+  if (!j.is_object()) r.fail("expected a JSON object");
+  r.only({"name", "input_a", "input_b", "reduction", "c_placement", "initial", "output"});
+  Plan p;
+  if (r.has("name")) p.name = r.at("name").text();
+  if (r.has("input_a")) p.input_a = read_cast(r.at("input_a"));
+  if (r.has("input_b")) p.input_b = read_cast(r.at("input_b"));
+  p.reduction = read_node(r.at("reduction"));
+  if (r.has("c_placement")) {
+    const std::string c = r.at("c_placement").text();
+    if (c == "first") p.c_placement = CPlacement::first;
+    else if (c == "last") p.c_placement = CPlacement::last;
+    else r.at("c_placement").fail("unknown placement '" + c + "'; valid: first, last");
+  }
+  if (r.has("initial")) p.initial = r.at("initial").number();
+  p.output = read_cast(r.at("output"));
+  validate(p, parameter);
+  return p;
+}
+
+}  // namespace numeq::core
