@@ -317,7 +317,9 @@ TEST(BlockScale, MxDefaultIsTheOcpRule) {
       for (std::size_t i = 0; i < x.size(); ++i)
         amax[block_index(i, shape, s.block_shape)] = std::max(amax[block_index(i, shape, s.block_shape)], std::fabs(x[i]));
       for (std::size_t k = 0; k < amax.size(); ++k)
-        if (amax[k] > 0) EXPECT_EQ(r.scales[k], ocp_scale(amax[k], *c.grid)) << "block " << k << " amax " << amax[k];
+        if (amax[k] > 0) {
+          EXPECT_EQ(r.scales[k], ocp_scale(amax[k], *c.grid)) << "block " << k << " amax " << amax[k];
+        }
       for (std::size_t i = 0; i < x.size(); ++i)
         EXPECT_EQ(r.elements[i], oracle_element(x[i], r.scales[block_index(i, shape, s.block_shape)], *c.grid)) << i;
     }

@@ -242,8 +242,9 @@ TEST(LongAccumulator, SignOfAnExactZeroInEveryRoundingMode) {
                                            << terms[0];
         EXPECT_EQ(std::signbit(left.round_value(Cast{*f, mode})), want) << "merged";
       }
-      if (terms.size() == 2 && mode == Rounding::nearest_even)
+      if (terms.size() == 2 && mode == Rounding::nearest_even) {
         EXPECT_EQ(std::signbit(terms[0] + terms[1]), want);
+      }
     }
   }
 }
