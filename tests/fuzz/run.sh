@@ -6,7 +6,8 @@
 #
 #   tests/fuzz/run.sh [SECONDS] [BUILD_DIR]      e.g. tests/fuzz/run.sh 120
 #
-# Environment: CXX (default clang++), FUZZ_JOBS (default 1), FUZZ_WORK (default BUILD_DIR/fuzz-work).
+# Environment: CXX (default clang++), FUZZ_JOBS (default 1), FUZZ_WORK (default BUILD_DIR/fuzz-work),
+# FUZZ_SEED (default 1; 0: random).
 set -euo pipefail
 seconds=${1:-60}
 here=$(cd "$(dirname "$0")" && pwd)
@@ -23,6 +24,8 @@ cmake --build "$build" --target fuzz_plan_json fuzz_platform_name -j "${FUZZ_JOB
 for target in fuzz_plan_json fuzz_platform_name; do
   # A scratch corpus: libFuzzer adds what it finds there; the seeds stay as committed.
   mkdir -p "$work/$target"
-  (cd "$work" && "$build/tests/fuzz/$target" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 \
+  # FUZZ_SEED (default 1): the same seed replays the same inputs in the same order, so a CI
+  # finding reproduces; FUZZ_SEED=0 lets libFuzzer pick one (for long exploratory runs).
+  (cd "$work" && "$build/tests/fuzz/$target" -seed="${FUZZ_SEED:-1}" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 \
      -max_len=16384 -print_final_stats=1 "$work/$target" "$here/corpus/$target")
 done
