@@ -7,6 +7,7 @@
 
 #include "json_read.hpp"
 #include "numeq/core/plan.hpp"
+#include "numeq/core/reveal.hpp"
 #include "numeq/core/trainium.hpp"
 #include "numeq/formats/error.hpp"
 #include "numeq/formats/format.hpp"
@@ -152,19 +153,6 @@ bool uniform_tree(const PlanNode& n, const Arithmetic& ar) {
   return true;
 }
 
-void tree_text(const PlanNode& n, std::string& out) {
-  if (n.kind == NodeKind::term) {
-    out += std::to_string(n.size);
-    return;
-  }
-  out.push_back('(');
-  for (std::size_t i = 0; i < n.children.size(); ++i) {
-    if (i) out.push_back(' ');
-    tree_text(n.children[i], out);
-  }
-  out.push_back(')');
-}
-
 PlanNode read_tree_text(const Reader& r, const Arithmetic& ar) {
   const std::string s = r.text();
   std::vector<std::vector<PlanNode>> open;  // the children of each open group, outermost first
@@ -240,9 +228,7 @@ json node_json(const PlanNode& n, const Arithmetic* inherited = nullptr) {
     case NodeKind::group:
       if (inherited == nullptr || !(*inherited == n.arithmetic)) j["arithmetic"] = arithmetic_json(n.arithmetic);
       if (inherited == nullptr && uniform_tree(n, n.arithmetic)) {
-        std::string text;
-        tree_text(n, text);
-        j["tree"] = text;
+        j["tree"] = tree_text(n);  // reveal.hpp: the one writer of the tree text
         return j;
       }
       break;
