@@ -10,9 +10,9 @@ import numpy as np
 
 from . import _core
 from ._arrays import _FORMAT_OF_DTYPE, _array, _check_int, _check_str
-from .ops import Op, Tolerance, _kind
+from .ops import Op, Tolerance
 
-__all__ = ["Verdict", "WorstElement", "compare"]
+__all__ = ["TIERS", "Verdict", "WorstElement", "compare"]
 
 
 @dataclass(frozen=True)
@@ -32,21 +32,43 @@ class WorstElement:
     violation: bool
 
 
+TIERS = ("bit_exact", "variant", "probabilistic", "deterministic", "violation")
+
+
 @dataclass(frozen=True)
 class Verdict:
-    """The outcome of ``numeq.compare``: ``passed`` when no element lies beyond the platform's bound
-    (and every special value is the platform's own); counts of bit-exact elements (equal to the
-    emulation), of elements within the bound, and of violations, of which ``special_mismatches``
-    (NaN or +-Inf, or an infinite bound, where the device's value is not the platform's own) and
-    ``not_in_format`` (values the op's output format does not hold); the worst elements (violations
-    first, special values and foreign values before the rest, then by error / bound, descending);
-    the bound as tolerances; a one-line diagnosis. ``bool(verdict)`` is ``passed``."""
+    """The outcome of ``numeq.compare``: the first tier of the ladder that explains the output
+    (``tier``, strongest first):
+
+    - ``bit_exact``: equal to the platform's emulation, every element (NaNs alike, zero signs);
+    - ``variant``: equal, bit for bit, to a named variant of the platform, which ``explained_by``
+      names in the platform string syntax (``"trainium.trn2[pe_order=pairwise]"``,
+      ``"nvidia.h100[split_k=4]"``): the check doubles as a measurement of the hardware;
+    - ``probabilistic``: within the probabilistic bound, which fails with probability at most
+      ``failure_probability`` for the whole check;
+    - ``deterministic``: within the worst-case bound only (suspicious: passes only when accepted);
+    - ``violation``: beyond the worst-case bound, a special value (NaN, +-Inf) that is not the
+      platform's own, or a value the output format does not hold.
+
+    ``passed`` when the tier is ``accept`` or stronger; ``bool(verdict)`` is ``passed``. Counts
+    (``bit_exact``, ``within_bound`` (probabilistic), ``deterministic_only``, ``violations`` with
+    ``special_mismatches`` (``nan_mismatches``, ``inf_mismatches``) and ``not_in_format``;
+    ``failures``: the elements that keep the check from passing); ``concentration``: where the
+    failures lie; ``nearest_variant``: when no variant is exact, the one equal on most elements;
+    ``worst``: failing elements first, then by error / bound; ``str(verdict)``: the full message."""
 
     passed: bool
+    tier: str
+    explained_by: str | None
+    accept: str
+    platform: str
+    signature: str
     elements: int
     bit_exact: int
     within_bound: int
+    deterministic_only: int
     violations: int
+    failures: int
     worst_error_over_bound: float
     max_ulps: float
     failure_probability: float
@@ -54,23 +76,30 @@ class Verdict:
     tolerance: Tolerance
     worst: list[WorstElement] = field(default_factory=list)
     special_mismatches: int = 0
+    nan_mismatches: int = 0
+    inf_mismatches: int = 0
     not_in_format: int = 0
+    nearest_variant: str | None = None
+    nearest_variant_matches: int = 0
+    variants_searched: int = 0
+    concentration: str = ""
+    message: str = field(default="", repr=False)
 
     def __bool__(self) -> bool:
         return self.passed
 
     def __str__(self) -> str:
-        lines = [f"{'PASS' if self.passed else 'FAIL'}: {self.diagnosis}",
-                 f"  elements {self.elements}, bit-exact {self.bit_exact}, within bound {self.within_bound}, "
-                 f"violations {self.violations} (special values {self.special_mismatches}, outside the output "
-                 f"format {self.not_in_format}); worst error/bound {self.worst_error_over_bound:.3g}, "
-                 f"max {self.max_ulps:.3g} ulps from the reference",
-                 f"  bound as tolerance: max {self.tolerance.max_ulps:.3g} ulps, rtol={self.tolerance.rtol:.3g} "
-                 f"atol={self.tolerance.atol:.3g}"]
-        for w in self.worst:
-            lines.append(f"  {'!' if w.violation else ' '} {w.index}: got {w.got!r}, emulated {w.emulated!r}, "
-                         f"reference {w.reference!r}, bound {w.bound:.3g}, error {w.error:.3g}, {w.ulps:+.3g} ulps")
-        return "\n".join(lines)
+        return self.message
+
+    def __repr__(self) -> str:
+        parts = [f"passed={self.passed}", f"tier={self.tier!r}"]
+        if self.explained_by:
+            parts.append(f"explained_by={self.explained_by!r}")
+        parts += [f"platform={self.platform!r}", f"elements={self.elements}", f"bit_exact={self.bit_exact}",
+                  f"failures={self.failures}", f"violations={self.violations}"]
+        if self.nearest_variant:
+            parts.append(f"nearest_variant={self.nearest_variant!r} ({self.nearest_variant_matches})")
+        return f"Verdict({', '.join(parts)})"
 
 
 def _actual_values(actual: Any) -> np.ndarray:
@@ -112,33 +141,72 @@ def _actual_values(actual: Any) -> np.ndarray:
     return values
 
 
-def compare(actual: Any, op: Op, platform: str, *, kind: str = "deterministic", lam: float = 6.0,
-            worst: int = 5) -> Verdict:
-    """Judge ``actual`` (a device's output, of the op's result shape) against ``op`` on ``platform``:
-    it passes when every element equals the platform's emulation or lies within its bound of the
-    exact result. Where the emulation is NaN or +-Inf, or its bound is infinite, only the platform's
-    own special value passes (NaN matches any NaN); a value the op's output format does not hold
-    (fp32 results against a bf16 op) never passes, and the diagnosis says so. ``actual``: see
-    ``_actual_values`` (real arrays, ml_dtypes, integers judged as their values, scalars, lists)."""
+def compare(actual: Any, op: Op, platform: str, *, accept: str = "probabilistic",
+            failure_probability: float = 1e-6, variants: bool = True, worst: int = 5) -> Verdict:
+    """Judge ``actual`` (a device's output, of the op's result shape) against ``op`` on ``platform``
+    and say which tier of the ladder explains it (``Verdict.tier``, see ``Verdict``).
+
+    ``accept``: the weakest tier that passes, one of ``"bit_exact"``, ``"variant"``,
+    ``"probabilistic"`` (default), ``"deterministic"``. ``failure_probability``: the probabilistic
+    bound may fail with at most this probability for the whole check (default 1e-6).
+    ``variants``: search the platform's named variants (assumption alternatives, sibling
+    instruction paths, split-K) when the output is not bit-exact. ``worst``: how many elements to
+    list. Where the emulation is NaN or +-Inf, or its bound is infinite, only the platform's own
+    special value passes (NaN matches any NaN); a value the op's output format does not hold (fp32
+    results against a bf16 op) never passes, and the diagnosis says so. ``actual``: real arrays,
+    ml_dtypes arrays, integers (judged as their values), scalars, lists.
+
+    Example::
+
+        import numpy as np, numeq
+        a = numeq.round(np.random.default_rng(0).standard_normal((16, 64)), "bf16")
+        b = numeq.round(np.random.default_rng(1).standard_normal((64, 8)), "bf16")
+        op = numeq.ops.matmul(a, b, in_fmt="bf16", out="fp32")
+        device = numeq.matmul(a, b, platform="nvidia.h100", in_fmt="bf16")
+        assert numeq.compare(device, op, "nvidia.h100").tier == "bit_exact"
+    """
     if not isinstance(op, Op):
         raise TypeError(f"op: expected a numeq.ops.Op (numeq.ops.matmul(...), ...), got {type(op).__name__}")
     _check_str(platform, "platform")
-    kind, lam = _kind(kind, lam)
+    _check_str(accept, "accept")
+    if accept not in TIERS[:-1]:
+        raise ValueError(f"accept: unknown tier {accept!r}; valid: {', '.join(TIERS[:-1])} (the weakest tier that passes)")
+    if isinstance(failure_probability, bool) or not isinstance(failure_probability, (int, float, np.floating, np.integer)):
+        raise TypeError(f"failure_probability: expected a real number in (0, 1), got {type(failure_probability).__name__}")
+    failure_probability = float(failure_probability)
+    if not 0 < failure_probability < 1:
+        raise ValueError(f"failure_probability: {failure_probability!r} is not in (0, 1)")
+    if not isinstance(variants, (bool, np.bool_)):
+        raise TypeError(f"variants: expected True or False, got {type(variants).__name__}")
     worst = _check_int(worst, "worst", 0, 2**31 - 1)
     values = _actual_values(actual)
-    d = _core.cases_compare(values, op._op, platform, kind, lam, int(worst))
+    d = _core.cases_compare(values, op._op, platform, accept, failure_probability, bool(variants), int(worst))
     return Verdict(
         passed=bool(d["passed"]),
+        tier=str(d["tier"]),
+        explained_by=str(d["explained_by"]) or None,
+        accept=str(d["accept"]),
+        platform=str(d["platform"]),
+        signature=str(d["signature"]),
         elements=int(d["elements"]),
         bit_exact=int(d["bit_exact"]),
         within_bound=int(d["within_bound"]),
+        deterministic_only=int(d["deterministic_only"]),
         violations=int(d["violations"]),
+        failures=int(d["failures"]),
         special_mismatches=int(d["special_mismatches"]),
+        nan_mismatches=int(d["nan_mismatches"]),
+        inf_mismatches=int(d["inf_mismatches"]),
         not_in_format=int(d["not_in_format"]),
         worst_error_over_bound=float(d["worst_error_over_bound"]),
         max_ulps=float(d["max_ulps"]),
         failure_probability=float(d["failure_probability"]),
+        nearest_variant=str(d["nearest_variant"]) or None,
+        nearest_variant_matches=int(d["nearest_variant_matches"]),
+        variants_searched=int(d["variants_searched"]),
+        concentration=str(d["concentration"]),
         diagnosis=str(d["diagnosis"]),
+        message=str(d["message"]),
         tolerance=Tolerance(**d["tolerance"]),
         worst=[WorstElement(**w) for w in d["worst"]],
     )

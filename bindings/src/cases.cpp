@@ -15,6 +15,8 @@
 #include "bind.hpp"
 #include "numeq/cases/generators.hpp"
 #include "numeq/cases/op.hpp"
+#include "numeq/cases/variants.hpp"
+#include "numeq/cases/verdict.hpp"
 #include "numeq/references/functions.hpp"
 #include "numeq/core/bound.hpp"
 #include "numeq/core/platform.hpp"
@@ -265,31 +267,49 @@ void numeq_bindings::bind_cases(py::module_& m) {
       py::arg("op"), py::arg("platform_a"), py::arg("platform_b"), py::arg("kind"), py::arg("lam"));
   m.def(
       "cases_compare",
-      [](const py::array& actual, const cases::Op& op, const std::string& platform, const std::string& kind,
-         double lambda, std::size_t worst) {
+      [](const py::array& actual, const cases::Op& op, const std::string& platform, const std::string& accept,
+         double failure_probability, bool search_variants, std::size_t worst) {
         const core::Platform p = core::platform_by_name(platform, "platform");
         cases::CompareOptions o;
-        o.bound = bound_options(kind, lambda);
+        o.accept = cases::tier_by_name(accept, "accept");
+        o.failure_probability = failure_probability;
+        o.search_variants = search_variants;
         o.worst = worst;
         // float32 device outputs widen here in one pass (no float64 copy in Python first).
         const xt::xarray<double> xs = numeq_bindings::to_xarray_widened(actual);
         cases::Verdict v;
+        std::string message;
         {
           py::gil_scoped_release release;
           v = cases::compare(xs, op, p, o);
+          message = cases::describe(v);
         }
         py::dict d;
         d["passed"] = v.passed;
+        d["tier"] = std::string(cases::to_string(v.tier));
+        d["accept"] = std::string(cases::to_string(v.accept));
+        d["explained_by"] = v.explained_by;
+        d["platform"] = v.platform;
+        d["signature"] = v.signature;
         d["elements"] = v.elements;
         d["bit_exact"] = v.bit_exact;
         d["within_bound"] = v.within_bound;
+        d["deterministic_only"] = v.deterministic_only;
         d["violations"] = v.violations;
         d["special_mismatches"] = v.special_mismatches;
+        d["nan_mismatches"] = v.nan_mismatches;
+        d["inf_mismatches"] = v.inf_mismatches;
         d["not_in_format"] = v.not_in_format;
+        d["failures"] = v.failures;
         d["worst_error_over_bound"] = v.worst_error_over_bound;
         d["max_ulps"] = v.max_ulps;
         d["failure_probability"] = v.failure_probability;
+        d["nearest_variant"] = v.nearest_variant;
+        d["nearest_variant_matches"] = v.nearest_variant_matches;
+        d["variants_searched"] = v.variants_searched;
+        d["concentration"] = v.concentration;
         d["diagnosis"] = v.diagnosis;
+        d["message"] = message;
         d["tolerance"] = tolerance_dict(v.tolerance);
         py::list w;
         for (const cases::WorstElement& e : v.worst) {
@@ -308,7 +328,8 @@ void numeq_bindings::bind_cases(py::module_& m) {
         d["worst"] = w;
         return d;
       },
-      py::arg("actual"), py::arg("op"), py::arg("platform"), py::arg("kind"), py::arg("lam"), py::arg("worst"));
+      py::arg("actual"), py::arg("op"), py::arg("platform"), py::arg("accept"), py::arg("failure_probability"),
+      py::arg("search_variants"), py::arg("worst"));
   m.def(
       "cases_generate",
       [](const std::string& distribution, std::uint64_t seed, double scale, const std::string& fmt,

@@ -7,8 +7,11 @@
 #include <sstream>
 #include <limits>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
+
+#include <xtensor/xbroadcast.hpp>
 
 #include "numeq/cases/elementwise.hpp"
 #include "numeq/core/evaluate.hpp"
@@ -20,10 +23,7 @@
 
 namespace numeq::cases {
 
-namespace {
-
 using Array = xt::xarray<double>;
-using Shared = std::shared_ptr<const Array>;
 
 std::string shape_text(const Array& x) {
   std::string s = "[";
@@ -34,6 +34,10 @@ std::string shape_text(const Array& x) {
   s += ']';
   return s;
 }
+
+namespace {
+
+using Shared = std::shared_ptr<const Array>;
 
 // Every element of x must be a value of fmt (or NaN): the operation's inputs are values of its
 // input format, and the emulations read them as such.
@@ -176,6 +180,38 @@ Op matmul(const Array& a, const Array& b, const Array* c, std::string_view in_fm
           core::reduction_weights(plan, sa->shape().back(), sc != nullptr, options).failure_probability;
     return e;
   };
+  op.model_key = [fmt, out](const core::Platform& platform) {
+    core::Plan plan = core::plan_for(platform, core::Operation::matmul, fmt, out.format.name);
+    plan.name.clear();  // it names the platform
+    return core::to_json(plan, -1);
+  };
+  // Rows of a 2-D product: the rows of a (and of c, broadcast) that hold the elements.
+  if (a.dimension() == 2 && b.dimension() == 2) {
+    const std::string fmt_name(in_fmt);
+    op.restrict_to = [sa, sb, sc, fmt_name, out](const std::vector<std::size_t>& elements) {
+      const std::size_t M = sa->shape()[0], K = sa->shape()[1], N = sb->shape()[1];
+      std::vector<std::size_t> rows;
+      for (const std::size_t e : elements) rows.push_back(e / N);
+      std::sort(rows.begin(), rows.end());
+      rows.erase(std::unique(rows.begin(), rows.end()), rows.end());
+      Array ra(std::vector<std::size_t>{rows.size(), K});
+      for (std::size_t r = 0; r < rows.size(); ++r)
+        std::copy_n(sa->data() + rows[r] * K, K, ra.data() + r * K);
+      std::optional<Array> rc;
+      if (sc) {
+        const Array full = xt::broadcast(*sc, std::vector<std::size_t>{M, N});
+        rc.emplace(std::vector<std::size_t>{rows.size(), N});
+        for (std::size_t r = 0; r < rows.size(); ++r)
+          std::copy_n(full.data() + rows[r] * N, N, rc->data() + r * N);
+      }
+      std::vector<std::size_t> where;
+      for (const std::size_t e : elements) {
+        const std::size_t r = static_cast<std::size_t>(std::lower_bound(rows.begin(), rows.end(), e / N) - rows.begin());
+        where.push_back(r * N + e % N);
+      }
+      return std::pair<Op, std::vector<std::size_t>>{matmul(ra, *sb, rc ? &*rc : nullptr, fmt_name, out), where};
+    };
+  }
   return op;
 }
 
@@ -906,196 +942,6 @@ Array cross_platform_bound(const Emulation& a, const Emulation& b) {
   // the sum in double rounds: one ulp of binary64 upward keeps it a bound.
   for (double& v : r) v = std::nextafter(v, std::numeric_limits<double>::infinity());
   return r;
-}
-
-// ---- verdicts ----
-
-namespace {
-
-std::vector<std::size_t> unravel(std::size_t flat, const Array& shape_of) {
-  std::vector<std::size_t> index(shape_of.dimension());
-  for (std::size_t d = shape_of.dimension(); d-- > 0;) {
-    index[d] = flat % shape_of.shape()[d];
-    flat /= shape_of.shape()[d];
-  }
-  return index;
-}
-
-// Whether x is a value of f (integers: an integer in f's range).
-bool holds(const Format& f, const Cast& exact_cast, double x) {
-  if (f.is_integer())
-    return x == std::floor(x) && x >= static_cast<double>(f.int_min()) && x <= static_cast<double>(f.int_max());
-  return round_to_format(x, exact_cast) == x;
-}
-
-bool same_value(double x, double y) {
-  if (std::isnan(x) || std::isnan(y)) return std::isnan(x) && std::isnan(y);
-  return x == y && std::signbit(x) == std::signbit(y);
-}
-
-}  // namespace
-
-Verdict compare(const Array& actual, const Op& op, const core::Platform& platform, const CompareOptions& options) {
-  // The exact value first, then the emulation: the exact matmul's working memory is freed (and
-  // reused by the emulation) before the emulation's values and bound exist, which keeps the peak
-  // lower than the other order. exact()'s shape is the result's.
-  reference::ExactValues ex = op.exact();
-  if (actual.shape() != ex.hi.shape())
-    throw numeq::error("actual: shape " + shape_text(actual) + " differs from the result of " + op.signature + ", " +
-                       shape_text(ex.hi));
-  Emulation em = op.emulate(platform, options.bound);
-  // One exact computation serves both where the op can round its exact value itself: the
-  // reference is then formed element by element and never held as a whole array (after the
-  // verdict's loop it takes lo's place for the tolerance).
-  const auto& round_exact = op.reference_from_exact;
-  const Array ref_store = round_exact ? Array{} : op.reference();
-  const auto ref_at = [&](std::size_t i) {
-    return round_exact ? round_exact(ex.hi.data()[i], ex.lo.data()[i]) : ref_store.data()[i];
-  };
-  Verdict v;
-  v.elements = actual.size();
-  v.failure_probability = em.failure_probability;
-  const Cast out_values{op.out.format.is_integer() ? formats::fp64 : op.out.format};
-  // How an element ranks among the worst (Verdict::worst): violations before elements within the
-  // bound; among violations a special value or a value outside the output format first (no
-  // ratio measures them); then error / bound, descending; then index order.
-  struct Scored {
-    bool violation;
-    bool special;  // a special-value mismatch or a value the output format does not hold
-    double ratio;  // error / bound (Inf for an error over a zero bound)
-    std::size_t i;
-    double error;
-  };
-  const auto ranks_before = [](const Scored& x, const Scored& y) {
-    if (x.violation != y.violation) return x.violation;
-    if (x.special != y.special) return x.special;
-    if (x.ratio != y.ratio) return x.ratio > y.ratio;
-    return x.i < y.i;
-  };
-  // The worst options.worst elements, kept in a heap whose front ranks last (memory O(worst), not
-  // O(elements): a 2048^2 result would otherwise hold 128 MiB of scores).
-  std::vector<Scored> kept;
-  kept.reserve(options.worst);
-  double worst_beyond = 0;  // the largest error / bound among the finite violations
-  std::size_t first_special = actual.size(), first_foreign = actual.size();
-  for (std::size_t i = 0; i < actual.size(); ++i) {
-    const double g = actual.data()[i], e = em.values.data()[i], B = em.bound.data()[i];
-    const double hi = ex.hi.data()[i], lo = ex.lo.data()[i];
-    const double r = ref_at(i);
-    bool violation = false, special = false;
-    double error = 0, ratio = 0;
-    // A value the output format does not hold (an fp32 result judged against a bf16 op, a code
-    // outside the integer format) is no output of the operation, whatever its distance.
-    const bool foreign = !std::isnan(g) && !holds(op.out.format, out_values, g);
-    if (foreign) {
-      violation = special = true;
-      error = std::isfinite(g) && std::isfinite(hi) ? std::abs((g - hi) - lo) : std::numeric_limits<double>::infinity();
-      ratio = std::numeric_limits<double>::infinity();
-      ++v.not_in_format;
-      first_foreign = std::min(first_foreign, i);
-    } else if (same_value(g, e) || (op.out.format.is_integer() && g == e)) {
-      // Integer outputs have one zero: -0 from a float computation is the code 0.
-      ++v.bit_exact;
-      error = std::isfinite(g) && std::isfinite(hi) ? std::abs((g - hi) - lo) : 0;
-      ratio = B > 0 && std::isfinite(B) ? error / B : 0;  // how close the platform itself comes to its bound
-    } else if (!std::isfinite(e) || !std::isfinite(B) || !std::isfinite(hi) || !std::isfinite(g)) {
-      // Special values: where the emulation gives NaN or +-Inf, or its bound is infinite or NaN
-      // (an overflow, a non-finite input), or where the device or the exact value is not finite,
-      // only the platform's own value explains the output (NaN matches any NaN: the bit-exact
-      // case above). An infinite bound bounds nothing: 0.0 for an exp that overflows to Inf on the
-      // platform is a wrong result, not one within an infinite tolerance.
-      violation = special = true;
-      error = std::numeric_limits<double>::infinity();
-      ratio = std::numeric_limits<double>::infinity();
-      ++v.special_mismatches;
-      first_special = std::min(first_special, i);
-    } else {
-      const double d = g - hi;
-      error = std::abs(d - lo);
-      // What the comparison itself may lose: the exact value's own binary64 rounding (MPFR
-      // results) and the two subtractions above, each at most 2^-53 relative.
-      const double slack = std::abs(hi) * op.exact_relative_error + (std::abs(d) + error) * 0x1p-52;
-      violation = error > B + slack;
-      ratio = B > 0 ? error / B : (error > slack ? std::numeric_limits<double>::infinity() : 0);
-      if (!violation) ++v.within_bound;
-    }
-    if (violation) ++v.violations;
-    if (std::isfinite(g) && std::isfinite(r)) v.max_ulps = std::max(v.max_ulps, std::abs(g - r) / ulp_of(r, op.out.format));
-    v.worst_error_over_bound = std::max(v.worst_error_over_bound, ratio);
-    if (violation && !special) worst_beyond = std::max(worst_beyond, ratio);
-    const Scored here{violation, special, ratio, i, error};
-    if (kept.size() < options.worst) {
-      kept.push_back(here);
-      std::push_heap(kept.begin(), kept.end(), ranks_before);
-    } else if (!kept.empty() && ranks_before(here, kept.front())) {
-      std::pop_heap(kept.begin(), kept.end(), ranks_before);
-      kept.back() = here;
-      std::push_heap(kept.begin(), kept.end(), ranks_before);
-    }
-  }
-  std::sort_heap(kept.begin(), kept.end(), ranks_before);
-  for (std::size_t j = 0; j < kept.size(); ++j) {
-    const std::size_t i = kept[j].i;
-    WorstElement w;
-    w.index = unravel(i, actual);
-    w.got = actual.data()[i];
-    w.emulated = em.values.data()[i];
-    w.reference = ref_at(i);
-    w.exact = ex.hi.data()[i] + ex.lo.data()[i];
-    w.bound = em.bound.data()[i];
-    w.error = kept[j].error;
-    w.ulps = std::isfinite(w.got) && std::isfinite(w.reference) ? (w.got - w.reference) / ulp_of(w.reference, op.out.format)
-                                                                 : std::numeric_limits<double>::quiet_NaN();
-    w.violation = kept[j].violation;
-    v.worst.push_back(std::move(w));
-  }
-  if (round_exact) {
-    for (std::size_t i = 0; i < ex.lo.size(); ++i) ex.lo.data()[i] = ref_at(i);  // reads lo[i] before it goes
-    v.tolerance = tolerance(em.bound, ex.lo, op.out.format);
-  } else {
-    v.tolerance = tolerance(em.bound, ref_store, op.out.format);
-  }
-  v.passed = v.violations == 0;
-  const std::string kind(core::to_string(options.bound.kind));
-  const auto value_text = [](double x) {
-    std::ostringstream s;
-    s << std::setprecision(17) << x;
-    return s.str();
-  };
-  if (v.bit_exact == v.elements) {
-    v.diagnosis = "bit-exact with " + platform.name + "'s emulation on all " + std::to_string(v.elements) + " elements";
-  } else if (v.passed) {
-    v.diagnosis = std::to_string(v.elements - v.bit_exact) + " of " + std::to_string(v.elements) +
-                  " elements differ from " + platform.name +
-                  "'s emulation but lie within its " + kind +
-                  " bound: a different order or rounding than the model states, explained by the bound";
-  } else {
-    std::vector<std::string> parts;
-    if (v.not_in_format > 0) {
-      const std::size_t i = first_foreign;
-      parts.push_back(std::to_string(v.not_in_format) + " of " + std::to_string(v.elements) +
-                      " elements of actual are not values of the output format " + std::string(op.out.format.name) +
-                      " (first: element " + std::to_string(i) + " (C order) = " + value_text(actual.data()[i]) +
-                      "): the device output is in another format than the op's out; round it into " +
-                      std::string(op.out.format.name) + " or build the op with the format the device writes");
-    }
-    if (v.special_mismatches > 0) {
-      const std::size_t i = first_special;
-      parts.push_back(std::to_string(v.special_mismatches) + " of " + std::to_string(v.elements) +
-                      " elements: special value differs from " + platform.name + "'s (first: element " +
-                      std::to_string(i) + " (C order): got " + value_text(actual.data()[i]) + ", the platform gives " +
-                      value_text(em.values.data()[i]) + " with bound " + value_text(em.bound.data()[i]) +
-                      "; NaN and +-Inf, and any value where the bound is infinite, must equal the platform's own)");
-    }
-    const std::size_t beyond = v.violations - v.not_in_format - v.special_mismatches;
-    if (beyond > 0) {
-      parts.push_back(std::to_string(beyond) + " of " + std::to_string(v.elements) + " elements lie beyond " +
-                      platform.name + "'s " + kind + " bound (worst " + value_text(worst_beyond) +
-                      "x the bound): not explained by the platform's arithmetic");
-    }
-    for (std::size_t j = 0; j < parts.size(); ++j) v.diagnosis += (j ? "; " : "") + parts[j];
-  }
-  return v;
 }
 
 }  // namespace numeq::cases

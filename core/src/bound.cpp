@@ -220,14 +220,6 @@ bool result_fits(const PlanNode& n, const Cast& into) {
   return c && fits(c->format, into);
 }
 
-// The arithmetic of a plan's final "c last" and `initial` additions (evaluate.cpp, outer_cast).
-Cast outer_cast(const Plan& plan) {
-  if (plan.reduction.kind == NodeKind::fused) return plan.output;
-  if (plan.reduction.kind == NodeKind::chunked || plan.reduction.kind == NodeKind::decompose)
-    return plan.reduction.children[1].arithmetic.accumulate;
-  return plan.reduction.arithmetic.accumulate;
-}
-
 // ---- the product of (1 + delta) above a value ----
 struct Factor {
   double all = 0;  // every rounding, deterministically: prod (1 + rho) - 1 (used for eta terms)

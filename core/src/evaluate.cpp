@@ -255,14 +255,6 @@ double reduce_node(const PlanNode& node, const Terms& t, std::size_t begin, std:
   return 0.0;
 }
 
-// The arithmetic a plan's final "c last" addition uses: its outermost node's.
-Cast outer_cast(const Plan& plan) {
-  if (plan.reduction.kind == NodeKind::fused) return plan.output;
-  if (plan.reduction.kind == NodeKind::chunked || plan.reduction.kind == NodeKind::decompose)
-    return plan.reduction.children[1].arithmetic.accumulate;
-  return plan.reduction.arithmetic.accumulate;
-}
-
 int significant_bits(double x) {
   if (x == 0 || !std::isfinite(x)) return 0;
   const Unpacked u = unpack_double(x);

@@ -265,17 +265,10 @@ ReductionOrder numpy_reduction(const std::vector<std::size_t>& shape, const std:
   const bool widening = in.mantissa_bits <= compute.mantissa_bits && in.exponent_bits <= compute.exponent_bits;
   if (!widening) plan.input_a = out;  // the buffer's cast rounds each input (round to nearest even)
   plan.reduction = runs_plan(n, runs, acc, out);
-  // The output starts at add's identity +0 (get_initial_from_ufunc), so a sum of -0s is +0.
-  // plan.initial is added in the top node's arithmetic, which a split node does not carry through
-  // JSON (plan.cpp writes none): a top-level split of several sweeps goes into one chunk of all n
-  // terms whose outer chain starts from +0 instead (0 + v is exact in acc, which holds every value
-  // of out). A split of one part keeps plan.initial: 0 + v is exact in any arithmetic holding out's
-  // values, and the plan stays valid for every n (the built-in platform's plans are built for n = 2).
-  if (plan.reduction.kind == NodeKind::split && plan.reduction.size > 1) {
-    plan.reduction = chunked(std::max<std::size_t>(n, 1), std::move(plan.reduction), sequential(Arithmetic{acc}, true));
-  } else {
-    plan.initial = 0.0;
-  }
+  // The output starts at add's identity +0 (get_initial_from_ufunc), so a sum of -0s is +0. It is
+  // added in the plan's outer arithmetic (plan.hpp, outer_cast): acc, which holds every value of out,
+  // so 0 + v is exact and only a zero's sign can change.
+  plan.initial = 0.0;
   plan.output = out;
   return result;
 }

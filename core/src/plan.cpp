@@ -340,6 +340,29 @@ std::size_t explicit_term_count(const PlanNode& node) {
   return count;
 }
 
+Cast outer_cast(const Plan& plan) {
+  const PlanNode* n = &plan.reduction;
+  while (true) {
+    switch (n->kind) {
+      case NodeKind::fused: return plan.output;
+      case NodeKind::chunked:
+      case NodeKind::decompose:
+        if (n->children.size() < 2) return n->arithmetic.accumulate;
+        n = &n->children[1];
+        break;
+      case NodeKind::split:
+        if (n->children.empty()) return n->arithmetic.accumulate;
+        n = &n->children[n->split_mode == SplitMode::parallel && n->children.size() > 1 ? 1 : 0];
+        break;
+      case NodeKind::permute:
+        if (n->children.empty()) return n->arithmetic.accumulate;
+        n = &n->children[0];
+        break;
+      default: return n->arithmetic.accumulate;
+    }
+  }
+}
+
 PlanNode fused(const FusedStep& step) {
   PlanNode n;
   n.kind = NodeKind::fused;

@@ -5,9 +5,11 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <exception>
 #include <mutex>
 #include <optional>
 #include <sstream>
+#include <string>
 #include <utility>
 
 #include "builtin_platforms.hpp"
@@ -157,9 +159,55 @@ std::pair<std::string, AssumptionChoices> parse_variant(std::string_view name, s
 
 }  // namespace
 
+// Plan options that any platform takes in its [...] (apart from its assumptions): split-K of its
+// matmul and dot plans (with_split_k; partials in fp32 for the parallel mode, as CUTLASS's
+// reduction kernel keeps them in the accumulator type).
+Platform with_plan_options(Platform p, const AssumptionChoices& options, std::string_view parameter) {
+  std::size_t parts = 1;
+  std::string mode_text = "serial";
+  bool has_mode = false;
+  for (const auto& [key, value] : options) {
+    if (key == "split_k") {
+      std::size_t used = 0;
+      unsigned long long k = 0;
+      try {
+        k = std::stoull(value, &used);
+      } catch (const std::exception&) {
+        used = 0;
+      }
+      if (used != value.size() || value.front() == '-' || k < 1 || k > 65536)
+        throw numeq::error(std::string(parameter) + ": split_k=" + value + " is not an integer in 1 .. 65536");
+      parts = static_cast<std::size_t>(k);
+    } else {
+      if (value != "serial" && value != "parallel")
+        throw numeq::error(std::string(parameter) + ": split_mode=" + value + " is unknown; valid: serial, parallel");
+      mode_text = value;
+      has_mode = true;
+    }
+  }
+  if (has_mode && parts == 1)
+    throw numeq::error(std::string(parameter) + ": split_mode=" + mode_text + " needs split_k=N (N > 1)");
+  const SplitMode mode = mode_text == "parallel" ? SplitMode::parallel : SplitMode::serial;
+  for (PlanEntry& e : p.plans)
+    if (parts > 1 && (e.op == Operation::matmul || e.op == Operation::dot))
+      e.plan = with_split_k(e.plan, parts, mode, Cast{formats::fp32});
+  std::string added = "split_k=" + std::to_string(parts) + (has_mode ? ",split_mode=" + mode_text : "");
+  p.name = p.name.back() == ']' ? p.name.substr(0, p.name.size() - 1) + "," + added + "]" : p.name + "[" + added + "]";
+  p.aliases.clear();
+  return p;
+}
+
 Platform platform_by_name(std::string_view name, std::string_view parameter) {
   if (name.find('[') != std::string_view::npos) {
-    const auto [base, choices] = parse_variant(name, parameter);
+    auto [base, all_choices] = parse_variant(name, parameter);
+    AssumptionChoices choices, plan_options;
+    for (auto& c : all_choices) (c.first == "split_k" || c.first == "split_mode" ? plan_options : choices).push_back(c);
+    if (!plan_options.empty()) {
+      std::string rest = base;
+      for (std::size_t i = 0; i < choices.size(); ++i)
+        rest += (i ? "," : "[") + choices[i].first + "=" + choices[i].second + (i + 1 == choices.size() ? "]" : "");
+      return with_plan_options(platform_by_name(rest, parameter), plan_options, parameter);
+    }
     if (std::optional<Platform> p = builtin_variant(base, choices, parameter)) return *p;
     // Not a built-in with assumptions: a registered platform of that exact name, or an error.
     const std::lock_guard<std::mutex> lock(registry_mutex());

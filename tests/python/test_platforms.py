@@ -209,3 +209,53 @@ def test_b200_rows_from_python(fmt, in_fmt):
                         in_fmt=in_fmt, out=out)
         same = (got == want) & (np.signbit(got) == np.signbit(want))
         assert got.shape == (5000,) and int(np.count_nonzero(same)) == 5000, f"{fmt} -> {out}"
+
+
+@pytest.mark.parametrize("mode", ["serial", "parallel"])
+def test_split_k_adds_c_in_the_arithmetic_of_the_plan_it_splits(mode):
+    # A bf16 fma chain with c added last, cut in two along K. c is added in the arithmetic of the
+    # reduction's outermost addition: a serial split's running partial goes on in the bf16 chain,
+    # so c is added in bf16; a parallel split's partials meet in its fp32 combine, so c is added in
+    # fp32. The plan and its JSON agree. Oracle: ml_dtypes' bfloat16 rounding of exact float64 sums
+    # (a product of two bf16 values has 16 bits, a bf16 sum at most 8 + the exponent gap).
+    import ml_dtypes
+
+    def bf16(v):
+        return float(ml_dtypes.bfloat16(v))
+
+    cast = {"format": "bf16", "rounding": "nearest_even", "overflow": "ieee", "subnormals": "keep"}
+    fp32 = dict(cast, format="fp32")
+    chain = {"kind": "sequential", "start_from_zero": True, "arithmetic": {"accumulate": cast, "product": "fma"}}
+    split = {"kind": "split", "size": 2, "split_mode": mode, "through": fp32, "children": [chain]}
+    if mode == "parallel":
+        split["children"].append({"kind": "sequential", "arithmetic": {"accumulate": fp32, "product": "fma"}})
+    plan = numeq.Plan({"name": "bf16 chain, c last", "c_placement": "last", "output": fp32, "reduction": split})
+    assert numeq.Plan.from_json(plan.to_json()) == plan
+    differs_from_fp32_c = 0
+    for trial in range(200):
+        n = 2 + trial % 31
+        a = np.array([bf16(v) for v in rng.standard_normal(n)])
+        b = np.array([bf16(v) for v in rng.standard_normal(n)])
+        c = float(np.float32(rng.standard_normal() * 8))
+        parts = [range(0, (n + 1) // 2), range((n + 1) // 2, n)]  # larger part first
+        acc = 0.0
+        partials = []
+        for part in parts:
+            if mode == "parallel":
+                acc = 0.0
+            for k in part:
+                exact = acc + a[k] * b[k]
+                assert Fraction(exact) == Fraction(acc) + Fraction(a[k]) * Fraction(b[k])
+                acc = bf16(exact)
+            acc = float(np.float32(acc))  # through fp32: exact for a bf16 value
+            partials.append(acc)
+        if mode == "serial":
+            want = bf16(acc + c)  # c in the chain's bf16
+        else:
+            want = float(np.float32(float(np.float32(partials[0] + partials[1])) + c))
+        differs_from_fp32_c += want != float(np.float32(acc + c))
+        for p in (plan, numeq.Plan.from_json(plan.to_json())):
+            got = numeq.dot(a, b, c=c, plan=p, in_fmt="bf16")
+            assert float(got) == want, (trial, mode)
+    if mode == "serial":
+        assert differs_from_fp32_c > 100  # the test tells a bf16 c addition from an fp32 one

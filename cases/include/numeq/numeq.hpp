@@ -32,3 +32,5 @@
 #include "numeq/cases/normalization.hpp"
 #include "numeq/cases/op.hpp"
 #include "numeq/cases/quantized.hpp"
+#include "numeq/cases/variants.hpp"
+#include "numeq/cases/verdict.hpp"

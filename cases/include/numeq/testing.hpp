@@ -20,41 +20,30 @@
 #include <xtensor/xarray.hpp>
 
 #include "numeq/cases/op.hpp"
+#include "numeq/cases/verdict.hpp"
 #include "numeq/core/platform.hpp"
 
 namespace numeq::testing {
 
-// The verdict as text: the first line says pass or fail and why, then counts and worst elements.
-inline std::string describe(const cases::Verdict& v) {
-  std::ostringstream s;
-  s.precision(17);
-  s << (v.passed ? "PASS: " : "FAIL: ") << v.diagnosis << "\n  elements " << v.elements << ", bit-exact "
-    << v.bit_exact << ", within bound " << v.within_bound << ", violations " << v.violations
-    << "; bound as tolerance: rtol " << v.tolerance.rtol << " atol " << v.tolerance.atol << ", max "
-    << v.tolerance.max_ulps << " ulps";
-  for (const cases::WorstElement& w : v.worst) {
-    s << "\n  " << (w.violation ? "! [" : "  [");
-    for (std::size_t d = 0; d < w.index.size(); ++d) s << (d ? "," : "") << w.index[d];
-    s << "] got " << w.got << ", emulated " << w.emulated << ", reference " << w.reference << ", bound " << w.bound
-      << ", error " << w.error << ", " << w.ulps << " ulps";
-  }
-  return s.str();
-}
+// The verdict as text (cases::describe): verdict and tier, counts, where failures lie, worst elements.
+using cases::describe;
 
-// Success when every element of `actual` lies within the platform's bound of the exact result.
+// Success when the verdict's tier is options.accept or stronger (default: probabilistic).
 inline ::testing::AssertionResult explained_by(const xt::xarray<double>& actual, const cases::Op& op,
                                                std::string_view platform, const cases::CompareOptions& options = {}) {
   const cases::Verdict v = cases::compare(actual, op, core::platform_by_name(platform), options);
   return (v.passed ? ::testing::AssertionSuccess() : ::testing::AssertionFailure())
-         << op.signature << " on " << platform << ": " << describe(v);
+         << describe(v);
 }
 
 // Success when `actual` equals the platform's emulation bit for bit (NaNs alike, zeros by sign).
 inline ::testing::AssertionResult bit_exact_with(const xt::xarray<double>& actual, const cases::Op& op,
                                                  std::string_view platform) {
-  const cases::Verdict v = cases::compare(actual, op, core::platform_by_name(platform));
-  return (v.bit_exact == v.elements ? ::testing::AssertionSuccess() : ::testing::AssertionFailure())
-         << op.signature << " on " << platform << ": " << describe(v);
+  cases::CompareOptions o;
+  o.accept = cases::Tier::bit_exact;
+  const cases::Verdict v = cases::compare(actual, op, core::platform_by_name(platform), o);
+  return (v.passed ? ::testing::AssertionSuccess() : ::testing::AssertionFailure())
+         << describe(v);
 }
 
 }  // namespace numeq::testing

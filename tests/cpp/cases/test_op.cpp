@@ -15,6 +15,7 @@
 
 #include "numeq/cases/generators.hpp"
 #include "numeq/cases/op.hpp"
+#include "numeq/cases/verdict.hpp"
 #include "numeq/core/evaluate.hpp"
 #include "numeq/core/platform.hpp"
 #include "numeq/formats/cast.hpp"
@@ -462,7 +463,7 @@ TEST(Op, WorstRanksByErrorOverBound) {
     const double x = got.data()[i];
     got.data()[i] = x + k * cases::ulp_of(x == 0 ? 1.0 : x, fmts::fp32);
   }
-  const cases::Verdict v = cases::compare(got, op, h100, {{}, 4});
+  const cases::Verdict v = cases::compare(got, op, h100, {.accept = cases::Tier::deterministic, .search_variants = false, .worst = 4});
   ASSERT_EQ(v.worst.size(), 4u);
   const reference::ExactValues ex = op.exact();
   std::vector<std::pair<double, std::size_t>> want;

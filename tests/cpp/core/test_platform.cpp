@@ -173,6 +173,23 @@ TEST(Platform, SplitKIsAPlanOption) {
   EXPECT_THROW(core::with_split_k(base, 0, core::SplitMode::serial), numeq::error);
 }
 
+// c added last (and numpy's initial +0) goes in the arithmetic of the reduction's outermost
+// addition: a serial split-K keeps the split plan's, a parallel one its combine's (plan.hpp,
+// outer_cast); and the JSON of every split plan evaluates as the plan does.
+TEST(Platform, SplitKKeepsTheArithmeticOfTheFinalAdditions) {
+  const numeq::Cast partial{numeq::formats::fp32};
+  for (const std::string& name : core::platform_names()) {
+    for (const core::PlanEntry& e : core::platform_by_name(name).plans) {
+      if (e.op != core::Operation::matmul && e.op != core::Operation::dot) continue;
+      const core::Plan serial = core::with_split_k(e.plan, 3, core::SplitMode::serial);
+      const core::Plan parallel = core::with_split_k(e.plan, 3, core::SplitMode::parallel, partial);
+      EXPECT_EQ(core::outer_cast(serial), core::outer_cast(e.plan)) << e.plan.name;
+      EXPECT_EQ(core::outer_cast(parallel), partial) << e.plan.name;
+      for (const core::Plan* p : {&serial, &parallel}) EXPECT_EQ(core::plan_from_json(core::to_json(*p)), *p) << p->name;
+    }
+  }
+}
+
 TEST(Platform, EveryPlatformCarriesEvidence) {
   for (const std::string& name : core::platform_names()) {
     const core::Platform p = core::platform_by_name(name);

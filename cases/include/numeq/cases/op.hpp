@@ -6,7 +6,7 @@
 //   emulate(platform)  the platform's result, bit for bit, with a per-element bound on its
 //                      distance to the exact result, computed in the same pass from the same plan
 //                      (core/bound.hpp);
-// and compare(actual, op, platform) judges a device's output against both (a Verdict).
+// and compare(actual, op, platform) (verdict.hpp) judges a device's output against both.
 //
 // Bounds are stated three ways (tolerance()): absolute per element, in ULPs of the output format,
 // and as the tightest (rtol, atol) pair of assert_close form |x - ref| <= atol + rtol * |ref| that
@@ -18,6 +18,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <xtensor/xarray.hpp>
@@ -50,6 +51,14 @@ struct Op {
   std::function<double(double hi, double lo)> reference_from_exact;
   // The platform's result and its bound.
   std::function<Emulation(const core::Platform&, const core::BoundOptions&)> emulate;
+  // Optional: what of a platform this op's emulation reads, as text (a matmul: its plan's JSON);
+  // two platforms with the same key emulate it alike, so the variant search tries one of them.
+  // Without it the whole platform is the key.
+  std::function<std::string(const core::Platform&)> model_key;
+  // Optional: a smaller op whose result holds the given elements of this one's (flat indices, C
+  // order), and where they lie in it (flat). The variant search (variants.hpp) emulates it first,
+  // so that a variant that differs somewhere costs a few rows, not the whole result.
+  std::function<std::pair<Op, std::vector<std::size_t>>(const std::vector<std::size_t>& elements)> restrict_to;
 };
 
 // ---- built-in operations (inputs are copied into the Op; values of in_fmt, checked) ----
@@ -157,45 +166,7 @@ double ulp_of(double x, const Format& f);
 // In ULPs: if the unrounded values differ by d ulps the outputs may differ by floor(d) + 1.
 xt::xarray<double> cross_platform_bound(const Emulation& a, const Emulation& b);
 
-// ---- verdicts ----
-
-struct WorstElement {
-  std::vector<std::size_t> index;
-  double got = 0, emulated = 0, reference = 0, exact = 0, bound = 0;
-  double error = 0;       // |got - exact|
-  double ulps = 0;        // (got - reference) in ulps of the output format at the reference
-  bool violation = false;
-};
-
-struct Verdict {
-  bool passed = false;
-  std::size_t elements = 0;
-  std::size_t bit_exact = 0;          // got == emulated (NaNs alike, zeros by sign)
-  std::size_t within_bound = 0;       // |got - exact| <= bound (and not bit-exact)
-  std::size_t violations = 0;         // beyond the bound, or a special value the platform does not give
-  std::size_t special_mismatches = 0; // violations: NaN / +-Inf (or an infinite bound) where got is not the platform's value
-  std::size_t not_in_format = 0;      // violations: values that the output format does not hold
-  double worst_error_over_bound = 0;  // max |got - exact| / bound (Inf with any special-value mismatch)
-  double max_ulps = 0;                // max |got - reference| in ulps
-  double failure_probability = 0;     // of the bound used (probabilistic kind)
-  // Violations first (special-value mismatches and values outside the output format before the
-  // rest), then by error / bound, descending; ties in index order.
-  std::vector<WorstElement> worst;
-  Tolerance tolerance;                // of the bound
-  std::string diagnosis;              // one line: what explains the result
-};
-
-struct CompareOptions {
-  core::BoundOptions bound{};
-  std::size_t worst = 5;  // how many worst elements to list
-};
-
-// actual: the device's output as float64 values, of the op's result shape (numeq::error naming
-// `actual` otherwise). An element passes when it equals the emulation (NaN matches any NaN) or,
-// where the emulation and its bound are finite, lies within the bound of the exact value. Where
-// the emulation is NaN or +-Inf, or the bound is infinite or NaN, only the platform's own value
-// passes (a special-value mismatch); a value the output format does not hold never passes.
-Verdict compare(const xt::xarray<double>& actual, const Op& op, const core::Platform& platform,
-                const CompareOptions& options = {});
+// "[64,128]": an array's shape as the messages and signatures write it.
+std::string shape_text(const xt::xarray<double>& x);
 
 }  // namespace numeq::cases

@@ -137,6 +137,14 @@ PlanNode decompose(std::size_t block, std::size_t pieces, const Cast& piece,
 // length follows the range they are given.
 std::size_t explicit_term_count(const PlanNode& node);
 
+// The arithmetic of the additions after the reduction (plan.initial, then c when it is added
+// last): that of the reduction's outermost addition. It follows the plan's structure, so it is
+// the same for a plan and for its JSON: through chunked and decompose to their outer node, through
+// a parallel split to its combine, through a serial split (whose running partial goes on into the
+// next part) and a permute to their child; a fused step adds in its own wide arithmetic and the
+// result leaves it through plan.output, so that is the arithmetic after it.
+Cast outer_cast(const Plan& plan);
+
 // One line, e.g. "chunked(128, inner=sequential(fp32 nearest_even fma), outer=...)".
 std::string to_string(const PlanNode& node);
 std::string to_string(const Plan& plan);

@@ -98,6 +98,9 @@ std::vector<std::string> platform_names();
 // By name or alias; numeq::error naming `parameter` with the valid names otherwise. A built-in
 // platform with assumptions also takes "name[assumption=value,...]" (spaces allowed), which
 // rebuilds it with those values; an unknown assumption or value is an error listing the valid ones.
+// Every platform also takes the plan options "split_k=N" (2..65536) and "split_mode=serial|parallel"
+// (default serial) in its [...]: its matmul and dot plans cut K into N parts (with_split_k below,
+// parallel partials in fp32), e.g. "nvidia.h100[split_k=4]", "trainium.trn2[pe_order=pairwise,split_k=2]".
 Platform platform_by_name(std::string_view name, std::string_view parameter = "platform");
 // Adds (or replaces, by name) a platform for this process; validates it first. A built-in
 // platform's name or alias is refused (numeq::error naming the built-in): load edits under a new name.

@@ -1,0 +1,41 @@
+#pragma once
+// The named variants of a platform: what else the hardware might do that numeq can evaluate bit
+// for bit, each named in the platform string syntax (core/platform.hpp, platform_by_name), so a
+// verdict of tier `variant` (verdict.hpp) says which one a device's output equals:
+//   - every combination of the alternatives of the platform's named assumptions (Trainium's
+//     unknowns: "trainium.trn2[pe_order=pairwise]"), fewest changes first;
+//   - the sibling instruction paths of the same device ("nvidia.h100.mma_sync" beside
+//     "nvidia.h100", "nvidia.b200.tcgen05" beside "nvidia.b200");
+//   - split-K of matmul and dot by 2, 3, 4, 8 and 16, serial and parallel ("nvidia.h100[split_k=4]").
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include <xtensor/xarray.hpp>
+
+#include "numeq/cases/op.hpp"
+#include "numeq/core/platform.hpp"
+
+namespace numeq::cases {
+
+// The variants of `platform` for `op`, in the order the search tries them (the platform itself
+// not among them). At most max_variants.
+inline constexpr std::size_t max_variants = 4096;
+std::vector<std::string> platform_variants(const core::Platform& platform, const Op& op);
+
+struct VariantSearch {
+  std::string exact;                // the first variant equal to actual on every element; empty if none
+  std::string nearest;              // otherwise: the variant equal to actual on the most elements
+  std::size_t nearest_matches = 0;  //   and on how many
+  std::size_t searched = 0;         // variants tried
+};
+
+// Searches platform_variants for one whose emulation equals `actual` bit for bit (NaN matches NaN,
+// zeros by sign). `sample`: flat indices of elements where actual differs from the platform's own
+// emulation; each variant is first emulated on op.restrict_to(sample) where the op has it, and
+// only a variant that explains the sample is emulated in full.
+VariantSearch search_variants(const xt::xarray<double>& actual, const Op& op, const core::Platform& platform,
+                              const std::vector<std::size_t>& sample);
+
+}  // namespace numeq::cases

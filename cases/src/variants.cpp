@@ -1,0 +1,190 @@
+#include "numeq/cases/variants.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <optional>
+#include <set>
+#include <utility>
+
+#include "numeq/formats/error.hpp"
+
+namespace numeq::cases {
+
+namespace {
+
+bool same_value(double x, double y) {
+  if (std::isnan(x) || std::isnan(y)) return std::isnan(x) && std::isnan(y);
+  return x == y && std::signbit(x) == std::signbit(y);
+}
+
+std::string base_name(const std::string& name) { return name.substr(0, name.find('[')); }
+
+// What of `platform` op's emulation reads (Op::model_key), or the whole platform but its name.
+std::string model_key(const core::Platform& platform, const Op& op) {
+  if (op.model_key) return op.model_key(platform);
+  core::Platform p = platform;
+  p.name.clear();
+  p.aliases.clear();
+  p.assumptions.clear();
+  return core::to_json(p, -1);
+}
+
+// "base[a=v,...]" naming every assumption whose value is not its default (its first alternative).
+std::string assumption_name(const std::string& base, const std::vector<core::Assumption>& as,
+                            const std::vector<std::string>& values) {
+  std::string inside;
+  for (std::size_t i = 0; i < as.size(); ++i)
+    if (values[i] != as[i].alternatives.front()) inside += (inside.empty() ? "" : ",") + as[i].name + "=" + values[i];
+  return inside.empty() ? base : base + "[" + inside + "]";
+}
+
+// The combinations of the alternatives of the assumptions that matter to op (changing one alone
+// changes what op reads), fewest changes from the platform's own values first, one name per
+// distinct model, the platform's own model left out. An error building a variant (an alternative
+// that cannot apply) leaves that variant out.
+std::vector<std::string> assumption_variants(const core::Platform& platform, const Op& op) {
+  const std::vector<core::Assumption>& as = platform.assumptions;
+  if (as.empty()) return {};
+  const std::string base = base_name(platform.name);
+  std::vector<std::string> own;
+  for (const core::Assumption& a : as) own.push_back(a.value);
+  const auto key_of = [&](const std::vector<std::string>& values) -> std::optional<std::string> {
+    try {
+      return model_key(core::platform_by_name(assumption_name(base, as, values), "variant"), op);
+    } catch (const numeq::error&) {
+      return std::nullopt;
+    }
+  };
+  const std::optional<std::string> own_key = key_of(own);
+  if (!own_key) return {};
+  std::vector<std::size_t> matter;  // the assumptions that change op's model alone
+  for (std::size_t i = 0; i < as.size(); ++i) {
+    for (const std::string& alt : as[i].alternatives) {
+      if (alt == own[i]) continue;
+      std::vector<std::string> values = own;
+      values[i] = alt;
+      const std::optional<std::string> k = key_of(values);
+      if (k && *k != *own_key) {
+        matter.push_back(i);
+        break;
+      }
+    }
+  }
+  // Every combination of the assumptions that matter, as an odometer over their alternatives.
+  std::vector<std::pair<std::size_t, std::vector<std::string>>> combos;  // (changes, values)
+  std::vector<std::size_t> pick(matter.size(), 0);
+  while (combos.size() < max_variants) {
+    std::vector<std::string> values = own;
+    std::size_t changes = 0;
+    for (std::size_t j = 0; j < matter.size(); ++j) {
+      values[matter[j]] = as[matter[j]].alternatives[pick[j]];
+      changes += values[matter[j]] != own[matter[j]];
+    }
+    if (changes > 0) combos.emplace_back(changes, std::move(values));
+    std::size_t j = 0;
+    for (; j < matter.size(); ++j) {
+      if (++pick[j] < as[matter[j]].alternatives.size()) break;
+      pick[j] = 0;
+    }
+    if (j == matter.size()) break;
+  }
+  std::stable_sort(combos.begin(), combos.end(), [](const auto& x, const auto& y) { return x.first < y.first; });
+  std::vector<std::string> names;
+  std::set<std::string> seen{*own_key};
+  for (const auto& [changes, values] : combos) {
+    const std::optional<std::string> k = key_of(values);
+    if (!k || !seen.insert(*k).second) continue;
+    names.push_back(assumption_name(base, as, values));
+  }
+  return names;
+}
+
+// The same device's other instruction paths: built-in platforms named base.<path>, or base itself
+// for a platform named base.<path>.
+std::vector<std::string> sibling_variants(const core::Platform& platform) {
+  const std::string own = base_name(platform.name);
+  std::vector<std::string> out;
+  for (const std::string& other : core::platform_names()) {
+    if (other == own) continue;
+    const bool child = other.rfind(own + ".", 0) == 0;
+    const bool parent = own.rfind(other + ".", 0) == 0;
+    // Siblings share the parent: nvidia.h100.mma_sync beside nvidia.h100.fp8_promoted.
+    const std::size_t dot = own.rfind('.');
+    const bool sibling = dot != std::string::npos && own.find('.') != dot &&
+                         other.rfind(own.substr(0, dot + 1), 0) == 0 && other.find('.', dot + 1) == std::string::npos;
+    if (child || parent || sibling) out.push_back(other);
+  }
+  return out;
+}
+
+}  // namespace
+
+std::vector<std::string> platform_variants(const core::Platform& platform, const Op& op) {
+  std::vector<std::string> out = assumption_variants(platform, op);
+  for (std::string& s : sibling_variants(platform)) out.push_back(std::move(s));
+  if (op.name == "matmul" || op.name == "dot") {
+    const std::string own = platform.name;
+    for (const std::size_t k : {2u, 3u, 4u, 8u, 16u}) {
+      for (const char* mode : {"", ",split_mode=parallel"}) {
+        const std::string added = "split_k=" + std::to_string(k) + mode;
+        out.push_back(own.back() == ']' ? own.substr(0, own.size() - 1) + "," + added + "]" : own + "[" + added + "]");
+      }
+    }
+  }
+  if (out.size() > max_variants) out.resize(max_variants);
+  return out;
+}
+
+VariantSearch search_variants(const xt::xarray<double>& actual, const Op& op, const core::Platform& platform,
+                              const std::vector<std::size_t>& sample) {
+  VariantSearch s;
+  // The first look: a smaller op holding the sample, where the op has one.
+  std::optional<std::pair<Op, std::vector<std::size_t>>> small;
+  if (op.restrict_to && !sample.empty()) small = op.restrict_to(sample);
+  const core::BoundOptions no_bound{};
+  const auto full_matches = [&](const core::Platform& variant) {
+    const Emulation e = op.emulate(variant, no_bound);
+    std::size_t matches = 0;
+    for (std::size_t i = 0; i < actual.size(); ++i) matches += same_value(actual.data()[i], e.values.data()[i]);
+    return matches;
+  };
+  std::string best_on_sample;
+  std::size_t best_sample_matches = 0;
+  for (const std::string& name : platform_variants(platform, op)) {
+    core::Platform variant;
+    try {
+      variant = core::platform_by_name(name, "variant");
+    } catch (const numeq::error&) {
+      continue;  // not a platform in this process
+    }
+    try {
+      if (small) {
+        const Emulation e = small->first.emulate(variant, no_bound);
+        std::size_t matches = 0;
+        for (std::size_t j = 0; j < sample.size(); ++j)
+          matches += same_value(actual.data()[sample[j]], e.values.data()[small->second[j]]);
+        ++s.searched;
+        if (matches > best_sample_matches) best_on_sample = name, best_sample_matches = matches;
+        if (matches < sample.size()) continue;  // differs somewhere: not this variant
+      } else {
+        ++s.searched;
+      }
+      const std::size_t matches = full_matches(variant);
+      if (matches == actual.size()) {
+        s.exact = name;
+        return s;
+      }
+      if (matches > s.nearest_matches) s.nearest = name, s.nearest_matches = matches;
+    } catch (const numeq::error&) {
+      // The variant has no plan for this op's formats (a sibling path without fp32 inputs, say).
+    }
+  }
+  // None exact: the nearest in full, or else the one that explained most of the sample.
+  if (s.nearest.empty() && !best_on_sample.empty()) {
+    s.nearest = best_on_sample;
+    s.nearest_matches = full_matches(core::platform_by_name(best_on_sample, "variant"));
+  }
+  return s;
+}
+
+}  // namespace numeq::cases

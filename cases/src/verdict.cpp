@@ -1,0 +1,442 @@
+#include "numeq/cases/verdict.hpp"
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <iomanip>
+#include <limits>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <utility>
+
+#include "numeq/cases/variants.hpp"
+#include "numeq/formats/cast.hpp"
+#include "numeq/formats/error.hpp"
+
+namespace numeq::cases {
+
+namespace {
+
+using Array = xt::xarray<double>;
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+std::vector<std::size_t> unravel(std::size_t flat, const Array& shape_of) {
+  std::vector<std::size_t> index(shape_of.dimension());
+  for (std::size_t d = shape_of.dimension(); d-- > 0;) {
+    index[d] = flat % shape_of.shape()[d];
+    flat /= shape_of.shape()[d];
+  }
+  return index;
+}
+
+// Whether x is a value of f (integers: an integer in f's range).
+bool holds(const Format& f, const Cast& exact_cast, double x) {
+  if (f.is_integer())
+    return x == std::floor(x) && x >= static_cast<double>(f.int_min()) && x <= static_cast<double>(f.int_max());
+  return round_to_format(x, exact_cast) == x;
+}
+
+bool same_value(double x, double y) {
+  if (std::isnan(x) || std::isnan(y)) return std::isnan(x) && std::isnan(y);
+  return x == y && std::signbit(x) == std::signbit(y);
+}
+
+std::string number(double x, int precision = 17) {
+  std::ostringstream s;
+  s << std::setprecision(precision) << x;
+  return s.str();
+}
+
+std::string percent(std::size_t part, std::size_t whole) {
+  if (whole == 0) return "0%";
+  const double p = 100.0 * static_cast<double>(part) / static_cast<double>(whole);
+  std::ostringstream s;
+  s << std::setprecision(p < 0.1 ? 2 : 3) << p << "%";
+  return s.str();
+}
+
+// The probabilistic bound's options for a check of `elements` elements that may fail with at most
+// `per_check` in all: a union bound over the elements gives each element per_check / elements.
+// The walker states the failure probability it reaches at a given lambda (bound.hpp: it falls as
+// exp(-lambda^2 (1 - u)^2 / 2)); one more walk at the lambda that reaches the target.
+Emulation probabilistic_emulation(const Op& op, const core::Platform& platform, double per_check, std::size_t elements) {
+  core::BoundOptions o{core::BoundKind::probabilistic, 6.0};
+  Emulation em = op.emulate(platform, o);
+  const double n = static_cast<double>(std::max<std::size_t>(elements, 1));
+  const double target = per_check / n;
+  if (em.failure_probability <= target || em.failure_probability <= 0) return em;
+  // p(lambda) = p0 exp(-(lambda^2 - lambda0^2)(1 - u)^2 / 2) with (1 - u)^2 >= 0.99 for every
+  // format a plan rounds to nearest in (u <= 2^-3 ... fp8's u is 2^-4 for e4m3, 2^-3 for e5m2).
+  const double gap = std::log(em.failure_probability / target);
+  o.lambda = std::sqrt(o.lambda * o.lambda + 2.0 * gap / 0.75);
+  em = op.emulate(platform, o);
+  return em;
+}
+
+// Where the failing elements lie, over the last two axes: rows and columns that hold any, and
+// their ranges; a range that is one tile of 32, 128 or 512 (or the last, partial one) is named.
+struct Spread {
+  std::vector<std::size_t> rows, cols;  // failures per row / column (of the last two axes)
+  std::size_t count = 0;
+
+  explicit Spread(const Array& shape_of) {
+    const std::size_t d = shape_of.dimension();
+    rows.assign(d >= 2 ? shape_of.shape()[d - 2] : 1, 0);
+    cols.assign(d >= 1 ? shape_of.shape()[d - 1] : 1, 0);
+  }
+  void add(std::size_t flat) {
+    ++count;
+    const std::size_t c = flat % cols.size();
+    ++cols[c];
+    ++rows[(flat / cols.size()) % rows.size()];
+  }
+  static std::string range_text(const std::vector<std::size_t>& per, const char* what) {
+    std::size_t lo = per.size(), hi = 0, used = 0;
+    for (std::size_t i = 0; i < per.size(); ++i)
+      if (per[i] > 0) lo = std::min(lo, i), hi = i, ++used;
+    if (used == 0 || (lo == 0 && hi + 1 == per.size())) return "";
+    std::string s = std::string(what) + " " + std::to_string(lo) + (hi > lo ? ".." + std::to_string(hi) : "");
+    for (const std::size_t tile : {512u, 128u, 32u}) {
+      if (per.size() <= tile) continue;
+      if (lo / tile != hi / tile) continue;
+      const std::size_t t = lo / tile, first = t * tile, last = std::min(per.size(), first + tile) - 1;
+      if (lo != first || hi != last) continue;
+      const bool partial = last + 1 - first < tile;
+      s += " (" + std::string(partial ? "the last, partial " : (last + 1 == per.size() ? "the last " : "")) +
+           std::to_string(tile) + "-" + std::string(what).substr(0, std::string(what).size() - 1) + " tile" +
+           (partial || last + 1 == per.size() ? "" : " " + std::to_string(t)) + ")";
+      break;
+    }
+    if (used != hi - lo + 1) s += ", " + std::to_string(used) + " of them";
+    return s;
+  }
+  std::string text(const char* noun) const {
+    if (count == 0) return "";
+    const std::string r = range_text(rows, "rows"), c = range_text(cols, "columns");
+    const std::string n = std::to_string(count) + " " + noun;
+    if (r.empty() && c.empty()) {
+      std::size_t used_rows = 0, used_cols = 0;
+      for (const std::size_t x : rows) used_rows += x > 0;
+      for (const std::size_t x : cols) used_cols += x > 0;
+      return n + " spread over " + std::to_string(used_rows) + " of " + std::to_string(rows.size()) + " rows and " +
+             std::to_string(used_cols) + " of " + std::to_string(cols.size()) + " columns";
+    }
+    return (count == 1 ? "the " : "all ") + n + " lie in " + (r.empty() ? c : c.empty() ? r : r + " and " + c);
+  }
+};
+
+}  // namespace
+
+std::string_view to_string(Tier t) {
+  switch (t) {
+    case Tier::bit_exact: return "bit_exact";
+    case Tier::variant: return "variant";
+    case Tier::probabilistic: return "probabilistic";
+    case Tier::deterministic: return "deterministic";
+    case Tier::violation: return "violation";
+  }
+  return "?";
+}
+
+Tier tier_by_name(std::string_view name, std::string_view parameter) {
+  for (const Tier t : {Tier::bit_exact, Tier::variant, Tier::probabilistic, Tier::deterministic, Tier::violation})
+    if (name == to_string(t) && t != Tier::violation) return t;
+  throw numeq::error(std::string(parameter) + ": unknown tier '" + std::string(name) +
+                     "'; valid: bit_exact, variant, probabilistic, deterministic (the weakest tier that passes)");
+}
+
+Verdict compare(const Array& actual, const Op& op, const core::Platform& platform, const CompareOptions& options) {
+  if (options.accept == Tier::violation) throw numeq::error("accept: violation is no tier a check can accept; valid: "
+                                                            "bit_exact, variant, probabilistic, deterministic");
+  if (!(options.failure_probability > 0 && options.failure_probability < 1))
+    throw numeq::error("failure_probability: " + number(options.failure_probability) +
+                       " is not a probability in (0, 1); the probabilistic tier's bound fails with at most this per check");
+  // The exact value first, then the emulation: the exact matmul's working memory is freed (and
+  // reused by the emulation) before the emulation's values and bound exist, which keeps the peak
+  // lower than the other order. exact()'s shape is the result's.
+  reference::ExactValues ex = op.exact();
+  if (actual.shape() != ex.hi.shape())
+    throw numeq::error("actual: shape " + shape_text(actual) + " differs from the result of " + op.signature + ", " +
+                       shape_text(ex.hi));
+  const std::size_t N = actual.size();
+  // The emulation with the probabilistic bound (its values are the platform's whatever the kind);
+  // the deterministic bound is walked only where an element lies beyond the probabilistic one, or
+  // when it is the accepted tier.
+  Emulation em = probabilistic_emulation(op, platform, options.failure_probability, N);
+  std::optional<Emulation> det;
+  if (options.accept == Tier::deterministic) det = op.emulate(platform, core::BoundOptions{});
+  // One exact computation serves both where the op can round its exact value itself: the
+  // reference is then formed element by element and never held as a whole array (after the
+  // verdict's loop it takes lo's place for the tolerance).
+  const auto& round_exact = op.reference_from_exact;
+  const Array ref_store = round_exact ? Array{} : op.reference();
+  const auto ref_at = [&](std::size_t i) {
+    return round_exact ? round_exact(ex.hi.data()[i], ex.lo.data()[i]) : ref_store.data()[i];
+  };
+  Verdict v;
+  v.accept = options.accept;
+  v.platform = platform.name;
+  v.signature = op.signature;
+  v.elements = N;
+  v.failure_probability = std::min(1.0, em.failure_probability * static_cast<double>(N));
+  const Cast out_values{op.out.format.is_integer() ? formats::fp64 : op.out.format};
+
+  // Per element: its class, and |got - exact| with the comparison's own slack.
+  enum class Class : std::uint8_t { exact, probabilistic, beyond, special, foreign };
+  struct Judged {
+    Class cls;
+    double error;
+    double slack;
+  };
+  const auto judge = [&](std::size_t i, const Emulation& e_m) -> Judged {
+    const double g = actual.data()[i], e = e_m.values.data()[i], B = e_m.bound.data()[i];
+    const double hi = ex.hi.data()[i], lo = ex.lo.data()[i];
+    // A value the output format does not hold (an fp32 result judged against a bf16 op, a code
+    // outside the integer format) is no output of the operation, whatever its distance.
+    if (!std::isnan(g) && !holds(op.out.format, out_values, g))
+      return {Class::foreign, std::isfinite(g) && std::isfinite(hi) ? std::abs((g - hi) - lo) : kInf, 0};
+    // Integer outputs have one zero: -0 from a float computation is the code 0.
+    if (same_value(g, e) || (op.out.format.is_integer() && g == e))
+      return {Class::exact, std::isfinite(g) && std::isfinite(hi) ? std::abs((g - hi) - lo) : 0, 0};
+    // Special values: where the emulation gives NaN or +-Inf, or its bound is infinite or NaN (an
+    // overflow, a non-finite input), or where the device or the exact value is not finite, only
+    // the platform's own value explains the output (NaN matches any NaN: the case above). An
+    // infinite bound bounds nothing: 0.0 for an exp that overflows to Inf on the platform is a
+    // wrong result, not one within an infinite tolerance.
+    if (!std::isfinite(e) || !std::isfinite(B) || !std::isfinite(hi) || !std::isfinite(g)) return {Class::special, kInf, 0};
+    const double d = g - hi;
+    const double error = std::abs(d - lo);
+    // What the comparison itself may lose: the exact value's own binary64 rounding (MPFR results)
+    // and the two subtractions above, each at most 2^-53 relative.
+    const double slack = std::abs(hi) * op.exact_relative_error + (std::abs(d) + error) * 0x1p-52;
+    return {error > B + slack ? Class::beyond : Class::probabilistic, error, slack};
+  };
+
+  // How an element ranks among the worst: failures before the rest; among failures a special
+  // value or a value outside the output format first (no ratio measures them); then error /
+  // bound, descending; then index order. Kept in a heap whose front ranks last (memory O(worst)).
+  struct Scored {
+    bool failure, special;
+    double ratio;
+    std::size_t i;
+    double error;
+  };
+  const auto ranks_before = [](const Scored& x, const Scored& y) {
+    if (x.failure != y.failure) return x.failure;
+    if (x.special != y.special) return x.special;
+    if (x.ratio != y.ratio) return x.ratio > y.ratio;
+    return x.i < y.i;
+  };
+  std::vector<Scored> kept;
+  kept.reserve(options.worst);
+  const auto keep = [&](const Scored& here) {
+    if (kept.size() < options.worst) {
+      kept.push_back(here);
+      std::push_heap(kept.begin(), kept.end(), ranks_before);
+    } else if (!kept.empty() && ranks_before(here, kept.front())) {
+      std::pop_heap(kept.begin(), kept.end(), ranks_before);
+      kept.back() = here;
+      std::push_heap(kept.begin(), kept.end(), ranks_before);
+    }
+  };
+
+  // Pass 1, against the probabilistic bound: counts, and the elements beyond it (for the
+  // deterministic walk) and a sample of those not bit-exact (for the variant search).
+  std::vector<std::size_t> beyond;
+  std::vector<std::size_t> differing;  // the first few elements not bit-exact
+  constexpr std::size_t kSample = 64;
+  std::size_t first_special = N, first_foreign = N;
+  for (std::size_t i = 0; i < N; ++i) {
+    const Judged j = judge(i, em);
+    switch (j.cls) {
+      case Class::exact: ++v.bit_exact; break;
+      case Class::probabilistic: ++v.within_bound; break;
+      case Class::beyond: beyond.push_back(i); break;
+      case Class::special: {
+        ++v.special_mismatches;
+        const double g = actual.data()[i], e = em.values.data()[i];
+        if (std::isnan(g) || std::isnan(e)) ++v.nan_mismatches;
+        else if (std::isinf(g) || std::isinf(e)) ++v.inf_mismatches;
+        first_special = std::min(first_special, i);
+        break;
+      }
+      case Class::foreign:
+        ++v.not_in_format;
+        first_foreign = std::min(first_foreign, i);
+        break;
+    }
+    if (j.cls != Class::exact && differing.size() < kSample) differing.push_back(i);
+    const double g = actual.data()[i], r = ref_at(i);
+    if (std::isfinite(g) && std::isfinite(r)) v.max_ulps = std::max(v.max_ulps, std::abs(g - r) / ulp_of(r, op.out.format));
+  }
+  // Pass 2, only where needed: the deterministic bound of the elements beyond the probabilistic one.
+  if (!beyond.empty() && !det) det = op.emulate(platform, core::BoundOptions{});
+  std::size_t det_only = 0;
+  for (const std::size_t i : beyond) {
+    const Judged j = judge(i, *det);
+    if (j.cls == Class::probabilistic) ++det_only;  // within the deterministic bound
+  }
+  v.deterministic_only = det_only;
+  v.violations = beyond.size() - det_only + v.special_mismatches + v.not_in_format;
+
+  // The ladder.
+  const bool all_exact = v.bit_exact == N;
+  if (all_exact) {
+    v.tier = Tier::bit_exact;
+    v.explained_by = platform.name;
+  } else if (options.search_variants && v.special_mismatches + v.not_in_format == 0) {
+    const VariantSearch s = search_variants(actual, op, platform, differing);
+    v.variants_searched = s.searched;
+    if (!s.exact.empty()) {
+      v.tier = Tier::variant;
+      v.explained_by = s.exact;
+    } else {
+      v.nearest_variant = s.nearest;
+      v.nearest_variant_matches = s.nearest_matches;
+    }
+  }
+  if (v.explained_by.empty()) {
+    if (v.violations > 0) v.tier = Tier::violation;
+    else if (det_only > 0) v.tier = Tier::deterministic;
+    else v.tier = Tier::probabilistic;
+  }
+  v.passed = v.tier <= options.accept;
+
+  // The failures at the accepted tier, their spread and the worst elements, against the
+  // accepted tier's bound (the probabilistic one for the tiers above it).
+  const Emulation& bounds = options.accept == Tier::deterministic ? *det : em;
+  Spread spread(actual);
+  double worst_beyond = 0;
+  for (std::size_t i = 0; i < N; ++i) {
+    const Judged j = judge(i, bounds);
+    const double B = bounds.bound.data()[i];
+    const bool special = j.cls == Class::special || j.cls == Class::foreign;
+    double ratio = special ? kInf : (B > 0 && std::isfinite(B) ? j.error / B : (j.error > j.slack ? kInf : 0));
+    // Failing: beyond the accepted bound, special or foreign; or, when only bit-exact (or a
+    // variant) is accepted and the verdict is weaker, any element that differs from the emulation.
+    bool failure = special || j.cls == Class::beyond;
+    if (!v.passed && options.accept <= Tier::variant && j.cls != Class::exact) failure = true;
+    if (v.passed) failure = false;
+    if (failure) {
+      ++v.failures;
+      spread.add(i);
+      if (!special) worst_beyond = std::max(worst_beyond, ratio);
+    }
+    if (j.cls == Class::exact && !(B > 0 && std::isfinite(B))) ratio = 0;
+    v.worst_error_over_bound = std::max(v.worst_error_over_bound, ratio);
+    keep(Scored{failure, special, ratio, i, j.error});
+  }
+  v.concentration = spread.text(v.failures == 1 ? "failure" : "failures");
+  std::sort_heap(kept.begin(), kept.end(), ranks_before);
+  for (const Scored& k : kept) {
+    const std::size_t i = k.i;
+    WorstElement w;
+    w.index = unravel(i, actual);
+    w.got = actual.data()[i];
+    w.emulated = em.values.data()[i];
+    w.reference = ref_at(i);
+    w.exact = ex.hi.data()[i] + ex.lo.data()[i];
+    w.bound = bounds.bound.data()[i];
+    w.error = k.error;
+    w.ulps = std::isfinite(w.got) && std::isfinite(w.reference) ? (w.got - w.reference) / ulp_of(w.reference, op.out.format)
+                                                                 : std::numeric_limits<double>::quiet_NaN();
+    w.violation = k.failure;
+    v.worst.push_back(std::move(w));
+  }
+  if (round_exact) {
+    for (std::size_t i = 0; i < ex.lo.size(); ++i) ex.lo.data()[i] = ref_at(i);  // reads lo[i] before it goes
+    v.tolerance = tolerance(bounds.bound, ex.lo, op.out.format);
+  } else {
+    v.tolerance = tolerance(bounds.bound, ref_store, op.out.format);
+  }
+
+  // The diagnosis: one line.
+  const std::string n_text = std::to_string(N);
+  switch (v.tier) {
+    case Tier::bit_exact:
+      v.diagnosis = "bit-exact with " + platform.name + "'s emulation on all " + n_text + " elements";
+      break;
+    case Tier::variant:
+      v.diagnosis = "bit-exact with the variant " + v.explained_by + " on all " + n_text + " elements (" +
+                    std::to_string(N - v.bit_exact) + " differ from " + platform.name +
+                    "'s default): the hardware computes as this variant does";
+      break;
+    case Tier::probabilistic:
+    case Tier::deterministic: {
+      const bool prob = v.tier == Tier::probabilistic;
+      v.diagnosis = std::to_string(N - v.bit_exact) + " of " + n_text + " elements differ from " + platform.name +
+                    "'s emulation and no variant explains them bit for bit; " +
+                    (prob ? "all lie within the probabilistic bound (fails with probability <= " +
+                                number(v.failure_probability, 3) + ")"
+                          : std::to_string(det_only) +
+                                " lie beyond the probabilistic bound but within the worst-case bound: suspicious "
+                                "(farther from the exact result than the platform's arithmetic makes likely)");
+      break;
+    }
+    case Tier::violation: {
+      std::vector<std::string> parts;
+      if (v.not_in_format > 0) {
+        const std::size_t i = first_foreign;
+        parts.push_back(std::to_string(v.not_in_format) + " of " + n_text +
+                        " elements of actual are not values of the output format " + std::string(op.out.format.name) +
+                        " (first: element " + std::to_string(i) + " (C order) = " + number(actual.data()[i]) +
+                        "): the device output is in another format than the op's out; round it into " +
+                        std::string(op.out.format.name) + " or build the op with the format the device writes");
+      }
+      if (v.special_mismatches > 0) {
+        const std::size_t i = first_special;
+        parts.push_back(std::to_string(v.special_mismatches) + " of " + n_text +
+                        " elements: special value differs from " + platform.name + "'s (first: element " +
+                        std::to_string(i) + " (C order): got " + number(actual.data()[i]) + ", the platform gives " +
+                        number(em.values.data()[i]) + " with bound " + number(em.bound.data()[i]) +
+                        "; NaN and +-Inf, and any value where the bound is infinite, must equal the platform's own)");
+      }
+      const std::size_t out_of_bound = v.violations - v.not_in_format - v.special_mismatches;
+      if (out_of_bound > 0) {
+        parts.push_back(std::to_string(out_of_bound) + " of " + n_text + " elements lie beyond " + platform.name +
+                        "'s worst-case bound: not explained by the platform's arithmetic nor by any of its " +
+                        std::to_string(v.variants_searched) + " variants searched");
+      }
+      for (std::size_t j = 0; j < parts.size(); ++j) v.diagnosis += (j ? "; " : "") + parts[j];
+      break;
+    }
+  }
+  if (!v.passed && v.tier != Tier::violation)
+    v.diagnosis += "; the check accepts only " + std::string(to_string(options.accept)) + " or stronger";
+  (void)worst_beyond;
+  return v;
+}
+
+std::string describe(const Verdict& v) {
+  std::ostringstream s;
+  s << (v.passed ? "PASS" : "FAIL") << " (" << to_string(v.tier) << (v.explained_by.empty() ? "" : ": " + v.explained_by)
+    << "): " << v.diagnosis;
+  s << "\n  op: " << v.signature << " on " << v.platform << "; accepts " << to_string(v.accept) << " or stronger";
+  if (v.failure_probability > 0) s << " (probabilistic bound fails with probability <= " << number(v.failure_probability, 3) << ")";
+  const std::size_t differ = v.elements - v.bit_exact;
+  s << "\n  elements " << v.elements << ": bit-exact " << v.bit_exact << ", differ " << differ << " ("
+    << percent(differ, v.elements) << "); within the probabilistic bound " << v.within_bound
+    << ", within the worst-case bound only " << v.deterministic_only << ", violations " << v.violations << " ("
+    << percent(v.violations, v.elements) << ")";
+  if (v.special_mismatches + v.not_in_format > 0)
+    s << "\n  special values: " << v.nan_mismatches << " NaN and " << v.inf_mismatches << " Inf mismatches; "
+      << v.not_in_format << " values outside the output format";
+  if (!v.concentration.empty()) s << "\n  where: " << v.concentration;
+  if (!v.nearest_variant.empty())
+    s << "\n  nearest variant: " << v.nearest_variant << " equals " << v.nearest_variant_matches << " of " << v.elements
+      << " elements (" << v.variants_searched << " variants searched)";
+  s << "\n  bound as tolerance: max " << number(v.tolerance.max_ulps, 3) << " ulps, rtol " << number(v.tolerance.rtol, 3)
+    << " atol " << number(v.tolerance.atol, 3) << "; worst error/bound " << number(v.worst_error_over_bound, 3)
+    << ", max " << number(v.max_ulps, 3) << " ulps from the reference";
+  if (!v.worst.empty()) s << "\n  worst elements (by error / bound):";
+  for (const WorstElement& w : v.worst) {
+    s << "\n  " << (w.violation ? "! [" : "  [");
+    for (std::size_t d = 0; d < w.index.size(); ++d) s << (d ? "," : "") << w.index[d];
+    s << "] got " << number(w.got) << ", emulated " << number(w.emulated) << ", reference " << number(w.reference)
+      << ", bound " << number(w.bound, 3) << ", error " << number(w.error, 3) << ", " << number(w.ulps, 3) << " ulps";
+  }
+  return s.str();
+}
+
+}  // namespace numeq::cases
