@@ -42,7 +42,7 @@ from .platforms import (
     sum,
 )
 from .reveal import RevealResult, reveal_order
-from .compare import Verdict, compare
+from .compare import PortVerdict, Verdict, compare, compare_port
 
 __version__ = "0.1.0"
 
@@ -68,6 +68,7 @@ __all__ = [
     "FitResult",
     "Plan",
     "RevealResult",
+    "PortVerdict",
     "Verdict",
     "Probes",
     "assumption_candidates",
@@ -75,6 +76,7 @@ __all__ = [
     "block_quantize",
     "cast",
     "compare",
+    "compare_port",
     "decode",
     "dequantize",
     "dot",

@@ -109,3 +109,7 @@ def cases_quantize(quantize: bool, x: npt.NDArray[np.float64], in_fmt: str, fmt:
 def cases_int8_matmul_requantized(a: npt.NDArray[np.float64], b: npt.NDArray[np.float64], overflow: str,
                                   multiplier: float, zero_point: int, fmt: str, rounding: str,
                                   range: str) -> CasesOp: ...
+def cases_compare_port(gpu: npt.NDArray[np.float64] | npt.NDArray[np.float32],
+                       trainium: npt.NDArray[np.float64] | npt.NDArray[np.float32], op: CasesOp, gpu_platform: str,
+                       trainium_platform: str, accept: str, failure_probability: float, search_variants: bool,
+                       worst: int) -> dict[str, Any]: ...

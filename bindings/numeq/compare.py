@@ -12,7 +12,7 @@ from . import _core
 from ._arrays import _FORMAT_OF_DTYPE, _array, _check_int, _check_str
 from .ops import Op, Tolerance
 
-__all__ = ["TIERS", "Verdict", "WorstElement", "compare"]
+__all__ = ["TIERS", "PortElement", "PortVerdict", "Verdict", "WorstElement", "compare", "compare_port"]
 
 
 @dataclass(frozen=True)
@@ -141,33 +141,7 @@ def _actual_values(actual: Any) -> np.ndarray:
     return values
 
 
-def compare(actual: Any, op: Op, platform: str, *, accept: str = "probabilistic",
-            failure_probability: float = 1e-6, variants: bool = True, worst: int = 5) -> Verdict:
-    """Judge ``actual`` (a device's output, of the op's result shape) against ``op`` on ``platform``
-    and say which tier of the ladder explains it (``Verdict.tier``, see ``Verdict``).
-
-    ``accept``: the weakest tier that passes, one of ``"bit_exact"``, ``"variant"``,
-    ``"probabilistic"`` (default), ``"deterministic"``. ``failure_probability``: the probabilistic
-    bound may fail with at most this probability for the whole check (default 1e-6).
-    ``variants``: search the platform's named variants (assumption alternatives, sibling
-    instruction paths, split-K) when the output is not bit-exact. ``worst``: how many elements to
-    list. Where the emulation is NaN or +-Inf, or its bound is infinite, only the platform's own
-    special value passes (NaN matches any NaN); a value the op's output format does not hold (fp32
-    results against a bf16 op) never passes, and the diagnosis says so. ``actual``: real arrays,
-    ml_dtypes arrays, integers (judged as their values), scalars, lists.
-
-    Example::
-
-        import numpy as np, numeq
-        a = numeq.round(np.random.default_rng(0).standard_normal((16, 64)), "bf16")
-        b = numeq.round(np.random.default_rng(1).standard_normal((64, 8)), "bf16")
-        op = numeq.ops.matmul(a, b, in_fmt="bf16", out="fp32")
-        device = numeq.matmul(a, b, platform="nvidia.h100", in_fmt="bf16")
-        assert numeq.compare(device, op, "nvidia.h100").tier == "bit_exact"
-    """
-    if not isinstance(op, Op):
-        raise TypeError(f"op: expected a numeq.ops.Op (numeq.ops.matmul(...), ...), got {type(op).__name__}")
-    _check_str(platform, "platform")
+def _check_options(accept: Any, failure_probability: Any, variants: Any, worst: Any) -> tuple[str, float, bool, int]:
     _check_str(accept, "accept")
     if accept not in TIERS[:-1]:
         raise ValueError(f"accept: unknown tier {accept!r}; valid: {', '.join(TIERS[:-1])} (the weakest tier that passes)")
@@ -179,8 +153,10 @@ def compare(actual: Any, op: Op, platform: str, *, accept: str = "probabilistic"
     if not isinstance(variants, (bool, np.bool_)):
         raise TypeError(f"variants: expected True or False, got {type(variants).__name__}")
     worst = _check_int(worst, "worst", 0, 2**31 - 1)
-    values = _actual_values(actual)
-    d = _core.cases_compare(values, op._op, platform, accept, failure_probability, bool(variants), int(worst))
+    return accept, failure_probability, bool(variants), int(worst)
+
+
+def _verdict(d: dict) -> Verdict:
     return Verdict(
         passed=bool(d["passed"]),
         tier=str(d["tier"]),
@@ -209,4 +185,119 @@ def compare(actual: Any, op: Op, platform: str, *, accept: str = "probabilistic"
         message=str(d["message"]),
         tolerance=Tolerance(**d["tolerance"]),
         worst=[WorstElement(**w) for w in d["worst"]],
+    )
+
+
+def compare(actual: Any, op: Op, platform: str, *, accept: str = "probabilistic",
+            failure_probability: float = 1e-6, variants: bool = True, worst: int = 5) -> Verdict:
+    """Judge ``actual`` (a device's output, of the op's result shape) against ``op`` on ``platform``
+    and say which tier of the ladder explains it (``Verdict.tier``, see ``Verdict``).
+
+    ``accept``: the weakest tier that passes, one of ``"bit_exact"``, ``"variant"``,
+    ``"probabilistic"`` (default), ``"deterministic"``. ``failure_probability``: the probabilistic
+    bound may fail with at most this probability for the whole check (default 1e-6).
+    ``variants``: search the platform's named variants (assumption alternatives, sibling
+    instruction paths, split-K) when the output is not bit-exact. ``worst``: how many elements to
+    list. Where the emulation is NaN or +-Inf, or its bound is infinite, only the platform's own
+    special value passes (NaN matches any NaN); a value the op's output format does not hold (fp32
+    results against a bf16 op) never passes, and the diagnosis says so. ``actual``: real arrays,
+    ml_dtypes arrays, integers (judged as their values), scalars, lists.
+
+    Example::
+
+        import numpy as np, numeq
+        a = numeq.round(np.random.default_rng(0).standard_normal((16, 64)), "bf16")
+        b = numeq.round(np.random.default_rng(1).standard_normal((64, 8)), "bf16")
+        op = numeq.ops.matmul(a, b, in_fmt="bf16", out="fp32")
+        device = numeq.matmul(a, b, platform="nvidia.h100", in_fmt="bf16")
+        assert numeq.compare(device, op, "nvidia.h100").tier == "bit_exact"
+    """
+    if not isinstance(op, Op):
+        raise TypeError(f"op: expected a numeq.ops.Op (numeq.ops.matmul(...), ...), got {type(op).__name__}")
+    _check_str(platform, "platform")
+    accept, failure_probability, variants, worst = _check_options(accept, failure_probability, variants, worst)
+    values = _actual_values(actual)
+    d = _core.cases_compare(values, op._op, platform, accept, failure_probability, bool(variants), int(worst))
+    return _verdict(d)
+
+
+@dataclass(frozen=True)
+class PortElement:
+    """One element of a port check: where it is, both outputs, their difference and the bound."""
+
+    index: tuple[int, ...]
+    gpu: float
+    trainium: float
+    difference: float
+    bound: float
+
+
+@dataclass(frozen=True)
+class PortVerdict:
+    """The outcome of ``numeq.compare_port``: ``gpu`` and ``trainium``, each output's ``Verdict``
+    against its own platform; ``beyond``: elements whose difference exceeds the cross-platform
+    bound (the sum of the two platforms' bounds); ``passed`` when both verdicts pass and nothing
+    lies beyond; ``str(port_verdict)``: both verdicts' messages and the worst differences."""
+
+    passed: bool
+    gpu: Verdict
+    trainium: Verdict
+    elements: int
+    equal: int
+    beyond: int
+    max_difference_over_bound: float
+    diagnosis: str
+    worst: list[PortElement] = field(default_factory=list)
+    message: str = field(default="", repr=False)
+
+    def __bool__(self) -> bool:
+        return self.passed
+
+    def __str__(self) -> str:
+        return self.message
+
+    def __repr__(self) -> str:
+        return (f"PortVerdict(passed={self.passed}, gpu={self.gpu.tier!r}, trainium={self.trainium.tier!r}, "
+                f"elements={self.elements}, equal={self.equal}, beyond={self.beyond})")
+
+
+def compare_port(gpu_output: Any, trainium_output: Any, op: Op, gpu_platform: str, trainium_platform: str, *,
+                 accept: str = "probabilistic", failure_probability: float = 1e-6, variants: bool = True,
+                 worst: int = 5) -> PortVerdict:
+    """The CUDA-to-NKI port check: ``gpu_output`` judged against ``gpu_platform`` and
+    ``trainium_output`` against ``trainium_platform`` (each through the verdict ladder, as
+    ``compare``), and their difference against the cross-platform bound. Keywords as ``compare``;
+    the two platforms share ``failure_probability`` (half each).
+
+    Example::
+
+        import numpy as np, numeq
+        rng = np.random.default_rng(0)
+        a = numeq.round(rng.standard_normal((8, 300)), "bf16")
+        b = numeq.round(rng.standard_normal((300, 4)), "bf16")
+        op = numeq.ops.matmul(a, b, in_fmt="bf16", out="fp32")
+        gpu = numeq.matmul(a, b, platform="nvidia.h100", in_fmt="bf16")
+        trn = numeq.matmul(a, b, platform="trainium.trn2", in_fmt="bf16")
+        assert numeq.compare_port(gpu, trn, op, "nvidia.h100", "trainium.trn2").passed
+    """
+    if not isinstance(op, Op):
+        raise TypeError(f"op: expected a numeq.ops.Op (numeq.ops.matmul(...), ...), got {type(op).__name__}")
+    _check_str(gpu_platform, "gpu_platform")
+    _check_str(trainium_platform, "trainium_platform")
+    accept, failure_probability, variants, worst = _check_options(accept, failure_probability, variants, worst)
+    g = _actual_values(gpu_output)
+    t = _actual_values(trainium_output)
+    d = _core.cases_compare_port(g, t, op._op, gpu_platform, trainium_platform, accept, failure_probability, variants,
+                                 worst)
+    return PortVerdict(
+        passed=bool(d["passed"]),
+        gpu=_verdict(d["gpu"]),
+        trainium=_verdict(d["trainium"]),
+        elements=int(d["elements"]),
+        equal=int(d["equal"]),
+        beyond=int(d["beyond"]),
+        max_difference_over_bound=float(d["max_difference_over_bound"]),
+        diagnosis=str(d["diagnosis"]),
+        message=str(d["message"]),
+        worst=[PortElement(**w) for w in d["worst"]],
     )

@@ -15,6 +15,7 @@
 #include "bind.hpp"
 #include "numeq/cases/generators.hpp"
 #include "numeq/cases/op.hpp"
+#include "numeq/cases/port.hpp"
 #include "numeq/cases/variants.hpp"
 #include "numeq/cases/verdict.hpp"
 #include "numeq/references/functions.hpp"
@@ -60,6 +61,53 @@ py::dict tolerance_dict(const cases::Tolerance& t) {
 
 py::tuple emulation_tuple(cases::Emulation&& e) {
   return py::make_tuple(to_numpy(std::move(e.values)), to_numpy(std::move(e.bound)), e.failure_probability);
+}
+
+// A verdict as the dict numeq/compare.py reads.
+py::dict verdict_dict(const cases::Verdict& v, const std::string& message) {
+  py::dict d;
+  d["passed"] = v.passed;
+  d["tier"] = std::string(cases::to_string(v.tier));
+  d["accept"] = std::string(cases::to_string(v.accept));
+  d["explained_by"] = v.explained_by;
+  d["platform"] = v.platform;
+  d["signature"] = v.signature;
+  d["elements"] = v.elements;
+  d["bit_exact"] = v.bit_exact;
+  d["within_bound"] = v.within_bound;
+  d["deterministic_only"] = v.deterministic_only;
+  d["violations"] = v.violations;
+  d["special_mismatches"] = v.special_mismatches;
+  d["nan_mismatches"] = v.nan_mismatches;
+  d["inf_mismatches"] = v.inf_mismatches;
+  d["not_in_format"] = v.not_in_format;
+  d["failures"] = v.failures;
+  d["worst_error_over_bound"] = v.worst_error_over_bound;
+  d["max_ulps"] = v.max_ulps;
+  d["failure_probability"] = v.failure_probability;
+  d["nearest_variant"] = v.nearest_variant;
+  d["nearest_variant_matches"] = v.nearest_variant_matches;
+  d["variants_searched"] = v.variants_searched;
+  d["concentration"] = v.concentration;
+  d["diagnosis"] = v.diagnosis;
+  d["message"] = message;
+  d["tolerance"] = tolerance_dict(v.tolerance);
+  py::list w;
+  for (const cases::WorstElement& e : v.worst) {
+    py::dict x;
+    x["index"] = py::tuple(py::cast(e.index));
+    x["got"] = e.got;
+    x["emulated"] = e.emulated;
+    x["reference"] = e.reference;
+    x["exact"] = e.exact;
+    x["bound"] = e.bound;
+    x["error"] = e.error;
+    x["ulps"] = e.ulps;
+    x["violation"] = e.violation;
+    w.append(x);
+  }
+  d["worst"] = w;
+  return d;
 }
 
 }  // namespace
@@ -284,52 +332,58 @@ void numeq_bindings::bind_cases(py::module_& m) {
           v = cases::compare(xs, op, p, o);
           message = cases::describe(v);
         }
+        return verdict_dict(v, message);
+      },
+      py::arg("actual"), py::arg("op"), py::arg("platform"), py::arg("accept"), py::arg("failure_probability"),
+      py::arg("search_variants"), py::arg("worst"));
+  m.def(
+      "cases_compare_port",
+      [](const py::array& gpu, const py::array& trainium, const cases::Op& op, const std::string& gpu_platform,
+         const std::string& trainium_platform, const std::string& accept, double failure_probability,
+         bool search_variants, std::size_t worst) {
+        const core::Platform pg = core::platform_by_name(gpu_platform, "gpu_platform");
+        const core::Platform pt = core::platform_by_name(trainium_platform, "trainium_platform");
+        cases::CompareOptions o;
+        o.accept = cases::tier_by_name(accept, "accept");
+        o.failure_probability = failure_probability;
+        o.search_variants = search_variants;
+        o.worst = worst;
+        const xt::xarray<double> xg = numeq_bindings::to_xarray_widened(gpu);
+        const xt::xarray<double> xtr = numeq_bindings::to_xarray_widened(trainium);
+        cases::PortVerdict v;
+        std::string message, mg, mt;
+        {
+          py::gil_scoped_release release;
+          v = cases::compare_port(xg, xtr, op, pg, pt, o);
+          message = cases::describe(v);
+          mg = cases::describe(v.gpu);
+          mt = cases::describe(v.trainium);
+        }
         py::dict d;
         d["passed"] = v.passed;
-        d["tier"] = std::string(cases::to_string(v.tier));
-        d["accept"] = std::string(cases::to_string(v.accept));
-        d["explained_by"] = v.explained_by;
-        d["platform"] = v.platform;
-        d["signature"] = v.signature;
+        d["gpu"] = verdict_dict(v.gpu, mg);
+        d["trainium"] = verdict_dict(v.trainium, mt);
         d["elements"] = v.elements;
-        d["bit_exact"] = v.bit_exact;
-        d["within_bound"] = v.within_bound;
-        d["deterministic_only"] = v.deterministic_only;
-        d["violations"] = v.violations;
-        d["special_mismatches"] = v.special_mismatches;
-        d["nan_mismatches"] = v.nan_mismatches;
-        d["inf_mismatches"] = v.inf_mismatches;
-        d["not_in_format"] = v.not_in_format;
-        d["failures"] = v.failures;
-        d["worst_error_over_bound"] = v.worst_error_over_bound;
-        d["max_ulps"] = v.max_ulps;
-        d["failure_probability"] = v.failure_probability;
-        d["nearest_variant"] = v.nearest_variant;
-        d["nearest_variant_matches"] = v.nearest_variant_matches;
-        d["variants_searched"] = v.variants_searched;
-        d["concentration"] = v.concentration;
+        d["equal"] = v.equal;
+        d["beyond"] = v.beyond;
+        d["max_difference_over_bound"] = v.max_difference_over_bound;
         d["diagnosis"] = v.diagnosis;
         d["message"] = message;
-        d["tolerance"] = tolerance_dict(v.tolerance);
         py::list w;
-        for (const cases::WorstElement& e : v.worst) {
+        for (const cases::PortElement& e : v.worst) {
           py::dict x;
           x["index"] = py::tuple(py::cast(e.index));
-          x["got"] = e.got;
-          x["emulated"] = e.emulated;
-          x["reference"] = e.reference;
-          x["exact"] = e.exact;
+          x["gpu"] = e.gpu;
+          x["trainium"] = e.trainium;
+          x["difference"] = e.difference;
           x["bound"] = e.bound;
-          x["error"] = e.error;
-          x["ulps"] = e.ulps;
-          x["violation"] = e.violation;
           w.append(x);
         }
         d["worst"] = w;
         return d;
       },
-      py::arg("actual"), py::arg("op"), py::arg("platform"), py::arg("accept"), py::arg("failure_probability"),
-      py::arg("search_variants"), py::arg("worst"));
+      py::arg("gpu"), py::arg("trainium"), py::arg("op"), py::arg("gpu_platform"), py::arg("trainium_platform"),
+      py::arg("accept"), py::arg("failure_probability"), py::arg("search_variants"), py::arg("worst"));
   m.def(
       "cases_generate",
       [](const std::string& distribution, std::uint64_t seed, double scale, const std::string& fmt,

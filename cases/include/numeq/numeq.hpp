@@ -31,6 +31,7 @@
 #include "numeq/cases/generators.hpp"
 #include "numeq/cases/normalization.hpp"
 #include "numeq/cases/op.hpp"
+#include "numeq/cases/port.hpp"
 #include "numeq/cases/quantized.hpp"
 #include "numeq/cases/variants.hpp"
 #include "numeq/cases/verdict.hpp"

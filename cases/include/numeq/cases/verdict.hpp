@@ -97,6 +97,12 @@ struct CompareOptions {
 Verdict compare(const xt::xarray<double>& actual, const Op& op, const core::Platform& platform,
                 const CompareOptions& options = {});
 
+// The emulation whose bound compare() judges by: the deterministic bound when options.accept is
+// deterministic, else the probabilistic one at the lambda whose failure probability for a check of
+// `elements` elements (a union bound) is at most options.failure_probability.
+Emulation check_emulation(const Op& op, const core::Platform& platform, const CompareOptions& options,
+                          std::size_t elements);
+
 // The message a reviewer reads (Python's str(verdict), numeq/testing.hpp's failure messages):
 // verdict and tier; op and platform; mismatch counts and percentages, NaN and Inf apart; where the
 // failures concentrate; the nearest variant; the bound as a tolerance; the worst elements.
