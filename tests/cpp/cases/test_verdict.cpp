@@ -1,0 +1,214 @@
+// The verdict ladder (cases/verdict.hpp), the variant search (cases/variants.hpp) and the port
+// check (cases/port.hpp). Oracles: outputs that a named variant platform computes (its emulation,
+// itself checked against measured tensor-core vectors and exact results elsewhere), re-emulated
+// by the name the verdict gives; planted bugs made by hand (a nudged element, a dropped K tile);
+// the exact result's bounds walked independently of the verdict.
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include <xtensor/xview.hpp>
+
+#include "numeq/cases/generators.hpp"
+#include "numeq/cases/op.hpp"
+#include "numeq/cases/port.hpp"
+#include "numeq/cases/variants.hpp"
+#include "numeq/cases/verdict.hpp"
+#include "numeq/core/platform.hpp"
+#include "numeq/formats/cast.hpp"
+#include "numeq/formats/error.hpp"
+
+namespace {
+
+namespace cases = numeq::cases;
+namespace core = numeq::core;
+namespace fmts = numeq::formats;
+using numeq::Cast;
+using Array = xt::xarray<double>;
+
+Array generate(std::uint64_t seed, std::vector<std::size_t> shape) {
+  return cases::generate(cases::Generator{cases::Distribution::normal, seed, 1.0}, fmts::bf16, shape);
+}
+
+bool same_values(const Array& x, const Array& y) {
+  if (x.shape() != y.shape()) return false;
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    const double a = x.data()[i], b = y.data()[i];
+    if (std::isnan(a) || std::isnan(b)) {
+      if (!(std::isnan(a) && std::isnan(b))) return false;
+    } else if (a != b || std::signbit(a) != std::signbit(b)) {
+      return false;
+    }
+  }
+  return true;
+}
+
+struct Fixture {
+  Array a = generate(1, {12, 300});
+  Array b = generate(2, {300, 20});
+  cases::Op op = cases::matmul(a, b, nullptr, "bf16", Cast{fmts::fp32});
+  Array on(const std::string& platform) const { return op.emulate(core::platform_by_name(platform), {}).values; }
+};
+
+// Each output computed by a named variant is explained, bit for bit, by the variant the verdict
+// names (which may be another name for the same arithmetic on these data); never by the default.
+TEST(Verdict, NamesTheVariantThatComputedTheOutput) {
+  const Fixture f;
+  const std::vector<std::pair<std::string, std::string>> cases_ = {
+      {"trainium.trn2", "trainium.trn2[pe_order=pairwise]"},
+      {"trainium.trn2", "trainium.trn2[psum_rounding=toward_zero]"},
+      {"trainium.trn2", "trainium.trn2[pe_order=fused,accumulator_bits=27]"},
+      {"trainium.trn2", "trainium.trn2[split_k=4,split_mode=parallel]"},
+      {"trainium.trn1", "trainium.trn1[products=bf16,pe_rounding=toward_zero]"},
+      {"nvidia.h100", "nvidia.h100[split_k=3,split_mode=parallel]"},
+  };
+  for (const auto& [platform, variant] : cases_) {
+    const Array device = f.on(variant);
+    const cases::Verdict v = cases::compare(device, f.op, core::platform_by_name(platform));
+    if (same_values(device, f.on(platform))) {
+      EXPECT_EQ(v.tier, cases::Tier::bit_exact) << variant;
+      continue;
+    }
+    ASSERT_EQ(v.tier, cases::Tier::variant) << variant << "\n" << cases::describe(v);
+    EXPECT_TRUE(v.passed);
+    EXPECT_TRUE(same_values(device, f.on(v.explained_by))) << variant << " explained by " << v.explained_by;
+  }
+}
+
+// A nudged element: not bit-exact, no variant explains it, within the probabilistic bound: tier
+// probabilistic; it fails when only bit-exact is accepted, and the failure is located.
+TEST(Verdict, TiersAndAcceptance) {
+  const Fixture f;
+  const core::Platform p = core::platform_by_name("nvidia.h100");
+  Array device = f.on("nvidia.h100");
+  const double x = device(3, 7);
+  device(3, 7) = std::nextafter(static_cast<float>(x), static_cast<float>(INFINITY));
+  const cases::Verdict v = cases::compare(device, f.op, p);
+  EXPECT_EQ(v.tier, cases::Tier::probabilistic) << cases::describe(v);
+  EXPECT_TRUE(v.passed);
+  EXPECT_EQ(v.bit_exact, device.size() - 1);
+  EXPECT_EQ(v.within_bound, 1u);
+  EXPECT_GT(v.variants_searched, 0u);
+  cases::CompareOptions strict;
+  strict.accept = cases::Tier::bit_exact;
+  const cases::Verdict s = cases::compare(device, f.op, p, strict);
+  EXPECT_FALSE(s.passed);
+  EXPECT_EQ(s.tier, cases::Tier::probabilistic);
+  EXPECT_EQ(s.failures, 1u);
+  ASSERT_FALSE(s.worst.empty());
+  EXPECT_TRUE(s.worst[0].violation);
+  EXPECT_EQ(s.worst[0].index, (std::vector<std::size_t>{3, 7}));
+  EXPECT_NE(s.concentration.find("row 3"), std::string::npos) << s.concentration;
+  EXPECT_NE(s.concentration.find("column 7"), std::string::npos) << s.concentration;
+  const std::string text = cases::describe(s);
+  for (const char* needle : {"FAIL (probabilistic)", "a[12,300] bf16 @ b[300,20] bf16 -> fp32", "nvidia.h100",
+                             "worst elements", "where:"})
+    EXPECT_NE(text.find(needle), std::string::npos) << needle << "\n" << text;
+}
+
+// An element between the probabilistic and the worst-case bound: tier deterministic, a failure
+// unless deterministic is accepted.
+TEST(Verdict, BeyondTheProbabilisticBoundOnlyIsDeterministic) {
+  const Fixture f;
+  const core::Platform p = core::platform_by_name("trainium.trn2");
+  const cases::Emulation prob = cases::check_emulation(f.op, p, cases::CompareOptions{}, f.op.emulate(p, {}).values.size());
+  const cases::Emulation det = f.op.emulate(p, {});
+  const numeq::reference::ExactValues ex = f.op.exact();
+  Array device = det.values;
+  bool planted = false;
+  for (std::size_t i = 0; i < device.size() && !planted; ++i) {
+    const double P = prob.bound.data()[i], D = det.bound.data()[i];
+    if (!(P < 0.9 * D)) continue;
+    const double exact = ex.hi.data()[i] + ex.lo.data()[i];
+    const double value = numeq::round_to_format(exact + 0.5 * (P + D), Cast{fmts::fp32});
+    const double error = std::abs(value - exact);
+    if (error > P * 1.01 && error < D * 0.99) {
+      device.data()[i] = value;
+      planted = true;
+    }
+  }
+  ASSERT_TRUE(planted) << "the probabilistic bound is not below 0.9x the worst-case bound anywhere";
+  const cases::Verdict v = cases::compare(device, f.op, p);
+  EXPECT_EQ(v.tier, cases::Tier::deterministic) << cases::describe(v);
+  EXPECT_FALSE(v.passed);
+  EXPECT_EQ(v.deterministic_only, 1u);
+  cases::CompareOptions lenient;
+  lenient.accept = cases::Tier::deterministic;
+  EXPECT_TRUE(cases::compare(device, f.op, p, lenient).passed);
+}
+
+// A dropped last K tile in the last 8 columns: a violation, no variant explains it, the failures
+// are located in those columns.
+TEST(Verdict, PlantedBugIsAViolationLocatedInItsColumns) {
+  const Fixture f;
+  const core::Platform p = core::platform_by_name("trainium.trn2");
+  Array device = f.on("trainium.trn2");
+  const Array a_cut = xt::view(f.a, xt::all(), xt::range(0, 256));
+  const Array b_cut = xt::view(f.b, xt::range(0, 256), xt::range(12, 20));
+  const cases::Op cut = cases::matmul(a_cut, b_cut, nullptr, "bf16", Cast{fmts::fp32});
+  xt::view(device, xt::all(), xt::range(12, 20)) = cut.emulate(p, {}).values;
+  const cases::Verdict v = cases::compare(device, f.op, p);
+  EXPECT_EQ(v.tier, cases::Tier::violation);
+  EXPECT_FALSE(v.passed);
+  EXPECT_TRUE(v.explained_by.empty());
+  EXPECT_GT(v.violations, 0u);
+  EXPECT_NE(v.concentration.find("columns 12..19"), std::string::npos) << v.concentration;
+}
+
+TEST(Verdict, OptionsAreChecked) {
+  const Fixture f;
+  const core::Platform p = core::platform_by_name("nvidia.h100");
+  EXPECT_THROW(cases::tier_by_name("nope"), numeq::error);
+  EXPECT_THROW(cases::tier_by_name("violation"), numeq::error);
+  EXPECT_EQ(cases::tier_by_name("variant"), cases::Tier::variant);
+  cases::CompareOptions o;
+  for (const double bad : {0.0, 1.0, -1.0, std::nan("")}) {
+    o.failure_probability = bad;
+    EXPECT_THROW(cases::compare(f.on("nvidia.h100"), f.op, p, o), numeq::error) << bad;
+  }
+  EXPECT_THROW(core::platform_by_name("nvidia.h100[split_k=0]"), numeq::error);
+  EXPECT_THROW(core::platform_by_name("nvidia.h100[split_k=x]"), numeq::error);
+  EXPECT_THROW(core::platform_by_name("nvidia.h100[split_mode=parallel]"), numeq::error);
+  EXPECT_THROW(core::platform_by_name("nvidia.h100[split_k=2,split_mode=sideways]"), numeq::error);
+}
+
+// Variants are named in the platform string syntax, each a platform that exists; the assumptions
+// that do not touch the op (an fp32-output matmul's output rounding) are not varied.
+TEST(Variants, AreNamedPlatformsThatMatterToTheOp) {
+  const Fixture f;
+  const std::vector<std::string> names = cases::platform_variants(core::platform_by_name("trainium.trn2"), f.op);
+  ASSERT_FALSE(names.empty());
+  for (const std::string& n : names) {
+    EXPECT_NO_THROW(core::platform_by_name(n)) << n;
+    EXPECT_EQ(n.find("output_rounding"), std::string::npos) << n;
+    EXPECT_EQ(n.find("scalar_activation_ulps"), std::string::npos) << n;
+  }
+  EXPECT_NE(std::find(names.begin(), names.end(), "trainium.trn2[pe_order=pairwise]"), names.end());
+  EXPECT_NE(std::find(names.begin(), names.end(), "trainium.trn2[split_k=4,split_mode=parallel]"), names.end());
+  const std::vector<std::string> h100 = cases::platform_variants(core::platform_by_name("nvidia.h100"), f.op);
+  EXPECT_NE(std::find(h100.begin(), h100.end(), "nvidia.h100.mma_sync"), h100.end());
+}
+
+// The port check: h100 and trn2 outputs of one matmul pass; a bug in the Trainium output fails it.
+TEST(Port, GpuAndTrainiumOutputsOfOneKernel) {
+  const Fixture f;
+  const core::Platform h100 = core::platform_by_name("nvidia.h100"), trn2 = core::platform_by_name("trainium.trn2");
+  const Array gpu = f.on("nvidia.h100"), trn = f.on("trainium.trn2[pe_order=pairwise]");
+  const cases::PortVerdict ok = cases::compare_port(gpu, trn, f.op, h100, trn2);
+  EXPECT_TRUE(ok.passed) << cases::describe(ok);
+  EXPECT_EQ(ok.beyond, 0u);
+  Array bad = trn;
+  for (std::size_t n = 0; n < 20; ++n) bad(5, n) = numeq::round_to_format(bad(5, n) * 1.01, Cast{fmts::fp32});
+  const cases::PortVerdict no = cases::compare_port(gpu, bad, f.op, h100, trn2);
+  EXPECT_FALSE(no.passed);
+  EXPECT_GT(no.beyond, 0u);
+  EXPECT_EQ(no.trainium.tier, cases::Tier::violation);
+  EXPECT_NE(no.trainium.concentration.find("row 5"), std::string::npos) << no.trainium.concentration;
+  EXPECT_THROW(cases::compare_port(gpu, xt::view(trn, xt::range(0, 4), xt::all()), f.op, h100, trn2), numeq::error);
+}
+
+}  // namespace
