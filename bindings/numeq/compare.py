@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from . import _core
-from ._arrays import _FORMAT_OF_DTYPE, _array, _check_int, _check_str
+from ._arrays import _FORMAT_OF_DTYPE, _array, _check_bool, _check_int, _check_real, _check_str
 from .ops import Op, Tolerance
 
 __all__ = ["TIERS", "PortElement", "PortVerdict", "Verdict", "WorstElement", "compare", "compare_port"]
@@ -102,8 +102,8 @@ class Verdict:
         return f"Verdict({', '.join(parts)})"
 
 
-def _actual_values(actual: Any) -> np.ndarray:
-    """C-order float64 values of a device's output, or TypeError / ValueError naming ``actual``.
+def _actual_values(actual: Any, parameter: str = "actual") -> np.ndarray:
+    """C-order float64 values of a device's output, or TypeError / ValueError naming ``parameter``.
 
     Accepted: real float arrays (float16/32/64, and wider floats whose values float64 holds),
     ml_dtypes arrays (bfloat16, float8_*, ...), integer arrays (their values, when float64 holds
@@ -114,30 +114,30 @@ def _actual_values(actual: Any) -> np.ndarray:
     accepted = ("accepted: real float or integer numpy arrays, ml_dtypes arrays, Python scalars or lists of "
                 "real numbers")
     if isinstance(actual, np.ma.MaskedArray):
-        raise TypeError(f"actual: masked arrays are not accepted (the mask would be dropped); pass the data "
+        raise TypeError(f"{parameter}: masked arrays are not accepted (the mask would be dropped); pass the data "
                         f"with masked elements filled or compare the unmasked part; {accepted}")
     if isinstance(actual, (str, bytes, complex, bool, np.bool_)):
-        raise TypeError(f"actual: expected real values, got {type(actual).__name__}; {accepted}")
+        raise TypeError(f"{parameter}: expected real values, got {type(actual).__name__}; {accepted}")
     try:
         a = np.asarray(actual)
     except (TypeError, ValueError) as exc:
-        raise TypeError(f"actual: cannot be read as an array of reals ({exc}); {accepted}") from None
+        raise TypeError(f"{parameter}: cannot be read as an array of reals ({exc}); {accepted}") from None
     dt = a.dtype
     if dt.names is not None or dt.kind not in "fiuV" or (dt.kind == "V" and dt not in _FORMAT_OF_DTYPE):
         what = {"c": "complex", "b": "boolean", "U": "string", "S": "bytes", "M": "datetime", "m": "timedelta",
                 "O": "object", "V": "structured or void"}.get(dt.kind, str(dt))
-        raise TypeError(f"actual: expected real values, got {what} dtype {dt}; {accepted}")
+        raise TypeError(f"{parameter}: expected real values, got {what} dtype {dt}; {accepted}")
     if dt.kind in "iu":
         values = a.astype(np.float64)
         with np.errstate(invalid="ignore"):
             if dt.itemsize >= 8 and not np.array_equal(values.astype(dt), a):
-                raise ValueError(f"actual: {dt} values beyond 2^53 are not exact in float64; {accepted}")
+                raise ValueError(f"{parameter}: {dt} values beyond 2^53 are not exact in float64; {accepted}")
         return np.asarray(values, order="C")
     if dt == np.float32:
         return np.asarray(a, order="C")  # widened in C++ in one pass: no float64 copy here
     values = np.asarray(a.astype(np.float64), order="C")  # keeps a 0-d result 0-d
     if dt.kind == "f" and dt.itemsize > 8 and not np.array_equal(values, a, equal_nan=True):
-        raise ValueError(f"actual: {dt} values are not exact in float64; {accepted}")
+        raise ValueError(f"{parameter}: {dt} values are not exact in float64; {accepted}")
     return values
 
 
@@ -145,13 +145,11 @@ def _check_options(accept: Any, failure_probability: Any, variants: Any, worst: 
     _check_str(accept, "accept")
     if accept not in TIERS[:-1]:
         raise ValueError(f"accept: unknown tier {accept!r}; valid: {', '.join(TIERS[:-1])} (the weakest tier that passes)")
-    if isinstance(failure_probability, bool) or not isinstance(failure_probability, (int, float, np.floating, np.integer)):
-        raise TypeError(f"failure_probability: expected a real number in (0, 1), got {type(failure_probability).__name__}")
-    failure_probability = float(failure_probability)
+    failure_probability = _check_real(failure_probability, "failure_probability", finite=True)
     if not 0 < failure_probability < 1:
-        raise ValueError(f"failure_probability: {failure_probability!r} is not in (0, 1)")
-    if not isinstance(variants, (bool, np.bool_)):
-        raise TypeError(f"variants: expected True or False, got {type(variants).__name__}")
+        raise ValueError(f"failure_probability: {failure_probability!r} is not in (0, 1); the probabilistic bound "
+                         "fails with at most this probability per check")
+    variants = _check_bool(variants, "variants")
     worst = _check_int(worst, "worst", 0, 2**31 - 1)
     return accept, failure_probability, bool(variants), int(worst)
 
@@ -285,8 +283,8 @@ def compare_port(gpu_output: Any, trainium_output: Any, op: Op, gpu_platform: st
     _check_str(gpu_platform, "gpu_platform")
     _check_str(trainium_platform, "trainium_platform")
     accept, failure_probability, variants, worst = _check_options(accept, failure_probability, variants, worst)
-    g = _actual_values(gpu_output)
-    t = _actual_values(trainium_output)
+    g = _actual_values(gpu_output, "gpu_output")
+    t = _actual_values(trainium_output, "trainium_output")
     d = _core.cases_compare_port(g, t, op._op, gpu_platform, trainium_platform, accept, failure_probability, variants,
                                  worst)
     return PortVerdict(

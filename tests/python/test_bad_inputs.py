@@ -141,7 +141,14 @@ def _rows() -> dict[str, Row]:
                          {"n": "int", "fmt": "str", "kind": "optstr", "in_fmt": "optstr", "out_fmt": "optstr",
                           "product": "str"})
     r["compare"] = (numeq.compare, {"actual": "__reference__", "op": "__op__", "platform": "nvidia.h100"},
-                    {"actual": "array", "platform": "str", "kind": "str", "lam": "real", "worst": "int"})
+                    {"actual": "array", "platform": "str", "accept": "str", "failure_probability": "real",
+                     "variants": "bool", "worst": "int"})
+    r["compare_port"] = (numeq.compare_port, {"gpu_output": "__reference__", "trainium_output": "__reference__",
+                                              "op": "__op__", "gpu_platform": "nvidia.h100",
+                                              "trainium_platform": "trainium.trn2"},
+                         {"gpu_output": "array", "trainium_output": "array", "gpu_platform": "str",
+                          "trainium_platform": "str", "accept": "str", "failure_probability": "real",
+                          "variants": "bool", "worst": "int"})
 
     ref = numeq.reference
     r["reference.sum"] = (ref.sum, {"x": X}, {"x": "array", "axis": "int", **REF_OUT})
@@ -232,6 +239,7 @@ NOT_ROWS = {
     "Probes": "result type of numeq.probes",
     "RevealResult": "result type of numeq.reveal_order",
     "Verdict": "result type of numeq.compare",
+    "PortVerdict": "result type of numeq.compare_port",
     "ops.Op": "built by the numeq.ops constructors (its methods have rows)",
     "ops.Tolerance": "result type of Op.tolerance",
     "ops.Emulation": "result type of Op.emulation",
