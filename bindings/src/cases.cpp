@@ -122,7 +122,7 @@ void numeq_bindings::bind_cases(py::module_& m) {
              numeq::reference::ExactValues r;
              {
                py::gil_scoped_release release;
-               r = op.exact();
+               r = op.exact_values();
              }
              return py::make_tuple(to_numpy(std::move(r.hi)), to_numpy(std::move(r.lo)), op.exact_relative_error);
            })
@@ -131,7 +131,7 @@ void numeq_bindings::bind_cases(py::module_& m) {
              xt::xarray<double> r;
              {
                py::gil_scoped_release release;
-               r = op.reference();
+               r = op.reference_values();
              }
              return to_numpy(std::move(r));
            })

@@ -134,6 +134,25 @@ void check_broadcast(const Array& c, const std::vector<std::size_t>& result, con
 
 }  // namespace
 
+const reference::ExactValues& Op::exact_values() const {
+  std::call_once(cache->exact_once, [this] { cache->exact = exact(); });
+  return cache->exact;
+}
+
+const Array& Op::reference_values() const {
+  std::call_once(cache->reference_once, [this] {
+    if (reference_from_exact) {
+      const reference::ExactValues& ex = exact_values();
+      Array r(ex.hi.shape());
+      for (std::size_t i = 0; i < r.size(); ++i) r.data()[i] = reference_from_exact(ex.hi.data()[i], ex.lo.data()[i]);
+      cache->reference = std::move(r);
+    } else {
+      cache->reference = reference();
+    }
+  });
+  return cache->reference;
+}
+
 // ---- matmul ----
 
 Op matmul(const Array& a, const Array& b, const Array* c, std::string_view in_fmt, const Cast& out) {

@@ -153,13 +153,12 @@ Verdict compare(const Array& actual, const Op& op, const core::Platform& platfor
   if (!(options.failure_probability > 0 && options.failure_probability < 1))
     throw numeq::error("failure_probability: " + number(options.failure_probability) +
                        " is not a probability in (0, 1); the probabilistic tier's bound fails with at most this per check");
-  // The exact value first, then the emulation: the exact matmul's working memory is freed (and
-  // reused by the emulation) before the emulation's values and bound exist, which keeps the peak
-  // lower than the other order. exact()'s shape is the result's.
-  reference::ExactValues ex = op.exact();
+  // The exact value and the reference: computed once per op and kept (Op::exact_values).
+  const reference::ExactValues& ex = op.exact_values();
   if (actual.shape() != ex.hi.shape())
     throw numeq::error("actual: shape " + shape_text(actual) + " differs from the result of " + op.signature + ", " +
                        shape_text(ex.hi));
+  const Array& ref = op.reference_values();
   const std::size_t N = actual.size();
   // The emulation with the probabilistic bound (its values are the platform's whatever the kind);
   // the deterministic bound is walked only where an element lies beyond the probabilistic one, or
@@ -169,14 +168,7 @@ Verdict compare(const Array& actual, const Op& op, const core::Platform& platfor
   Emulation em = check_emulation(op, platform, tiers, N);
   std::optional<Emulation> det;
   if (options.accept == Tier::deterministic) det = op.emulate(platform, core::BoundOptions{});
-  // One exact computation serves both where the op can round its exact value itself: the
-  // reference is then formed element by element and never held as a whole array (after the
-  // verdict's loop it takes lo's place for the tolerance).
-  const auto& round_exact = op.reference_from_exact;
-  const Array ref_store = round_exact ? Array{} : op.reference();
-  const auto ref_at = [&](std::size_t i) {
-    return round_exact ? round_exact(ex.hi.data()[i], ex.lo.data()[i]) : ref_store.data()[i];
-  };
+  const auto ref_at = [&](std::size_t i) { return ref.data()[i]; };
   Verdict v;
   v.accept = options.accept;
   v.platform = platform.name;
@@ -347,12 +339,7 @@ Verdict compare(const Array& actual, const Op& op, const core::Platform& platfor
     w.violation = k.failure;
     v.worst.push_back(std::move(w));
   }
-  if (round_exact) {
-    for (std::size_t i = 0; i < ex.lo.size(); ++i) ex.lo.data()[i] = ref_at(i);  // reads lo[i] before it goes
-    v.tolerance = tolerance(bounds.bound, ex.lo, op.out.format);
-  } else {
-    v.tolerance = tolerance(bounds.bound, ref_store, op.out.format);
-  }
+  v.tolerance = tolerance(bounds.bound, ref, op.out.format);
 
   // The diagnosis: one line.
   const std::string n_text = std::to_string(N);

@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <utility>
@@ -34,6 +35,14 @@
 #include "numeq/references/functions.hpp"
 
 namespace numeq::cases {
+
+// What an Op computes once and keeps (Op::exact_values, Op::reference_values): shared by the
+// copies of an Op, filled on first use, safe to fill from several threads.
+struct OpCache {
+  std::once_flag exact_once, reference_once;
+  reference::ExactValues exact;
+  xt::xarray<double> reference;
+};
 
 struct Op {
   std::string name;       // "matmul", "sum", ...
@@ -59,6 +68,13 @@ struct Op {
   // order), and where they lie in it (flat). The variant search (variants.hpp) emulates it first,
   // so that a variant that differs somewhere costs a few rows, not the whole result.
   std::function<std::pair<Op, std::vector<std::size_t>>(const std::vector<std::size_t>& elements)> restrict_to;
+
+  // The exact result and the reference, computed on first use and kept: every compare, port check
+  // and variant search of this op (and of its copies) shares one exact computation. The
+  // reference comes from the exact value where reference_from_exact allows, else reference().
+  const reference::ExactValues& exact_values() const;
+  const xt::xarray<double>& reference_values() const;
+  std::shared_ptr<OpCache> cache = std::make_shared<OpCache>();
 };
 
 // ---- built-in operations (inputs are copied into the Op; values of in_fmt, checked) ----
