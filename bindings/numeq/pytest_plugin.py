@@ -13,6 +13,8 @@ without installing, load it with ``-p numeq.pytest_plugin``).
   both;
 - a terminal summary line: ``numeq: N checks, tiers: bit_exact a, variant b, ...``.
 
+Under pytest-xdist each worker's checks travel to the controller, which writes the report.
+
 numeq itself is imported when first needed, so the plugin costs a pytest run that never uses it
 nothing beyond this module.
 """
@@ -33,6 +35,7 @@ _MARKER_KEYWORDS = ("platform", "platforms")
 _TIERS = ("bit_exact", "variant", "probabilistic", "deterministic", "violation")  # numeq.compare.TIERS' order
 _RECORDS = pytest.StashKey[list]()
 _INI_PLATFORMS = pytest.StashKey[list]()
+_WORKER_KEY = "numeq_checks"  # pytest-xdist: a worker's records, sent to the controller
 
 
 @dataclass(frozen=True)
@@ -318,10 +321,14 @@ tiers: {e(tiers)}</p>
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
     config = session.config
-    path = config.getoption("numeq_report", None)
-    if path is None or getattr(config, "workerinput", None) is not None:  # xdist workers: the controller writes
-        return
     records = config.stash.get(_RECORDS, [])
+    workeroutput = getattr(config, "workeroutput", None)
+    if workeroutput is not None:  # a pytest-xdist worker: its checks travel to the controller, which reports
+        workeroutput[_WORKER_KEY] = [asdict(r) for r in records]
+        return
+    path = config.getoption("numeq_report", None)
+    if path is None:
+        return
     for out in _report_paths(path):
         text = _json_report(records) if out.lower().endswith(".json") else _html_report(records)
         directory = os.path.dirname(out)
@@ -329,6 +336,13 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
             os.makedirs(directory, exist_ok=True)
         with open(out, "w", encoding="utf-8") as f:
             f.write(text)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node: Any, error: Any) -> None:
+    """pytest-xdist, on the controller: a worker's checks join the session's (its workeroutput)."""
+    records = node.config.stash.setdefault(_RECORDS, [])
+    records.extend(CheckRecord(**r) for r in getattr(node, "workeroutput", {}).get(_WORKER_KEY, []))
 
 
 def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:

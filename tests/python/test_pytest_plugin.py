@@ -282,3 +282,48 @@ def test_the_marker_is_registered(pytester):
     result.stdout.fnmatch_lines(["@pytest.mark.numeq(platform=None, platforms=None): *"])
     strict = _run(pytester, "--strict-markers")
     strict.assert_outcomes(passed=1)
+
+
+def test_xdist_workers_checks_reach_the_controllers_report(pytester):
+    # pytest-xdist is not needed to check the hand-over: a worker is a run whose config has a
+    # workeroutput dict (xdist sends it to the controller), the controller a run whose
+    # pytest_testnodedown receives it.
+    pytester.makepyfile(DATA + '''
+@pytest.mark.numeq(platforms=["nvidia.h100", "trainium.trn2"])
+def test_good(numeq_platform, numeq_check):
+    numeq_check(device(numeq_platform), OP)
+''')
+    worker = pytester.makeconftest('''
+import json
+
+def pytest_configure(config):
+    config.workeroutput = {}
+
+def pytest_unconfigure(config):
+    with open("workeroutput.json", "w") as f:
+        json.dump(config.workeroutput, f)
+''')
+    _run(pytester, "--numeq-report=worker.json").assert_outcomes(passed=2)
+    assert not (pytester.path / "worker.json").exists()  # workers leave the report to the controller
+    sent = json.loads((pytester.path / "workeroutput.json").read_text(encoding="utf-8"))
+    assert [c["platform"] for c in sent["numeq_checks"]] == ["nvidia.h100", "trainium.trn2"]
+
+    worker.unlink()
+    pytester.makeconftest('''
+import json
+import types
+import pytest
+from numeq import pytest_plugin
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_sessionfinish(session):
+    with open("workeroutput.json") as f:
+        node = types.SimpleNamespace(config=session.config, workeroutput=json.load(f))
+    pytest_plugin.pytest_testnodedown(node, None)
+''')
+    pytester.makepyfile("def test_nothing():\n    pass\n")
+    result = _run(pytester, "--numeq-report=controller.json")
+    result.assert_outcomes(passed=1)
+    report = json.loads((pytester.path / "controller.json").read_text(encoding="utf-8"))
+    assert report["checks"] == sent["numeq_checks"]
+    result.stdout.fnmatch_lines(["numeq: 2 checks, tiers: bit_exact 2, *"])
