@@ -86,8 +86,13 @@ def test_without_platforms():
                                  "deterministic 0, violation 0"])
 
 
-def test_the_ini_option_gives_the_default_platforms(pytester):
-    pytester.makeini("[pytest]\nnumeq_platforms = nvidia.h100 trainium.trn2 trainium.trn2[pe_order=pairwise]\n")
+@pytest.mark.parametrize("config_file", ["pytest.ini", "pyproject.toml"])
+def test_the_ini_option_gives_the_default_platforms(pytester, config_file):
+    if config_file == "pytest.ini":
+        pytester.makeini("[pytest]\nnumeq_platforms = nvidia.h100 trainium.trn2 trainium.trn2[pe_order=pairwise]\n")
+    else:
+        pytester.makepyprojecttoml('[tool.pytest.ini_options]\n'
+                                   'numeq_platforms = ["nvidia.h100", "trainium.trn2", "trainium.trn2[pe_order=pairwise]"]\n')
     pytester.makepyfile(DATA + '''
 @pytest.mark.numeq
 def test_marked(numeq_platform, numeq_check):
@@ -276,8 +281,11 @@ def test_bad_report_path(pytester):
     assert "--numeq-report: 'out.txt' ends in '.txt'; valid: .json, .html" in result.stderr.str()
 
 
-def test_the_marker_is_registered(pytester):
+def test_the_marker_and_options_are_registered(pytester):
     pytester.makepyfile("def test_nothing():\n    pass\n")
+    helped = _run(pytester, "--help")
+    helped.stdout.fnmatch_lines(["numeq numerical equivalence checks:", "*--numeq-report=PATH*"])
+    helped.stdout.fnmatch_lines(["*numeq_platforms (args):*"])
     result = _run(pytester, "--markers")
     result.stdout.fnmatch_lines(["@pytest.mark.numeq(platform=None, platforms=None): *"])
     strict = _run(pytester, "--strict-markers")
