@@ -71,11 +71,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def _platform_error(name: Any, where: str, detail: str = "") -> str:
+    """The error for a platform name: ``detail`` when the platform is known but a [...] selection
+    is not (numeq's own message lists the valid assumptions), else the valid platform names."""
+    if detail:
+        return f"{where}: {name!r}: {detail}"
     import numeq
 
-    reason = f" ({detail})" if detail else ""
-    return (f"{where}: unknown platform {name!r}{reason}; valid: {', '.join(numeq.platforms())} (assumptions "
-            "select with brackets: 'trainium.trn2[pe_order=pairwise]', 'nvidia.h100[split_k=4]')")
+    return (f"{where}: unknown platform {name!r}; valid: {', '.join(numeq.platforms())} (assumptions select "
+            "with brackets: 'trainium.trn2[pe_order=pairwise]', 'nvidia.h100[split_k=4]')")
 
 
 def _check_platform(name: Any, where: str) -> str | None:
@@ -89,8 +92,8 @@ def _check_platform(name: Any, where: str) -> str | None:
     except ValueError as exc:
         text = str(exc)
         if text.startswith("platform:"):  # the name or a selection is unknown (other errors: no bf16 matmul)
-            detail = text[len("platform:"):].strip().split(";")[0]
-            return _platform_error(name, where, "" if "unknown platform" in detail else detail)
+            detail = text[len("platform:"):].strip()  # e.g. "trainium.trn2 has no assumption 'x'; valid: ..."
+            return _platform_error(name, where, "" if detail.startswith("unknown platform") else detail)
     return None
 
 

@@ -335,3 +335,16 @@ def pytest_sessionfinish(session):
     report = json.loads((pytester.path / "controller.json").read_text(encoding="utf-8"))
     assert report["checks"] == sent["numeq_checks"]
     result.stdout.fnmatch_lines(["numeq: 2 checks, tiers: bit_exact 2, *"])
+
+
+def test_every_numeq_platform_is_accepted(pytester):
+    pytester.makepyfile(f'''
+import pytest
+
+@pytest.mark.numeq(platforms={numeq.platforms()!r})
+def test_it(numeq_platform):
+    pass
+''')
+    result = _run(pytester, "--collect-only", "-q")
+    ids = [line.split("::", 1)[1] for line in result.outlines if "::" in line]
+    assert ids == [f"test_it[{name}]" for name in numeq.platforms()]
