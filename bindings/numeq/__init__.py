@@ -6,7 +6,8 @@ References: ``numeq.reference`` (exact and certified results). Machine models: `
 ``numeq.plan()``, ``numeq.sum / dot / matmul`` (bit-exact emulation of a platform's arithmetic),
 ``numeq.reveal_order`` (the summation order of a black-box sum or dot product, as a plan).
 Operation catalogue: ``numeq.ops.*`` (reference, emulation and bound from one object) and
-``numeq.compare`` (a device's output judged against them: a Verdict).
+``numeq.compare`` (a device's output judged against them: a Verdict); ``numeq.testing``
+(assertions for test suites; the pytest plugin is ``numeq.pytest_plugin``).
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ from .platforms import (
 )
 from .reveal import RevealResult, reveal_order
 from .compare import PortVerdict, Verdict, compare, compare_port
+from . import testing  # assert_equivalent, assert_ported, assert_bit_exact (cheap: compare is loaded already)
 
 __version__ = "0.1.0"
 
@@ -104,4 +106,5 @@ __all__ = [
     "set_num_threads",
     "sum",
     "tensor_core_candidates",
+    "testing",
 ]
