@@ -351,6 +351,15 @@ Op reduce(Reduction kind, const Array& x, const std::vector<std::ptrdiff_t>& axe
   }
 
   const std::vector<std::ptrdiff_t> axes_given(reduced.begin(), reduced.end());
+  // What a platform's emulation of the reduction reads: nothing for max (no rounding), numpy's
+  // layout-driven order, or the platform's sum plan.
+  op.model_key = [kind, compute_name](const core::Platform& platform) -> std::string {
+    if (kind == Reduction::max) return "max";
+    if (platform.name == "numpy") return "numpy";
+    core::Plan plan = core::plan_for(platform, core::Operation::sum, compute_name, compute_name);
+    plan.name.clear();
+    return core::to_json(plan, -1);
+  };
   op.emulate = [sx, ax, n, kind, compute_name, out, maximum, original, layout, axes_given, in_format = &fin, buffered](
                    const core::Platform& platform, const core::BoundOptions& options) {
     const Format& fc = format_by_name(compute_name, "compute");

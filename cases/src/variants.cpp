@@ -57,6 +57,22 @@ std::vector<std::string> assumption_variants(const core::Platform& platform, con
   };
   const std::optional<std::string> own_key = key_of(own);
   if (!own_key) return {};
+  if (!op.model_key) {
+    // The op does not say what of a platform it reads: every assumption may matter, and their
+    // combinations are too many to emulate in full (Trainium's: tens of thousands). One change
+    // at a time, each alternative of each assumption whose platform differs from the own.
+    std::vector<std::string> names;
+    for (std::size_t i = 0; i < as.size(); ++i) {
+      for (const std::string& alt : as[i].alternatives) {
+        if (alt == own[i]) continue;
+        std::vector<std::string> values = own;
+        values[i] = alt;
+        const std::optional<std::string> k = key_of(values);
+        if (k && *k != *own_key) names.push_back(assumption_name(base, as, values));
+      }
+    }
+    return names;
+  }
   std::vector<std::size_t> matter;  // the assumptions that change op's model alone
   for (std::size_t i = 0; i < as.size(); ++i) {
     for (const std::string& alt : as[i].alternatives) {

@@ -2,8 +2,9 @@
 // The named variants of a platform: what else the hardware might do that numeq can evaluate bit
 // for bit, each named in the platform string syntax (core/platform.hpp, platform_by_name), so a
 // verdict of tier `variant` (verdict.hpp) says which one a device's output equals:
-//   - every combination of the alternatives of the platform's named assumptions (Trainium's
-//     unknowns: "trainium.trn2[pe_order=pairwise]"), fewest changes first;
+//   - every combination of the alternatives of the platform's named assumptions that change what
+//     the op reads (Op::model_key; Trainium's unknowns: "trainium.trn2[pe_order=pairwise]"),
+//     fewest changes first; for an op without a model key, each alternative alone;
 //   - the sibling instruction paths of the same device ("nvidia.h100.mma_sync" beside
 //     "nvidia.h100", "nvidia.b200.tcgen05" beside "nvidia.b200");
 //   - split-K of matmul and dot by 2, 3, 4, 8 and 16, serial and parallel ("nvidia.h100[split_k=4]").
