@@ -1,5 +1,7 @@
 #include "numeq/cases/port.hpp"
 
+#include "verdict_text.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <iomanip>
@@ -12,16 +14,10 @@ namespace numeq::cases {
 
 namespace {
 
-bool same_value(double x, double y) {
-  if (std::isnan(x) || std::isnan(y)) return std::isnan(x) && std::isnan(y);
-  return x == y && std::signbit(x) == std::signbit(y);
-}
+using detail::number;
+using detail::same_value;
 
-std::string number(double x, int precision = 17) {
-  std::ostringstream s;
-  s << std::setprecision(precision) << x;
-  return s.str();
-}
+
 
 std::string indented(const std::string& text) {
   std::string out = "    ";

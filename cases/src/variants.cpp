@@ -1,5 +1,7 @@
 #include "numeq/cases/variants.hpp"
 
+#include "verdict_text.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <optional>
@@ -12,10 +14,8 @@ namespace numeq::cases {
 
 namespace {
 
-bool same_value(double x, double y) {
-  if (std::isnan(x) || std::isnan(y)) return std::isnan(x) && std::isnan(y);
-  return x == y && std::signbit(x) == std::signbit(y);
-}
+using detail::same_value;
+
 
 std::string base_name(const std::string& name) { return name.substr(0, name.find('[')); }
 

@@ -1,5 +1,7 @@
 #include "numeq/cases/verdict.hpp"
 
+#include "verdict_text.hpp"
+
 #include <algorithm>
 #include <array>
 #include <cmath>
@@ -17,6 +19,9 @@
 namespace numeq::cases {
 
 namespace {
+
+using detail::number;
+using detail::same_value;
 
 using Array = xt::xarray<double>;
 constexpr double kInf = std::numeric_limits<double>::infinity();
@@ -37,16 +42,7 @@ bool holds(const Format& f, const Cast& exact_cast, double x) {
   return round_to_format(x, exact_cast) == x;
 }
 
-bool same_value(double x, double y) {
-  if (std::isnan(x) || std::isnan(y)) return std::isnan(x) && std::isnan(y);
-  return x == y && std::signbit(x) == std::signbit(y);
-}
 
-std::string number(double x, int precision = 17) {
-  std::ostringstream s;
-  s << std::setprecision(precision) << x;
-  return s.str();
-}
 
 std::string percent(std::size_t part, std::size_t whole) {
   if (whole == 0) return "0%";
