@@ -276,7 +276,9 @@ Verdict compare(const Array& actual, const Op& op, const core::Platform& platfor
   if (all_exact) {
     v.tier = Tier::bit_exact;
     v.explained_by = platform.name;
-  } else if (options.search_variants && v.special_mismatches + v.not_in_format == 0) {
+  } else if (options.search_variants && v.not_in_format == 0) {
+    // Special values are searched too (another order may overflow where the default does not);
+    // a value outside the output format is no variant's output.
     const VariantSearch s = search_variants(actual, op, platform, differing);
     v.variants_searched = s.searched;
     if (!s.exact.empty()) {
