@@ -60,6 +60,9 @@ struct BoundOptions {
   BoundKind kind = BoundKind::deterministic;
   // Probabilistic only: the lambda of Higham and Mary; positive and finite.
   double lambda = 6.0;
+  // Probabilistic only: when > 0, lambda is chosen instead as the smallest (>= 1) whose per-element
+  // failure probability is at most this; in [0, 1).
+  double failure_probability = 0;
 };
 
 // What the walk of a plan over n terms gives. The value before the output cast differs from the

@@ -1,0 +1,424 @@
+// The data-driven probabilistic bound (bound.hpp, "Probabilistic bounds that follow the data").
+//
+// ---- Why a second walk
+// bound.cpp's walk gives every term a weight that depends on the plan and K only, so its bound
+// is sum_k w_k |t_k|: it must assume every partial sum is as large as sum |t_k| and every
+// alignment loses a whole grid step. For mixed-sign data sum |t_k| is about sqrt(K) times the
+// partial sums a device actually holds, and a tensor core's truncations (fused alignment,
+// toward-zero step outputs) are one-signed per term but of either sign across terms: the
+// deterministic treatment of an fp8 GEMM at K = 1024 is about 1000x above what the hardware
+// loses. This walk reads the data of the element it bounds.
+//
+// ---- Exact error decomposition
+// Every rounding r of the plan rounds the computed value v_r of its operands: fl(v_r) = v_r + e_r.
+// By induction over the plan, the computed value of a node is the exact sum of the terms below it
+// plus the e_r of the roundings below it, so the value before the output cast is
+//     v = s + sum_r e_r        (s the exact sum of the terms, and of c)
+// exactly: no products of (1 + delta) (Higham 2002, s3.1 gives the same for recursive sums).
+// Order the e_r as the device commits them (within a fused step: the alignment cuts, then the
+// step's rounding) and let F_r be everything known after e_r (the data included).
+//
+// ---- Per rounding: a mean and a bounded zero-mean rest
+// Write e_r = beta_r + eps_r with beta_r = E(e_r | F_{r-1}); the eps_r are martingale
+// differences by construction. What the model assumes is what is known of beta_r:
+//   (N) round to nearest (and stochastic rounding): beta_r = 0 (Higham and Mary 2019, s2, model
+//       M; for stochastic rounding Connolly, Higham and Mary, SIAM J. Sci. Comput. 43(1) A566,
+//       2021, Lemma 5.2 proves it from independent random bits). |e_r| <= rho |v_r| + eta, so
+//       eps_r lies in an interval of width 2 h_r, h_r = rho V_r + eta, with |v_r| <= V_r below.
+//   (T) an alignment cut of a fused step (fused.hpp step 4; truncation toward zero at the grid
+//       g = 2^(E - F)): the cut product t_i loses e_i = -sign(t_i) theta_i g, theta_i in [0, 1).
+//       Not zero-mean: one-signed per term. The model's assumption (in the spirit of Higham and
+//       Mary's mean independence, and of their 2020 analysis of data with a mean): given the
+//       past, every product that the step cuts has the same conditional mean of theta, mu_s in
+//       [0, 1] (the distribution of the lost low bits does not depend on the product's sign).
+//       Then the step's mean is -mu_s g sum_{cut i} sign(t_i), of size at most
+//       g |sum_{cut i} sign(t_i)|, and each eps_i = -sign(t_i)(theta_i - mu_s) g lies in an
+//       interval of width g: h_i = g / 2. Which products are cut is read from the data: t_i is
+//       cut exactly when it is not a multiple of g (its lowest set bit lies below g). g is known
+//       to lie in [g_lo, g_hi] (below), so a product is surely cut (not a multiple of g_lo),
+//       surely kept (a multiple of g_hi), or possibly cut; the possibly cut ones count with
+//       either sign in the mean.
+//   (D) every other rounding (toward zero, upward, downward, odd: the fused steps' outputs into
+//       e8m13 or fp32, directed accumulators), a cut of the accumulator c, the subnormal and
+//       flush terms: no assumption; |e_r| <= rho V_r + eta goes into a deterministic part.
+// Azuma-Hoeffding (Hoeffding, JASA 58, 1963, Thm 2 and s5 for martingales; Azuma, Tohoku Math.
+// J. 19, 1967): when eps_r lies in an interval [A_r, A_r + 2 h_r] with A_r known at r - 1 and
+// h_r a constant, P(|sum eps_r| >= lambda sqrt(sum h_r^2)) <= 2 exp(-lambda^2 / 2). The h_r used
+// below are constants given the data (upper bounds from deterministic magnitudes), so, per
+// element, with probability at least 1 - 2 exp(-lambda^2 / 2):
+//     |v - s| <= sum_steps g_hi |mean count| + sum_(D) (rho V + eta) + lambda sqrt(sum h_r^2).
+// One martingale per element: no union bound over terms.
+//
+// ---- Magnitudes: V_r and the grid
+// Each computed value is tracked as (S, A, D): S the exact value of its terms in binary64 (their
+// sum has error at most n 2^-52 A, A = sum |t|, n the additions), D a deterministic bound on the
+// computed value's distance to the exact one. So |v_r| <= V_r = |S| + n 2^-52 A + D, and
+// |v_r| >= |S| - n 2^-52 A - D. A fused step's E is the largest exponent of its terms as read by
+// the step (fused.hpp: `encoded` exponents, zeros at fp32 emin when ZeroTerms::fp32_emin,
+// exponent_floor): the products' exponents are read from the data exactly; c's lies between the
+// exponents of those two magnitudes. That gives E in [E_lo, E_hi] and g in [g_lo, g_hi].
+//
+// ---- Input casts
+// The plan's input casts (tf32 truncation of fp32 operands) are applied to the data here, so
+// their contribution sum_k (a'_k b'_k - a_k b_k) is computed, not bounded (the data determine
+// it: no model); the walk then runs on the cast operands.
+//
+// ---- Scope
+// Node kinds: sequential, chunked, permute and fused (truncating alignment, `encoded` exponents),
+// c first or last, FMA products. Other plans (lanes, trees, split, decompose, explicit trees,
+// rounded products, an `initial` value) keep bound.cpp's probabilistic walk only. The bound is
+// evaluated in O(K) per element without blocking (about 10x the time of the deterministic
+// bound's matmul).
+
+#include "bound_probabilistic.hpp"
+
+#include <bit>
+#include <climits>
+#include <cmath>
+#include <cstdint>
+#include <optional>
+
+#include "bound_rounder.hpp"
+#include "round_value.hpp"
+#include "numeq/core/fused.hpp"
+
+namespace numeq::core::detail {
+
+namespace {
+
+// An item a node reduces: a term (its index) or the value of another program node.
+struct Item {
+  bool term = true;
+  std::size_t index = 0;
+};
+
+enum class ProgKind : std::uint8_t { sequential, fused };
+
+struct ProgNode {
+  ProgKind kind = ProgKind::sequential;
+  Cast cast;                  // sequential: the accumulate cast; fused: the step's output
+  bool start_from_zero = false;
+  FusedStep step;
+  std::vector<Item> items;
+};
+
+// A computed value: exact value S of its terms (binary64), A = sum |t|, n additions behind S,
+// D: a deterministic bound on |computed - exact|.
+struct Value {
+  double S = 0, A = 0, n = 0, D = 0;
+};
+
+double slack(const Value& v) { return (v.n + 2) * 0x1p-52 * v.A; }
+double magnitude_hi(const Value& v) { return up(std::fabs(v.S) + slack(v) + v.D); }
+double magnitude_lo(const Value& v) { return std::fabs(v.S) - slack(v) - v.D; }
+
+// Whether a cast's rounding errors are zero-mean under the model (N).
+bool zero_mean(const Cast& c) {
+  return c.rounding == Rounding::nearest_even || c.rounding == Rounding::nearest_away ||
+         c.rounding == Rounding::stochastic;
+}
+
+// The exponent of the lowest set bit of a non-zero finite double.
+int lowest_bit(double x) {
+  int e = 0;
+  const double m = std::frexp(std::fabs(x), &e);  // m in [0.5, 1)
+  const auto bits = static_cast<std::uint64_t>(std::ldexp(m, 53));
+  return e - 53 + std::countr_zero(bits);
+}
+
+// A fused step's exponent of an operand as `encoded` reads it (fused.hpp): subnormals at emin,
+// zeros at -126 under ZeroTerms::fp32_emin (nullopt: zeros do not take part).
+std::optional<int> encoded_exponent(double x, const Format& f, bool zeros_at_emin) {
+  if (x == 0) return zeros_at_emin ? std::optional<int>(-126) : std::nullopt;
+  return std::max(std::ilogb(x), f.emin());
+}
+
+}  // namespace
+
+struct DataWalk::Program {
+  std::vector<ProgNode> nodes;
+  std::size_t root = 0;
+  bool supported = false;
+  bool c_last = false, with_init = false;
+  std::size_t K = 0;
+  Cast outer;
+  std::optional<Cast> input_a, input_b;
+
+  // Returns the node id, or nullopt when a node kind is outside the analysis.
+  std::optional<std::size_t> compile(const PlanNode& n, const std::vector<Item>& items) {
+    switch (n.kind) {
+      case NodeKind::sequential: {
+        if (n.arithmetic.product != ProductMode::fma) return std::nullopt;
+        ProgNode p;
+        p.kind = ProgKind::sequential;
+        p.cast = n.arithmetic.accumulate;
+        p.start_from_zero = n.start_from_zero;
+        p.items = items;
+        nodes.push_back(std::move(p));
+        return nodes.size() - 1;
+      }
+      case NodeKind::fused: {
+        const FusedStep& s = n.fused;
+        if (s.alignment != Alignment::truncate || s.max_exponent != MaxExponent::encoded) return std::nullopt;
+        for (const Item& it : items)
+          if (!it.term) return std::nullopt;
+        ProgNode p;
+        p.kind = ProgKind::fused;
+        p.cast = s.output;
+        p.step = s;
+        p.items = items;
+        nodes.push_back(std::move(p));
+        return nodes.size() - 1;
+      }
+      case NodeKind::chunked: {
+        const std::size_t size = std::max<std::size_t>(1, n.size);
+        std::vector<Item> partials;
+        for (std::size_t b = 0; b < items.size(); b += size) {
+          const std::vector<Item> part(items.begin() + static_cast<std::ptrdiff_t>(b),
+                                       items.begin() + static_cast<std::ptrdiff_t>(std::min(items.size(), b + size)));
+          const std::optional<std::size_t> id = compile(n.children[0], part);
+          if (!id) return std::nullopt;
+          partials.push_back(Item{false, *id});
+        }
+        return compile(n.children[1], partials);
+      }
+      case NodeKind::permute: {
+        std::vector<Item> mapped;
+        mapped.reserve(items.size());
+        const std::size_t size = std::max<std::size_t>(1, n.size);
+        for (std::size_t block = 0; block < items.size(); block += size) {
+          const std::size_t len = std::min(size, items.size() - block);
+          for (const std::size_t i : n.order)
+            if (i < len) mapped.push_back(items[block + i]);
+        }
+        if (mapped.size() != items.size()) return std::nullopt;
+        return compile(n.children[0], mapped);
+      }
+      default: return std::nullopt;
+    }
+  }
+
+  // ---- per element ----
+  struct Run {
+    const double* t;   // the products a'_k b'_k
+    const double* a;   // cast operands, for the fused steps' exponents
+    const double* b;
+    std::size_t b_stride;
+    double mean = 0;   // sum of the (T) means' bounds
+    double det = 0;    // (D) contributions
+    double var = 0;    // sum h_r^2
+  };
+
+  // One rounding of v into cast (an addition of `operands` values, or one value when 1).
+  static void commit(Value& v, const Cast& cast, std::size_t operands, Run& run) {
+    const Rounder r = rounder(cast);
+    if (r.exact) return;
+    const double eta = operands == 1 ? eta_value(r) : eta_add(r, operands);
+    const double h = add_up(mul_up(r.rho, magnitude_hi(v)), eta);
+    if (zero_mean(cast))
+      run.var = add_up(run.var, mul_up(h, h));
+    else
+      run.det = add_up(run.det, h);
+    v.D = add_up(v.D, h);
+  }
+
+  static Value merge(const Value& x, const Value& y) { return Value{x.S + y.S, x.A + y.A, x.n + y.n + 1, add_up(x.D, y.D)}; }
+
+  Value item_value(const Item& it, Run& run) const {
+    if (it.term) {
+      const double t = run.t[it.index];
+      return Value{t, std::fabs(t), 0, 0};
+    }
+    return eval(it.index, nullptr, run);
+  }
+
+  Value eval(std::size_t id, const Value* init, Run& run) const {
+    const ProgNode& p = nodes[id];
+    if (p.kind == ProgKind::fused) return fused(p, init, run);
+    Value acc;
+    bool have = false;
+    if (init) {
+      acc = *init;
+      have = true;
+    } else if (p.start_from_zero) {
+      have = true;
+    }
+    for (const Item& it : p.items) {
+      const Value x = item_value(it, run);
+      if (!have) {
+        acc = x;  // the first value rounded into the accumulator
+        commit(acc, p.cast, 1, run);
+        have = true;
+        continue;
+      }
+      acc = merge(acc, x);
+      commit(acc, p.cast, 2, run);
+    }
+    return acc;
+  }
+
+  Value fused(const ProgNode& p, const Value* init, Run& run) const {
+    const FusedStep& s = p.step;
+    const std::size_t n_items = p.items.size(), step = static_cast<std::size_t>(std::max(1, s.n));
+    const bool zeros = s.zeros == ZeroTerms::fp32_emin;
+    const int F = s.fraction_bits;
+    Value acc;
+    bool has_c = init != nullptr;
+    if (init) acc = *init;
+    const std::size_t steps = std::max<std::size_t>(1, (n_items + step - 1) / step);
+    for (std::size_t st = 0; st < steps; ++st) {
+      const std::size_t k0 = st * step, k1 = std::min(n_items, k0 + step);
+      // E's range: products exactly, c from its magnitude range.
+      int e_hi = INT_MIN, e_lo = INT_MIN;
+      for (std::size_t q = k0; q < k1; ++q) {
+        const std::size_t k = p.items[q].index;
+        const std::optional<int> ea = encoded_exponent(run.a[k], s.a_format, zeros);
+        const std::optional<int> eb = encoded_exponent(run.b[k * run.b_stride], s.b_format, zeros);
+        if (!ea || !eb) continue;
+        e_hi = std::max(e_hi, *ea + *eb);
+        e_lo = std::max(e_lo, *ea + *eb);
+      }
+      const int c_bits = st > 0 ? std::min(s.output.format.mantissa_bits, s.c_format.mantissa_bits)
+                                : s.c_format.mantissa_bits;
+      double c_hi = 0, c_lo = 0;
+      if (has_c) {
+        c_hi = magnitude_hi(acc);
+        c_lo = magnitude_lo(acc);
+        if (c_hi > 0) e_hi = std::max(e_hi, std::max(std::ilogb(c_hi), s.c_format.emin()));
+        if (c_lo > 0) e_lo = std::max(e_lo, std::max(std::ilogb(c_lo), s.c_format.emin()));
+        if (c_lo <= 0 && zeros) {
+          e_hi = std::max(e_hi, -126);
+          e_lo = std::max(e_lo, -126);  // a zero c reads -126, a non-zero one at least its emin >= -126
+        }
+      }
+      if (s.exponent_floor != no_exponent_floor) {
+        e_hi = std::max(e_hi, s.exponent_floor);
+        e_lo = std::max(e_lo, s.exponent_floor);
+      }
+      Value sum = has_c ? acc : Value{};
+      double cut_d = 0;
+      if (e_hi != INT_MIN) {
+        const double g_hi = std::ldexp(1.0, e_hi - F);
+        long sure = 0, maybe_pos = 0, maybe_neg = 0, cut = 0;
+        for (std::size_t q = k0; q < k1; ++q) {
+          const double t = run.t[p.items[q].index];
+          if (t == 0) continue;
+          const int low = lowest_bit(t);
+          if (low >= e_hi - F) continue;  // a multiple of g_hi: kept whole
+          ++cut;
+          if (e_lo != INT_MIN && low < e_lo - F) {
+            sure += t > 0 ? 1 : -1;
+          } else {
+            (t > 0 ? maybe_pos : maybe_neg) += 1;
+          }
+        }
+        // (T): the step's mean and its zero-mean rest.
+        const double count = static_cast<double>(std::max(std::labs(sure + maybe_pos), std::labs(sure - maybe_neg)));
+        run.mean = add_up(run.mean, mul_up(count, g_hi));
+        run.var = add_up(run.var, mul_up(static_cast<double>(cut), mul_up(g_hi / 2, g_hi / 2)));
+        cut_d = mul_up(static_cast<double>(cut), g_hi);
+        // (D): c cut when its lowest possible bit lies below the grid.
+        if (has_c) {
+          const bool kept = c_lo > 0 && std::max(std::ilogb(c_lo), s.c_format.emin()) - c_bits >= e_hi - F;
+          if (!kept) {
+            run.det = add_up(run.det, g_hi);
+            cut_d = add_up(cut_d, g_hi);
+          }
+        }
+      }
+      for (std::size_t q = k0; q < k1; ++q) {
+        const double t = run.t[p.items[q].index];
+        sum.S += t;
+        sum.A += std::fabs(t);
+        sum.n += 1;
+      }
+      sum.D = add_up(sum.D, cut_d);
+      // Every aligned term is a multiple of g >= g_lo, and so is their sum v: when |v| <
+      // 2^(p_out) g_lo (p_out the output's significand bits) and g_lo is on the output's grid,
+      // v is a value of the output format and its rounding is exact.
+      const Format& of = s.output.format;
+      const bool exact = e_lo != INT_MIN && !s.output.flushes_outputs() && !of.is_integer() && of.has_zero &&
+                         e_lo - F >= of.emin() - of.mantissa_bits &&
+                         magnitude_hi(sum) < std::ldexp(1.0, e_lo - F + of.mantissa_bits + 1);
+      if (!exact) commit(sum, s.output, 1, run);
+      acc = sum;
+      has_c = true;
+    }
+    return acc;
+  }
+};
+
+DataWalk::DataWalk(const Plan& plan, std::size_t K, bool with_init) : program_(std::make_unique<Program>()) {
+  Program& pr = *program_;
+  pr.with_init = with_init;
+  pr.K = K;
+  pr.c_last = with_init && plan.c_placement == CPlacement::last;
+  pr.outer = outer_cast(plan);
+  pr.input_a = plan.input_a;
+  pr.input_b = plan.input_b;
+  if (plan.initial || K == 0) return;
+  std::vector<Item> items(K);
+  for (std::size_t k = 0; k < K; ++k) items[k] = Item{true, k};
+  const std::optional<std::size_t> root = pr.compile(plan.reduction, items);
+  if (!root) return;
+  pr.root = *root;
+  pr.supported = true;
+}
+
+DataWalk::~DataWalk() = default;
+
+bool DataWalk::supported() const { return program_->supported; }
+
+static std::vector<double> cast_values(const double* x, std::size_t n, const std::optional<Cast>& cast) {
+  std::vector<double> out(x, x + n);
+  if (cast)
+    for (double& v : out) v = round_value(v, *cast);
+  return out;
+}
+std::vector<double> DataWalk::cast_a(const double* x, std::size_t n) const { return cast_values(x, n, program_->input_a); }
+std::vector<double> DataWalk::cast_b(const double* x, std::size_t n) const { return cast_values(x, n, program_->input_b); }
+
+double DataWalk::pre_cast(const double* a, const double* b, std::size_t b_stride, const double* ac, const double* bc,
+                          std::size_t bc_stride, const double* c, double lambda, Scratch& scratch) const {
+  const Program& pr = *program_;
+  const std::size_t K = pr.K;
+  scratch.t.resize(K);
+  Program::Run run{scratch.t.data(), ac, bc, bc_stride};
+  // Products of the cast operands (exact in binary64 for every format a plan multiplies; an
+  // inexact one adds its rounding error, fma-exact, to the deterministic part), and the input
+  // casts' own contribution sum_k (a'b' - ab), computed.
+  double cast_diff = 0, cast_abs = 0, inexact = 0;
+  for (std::size_t k = 0; k < K; ++k) {
+    const double x = ac[k], y = bc[k * bc_stride];
+    const double t = x * y;
+    if (!std::isfinite(t)) return kInf;
+    inexact += std::fabs(std::fma(x, y, -t));
+    scratch.t[k] = t;
+    if (pr.input_a || pr.input_b) {
+      const double x0 = a[k], y0 = b[k * b_stride];
+      const double t0 = x0 * y0;
+      inexact += std::fabs(std::fma(x0, y0, -t0));
+      const double d = t - t0;
+      cast_diff += d;
+      cast_abs += std::fabs(d);
+    }
+  }
+  Value init;
+  if (c) init = Value{*c, std::fabs(*c), 0, 0};
+  Value v = pr.eval(pr.root, (c && !pr.c_last) ? &init : nullptr, run);
+  if (c && pr.c_last) {
+    v = Program::merge(v, init);
+    Program::commit(v, pr.outer, 2, run);
+  }
+  // The input casts: |sum d_k| computed in binary64 (each d_k = t - t0 rounded once, K additions).
+  const double input = add_up(std::fabs(cast_diff), mul_up(static_cast<double>(2 * K + 4) * 0x1p-52, cast_abs));
+  double bound = add_up(add_up(run.mean, run.det), add_up(input, inexact));
+  bound = add_up(bound, mul_up(lambda, up(std::sqrt(run.var))));
+  // Every quantity above is non-negative and formed with at most a few K roundings upward or to
+  // nearest; 2^-30 relative covers the nearest ones for K < 2^20 terms per element and beyond.
+  return up(bound * (1 + 0x1p-30));
+}
+
+double data_walk_failure(double lambda) { return up(2 * std::exp(-lambda * lambda / 2) * (1 + 0x1p-40)); }
+
+}  // namespace numeq::core::detail
