@@ -104,13 +104,36 @@ struct ProgNode {
 
 // A computed value: exact value S of its terms (binary64), A = sum |t|, n additions behind S,
 // D: a deterministic bound on |computed - exact|.
+// grid: a power of two the computed value is known to be a multiple of (0: nothing known).
 struct Value {
   double S = 0, A = 0, n = 0, D = 0;
+  double grid = 0;
 };
 
 double slack(const Value& v) { return (v.n + 2) * 0x1p-52 * v.A; }
 double magnitude_hi(const Value& v) { return up(std::fabs(v.S) + slack(v) + v.D); }
 double magnitude_lo(const Value& v) { return std::fabs(v.S) - slack(v) - v.D; }
+
+// The grid of a value of cast's format with magnitude at least lo: ulp(lo), or the subnormal
+// spacing; 0 for formats without subnormals (nothing claimed).
+double format_grid(const Cast& cast, double lo) {
+  const Format& f = cast.format;
+  if (f.is_integer()) return 1;
+  if (!f.has_zero) return 0;
+  const int e = lo > 0 ? std::max(std::ilogb(lo), f.emin()) : f.emin();
+  return std::ldexp(1.0, e - f.mantissa_bits);
+}
+
+// Whether the exact value v of a computed sum (a multiple of v.grid, |v| <= magnitude_hi) is a
+// value of cast's format that every rounding mode keeps as it is: |v| < 2^(m+1) grid with grid on
+// the format's subnormal grid, no flushing, below the largest finite value.
+bool representable(const Value& v, const Cast& cast) {
+  const Format& f = cast.format;
+  if (f.is_integer() || !f.has_zero || cast.flushes_inputs() || cast.flushes_outputs()) return false;
+  if (!(v.grid >= std::ldexp(1.0, f.emin() - f.mantissa_bits))) return false;
+  const double hi = magnitude_hi(v);
+  return hi < std::ldexp(v.grid, f.mantissa_bits + 1) && hi <= max_finite(f);
+}
 
 // Whether a cast's rounding errors are zero-mean under the model (N).
 bool zero_mean(const Cast& c) {
@@ -210,9 +233,11 @@ struct DataWalk::Program {
   };
 
   // One rounding of v into cast (an addition of `operands` values, or one value when 1).
+  // An exact rounding (the sum is a value of the format, read from the operands' grids) commits
+  // no error and is skipped.
   static void commit(Value& v, const Cast& cast, std::size_t operands, Run& run) {
     const Rounder r = rounder(cast);
-    if (r.exact) return;
+    if (r.exact || representable(v, cast)) return;
     const double eta = operands == 1 ? eta_value(r) : eta_add(r, operands);
     const double h = add_up(mul_up(r.rho, magnitude_hi(v)), eta);
     if (zero_mean(cast))
@@ -220,15 +245,18 @@ struct DataWalk::Program {
     else
       run.det = add_up(run.det, h);
     v.D = add_up(v.D, h);
+    v.grid = format_grid(cast, magnitude_lo(v));
   }
 
-  static Value merge(const Value& x, const Value& y) { return Value{x.S + y.S, x.A + y.A, x.n + y.n + 1, add_up(x.D, y.D)}; }
+  static Value merge(const Value& x, const Value& y) {
+    return Value{x.S + y.S, x.A + y.A, x.n + y.n + 1, add_up(x.D, y.D), std::min(x.grid, y.grid)};
+  }
+  static Value term(double t) {
+    return Value{t, std::fabs(t), 0, 0, t == 0 ? kInf : std::ldexp(1.0, lowest_bit(t))};
+  }
 
   Value item_value(const Item& it, Run& run) const {
-    if (it.term) {
-      const double t = run.t[it.index];
-      return Value{t, std::fabs(t), 0, 0};
-    }
+    if (it.term) return term(run.t[it.index]);
     return eval(it.index, nullptr, run);
   }
 
@@ -241,6 +269,7 @@ struct DataWalk::Program {
       acc = *init;
       have = true;
     } else if (p.start_from_zero) {
+      acc.grid = kInf;  // +0
       have = true;
     }
     for (const Item& it : p.items) {
@@ -297,6 +326,9 @@ struct DataWalk::Program {
       }
       Value sum = has_c ? acc : Value{};
       double cut_d = 0;
+      // The aligned sum's grid: every aligned term is a multiple of it.
+      const double g_lo = e_lo != INT_MIN ? std::ldexp(1.0, e_lo - F) : 0;
+      double grid = kInf;
       if (e_hi != INT_MIN) {
         const double g_hi = std::ldexp(1.0, e_hi - F);
         long sure = 0, maybe_pos = 0, maybe_neg = 0, cut = 0;
@@ -304,7 +336,11 @@ struct DataWalk::Program {
           const double t = run.t[p.items[q].index];
           if (t == 0) continue;
           const int low = lowest_bit(t);
-          if (low >= e_hi - F) continue;  // a multiple of g_hi: kept whole
+          if (low >= e_hi - F) {  // a multiple of g_hi: kept whole
+            grid = std::min(grid, std::ldexp(1.0, low));
+            continue;
+          }
+          grid = std::min(grid, g_lo);  // cut to a multiple of g, or kept (a multiple of 2^low >= g_lo)
           ++cut;
           if (e_lo != INT_MIN && low < e_lo - F) {
             sure += t > 0 ? 1 : -1;
@@ -319,11 +355,13 @@ struct DataWalk::Program {
         cut_d = mul_up(static_cast<double>(cut), g_hi);
         // (D): c cut when its lowest possible bit lies below the grid.
         if (has_c) {
-          const bool kept = c_lo > 0 && std::max(std::ilogb(c_lo), s.c_format.emin()) - c_bits >= e_hi - F;
+          const bool kept = acc.grid >= g_hi ||
+                            (c_lo > 0 && std::max(std::ilogb(c_lo), s.c_format.emin()) - c_bits >= e_hi - F);
           if (!kept) {
             run.det = add_up(run.det, g_hi);
             cut_d = add_up(cut_d, g_hi);
           }
+          grid = std::min(grid, kept ? std::max(acc.grid, g_hi) : g_lo);
         }
       }
       for (std::size_t q = k0; q < k1; ++q) {
@@ -333,14 +371,10 @@ struct DataWalk::Program {
         sum.n += 1;
       }
       sum.D = add_up(sum.D, cut_d);
-      // Every aligned term is a multiple of g >= g_lo, and so is their sum v: when |v| <
-      // 2^(p_out) g_lo (p_out the output's significand bits) and g_lo is on the output's grid,
-      // v is a value of the output format and its rounding is exact.
-      const Format& of = s.output.format;
-      const bool exact = e_lo != INT_MIN && !s.output.flushes_outputs() && !of.is_integer() && of.has_zero &&
-                         e_lo - F >= of.emin() - of.mantissa_bits &&
-                         magnitude_hi(sum) < std::ldexp(1.0, e_lo - F + of.mantissa_bits + 1);
-      if (!exact) commit(sum, s.output, 1, run);
+      sum.grid = grid;
+      // Every aligned term is a multiple of g >= g_lo, and so is their sum: commit() finds the
+      // step's rounding exact when the sum is short enough for the output format.
+      commit(sum, s.output, 1, run);
       acc = sum;
       has_c = true;
     }
@@ -404,7 +438,7 @@ double DataWalk::pre_cast(const double* a, const double* b, std::size_t b_stride
     }
   }
   Value init;
-  if (c) init = Value{*c, std::fabs(*c), 0, 0};
+  if (c) init = Program::term(*c);
   Value v = pr.eval(pr.root, (c && !pr.c_last) ? &init : nullptr, run);
   if (c && pr.c_last) {
     v = Program::merge(v, init);
