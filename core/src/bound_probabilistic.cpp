@@ -111,8 +111,27 @@ struct Value {
 };
 
 double slack(const Value& v) { return (v.n + 2) * 0x1p-52 * v.A; }
-double magnitude_hi(const Value& v) { return up(std::fabs(v.S) + slack(v) + v.D); }
-double magnitude_lo(const Value& v) { return std::fabs(v.S) - slack(v) - v.D; }
+struct Run {
+  const double* t;   // the products a'_k b'_k
+  const double* a;   // cast operands, for the fused steps' exponents
+  const double* b;
+  std::size_t b_stride;
+  double mean = 0;   // sum of the (T) means' bounds
+  double det = 0;    // (D) contributions
+  double var = 0;    // sum h_r^2
+  // On the event the bound is stated for, every partial sum of the zero-mean rests stays below
+  // this (2 lambda sqrt(V*), see "Magnitudes"); +Inf in the first pass.
+  double zero_mean_partial = kInf;
+};
+
+// What a computed value's error is known to be below: its deterministic D, or, on the event the
+// bound is stated for, every mean and deterministic part committed so far plus the zero-mean
+// partial sums' bound (the value's own error is a sub-sum of what has been committed).
+double error_hi(const Value& v, const Run& run) {
+  return std::min(v.D, add_up(add_up(run.mean, run.det), run.zero_mean_partial));
+}
+double magnitude_hi(const Value& v, const Run& run) { return up(std::fabs(v.S) + slack(v) + error_hi(v, run)); }
+double magnitude_lo(const Value& v, const Run& run) { return std::fabs(v.S) - slack(v) - error_hi(v, run); }
 
 // The grid of a value of cast's format with magnitude at least lo: ulp(lo), or the subnormal
 // spacing; 0 for formats without subnormals (nothing claimed).
@@ -127,11 +146,11 @@ double format_grid(const Cast& cast, double lo) {
 // Whether the exact value v of a computed sum (a multiple of v.grid, |v| <= magnitude_hi) is a
 // value of cast's format that every rounding mode keeps as it is: |v| < 2^(m+1) grid with grid on
 // the format's subnormal grid, no flushing, below the largest finite value.
-bool representable(const Value& v, const Cast& cast) {
+bool representable(const Value& v, const Cast& cast, const Run& run) {
   const Format& f = cast.format;
   if (f.is_integer() || !f.has_zero || cast.flushes_inputs() || cast.flushes_outputs()) return false;
   if (!(v.grid >= std::ldexp(1.0, f.emin() - f.mantissa_bits))) return false;
-  const double hi = magnitude_hi(v);
+  const double hi = magnitude_hi(v, run);
   return hi < std::ldexp(v.grid, f.mantissa_bits + 1) && hi <= max_finite(f);
 }
 
@@ -222,30 +241,21 @@ struct DataWalk::Program {
   }
 
   // ---- per element ----
-  struct Run {
-    const double* t;   // the products a'_k b'_k
-    const double* a;   // cast operands, for the fused steps' exponents
-    const double* b;
-    std::size_t b_stride;
-    double mean = 0;   // sum of the (T) means' bounds
-    double det = 0;    // (D) contributions
-    double var = 0;    // sum h_r^2
-  };
 
   // One rounding of v into cast (an addition of `operands` values, or one value when 1).
   // An exact rounding (the sum is a value of the format, read from the operands' grids) commits
   // no error and is skipped.
   static void commit(Value& v, const Cast& cast, std::size_t operands, Run& run) {
     const Rounder r = rounder(cast);
-    if (r.exact || representable(v, cast)) return;
+    if (r.exact || representable(v, cast, run)) return;
     const double eta = operands == 1 ? eta_value(r) : eta_add(r, operands);
-    const double h = add_up(mul_up(r.rho, magnitude_hi(v)), eta);
+    const double h = add_up(mul_up(r.rho, magnitude_hi(v, run)), eta);
     if (zero_mean(cast))
       run.var = add_up(run.var, mul_up(h, h));
     else
       run.det = add_up(run.det, h);
     v.D = add_up(v.D, h);
-    v.grid = format_grid(cast, magnitude_lo(v));
+    v.grid = format_grid(cast, magnitude_lo(v, run));
   }
 
   static Value merge(const Value& x, const Value& y) {
@@ -311,8 +321,8 @@ struct DataWalk::Program {
                                 : s.c_format.mantissa_bits;
       double c_hi = 0, c_lo = 0;
       if (has_c) {
-        c_hi = magnitude_hi(acc);
-        c_lo = magnitude_lo(acc);
+        c_hi = magnitude_hi(acc, run);
+        c_lo = magnitude_lo(acc, run);
         if (c_hi > 0) e_hi = std::max(e_hi, std::max(std::ilogb(c_hi), s.c_format.emin()));
         if (c_lo > 0) e_lo = std::max(e_lo, std::max(std::ilogb(c_lo), s.c_format.emin()));
         if (c_lo <= 0 && zeros) {
@@ -417,7 +427,6 @@ double DataWalk::pre_cast(const double* a, const double* b, std::size_t b_stride
   const Program& pr = *program_;
   const std::size_t K = pr.K;
   scratch.t.resize(K);
-  Program::Run run{scratch.t.data(), ac, bc, bc_stride};
   // Products of the cast operands (exact in binary64 for every format a plan multiplies; an
   // inexact one adds its rounding error, fma-exact, to the deterministic part), and the input
   // casts' own contribution sum_k (a'b' - ab), computed.
@@ -439,10 +448,26 @@ double DataWalk::pre_cast(const double* a, const double* b, std::size_t b_stride
   }
   Value init;
   if (c) init = Program::term(*c);
-  Value v = pr.eval(pr.root, (c && !pr.c_last) ? &init : nullptr, run);
-  if (c && pr.c_last) {
-    v = Program::merge(v, init);
-    Program::commit(v, pr.outer, 2, run);
+  // One pass of the walk with the given bound on the zero-mean partial sums (see "Magnitudes").
+  const auto pass = [&](double zero_mean_partial) {
+    Run run{scratch.t.data(), ac, bc, bc_stride};
+    run.zero_mean_partial = zero_mean_partial;
+    Value v = pr.eval(pr.root, (c && !pr.c_last) ? &init : nullptr, run);
+    if (c && pr.c_last) {
+      v = Program::merge(v, init);
+      Program::commit(v, pr.outer, 2, run);
+    }
+    return run;
+  };
+  // Pass 1: deterministic magnitudes; its sum h^2 is V_1. A later pass takes the event's
+  // magnitudes with V* = the previous pass's sum h^2; it is kept when its own sum h^2 is at most
+  // V* (then its ranges hold on its event: see "Magnitudes"), which the min(D, ...) in
+  // error_hi makes the rule (magnitudes never above the previous pass's).
+  Run run = pass(kInf);
+  for (int i = 0; i < 2 && run.var > 0; ++i) {
+    const Run next = pass(mul_up(2 * lambda, up(std::sqrt(run.var))));
+    if (!(next.var <= run.var)) break;
+    run = next;
   }
   // The input casts: |sum d_k| computed in binary64 (each d_k = t - t0 rounded once, K additions).
   const double input = add_up(std::fabs(cast_diff), mul_up(static_cast<double>(2 * K + 4) * 0x1p-52, cast_abs));
