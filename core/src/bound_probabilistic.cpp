@@ -52,11 +52,32 @@
 // ---- Magnitudes: V_r and the grid
 // Each computed value is tracked as (S, A, D): S the exact value of its terms in binary64 (their
 // sum has error at most n 2^-52 A, A = sum |t|, n the additions), D a deterministic bound on the
-// computed value's distance to the exact one. So |v_r| <= V_r = |S| + n 2^-52 A + D, and
-// |v_r| >= |S| - n 2^-52 A - D. A fused step's E is the largest exponent of its terms as read by
-// the step (fused.hpp: `encoded` exponents, zeros at fp32 emin when ZeroTerms::fp32_emin,
-// exponent_floor): the products' exponents are read from the data exactly; c's lies between the
-// exponents of those two magnitudes. That gives E in [E_lo, E_hi] and g in [g_lo, g_hi].
+// computed value's distance to the exact one (the sum of the |e_r| bounds below it). So
+// |v_r| <= V_r = |S| + n 2^-52 A + D and |v_r| >= |S| - n 2^-52 A - D. A fused step's E is the
+// largest exponent of its terms as read by the step (fused.hpp: `encoded` exponents, zeros at
+// fp32 emin under ZeroTerms::fp32_emin, exponent_floor): the products' exponents are read from
+// the data exactly; c's lies between the exponents of its two magnitude bounds. That gives E in
+// [E_lo, E_hi] and g in [g_lo, g_hi].
+//
+// D grows like the deterministic bound, and for long mixed-sign reductions it blurs E (and so g)
+// by several binades. A second and third pass use, in place of D, the smaller of D and
+//     B = (means and deterministic parts committed so far) + 2 lambda sqrt(V*),
+// V* the previous pass's sum h_r^2. Why this still holds: let tau be the first rounding after
+// which some computed value's error exceeds what the pass assumed. Up to tau every range h_r and
+// every mean bound of the pass is valid, so the martingale stopped at tau has increments within
+// its h_r, and the pass's sum h_r^2 is a constant V <= V* given the data (a pass is kept only
+// then). Azuma-Hoeffding in maximal form (Freedman, Ann. Probab. 3(1), 1975, or Doob's maximal
+// inequality on exp(theta M)) gives P(max_s |M_{s and tau}| >= lambda sqrt(V)) <= 2 exp(-lambda^2/2).
+// Off that event every partial sum of the rests is below lambda sqrt(V), every sub-sum (the rests
+// of one chunk: a difference of two partial sums) below 2 lambda sqrt(V*), so no value's error
+// exceeds its assumption: tau never comes, and the final bound with lambda sqrt(V) holds.
+//
+// Exact roundings: every value carries a grid (a power of two it is a multiple of: a product's
+// lowest set bit, a computed value's ulp at its smallest possible magnitude, a fused step's
+// aligned sum g_lo or its terms' grids). A sum of multiples of G with |sum| < 2^p G (p the
+// format's significand bits) is a value of the format, and rounding it commits no error: h_r = 0.
+// Without it, fp8 and bf16 products added into fp32 (most of which are exact) would count a
+// full rounding each.
 //
 // ---- Input casts
 // The plan's input casts (tf32 truncation of fp32 operands) are applied to the data here, so
