@@ -137,7 +137,11 @@ struct Run {
   const double* a;   // cast operands, for the fused steps' exponents
   const double* b;
   std::size_t b_stride;
-  double mean = 0;   // sum of the (T) means' bounds
+  double mean = 0;         // sum over steps of each step's (T) mean bound (bounds any sub-sum)
+  double mean_signed = 0;  // (T) with one mean mu for the whole reduction: sum g_lo sure
+  double mean_spread = 0;  //   ... and what g's and the possibly cut products' spread adds
+  double mean_signed_abs = 0, mean_steps = 0;  // for mean_signed's own rounding
+  double mean_signed_max = 0;  // the largest |mean_signed| so far (a prefix)
   double det = 0;    // (D) contributions
   double var = 0;    // sum h_r^2
   // On the event the bound is stated for, every partial sum of the zero-mean rests stays below
@@ -149,7 +153,11 @@ struct Run {
 // bound is stated for, every mean and deterministic part committed so far plus the zero-mean
 // partial sums' bound (the value's own error is a sub-sum of what has been committed).
 double error_hi(const Value& v, const Run& run) {
-  return std::min(v.D, add_up(add_up(run.mean, run.det), run.zero_mean_partial));
+  // The means committed below a value: a sub-sum of the steps' means, so at most run.mean, or
+  // (one mean for the reduction) a difference of two prefixes of mean_signed plus the spread.
+  const double slack = (run.mean_steps + 2) * 0x1p-52 * run.mean_signed_abs;
+  const double mean = std::min(run.mean, up(2 * run.mean_signed_max + slack + run.mean_spread));
+  return std::min(v.D, add_up(add_up(mean, run.det), run.zero_mean_partial));
 }
 double magnitude_hi(const Value& v, const Run& run) { return up(std::fabs(v.S) + slack(v) + error_hi(v, run)); }
 double magnitude_lo(const Value& v, const Run& run) { return std::fabs(v.S) - slack(v) - error_hi(v, run); }
@@ -270,7 +278,16 @@ struct DataWalk::Program {
     const Rounder r = rounder(cast);
     if (r.exact || representable(v, cast, run)) return;
     const double eta = operands == 1 ? eta_value(r) : eta_add(r, operands);
-    const double h = add_up(mul_up(r.rho, magnitude_hi(v, run)), eta);
+    const double V = magnitude_hi(v, run);
+    double h = add_up(mul_up(r.rho, V), eta);
+    // Sharper where nothing flushes: |e| <= ulp(V)/2 (nearest) or < ulp(V) (the others), the
+    // ulp at V's binade, the subnormal spacing below it (Higham 2002, s2.1).
+    const Format& f = cast.format;
+    if (!cast.flushes_inputs() && !cast.flushes_outputs() && f.has_zero && V < kInf) {
+      const int e = V > 0 ? std::max(std::ilogb(V), f.emin()) : f.emin();
+      const double ulp = std::ldexp(1.0, e - f.mantissa_bits);
+      h = std::min(h, r.random ? ulp / 2 : ulp);
+    }
     if (zero_mean(cast))
       run.var = add_up(run.var, mul_up(h, h));
     else
@@ -379,9 +396,17 @@ struct DataWalk::Program {
             (t > 0 ? maybe_pos : maybe_neg) += 1;
           }
         }
-        // (T): the step's mean and its zero-mean rest.
+        // (T): the step's mean and its zero-mean rest. The mean is -mu g sum_{cut} sign(t_i),
+        // g in [g_lo, g_hi] and sum_{cut} sign in [sure - maybe_neg, sure + maybe_pos]:
+        // g_lo sure (signed, summed over the steps) + (g_hi - g_lo)|sure| + g_hi max(maybe).
         const double count = static_cast<double>(std::max(std::labs(sure + maybe_pos), std::labs(sure - maybe_neg)));
         run.mean = add_up(run.mean, mul_up(count, g_hi));
+        run.mean_signed += g_lo * static_cast<double>(sure);  // each exact; the sum rounds: slack below
+        run.mean_signed_abs += std::fabs(g_lo * static_cast<double>(sure));
+        run.mean_steps += 1;
+        run.mean_signed_max = std::max(run.mean_signed_max, std::fabs(run.mean_signed));
+        run.mean_spread = add_up(run.mean_spread, add_up(mul_up(g_hi - g_lo, static_cast<double>(std::labs(sure))),
+                                                         mul_up(g_hi, static_cast<double>(std::max(maybe_pos, maybe_neg)))));
         run.var = add_up(run.var, mul_up(static_cast<double>(cut), mul_up(g_hi / 2, g_hi / 2)));
         cut_d = mul_up(static_cast<double>(cut), g_hi);
         // (D): c cut when its lowest possible bit lies below the grid.
@@ -492,7 +517,9 @@ double DataWalk::pre_cast(const double* a, const double* b, std::size_t b_stride
   }
   // The input casts: |sum d_k| computed in binary64 (each d_k = t - t0 rounded once, K additions).
   const double input = add_up(std::fabs(cast_diff), mul_up(static_cast<double>(2 * K + 4) * 0x1p-52, cast_abs));
-  double bound = add_up(add_up(run.mean, run.det), add_up(input, inexact));
+  const double signed_slack = mul_up((run.mean_steps + 2) * 0x1p-52, run.mean_signed_abs);
+  const double mean = std::min(run.mean, add_up(add_up(std::fabs(run.mean_signed), signed_slack), run.mean_spread));
+  double bound = add_up(add_up(mean, run.det), add_up(input, inexact));
   bound = add_up(bound, mul_up(lambda, up(std::sqrt(run.var))));
   // Every quantity above is non-negative and formed with at most a few K roundings upward or to
   // nearest; 2^-30 relative covers the nearest ones for K < 2^20 terms per element and beyond.
