@@ -26,18 +26,23 @@
 //       2021, Lemma 5.2 proves it from independent random bits). |e_r| <= rho |v_r| + eta, so
 //       eps_r lies in an interval of width 2 h_r, h_r = rho V_r + eta, with |v_r| <= V_r below.
 //   (T) an alignment cut of a fused step (fused.hpp step 4; truncation toward zero at the grid
-//       g = 2^(E - F)): the cut product t_i loses e_i = -sign(t_i) theta_i g, theta_i in [0, 1).
-//       Not zero-mean: one-signed per term. The model's assumption (in the spirit of Higham and
-//       Mary's mean independence, and of their 2020 analysis of data with a mean): given the
-//       past, every product that the step cuts has the same conditional mean of theta, mu_s in
-//       [0, 1] (the distribution of the lost low bits does not depend on the product's sign).
-//       Then the step's mean is -mu_s g sum_{cut i} sign(t_i), of size at most
-//       g |sum_{cut i} sign(t_i)|, and each eps_i = -sign(t_i)(theta_i - mu_s) g lies in an
-//       interval of width g: h_i = g / 2. Which products are cut is read from the data: t_i is
-//       cut exactly when it is not a multiple of g (its lowest set bit lies below g). g is known
-//       to lie in [g_lo, g_hi] (below), so a product is surely cut (not a multiple of g_lo),
-//       surely kept (a multiple of g_hi), or possibly cut; the possibly cut ones count with
-//       either sign in the mean.
+//       g_s = 2^(E_s - F) of step s): the cut product t_i loses e_i = -sign(t_i) theta_i g_s,
+//       theta_i in [0, 1). Not zero-mean: one-signed per term. The model's assumption (in the
+//       spirit of Higham and Mary's mean independence, and of their 2020 analysis of data with
+//       a mean, SIAM J. Sci. Comput. 42(5) A3427): given the past, every product the reduction
+//       cuts has the same conditional mean mu in [0, 1] of theta: the distribution of the lost
+//       low bits depends neither on the product's sign nor on the step that cuts it. (Uniformly
+//       distributed lost bits give mu = 1/2 less 2^-(bits lost)/2; sign-symmetric data leave mu
+//       independent of the sign, which is what the bound needs.) The means then add to
+//           -mu sum_s g_s sigma_s,   sigma_s = sum over the products step s cuts of sign(t_i),
+//       of size at most |sum_s g_lo,s sure_s| + sum_s (g_hi,s - g_lo,s)|sure_s| +
+//       sum_s g_hi,s max(maybe+_s, maybe-_s), read from the data: which products are cut and
+//       their signs. g_s lies in [g_lo,s, g_hi,s] (below); a product is surely cut (not a multiple
+//       of g_lo: its lowest set bit lies below), surely kept (a multiple of g_hi), or possibly cut
+//       (counted with either sign; sure_s sums the signs of the surely cut). The per-step form
+//       sum_s g_hi,s |sigma_s| (which needs mu common within a step only) is also computed and
+//       the smaller taken. Each rest eps_i = -sign(t_i)(theta_i - mu) g_s lies in an interval of
+//       width g_s <= g_hi,s: h_i = g_hi,s / 2.
 //   (D) every other rounding (toward zero, upward, downward, odd: the fused steps' outputs into
 //       e8m13 or fp32, directed accumulators), a cut of the accumulator c, the subnormal and
 //       flush terms: no assumption; |e_r| <= rho V_r + eta goes into a deterministic part.
@@ -46,7 +51,7 @@
 // h_r a constant, P(|sum eps_r| >= lambda sqrt(sum h_r^2)) <= 2 exp(-lambda^2 / 2). The h_r used
 // below are constants given the data (upper bounds from deterministic magnitudes), so, per
 // element, with probability at least 1 - 2 exp(-lambda^2 / 2):
-//     |v - s| <= sum_steps g_hi |mean count| + sum_(D) (rho V + eta) + lambda sqrt(sum h_r^2).
+//     |v - s| <= (T) means' bound + sum_(D) (rho V + eta) + lambda sqrt(sum h_r^2).
 // One martingale per element: no union bound over terms.
 //
 // ---- Magnitudes: V_r and the grid
@@ -62,7 +67,8 @@
 // D grows like the deterministic bound, and for long mixed-sign reductions it blurs E (and so g)
 // by several binades. A second and third pass use, in place of D, the smaller of D and
 //     B = (means and deterministic parts committed so far) + 2 lambda sqrt(V*),
-// V* the previous pass's sum h_r^2. Why this still holds: let tau be the first rounding after
+// V* the previous pass's sum h_r^2 (the means of a value's own roundings are a sub-sum: at most
+// twice the largest prefix of the signed sum plus the spread, or the per-step form). Why this still holds: let tau be the first rounding after
 // which some computed value's error exceeds what the pass assumed. Up to tau every range h_r and
 // every mean bound of the pass is valid, so the martingale stopped at tau has increments within
 // its h_r, and the pass's sum h_r^2 is a constant V <= V* given the data (a pass is kept only

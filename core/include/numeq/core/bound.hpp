@@ -42,10 +42,11 @@
 //   * round to nearest and stochastic rounding: beta_r = 0, |e_r| <= u |v_r| + eta;
 //   * a fused step's alignment cuts toward zero: product t_i loses -sign(t_i) theta_i g (g the
 //     step's grid 2^(E-F), theta_i in [0, 1)). Not zero-mean. Assumption: given the past, every
-//     product the step cuts has the same conditional mean of theta (the lost bits' distribution
-//     does not depend on the product's sign). The step's mean is then at most
-//     g |sum over cut products of sign(t_i)| (read from the data: which products are cut, and
-//     their signs), and each rest lies in an interval of width g;
+//     product the reduction cuts has the same conditional mean mu of theta (the lost bits'
+//     distribution depends neither on the product's sign nor on the step). The means then add
+//     to -mu sum_steps g sum_{cut products} sign(t_i), bounded from the data (which products
+//     are cut, their signs; signs cancel across steps as well as within one), and each rest
+//     lies in an interval of width g;
 //   * everything else (toward-zero step outputs, directed roundings, a cut accumulator, subnormal
 //     and flush terms): deterministic, no assumption; input casts: computed from the data.
 // Magnitudes |v_r| come from the exact partial sums of the element's own data plus an error
