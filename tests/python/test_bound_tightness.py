@@ -134,7 +134,7 @@ def test_planted_bug_fp8_bf16_accumulation(platform: str, gen: str) -> None:
     prob_rn, det_rn = detection(platform, "e4m3fn", accumulate_in(platform, "e4m3fn", "bf16", "nearest_even"), gen)
     print(f"{platform} e4m3fn {gen}: bf16 nearest accumulation detected on {prob_rn:.1%} "
           f"(deterministic bound: {det_rn:.1%})")
-    assert prob_rn > 0.3
+    assert prob_rn > 0.5
 
 
 @pytest.mark.parametrize("platform", ["nvidia.h100", "nvidia.ada"])
