@@ -74,7 +74,9 @@
 //   * failure_probability = min(1, N * 2 exp(-lambda^2 (1 - u_max)^2 / 2)), N the number of
 //     products prod (1 + delta) the bound uses (terms, decompose piece products and c that pass
 //     a random rounding): the union bound of Higham and Mary's Theorem 3.1.
-// The absolute (eta) parts keep their deterministic factors.
+// The absolute (eta) parts keep their deterministic factors. dot_bound and matmul_bound also run
+// bound_probabilistic.cpp's walk over each element's own data (it models the truncations above
+// too) and keep the smallest bound; the failure probabilities add.
 //
 // ---- Overflow
 // The analysis holds when no rounding overflows. A cast that overflows to Inf (or NaN) carries

@@ -138,6 +138,8 @@ struct Value {
 };
 
 double slack(const Value& v) { return (v.n + 2) * 0x1p-52 * v.A; }
+
+// One element's walk: its data, and what the roundings committed so far add up to.
 struct Run {
   const double* t;   // the products a'_k b'_k
   const double* a;   // cast operands, for the fused steps' exponents

@@ -42,8 +42,8 @@ CASES = [(p, f) for p in numeq.platforms() for f in matmul_formats(p)]
 def test_probabilistic_bound_holds(platform: str, fmt: str) -> None:
     # Every generator, K that cuts steps and chunks unevenly, with and without c.
     ks = (1, 33, 300, 1024) + ((4096, 8192) if LONG else ())
-    rounds = 12 if LONG else 1
-    m, n = (24, 24) if LONG else (6, 5)
+    rounds = 6 if LONG else 1
+    m, n = (16, 16) if LONG else (6, 5)
     checked = 0
     for r in range(rounds):
         for gi, gen in enumerate(GENERATORS):
@@ -80,7 +80,7 @@ def test_long_sweep_counts() -> None:
             assert within(error(e.values, op), e.bound)[finite].all(), (platform, fmt, gen, K)
             total += int(finite.sum())
     print(f"checked {total} elements")
-    assert total >= 10**6 // 4  # plus the parametrised sweep above (about 3 * 10^6 in the long run)
+    assert total >= 5 * 10**5  # plus the parametrised sweep above (about 8 * 10^5 more in the long run)
 
 
 TENSOR_CORES = [(p, f) for p, f in CASES if p.startswith("nvidia.")]
