@@ -889,7 +889,11 @@ Walk walk(const Plan& plan, std::size_t n, bool with_init, bool products, const 
   }
   // The data-driven walk's bound fails with its own probability; the bound returned is the
   // smallest of the three, so it fails only if one of the probabilistic ones does (union bound).
-  if (options.kind == BoundKind::probabilistic && products && DataWalk(plan, n, with_init).supported()) {
+  // Counted whenever the plan is one it models, sums included (which do not use it: the stated
+  // probability is then a little high), so that reduction_weights states the same probability,
+  // and resolves the same lambda, as dot_bound and matmul_bound for a plan of FMA products,
+  // which reduction_weights cannot tell from a sum.
+  if (options.kind == BoundKind::probabilistic && DataWalk(plan, n, with_init).supported()) {
     out.data_walk = true;
     out.failure = std::min(1.0, add_up(out.failure, data_walk_failure(options.lambda)));
   }
