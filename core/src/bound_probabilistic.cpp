@@ -141,10 +141,9 @@ double slack(const Value& v) { return (v.n + 2) * 0x1p-52 * v.A; }
 
 // One element's walk: its data, and what the roundings committed so far add up to.
 struct Run {
-  const double* t;   // the products a'_k b'_k
-  const double* a;   // cast operands, for the fused steps' exponents
-  const double* b;
-  std::size_t b_stride;
+  const double* t;       // the products a'_k b'_k
+  const int* exponent;   // fused steps: each product's exponent as read (INT_MIN: takes no part)
+  const int* low;        // each non-zero product's lowest set bit
   double mean = 0;         // sum over steps of each step's (T) mean bound (bounds any sub-sum)
   double mean_signed = 0;  // (T) with one mean mu for the whole reduction: sum g_lo sure
   double mean_spread = 0;  //   ... and what g's and the possibly cut products' spread adds
@@ -222,6 +221,7 @@ struct DataWalk::Program {
   std::size_t K = 0;
   Cast outer;
   std::optional<Cast> input_a, input_b;
+  std::optional<FusedStep> fused_step;  // the fused nodes' operand formats and zero reading
 
   // Returns the node id, or nullopt when a node kind is outside the analysis.
   std::optional<std::size_t> compile(const PlanNode& n, const std::vector<Item>& items) {
@@ -241,6 +241,11 @@ struct DataWalk::Program {
         if (s.alignment != Alignment::truncate || s.max_exponent != MaxExponent::encoded) return std::nullopt;
         for (const Item& it : items)
           if (!it.term) return std::nullopt;
+        // The products' exponents are read once per element (pre_cast), for one reading.
+        if (fused_step && (fused_step->a_format != s.a_format || fused_step->b_format != s.b_format ||
+                           fused_step->zeros != s.zeros))
+          return std::nullopt;
+        fused_step = s;
         ProgNode p;
         p.kind = ProgKind::fused;
         p.cast = s.output;
@@ -312,7 +317,10 @@ struct DataWalk::Program {
   }
 
   Value item_value(const Item& it, Run& run) const {
-    if (it.term) return term(run.t[it.index]);
+    if (it.term) {
+      const double t = run.t[it.index];
+      return Value{t, std::fabs(t), 0, 0, t == 0 ? kInf : std::ldexp(1.0, run.low[it.index])};
+    }
     return eval(it.index, nullptr, run);
   }
 
@@ -357,11 +365,9 @@ struct DataWalk::Program {
       int e_hi = INT_MIN, e_lo = INT_MIN;
       for (std::size_t q = k0; q < k1; ++q) {
         const std::size_t k = p.items[q].index;
-        const std::optional<int> ea = encoded_exponent(run.a[k], s.a_format, zeros);
-        const std::optional<int> eb = encoded_exponent(run.b[k * run.b_stride], s.b_format, zeros);
-        if (!ea || !eb) continue;
-        e_hi = std::max(e_hi, *ea + *eb);
-        e_lo = std::max(e_lo, *ea + *eb);
+        const int e = run.exponent[k];
+        e_hi = std::max(e_hi, e);
+        e_lo = std::max(e_lo, e);
       }
       const int c_bits = st > 0 ? std::min(s.output.format.mantissa_bits, s.c_format.mantissa_bits)
                                 : s.c_format.mantissa_bits;
@@ -388,12 +394,13 @@ struct DataWalk::Program {
       if (e_hi != INT_MIN) {
         const double g_hi = std::ldexp(1.0, e_hi - F);
         long sure = 0, maybe_pos = 0, maybe_neg = 0, cut = 0;
+        int kept_low = INT_MAX;  // the lowest set bit of the products kept whole
         for (std::size_t q = k0; q < k1; ++q) {
           const double t = run.t[p.items[q].index];
           if (t == 0) continue;
-          const int low = lowest_bit(t);
+          const int low = run.low[p.items[q].index];
           if (low >= e_hi - F) {  // a multiple of g_hi: kept whole
-            grid = std::min(grid, std::ldexp(1.0, low));
+            kept_low = std::min(kept_low, low);
             continue;
           }
           grid = std::min(grid, g_lo);  // cut to a multiple of g, or kept (a multiple of 2^low >= g_lo)
@@ -417,6 +424,7 @@ struct DataWalk::Program {
                                                          mul_up(g_hi, static_cast<double>(std::max(maybe_pos, maybe_neg)))));
         run.var = add_up(run.var, mul_up(static_cast<double>(cut), mul_up(g_hi / 2, g_hi / 2)));
         cut_d = mul_up(static_cast<double>(cut), g_hi);
+        if (kept_low != INT_MAX) grid = std::min(grid, std::ldexp(1.0, kept_low));
         // (D): c cut when its lowest possible bit lies below the grid.
         if (has_c) {
           const bool kept = acc.grid >= g_hi ||
@@ -481,6 +489,8 @@ double DataWalk::pre_cast(const double* a, const double* b, std::size_t b_stride
   const Program& pr = *program_;
   const std::size_t K = pr.K;
   scratch.t.resize(K);
+  scratch.low.resize(K);
+  scratch.exponent.resize(pr.fused_step ? K : 0);
   // Products of the cast operands (exact in binary64 for every format a plan multiplies; an
   // inexact one adds its rounding error, fma-exact, to the deterministic part), and the input
   // casts' own contribution sum_k (a'b' - ab), computed.
@@ -491,6 +501,14 @@ double DataWalk::pre_cast(const double* a, const double* b, std::size_t b_stride
     if (!std::isfinite(t)) return kInf;
     inexact += std::fabs(std::fma(x, y, -t));
     scratch.t[k] = t;
+    scratch.low[k] = t == 0 ? INT_MAX : lowest_bit(t);
+    if (pr.fused_step) {
+      const FusedStep& s = *pr.fused_step;
+      const bool zeros = s.zeros == ZeroTerms::fp32_emin;
+      const std::optional<int> ea = encoded_exponent(x, s.a_format, zeros);
+      const std::optional<int> eb = encoded_exponent(y, s.b_format, zeros);
+      scratch.exponent[k] = (ea && eb) ? *ea + *eb : INT_MIN;
+    }
     if (pr.input_a || pr.input_b) {
       const double x0 = a[k], y0 = b[k * b_stride];
       const double t0 = x0 * y0;
@@ -504,7 +522,7 @@ double DataWalk::pre_cast(const double* a, const double* b, std::size_t b_stride
   if (c) init = Program::term(*c);
   // One pass of the walk with the given bound on the zero-mean partial sums (see "Magnitudes").
   const auto pass = [&](double zero_mean_partial) {
-    Run run{scratch.t.data(), ac, bc, bc_stride};
+    Run run{scratch.t.data(), scratch.exponent.data(), scratch.low.data()};
     run.zero_mean_partial = zero_mean_partial;
     Value v = pr.eval(pr.root, (c && !pr.c_last) ? &init : nullptr, run);
     if (c && pr.c_last) {

@@ -27,6 +27,7 @@ class DataWalk {
   // Per-thread scratch.
   struct Scratch {
     std::vector<double> t;
+    std::vector<int> exponent, low;
   };
   // One element: a and b the operands as given (a[k], b[k * b_stride]), ac and bc the same after
   // the input casts, c the element's c (nullptr when none). Returns a bound on |v - s| (v the value

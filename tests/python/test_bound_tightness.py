@@ -72,7 +72,7 @@ def test_long_sweep_counts() -> None:
     for platform, fmt in CASES:
         for gi, gen in enumerate(GENERATORS[:4]):
             K = (128, 1024, 8192)[gi % 3]
-            a = numeq.ops.generate(gen, (64, K), fmt, seed=7 + gi)
+            a = numeq.ops.generate(gen, (32, K), fmt, seed=7 + gi)
             b = numeq.ops.generate(gen, (K, 32), fmt, seed=8 + gi)
             op = numeq.ops.matmul(a, b, in_fmt=fmt, out="fp32")
             e = op.emulation(platform, kind="probabilistic", failure_probability=1e-6)
@@ -80,7 +80,7 @@ def test_long_sweep_counts() -> None:
             assert within(error(e.values, op), e.bound)[finite].all(), (platform, fmt, gen, K)
             total += int(finite.sum())
     print(f"checked {total} elements")
-    assert total >= 5 * 10**5  # plus the parametrised sweep above (about 8 * 10^5 more in the long run)
+    assert total >= 2 * 10**5  # plus the parametrised sweep above (about 8.6 * 10^5 more in the long run)
 
 
 TENSOR_CORES = [(p, f) for p, f in CASES if p.startswith("nvidia.")]
