@@ -491,15 +491,19 @@ double DataWalk::pre_cast(const double* a, const double* b, std::size_t b_stride
   scratch.t.resize(K);
   scratch.low.resize(K);
   scratch.exponent.resize(pr.fused_step ? K : 0);
-  // Products of the cast operands (exact in binary64 for every format a plan multiplies; an
-  // inexact one adds its rounding error, fma-exact, to the deterministic part), and the input
-  // casts' own contribution sum_k (a'b' - ab), computed.
-  double cast_diff = 0, cast_abs = 0, inexact = 0;
+  // Products of the cast operands, and the input casts' own contribution sum_k (a'b' - ab),
+  // computed. The walk reads the products' bits, so each must be exact in binary64 (it is for
+  // every format a plan multiplies, fp32 included, unless it comes near binary64's underflow);
+  // otherwise the element keeps the other bounds (+Inf here).
+  const auto exact_product = [](double x, double y, double t) {
+    if (t == 0) return x == 0 || y == 0;
+    return std::isfinite(t) && std::fabs(t) >= 0x1p-960 && std::fma(x, y, -t) == 0;
+  };
+  double cast_diff = 0, cast_abs = 0;
   for (std::size_t k = 0; k < K; ++k) {
     const double x = ac[k], y = bc[k * bc_stride];
     const double t = x * y;
-    if (!std::isfinite(t)) return kInf;
-    inexact += std::fabs(std::fma(x, y, -t));
+    if (!exact_product(x, y, t)) return kInf;
     scratch.t[k] = t;
     scratch.low[k] = t == 0 ? INT_MAX : lowest_bit(t);
     if (pr.fused_step) {
@@ -512,7 +516,7 @@ double DataWalk::pre_cast(const double* a, const double* b, std::size_t b_stride
     if (pr.input_a || pr.input_b) {
       const double x0 = a[k], y0 = b[k * b_stride];
       const double t0 = x0 * y0;
-      inexact += std::fabs(std::fma(x0, y0, -t0));
+      if (!exact_product(x0, y0, t0)) return kInf;
       const double d = t - t0;
       cast_diff += d;
       cast_abs += std::fabs(d);
@@ -545,7 +549,7 @@ double DataWalk::pre_cast(const double* a, const double* b, std::size_t b_stride
   const double input = add_up(std::fabs(cast_diff), mul_up(static_cast<double>(2 * K + 4) * 0x1p-52, cast_abs));
   const double signed_slack = mul_up((run.mean_steps + 2) * 0x1p-52, run.mean_signed_abs);
   const double mean = std::min(run.mean, add_up(add_up(std::fabs(run.mean_signed), signed_slack), run.mean_spread));
-  double bound = add_up(add_up(mean, run.det), add_up(input, inexact));
+  double bound = add_up(add_up(mean, run.det), input);
   bound = add_up(bound, mul_up(lambda, up(std::sqrt(run.var))));
   // Every quantity above is non-negative and formed with at most a few K roundings upward or to
   // nearest; 2^-30 relative covers the nearest ones for K < 2^20 terms per element and beyond.
