@@ -68,6 +68,13 @@ def _kind(kind: str, lam: float) -> tuple[str, float]:
     return kind, lam
 
 
+def _failure(p: float) -> float:
+    p = _check_real(p, "failure_probability", finite=True)
+    if not 0 <= p < 1:
+        raise ValueError(f"failure_probability: expected a number in [0, 1) (0: lam decides), got {p!r}")
+    return p
+
+
 class Op:
     """An operation of the catalogue on given inputs (build one with numeq.ops.matmul, sum, ...)."""
 
@@ -102,12 +109,15 @@ class Op:
         """The exact result rounded correctly into the output format (float64 values)."""
         return self._op.reference()
 
-    def emulation(self, platform: str, *, kind: str = "deterministic", lam: float = 6.0) -> Emulation:
-        """The platform's result and its bound, from one pass (cached per platform and kind)."""
+    def emulation(self, platform: str, *, kind: str = "deterministic", lam: float = 6.0,
+                  failure_probability: float = 0.0) -> Emulation:
+        """The platform's result and its bound, from one pass (cached per platform and kind).
+        With ``kind="probabilistic"`` and ``failure_probability`` > 0, lambda is chosen as the
+        smallest whose per-element failure probability is at most that (``lam`` is then unused)."""
         _check_str(platform, "platform")
-        key = (platform, *_kind(kind, lam))
+        key = (platform, *_kind(kind, lam), _failure(failure_probability))
         if key not in self._cache:
-            values, bound, probability = self._op.emulate(platform, key[1], key[2])
+            values, bound, probability = self._op.emulate(platform, key[1], key[2], key[3])
             self._cache[key] = Emulation(values, bound, probability)
         return self._cache[key]
 
@@ -115,23 +125,27 @@ class Op:
         """The platform's result, bit for bit, as float64 values."""
         return self.emulation(platform).values
 
-    def bound(self, platform: str, kind: str = "deterministic", lam: float = 6.0) -> np.ndarray:
+    def bound(self, platform: str, kind: str = "deterministic", lam: float = 6.0,
+              failure_probability: float = 0.0) -> np.ndarray:
         """Per element: |emulated - exact| <= bound. ``kind="probabilistic"`` uses Higham and Mary's
-        bound with parameter ``lam``; it fails with probability at most
-        ``emulation(platform, kind=..., lam=...).failure_probability`` per element."""
-        return self.emulation(platform, kind=kind, lam=lam).bound
+        bound with parameter ``lam`` and, for dot and matmul plans it models, the data-driven bound
+        (core/README.md); it fails with probability at most
+        ``emulation(platform, kind=..., lam=...).failure_probability`` per element.
+        ``failure_probability`` > 0 chooses lambda for that probability instead of ``lam``."""
+        return self.emulation(platform, kind=kind, lam=lam, failure_probability=failure_probability).bound
 
     def tolerance(self, platform: str, kind: str = "deterministic", lam: float = 6.0) -> Tolerance:
         """The platform's bound as tolerances against this op's reference."""
         bound = self.bound(platform, kind, lam)
         return Tolerance(**_core.cases_tolerance(bound, self.reference(), self.out))
 
-    def cross_bound(self, platform_a: str, platform_b: str, kind: str = "deterministic", lam: float = 6.0) -> np.ndarray:
+    def cross_bound(self, platform_a: str, platform_b: str, kind: str = "deterministic", lam: float = 6.0,
+                    failure_probability: float = 0.0) -> np.ndarray:
         """Per element: |result on platform_a - result on platform_b| <= this (bound_a + bound_b)."""
         _check_str(platform_a, "platform_a")
         _check_str(platform_b, "platform_b")
         kind, lam = _kind(kind, lam)
-        return _core.cases_cross_bound(self._op, platform_a, platform_b, kind, lam)
+        return _core.cases_cross_bound(self._op, platform_a, platform_b, kind, lam, _failure(failure_probability))
 
 
 def _c64(x: Any) -> np.ndarray:

@@ -33,12 +33,16 @@ namespace {
 namespace cases = numeq::cases;
 namespace core = numeq::core;
 
-core::BoundOptions bound_options(const std::string& kind, double lambda) {
+core::BoundOptions bound_options(const std::string& kind, double lambda, double failure_probability = 0) {
   core::BoundOptions o;
   o.kind = core::bound_kind_by_name(kind, "kind");
   if (!(lambda > 0) || !std::isfinite(lambda))
     throw numeq::error("lam: expected a positive finite lambda, got " + std::to_string(lambda));
   o.lambda = lambda;
+  if (!(failure_probability >= 0 && failure_probability < 1))
+    throw numeq::error("failure_probability: expected a number in [0, 1) (0: lam decides), got " +
+                       std::to_string(failure_probability));
+  o.failure_probability = failure_probability;
   return o;
 }
 
@@ -137,9 +141,10 @@ void numeq_bindings::bind_cases(py::module_& m) {
            })
       .def(
           "emulate",
-          [](const cases::Op& op, const std::string& platform, const std::string& kind, double lambda) {
+          [](const cases::Op& op, const std::string& platform, const std::string& kind, double lambda,
+             double failure_probability) {
             const core::Platform p = core::platform_by_name(platform, "platform");
-            const core::BoundOptions o = bound_options(kind, lambda);
+            const core::BoundOptions o = bound_options(kind, lambda, failure_probability);
             cases::Emulation e;
             {
               py::gil_scoped_release release;
@@ -147,7 +152,7 @@ void numeq_bindings::bind_cases(py::module_& m) {
             }
             return emulation_tuple(std::move(e));
           },
-          py::arg("platform"), py::arg("kind"), py::arg("lam"));
+          py::arg("platform"), py::arg("kind"), py::arg("lam"), py::arg("failure_probability") = 0.0);
 
   m.def(
       "cases_matmul",
@@ -301,10 +306,10 @@ void numeq_bindings::bind_cases(py::module_& m) {
   m.def(
       "cases_cross_bound",
       [](const cases::Op& op, const std::string& platform_a, const std::string& platform_b, const std::string& kind,
-         double lambda) {
+         double lambda, double failure_probability) {
         const core::Platform pa = core::platform_by_name(platform_a, "platform_a");
         const core::Platform pb = core::platform_by_name(platform_b, "platform_b");
-        const core::BoundOptions o = bound_options(kind, lambda);
+        const core::BoundOptions o = bound_options(kind, lambda, failure_probability);
         xt::xarray<double> r;
         {
           py::gil_scoped_release release;
@@ -312,7 +317,8 @@ void numeq_bindings::bind_cases(py::module_& m) {
         }
         return to_numpy(std::move(r));
       },
-      py::arg("op"), py::arg("platform_a"), py::arg("platform_b"), py::arg("kind"), py::arg("lam"));
+      py::arg("op"), py::arg("platform_a"), py::arg("platform_b"), py::arg("kind"), py::arg("lam"),
+      py::arg("failure_probability") = 0.0);
   m.def(
       "cases_compare",
       [](const py::array& actual, const cases::Op& op, const std::string& platform, const std::string& accept,

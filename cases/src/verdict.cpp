@@ -129,15 +129,17 @@ Tier tier_by_name(std::string_view name, std::string_view parameter) {
 Emulation check_emulation(const Op& op, const core::Platform& platform, const CompareOptions& options,
                           std::size_t elements) {
   if (options.accept == Tier::deterministic) return op.emulate(platform, core::BoundOptions{});
-  // A union bound over the elements gives each per_check / elements. The walker states the
-  // failure probability it reaches at a given lambda (bound.hpp: it falls as
+  // A union bound over the elements gives each per_check / elements; the walker picks the lambda
+  // that reaches it (BoundOptions::failure_probability). Parts of composite ops that still take
+  // lambda as given state the probability they reach: their bound falls as
   // exp(-lambda^2 (1 - u)^2 / 2), with (1 - u)^2 >= 0.75 for every format a plan rounds to nearest
-  // in); one more walk at the lambda that reaches the target, repeated while it falls short.
-  core::BoundOptions o{core::BoundKind::probabilistic, 6.0};
-  Emulation em = op.emulate(platform, o);
+  // in (bound.hpp), so one more walk at the lambda that reaches the target, while it falls short.
   const double target = options.failure_probability / static_cast<double>(std::max<std::size_t>(elements, 1));
+  core::BoundOptions o{core::BoundKind::probabilistic, 6.0, target};
+  Emulation em = op.emulate(platform, o);
   for (int tries = 0; tries < 4 && em.failure_probability > target; ++tries) {
     o.lambda = std::sqrt(o.lambda * o.lambda + 2.0 * std::log(em.failure_probability / target) / 0.75);
+    o.failure_probability = 0;
     em = op.emulate(platform, o);
   }
   return em;

@@ -74,7 +74,9 @@
 //   * failure_probability = min(1, N * 2 exp(-lambda^2 (1 - u_max)^2 / 2)), N the number of
 //     products prod (1 + delta) the bound uses (terms, decompose piece products and c that pass
 //     a random rounding): the union bound of Higham and Mary's Theorem 3.1.
-// The absolute (eta) parts keep their deterministic factors.
+// The absolute (eta) parts keep their deterministic factors. dot_bound and matmul_bound also run
+// bound_probabilistic.cpp's walk over each element's own data (it models the truncations above
+// too) and keep the smallest bound; the failure probabilities add.
 //
 // ---- Overflow
 // The analysis holds when no rounding overflows. A cast that overflows to Inf (or NaN) carries
@@ -111,6 +113,8 @@
 #include <xtensor/xbroadcast.hpp>
 
 #include "numeq/formats/error.hpp"
+#include "bound_probabilistic.hpp"
+#include "bound_rounder.hpp"
 #include "shapes.hpp"
 #include "numeq/formats/format.hpp"
 #include "numeq/formats/parallel.hpp"
@@ -121,63 +125,6 @@ namespace numeq::core {
 using namespace detail;  // shapes.hpp: layouts and broadcasting shared with the other walker
 
 namespace {
-
-constexpr double kInf = std::numeric_limits<double>::infinity();
-constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
-
-// ---- upward arithmetic on non-negative numbers ----
-double up(double x) { return std::nextafter(x, kInf); }
-double add_up(double a, double b) { return (a == 0) ? b : (b == 0) ? a : up(a + b); }
-double mul_up(double a, double b) { return (a == 0 || b == 0) ? 0.0 : up(a * b); }
-// (1 + a)(1 + b) - 1 = a + b + ab.
-double comb(double a, double b) {
-  if (a == 0) return b;
-  if (b == 0) return a;
-  return add_up(add_up(a, b), mul_up(a, b));
-}
-
-// ---- one rounding into a cast ----
-struct Rounder {
-  double rho = 0;        // relative error bound
-  double eta = 0;        // absolute error bound below the normal range (FTZ included)
-  double daz = 0;        // per operand flushed by an addition under DAZ: 2^emin
-  double daz_unary = 0;  // a single value flushed by the kernel under DAZ (binary64 subnormals)
-  double u = 0;          // unit roundoff, for the probabilistic model
-  bool random = false;   // round to nearest: a mean-independent error in the probabilistic model
-  bool exact = false;    // integer accumulators
-  bool finite_overflow = false;  // an overflow can give a finite value
-  double threshold = kInf;       // magnitudes up to this cannot overflow
-};
-
-Rounder rounder(const Cast& c) {
-  Rounder r;
-  const Format& f = c.format;
-  if (f.is_integer()) {
-    r.exact = true;
-    return r;
-  }
-  const int m = f.mantissa_bits;
-  r.u = std::ldexp(1.0, -(m + 1));
-  const bool nearest = c.rounding == Rounding::nearest_even || c.rounding == Rounding::nearest_away;
-  r.random = nearest;
-  r.rho = nearest ? r.u : 2 * r.u;
-  const double spacing = f.has_zero ? std::ldexp(1.0, f.emin() - m) : 2 * min_normal(f);
-  r.eta = nearest ? spacing / 2 : spacing;
-  if (c.flushes_outputs()) r.eta = std::max(r.eta, min_normal(f));
-  if (c.flushes_inputs()) {
-    r.daz = min_normal(f);
-    r.daz_unary = std::ldexp(1.0, -1022);
-  }
-  r.finite_overflow = overflows_to_max(c, false) || overflows_to_max(c, true);
-  // Nearest overflows only beyond max + ulp/2; the other modes only at 2^(emax+1).
-  const double mx = max_finite(f);
-  r.threshold = nearest ? mx : std::ldexp(1.0, std::ilogb(mx) + 1);
-  return r;
-}
-
-// The rounding of one value, and of an addition of `operands` values.
-double eta_value(const Rounder& r) { return r.eta + r.daz_unary; }
-double eta_add(const Rounder& r, std::size_t operands = 2) { return r.eta + static_cast<double>(operands) * r.daz; }
 
 // Whether every finite value of `in` is a value of cast's format that the cast keeps as it is.
 bool fits(const Format& in, const Cast& out) {
@@ -841,6 +788,9 @@ struct Walk {
   double init = 0;
   double absolute = 0;
   double failure = 0;
+  std::size_t random_products = 0;  // probabilistic: products of (1 + delta) the union bound counts
+  double u_max = 0;
+  bool data_walk = false;           // probabilistic: bound_probabilistic.cpp's walk applies too
   bool products = false;
   // Overflow: whether a cast before the output can turn an overflow into a finite value, and
   // the magnitude below which nothing in the plan overflows.
@@ -931,9 +881,21 @@ Walk walk(const Plan& plan, std::size_t n, bool with_init, bool products, const 
     if (nonzero(terms.Cb)) out.Cb = std::move(terms.Cb);
   }
   out.absolute = add_up(w.abs_, terms.C0);
+  out.random_products = w.random_products_;
+  out.u_max = w.u_max_;
   if (options.kind == BoundKind::probabilistic && w.random_products_ > 0) {
     const double per = 2 * std::exp(-options.lambda * options.lambda * (1 - w.u_max_) * (1 - w.u_max_) / 2);
     out.failure = std::min(1.0, up(static_cast<double>(w.random_products_) * per * (1 + 0x1p-40)));
+  }
+  // The data-driven walk's bound fails with its own probability; the bound returned is the
+  // smallest of the three, so it fails only if one of the probabilistic ones does (union bound).
+  // Counted whenever the plan is one it models, sums included (which do not use it: the stated
+  // probability is then a little high), so that reduction_weights states the same probability,
+  // and resolves the same lambda, as dot_bound and matmul_bound for a plan of FMA products,
+  // which reduction_weights cannot tell from a sum.
+  if (options.kind == BoundKind::probabilistic && DataWalk(plan, n, with_init).supported()) {
+    out.data_walk = true;
+    out.failure = std::min(1.0, add_up(out.failure, data_walk_failure(options.lambda)));
   }
   // Casts before the output that may turn an overflow into a finite value.
   std::vector<Cast> casts;
@@ -950,6 +912,32 @@ Walk walk(const Plan& plan, std::size_t n, bool with_init, bool products, const 
     out.threshold = std::min(out.threshold, r.threshold);
   }
   return out;
+}
+
+// options with lambda chosen from failure_probability when that is set (probabilistic kind): the
+// smallest lambda >= 1 whose per-element failure probability is at most failure_probability.
+// With N the products of the union bound (u_max their largest unit roundoff) and D = 1 when the
+// data-driven walk applies, the failure is at most N 2 exp(-lambda^2 (1 - u_max)^2 / 2) +
+// D 2 exp(-lambda^2 / 2) <= (N + D) 2 exp(-lambda^2 (1 - u_max)^2 / 2), which is p at
+// lambda = sqrt(2 ln(2 (N + D) / p)) / (1 - u_max). The floor 1 keeps lambda meaningful when
+// p is close to 1 (every lambda below it gives a failure bound of 1 anyway for N + D >= 1).
+BoundOptions resolved(const Plan& plan, std::size_t n, bool with_init, bool products, const BoundOptions& options) {
+  if (!(options.failure_probability >= 0 && options.failure_probability < 1))
+    throw numeq::error("options.failure_probability: expected a number in [0, 1) (0: use options.lambda), got " +
+                       std::to_string(options.failure_probability));
+  if (options.kind != BoundKind::probabilistic || options.failure_probability == 0) return options;
+  BoundOptions probe = options;
+  probe.failure_probability = 0;
+  probe.lambda = 1;
+  const Walk w = walk(plan, n, with_init, products, probe);
+  const double count = static_cast<double>(w.random_products) + (w.data_walk ? 1.0 : 0.0);
+  BoundOptions o = options;
+  if (count > 0) {
+    const double lambda = std::sqrt(2 * std::log(2 * count / options.failure_probability)) / (1 - w.u_max);
+    o.lambda = std::max(1.0, up(lambda * (1 + 0x1p-40)));
+  }
+  o.failure_probability = 0;  // resolved: lambda now states it
+  return o;
 }
 
 // x (K roundings of non-negative terms in binary64) made an upper bound of the exact value.
@@ -1088,7 +1076,7 @@ ReductionWeights reduction_weights(const Plan& plan, std::size_t n, bool with_in
     for (const PlanNode& c : node.children) scan(c);
   };
   scan(plan.reduction);
-  Walk w = walk(plan, n, with_init, products, options);
+  Walk w = walk(plan, n, with_init, products, resolved(plan, n, with_init, products, options));
   ReductionWeights r;
   r.term = std::move(w.W);
   r.init = w.init;
@@ -1365,27 +1353,81 @@ BoundOptions deterministic_of(BoundOptions o) {
   o.kind = BoundKind::deterministic;
   return o;
 }
+
+// The data-driven walk (bound_probabilistic.cpp) over the elements whose bound r is finite: r
+// becomes the smaller of the two. a(i), b(i): element i's operands (b with stride bs), c(i) its c.
+template <class A, class B, class C>
+void tighten(xt::xarray<double>& r, const Plan& plan, const xt::xarray<double>& emulated, std::size_t K, bool with_init,
+             double lambda, std::size_t bs, const A& a_of, const B& b_of, const C& c_of,
+             const std::vector<double>& ac, const std::vector<double>& bc, const double* a0, const double* b0) {
+  const DataWalk dw(plan, K, with_init);
+  if (!dw.supported()) return;
+  parallel_for(r.size(), [&](std::size_t begin, std::size_t end) {
+    DataWalk::Scratch scratch;
+    for (std::size_t i = begin; i < end; ++i) {
+      const double current = r.data()[i];
+      if (!(current < kInf)) continue;  // NaN (non-finite input) or +Inf (overflow): kept
+      const std::size_t ia = a_of(i), ib = b_of(i);
+      const double* c = c_of(i);
+      const double pre = dw.pre_cast(a0 + ia, b0 + ib, bs, ac.data() + ia, bc.data() + ib, bs, c, lambda, scratch);
+      const double candidate = with_output_cast(plan.output, emulated.data()[i], pre);
+      if (candidate < current) r.data()[i] = candidate;
+    }
+  }, std::max<std::size_t>(1, (std::size_t{1} << 12) / std::max<std::size_t>(1, K)));
+}
 }  // namespace
 
 xt::xarray<double> sum_bound(const xt::xarray<double>& x, std::ptrdiff_t axis, const Plan& plan,
                              const xt::xarray<double>& emulated, const BoundOptions& options) {
-  xt::xarray<double> r = sum_bound_of_kind(x, axis, plan, emulated, options);
-  if (options.kind != BoundKind::probabilistic) return r;
-  return smaller_of(std::move(r), sum_bound_of_kind(x, axis, plan, emulated, deterministic_of(options)));
+  const std::size_t K = axis_layout(x, axis).length;
+  const BoundOptions o = resolved(plan, K, false, false, options);
+  xt::xarray<double> r = sum_bound_of_kind(x, axis, plan, emulated, o);
+  if (o.kind != BoundKind::probabilistic) return r;
+  return smaller_of(std::move(r), sum_bound_of_kind(x, axis, plan, emulated, deterministic_of(o)));
 }
 
 xt::xarray<double> dot_bound(const xt::xarray<double>& a, const xt::xarray<double>& b, const xt::xarray<double>* c,
                              const Plan& plan, const xt::xarray<double>& emulated, const BoundOptions& options) {
-  xt::xarray<double> r = dot_bound_of_kind(a, b, c, plan, emulated, options);
-  if (options.kind != BoundKind::probabilistic) return r;
-  return smaller_of(std::move(r), dot_bound_of_kind(a, b, c, plan, emulated, deterministic_of(options)));
+  const std::size_t K = a.dimension() == 0 ? 0 : a.shape().back();
+  const BoundOptions o = resolved(plan, K, c != nullptr, true, options);
+  xt::xarray<double> r = dot_bound_of_kind(a, b, c, plan, emulated, o);
+  if (o.kind != BoundKind::probabilistic) return r;
+  r = smaller_of(std::move(r), dot_bound_of_kind(a, b, c, plan, emulated, deterministic_of(o)));
+  const DotLayout layout = dot_layout(a, b, c);
+  if (layout.K == 0 || r.size() == 0) return r;
+  const DataWalk dw(plan, layout.K, c != nullptr);
+  if (!dw.supported()) return r;
+  const std::vector<double> ac = dw.cast_a(layout.fa.data(), layout.fa.size());
+  const std::vector<double> bc = dw.cast_b(layout.fb.data(), layout.fb.size());
+  const std::size_t Kd = layout.K;
+  tighten(r, plan, emulated, Kd, c != nullptr, o.lambda, 1, [Kd](std::size_t i) { return i * Kd; },
+          [Kd](std::size_t i) { return i * Kd; },
+          [&](std::size_t i) { return c ? layout.fc.data() + i : nullptr; }, ac, bc, layout.fa.data(), layout.fb.data());
+  return r;
 }
 
 xt::xarray<double> matmul_bound(const xt::xarray<double>& a, const xt::xarray<double>& b, const xt::xarray<double>* c,
                                 const Plan& plan, const xt::xarray<double>& emulated, const BoundOptions& options) {
-  xt::xarray<double> r = matmul_bound_of_kind(a, b, c, plan, emulated, options);
-  if (options.kind != BoundKind::probabilistic) return r;
-  return smaller_of(std::move(r), matmul_bound_of_kind(a, b, c, plan, emulated, deterministic_of(options)));
+  const std::size_t K = a.dimension() == 0 ? 0 : a.shape().back();
+  const BoundOptions o = resolved(plan, K, c != nullptr, true, options);
+  xt::xarray<double> r = matmul_bound_of_kind(a, b, c, plan, emulated, o);
+  if (o.kind != BoundKind::probabilistic) return r;
+  r = smaller_of(std::move(r), matmul_bound_of_kind(a, b, c, plan, emulated, deterministic_of(o)));
+  const MatmulLayout layout = matmul_layout(a, b, c);
+  const std::size_t M = layout.M, N = layout.N, Km = layout.K;
+  if (Km == 0 || r.size() == 0) return r;
+  const DataWalk dw(plan, Km, c != nullptr);
+  if (!dw.supported()) return r;
+  // Element i = (t, m, n): row m of a's matrix a_of[t], column n of b's matrix b_of[t] (stride N).
+  const std::vector<double> ac = dw.cast_a(a.data(), a.size());
+  const std::vector<double> bc = dw.cast_b(b.data(), b.size());
+  const std::vector<std::size_t>& a_of = layout.operands.a_of;
+  const std::vector<std::size_t>& b_of = layout.operands.b_of;
+  tighten(r, plan, emulated, Km, c != nullptr, o.lambda, N,
+          [&](std::size_t i) { return (a_of[i / (M * N)] * M + (i / N) % M) * Km; },
+          [&](std::size_t i) { return b_of[i / (M * N)] * Km * N + i % N; },
+          [&](std::size_t i) { return c ? layout.fc.data() + i : nullptr; }, ac, bc, a.data(), b.data());
+  return r;
 }
 
 }  // namespace numeq::core

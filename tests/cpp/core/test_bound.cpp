@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
 #include <limits>
 #include <map>
 #include <string>
@@ -189,7 +190,7 @@ const std::vector<Distribution>& dists() {
 
 // Every plan entry of a platform, every distribution, lengths that exercise partial steps,
 // tails and tiles.
-Tally check_platform(const Platform& p, double scale) {
+Tally check_platform(const Platform& p, double scale, const BoundOptions& options = {}) {
   Tally t;
   const std::size_t Ks[] = {1, 7, 40, 160, 300};
   std::uint64_t seed = 1000;
@@ -201,9 +202,9 @@ Tally check_platform(const Platform& p, double scale) {
       const std::size_t rows = std::max<std::size_t>(2, static_cast<std::size_t>(8 * scale));
       ++seed;
       switch (e.op) {
-        case Operation::matmul: t.merge(check_matmul(e.plan, in, d, seed, rows, K, 5, di % 2 == 0)); break;
-        case Operation::dot: t.merge(check_dot(e.plan, in, d, seed, rows * 2, K, di % 2 == 1)); break;
-        case Operation::sum: t.merge(check_sum(e.plan, in, d, seed, rows * 2, K * 3 + 1)); break;
+        case Operation::matmul: t.merge(check_matmul(e.plan, in, d, seed, rows, K, 5, di % 2 == 0, options)); break;
+        case Operation::dot: t.merge(check_dot(e.plan, in, d, seed, rows * 2, K, di % 2 == 1, options)); break;
+        case Operation::sum: t.merge(check_sum(e.plan, in, d, seed, rows * 2, K * 3 + 1, options)); break;
       }
     }
   }
@@ -608,6 +609,98 @@ TEST(Bound, Probabilistic) {
                   lambda, label.c_str(), t.checked, t.violations, rate, failure, t.worst_ratio, det.worst_ratio);
       EXPECT_LE(rate, failure) << label;
       EXPECT_EQ(det.violations, 0u);
+    }
+  }
+}
+
+// The data-driven probabilistic bound (bound_probabilistic.cpp) on every platform's plans, every
+// distribution, with and without c: never violated by the emulation (oracle: the exact reference).
+TEST(Bound, ProbabilisticEveryPlatform) {
+  BoundOptions o;
+  o.kind = BoundKind::probabilistic;
+  Tally all;
+  for (const std::string& name : platform_names()) {
+    const Tally t = check_platform(platform_by_name(name), 1.0, o);
+    report("probabilistic " + name, t);
+    EXPECT_EQ(t.violations, 0u) << t.first_violation;
+    all.merge(t);
+  }
+  EXPECT_GT(all.checked, 10000u);
+}
+
+// Never silently deterministic: on every tensor-core platform, for every matmul plan with an fp32
+// output, the probabilistic bound at K = 1024 is below the deterministic one on every element
+// (normal data), and the emulation stays within it.
+TEST(Bound, ProbabilisticBelowDeterministicOnTensorCores) {
+  BoundOptions o;
+  o.kind = BoundKind::probabilistic;
+  o.failure_probability = 1e-6;
+  std::size_t plans = 0;
+  for (const std::string& name : platform_names()) {
+    const Platform p = platform_by_name(name);
+    for (const PlanEntry& e : p.plans) {
+      if (e.op != Operation::matmul || e.out_fmt != "fp32") continue;
+      bool fused = false;
+      std::function<void(const PlanNode&)> scan = [&](const PlanNode& n) {
+        fused = fused || n.kind == NodeKind::fused;
+        for (const PlanNode& c : n.children) scan(c);
+      };
+      scan(e.plan.reduction);
+      if (!fused) continue;
+      ++plans;
+      const Format& in = fmt(e.in_fmt);
+      const std::size_t M = 4, K = 1024, N = 4;
+      const xt::xarray<double> a = gen(Distribution::normal, 77, in, {M, K});
+      const xt::xarray<double> b = gen(Distribution::normal, 78, in, {K, N});
+      const xt::xarray<double> em = core::matmul(a, b, nullptr, e.plan);
+      const xt::xarray<double> det = matmul_bound(a, b, nullptr, e.plan, em);
+      const xt::xarray<double> prob = matmul_bound(a, b, nullptr, e.plan, em, o);
+      const reference::ExactValues ex = reference::matmul_exact(a, b, nullptr);
+      const Tally t = compare(em, ex, prob, e.plan.name);
+      EXPECT_EQ(t.violations, 0u) << t.first_violation;
+      double worst = 0;
+      for (std::size_t i = 0; i < em.size(); ++i) {
+        EXPECT_LT(prob.data()[i], det.data()[i]) << e.plan.name << " element " << i;
+        worst = std::max(worst, prob.data()[i] / det.data()[i]);
+      }
+      std::printf("[tensor cores] %-40s probabilistic / deterministic <= %.3g\n", e.plan.name.c_str(), worst);
+    }
+  }
+  EXPECT_GT(plans, 20u);
+}
+
+// failure_probability: validated, and lambda chosen so that the stated failure is at most it.
+TEST(Bound, FailureProbabilityChoosesLambda) {
+  const Plan h8 = plan_for(platform_by_name("nvidia.h100"), Operation::matmul, "e4m3fn", "fp32");
+  const Plan cuda = plan_for(platform_by_name("cuda_core.fp32"), Operation::matmul, "bf16", "fp32");
+  for (const double bad : {-0.5, 1.0, 2.0, std::numeric_limits<double>::quiet_NaN(),
+                           std::numeric_limits<double>::infinity()}) {
+    BoundOptions o;
+    o.kind = BoundKind::probabilistic;
+    o.failure_probability = bad;
+    try {
+      reduction_weights(h8, 64, false, o);
+      FAIL() << "no error for " << bad;
+    } catch (const numeq::error& e) {
+      EXPECT_NE(std::string(e.what()).find("failure_probability"), std::string::npos) << e.what();
+    }
+  }
+  const xt::xarray<double> a = gen(Distribution::normal, 5, formats::e4m3fn, {4, 512});
+  const xt::xarray<double> b = gen(Distribution::normal, 6, formats::e4m3fn, {512, 4});
+  for (const Plan* plan : {&h8, &cuda}) {
+    const xt::xarray<double> em = core::matmul(a, b, nullptr, *plan);
+    double previous = 0;
+    for (const double p : {1e-2, 1e-6, 1e-12}) {
+      BoundOptions o;
+      o.kind = BoundKind::probabilistic;
+      o.failure_probability = p;
+      const double stated = reduction_weights(*plan, 512, false, o).failure_probability;
+      EXPECT_LE(stated, p) << plan->name;
+      EXPECT_GE(stated, 0.5 * p) << plan->name << ": lambda larger than needed";
+      const xt::xarray<double> bd = matmul_bound(a, b, nullptr, *plan, em, o);
+      const double total = xt::sum(bd)();
+      EXPECT_GE(total, previous) << plan->name << ": a smaller failure probability gave a smaller bound";
+      previous = total;
     }
   }
 }

@@ -17,22 +17,46 @@
 // computed in floating point is still a bound). The plan's output cast adds its own rounding,
 // stated against the emulated output (with_output_cast).
 //
-// Probabilistic bounds (Higham and Mary, SIAM J. Sci. Comput. 41(5), 2019, Theorem 3.1): errors of
+// Probabilistic bounds, two of them; the kind returns, per element, the smallest of the two and
+// the deterministic bound (which always holds), so it fails only where one of the probabilistic
+// ones does: the stated failure_probability is the sum of theirs (a union bound).
+//
+// (1) Per path (Higham and Mary, SIAM J. Sci. Comput. 41(5), 2019, Theorem 3.1): errors of
 // round-to-nearest nodes are treated as mean-independent random variables and the product over a
 // path is bounded with lambda * sqrt(sum_j u_j^2)-type terms; truncation (fused alignment,
-// toward-zero, directed) stays deterministic. The bound holds with probability at least
-// 1 - failure_probability, stated per output element.
-//
-// Stated precisely (bound.cpp derives it): each round-to-nearest rounding on a term's path is a
-// mean-independent delta with |delta| <= u_k; the term's weight is
+// toward-zero, directed) stays deterministic. Stated precisely (bound.cpp derives it): each
+// round-to-nearest rounding on a term's path is a mean-independent delta with |delta| <= u_k;
+// the term's weight is
 //     prod_{deterministic roundings} (1 + rho) * exp(lambda sqrt(sum u_k^2) + sum u_k^2/(1-u_k)) - 1,
-// and failure_probability = min(1, N * 2 exp(-lambda^2 (1 - u_max)^2 / 2)) with N the number of
-// such products (terms, decompose piece products, c) that pass a random rounding: Higham and
+// and its failure probability is min(1, N * 2 exp(-lambda^2 (1 - u_max)^2 / 2)) with N the number
+// of such products (terms, decompose piece products, c) that pass a random rounding: Higham and
 // Mary's Theorem 2.4 per product, a union bound over them (their Theorem 3.1). Absolute (eta)
-// terms, fused alignment, directed/odd/stochastic roundings and the output cast stay deterministic.
-// sum_bound, dot_bound and matmul_bound return, per element, the smaller of the probabilistic and
-// the deterministic bound (the deterministic one always holds, so the smaller holds with at least
-// the stated probability); reduction_weights gives the probabilistic weights alone.
+// terms, fused alignment, directed/odd/stochastic roundings and the output cast stay
+// deterministic. reduction_weights gives these weights.
+//
+// (2) Following the data (dot_bound and matmul_bound, for plans of sequential, chunked, permute
+// and fused nodes with truncating alignment and `encoded` exponents: every built-in dot and
+// matmul plan; bound_probabilistic.cpp derives it). The value before the output cast is exactly
+// s + sum_r e_r over the plan's roundings r; each e_r is split into its conditional mean beta_r
+// and a rest eps_r (martingale differences). The model:
+//   * round to nearest and stochastic rounding: beta_r = 0, |e_r| <= u |v_r| + eta;
+//   * a fused step's alignment cuts toward zero: product t_i loses -sign(t_i) theta_i g (g the
+//     step's grid 2^(E-F), theta_i in [0, 1)). Not zero-mean. Assumption: given the past, every
+//     product the reduction cuts has the same conditional mean mu of theta (the lost bits'
+//     distribution depends neither on the product's sign nor on the step). The means then add
+//     to -mu sum_steps g sum_{cut products} sign(t_i), bounded from the data (which products
+//     are cut, their signs; signs cancel across steps as well as within one), and each rest
+//     lies in an interval of width g;
+//   * everything else (toward-zero step outputs, directed roundings, a cut accumulator, subnormal
+//     and flush terms): deterministic, no assumption; input casts: computed from the data.
+// Magnitudes |v_r| come from the exact partial sums of the element's own data plus an error
+// bound; a rounding the operands' bits show to be exact commits nothing. Azuma-Hoeffding (maximal
+// form) gives, per element, with probability at least 1 - 2 exp(-lambda^2 / 2):
+//     |v - s| <= sum of the means' bounds + deterministic part + lambda sqrt(sum_r h_r^2).
+// One martingale per element: no union bound over terms. sum_bound uses (1) only.
+//
+// BoundOptions::failure_probability > 0 chooses lambda (>= 1) as the smallest for which the
+// stated per-element failure probability is at most that value.
 //
 // Non-finite inputs give a NaN bound (no bound is meaningful); a finite input whose emulated
 // output is not finite gives +Inf. Where a cast before the output may turn an overflow into a
@@ -60,6 +84,9 @@ struct BoundOptions {
   BoundKind kind = BoundKind::deterministic;
   // Probabilistic only: the lambda of Higham and Mary; positive and finite.
   double lambda = 6.0;
+  // Probabilistic only: when > 0, lambda is chosen instead as the smallest (>= 1) whose per-element
+  // failure probability is at most this; in [0, 1).
+  double failure_probability = 0;
 };
 
 // What the walk of a plan over n terms gives. The value before the output cast differs from the
