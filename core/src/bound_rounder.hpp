@@ -70,12 +70,4 @@ inline Rounder rounder(const Cast& c) {
 inline double eta_value(const Rounder& r) { return r.eta + r.daz_unary; }
 inline double eta_add(const Rounder& r, std::size_t operands = 2) { return r.eta + static_cast<double>(operands) * r.daz; }
 
-// The arithmetic of a plan's final "c last" and `initial` additions (evaluate.cpp, outer_cast).
-inline Cast outer_cast(const Plan& plan) {
-  if (plan.reduction.kind == NodeKind::fused) return plan.output;
-  if (plan.reduction.kind == NodeKind::chunked || plan.reduction.kind == NodeKind::decompose)
-    return plan.reduction.children[1].arithmetic.accumulate;
-  return plan.reduction.arithmetic.accumulate;
-}
-
 }  // namespace numeq::core::detail
