@@ -149,6 +149,14 @@ class Tally:
         if not verdict.passed or (expect and verdict.tier not in expect):
             self.alarms.append(f"FALSE ALARM {what}: tier {verdict.tier}, passed {verdict.passed}\n{verdict}")
 
+    def merge(self, other: Tally) -> None:
+        self.elements += other.elements
+        self.checks += other.checks
+        self.variant_checks += other.variant_checks
+        self.skipped += other.skipped
+        self.tiers.update(other.tiers)
+        self.alarms += other.alarms
+
 
 def false_alarms(elements: int, seed: int, generators: list[str], platforms: list[str],
                  log: Callable[[str], None]) -> dict[str, Tally]:
@@ -186,6 +194,9 @@ def false_alarms(elements: int, seed: int, generators: list[str], platforms: lis
     return tallies
 
 
+FULL_ALARMS = 3
+
+
 def print_false_alarms(tallies: dict[str, Tally]) -> int:
     tiers = TIERS
     print("\n## False alarms: correct outputs (each platform's emulation) judged by numeq.compare\n")
@@ -196,16 +207,12 @@ def print_false_alarms(tallies: dict[str, Tally]) -> int:
     for platform, t in tallies.items():
         print(f"| {platform} | {t.elements} | {t.checks} | {t.variant_checks} | {t.skipped} | {len(t.alarms)} | "
               + " | ".join(str(t.tiers[x]) for x in tiers) + " |")
-        total.elements += t.elements
-        total.checks += t.checks
-        total.variant_checks += t.variant_checks
-        total.skipped += t.skipped
-        total.tiers.update(t.tiers)
-        total.alarms += t.alarms
+        total.merge(t)
     print(f"| **total** | {total.elements} | {total.checks} | {total.variant_checks} | {total.skipped} | "
           f"{len(total.alarms)} | " + " | ".join(str(total.tiers[x]) for x in tiers) + " |")
-    for alarm in total.alarms:
-        print("\n" + alarm)
+    # Every alarm in two lines (where, and the verdict's first line); the full verdict of the first few.
+    for i, alarm in enumerate(total.alarms):
+        print("\n" + ("\n".join(alarm.splitlines()[:2]) if i >= FULL_ALARMS else alarm))
     print(f"\nfalse alarms: {len(total.alarms)} in {total.checks} checks of {total.elements} elements")
     return len(total.alarms)
 
@@ -311,10 +318,11 @@ def one_pass_layernorm(platform: str, rows: int, seed: int) -> tuple[Op, np.ndar
     return op, wrong.astype(np.float64)
 
 
-def flash_without_rescale(platform: str, rows: int, seed: int, block: int = 64) -> tuple[Op, np.ndarray]:
+def flash_without_rescale(platform: str, rows: int, seed: int, block: int = 64,
+                          length: int = 256) -> tuple[Op, np.ndarray]:
     """Blockwise attention in float32 whose running sum is never rescaled when the running max
     grows (the output accumulator is); P cast to bf16 before P V, as the op's flash variant."""
-    length, d = 256, 64
+    d = 64
     q, k, v = (_gen("normal", (max(1, rows // length), length, d), "bf16", seed + i) for i in range(3))
     scale = np.float32(1.0 / np.sqrt(d))
     q32, k32, v32 = q.astype(np.float32), k.astype(np.float32), v.astype(np.float32)
@@ -341,7 +349,7 @@ def missing_output_cast(platform: str, rows: int, seed: int) -> tuple[Op, np.nda
     return op, numeq.ops.softmax(x, in_fmt="bf16", out="fp32").emulate(platform)
 
 
-# name -> (builder, rows per check, platforms it applies to: None = every platform that accepts it)
+# name -> (builder, rows per check (times the scale); every platform that does not refuse the bug is checked)
 BUGS: dict[str, tuple[Callable[[str, int, int], tuple[Op, np.ndarray]], int]] = {
     "bf16 accumulator in fp8 GEMM (K=1024)": (_accumulator_bug("e4m3fn", 1024), 64),
     "bf16 accumulator in bf16 GEMM (K=1024)": (_accumulator_bug("bf16", 1024), 64),
@@ -349,8 +357,8 @@ BUGS: dict[str, tuple[Callable[[str, int, int], tuple[Op, np.ndarray]], int]] = 
     "transposed operand (square b)": (transposed_operand, 64),
     "wrong fp8 scale (scale_a x2)": (wrong_fp8_scale, 64),
     "softmax without max subtraction": (softmax_without_max, 64),
-    "one-pass variance layernorm": (one_pass_layernorm, 64),
-    "flash attention without rescale": (flash_without_rescale, 512),
+    "one-pass variance layernorm": (one_pass_layernorm, 16),
+    "flash attention without rescale": (flash_without_rescale, 256),
     "missing output cast (fp32 for bf16)": (missing_output_cast, 64),
 }
 
@@ -385,11 +393,12 @@ def planted_bugs(seeds: int, scale: int, seed: int, platforms: list[str],
                     skipped[name].append(platform)
                     break
                 v = numeq.compare(wrong, op, platform)
-                d = numeq.compare(wrong, op, platform, accept="deterministic")
+                # The tier does not depend on accept (passed is tier >= accept): at accept="deterministic"
+                # a check fails exactly when the tier is a violation; one search of the variants serves both.
                 row.checks += 1
                 row.elements += v.elements
                 row.failed += not v.passed
-                row.failed_deterministic += not d.passed
+                row.failed_deterministic += v.tier == "violation"
                 row.tiers[v.tier] += 1
                 if name.startswith("missing output cast") and NOT_IN_FORMAT not in v.diagnosis:
                     row.notes.append(f"diagnosis does not say the values are not in the output format: {v.diagnosis}")
@@ -397,6 +406,7 @@ def planted_bugs(seeds: int, scale: int, seed: int, platforms: list[str],
                     row.notes.append(f"not caught (seed {seed + 7 * s}):\n{v}")
             if row.checks:
                 rows.append(row)
+                log(f"    {platform}: {row.failed} of {row.checks} fail, tiers {dict(row.tiers)}")
         log(f"  {name}: done")
     return rows, skipped
 
