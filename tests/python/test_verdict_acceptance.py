@@ -38,6 +38,7 @@ def same_bits(x: np.ndarray, y: np.ndarray) -> bool:
 
 # One platform per bug (the sweep over every applicable platform is the benchmark's).
 BUGS = [
+    ("bf16 accumulator in fp8 GEMM (K=1024)", "nvidia.b200"),
     ("bf16 accumulator in bf16 GEMM (K=1024)", "nvidia.h100"),
     ("dropped K tile (last 128 of 512)", "trainium.trn2"),
     ("transposed operand (square b)", "nvidia.a100"),
@@ -65,6 +66,24 @@ def test_planted_bug_fails(bug, platform):
         assert verdict.failures > 0
         if bug.startswith("missing output cast"):
             assert verdict.not_in_format > 0 and bench.NOT_IN_FORMAT in verdict.diagnosis, str(verdict)
+
+
+# Known gap (benchmarks/bench_verdict.py finds it): on the fp8 paths that align products to 13
+# fraction bits and truncate (nvidia.h100, nvidia.ada, nvidia.h100.fp8_promoted: an e8m13
+# accumulator), the worst-case bound of a K = 1024 GEMM is about half the result's magnitude and
+# the probabilistic bound is no tighter (truncation errors are not zero-mean), so a bf16
+# accumulator (errors of a few units on results near 60) lies within both and passes. Strict: the
+# test reports when a tighter bound starts catching it.
+FP8_GAPS = ("nvidia.h100", "nvidia.ada", "nvidia.h100.fp8_promoted")
+
+
+@pytest.mark.xfail(strict=True, reason="fp8 e8m13 truncating paths: the bound admits a bf16 accumulator")
+@pytest.mark.parametrize("platform", ["nvidia.h100"])
+def test_bf16_accumulator_in_fp8_gemm_on_hopper(platform):
+    build, rows = bench.BUGS["bf16 accumulator in fp8 GEMM (K=1024)"]
+    op, wrong = build(platform, 16, 0)
+    assert not same_bits(wrong, op.emulate(platform))
+    assert not numeq.compare(wrong, op, platform).passed
 
 
 def test_bf16_accumulator_plan_is_bf16():
@@ -127,6 +146,22 @@ def test_trainium_variant_is_explained_by_its_emulation(platform):
     assert differing > 0, f"{platform}: no assumption variant changes a bf16 GEMM"
 
 
+# Known gap (benchmarks/bench_verdict.py finds it with the near_overflow generator): where a
+# variant's special values differ from the default's (pairwise order adds +inf and -inf partial sums
+# into NaN where sequential order stays at +inf), the ladder does not search the variants and
+# reports a violation. Strict: the test reports when the ladder explains such outputs.
+@pytest.mark.xfail(strict=True, reason="no variant search when special values differ from the platform's")
+def test_variant_with_other_special_values_is_explained():
+    a = numeq.ops.generate("near_overflow", (4, 256), "bf16", seed=0)
+    b = numeq.ops.generate("near_overflow", (256, 64), "bf16", seed=1)
+    op = numeq.ops.matmul(a, b, in_fmt="bf16", out="fp32")
+    output = op.emulate("trainium.trn2[pe_order=pairwise]")
+    assert not same_bits(output, op.emulate("trainium.trn2"))
+    verdict = numeq.compare(output, op, "trainium.trn2")
+    assert verdict.tier == "variant", str(verdict)
+    assert same_bits(op.emulate(verdict.explained_by), output)
+
+
 @pytest.mark.long
 def test_sweep_has_no_false_alarm_and_catches_every_bug():
     generators = numeq.ops.generators() if LONG else ["normal", "outlier_channels"]
@@ -135,5 +170,6 @@ def test_sweep_has_no_false_alarm_and_catches_every_bug():
     alarms = [a for t in tallies.values() for a in t.alarms]
     assert not alarms, alarms[0]
     rows, _ = bench.planted_bugs(3 if LONG else 1, 1, 0, platforms, lambda _: None)
-    uncaught = [r for r in rows if r.failed < r.checks and not r.bug.startswith("bf16 accumulator in fp8")]
+    uncaught = [r for r in rows if r.failed < r.checks
+                and not (r.bug.startswith("bf16 accumulator in fp8") and r.platform in FP8_GAPS)]
     assert not uncaught, [(r.bug, r.platform) for r in uncaught]
