@@ -66,11 +66,13 @@ def test_the_platforms_output_passes(case, platform):
 @pytest.mark.parametrize("platform", [GPU, TRN])
 def test_an_independent_fp32_product_lies_within_the_bound(case, platform):
     # numpy's float32 product of the same bf16 values: a correct computation in another order
-    # and precision; the bound covers it, bit-exactness does not.
+    # and precision. The platform's worst-case bound covers it; its probabilistic bound, which
+    # tracks the platform's own arithmetic (truncating on the H100), need not: a tier other than
+    # bit_exact says the output was not computed as the platform computes.
     a, b, op = case
     numpy_out = (a.astype(np.float32) @ b.astype(np.float32)).astype(np.float32)
-    verdict = assert_equivalent(numpy_out, op, platform)
-    assert verdict.tier in ("variant", "probabilistic")
+    verdict = assert_equivalent(numpy_out, op, platform, accept="deterministic")
+    assert verdict.tier in ("variant", "probabilistic", "deterministic")
     with pytest.raises(AssertionError, match=r"accepts only bit_exact"):
         assert_bit_exact(numpy_out, op, platform)
 
