@@ -54,7 +54,8 @@ class Verdict:
     (``bit_exact``, ``within_bound`` (probabilistic), ``deterministic_only``, ``violations`` with
     ``special_mismatches`` (``nan_mismatches``, ``inf_mismatches``) and ``not_in_format``;
     ``failures``: the elements that keep the check from passing); ``concentration``: where the
-    failures lie; ``nearest_variant``: when no variant is exact, the one equal on most elements;
+    failures lie; ``bound_source``: which step of the platform's model the first worst element's
+    bound comes from (shares of the worst-case bound); ``nearest_variant``: when no variant is exact, the one equal on most elements;
     ``worst``: failing elements first, then by error / bound; ``str(verdict)``: the full message."""
 
     passed: bool
@@ -83,6 +84,7 @@ class Verdict:
     nearest_variant_matches: int = 0
     variants_searched: int = 0
     concentration: str = ""
+    bound_source: str = ""
     message: str = field(default="", repr=False)
 
     def __bool__(self) -> bool:
@@ -179,6 +181,7 @@ def _verdict(d: dict) -> Verdict:
         nearest_variant_matches=int(d["nearest_variant_matches"]),
         variants_searched=int(d["variants_searched"]),
         concentration=str(d["concentration"]),
+        bound_source=str(d["bound_source"]),
         diagnosis=str(d["diagnosis"]),
         message=str(d["message"]),
         tolerance=Tolerance(**d["tolerance"]),

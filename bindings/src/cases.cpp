@@ -93,6 +93,7 @@ py::dict verdict_dict(const cases::Verdict& v, const std::string& message) {
   d["nearest_variant_matches"] = v.nearest_variant_matches;
   d["variants_searched"] = v.variants_searched;
   d["concentration"] = v.concentration;
+  d["bound_source"] = v.bound_source;
   d["diagnosis"] = v.diagnosis;
   d["message"] = message;
   d["tolerance"] = tolerance_dict(v.tolerance);

@@ -206,6 +206,14 @@ Op matmul(const Array& a, const Array& b, const Array* c, std::string_view in_fm
   };
   // Rows of a 2-D product: the rows of a (and of c, broadcast) that hold the elements.
   if (a.dimension() == 2 && b.dimension() == 2) {
+    op.bound_sources = [sa, sb, sc, fmt, out](const core::Platform& platform, std::size_t flat, double emulated) {
+      const core::Plan plan = core::plan_for(platform, core::Operation::matmul, fmt, out.format.name);
+      const std::size_t M = sa->shape()[0], K = sa->shape()[1], N = sb->shape()[1], i = flat / N, j = flat % N;
+      std::optional<double> cij;
+      if (sc) cij = Array(xt::broadcast(*sc, std::vector<std::size_t>{M, N}))(i, j);
+      return dot_bound_shares(sa->data() + i * K, 1, sb->data() + j, static_cast<std::ptrdiff_t>(N), K,
+                              cij ? &*cij : nullptr, plan, emulated);
+    };
     const std::string fmt_name(in_fmt);
     op.restrict_to = [sa, sb, sc, fmt_name, out](const std::vector<std::size_t>& elements) {
       const std::size_t M = sa->shape()[0], K = sa->shape()[1], N = sb->shape()[1];

@@ -340,6 +340,21 @@ Verdict compare(const Array& actual, const Op& op, const core::Platform& platfor
     v.worst.push_back(std::move(w));
   }
   v.tolerance = tolerance(bounds.bound, ref, op.out.format);
+  if (!v.worst.empty() && v.tier != Tier::bit_exact && v.tier != Tier::variant) {
+    const WorstElement& w = v.worst.front();
+    const std::size_t i = kept.front().i;  // w's flat index
+    const std::vector<BoundShare> shares = op.bound_sources ? op.bound_sources(platform, i, w.emulated)
+                                                            : output_rounding_shares(op.out, w.emulated, w.bound);
+    const std::string text = describe(shares);
+    if (!text.empty()) {
+      std::string at;
+      for (std::size_t d = 0; d < w.index.size(); ++d) {
+        if (d) at.push_back(',');
+        at.append(std::to_string(w.index[d]));
+      }
+      v.bound_source = "at [" + at + "]: " + text;
+    }
+  }
 
   // The diagnosis: one line.
   const std::string n_text = std::to_string(N);
@@ -413,6 +428,7 @@ std::string describe(const Verdict& v) {
     s << "\n  special values: " << v.nan_mismatches << " NaN and " << v.inf_mismatches << " Inf mismatches; "
       << v.not_in_format << " values outside the output format";
   if (!v.concentration.empty()) s << "\n  where: " << v.concentration;
+  if (!v.bound_source.empty()) s << "\n  bound's source " << v.bound_source << " (shares of the worst-case bound)";
   if (!v.nearest_variant.empty())
     s << "\n  nearest variant: " << v.nearest_variant << " equals " << v.nearest_variant_matches << " of " << v.elements
       << " elements (" << v.variants_searched << " variants searched)";

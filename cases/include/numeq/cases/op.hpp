@@ -25,6 +25,7 @@
 #include <xtensor/xarray.hpp>
 
 #include "numeq/cases/attention.hpp"
+#include "numeq/cases/bound_source.hpp"
 #include "numeq/cases/emulation.hpp"
 #include "numeq/cases/normalization.hpp"
 #include "numeq/cases/quantized.hpp"
@@ -68,6 +69,11 @@ struct Op {
   // order), and where they lie in it (flat). The variant search (variants.hpp) emulates it first,
   // so that a variant that differs somewhere costs a few rows, not the whole result.
   std::function<std::pair<Op, std::vector<std::size_t>>(const std::vector<std::size_t>& elements)> restrict_to;
+
+  // Optional: where one element's worst-case bound comes from, step by step of the platform's
+  // model (bound_source.hpp); flat index (C order) and the element's emulated value. Without it the
+  // verdict splits the bound into the output rounding and the op's stages before it.
+  std::function<std::vector<BoundShare>(const core::Platform&, std::size_t flat, double emulated)> bound_sources;
 
   // The exact result and the reference, computed on first use and kept: every compare, port check
   // and variant search of this op (and of its copies) shares one exact computation. The

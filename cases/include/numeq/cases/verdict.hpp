@@ -75,6 +75,11 @@ struct Verdict {
   // "all 512 failures lie in columns 384..511 (the last 128-column tile)"; empty when none fail.
   std::string concentration;
 
+  // Where the bound of the first worst element comes from, step by step of the platform's model,
+  // e.g. "at [2,5]: accumulation fused(...) 96%, output rounding into fp32 nearest_even 4%"
+  // (bound_source.hpp); empty when the output is bit-exact or explained by a variant.
+  std::string bound_source;
+
   // Failing elements first (special values and values outside the output format before the rest),
   // then by error / bound, descending; ties in index order.
   std::vector<WorstElement> worst;
