@@ -55,7 +55,9 @@ class Verdict:
     ``special_mismatches`` (``nan_mismatches``, ``inf_mismatches``) and ``not_in_format``;
     ``failures``: the elements that keep the check from passing); ``concentration``: where the
     failures lie; ``bound_source``: which step of the platform's model the first worst element's
-    bound comes from (shares of the worst-case bound); ``nearest_variant``: when no variant is exact, the one equal on most elements;
+    bound comes from (shares of the worst-case bound); ``tolerance``: the bound as rtol / atol / ulps over every
+    element, of the bound ``tolerance_bound`` names (``"probabilistic"`` where that bound was
+    walked over the whole op, else ``"deterministic"``); ``nearest_variant``: when no variant is exact, the one equal on most elements;
     ``worst``: failing elements first, then by error / bound; ``str(verdict)``: the full message."""
 
     passed: bool
@@ -85,6 +87,7 @@ class Verdict:
     variants_searched: int = 0
     concentration: str = ""
     bound_source: str = ""
+    tolerance_bound: str = "deterministic"
     message: str = field(default="", repr=False)
 
     def __bool__(self) -> bool:
@@ -185,6 +188,7 @@ def _verdict(d: dict) -> Verdict:
         diagnosis=str(d["diagnosis"]),
         message=str(d["message"]),
         tolerance=Tolerance(**d["tolerance"]),
+        tolerance_bound=str(d["tolerance_bound"]),
         worst=[WorstElement(**w) for w in d["worst"]],
     )
 

@@ -97,6 +97,7 @@ py::dict verdict_dict(const cases::Verdict& v, const std::string& message) {
   d["diagnosis"] = v.diagnosis;
   d["message"] = message;
   d["tolerance"] = tolerance_dict(v.tolerance);
+  d["tolerance_bound"] = std::string(cases::to_string(v.tolerance_bound));
   py::list w;
   for (const cases::WorstElement& e : v.worst) {
     py::dict x;

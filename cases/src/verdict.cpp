@@ -145,6 +145,40 @@ Emulation check_emulation(const Op& op, const core::Platform& platform, const Co
   return em;
 }
 
+namespace {
+
+// The probabilistic bound where the ladder needs it: at `elements` (the ones not bit-exact), from
+// the op restricted to them where it can be (Op::restrict_to: rows of a matmul), else from the
+// whole op. Elsewhere the bound is `det`'s. `everywhere` says whether the whole op was walked.
+Emulation probabilistic_at(const Op& op, const core::Platform& platform, const CompareOptions& options,
+                           std::size_t N, const std::vector<std::size_t>& elements, const Emulation& det,
+                           bool& everywhere) {
+  if (op.restrict_to && elements.size() < N) {
+    auto [part, where] = op.restrict_to(elements);
+    // The failure probability per element is that of the whole check's N elements.
+    Emulation sub = check_emulation(part, platform, options, N);
+    // Every row taken: the part is the op itself, in its own order.
+    if (sub.values.size() == N) {
+      everywhere = true;
+      return sub;
+    }
+    {
+      Emulation em = det;
+      for (std::size_t j = 0; j < elements.size(); ++j) {
+        em.values.data()[elements[j]] = sub.values.data()[where[j]];
+        em.bound.data()[elements[j]] = sub.bound.data()[where[j]];
+      }
+      em.failure_probability = sub.failure_probability;
+      everywhere = false;
+      return em;
+    }
+  }
+  everywhere = true;
+  return check_emulation(op, platform, options, N);
+}
+
+}  // namespace
+
 Verdict compare(const Array& actual, const Op& op, const core::Platform& platform, const CompareOptions& options) {
   if (options.accept == Tier::violation) throw numeq::error("accept: violation is no tier a check can accept; valid: "
                                                             "bit_exact, variant, probabilistic, deterministic");
@@ -158,22 +192,42 @@ Verdict compare(const Array& actual, const Op& op, const core::Platform& platfor
                        shape_text(ex.hi));
   const Array& ref = op.reference_values();
   const std::size_t N = actual.size();
-  // The emulation with the probabilistic bound (its values are the platform's whatever the kind);
-  // the deterministic bound is walked only where an element lies beyond the probabilistic one, or
-  // when it is the accepted tier.
+  // The emulation with its deterministic bound (one pass; cheap), then the tiers in order of cost:
+  // bit-exact elements need no bound; a variant that computes the output bit for bit needs none
+  // either; only the elements left are judged against the probabilistic bound (the data-driven
+  // walk, the costly part), and those beyond it against the deterministic one.
+  const Emulation det = op.emulate(platform, core::BoundOptions{});
+  const Cast out_values{op.out.format.is_integer() ? formats::fp64 : op.out.format};
+  std::vector<std::size_t> not_exact;
+  bool any_foreign = false;
+  for (std::size_t i = 0; i < N; ++i) {
+    const double g = actual.data()[i], e = det.values.data()[i];
+    if (!std::isnan(g) && !holds(op.out.format, out_values, g)) any_foreign = true;
+    else if (same_value(g, e) || (op.out.format.is_integer() && g == e)) continue;
+    not_exact.push_back(i);
+  }
+  std::optional<VariantSearch> search;
+  if (!not_exact.empty() && options.search_variants && !any_foreign) {
+    // Special values are searched too (another order may overflow where the default does not);
+    // a value outside the output format is no variant's output. The search tries a sample of the
+    // differing elements first.
+    constexpr std::size_t kSample = 64;
+    const std::vector<std::size_t> sample(not_exact.begin(),
+                                          not_exact.begin() + static_cast<std::ptrdiff_t>(std::min(kSample, not_exact.size())));
+    search = search_variants(actual, op, platform, sample);
+  }
+  const bool explained = not_exact.empty() || (search && !search->exact.empty());
   CompareOptions tiers = options;
   tiers.accept = Tier::probabilistic;  // the probabilistic bound tells the tiers apart whatever is accepted
-  Emulation em = check_emulation(op, platform, tiers, N);
-  std::optional<Emulation> det;
-  if (options.accept == Tier::deterministic) det = op.emulate(platform, core::BoundOptions{});
+  bool probabilistic_everywhere = false;
+  Emulation em = explained ? det : probabilistic_at(op, platform, tiers, N, not_exact, det, probabilistic_everywhere);
   const auto ref_at = [&](std::size_t i) { return ref.data()[i]; };
   Verdict v;
   v.accept = options.accept;
   v.platform = platform.name;
   v.signature = op.signature;
   v.elements = N;
-  v.failure_probability = std::min(1.0, em.failure_probability * static_cast<double>(N));
-  const Cast out_values{op.out.format.is_integer() ? formats::fp64 : op.out.format};
+  v.failure_probability = explained ? 0.0 : std::min(1.0, em.failure_probability * static_cast<double>(N));
 
   // Per element: its class, and |got - exact| with the comparison's own slack.
   enum class Class : std::uint8_t { exact, probabilistic, beyond, special, foreign };
@@ -235,10 +289,8 @@ Verdict compare(const Array& actual, const Op& op, const core::Platform& platfor
   };
 
   // Pass 1, against the probabilistic bound: counts, and the elements beyond it (for the
-  // deterministic walk) and a sample of those not bit-exact (for the variant search).
+  // deterministic bound).
   std::vector<std::size_t> beyond;
-  std::vector<std::size_t> differing;  // the first few elements not bit-exact
-  constexpr std::size_t kSample = 64;
   std::size_t first_special = N, first_foreign = N;
   for (std::size_t i = 0; i < N; ++i) {
     const Judged j = judge(i, em);
@@ -259,15 +311,13 @@ Verdict compare(const Array& actual, const Op& op, const core::Platform& platfor
         first_foreign = std::min(first_foreign, i);
         break;
     }
-    if (j.cls != Class::exact && differing.size() < kSample) differing.push_back(i);
     const double g = actual.data()[i], r = ref_at(i);
     if (std::isfinite(g) && std::isfinite(r)) v.max_ulps = std::max(v.max_ulps, std::abs(g - r) / ulp_of(r, op.out.format));
   }
-  // Pass 2, only where needed: the deterministic bound of the elements beyond the probabilistic one.
-  if (!beyond.empty() && !det) det = op.emulate(platform, core::BoundOptions{});
+  // Pass 2: the deterministic bound of the elements beyond the probabilistic one.
   std::size_t det_only = 0;
   for (const std::size_t i : beyond) {
-    const Judged j = judge(i, *det);
+    const Judged j = judge(i, det);
     if (j.cls == Class::probabilistic) ++det_only;  // within the deterministic bound
   }
   v.deterministic_only = det_only;
@@ -278,10 +328,8 @@ Verdict compare(const Array& actual, const Op& op, const core::Platform& platfor
   if (all_exact) {
     v.tier = Tier::bit_exact;
     v.explained_by = platform.name;
-  } else if (options.search_variants && v.not_in_format == 0) {
-    // Special values are searched too (another order may overflow where the default does not);
-    // a value outside the output format is no variant's output.
-    const VariantSearch s = search_variants(actual, op, platform, differing);
+  } else if (search) {
+    const VariantSearch& s = *search;
     v.variants_searched = s.searched;
     if (!s.exact.empty()) {
       v.tier = Tier::variant;
@@ -300,7 +348,7 @@ Verdict compare(const Array& actual, const Op& op, const core::Platform& platfor
 
   // The failures at the accepted tier, their spread and the worst elements, against the
   // accepted tier's bound (the probabilistic one for the tiers above it).
-  const Emulation& bounds = options.accept == Tier::deterministic ? *det : em;
+  const Emulation& bounds = options.accept == Tier::deterministic ? det : em;
   Spread spread(actual);
   double worst_beyond = 0;
   for (std::size_t i = 0; i < N; ++i) {
@@ -339,7 +387,12 @@ Verdict compare(const Array& actual, const Op& op, const core::Platform& platfor
     w.violation = k.failure;
     v.worst.push_back(std::move(w));
   }
-  v.tolerance = tolerance(bounds.bound, ref, op.out.format);
+  // The tolerance that the bound amounts to, over every element: the probabilistic bound's where
+  // it was walked everywhere, else the worst-case bound's (an output explained bit for bit, or a
+  // probabilistic walk of the differing rows only, does not walk the rest).
+  const bool tolerance_probabilistic = options.accept != Tier::deterministic && probabilistic_everywhere;
+  v.tolerance = tolerance(tolerance_probabilistic ? em.bound : det.bound, ref, op.out.format);
+  v.tolerance_bound = tolerance_probabilistic ? Tier::probabilistic : Tier::deterministic;
   if (!v.worst.empty() && v.tier != Tier::bit_exact && v.tier != Tier::variant) {
     const WorstElement& w = v.worst.front();
     const std::size_t i = kept.front().i;  // w's flat index
@@ -432,7 +485,7 @@ std::string describe(const Verdict& v) {
   if (!v.nearest_variant.empty())
     s << "\n  nearest variant: " << v.nearest_variant << " equals " << v.nearest_variant_matches << " of " << v.elements
       << " elements (" << v.variants_searched << " variants searched)";
-  s << "\n  bound as tolerance: max " << number(v.tolerance.max_ulps, 3) << " ulps, rtol " << number(v.tolerance.rtol, 3)
+  s << "\n  " << (v.tolerance_bound == Tier::probabilistic ? "probabilistic" : "worst-case") << " bound as tolerance: max " << number(v.tolerance.max_ulps, 3) << " ulps, rtol " << number(v.tolerance.rtol, 3)
     << " atol " << number(v.tolerance.atol, 3) << "; worst error/bound " << number(v.worst_error_over_bound, 3)
     << ", max " << number(v.max_ulps, 3) << " ulps from the reference";
   if (!v.worst.empty()) s << "\n  worst elements (by error / bound):";

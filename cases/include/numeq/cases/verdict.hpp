@@ -83,7 +83,12 @@ struct Verdict {
   // Failing elements first (special values and values outside the output format before the rest),
   // then by error / bound, descending; ties in index order.
   std::vector<WorstElement> worst;
-  Tolerance tolerance;    // of the accepted tier's bound
+  // The bound as a tolerance over every element, and which bound that is: the probabilistic one
+  // where it was walked over the whole op, else the deterministic (worst-case) one. The ladder
+  // walks the probabilistic bound only where it must (elements neither bit-exact nor explained by
+  // a variant; the rows of a matmul that hold them).
+  Tolerance tolerance;
+  Tier tolerance_bound = Tier::deterministic;
   std::string diagnosis;  // one line: what explains the result
 };
 
