@@ -124,6 +124,7 @@ enum class ProgKind : std::uint8_t { sequential, fused };
 struct ProgNode {
   ProgKind kind = ProgKind::sequential;
   Cast cast;                  // sequential: the accumulate cast; fused: the step's output
+  Rounder rounding;           // rounder(cast), once per node: commit() runs for every rounding
   bool start_from_zero = false;
   FusedStep step;
   std::vector<Item> items;
@@ -176,18 +177,18 @@ double format_grid(const Cast& cast, double lo) {
   if (f.is_integer()) return 1;
   if (!f.has_zero) return 0;
   const int e = lo > 0 ? std::max(std::ilogb(lo), f.emin()) : f.emin();
-  return std::ldexp(1.0, e - f.mantissa_bits);
+  return pow2(e - f.mantissa_bits);
 }
 
 // Whether the exact value v of a computed sum (a multiple of v.grid, |v| <= magnitude_hi) is a
 // value of cast's format that every rounding mode keeps as it is: |v| < 2^(m+1) grid with grid on
 // the format's subnormal grid, no flushing, below the largest finite value.
-bool representable(const Value& v, const Cast& cast, const Run& run) {
+bool representable(const Value& v, const Cast& cast, const Rounder& r, const Run& run) {
   const Format& f = cast.format;
   if (f.is_integer() || !f.has_zero || cast.flushes_inputs() || cast.flushes_outputs()) return false;
-  if (!(v.grid >= std::ldexp(1.0, f.emin() - f.mantissa_bits))) return false;
+  if (!(v.grid >= pow2(f.emin() - f.mantissa_bits))) return false;
   const double hi = magnitude_hi(v, run);
-  return hi < std::ldexp(v.grid, f.mantissa_bits + 1) && hi <= max_finite(f);
+  return hi < v.grid * pow2(f.mantissa_bits + 1) && hi <= r.max;
 }
 
 // Whether a cast's rounding errors are zero-mean under the model (N).
@@ -198,10 +199,12 @@ bool zero_mean(const Cast& c) {
 
 // The exponent of the lowest set bit of a non-zero finite double.
 int lowest_bit(double x) {
-  int e = 0;
-  const double m = std::frexp(std::fabs(x), &e);  // m in [0.5, 1)
-  const auto bits = static_cast<std::uint64_t>(std::ldexp(m, 53));
-  return e - 53 + std::countr_zero(bits);
+  // By its bits (frexp and ldexp were a tenth of the walk): biased exponent E, fraction bits.
+  const std::uint64_t bits = std::bit_cast<std::uint64_t>(x) & ~(std::uint64_t{1} << 63);
+  const int E = static_cast<int>(bits >> 52);
+  const std::uint64_t fraction = bits & ((std::uint64_t{1} << 52) - 1);
+  if (E == 0) return -1074 + std::countr_zero(fraction);                     // subnormal
+  return E - 1075 + std::countr_zero(fraction | (std::uint64_t{1} << 52));  // normal
 }
 
 // A fused step's exponent of an operand as `encoded` reads it (fused.hpp): subnormals at emin,
@@ -220,6 +223,7 @@ struct DataWalk::Program {
   bool c_last = false, with_init = false;
   std::size_t K = 0;
   Cast outer;
+  Rounder outer_rounding;
   std::optional<Cast> input_a, input_b;
   std::optional<FusedStep> fused_step;  // the fused nodes' operand formats and zero reading
 
@@ -231,6 +235,7 @@ struct DataWalk::Program {
         ProgNode p;
         p.kind = ProgKind::sequential;
         p.cast = n.arithmetic.accumulate;
+        p.rounding = rounder(p.cast);
         p.start_from_zero = n.start_from_zero;
         p.items = items;
         nodes.push_back(std::move(p));
@@ -249,6 +254,7 @@ struct DataWalk::Program {
         ProgNode p;
         p.kind = ProgKind::fused;
         p.cast = s.output;
+        p.rounding = rounder(p.cast);
         p.step = s;
         p.items = items;
         nodes.push_back(std::move(p));
@@ -287,9 +293,8 @@ struct DataWalk::Program {
   // One rounding of v into cast (an addition of `operands` values, or one value when 1).
   // An exact rounding (the sum is a value of the format, read from the operands' grids) commits
   // no error and is skipped.
-  static void commit(Value& v, const Cast& cast, std::size_t operands, Run& run) {
-    const Rounder r = rounder(cast);
-    if (r.exact || representable(v, cast, run)) return;
+  static void commit(Value& v, const Cast& cast, const Rounder& r, std::size_t operands, Run& run) {
+    if (r.exact || representable(v, cast, r, run)) return;
     const double eta = operands == 1 ? eta_value(r) : eta_add(r, operands);
     const double V = magnitude_hi(v, run);
     double h = add_up(mul_up(r.rho, V), eta);
@@ -298,7 +303,7 @@ struct DataWalk::Program {
     const Format& f = cast.format;
     if (!cast.flushes_inputs() && !cast.flushes_outputs() && f.has_zero && V < kInf) {
       const int e = V > 0 ? std::max(std::ilogb(V), f.emin()) : f.emin();
-      const double ulp = std::ldexp(1.0, e - f.mantissa_bits);
+      const double ulp = pow2(e - f.mantissa_bits);
       h = std::min(h, r.random ? ulp / 2 : ulp);
     }
     if (zero_mean(cast))
@@ -313,13 +318,13 @@ struct DataWalk::Program {
     return Value{x.S + y.S, x.A + y.A, x.n + y.n + 1, add_up(x.D, y.D), std::min(x.grid, y.grid)};
   }
   static Value term(double t) {
-    return Value{t, std::fabs(t), 0, 0, t == 0 ? kInf : std::ldexp(1.0, lowest_bit(t))};
+    return Value{t, std::fabs(t), 0, 0, t == 0 ? kInf : pow2(lowest_bit(t))};
   }
 
   Value item_value(const Item& it, Run& run) const {
     if (it.term) {
       const double t = run.t[it.index];
-      return Value{t, std::fabs(t), 0, 0, t == 0 ? kInf : std::ldexp(1.0, run.low[it.index])};
+      return Value{t, std::fabs(t), 0, 0, t == 0 ? kInf : pow2(run.low[it.index])};
     }
     return eval(it.index, nullptr, run);
   }
@@ -340,12 +345,12 @@ struct DataWalk::Program {
       const Value x = item_value(it, run);
       if (!have) {
         acc = x;  // the first value rounded into the accumulator
-        commit(acc, p.cast, 1, run);
+        commit(acc, p.cast, p.rounding, 1, run);
         have = true;
         continue;
       }
       acc = merge(acc, x);
-      commit(acc, p.cast, 2, run);
+      commit(acc, p.cast, p.rounding, 2, run);
     }
     return acc;
   }
@@ -389,10 +394,10 @@ struct DataWalk::Program {
       Value sum = has_c ? acc : Value{};
       double cut_d = 0;
       // The aligned sum's grid: every aligned term is a multiple of it.
-      const double g_lo = e_lo != INT_MIN ? std::ldexp(1.0, e_lo - F) : 0;
+      const double g_lo = e_lo != INT_MIN ? pow2(e_lo - F) : 0;
       double grid = kInf;
       if (e_hi != INT_MIN) {
-        const double g_hi = std::ldexp(1.0, e_hi - F);
+        const double g_hi = pow2(e_hi - F);
         long sure = 0, maybe_pos = 0, maybe_neg = 0, cut = 0;
         int kept_low = INT_MAX;  // the lowest set bit of the products kept whole
         for (std::size_t q = k0; q < k1; ++q) {
@@ -424,7 +429,7 @@ struct DataWalk::Program {
                                                          mul_up(g_hi, static_cast<double>(std::max(maybe_pos, maybe_neg)))));
         run.var = add_up(run.var, mul_up(static_cast<double>(cut), mul_up(g_hi / 2, g_hi / 2)));
         cut_d = mul_up(static_cast<double>(cut), g_hi);
-        if (kept_low != INT_MAX) grid = std::min(grid, std::ldexp(1.0, kept_low));
+        if (kept_low != INT_MAX) grid = std::min(grid, pow2(kept_low));
         // (D): c cut when its lowest possible bit lies below the grid.
         if (has_c) {
           const bool kept = acc.grid >= g_hi ||
@@ -446,7 +451,7 @@ struct DataWalk::Program {
       sum.grid = grid;
       // Every aligned term is a multiple of g >= g_lo, and so is their sum: commit() finds the
       // step's rounding exact when the sum is short enough for the output format.
-      commit(sum, s.output, 1, run);
+      commit(sum, p.cast, p.rounding, 1, run);  // p.cast is s.output
       acc = sum;
       has_c = true;
     }
@@ -460,6 +465,7 @@ DataWalk::DataWalk(const Plan& plan, std::size_t K, bool with_init) : program_(s
   pr.K = K;
   pr.c_last = with_init && plan.c_placement == CPlacement::last;
   pr.outer = outer_cast(plan);
+  pr.outer_rounding = rounder(pr.outer);
   pr.input_a = plan.input_a;
   pr.input_b = plan.input_b;
   if (plan.initial || K == 0) return;
@@ -531,7 +537,7 @@ double DataWalk::pre_cast(const double* a, const double* b, std::size_t b_stride
     Value v = pr.eval(pr.root, (c && !pr.c_last) ? &init : nullptr, run);
     if (c && pr.c_last) {
       v = Program::merge(v, init);
-      Program::commit(v, pr.outer, 2, run);
+      Program::commit(v, pr.outer, pr.outer_rounding, 2, run);
     }
     return run;
   };
