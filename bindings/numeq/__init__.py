@@ -50,12 +50,26 @@ __version__ = "0.1.0"
 
 
 def num_threads() -> int:
-    """Threads numeq uses for large arrays (NUMEQ_NUM_THREADS if set, else the hardware's)."""
+    """Threads numeq uses for large arrays (NUMEQ_NUM_THREADS if set, else the hardware's).
+
+    Example::
+
+        >>> numeq.num_threads() >= 1
+        True
+    """
     return int(_core.num_threads())
 
 
 def set_num_threads(n: int) -> None:
-    """Use ``n`` threads for large arrays; 0 restores the default. Results never depend on it."""
+    """Use ``n`` threads for large arrays; 0 restores the default. Results never depend on it.
+
+    Example::
+
+        >>> numeq.set_num_threads(1)
+        >>> numeq.num_threads()
+        1
+        >>> numeq.set_num_threads(0)   # back to NUMEQ_NUM_THREADS or the hardware's count
+    """
     _core.set_num_threads(_check_int(n, "n", 0, INT32[1]))
 
 

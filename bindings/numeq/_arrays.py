@@ -36,12 +36,33 @@ _BITS_DTYPE = {8: np.uint8, 16: np.uint16, 32: np.uint32, 64: np.uint64}
 
 
 def formats() -> list[str]:
-    """Names of every supported format (floating formats first, then integers)."""
+    """Names of every supported format (floating formats first, then integers).
+
+    Example::
+
+        >>> names = numeq.formats()
+        >>> "bf16" in names, "e4m3fn" in names, names[-3:]
+        (True, True, ['int8', 'uint8', 'int32'])
+    """
     return list(_core.formats())
 
 
 def format_info(name: str) -> dict[str, Any]:
-    """Parameters, extreme values and special encodings of a format."""
+    """Parameters, extreme values and special encodings of a format.
+
+    ``name``: a name of ``formats()``. The dict holds the format's parameters (``bits``,
+    ``exponent_bits``, ``mantissa_bits``, ``bias``, ``emin``, ``emax``), extreme values (``max``,
+    ``min_normal``, ``min_subnormal``, ``epsilon``, ``unit_roundoff``) and special encodings
+    (``has_inf``, ``has_nan``, ``nan_bits``, ``inf_bits``, ...).
+
+    Example::
+
+        >>> info = numeq.format_info("e4m3fn")
+        >>> info["kind"], info["max"]
+        ('floating', 448.0)
+        >>> sorted(info)
+        ['bias', 'bits', 'emax', 'emin', 'epsilon', 'exponent_bits', 'has_inf', 'has_nan', 'has_negative_zero', 'has_subnormals', 'has_zero', 'inf_bits', 'kind', 'mantissa_bits', 'max', 'max_bits', 'min_normal', 'min_subnormal', 'name', 'nan_bits', 'precision', 'signed', 'specials', 'storage_bits', 'storage_shift', 'unit_roundoff']
+    """
     _check_str(name, "name")
     return dict(_core.format_info(name))
 
@@ -266,6 +287,24 @@ def round(  # noqa: A001 - the public name is part of numeq's contract
     Stochastic rounding draws element i's bits from (seed, i), i the C-order index, so results
     do not depend on threads or layout. ``subnormals="flush_inputs"`` flushes inputs that are
     subnormal in x's own format (float32 for float32 arrays, bf16 for ml_dtypes bfloat16, ...).
+
+    ``x``: an array (any numeric dtype: float16/32/64, ml_dtypes, integers), a scalar or a list;
+    ``fmt``: a name of ``numeq.formats()``. ``rounding``: one of ``numeq.ROUNDINGS`` ("nearest_even",
+    "nearest_away", "toward_zero", "upward", "downward", "odd", "stochastic"); ``overflow``: one of
+    ``numeq.OVERFLOWS`` ("ieee": Inf, or NaN where the format has no Inf; "saturate": the largest finite
+    value), judged after rounding; ``subnormals``: one of ``numeq.SUBNORMALS`` ("keep",
+    "flush_outputs", "flush_inputs", "flush_both"); ``seed`` and ``random_bits`` (1 to 64): the key of
+    stochastic rounding and how many random bits it compares with the discarded ones.
+
+    Example::
+
+        >>> x = np.array([1.0, 1 + 2**-8, 1 + 3 * 2**-8])   # two ties between bf16 neighbours
+        >>> numeq.round(x, "bf16")
+        array([1.      , 1.      , 1.015625])
+        >>> numeq.round(x, "bf16", rounding="upward")
+        array([1.       , 1.0078125, 1.015625 ])
+        >>> numeq.round(465.0, "e4m3fn"), numeq.round(465.0, "e4m3fn", overflow="saturate")
+        (nan, 448.0)
     """
     values, _, scalar = _cast(x, fmt, rounding, overflow, subnormals, seed, random_bits, True, False)
     return _result(values, scalar)
@@ -281,7 +320,19 @@ def encode(
     seed: int = 0,
     random_bits: int = 32,
 ) -> Any:
-    """Bit patterns of x in ``fmt``: uint8 for 8-bit (and 6/4-bit) formats, uint16, uint32."""
+    """Bit patterns of x in ``fmt``: uint8 for 8-bit (and 6/4-bit) formats, uint16, uint32.
+
+    ``rounding`` (``numeq.ROUNDINGS``), ``overflow`` (``numeq.OVERFLOWS``), ``subnormals``
+    (``numeq.SUBNORMALS``), ``seed``, ``random_bits``: as ``numeq.round``; ``fmt``: a name of
+    ``numeq.formats()``.
+
+    Example::
+
+        >>> numeq.encode([1.0, -2.0, 0.1], "bf16")
+        array([16256, 49152, 15821], dtype=uint16)
+        >>> numeq.encode(448.0, "e4m3fn")
+        126
+    """
     _, bits, scalar = _cast(x, fmt, rounding, overflow, subnormals, seed, random_bits, False, True)
     return _result(bits, scalar)
 
@@ -296,7 +347,20 @@ def cast(
     seed: int = 0,
     random_bits: int = 32,
 ) -> np.ndarray:
-    """x cast into ``fmt`` as an array of that dtype (numpy or ml_dtypes), where one exists."""
+    """x cast into ``fmt`` as an array of that dtype (numpy or ml_dtypes), where one exists.
+
+    ``rounding`` (``numeq.ROUNDINGS``), ``overflow`` (``numeq.OVERFLOWS``), ``subnormals``
+    (``numeq.SUBNORMALS``), ``seed``, ``random_bits``: as ``numeq.round``; ``fmt``: a format with a
+    numpy or ml_dtypes dtype (fp64, fp32, fp16, bf16, the fp8 formats, ...).
+
+    Example::
+
+        >>> y = numeq.cast([1.0, 0.1, 1e6], "fp16")
+        >>> y.dtype, y.tolist()
+        (dtype('float16'), [1.0, 0.0999755859375, inf])
+        >>> numeq.cast([0.1], "bf16").dtype
+        dtype(bfloat16)
+    """
     _check_str(fmt, "fmt")
     if fmt not in _NUMPY_TYPES:
         have = ", ".join(_NUMPY_TYPES)
@@ -306,7 +370,18 @@ def cast(
 
 
 def decode(bits: Any, fmt: str) -> Any:
-    """Values (float64) of bit patterns of ``fmt``; integer formats read two's complement."""
+    """Values (float64) of bit patterns of ``fmt``; integer formats read two's complement.
+
+    ``bits``: unsigned integers (an array or a scalar) holding bit patterns of ``fmt``, a name
+    of ``numeq.formats()``.
+
+    Example::
+
+        >>> numeq.decode(np.array([0x3F80, 0xC000], dtype=np.uint16), "bf16")
+        array([ 1., -2.])
+        >>> numeq.decode(0x7E, "e4m3fn")
+        448.0
+    """
     _check_format(fmt, "fmt")
     a = _native(_array(bits, "bits"))
     scalar = a.ndim == 0 and not isinstance(bits, np.ndarray)
@@ -385,6 +460,17 @@ def quantize(
     (``block_size=N`` along ``axis``, default last: scale shape = x.shape with that axis / N).
     ``range="symmetric"`` drops the lowest code (int8 [-127, 127], uint8 [1, 255]). x / scale is
     exact and rounded once.
+
+    ``fmt``: "int8", "uint8" or "int32"; ``range``: "full" or "symmetric"; ``rounding``: one of
+    ``numeq.ROUNDINGS`` (``seed``, ``random_bits``: as ``numeq.round``, for "stochastic").
+
+    Example::
+
+        >>> x = np.array([-1.0, 0.0, 0.26, 1.0])
+        >>> numeq.quantize(x, "int8", scale=1 / 127)
+        array([-127,    0,   33,  127])
+        >>> numeq.quantize(x, "uint8", scale=1 / 127, zero_point=128, range="symmetric")
+        array([  1, 128, 161, 255])
     """
     for value, parameter in ((fmt, "fmt"), (range, "range"), (rounding, "rounding")):
         _check_str(value, parameter)
@@ -413,6 +499,16 @@ def dequantize(
     ``q``: integer codes (an integer array). ``fmt`` (int8, uint8, int32): the integer format the
     codes belong to; every code must lie in its range (ValueError naming ``q`` otherwise). Without
     ``fmt`` the codes must be int64 values (a uint64 code above 2^63 - 1 is refused, never wrapped).
+
+    ``axis``, ``block_size``: the groups the scales (and zero points) belong to, as ``quantize``;
+    ``out``: the output format; ``rounding``: one of ``numeq.ROUNDINGS``.
+
+    Example::
+
+        >>> numeq.dequantize(np.array([-127, 0, 33, 127]), scale=0.5, out="fp32")
+        array([-63.5,   0. ,  16.5,  63.5])
+        >>> numeq.dequantize(np.array([1, 2]), scale=0.1, out="bf16")
+        array([0.10009766, 0.20019531])
     """
     a = _native(_array(q, "q"))
     if a.dtype.kind not in "iu":
@@ -454,6 +550,18 @@ def quant_params(
     (127 for int8 and uint8), zero point the middle code (0 for int8, 128 for uint8); full: scale =
     (max - min) / (qmax - qmin), zero_point = qmin - round(min / scale). The range and quotient
     are exact and the scale is rounded once to fp32.
+
+    ``x``: the data; ``fmt``: "int8", "uint8" or "int32"; ``axis``, ``block_size``: the groups, as
+    ``quantize`` (None: one scale for the tensor); ``range``: "full" or "symmetric".
+
+    Example::
+
+        >>> x = np.array([[-1.0, 0.5], [2.0, 4.0]])
+        >>> scale, zero_point = numeq.quant_params(x, "int8", range="symmetric")
+        >>> scale, zero_point
+        (array(0.03149606), array(0))
+        >>> numeq.quant_params(x, "uint8", axis=0)
+        (array([0.00588235, 0.01568628]), array([170,   0]))
     """
     _check_str(fmt, "fmt")
     _check_str(range, "range")
@@ -501,6 +609,19 @@ def block_quantize(
     activation / weight scheme. ``scale_rule="quotient"``: scale = round(amax / max(fmt),
     scale_fmt, scale_rounding); ``"ocp"``: scale = 2^(floor(log2 amax) - emax(fmt)) (OCP MX v1.0
     s6.3; scale_rounding unused). element = round(x / scale) exactly, into ``fmt``.
+
+    ``rounding`` (``numeq.ROUNDINGS``), ``overflow`` (``numeq.OVERFLOWS``; default "saturate"),
+    ``subnormals`` (``numeq.SUBNORMALS``), ``seed``, ``random_bits``: how the elements are rounded
+    into ``fmt``, as ``numeq.round``. ``scale_rounding``: one of ``numeq.ROUNDINGS``.
+
+    Example::
+
+        >>> x = np.linspace(-1, 1, 64).reshape(2, 32)
+        >>> elements, scales = numeq.block_quantize(x, "e4m3fn", block=(32,), scale_fmt="fp32")
+        >>> elements.shape, scales.shape
+        ((2, 32), (2, 1))
+        >>> bool(np.all(np.abs(elements) <= 448))
+        True
     """
     for value, parameter in ((fmt, "fmt"), (scale_fmt, "scale_fmt"), (scale_rounding, "scale_rounding"),
                              (rounding, "rounding"), (overflow, "overflow"), (subnormals, "subnormals")):
@@ -529,6 +650,19 @@ def mx_quantize(x: Any, fmt: str = "e4m3fn", *, scale_rule: str = "ocp", scale_r
     floor(log2(amax)) - emax_elem, elements beyond max(fmt) saturate. ``scale_rule="quotient"``
     rounds amax / max(fmt) into e8m0 by ``scale_rounding`` (default nearest_even, as ml_dtypes;
     "upward" as CUDA/CUTLASS), which never clips but may lose a bit of precision per block.
+
+    ``x``: the data; ``fmt``: the element format (e4m3fn, e5m2, e3m2fn, e2m3fn, e2m1fn); other
+    keywords (``rounding``, ``overflow``, ...) as ``block_quantize``.
+
+    Example::
+
+        >>> x = np.linspace(-1, 1, 64).reshape(2, 32)
+        >>> elements, scales = numeq.mx_quantize(x, "e4m3fn")
+        >>> scales
+        array([[0.00390625],
+               [0.00390625]])
+        >>> elements[0, :3]
+        array([-256., -240., -240.])
     """
     _check_str(scale_rule, "scale_rule")
     if scale_rule == "ocp" and scale_rounding is not None:
@@ -543,7 +677,23 @@ def mx_quantize(x: Any, fmt: str = "e4m3fn", *, scale_rule: str = "ocp", scale_r
 def block_dequantize(
     values: Any, scales: Any, *, block: Sequence[int] = (32,), out: str = "fp64", rounding: str = "nearest_even"
 ) -> np.ndarray:
-    """element * scale per block, rounded once into ``out`` (float64 values)."""
+    """element * scale per block, rounded once into ``out`` (float64 values).
+
+    ``values``, ``scales``: block_quantize's two arrays; ``block``: the block shape they were made
+    with; ``out``: the output format; ``rounding``: one of ``numeq.ROUNDINGS``.
+
+    Example::
+
+        >>> x = np.linspace(-1, 1, 64).reshape(2, 32)
+        >>> elements, scales = numeq.block_quantize(x, "e4m3fn", block=(32,), scale_fmt="fp32")
+        >>> y = numeq.block_dequantize(elements, scales, block=(32,))
+        >>> y.shape
+        (2, 32)
+        >>> x[0, :3]
+        array([-1.        , -0.96825397, -0.93650794])
+        >>> y[0, :3]
+        array([-1.00000004, -1.00000004, -0.92857147])
+    """
     v = _real_array(values, "values")
     _check_str(out, "out")
     _check_str(rounding, "rounding")

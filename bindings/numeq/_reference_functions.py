@@ -75,11 +75,37 @@ def _apply(name: str, x: Any, in_fmt: str | None, out: str, rounding: str, overf
     return float(np.asarray(result).reshape(-1)[0]) if scalar else result
 
 
-def _doc(summary: str) -> str:
+# f(2.0) into fp32 (the default) and into bf16: the docstrings' examples (tests/python/test_help.py runs them).
+_EXAMPLES = {
+    "exp": (7.389056205749512, 7.375),
+    "exp2": (4.0, 4.0),
+    "log": (0.6931471824645996, 0.69140625),
+    "tanh": (0.9640275835990906, 0.96484375),
+    "sigmoid": (0.8807970881462097, 0.87890625),
+    "silu": (1.7615941762924194, 1.7578125),
+    "softplus": (2.1269280910491943, 2.125),
+    "sqrt": (1.4142135381698608, 1.4140625),
+    "rsqrt": (0.7071067690849304, 0.70703125),
+    "reciprocal": (0.5, 0.5),
+}
+
+
+def _doc(name: str, summary: str) -> str:
+    fp32, bf16 = _EXAMPLES[name]
     return (
         f"{summary}, correctly rounded into ``out``; float64 values.\n\n"
         "Keywords: in_fmt (format of the inputs; default the array's own), out, rounding, overflow,\n"
-        "subnormals, seed, random_bits (as numeq.round)."
+        "subnormals, seed, random_bits (as numeq.round).\n\n"
+        "``x``: an array of any numeric dtype or a scalar (a scalar gives a float); ``out``: a name of\n"
+        "``numeq.formats()``; ``rounding`` (``numeq.ROUNDINGS``), ``overflow`` (``numeq.OVERFLOWS``),\n"
+        "``subnormals`` (``numeq.SUBNORMALS``).\n\n"
+        "Example::\n\n"
+        f"    >>> numeq.reference.{name}(2.0)                # fp32 by default\n"
+        f"    {fp32!r}\n"
+        f"    >>> numeq.reference.{name}(2.0, out=\"bf16\")\n"
+        f"    {bf16!r}\n"
+        f"    >>> numeq.reference.{name}(np.array([0.5, 2.0], dtype=np.float32)).shape\n"
+        "    (2,)\n"
     )
 
 
@@ -98,7 +124,7 @@ def _make(name: str, summary: str):
         return _apply(name, x, in_fmt, out, rounding, overflow, subnormals, seed, random_bits)
 
     f.__name__ = f.__qualname__ = name
-    f.__doc__ = _doc(summary)
+    f.__doc__ = _doc(name, summary)
     return f
 
 
@@ -130,6 +156,20 @@ def gelu(
 
     approximate="none": x/2 (1 + erf(x / sqrt 2)); "tanh": x/2 (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
     with 0.044715 exactly (PyTorch's names). Other keywords as numeq.round, plus in_fmt.
+
+    ``x``: an array or a scalar; ``approximate``: "none" or "tanh". ``in_fmt``: the format of the inputs' values (default: the array's own; when given, every value
+    must lie in it); ``out``: the output format; ``rounding`` (``numeq.ROUNDINGS``), ``overflow``
+    (``numeq.OVERFLOWS``), ``subnormals`` (``numeq.SUBNORMALS``), ``seed``, ``random_bits``: as
+    ``numeq.round``.
+
+    Example::
+
+        >>> numeq.reference.gelu(1.0, out="fp64")
+        0.8413447460685429
+        >>> numeq.reference.gelu(1.0, "tanh", out="fp64")
+        0.8411919906082767
+        >>> numeq.reference.gelu(np.array([1.0, -1.0]), out="bf16")
+        array([ 0.83984375, -0.15820312])
     """
     _check_str(approximate, "approximate")
     if approximate not in GELU_APPROXIMATIONS:

@@ -19,7 +19,22 @@ __all__ = ["TIERS", "PortElement", "PortVerdict", "Verdict", "WorstElement", "co
 class WorstElement:
     """One element of the output: where it is, what the device gave, what the platform's
     emulation and the exact reference say, the bound, the error |got - exact| and the
-    difference from the reference in ulps of the output format."""
+    difference from the reference in ulps of the output format.
+
+    Fields: ``index``, ``got``, ``emulated``, ``reference``, ``exact``, ``bound``, ``error``,
+    ``ulps``, ``violation`` (this element alone puts the output in the ``violation`` tier).
+
+    Example::
+
+        >>> rng = np.random.default_rng(0)
+        >>> a = numeq.round(rng.standard_normal((8, 64)), "bf16")
+        >>> b = numeq.round(rng.standard_normal((64, 4)), "bf16")
+        >>> op = numeq.ops.matmul(a, b, in_fmt="bf16", out="fp32")
+        >>> device = numeq.matmul(a, b, platform="nvidia.h100", in_fmt="bf16")
+        >>> w = numeq.compare(device + 2**-10, op, "nvidia.h100").worst[0]
+        >>> len(w.index), w.error > 0, w.violation
+        (2, True, True)
+    """
 
     index: tuple[int, ...]
     got: float
@@ -58,7 +73,26 @@ class Verdict:
     bound comes from (shares of the worst-case bound); ``tolerance``: the bound as rtol / atol / ulps over every
     element, of the bound ``tolerance_bound`` names (``"probabilistic"`` where that bound was
     walked over the whole op, else ``"deterministic"``); ``nearest_variant``: when no variant is exact, the one equal on most elements;
-    ``worst``: failing elements first, then by error / bound; ``str(verdict)``: the full message."""
+    ``worst``: failing elements first, then by error / bound; ``str(verdict)``: the full message.
+
+    Also: ``signature`` (the op's), ``worst_error_over_bound`` and ``max_ulps`` (over every
+    element), ``diagnosis`` (one line: why this tier), ``nearest_variant_matches`` and
+    ``variants_searched`` (the variant search), ``message`` (``str(verdict)``).
+
+    Example::
+
+        >>> rng = np.random.default_rng(0)
+        >>> a = numeq.round(rng.standard_normal((8, 64)), "bf16")
+        >>> b = numeq.round(rng.standard_normal((64, 4)), "bf16")
+        >>> op = numeq.ops.matmul(a, b, in_fmt="bf16", out="fp32")
+        >>> verdict = numeq.compare(numeq.matmul(a, b, platform="nvidia.h100", in_fmt="bf16"), op, "nvidia.h100")
+        >>> verdict.tier, verdict.passed, verdict.elements, verdict.failures
+        ('bit_exact', True, 32, 0)
+        >>> buggy = numeq.round(a @ b, "bf16")       # a kernel that rounds its output to bf16
+        >>> verdict = numeq.compare(buggy, op, "nvidia.h100")
+        >>> verdict.tier, bool(verdict), verdict.violations > 0
+        ('violation', False, True)
+    """
 
     passed: bool
     tier: str
@@ -228,7 +262,22 @@ def compare(actual: Any, op: Op, platform: str, *, accept: str = "probabilistic"
 
 @dataclass(frozen=True)
 class PortElement:
-    """One element of a port check: where it is, both outputs, their difference and the bound."""
+    """One element of a port check: where it is, both outputs, their difference and the bound.
+
+    Fields: ``index``, ``gpu``, ``trainium``, ``difference``, ``bound``.
+
+    Example::
+
+        >>> rng = np.random.default_rng(0)
+        >>> a = numeq.round(rng.standard_normal((8, 64)), "bf16")
+        >>> b = numeq.round(rng.standard_normal((64, 4)), "bf16")
+        >>> op = numeq.ops.matmul(a, b, in_fmt="bf16", out="fp32")
+        >>> gpu = numeq.matmul(a, b, platform="nvidia.h100", in_fmt="bf16")
+        >>> trn = numeq.matmul(a, b, platform="trainium.trn2", in_fmt="bf16")
+        >>> e = numeq.compare_port(gpu, trn, op, "nvidia.h100", "trainium.trn2").worst[0]
+        >>> bool(e.difference <= e.bound)
+        True
+    """
 
     index: tuple[int, ...]
     gpu: float
@@ -242,7 +291,23 @@ class PortVerdict:
     """The outcome of ``numeq.compare_port``: ``gpu`` and ``trainium``, each output's ``Verdict``
     against its own platform; ``beyond``: elements whose difference exceeds the cross-platform
     bound (the sum of the two platforms' bounds); ``passed`` when both verdicts pass and nothing
-    lies beyond; ``str(port_verdict)``: both verdicts' messages and the worst differences."""
+    lies beyond; ``str(port_verdict)``: both verdicts' messages and the worst differences.
+
+    Also: ``equal`` (elements bit-identical on both), ``max_difference_over_bound``, ``diagnosis``
+    (one line) and ``message`` (``str(port_verdict)``).
+
+    Example::
+
+        >>> rng = np.random.default_rng(0)
+        >>> a = numeq.round(rng.standard_normal((8, 64)), "bf16")
+        >>> b = numeq.round(rng.standard_normal((64, 4)), "bf16")
+        >>> op = numeq.ops.matmul(a, b, in_fmt="bf16", out="fp32")
+        >>> gpu = numeq.matmul(a, b, platform="nvidia.h100", in_fmt="bf16")
+        >>> trn = numeq.matmul(a, b, platform="trainium.trn2", in_fmt="bf16")
+        >>> port = numeq.compare_port(gpu, trn, op, "nvidia.h100", "trainium.trn2")
+        >>> port.passed, port.gpu.tier, port.trainium.tier, port.beyond
+        (True, 'bit_exact', 'bit_exact', 0)
+    """
 
     passed: bool
     gpu: Verdict
@@ -271,8 +336,10 @@ def compare_port(gpu_output: Any, trainium_output: Any, op: Op, gpu_platform: st
                  worst: int = 5) -> PortVerdict:
     """The CUDA-to-NKI port check: ``gpu_output`` judged against ``gpu_platform`` and
     ``trainium_output`` against ``trainium_platform`` (each through the verdict ladder, as
-    ``compare``), and their difference against the cross-platform bound. Keywords as ``compare``;
-    the two platforms share ``failure_probability`` (half each).
+    ``compare``), and their difference against the cross-platform bound. Keywords (``accept``:
+    ``"bit_exact"``, ``"variant"``, ``"probabilistic"`` (default) or ``"deterministic"``;
+    ``variants``, ``worst``) as ``compare``; the two platforms share ``failure_probability`` (half
+    each).
 
     Example::
 

@@ -38,7 +38,18 @@ def assumption_candidates(platform: str, *, op: str = "matmul", in_fmt: str = "b
                           names: Sequence[str] | None = None) -> dict[str, str]:
     """Every combination of the platform's assumptions that changes its ``op`` plan for
     ``in_fmt -> out`` (or of the assumptions ``names``), as {label: platform variant name}.
-    Combinations the platform refuses (e.g. pe_order=fused with products=bf16) are left out."""
+    Combinations the platform refuses (e.g. pe_order=fused with products=bf16) are left out.
+
+    ``platform``: a name of ``numeq.platforms()`` with assumptions (see
+    ``numeq.platform_assumptions``); ``op``: "sum", "dot" or "matmul"; ``in_fmt``, ``out``: names of
+    ``numeq.formats()``.
+
+    Example::
+
+        >>> c = numeq.assumption_candidates("trainium.trn2", names=["pe_order"])
+        >>> c
+        {'pe_order=sequential': 'trainium.trn2[pe_order=sequential]', 'pe_order=pairwise': 'trainium.trn2[pe_order=pairwise]', 'pe_order=fused': 'trainium.trn2[pe_order=fused]'}
+    """
     for value, parameter in ((platform, "platform"), (op, "op"), (in_fmt, "in_fmt"), (out, "out")):
         _check_str(value, parameter)
     base = platform.split("[", 1)[0].strip()
@@ -103,7 +114,19 @@ def tensor_core_candidates(in_fmt: str, out: str = "fp32", *, n: Sequence[int] =
     format), "halves" (an instruction of 2n products as two steps of n, products k mod 4 in
     {0, 1} first, then {2, 3} fed with the first's result, c added last: mma.sync k32 with fp8
     operands). The default grid (F from 12 to 32) holds every measured NVIDIA set's model.
-    Returns {label: Plan}; labels read "n=16,F=25,step=fp32 toward_zero,structure=halves"."""
+    Returns {label: Plan}; labels read "n=16,F=25,step=fp32 toward_zero,structure=halves".
+
+    ``in_fmt``: the operands' format (e.g. "fp16", "bf16", "e4m3fn"); ``out``: the output format
+    ("fp32" or "fp16"); ``step_output``: each step's output format and rounding, "<format>
+    <rounding>" strings.
+
+    Example::
+
+        >>> plans = numeq.tensor_core_candidates("fp16", n=[16], fraction_bits=[24, 25], step_output=["fp32 toward_zero"],
+        ...                                  structure=["chain"])
+        >>> list(plans)
+        ['n=16,F=24,step=fp32 toward_zero,structure=chain', 'n=16,F=25,step=fp32 toward_zero,structure=chain']
+    """
     _check_format(in_fmt, "in_fmt")
     _check_format(out, "out")
     n = _int_list(n, "n", 1)
@@ -158,7 +181,21 @@ def tensor_core_candidates(in_fmt: str, out: str = "fp32", *, n: Sequence[int] =
 class FitResult:
     """What ``fit`` found. ``explaining``: the candidates that reproduce every output;
     ``matches``: per candidate, how many outputs it reproduces; ``unexplained``: flat indices of
-    the outputs that no candidate reproduces; ``best``: a candidate with the most matches."""
+    the outputs that no candidate reproduces; ``best``: a candidate with the most matches.
+
+    ``total``: how many outputs were compared; ``candidates``: the candidates as ``fit`` read them.
+    ``summary()``: one line per candidate.
+
+    Example::
+
+        >>> rng = np.random.default_rng(0)
+        >>> a = numeq.round(rng.standard_normal((64, 256)), "fp16")
+        >>> b = numeq.round(rng.standard_normal((64, 256)), "fp16")
+        >>> measured = numeq.dot(a, b, platform="nvidia.h100", in_fmt="fp16")
+        >>> result = numeq.fit(["nvidia.h100", "nvidia.v100"], (a, b), measured, in_fmt="fp16")
+        >>> result.explaining, result.total, result.unexplained.size
+        (['nvidia.h100'], 64, 0)
+    """
     explaining: list[str]
     matches: dict[str, int]
     total: int
@@ -167,6 +204,18 @@ class FitResult:
     candidates: dict[str, Candidate] = field(repr=False)
 
     def summary(self) -> str:
+        """The fit as text: how many candidates reproduce every output, then each candidate's
+        matches, most first, and the first outputs no candidate explains.
+
+        Example::
+
+            >>> a = numeq.round(np.random.default_rng(0).standard_normal((64, 256)), "fp16")
+            >>> measured = numeq.dot(a, a, platform="nvidia.h100", in_fmt="fp16")
+            >>> print(numeq.fit(["nvidia.h100", "nvidia.v100"], (a, a), measured, in_fmt="fp16").summary())
+            1 of 2 candidates reproduce all 64 outputs
+                    64/64  nvidia.h100
+                     0/64  nvidia.v100
+        """
         lines = [f"{len(self.explaining)} of {len(self.matches)} candidates reproduce all {self.total} outputs"]
         for label, m in sorted(self.matches.items(), key=lambda kv: -kv[1]):
             lines.append(f"  {m:>8}/{self.total}  {label}")
@@ -226,7 +275,23 @@ def fit(candidates: Any, inputs: Any, outputs: Any, *, op: str = "dot", in_fmt: 
     ``in_fmt``. ``outputs``: an array or a .npy path, shaped as the
     operation's result (else an error naming it). ``write``: a path for the fitted profile (JSON,
     loadable with numeq.load_platform): the winning platform, or a platform holding the winning
-    plan, with the fit recorded as measured evidence."""
+    plan, with the fit recorded as measured evidence.
+
+    ``candidates``: platform names (``numeq.platforms()``, with ``[...]`` variants), ``Plan``s, or a
+    dict {label: name or Plan} (``numeq.assumption_candidates`` and ``numeq.tensor_core_candidates``
+    make such dicts); ``in_fmt``: the inputs' format (default: their dtype's); ``out``: the outputs'
+    format.
+
+    Example::
+
+        >>> rng = np.random.default_rng(0)
+        >>> a = numeq.round(rng.standard_normal((64, 256)), "fp16")
+        >>> b = numeq.round(rng.standard_normal((64, 256)), "fp16")
+        >>> measured = numeq.dot(a, b, platform="nvidia.h100", in_fmt="fp16")   # stands for a GPU's outputs
+        >>> result = numeq.fit(["nvidia.h100", "nvidia.v100", "nvidia.a100"], (a, b), measured, in_fmt="fp16")
+        >>> result.best, result.explaining
+        ('nvidia.h100', ['nvidia.h100'])
+    """
     _check_str(op, "op")
     if op not in ("sum", "dot", "matmul"):
         raise ValueError(f"op: unknown operation {op!r}; valid: sum, dot, matmul")
@@ -377,7 +442,22 @@ class Probes:
     """Inputs that tell a platform's candidate models apart. ``a`` [M, K] and ``b`` [K, N] (float64
     values of ``in_fmt``); ``expected``: each candidate's emulated ``a @ b``; ``indistinct``: pairs
     of candidates these inputs cannot tell apart (empty when every candidate is distinguished);
-    ``kernel_source``: a ready-to-run NKI kernel (Trainium platforms) or None."""
+    ``kernel_source``: a ready-to-run NKI kernel (Trainium platforms) or None.
+
+    ``platform``, ``in_fmt``, ``out``: as given to ``probes``; ``candidates``: {label: platform
+    variant name}. ``write(directory)`` saves them for a run on the device.
+
+    Example::
+
+        >>> orders = numeq.assumption_candidates("trainium.trn2", names=["pe_order"])
+        >>> p = numeq.probes("trainium.trn2", m=16, n=16, k=512, candidates=orders)
+        >>> p.a.shape, p.b.shape, p.indistinct
+        ((16, 512), (512, 16), [])
+        >>> sorted(p.expected) == sorted(orders)
+        True
+        >>> p.kernel_source is not None
+        True
+    """
     platform: str
     in_fmt: str
     out: str
@@ -391,7 +471,20 @@ class Probes:
     def write(self, directory: str | Path) -> Path:
         """a_t.npy, b.npy, a.npy (float32 containers of the in_fmt values; x.npy for a sum probe),
         probe_kernel.py (when there is one), expected/<n>.npy per candidate with candidates.json
-        naming them."""
+        naming them.
+
+        ``directory``: a path (created when missing); returns it as a ``Path``.
+
+        Example::
+
+            >>> import tempfile
+            >>> orders = numeq.assumption_candidates("trainium.trn2", names=["pe_order"])
+            >>> p = numeq.probes("trainium.trn2", m=16, n=16, k=512, candidates=orders)
+            >>> with tempfile.TemporaryDirectory() as tmp:
+            ...     d = p.write(tmp)
+            ...     sorted(f.name for f in d.iterdir())
+            ['a.npy', 'a_t.npy', 'b.npy', 'candidates.json', 'expected', 'probe_kernel.py']
+        """
         if not isinstance(directory, (str, os.PathLike)):
             raise TypeError(f"directory: expected a path (str or os.PathLike), got {type(directory).__name__}")
         if isinstance(directory, str):
@@ -465,7 +558,20 @@ def probes(platform: str, *, op: str = "matmul", in_fmt: str = "bf16", out: str 
     kernel that runs them through nc_matmul into PSUM comes with it.
 
     ``op="sum"``: x [m, k] rows summed along k (``a`` holds x, ``b`` is None; ``out`` is in_fmt),
-    for the order of Vector-engine reductions; its NKI kernel runs nisa.tensor_reduce."""
+    for the order of Vector-engine reductions; its NKI kernel runs nisa.tensor_reduce.
+
+    ``platform``: a name of ``numeq.platforms()`` with assumptions (or give ``candidates``,
+    {label: platform variant name}; default: ``numeq.assumption_candidates(platform, ...)``); ``op``:
+    "matmul" or "sum"; ``in_fmt``, ``out``: names of ``numeq.formats()``; ``m``, ``n``, ``k``: the
+    shapes; ``seed``: the random generator's seed (the same seed gives the same probes).
+
+    Example::
+
+        >>> orders = numeq.assumption_candidates("trainium.trn2", names=["pe_order"])
+        >>> p = numeq.probes("trainium.trn2", m=16, n=16, k=512, seed=1, candidates=orders)
+        >>> p.a.shape, p.b.shape, list(p.candidates), p.indistinct
+        ((16, 512), (512, 16), ['pe_order=sequential', 'pe_order=pairwise', 'pe_order=fused'], [])
+    """
     for value, parameter in ((platform, "platform"), (op, "op"), (in_fmt, "in_fmt"), (out, "out")):
         _check_str(value, parameter)
     if op not in ("sum", "matmul"):

@@ -38,7 +38,17 @@ class Tolerance:
     """A bound as tolerances: ``max_abs`` (largest bound), ``max_ulps`` (largest bound in ulps of the
     output format), and the (rtol, atol) pair of ``|x - ref| <= atol + rtol*|ref|`` that covers every
     element's bound with the least total allowance on the given data; ``rtol_only`` / ``atol_only``
-    are the one-parameter forms."""
+    are the one-parameter forms.
+
+    Example::
+
+        >>> x = numeq.round(np.random.default_rng(0).standard_normal((4, 64)), "bf16")
+        >>> t = numeq.ops.sum(x, in_fmt="bf16", out="fp32").tolerance("trainium.trn2")
+        >>> t.max_abs > 0, t.max_ulps > 0
+        (True, True)
+        >>> bool(t.atol_only >= t.max_abs)
+        True
+    """
 
     max_abs: float
     max_ulps: float
@@ -51,7 +61,17 @@ class Tolerance:
 @dataclass(frozen=True)
 class Emulation:
     """A platform's result (float64 values of the output format) and the bound on each element's
-    distance to the exact result; ``failure_probability`` is 0 for deterministic bounds."""
+    distance to the exact result; ``failure_probability`` is 0 for deterministic bounds.
+
+    ``values``, ``bound``: arrays of the op's result shape.
+
+    Example::
+
+        >>> x = numeq.round(np.random.default_rng(0).standard_normal((4, 64)), "bf16")
+        >>> e = numeq.ops.sum(x, in_fmt="bf16", out="fp32").emulation("trainium.trn2")
+        >>> e.values.shape, e.bound.shape, e.failure_probability
+        ((4,), (4,), 0.0)
+    """
 
     values: np.ndarray
     bound: np.ndarray
@@ -76,7 +96,24 @@ def _failure(p: float) -> float:
 
 
 class Op:
-    """An operation of the catalogue on given inputs (build one with numeq.ops.matmul, sum, ...)."""
+    """An operation of the catalogue on given inputs (build one with numeq.ops.matmul, sum, ...).
+
+    ``core_op``: the compiled operation (internal: build an Op through the catalogue's functions).
+    ``name``, ``signature``, ``out``; ``exact()``, ``reference()``, ``emulate(platform)``,
+    ``emulation(platform, ...)``, ``bound(platform, ...)``, ``tolerance(platform, ...)``,
+    ``cross_bound(platform_a, platform_b, ...)``.
+
+    Example::
+
+        >>> x = numeq.round(np.random.default_rng(0).standard_normal((4, 64)), "bf16")
+        >>> op = numeq.ops.sum(x, in_fmt="bf16", out="fp32")
+        >>> op.name, op.signature, op.out
+        ('sum', 'sum(x[4,64] bf16, axis=1) in fp32 -> fp32', 'fp32')
+        >>> got = op.emulate("trainium.trn2")
+        >>> exact = op.exact()[0]
+        >>> bool(np.all(np.abs(got - exact) <= op.bound("trainium.trn2")))
+        True
+    """
 
     def __init__(self, core_op: Any) -> None:
         self._op = core_op
@@ -101,19 +138,45 @@ class Op:
 
     def exact(self) -> tuple[np.ndarray, np.ndarray]:
         """The exact result as a double-double (hi, lo): hi + lo is exact (for MPFR-certified
-        operations hi is the correctly rounded binary64 value and lo is 0)."""
+        operations hi is the correctly rounded binary64 value and lo is 0).
+
+        Example::
+
+            >>> op = numeq.ops.sum(np.array([1.0, 2.0**-60], dtype=np.float64), in_fmt="fp64", out="fp32")
+            >>> op.exact()
+            (array(1.), array(8.67361738e-19))
+        """
         hi, lo, _ = self._op.exact()
         return hi, lo
 
     def reference(self) -> np.ndarray:
-        """The exact result rounded correctly into the output format (float64 values)."""
+        """The exact result rounded correctly into the output format (float64 values).
+
+        Example::
+
+            >>> op = numeq.ops.sum(np.array([1.0, 2.0**-30], dtype=np.float64), in_fmt="fp64", out="fp32")
+            >>> op.reference()
+            array(1.)
+        """
         return self._op.reference()
 
     def emulation(self, platform: str, *, kind: str = "deterministic", lam: float = 6.0,
                   failure_probability: float = 0.0) -> Emulation:
         """The platform's result and its bound, from one pass (cached per platform and kind).
         With ``kind="probabilistic"`` and ``failure_probability`` > 0, lambda is chosen as the
-        smallest whose per-element failure probability is at most that (``lam`` is then unused)."""
+        smallest whose per-element failure probability is at most that (``lam`` is then unused).
+
+        ``platform``: a name of ``numeq.platforms()``; ``kind``: "deterministic" or "probabilistic";
+        ``lam``: Higham and Mary's lambda for the probabilistic bound.
+
+        Example::
+
+            >>> x = numeq.round(np.random.default_rng(0).standard_normal((4, 64)), "bf16")
+            >>> op = numeq.ops.sum(x, in_fmt="bf16", out="fp32")
+            >>> e = op.emulation("trainium.trn2", kind="probabilistic", failure_probability=1e-6)
+            >>> e.values.shape, 0 < e.failure_probability <= 1e-6
+            ((4,), True)
+        """
         _check_str(platform, "platform")
         key = (platform, *_kind(kind, lam), _failure(failure_probability))
         if key not in self._cache:
@@ -122,7 +185,17 @@ class Op:
         return self._cache[key]
 
     def emulate(self, platform: str) -> np.ndarray:
-        """The platform's result, bit for bit, as float64 values."""
+        """The platform's result, bit for bit, as float64 values.
+
+        ``platform``: a name of ``numeq.platforms()``, optionally with ``[...]`` assumptions.
+
+        Example::
+
+            >>> x = numeq.round(np.random.default_rng(0).standard_normal((4, 64)), "bf16")
+            >>> op = numeq.ops.sum(x, in_fmt="bf16", out="fp32")
+            >>> bool(np.array_equal(op.emulate("trainium.trn2"), numeq.sum(x.astype(np.float32), platform="trainium.trn2")))
+            True
+        """
         return self.emulation(platform).values
 
     def bound(self, platform: str, kind: str = "deterministic", lam: float = 6.0,
@@ -131,17 +204,51 @@ class Op:
         bound with parameter ``lam`` and, for dot and matmul plans it models, the data-driven bound
         (core/README.md); it fails with probability at most
         ``emulation(platform, kind=..., lam=...).failure_probability`` per element.
-        ``failure_probability`` > 0 chooses lambda for that probability instead of ``lam``."""
+        ``failure_probability`` > 0 chooses lambda for that probability instead of ``lam``.
+
+        ``platform``: a name of ``numeq.platforms()``; ``kind``: "deterministic" or "probabilistic".
+
+        Example::
+
+            >>> x = numeq.round(np.random.default_rng(0).standard_normal((4, 64)), "bf16")
+            >>> op = numeq.ops.sum(x, in_fmt="bf16", out="fp32")
+            >>> det = op.bound("trainium.trn2")
+            >>> prob = op.bound("trainium.trn2", kind="probabilistic")
+            >>> det.shape, bool(np.all(prob <= det))
+            ((4,), True)
+        """
         return self.emulation(platform, kind=kind, lam=lam, failure_probability=failure_probability).bound
 
     def tolerance(self, platform: str, kind: str = "deterministic", lam: float = 6.0) -> Tolerance:
-        """The platform's bound as tolerances against this op's reference."""
+        """The platform's bound as tolerances against this op's reference.
+
+        ``platform``, ``kind``, ``lam``: as ``bound``.
+
+        Example::
+
+            >>> x = numeq.round(np.random.default_rng(0).standard_normal((4, 64)), "bf16")
+            >>> t = numeq.ops.sum(x, in_fmt="bf16", out="fp32").tolerance("trainium.trn2")
+            >>> bool(t.max_abs > 0)
+            True
+        """
         bound = self.bound(platform, kind, lam)
         return Tolerance(**_core.cases_tolerance(bound, self.reference(), self.out))
 
     def cross_bound(self, platform_a: str, platform_b: str, kind: str = "deterministic", lam: float = 6.0,
                     failure_probability: float = 0.0) -> np.ndarray:
-        """Per element: |result on platform_a - result on platform_b| <= this (bound_a + bound_b)."""
+        """Per element: |result on platform_a - result on platform_b| <= this (bound_a + bound_b).
+
+        ``platform_a``, ``platform_b``: names of ``numeq.platforms()``; ``kind``, ``lam``,
+        ``failure_probability``: as ``bound``.
+
+        Example::
+
+            >>> x = numeq.round(np.random.default_rng(0).standard_normal((4, 64)), "bf16")
+            >>> op = numeq.ops.sum(x, in_fmt="bf16", out="fp32")
+            >>> diff = np.abs(op.emulate("nvidia.h100") - op.emulate("trainium.trn2"))
+            >>> bool(np.all(diff <= op.cross_bound("nvidia.h100", "trainium.trn2")))
+            True
+        """
         _check_str(platform_a, "platform_a")
         _check_str(platform_b, "platform_b")
         kind, lam = _kind(kind, lam)
@@ -168,7 +275,21 @@ def matmul(a: Any, b: Any, *, c: Any = None, in_fmt: str | None = None, out: str
            rounding: str = "nearest_even") -> Op:
     """a[..., M, K] @ b[..., K, N] (+ c: a bias of shape [N] or anything that broadcasts to the
     result). ``in_fmt``: the format of a's and b's values (default: their dtype's); ``out``: the
-    output format, ``rounding``: how the reference rounds into it."""
+    output format, ``rounding``: how the reference rounds into it (one of ``numeq.ROUNDINGS``).
+
+    ``c``: values of the result's format (fp32 by default).
+
+    Example::
+
+        >>> rng = np.random.default_rng(0)
+        >>> a = numeq.round(rng.standard_normal((4, 64)), "bf16")
+        >>> b = numeq.round(rng.standard_normal((64, 2)), "bf16")
+        >>> op = numeq.ops.matmul(a, b, in_fmt="bf16", out="fp32")
+        >>> op.signature, op.reference().shape
+        ('a[4,64] bf16 @ b[64,2] bf16 -> fp32', (4, 2))
+        >>> numeq.compare(op.emulate("nvidia.h100"), op, "nvidia.h100").tier
+        'bit_exact'
+    """
     if in_fmt is None:
         for x, name in ((a, "a"), (b, "b")):
             if _array(x, name).dtype.kind in "iu":
@@ -200,27 +321,74 @@ def sum(x: Any, *, axis: Any = -1, in_fmt: str | None = None, out: str | None = 
     """x summed over ``axis`` (an int, a tuple of ints, or None: every axis), as the platform's sum
     plan for ``compute`` sums it (inputs widen exactly), then cast into ``out`` (default: x's
     format). Over several axes each element's terms are taken in C order of the axes; the numpy
-    platform follows x's memory layout as np.sum does (pass the array itself, not a copy)."""
+    platform follows x's memory layout as np.sum does (pass the array itself, not a copy).
+
+    ``in_fmt``: the format of x's values (default: its dtype's); ``out``: the output format
+    (default: in_fmt); ``rounding``: how the reference rounds into ``out``, one of ``numeq.ROUNDINGS``. ``compute``: the format the platform computes in.
+
+    Example::
+
+        >>> x = numeq.round(np.random.default_rng(0).standard_normal((4, 64)), "bf16")
+        >>> op = numeq.ops.sum(x, in_fmt="bf16", out="fp32")
+        >>> op.signature
+        'sum(x[4,64] bf16, axis=1) in fp32 -> fp32'
+        >>> numeq.compare(x.astype(np.float32).sum(axis=-1), op, "numpy").passed
+        True
+    """
     return _reduce("sum", x, axis, in_fmt, out, rounding, compute)
 
 
 def mean(x: Any, *, axis: Any = -1, in_fmt: str | None = None, out: str | None = None,
          rounding: str = "nearest_even", compute: str = "fp32") -> Op:
     """The sum divided by the length, as numpy forms it (a float64 quotient cast into ``compute``);
-    ``axis`` as for sum. np.mean of float16 sums in float32: compute="fp32" (the default)."""
+    ``axis`` as for sum. np.mean of float16 sums in float32: compute="fp32" (the default).
+
+    ``in_fmt``: the format of x's values (default: its dtype's); ``out``: the output format
+    (default: in_fmt); ``rounding``: how the reference rounds into ``out``, one of ``numeq.ROUNDINGS``.
+
+    Example::
+
+        >>> x = numeq.round(np.random.default_rng(0).standard_normal((4, 64)), "bf16")
+        >>> op = numeq.ops.mean(x.astype(np.float32))
+        >>> numeq.compare(np.mean(x.astype(np.float32), axis=-1), op, "numpy").tier
+        'bit_exact'
+    """
     return _reduce("mean", x, axis, in_fmt, out, rounding, compute)
 
 
 def max(x: Any, *, axis: int = -1, in_fmt: str | None = None, out: str | None = None,  # noqa: A001
         rounding: str = "nearest_even", compute: str = "fp32") -> Op:
-    """The largest element along ``axis`` (exact; NaN propagates)."""
+    """The largest element along ``axis`` (exact; NaN propagates).
+
+    ``in_fmt``: the format of x's values (default: its dtype's); ``out``: the output format
+    (default: in_fmt); ``rounding``: how the reference rounds into ``out``, one of ``numeq.ROUNDINGS``. ``compute``: the format the platform computes in.
+
+    Example::
+
+        >>> op = numeq.ops.max(np.array([[1.0, 3.0, 2.0]], dtype=np.float32))
+        >>> op.reference()
+        array([3.])
+    """
     return _reduce("max", x, axis, in_fmt, out, rounding, compute)
 
 
 def function(name: str, x: Any, *, in_fmt: str | None = None, out: str | None = None,
              rounding: str = "nearest_even") -> Op:
     """f(x) elementwise as the platform's function model computes it (correctly rounded in fp32 then
-    cast, or within the platform's documented / assumed ulp budget: the bound carries it)."""
+    cast, or within the platform's documented / assumed ulp budget: the bound carries it).
+
+    ``name``: ``exp``, ``exp2``, ``log``, ``tanh``, ``sigmoid``, ``gelu``, ``gelu_tanh``, ``silu``,
+    ``softplus``, ``sqrt``, ``rsqrt`` or ``reciprocal``. ``in_fmt``: the format of x's values (default: its dtype's); ``out``: the output format
+    (default: in_fmt); ``rounding``: how the reference rounds into ``out``, one of ``numeq.ROUNDINGS``.
+
+    Example::
+
+        >>> op = numeq.ops.function("exp", np.array([0.0, 1.0], dtype=np.float32))
+        >>> op.reference()
+        array([1.        , 2.71828175])
+        >>> numeq.compare(op.emulate("trainium.trn2"), op, "trainium.trn2").tier
+        'bit_exact'
+    """
     _check_str(name, "name")
     values, f = _values(x, in_fmt, "x")
     _check_str(rounding, "rounding")
@@ -232,7 +400,17 @@ def _function(name: str) -> Any:
     def op(x: Any, *, in_fmt: str | None = None, out: str | None = None, rounding: str = "nearest_even") -> Op:
         return function(name, x, in_fmt=in_fmt, out=out, rounding=rounding)
     op.__name__ = op.__qualname__ = name
-    op.__doc__ = f"{name}(x) elementwise: numeq.ops.function('{name}', x, ...)."
+    op.__doc__ = (
+        f"{name}(x) elementwise: numeq.ops.function('{name}', x, ...).\n\n"
+        "``in_fmt``: the format of x's values (default: its dtype's); ``out``: the output format (default:\n"
+        "in_fmt); ``rounding``: how the reference rounds into ``out``, one of ``numeq.ROUNDINGS``.\n\n"
+        "Example::\n\n"
+        f"    >>> op = numeq.ops.{name}(np.array([0.5, 2.0], dtype=np.float32))\n"
+        "    >>> op.reference().shape\n"
+        "    (2,)\n"
+        "    >>> numeq.compare(op.emulate(\"trainium.trn2\"), op, \"trainium.trn2\").tier\n"
+        "    'bit_exact'\n"
+    )
     return op
 
 
@@ -262,14 +440,38 @@ def softmax(x: Any, *, axis: int = -1, in_fmt: str | None = None, out: str | Non
             rounding: str = "nearest_even", variant: str = "max_subtracted", block: int = 0,
             compute: str = "fp32") -> Op:
     """Softmax along ``axis`` computed in ``compute``: variant ``plain`` (no max subtraction),
-    ``max_subtracted`` or ``online`` (blocks of ``block`` elements, as flash attention)."""
+    ``max_subtracted`` or ``online`` (blocks of ``block`` elements, as flash attention).
+
+    ``in_fmt``: the format of x's values (default: its dtype's); ``out``: the output format
+    (default: in_fmt); ``rounding``: how the reference rounds into ``out``, one of ``numeq.ROUNDINGS``. ``compute``: the format the platform computes in. ``block``: the online variant's block length.
+
+    Example::
+
+        >>> x = numeq.round(np.random.default_rng(0).standard_normal((4, 64)), "bf16")
+        >>> op = numeq.ops.softmax(x, in_fmt="bf16", out="fp32")
+        >>> op.reference().shape, bool(np.allclose(op.reference().sum(axis=-1), 1))
+        ((4, 64), True)
+        >>> numeq.compare(op.emulate("nvidia.h100"), op, "nvidia.h100").tier
+        'bit_exact'
+    """
     return _softmax(x, axis, in_fmt, out, rounding, variant, block, compute, False)
 
 
 def log_softmax(x: Any, *, axis: int = -1, in_fmt: str | None = None, out: str | None = None,
                 rounding: str = "nearest_even", variant: str = "max_subtracted", block: int = 0,
                 compute: str = "fp32") -> Op:
-    """Log-softmax along ``axis``; variants as softmax."""
+    """Log-softmax along ``axis``; variants as softmax.
+
+    ``variant``: ``plain``, ``max_subtracted`` or ``online`` (blocks of ``block`` elements). ``in_fmt``: the format of x's values (default: its dtype's); ``out``: the output format
+    (default: in_fmt); ``rounding``: how the reference rounds into ``out``, one of ``numeq.ROUNDINGS``. ``compute``: the format the platform computes in.
+
+    Example::
+
+        >>> x = numeq.round(np.random.default_rng(0).standard_normal((4, 64)), "bf16")
+        >>> op = numeq.ops.log_softmax(x, in_fmt="bf16", out="fp32")
+        >>> bool(np.all(op.reference() < 0))
+        True
+    """
     return _softmax(x, axis, in_fmt, out, rounding, variant, block, compute, True)
 
 
@@ -291,13 +493,37 @@ def layernorm(x: Any, *, gamma: Any = None, beta: Any = None, eps: float = 1e-5,
               compute: str = "fp32") -> Op:
     """Layernorm over the last axis: variant ``two_pass``, ``welford`` or ``bn_stats`` (Trainium's
     bn_stats/bn_aggr: even/odd statistics over chunks of 512, merged per the platform's
-    bn_aggr_merge assumption)."""
+    bn_aggr_merge assumption).
+
+    ``x``: [..., n]; ``gamma``, ``beta``: [n] (or None); ``eps``: added to the variance. ``in_fmt``: the format of x's values (default: its dtype's); ``out``: the output format
+    (default: in_fmt); ``rounding``: how the reference rounds into ``out``, one of ``numeq.ROUNDINGS``. ``compute``: the format the platform computes in.
+
+    Example::
+
+        >>> x = numeq.round(np.random.default_rng(0).standard_normal((4, 64)), "bf16")
+        >>> op = numeq.ops.layernorm(x, in_fmt="bf16", out="fp32")
+        >>> op.reference().shape
+        (4, 64)
+        >>> numeq.compare(op.emulate("nvidia.h100"), op, "nvidia.h100").tier
+        'bit_exact'
+    """
     return _norm(True, x, gamma, beta, eps, in_fmt, out, rounding, variant, compute)
 
 
 def rmsnorm(x: Any, *, gamma: Any = None, beta: Any = None, eps: float = 1e-6, in_fmt: str | None = None,
             out: str | None = None, rounding: str = "nearest_even", compute: str = "fp32") -> Op:
-    """RMSNorm over the last axis: x * rsqrt(mean(x^2) + eps) (* gamma) (+ beta)."""
+    """RMSNorm over the last axis: x * rsqrt(mean(x^2) + eps) (* gamma) (+ beta).
+
+    ``gamma``, ``beta``: [n] (or None); ``eps``: added to mean(x^2). ``in_fmt``: the format of x's values (default: its dtype's); ``out``: the output format
+    (default: in_fmt); ``rounding``: how the reference rounds into ``out``, one of ``numeq.ROUNDINGS``. ``compute``: the format the platform computes in.
+
+    Example::
+
+        >>> x = numeq.round(np.random.default_rng(0).standard_normal((4, 64)), "bf16")
+        >>> op = numeq.ops.rmsnorm(x, in_fmt="bf16", out="fp32")
+        >>> op.reference().shape
+        (4, 64)
+    """
     return _norm(False, x, gamma, beta, eps, in_fmt, out, rounding, "two_pass", compute)
 
 
@@ -310,7 +536,21 @@ def attention(q: Any, k: Any, v: Any, *, mask: Any = None, causal: bool = False,
     rescaling); ``cast_p=False`` models a kernel that keeps P in fp32. ``mask`` broadcasts to
     [..., Lq, Lk]: boolean as torch's scaled_dot_product_attention (True: the key takes part;
     False: it does not, an additive -inf) or additive reals (-inf excludes a key); the same
-    conversion as numeq.reference.attention (numeq.reference._attention_mask)."""
+    conversion as numeq.reference.attention (numeq.reference._attention_mask).
+
+    ``causal``: query i sees keys j <= i; ``scale``: default 1/sqrt(d). ``in_fmt``: the format of q's, k's and v's values (default: its dtype's); ``out``: the output format
+    (default: in_fmt); ``rounding``: how the reference rounds into ``out``, one of ``numeq.ROUNDINGS``.
+
+    Example::
+
+        >>> rng = np.random.default_rng(0)
+        >>> q, k, v = (numeq.round(rng.standard_normal((1, 8, 16)), "bf16") for _ in range(3))
+        >>> op = numeq.ops.attention(q, k, v, causal=True, in_fmt="bf16", out="fp32")
+        >>> op.reference().shape
+        (1, 8, 16)
+        >>> numeq.compare(op.emulate("nvidia.h100"), op, "nvidia.h100").tier
+        'bit_exact'
+    """
     qv, fq = _values(q, in_fmt, "q")
     kv, fk = _values(k, in_fmt, "k")
     vv, fv = _values(v, in_fmt, "v")
@@ -334,7 +574,22 @@ def scaled_fp8_matmul(a: Any, b: Any, scale_a: Any, scale_b: Any, *, scaling: st
     """(a * scale_a) @ (b * scale_b) for fp8 a[M, K], b[K, N] with fp32 scales laid out per
     ``scaling``: ``per_tensor`` (one each), ``per_channel`` (scale_a [M], scale_b [N]),
     ``blockwise`` (DeepSeek-V3: scale_a [M, K/128], scale_b [K/128, ceil(N/128)], applied at each
-    fp32 promotion), ``mx`` (OCP MX: power-of-two scales per 32 along K: [M, K/32], [K/32, N])."""
+    fp32 promotion), ``mx`` (OCP MX: power-of-two scales per 32 along K: [M, K/32], [K/32, N]).
+
+    ``in_fmt``: the fp8 format of a's and b's values (e4m3fn, e5m2, ...; default their dtype's);
+    ``out``: the output format.
+
+    Example::
+
+        >>> rng = np.random.default_rng(0)
+        >>> a = numeq.round(rng.standard_normal((4, 64)), "e4m3fn")
+        >>> b = numeq.round(rng.standard_normal((64, 2)), "e4m3fn")
+        >>> op = numeq.ops.scaled_fp8_matmul(a, b, 0.5, 2.0, in_fmt="e4m3fn")
+        >>> op.reference().shape
+        (4, 2)
+        >>> numeq.compare(op.emulate("nvidia.h100"), op, "nvidia.h100").tier
+        'bit_exact'
+    """
     av, fa = _values(a, in_fmt, "a")
     bv, fb = _values(b, in_fmt, "b")
     if in_fmt is None and fa != fb:
@@ -357,7 +612,16 @@ def int8_matmul(a: Any, b: Any, *, overflow: str = "error", requantize: dict[str
     outside int32 is an error naming the element (``overflow="wrap"``: two's complement wraparound).
     ``requantize=dict(multiplier=..., zero_point=0, out="int8", rounding="nearest_even", range="full")``
     adds the int8 epilogue: fp32(fp32(acc) * fp32(multiplier)) rounded, zero point added, clamped;
-    its exact result is clamp(acc * multiplier + zero_point) with the multiplier as given."""
+    its exact result is clamp(acc * multiplier + zero_point) with the multiplier as given.
+
+    Example::
+
+        >>> a = np.array([[100, -100], [127, 127]], dtype=np.int8)
+        >>> b = np.array([[2, 1], [1, 2]], dtype=np.int8)
+        >>> numeq.ops.int8_matmul(a, b).reference()
+        array([[ 100., -100.],
+               [ 381.,  381.]])
+    """
     _check_str(overflow, "overflow")
     av = _array(a, "a")
     bv = _array(b, "b")
@@ -392,7 +656,18 @@ def int8_matmul(a: Any, b: Any, *, overflow: str = "error", requantize: dict[str
 def cast(x: Any, out: str, *, in_fmt: str | None = None, rounding: str = "nearest_even", overflow: str = "ieee",
          subnormals: str = "keep", seed: int = 0) -> Op:
     """x cast into ``out`` (every rounding, stochastic included; overflow and subnormal policies):
-    the exact result is x, the bound the cast's own rounding."""
+    the exact result is x, the bound the cast's own rounding.
+
+    ``in_fmt``: the format of x's values (default: its dtype's); ``subnormals``: one of
+    ``numeq.SUBNORMALS``; ``seed``: stochastic rounding's key; ``rounding``: one of
+    ``numeq.ROUNDINGS``; ``overflow``: one of ``numeq.OVERFLOWS``.
+
+    Example::
+
+        >>> op = numeq.ops.cast(np.array([0.1, 1000.0], dtype=np.float32), "e4m3fn", overflow="saturate")
+        >>> op.reference()
+        array([1.015625e-01, 4.480000e+02])
+    """
     _out(_check_str(out, "out"), "")
     values, f = _values(x, in_fmt, "x")
     seed = _check_int(seed, "seed", *UINT64)
@@ -440,7 +715,18 @@ def quantize(x: Any, fmt: str = "int8", *, scale: Any, zero_point: Any = 0, axis
              seed: int = 0) -> Op:
     """Integer codes clamp(round(x / scale) + zero_point) per tensor (scalar scale), per channel
     along ``axis`` or per ``block`` of elements along it (scale and zero_point of x's rank); the exact
-    result is the real clamp(x / scale + zero_point, qmin, qmax), the bound the rounding's."""
+    result is the real clamp(x / scale + zero_point, qmin, qmax), the bound the rounding's
+    (``rounding``: one of ``numeq.ROUNDINGS``).
+
+    ``fmt``: "int8", "uint8" or "int32"; ``in_fmt``: the format of x's values (default: its
+    dtype's); ``range``: "full" or "symmetric"; ``seed``: stochastic rounding's key.
+
+    Example::
+
+        >>> op = numeq.ops.quantize(np.array([-1.0, 0.26, 1.0], dtype=np.float32), "int8", scale=1 / 127)
+        >>> op.reference()
+        array([-127.,   33.,  127.])
+    """
     return _quant(True, x, fmt, scale, zero_point, axis, block, in_fmt, rounding, range, seed, "fp64")
 
 
@@ -449,18 +735,43 @@ def dequantize(codes: Any, fmt: str = "int8", *, scale: Any, zero_point: Any = 0
     """(codes - zero_point) * scale rounded into ``out``; groups as quantize. ``codes``: integers within
     ``fmt``'s range (int8 [-128, 127], uint8 [0, 255], int32), as an integer array or as floats that
     hold such integers exactly; anything else (300 or 0.5 for int8, 2^64 - 1) is a ValueError naming
-    ``codes``, the format and its range."""
+    ``codes``, the format and its range.
+
+    ``axis``, ``block``: the groups of ``scale`` and ``zero_point``, as ``quantize``.
+
+    Example::
+
+        >>> op = numeq.ops.dequantize(np.array([-127, 0, 33], dtype=np.int8), "int8", scale=0.5)
+        >>> op.reference()
+        array([-63.5,   0. ,  16.5])
+    """
     return _quant(False, codes, fmt, scale, zero_point, axis, block, None, "nearest_even", "full", 0, out)
 
 
 def generators() -> list[str]:
-    """Names of the seeded input generators."""
+    """Names of the seeded input generators.
+
+    Example::
+
+        >>> numeq.ops.generators()
+        ['normal', 'uniform', 'lognormal', 'outlier_channels', 'cancellation', 'near_overflow', 'subnormal_rich', 'small_integers']
+    """
     return list(_core.cases_generators())
 
 
 def generate(generator: str, shape: Any, fmt: str = "fp32", *, seed: int = 0, scale: float = 1.0) -> np.ndarray:
     """Seeded inputs: float64 values of ``fmt`` drawn from ``generator`` (normal, uniform, lognormal,
-    outlier_channels, cancellation, near_overflow, subnormal_rich, small_integers)."""
+    outlier_channels, cancellation, near_overflow, subnormal_rich, small_integers).
+
+    ``shape``: the array's shape; ``seed``: the same seed gives the same values; ``scale``: a factor
+    on the generator's values.
+
+    Example::
+
+        >>> x = numeq.ops.generate("normal", (2, 3), "bf16", seed=1)
+        >>> x.shape, bool(np.all(numeq.round(x, "bf16") == x))
+        ((2, 3), True)
+    """
     _check_str(generator, "generator")
     _check_str(fmt, "fmt")
     if isinstance(shape, (int, np.integer, bool, np.bool_)):

@@ -23,7 +23,19 @@ from ._reference_functions import _input_values
 
 
 class Plan:
-    """An accumulation plan: plain data, printable, comparable, serialisable to JSON."""
+    """An accumulation plan: plain data, printable, comparable, serialisable to JSON.
+
+    ``text``: the plan as JSON text or a dict (as ``to_json`` / ``to_dict`` give it; ``from_json``
+    is the same constructor). ``str(plan)`` reads the plan in one line; ``plan.name`` names it.
+
+    Example::
+
+        >>> p = numeq.plan("trainium.trn2", "sum", "fp32", "fp32")
+        >>> print(p)
+        trainium.trn2 sum fp32 -> fp32: sequential(fp32 nearest_even fma), c first, out fp32 nearest_even
+        >>> numeq.Plan(p.to_json()) == p
+        True
+    """
 
     __slots__ = ("_json",)
 
@@ -34,12 +46,36 @@ class Plan:
 
     @classmethod
     def from_json(cls, text: str | dict) -> Plan:
+        """The plan that ``text`` describes (checked: errors name the field).
+
+        ``text``: JSON text or a dict, as ``Plan(text)``.
+
+        Example::
+
+            >>> p = numeq.plan("nvidia.h100")
+            >>> numeq.Plan.from_json(p.to_dict()) == p
+            True
+        """
         return cls(text)
 
     def to_json(self) -> str:
+        """The plan as JSON text, which ``Plan(text)`` and ``plan=`` arguments read back.
+
+        Example::
+
+            >>> numeq.plan("nvidia.h100").to_json().startswith("{")
+            True
+        """
         return self._json
 
     def to_dict(self) -> dict:
+        """The plan as a dict (the JSON parsed): its fields, to read or edit.
+
+        Example::
+
+            >>> numeq.plan("nvidia.h100").to_dict()["name"]
+            'nvidia.h100 matmul bf16 -> fp32'
+        """
         return json.loads(self._json)
 
     @property
@@ -60,20 +96,44 @@ class Plan:
 
 
 def platforms() -> list[str]:
-    """Names of the built-in (and registered) platforms."""
+    """Names of the built-in (and registered) platforms.
+
+    Example::
+
+        >>> "nvidia.h100" in numeq.platforms(), "trainium.trn2" in numeq.platforms()
+        (True, True)
+    """
     return list(_core.core_platforms())
 
 
 def platform_json(name: str) -> str:
     """A platform as JSON: every plan and every evidence entry. Edit it and load it back with
-    ``load_platform``."""
+    ``load_platform``.
+
+    ``name``: a name of ``platforms()`` (variants in brackets are accepted).
+
+    Example::
+
+        >>> import json
+        >>> sorted(json.loads(numeq.platform_json("numpy")))
+        ['aliases', 'assumptions', 'description', 'evidence', 'functions', 'name', 'plans']
+    """
     _check_str(name, "name")
     with _renamed({"platform": "name"}):
         return _core.core_platform_json(name)
 
 
 def platform_evidence(name: str) -> str:
-    """Every parameter's evidence, one line each: kind, parameter, source."""
+    """Every parameter's evidence, one line each: kind, parameter, source.
+
+    ``name``: a name of ``platforms()``.
+
+    Example::
+
+        >>> lines = numeq.platform_evidence("nvidia.h100").splitlines()
+        >>> sorted({line.split()[0] for line in lines})
+        ['assumed', 'documented', 'measured']
+    """
     _check_str(name, "name")
     with _renamed({"platform": "name"}):
         return _core.core_platform_evidence(name)
@@ -83,7 +143,18 @@ def platform_assumptions(name: str) -> list[dict]:
     """The platform's assumptions (parameters nobody has published), each a dict with ``name``,
     ``value`` (in force), ``alternatives`` (the default first), ``meaning`` and ``source``. Select
     other values anywhere a platform name is taken: ``"trainium.trn1[products=bf16,pe_order=pairwise]"``.
-    Platforms built only from measured or documented facts have none."""
+    Platforms built only from measured or documented facts have none.
+
+    ``name``: a name of ``platforms()``.
+
+    Example::
+
+        >>> first = numeq.platform_assumptions("trainium.trn2")[0]
+        >>> first["name"], first["value"], first["alternatives"]
+        ('pe_order', 'sequential', ['sequential', 'pairwise', 'fused'])
+        >>> numeq.platform_assumptions("nvidia.h100")
+        []
+    """
     return list(json.loads(platform_json(name)).get("assumptions", []))
 
 
@@ -128,7 +199,20 @@ def load_platform(source: str | os.PathLike | dict | None = None, *, path: str |
     profile), an ``os.PathLike`` (``pathlib.Path``: a file), or a str, which is JSON text when its
     first non-blank character is ``{`` (a profile is a JSON object) and a file path otherwise.
     A malformed profile raises ValueError naming the field; a missing file, ValueError naming
-    the path."""
+    the path.
+
+    A built-in platform's name is refused: edit ``name`` when starting from ``platform_json``.
+
+    Example::
+
+        >>> import json
+        >>> profile = json.loads(numeq.platform_json("numpy"))
+        >>> profile["name"] = "example.numpy_copy"
+        >>> numeq.load_platform(profile)
+        'example.numpy_copy'
+        >>> "example.numpy_copy" in numeq.platforms()
+        True
+    """
     given = [name for name, value in (("source", source), ("path", path), ("text", text)) if value is not None]
     if len(given) != 1:
         raise TypeError(f"source, path, text: give exactly one (got {', '.join(given) or 'none'})")
@@ -163,7 +247,18 @@ def plan(platform: str, op: str = "matmul", in_fmt: str = "bf16", out: str = "fp
          split_mode: str = "serial") -> Plan:
     """The plan a platform uses for ``op`` ("sum", "dot", "matmul") on ``in_fmt`` inputs with
     ``out`` results; ``split_k`` > 1 cuts K into that many parts ("serial": through the output
-    type, CUTLASS serial split-K; "parallel": fp32 partials summed in order)."""
+    type, CUTLASS serial split-K; "parallel": fp32 partials summed in order).
+
+    ``platform``: a name of ``platforms()`` (with ``[...]`` assumptions); ``in_fmt``, ``out``: names
+    of ``numeq.formats()``; ``split_mode``: "serial" or "parallel".
+
+    Example::
+
+        >>> print(numeq.plan("nvidia.h100", "matmul", "bf16", "fp32"))
+        nvidia.h100 matmul bf16 -> fp32: fused(16 products, F=25 truncate, bf16 x bf16 + fp32 -> fp32 toward_zero), c first, out fp32 nearest_even
+        >>> print(numeq.plan("nvidia.h100", split_k=2).name)
+        nvidia.h100 matmul bf16 -> fp32, split-K 2 serial
+    """
     for value, parameter in ((platform, "platform"), (op, "op"), (in_fmt, "in_fmt"), (out, "out"),
                              (split_mode, "split_mode")):
         _check_str(value, parameter)
@@ -234,7 +329,16 @@ def numpy_reduction(x: Any, *, axis: Any = None, in_fmt: str | None = None, comp
     ``(axes, plan)``, the reduced axes outermost first (each output element's terms, in C order
     over them) and the plan over those terms. ``in_fmt``: x's values (default: its dtype's);
     ``compute``: np.sum's dtype (default: in_fmt). ``bufsize``: numpy's buffer size in elements
-    (default: this process's np.getbufsize(), 8192 unless changed)."""
+    (default: this process's np.getbufsize(), 8192 unless changed).
+
+    Example::
+
+        >>> axes, p = numeq.numpy_reduction(np.ones((4, 1000), dtype=np.float32), axis=-1)
+        >>> axes
+        (1,)
+        >>> print(p)
+        numpy sum fp32 (runs of 1000 in sweeps of 1000): added to 0.000000, pairwise(leaf 128, multiple 8, fp32 nearest_even fma, leaf=lanes(8, fp32 nearest_even fma)), c first, out fp32 nearest_even
+    """
     from ._arrays import _array
     arr = x if isinstance(x, np.ndarray) else _array(x, "x")
     if in_fmt is None:
@@ -261,7 +365,18 @@ def sum(x: Any, *, axis: Any = -1, platform: str | None = None, plan: Plan | str
     platform="numpy" follows x's memory layout as numpy does (numpy_reduction): pass the array
     itself, not a copy. Every other platform, and a given plan, reduce one axis by its plan; over
     several axes, the plan reduces each element's terms taken in C order of the axes (the
-    flattened reduced axes, as ``x.transpose(kept + axes).reshape(..., -1)``)."""
+    flattened reduced axes, as ``x.transpose(kept + axes).reshape(..., -1)``).
+
+    Give ``platform`` (a name of ``platforms()``) or ``plan`` (a ``Plan``, its JSON or dict).
+
+    Example::
+
+        >>> x = np.full(4096, 0.1, dtype=np.float32)
+        >>> bool(numeq.sum(x, platform="numpy") == np.sum(x))          # numpy's pairwise order, bit for bit
+        True
+        >>> bool(numeq.sum(x, platform="trainium.trn2") == np.sum(x))  # a sequential sum rounds differently
+        False
+    """
     if fmt is not None:
         _check_format(fmt, "fmt")
     if platform is not None:
@@ -280,7 +395,18 @@ def sum(x: Any, *, axis: Any = -1, platform: str | None = None, plan: Plan | str
 def dot(a: Any, b: Any, *, c: Any = None, platform: str | None = None, plan: Plan | str | dict | None = None,
         in_fmt: str | None = None, out: str = "fp32") -> np.ndarray:
     """a . b along the last axis (leading axes broadcast) (+ c), as the platform computes it;
-    float64 values of the emulated result."""
+    float64 values of the emulated result.
+
+    Give ``platform`` (a name of ``platforms()``) or ``plan`` (a ``Plan``, its JSON or dict), as
+    ``matmul``. ``in_fmt``: the format of a's and b's values (default: their dtype's); ``out``: the
+    result's format; ``c``: an addend of the result's shape.
+
+    Example::
+
+        >>> a = np.array([[1.0, 2.0], [3.0, 4.0]], dtype=np.float32)
+        >>> numeq.dot(a, a, platform="nvidia.h100")
+        array([ 5., 25.])
+    """
     av, fa = _values(a, in_fmt, "a")
     bv, fb = _values(b, in_fmt, "b")
     if in_fmt is None and fa != fb:
@@ -308,7 +434,20 @@ def _check_c(c_shape: tuple, result_shape: Any) -> None:
 
 def matmul(a: Any, b: Any, *, c: Any = None, platform: str | None = None, plan: Plan | str | dict | None = None,
            in_fmt: str | None = None, out: str = "fp32") -> np.ndarray:
-    """a[..., M, K] @ b[..., K, N] (+ c), as the platform computes it; float64 values."""
+    """a[..., M, K] @ b[..., K, N] (+ c), as the platform computes it; float64 values.
+
+    Give ``platform`` (a name of ``platforms()``, optionally with ``[...]`` assumptions or
+    ``[split_k=N]``) or ``plan`` (a ``Plan``, its JSON or dict). ``in_fmt``: the format of a's and b's
+    values (default: their dtype's; float64 arrays of bf16 values need ``in_fmt="bf16"``); ``out``: the
+    result's format; ``c``: an addend that broadcasts to the result.
+
+    Example::
+
+        >>> a = numeq.round(np.random.default_rng(0).standard_normal((4, 64)), "bf16")
+        >>> d = numeq.matmul(a, a.T, platform="nvidia.h100", in_fmt="bf16")
+        >>> d.shape, bool(np.all(numeq.round(d, "fp32") == d))
+        ((4, 4), True)
+    """
     av, fa = _values(a, in_fmt, "a")
     bv, fb = _values(b, in_fmt, "b")
     if in_fmt is None and fa != fb:

@@ -78,13 +78,36 @@ def sum(  # noqa: A001 - mirrors numpy.sum
     x: Any, axis: int = -1, *, in_fmt: str | None = None, out: str = "fp32", rounding: str = "nearest_even",
     overflow: str = "ieee", subnormals: str = "keep", seed: int = 0, random_bits: int = 32,
 ) -> np.ndarray:
-    """Exact sum of x along ``axis``, rounded once into ``out``."""
+    """Exact sum of x along ``axis``, rounded once into ``out``.
+
+    ``in_fmt``: the format of the inputs' values (default: the array's own; when given, every value
+    must lie in it); ``out``: the output format; ``rounding`` (``numeq.ROUNDINGS``), ``overflow``
+    (``numeq.OVERFLOWS``), ``subnormals`` (``numeq.SUBNORMALS``), ``seed``, ``random_bits``: as
+    ``numeq.round``.
+
+    Example::
+
+        >>> x = np.array([[1.0, 2.0**-30, -1.0], [0.1, 0.2, 0.3]])
+        >>> numeq.reference.sum(x)                 # exact, then one rounding into fp32
+        array([9.31322575e-10, 6.00000024e-01])
+        >>> numeq.reference.sum(x, out="fp64")
+        array([9.31322575e-10, 6.00000000e-01])
+    """
     cast = _out(out, rounding, overflow, subnormals, seed, random_bits)
     return _core.reference_sum(_values(x, in_fmt, "x"), _axis(axis), *cast, False)
 
 
 def sum_exact(x: Any, axis: int = -1, *, in_fmt: str | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """Exact sum of x along ``axis`` as a double-double (hi, lo)."""
+    """Exact sum of x along ``axis`` as a double-double (hi, lo).
+
+    ``in_fmt``: the format of x's values (default: the array's own).
+
+    Example::
+
+        >>> hi, lo = numeq.reference.sum_exact(np.array([1.0, 2.0**-60, -1.0, 2.0**-100]))
+        >>> hi, lo
+        (array(8.67361738e-19), array(0.))
+    """
     return _core.reference_sum(_values(x, in_fmt, "x"), _axis(axis), "fp64", "nearest_even", "ieee", "keep", 0, 32, True)
 
 
@@ -92,14 +115,36 @@ def dot(
     a: Any, b: Any, *, in_fmt: str | None = None, out: str = "fp32", rounding: str = "nearest_even",
     overflow: str = "ieee", subnormals: str = "keep", seed: int = 0, random_bits: int = 32,
 ) -> np.ndarray:
-    """Exact dot product of two 1-D arrays, rounded once into ``out`` (a 0-d array)."""
+    """Exact dot product of two 1-D arrays, rounded once into ``out`` (a 0-d array).
+
+    ``a``, ``b``: 1-D arrays of equal length. ``in_fmt``: the format of the inputs' values (default: the array's own; when given, every value
+    must lie in it); ``out``: the output format; ``rounding`` (``numeq.ROUNDINGS``), ``overflow``
+    (``numeq.OVERFLOWS``), ``subnormals`` (``numeq.SUBNORMALS``), ``seed``, ``random_bits``: as
+    ``numeq.round``.
+
+    Example::
+
+        >>> numeq.reference.dot(np.array([1.0, 2.0**-30]), np.array([1.0, 1.0]))
+        array(1.)
+        >>> float(numeq.reference.dot(np.array([1.0, 2.0**-30]), np.array([1.0, 1.0]), out="fp64"))
+        1.0000000009313226
+    """
     cast = _out(out, rounding, overflow, subnormals, seed, random_bits)
     with _renamed(_RANGE):
         return _core.reference_dot(_values(a, in_fmt, "a"), _values(b, in_fmt, "b"), *cast, False)
 
 
 def dot_exact(a: Any, b: Any, *, in_fmt: str | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """Exact dot product as a double-double (hi, lo)."""
+    """Exact dot product as a double-double (hi, lo).
+
+    ``a``, ``b``: 1-D arrays of equal length; ``in_fmt``: the format of their values (default: the
+    arrays' own).
+
+    Example::
+
+        >>> numeq.reference.dot_exact(np.array([1.0, 2.0**-60]), np.array([1.0, 1.0]))
+        (array(1.), array(8.67361738e-19))
+    """
     with _renamed(_RANGE):
         return _core.reference_dot(_values(a, in_fmt, "a"), _values(b, in_fmt, "b"), "fp64", "nearest_even", "ieee",
                                    "keep", 0, 32, True)
@@ -113,6 +158,21 @@ def matmul(
     """Exact a[..., M, K] @ b[..., K, N] (+ c, broadcast and added exactly), rounded once into ``out``.
 
     Batch dimensions broadcast as in numpy.matmul. ``in_fmt`` checks a and b; ``c_fmt`` checks c.
+
+    ``in_fmt``: the format of the inputs' values (default: the array's own; when given, every value
+    must lie in it); ``out``: the output format; ``rounding`` (``numeq.ROUNDINGS``), ``overflow``
+    (``numeq.OVERFLOWS``), ``subnormals`` (``numeq.SUBNORMALS``), ``seed``, ``random_bits``: as
+    ``numeq.round``.
+
+    Example::
+
+        >>> a = np.array([[1.0, 2.0**-8]])            # 1 + 2^-8: a tie between two bf16 values
+        >>> numeq.reference.matmul(a, np.ones((2, 1)))
+        array([[1.00390625]])
+        >>> numeq.reference.matmul(a, np.ones((2, 1)), out="bf16")
+        array([[1.]])
+        >>> numeq.reference.matmul(a, np.ones((2, 1)), c=np.ones(1), out="fp64")
+        array([[2.00390625]])
     """
     cast = _out(out, rounding, overflow, subnormals, seed, random_bits)
     cv = None if c is None else _values(c, c_fmt, "c", "c_fmt")
@@ -125,7 +185,16 @@ def matmul(
 def matmul_exact(
     a: Any, b: Any, c: Any = None, *, in_fmt: str | None = None, c_fmt: str | None = None
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Exact a @ b (+ c) as a double-double (hi, lo)."""
+    """Exact a @ b (+ c) as a double-double (hi, lo).
+
+    ``in_fmt``: the format of a's and b's values, ``c_fmt``: of c's (default: the arrays' own).
+
+    Example::
+
+        >>> hi, lo = numeq.reference.matmul_exact(np.array([[1.0, 2.0**-60]]), np.ones((2, 1)))
+        >>> hi, lo
+        (array([[1.]]), array([[8.67361738e-19]]))
+    """
     cv = None if c is None else _values(c, c_fmt, "c", "c_fmt")
     if c_fmt is not None:
         _check_format(c_fmt, "c_fmt")
@@ -141,6 +210,18 @@ def softmax(
     """softmax(x) along ``axis``, every element correctly rounded into ``out``.
 
     NaN or +Inf in a row makes the row NaN; -Inf entries take no part (their result is +0).
+
+    ``in_fmt``: the format of the inputs' values (default: the array's own; when given, every value
+    must lie in it); ``out``: the output format; ``rounding`` (``numeq.ROUNDINGS``), ``overflow``
+    (``numeq.OVERFLOWS``), ``subnormals`` (``numeq.SUBNORMALS``), ``seed``, ``random_bits``: as
+    ``numeq.round``.
+
+    Example::
+
+        >>> numeq.reference.softmax(np.array([0.0, np.log(3.0)]))
+        array([0.25, 0.75])
+        >>> numeq.reference.softmax(np.array([[1.0, 1.0, -np.inf]]))
+        array([[0.5, 0.5, 0. ]])
     """
     cast = _out(out, rounding, overflow, subnormals, seed, random_bits)
     return _core.reference_softmax(_values(x, in_fmt, "x"), _axis(axis), False, *cast)
@@ -150,7 +231,18 @@ def log_softmax(
     x: Any, axis: int = -1, *, in_fmt: str | None = None, out: str = "fp32", rounding: str = "nearest_even",
     overflow: str = "ieee", subnormals: str = "keep", seed: int = 0, random_bits: int = 32,
 ) -> np.ndarray:
-    """log_softmax(x) = x - log(sum(exp(x))) along ``axis``, every element correctly rounded into ``out``."""
+    """log_softmax(x) = x - log(sum(exp(x))) along ``axis``, every element correctly rounded into ``out``.
+
+    ``in_fmt``: the format of the inputs' values (default: the array's own; when given, every value
+    must lie in it); ``out``: the output format; ``rounding`` (``numeq.ROUNDINGS``), ``overflow``
+    (``numeq.OVERFLOWS``), ``subnormals`` (``numeq.SUBNORMALS``), ``seed``, ``random_bits``: as
+    ``numeq.round``.
+
+    Example::
+
+        >>> numeq.reference.log_softmax(np.array([0.0, 0.0]))
+        array([-0.69314718, -0.69314718])
+    """
     cast = _out(out, rounding, overflow, subnormals, seed, random_bits)
     return _core.reference_softmax(_values(x, in_fmt, "x"), _axis(axis), True, *cast)
 
@@ -173,6 +265,18 @@ def layernorm(
     torch.nn.functional.layer_norm), every element correctly rounded into ``out``.
 
     gamma and beta have shape (n,), n = x.shape[-1]; eps >= 0 is used exactly as the float64 given.
+
+    ``in_fmt``: the format of the inputs' values (default: the array's own; when given, every value
+    must lie in it); ``out``: the output format; ``rounding`` (``numeq.ROUNDINGS``), ``overflow``
+    (``numeq.OVERFLOWS``), ``subnormals`` (``numeq.SUBNORMALS``), ``seed``, ``random_bits``: as
+    ``numeq.round``.
+
+    Example::
+
+        >>> numeq.reference.layernorm(np.array([[1.0, 3.0]]), eps=0.0)
+        array([[-1.,  1.]])
+        >>> numeq.reference.layernorm(np.array([[1.0, 3.0]]), gamma=np.array([2.0, 2.0]), beta=np.array([1.0, 1.0]), eps=0.0)
+        array([[-1.,  3.]])
     """
     cast = _out(out, rounding, overflow, subnormals, seed, random_bits)
     return _core.reference_norm(_values(x, in_fmt, "x"), _affine(gamma, "gamma"), _affine(beta, "beta"), _eps(eps),
@@ -185,7 +289,18 @@ def rmsnorm(
     seed: int = 0, random_bits: int = 32,
 ) -> np.ndarray:
     """x / sqrt(mean(x^2) + eps) * gamma + beta over the last axis, every element correctly rounded
-    into ``out``. gamma and beta have shape (n,); eps >= 0 is used exactly as the float64 given."""
+    into ``out``. gamma and beta have shape (n,); eps >= 0 is used exactly as the float64 given.
+
+    ``in_fmt``: the format of the inputs' values (default: the array's own; when given, every value
+    must lie in it); ``out``: the output format; ``rounding`` (``numeq.ROUNDINGS``), ``overflow``
+    (``numeq.OVERFLOWS``), ``subnormals`` (``numeq.SUBNORMALS``), ``seed``, ``random_bits``: as
+    ``numeq.round``.
+
+    Example::
+
+        >>> numeq.reference.rmsnorm(np.array([[3.0, 4.0]]), eps=0.0, out="fp64")
+        array([[0.84852814, 1.13137085]])
+    """
     cast = _out(out, rounding, overflow, subnormals, seed, random_bits)
     return _core.reference_norm(_values(x, in_fmt, "x"), _affine(gamma, "gamma"), _affine(beta, "beta"), _eps(eps),
                                 False, *cast)
@@ -235,6 +350,21 @@ def attention(
     (..., Lq, Lk): boolean (True: the key takes part, as torch's scaled_dot_product_attention) or
     additive floats (-inf excludes a key). ``causal=True`` lets query i see keys j <= i (top-left
     aligned, as torch's is_causal). Excluded keys take no part at all; a query with none is NaN.
+
+    ``in_fmt``: the format of the inputs' values (default: the array's own; when given, every value
+    must lie in it); ``out``: the output format; ``rounding`` (``numeq.ROUNDINGS``), ``overflow``
+    (``numeq.OVERFLOWS``), ``subnormals`` (``numeq.SUBNORMALS``), ``seed``, ``random_bits``: as
+    ``numeq.round``.
+
+    Example::
+
+        >>> rng = np.random.default_rng(0)
+        >>> q, k, v = (rng.standard_normal((2, 4, 8)).astype(np.float32) for _ in range(3))
+        >>> numeq.reference.attention(q, k, v).shape
+        (2, 4, 8)
+        >>> out = numeq.reference.attention(q, k, v, causal=True)
+        >>> bool(np.allclose(out[:, 0], v[:, 0]))     # the first query sees only the first key
+        True
     """
     cast = _out(out, rounding, overflow, subnormals, seed, random_bits)
     causal = _check_bool(causal, "causal")

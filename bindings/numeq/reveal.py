@@ -30,7 +30,19 @@ class RevealResult:
     indices), ``shape`` (a compact plan with the same tree, e.g. "sequential", or None) and
     ``compact_plan``, ``big`` and ``unit`` (the probe's M and unit), ``multi_term_nodes`` and
     ``absorbing_nodes`` (fused nodes; absorbing: fn truncates the other terms there),
-    ``reproduces`` (the plan gave fn's values on random inputs) and ``notes``."""
+    ``reproduces`` (the plan gave fn's values on random inputs) and ``notes``.
+
+    ``kind``, ``d``: what ``reveal_order`` passes in (the probe's kind, "sum" or "dot", and the
+    extension's findings); read the attributes above.
+
+    Example::
+
+        >>> r = numeq.reveal_order(lambda x: sum(x[::-1], np.float32(0)), 4)   # the last term first
+        >>> r.tree, r.shape, r.reproduces
+        ('(0 (1 (2 3)))', None, True)
+        >>> print(r.plan)
+        revealed sum order of 4 terms (fp32): group(fp32 nearest_even fma: 0 (1 (2 3))), c last, out fp32 nearest_even
+    """
 
     __slots__ = ("kind", "plan", "calls", "tree", "shape", "compact_plan", "big", "unit", "multi_term_nodes",
                  "absorbing_nodes", "reproduces", "notes")
@@ -106,6 +118,22 @@ def reveal_order(fn: Callable[..., Any], n: int, fmt: str = "fp32", *, kind: str
     Raises ValueError, never a wrong tree, when fn is not deterministic, does not behave like a
     sum, or gives counts no tree explains; and for n < 1, too many terms for fmt, or an unknown
     fmt (the message lists the valid ones).
+
+    ``n``: the number of terms; ``fmt``: a name of ``numeq.formats()``; ``kind``: "sum", "dot" or
+    None (from fn's arity).
+
+    Example::
+
+        >>> def sequential(x):
+        ...     s = np.float32(0)
+        ...     for v in x:
+        ...         s = np.float32(s + v)
+        ...     return s
+        >>> r = numeq.reveal_order(sequential, 8)
+        >>> r.shape, r.tree
+        ('sequential', '(((((((0 1) 2) 3) 4) 5) 6) 7)')
+        >>> r.reproduces
+        True
     """
     if not callable(fn):
         raise TypeError(f"fn: expected a callable, got {type(fn).__name__}")

@@ -119,7 +119,7 @@ def assert_bit_exact(actual: Any, op: Any, platform: str, *, msg: str | None = N
     """Assert that ``actual`` equals ``platform``'s emulation of ``op`` bit for bit, every element
     (NaNs alike, signs of zeros too): ``assert_equivalent`` with ``accept="bit_exact"``. On failure
     the message still says which tier explains the output (a named variant, the bounds) and where
-    it differs. Parameters as ``assert_equivalent``.
+    it differs. Parameters (``actual``, ``op``, ``platform``, ``msg``) as ``assert_equivalent``.
 
     Example::
 
