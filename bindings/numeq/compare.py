@@ -141,15 +141,45 @@ class Verdict:
         return f"Verdict({', '.join(parts)})"
 
 
+def _as_numpy(x: Any, parameter: str) -> Any:
+    """x as something ``_actual_values`` reads: numpy arrays (ml_dtypes included), numpy scalars,
+    Python scalars and lists pass unchanged; another framework's array comes through the DLPack
+    protocol (``np.from_dlpack``: no copy for host memory) or, failing that, its ``__array__``.
+    Errors name ``parameter``. The one conversion numeq.compare, compare_port and numeq.testing
+    share."""
+    if isinstance(x, (np.ndarray, np.generic)) or not (hasattr(x, "__dlpack__") or hasattr(x, "__array__")):
+        return x  # numpy itself, or a scalar / list: _actual_values validates them
+    dlpack_error = None
+    if hasattr(x, "__dlpack__"):
+        try:
+            return np.from_dlpack(x)
+        except (TypeError, ValueError, RuntimeError, BufferError) as exc:
+            # numpy's DLPack import holds host memory only and numpy's own dtypes (no bfloat16):
+            # fall back to __array__, which frameworks implement with their own conversions.
+            dlpack_error = exc
+    if hasattr(x, "__array__"):
+        try:
+            return np.asarray(x)
+        except Exception as exc:  # noqa: BLE001 - a framework's own conversion error, reported with the parameter
+            detail = f"{exc}" if dlpack_error is None else f"DLPack: {dlpack_error}; __array__: {exc}"
+            raise TypeError(f"{parameter}: cannot read {type(x).__name__} as a numpy array ({detail}); move it "
+                            "to host memory and, for bfloat16, convert it to float32 (which holds every bfloat16 "
+                            "value exactly) or view it as an ml_dtypes array") from None
+    raise TypeError(f"{parameter}: cannot read {type(x).__name__} through DLPack ({dlpack_error}); move it to host "
+                    "memory and, for bfloat16, convert it to float32 (which holds every bfloat16 value exactly)")
+
+
 def _actual_values(actual: Any, parameter: str = "actual") -> np.ndarray:
     """C-order float64 values of a device's output, or TypeError / ValueError naming ``parameter``.
 
     Accepted: real float arrays (float16/32/64, and wider floats whose values float64 holds),
     ml_dtypes arrays (bfloat16, float8_*, ...), integer arrays (their values, when float64 holds
     them exactly: an integer output is judged as the number it is, and it passes only where the
-    op's output format holds that number), Python scalars and (nested) lists of reals. Refused:
-    complex values (the imaginary part would be dropped), booleans, strings, bytes, datetimes and
-    timedeltas, objects, structured arrays and masked arrays (the mask would be dropped)."""
+    op's output format holds that number), Python scalars and (nested) lists of reals, and arrays
+    of other frameworks (``__dlpack__`` or ``__array__``: torch, jax, cupy, ... on the host; see
+    ``_as_numpy``). Refused: complex values (the imaginary part would be dropped), booleans,
+    strings, bytes, datetimes and timedeltas, objects, structured arrays and masked arrays (the
+    mask would be dropped)."""
     accepted = ("accepted: real float or integer numpy arrays, ml_dtypes arrays, Python scalars or lists of "
                 "real numbers")
     if isinstance(actual, np.ma.MaskedArray):
@@ -157,6 +187,7 @@ def _actual_values(actual: Any, parameter: str = "actual") -> np.ndarray:
                         f"with masked elements filled or compare the unmasked part; {accepted}")
     if isinstance(actual, (str, bytes, complex, bool, np.bool_)):
         raise TypeError(f"{parameter}: expected real values, got {type(actual).__name__}; {accepted}")
+    actual = _as_numpy(actual, parameter)
     try:
         a = np.asarray(actual)
     except (TypeError, ValueError) as exc:
@@ -240,7 +271,8 @@ def compare(actual: Any, op: Op, platform: str, *, accept: str = "probabilistic"
     list. Where the emulation is NaN or +-Inf, or its bound is infinite, only the platform's own
     special value passes (NaN matches any NaN); a value the op's output format does not hold (fp32
     results against a bf16 op) never passes, and the diagnosis says so. ``actual``: real arrays,
-    ml_dtypes arrays, integers (judged as their values), scalars, lists.
+    ml_dtypes arrays, integers (judged as their values), scalars, lists, or another framework's
+    host array (``__dlpack__`` or ``__array__``: torch, jax, cupy, ...).
 
     Example::
 

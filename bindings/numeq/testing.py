@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from ._arrays import _check_str, _renamed
+from ._arrays import _check_str
 from .compare import TIERS, PortVerdict, Verdict, _actual_values, compare, compare_port
 
 __all__ = ["ACCEPT", "assert_bit_exact", "assert_equivalent", "assert_ported"]
@@ -28,36 +28,10 @@ __all__ = ["ACCEPT", "assert_bit_exact", "assert_equivalent", "assert_ported"]
 ACCEPT = TIERS[:-1]
 
 
-def _as_numpy(x: Any, parameter: str) -> Any:
-    """x as something ``numeq.compare`` reads: numpy arrays (ml_dtypes included), scalars and lists
-    pass unchanged; another framework's array comes through the DLPack protocol (``np.from_dlpack``:
-    no copy for host memory) or, failing that, its ``__array__``. Errors name ``parameter``."""
-    if isinstance(x, np.ndarray) or not (hasattr(x, "__dlpack__") or hasattr(x, "__array__")):
-        return x  # numpy itself, or a scalar / list: numeq.compare validates them
-    dlpack_error = None
-    if hasattr(x, "__dlpack__"):
-        try:
-            return np.from_dlpack(x)
-        except (TypeError, ValueError, RuntimeError, BufferError) as exc:
-            # numpy's DLPack import holds host memory only and numpy's own dtypes (no bfloat16):
-            # fall back to __array__, which frameworks implement with their own conversions.
-            dlpack_error = exc
-    if hasattr(x, "__array__"):
-        try:
-            return np.asarray(x)
-        except Exception as exc:  # noqa: BLE001 - a framework's own conversion error, reported with the parameter
-            detail = f"{exc}" if dlpack_error is None else f"DLPack: {dlpack_error}; __array__: {exc}"
-            raise TypeError(f"{parameter}: cannot read {type(x).__name__} as a numpy array ({detail}); move it "
-                            "to host memory and, for bfloat16, convert it to float32 (which holds every bfloat16 "
-                            "value exactly) or view it as an ml_dtypes array") from None
-    raise TypeError(f"{parameter}: cannot read {type(x).__name__} through DLPack ({dlpack_error}); move it to host "
-                    "memory and, for bfloat16, convert it to float32 (which holds every bfloat16 value exactly)")
-
-
 def _values(x: Any, parameter: str) -> np.ndarray:
-    """The output's float64 values (as numeq.compare reads them), errors naming ``parameter``."""
-    with _renamed({"actual": parameter}):
-        return _actual_values(_as_numpy(x, parameter))
+    """The output's float64 values (as numeq.compare reads them: other frameworks' arrays too),
+    errors naming ``parameter``."""
+    return _actual_values(x, parameter)
 
 
 def _check_msg(msg: Any) -> str:

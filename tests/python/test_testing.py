@@ -194,6 +194,36 @@ def test_other_frameworks_arrays(case):
         assert_ported(device, _Broken(), op, GPU, TRN)
 
 
+def test_compare_reads_other_frameworks_arrays(case):
+    # numeq.compare / compare_port read other frameworks' arrays through the same conversion as
+    # numeq.testing (compare._as_numpy): DLPack first, then __array__; errors name the parameter
+    a, b, op = case
+    device = numeq.matmul(a, b, platform=GPU, in_fmt="bf16").astype(np.float32)
+    trn = numeq.matmul(a, b, platform=TRN, in_fmt="bf16").astype(np.float32)
+    assert numeq.compare(_DLPackOnly(device), op, GPU).tier == "bit_exact"
+    assert numeq.compare(_ArrayOnly(device), op, GPU).tier == "bit_exact"
+    assert numeq.compare_port(_DLPackOnly(device), _ArrayOnly(trn), op, GPU, TRN).passed
+    assert numeq.compare(_DLPackOnly(_dropped_tile(a, b, GPU).astype(np.float32)), op, GPU).tier == "violation"
+    # a bfloat16 output through __array__ (an ml_dtypes array), judged against a bf16-output op
+    op16 = numeq.ops.matmul(a, b, in_fmt="bf16", out="bf16")
+    gpu16 = numeq.matmul(a, b, platform=GPU, in_fmt="bf16", out="bf16").astype(ml_dtypes.bfloat16)
+    trn16 = numeq.matmul(a, b, platform=TRN, in_fmt="bf16", out="bf16").astype(ml_dtypes.bfloat16)
+    assert numeq.compare(_ArrayOnly(gpu16), op16, GPU).tier == "bit_exact"
+    assert numeq.compare_port(_ArrayOnly(gpu16), _ArrayOnly(trn16), op16, GPU, TRN).passed
+    # numpy cannot import bfloat16 through DLPack: the error names the parameter and the way out
+    with pytest.raises(TypeError, match=r"^actual: .*DLPack.*float32"):
+        numeq.compare(_DLPackOnly(gpu16), op16, GPU)
+    with pytest.raises(TypeError, match=r"^gpu_output: .*DLPack.*float32"):
+        numeq.compare_port(_DLPackOnly(gpu16), trn16, op16, GPU, TRN)
+    with pytest.raises(TypeError, match=r"^trainium_output: .*cuda:0"):
+        numeq.compare_port(device, _Broken(), op, GPU, TRN)
+    with pytest.raises(TypeError, match=r"^actual: .*cuda:0"):
+        numeq.compare(_Broken(), op, GPU)
+    # what the conversion hands on is still checked as before: complex values are refused by name
+    with pytest.raises(TypeError, match=r"^gpu_output: expected real values, got complex"):
+        numeq.compare_port(_ArrayOnly(device.astype(complex)), trn, op, GPU, TRN)
+
+
 @pytest.mark.parametrize("module", ["torch", "jax"])
 def test_torch_and_jax(case, module):
     lib = pytest.importorskip(module)
