@@ -220,7 +220,10 @@ Verdict compare(const Array& actual, const Op& op, const core::Platform& platfor
   CompareOptions tiers = options;
   tiers.accept = Tier::probabilistic;  // the probabilistic bound tells the tiers apart whatever is accepted
   bool probabilistic_everywhere = false;
-  Emulation em = explained ? det : probabilistic_at(op, platform, tiers, N, not_exact, det, probabilistic_everywhere);
+  // No copy of det where the output is explained (em is det then).
+  std::optional<Emulation> walked;
+  if (!explained) walked = probabilistic_at(op, platform, tiers, N, not_exact, det, probabilistic_everywhere);
+  const Emulation& em = walked ? *walked : det;
   const auto ref_at = [&](std::size_t i) { return ref.data()[i]; };
   Verdict v;
   v.accept = options.accept;
