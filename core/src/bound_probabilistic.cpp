@@ -93,9 +93,10 @@
 // it: no model); the walk then runs on the cast operands.
 //
 // ---- Scope
-// Node kinds: sequential, chunked, permute and fused (truncating alignment, `encoded` exponents),
-// c first or last, FMA products. Other plans (lanes, trees, split, decompose, explicit trees,
-// rounded products, an `initial` value) keep bound.cpp's probabilistic walk only. The bound is
+// Node kinds: sequential, chunked, permute, split (parallel and serial) and fused (truncating
+// alignment, `encoded` exponents), c first or last, FMA products. Other plans (lanes, trees,
+// decompose, explicit trees, rounded products, an `initial` value) keep bound.cpp's
+// probabilistic walk only. The bound is
 // evaluated in O(K) per element without blocking (about 10x the time of the deterministic
 // bound's matmul).
 
@@ -121,11 +122,15 @@ struct Item {
   std::size_t index = 0;
 };
 
-enum class ProgKind : std::uint8_t { sequential, fused };
+// sequential and fused reduce their items; cast rounds its one item into `cast` (a parallel
+// split's partial passing through its `through` cast); serial_split runs its items (each a part's
+// inner reduction) in order, each starting from the previous part's value rounded into `cast`.
+enum class ProgKind : std::uint8_t { sequential, fused, cast, serial_split };
 
 struct ProgNode {
   ProgKind kind = ProgKind::sequential;
-  Cast cast;                  // sequential: the accumulate cast; fused: the step's output
+  Cast cast;                  // sequential: the accumulate cast; fused: the step's output; cast and
+                              // serial_split: the split's `through`
   Rounder rounding;           // rounder(cast), once per node: commit() runs for every rounding
   bool start_from_zero = false;
   FusedStep step;
@@ -279,6 +284,45 @@ struct DataWalk::Program {
         }
         return compile(n.children[1], partials);
       }
+      case NodeKind::split: {
+        // plan.hpp: K cut into min(parts, n) contiguous parts, sizes differing by at most one,
+        // larger first (evaluate.cpp's reduce_node is the reference).
+        const std::size_t parts = std::min(n.size, std::max<std::size_t>(items.size(), 1));
+        if (parts == 0 || n.children.empty()) return std::nullopt;
+        const std::size_t base = items.size() / parts, extra = items.size() % parts;
+        std::vector<Item> partials;
+        std::size_t k = 0;
+        for (std::size_t q = 0; q < parts; ++q) {
+          const std::size_t len = base + (q < extra ? 1 : 0);
+          const std::vector<Item> part(items.begin() + static_cast<std::ptrdiff_t>(k),
+                                       items.begin() + static_cast<std::ptrdiff_t>(k + len));
+          k += len;
+          const std::optional<std::size_t> id = compile(n.children[0], part);
+          if (!id) return std::nullopt;
+          if (n.split_mode == SplitMode::serial) {
+            partials.push_back(Item{false, *id});
+            continue;
+          }
+          ProgNode c;  // the partial through `through`
+          c.kind = ProgKind::cast;
+          c.cast = n.through;
+          c.rounding = rounder(c.cast);
+          c.items = {Item{false, *id}};
+          nodes.push_back(std::move(c));
+          partials.push_back(Item{false, nodes.size() - 1});
+        }
+        if (n.split_mode == SplitMode::serial) {
+          ProgNode p;
+          p.kind = ProgKind::serial_split;
+          p.cast = n.through;
+          p.rounding = rounder(p.cast);
+          p.items = std::move(partials);
+          nodes.push_back(std::move(p));
+          return nodes.size() - 1;
+        }
+        if (n.children.size() < 2) return std::nullopt;
+        return compile(n.children[1], partials);
+      }
       case NodeKind::permute: {
         std::vector<Item> mapped;
         mapped.reserve(items.size());
@@ -340,6 +384,22 @@ struct DataWalk::Program {
   Value eval(std::size_t id, const Value* init, Run& run) const {
     const ProgNode& p = nodes[id];
     if (p.kind == ProgKind::fused) return fused(p, init, run);
+    if (p.kind == ProgKind::cast) {
+      Value v = item_value(p.items[0], run);
+      commit(v, p.cast, p.rounding, 1, run);
+      return v;
+    }
+    if (p.kind == ProgKind::serial_split) {
+      // acc = through(inner(part, init = acc)) per part (CUTLASS serial split-K, plan.hpp).
+      std::optional<Value> acc;
+      if (init) acc = *init;
+      for (const Item& it : p.items) {
+        Value v = eval(it.index, acc ? &*acc : nullptr, run);
+        commit(v, p.cast, p.rounding, 1, run);
+        acc = v;
+      }
+      return acc ? *acc : Value{0, 0, 0, 0, kInf};
+    }
     Value acc;
     bool have = false;
     if (init) {

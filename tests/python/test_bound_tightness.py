@@ -85,6 +85,30 @@ def test_long_sweep_counts() -> None:
     assert total >= 4 * 10**4  # plus the parametrised sweep above (about 9.7 * 10^5 in the long run)
 
 
+SPLIT_K = [("nvidia.h100", "e4m3fn"), ("nvidia.ada", "e5m2"), ("nvidia.a100", "bf16"), ("cuda_core.fp32", "fp32"),
+           ("trainium.trn2", "bf16")]
+
+
+@pytest.mark.parametrize("platform,fmt", SPLIT_K)
+@pytest.mark.parametrize("split", ["split_k=3,split_mode=serial", "split_k=4,split_mode=parallel",
+                                   "split_k=16,split_mode=serial"])
+def test_split_k_probabilistic_bound_holds_and_is_tight(platform: str, fmt: str, split: str) -> None:
+    # A split-K variant's bound walks the split (each part, the partial through its cast, the
+    # combine) over the element's data: it holds, and the worst observed error comes within 10x
+    # of its own element's bound (the deterministic walk alone is 10^2-10^4 times looser on fp8).
+    a = numeq.ops.generate("uniform", (8, 2000), fmt, seed=5)
+    b = numeq.ops.generate("normal", (2000, 8), fmt, seed=6)
+    c = numeq.ops.generate("normal", (8, 8), "fp32", seed=7) if "serial" in split else None
+    op = numeq.ops.matmul(a, b, c=c, in_fmt=fmt, out="fp32")
+    e = op.emulation(f"{platform}[{split}]", kind="probabilistic", failure_probability=1e-6)
+    err = error(e.values, op)
+    assert within(err, e.bound).all(), np.max(err / e.bound)
+    erred = err > 0
+    assert erred.any()
+    near = float(np.min(e.bound[erred] / err[erred]))
+    assert near <= 10, f"{platform}[{split}] {fmt}: the closest element's bound is {near:.1f}x its error"
+
+
 TENSOR_CORES = [(p, f) for p, f in CASES if p.startswith("nvidia.")]
 
 
