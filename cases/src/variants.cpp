@@ -57,35 +57,35 @@ std::vector<std::string> assumption_variants(const core::Platform& platform, con
   };
   const std::optional<std::string> own_key = key_of(own);
   if (!own_key) return {};
-  if (!op.model_key) {
-    // The op does not say what of a platform it reads: every assumption may matter, and their
-    // combinations are too many to emulate in full (Trainium's: tens of thousands). One change
-    // at a time, each alternative of each assumption whose platform differs from the own.
-    std::vector<std::string> names;
+  // Each single change (assumption i, alternative alt) that gives another model than the own:
+  // visit(i, values, key) is called for it; returning true skips i's other alternatives.
+  const auto each_single_change = [&](const auto& visit) {
     for (std::size_t i = 0; i < as.size(); ++i) {
       for (const std::string& alt : as[i].alternatives) {
         if (alt == own[i]) continue;
         std::vector<std::string> values = own;
         values[i] = alt;
         const std::optional<std::string> k = key_of(values);
-        if (k && *k != *own_key) names.push_back(assumption_name(base, as, values));
+        if (k && *k != *own_key && visit(i, values)) break;
       }
     }
+  };
+  if (!op.model_key) {
+    // The op does not say what of a platform it reads: every assumption may matter, and their
+    // combinations are too many to emulate in full (Trainium's: tens of thousands). One change
+    // at a time, each alternative of each assumption whose platform differs from the own.
+    std::vector<std::string> names;
+    each_single_change([&](std::size_t, const std::vector<std::string>& values) {
+      names.push_back(assumption_name(base, as, values));
+      return false;
+    });
     return names;
   }
   std::vector<std::size_t> matter;  // the assumptions that change op's model alone
-  for (std::size_t i = 0; i < as.size(); ++i) {
-    for (const std::string& alt : as[i].alternatives) {
-      if (alt == own[i]) continue;
-      std::vector<std::string> values = own;
-      values[i] = alt;
-      const std::optional<std::string> k = key_of(values);
-      if (k && *k != *own_key) {
-        matter.push_back(i);
-        break;
-      }
-    }
-  }
+  each_single_change([&](std::size_t i, const std::vector<std::string>&) {
+    matter.push_back(i);
+    return true;
+  });
   // Every combination of the assumptions that matter, as an odometer over their alternatives.
   std::vector<std::pair<std::size_t, std::vector<std::string>>> combos;  // (changes, values)
   std::vector<std::size_t> pick(matter.size(), 0);

@@ -243,8 +243,9 @@ Verdict compare(const Array& actual, const Op& op, const core::Platform& platfor
     const double g = actual.data()[i], e = e_m.values.data()[i], B = e_m.bound.data()[i];
     const double hi = ex.hi.data()[i], lo = ex.lo.data()[i];
     // A value the output format does not hold (an fp32 result judged against a bf16 op, a code
-    // outside the integer format) is no output of the operation, whatever its distance.
-    if (!std::isnan(g) && !holds(op.out.format, out_values, g))
+    // outside the integer format) is no output of the operation, whatever its distance. The scan
+    // above found whether any is; only then is each element asked again.
+    if (any_foreign && !std::isnan(g) && !holds(op.out.format, out_values, g))
       return {Class::foreign, std::isfinite(g) && std::isfinite(hi) ? std::abs((g - hi) - lo) : kInf, 0};
     // Integer outputs have one zero: -0 from a float computation is the code 0.
     if (same_value(g, e) || (op.out.format.is_integer() && g == e))
