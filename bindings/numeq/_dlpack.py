@@ -125,7 +125,7 @@ def read(x: Any, parameter: str) -> np.ndarray:
     """A copy of ``x``'s elements (``x.__dlpack__()``) as a C-order numpy array of the ml_dtypes
     dtype of its DLPack type code, bit for bit (NaN payloads included); TypeError / ValueError
     naming ``parameter`` for what it cannot read (another dtype, vector lanes, device memory, a
-    DLPack major version above 1, an inconsistent shape).
+    DLPack major version other than 1, an inconsistent shape).
 
     One copy is made, not a view: the caller widens the values to float64 right after, so a view
     would save nothing, and a copy owes nothing to the producer once this returns.
@@ -151,10 +151,10 @@ def read(x: Any, parameter: str) -> np.ndarray:
     # dlpack.h: on a major-version mismatch "the consumer must call the deleter (and it is safe to
     # do so)", as the deleter's place in the struct is kept stable across versions).
     try:
-        if versioned and managed.version.major > _MAJOR_VERSION:
-            raise TypeError(f"{parameter}: DLPack version {managed.version.major}.{managed.version.minor} is newer "
-                            f"than the DLPack {_MAJOR_VERSION}.x numeq reads; pass an array of DLPack {_MAJOR_VERSION}.x "
-                            "or a numpy / ml_dtypes array")
+        if versioned and managed.version.major != _MAJOR_VERSION:
+            raise TypeError(f"{parameter}: DLPack version {managed.version.major}.{managed.version.minor}: numeq "
+                            f"reads DLPack {_MAJOR_VERSION}.x only (the struct layout changes with the major "
+                            f"version); pass an array of DLPack {_MAJOR_VERSION}.x or a numpy / ml_dtypes array")
         flags = managed.flags if versioned else 0
         return _copy(managed.dl_tensor, flags, parameter)
     finally:
