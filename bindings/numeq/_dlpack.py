@@ -11,6 +11,7 @@ standard's data interchange page).
 from __future__ import annotations
 
 import ctypes
+import math
 from typing import Any
 
 import numpy as np
@@ -184,7 +185,7 @@ def _copy(t: _DLTensor, flags: int, parameter: str) -> np.ndarray:
     if t.strides:
         strides = tuple(t.strides[i] for i in range(t.ndim))
     else:  # NULL strides: row-major compact (python_spec.rst)
-        strides = tuple(int(np.prod(shape[i + 1:], dtype=np.int64)) for i in range(t.ndim))
+        strides = tuple(math.prod(shape[i + 1:]) for i in range(t.ndim))
     if not t.data:
         raise ValueError(f"{parameter}: DLPack data pointer is NULL for shape {list(shape)}")
     base = t.data + t.byte_offset
