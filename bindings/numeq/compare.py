@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from . import _core
+from . import _core, _dlpack
 from ._arrays import _FORMAT_OF_DTYPE, _array, _check_bool, _check_int, _check_real, _check_str
 from .ops import Op, Tolerance
 
@@ -144,18 +144,24 @@ class Verdict:
 def _as_numpy(x: Any, parameter: str) -> Any:
     """x as something ``_actual_values`` reads: numpy arrays (ml_dtypes included), numpy scalars,
     Python scalars and lists pass unchanged; another framework's array comes through the DLPack
-    protocol (``np.from_dlpack``: no copy for host memory) or, failing that, its ``__array__``.
-    Errors name ``parameter``. The one conversion numeq.compare, compare_port and numeq.testing
-    share."""
+    protocol (``np.from_dlpack``: no copy for host memory; for bfloat16 and the fp8 / fp6 / fp4
+    formats numpy lacks, ``_dlpack.read``: one copy, by their bits, into an ml_dtypes array) or,
+    failing that, its ``__array__``. Errors name ``parameter``. The one conversion numeq.compare,
+    compare_port and numeq.testing share."""
     if isinstance(x, (np.ndarray, np.generic)) or not (hasattr(x, "__dlpack__") or hasattr(x, "__array__")):
         return x  # numpy itself, or a scalar / list: _actual_values validates them
-    dlpack_error = None
+    dlpack_error: Exception | None = None
     if hasattr(x, "__dlpack__"):
         try:
             return np.from_dlpack(x)
         except (TypeError, ValueError, RuntimeError, BufferError) as exc:
-            # numpy's DLPack import holds host memory only and numpy's own dtypes (no bfloat16):
-            # fall back to __array__, which frameworks implement with their own conversions.
+            # numpy's DLPack import holds host memory only and numpy's own dtypes (no bfloat16 or
+            # fp8): read those dtypes by their bits, then fall back to __array__, which frameworks
+            # implement with their own conversions.
+            dlpack_error = exc
+        try:
+            return _dlpack.read(x, parameter)
+        except (TypeError, ValueError, RuntimeError, BufferError) as exc:
             dlpack_error = exc
     if hasattr(x, "__array__"):
         try:
@@ -165,6 +171,8 @@ def _as_numpy(x: Any, parameter: str) -> Any:
             raise TypeError(f"{parameter}: cannot read {type(x).__name__} as a numpy array ({detail}); move it "
                             "to host memory and, for bfloat16, convert it to float32 (which holds every bfloat16 "
                             "value exactly) or view it as an ml_dtypes array") from None
+    if dlpack_error is not None and str(dlpack_error).startswith(f"{parameter}: "):
+        raise dlpack_error from None  # _dlpack's own refusal: it names the dtype, device or version and the choices
     raise TypeError(f"{parameter}: cannot read {type(x).__name__} through DLPack ({dlpack_error}); move it to host "
                     "memory and, for bfloat16, convert it to float32 (which holds every bfloat16 value exactly)")
 
