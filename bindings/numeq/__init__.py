@@ -27,6 +27,7 @@ from ._arrays import (
     round,
 )
 from . import _core, ops, reference
+from . import catalogue  # the catalogue as problems (op, formats, K, shape) for sweeps
 from ._arrays import INT32, _check_int
 from .fit import FitResult, Probes, assumption_candidates, fit, probes, tensor_core_candidates
 from .platforms import (
@@ -105,6 +106,7 @@ __all__ = [
     "mx_quantize",
     "num_threads",
     "numpy_reduction",
+    "catalogue",
     "ops",
     "plan",
     "platform_assumptions",

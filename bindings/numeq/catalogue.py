@@ -1,0 +1,205 @@
+"""The operation catalogue as problems: an op, its formats, its reduction length K and its other
+dimensions, built into a ``numeq.ops.Op`` from any input generator and seed.
+
+One place says how each catalogue op is set up for a sweep (the tolerance tables of
+``numeq.tolerances``, the planted bugs of ``numeq.bugs``, the benchmarks), so that every table and
+every bug sees the same inputs for the same (problem, generator, seed).
+
+Example::
+
+    >>> p = numeq.catalogue.Problem("matmul", "bf16", "fp32", k=256)
+    >>> built = numeq.catalogue.build(p, "normal", seed=0)
+    >>> built.op.signature
+    'a[64,256] bf16 @ b[256,64] bf16 -> fp32'
+    >>> sorted(built.inputs)
+    ['a', 'b']
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from . import ops
+from ._arrays import _check_int, _check_str
+
+__all__ = ["OPS", "Built", "Problem", "build", "default_shape", "formats_for", "k_meaning", "out_for"]
+
+# Each op: the input formats it takes, its default output format (None: the input format), the
+# default of its other dimensions, and what K means for it.
+_SPEC: dict[str, dict[str, Any]] = {
+    "matmul": {"formats": ("fp32", "bf16", "fp16", "e4m3fn", "e5m2"), "out": "fp32", "shape": (64, 64),
+               "k": "the contraction length: a[M, K] @ b[K, N], shape (M, N)"},
+    "scaled_fp8_matmul": {"formats": ("e4m3fn", "e5m2"), "out": "fp32", "shape": (64, 64),
+                          "k": "the contraction length: (a * 0.5) @ (b * 0.125), a[M, K], b[K, N], shape (M, N)"},
+    "int8_matmul": {"formats": ("int8",), "out": "int32", "shape": (64, 64),
+                    "k": "the contraction length: int8 a[M, K] @ b[K, N] into int32, shape (M, N)"},
+    "sum": {"formats": ("fp32", "bf16", "fp16"), "out": "fp32", "shape": (64,),
+            "k": "the summed length: x[R, K] summed over K, shape (R,)"},
+    "softmax": {"formats": ("fp32", "bf16", "fp16"), "out": None, "shape": (64,),
+                "k": "the row length: softmax of x[R, K] over K, shape (R,)"},
+    "layernorm": {"formats": ("fp32", "bf16", "fp16"), "out": None, "shape": (64,),
+                  "k": "the normalised length: x[R, K], shape (R,)"},
+    "rmsnorm": {"formats": ("fp32", "bf16", "fp16"), "out": None, "shape": (64,),
+                "k": "the normalised length: x[R, K], shape (R,)"},
+    "gelu": {"formats": ("fp32", "bf16", "fp16"), "out": None, "shape": (64,),
+             "k": "the row width (elementwise: no reduction): x[R, K], shape (R,)"},
+    "silu": {"formats": ("fp32", "bf16", "fp16"), "out": None, "shape": (64,),
+             "k": "the row width (elementwise: no reduction): x[R, K], shape (R,)"},
+    "attention": {"formats": ("fp32", "bf16", "fp16"), "out": None, "shape": (1, 64, 64),
+                  "k": "the key length: q[B, Lq, d], k and v [B, K, d], shape (B, Lq, d)"},
+}
+
+OPS: tuple[str, ...] = tuple(_SPEC)
+
+
+def _check_op(op: Any) -> str:
+    _check_str(op, "op")
+    if op not in _SPEC:
+        raise ValueError(f"op: unknown catalogue op {op!r}; valid: {', '.join(OPS)}")
+    return op
+
+
+def formats_for(op: str) -> tuple[str, ...]:
+    """The input formats the catalogue builds ``op`` for.
+
+    >>> numeq.catalogue.formats_for("scaled_fp8_matmul")
+    ('e4m3fn', 'e5m2')
+    """
+    return _SPEC[_check_op(op)]["formats"]
+
+
+def out_for(op: str, in_fmt: str) -> str:
+    """The output format the catalogue gives ``op`` by default: fp32 for the matmuls and sum,
+    int32 for int8_matmul, the input format for the rest.
+
+    >>> numeq.catalogue.out_for("softmax", "bf16"), numeq.catalogue.out_for("matmul", "bf16")
+    ('bf16', 'fp32')
+    """
+    out = _SPEC[_check_op(op)]["out"]
+    return in_fmt if out is None else out
+
+
+def default_shape(op: str) -> tuple[int, ...]:
+    """The dimensions other than K a problem of ``op`` has unless told otherwise.
+
+    >>> numeq.catalogue.default_shape("attention")
+    (1, 64, 64)
+    """
+    return _SPEC[_check_op(op)]["shape"]
+
+
+def k_meaning(op: str) -> str:
+    """What K is for ``op``, in words.
+
+    >>> numeq.catalogue.k_meaning("sum")
+    'the summed length: x[R, K] summed over K, shape (R,)'
+    """
+    return _SPEC[_check_op(op)]["k"]
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One catalogue op at one size: ``op`` (one of ``OPS``), ``in_fmt`` (one of
+    ``formats_for(op)``), ``out`` (the output format), ``k`` (the reduction length: see
+    ``k_meaning``) and ``shape`` (the other dimensions; default ``default_shape(op)``).
+
+    Example::
+
+        >>> numeq.catalogue.Problem("softmax", "bf16", "bf16", k=1024).text()
+        'softmax(x[64,1024] bf16) -> bf16'
+    """
+
+    op: str
+    in_fmt: str
+    out: str
+    k: int
+    shape: tuple[int, ...] = field(default=())
+
+    def __post_init__(self) -> None:
+        _check_op(self.op)
+        _check_str(self.in_fmt, "in_fmt")
+        if self.in_fmt not in formats_for(self.op):
+            raise ValueError(f"in_fmt: the catalogue builds {self.op} for {', '.join(formats_for(self.op))}, "
+                             f"not {self.in_fmt!r}")
+        _check_str(self.out, "out")
+        _check_int(self.k, "k", 1, 1 << 24)
+        shape = tuple(self.shape) if self.shape else default_shape(self.op)
+        if len(shape) != len(default_shape(self.op)):
+            raise ValueError(f"shape: {self.op} takes {len(default_shape(self.op))} dimensions besides K "
+                             f"({k_meaning(self.op)}), got {shape!r}")
+        for d in shape:
+            _check_int(d, "shape", 1, 1 << 20)
+        object.__setattr__(self, "shape", tuple(int(d) for d in shape))
+
+    def text(self) -> str:
+        """The problem in one line, with its dimensions."""
+        s, k, f = self.shape, self.k, self.in_fmt
+        if self.op in ("matmul", "scaled_fp8_matmul", "int8_matmul"):
+            return f"{self.op}(a[{s[0]},{k}] {f} @ b[{k},{s[1]}] {f}) -> {self.out}"
+        if self.op == "attention":
+            return f"attention(q[{s[0]},{s[1]},{s[2]}], k/v[{s[0]},{k},{s[2]}] {f}) -> {self.out}"
+        return f"{self.op}(x[{s[0]},{k}] {f}) -> {self.out}"
+
+
+@dataclass(frozen=True)
+class Built:
+    """A problem built from one generator and seed: the ``op`` (a ``numeq.ops.Op``), its
+    ``inputs`` by name (float64 values of in_fmt; int8 codes for int8_matmul) and the ``params``
+    the op was built with (scales, eps, variant)."""
+
+    op: Any
+    inputs: dict[str, np.ndarray]
+    params: dict[str, Any]
+
+
+def _int8_codes(generator: str, shape: tuple[int, ...], seed: int) -> np.ndarray:
+    # The generator's values scaled by 16, rounded to integers and clamped into int8 (NaN to 0).
+    x = np.nan_to_num(ops.generate(generator, shape, "fp32", seed=seed, scale=16.0), nan=0.0, posinf=127, neginf=-128)
+    return np.clip(np.rint(x), -128, 127).astype(np.int8)
+
+
+def build(problem: Problem, generator: str, seed: int) -> Built:
+    """``problem``'s op on inputs drawn from ``generator`` (one of ``numeq.ops.generators()``) with
+    ``seed`` (input i of the op draws with seed + i): the same inputs for the same arguments, in
+    every process.
+
+    >>> b = numeq.catalogue.build(numeq.catalogue.Problem("sum", "bf16", "fp32", k=8, shape=(2,)), "normal", 1)
+    >>> b.inputs["x"].shape
+    (2, 8)
+    """
+    p = problem
+    _check_str(generator, "generator")
+    seed = _check_int(seed, "seed", 0, (1 << 63) - 1)
+    s, k, f = p.shape, p.k, p.in_fmt
+
+    def gen(shape: tuple[int, ...], i: int) -> np.ndarray:
+        return ops.generate(generator, shape, f, seed=seed + i)
+
+    if p.op == "matmul":
+        a, b = gen((s[0], k), 0), gen((k, s[1]), 1)
+        return Built(ops.matmul(a, b, in_fmt=f, out=p.out), {"a": a, "b": b}, {})
+    if p.op == "scaled_fp8_matmul":
+        a, b = gen((s[0], k), 0), gen((k, s[1]), 1)
+        params = {"scale_a": 0.5, "scale_b": 0.125}
+        return Built(ops.scaled_fp8_matmul(a, b, 0.5, 0.125, in_fmt=f, out=p.out), {"a": a, "b": b}, params)
+    if p.op == "int8_matmul":
+        a, b = _int8_codes(generator, (s[0], k), seed), _int8_codes(generator, (k, s[1]), seed + 1)
+        return Built(ops.int8_matmul(a, b), {"a": a, "b": b}, {})
+    if p.op == "attention":
+        q = gen((s[0], s[1], s[2]), 0)
+        kk, v = gen((s[0], k, s[2]), 1), gen((s[0], k, s[2]), 2)
+        return Built(ops.attention(q, kk, v, in_fmt=f, out=p.out, variant="flash"), {"q": q, "k": kk, "v": v},
+                     {"variant": "flash"})
+    x = gen((s[0], k), 0)
+    if p.op == "sum":
+        return Built(ops.sum(x, in_fmt=f, out=p.out), {"x": x}, {})
+    if p.op == "softmax":
+        return Built(ops.softmax(x, in_fmt=f, out=p.out), {"x": x}, {"variant": "max_subtracted"})
+    if p.op == "layernorm":
+        return Built(ops.layernorm(x, in_fmt=f, out=p.out), {"x": x}, {"eps": 1e-5, "variant": "two_pass"})
+    if p.op == "rmsnorm":
+        return Built(ops.rmsnorm(x, in_fmt=f, out=p.out), {"x": x}, {"eps": 1e-6})
+    return Built(ops.function(p.op, x, in_fmt=f, out=p.out), {"x": x}, {})
