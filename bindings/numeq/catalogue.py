@@ -72,8 +72,8 @@ def formats_for(op: str) -> tuple[str, ...]:
 
 
 def out_for(op: str, in_fmt: str) -> str:
-    """The output format the catalogue gives ``op`` by default: fp32 for the matmuls and sum,
-    int32 for int8_matmul, the input format for the rest.
+    """The output format the catalogue gives ``op`` on inputs of ``in_fmt`` by default: fp32 for the
+    matmuls and sum, int32 for int8_matmul, ``in_fmt`` for the rest.
 
     >>> numeq.catalogue.out_for("softmax", "bf16"), numeq.catalogue.out_for("matmul", "bf16")
     ('bf16', 'fp32')
@@ -135,7 +135,11 @@ class Problem:
         object.__setattr__(self, "shape", tuple(int(d) for d in shape))
 
     def text(self) -> str:
-        """The problem in one line, with its dimensions."""
+        """The problem in one line, with its dimensions.
+
+        >>> numeq.catalogue.Problem("matmul", "e4m3fn", "fp32", k=8192).text()
+        'matmul(a[64,8192] e4m3fn @ b[8192,64] e4m3fn) -> fp32'
+        """
         s, k, f = self.shape, self.k, self.in_fmt
         if self.op in ("matmul", "scaled_fp8_matmul", "int8_matmul"):
             return f"{self.op}(a[{s[0]},{k}] {f} @ b[{k},{s[1]}] {f}) -> {self.out}"
@@ -148,7 +152,15 @@ class Problem:
 class Built:
     """A problem built from one generator and seed: the ``op`` (a ``numeq.ops.Op``), its
     ``inputs`` by name (float64 values of in_fmt; int8 codes for int8_matmul) and the ``params``
-    the op was built with (scales, eps, variant)."""
+    the op was built with (scales, eps, variant).
+
+    Example::
+
+        >>> b = numeq.catalogue.build(numeq.catalogue.Problem("scaled_fp8_matmul", "e4m3fn", "fp32", k=32),
+        ...                           "uniform", seed=3)
+        >>> b.params, b.inputs["a"].shape
+        ({'scale_a': 0.5, 'scale_b': 0.125}, (64, 32))
+    """
 
     op: Any
     inputs: dict[str, np.ndarray]
