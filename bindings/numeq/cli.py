@@ -1,6 +1,8 @@
 """The numeq command line.
 
+    numeq tolerances [options]               the tolerance table over the catalogue (reports/)
     numeq formats [--as markdown|csv|json]   every format's parameters, extremes and encodings
+    numeq platforms [NAME]                   the platforms, or one platform's evidence
 """
 
 from __future__ import annotations
@@ -103,7 +105,13 @@ def main(argv: list[str] | None = None) -> int:
     plat = sub.add_parser("platforms", help="the platforms; with a name, every parameter's evidence and every "
                                             "assumption in force")
     plat.add_argument("name", nargs="?", help='a platform, e.g. nvidia.h100 or "trainium.trn1[products=bf16]"')
+    tol = sub.add_parser("tolerances", help="the tolerance table of the operation catalogue: bounds, observed errors, "
+                                            "false alarms and planted-bug detection against torch's defaults and "
+                                            "rtol=2e-2 (writes reports/ and prints Markdown)")
+    _tolerance_arguments(tol)
     args = parser.parse_args(argv)
+    if args.command == "tolerances":
+        return _tolerances(args)
     if args.command is None:
         parser.print_help()
         return 0
@@ -132,3 +140,99 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         sys.stdout.write(f"{json.loads(platform_json(args.name))['name']}\n{report}")
     return 0
+
+
+def _csv_list(text: str, parameter: str) -> tuple[str, ...]:
+    items = tuple(x.strip() for x in text.split(",") if x.strip())
+    if not items:
+        raise SystemExit(f"numeq tolerances: {parameter}: empty list")
+    return items
+
+
+def _tolerance_arguments(p: argparse.ArgumentParser) -> None:
+    from .catalogue import OPS
+    from .tolerance_table import GPU_PLATFORMS, OTHER_PLATFORMS, SweepConfig
+
+    d = SweepConfig()
+    p.add_argument("--ops", default=",".join(d.ops), help=f"catalogue ops (default: all: {','.join(OPS)})")
+    p.add_argument("--formats", default=",".join(d.formats), help="input formats (default: %(default)s)")
+    p.add_argument("--ks", default=",".join(str(k) for k in d.ks), help="reduction lengths K (default: %(default)s)")
+    p.add_argument("--platforms", default=",".join(GPU_PLATFORMS),
+                   help="GPU-side platforms, each judged alone and against every --against (default: %(default)s)")
+    p.add_argument("--against", default=",".join(OTHER_PLATFORMS),
+                   help="the platforms a GPU is compared with (default: %(default)s)")
+    p.add_argument("--inputs", default=",".join(d.inputs),
+                   help="the input family the tolerance is calibrated on: generators, or 'all' (default: %(default)s)")
+    p.add_argument("--trials", type=int, default=d.trials, help="calibration seeds, and as many held-out seeds "
+                                                                 "(default: %(default)s)")
+    p.add_argument("--seed", type=int, default=d.seed, help="the first seed (default: %(default)s)")
+    p.add_argument("--kind", default=d.kind, choices=["probabilistic", "deterministic"])
+    p.add_argument("--failure-probability", type=float, default=d.failure_probability,
+                   help="per check, of the probabilistic bound (default: %(default)s)")
+    p.add_argument("--no-bugs", action="store_true", help="skip the planted bugs (detection columns empty)")
+    p.add_argument("--out", default="reports", help="output directory (default: %(default)s)")
+    p.add_argument("--as", dest="styles", default="md,csv,json,html",
+                   help="files to write: md, csv, json, html (default: %(default)s); Markdown is printed too")
+    p.add_argument("--executor", default="local", choices=["local", "dask"],
+                   help="local processes, or dask.distributed (--scheduler ADDRESS, else a LocalCluster)")
+    p.add_argument("--workers", type=int, default=None, help="processes (local) or LocalCluster workers "
+                                                              "(default: the CPU count)")
+    p.add_argument("--scheduler", default=None, help="a dask scheduler address, e.g. tcp://10.0.0.5:8786")
+    p.add_argument("--name", default="tolerances", help="the files' base name (default: %(default)s)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+
+def _tolerances(args: argparse.Namespace) -> int:
+    import os
+
+    from . import ops as ops_
+    from .tolerance_table import SweepConfig, render_csv, render_json, render_markdown, sweep
+
+    styles = _csv_list(args.styles, "--as")
+    for s in styles:
+        if s not in ("md", "csv", "json", "html"):
+            sys.stderr.write(f"numeq tolerances: --as: unknown output {s!r}; valid: md, csv, json, html\n")
+            return 2
+    inputs = tuple(ops_.generators()) if args.inputs == "all" else _csv_list(args.inputs, "--inputs")
+    try:
+        ks = tuple(int(k) for k in _csv_list(args.ks, "--ks"))
+    except ValueError:
+        sys.stderr.write(f"numeq tolerances: --ks: expected integers, got {args.ks!r}\n")
+        return 2
+    config = SweepConfig(ops=_csv_list(args.ops, "--ops"), formats=_csv_list(args.formats, "--formats"), ks=ks,
+                         gpus=_csv_list(args.platforms, "--platforms"), others=_csv_list(args.against, "--against"),
+                         inputs=inputs, trials=args.trials, seed=args.seed, kind=args.kind,
+                         failure_probability=args.failure_probability, bugs=not args.no_bugs)
+    try:
+        rows, meta = sweep(config, executor=args.executor, workers=args.workers, scheduler=args.scheduler,
+                           progress=not args.no_progress)
+    except ValueError as e:
+        sys.stderr.write(f"numeq tolerances: {e}\n")
+        return 2
+    meta["command"] = "numeq tolerances " + " ".join(sys.argv[2:] if argv_is_cli() else [])
+    os.makedirs(args.out, exist_ok=True)
+    base = os.path.join(args.out, args.name)
+    markdown = render_markdown(rows, meta)
+    if "md" in styles:
+        with open(base + ".md", "w") as f:
+            f.write(markdown)
+    if "csv" in styles:
+        with open(base + ".csv", "w") as f:
+            f.write(render_csv(rows))
+    if "json" in styles:
+        with open(base + ".json", "w") as f:
+            f.write(render_json(rows, meta))
+    if "html" in styles:
+        try:
+            from .report_html import write as write_html
+        except ImportError as e:
+            sys.stderr.write(f"numeq tolerances: html: {e} (pip install 'numeq[reports]')\n")
+            return 2
+        write_html(rows, meta, base + ".html")
+    sys.stdout.write(markdown)
+    alarms = sum(r["false_alarms"]["numeq"] for r in rows)
+    return 1 if alarms else 0
+
+
+def argv_is_cli() -> bool:
+    return bool(sys.argv) and sys.argv[0].endswith(("numeq", "__main__.py", "cli.py"))

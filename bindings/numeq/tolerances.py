@@ -1,0 +1,247 @@
+"""Tolerances as a function of the problem, not of one data set.
+
+``numeq.tolerance(op, in_fmt, out, platforms, k=...)`` gives the tolerance that a platform's output
+(or the difference between two platforms' outputs) needs for a catalogue problem, from numeq's
+bound over draws of an input family: in ulps of the output, as per-element ``rtol``/``atol``
+(``|x - y| <= atol + rtol * |y|``), and in the max-normalised form Neuron's tests use
+(``|x - y| <= max_rtol * max|y|``). Each figure says which tier of the verdict ladder it comes from.
+
+How it holds beyond the draws it was computed on. The tolerance is the smallest that covers the
+*bound* (not the observed error) of every element of every calibration draw. A fresh draw from the
+same family is exchangeable with the calibration draws, so its own bound-derived requirement exceeds
+the largest of D calibration draws' with probability at most 1 / (D + 1); and a correct output's
+error lies below its bound (always for the deterministic bound; but for the stated failure
+probability for the probabilistic one), typically several times below (benchmarks/README.md,
+bench_bound_tightness: the worst observed error comes within 3x to 14x of the bound). The table of
+``numeq tolerances`` checks held-out seeds and reports their false alarms, which must be 0.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+from typing import Any, Sequence
+
+import numpy as np
+
+from . import _core, ops
+from ._arrays import _check_int, _check_real, _check_str, format_info
+from .catalogue import Built, Problem, build, out_for
+
+__all__ = ["ProblemTolerance", "Requirement", "requirement", "tolerance", "ulp_of"]
+
+
+def ulp_of(values: np.ndarray, fmt: str) -> np.ndarray:
+    """The spacing of ``fmt``'s values at each |value| (its ulp; the subnormal spacing below the
+    normal range; 1 for integer formats): the unit the ``ulps`` figures count in.
+
+    ``values``: float64 array; ``fmt``: a format name of ``numeq.formats()``.
+
+    >>> numeq.tolerances.ulp_of(np.array([1.0, 3.0, 0.0]), "bf16").tolist()
+    [0.0078125, 0.015625, 9.183549615799121e-41]
+    """
+    info = format_info(fmt)
+    v = np.abs(np.asarray(values, dtype=np.float64))
+    if info["kind"] == "integer":
+        return np.ones_like(v)
+    m = int(info["mantissa_bits"])
+    emin = int(math.floor(math.log2(info["min_normal"])))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        e = np.floor(np.log2(np.where(v > 0, v, info["min_normal"])))
+    e = np.where(np.isfinite(e), np.maximum(e, emin), emin)
+    return np.ldexp(1.0, (e - m).astype(np.int64))
+
+
+@dataclass(frozen=True)
+class Requirement:
+    """What one draw requires: per element the allowance ``need`` (the bound on
+    |judged - expected|) and the ``expected`` values it is measured against, with the ``judged``
+    output of a correct device. Elements whose bound is not finite (an overflow, a non-finite
+    input) are left out and counted in ``unbounded``."""
+
+    need: np.ndarray
+    expected: np.ndarray
+    judged: np.ndarray
+    unbounded: int
+    failure_probability: float
+
+
+def _per_element_failure(failure_probability: float, n: int) -> float:
+    # The check's failure probability spread over its n elements (a union bound).
+    return failure_probability / max(1, n)
+
+
+def requirement(built: Built, platform: str, against: str = "exact", *, kind: str = "probabilistic",
+                failure_probability: float = 1e-6) -> Requirement:
+    """One draw's requirement. ``against="exact"``: the platform's output ``judged`` against the
+    op's correctly rounded reference ``expected`` (the allowance is the platform's bound plus the
+    reference's own distance to the exact result). Otherwise ``against`` names a second platform:
+    its output is ``judged`` against ``platform``'s output (``expected``), with the sum of both
+    bounds.
+
+    ``built``: a ``numeq.catalogue.build`` result; ``platform``, ``against``: names of
+    ``numeq.platforms()`` (``against`` may be ``"exact"``); ``kind``: ``"deterministic"`` or
+    ``"probabilistic"``; ``failure_probability``: per check (all elements together).
+
+    >>> b = numeq.catalogue.build(numeq.catalogue.Problem("sum", "bf16", "fp32", k=256, shape=(8,)), "normal", 0)
+    >>> r = numeq.tolerances.requirement(b, "trainium.trn2")
+    >>> bool(np.all(np.abs(r.judged - r.expected) <= r.need))
+    True
+    """
+    _check_str(platform, "platform")
+    _check_str(against, "against")
+    _check_str(kind, "kind", ops.KINDS)
+    fp = _check_real(failure_probability, "failure_probability", finite=True)
+    if kind == "probabilistic" and not 0 < fp < 1:
+        raise ValueError(f"failure_probability: {fp!r} is not in (0, 1); the probabilistic bound fails with at most "
+                         "this probability per check")
+    op = built.op
+    n = int(np.asarray(op.reference()).size)
+    per = _per_element_failure(fp, n) if kind == "probabilistic" else 0.0
+    emu = op.emulation(platform, kind=kind, failure_probability=per)
+    if against == "exact":
+        hi, lo = op.exact()
+        expected = np.asarray(op.reference(), dtype=np.float64)
+        with np.errstate(invalid="ignore"):
+            need = emu.bound + np.abs((expected - hi) - lo) * (1 + 2.0**-50)
+        judged = emu.values
+        probability = emu.failure_probability * n
+    else:
+        other = op.emulation(against, kind=kind, failure_probability=per)
+        expected, judged = emu.values, other.values
+        need = emu.bound + other.bound
+        probability = (emu.failure_probability + other.failure_probability) * n
+    need = np.asarray(need, dtype=np.float64).ravel()
+    expected = np.asarray(expected, dtype=np.float64).ravel()
+    judged = np.asarray(judged, dtype=np.float64).ravel()
+    finite = np.isfinite(need) & np.isfinite(expected) & np.isfinite(judged)
+    return Requirement(need[finite], expected[finite], judged[finite], int((~finite).sum()),
+                       min(1.0, probability) if kind == "probabilistic" else 0.0)
+
+
+@dataclass(frozen=True)
+class ProblemTolerance:
+    """The tolerance of one problem between a platform and the exact result (``against="exact"``)
+    or a second platform, over draws of an input family.
+
+    Fields: ``problem`` (text), ``platform``, ``against``, ``inputs`` (the generators drawn),
+    ``draws``; ``ulps`` (in ulps of the output at the expected value), ``rtol`` and ``atol``
+    (``|x - y| <= atol + rtol * |y|`` per element, the pair with the least total allowance over
+    the draws), ``max_rtol`` (``|x - y| <= max_rtol * max|y|`` per check); ``tier``
+    (``"probabilistic"`` or ``"deterministic"``, the verdict ladder's tier the bound is) and
+    ``failure_probability`` (per check; 0 when deterministic); ``unbounded`` (elements left out:
+    no finite bound).
+
+    Example::
+
+        >>> t = numeq.tolerance("matmul", "bf16", "fp32", "trainium.trn2", k=512, shape=(8, 8))
+        >>> t.tier, t.atol > 0, t.max_rtol > 0
+        ('probabilistic', True, True)
+        >>> t.assert_close_kwargs() == {"rtol": t.rtol, "atol": t.atol}
+        True
+    """
+
+    problem: str
+    platform: str
+    against: str
+    inputs: tuple[str, ...]
+    draws: int
+    ulps: float
+    rtol: float
+    atol: float
+    max_rtol: float
+    tier: str
+    failure_probability: float
+    unbounded: int
+
+    def assert_close_kwargs(self) -> dict[str, float]:
+        """``rtol`` and ``atol`` as keyword arguments of ``numpy.testing.assert_allclose`` and
+        ``torch.testing.assert_close``.
+
+        >>> numeq.tolerance("sum", "bf16", "fp32", "numpy", k=64).assert_close_kwargs()["rtol"] >= 0
+        True
+        """
+        return {"rtol": self.rtol, "atol": self.atol}
+
+    def to_dict(self) -> dict[str, Any]:
+        """The fields as a JSON-able dict.
+
+        >>> sorted(numeq.tolerance("sum", "fp32", "fp32", "numpy", k=64).to_dict())[:3]
+        ['against', 'atol', 'draws']
+        """
+        d = asdict(self)
+        d["inputs"] = list(self.inputs)
+        return d
+
+
+def fit(requirements: Sequence[Requirement], out: str) -> dict[str, float]:
+    """The three forms covering every element of every requirement: ``ulps``, ``rtol``/``atol``
+    (numeq's least-allowance fit, ``cases::tolerance``, over all draws' elements together) and
+    ``max_rtol`` (the largest need / max|expected| of any draw)."""
+    need = np.concatenate([r.need for r in requirements]) if requirements else np.zeros(0)
+    expected = np.concatenate([r.expected for r in requirements]) if requirements else np.zeros(0)
+    if need.size == 0:
+        return {"ulps": math.nan, "rtol": math.nan, "atol": math.nan, "max_rtol": math.nan}
+    t = _core.cases_tolerance(need, expected, out)
+    ulps = float(np.max(need / ulp_of(expected, out)))
+    max_rtol = 0.0
+    for r in requirements:
+        if r.need.size:
+            top = float(np.max(np.abs(r.expected)))
+            max_rtol = max(max_rtol, float(np.max(r.need)) / top if top > 0 else math.inf)
+    return {"ulps": ulps, "rtol": float(t["rtol"]), "atol": float(t["atol"]), "max_rtol": max_rtol}
+
+
+def _platform_pair(platforms: Any) -> tuple[str, str]:
+    if isinstance(platforms, str):
+        return platforms, "exact"
+    if isinstance(platforms, (tuple, list)) and len(platforms) in (1, 2) and all(isinstance(p, str) for p in platforms):
+        return (platforms[0], "exact") if len(platforms) == 1 else (platforms[0], platforms[1])
+    raise TypeError(f"platforms: expected a platform name or a (gpu_platform, trainium_platform) pair of names, got "
+                    f"{platforms!r}")
+
+
+def tolerance(op: str, in_fmt: str, out: str | None, platforms: Any, *, k: int, shape: Sequence[int] | None = None,
+              inputs: str | Sequence[str] = "normal", kind: str = "probabilistic", failure_probability: float = 1e-6,
+              seeds: Sequence[int] = (0, 1, 2, 3), data: Any = None) -> ProblemTolerance:
+    """The tolerance of a catalogue problem for a platform or between two platforms.
+
+    ``op``: a catalogue op (``numeq.catalogue.OPS``); ``in_fmt``: its input format
+    (``numeq.catalogue.formats_for(op)``); ``out``: the output format (None: the catalogue's,
+    ``numeq.catalogue.out_for``); ``platforms``: one platform name (its output against the exact
+    result, correctly rounded) or a pair ``(gpu, trainium)`` (the second's output against the
+    first's); ``k``: the reduction length (``numeq.catalogue.k_meaning(op)``); ``shape``: the other
+    dimensions (default ``numeq.catalogue.default_shape(op)``); ``inputs``: a generator of
+    ``numeq.ops.generators()``, a list of them, or ``"all"``; ``kind``: ``"probabilistic"`` (the
+    default tier; fails with at most ``failure_probability`` per check) or ``"deterministic"``;
+    ``seeds``: the calibration draws per generator; ``data``: an ``Op`` built on your own inputs
+    (``numeq.ops.*``) to take the tolerance for those inputs instead of drawing.
+
+    >>> t = numeq.tolerance("softmax", "bf16", None, ("nvidia.h100", "trainium.trn2"), k=1024)
+    >>> t.against, t.tier, t.ulps >= 1
+    ('trainium.trn2', 'probabilistic', True)
+    """
+    platform, against = _platform_pair(platforms)
+    out = out_for(op, in_fmt) if out is None else out
+    problem = Problem(op, in_fmt, out, _check_int(k, "k", 1, 1 << 24), tuple(shape) if shape else ())
+    if isinstance(inputs, str):
+        gens = tuple(ops.generators()) if inputs == "all" else (inputs,)
+    else:
+        gens = tuple(inputs)
+    for g in gens:
+        _check_str(g, "inputs", ops.generators())
+    seeds = tuple(_check_int(s, "seeds", 0, (1 << 62)) for s in seeds)
+    if not seeds and data is None:
+        raise ValueError("seeds: at least one calibration seed is needed (or pass data=)")
+    if data is not None:
+        if not isinstance(data, ops.Op):
+            raise TypeError(f"data: expected a numeq.ops.Op built on your inputs, got {type(data).__name__}")
+        draws = [Built(data, {}, {})]
+        gens = ("data",)
+    else:
+        draws = [build(problem, g, s) for g in gens for s in seeds]
+    reqs = [requirement(b, platform, against, kind=kind, failure_probability=failure_probability) for b in draws]
+    forms = fit(reqs, out)
+    return ProblemTolerance(problem=problem.text(), platform=platform, against=against, inputs=gens, draws=len(draws),
+                            tier=kind, failure_probability=max((r.failure_probability for r in reqs), default=0.0),
+                            unbounded=sum(r.unbounded for r in reqs), **forms)
