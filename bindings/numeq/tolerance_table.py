@@ -30,7 +30,7 @@ import numpy as np
 from . import ops
 from .catalogue import OPS, Problem, build, formats_for, out_for
 from .platforms import platform_assumptions, platforms
-from .tolerances import Requirement, fit, requirement, ulp_of
+from .tolerances import Requirement, fit, requirement, tier_of, ulp_of
 
 __all__ = ["SweepConfig", "TORCH_DEFAULTS", "problems", "run_problem", "sweep"]
 
@@ -239,8 +239,8 @@ def _row(problem: Problem, platform: str, against: str, calib: list[Requirement]
         allowance = atol + rtol * np.abs(r.expected)
         with np.errstate(divide="ignore", invalid="ignore"):
             gen_over[g] = float(np.max(np.where(d > 0, d / allowance, 0.0))) if d.size else 0.0
-    tier = config.kind
     fp = max((r.failure_probability for r in calib), default=0.0)
+    tier = tier_of(config.kind, fp)
     row = {
         "problem": problem.text(), "op": problem.op, "in_fmt": problem.in_fmt, "out": out, "k": problem.k,
         "shape": list(problem.shape), "platform": platform, "against": against,

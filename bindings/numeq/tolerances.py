@@ -28,7 +28,7 @@ from . import _core, ops
 from ._arrays import _check_int, _check_real, _check_str, format_info
 from .catalogue import Built, Problem, build, out_for
 
-__all__ = ["ProblemTolerance", "Requirement", "requirement", "tolerance", "ulp_of"]
+__all__ = ["ProblemTolerance", "Requirement", "fit", "requirement", "tier_of", "tolerance", "ulp_of"]
 
 
 def ulp_of(values: np.ndarray, fmt: str) -> np.ndarray:
@@ -176,13 +176,30 @@ class ProblemTolerance:
 
 def fit(requirements: Sequence[Requirement], out: str) -> dict[str, float]:
     """The three forms covering every element of every requirement: ``ulps``, ``rtol``/``atol``
-    (numeq's least-allowance fit, ``cases::tolerance``, over all draws' elements together) and
-    ``max_rtol`` (the largest need / max|expected| of any draw)."""
+    (numeq's least-allowance fit, ``cases::tolerance``, over all draws' elements together, each
+    element's need taken at the worst position in its binade) and ``max_rtol`` (the largest
+    need / max|expected| of any draw).
+
+    ``requirements``: from ``requirement``; ``out``: the output format.
+
+    >>> b = numeq.catalogue.build(numeq.catalogue.Problem("sum", "bf16", "fp32", k=64, shape=(4,)), "normal", 0)
+    >>> sorted(numeq.tolerances.fit([numeq.tolerances.requirement(b, "numpy")], "fp32"))
+    ['atol', 'max_rtol', 'rtol', 'ulps']
+    """
     need = np.concatenate([r.need for r in requirements]) if requirements else np.zeros(0)
     expected = np.concatenate([r.expected for r in requirements]) if requirements else np.zeros(0)
     if need.size == 0:
         return {"ulps": math.nan, "rtol": math.nan, "atol": math.nan, "max_rtol": math.nan}
-    t = _core.cases_tolerance(need, expected, out)
+    # A per-element allowance must not depend on where in its binade a value happens to fall: an
+    # error of u ulps at |y| needs u * ulp(y) <= u * eps * |y| (eps = 2^-m), with equality just
+    # above a power of two. The rtol/atol pair is fitted to that worst position, so that a fresh
+    # draw whose one-ulp differences sit at the bottom of a binade stays within it.
+    info = format_info(out)
+    fitted = need
+    if info["kind"] != "integer":
+        eps = 2.0 ** -int(info["mantissa_bits"])
+        fitted = np.maximum(need, need / ulp_of(expected, out) * eps * np.abs(expected))
+    t = _core.cases_tolerance(fitted, expected, out)
     ulps = float(np.max(need / ulp_of(expected, out)))
     max_rtol = 0.0
     for r in requirements:
@@ -242,6 +259,17 @@ def tolerance(op: str, in_fmt: str, out: str | None, platforms: Any, *, k: int, 
         draws = [build(problem, g, s) for g in gens for s in seeds]
     reqs = [requirement(b, platform, against, kind=kind, failure_probability=failure_probability) for b in draws]
     forms = fit(reqs, out)
+    fp = max((r.failure_probability for r in reqs), default=0.0)
     return ProblemTolerance(problem=problem.text(), platform=platform, against=against, inputs=gens, draws=len(draws),
-                            tier=kind, failure_probability=max((r.failure_probability for r in reqs), default=0.0),
+                            tier=tier_of(kind, fp), failure_probability=fp,
                             unbounded=sum(r.unbounded for r in reqs), **forms)
+
+
+def tier_of(kind: str, failure_probability: float) -> str:
+    """The verdict ladder's tier a bound is: ``"probabilistic"`` only where it may fail (an op
+    whose probabilistic bound is its worst-case one, softmax's for one, is ``"deterministic"``).
+
+    >>> numeq.tolerances.tier_of("probabilistic", 0.0), numeq.tolerances.tier_of("probabilistic", 1e-7)
+    ('deterministic', 'probabilistic')
+    """
+    return "probabilistic" if kind == "probabilistic" and failure_probability > 0 else "deterministic"

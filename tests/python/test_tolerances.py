@@ -1,0 +1,155 @@
+"""numeq.tolerance and the tolerance table: tolerances that hold on fresh draws, catch a planted
+accumulation bug, and come out the same from one process, a process pool or a dask cluster.
+
+Oracles: numeq's exact reference (tested against MPFR and fractions elsewhere), numpy's own
+spacing and ml_dtypes' finfo for the ulp, and the rows of the same sweep run another way.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+import numeq
+from numeq import tolerance_table
+from numeq.catalogue import Problem, build
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def within(x: np.ndarray, y: np.ndarray, rtol: float, atol: float) -> np.ndarray:
+    return np.abs(x - y) <= atol + rtol * np.abs(y)
+
+
+@pytest.mark.parametrize("op,fmt,platform,k", [
+    ("matmul", "bf16", "trainium.trn2", 1000),
+    ("matmul", "e4m3fn", "nvidia.h100", 1024),
+    ("sum", "fp16", "numpy", 4096),
+    ("softmax", "bf16", "trainium.trn2", 256),
+    ("layernorm", "fp16", "cuda_core.fp32", 512),
+])
+def test_tolerance_holds_on_fresh_draws(op: str, fmt: str, platform: str, k: int) -> None:
+    # Calibrated on seeds 0..3; a correct output of seeds 100..107 (unseen) lies within it, against
+    # the exact result rounded once (numeq's reference).
+    shape = (8, 8) if op == "matmul" else (8,)
+    t = numeq.tolerance(op, fmt, None, platform, k=k, shape=shape)
+    assert t.draws == 4 and t.failure_probability <= 1e-6
+    assert t.tier == ("probabilistic" if t.failure_probability > 0 else "deterministic")
+    out = numeq.catalogue.out_for(op, fmt)
+    for seed in range(100, 108):
+        b = build(Problem(op, fmt, out, k, shape), "normal", seed)
+        x, y = b.op.emulate(platform), b.op.reference()
+        ok = within(x, y, t.rtol, t.atol)
+        assert ok.all(), f"seed {seed}: {int((~ok).sum())} elements beyond rtol={t.rtol:.3g} atol={t.atol:.3g}"
+        assert np.max(np.abs(x - y)) <= t.max_rtol * np.max(np.abs(y))
+        assert np.max(np.abs(x - y) / numeq.tolerances.ulp_of(y, out)) <= t.ulps
+
+
+def test_cross_tolerance_holds_between_platforms() -> None:
+    t = numeq.tolerance("matmul", "bf16", "fp32", ("nvidia.h100", "trainium.trn2"), k=2048, shape=(8, 8))
+    assert t.against == "trainium.trn2"
+    for seed in range(50, 56):
+        b = build(Problem("matmul", "bf16", "fp32", 2048, (8, 8)), "normal", seed)
+        assert within(b.op.emulate("trainium.trn2"), b.op.emulate("nvidia.h100"), t.rtol, t.atol).all()
+
+
+def test_tolerance_catches_a_bf16_accumulator() -> None:
+    # A bf16 GEMM whose kernel accumulates in bf16 (nearest) instead of fp32: numeq's tolerance
+    # fails it on every draw; the hand-picked rtol=2e-2 (with torch's atol) passes some.
+    k = 1024
+    t = numeq.tolerance("matmul", "bf16", "fp32", "trainium.trn2", k=k, shape=(8, 8))
+    plan = numeq.plan("trainium.trn2", "matmul", "bf16", "fp32").to_dict()
+
+    def to_bf16(node: dict) -> None:
+        if "arithmetic" in node:
+            node["arithmetic"]["accumulate"]["format"] = "bf16"
+        for child in node.get("children", []):
+            to_bf16(child)
+    to_bf16(plan["reduction"])
+    caught = 0
+    for seed in range(20, 26):
+        b = build(Problem("matmul", "bf16", "fp32", k, (8, 8)), "normal", seed)
+        bad = numeq.matmul(b.inputs["a"], b.inputs["b"], plan=plan, in_fmt="bf16")
+        caught += int(not within(bad, b.op.reference(), t.rtol, t.atol).all())
+    assert caught == 6
+
+
+def test_deterministic_kind_and_data() -> None:
+    det = numeq.tolerance("sum", "bf16", "fp32", "trainium.trn2", k=512, kind="deterministic", seeds=(0,))
+    prob = numeq.tolerance("sum", "bf16", "fp32", "trainium.trn2", k=512, seeds=(0,))
+    assert det.tier == "deterministic" and det.failure_probability == 0
+    assert prob.atol <= det.atol * (1 + 1e-12)
+    x = numeq.round(np.random.default_rng(3).standard_normal((4, 512)), "bf16")
+    mine = numeq.tolerance("sum", "bf16", "fp32", "trainium.trn2", k=512, data=numeq.ops.sum(x, in_fmt="bf16", out="fp32"))
+    assert mine.draws == 1 and mine.inputs == ("data",)
+
+
+@pytest.mark.parametrize("fmt,dtype", [("fp32", np.float32), ("fp64", np.float64), ("fp16", np.float16),
+                                       ("bf16", ml_dtypes.bfloat16)])
+def test_ulp_of_matches_numpy_spacing(fmt: str, dtype: type) -> None:
+    rng = np.random.default_rng(1)
+    x = np.concatenate([rng.standard_normal(1000) * 10.0 ** rng.integers(-30, 30, 1000), [1.0, 2.0, 0.75]])
+    with np.errstate(over="ignore"):
+        x = np.asarray(x.astype(dtype), dtype=np.float64)
+    x = x[np.isfinite(x) & (np.abs(x) >= float(ml_dtypes.finfo(dtype).smallest_normal))]
+    spacing = np.abs(np.spacing(np.abs(x).astype(dtype)).astype(np.float64))
+    assert np.array_equal(numeq.tolerances.ulp_of(x, fmt), spacing)
+    # Below the normal range the spacing is the subnormal step.
+    tiny = float(ml_dtypes.finfo(dtype).smallest_subnormal)
+    assert numeq.tolerances.ulp_of(np.array([0.0, tiny]), fmt).tolist() == [tiny, tiny]
+
+
+@pytest.mark.parametrize("call,exc,text", [
+    (lambda: numeq.tolerance("matmull", "bf16", None, "nvidia.h100", k=8), ValueError, "op: unknown catalogue op"),
+    (lambda: numeq.tolerance("matmul", "int8", None, "nvidia.h100", k=8), ValueError, "in_fmt:"),
+    (lambda: numeq.tolerance("matmul", "bf16", None, 3, k=8), TypeError, "platforms:"),
+    (lambda: numeq.tolerance("matmul", "bf16", None, "nvidia.h100", k=0), ValueError, "k:"),
+    (lambda: numeq.tolerance("matmul", "bf16", None, "nvidia.h100", k=8, inputs="gauss"), ValueError, "inputs:"),
+    (lambda: numeq.tolerance("matmul", "bf16", None, "nvidia.h100", k=8, kind="worst"), ValueError, "kind:"),
+    (lambda: numeq.tolerance("matmul", "bf16", None, "nvidia.h100", k=8, failure_probability=2.0), ValueError,
+     "failure_probability:"),
+    (lambda: numeq.tolerance("matmul", "bf16", None, "nvidia.h100", k=8, data=[1, 2]), TypeError, "data:"),
+    (lambda: numeq.tolerance("matmul", "bf16", None, "nvidia.h100", k=8, shape=(2,)), ValueError, "shape:"),
+    (lambda: numeq.tolerance("matmul", "bf16", None, "nvidia.h101", k=8), ValueError, "nvidia.h101"),
+])
+def test_bad_arguments_are_named(call, exc, text) -> None:
+    with pytest.raises(exc, match=text.replace("(", r"\(")):
+        call()
+
+
+SMALL = tolerance_table.SweepConfig(ops=("matmul", "sum"), formats=("bf16",), ks=(64, 300),
+                                    gpus=("cuda_core.fp32", "nvidia.h100"), others=("trainium.trn2",))
+
+
+def strip_time(rows: list[dict]) -> list[dict]:
+    return [{k: v for k, v in r.items() if k != "elapsed_s"} for r in rows]
+
+
+def test_sweep_is_the_same_from_one_process_a_pool_and_dask() -> None:
+    one, _ = tolerance_table.sweep(SMALL, workers=1, progress=False)
+    pool, _ = tolerance_table.sweep(SMALL, workers=2, progress=False)
+    assert strip_time(one) == strip_time(pool)
+    assert len(one) == 2 * 2 * 5  # 2 ops x 2 K x (3 platforms alone + 2 GPU-Trainium pairs)
+    assert all(r["false_alarms"]["numeq"] == 0 for r in one)
+    pytest.importorskip("distributed")
+    dask, _ = tolerance_table.sweep(SMALL, executor="dask", workers=2, progress=False)
+    assert strip_time(one) == strip_time(dask)
+
+
+def test_cli_writes_every_format(tmp_path: Path) -> None:
+    cmd = [sys.executable, "-m", "numeq", "tolerances", "--ops", "sum", "--formats", "bf16", "--ks", "64",
+           "--platforms", "cuda_core.fp32", "--against", "trainium.trn2", "--out", str(tmp_path), "--as", "md,csv,json",
+           "--workers", "1", "--no-progress"]
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert "| problem |" in r.stdout and "sum(x[4,64] bf16) -> fp32" in r.stdout
+    data = json.loads((tmp_path / "tolerances.json").read_text())
+    assert len(data["rows"]) == 3 and (tmp_path / "tolerances.csv").read_text().count("\n") == 4
+    bad = subprocess.run(cmd[:4] + ["--as", "pdf", "--out", str(tmp_path)], capture_output=True, text=True, timeout=120)
+    assert bad.returncode == 2 and "--as: unknown output 'pdf'" in bad.stderr
