@@ -44,11 +44,12 @@ body { font-family: sans-serif; margin: 1.5em; color: #111; background: #fff; }
 h1 { font-size: 1.5em; } h2 { margin-top: 1.6em; border-bottom: 1px solid #ccc; }
 dl.meta { display: grid; grid-template-columns: max-content auto; gap: 0.2em 1em; }
 dl.meta dt { font-weight: bold; } dl.meta dd { margin: 0; font-family: monospace; }
-table { border-collapse: collapse; margin: 0.8em 0; font-size: 0.8em; }
+table { border-collapse: collapse; margin: 0.8em 0; font-size: 0.75em; }
 th, td { border: 1px solid #bbb; padding: 0.2em 0.4em; vertical-align: top; text-align: left; }
 th { background: #eee; }
 td.num { text-align: right; font-family: monospace; white-space: nowrap; }
-td.problem { font-family: monospace; }
+td.problem { font-family: monospace; min-width: 14em; }
+td.wide { min-width: 14em; max-width: 28em; }
 .alarm { background: #fdd; border: 2px solid #c00; padding: 0.5em; font-weight: bold; }
 .ok { background: #dfd; border: 1px solid #090; padding: 0.5em; }
 figure { margin: 1em 0; } figcaption { font-size: 0.9em; max-width: 70em; }
@@ -202,22 +203,22 @@ def _bugs(r: dict) -> str:
 
 
 def _main_table(rows: list[dict], schemes: list[str]) -> str:
-    headers = ["problem", "platform", "against", "tier", "tolerance", "observed worst", "checks", "elements"]
-    headers += [f"false alarms: {SCHEME_TEXT.get(s, s)}" for s in schemes]
-    headers += [f"detection: {SCHEME_TEXT.get(s, s)}" for s in schemes]
-    headers += ["numeq per planted bug", "assumptions", "rubric"]
+    names = " / ".join(SCHEME_TEXT.get(s, s) for s in schemes)
+    headers = ["problem", "platform", "against", "tier", "tolerance", "observed worst", "checks (elements)",
+               f"false alarms ({names})", f"detection, caught/planted ({names})", "numeq per planted bug",
+               "assumptions [evidence]", "rubric"]
     body = []
     for r in rows:
-        cells = [("problem", _esc(r.get("problem") if r.get("problem") is not None else "-")),
-                 ("", _esc(r.get("platform") if r.get("platform") is not None else "-")),
-                 ("", _esc(r.get("against") if r.get("against") is not None else "-")),
-                 ("", _tier(r)), ("num", _tolerance(r)), ("num", _observed(r)),
-                 ("num", _esc(_num(r.get("checks")))), ("num", _esc(_num(r.get("elements"))))]
-        cells += [("num", _esc(_num(_get(r, "false_alarms", s)))) for s in schemes]
-        cells += [("num", _esc(_pair_text(_get(r, "detection", s)))) for s in schemes]
-        cells += [("num", _bugs(r)), ("", _assumptions(r)),
-                  ("", _esc(r.get("rubric") if r.get("rubric") is not None else "-"))]
-        body.append(cells)
+        body.append([
+            ("problem", _esc(r.get("problem") if r.get("problem") is not None else "-")),
+            ("", _esc(r.get("platform") if r.get("platform") is not None else "-")),
+            ("", _esc(r.get("against") if r.get("against") is not None else "-")),
+            ("", _tier(r)), ("num", _tolerance(r)), ("num", _observed(r)),
+            ("num", f"{_esc(_num(r.get('checks')))}<br>({_esc(_num(r.get('elements')))})"),
+            ("num", " / ".join(_esc(_num(_get(r, "false_alarms", s))) for s in schemes)),
+            ("num", " / ".join(_esc(_pair_text(_get(r, "detection", s))) for s in schemes)),
+            ("", _bugs(r)), ("wide", _assumptions(r)),
+            ("wide", _esc(r.get("rubric") if r.get("rubric") is not None else "-"))])
     return _table(headers, body, f"Every row ({len(rows)}): the tolerance, the worst observed error, "
                                  "false alarms and detection per scheme")
 
@@ -317,7 +318,7 @@ def _plain_log(ax: Any, axis: str) -> None:
 
     a = ax.xaxis if axis == "x" else ax.yaxis
     a.set_major_locator(LogLocator(base=2 if axis == "x" else 10, numticks=6))
-    a.set_major_formatter(FuncFormatter(lambda v, _: _num(v)))
+    a.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
     a.set_minor_locator(NullLocator())
 
 
@@ -463,7 +464,7 @@ def _cross_bars(rows: list[dict]) -> list[str]:
         labels = [f"{r.get('problem') or '-'}  {r.get('platform') or '-'} vs {r.get('against')}" for r in chunk]
         ax.set_yticks(ys, labels, fontsize=6)
         ax.set_xscale("symlog", linthresh=1.0)
-        ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: _num(v)))
+        ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
         ax.xaxis.set_minor_locator(NullLocator())
         ax.set_xlim(left=0)
         ax.set_xlabel("worst observed |platform - against| in ulps of the output (symmetric log: linear below 1)",

@@ -55,6 +55,16 @@ def _bugs(got: np.ndarray, ulp: np.ndarray) -> dict[str, np.ndarray]:
     return {"one_element_64_ulps": one, "scaled_1+2^-6": got * (1 + 2.0**-6)}
 
 
+_BUILT: dict[tuple, object] = {}
+
+
+def _op(problem: catalogue.Problem, seed: int):
+    """The built op, once per (problem, seed): an Op caches its emulations and bounds."""
+    if (problem, seed) not in _BUILT:
+        _BUILT[problem, seed] = catalogue.build(problem, "normal", seed).op
+    return _BUILT[problem, seed]
+
+
 def _row(problem: catalogue.Problem, platform: str, against: str) -> dict:
     """One row of the report's schema from the problem's real emulations over SEEDS."""
     t0 = time.perf_counter()
@@ -63,7 +73,7 @@ def _row(problem: catalogue.Problem, platform: str, against: str) -> dict:
     schemes = ("numeq", "torch", "rtol_2e-2")
     p_fail = 0.0
     for seed in SEEDS:
-        op = catalogue.build(problem, "normal", seed).op
+        op = _op(problem, seed)
         got = op.emulate(platform)
         if against == "exact":
             # numeq's bound is on the distance to the exact result hi + lo; torch and rtol=2e-2
@@ -138,6 +148,11 @@ META = {"title": "numeq tolerances <test>", "command": "numeq tolerances --ops m
         "rows": 12}
 
 
+@pytest.fixture(scope="module")
+def page(rows) -> str:
+    return report_html.render(rows, META)
+
+
 # The report's figures for these rows: K plots for (matmul, softmax) x (exact, cross) = 4 panels, one
 # figure; histograms at the largest K for 2 ops x 2 platforms against exact, one figure; cross
 # histograms (2 panels) and the cross bar chart: 4 <svg>. Tables: false alarms, totals, planted bugs,
@@ -196,8 +211,7 @@ def test_rows_are_real(rows):
         assert sum(r["error_ulps_histogram"]["counts"]) == r["elements"]
 
 
-def test_page_structure(rows):
-    page = report_html.render(rows, META)
+def test_page_structure(rows, page):
     for bad in ("http://", "https://", "<script", "<link", "@import", "<img", "<iframe"):
         assert bad not in page, bad
     assert re.findall(r"url\((?!#)", page) == []  # only references inside the page (clip paths)
@@ -218,11 +232,11 @@ def test_page_structure(rows):
     assert report_html.render(rows, META) == page  # byte for byte
 
 
-def test_false_alarm_rows_are_shown(rows):
+def test_false_alarm_rows_are_shown(rows, page):
     bad = dict(rows[0], false_alarms={"numeq": 2, "torch": 0, "rtol_2e-2": 0}, problem="alarm <row>")
-    page = report_html.render([bad] + rows[1:], META)
-    assert 'class="alarm"' in page and "alarm &lt;row&gt;" in page
-    assert 'class="alarm"' not in report_html.render(rows, META)
+    alarmed = report_html.render([bad] + rows[1:], META)
+    assert 'class="alarm"' in alarmed and "alarm &lt;row&gt;" in alarmed
+    assert 'class="alarm"' not in page
 
 
 def test_missing_none_inf_nan(rows, tmp_path):
@@ -308,14 +322,14 @@ def _chromium() -> str:
     return exe
 
 
-def test_chromium_renders_tables_and_plots(rows, tmp_path):
+def test_chromium_renders_tables_and_plots(rows, page, tmp_path):
     exe = _chromium()
-    page = tmp_path / "report.html"
-    report_html.write(rows, META, page)
+    path = tmp_path / "report.html"
+    path.write_text(page, encoding="utf-8")
     png = tmp_path / "shot.png"
     common = [exe, "--headless", "--no-sandbox", "--disable-gpu", f"--user-data-dir={tmp_path / 'profile'}"]
     # stderr carries harmless warnings (no D-Bus in a container): only the exit status and the outputs count
-    shot = subprocess.run(common + [f"--screenshot={png}", "--window-size=1400,3000", page.as_uri()],
+    shot = subprocess.run(common + [f"--screenshot={png}", "--window-size=1400,3000", path.as_uri()],
                           capture_output=True, timeout=60)
     assert shot.returncode == 0, shot.stderr[-2000:]
     pixels = _png_pixels(png.read_bytes())
@@ -329,7 +343,7 @@ def test_chromium_renders_tables_and_plots(rows, tmp_path):
         near = np.all(np.abs(rgb - np.array(colour)) <= 8, axis=-1).sum()
         assert near > 200, f"{near} pixels of {colour}: a plot did not render"
 
-    dom = subprocess.run(common + ["--dump-dom", page.as_uri()], capture_output=True, timeout=60, text=True)
+    dom = subprocess.run(common + ["--dump-dom", path.as_uri()], capture_output=True, timeout=60, text=True)
     assert dom.returncode == 0, dom.stderr[-2000:]
     p = _parse(dom.stdout)
     assert p.counts.get("table") == N_TABLES and p.counts.get("svg") == N_SVG
