@@ -293,19 +293,21 @@ def _figure(fig: Any, caption: str, alt: str) -> str:
             f"<figcaption>{_esc(caption)}</figcaption></figure>")
 
 
-def _grid(n: int, row_height: float, gap: float) -> tuple[Any, Any]:
+def _grid(n: int, row_height: float, gap: float, top: float = 0.65, bottom: float = 0.6,
+          sharey: bool = False) -> tuple[Any, Any]:
     """A figure of n panels, COLUMNS wide. Fixed margins in inches (``gap`` between rows for titles
-    and tick labels): constrained layout would cost more than the drawing itself."""
+    and tick labels, ``top`` above the first row, ``bottom`` below the last): constrained layout would
+    cost more than the drawing."""
     from matplotlib.figure import Figure
 
     ncols = min(COLUMNS, n)
     nrows = -(-n // ncols)
-    width, height = 3.4 * ncols, row_height * nrows + 0.3
+    width, height = 3.4 * ncols, row_height * nrows + top + bottom - gap
     fig = Figure(figsize=(width, height))
-    axes = fig.subplots(nrows, ncols, squeeze=False).ravel()
-    axes_height = (height - 0.3 - gap * nrows) / nrows
-    fig.subplots_adjust(left=0.55 / width, right=1 - 0.1 / width, bottom=(gap - 0.35) / height,
-                        top=1 - 0.65 / height, wspace=0.55 / (3.4 - 0.65), hspace=gap / axes_height)
+    axes = fig.subplots(nrows, ncols, squeeze=False, sharey=sharey).ravel()
+    axes_height = (height - top - bottom - gap * (nrows - 1)) / nrows
+    fig.subplots_adjust(left=0.6 / width, right=1 - 0.1 / width, bottom=bottom / height, top=1 - top / height,
+                        wspace=0.75 / (3.4 - 0.75), hspace=gap / axes_height)
     for ax in axes[n:]:
         ax.set_axis_off()
     return fig, axes
@@ -337,6 +339,8 @@ def _positive(x: Any) -> float | None:
 
 
 def _k_plots(rows: list[dict]) -> list[str]:
+    from matplotlib.lines import Line2D
+
     groups: dict[tuple, list[dict]] = defaultdict(list)
     for r in rows:
         if _positive(r.get("k")) is not None:
@@ -345,31 +349,36 @@ def _k_plots(rows: list[dict]) -> list[str]:
     colours = _colours(rows)
     figures = []
     for n, chunk in enumerate(_chunks(keys, K_PANELS)):
-        fig, axes = _grid(len(chunk), 2.6, 0.95)
+        fig, axes = _grid(len(chunk), 2.5, 0.85, top=0.9, bottom=0.45)
+        drawn: set[str] = set()
         for ax, g in zip(axes, chunk):
             by_platform: dict[str, list[dict]] = defaultdict(list)
             for r in groups[g]:
                 by_platform[str(r.get("platform"))].append(r)
             for platform, rs in sorted(by_platform.items()):
                 rs = sorted(rs, key=lambda r: _real(r.get("k")))
-                for field, style, label in (("tolerance", "-o", "tolerance"), ("observed", "--x", "observed")):
-                    pts = [(_real(r.get("k")), _positive(_get(r, field, "ulps" if field == "tolerance" else "max_ulps")))
-                           for r in rs]
+                for field, key, style in (("tolerance", "ulps", "-o"), ("observed", "max_ulps", "--x")):
+                    pts = [(_real(r.get("k")), _positive(_get(r, field, key))) for r in rs]
                     pts = [(k, y) for k, y in pts if y is not None]
                     if pts:
                         ax.plot([k for k, _ in pts], [y for _, y in pts], style, color=colours[platform],
-                                markersize=4, label=f"{platform} {label}")
+                                markersize=4)
+                        drawn.add(platform)
             ax.set_xscale("log", base=2)
             _plain_log(ax, "x")
             if ax.has_data():
                 ax.set_yscale("log")
                 _plain_log(ax, "y")
             op, in_fmt, out, against = _key(g)
-            ax.set_title(f"{op} {in_fmt}->{out}\nvs {against}", fontsize=8)
+            ax.set_title(f"{op} {in_fmt}->{out}\nvs {against}", fontsize=8, y=1.02)
             ax.set_xlabel("K", fontsize=7)
             ax.set_ylabel("ulps", fontsize=7)
             ax.tick_params(labelsize=6)
-            ax.legend(fontsize=5)
+        # one legend for the figure (a legend per panel costs more than the panel)
+        handles = [Line2D([], [], color="k", marker="o", markersize=4, label="tolerance"),
+                   Line2D([], [], color="k", marker="x", markersize=4, linestyle="--", label="observed worst")]
+        handles += [Line2D([], [], color=colours[p], linewidth=3, label=p) for p in sorted(drawn)]
+        fig.legend(handles=handles, loc="upper center", ncol=min(len(handles), 6), fontsize=7, frameon=False)
         names = "; ".join(" ".join(_key(g)) for g in chunk)
         figures.append(_figure(
             fig, f"Figure K{n + 1}: tolerance (solid, o) and worst observed error (dashed, x) in ulps of the output "
@@ -412,27 +421,42 @@ def _hist_plots(rows: list[dict], cross: bool, label: str) -> list[str]:
     colours = _colours(rows)
     figures = []
     for n, chunk in enumerate(_chunks(keys, HIST_PANELS)):
-        fig, axes = _grid(len(chunk), 2.3, 1.05)
-        for ax, g in zip(axes, chunk):
+        # Fractions of the elements on one shared log axis, labelled on the first column only; bins
+        # labelled under the last panel of each column when every panel has the same edges (the
+        # sweep's case): tick labels are most of the drawing time.
+        hists = [_histogram(best[g]) for g in chunk]
+        same_edges = all(h[0] == hists[0][0] for h in hists)
+        fig, axes = _grid(len(chunk), 2.1 if same_edges else 2.5, 0.55 if same_edges else 0.95, bottom=0.75,
+                          sharey=True)
+        ncols = min(COLUMNS, len(chunk))
+        for i, (ax, g, (edges, counts)) in enumerate(zip(axes, chunk, hists)):
             r = best[g]
-            edges, counts = _histogram(r)
+            total = sum(c for c in counts if math.isfinite(c) and c > 0)
             xs = list(range(len(counts)))
-            ax.bar(xs, [c if math.isfinite(c) and c > 0 else 0 for c in counts],
+            ax.bar(xs, [c / total if total and math.isfinite(c) and c > 0 else 0 for c in counts],
                    color=colours[str(r.get("platform"))], width=0.85)
-            if any(math.isfinite(c) and c > 0 for c in counts):
-                ax.set_yscale("log")
-                _plain_log(ax, "y")
-            ax.set_xticks(xs, _bin_labels(edges), rotation=45, fontsize=5)
+            bottom = not same_edges or i + ncols >= len(chunk)
+            if bottom:
+                ax.set_xticks(xs, _bin_labels(edges), rotation=45, fontsize=5)
+            else:
+                ax.set_xticks([])
+            if bottom:
+                ax.set_xlabel("|error| in ulps of the output", fontsize=6)
             op, in_fmt, out, platform, against = _key(g)
-            ax.set_title(f"{op} {in_fmt}->{out} K={_num(r.get('k'))}\n{platform} vs {against}", fontsize=7)
-            ax.set_xlabel("|error| in ulps of the output", fontsize=6)
-            ax.set_ylabel("elements", fontsize=6)
-            ax.tick_params(axis="y", labelsize=6)
+            # a fixed title position: placing it above the tick labels measures every panel
+            ax.set_title(f"{op} {in_fmt}->{out} K={_num(r.get('k'))}\n{platform} vs {against}", fontsize=7, y=1.02)
+            if i % ncols == 0:
+                ax.set_ylabel("fraction of elements", fontsize=6)
+            ax.tick_params(axis="y", labelsize=6, labelleft=i % ncols == 0)
+        if any(ax.has_data() for ax in axes):
+            axes[0].set_yscale("log")
+            _plain_log(axes[0], "y")
         names = "; ".join(f"{g[0]} {g[1]} {g[3]} vs {g[4]}" for g in _key_list(chunk))
         what = "|platform - against|" if cross else "|output - exact|"
         figures.append(_figure(
             fig, f"Figure {label}{n + 1}: histograms of {what} in ulps of the output format over every element "
-                 f"checked, at each group's largest K (log count axis; the last bin is open). Panels: {names}.",
+                 f"checked, at each group's largest K, as fractions of the elements (log axis; the last bin is "
+                 f"open). Panels: {names}.",
             f"Error histograms in ulps ({what}) for {len(chunk)} groups: {names}"))
     return figures
 
