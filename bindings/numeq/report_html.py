@@ -429,9 +429,11 @@ def _hist_plots(rows: list[dict], cross: bool, label: str) -> list[str]:
         fig, axes = _grid(len(chunk), 2.1 if same_edges else 2.5, 0.55 if same_edges else 0.95, bottom=0.75,
                           sharey=True)
         ncols = min(COLUMNS, len(chunk))
+        positive = False
         for i, (ax, g, (edges, counts)) in enumerate(zip(axes, chunk, hists)):
             r = best[g]
             total = sum(c for c in counts if math.isfinite(c) and c > 0)
+            positive = positive or total > 0
             xs = list(range(len(counts)))
             ax.bar(xs, [c / total if total and math.isfinite(c) and c > 0 else 0 for c in counts],
                    color=colours[str(r.get("platform"))], width=0.85)
@@ -448,7 +450,7 @@ def _hist_plots(rows: list[dict], cross: bool, label: str) -> list[str]:
             if i % ncols == 0:
                 ax.set_ylabel("fraction of elements", fontsize=6)
             ax.tick_params(axis="y", labelsize=6, labelleft=i % ncols == 0)
-        if any(ax.has_data() for ax in axes):
+        if positive:
             axes[0].set_yscale("log")
             _plain_log(axes[0], "y")
         names = "; ".join(f"{g[0]} {g[1]} {g[3]} vs {g[4]}" for g in _key_list(chunk))
