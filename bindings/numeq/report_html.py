@@ -143,7 +143,12 @@ def _schemes(rows: list[dict]) -> list[str]:
 
 
 def _rows(rows: Any) -> list[dict]:
-    return [r if isinstance(r, dict) else {} for r in (rows or [])]
+    if not isinstance(rows, (list, tuple)):
+        raise TypeError(f"rows: expected a list of dicts (the rows of numeq tolerances), got {type(rows).__name__}")
+    for i, r in enumerate(rows):
+        if not isinstance(r, dict):
+            raise TypeError(f"rows: row {i} is a {type(r).__name__}, expected a dict")
+    return list(rows)
 
 
 # --- tables -----------------------------------------------------------------------------------------
@@ -504,7 +509,11 @@ def _cross_bars(rows: list[dict]) -> list[str]:
 
 
 def _plots(rows: list[dict]) -> str:
-    import matplotlib
+    try:
+        import matplotlib
+    except ImportError as e:
+        raise ImportError("the HTML report draws its plots with matplotlib, which is not installed: "
+                          "pip install 'numeq[reports]' (or matplotlib>=3.7)") from e
 
     with matplotlib.rc_context({"svg.hashsalt": "numeq-report", "svg.fonttype": "none", "font.size": 7,
                                 "font.family": "DejaVu Sans"}):
@@ -545,6 +554,7 @@ def render(rows: list[dict], meta: dict) -> str:
     "false_alarms", "detection", "bugs", "assumptions", "rubric", "error_ulps_histogram" (any may be
     missing or None; numbers may be inf or NaN). ``meta``: the run's "title", "command",
     "numeq_version", "seeds", "generators", "elapsed_s" and "rows" (any may be missing; None for none).
+    Rows that are not dicts, or a meta that is neither a dict nor None, raise TypeError.
 
     Example::
 
@@ -554,7 +564,11 @@ def render(rows: list[dict], meta: dict) -> str:
         4
     """
     rows = _rows(rows)
-    meta = meta if isinstance(meta, dict) else {}
+    if meta is None:
+        meta = {}
+    if not isinstance(meta, dict):
+        raise TypeError(f"meta: expected a dict (title, command, numeq_version, seeds, generators, elapsed_s, "
+                        f"rows) or None, got {type(meta).__name__}")
     schemes = _schemes(rows)
     title = meta.get("title") or "numeq tolerances"
     return "".join([

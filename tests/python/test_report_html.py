@@ -10,10 +10,13 @@ output format's parameters (numeq.format_info), independently of numeq's own ulp
 from __future__ import annotations
 
 import html.parser
+import json
+import os
 import re
 import shutil
 import struct
 import subprocess
+import sys
 import time
 import zlib
 
@@ -265,6 +268,24 @@ def test_missing_none_inf_nan(rows, tmp_path):
     assert empty.counts.get("table") == N_TABLES and "svg" not in empty.counts
     path = report_html.write(rows[:3], META, tmp_path / "r.html")
     assert path.read_text(encoding="utf-8") == report_html.render(rows[:3], META)
+
+
+def test_bad_arguments_name_the_parameter():
+    for rows, meta, word in (({"problem": "p"}, {}, "rows"), ([{}, None], {}, "row 1"), ([{}], "title", "meta")):
+        with pytest.raises(TypeError, match=word):
+            report_html.render(rows, meta)
+
+
+def test_same_bytes_in_another_process(rows, page, tmp_path):
+    # Another interpreter with another string-hash seed (set and dict orders of str keys): the same page.
+    src = tmp_path / "rows.json"
+    src.write_text(json.dumps({"rows": rows, "meta": META}), encoding="utf-8")
+    code = ("import json, sys; from numeq import report_html; d = json.load(open(sys.argv[1])); "
+            "sys.stdout.write(report_html.render(d['rows'], d['meta']))")
+    env = dict(os.environ, PYTHONHASHSEED="12345")
+    out = subprocess.run([sys.executable, "-c", code, str(src)], capture_output=True, timeout=120, env=env)
+    assert out.returncode == 0, out.stderr.decode()[-2000:]
+    assert out.stdout.decode("utf-8") == page
 
 
 def test_panels_split_into_figures(rows):
