@@ -485,13 +485,13 @@ def _cross_bars(rows: list[dict]) -> list[str]:
         height = 0.9 + 0.2 * len(chunk)
         fig = Figure(figsize=(11, height))
         ax = fig.subplots()
-        fig.subplots_adjust(left=0.45, right=0.98, bottom=0.6 / height, top=1 - 0.2 / height)
+        fig.subplots_adjust(left=0.45, right=0.94, bottom=0.6 / height, top=1 - 0.2 / height)
         ys = list(range(len(chunk)))[::-1]
-        values = []
-        for r in chunk:
-            v = _real(_get(r, "observed", "max_ulps"))
-            values.append(v if v is not None and math.isfinite(v) and v > 0 else 0.0)
+        raw = [_get(r, "observed", "max_ulps") for r in chunk]
+        values = [v if v is not None and math.isfinite(v) and v > 0 else 0.0 for v in map(_real, raw)]
         ax.barh(ys, values, color=[colours[str(r.get("platform"))] for r in chunk], height=0.7)
+        for y, v, text in zip(ys, values, raw):  # the value itself beside its bar (inf and NaN have none)
+            ax.text(v, y, f" {_num(text)}", va="center", fontsize=6)
         labels = [f"{r.get('problem') or '-'}  {r.get('platform') or '-'} vs {r.get('against')}" for r in chunk]
         ax.set_yticks(ys, labels, fontsize=6)
         ax.set_xscale("symlog", linthresh=1.0)
@@ -503,7 +503,8 @@ def _cross_bars(rows: list[dict]) -> list[str]:
         ax.tick_params(axis="x", labelsize=6)
         figures.append(_figure(
             fig, f"Figure X{n + 1}: worst observed difference between two platforms' outputs, in ulps of the "
-                 f"output format, per cross-platform row ({len(chunk)} rows; NaN, inf and missing drawn as 0).",
+                 f"output format, per cross-platform row ({len(chunk)} rows), its value written beside the bar (zero, inf, "
+                 f"NaN and missing values have no bar).",
             f"Bar chart of the worst observed cross-platform difference in ulps for {len(chunk)} rows"))
     return figures
 
