@@ -41,7 +41,7 @@ def _ulp(y: np.ndarray, fmt: str) -> np.ndarray:
     info = numeq.format_info(fmt)
     _, e = np.frexp(np.abs(y))
     e = np.where(y == 0, info["emin"], np.maximum(e - 1, info["emin"]))
-    return np.ldexp(1.0, (e - info["mantissa_bits"]).astype(np.int64))
+    return np.ldexp(1.0, (e - info["mantissa_bits"]).astype(np.int32))
 
 
 def _passes(got: np.ndarray, ref: np.ndarray, bound: np.ndarray | None, rtol: float = 0.0, atol: float = 0.0,
