@@ -169,6 +169,8 @@ def _tolerance_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--kind", default=d.kind, choices=["probabilistic", "deterministic"])
     p.add_argument("--failure-probability", type=float, default=d.failure_probability,
                    help="per check, of the probabilistic bound (default: %(default)s)")
+    p.add_argument("--margin", type=float, default=d.margin,
+                   help="the tolerance over the calibration draws' largest need (default: %(default)s)")
     p.add_argument("--no-bugs", action="store_true", help="skip the planted bugs (detection columns empty)")
     p.add_argument("--out", default="reports", help="output directory (default: %(default)s)")
     p.add_argument("--as", dest="styles", default="md,csv,json,html",
@@ -202,7 +204,8 @@ def _tolerances(args: argparse.Namespace) -> int:
     config = SweepConfig(ops=_csv_list(args.ops, "--ops"), formats=_csv_list(args.formats, "--formats"), ks=ks,
                          gpus=_csv_list(args.platforms, "--platforms"), others=_csv_list(args.against, "--against"),
                          inputs=inputs, trials=args.trials, seed=args.seed, kind=args.kind,
-                         failure_probability=args.failure_probability, bugs=not args.no_bugs)
+                         failure_probability=args.failure_probability, bugs=not args.no_bugs,
+                         margin=args.margin)
     try:
         rows, meta = sweep(config, executor=args.executor, workers=args.workers, scheduler=args.scheduler,
                            progress=not args.no_progress)

@@ -66,7 +66,8 @@ class SweepConfig:
     gpus: tuple[str, ...] = GPU_PLATFORMS
     others: tuple[str, ...] = OTHER_PLATFORMS
     inputs: tuple[str, ...] = ("normal",)
-    trials: int = 1
+    trials: int = 2
+    margin: float = 2.0
     seed: int = 0
     kind: str = "probabilistic"
     failure_probability: float = 1e-6
@@ -192,7 +193,7 @@ def run_problem(problem: Problem, config: SweepConfig) -> list[dict[str, Any]]:
 def _row(problem: Problem, platform: str, against: str, calib: list[Requirement], held: list[Requirement],
          held_built: list[Any], per_gen: dict[str, Requirement], config: SweepConfig) -> dict[str, Any]:
     out = problem.out
-    tol = fit(calib, out)
+    tol = fit(calib, out, config.margin)
     rtol, atol = tol["rtol"], tol["atol"]
     torch_tol = TORCH_DEFAULTS.get(out, (0.0, 0.0))
     schemes = {"numeq": (rtol, atol), "torch": torch_tol, "rtol_2e-2": HAND_PICKED}
