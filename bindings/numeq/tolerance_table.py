@@ -317,7 +317,8 @@ def sweep(config: SweepConfig, *, executor: str = "local", workers: int | None =
         raise ValueError(f"executor: unknown executor {executor!r}; valid: local, dask")
     bar(0, close=True)
     rows = [r for rs in results for r in (rs or [])]
-    meta = {"title": "numeq tolerance table", "problems": len(todo), "rows": len(rows),
+    from . import __version__
+    meta = {"title": "numeq tolerance table", "numeq_version": __version__, "problems": len(todo), "rows": len(rows),
             "seeds": list(range(config.seed, config.seed + 2 * config.trials)), "generators": list(ops.generators()),
             "inputs": list(config.inputs), "elapsed_s": time.perf_counter() - t0, "config": _config_dict(config)}
     return rows, meta

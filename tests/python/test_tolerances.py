@@ -153,3 +153,16 @@ def test_cli_writes_every_format(tmp_path: Path) -> None:
     assert len(data["rows"]) == 3 and (tmp_path / "tolerances.csv").read_text().count("\n") == 4
     bad = subprocess.run(cmd[:4] + ["--as", "pdf", "--out", str(tmp_path)], capture_output=True, text=True, timeout=120)
     assert bad.returncode == 2 and "--as: unknown output 'pdf'" in bad.stderr
+
+
+@pytest.mark.parametrize("args,text", [
+    (["--ops", "conv"], "ops: unknown catalogue op 'conv'; valid: matmul"),
+    (["--platforms", "nvidia.h1000"], "platforms: unknown platform 'nvidia.h1000'; valid:"),
+    (["--inputs", "gauss"], "inputs: unknown generator 'gauss'; valid: normal"),
+    (["--ks", "12x"], "--ks: expected integers"),
+    (["--trials", "0"], "trials: 0 is outside 1 .. 1000"),
+])
+def test_cli_bad_arguments(tmp_path: Path, args: list[str], text: str) -> None:
+    r = subprocess.run([sys.executable, "-m", "numeq", "tolerances", "--out", str(tmp_path), "--no-progress", *args],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2 and text in r.stderr, r.stderr
