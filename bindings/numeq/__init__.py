@@ -28,6 +28,7 @@ from ._arrays import (
 )
 from . import _core, ops, reference
 from . import catalogue  # the catalogue as problems (op, formats, K, shape) for sweeps
+from . import bugs  # planted kernel bugs on catalogue problems
 from ._arrays import INT32, _check_int
 from .fit import FitResult, Probes, assumption_candidates, fit, probes, tensor_core_candidates
 from .platforms import (
@@ -107,6 +108,7 @@ __all__ = [
     "num_threads",
     "numpy_reduction",
     "catalogue",
+    "bugs",
     "ops",
     "plan",
     "platform_assumptions",
