@@ -11,10 +11,11 @@ of planted bugs, in one script.
    ``bit_exact``, never a failure). A false alarm is any verdict that does not pass; there must be
    none. Combinations numeq refuses with its documented errors (no plan for a format, ...) are
    counted as skipped. Sizes grow until about --elements output elements are checked in all.
-2. Planted bugs. Wrong outputs built from the correct inputs (a bf16 accumulator inside an fp8 or
-   a bf16 GEMM, a dropped K tile, a transposed operand, a wrong fp8 scale, softmax without max
-   subtraction, one-pass variance layernorm, flash attention without rescaling, a missing output
-   cast), each on every platform it applies to, over several seeds: the fraction of checks that
+2. Planted bugs. The wrong outputs of numeq.bugs on the inputs of catalogue problems
+   (numeq.catalogue.build: a bf16 accumulator inside an fp8 or a bf16 GEMM and inside a sum, a
+   dropped K tile, a transposed operand, a wrong fp8 scale, softmax without max subtraction,
+   one-pass variance layernorm, flash attention without rescaling, a missing output cast), each on
+   every platform it applies to, over several seeds: the fraction of checks that
    fail at accept="probabilistic" (the default; every bug must be caught) and at
    accept="deterministic", and the tiers the verdicts report. Any bug not caught prints a FAIL line.
 
@@ -218,149 +219,84 @@ def print_false_alarms(tallies: dict[str, Tally]) -> int:
 
 
 # ---------------------------------------------------------------------------------------------
-# Part 2: planted bugs. Each bug builds (op, wrong output) for a platform from correct inputs, or
-# raises one of numeq's refusals where the platform lacks what the bug needs.
+# Part 2: planted bugs: numeq.bugs on catalogue problems (numeq.catalogue.build's inputs). A bug
+# that does not apply on a platform (no plan for its format, no model of the op) is skipped there.
 # ---------------------------------------------------------------------------------------------
-def bf16_accumulator(plan: dict) -> dict:
-    """A GEMM plan whose accumulator is bf16: every accumulator cast in fp32 (a sequential
-    reduction's accumulate format, a fused node's c format) becomes bf16, and a fused node's
-    result (the accumulator it writes back: fp32, or e8m13 on Hopper's fp8 path) is cast into
-    bf16. The plan's final output cast is kept."""
-    def walk(node: Any) -> Any:
-        if isinstance(node, list):
-            return [walk(x) for x in node]
-        if not isinstance(node, dict):
-            return node
-        out = {key: walk(value) for key, value in node.items()}
-        if out.get("c_format") == "fp32":
-            out["c_format"] = "bf16"
-            out["output"] = dict(out["output"], format="bf16")
-        accumulate = out.get("accumulate")
-        if isinstance(accumulate, dict) and accumulate.get("format") == "fp32":
-            out["accumulate"] = dict(accumulate, format="bf16")
-        return out
-    return dict(plan, reduction=walk(plan["reduction"]))
+@dataclass(frozen=True)
+class Planted:
+    """One row group of the table: ``bug`` (a numeq.bugs name) planted in the catalogue ``op`` of
+    reduction length ``k``, on the first of ``formats`` it applies to on the platform (output
+    ``out``, default the catalogue's), with inputs of ``generators`` (cycled over the seeds);
+    ``offset`` is added to the inputs (a layernorm's large mean); ``shape(rows, k)`` the other
+    dimensions."""
+
+    bug: str
+    op: str
+    formats: tuple[str, ...]
+    k: int
+    shape: Callable[[int, int], tuple[int, ...]]
+    generators: tuple[str, ...] = ("normal",)
+    out: str | None = None
+    offset: float = 0.0
+
+    def problems(self, rows: int, k: int | None = None) -> list[numeq.catalogue.Problem]:
+        k = self.k if k is None else k
+        return [numeq.catalogue.Problem(self.op, f, self.out or numeq.catalogue.out_for(self.op, f), k,
+                                        self.shape(rows, k)) for f in self.formats]
 
 
-def _gemm_format(platform: str, formats: tuple[str, ...] = ("bf16", "fp16", "e4m3fn", "fp32")) -> str:
-    """The first of ``formats`` the platform has a matmul -> fp32 plan for."""
-    for fmt in formats:
-        try:
-            numeq.plan(platform, op="matmul", in_fmt=fmt, out="fp32")
-            return fmt
-        except ValueError:
-            continue
-    raise ValueError(f"platform {platform} has no matmul -> fp32 for any of {', '.join(formats)}")
+_GEMM_FORMATS = ("bf16", "fp16", "e4m3fn", "fp32")  # the first a platform has a matmul -> fp32 for
 
 
-def _accumulator_bug(fmt: str, k: int) -> Callable[[str, int, int], tuple[Op, np.ndarray]]:
-    def bug(platform: str, rows: int, seed: int) -> tuple[Op, np.ndarray]:
-        a = _gen("normal", (rows, k), fmt, seed)
-        b = _gen("normal", (k, 64), fmt, seed + 1)
-        plan = bf16_accumulator(numeq.plan(platform, op="matmul", in_fmt=fmt, out="fp32").to_dict())
-        return numeq.ops.matmul(a, b, in_fmt=fmt, out="fp32"), numeq.matmul(a, b, plan=plan, in_fmt=fmt)
-    return bug
+def _gemm(rows: int, k: int) -> tuple[int, int]:
+    return (rows, 64)
 
 
-def dropped_k_tile(platform: str, rows: int, seed: int) -> tuple[Op, np.ndarray]:
-    """The last 128 of K never accumulated: the platform's own GEMM of the first K - 128."""
-    fmt, k = _gemm_format(platform), 512
-    a = _gen("normal", (rows, k), fmt, seed)
-    b = _gen("normal", (k, 64), fmt, seed + 1)
-    wrong = numeq.matmul(a[:, :k - 128], b[:k - 128], platform=platform, in_fmt=fmt)
-    return numeq.ops.matmul(a, b, in_fmt=fmt, out="fp32"), wrong
-
-
-def transposed_operand(platform: str, rows: int, seed: int) -> tuple[Op, np.ndarray]:
-    """A square b read transposed: the platform's own GEMM of a @ b.T."""
-    fmt, k = _gemm_format(platform), 256
-    a = _gen("normal", (rows, k), fmt, seed)
-    b = _gen("normal", (k, k), fmt, seed + 1)
-    wrong = numeq.matmul(a, np.ascontiguousarray(b.T), platform=platform, in_fmt=fmt)
-    return numeq.ops.matmul(a, b, in_fmt=fmt, out="fp32"), wrong
-
-
-def wrong_fp8_scale(platform: str, rows: int, seed: int) -> tuple[Op, np.ndarray]:
-    """scale_a off by 2x: the platform's own scaled fp8 GEMM with the doubled scale."""
-    a = _gen("normal", (rows, 256), "e4m3fn", seed)
-    b = _gen("normal", (256, 64), "e4m3fn", seed + 1)
-    op = numeq.ops.scaled_fp8_matmul(a, b, 0.5, 0.125, in_fmt="e4m3fn", out="fp32")
-    return op, numeq.ops.scaled_fp8_matmul(a, b, 1.0, 0.125, in_fmt="e4m3fn", out="fp32").emulate(platform)
-
-
-def _bf16_values(x: np.ndarray) -> np.ndarray:
-    return numeq.round(np.asarray(x, dtype=np.float64), "bf16")
-
-
-def softmax_without_max(platform: str, rows: int, seed: int) -> tuple[Op, np.ndarray]:
-    """exp(x) / sum(exp(x)) in float32 with no max subtracted, on inputs whose exp overflows
-    float32 (normal values scaled by 40; every other seed the near-overflow generator)."""
-    generator, scale = ("normal", 40.0) if seed % 2 == 0 else ("near_overflow", 1.0)
-    x = _gen(generator, (rows, 256), "bf16", seed, scale)
-    with np.errstate(over="ignore", invalid="ignore"):
-        e = np.exp(x.astype(np.float32))
-        wrong = e / e.sum(axis=-1, keepdims=True, dtype=np.float32)
-    op = numeq.ops.softmax(x, in_fmt="bf16", out="bf16")
-    op.emulate(platform)  # a platform without a softmax model refuses here
-    return op, _bf16_values(wrong)
-
-
-def one_pass_layernorm(platform: str, rows: int, seed: int) -> tuple[Op, np.ndarray]:
-    """Variance as E[x^2] - E[x]^2 in float32 on data of mean 1000 and spread 1."""
-    x = numeq.round(_gen("normal", (rows, 512), "fp32", seed) + 1000.0, "fp32")
-    x32 = x.astype(np.float32)
-    mean = x32.mean(axis=-1, keepdims=True, dtype=np.float32)
-    var = (x32 * x32).mean(axis=-1, keepdims=True, dtype=np.float32) - mean * mean
-    with np.errstate(invalid="ignore", divide="ignore"):
-        wrong = (x32 - mean) / np.sqrt(var + np.float32(1e-5))
-    op = numeq.ops.layernorm(x, in_fmt="fp32", out="fp32")
-    op.emulate(platform)
-    return op, wrong.astype(np.float64)
-
-
-def flash_without_rescale(platform: str, rows: int, seed: int, block: int = 64,
-                          length: int = 256) -> tuple[Op, np.ndarray]:
-    """Blockwise attention in float32 whose running sum is never rescaled when the running max
-    grows (the output accumulator is); P cast to bf16 before P V, as the op's flash variant."""
-    d = 64
-    q, k, v = (_gen("normal", (max(1, rows // length), length, d), "bf16", seed + i) for i in range(3))
-    scale = np.float32(1.0 / np.sqrt(d))
-    q32, k32, v32 = q.astype(np.float32), k.astype(np.float32), v.astype(np.float32)
-    m = np.full(q.shape[:-1] + (1,), -np.inf, dtype=np.float32)
-    total = np.zeros(q.shape[:-1] + (1,), dtype=np.float32)
-    acc = np.zeros(q.shape[:-1] + (d,), dtype=np.float32)
-    for j in range(0, length, block):
-        s = (q32 @ np.swapaxes(k32[..., j:j + block, :], -1, -2)) * scale
-        m_new = np.maximum(m, s.max(axis=-1, keepdims=True))
-        p = np.exp(s - m_new)
-        acc = acc * np.exp(m - m_new) + _bf16_values(p).astype(np.float32) @ v32[..., j:j + block, :]
-        total = total + p.sum(axis=-1, keepdims=True, dtype=np.float32)  # the bug: no * exp(m - m_new)
-        m = m_new
-    op = numeq.ops.attention(q, k, v, in_fmt="bf16", out="bf16", variant="flash", block_rows=block, block_cols=block)
-    op.emulate(platform)
-    return op, _bf16_values(acc / total)
-
-
-def missing_output_cast(platform: str, rows: int, seed: int) -> tuple[Op, np.ndarray]:
-    """A bf16 -> bf16 softmax whose output is left in fp32: the platform's fp32-out result."""
-    x = _gen("normal", (rows, 256), "bf16", seed)
-    op = numeq.ops.softmax(x, in_fmt="bf16", out="bf16")
-    op.emulate(platform)
-    return op, numeq.ops.softmax(x, in_fmt="bf16", out="fp32").emulate(platform)
-
-
-# name -> (builder, rows per check (times the scale); every platform that does not refuse the bug is checked)
-BUGS: dict[str, tuple[Callable[[str, int, int], tuple[Op, np.ndarray]], int]] = {
-    "bf16 accumulator in fp8 GEMM (K=1024)": (_accumulator_bug("e4m3fn", 1024), 64),
-    "bf16 accumulator in bf16 GEMM (K=1024)": (_accumulator_bug("bf16", 1024), 64),
-    "dropped K tile (last 128 of 512)": (dropped_k_tile, 64),
-    "transposed operand (square b)": (transposed_operand, 64),
-    "wrong fp8 scale (scale_a x2)": (wrong_fp8_scale, 64),
-    "softmax without max subtraction": (softmax_without_max, 64),
-    "one-pass variance layernorm": (one_pass_layernorm, 16),
-    "flash attention without rescale": (flash_without_rescale, 256),
-    "missing output cast (fp32 for bf16)": (missing_output_cast, 64),
+# label -> (what is planted, rows per check (times the scale); every platform it applies to is checked)
+BUGS: dict[str, tuple[Planted, int]] = {
+    "bf16 accumulator in fp8 GEMM (K=1024)": (Planted("bf16_accumulator", "matmul", ("e4m3fn",), 1024, _gemm), 64),
+    "bf16 accumulator in bf16 GEMM (K=1024)": (Planted("bf16_accumulator", "matmul", ("bf16",), 1024, _gemm), 64),
+    "bf16 accumulator in sum (K=1024)": (Planted("bf16_sum_accumulator", "sum", ("bf16",), 1024,
+                                                 lambda rows, k: (rows,)), 64),
+    "dropped K tile (last 128 of 512)": (Planted("dropped_k_tile", "matmul", _GEMM_FORMATS, 512, _gemm), 64),
+    "transposed operand (square b)": (Planted("transposed_operand", "matmul", _GEMM_FORMATS, 256,
+                                              lambda rows, k: (rows, k)), 64),
+    "wrong fp8 scale (scale_a x2)": (Planted("wrong_fp8_scale", "scaled_fp8_matmul", ("e4m3fn",), 256, _gemm), 64),
+    # lognormal rows hold a few values whose exp overflows fp32 (e^{1.5 z} > 88.7 for z > 3), near_overflow all
+    "softmax without max subtraction": (Planted("softmax_without_max", "softmax", ("bf16",), 256, lambda rows, k: (rows,),
+                                                ("lognormal", "near_overflow")), 64),
+    # mean 1000 against a spread of 1: E[x^2] - E[x]^2 cancels in fp32 (no catalogue generator draws this)
+    "one-pass variance layernorm": (Planted("one_pass_variance", "layernorm", ("fp32",), 512, lambda rows, k: (rows,),
+                                            offset=1000.0), 16),
+    "flash attention without rescale": (Planted("flash_without_rescale", "attention", ("bf16",), 256,
+                                                lambda rows, k: (max(1, rows // k), k, 64)), 256),
+    "missing output cast (fp32 for bf16)": (Planted("missing_output_cast", "softmax", ("bf16",), 256,
+                                                    lambda rows, k: (rows,)), 64),
 }
+
+
+def _offset(built: numeq.catalogue.Built, problem: numeq.catalogue.Problem, offset: float) -> numeq.catalogue.Built:
+    """``built`` with ``offset`` added to its (layernorm) input, rounded into the input format."""
+    x = numeq.round(built.inputs["x"] + offset, problem.in_fmt)
+    op = numeq.ops.layernorm(x, in_fmt=problem.in_fmt, out=problem.out, eps=built.params["eps"])
+    return numeq.catalogue.Built(op, {"x": x}, built.params)
+
+
+def planted(label: str, platform: str, rows: int, seed: int, k: int | None = None) -> tuple[Op, np.ndarray]:
+    """(the correct op, the buggy output) of the table's row ``label`` on ``platform``: ``rows`` rows,
+    catalogue inputs of ``seed`` (the generator cycled by seed), K = ``k`` (default the row's). A
+    ValueError where the bug does not apply on the platform."""
+    spec, _ = BUGS[label]
+    bug = numeq.bugs.by_name(spec.bug)
+    problems = spec.problems(rows, k)
+    problem = next((p for p in problems if bug.applies(p, platform)), None)
+    if problem is None:
+        raise ValueError(f"{spec.bug} on {platform}: {bug.why_not(problems[0], platform)}")
+    built = numeq.catalogue.build(problem, spec.generators[seed % len(spec.generators)], seed)
+    if spec.offset:
+        built = _offset(built, problem, spec.offset)
+    return built.op, bug.output(built, problem, platform)
+
 
 NOT_IN_FORMAT = "not values of the output format"
 
@@ -381,12 +317,12 @@ def planted_bugs(seeds: int, scale: int, seed: int, platforms: list[str],
                  log: Callable[[str], None]) -> tuple[list[BugRow], dict[str, list[str]]]:
     rows: list[BugRow] = []
     skipped: dict[str, list[str]] = defaultdict(list)
-    for name, (build, base_rows) in BUGS.items():
+    for name, (_, base_rows) in BUGS.items():
         for platform in platforms:
             row = BugRow(name, platform)
             for s in range(seeds):
                 try:
-                    op, wrong = build(platform, base_rows * scale, seed + 7 * s)
+                    op, wrong = planted(name, platform, base_rows * scale, seed + 7 * s)
                 except Exception as exc:  # noqa: BLE001 - only numeq's refusals are skipped
                     if not _refused(exc):
                         raise

@@ -30,6 +30,7 @@ from . import _core, ops, reference
 from . import catalogue  # the catalogue as problems (op, formats, K, shape) for sweeps
 from . import tolerances
 from .tolerances import ProblemTolerance, tolerance
+from . import bugs  # planted kernel bugs on catalogue problems
 from ._arrays import INT32, _check_int
 from .fit import FitResult, Probes, assumption_candidates, fit, probes, tensor_core_candidates
 from .platforms import (
@@ -112,6 +113,7 @@ __all__ = [
     "tolerance",
     "tolerances",
     "ProblemTolerance",
+    "bugs",
     "ops",
     "plan",
     "platform_assumptions",

@@ -2,16 +2,16 @@
 benchmarks/bench_verdict.py: planted bugs fail, correct outputs pass bit-exact on every platform,
 and a Trainium variant's output is explained by a variant whose emulation equals it bit for bit.
 
-Oracles: the planted bugs are wrong outputs built independently of the verdict (numpy float32
-implementations of the wrong algorithms, or a platform's GEMM on wrong inputs: a dropped K tile,
-a transposed operand, a doubled scale); "bit-exact" and "explained by" are checked by comparing
+Oracles: the planted bugs (numeq.bugs, whose values tests/python/test_bugs.py checks) are wrong
+outputs built independently of the verdict (numpy float32 implementations of the wrong algorithms,
+or a platform's emulation on wrong inputs, plans or parameters: a dropped K tile, a transposed
+operand, a doubled scale, a bf16 accumulator); "bit-exact" and "explained by" are checked by comparing
 bits here, not by trusting the verdict's counts. The sweep over every op, generator and variant is
 marked ``long`` (``pytest -m long``; NUMEQ_LONG_TESTS=1 runs it at a larger size).
 """
 
 from __future__ import annotations
 
-import functools
 import os
 import sys
 from pathlib import Path
@@ -40,6 +40,7 @@ def same_bits(x: np.ndarray, y: np.ndarray) -> bool:
 BUGS = [
     ("bf16 accumulator in fp8 GEMM (K=1024)", "nvidia.b200"),
     ("bf16 accumulator in bf16 GEMM (K=1024)", "nvidia.h100"),
+    ("bf16 accumulator in sum (K=1024)", "cuda_core.fp32"),
     ("dropped K tile (last 128 of 512)", "trainium.trn2"),
     ("transposed operand (square b)", "nvidia.a100"),
     ("wrong fp8 scale (scale_a x2)", "nvidia.h100"),
@@ -52,11 +53,12 @@ BUGS = [
 
 @pytest.mark.parametrize("bug, platform", BUGS, ids=[b for b, _ in BUGS])
 def test_planted_bug_fails(bug, platform):
-    build, rows = bench.BUGS[bug]
-    if build is bench.flash_without_rescale:  # two key blocks of 64: the least that shows the bug
-        build, rows = functools.partial(bench.flash_without_rescale, length=128), 128
+    _, rows = bench.BUGS[bug]
+    k = None
+    if bug.startswith("flash attention"):  # two key blocks of 64: the least that shows the bug
+        rows, k = 128, 128
     for seed in (0,):
-        op, wrong = build(platform, rows, seed)
+        op, wrong = bench.planted(bug, platform, rows, seed, k)
         reference = op.reference()
         # The bug changes the output (an oracle independent of the verdict): it must not pass.
         assert not same_bits(wrong, op.emulate(platform)) and not same_bits(wrong, reference)
@@ -74,8 +76,7 @@ def test_planted_bug_fails(bug, platform):
 # mean taken from the data, core/bound.hpp) tracks the hardware's real error and catches it.
 @pytest.mark.parametrize("platform", ["nvidia.h100", "nvidia.ada", "nvidia.h100.fp8_promoted"])
 def test_bf16_accumulator_in_fp8_gemm_on_hopper(platform):
-    build, rows = bench.BUGS["bf16 accumulator in fp8 GEMM (K=1024)"]
-    op, wrong = build(platform, 16, 0)
+    op, wrong = bench.planted("bf16 accumulator in fp8 GEMM (K=1024)", platform, 16, 0)
     assert not same_bits(wrong, op.emulate(platform))
     assert not numeq.compare(wrong, op, platform).passed
 
@@ -83,7 +84,7 @@ def test_bf16_accumulator_in_fp8_gemm_on_hopper(platform):
 def test_bf16_accumulator_plan_is_bf16():
     """The planted fp8 bug's plan: the accumulator casts are bf16, the output cast fp32 as before."""
     plan = numeq.plan("nvidia.h100", op="matmul", in_fmt="e4m3fn", out="fp32").to_dict()
-    bug = bench.bf16_accumulator(plan)
+    bug = numeq.bugs.bf16_accumulator_plan(plan)
     assert bug["output"] == plan["output"]
     fused = bug["reduction"]["fused"]
     assert fused["c_format"] == "bf16" and fused["output"]["format"] == "bf16"
