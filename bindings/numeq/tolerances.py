@@ -58,7 +58,16 @@ class Requirement:
     """What one draw requires: per element the allowance ``need`` (the bound on
     |judged - expected|) and the ``expected`` values it is measured against, with the ``judged``
     output of a correct device. Elements whose bound is not finite (an overflow, a non-finite
-    input) are left out and counted in ``unbounded``."""
+    input) are left out and counted in ``unbounded``; ``failure_probability``: of the bound, per
+    check (0 for a worst-case bound).
+
+    Example::
+
+        >>> b = numeq.catalogue.build(numeq.catalogue.Problem("sum", "fp32", "fp32", k=32, shape=(3,)), "normal", 0)
+        >>> r = numeq.tolerances.requirement(b, "numpy", kind="deterministic")
+        >>> r.need.shape, r.unbounded, r.failure_probability
+        ((3,), 0, 0.0)
+    """
 
     need: np.ndarray
     expected: np.ndarray
@@ -251,9 +260,12 @@ def tolerance(op: str, in_fmt: str, out: str | None, platforms: Any, *, k: int, 
     factor above the calibration draws' largest need (``numeq.tolerances.DEFAULT_MARGIN``, 2: why
     there; 1 with ``data=`` gives the bound of exactly those inputs).
 
-    >>> t = numeq.tolerance("softmax", "bf16", None, ("nvidia.h100", "trainium.trn2"), k=1024)
+    >>> t = numeq.tolerance("matmul", "bf16", None, ("nvidia.h100", "trainium.trn2"), k=1024, shape=(4, 4))
     >>> t.against, t.tier, t.ulps >= 1
     ('trainium.trn2', 'probabilistic', True)
+    >>> numeq.tolerance("softmax", "bf16", None, "trainium.trn2", k=256).tier   # its bound cannot fail
+    'deterministic'
+
     """
     platform, against = _platform_pair(platforms)
     out = out_for(op, in_fmt) if out is None else out
@@ -283,8 +295,10 @@ def tolerance(op: str, in_fmt: str, out: str | None, platforms: Any, *, k: int, 
 
 
 def tier_of(kind: str, failure_probability: float) -> str:
-    """The verdict ladder's tier a bound is: ``"probabilistic"`` only where it may fail (an op
-    whose probabilistic bound is its worst-case one, softmax's for one, is ``"deterministic"``).
+    """The verdict ladder's tier a bound of ``kind`` (``"probabilistic"`` or ``"deterministic"``)
+    whose ``failure_probability`` per check is given is: ``"probabilistic"`` only where it may
+    fail (an op whose probabilistic bound is its worst-case one, softmax's for one, is
+    ``"deterministic"``).
 
     >>> numeq.tolerances.tier_of("probabilistic", 0.0), numeq.tolerances.tier_of("probabilistic", 1e-7)
     ('deterministic', 'probabilistic')

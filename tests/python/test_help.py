@@ -18,7 +18,7 @@ import numpy as np
 import numeq
 
 # The modules a user imports; names come from their __all__ or, without one, from what they define.
-PUBLIC_MODULES = ("numeq", "numeq.ops", "numeq.catalogue", "numeq.bugs", "numeq.reference", "numeq.compare", "numeq.testing",
+PUBLIC_MODULES = ("numeq", "numeq.ops", "numeq.catalogue", "numeq.tolerances", "numeq.bugs", "numeq.reference", "numeq.compare", "numeq.testing",
                   "numeq.platforms", "numeq.fit", "numeq.reveal")
 
 # Parameters whose choices are one of numeq's constants: the docstring names the constant or every choice.
