@@ -85,27 +85,7 @@ def bf16_accumulator_plan(plan: dict) -> dict:
 # construction as numeq.catalogue.build, with what the bug changes.
 # ---------------------------------------------------------------------------------------------
 def _op(problem: Problem, inputs: dict[str, np.ndarray], params: dict[str, Any], out: str | None = None) -> ops.Op:
-    p, f = problem, problem.in_fmt
-    out = p.out if out is None else out
-    if p.op == "matmul":
-        return ops.matmul(inputs["a"], inputs["b"], in_fmt=f, out=out)
-    if p.op == "scaled_fp8_matmul":
-        return ops.scaled_fp8_matmul(inputs["a"], inputs["b"], params["scale_a"], params["scale_b"], in_fmt=f, out=out)
-    if p.op == "int8_matmul":
-        return ops.int8_matmul(inputs["a"], inputs["b"])
-    if p.op == "attention":
-        return ops.attention(inputs["q"], inputs["k"], inputs["v"], in_fmt=f, out=out,
-                             variant=params.get("variant", "flash"))
-    x = inputs["x"]
-    if p.op == "sum":
-        return ops.sum(x, in_fmt=f, out=out)
-    if p.op == "softmax":
-        return ops.softmax(x, in_fmt=f, out=out, variant=params.get("variant", "max_subtracted"))
-    if p.op == "layernorm":
-        return ops.layernorm(x, in_fmt=f, out=out, eps=params.get("eps", 1e-5), variant=params.get("variant", "two_pass"))
-    if p.op == "rmsnorm":
-        return ops.rmsnorm(x, in_fmt=f, out=out, eps=params.get("eps", 1e-6))
-    return ops.function(p.op, x, in_fmt=f, out=out)
+    return catalogue.op_for(problem, inputs, params, out)
 
 
 @functools.lru_cache(maxsize=1024)

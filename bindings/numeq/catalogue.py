@@ -25,7 +25,7 @@ import numpy as np
 from . import ops
 from ._arrays import _check_int, _check_str
 
-__all__ = ["OPS", "Built", "Problem", "build", "default_shape", "formats_for", "k_meaning", "out_for"]
+__all__ = ["OPS", "Built", "Problem", "build", "default_shape", "formats_for", "k_meaning", "op_for", "out_for"]
 
 # Each op: the input formats it takes, its default output format (None: the input format), the
 # default of its other dimensions, and what K means for it.
@@ -173,6 +173,50 @@ def _int8_codes(generator: str, shape: tuple[int, ...], seed: int) -> np.ndarray
     return np.clip(np.rint(x), -128, 127).astype(np.int8)
 
 
+def op_for(problem: Problem, inputs: dict[str, np.ndarray], params: dict[str, Any] | None = None,
+           out: str | None = None) -> Any:
+    """``problem``'s op on given ``inputs`` (by name, as ``Built.inputs``) with ``params`` (as
+    ``Built.params``: scales, eps, variant; None: the catalogue's) and output format ``out``
+    (None: the problem's): what ``build`` makes of drawn inputs, and what ``numeq.bugs`` makes of
+    edited ones (a tile zeroed, a scale doubled, another variant).
+
+    >>> p = numeq.catalogue.Problem("sum", "fp32", "fp32", k=4, shape=(1,))
+    >>> numeq.catalogue.op_for(p, {"x": np.array([[1.0, 2.0, 3.0, 4.0]])}).reference().tolist()
+    [10.0]
+    """
+    p, f = problem, problem.in_fmt
+    out = p.out if out is None else out
+    params = dict(_DEFAULT_PARAMS.get(p.op, {}), **(params or {}))
+    if p.op == "matmul":
+        return ops.matmul(inputs["a"], inputs["b"], in_fmt=f, out=out)
+    if p.op == "scaled_fp8_matmul":
+        return ops.scaled_fp8_matmul(inputs["a"], inputs["b"], params["scale_a"], params["scale_b"], in_fmt=f, out=out)
+    if p.op == "int8_matmul":
+        return ops.int8_matmul(inputs["a"], inputs["b"])
+    if p.op == "attention":
+        return ops.attention(inputs["q"], inputs["k"], inputs["v"], in_fmt=f, out=out, variant=params["variant"])
+    x = inputs["x"]
+    if p.op == "sum":
+        return ops.sum(x, in_fmt=f, out=out)
+    if p.op == "softmax":
+        return ops.softmax(x, in_fmt=f, out=out, variant=params["variant"])
+    if p.op == "layernorm":
+        return ops.layernorm(x, in_fmt=f, out=out, eps=params["eps"], variant=params["variant"])
+    if p.op == "rmsnorm":
+        return ops.rmsnorm(x, in_fmt=f, out=out, eps=params["eps"])
+    return ops.function(p.op, x, in_fmt=f, out=out)
+
+
+# The parameters each op is built with unless told otherwise (Built.params records them).
+_DEFAULT_PARAMS: dict[str, dict[str, Any]] = {
+    "scaled_fp8_matmul": {"scale_a": 0.5, "scale_b": 0.125},
+    "attention": {"variant": "flash"},
+    "softmax": {"variant": "max_subtracted"},
+    "layernorm": {"eps": 1e-5, "variant": "two_pass"},
+    "rmsnorm": {"eps": 1e-6},
+}
+
+
 def build(problem: Problem, generator: str, seed: int) -> Built:
     """``problem``'s op on inputs drawn from ``generator`` (one of ``numeq.ops.generators()``) with
     ``seed`` (input i of the op draws with seed + i): the same inputs for the same arguments, in
@@ -190,28 +234,13 @@ def build(problem: Problem, generator: str, seed: int) -> Built:
     def gen(shape: tuple[int, ...], i: int) -> np.ndarray:
         return ops.generate(generator, shape, f, seed=seed + i)
 
-    if p.op == "matmul":
-        a, b = gen((s[0], k), 0), gen((k, s[1]), 1)
-        return Built(ops.matmul(a, b, in_fmt=f, out=p.out), {"a": a, "b": b}, {})
-    if p.op == "scaled_fp8_matmul":
-        a, b = gen((s[0], k), 0), gen((k, s[1]), 1)
-        params = {"scale_a": 0.5, "scale_b": 0.125}
-        return Built(ops.scaled_fp8_matmul(a, b, 0.5, 0.125, in_fmt=f, out=p.out), {"a": a, "b": b}, params)
-    if p.op == "int8_matmul":
-        a, b = _int8_codes(generator, (s[0], k), seed), _int8_codes(generator, (k, s[1]), seed + 1)
-        return Built(ops.int8_matmul(a, b), {"a": a, "b": b}, {})
-    if p.op == "attention":
-        q = gen((s[0], s[1], s[2]), 0)
-        kk, v = gen((s[0], k, s[2]), 1), gen((s[0], k, s[2]), 2)
-        return Built(ops.attention(q, kk, v, in_fmt=f, out=p.out, variant="flash"), {"q": q, "k": kk, "v": v},
-                     {"variant": "flash"})
-    x = gen((s[0], k), 0)
-    if p.op == "sum":
-        return Built(ops.sum(x, in_fmt=f, out=p.out), {"x": x}, {})
-    if p.op == "softmax":
-        return Built(ops.softmax(x, in_fmt=f, out=p.out), {"x": x}, {"variant": "max_subtracted"})
-    if p.op == "layernorm":
-        return Built(ops.layernorm(x, in_fmt=f, out=p.out), {"x": x}, {"eps": 1e-5, "variant": "two_pass"})
-    if p.op == "rmsnorm":
-        return Built(ops.rmsnorm(x, in_fmt=f, out=p.out), {"x": x}, {"eps": 1e-6})
-    return Built(ops.function(p.op, x, in_fmt=f, out=p.out), {"x": x}, {})
+    if p.op in ("matmul", "scaled_fp8_matmul"):
+        inputs = {"a": gen((s[0], k), 0), "b": gen((k, s[1]), 1)}
+    elif p.op == "int8_matmul":
+        inputs = {"a": _int8_codes(generator, (s[0], k), seed), "b": _int8_codes(generator, (k, s[1]), seed + 1)}
+    elif p.op == "attention":
+        inputs = {"q": gen((s[0], s[1], s[2]), 0), "k": gen((s[0], k, s[2]), 1), "v": gen((s[0], k, s[2]), 2)}
+    else:
+        inputs = {"x": gen((s[0], k), 0)}
+    params = dict(_DEFAULT_PARAMS.get(p.op, {}))
+    return Built(op_for(p, inputs, params), inputs, params)
