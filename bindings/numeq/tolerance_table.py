@@ -6,9 +6,9 @@ exact result, and every (GPU, Trainium-or-numpy) pair's difference, each as one 
 - the tolerance (``numeq.tolerances``: ulps, per-element rtol/atol, Neuron's max-normalised rtol),
   calibrated on seeds ``0 .. trials-1`` of the input family;
 - on held-out seeds ``trials .. 2*trials-1`` of the family: the worst error a correct output shows
-  (its ratio to the tolerance), the false alarms of numeq's tolerance, of torch's dtype defaults and
-  of rtol=2e-2 (must be 0 for numeq's), and the detection rate of the planted bugs
-  (``numeq.bugs``) under each of the three;
+  (its ratio to the tolerance), the false alarms of numeq's check (the tolerance, and every value
+  a value of the output format), of torch's dtype defaults and of rtol=2e-2 (must be 0 for
+  numeq's), and the detection rate of the planted bugs (``numeq.bugs``) under each of the three;
 - the worst error / tolerance under each of the 8 generators (where the tolerance transfers to
   other input families and where it does not);
 - the assumptions in force with their evidence tags, and a sentence a reviewer can paste.
@@ -28,6 +28,8 @@ from typing import Any, Callable, Iterable, Sequence
 import numpy as np
 
 from . import ops
+from ._arrays import format_info
+from ._arrays import round as numeq_round
 from .catalogue import OPS, Problem, build, formats_for, out_for
 from .platforms import platform_assumptions, platforms
 from .tolerances import Requirement, fit, requirement, tier_of, ulp_of
@@ -113,6 +115,16 @@ def problems(config: SweepConfig) -> list[Problem]:
 def _histogram(ulps: np.ndarray) -> dict[str, list[float]]:
     counts, _ = np.histogram(np.clip(ulps, 0, 1e299), bins=np.asarray(HIST_EDGES))
     return {"edges": list(HIST_EDGES), "counts": [int(c) for c in counts]}
+
+
+def _outside_format(x: np.ndarray, out: str) -> bool:
+    """Whether some value is not a value of the output format (an fp32 result where the op says
+    bf16: a missing output cast). numeq's check asks it; torch's and rtol=2e-2 do not."""
+    finite = x[np.isfinite(x)]
+    if format_info(out)["kind"] == "integer":
+        return not bool(np.all(finite == np.rint(finite)))
+    with np.errstate(over="ignore"):
+        return not np.array_equal(np.asarray(numeq_round(finite, out), dtype=np.float64), finite)
 
 
 def _fails(x: np.ndarray, y: np.ndarray, rtol: float, atol: float) -> bool:
@@ -216,7 +228,8 @@ def _row(problem: Problem, platform: str, against: str, calib: list[Requirement]
                 ratio = np.where(d > 0, d / allowance, 0.0)
             max_over = max(max_over, float(np.max(ratio)))
         for s, (rt, at) in schemes.items():
-            false_alarms[s] += int(_fails(r.judged, r.expected, rt, at))
+            failed = _fails(r.judged, r.expected, rt, at) or (s == "numeq" and _outside_format(r.judged, out))
+            false_alarms[s] += int(failed)
     # Planted bugs: the judged side's output replaced by the buggy kernel's (the pair's second
     # platform, or the platform itself against the exact result).
     judged_platform = platform if against == "exact" else against
@@ -228,7 +241,7 @@ def _row(problem: Problem, platform: str, against: str, calib: list[Requirement]
             for name, bad in _bug_outputs(problem, judged_platform, b):
                 caught_numeq = None
                 for s, (rt, at) in schemes.items():
-                    caught = _fails(bad, expected_full, rt, at)
+                    caught = _fails(bad, expected_full, rt, at) or (s == "numeq" and _outside_format(bad, out))
                     detection[s][0] += int(caught)
                     detection[s][1] += 1
                     if s == "numeq":
@@ -282,7 +295,8 @@ def _rubric(row: dict[str, Any]) -> str:
             if row["tier"] == "probabilistic" else "worst-case bound")
     caught, planted = row["detection"]["numeq"]
     bugs = f"; it catches {caught} of {planted} planted-bug outputs" if planted else ""
-    return (f"For {row['problem']}, {who} must satisfy |x - y| <= {_fmt(t['atol'])} + {_fmt(t['rtol'])} |y| "
+    return (f"For {row['problem']}, {who} must hold values of {row['out']} and satisfy "
+            f"|x - y| <= {_fmt(t['atol'])} + {_fmt(t['rtol'])} |y| "
             f"against {ref} (numeq {tier}, calibrated on {', '.join(row['inputs'])} inputs; "
             f"{row['false_alarms']['numeq']} false alarms on held-out draws{bugs}).")
 
