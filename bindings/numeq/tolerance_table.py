@@ -31,7 +31,7 @@ from . import ops
 from ._arrays import format_info
 from ._arrays import round as numeq_round
 from .catalogue import OPS, Problem, build, formats_for, out_for
-from .platforms import platform_assumptions, platforms
+from .platforms import platform_assumptions, platform_evidence, platforms
 from .tolerances import Requirement, fit, requirement, tier_of, ulp_of
 
 __all__ = ["SweepConfig", "TORCH_DEFAULTS", "problems", "run_problem", "sweep"]
@@ -134,13 +134,35 @@ def _fails(x: np.ndarray, y: np.ndarray, rtol: float, atol: float) -> bool:
     return not bool(ok.all())
 
 
-def _assumptions(names: Iterable[str]) -> list[dict[str, str]]:
+# Which lines of a platform's evidence (numeq.platform_evidence: "TAG  what  source") bear on an
+# op: its own plan's lines (matmul, sum) and, for the function-based ops, the function models.
+_EVIDENCE_TOPIC = {"matmul": "matmul", "scaled_fp8_matmul": "matmul", "int8_matmul": "matmul", "sum": "sum",
+                   "attention": "matmul"}
+
+
+def _bears_on(what: str, topic: str, in_fmt: str, out: str) -> bool:
+    if topic == "matmul":
+        return what.startswith(("matmul:", f"matmul {in_fmt} -> {out}"))
+    if topic == "sum":
+        return what.startswith("sum")
+    return what.startswith(("function", "output casts"))
+
+
+def _assumptions(names: Iterable[str], op: str = "matmul", in_fmt: str = "", out: str = "") -> list[dict[str, str]]:
+    """The named, switchable assumptions of each platform (evidence "assumed"), then the measured
+    and documented parameters of the op's model (for its formats) with their tag."""
     rows = []
+    topic = _EVIDENCE_TOPIC.get(op, "function")
     for p in names:
         if p == "exact":
             continue
         for a in platform_assumptions(p):
             rows.append({"platform": p, "name": a["name"], "value": a["value"], "evidence": "assumed"})
+        for line in platform_evidence(p).splitlines():
+            tag, _, rest = line.partition("  ")
+            what = rest.split("  ")[0].strip()
+            if tag in ("measured", "documented") and _bears_on(what, topic, in_fmt, out):
+                rows.append({"platform": p, "name": what.split(":")[0], "value": what, "evidence": tag})
     return rows
 
 
@@ -266,7 +288,7 @@ def _row(problem: Problem, platform: str, against: str, calib: list[Requirement]
         "observed_by_generator": gen_over,
         "checks": len(held), "elements": elements,
         "false_alarms": false_alarms, "detection": detection, "bugs": per_bug,
-        "assumptions": _assumptions((platform, against)),
+        "assumptions": _assumptions((platform, against), problem.op, problem.in_fmt, out),
         "error_ulps_histogram": _histogram(np.concatenate(ulps_all) if ulps_all else np.zeros(0)),
         "inputs": list(config.inputs), "trials": config.trials,
     }
@@ -401,8 +423,11 @@ def as_table_rows(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
             "false_alarms_numeq": fa["numeq"], "false_alarms_torch": fa["torch"], "false_alarms_rtol_2e-2": fa["rtol_2e-2"],
             "detected_numeq": f"{det['numeq'][0]}/{det['numeq'][1]}", "detected_torch": f"{det['torch'][0]}/{det['torch'][1]}",
             "detected_rtol_2e-2": f"{det['rtol_2e-2'][0]}/{det['rtol_2e-2'][1]}",
-            "checks": r["checks"], "assumptions": "; ".join(f"{a['platform']}:{a['name']}={a['value']} ({a['evidence']})"
-                                                            for a in r["assumptions"]),
+            "checks": r["checks"],
+            "assumptions": "; ".join(f"{a['platform']}:{a['name']}={a['value']} ({a['evidence']})"
+                                     for a in r["assumptions"] if a["evidence"] == "assumed"),
+            "evidence": "; ".join(f"{a['platform']}: {a['value']} ({a['evidence']})"
+                                  for a in r["assumptions"] if a["evidence"] != "assumed"),
             "rubric": r["rubric"],
         })
     return flat

@@ -82,7 +82,7 @@ def _per_element_failure(failure_probability: float, n: int) -> float:
 
 
 def requirement(built: Built, platform: str, against: str = "exact", *, kind: str = "probabilistic",
-                failure_probability: float = 1e-6) -> Requirement:
+                failure_probability: float = 1e-6, lam: float | None = None) -> Requirement:
     """One draw's requirement. ``against="exact"``: the platform's output ``judged`` against the
     op's correctly rounded reference ``expected`` (the allowance is the platform's bound plus the
     reference's own distance to the exact result). Otherwise ``against`` names a second platform:
@@ -91,7 +91,8 @@ def requirement(built: Built, platform: str, against: str = "exact", *, kind: st
 
     ``built``: a ``numeq.catalogue.build`` result; ``platform``, ``against``: names of
     ``numeq.platforms()`` (``against`` may be ``"exact"``); ``kind``: ``"deterministic"`` or
-    ``"probabilistic"``; ``failure_probability``: per check (all elements together).
+    ``"probabilistic"``; ``failure_probability``: per check (all elements together); ``lam``:
+    Higham and Mary's lambda in its place (None: the failure probability decides).
 
     >>> b = numeq.catalogue.build(numeq.catalogue.Problem("sum", "bf16", "fp32", k=256, shape=(8,)), "normal", 0)
     >>> r = numeq.tolerances.requirement(b, "trainium.trn2")
@@ -102,13 +103,16 @@ def requirement(built: Built, platform: str, against: str = "exact", *, kind: st
     _check_str(against, "against")
     _check_str(kind, "kind", ops.KINDS)
     fp = _check_real(failure_probability, "failure_probability", finite=True)
-    if kind == "probabilistic" and not 0 < fp < 1:
+    if kind == "probabilistic" and lam is None and not 0 < fp < 1:
         raise ValueError(f"failure_probability: {fp!r} is not in (0, 1); the probabilistic bound fails with at most "
                          "this probability per check")
     op = built.op
     n = int(np.asarray(op.reference()).size)
-    per = _per_element_failure(fp, n) if kind == "probabilistic" else 0.0
-    emu = op.emulation(platform, kind=kind, failure_probability=per)
+    per = _per_element_failure(fp, n) if kind == "probabilistic" and lam is None else 0.0
+    how = {"kind": kind, "failure_probability": per}
+    if lam is not None:
+        how["lam"] = _check_real(lam, "lam", finite=True)
+    emu = op.emulation(platform, **how)
     if against == "exact":
         hi, lo = op.exact()
         expected = np.asarray(op.reference(), dtype=np.float64)
@@ -117,7 +121,7 @@ def requirement(built: Built, platform: str, against: str = "exact", *, kind: st
         judged = emu.values
         probability = emu.failure_probability * n
     else:
-        other = op.emulation(against, kind=kind, failure_probability=per)
+        other = op.emulation(against, **how)
         expected, judged = emu.values, other.values
         need = emu.bound + other.bound
         probability = (emu.failure_probability + other.failure_probability) * n
@@ -244,7 +248,8 @@ def _platform_pair(platforms: Any) -> tuple[str, str]:
 
 def tolerance(op: str, in_fmt: str, out: str | None, platforms: Any, *, k: int, shape: Sequence[int] | None = None,
               inputs: str | Sequence[str] = "normal", kind: str = "probabilistic", failure_probability: float = 1e-6,
-              seeds: Sequence[int] = (0, 1, 2, 3), data: Any = None, margin: float = DEFAULT_MARGIN) -> ProblemTolerance:
+              lam: float | None = None, seeds: Sequence[int] = (0, 1, 2, 3), data: Any = None,
+              margin: float = DEFAULT_MARGIN) -> ProblemTolerance:
     """The tolerance of a catalogue problem for a platform or between two platforms.
 
     ``op``: a catalogue op (``numeq.catalogue.OPS``); ``in_fmt``: its input format
@@ -254,7 +259,8 @@ def tolerance(op: str, in_fmt: str, out: str | None, platforms: Any, *, k: int, 
     first's); ``k``: the reduction length (``numeq.catalogue.k_meaning(op)``); ``shape``: the other
     dimensions (default ``numeq.catalogue.default_shape(op)``); ``inputs``: a generator of
     ``numeq.ops.generators()``, a list of them, or ``"all"``; ``kind``: ``"probabilistic"`` (the
-    default tier; fails with at most ``failure_probability`` per check) or ``"deterministic"``;
+    default tier; fails with at most ``failure_probability`` per check, or per element at Higham
+    and Mary's ``lam`` when given) or ``"deterministic"``;
     ``seeds``: the calibration draws per generator; ``data``: an ``Op`` built on your own inputs
     (``numeq.ops.*``) to take the tolerance for those inputs instead of drawing; ``margin``: the
     factor above the calibration draws' largest need (``numeq.tolerances.DEFAULT_MARGIN``, 2: why
@@ -286,7 +292,8 @@ def tolerance(op: str, in_fmt: str, out: str | None, platforms: Any, *, k: int, 
         gens = ("data",)
     else:
         draws = [build(problem, g, s) for g in gens for s in seeds]
-    reqs = [requirement(b, platform, against, kind=kind, failure_probability=failure_probability) for b in draws]
+    reqs = [requirement(b, platform, against, kind=kind, failure_probability=failure_probability, lam=lam)
+            for b in draws]
     forms = fit(reqs, out, margin)
     fp = max((r.failure_probability for r in reqs), default=0.0)
     return ProblemTolerance(problem=problem.text(), platform=platform, against=against, inputs=gens, draws=len(draws),

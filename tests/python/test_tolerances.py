@@ -85,6 +85,9 @@ def test_deterministic_kind_and_data() -> None:
     prob = numeq.tolerance("sum", "bf16", "fp32", "trainium.trn2", k=512, seeds=(0,))
     assert det.tier == "deterministic" and det.failure_probability == 0
     assert prob.atol <= det.atol * (1 + 1e-12)
+    at_lam = numeq.tolerance("matmul", "bf16", "fp32", "nvidia.h100", k=512, shape=(4, 4), lam=3.0, seeds=(0,))
+    at_six = numeq.tolerance("matmul", "bf16", "fp32", "nvidia.h100", k=512, shape=(4, 4), lam=6.0, seeds=(0,))
+    assert at_lam.tier == "probabilistic" and at_lam.atol < at_six.atol
     x = numeq.round(np.random.default_rng(3).standard_normal((4, 512)), "bf16")
     mine = numeq.tolerance("sum", "bf16", "fp32", "trainium.trn2", k=512, data=numeq.ops.sum(x, in_fmt="bf16", out="fp32"))
     assert mine.draws == 1 and mine.inputs == ("data",)
