@@ -492,4 +492,8 @@ def render_json(rows: Sequence[dict[str, Any]], meta: dict[str, Any]) -> str:
         if isinstance(x, (list, tuple)):
             return [clean(v) for v in x]
         return x
-    return json.dumps({"meta": clean(meta), "rows": clean(list(rows))}, indent=1, sort_keys=True) + "\n"
+    # One row per line: compact, and a regenerated table diffs row by row.
+    compact = {"sort_keys": True, "separators": (",", ":")}
+    body = ",\n".join(json.dumps(r, **compact) for r in clean(list(rows)))
+    return f'{{"meta":{json.dumps(clean(meta), **compact)},\n"rows":[\n{body}\n]}}\n'
+
