@@ -26,7 +26,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from . import _core, ops
-from ._arrays import _check_int, _check_real, _check_str, format_info
+from ._arrays import _check_int, _check_real, _check_str, _renamed, format_info
 from .catalogue import Built, Problem, build, out_for
 
 __all__ = ["DEFAULT_MARGIN", "ProblemTolerance", "Requirement", "fit", "requirement", "tier_of", "tolerance", "ulp_of"]
@@ -278,10 +278,15 @@ def tolerance(op: str, in_fmt: str, out: str | None, platforms: Any, *, k: int, 
     problem = Problem(op, in_fmt, out, _check_int(k, "k", 1, 1 << 24), tuple(shape) if shape else ())
     if isinstance(inputs, str):
         gens = tuple(ops.generators()) if inputs == "all" else (inputs,)
-    else:
+    elif isinstance(inputs, (list, tuple)):
         gens = tuple(inputs)
+    else:
+        raise TypeError(f"inputs: expected a generator name, a list of them or 'all', got {type(inputs).__name__}; "
+                        f"valid generators: {', '.join(ops.generators())}")
     for g in gens:
         _check_str(g, "inputs", ops.generators())
+    if not isinstance(seeds, (list, tuple, range)):
+        raise TypeError(f"seeds: expected a sequence of non-negative integers, got {type(seeds).__name__}")
     seeds = tuple(_check_int(s, "seeds", 0, (1 << 62)) for s in seeds)
     if not seeds and data is None:
         raise ValueError("seeds: at least one calibration seed is needed (or pass data=)")
@@ -292,8 +297,9 @@ def tolerance(op: str, in_fmt: str, out: str | None, platforms: Any, *, k: int, 
         gens = ("data",)
     else:
         draws = [build(problem, g, s) for g in gens for s in seeds]
-    reqs = [requirement(b, platform, against, kind=kind, failure_probability=failure_probability, lam=lam)
-            for b in draws]
+    with _renamed({"platform": "platforms", "against": "platforms"}):
+        reqs = [requirement(b, platform, against, kind=kind, failure_probability=failure_probability, lam=lam)
+                for b in draws]
     forms = fit(reqs, out, margin)
     fp = max((r.failure_probability for r in reqs), default=0.0)
     return ProblemTolerance(problem=problem.text(), platform=platform, against=against, inputs=gens, draws=len(draws),

@@ -110,6 +110,11 @@ def _rows() -> dict[str, Row]:
         r[name] = (getattr(numeq, name), {"name": "nvidia.h100"}, {"name": "str"})
     r["load_platform"] = (lambda source: numeq.load_platform(source), {"source": "__profile__"},
                           {"source": "str"})
+    r["tolerance"] = (numeq.tolerance, {"op": "sum", "in_fmt": "bf16", "out": "fp32", "platforms": "numpy", "k": 8,
+                                        "shape": (2,), "seeds": (0,)},
+                      {"in_fmt": "str", "out": "optstr", "platforms": "str", "k": "int",
+                       "inputs": "str", "kind": "str", "failure_probability": "real", "lam": "optreal",
+                       "seeds": "ints", "margin": "real"})
     r["plan"] = (numeq.plan, {"platform": "nvidia.h100", "op": "matmul", "in_fmt": "bf16", "out": "fp32",
                               "split_k": 2},
                  {"platform": "str", "op": "str", "in_fmt": "str", "out": "str", "split_k": "int",
@@ -243,6 +248,7 @@ NOT_ROWS = {
     "ops.Op": "built by the numeq.ops constructors (its methods have rows)",
     "ops.Tolerance": "result type of Op.tolerance",
     "ops.Emulation": "result type of Op.emulation",
+    "ProblemTolerance": "result type of numeq.tolerance",
 }
 
 
@@ -685,7 +691,7 @@ def test_every_parameter_has_a_column():
     import inspect
 
     left_out = {"fn", "op", "candidates", "inputs", "write", "dtype", "names", "step_output", "requantize",
-                "plan", "kwargs", "self"}
+                "plan", "kwargs", "self", "data", "shape"}
     missing = []
     for row, (fn, _, params) in _rows().items():
         if getattr(fn, "__name__", "") == "<lambda>":
