@@ -481,7 +481,12 @@ TEST(Bound, TrainiumVariantsAndSplitK) {
   const std::vector<std::pair<std::string, std::string>> bases = {
       {"nvidia.h100", "bf16"}, {"nvidia.a100", "fp16"}, {"cuda_core.fp32", "fp32"}, {"trainium.trn1", "bf16"},
       {"nvidia.h100", "e4m3fn"}};
-  Tally split_tally;
+  Tally split_tally, split_probabilistic;
+  // The data-driven walk follows the split part by part (bound_probabilistic.cpp): its bound at
+  // lambda = 6 (failure probability about 3e-8 per element) holds on these elements too.
+  BoundOptions probabilistic;
+  probabilistic.kind = BoundKind::probabilistic;
+  probabilistic.lambda = 6;
   std::uint64_t seed = 5;
   for (const auto& [name, in] : bases) {
     const Platform p = platform_by_name(name);
@@ -492,10 +497,14 @@ TEST(Bound, TrainiumVariantsAndSplitK) {
           const Plan sk = with_split_k(base, parts, mode, Cast{formats::fp32});
           ++seed;
           split_tally.merge(check_matmul(sk, fmt(in), d, seed, 6, 97 + parts * 20, 5, seed % 2 == 0));
+          split_probabilistic.merge(
+              check_matmul(sk, fmt(in), d, seed, 6, 97 + parts * 20, 5, seed % 2 == 0, probabilistic));
         }
   }
   report("split-K", split_tally);
+  report("split-K probabilistic", split_probabilistic);
   EXPECT_EQ(split_tally.violations, 0u) << split_tally.first_violation;
+  EXPECT_EQ(split_probabilistic.violations, 0u) << split_probabilistic.first_violation;
   all.merge(split_tally);
   report("trainium variants + split-K", all);
 }
