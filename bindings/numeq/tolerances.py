@@ -113,24 +113,15 @@ def requirement(built: Built, platform: str, against: str = "exact", *, kind: st
     if lam is not None:
         how["lam"] = _check_real(lam, "lam", finite=True)
     emu = op.emulation(platform, **how)
-    if against == "exact":
-        hi, lo = op.exact()
-        expected = np.asarray(op.reference(), dtype=np.float64)
-        with np.errstate(invalid="ignore"):
-            need = emu.bound + np.abs((expected - hi) - lo) * (1 + 2.0**-50)
-        judged = emu.values
-        probability = emu.failure_probability * n
-    else:
-        other = op.emulation(against, **how)
-        expected, judged = emu.values, other.values
-        need = emu.bound + other.bound
-        probability = (emu.failure_probability + other.failure_probability) * n
-    need = np.asarray(need, dtype=np.float64).ravel()
-    expected = np.asarray(expected, dtype=np.float64).ravel()
-    judged = np.asarray(judged, dtype=np.float64).ravel()
-    finite = np.isfinite(need) & np.isfinite(expected) & np.isfinite(judged)
-    return Requirement(need[finite], expected[finite], judged[finite], int((~finite).sum()),
-                       min(1.0, probability) if kind == "probabilistic" else 0.0)
+    other = op.emulation(against, **how) if against != "exact" else None
+    # The arithmetic (allowances, the reference's own error, what is left out) is C++'s
+    # cases::requirement (family_tolerance.hpp), shared with C++ users.
+    need, expected, judged, unbounded, probability = _core.cases_requirement(
+        op._op, np.ascontiguousarray(emu.values, dtype=np.float64), np.ascontiguousarray(emu.bound, dtype=np.float64),
+        emu.failure_probability, None if other is None else np.ascontiguousarray(other.values, dtype=np.float64),
+        None if other is None else np.ascontiguousarray(other.bound, dtype=np.float64),
+        0.0 if other is None else other.failure_probability)
+    return Requirement(need, expected, judged, int(unbounded), float(probability) if kind == "probabilistic" else 0.0)
 
 
 @dataclass(frozen=True)
@@ -211,30 +202,13 @@ def fit(requirements: Sequence[Requirement], out: str, margin: float = DEFAULT_M
     >>> sorted(numeq.tolerances.fit([numeq.tolerances.requirement(b, "numpy")], "fp32"))
     ['atol', 'max_rtol', 'rtol', 'ulps']
     """
-    need = np.concatenate([r.need for r in requirements]) if requirements else np.zeros(0)
-    expected = np.concatenate([r.expected for r in requirements]) if requirements else np.zeros(0)
-    if need.size == 0:
-        return {"ulps": math.nan, "rtol": math.nan, "atol": math.nan, "max_rtol": math.nan}
-    # A per-element allowance must not depend on where in its binade a value happens to fall: an
-    # error of u ulps at |y| needs u * ulp(y) <= u * eps * |y| (eps = 2^-m), with equality just
-    # above a power of two. The rtol/atol pair is fitted to that worst position, so that a fresh
-    # draw whose one-ulp differences sit at the bottom of a binade stays within it.
-    info = format_info(out)
-    fitted = need
-    if info["kind"] != "integer":
-        eps = 2.0 ** -int(info["mantissa_bits"])
-        fitted = np.maximum(need, need / ulp_of(expected, out) * eps * np.abs(expected))
-    t = _core.cases_tolerance(fitted, expected, out)
-    ulps = float(np.max(need / ulp_of(expected, out)))
-    max_rtol = 0.0
-    for r in requirements:
-        if r.need.size:
-            top = float(np.max(np.abs(r.expected)))
-            max_rtol = max(max_rtol, float(np.max(r.need)) / top if top > 0 else math.inf)
     m = _check_real(margin, "margin", finite=True)
     if m < 1:
         raise ValueError(f"margin: {m!r} is below 1 (the tolerance would not cover the calibration draws' own needs)")
-    return {"ulps": ulps * m, "rtol": float(t["rtol"]) * m, "atol": float(t["atol"]) * m, "max_rtol": max_rtol * m}
+    # C++'s cases::fit_tolerance (family_tolerance.hpp), the one implementation.
+    draws = [(np.ascontiguousarray(r.need, dtype=np.float64), np.ascontiguousarray(r.expected, dtype=np.float64))
+             for r in requirements]
+    return {k: float(v) for k, v in _core.cases_fit_tolerance(draws, out, m).items()}
 
 
 def _platform_pair(platforms: Any) -> tuple[str, str]:

@@ -15,6 +15,7 @@
 #include "bind.hpp"
 #include "numeq/cases/generators.hpp"
 #include "numeq/cases/op.hpp"
+#include "numeq/cases/family_tolerance.hpp"
 #include "numeq/cases/port.hpp"
 #include "numeq/cases/variants.hpp"
 #include "numeq/cases/verdict.hpp"
@@ -299,6 +300,42 @@ void numeq_bindings::bind_cases(py::module_& m) {
       },
       py::arg("quantize"), py::arg("x"), py::arg("in_fmt"), py::arg("fmt"), py::arg("scale"), py::arg("zero_point"),
       py::arg("axis"), py::arg("block"), py::arg("rounding"), py::arg("range"), py::arg("seed"), py::arg("out"));
+  // numeq.tolerances: one draw's requirement from the platform's emulation (and the other
+  // platform's, for the cross form), and the forms over several draws (family_tolerance.hpp).
+  m.def(
+      "cases_requirement",
+      [](const cases::Op& op, const Values& values, const Values& bound, double failure_probability,
+         std::optional<Values> other_values, std::optional<Values> other_bound, double other_failure_probability) {
+        const cases::Emulation platform{to_xarray(values), to_xarray(bound), failure_probability};
+        std::optional<cases::Emulation> other;
+        if (other_values && other_bound)
+          other = cases::Emulation{to_xarray(*other_values), to_xarray(*other_bound), other_failure_probability};
+        const cases::Requirement r = cases::requirement(op, platform, other ? &*other : nullptr);
+        const auto arr = [](const std::vector<double>& v) { return py::array_t<double>(v.size(), v.data()); };
+        return py::make_tuple(arr(r.need), arr(r.expected), arr(r.judged), r.unbounded, r.failure_probability);
+      },
+      py::arg("op"), py::arg("values"), py::arg("bound"), py::arg("failure_probability"), py::arg("other_values"),
+      py::arg("other_bound"), py::arg("other_failure_probability"));
+  m.def(
+      "cases_fit_tolerance",
+      [](const std::vector<std::pair<Values, Values>>& draws, const std::string& out, double margin) {
+        std::vector<cases::Requirement> rs;
+        for (const auto& [need, expected] : draws) {
+          cases::Requirement r;
+          r.need.assign(need.data(), need.data() + need.size());
+          r.expected.assign(expected.data(), expected.data() + expected.size());
+          if (r.need.size() != r.expected.size()) throw numeq::error("draws: need and expected differ in length");
+          rs.push_back(std::move(r));
+        }
+        const cases::ToleranceForms f = cases::fit_tolerance(rs, numeq::format_by_name(out, "out"), margin);
+        py::dict d;
+        d["ulps"] = f.ulps;
+        d["rtol"] = f.rtol;
+        d["atol"] = f.atol;
+        d["max_rtol"] = f.max_rtol;
+        return d;
+      },
+      py::arg("draws"), py::arg("out"), py::arg("margin"));
   m.def(
       "cases_tolerance",
       [](const Values& bound, const Values& reference, const std::string& out) {

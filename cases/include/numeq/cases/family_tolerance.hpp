@@ -1,0 +1,49 @@
+#pragma once
+// Tolerances as a function of the problem, not of one data set (numeq tolerances): a platform's
+// bound over several draws of an input family, as the three forms a rubric cites.
+//
+// One draw's *requirement* is, per element, the allowance its output needs: against the exact
+// result, the platform's bound plus the reference's own distance to the exact value; between two
+// platforms, the sum of their bounds. *fit_tolerance* gives the forms covering every element of
+// every draw, times a margin:
+//   ulps      in ulps of the output at the expected value;
+//   rtol/atol |x - y| <= atol + rtol |y| per element: the least-allowance pair (cases::tolerance)
+//             fitted to each element's need at the worst position in its binade (an error of u
+//             ulps at |y| needs u ulp(y) <= u eps |y|), so that the pair does not depend on where
+//             a fresh draw's values fall in their binades;
+//   max_rtol  |x - y| <= max_rtol max|y| per draw (Neuron's max-normalised form).
+// The margin (default 2) covers the draw-to-draw spread of the parts of the bound that the data
+// determine exactly (input casts): for those a correct output's error reaches its need, and a
+// fresh draw's need exceeds the largest of D draws' with probability 1 / (D + 1).
+
+#include <cstddef>
+#include <vector>
+
+#include "numeq/cases/emulation.hpp"
+#include "numeq/cases/op.hpp"
+
+namespace numeq::cases {
+
+struct Requirement {
+  std::vector<double> need;      // per element: the allowance on |judged - expected|
+  std::vector<double> expected;  // what the output is measured against
+  std::vector<double> judged;    // the output of a correct device
+  std::size_t unbounded = 0;     // elements left out: no finite bound, or a non-finite value
+  double failure_probability = 0;  // per draw (all elements together); 0: worst-case bound
+};
+
+// `platform`: the platform's emulation of `op`. `against` null: that output judged against the
+// op's reference; else `against`'s output judged against `platform`'s. The emulations carry their
+// per-element failure probabilities; the requirement states the draw's (a union over elements).
+// numeq::error naming `against` when the shapes differ.
+Requirement requirement(const Op& op, const Emulation& platform, const Emulation* against);
+
+struct ToleranceForms {
+  double ulps = 0, rtol = 0, atol = 0, max_rtol = 0;
+};
+
+// The forms covering every element of every draw, times `margin` (>= 1; numeq::error naming
+// `margin` otherwise). NaN forms when no draw has an element.
+ToleranceForms fit_tolerance(const std::vector<Requirement>& draws, const Format& out, double margin = 2.0);
+
+}  // namespace numeq::cases

@@ -1,0 +1,88 @@
+// Tolerances over draws of an input family (family_tolerance.hpp).
+
+#include "numeq/cases/family_tolerance.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "numeq/formats/error.hpp"
+#include <string>
+
+namespace numeq::cases {
+
+Requirement requirement(const Op& op, const Emulation& platform, const Emulation* against) {
+  Requirement r;
+  const std::size_t n = platform.values.size();
+  if (platform.bound.size() != n || (against && (against->values.size() != n || against->bound.size() != n)))
+    throw numeq::error("against: its output has " + std::to_string(against ? against->values.size() : 0) +
+                       " elements, the platform's " + std::to_string(n));
+  r.need.reserve(n);
+  r.expected.reserve(n);
+  r.judged.reserve(n);
+  const reference::ExactValues* ex = against ? nullptr : &op.exact_values();
+  const xt::xarray<double>* ref = against ? nullptr : &op.reference_values();
+  for (std::size_t i = 0; i < n; ++i) {
+    double need = 0, expected = 0, judged = 0;
+    if (against) {
+      need = platform.bound.data()[i] + against->bound.data()[i];
+      expected = platform.values.data()[i];
+      judged = against->values.data()[i];
+    } else {
+      expected = ref->data()[i];
+      // The reference's own distance to the exact value, with the slack of its two subtractions.
+      const double d = std::abs((expected - ex->hi.data()[i]) - ex->lo.data()[i]) * (1 + 0x1p-50);
+      need = platform.bound.data()[i] + d;
+      judged = platform.values.data()[i];
+    }
+    if (!std::isfinite(need) || !std::isfinite(expected) || !std::isfinite(judged)) {
+      ++r.unbounded;
+      continue;
+    }
+    r.need.push_back(need);
+    r.expected.push_back(expected);
+    r.judged.push_back(judged);
+  }
+  const double per_element = platform.failure_probability + (against ? against->failure_probability : 0.0);
+  r.failure_probability = std::min(1.0, per_element * static_cast<double>(n));
+  return r;
+}
+
+ToleranceForms fit_tolerance(const std::vector<Requirement>& draws, const Format& out, double margin) {
+  if (!(margin >= 1) || !std::isfinite(margin))
+    throw numeq::error("margin: " + std::to_string(margin) +
+                       " is not a finite number >= 1 (the tolerance would not cover the draws' own needs)");
+  std::size_t total = 0;
+  for (const Requirement& r : draws) total += r.need.size();
+  ToleranceForms f;
+  if (total == 0) {
+    const double nan = std::numeric_limits<double>::quiet_NaN();
+    return {nan, nan, nan, nan};
+  }
+  xt::xarray<double> fitted = xt::zeros<double>({total});
+  xt::xarray<double> expected = xt::zeros<double>({total});
+  const double eps = out.is_integer() ? 0.0 : std::ldexp(1.0, -out.mantissa_bits);
+  std::size_t j = 0;
+  for (const Requirement& r : draws) {
+    double top = 0, most = 0;
+    for (std::size_t i = 0; i < r.need.size(); ++i, ++j) {
+      const double y = r.expected[i], need = r.need[i];
+      const double ulp = ulp_of(y, out);
+      f.ulps = std::max(f.ulps, need / ulp);
+      // The need at the worst position in y's binade: u ulps at |y| need u * ulp(y) <= u * eps * |y|.
+      fitted.data()[j] = out.is_integer() ? need : std::max(need, need / ulp * eps * std::abs(y));
+      expected.data()[j] = y;
+      top = std::max(top, std::abs(y));
+      most = std::max(most, need);
+    }
+    if (!r.need.empty()) f.max_rtol = std::max(f.max_rtol, top > 0 ? most / top : std::numeric_limits<double>::infinity());
+  }
+  const Tolerance t = tolerance(fitted, expected, out);
+  f.rtol = t.rtol * margin;
+  f.atol = t.atol * margin;
+  f.ulps *= margin;
+  f.max_rtol *= margin;
+  return f;
+}
+
+}  // namespace numeq::cases

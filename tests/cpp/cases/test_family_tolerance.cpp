@@ -1,0 +1,108 @@
+// Tolerances over draws of an input family (cases/family_tolerance.hpp). Oracle: the exact result
+// rounded once (the op's reference, MPFR-checked elsewhere): a tolerance fitted on calibration
+// draws holds for a correct platform's output on draws it never saw, alone and between platforms;
+// and it rejects a bf16 accumulator in place of fp32.
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "numeq/cases/family_tolerance.hpp"
+#include "numeq/cases/generators.hpp"
+#include "numeq/cases/op.hpp"
+#include "numeq/core/bound.hpp"
+#include "numeq/core/evaluate.hpp"
+#include "numeq/core/platform.hpp"
+#include "numeq/formats/cast.hpp"
+#include "numeq/formats/error.hpp"
+
+namespace {
+
+namespace cases = numeq::cases;
+namespace core = numeq::core;
+namespace fmts = numeq::formats;
+using numeq::Cast;
+using Array = xt::xarray<double>;
+
+constexpr std::size_t kM = 8, kK = 1000, kN = 8;
+
+cases::Op draw(std::uint64_t seed) {
+  const cases::Generator a{cases::Distribution::normal, 2 * seed, 1.0}, b{cases::Distribution::normal, 2 * seed + 1, 1.0};
+  return cases::matmul(cases::generate(a, fmts::bf16, {kM, kK}), cases::generate(b, fmts::bf16, {kK, kN}), nullptr,
+                       "bf16", Cast{fmts::fp32});
+}
+
+core::BoundOptions probabilistic(double per_check) {
+  core::BoundOptions o;
+  o.kind = core::BoundKind::probabilistic;
+  o.failure_probability = per_check / static_cast<double>(kM * kN);
+  return o;
+}
+
+bool within(const Array& x, const Array& y, const cases::ToleranceForms& t) {
+  for (std::size_t i = 0; i < x.size(); ++i)
+    if (!(std::abs(x.data()[i] - y.data()[i]) <= t.atol + t.rtol * std::abs(y.data()[i]))) return false;
+  return true;
+}
+
+TEST(FamilyTolerance, HoldsOnFreshDrawsAgainstTheReference) {
+  const core::Platform trn2 = core::platform_by_name("trainium.trn2");
+  std::vector<cases::Requirement> calibration;
+  for (std::uint64_t s = 0; s < 4; ++s) {
+    const cases::Op op = draw(s);
+    calibration.push_back(cases::requirement(op, op.emulate(trn2, probabilistic(1e-6)), nullptr));
+    EXPECT_GT(calibration.back().failure_probability, 0);
+    EXPECT_LE(calibration.back().failure_probability, 1e-6 * (1 + 1e-9));
+  }
+  const cases::ToleranceForms t = cases::fit_tolerance(calibration, fmts::fp32);
+  EXPECT_GT(t.atol, 0);
+  EXPECT_GT(t.max_rtol, 0);
+  for (std::uint64_t s = 100; s < 108; ++s) {
+    const cases::Op op = draw(s);
+    EXPECT_TRUE(within(op.emulate(trn2, {}).values, op.reference_values(), t)) << "seed " << s;
+  }
+}
+
+TEST(FamilyTolerance, HoldsBetweenPlatformsAndCatchesABf16Accumulator) {
+  const core::Platform h100 = core::platform_by_name("nvidia.h100"), trn2 = core::platform_by_name("trainium.trn2");
+  std::vector<cases::Requirement> calibration;
+  for (std::uint64_t s = 0; s < 4; ++s) {
+    const cases::Op op = draw(s);
+    const cases::Emulation g = op.emulate(h100, probabilistic(1e-6)), n = op.emulate(trn2, probabilistic(1e-6));
+    calibration.push_back(cases::requirement(op, g, &n));
+  }
+  const cases::ToleranceForms t = cases::fit_tolerance(calibration, fmts::fp32);
+  // A Trainium kernel whose PSUM accumulates in bf16: trn2's plan with every accumulator bf16.
+  core::Plan bug = core::plan_for(trn2, core::Operation::matmul, "bf16", "fp32");
+  for (core::PlanNode& child : bug.reduction.children) child.arithmetic.accumulate = Cast{fmts::bf16};
+  int caught = 0;
+  for (std::uint64_t s = 50; s < 56; ++s) {
+    const cases::Op op = draw(s);
+    const Array gpu = op.emulate(h100, {}).values;
+    EXPECT_TRUE(within(op.emulate(trn2, {}).values, gpu, t)) << "seed " << s;
+    const Array bad = core::matmul(cases::generate({cases::Distribution::normal, 2 * s, 1.0}, fmts::bf16, {kM, kK}),
+                                   cases::generate({cases::Distribution::normal, 2 * s + 1, 1.0}, fmts::bf16, {kK, kN}),
+                                   nullptr, bug);
+    caught += within(bad, gpu, t) ? 0 : 1;
+  }
+  EXPECT_EQ(caught, 6);
+}
+
+TEST(FamilyTolerance, Refusals) {
+  EXPECT_THROW(cases::fit_tolerance({}, fmts::fp32, 0.5), numeq::error);
+  const cases::ToleranceForms empty = cases::fit_tolerance({}, fmts::fp32);
+  EXPECT_TRUE(std::isnan(empty.rtol) && std::isnan(empty.atol) && std::isnan(empty.ulps));
+  const cases::Op op = draw(1);
+  const cases::Emulation e = op.emulate(core::platform_by_name("trainium.trn2"), {});
+  cases::Emulation shorter{xt::zeros<double>({3}), xt::zeros<double>({3}), 0};
+  try {
+    (void)cases::requirement(op, e, &shorter);
+    FAIL() << "a shape mismatch was accepted";
+  } catch (const numeq::error& err) {
+    EXPECT_NE(std::string(err.what()).find("against:"), std::string::npos) << err.what();
+  }
+}
+
+}  // namespace
