@@ -19,14 +19,13 @@ bench_bound_tightness: the worst observed error comes within 3x to 14x of the bo
 
 from __future__ import annotations
 
-import math
 from dataclasses import asdict, dataclass
 from typing import Any, Sequence
 
 import numpy as np
 
 from . import _core, ops
-from ._arrays import _check_int, _check_real, _check_str, _renamed, format_info
+from ._arrays import _check_int, _check_real, _check_str, _renamed
 from .catalogue import Built, Problem, build, out_for
 
 __all__ = ["DEFAULT_MARGIN", "ProblemTolerance", "Requirement", "fit", "requirement", "tier_of", "tolerance", "ulp_of"]
@@ -41,16 +40,10 @@ def ulp_of(values: np.ndarray, fmt: str) -> np.ndarray:
     >>> numeq.tolerances.ulp_of(np.array([1.0, 3.0, 0.0]), "bf16").tolist()
     [0.0078125, 0.015625, 9.183549615799121e-41]
     """
-    info = format_info(fmt)
-    v = np.abs(np.asarray(values, dtype=np.float64))
-    if info["kind"] == "integer":
-        return np.ones_like(v)
-    m = int(info["mantissa_bits"])
-    emin = int(math.floor(math.log2(info["min_normal"])))
-    with np.errstate(divide="ignore", invalid="ignore"):
-        e = np.floor(np.log2(np.where(v > 0, v, info["min_normal"])))
-    e = np.where(np.isfinite(e), np.maximum(e, emin), emin)
-    return np.ldexp(1.0, (e - m).astype(np.int64))
+    _check_str(fmt, "fmt")
+    v = np.asarray(values, dtype=np.float64)
+    # C++'s cases::ulp_of, the one the tolerance fit and cases::tolerance use.
+    return _core.cases_ulp_of(np.ascontiguousarray(v.ravel()), fmt).reshape(v.shape)
 
 
 @dataclass(frozen=True)

@@ -317,6 +317,16 @@ void numeq_bindings::bind_cases(py::module_& m) {
       py::arg("op"), py::arg("values"), py::arg("bound"), py::arg("failure_probability"), py::arg("other_values"),
       py::arg("other_bound"), py::arg("other_failure_probability"));
   m.def(
+      "cases_ulp_of",
+      [](const Values& x, const std::string& fmt) {
+        const numeq::Format& f = numeq::format_by_name(fmt, "fmt");
+        py::array_t<double> out(x.size());
+        double* o = out.mutable_data();
+        for (py::ssize_t i = 0; i < x.size(); ++i) o[i] = cases::ulp_of(x.data()[i], f);
+        return out;
+      },
+      py::arg("x"), py::arg("fmt"));
+  m.def(
       "cases_fit_tolerance",
       [](const std::vector<std::pair<Values, Values>>& draws, const std::string& out, double margin) {
         std::vector<cases::Requirement> rs;
