@@ -85,4 +85,39 @@ ToleranceForms fit_tolerance(const std::vector<Requirement>& draws, const Format
   return f;
 }
 
+FamilyTolerance family_tolerance(const std::function<Op(std::uint64_t seed)>& draw,
+                                 const std::vector<std::uint64_t>& seeds, const core::Platform& platform,
+                                 const core::Platform* against, core::BoundKind kind, double failure_probability,
+                                 double margin) {
+  if (seeds.empty()) throw numeq::error("seeds: at least one calibration draw is needed");
+  if (kind == core::BoundKind::probabilistic && !(failure_probability > 0 && failure_probability < 1))
+    throw numeq::error("failure_probability: " + std::to_string(failure_probability) +
+                       " is not in (0, 1); the probabilistic bound fails with at most this per draw");
+  FamilyTolerance out;
+  std::vector<Requirement> reqs;
+  const Format* fmt = nullptr;
+  for (const std::uint64_t seed : seeds) {
+    const Op op = draw(seed);
+    fmt = &op.out.format;
+    core::BoundOptions o;
+    o.kind = kind;
+    // The draw's failure probability spread over its elements (a union bound).
+    if (kind == core::BoundKind::probabilistic)
+      o.failure_probability = failure_probability / static_cast<double>(std::max<std::size_t>(1, op.reference_values().size()));
+    const Emulation e = op.emulate(platform, o);
+    if (against) {
+      const Emulation other = op.emulate(*against, o);
+      reqs.push_back(requirement(op, e, &other));
+    } else {
+      reqs.push_back(requirement(op, e, nullptr));
+    }
+    out.unbounded += reqs.back().unbounded;
+    out.failure_probability = std::max(out.failure_probability, reqs.back().failure_probability);
+  }
+  out.forms = fit_tolerance(reqs, *fmt, margin);
+  out.draws = reqs.size();
+  out.tier = out.failure_probability > 0 ? Tier::probabilistic : Tier::deterministic;
+  return out;
+}
+
 }  // namespace numeq::cases

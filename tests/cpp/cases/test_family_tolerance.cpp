@@ -90,6 +90,26 @@ TEST(FamilyTolerance, HoldsBetweenPlatformsAndCatchesABf16Accumulator) {
   EXPECT_EQ(caught, 6);
 }
 
+TEST(FamilyTolerance, OverAFamily) {
+  // The family form: the same draws through family_tolerance as by hand above, and the tier.
+  const core::Platform h100 = core::platform_by_name("nvidia.h100"), trn2 = core::platform_by_name("trainium.trn2");
+  const cases::FamilyTolerance f = cases::family_tolerance(draw, {0, 1, 2, 3}, h100, &trn2);
+  EXPECT_EQ(f.tier, cases::Tier::probabilistic);
+  EXPECT_EQ(f.draws, 4u);
+  EXPECT_GT(f.failure_probability, 0);
+  EXPECT_LE(f.failure_probability, 2e-6 * (1 + 1e-9));  // both platforms' bounds
+  for (std::uint64_t s = 200; s < 206; ++s) {
+    const cases::Op op = draw(s);
+    EXPECT_TRUE(within(op.emulate(trn2, {}).values, op.emulate(h100, {}).values, f.forms)) << "seed " << s;
+  }
+  const cases::FamilyTolerance worst =
+      cases::family_tolerance(draw, {0, 1}, trn2, nullptr, core::BoundKind::deterministic);
+  EXPECT_EQ(worst.tier, cases::Tier::deterministic);
+  EXPECT_EQ(worst.failure_probability, 0);
+  EXPECT_THROW(cases::family_tolerance(draw, {}, trn2, nullptr), numeq::error);
+  EXPECT_THROW(cases::family_tolerance(draw, {0}, trn2, nullptr, core::BoundKind::probabilistic, 0.0), numeq::error);
+}
+
 TEST(FamilyTolerance, Refusals) {
   EXPECT_THROW(cases::fit_tolerance({}, fmts::fp32, 0.5), numeq::error);
   const cases::ToleranceForms empty = cases::fit_tolerance({}, fmts::fp32);

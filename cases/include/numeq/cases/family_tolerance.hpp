@@ -17,10 +17,13 @@
 // fresh draw's need exceeds the largest of D draws' with probability 1 / (D + 1).
 
 #include <cstddef>
+#include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "numeq/cases/emulation.hpp"
 #include "numeq/cases/op.hpp"
+#include "numeq/cases/verdict.hpp"
 
 namespace numeq::cases {
 
@@ -45,5 +48,22 @@ struct ToleranceForms {
 // The forms covering every element of every draw, times `margin` (>= 1; numeq::error naming
 // `margin` otherwise). NaN forms when no draw has an element.
 ToleranceForms fit_tolerance(const std::vector<Requirement>& draws, const Format& out, double margin = 2.0);
+
+// The tolerance of a problem over an input family: `draw(seed)` builds the problem's op on the
+// family's inputs for one seed (e.g. cases::generate with that seed, then cases::matmul); each of
+// `seeds` is one calibration draw. `platform` against the reference, or `against`'s output against
+// `platform`'s. `kind` probabilistic: the bound fails with at most `failure_probability` per draw
+// (spread over its elements); the tier is probabilistic only where the bound can fail.
+struct FamilyTolerance {
+  ToleranceForms forms;
+  Tier tier = Tier::deterministic;
+  double failure_probability = 0;  // per draw
+  std::size_t draws = 0;
+  std::size_t unbounded = 0;  // elements left out over all draws
+};
+FamilyTolerance family_tolerance(const std::function<Op(std::uint64_t seed)>& draw,
+                                 const std::vector<std::uint64_t>& seeds, const core::Platform& platform,
+                                 const core::Platform* against, core::BoundKind kind = core::BoundKind::probabilistic,
+                                 double failure_probability = 1e-6, double margin = 2.0);
 
 }  // namespace numeq::cases
