@@ -194,7 +194,10 @@ def op_for(problem: Problem, inputs: dict[str, np.ndarray], params: dict[str, An
     if p.op == "int8_matmul":
         return ops.int8_matmul(inputs["a"], inputs["b"])
     if p.op == "attention":
-        return ops.attention(inputs["q"], inputs["k"], inputs["v"], in_fmt=f, out=out, variant=params["variant"])
+        # Flash blocks of 64 queries (FlashAttention-2's usual tile), fewer when Lq is smaller.
+        rows = params.get("block_rows", min(64, p.shape[1]))
+        return ops.attention(inputs["q"], inputs["k"], inputs["v"], in_fmt=f, out=out, variant=params["variant"],
+                             block_rows=rows)
     x = inputs["x"]
     if p.op == "sum":
         return ops.sum(x, in_fmt=f, out=out)
