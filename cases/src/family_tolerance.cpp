@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <optional>
 
 #include "numeq/formats/error.hpp"
 #include <string>
@@ -95,10 +96,10 @@ FamilyTolerance family_tolerance(const std::function<Op(std::uint64_t seed)>& dr
                        " is not in (0, 1); the probabilistic bound fails with at most this per draw");
   FamilyTolerance out;
   std::vector<Requirement> reqs;
-  const Format* fmt = nullptr;
+  std::optional<Format> fmt;  // a copy: the draw's op ends with its iteration
   for (const std::uint64_t seed : seeds) {
     const Op op = draw(seed);
-    fmt = &op.out.format;
+    fmt = op.out.format;
     core::BoundOptions o;
     o.kind = kind;
     // The draw's failure probability spread over its elements (a union bound).
