@@ -436,10 +436,9 @@ Factor Walker::visit(const PlanNode& node, Source& src, std::size_t begin, std::
       return visit(node.children[1], partials, 0, parts, f, init);
     }
     case NodeKind::split: {
-      const std::size_t parts = std::min(node.size, std::max<std::size_t>(n, 1));
-      const std::size_t base = n / parts, extra = n % parts;
-      std::vector<std::size_t> start(parts + 1, begin);
-      for (std::size_t p = 0; p < parts; ++p) start[p + 1] = start[p] + base + (p < extra ? 1 : 0);
+      std::vector<std::size_t> start = split_starts(n, node.size);
+      const std::size_t parts = start.size() - 1;
+      for (std::size_t& s : start) s += begin;
       const Rounder rt = rounder(node.through);
       if (node.split_mode == SplitMode::serial) {
         // acc = through(inner(part, init = acc)), part by part: the last part first here.

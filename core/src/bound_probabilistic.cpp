@@ -283,18 +283,13 @@ struct DataWalk::Program {
         return compile(n.children[1], partials);
       }
       case NodeKind::split: {
-        // plan.hpp: K cut into min(parts, n) contiguous parts, sizes differing by at most one,
-        // larger first (evaluate.cpp's reduce_node is the reference).
-        const std::size_t parts = std::min(n.size, std::max<std::size_t>(items.size(), 1));
-        if (parts == 0 || n.children.empty()) return std::nullopt;
-        const std::size_t base = items.size() / parts, extra = items.size() % parts;
+        // K cut as the evaluator cuts it (plan.hpp's split_starts).
+        const std::vector<std::size_t> start = split_starts(items.size(), n.size);
+        if (start.size() < 2 || n.children.empty()) return std::nullopt;
         std::vector<Item> partials;
-        std::size_t k = 0;
-        for (std::size_t q = 0; q < parts; ++q) {
-          const std::size_t len = base + (q < extra ? 1 : 0);
-          const std::vector<Item> part(items.begin() + static_cast<std::ptrdiff_t>(k),
-                                       items.begin() + static_cast<std::ptrdiff_t>(k + len));
-          k += len;
+        for (std::size_t q = 0; q + 1 < start.size(); ++q) {
+          const std::vector<Item> part(items.begin() + static_cast<std::ptrdiff_t>(start[q]),
+                                       items.begin() + static_cast<std::ptrdiff_t>(start[q + 1]));
           const std::optional<std::size_t> id = compile(n.children[0], part);
           if (!id) return std::nullopt;
           if (n.split_mode == SplitMode::serial) {
@@ -387,15 +382,16 @@ struct DataWalk::Program {
       return v;
     }
     if (p.kind == ProgKind::serial_split) {
-      // acc = through(inner(part, init = acc)) per part (CUTLASS serial split-K, plan.hpp).
-      std::optional<Value> acc;
-      if (init) acc = *init;
+      // acc = through(inner(part, init = acc)) per part (CUTLASS serial split-K, plan.hpp); a
+      // split has at least one part (split_starts).
+      Value acc;
+      const Value* in = init;
       for (const Item& it : p.items) {
-        Value v = eval(it.index, acc ? &*acc : nullptr, run);
-        commit(v, p.cast, p.rounding, 1, run);
-        acc = v;
+        acc = eval(it.index, in, run);
+        commit(acc, p.cast, p.rounding, 1, run);
+        in = &acc;
       }
-      return acc ? *acc : Value{0, 0, 0, 0, kInf};
+      return acc;
     }
     Value acc;
     bool have = false;

@@ -165,19 +165,16 @@ double reduce_node(const PlanNode& node, const Terms& t, std::size_t begin, std:
       return reduce_values(node.children[1], partials, init);
     }
     case NodeKind::split: {
-      const std::size_t parts = std::min(node.size, std::max<std::size_t>(n, 1));
-      const std::size_t base = n / parts, extra = n % parts;
+      const std::vector<std::size_t> start = split_starts(n, node.size);
       std::vector<double> partials;
       std::optional<double> acc = init;
-      std::size_t k = begin;
-      for (std::size_t p = 0; p < parts; ++p) {
-        const std::size_t len = base + (p < extra ? 1 : 0);
+      for (std::size_t p = 0; p + 1 < start.size(); ++p) {
+        const std::size_t k0 = begin + start[p], k1 = begin + start[p + 1];
         if (node.split_mode == SplitMode::serial) {
-          acc = round_value(reduce_node(node.children[0], t, k, k + len, acc), node.through);
+          acc = round_value(reduce_node(node.children[0], t, k0, k1, acc), node.through);
         } else {
-          partials.push_back(round_value(reduce_node(node.children[0], t, k, k + len, std::nullopt), node.through));
+          partials.push_back(round_value(reduce_node(node.children[0], t, k0, k1, std::nullopt), node.through));
         }
-        k += len;
       }
       if (node.split_mode == SplitMode::serial) return acc ? *acc : 0.0;
       return reduce_values(node.children[1], partials, init);

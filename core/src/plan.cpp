@@ -340,6 +340,15 @@ std::size_t explicit_term_count(const PlanNode& node) {
   return count;
 }
 
+std::vector<std::size_t> split_starts(std::size_t n, std::size_t parts) {
+  const std::size_t count = std::min(parts, std::max<std::size_t>(n, 1));
+  std::vector<std::size_t> start(count + 1, 0);
+  if (count == 0) return start;
+  const std::size_t base = n / count, extra = n % count;
+  for (std::size_t p = 0; p < count; ++p) start[p + 1] = start[p] + base + (p < extra ? 1 : 0);
+  return start;
+}
+
 Cast outer_cast(const Plan& plan) {
   const PlanNode* n = &plan.reduction;
   while (true) {

@@ -133,6 +133,11 @@ PlanNode term(std::size_t index);
 PlanNode decompose(std::size_t block, std::size_t pieces, const Cast& piece,
                    const std::vector<std::pair<std::size_t, std::size_t>>& passes, PlanNode inner, PlanNode outer);
 
+// Where split(parts)'s parts of n terms start, relative to the first term: min(parts, max(n, 1))
+// contiguous parts with sizes differing by at most one, the larger first; the last entry is n.
+// The evaluator and both bound walkers cut K by this one rule.
+std::vector<std::size_t> split_starts(std::size_t n, std::size_t parts);
+
 // The number of terms an explicit tree (a group or a term) covers; 0 for the other kinds, whose
 // length follows the range they are given.
 std::size_t explicit_term_count(const PlanNode& node);
