@@ -24,7 +24,6 @@ Example::
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -80,30 +79,6 @@ def bf16_accumulator_plan(plan: dict) -> dict:
     return dict(plan, reduction=walk(plan["reduction"]))
 
 
-# ---------------------------------------------------------------------------------------------
-# The op of a problem on other inputs, another output format or other parameters: the same
-# construction as numeq.catalogue.build, with what the bug changes.
-# ---------------------------------------------------------------------------------------------
-def _op(problem: Problem, inputs: dict[str, np.ndarray], params: dict[str, Any], out: str | None = None) -> ops.Op:
-    return catalogue.op_for(problem, inputs, params, out)
-
-
-@functools.lru_cache(maxsize=1024)
-def _emulates(problem: Problem, platform: str, out: str | None = None) -> str | None:
-    """None when ``platform`` emulates ``problem``'s op (with output ``out``, default the problem's),
-    else numeq's refusal: tried on the problem's K with every other dimension 1 (a batch of one
-    for attention, whose blocks must divide Lq), which is what a platform's support depends on."""
-    s = problem.shape
-    small = (1, s[1], s[2]) if problem.op == "attention" else tuple(1 for _ in s)
-    tiny = Problem(problem.op, problem.in_fmt, problem.out, problem.k, small)
-    try:
-        built = catalogue.build(tiny, "normal", 0)
-        (built.op if out is None else _op(tiny, built.inputs, built.params, out)).emulate(platform)
-    except _REFUSALS as exc:
-        return str(exc)
-    return None
-
-
 def _plan_dict(platform: str, op: str, in_fmt: str, out: str) -> tuple[dict | None, str | None]:
     try:
         return _plan(platform, op=op, in_fmt=in_fmt, out=out).to_dict(), None
@@ -140,7 +115,7 @@ def _why_sum_accumulator(problem: Problem, platform: str) -> str | None:
         return refusal
     if bf16_accumulator_plan(plan) == plan:
         return f"the {platform} sum plan accumulates in no format wider than bf16"
-    return _emulates(problem, platform)
+    return catalogue.refusal(problem, platform)
 
 
 def _sum_accumulator(built: Built, problem: Problem, platform: str) -> np.ndarray:
@@ -156,7 +131,7 @@ def _last_tile(k: int) -> int:
 def _why_dropped(problem: Problem, platform: str) -> str | None:
     if problem.k <= TILE:
         return f"K = {problem.k} <= {TILE}: one K tile, none to drop"
-    return _emulates(problem, platform)
+    return catalogue.refusal(problem, platform)
 
 
 def _dropped(built: Built, problem: Problem, platform: str) -> np.ndarray:
@@ -167,29 +142,29 @@ def _dropped(built: Built, problem: Problem, platform: str) -> np.ndarray:
     else:  # both operands zeroed: an Inf or NaN in the dropped tile of one never meets the other
         inputs["a"][:, start:] = 0
         inputs["b"][start:, :] = 0
-    return _op(problem, inputs, built.params).emulate(platform)
+    return catalogue.op_for(problem, inputs, built.params).emulate(platform)
 
 
 def _why_transposed(problem: Problem, platform: str) -> str | None:
     if problem.k != problem.shape[1]:
         return f"b is [K, N] = [{problem.k}, {problem.shape[1]}]: read transposed only when K == N"
-    return _emulates(problem, platform)
+    return catalogue.refusal(problem, platform)
 
 
 def _transposed(built: Built, problem: Problem, platform: str) -> np.ndarray:
     inputs = dict(built.inputs, b=np.ascontiguousarray(np.swapaxes(built.inputs["b"], -1, -2)))
-    return _op(problem, inputs, built.params).emulate(platform)
+    return catalogue.op_for(problem, inputs, built.params).emulate(platform)
 
 
 def _wrong_scale(built: Built, problem: Problem, platform: str) -> np.ndarray:
     params = dict(built.params, scale_a=2.0 * built.params["scale_a"])
-    return _op(problem, built.inputs, params).emulate(platform)
+    return catalogue.op_for(problem, built.inputs, params).emulate(platform)
 
 
 def _plain_softmax(built: Built, problem: Problem, platform: str) -> np.ndarray:
     # numeq's own plain variant computes exp(x) / sum(exp(x)) in fp32 on the platform: an exp past
     # the fp32 range is +Inf and its row NaN, the bug this plants.
-    return _op(problem, built.inputs, dict(built.params, variant="plain")).emulate(platform)
+    return catalogue.op_for(problem, built.inputs, dict(built.params, variant="plain")).emulate(platform)
 
 
 def _one_pass_variance(built: Built, problem: Problem, platform: str) -> np.ndarray:
@@ -209,7 +184,7 @@ _BLOCK = 64
 def _why_flash(problem: Problem, platform: str) -> str | None:
     if problem.k <= _BLOCK:
         return f"K = {problem.k} <= {_BLOCK}: one key block, no running maximum to rescale by"
-    return _emulates(problem, platform)
+    return catalogue.refusal(problem, platform)
 
 
 def _flash_without_rescale(built: Built, problem: Problem, platform: str) -> np.ndarray:
@@ -237,11 +212,11 @@ def _why_missing_cast(problem: Problem, platform: str) -> str | None:
     info = format_info(problem.out)
     if info["kind"] != "floating" or info["bits"] >= 32:
         return f"out = {problem.out}: no output narrower than fp32 to cast into"
-    return _emulates(problem, platform) or _emulates(problem, platform, "fp32")
+    return catalogue.refusal(problem, platform) or catalogue.refusal(problem, platform, "fp32")
 
 
 def _missing_cast(built: Built, problem: Problem, platform: str) -> np.ndarray:
-    return _op(problem, built.inputs, built.params, out="fp32").emulate(platform)
+    return catalogue.op_for(problem, built.inputs, built.params, out="fp32").emulate(platform)
 
 
 _IMPL: dict[str, tuple[Callable[[Problem, str], str | None], Callable[[Built, Problem, str], np.ndarray]]] = {
@@ -249,9 +224,9 @@ _IMPL: dict[str, tuple[Callable[[Problem, str], str | None], Callable[[Built, Pr
     "bf16_sum_accumulator": (_why_sum_accumulator, _sum_accumulator),
     "dropped_k_tile": (_why_dropped, _dropped),
     "transposed_operand": (_why_transposed, _transposed),
-    "wrong_fp8_scale": (_emulates, _wrong_scale),
-    "softmax_without_max": (_emulates, _plain_softmax),
-    "one_pass_variance": (_emulates, _one_pass_variance),
+    "wrong_fp8_scale": (catalogue.refusal, _wrong_scale),
+    "softmax_without_max": (catalogue.refusal, _plain_softmax),
+    "one_pass_variance": (catalogue.refusal, _one_pass_variance),
     "flash_without_rescale": (_why_flash, _flash_without_rescale),
     "missing_output_cast": (_why_missing_cast, _missing_cast),
 }

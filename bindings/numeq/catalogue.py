@@ -17,6 +17,7 @@ Example::
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,7 +26,8 @@ import numpy as np
 from . import ops
 from ._arrays import _check_int, _check_str
 
-__all__ = ["OPS", "Built", "Problem", "build", "default_shape", "formats_for", "k_meaning", "op_for", "out_for"]
+__all__ = ["OPS", "Built", "Problem", "build", "default_shape", "formats_for", "k_meaning", "op_for", "out_for",
+           "refusal"]
 
 # Each op: the input formats it takes, its default output format (None: the input format), the
 # default of its other dimensions, and what K means for it.
@@ -247,3 +249,26 @@ def build(problem: Problem, generator: str, seed: int) -> Built:
         inputs = {"x": gen((s[0], k), 0)}
     params = dict(_DEFAULT_PARAMS.get(p.op, {}))
     return Built(op_for(p, inputs, params), inputs, params)
+
+
+@functools.lru_cache(maxsize=1024)
+def refusal(problem: Problem, platform: str, out: str | None = None) -> str | None:
+    """None when ``platform`` emulates ``problem``'s op (with output format ``out``; None: the
+    problem's), else numeq's refusal, in words. Tried on the problem's K with every other dimension
+    1 (one query row block for attention), which is all a platform's support depends on: cheap, and
+    kept per (problem, platform, out).
+
+    >>> numeq.catalogue.refusal(numeq.catalogue.Problem("matmul", "bf16", "fp32", k=64), "trainium.trn2") is None
+    True
+    >>> numeq.catalogue.refusal(numeq.catalogue.Problem("matmul", "e4m3fn", "fp32", k=64), "numpy")[:6]
+    'in_fmt'
+    """
+    s = problem.shape
+    small = (1, s[1], s[2]) if problem.op == "attention" else tuple(1 for _ in s)
+    tiny = Problem(problem.op, problem.in_fmt, problem.out, problem.k, small)
+    try:
+        built = build(tiny, "normal", 0)
+        (built.op if out is None else op_for(tiny, built.inputs, built.params, out)).emulate(platform)
+    except (ValueError, NotImplementedError) as exc:
+        return str(exc)
+    return None

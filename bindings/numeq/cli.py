@@ -111,7 +111,7 @@ def main(argv: list[str] | None = None) -> int:
     _tolerance_arguments(tol)
     args = parser.parse_args(argv)
     if args.command == "tolerances":
-        return _tolerances(args)
+        return _tolerances(args, list(sys.argv[1:] if argv is None else argv))
     if args.command is None:
         parser.print_help()
         return 0
@@ -184,7 +184,7 @@ def _tolerance_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 
-def _tolerances(args: argparse.Namespace) -> int:
+def _tolerances(args: argparse.Namespace, argv: list[str]) -> int:
     import os
 
     from . import ops as ops_
@@ -212,7 +212,7 @@ def _tolerances(args: argparse.Namespace) -> int:
     except ValueError as e:
         sys.stderr.write(f"numeq tolerances: {e}\n")
         return 2
-    meta["command"] = "numeq tolerances " + " ".join(sys.argv[2:] if argv_is_cli() else [])
+    meta["command"] = "numeq " + " ".join(argv)
     os.makedirs(args.out, exist_ok=True)
     base = os.path.join(args.out, args.name)
     markdown = render_markdown(rows, meta)
@@ -236,6 +236,3 @@ def _tolerances(args: argparse.Namespace) -> int:
     alarms = sum(r["false_alarms"]["numeq"] for r in rows)
     return 1 if alarms else 0
 
-
-def argv_is_cli() -> bool:
-    return bool(sys.argv) and sys.argv[0].endswith(("numeq", "__main__.py", "cli.py"))

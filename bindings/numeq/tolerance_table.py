@@ -30,7 +30,7 @@ import numpy as np
 from . import ops
 from ._arrays import format_info
 from ._arrays import round as numeq_round
-from .catalogue import OPS, Problem, build, formats_for, out_for
+from .catalogue import OPS, Problem, build, formats_for, out_for, refusal
 from .platforms import platform_assumptions, platform_evidence, platforms
 from .tolerances import Requirement, fit, requirement, tier_of, ulp_of
 
@@ -166,14 +166,6 @@ def _assumptions(names: Iterable[str], op: str = "matmul", in_fmt: str = "", out
     return rows
 
 
-def _emulates(op: Any, platform: str) -> bool:
-    try:
-        op.emulate(platform)
-        return True
-    except (ValueError, NotImplementedError):
-        return False
-
-
 @dataclass
 class _Judged:
     """One (platform, against) pair's data over the draws of a problem."""
@@ -206,9 +198,10 @@ def run_problem(problem: Problem, config: SweepConfig) -> list[dict[str, Any]]:
     cal = [(g, s, build(problem, g, s)) for g in config.inputs for s in seeds_cal]
     held = [(g, s, build(problem, g, s)) for g in config.inputs for s in seeds_held]
     others_gen = [(g, build(problem, g, seeds_held[0])) for g in ops.generators()]
-    first = cal[0][2].op
-    gpus = [p for p in config.gpus if _emulates(first, p)]
-    others = [p for p in config.others if _emulates(first, p)]
+    # Which platforms model the op: a one-row trial per platform (catalogue.refusal), not a
+    # whole emulation of the first draw.
+    gpus = [p for p in config.gpus if refusal(problem, p) is None]
+    others = [p for p in config.others if refusal(problem, p) is None]
     pairs = [(p, "exact") for p in (*gpus, *others)] + [(g, o) for g in gpus for o in others]
     rows = []
     for platform, against in pairs:

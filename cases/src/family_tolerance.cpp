@@ -6,9 +6,9 @@
 #include <cmath>
 #include <limits>
 #include <optional>
+#include <string>
 
 #include "numeq/formats/error.hpp"
-#include <string>
 
 namespace numeq::cases {
 

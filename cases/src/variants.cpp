@@ -58,7 +58,7 @@ std::vector<std::string> assumption_variants(const core::Platform& platform, con
   const std::optional<std::string> own_key = key_of(own);
   if (!own_key) return {};
   // Each single change (assumption i, alternative alt) that gives another model than the own:
-  // visit(i, values, key) is called for it; returning true skips i's other alternatives.
+  // visit(i, values) is called for it; returning true skips i's other alternatives.
   const auto each_single_change = [&](const auto& visit) {
     for (std::size_t i = 0; i < as.size(); ++i) {
       for (const std::string& alt : as[i].alternatives) {
