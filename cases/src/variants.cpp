@@ -29,12 +29,35 @@ std::string model_key(const core::Platform& platform, const Op& op) {
   return core::to_json(p, -1);
 }
 
-// "base[a=v,...]" naming every assumption whose value is not its default (its first alternative).
+// The items of a platform name's [...] that are not assumptions (a Trainium kernel's k_tile and
+// psum_group, a split-K), in order: every variant of the platform keeps them.
+std::vector<std::string> kept_options(const core::Platform& platform) {
+  std::vector<std::string> kept;
+  const std::string& name = platform.name;
+  const auto open = name.find('[');
+  if (open == std::string::npos || name.back() != ']') return kept;
+  std::string body = name.substr(open + 1, name.size() - open - 2);
+  while (!body.empty()) {
+    const auto comma = body.find(',');
+    const std::string item = body.substr(0, comma);
+    const std::string key = item.substr(0, item.find('='));
+    const bool assumption = std::any_of(platform.assumptions.begin(), platform.assumptions.end(),
+                                        [&](const core::Assumption& a) { return a.name == key; });
+    if (!assumption) kept.push_back(item);
+    if (comma == std::string::npos) break;
+    body = body.substr(comma + 1);
+  }
+  return kept;
+}
+
+// "base[a=v,...,options...]" naming every assumption whose value is not its default (its first
+// alternative), then the platform's kept options.
 std::string assumption_name(const std::string& base, const std::vector<core::Assumption>& as,
-                            const std::vector<std::string>& values) {
+                            const std::vector<std::string>& values, const std::vector<std::string>& kept) {
   std::string inside;
   for (std::size_t i = 0; i < as.size(); ++i)
     if (values[i] != as[i].alternatives.front()) inside += (inside.empty() ? "" : ",") + as[i].name + "=" + values[i];
+  for (const std::string& k : kept) inside += (inside.empty() ? "" : ",") + k;
   return inside.empty() ? base : base + "[" + inside + "]";
 }
 
@@ -46,11 +69,12 @@ std::vector<std::string> assumption_variants(const core::Platform& platform, con
   const std::vector<core::Assumption>& as = platform.assumptions;
   if (as.empty()) return {};
   const std::string base = base_name(platform.name);
+  const std::vector<std::string> kept = kept_options(platform);
   std::vector<std::string> own;
   for (const core::Assumption& a : as) own.push_back(a.value);
   const auto key_of = [&](const std::vector<std::string>& values) -> std::optional<std::string> {
     try {
-      return model_key(core::platform_by_name(assumption_name(base, as, values), "variant"), op);
+      return model_key(core::platform_by_name(assumption_name(base, as, values, kept), "variant"), op);
     } catch (const numeq::error&) {
       return std::nullopt;
     }
@@ -76,7 +100,7 @@ std::vector<std::string> assumption_variants(const core::Platform& platform, con
     // at a time, each alternative of each assumption whose platform differs from the own.
     std::vector<std::string> names;
     each_single_change([&](std::size_t, const std::vector<std::string>& values) {
-      names.push_back(assumption_name(base, as, values));
+      names.push_back(assumption_name(base, as, values, kept));
       return false;
     });
     return names;
@@ -110,7 +134,7 @@ std::vector<std::string> assumption_variants(const core::Platform& platform, con
   for (const auto& [changes, values] : combos) {
     const std::optional<std::string> k = key_of(values);
     if (!k || !seen.insert(*k).second) continue;
-    names.push_back(assumption_name(base, as, values));
+    names.push_back(assumption_name(base, as, values, kept));
   }
   return names;
 }

@@ -3,6 +3,7 @@
 // every undocumented detail as an Assumption whose value picks the plan nodes.
 
 #include <algorithm>
+#include <exception>
 #include <map>
 #include <string>
 #include <utility>
@@ -107,9 +108,22 @@ FusedStep exact_tile_step(std::size_t products, const Format& in, const Cast& ac
   return s;
 }
 
+// How the kernel itself tiles its matmul: not assumptions about the hardware but the kernel's
+// choices, which a port review reads from the kernel's tiling (numeq review's manifest).
+//   k_tile      rows of K each nc_matmul contracts (0: the most the instruction takes, 128, or 256
+//               in trn2's fp8 double_row mode); the last tile of K takes the rest
+//   psum_group  K tiles accumulated in one PSUM tile before the group's sum is added into an fp32
+//               SBUF accumulator on the Vector engine in program order (0: every K tile of an output
+//               tile into one PSUM tile)
+struct KernelOptions {
+  std::size_t k_tile = 0;
+  std::size_t psum_group = 0;
+};
+
 struct Build {
   std::string platform;
   std::vector<Assumption> assumptions;
+  KernelOptions kernel;
 };
 
 Plan matmul_plan(const Build& b, Operation op, const Format& in, const Format& out) {
@@ -124,7 +138,9 @@ Plan matmul_plan(const Build& b, Operation op, const Format& in, const Format& o
   }
   const bool fp8 = in == formats::e4m3 || in == formats::e5m2;
   const bool double_row = fp8 && value_of(a, "fp8_double_row") == "on";
-  const std::size_t tile = double_row ? 256 : 128;
+  // builtin_variant has checked k_tile against the instruction's rows (and left the plans of
+  // the formats it does not fit out).
+  const std::size_t tile = b.kernel.k_tile ? b.kernel.k_tile : double_row ? 256 : 128;
   const std::string order = value_of(a, "pe_order");
   if (order == "fused" && pe.product == ProductMode::rounded)
     throw numeq::error("platform: the assumptions pe_order=fused and products=bf16 cannot be combined (a fused "
@@ -154,6 +170,11 @@ Plan matmul_plan(const Build& b, Operation op, const Format& in, const Format& o
     const Format& piece = fp32_matmul == "bf16x4" ? formats::bf16 : formats::tf32;
     p.reduction = decompose(tile, 2, Cast{piece}, {{0, 0}, {0, 1}, {1, 0}, {1, 1}}, column, sequential(psum));
   }
+  if (b.kernel.psum_group) {
+    // Each group's PSUM sum is copied out and added into the SBUF accumulator: the first group
+    // copied, later ones added in fp32 to nearest even (Vector-engine tensor_tensor, FACTS.md s3).
+    p.reduction = chunked(tile * b.kernel.psum_group, p.reduction, sequential(Arithmetic{Cast{formats::fp32}}));
+  }
   // nc_matmul has no addend: a bias or c is added to the PSUM result afterwards (fp32 add).
   p.c_placement = CPlacement::last;
   const bool stochastic = value_of(a, "output_rounding") == "stochastic";
@@ -171,16 +192,20 @@ Plan sum_plan(const Build& b, const Format& in, const Format& out) {
   return p;
 }
 
-std::string variant_name(const std::string& base, const std::vector<Assumption>& a) {
+// base[assumptions that differ from their default..., kernel options that are set...]
+std::string variant_name(const std::string& base, const std::vector<Assumption>& a, const KernelOptions& k) {
   std::string chosen;
   for (const Assumption& x : a)
     if (x.value != x.alternatives.front()) chosen += (chosen.empty() ? "" : ",") + x.name + "=" + x.value;
+  if (k.k_tile) chosen += (chosen.empty() ? "" : ",") + std::string("k_tile=") + std::to_string(k.k_tile);
+  if (k.psum_group) chosen += (chosen.empty() ? "" : ",") + std::string("psum_group=") + std::to_string(k.psum_group);
   return chosen.empty() ? base : base + "[" + chosen + "]";
 }
 
-Platform build_trainium(const std::string& base, const std::vector<Assumption>& assumptions) {
+Platform build_trainium(const std::string& base, const std::vector<Assumption>& assumptions,
+                        const KernelOptions& kernel = {}) {
   const bool trn2 = base == "trainium.trn2";
-  Build b{variant_name(base, assumptions), assumptions};
+  Build b{variant_name(base, assumptions, kernel), assumptions, kernel};
   Platform p;
   p.name = b.platform;
   if (b.platform == base) p.aliases = trn2 ? std::vector<std::string>{"neuron.v3"} : std::vector<std::string>{"trainium.inf2", "neuron.v2"};
@@ -192,8 +217,12 @@ Platform build_trainium(const std::string& base, const std::vector<Assumption>& 
   const std::vector<const Format*> outputs = {&formats::fp32, &formats::bf16, &formats::fp16};
   for (const Format* in : inputs)
     for (const Format* out : outputs)
-      for (const Operation op : {Operation::dot, Operation::matmul})
+      for (const Operation op : {Operation::dot, Operation::matmul}) {
+        // A k_tile above 128 (fp8 double_row) leaves the formats one instruction cannot contract
+        // that many rows of out of the platform.
+        if (b.kernel.k_tile > 128 && *in != formats::e4m3 && *in != formats::e5m2) continue;
         p.plans.push_back(PlanEntry{op, std::string(in->name), std::string(out->name), matmul_plan(b, op, *in, *out)});
+      }
   for (const Format* in : {&formats::fp32, &formats::bf16, &formats::fp16})
     for (const Format* out : outputs)
       p.plans.push_back(PlanEntry{Operation::sum, std::string(in->name), std::string(out->name), sum_plan(b, *in, *out)});
@@ -211,6 +240,13 @@ Platform build_trainium(const std::string& base, const std::vector<Assumption>& 
   if (trn2)
     p.evidence.push_back({"matmul: fp8 double_row mode contracts 256 rows, each PE taking two products",
                           EvidenceKind::documented, kArch});
+  if (kernel.k_tile)
+    p.evidence.push_back({"matmul: the kernel cuts K into tiles of " + std::to_string(kernel.k_tile) + " rows",
+                          EvidenceKind::documented, "the kernel's tiling (k_tile), as its author states it"});
+  if (kernel.psum_group)
+    p.evidence.push_back({"matmul: " + std::to_string(kernel.psum_group) +
+                              " K tiles per PSUM group, the groups added in fp32 in SBUF in program order",
+                          EvidenceKind::documented, "the kernel's tiling (psum_group), as its author states it"});
   for (const Assumption& x : assumptions)
     p.evidence.push_back({x.name + " = " + x.value + " (alternatives: " +
                               [&] {
@@ -247,13 +283,30 @@ std::optional<Platform> builtin_variant(std::string_view base, const AssumptionC
   if (name == "neuron.v3") name = "trainium.trn2";
   if (name != "trainium.trn1" && name != "trainium.trn2") return std::nullopt;
   std::vector<Assumption> assumptions = default_assumptions(name == "trainium.trn2");
+  KernelOptions kernel;
   for (const auto& [key, value] : choices) {
+    if (key == "k_tile" || key == "psum_group") {
+      std::size_t used = 0;
+      unsigned long long v = 0;
+      try {
+        v = std::stoull(value, &used);
+      } catch (const std::exception&) {
+        used = 0;
+      }
+      const unsigned long long most = 65536;
+      if (used != value.size() || value.front() == '-' || v < 1 || v > most)
+        throw numeq::error(std::string(parameter) + ": " + key + "=" + value + " is not an integer in 1 .. " +
+                           std::to_string(most));
+      (key == "k_tile" ? kernel.k_tile : kernel.psum_group) = static_cast<std::size_t>(v);
+      continue;
+    }
     // A lambda cannot capture a structured binding before clang 16 (the fuzz build's compiler).
     const std::string& wanted = key;
     const auto it = std::find_if(assumptions.begin(), assumptions.end(), [&](const Assumption& a) { return a.name == wanted; });
     if (it == assumptions.end()) {
       std::string valid;
       for (const Assumption& a : assumptions) valid += (valid.empty() ? "" : ", ") + a.name;
+      valid += "; kernel options: k_tile, psum_group";
       throw numeq::error(std::string(parameter) + ": " + name + " has no assumption '" + key + "'; valid: " + valid);
     }
     if (std::find(it->alternatives.begin(), it->alternatives.end(), value) == it->alternatives.end()) {
@@ -264,7 +317,17 @@ std::optional<Platform> builtin_variant(std::string_view base, const AssumptionC
     }
     it->value = value;
   }
-  return build_trainium(name, assumptions);
+  const bool double_row = value_of(assumptions, "fp8_double_row") == "on";
+  if (kernel.k_tile > (double_row ? 256u : 128u))
+    throw numeq::error(std::string(parameter) + ": k_tile=" + std::to_string(kernel.k_tile) + " exceeds the " +
+                       (double_row ? "256 rows of K one fp8 double_row nc_matmul contracts"
+                                   : "128 rows of K one nc_matmul contracts" +
+                                         std::string(name == "trainium.trn2" ? " (256 with fp8_double_row=on)" : "")) +
+                       " (" + kArch + ")");
+  if (double_row && kernel.k_tile % 2 == 1)
+    throw numeq::error(std::string(parameter) + ": k_tile=" + std::to_string(kernel.k_tile) +
+                       " is odd; fp8 double_row contracts rows in pairs (" + kArch + ")");
+  return build_trainium(name, assumptions, kernel);
 }
 
 }  // namespace numeq::core
