@@ -109,9 +109,19 @@ def main(argv: list[str] | None = None) -> int:
                                             "false alarms and planted-bug detection against torch's defaults and "
                                             "rtol=2e-2 (writes reports/ and prints Markdown)")
     _tolerance_arguments(tol)
+    rev = sub.add_parser("review", help="a rubric review of one CUDA-to-NKI port from its TOML manifest: "
+                                        "correctness on the kernel's own plan, tiling and memory against the "
+                                        "NeuronCore's limits, the performance claim against the evidence "
+                                        "(writes review.md and review.html, prints the Markdown)")
+    rev.add_argument("manifest", help="the review manifest (TOML; schema: numeq.review.manifest)")
+    rev.add_argument("--out", default=None, help="folder for review.md and review.html (default: review-<manifest "
+                                                 "folder name> in the current folder)")
+    rev.add_argument("--quiet", action="store_true", help="do not print the Markdown")
     args = parser.parse_args(argv)
     if args.command == "tolerances":
         return _tolerances(args, list(sys.argv[1:] if argv is None else argv))
+    if args.command == "review":
+        return _review(args)
     if args.command is None:
         parser.print_help()
         return 0
@@ -140,6 +150,27 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         sys.stdout.write(f"{json.loads(platform_json(args.name))['name']}\n{report}")
     return 0
+
+
+def _review(args: argparse.Namespace) -> int:
+    """Exit status 0 when every assessed criterion passes, 1 when one fails, 2 on a manifest
+    numeq cannot review."""
+    from pathlib import Path
+
+    from .review import review
+    from .review.manifest import ManifestError
+
+    try:
+        r = review(args.manifest)
+    except ManifestError as e:
+        sys.stderr.write(f"numeq review: {e}\n")
+        return 2
+    out = Path(args.out) if args.out else Path(f"review-{Path(args.manifest).resolve().parent.name}")
+    paths = r.write(out)
+    if not args.quiet:
+        sys.stdout.write(paths["md"].read_text(encoding="utf-8"))
+    sys.stderr.write(f"numeq review: wrote {paths['md']} and {paths['html']}\n")
+    return 0 if r.passed else 1
 
 
 def _csv_list(text: str, parameter: str) -> tuple[str, ...]:

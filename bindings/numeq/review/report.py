@@ -1,0 +1,308 @@
+"""A port review as Markdown and as one self-contained HTML page.
+
+Both render the same parts in the same order: the verdict at a glance, (1) correctness, (2) tiling
+and memory, (3) performance, (4) the rubric table, then the target values the rules used with
+their evidence. The HTML adds plots drawn with matplotlib's SVG backend and inlined (no
+JavaScript, no network, no other file; the same review gives the same bytes), with the page style
+and SVG handling of the tolerance report (``numeq.report_html``).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from .. import __version__
+from ..report_html import _CSS, _esc, _figure
+from .findings import CRITERIA, Finding
+
+__all__ = ["html", "markdown"]
+
+_PARTS = (("correctness", "1. Correctness", ("preserved_behaviour", "numerical_standard", "assumptions")),
+          ("tiling", "2. Tiling and memory", ("tiling_limits", "memory_hierarchy")),
+          ("performance", "3. Performance", ("performance_claim",)))
+_MARK = {"pass": "PASS", "fail": "FAIL", "warn": "WARN", "info": "INFO", "not assessed": "NOT ASSESSED"}
+
+
+def _md_cell(x: Any) -> str:
+    return str(x).replace("|", "\\|").replace("\n", " ")
+
+
+def _md_table(headers: list[str], rows: list[list[Any]]) -> str:
+    out = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
+    out += ["| " + " | ".join(_md_cell(c) for c in r) + " |" for r in rows]
+    return "\n".join(out)
+
+
+def _num(x: Any, digits: int = 3) -> str:
+    if x is None:
+        return "-"
+    if isinstance(x, bool):
+        return str(x)
+    if isinstance(x, (int, np.integer)):
+        return str(int(x))
+    if isinstance(x, (float, np.floating)):
+        x = float(x)
+        if math.isnan(x) or math.isinf(x):
+            return str(x)
+        return f"{x:.{digits}g}"
+    return str(x)
+
+
+def _findings(review: Any, criteria: tuple[str, ...]) -> list[Finding]:
+    return [f for f in review.findings if f.criterion in criteria]
+
+
+def _verdict_rows(review: Any) -> list[list[Any]]:
+    c = review.correctness
+    rows = []
+    names = {"gpu": "GPU kernel", "nki": "NKI kernel", "simulator": "NKI simulator"}
+    for name, v in c.verdicts.items():
+        rows.append([names[name], c.platforms[name], v.tier, v.explained_by or "-", f"{v.bit_exact} / {v.elements}",
+                     v.failures, _num(v.worst_error_over_bound), "pass" if v.passed else "fail"])
+    return rows
+
+
+_VERDICT_HEADERS = ["output", "judged against", "tier", "explained by", "bit-exact elements", "failures",
+                    "worst error / bound", "result"]
+
+
+def _head(review: Any) -> list[tuple[str, str]]:
+    m = review.manifest
+    return [("manifest", m.path.name), ("operation", review.correctness and _signature(review)),
+            ("GPU platform", m.gpu_platform), ("Trainium platform (kernel's plan)", review.correctness.platforms.get(
+                "nki", m.trainium_platform)),
+            ("target", f"{review.target.name} ({review.target.core})"),
+            ("accept", f"{m.accept}, failure probability {m.failure_probability:g}"),
+            ("numeq version", __version__)]
+
+
+def _signature(review: Any) -> str:
+    try:
+        return review.manifest.op().signature
+    except ValueError:
+        return review.manifest.op_name
+
+
+def _glance(review: Any) -> str:
+    rubric = review.rubric()
+    failed = [r["criterion"] for r in rubric if r["result"] == "fail"]
+    assessed = [r for r in rubric if r["result"] != "not assessed"]
+    if failed:
+        return (f"FAIL: {len(failed)} of {len(assessed)} assessed criteria fail "
+                f"({', '.join(failed)}).")
+    return f"PASS: all {len(assessed)} assessed criteria pass" + (
+        f"; {len(rubric) - len(assessed)} not assessed." if len(assessed) < len(rubric) else ".")
+
+
+def _perf_rows(perf: dict[str, Any] | None) -> list[list[Any]]:
+    """The performance numbers as (quantity, value) rows: every scalar of the assessment's dict,
+    nested dicts flattened with dotted names, arrays summarised by their length."""
+    rows: list[list[Any]] = []
+
+    def walk(prefix: str, d: Any) -> None:
+        if isinstance(d, dict):
+            for k, v in d.items():
+                walk(f"{prefix}.{k}" if prefix else str(k), v)
+        elif isinstance(d, (list, tuple, np.ndarray)):
+            if len(d) <= 4 and all(isinstance(x, (int, float, str, np.floating, np.integer)) for x in d):
+                rows.append([prefix, ", ".join(_num(x) for x in d)])
+            else:
+                rows.append([prefix, f"{len(d)} values"])
+        else:
+            rows.append([prefix, _num(d)])
+
+    walk("", perf or {})
+    return rows
+
+
+def markdown(review: Any) -> str:
+    """The review as Markdown."""
+    m = review.manifest
+    out = [f"# Port review: {m.name}", ""]
+    if m.description:
+        out += [m.description, ""]
+    out += [_md_table(["", ""], [[k, v] for k, v in _head(review)]), "", f"**Verdict: {_glance(review)}**", ""]
+    c = review.correctness
+    out += ["## 1. Correctness", "", f"Kernel plan: `{c.plan}`", ""]
+    out += [f"- {n}" for n in c.notes] + [""]
+    out += [_md_table(_VERDICT_HEADERS, _verdict_rows(review)), ""]
+    for f in _findings(review, _PARTS[0][2]):
+        out.append(f"- **{_MARK[f.status]}** ({f.criterion}, {f.subject}): {f.message}")
+    out.append("")
+    out += ["## 2. Tiling and memory", ""]
+    if m.tiling is None:
+        out += ["Not assessed: the manifest has no [tiling].", ""]
+    else:
+        rows = [[_MARK[f.status], f.rule, f.subject, f.message, f.evidence] for f in _findings(review, _PARTS[1][2])]
+        out += [_md_table(["result", "rule", "subject", "finding", "evidence"], rows), ""]
+        if review.memory:
+            out += [_memory_md(review.memory), ""]
+    out += ["## 3. Performance", ""]
+    if m.performance is None:
+        out += ["Not assessed: the manifest has no [performance].", ""]
+    else:
+        rows = [[_MARK[f.status], f.rule, f.subject, f.message, f.evidence] for f in _findings(review, _PARTS[2][2])]
+        out += [_md_table(["result", "rule", "subject", "finding", "evidence"], rows), ""]
+    out += ["## 4. Rubric", ""]
+    out += [_md_table(["criterion", "result", "finding", "evidence"],
+                      [[r["criterion"], _MARK[r["result"]], r["finding"], r["evidence"]] for r in review.rubric()]), ""]
+    out += [f"## Target {review.target.name}: the values the rules used", ""]
+    out += [_md_table(["value", "", "unit", "meaning", "evidence", "source"],
+                      [[r["name"], _num(r["value"], 4), r["unit"], r["meaning"], r["evidence"], r["source"]]
+                       for r in review.target.rows()]), ""]
+    return "\n".join(out)
+
+
+def _memory_md(mem: dict[str, Any]) -> str:
+    rows = []
+    for where in ("sbuf", "psum"):
+        for name, size in mem.get(where, []):
+            rows.append([where.upper(), name, size])
+    text = _md_table(["memory", "buffer", "bytes per partition (all copies)"], rows)
+    caps = [f"{k}: {_num(v)}" for k, v in mem.items() if k not in ("sbuf", "psum")]
+    return text + ("\n\n" + "; ".join(caps) if caps else "")
+
+
+# --- HTML -----------------------------------------------------------------------------------------
+
+_EXTRA_CSS = """
+.pass { color: #060; font-weight: bold; } .fail { color: #b00; font-weight: bold; }
+.warn { color: #a60; font-weight: bold; } .info { color: #333; } .na { color: #666; font-style: italic; }
+td.finding { min-width: 24em; max-width: 60em; }
+"""
+
+
+def _h_table(headers: list[str], rows: list[list[Any]], caption: str = "") -> str:
+    head = "".join(f"<th>{_esc(h)}</th>" for h in headers)
+    body = ""
+    for r in rows:
+        cells = []
+        for c in r:
+            if isinstance(c, tuple):  # (text, css class)
+                cells.append(f'<td class="{c[1]}">{_esc(c[0])}</td>')
+            else:
+                cells.append(f"<td>{_esc(c)}</td>")
+        body += "<tr>" + "".join(cells) + "</tr>"
+    cap = f"<caption>{_esc(caption)}</caption>" if caption else ""
+    return f"<table>{cap}<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def _status_cell(status: str) -> tuple[str, str]:
+    return (_MARK[status], {"not assessed": "na"}.get(status, status))
+
+
+def _findings_html(findings: list[Finding]) -> str:
+    if not findings:
+        return "<p>No findings.</p>"
+    rows = [[_status_cell(f.status), f.rule, f.subject, (f.message, "finding"), f.evidence] for f in findings]
+    return _h_table(["result", "rule", "subject", "finding", "evidence"], rows)
+
+
+def _error_plot(review: Any) -> str:
+    """Per output, |output - exact| / bound over the output matrix: a bug shows as a tile."""
+    from matplotlib.figure import Figure
+
+    errors = review.correctness.errors
+    if not errors:
+        return ""
+    names = {"gpu": "GPU kernel", "nki": "NKI kernel", "simulator": "NKI simulator"}
+    fig = Figure(figsize=(3.6 * len(errors), 3.0))
+    axes = fig.subplots(1, len(errors), squeeze=False).ravel()
+    for ax, (name, r) in zip(axes, errors.items()):
+        r2 = np.asarray(r, dtype=np.float64)
+        r2 = r2.reshape(-1, r2.shape[-1]) if r2.ndim >= 2 else r2.reshape(1, -1)
+        shown = np.log10(np.clip(np.where(np.isfinite(r2), r2, 1e6), 1e-3, 1e6))
+        im = ax.imshow(shown, aspect="auto", cmap="viridis", vmin=-3, vmax=6, interpolation="nearest")
+        ax.set_title(f"{names[name]}: log10(error / bound)")
+        ax.set_xlabel("column")
+        ax.set_ylabel("row")
+        bad = int((r2 > 1).sum())
+        ax.text(0.02, 0.02, f"{bad} above 1", transform=ax.transAxes, color="white", fontsize=7)
+    fig.colorbar(im, ax=list(axes), shrink=0.8)
+    return _figure(fig, "Each element's error against the exact result divided by its probabilistic bound "
+                        "(log10; above 0 = beyond the bound). A kernel bug shows as a block of output tiles; "
+                        "a correct kernel stays below 0 everywhere.", "error over bound per output element")
+
+
+def _memory_plot(review: Any) -> str:
+    from matplotlib.figure import Figure
+
+    mem = review.memory
+    if not mem:
+        return ""
+    fig = Figure(figsize=(7.2, 2.6))
+    axes = fig.subplots(1, 2).ravel()
+    for ax, where in zip(axes, ("sbuf", "psum")):
+        items = mem.get(where, [])
+        cap = mem.get(f"{where}_capacity")
+        left = 0.0
+        for i, (name, size) in enumerate(items):
+            ax.barh([0], [size / 1024], left=[left / 1024], color=f"C{i % 10}", edgecolor="black", linewidth=0.4)
+            if size / max(cap or 1, 1) > 0.06:
+                ax.text((left + size / 2) / 1024, 0, name, ha="center", va="center", fontsize=6)
+            left += size
+        if cap:
+            ax.axvline(cap / 1024, color="red", linewidth=1.2)
+            ax.text(cap / 1024, 0.45, " capacity", color="red", fontsize=6, va="center")
+        ax.set_yticks([])
+        ax.set_xlabel("KiB per partition")
+        ax.set_title(f"{where.upper()}: {left / 1024:.1f} KiB used" + (f" of {cap / 1024:.0f}" if cap else ""))
+        ax.set_xlim(0, max(left, cap or 0) / 1024 * 1.1 or 1)
+    fig.subplots_adjust(left=0.04, right=0.98, bottom=0.22, top=0.85, wspace=0.15)
+    return _figure(fig, "Per-partition memory of every buffer (all copies) against the target's capacity (red).",
+                   "SBUF and PSUM use per partition")
+
+
+def _performance_plots(review: Any) -> str:
+    from .performance import plots
+    return "".join(_figure(fig, caption, alt) for fig, caption, alt in plots(review.performance or {}, review.target))
+
+
+def html(review: Any) -> str:
+    """The review as one self-contained HTML page."""
+    try:
+        import matplotlib
+    except ImportError as e:
+        raise ImportError("the HTML review draws its plots with matplotlib, which is not installed: "
+                          "pip install 'numeq[reports]' (or matplotlib>=3.7)") from e
+    m = review.manifest
+    c = review.correctness
+    with matplotlib.rc_context({"svg.hashsalt": "numeq-review", "svg.fonttype": "none", "font.size": 7,
+                                "font.family": "DejaVu Sans"}):
+        glance_class = "alarm" if not review.passed else "ok"
+        parts = ["<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">",
+                 f"<title>Port review: {_esc(m.name)}</title><style>{_CSS}{_EXTRA_CSS}</style></head><body>",
+                 f"<header><h1>Port review: {_esc(m.name)}</h1>",
+                 f"<p>{_esc(m.description)}</p>" if m.description else "",
+                 '<dl class="meta">' + "".join(f"<dt>{_esc(k)}</dt><dd>{_esc(v)}</dd>" for k, v in _head(review))
+                 + "</dl>", f'<p class="{glance_class}">{_esc(_glance(review))}</p></header>',
+                 '<section id="correctness"><h2>1. Correctness</h2>',
+                 f"<p>Kernel plan: <code>{_esc(c.plan)}</code></p><ul>"
+                 + "".join(f"<li>{_esc(n)}</li>" for n in c.notes) + "</ul>",
+                 _h_table(_VERDICT_HEADERS, _verdict_rows(review), "Each output through the verdict ladder"),
+                 _findings_html(_findings(review, _PARTS[0][2])), _error_plot(review), "</section>",
+                 '<section id="tiling"><h2>2. Tiling and memory</h2>']
+        if m.tiling is None:
+            parts.append('<p class="na">Not assessed: the manifest has no [tiling].</p>')
+        else:
+            parts += [_findings_html(_findings(review, _PARTS[1][2])), _memory_plot(review)]
+        parts.append('</section><section id="performance"><h2>3. Performance</h2>')
+        if m.performance is None:
+            parts.append('<p class="na">Not assessed: the manifest has no [performance].</p>')
+        else:
+            parts += [_findings_html(_findings(review, _PARTS[2][2])), _performance_plots(review),
+                      _h_table(["quantity", "value"], _perf_rows(review.performance), "The numbers behind it")]
+        parts.append('</section><section id="rubric"><h2>4. Rubric</h2>')
+        parts.append(_h_table(["criterion", "asks", "result", "finding", "evidence"],
+                              [[r["criterion"], r["asks"], _status_cell(r["result"]), (r["finding"], "finding"),
+                                r["evidence"]] for r in review.rubric()]))
+        parts.append(f'</section><section id="target"><h2>Target {_esc(review.target.name)}: the values the rules '
+                     "used</h2>")
+        parts.append(_h_table(["value", "", "unit", "meaning", "evidence", "source"],
+                              [[r["name"], _num(r["value"], 4), r["unit"], r["meaning"], r["evidence"], r["source"]]
+                               for r in review.target.rows()]))
+        parts.append("</section></body></html>\n")
+    return "".join(parts)

@@ -1,0 +1,99 @@
+"""One port review: the manifest's outputs, tiling and performance evidence through the three
+checks, their findings gathered into the rubric.
+
+Example::
+
+    review = numeq.review.review("examples/reviews/correct-port/manifest.toml")
+    print(review.markdown())
+    review.write("review-out")          # review.md and review.html
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from . import correctness as _correctness
+from . import performance as _performance
+from . import tiling as _tiling
+from .findings import CRITERIA, Finding, criterion_status
+from .manifest import Manifest, load
+from .targets import Target, target
+
+__all__ = ["Review", "review"]
+
+
+@dataclass
+class Review:
+    """The review of one port: the ``manifest``, the ``target`` table, the ``correctness`` part
+    (``numeq.review.correctness.Correctness``), ``memory`` (SBUF/PSUM use per buffer) and
+    ``performance`` (the numbers behind the performance findings; None without evidence), and
+    every ``findings``. ``rubric()`` is the table a reviewer signs; ``passed`` when no criterion
+    fails."""
+
+    manifest: Manifest
+    target: Target
+    correctness: _correctness.Correctness
+    memory: dict[str, Any] | None
+    performance: dict[str, Any] | None
+    findings: list[Finding] = field(default_factory=list)
+
+    def rubric(self) -> list[dict[str, str]]:
+        """One row per criterion: ``criterion``, ``asks``, ``result`` ("pass", "fail" or "not
+        assessed"), ``finding`` (the deciding findings in words) and ``evidence``."""
+        rows = []
+        for name, asks in CRITERIA.items():
+            mine = [f for f in self.findings if f.criterion == name]
+            result = criterion_status(self.findings, name)
+            deciding = [f for f in mine if f.status == "fail"] or [f for f in mine if f.status in ("pass", "warn")]
+            warn = [f for f in mine if f.status == "warn"]
+            text = "; ".join(f.message for f in deciding[:3])
+            if len(deciding) > 3:
+                text += f"; and {len(deciding) - 3} more"
+            if result == "pass" and warn:
+                text += f" ({len(warn)} warning{'s' if len(warn) > 1 else ''}: see above)"
+            if result == "not assessed":
+                text = "; ".join(f.message for f in mine) or "no evidence in the manifest"
+            evidence = "; ".join(sorted({f.evidence for f in deciding if f.evidence}))
+            rows.append({"criterion": name, "asks": asks, "result": result, "finding": text, "evidence": evidence})
+        return rows
+
+    @property
+    def passed(self) -> bool:
+        return all(r["result"] != "fail" for r in self.rubric())
+
+    def markdown(self) -> str:
+        from .report import markdown
+        return markdown(self)
+
+    def html(self) -> str:
+        from .report import html
+        return html(self)
+
+    def write(self, out: str | os.PathLike) -> dict[str, Path]:
+        """Write ``review.md`` and ``review.html`` into the folder ``out`` (created if missing)."""
+        folder = Path(out)
+        folder.mkdir(parents=True, exist_ok=True)
+        paths = {"md": folder / "review.md", "html": folder / "review.html"}
+        paths["md"].write_text(self.markdown(), encoding="utf-8")
+        paths["html"].write_text(self.html(), encoding="utf-8")
+        return paths
+
+
+def review(manifest: str | os.PathLike | Manifest) -> Review:
+    """Review the port ``manifest`` describes (a path to its TOML, or a loaded ``Manifest``)."""
+    m = manifest if isinstance(manifest, Manifest) else load(manifest)
+    t = target(m.target)
+    c = _correctness.check(m)
+    findings = list(c.findings)
+    memory = None
+    if m.tiling is not None:
+        findings += _tiling.check(m.tiling, t)
+        memory = _tiling.memory_use(m.tiling, t)
+    performance = None
+    if m.performance is not None:
+        perf_findings, performance = _performance.assess(m.performance, t, dtype=m.in_fmt, base_dir=m.base)
+        findings += perf_findings
+    return Review(m, t, c, memory, performance, findings)
