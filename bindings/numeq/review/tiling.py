@@ -58,11 +58,12 @@ def _shape(b: Buffer) -> str:
     return "[" + ", ".join(str(d) for d in b.shape) + "]"
 
 
-def _copies(b: Buffer) -> str:
+def _copies(b: Buffer, packed: dict[str, int] | None = None) -> str:
     """"acc: 4 copies x 2048 B = 8 KiB" (or "acc: 2048 B" for one copy)."""
+    one = b.bytes_per_partition * (packed or {}).get(b.name, 1)
     if b.bufs == 1:
-        return f"{b.name}: {_size(b.bytes_per_partition)}"
-    return f"{b.name}: {b.bufs} copies x {b.bytes_per_partition} B = {_size(b.bytes_per_partition * b.bufs)}"
+        return f"{b.name}: {_size(one)}"
+    return f"{b.name}: {b.bufs} copies x {one} B = {_size(one * b.bufs)}"
 
 
 def _count(n: int, noun: str) -> str:
@@ -117,6 +118,33 @@ def _on_chip(buffers: dict[str, Buffer], memory: str | None = None) -> list[Buff
     return [b for b in buffers.values() if b.memory in ("sbuf", "psum") and (memory is None or b.memory == memory)]
 
 
+def _packed(tiling: Tiling, buffers: dict[str, Buffer], t: _targets.Target) -> dict[str, int]:
+    """Rows of K per partition of each buffer a double_row matmul reads: trn2's fp8 double_row
+    mode packs two fp8 rows of K into one PE row (architecture guide, nki.isa.matmul_perf_mode), so
+    an input of up to 256 rows of K spans 128 partitions with twice the bytes per partition. The
+    manifest states K on the partition axis; how the packed rows lie in SBUF is not documented,
+    so numeq assumes two rows per partition only where K exceeds the partitions."""
+    if "matmul_contraction_double_row" not in t:
+        return {}
+    parts, out = _int(t, "partitions"), {}
+    for m in tiling.matmuls:
+        if m.double_row or tiling.double_row:
+            for name in (m.stationary, m.moving):
+                b = buffers.get(name)
+                if b is not None and b.memory == "sbuf" and b.dtype in _FP8 and b.partitions > parts:
+                    out[name] = 2
+    return out
+
+
+def _partitions(b: Buffer, packed: dict[str, int]) -> int:
+    return -(-b.partitions // packed.get(b.name, 1))
+
+
+def _bytes(b: Buffer, packed: dict[str, int]) -> int:
+    """Bytes per partition of all copies of ``b``."""
+    return b.bytes_per_partition * packed.get(b.name, 1) * b.bufs
+
+
 def _psum_banks(b: Buffer, bank_bytes: int) -> int:
     """Banks a PSUM buffer holds: each copy rounds up to whole banks."""
     return b.bufs * max(1, math.ceil(b.bytes_per_partition / bank_bytes))
@@ -125,44 +153,48 @@ def _psum_banks(b: Buffer, bank_bytes: int) -> int:
 # ---------------------------------------------------------------------------------------------
 # Rules on buffers: partitions, partial-partition starts, SBUF and PSUM capacity
 # ---------------------------------------------------------------------------------------------
-def _partition_rules(buffers: dict[str, Buffer], t: _targets.Target) -> list[Finding]:
+def _partition_rules(buffers: dict[str, Buffer], t: _targets.Target, packed: dict[str, int]) -> list[Finding]:
     out: list[Finding] = []
     chip = _on_chip(buffers)
     if not chip:
         return out
     spec = t.spec("partitions")
     parts = _int(t, "partitions")
-    over = [b for b in chip if b.partitions > parts]
+    over = [b for b in chip if _partitions(b, packed) > parts]
     for b in over:
         out.append(Finding(_LIMITS, "fail", "partition_dim", _subject("buffer", b),
                            f"{b.name} ({b.memory.upper()}, shape {_shape(b)}, partition axis {b.partition_dim}) spans "
                            f"{b.partitions} partitions; a tile spans at most {parts}", spec.cite()))
     if not over:
+        note = (f" ({', '.join(packed)}: fp8 double_row inputs, two rows of K per partition, assumed)"
+                if packed else "")
         out.append(Finding(_LIMITS, "pass", "partition_dim", "SBUF/PSUM buffers",
-                           f"all {_count(len(chip), 'SBUF/PSUM buffer')} span <= {parts} partitions", spec.cite()))
+                           f"all {_count(len(chip), 'SBUF/PSUM buffer')} span <= {parts} partitions{note}",
+                           spec.cite()))
 
     # Partial-partition access (architecture guide): where a tile of n partitions may start.
-    fitting = [b for b in chip if b.partitions <= parts]
+    fitting = [b for b in chip if _partitions(b, packed) <= parts]
     bad = []
     for b in fitting:
-        allowed = _targets.start_partitions(b.partitions)
+        n = _partitions(b, packed)
+        allowed = _targets.start_partitions(n)
         s = b.start_partition
-        if s not in allowed or s < 0 or s + b.partitions > parts:
+        if s not in allowed or s < 0 or s + n > parts:
             bad.append(b)
             starts = " or ".join(str(a) for a in allowed)
-            why = (f"runs past partition {parts - 1} ({s} + {b.partitions} > {parts})" if s in allowed
+            why = (f"runs past partition {parts - 1} ({s} + {n} > {parts})" if s in allowed
                    else f"may start at partition {starts}, not {s}")
             out.append(Finding(_LIMITS, "fail", "partition_start", _subject("buffer", b),
-                               f"{b.name}: a tile of {b.partitions} partitions {why}", spec.cite()))
+                               f"{b.name}: a tile of {n} partitions {why}", spec.cite()))
     if fitting and not bad:
-        partial = sum(1 for b in fitting if b.partitions < parts)
+        partial = sum(1 for b in fitting if _partitions(b, packed) < parts)
         out.append(Finding(_LIMITS, "pass", "partition_start", "SBUF/PSUM buffers",
                            f"all {_count(len(fitting), 'SBUF/PSUM buffer')} start at an allowed partition ({partial} of them "
                            f"partial: > 64 partitions start at 0, 33-64 at 0/64, <= 32 at 0/32/64/96)", spec.cite()))
     return out
 
 
-def _capacity_rules(buffers: dict[str, Buffer], t: _targets.Target) -> list[Finding]:
+def _capacity_rules(buffers: dict[str, Buffer], t: _targets.Target, packed: dict[str, int]) -> list[Finding]:
     out: list[Finding] = []
     psum = _on_chip(buffers, "psum")
     if psum:
@@ -184,16 +216,16 @@ def _capacity_rules(buffers: dict[str, Buffer], t: _targets.Target) -> list[Find
     if sbuf:
         spec = t.spec("sbuf_partition_bytes")
         cap = _int(t, "sbuf_partition_bytes")
-        total = sum(b.bytes_per_partition * b.bufs for b in sbuf)
+        total = sum(_bytes(b, packed) for b in sbuf)
         summary = f"SBUF buffers total {_size(total)} of {_size(cap)} per partition on {t.name}"
         if total > cap:
-            largest = sorted(sbuf, key=lambda b: -b.bytes_per_partition * b.bufs)[:3]
+            largest = sorted(sbuf, key=lambda b: -_bytes(b, packed))[:3]
             rest = len(sbuf) - len(largest)
             more = f"; and {rest} smaller" if rest else ""
             out.append(Finding(_MEMORY, "fail", "sbuf_capacity",
                                "SBUF buffers " + ", ".join(_subject("", b).strip() for b in largest),
                                f"{summary}: over by {_size(total - cap)}; largest: "
-                               f"{'; '.join(_copies(b) for b in largest)}{more}", spec.cite()))
+                               f"{'; '.join(_copies(b, packed) for b in largest)}{more}", spec.cite()))
         else:
             out.append(Finding(_MEMORY, "pass", "sbuf_capacity", "SBUF buffers",
                                f"{summary} ({len(sbuf)} buffers)", spec.cite()))
@@ -518,8 +550,9 @@ def check(tiling: Tiling, target: _targets.Target | str) -> list[Finding]:
     t = _resolve(target)
     out: list[Finding] = []
     buffers = _valid_buffers(tiling, t, out)
-    out += _partition_rules(buffers, t)
-    out += _capacity_rules(buffers, t)
+    packed = _packed(tiling, buffers, t)
+    out += _partition_rules(buffers, t, packed)
+    out += _capacity_rules(buffers, t, packed)
     out += _matmul_rules(tiling, buffers, t)
     out += _stage_rules(tiling, buffers, t)
     out += _dma_rules(tiling, buffers, t)
@@ -533,10 +566,11 @@ def memory_use(tiling: Tiling, target: _targets.Target | str) -> dict:
     out."""
     t = _resolve(target)
     buffers = _valid_buffers(tiling, t, None)
+    packed = _packed(tiling, buffers, t)
     bank_bytes = _int(t, "psum_bank_bytes")
     psum = _on_chip(buffers, "psum")
     return {
-        "sbuf": [(b.name, b.bytes_per_partition * b.bufs) for b in _on_chip(buffers, "sbuf")],
+        "sbuf": [(b.name, _bytes(b, packed)) for b in _on_chip(buffers, "sbuf")],
         "psum": [(b.name, b.bytes_per_partition * b.bufs) for b in psum],
         "sbuf_capacity": _int(t, "sbuf_partition_bytes"),
         "psum_capacity": _int(t, "psum_partition_bytes"),
