@@ -282,7 +282,7 @@ def test_load_profile_percent_scale_override(tmp_path):
 
 @pytest.mark.parametrize("obj,field", [
     ({"total_time": -1.0}, "total_time"), ({"total_time": 0}, "total_time"), ({"hardware_flops": 1}, "total_time"),
-    ({"total_time": "0.017"}, "total_time"), ({"total_time": True}, "total_time"),
+    ({"total_time": "0.017"}, "total_time"), ({"total_time": True}, "total_time"), ({"total_time": None}, "total_time"),
     ({"total_time": 1, "hbm_read_bytes": -5}, "hbm_read_bytes"), ({"total_time": 1, "hardware_flops": [1]}, "hardware_flops"),
     ({"total_time": 1, "mbu_estimated_percent": 120.0}, "mbu_estimated_percent"),
     ({"a": {"total_time": 1}, "b": {"total_time": 2}}, "total_time"), ([{"total_time": 1}, {"total_time": 2}], "list"),

@@ -206,6 +206,8 @@ def load_profile(path: str | os.PathLike, *, percent_scale: str = "auto") -> Pro
         raise ValueError(f"{p}: JSON nested too deeply to be a neuron-profile summary") from None
 
     values: dict[str, float | None] = {"total_time": _number(p, summary, "total_time", positive=True)}
+    if values["total_time"] is None:  # a JSON null: the run's time is the one field a summary must carry
+        raise ValueError(f"{p}: field 'total_time': null; it must be the run's time in seconds (> 0)")
     for name in _COUNT_FIELDS:
         values[name] = _number(p, summary, name)
     raw_pct = {name: _number(p, summary, name) for name in _PERCENT_FIELDS}
