@@ -404,3 +404,11 @@ def test_assess_bad_inputs(tmp_path):
         P.assess(Performance(timings=Timings((1.0,) * 5, (1.0,) * 5, unit="min")), "trn1", dtype="bf16")
     with pytest.raises(ValueError, match="dtype"):
         P.assess(Performance(), "trn1", dtype="fp64")
+
+
+def test_assess_keeps_two_profiles_of_one_label(tmp_path):
+    perf = perf_case(tmp_path, 2.0)
+    twice = Performance(claimed_speedup=2.0, timings=perf.timings,
+                        profiles=(Profile("baseline", "prof/b.json"), Profile("baseline", "prof/c.json")))
+    f, data = P.assess(twice, "trn1", dtype="bf16", base_dir=tmp_path)
+    assert len(data["profiles"]) == 2 and len(by_rule(f, "roofline")) == 2

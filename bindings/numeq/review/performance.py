@@ -65,8 +65,8 @@ from . import targets as _targets
 from .findings import Finding
 from .model import Performance
 
-__all__ = ["NOISY_QCD", "MIN_SAMPLES", "SCRUTINY_SPEEDUP", "FAR_BELOW_ATTAINABLE", "ProfileSummary",
-           "load_profile", "roofline", "timing_stats", "speedup", "assess"]
+__all__ = ["FAR_BELOW_ATTAINABLE", "IQR_FENCE", "MIN_SAMPLES", "NOISY_QCD", "SCRUTINY_SPEEDUP", "ProfileSummary",
+           "assess", "load_profile", "profile_verdict", "roofline", "speedup", "timing_stats"]
 
 # A series whose middle half spans more than 10% of its median (QCD > 0.1; for normal noise
 # IQR = 1.349 sigma, so a coefficient of variation of about 7.4%) cannot resolve speedups of
@@ -547,8 +547,11 @@ def assess(perf: Performance, target: str | _targets.Target, *, dtype: str,
         path = p.path if os.path.isabs(p.path) else os.path.join(base, p.path)
         s = load_profile(path)
         r = roofline(s, t, dtype)
-        data["profiles"][p.label] = {"summary": s.to_dict(), "roofline": r}
-        findings += _profile_findings(p.label, r)
+        label = p.label
+        while label in data["profiles"]:  # two profiles of one label: keep both
+            label += "'"
+        data["profiles"][label] = {"summary": s.to_dict(), "roofline": r}
+        findings += _profile_findings(label, r)
     profs = data["profiles"]
     if "baseline" in profs and "candidate" in profs:
         pr = profs["baseline"]["summary"]["total_time"] / profs["candidate"]["summary"]["total_time"]
