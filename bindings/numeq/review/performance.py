@@ -489,8 +489,8 @@ def _claim_findings(perf: Performance, sp: dict, subject: str) -> list[Finding]:
     return f
 
 
-def _profile_findings(label: str, r: dict) -> list[Finding]:
-    subject = f"profile {label} ({r['path']})"
+def _profile_findings(label: str, path: str, r: dict) -> list[Finding]:
+    subject = f"profile {label} ({path})"
     f: list[Finding] = []
     frac = r["fraction_of_attainable"]["value"]
     if r["bound"] is None:
@@ -552,7 +552,7 @@ def assess(perf: Performance, target: str | _targets.Target, *, dtype: str,
         while label in data["profiles"]:  # two profiles of one label: keep both
             label += "'"
         data["profiles"][label] = {"summary": s.to_dict(), "roofline": r}
-        findings += _profile_findings(label, r)
+        findings += _profile_findings(label, p.path, r)  # the manifest's path, as the author wrote it
     profs = data["profiles"]
     if "baseline" in profs and "candidate" in profs:
         pr = profs["baseline"]["summary"]["total_time"] / profs["candidate"]["summary"]["total_time"]
