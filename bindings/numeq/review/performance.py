@@ -17,23 +17,24 @@ neuron-profile summaries (``neuron-profile view -n file.neff -s profile.ntff
   formally, so ``load_profile`` accepts the flat summary dict, a dict whose single value holds
   it, a ``"summary"`` entry (a dict or a list of one dict) and a list of one dict; several
   candidate summaries are refused as ambiguous.
-- Fields (names as the tool writes them; the user guide's summary-text example and published
-  summary tables list them): ``total_time`` (seconds: the guide's example prints
-  ``total_time 0.017`` for "17 ms", and nki-library records it as seconds), ``hardware_flops``
-  and ``transpose_flops`` (FLOP counts; nki-library's MFU subtracts the transposes, which the
-  Tensor Engine executes as matmuls against an identity), ``model_flops``, ``hbm_read_bytes``,
-  ``hbm_write_bytes`` (bytes), ``{tensor,vector,scalar,gpsimd}_engine_active_time_percent``,
-  ``dma_active_time_percent``, ``mfu_estimated_percent``, ``mbu_estimated_percent``,
-  ``mm_arithmetic_intensity`` (FLOP/byte) and ``peak_flops_bandwidth_ratio`` (the tool's ridge
-  point, FLOP/byte). Everything else (``event_count``, ``nc_idx``, ``instance_type``,
-  ``hfu_estimated_percent``, ...) is kept in ``ProfileSummary.extra``.
+- Fields. AWS documents ``total_time`` in seconds (the user guide's example prints
+  ``total_time 0.017`` for "17 ms"), ``event_count``, ``nc_idx`` and ``nd_idx``; nki-library
+  reads ``total_time`` (as seconds), ``hardware_flops``, ``transpose_flops`` (its MFU subtracts
+  them: the Tensor Engine executes transposes as matmuls) and ``mbu_estimated_percent``. The
+  other names are those of the profiler's summary table as public scripts and notes reprint it
+  (not an AWS reference): ``model_flops``, ``hbm_read_bytes``, ``hbm_write_bytes`` (bytes),
+  ``{tensor,vector,scalar,gpsimd}_engine_active_time_percent``, ``dma_active_time_percent``,
+  ``mfu_estimated_percent``, ``mm_arithmetic_intensity`` (FLOP/byte) and
+  ``peak_flops_bandwidth_ratio`` (the tool's ridge point, FLOP/byte). Everything else
+  (``event_count``, ``nc_idx``, ``instance_type``, ``hfu_estimated_percent``, ...) is kept in
+  ``ProfileSummary.extra``. Newer tools (Neuron Explorer) write Parquet instead; not read here.
 - Percent fields. nki-library multiplies ``mbu_estimated_percent`` by 100 before recording it
   as a percent, so the JSON carries a fraction of 1 despite the name; the summary-text view
   prints the same values with a "%" sign. Not documented either way, so ``load_profile`` takes
   ``percent_scale``: "fraction", "percent", or "auto" (the default): a file whose percent
   fields are all <= 1 is read as fractions, one with any value above 1 as percents. The
-  choice is recorded in ``ProfileSummary.percent_scale``; a kernel at under 1% everywhere
-  written in percent would be misread, which the report states.
+  choice is recorded in ``ProfileSummary.percent_scale`` and in the evidence of the profile's
+  verdict: a kernel under 1% everywhere, written in percent, would be read 100x too busy.
 - The summary carries no peak FLOP/s or bandwidth; its ``peak_flops_bandwidth_ratio`` is the
   only hardware figure, and where present it is the roofline's ridge point (the profile wins
   over the table), the bandwidth then derived as the table's peak / that ratio.
@@ -270,7 +271,7 @@ def profile_verdict(summary: ProfileSummary, target: str | _targets.Target) -> d
     return {"verdict": "; ".join(parts), "compute_bound": compute, "memory_bound": memory,
             "busiest_engine": busiest, "engine_active_percent": active, "mbu_percent": mbu,
             "mfu_percent": summary.mfu_estimated_percent, "dma_active_percent": summary.dma_active_time_percent,
-            "evidence": f"{_MEASURED}; thresholds {c_spec.cite()}"}
+            "evidence": f"{_MEASURED} (percent fields read as {summary.percent_scale}); thresholds {c_spec.cite()}"}
 
 
 def roofline(summary: ProfileSummary, target: str | _targets.Target, dtype: str) -> dict:
@@ -488,8 +489,8 @@ def _claim_findings(perf: Performance, sp: dict, subject: str) -> list[Finding]:
     return f
 
 
-def _profile_findings(label: str, r: dict) -> list[Finding]:
-    subject = f"profile {label} ({r['path']})"
+def _profile_findings(label: str, path: str, r: dict) -> list[Finding]:
+    subject = f"profile {label} ({path})"
     f: list[Finding] = []
     frac = r["fraction_of_attainable"]["value"]
     if r["bound"] is None:
@@ -551,7 +552,7 @@ def assess(perf: Performance, target: str | _targets.Target, *, dtype: str,
         while label in data["profiles"]:  # two profiles of one label: keep both
             label += "'"
         data["profiles"][label] = {"summary": s.to_dict(), "roofline": r}
-        findings += _profile_findings(label, r)
+        findings += _profile_findings(label, p.path, r)  # the manifest's path, as the author wrote it
     profs = data["profiles"]
     if "baseline" in profs and "candidate" in profs:
         pr = profs["baseline"]["summary"]["total_time"] / profs["candidate"]["summary"]["total_time"]
