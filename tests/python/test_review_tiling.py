@@ -60,8 +60,10 @@ def mm_parts(k=128, m=128, n=512, dt="bf16", out_dt="fp32", out_shape=None, doub
 def realistic(t: str) -> dict:
     """A bf16 matmul tile loop: double-buffered SBUF inputs, a 2-deep fp32 PSUM accumulator,
     an fp32 SBUF result, DMAs of 4 KiB per partition over 128 partitions."""
-    bufs = (B("lhsT", "sbuf", "bf16", (128, 128), bufs=2, line=20), B("rhs", "sbuf", "bf16", (128, 512), bufs=2, line=21),
-            B("acc", "psum", "fp32", (128, 512), bufs=2, line=22), B("res", "sbuf", "fp32", (128, 512), bufs=2, line=23),
+    bufs = (B("lhsT", "sbuf", "bf16", (128, 128), bufs=2, line=20),
+            B("rhs", "sbuf", "bf16", (128, 512), bufs=2, line=21),
+            B("acc", "psum", "fp32", (128, 512), bufs=2, line=22),
+            B("res", "sbuf", "fp32", (128, 512), bufs=2, line=23),
             B("lhs_hbm", "hbm", "bf16", (4096, 4096), line=24))
     return {"buffers": bufs, "matmuls": (Mm("mm", "lhsT", "rhs", "acc", line=30),),
             "stages": (Stage("evict", "vector", "tensor_copy", ("res", "acc"), line=31),),
@@ -83,7 +85,7 @@ def test_realistic_tiling_is_clean_and_well_formed(t):
         assert len(rule(fs, r)) == 1, r  # one summarising pass per rule
     assert ("engine_port_sharing" in rules) == (t in V2)
     # Instruction limits vs memory hierarchy.
-    assert {f.criterion for f in fs if f.rule.startswith("matmul") or f.rule.startswith("partition")} == {"tiling_limits"}
+    assert {f.criterion for f in fs if f.rule.startswith(("matmul", "partition"))} == {"tiling_limits"}
     assert {f.criterion for f in fs if f.rule.endswith("capacity") or f.rule.startswith("dma")} == {"memory_hierarchy"}
     # Documented limits cite their source; the target's own citation is used.
     tt = targets.target(t)
@@ -543,3 +545,37 @@ def test_property_matmul(t, k, k2, m, n, dt, double_row, out_dt):
     assert {f.rule for f in fails(fs)} == expected
     assert all(f.subject == "matmul mm0 (line 40)" for f in fails(fs) if f.rule.startswith(("matmul", "psum_bank")))
     assert bool(rule(fs, "matmul_fp32_rate", "warn")) == (dt == "fp32")
+
+
+names_st = st.sampled_from(["b1", "b2", "b3", "b4", "nope"])
+
+
+def renamed(b):
+    """The buffer as one of b0..b4, so that matmuls, stages and DMAs often name it."""
+    return B(f"b{int(b.name[1:]) % 5}", b.memory, b.dtype, b.shape, bufs=b.bufs, start_partition=b.start_partition)
+
+
+stage_st = st.builds(Stage, st.just("stg"), st.sampled_from(["vector", "scalar", "gpsimd", "tensor", "dsp"]),
+                     st.sampled_from(["bn_stats", "tensor_copy"]), st.lists(names_st, max_size=3).map(tuple),
+                     st.one_of(st.none(), st.integers(1, 70000)))
+
+
+@PROPERTY
+@given(t=st.sampled_from(TARGETS), bufs=st.lists(buffer_st.map(renamed), max_size=6).map(unique),
+       matmuls=st.lists(st.builds(Mm, st.just("mm"), names_st, names_st, names_st, st.booleans()), max_size=3),
+       stages=st.lists(stage_st, max_size=4),
+       dmas=st.lists(st.builds(Dma, st.just("dma"), names_st, st.sampled_from(["load", "store"]),
+                               st.integers(1, 10000), st.integers(1, 200), st.integers(0, 64)), max_size=3))
+def test_property_everything_never_raises(t, bufs, matmuls, stages, dmas):
+    fs = tiling.check(Tiling(t, buffers=bufs, matmuls=tuple(matmuls), stages=tuple(stages), dmas=tuple(dmas)), t)
+    kinds = ("buffer ", "matmul ", "stage ", "dma ", "PSUM buffers ", "SBUF buffers ")
+    for f in fs:
+        assert f.evidence and f.message
+        if f.status in ("fail", "warn"):
+            assert f.subject.startswith(kinds), f
+    # An unknown name is always reported.
+    known = {b.name for b in bufs}
+    unknown = any(n not in known for m in matmuls for n in (m.stationary, m.moving, m.psum))
+    assert unknown == bool(rule(fs, "matmul_operands", "fail")) or any(
+        b.memory != "sbuf" for m in matmuls for b in bufs if b.name in (m.stationary, m.moving))
+    assert any(d.buffer not in known for d in dmas) == bool(rule(fs, "dma_buffer", "fail"))

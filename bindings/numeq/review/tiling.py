@@ -27,6 +27,8 @@ _LIMITS = "tiling_limits"
 _MEMORY = "memory_hierarchy"
 # nc_matmul's fp8 inputs for double_row (trn2 architecture guide; nc_matmul docstring).
 _FP8 = ("e4m3", "e5m2")
+# What the double_row packing rests on (see _packed).
+_PACKING = "assumed: two fp8 rows of K per partition in double_row (the SBUF layout is not documented)"
 # Engines whose instructions take the Vector/Scalar/GpSimd free-size limits.
 _VECTOR_ENGINES = ("vector", "scalar", "gpsimd")
 
@@ -170,7 +172,7 @@ def _partition_rules(buffers: dict[str, Buffer], t: _targets.Target, packed: dic
                 if packed else "")
         out.append(Finding(_LIMITS, "pass", "partition_dim", "SBUF/PSUM buffers",
                            f"all {_count(len(chip), 'SBUF/PSUM buffer')} span <= {parts} partitions{note}",
-                           spec.cite()))
+                           spec.cite() + (f"; {_PACKING}" if packed else "")))
 
     # Partial-partition access (architecture guide): where a tile of n partitions may start.
     fitting = [b for b in chip if _partitions(b, packed) <= parts]
@@ -189,8 +191,9 @@ def _partition_rules(buffers: dict[str, Buffer], t: _targets.Target, packed: dic
     if fitting and not bad:
         partial = sum(1 for b in fitting if _partitions(b, packed) < parts)
         out.append(Finding(_LIMITS, "pass", "partition_start", "SBUF/PSUM buffers",
-                           f"all {_count(len(fitting), 'SBUF/PSUM buffer')} start at an allowed partition ({partial} of them "
-                           f"partial: > 64 partitions start at 0, 33-64 at 0/64, <= 32 at 0/32/64/96)", spec.cite()))
+                           f"all {_count(len(fitting), 'SBUF/PSUM buffer')} start at an allowed partition "
+                           f"({partial} of them partial: > 64 partitions start at 0, 33-64 at 0/64, <= 32 at "
+                           "0/32/64/96)", spec.cite()))
     return out
 
 
@@ -239,9 +242,11 @@ def _matmul_rules(tiling: Tiling, buffers: dict[str, Buffer], t: _targets.Target
     out: list[Finding] = []
     if not tiling.matmuls:
         return out
-    k_spec, m_spec, n_spec = t.spec("matmul_contraction"), t.spec("matmul_stationary_free"), t.spec("matmul_moving_free")
+    k_spec, m_spec = t.spec("matmul_contraction"), t.spec("matmul_stationary_free")
+    n_spec = t.spec("matmul_moving_free")
     bank_spec = t.spec("psum_bank_bytes")
-    k_max, m_max, n_max = _int(t, "matmul_contraction"), _int(t, "matmul_stationary_free"), _int(t, "matmul_moving_free")
+    k_max, m_max = _int(t, "matmul_contraction"), _int(t, "matmul_stationary_free")
+    n_max = _int(t, "matmul_moving_free")
     bank_bytes = _int(t, "psum_bank_bytes")
     has_double = "matmul_contraction_double_row" in t
     valid = ", ".join(buffers) if buffers else "(none)"
@@ -359,7 +364,8 @@ def _matmul_rules(tiling: Tiling, buffers: dict[str, Buffer], t: _targets.Target
     passes = {
         "matmul_operands": (f"all {_count(n, 'matmul')} name existing buffers, inputs in SBUF", "manifest"),
         "matmul_contraction": (f"K matches between stationary and moving and fits the contraction limit in all "
-                               f"{_count(checked.get('matmul_contraction', 0), 'matmul')} checked (largest K = {k_seen})",
+                               f"{_count(checked.get('matmul_contraction', 0), 'matmul')} checked "
+                               f"(largest K = {k_seen})",
                                k_spec.cite()),
         "matmul_dtypes": ("matmul inputs are Tensor Engine formats", k_spec.cite()),
         "matmul_stationary_free": (f"stationary free size M <= {m_max} (largest {m_seen})", m_spec.cite()),
@@ -481,7 +487,8 @@ def _dma_rules(tiling: Tiling, buffers: dict[str, Buffer], t: _targets.Target) -
     valid = ", ".join(buffers) if buffers else "(none)"
     over_spec, rec_spec, tgt_spec = (t.spec("dma_overhead_bytes"), t.spec("dma_recommended_bytes"),
                                      t.spec("dma_target_bytes"))
-    overhead, recommended, aim = _int(t, "dma_overhead_bytes"), _int(t, "dma_recommended_bytes"), _int(t, "dma_target_bytes")
+    overhead, recommended = _int(t, "dma_overhead_bytes"), _int(t, "dma_recommended_bytes")
+    aim = _int(t, "dma_target_bytes")
     parts_spec, parts = t.spec("partitions"), _int(t, "partitions")
     stride_spec, stride_max = t.spec("sbuf_stride_bytes"), _int(t, "sbuf_stride_bytes")
     flagged = {"dma_buffer": 0, "dma_size": 0, "dma_partitions": 0, "dma_stride": 0}
@@ -515,7 +522,8 @@ def _dma_rules(tiling: Tiling, buffers: dict[str, Buffer], t: _targets.Target) -
                 "the access bandwidth; make the innermost axis contiguous", stride_spec.cite())
     n = len(tiling.dmas)
     if not flagged["dma_buffer"]:
-        out.append(Finding(_MEMORY, "pass", "dma_buffer", "dmas", f"all {_count(n, 'DMA')} name existing buffers", "manifest"))
+        out.append(Finding(_MEMORY, "pass", "dma_buffer", "dmas", f"all {_count(n, 'DMA')} name existing buffers",
+                           "manifest"))
     if not flagged["dma_size"]:
         note = (f" ({len(between)} of them below the {_size(aim)} target: {_names(between)})" if between
                 else f" (all at or above the {_size(aim)} target)")
@@ -523,7 +531,8 @@ def _dma_rules(tiling: Tiling, buffers: dict[str, Buffer], t: _targets.Target) -
                            f"all {_count(n, 'DMA')} move >= {_size(recommended)} per partition per transfer{note}",
                            f"{rec_spec.cite()}; target: {tgt_spec.cite()}"))
     if not flagged["dma_partitions"]:
-        out.append(Finding(_MEMORY, "pass", "dma_partitions", "dmas", f"all {_count(n, 'DMA')} span all {parts} partitions",
+        out.append(Finding(_MEMORY, "pass", "dma_partitions", "dmas",
+                           f"all {_count(n, 'DMA')} span all {parts} partitions",
                            parts_spec.cite()))
     if not flagged["dma_stride"]:
         out.append(Finding(_MEMORY, "pass", "dma_stride", "dmas",
