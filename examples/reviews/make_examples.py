@@ -216,7 +216,7 @@ def write(out: Path) -> list[Path]:
     rng = np.random.default_rng(2026)
     cases = {
         "correct-port": (nki, _timings(rng, 41.0, 30, 2), _timings(rng, 27.0, 30, 2), 1.5, 4),
-        "buggy-port": (buggy, _timings(rng, 41.0, 30, 2), _timings(rng, 26.5, 30, 2), 1.5, 10),
+        "buggy-port": (buggy, _timings(rng, 41.0, 30, 2), _timings(rng, 27.2, 30, 2), 1.5, 10),
         "unsupported-claim": (nki, _timings(rng, 41.0, 30, 3), _timings(rng, 22.8, 30, 3), 2.5, 4),
     }
     for name, (nki_out, base, cand, claim, psum_bufs) in cases.items():

@@ -144,7 +144,7 @@ def test_malformed_toml_says_where():
 
 
 def test_sections_must_be_tables():
-    with pytest.raises(ManifestError, match=r"m.toml:1: port: must be a table, got a string"):
+    with pytest.raises(ManifestError, match=r"m.toml:1: port: expected a table, got a string"):
         parse('port = "x"\n', "m.toml")
     with pytest.raises(ManifestError, match="port: missing"):
         parse("", "m.toml")

@@ -347,15 +347,19 @@ def _array(ref: str, base: Path, ctx: _Context, key: tuple, cache: dict) -> np.n
         ctx.fail(key, f"{'.'.join(map(str, key))}: no file {file!r} next to the manifest")
     try:
         if path not in cache:
-            cache[path] = np.load(path, allow_pickle=False)
+            loaded = np.load(path, allow_pickle=False)
+            if isinstance(loaded, np.lib.npyio.NpzFile):
+                with loaded:  # every member read now: the archive is closed before the review runs
+                    loaded = {n: loaded[n] for n in loaded.files}
+            cache[path] = loaded
         data = cache[path]
-        if isinstance(data, np.lib.npyio.NpzFile):
+        if isinstance(data, dict):
             if not member:
                 ctx.fail(key, f"{'.'.join(map(str, key))}: {file!r} is an .npz archive; name the array: "
-                              f"\"{file}:NAME\" with NAME one of {', '.join(data.files)}")
-            if member not in data.files:
+                              f"\"{file}:NAME\" with NAME one of {', '.join(data)}")
+            if member not in data:
                 ctx.fail(key, f"{'.'.join(map(str, key))}: {file!r} has no array {member!r}; "
-                              f"it has: {', '.join(data.files)}")
+                              f"it has: {', '.join(data)}")
             arr = data[member]
         else:
             if member:

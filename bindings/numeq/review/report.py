@@ -257,8 +257,79 @@ def _memory_plot(review: Any) -> str:
 
 
 def _performance_plots(review: Any) -> str:
-    from .performance import plots
-    return "".join(_figure(fig, caption, alt) for fig, caption, alt in plots(review.performance or {}, review.target))
+    """The timings (every sample, the kept ones and the medians), the bootstrap distribution of the
+    speedup with its interval and the claim, and each profile on the target's roofline."""
+    from matplotlib.figure import Figure
+
+    perf = review.performance or {}
+    parts = []
+    sp = (perf.get("timings") or {}).get("speedup")
+    if sp and sp.get("baseline") and sp.get("candidate"):
+        fig = Figure(figsize=(7.2, 2.8))
+        ax1, ax2 = fig.subplots(1, 2)
+        unit = perf["timings"].get("unit", "")
+        for i, series in enumerate(("baseline", "candidate")):
+            st = sp[series]
+            samples = np.asarray(st.get("samples", []), dtype=float)
+            kept = np.asarray(st.get("kept", []), dtype=float)
+            jitter = np.linspace(-0.15, 0.15, max(1, samples.size))
+            out = ~np.isin(samples, kept)
+            ax1.scatter(i + jitter[~out], samples[~out], s=6, color=f"C{i}", label=f"{series} (kept)")
+            ax1.scatter(i + jitter[out], samples[out], s=14, marker="x", color="red",
+                        label="outliers (1.5 IQR)" if i == 0 else None)
+            ax1.hlines(st.get("median_kept"), i - 0.3, i + 0.3, color="black", linewidth=1.2)
+        ax1.set_xticks([0, 1], [perf["timings"].get("baseline_label", "baseline")[:28],
+                                perf["timings"].get("candidate_label", "candidate")[:28]], fontsize=6)
+        ax1.set_ylabel(f"time ({unit})")
+        ax1.set_yscale("log")
+        ax1.set_title("Repeated timings (median of the kept: black)")
+        ax1.legend(fontsize=6)
+        hist = sp.get("bootstrap_histogram") or {}
+        if hist.get("counts"):
+            edges = np.asarray(hist["edges"], dtype=float)
+            ax2.stairs(np.asarray(hist["counts"], dtype=float), edges, fill=True, color="C2", alpha=0.6)
+        lo, hi = sp.get("interval") or (None, None)
+        if lo is not None:
+            ax2.axvspan(lo, hi, color="C2", alpha=0.2, label=f"{int(100 * sp.get('confidence', 0.95))}% interval")
+        if sp.get("ratio") is not None:
+            ax2.axvline(sp["ratio"], color="black", linewidth=1, label=f"median ratio {sp['ratio']:.3g}x")
+        if sp.get("claimed") is not None:
+            ax2.axvline(sp["claimed"], color="red", linewidth=1.5, linestyle="--", label=f"claimed {sp['claimed']:g}x")
+            lo_x, hi_x = ax2.get_xlim()
+            ax2.set_xlim(min(lo_x, sp["claimed"] * 0.95), max(hi_x, sp["claimed"] * 1.05))
+        ax2.set_xlabel("speedup (baseline / candidate median)")
+        ax2.set_title(f"Bootstrap of the speedup: {sp.get('verdict', '')}")
+        ax2.legend(fontsize=6)
+        fig.subplots_adjust(left=0.08, right=0.98, bottom=0.2, top=0.88, wspace=0.3)
+        parts.append(_figure(fig, "Left: every timing, outliers beyond 1.5 IQR crossed out (nki-library's rule). "
+                                  "Right: the bootstrap distribution of the median ratio with its interval; a claim "
+                                  "outside the interval is not supported by the evidence.",
+                             "timings and the bootstrap interval of the speedup"))
+    roofs = [(label, p["roofline"]) for label, p in (perf.get("profiles") or {}).items()
+             if isinstance(p, dict) and isinstance(p.get("roofline"), dict)]
+    if roofs:
+        fig = Figure(figsize=(4.2, 3.0))
+        ax = fig.subplots()
+        r0 = roofs[0][1]
+        peak, bw = r0["peak_flops"]["value"], r0["bandwidth"]["value"]
+        ai = np.logspace(-1, 4, 200)
+        ax.plot(ai, np.minimum(peak, ai * bw), color="black", linewidth=1.2,
+                label=f"{review.target.name} roofline ({r0.get('dtype', '')})")
+        for i, (label, r) in enumerate(roofs):
+            x, y = r["arithmetic_intensity"]["value"], r["achieved_flops_per_s"]["value"]
+            ax.scatter([x], [y], color=f"C{i + 3}", zorder=3,
+                       label=f"{label}: {100 * r['fraction_of_attainable']['value']:.2g}% of attainable")
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel("arithmetic intensity (FLOP / HBM byte)")
+        ax.set_ylabel("FLOP/s")
+        ax.set_title("Roofline (Tensor Engine peak, HBM bandwidth)")
+        ax.legend(fontsize=6)
+        fig.subplots_adjust(left=0.16, right=0.97, bottom=0.15, top=0.9)
+        parts.append(_figure(fig, "Each profile's achieved FLOP/s against the target's roofline: the Tensor "
+                                  "Engine's documented peak for the input type and the HBM bandwidth per core "
+                                  "(an assumed share of the chip's).", "roofline"))
+    return "".join(parts)
 
 
 def html(review: Any) -> str:

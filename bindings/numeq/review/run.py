@@ -19,7 +19,7 @@ from . import correctness as _correctness
 from . import performance as _performance
 from . import tiling as _tiling
 from .findings import CRITERIA, Finding, criterion_status
-from .manifest import Manifest, load
+from .manifest import Manifest, ManifestError, load
 from .targets import Target, target
 
 __all__ = ["Review", "review"]
@@ -94,6 +94,9 @@ def review(manifest: str | os.PathLike | Manifest) -> Review:
         memory = _tiling.memory_use(m.tiling, t)
     performance = None
     if m.performance is not None:
-        perf_findings, performance = _performance.assess(m.performance, t, dtype=m.in_fmt, base_dir=m.base)
+        try:
+            perf_findings, performance = _performance.assess(m.performance, t, dtype=m.in_fmt, base_dir=m.base)
+        except ValueError as e:  # an unreadable profile: the manifest's evidence is bad input
+            raise ManifestError(f"{m.path}:{m.performance.line}: performance: {e}") from None
         findings += perf_findings
     return Review(m, t, c, memory, performance, findings)
