@@ -49,6 +49,7 @@ from .platforms import (
 from .reveal import RevealResult, reveal_order
 from .compare import PortVerdict, Verdict, compare, compare_port
 from . import testing  # assert_equivalent, assert_ported, assert_bit_exact (cheap: compare is loaded already)
+from . import review  # numeq review: the rubric review of a CUDA-to-NKI port (matplotlib only when rendering HTML)
 
 __version__ = "0.1.0"
 
@@ -116,6 +117,7 @@ __all__ = [
     "bugs",
     "ops",
     "plan",
+    "review",
     "platform_assumptions",
     "platform_evidence",
     "platform_json",

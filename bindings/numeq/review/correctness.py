@@ -77,6 +77,7 @@ class Correctness:
     findings: list[Finding] = field(default_factory=list)
     errors: dict[str, np.ndarray] = field(default_factory=dict)
     tolerance: dict[str, Any] = field(default_factory=dict)
+    signature: str = ""
 
 
 def _exact(op: Any) -> np.ndarray:
@@ -305,7 +306,8 @@ def check(manifest: Manifest) -> Correctness:
     findings.append(_assumptions_finding(trn, manifest, verdicts))
     tolerance = _standard(manifest, op, trn, verdicts, port, findings)
     return Correctness(platforms={k: platforms[k] for k in verdicts}, plan=plan_text, notes=notes,
-                       verdicts=verdicts, port=port, findings=findings, errors=errors, tolerance=tolerance)
+                       verdicts=verdicts, port=port, findings=findings, errors=errors, tolerance=tolerance,
+                       signature=op.signature)
 
 
 def _standard(manifest: Manifest, op: Any, trn: str, verdicts: dict[str, Verdict], port: PortVerdict | None,

@@ -17,6 +17,7 @@ import numpy as np
 from .. import __version__
 from ..report_html import _CSS, _esc, _figure
 from .findings import CRITERIA, Finding
+from .model import DTYPE_BYTES as _BYTES
 
 __all__ = ["html", "markdown"]
 
@@ -71,19 +72,12 @@ _VERDICT_HEADERS = ["output", "judged against", "tier", "explained by", "bit-exa
 
 def _head(review: Any) -> list[tuple[str, str]]:
     m = review.manifest
-    return [("manifest", m.path.name), ("operation", review.correctness and _signature(review)),
+    return [("manifest", m.path.name), ("operation", review.correctness.signature),
             ("GPU platform", m.gpu_platform), ("Trainium platform (kernel's plan)", review.correctness.platforms.get(
                 "nki", m.trainium_platform)),
             ("target", f"{review.target.name} ({review.target.core})"),
             ("accept", f"{m.accept}, failure probability {m.failure_probability:g}"),
             ("numeq version", __version__)]
-
-
-def _signature(review: Any) -> str:
-    try:
-        return review.manifest.op().signature
-    except ValueError:
-        return review.manifest.op_name
 
 
 def _glance(review: Any) -> str:
@@ -228,32 +222,39 @@ def _error_plot(review: Any) -> str:
 
 
 def _memory_plot(review: Any) -> str:
+    """SBUF in KiB per partition against its capacity; PSUM in banks (every copy of a buffer takes
+    whole banks of 2 KiB: a matmul writes one bank) against the 8 a partition has."""
     from matplotlib.figure import Figure
 
     mem = review.memory
     if not mem:
         return ""
+    t = review.target
+    bank = t["psum_bank_bytes"]
     fig = Figure(figsize=(7.2, 2.6))
     axes = fig.subplots(1, 2).ravel()
-    for ax, where in zip(axes, ("sbuf", "psum")):
-        items = mem.get(where, [])
-        cap = mem.get(f"{where}_capacity")
+    psum_banks = {b.name: -(-b.bytes_per_partition // int(bank)) * b.bufs for b in review.manifest.tiling.buffers
+                  if b.memory == "psum" and b.dtype in _BYTES and b.partition_dim < len(b.shape)}
+    panels = (("sbuf", [(n, v / 1024) for n, v in mem.get("sbuf", [])], t["sbuf_partition_bytes"] / 1024,
+               "KiB per partition"),
+              ("psum", [(n, psum_banks.get(n, 0)) for n, _ in mem.get("psum", [])], t["psum_banks"],
+               "PSUM banks per partition (2 KiB each)"))
+    for ax, (where, items, cap, unit) in zip(axes, panels):
         left = 0.0
         for i, (name, size) in enumerate(items):
-            ax.barh([0], [size / 1024], left=[left / 1024], color=f"C{i % 10}", edgecolor="black", linewidth=0.4)
-            if size / max(cap or 1, 1) > 0.06:
-                ax.text((left + size / 2) / 1024, 0, name, ha="center", va="center", fontsize=6)
+            ax.barh([0], [size], left=[left], color=f"C{i % 10}", edgecolor="black", linewidth=0.4)
+            if size / max(cap, 1) > 0.06:
+                ax.text(left + size / 2, 0, name, ha="center", va="center", fontsize=6)
             left += size
-        if cap:
-            ax.axvline(cap / 1024, color="red", linewidth=1.2)
-            ax.text(cap / 1024, 0.45, " capacity", color="red", fontsize=6, va="center")
+        ax.axvline(cap, color="red", linewidth=1.2)
+        ax.text(cap, 0.45, " capacity", color="red", fontsize=6, va="center")
         ax.set_yticks([])
-        ax.set_xlabel("KiB per partition")
-        ax.set_title(f"{where.upper()}: {left / 1024:.1f} KiB used" + (f" of {cap / 1024:.0f}" if cap else ""))
-        ax.set_xlim(0, max(left, cap or 0) / 1024 * 1.1 or 1)
+        ax.set_xlabel(unit)
+        ax.set_title(f"{where.upper()}: {left:.3g} of {cap:.3g} used" + (" (over-subscribed)" if left > cap else ""))
+        ax.set_xlim(0, max(left, cap) * 1.1 or 1)
     fig.subplots_adjust(left=0.04, right=0.98, bottom=0.22, top=0.85, wspace=0.15)
-    return _figure(fig, "Per-partition memory of every buffer (all copies) against the target's capacity (red).",
-                   "SBUF and PSUM use per partition")
+    return _figure(fig, "Per-partition memory of every buffer (all copies) against the target's capacity (red): SBUF "
+                        "in KiB, PSUM in whole banks.", "SBUF and PSUM use per partition")
 
 
 def _performance_plots(review: Any) -> str:

@@ -1,0 +1,197 @@
+"""numeq review on the three example ports, every finding checked against an oracle computed here
+without numeq's review code: numpy on the outputs (where the planted bug lies), Python's
+statistics module on the timings (the median ratio), the FACTS s3 numbers typed in (PSUM banks);
+the CLI's exit codes and files; the HTML page in headless Chromium; the example data regenerated
+from make_examples.py."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import shutil
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import numeq
+from numeq.review import review
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLES = ROOT / "examples" / "reviews"
+
+
+@pytest.fixture(scope="module")
+def reviews():
+    return {name: review(EXAMPLES / name / "manifest.toml")
+            for name in ("correct-port", "buggy-port", "unsupported-claim")}
+
+
+def _finding(r, rule):
+    found = [f for f in r.findings if f.rule == rule]
+    assert found, f"no finding {rule}: {[f.rule for f in r.findings]}"
+    return found
+
+
+def _rubric(r):
+    return {row["criterion"]: row["result"] for row in r.rubric()}
+
+
+def _outputs(name):
+    with np.load(EXAMPLES / name / "outputs.npz") as d:
+        return {k: d[k].astype(np.float64) for k in d.files}
+
+
+def _kept(samples):
+    # nki-library's rule, written here from its description: quartiles by linear interpolation
+    # (statistics.quantiles, method="inclusive"), samples within 1.5 IQR of them kept.
+    q1, _, q3 = statistics.quantiles(samples, n=4, method="inclusive")
+    lo, hi = q1 - 1.5 * (q3 - q1), q3 + 1.5 * (q3 - q1)
+    return [x for x in samples if lo <= x <= hi]
+
+
+def test_correct_port(reviews):
+    r = reviews["correct-port"]
+    assert r.passed
+    assert _rubric(r) == {"preserved_behaviour": "pass", "numerical_standard": "pass", "assumptions": "pass",
+                          "tiling_limits": "pass", "memory_hierarchy": "pass", "performance_claim": "pass"}
+    v = r.correctness.verdicts
+    assert (v["gpu"].tier, v["nki"].tier) == ("bit_exact", "bit_exact")
+    out = _outputs("correct-port")
+    # the two devices' outputs differ (accumulation order) and the port check explains it
+    differing = int(np.sum(out["gpu"] != out["nki"]))
+    assert differing > 0 and r.correctness.port.equal == out["gpu"].size - differing
+    port = _finding(r, "port_check")[0]
+    assert port.status == "pass" and "explained by the accumulation order" in port.message
+    # the stated rtol=2e-2 holds on the outputs (numpy's own allclose) and numeq's standard is tighter
+    assert np.allclose(out["nki"], out["gpu"], rtol=2e-2, atol=1e-5)
+    assert r.correctness.tolerance["rtol"] < 2e-2 / 100
+    assert np.all(np.abs(out["nki"] - out["gpu"]) <= r.correctness.tolerance["atol"]
+                  + r.correctness.tolerance["rtol"] * np.abs(out["gpu"]))
+
+
+def test_buggy_port_names_the_tile_and_the_psum(reviews):
+    r = reviews["buggy-port"]
+    assert not r.passed
+    rubric = _rubric(r)
+    assert rubric["preserved_behaviour"] == rubric["memory_hierarchy"] == rubric["numerical_standard"] == "fail"
+    assert rubric["tiling_limits"] == "pass"
+    # Where the NKI output departs from a correct NKI output: numpy, on the example files.
+    bad = _outputs("buggy-port")["nki"] != _outputs("correct-port")["nki"]
+    rows, cols = np.nonzero(bad)
+    assert (cols.min(), cols.max(), rows.min(), rows.max()) == (128, 255, 0, 127)
+    nki = _finding(r, "verdict_nki")[0]
+    assert nki.status == "fail"
+    assert f"{int(bad.sum())} of {bad.size} elements fail" in nki.message
+    assert "columns 128..255" in nki.message and "rows 0..127 x cols 128..255" in nki.message
+    # The kernel without its last K tile, computed here by numpy on a float32 loop of the plan
+    # (128-row tiles summed in fp32, tiles added in fp32): equal on the failing elements.
+    with np.load(EXAMPLES / "data" / "inputs.npz") as d:
+        a, b = d["a"].astype(np.float32), d["b"].astype(np.float32)
+    i, j = 5, 200
+    acc = np.float32(0)
+    for k0 in range(0, 384, 128):
+        t = np.float32(0)
+        for k in range(k0, k0 + 128):
+            t = np.float32(t + np.float32(a[i, k] * b[k, j]))
+        acc = t if k0 == 0 else np.float32(acc + t)
+    assert _outputs("buggy-port")["nki"][i, j] == acc
+    assert "the last K tile (rows 384..511 of K) never accumulated" in nki.message
+    # PSUM: 10 copies of a [128, 128] fp32 tile (512 B per partition, one 2 KiB bank each)
+    # against 8 banks per partition (FACTS s3).
+    psum = [f for f in _finding(r, "psum_capacity") if f.status == "fail"]
+    assert psum and "acc" in psum[0].subject + psum[0].message and "10 of 8 banks" in psum[0].message
+
+
+def test_unsupported_claim(reviews):
+    r = reviews["unsupported-claim"]
+    assert _rubric(r)["performance_claim"] == "fail"
+    assert _rubric(r)["preserved_behaviour"] == "pass"
+    m = r.manifest.performance
+    ratio = statistics.median(_kept(m.timings.baseline)) / statistics.median(_kept(m.timings.candidate))
+    sp = r.performance["timings"]["speedup"]
+    assert sp["ratio"] == pytest.approx(ratio, rel=1e-12)
+    lo, hi = sp["interval"]
+    assert lo <= ratio <= hi < m.claimed_speedup == 2.5
+    claim = [f for f in _finding(r, "claimed_speedup")][0]
+    assert claim.status == "fail" and "not supported by the evidence" in claim.message
+    # the other two claims (1.5x) lie inside their intervals
+    for name in ("correct-port", "buggy-port"):
+        s = reviews[name].performance["timings"]["speedup"]
+        assert s["interval"][0] <= 1.5 <= s["interval"][1]
+
+
+def test_markdown_and_html_say_the_same(reviews, tmp_path):
+    r = reviews["buggy-port"]
+    paths = r.write(tmp_path)
+    md = paths["md"].read_text()
+    page = paths["html"].read_text()
+    for part in ("1. Correctness", "2. Tiling and memory", "3. Performance", "4. Rubric"):
+        assert part in md and part in page
+    assert "FAIL: 3 of 5 assessed criteria fail (preserved_behaviour, numerical_standard, memory_hierarchy)" in md
+    for row in r.rubric():
+        assert f"| {row['criterion']} |" in md
+    # the same review gives the same bytes
+    assert r.html() == page
+
+
+def _chromium() -> str:
+    exe = shutil.which("chromium") or shutil.which("chromium-browser")
+    assert exe, "chromium is not on PATH: `bash .ci/setup` installs it (Debian package chromium)"
+    return exe
+
+
+def test_html_in_chromium(reviews, tmp_path):
+    r = reviews["unsupported-claim"]
+    path = r.write(tmp_path)["html"]
+    dom = subprocess.run([_chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--dump-dom",
+                          path.as_uri()], capture_output=True, text=True, timeout=120).stdout
+    for section in ("correctness", "tiling", "performance", "rubric", "target"):
+        assert f'id="{section}"' in dom
+    assert dom.count("<svg") == 4          # error map, memory, timings and bootstrap, roofline
+    assert dom.count("<table") >= 7
+    assert "not supported by the evidence" in dom
+    shot = tmp_path / "shot.png"
+    subprocess.run([_chromium(), "--headless", "--no-sandbox", "--disable-gpu", f"--screenshot={shot}",
+                    "--window-size=1200,3000", path.as_uri()], capture_output=True, timeout=120)
+    assert shot.stat().st_size > 10_000
+
+
+def _run(*args, cwd):
+    return subprocess.run([sys.executable, "-m", "numeq", "review", *args], capture_output=True, text=True,
+                          timeout=600, cwd=cwd, env={**__import__("os").environ,
+                                                     "PYTHONPATH": str(Path(numeq.__file__).parents[1])})
+
+
+def test_cli(tmp_path):
+    p = _run(str(EXAMPLES / "unsupported-claim" / "manifest.toml"), "--out", str(tmp_path / "out"), cwd=tmp_path)
+    assert p.returncode == 1, p.stderr
+    assert "# Port review: unsupported-claim" in p.stdout
+    assert (tmp_path / "out" / "review.md").is_file() and (tmp_path / "out" / "review.html").is_file()
+    bad = tmp_path / "bad.toml"
+    bad.write_text('[port]\nname = "x"\n[operation]\nop = "conv2d"\n')
+    p = _run(str(bad), cwd=tmp_path)
+    assert p.returncode == 2 and "bad.toml:4: operation.op: 'conv2d' is not valid" in p.stderr
+
+
+def test_examples_regenerate(tmp_path):
+    spec = importlib.util.spec_from_file_location("make_examples", EXAMPLES / "make_examples.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    mod.write(tmp_path)
+    for path in sorted(EXAMPLES.rglob("*")):
+        if path.suffix not in (".npz", ".json", ".toml"):
+            continue
+        new = tmp_path / path.relative_to(EXAMPLES)
+        if path.suffix == ".npz":
+            with np.load(path) as old_d, np.load(new) as new_d:
+                assert old_d.files == new_d.files
+                for k in old_d.files:
+                    np.testing.assert_array_equal(old_d[k], new_d[k])
+        else:
+            assert path.read_text() == new.read_text(), path
+    assert json.loads((EXAMPLES / "correct-port" / "profile.json").read_text())["summary"][0]["hardware_flops"] == \
+        2 * 128 * 512 * 256
