@@ -31,5 +31,8 @@ def test_readme_has_python_blocks():
 @pytest.mark.parametrize("line,source", BLOCKS, ids=[f"README.md:{line}" for line, _ in BLOCKS])
 def test_readme_block_runs(line, source, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
+    # The README's commands run from the checkout's root: its examples/ are there, files the
+    # blocks write go to the scratch folder.
+    (tmp_path / "examples").symlink_to(Path(__file__).resolve().parents[2] / "examples")
     code = compile(source, f"README.md:{line}", "exec")
     exec(code, {"__name__": "__readme__"})  # noqa: S102 - the README's own examples

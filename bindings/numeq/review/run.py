@@ -56,7 +56,12 @@ class Review:
                 text += f" ({len(warn)} warning{'s' if len(warn) > 1 else ''}: see above)"
             if result == "not assessed":
                 text = "; ".join(f.message for f in mine) or "no evidence in the manifest"
-            evidence = "; ".join(sorted({f.evidence for f in deciding if f.evidence}))
+            parts: list[str] = []
+            for f in deciding:
+                for e in f.evidence.split("; "):
+                    if e and e not in parts:
+                        parts.append(e)
+            evidence = "; ".join(parts)
             rows.append({"criterion": name, "asks": asks, "result": result, "finding": text, "evidence": evidence})
         return rows
 
