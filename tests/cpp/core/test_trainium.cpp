@@ -36,6 +36,7 @@ struct Model {
   bool pairs = false;      // double_row: each PE adds its two products first
   int piece_precision = 0; // fp32_matmul: 0 native; 8 (bf16x4) or 11 (tf32x4): 2 pieces, 4 passes
   int output_precision = 24;
+  std::size_t group = 0;   // psum_group: tiles per PSUM group, groups added in fp32 (RNE) in SBUF
 };
 
 // Values stay far inside every format's normal range here (inputs are normal and K is small), so
@@ -134,17 +135,23 @@ class Oracle {
     const std::vector<std::pair<int, int>> passes =
         m.piece_precision > 0 ? std::vector<std::pair<int, int>>{{0, 0}, {0, 1}, {1, 0}, {1, 1}}
                               : std::vector<std::pair<int, int>>{{0, 0}};
-    double psum = 0.0;
-    bool first = true;
-    for (std::size_t k0 = 0; k0 < a.size(); k0 += tile) {
+    double psum = 0.0, sbuf = 0.0;
+    bool first = true, first_group = true;
+    std::size_t tiles = 0;
+    for (std::size_t k0 = 0; k0 < a.size(); k0 += tile, ++tiles) {
       const std::size_t k1 = std::min(a.size(), k0 + tile);
+      if (m.group && tiles % m.group == 0) first = true;  // a new PSUM group starts from its first tile
       for (const auto& [i, j] : passes) {
         const double t = column(m, {pa[i].begin() + k0, pa[i].begin() + k1}, {pb[j].begin() + k0, pb[j].begin() + k1});
         psum = first ? round(t, 24, m.psum) : add(psum, t, 24, m.psum);
         first = false;
       }
+      if (m.group && (tiles % m.group == m.group - 1 || k1 == a.size())) {
+        sbuf = first_group ? psum : add(sbuf, psum, 24, MPFR_RNDN);
+        first_group = false;
+      }
     }
-    return round(psum, m.output_precision, MPFR_RNDN);
+    return round(m.group ? sbuf : psum, m.output_precision, MPFR_RNDN);
   }
 
  private:
@@ -255,6 +262,45 @@ TEST(Trainium, Fp32MatmulAsPassesOfPieces) {
   const core::Plan p = core::plan_for(core::platform_by_name("trainium.trn1[fp32_matmul=tf32x4]"), core::Operation::matmul, "fp32", "fp32");
   EXPECT_EQ(core::plan_from_json(core::to_json(p)), p);
   EXPECT_NE(core::to_string(p).find("decompose(128, 2 x tf32"), std::string::npos) << core::to_string(p);
+}
+
+TEST(Trainium, KernelTilesAndPsumGroups) {
+  // The kernel's own tiling (k_tile rows of K per nc_matmul, psum_group tiles per PSUM group with
+  // the groups added in SBUF), under every PE order, with fp32 pieces and fp8 double_row.
+  for (const std::string order : {"sequential", "pairwise", "fused"})
+    for (const std::size_t tile : {1u, 32u, 64u, 100u, 128u})
+      for (const std::size_t group : {0u, 1u, 3u}) {
+        Model m;
+        m.order = order;
+        m.tile = tile;
+        m.group = group;
+        const std::string name = "trainium.trn1[pe_order=" + order + ",k_tile=" + std::to_string(tile) +
+                                 (group ? ",psum_group=" + std::to_string(group) : std::string()) + "]";
+        for (const std::size_t K : {1u, 63u, 300u}) expect_matches(name, m, "bf16", "fp32", K, K * 31 + tile + group);
+        m.piece_precision = 8;
+        expect_matches("trainium.trn2[fp32_matmul=bf16x4,pe_order=" + order + ",k_tile=" + std::to_string(tile) +
+                           (group ? ",psum_group=" + std::to_string(group) : std::string()) + "]",
+                       m, "fp32", "fp32", 200, tile + group);
+      }
+  for (const std::size_t tile : {2u, 64u, 256u}) {
+    Model m;
+    m.tile = tile;
+    m.pairs = true;
+    m.group = 2;
+    expect_matches("trainium.trn2[fp8_double_row=on,k_tile=" + std::to_string(tile) + ",psum_group=2]", m, "e4m3",
+                   "fp32", 600, tile);
+  }
+  // Named as given; refused beyond the instruction's rows, and with an odd double_row tile.
+  EXPECT_EQ(core::platform_by_name("trainium.trn2[pe_order=pairwise,k_tile=64,psum_group=2]").name,
+            "trainium.trn2[pe_order=pairwise,k_tile=64,psum_group=2]");
+  EXPECT_THROW(core::platform_by_name("trainium.trn1[k_tile=129]"), numeq::error);
+  EXPECT_THROW(core::platform_by_name("trainium.trn2[fp8_double_row=on,k_tile=257]"), numeq::error);
+  EXPECT_THROW(core::platform_by_name("trainium.trn2[fp8_double_row=on,k_tile=5]"), numeq::error);
+  EXPECT_THROW(core::platform_by_name("trainium.trn1[psum_group=0]"), numeq::error);
+  // k_tile above 128 leaves only the fp8 plans.
+  EXPECT_THROW(core::plan_for(core::platform_by_name("trainium.trn2[fp8_double_row=on,k_tile=256]"),
+                              core::Operation::matmul, "bf16", "fp32"),
+               numeq::error);
 }
 
 TEST(Trainium, AssumptionsChangeResults) {
