@@ -21,6 +21,11 @@ std::vector<Platform> trainium_platforms();
 using AssumptionChoices = std::vector<std::pair<std::string, std::string>>;
 // The built-in platform `base` (by name) rebuilt with the chosen assumption values, or nullopt
 // when `base` is not a built-in platform with assumptions. Errors name `parameter`.
+// The value of a platform option "key=value" that counts something (split_k, k_tile,
+// psum_group): an integer in 1 .. most, else an error naming the key and the range.
+std::size_t option_count(const std::string& key, const std::string& value, std::size_t most,
+                         std::string_view parameter);
+
 std::optional<Platform> builtin_variant(std::string_view base, const AssumptionChoices& choices,
                                         std::string_view parameter);
 

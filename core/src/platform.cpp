@@ -159,6 +159,21 @@ std::pair<std::string, AssumptionChoices> parse_variant(std::string_view name, s
 
 }  // namespace
 
+std::size_t option_count(const std::string& key, const std::string& value, std::size_t most,
+                         std::string_view parameter) {
+  std::size_t used = 0;
+  unsigned long long v = 0;
+  try {
+    v = std::stoull(value, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used != value.size() || value.front() == '-' || v < 1 || v > most)
+    throw numeq::error(std::string(parameter) + ": " + key + "=" + value + " is not an integer in 1 .. " +
+                       std::to_string(most));
+  return static_cast<std::size_t>(v);
+}
+
 // Plan options that any platform takes in its [...] (apart from its assumptions): split-K of its
 // matmul and dot plans (with_split_k; partials in fp32 for the parallel mode, as CUTLASS's
 // reduction kernel keeps them in the accumulator type).
@@ -168,16 +183,7 @@ Platform with_plan_options(Platform p, const AssumptionChoices& options, std::st
   bool has_mode = false;
   for (const auto& [key, value] : options) {
     if (key == "split_k") {
-      std::size_t used = 0;
-      unsigned long long k = 0;
-      try {
-        k = std::stoull(value, &used);
-      } catch (const std::exception&) {
-        used = 0;
-      }
-      if (used != value.size() || value.front() == '-' || k < 1 || k > 65536)
-        throw numeq::error(std::string(parameter) + ": split_k=" + value + " is not an integer in 1 .. 65536");
-      parts = static_cast<std::size_t>(k);
+      parts = option_count(key, value, 65536, parameter);
     } else {
       if (value != "serial" && value != "parallel")
         throw numeq::error(std::string(parameter) + ": split_mode=" + value + " is unknown; valid: serial, parallel");

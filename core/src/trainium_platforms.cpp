@@ -3,7 +3,6 @@
 // every undocumented detail as an Assumption whose value picks the plan nodes.
 
 #include <algorithm>
-#include <exception>
 #include <map>
 #include <string>
 #include <utility>
@@ -286,18 +285,7 @@ std::optional<Platform> builtin_variant(std::string_view base, const AssumptionC
   KernelOptions kernel;
   for (const auto& [key, value] : choices) {
     if (key == "k_tile" || key == "psum_group") {
-      std::size_t used = 0;
-      unsigned long long v = 0;
-      try {
-        v = std::stoull(value, &used);
-      } catch (const std::exception&) {
-        used = 0;
-      }
-      const unsigned long long most = 65536;
-      if (used != value.size() || value.front() == '-' || v < 1 || v > most)
-        throw numeq::error(std::string(parameter) + ": " + key + "=" + value + " is not an integer in 1 .. " +
-                           std::to_string(most));
-      (key == "k_tile" ? kernel.k_tile : kernel.psum_group) = static_cast<std::size_t>(v);
+      (key == "k_tile" ? kernel.k_tile : kernel.psum_group) = option_count(key, value, 65536, parameter);
       continue;
     }
     // A lambda cannot capture a structured binding before clang 16 (the fuzz build's compiler).
