@@ -113,7 +113,8 @@ def main(argv: list[str] | None = None) -> int:
                                         "correctness on the kernel's own plan, tiling and memory against the "
                                         "NeuronCore's limits, the performance claim against the evidence "
                                         "(writes review.md and review.html, prints the Markdown)")
-    rev.add_argument("manifest", help="the review manifest (TOML; schema: numeq.review.manifest)")
+    rev.add_argument("manifest", nargs="?", help="the review manifest (TOML; --schema prints its schema)")
+    rev.add_argument("--schema", action="store_true", help="print the manifest's schema (every table and key) and exit")
     rev.add_argument("--out", default=None, help="folder for review.md and review.html (default: review-<manifest "
                                                  "folder name> in the current folder)")
     rev.add_argument("--quiet", action="store_true", help="do not print the Markdown")
@@ -158,8 +159,15 @@ def _review(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from .review import review
+    from .review import manifest as manifest_module
     from .review.manifest import ManifestError
 
+    if args.schema:
+        sys.stdout.write(manifest_module.SCHEMA)
+        return 0
+    if args.manifest is None:
+        sys.stderr.write("numeq review: give a manifest (TOML), or --schema for its schema\n")
+        return 2
     try:
         r = review(args.manifest)
     except ManifestError as e:

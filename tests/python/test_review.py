@@ -220,3 +220,86 @@ def test_plan_follows_the_kernels_k_tile(tmp_path):
     assert r.correctness.verdicts["nki"].tier == "bit_exact"
     assert any("taken from the matmuls' stationary tiles" in n for n in r.correctness.notes)
     assert not [f for f in r.findings if f.status == "fail"]
+
+
+def _port_copy(tmp_path):
+    shutil.copytree(EXAMPLES / "data", tmp_path / "data")
+    port = tmp_path / "port"
+    shutil.copytree(EXAMPLES / "correct-port", port)
+    return port
+
+
+def test_variant_is_named_and_measures_the_assumption(tmp_path):
+    # An NKI output whose array adds pairwise: bit-exact with that named variant, and the
+    # assumption finding says the variant is what the measurement confirms.
+    port = _port_copy(tmp_path)
+    with np.load(EXAMPLES / "data" / "inputs.npz") as d:
+        a, b = d["a"], d["b"]
+    out = _outputs("correct-port")
+    nki = numeq.matmul(a, b, platform="trainium.trn2[pe_order=pairwise]", in_fmt="bf16")
+    np.savez_compressed(port / "outputs.npz", gpu=out["gpu"], nki=nki, simulator=out["simulator"])
+    r = review(port / "manifest.toml")
+    v = r.correctness.verdicts["nki"]
+    assert (v.tier, v.explained_by) == ("variant", "trainium.trn2[pe_order=pairwise]")
+    a_f = _finding(r, "assumptions_measured")[0]
+    assert "trainium.trn2[pe_order=pairwise]" in a_f.message and "the variant changes some" in a_f.message
+    assert _rubric(r)["preserved_behaviour"] == "pass"
+
+
+def test_profile_file_must_exist(tmp_path):
+    port = _port_copy(tmp_path)
+    (port / "profile.json").unlink()
+    with pytest.raises(numeq.review.ManifestError, match=r"manifest.toml:\d+: performance.profiles\[0\].file: no file "
+                                                          r"'profile.json'"):
+        review(port / "manifest.toml")
+
+
+def test_softmax_port(tmp_path):
+    # Not a matmul: the ladder on the op's own model, Vector-engine rules from the stages.
+    x = numeq.ops.generate("normal", (64, 512), "bf16", seed=3)
+    op = numeq.ops.softmax(x, in_fmt="bf16", out="bf16")
+    np.savez(tmp_path / "sm.npz", x=x, gpu=op.emulate("nvidia.h100"), nki=op.emulate("trainium.trn2"))
+    (tmp_path / "m.toml").write_text("""
+[port]
+name = "softmax"
+[operation]
+op = "softmax"
+in_fmt = "bf16"
+out = "bf16"
+[inputs]
+x = "sm.npz:x"
+[outputs]
+gpu = "sm.npz:gpu"
+nki = "sm.npz:nki"
+[platforms]
+gpu = "nvidia.h100"
+trainium = "trainium.trn2"
+[[tiling.buffers]]
+name = "x_t"
+memory = "sbuf"
+dtype = "bf16"
+shape = [64, 512]
+[[tiling.stages]]
+name = "stats"
+engine = "vector"
+instruction = "bn_stats"
+operands = ["x_t"]
+free_size = 1024
+""")
+    r = review(tmp_path / "m.toml")
+    assert r.correctness.verdicts["nki"].passed and r.correctness.verdicts["gpu"].passed
+    bn = [f for f in r.findings if f.status == "fail"]
+    assert len(bn) == 1 and "bn_stats over 1024 elements" in bn[0].message and "512" in bn[0].message
+    assert _rubric(r)["performance_claim"] == "not assessed"
+
+
+def test_cli_schema(tmp_path):
+    p = _run("--schema", cwd=tmp_path)
+    assert p.returncode == 0
+    for key in ("[port]", "[operation]", "[inputs]", "[outputs]", "[platforms]", "[tiling]", "[[tiling.buffers]]",
+                "[[tiling.matmuls]]", "[[tiling.dmas]]", "[[tiling.stages]]", "[performance]",
+                "[performance.timings]", "[[performance.profiles]]", "psum_group?", "claimed_speedup?"):
+        assert key in p.stdout, key
+    assert "OPERATIONS: matmul, scaled_fp8_matmul" in p.stdout
+    p = _run(cwd=tmp_path)
+    assert p.returncode == 2 and "--schema" in p.stderr

@@ -1,67 +1,10 @@
 """The review manifest: one TOML file describing one CUDA-to-NKI port, validated with errors that
 name the key and its line.
 
-Schema (every table and key; ``?`` marks the optional ones)::
-
-    [port]
-    name = "out-proj GEMM"            # what is reviewed
-    description? = "..."
-
-    [operation]                       # the operation both kernels compute
-    op = "matmul"                     # one of OPERATIONS
-    in_fmt = "bf16"                   # the inputs' format (numeq.formats())
-    out = "fp32"                      # the output format
-    params? = { eps = 1e-5 }          # further keywords of numeq.ops.<op> (variant, eps, scales, ...)
-    tolerance? = { rtol = 2e-2, atol = 1e-5 }   # the standard the port's author states, if any
-
-    [inputs]                          # the op's inputs by name: "file.npy" or "file.npz:key"
-    a = "inputs.npz:a"                # matmul: a, b (c?); softmax, ...: x; attention: q, k, v (mask?)
-
-    [outputs]
-    gpu = "outputs.npz:gpu"           # the CUDA kernel's output
-    nki = "outputs.npz:nki"           # the NKI kernel's output on the device
-    simulator? = "outputs.npz:sim"    # the NKI simulator's output
-
-    [platforms]
-    gpu = "nvidia.h100"               # numeq platform names, [assumption=value] overrides allowed
-    trainium = "trainium.trn2"
-    accept? = "probabilistic"         # the weakest verdict tier that passes
-    failure_probability? = 1e-6
-
-    [tiling]                          # the NKI kernel's tiling
-    target? = "trn2"                  # trn1, inf2 or trn2 (default: the trainium platform's)
-    m_tile? = 128                     # loop tiles over M, N and K
-    n_tile? = 512
-    k_tile? = 128                     # rows of K per nc_matmul (the plan's tile)
-    psum_group? = 4                   # K tiles per PSUM group, groups added in SBUF (default: all in PSUM)
-    fp8_double_row? = false           # trn2 fp8 double_row matmuls
-    [[tiling.buffers]]                # every buffer: name, memory (sbuf/psum/hbm), dtype, shape,
-    name = "a_t"                      # partition_dim? (0), start_partition? (0), bufs? (1)
-    memory = "sbuf"
-    dtype = "bf16"
-    shape = [128, 128]
-    [[tiling.matmuls]]                # name, stationary, moving, psum (buffer names), double_row? (false)
-    [[tiling.dmas]]                   # name, buffer, direction (load/store), bytes_per_partition,
-                                      # partitions, stride_bytes? (0), transfers? (1)
-    [[tiling.stages]]                 # name, engine (tensor/vector/scalar/gpsimd/sync), instruction,
-                                      # operands? ([]), free_size?
-
-    [performance]
-    claimed_speedup? = 2.5            # baseline time / candidate time, as the author claims it
-    confidence? = 0.95                # the bootstrap interval's level
-    [performance.timings]             # repeated timings
-    unit? = "ms"                      # s, ms, us or ns
-    baseline = [1.02, 0.99, ...]
-    candidate = [0.51, 0.50, ...]
-    baseline_label? = "CUDA kernel, H100"
-    candidate_label? = "NKI kernel, trn2"
-    [[performance.profiles]]          # neuron-profile view --output-format summary-json
-    label = "candidate"
-    file = "profile.json"
-
-Paths are relative to the manifest's folder. Only [port], [operation], [inputs], [outputs] and
-[platforms] are required: a review without [tiling] or [performance] says "not assessed" for
-what they would have shown.
+The schema, every table and key with its meaning, is ``SCHEMA`` (``numeq review --schema`` prints
+it); ``?`` marks the optional keys. Paths are relative to the manifest's folder. Only [port],
+[operation], [inputs], [outputs] and [platforms] are required: a review without [tiling] or
+[performance] says "not assessed" for what they would have shown.
 """
 
 from __future__ import annotations
@@ -87,7 +30,66 @@ try:  # the standard library's TOML reader from Python 3.11; tomli (the same par
 except ModuleNotFoundError:  # pragma: no cover - Python < 3.11
     import tomli as tomllib
 
-__all__ = ["OPERATIONS", "Manifest", "ManifestError", "load", "parse"]
+__all__ = ["OPERATIONS", "SCHEMA", "Manifest", "ManifestError", "load", "parse"]
+
+# Every table and key of a manifest with its meaning (`numeq review --schema` prints it).
+SCHEMA = """\
+[port]
+name = "out-proj GEMM"            # what is reviewed
+description? = "..."
+
+[operation]                       # the operation both kernels compute
+op = "matmul"                     # one of OPERATIONS (below)
+in_fmt = "bf16"                   # the inputs' format (numeq.formats())
+out = "fp32"                      # the output format
+params? = { eps = 1e-5 }          # further keywords of numeq.ops.<op> (variant, eps, scales, ...)
+tolerance? = { rtol = 2e-2, atol = 1e-5 }   # the standard the port's author states, if any
+
+[inputs]                          # the op's inputs by name: "file.npy" or "file.npz:key"
+a = "inputs.npz:a"                # matmul: a, b (c?); softmax, ...: x; attention: q, k, v (mask?)
+
+[outputs]
+gpu = "outputs.npz:gpu"           # the CUDA kernel's output
+nki = "outputs.npz:nki"           # the NKI kernel's output on the device
+simulator? = "outputs.npz:sim"    # the NKI simulator's output
+
+[platforms]
+gpu = "nvidia.h100"               # numeq platform names, [assumption=value] overrides allowed
+trainium = "trainium.trn2"
+accept? = "probabilistic"         # the weakest verdict tier that passes
+failure_probability? = 1e-6
+
+[tiling]                          # the NKI kernel's tiling
+target? = "trn2"                  # trn1, inf2 or trn2 (default: the trainium platform's)
+m_tile? = 128                     # loop tiles over M, N and K
+n_tile? = 512
+k_tile? = 128                     # rows of K per nc_matmul (the plan's tile)
+psum_group? = 4                   # K tiles per PSUM group, groups added in SBUF (default: all in PSUM)
+fp8_double_row? = false           # trn2 fp8 double_row matmuls
+[[tiling.buffers]]                # every buffer: name, memory (sbuf/psum/hbm), dtype, shape,
+name = "a_t"                      # partition_dim? (0), start_partition? (0), bufs? (1)
+memory = "sbuf"
+dtype = "bf16"
+shape = [128, 128]
+[[tiling.matmuls]]                # name, stationary, moving, psum (buffer names), double_row? (false)
+[[tiling.dmas]]                   # name, buffer, direction (load/store), bytes_per_partition,
+                                  # partitions, stride_bytes? (0), transfers? (1)
+[[tiling.stages]]                 # name, engine (tensor/vector/scalar/gpsimd/sync), instruction,
+                                  # operands? ([]), free_size?
+
+[performance]
+claimed_speedup? = 2.5            # baseline time / candidate time, as the author claims it
+confidence? = 0.95                # the bootstrap interval's level
+[performance.timings]             # repeated timings
+unit? = "ms"                      # s, ms, us or ns
+baseline = [1.02, 0.99, ...]
+candidate = [0.51, 0.50, ...]
+baseline_label? = "CUDA kernel, H100"
+candidate_label? = "NKI kernel, trn2"
+[[performance.profiles]]          # neuron-profile view --output-format summary-json
+label = "candidate"
+file = "profile.json"
+"""
 
 
 class ManifestError(ValueError):
@@ -118,6 +120,7 @@ _OPERATIONS: dict[str, tuple[tuple[str, ...], tuple[str, ...], Callable[..., Any
     **{f: (("x",), (), _function_op(f)) for f in _FUNCTIONS},
 }
 OPERATIONS: tuple[str, ...] = tuple(_OPERATIONS)
+SCHEMA += "\nOPERATIONS: " + ", ".join(OPERATIONS) + "\n"
 _NO_FORMAT_KEYWORDS = ("int8_matmul",)
 
 
@@ -211,9 +214,14 @@ def _key_lines(text: str) -> dict[tuple, int]:
 
 
 def _line_of(lines: dict[tuple, int], key: tuple) -> int:
+    """The line of ``key``, else of its nearest enclosing table, else of the first key inside
+    that table (a table written only through its sub-tables, [[performance.profiles]])."""
     for n in range(len(key), 0, -1):
         if tuple(key[:n]) in lines:
             return lines[tuple(key[:n])]
+        inside = [line for k, line in lines.items() if k[:n] == tuple(key[:n])]
+        if inside:
+            return min(inside)
     return 0
 
 
@@ -421,7 +429,7 @@ def _tiling(t: _Table, default_target: str) -> Tiling:
                   tuple(matmuls), tuple(dmas), tuple(stages), t.ctx.line(t.path))
 
 
-def _performance(p: _Table) -> Performance:
+def _performance(p: _Table, base: Path) -> Performance:
     claim = p.real("claimed_speedup", 0.0, 1e6, False, open_low=True)
     confidence = p.real("confidence", 0.5, 0.999, False, 0.95)
     timings = None
@@ -435,6 +443,8 @@ def _performance(p: _Table) -> Performance:
     profiles = []
     for q in p.tables("profiles"):
         profiles.append(Profile(q.text("label", choices=("baseline", "candidate")), q.text("file"), p.ctx.line(q.path)))
+        if not (base / profiles[-1].path).is_file():
+            p.ctx.fail(q.path + ("file",), f"{q._name('file')}: no file {profiles[-1].path!r} next to the manifest")
         q.done()
     p.done()
     return Performance(claim, timings, tuple(profiles), confidence, p.ctx.line(p.path))
@@ -503,7 +513,7 @@ def parse(text: str, path: str | os.PathLike = "manifest.toml") -> Manifest:
     tt = top.table("tiling")
     tiling = _tiling(tt, _target_of(trn)) if tt is not None else None
     pf = top.table("performance")
-    performance = _performance(pf) if pf is not None else None
+    performance = _performance(pf, base) if pf is not None else None
     top.done()
     return Manifest(path, name, description, op_name, in_fmt, out, params, inputs, outputs, gpu, trn, accept, fp,
                     stated, tiling, performance, tiling.target if tiling else _target_of(trn), ctx.lines)

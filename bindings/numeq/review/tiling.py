@@ -205,7 +205,8 @@ def _capacity_rules(buffers: dict[str, Buffer], t: _targets.Target, packed: dict
         cap, banks, bank_bytes = _int(t, "psum_partition_bytes"), _int(t, "psum_banks"), _int(t, "psum_bank_bytes")
         total = sum(b.bytes_per_partition * b.bufs for b in psum)
         used = sum(_psum_banks(b, bank_bytes) for b in psum)
-        detail = "; ".join(f"{_copies(b)} ({_psum_banks(b, bank_bytes)} banks)" for b in psum)
+        detail = "; ".join(f"{_copies(b)} ({_psum_banks(b, bank_bytes)} bank"
+                           f"{'' if _psum_banks(b, bank_bytes) == 1 else 's'})" for b in psum)
         summary = f"PSUM buffers total {_size(total)} of {_size(cap)} per partition ({used} of {banks} banks)"
         evidence = f"{cap_spec.cite()}; banks: {banks_spec.cite()}"
         if total > cap or used > banks:
