@@ -45,6 +45,13 @@ class Plan:
             self._json = _core.core_plan_check(body)  # validates; errors name the field
 
     @classmethod
+    def _canonical(cls, text: str) -> Plan:
+        """A plan from JSON the extension wrote itself (canonical and valid): no second check."""
+        p = cls.__new__(cls)
+        p._json = text
+        return p
+
+    @classmethod
     def from_json(cls, text: str | dict) -> Plan:
         """The plan that ``text`` describes (checked: errors name the field).
 
@@ -263,7 +270,7 @@ def plan(platform: str, op: str = "matmul", in_fmt: str = "bf16", out: str = "fp
                              (split_mode, "split_mode")):
         _check_str(value, parameter)
     split_k = _check_int(split_k, "split_k", 1, SIZE[1])
-    return Plan(_core.core_plan(platform, op, in_fmt, out, split_k, split_mode))
+    return Plan._canonical(_core.core_plan(platform, op, in_fmt, out, split_k, split_mode))
 
 
 def _resolve(platform: str | None, plan_: Plan | str | dict | None, op: str, in_fmt: str, out: str) -> Plan:
@@ -414,6 +421,10 @@ def dot(a: Any, b: Any, *, c: Any = None, platform: str | None = None, plan: Pla
     cv = None if c is None else _values(c, None, "c")[0]
     if cv is not None and np.ndim(av) and np.ndim(bv):
         _check_c(cv.shape, lambda: np.broadcast_shapes(np.shape(av)[:-1], np.shape(bv)[:-1]))
+    if plan is None and platform is not None:
+        _check_str(platform, "platform")
+        _check_str(out, "out")
+        return _core.core_dot_or_matmul_on(av, bv, cv, False, platform, fa, out)
     p = _resolve(platform, plan, "dot", fa, out)
     return _core.core_dot_or_matmul(av, bv, cv, False, p.to_json())
 
@@ -456,5 +467,9 @@ def matmul(a: Any, b: Any, *, c: Any = None, platform: str | None = None, plan: 
     if cv is not None and np.ndim(av) >= 2 and np.ndim(bv) >= 2:
         _check_c(cv.shape, lambda: np.broadcast_shapes(np.shape(av)[:-2], np.shape(bv)[:-2])
                  + (np.shape(av)[-2], np.shape(bv)[-1]))
+    if plan is None and platform is not None:
+        _check_str(platform, "platform")
+        _check_str(out, "out")
+        return _core.core_dot_or_matmul_on(av, bv, cv, True, platform, fa, out)
     p = _resolve(platform, plan, "matmul", fa, out)
     return _core.core_dot_or_matmul(av, bv, cv, True, p.to_json())

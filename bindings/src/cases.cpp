@@ -146,7 +146,8 @@ void numeq_bindings::bind_cases(py::module_& m) {
           "emulate",
           [](const cases::Op& op, const std::string& platform, const std::string& kind, double lambda,
              double failure_probability) {
-            const core::Platform p = core::platform_by_name(platform, "platform");
+            const auto p_shared = core::shared_platform(platform, "platform");
+            const core::Platform& p = *p_shared;
             const core::BoundOptions o = bound_options(kind, lambda, failure_probability);
             cases::Emulation e;
             {
@@ -356,8 +357,10 @@ void numeq_bindings::bind_cases(py::module_& m) {
       "cases_cross_bound",
       [](const cases::Op& op, const std::string& platform_a, const std::string& platform_b, const std::string& kind,
          double lambda, double failure_probability) {
-        const core::Platform pa = core::platform_by_name(platform_a, "platform_a");
-        const core::Platform pb = core::platform_by_name(platform_b, "platform_b");
+        const auto pa_shared = core::shared_platform(platform_a, "platform_a");
+        const core::Platform& pa = *pa_shared;
+        const auto pb_shared = core::shared_platform(platform_b, "platform_b");
+        const core::Platform& pb = *pb_shared;
         const core::BoundOptions o = bound_options(kind, lambda, failure_probability);
         xt::xarray<double> r;
         {
@@ -372,7 +375,8 @@ void numeq_bindings::bind_cases(py::module_& m) {
       "cases_compare",
       [](const py::array& actual, const cases::Op& op, const std::string& platform, const std::string& accept,
          double failure_probability, bool search_variants, std::size_t worst) {
-        const core::Platform p = core::platform_by_name(platform, "platform");
+        const auto p_shared = core::shared_platform(platform, "platform");
+        const core::Platform& p = *p_shared;
         cases::CompareOptions o;
         o.accept = cases::tier_by_name(accept, "accept");
         o.failure_probability = failure_probability;
@@ -396,8 +400,10 @@ void numeq_bindings::bind_cases(py::module_& m) {
       [](const py::array& gpu, const py::array& trainium, const cases::Op& op, const std::string& gpu_platform,
          const std::string& trainium_platform, const std::string& accept, double failure_probability,
          bool search_variants, std::size_t worst) {
-        const core::Platform pg = core::platform_by_name(gpu_platform, "gpu_platform");
-        const core::Platform pt = core::platform_by_name(trainium_platform, "trainium_platform");
+        const auto pg_shared = core::shared_platform(gpu_platform, "gpu_platform");
+        const core::Platform& pg = *pg_shared;
+        const auto pt_shared = core::shared_platform(trainium_platform, "trainium_platform");
+        const core::Platform& pt = *pt_shared;
         cases::CompareOptions o;
         o.accept = cases::tier_by_name(accept, "accept");
         o.failure_probability = failure_probability;

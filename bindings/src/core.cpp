@@ -36,6 +36,27 @@ numeq::core::SplitMode split_mode_by_name(const std::string& name) {
 
 }  // namespace
 
+namespace {
+
+// a . b or a @ b (+ c) by `plan`, the inputs widened to float64 in the copy, the GIL released
+// while the plan runs.
+py::array dot_or_matmul(const py::array& a, const py::array& b, const std::optional<numeq_bindings::Values>& c,
+                        bool matmul, const numeq::core::Plan& plan) {
+  namespace core = numeq::core;
+  const xt::xarray<double> as = numeq_bindings::to_xarray_widened(a), bs = numeq_bindings::to_xarray_widened(b);
+  std::optional<xt::xarray<double>> cs;
+  if (c) cs = numeq_bindings::to_xarray(*c);
+  xt::xarray<double> r;
+  {
+    py::gil_scoped_release release;
+    const xt::xarray<double>* cp = cs ? &*cs : nullptr;
+    r = matmul ? core::matmul(as, bs, cp, plan) : core::dot(as, bs, cp, plan);
+  }
+  return numeq_bindings::to_numpy(std::move(r));
+}
+
+}  // namespace
+
 void numeq_bindings::bind_core(py::module_& m) {
   namespace core = numeq::core;
   m.def("core_platforms", [] { return core::platform_names(); }, "names of the built-in and registered platforms");
@@ -57,8 +78,7 @@ void numeq_bindings::bind_core(py::module_& m) {
       "core_plan",
       [](const std::string& platform, const std::string& op, const std::string& in_fmt, const std::string& out,
          std::size_t split_k, const std::string& split_mode) {
-        const core::Platform p = core::platform_by_name(platform);
-        core::Plan plan = core::plan_for(p, core::operation_by_name(op), in_fmt, out);
+        core::Plan plan = core::plan_for(*core::shared_platform(platform), core::operation_by_name(op), in_fmt, out);
         if (split_k > 1) plan = core::with_split_k(plan, split_k, split_mode_by_name(split_mode));
         return core::to_json(plan);
       },
@@ -115,16 +135,18 @@ void numeq_bindings::bind_core(py::module_& m) {
       [](const py::array& a, const py::array& b, const std::optional<Values>& c, bool matmul,
          const std::string& plan_text) {
         const core::Plan plan = core::plan_from_json(plan_text);
-        const xt::xarray<double> as = numeq_bindings::to_xarray_widened(a), bs = numeq_bindings::to_xarray_widened(b);
-        std::optional<xt::xarray<double>> cs;
-        if (c) cs = to_xarray(*c);
-        xt::xarray<double> r;
-        {
-          py::gil_scoped_release release;
-          const xt::xarray<double>* cp = cs ? &*cs : nullptr;
-          r = matmul ? core::matmul(as, bs, cp, plan) : core::dot(as, bs, cp, plan);
-        }
-        return to_numpy(std::move(r));
+        return dot_or_matmul(a, b, c, matmul, plan);
       },
       py::arg("a"), py::arg("b"), py::arg("c"), py::arg("matmul"), py::arg("plan"));
+  m.def(
+      "core_dot_or_matmul_on",
+      [](const py::array& a, const py::array& b, const std::optional<Values>& c, bool matmul,
+         const std::string& platform, const std::string& in_fmt, const std::string& out) {
+        // A platform's own plan, looked up in the resolved platform (no JSON round trip).
+        const core::Plan plan = core::plan_for(*core::shared_platform(platform),
+                                               matmul ? core::Operation::matmul : core::Operation::dot, in_fmt, out);
+        return dot_or_matmul(a, b, c, matmul, plan);
+      },
+      py::arg("a"), py::arg("b"), py::arg("c"), py::arg("matmul"), py::arg("platform"), py::arg("in_fmt"),
+      py::arg("out"));
 }

@@ -6,10 +6,12 @@
 #include <array>
 #include <cmath>
 #include <exception>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <sstream>
 #include <string>
+#include <unordered_map>
 #include <utility>
 
 #include "builtin_platforms.hpp"
@@ -203,7 +205,50 @@ Platform with_plan_options(Platform p, const AssumptionChoices& options, std::st
   return p;
 }
 
-Platform platform_by_name(std::string_view name, std::string_view parameter) {
+namespace {
+
+// Resolved platforms by the exact name asked for: building a variant (Trainium's ~40 plans for
+// every assumption choice) or copying from the registry costs tens of microseconds per call,
+// which every emulation and check paid. Entries are dropped whenever the registry changes
+// (register_platform bumps the generation; a name resolved before a change is not stored).
+struct PlatformCache {
+  std::mutex mutex;
+  std::uint64_t generation = 0;
+  std::unordered_map<std::string, std::shared_ptr<const Platform>> by_name;
+};
+
+PlatformCache& platform_cache() {
+  static PlatformCache cache;
+  return cache;
+}
+
+Platform resolve_platform(std::string_view name, std::string_view parameter);
+
+}  // namespace
+
+std::shared_ptr<const Platform> shared_platform(std::string_view name, std::string_view parameter) {
+  PlatformCache& c = platform_cache();
+  std::uint64_t generation = 0;
+  {
+    const std::lock_guard<std::mutex> lock(c.mutex);
+    const auto it = c.by_name.find(std::string(name));
+    if (it != c.by_name.end()) return it->second;
+    generation = c.generation;
+  }
+  auto p = std::make_shared<const Platform>(resolve_platform(name, parameter));
+  const std::lock_guard<std::mutex> lock(c.mutex);
+  if (c.generation == generation) {
+    if (c.by_name.size() >= 4096) c.by_name.clear();  // names are user input: keep the cache bounded
+    c.by_name.emplace(std::string(name), p);
+  }
+  return p;
+}
+
+Platform platform_by_name(std::string_view name, std::string_view parameter) { return *shared_platform(name, parameter); }
+
+namespace {
+
+Platform resolve_platform(std::string_view name, std::string_view parameter) {
   if (name.find('[') != std::string_view::npos) {
     auto [base, all_choices] = parse_variant(name, parameter);
     AssumptionChoices choices, plan_options;
@@ -238,6 +283,8 @@ Platform platform_by_name(std::string_view name, std::string_view parameter) {
   throw numeq::error(std::string(parameter) + ": unknown platform '" + std::string(name) + "'; valid: " + join(names));
 }
 
+}  // namespace
+
 void register_platform(const Platform& platform) {
   if (platform.name.empty()) throw numeq::error("profile.name: must not be empty");
   check_function_models(platform.functions, "profile");
@@ -261,6 +308,10 @@ void register_platform(const Platform& platform) {
   const auto it = std::find_if(r.begin(), r.end(), [&](const Platform& p) { return p.name == platform.name; });
   if (it != r.end()) *it = platform;
   else r.push_back(platform);
+  PlatformCache& c = platform_cache();
+  const std::lock_guard<std::mutex> cache_lock(c.mutex);
+  ++c.generation;
+  c.by_name.clear();
 }
 
 Plan plan_for(const Platform& platform, Operation op, std::string_view in_fmt, std::string_view out_fmt) {

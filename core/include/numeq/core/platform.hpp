@@ -6,6 +6,7 @@
 // profile is refused with an error naming the field by its path.
 
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <string>
 #include <string_view>
@@ -102,6 +103,9 @@ std::vector<std::string> platform_names();
 // (default serial) in its [...]: its matmul and dot plans cut K into N parts (with_split_k below,
 // parallel partials in fp32), e.g. "nvidia.h100[split_k=4]", "trainium.trn2[pe_order=pairwise,split_k=2]".
 Platform platform_by_name(std::string_view name, std::string_view parameter = "platform");
+// The same platform without a copy: resolved once per name and kept (until the next
+// register_platform), shared by every caller.
+std::shared_ptr<const Platform> shared_platform(std::string_view name, std::string_view parameter = "platform");
 // Adds (or replaces, by name) a platform for this process; validates it first. A built-in
 // platform's name or alias is refused (numeq::error naming the built-in): load edits under a new name.
 void register_platform(const Platform& platform);
