@@ -17,6 +17,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import functools
+
 import numpy as np
 
 from . import _core
@@ -24,6 +26,26 @@ from ._arrays import _as_source, _check_seed, _check_str, _renamed, format_info
 from ._arrays import round as _round
 
 GELU_APPROXIMATIONS = ("none", "tanh")
+
+
+@functools.lru_cache(maxsize=None)
+def _holds_every_value(inner: str, outer: str) -> bool:
+    """Whether every value of format ``inner`` (NaN, infinities and -0 included) is a value of
+    ``outer``: then arrays of ``inner`` need no check against ``outer``. Both binary floating
+    formats: ``outer`` has at least ``inner``'s precision, its largest finite value, a quantum at
+    most ``inner``'s smallest (values below ``outer``'s normal range land on its subnormal grid),
+    and every special value ``inner`` has."""
+    if inner == outer:
+        return True
+    a, b = format_info(inner), format_info(outer)
+    if a["kind"] != "floating" or b["kind"] != "floating":
+        return False
+    smallest_a = a["min_subnormal"] if a["has_subnormals"] else a["min_normal"]
+    grid_b = b["min_subnormal"] if b["has_subnormals"] else b["min_normal"]
+    smallest_ok = smallest_a >= grid_b and (b["has_subnormals"] or smallest_a >= b["min_normal"])
+    specials_ok = all(b[k] or not a[k] for k in ("has_inf", "has_nan", "has_negative_zero"))
+    signs_ok = b["signed"] or not a["signed"]
+    return (b["precision"] >= a["precision"] and b["max"] >= a["max"] and smallest_ok and specials_ok and signs_ok)
 
 
 def _input_values(x: Any, in_fmt: str | None, subnormals: str, parameter: str = "x",
@@ -41,7 +63,9 @@ def _input_values(x: Any, in_fmt: str | None, subnormals: str, parameter: str = 
         if in_fmt not in _core.formats():
             raise ValueError(f"{fmt_parameter}: unknown format '{in_fmt}'; valid names: {', '.join(_core.formats())}")
         info = format_info(in_fmt)
-        if info["kind"] == "integer":
+        if source in _core.formats() and _holds_every_value(source, in_fmt):
+            pass  # the array's own format lies inside in_fmt: nothing to check
+        elif info["kind"] == "integer":
             finite = np.isfinite(values)
             ok = finite & (values == np.floor(np.where(finite, values, 0))) & (values >= info["min"]) & (values <= info["max"])
         else:
