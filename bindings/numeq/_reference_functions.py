@@ -23,7 +23,6 @@ import numpy as np
 
 from . import _core
 from ._arrays import _as_source, _check_seed, _check_str, _renamed, format_info
-from ._arrays import round as _round
 
 GELU_APPROXIMATIONS = ("none", "tanh")
 
@@ -69,11 +68,11 @@ def _input_values(x: Any, in_fmt: str | None, subnormals: str, parameter: str = 
             finite = np.isfinite(values)
             ok = finite & (values == np.floor(np.where(finite, values, 0))) & (values >= info["min"]) & (values <= info["max"])
         else:
-            rounded = np.asarray(_round(values, in_fmt), dtype=np.float64)
-            ok = (rounded == values) | (np.isnan(rounded) & np.isnan(values))
-            ok &= np.signbit(rounded) == np.signbit(values)
+            values = np.ascontiguousarray(values, dtype=np.float64)
+            first = int(_core.first_not_in_format(values, in_fmt))  # one pass in the extension
+            ok = first < 0
         if not np.all(ok):
-            i = int(np.flatnonzero(~np.asarray(ok).reshape(-1))[0])
+            i = first if info["kind"] != "integer" else int(np.flatnonzero(~np.asarray(ok).reshape(-1))[0])
             v = values.reshape(-1)[i]
             raise ValueError(f"{parameter}: element {i} (C order) = {v!r} is not exactly representable in "
                              f"{fmt_parameter} '{in_fmt}'; round the inputs first (numeq.round(x, '{in_fmt}'))")
