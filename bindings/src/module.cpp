@@ -218,23 +218,15 @@ PYBIND11_MODULE(_core, m) {
   m.def(
       "first_not_in_format",
       [](const numeq_bindings::Values& x, const std::string& fmt) -> std::int64_t {
-        // One pass, no copy: the first element (C order) that is not a value of fmt (a value
-        // rounds to itself, the sign of zero kept; NaN is a value where fmt has a NaN), or -1.
-        const numeq::Cast cast{numeq::format_by_name(fmt, "fmt")};
-        const double* v = x.data();
+        // One pass, no copy: the first element (C order) that is not a value of fmt (numeq::is_value).
+        const numeq::Format& f = numeq::format_by_name(fmt, "fmt");
         const std::size_t n = static_cast<std::size_t>(x.size());
-        py::gil_scoped_release release;
-        for (std::size_t i = 0; i < n; ++i) {
-          bool same = false;
-          try {
-            const double r = numeq::round_to_format(v[i], cast, i);
-            same = (r == v[i] && std::signbit(r) == std::signbit(v[i])) || (std::isnan(r) && std::isnan(v[i]));
-          } catch (const numeq::error&) {
-            same = false;  // a NaN or Inf the format cannot hold
-          }
-          if (!same) return static_cast<std::int64_t>(i);
+        std::size_t first = n;
+        {
+          py::gil_scoped_release release;
+          first = numeq::first_not_value(x.data(), n, f);
         }
-        return -1;
+        return first == n ? -1 : static_cast<std::int64_t>(first);
       },
       py::arg("x"), py::arg("fmt"));
 

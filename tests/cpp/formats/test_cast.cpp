@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstdint>
@@ -396,3 +397,57 @@ TEST(Cast, StochasticRoundingStatistics) {
 }
 
 }  // namespace
+
+namespace {
+
+// The definition is_value shortcuts: x rounds to itself (nearest even; any mode would do for a
+// value), the sign of zero kept, NaN where the format holds NaN; a refusal (NaN or Inf into a
+// format without them) means "not a value".
+bool rounds_to_itself(double x, const numeq::Format& f) {
+  if (f.is_integer())
+    return x == std::floor(x) && x >= static_cast<double>(f.int_min()) && x <= static_cast<double>(f.int_max());
+  try {
+    const double r = numeq::round_to_format(x, numeq::Cast{f});
+    return (r == x && std::signbit(r) == std::signbit(x)) || (std::isnan(r) && std::isnan(x));
+  } catch (const numeq::error&) {
+    return false;
+  }
+}
+
+}  // namespace
+
+TEST(Cast, IsValueIsRoundingToItself) {
+  // Every value of every format of at most 16 bits, each of them also decoded into every other
+  // format's test, with its neighbours in binary64, midpoints and small offsets (mostly not
+  // values), and the specials: is_value agrees with rounding to itself on each.
+  std::vector<double> xs = {0.0, -0.0, std::numeric_limits<double>::infinity(),
+                            -std::numeric_limits<double>::infinity(), std::numeric_limits<double>::quiet_NaN(),
+                            std::numeric_limits<double>::max(), std::numeric_limits<double>::denorm_min()};
+  for (const numeq::Format* f : numeq::all_formats()) {
+    if (f->is_integer() || f->bits() > 16) continue;
+    std::vector<double> values;
+    for (std::uint64_t b = 0; b < (std::uint64_t{1} << f->bits()); ++b) {
+      const double v = numeq::decode(b << f->storage_shift, *f);
+      if (!std::isnan(v)) values.push_back(v);
+    }
+    std::sort(values.begin(), values.end());
+    for (std::size_t i = 0; i < values.size(); ++i) {
+      const double v = values[i];
+      xs.insert(xs.end(), {v, std::nextafter(v, INFINITY), std::nextafter(v, -INFINITY), v * (1 + 0x1p-20), v * 3});
+      if (i + 1 < values.size()) xs.push_back(v + (values[i + 1] - v) / 2);
+    }
+  }
+  for (int e = -1080; e <= 1030; e += 7) xs.insert(xs.end(), {std::ldexp(1.0, e), std::ldexp(-1.5, e), std::ldexp(1 + 0x1p-23, e)});
+  for (const double x : sample_doubles(20000)) xs.push_back(x);
+  std::size_t checked = 0, values = 0;
+  for (const numeq::Format* f : numeq::all_formats()) {
+    for (const double x : xs) {
+      const bool want = rounds_to_itself(x, *f);
+      ASSERT_EQ(numeq::is_value(x, *f), want) << f->name << " " << x;
+      ++checked;
+      values += want;
+    }
+  }
+  EXPECT_GT(values, 10000u);
+  std::cout << "is_value: " << checked << " (value, format) pairs, " << values << " values\n";
+}

@@ -2,6 +2,7 @@
 // Scalar casts: one value in, one value or bit pattern out. Array casts (array.hpp) run the same
 // kernel over xtensor expressions.
 
+#include <cstddef>
 #include <cstdint>
 
 #include "numeq/formats/format.hpp"
@@ -14,6 +15,13 @@ namespace numeq {
 // stochastic draw (element i of an array uses index i). Throws numeq::error for an integer target
 // format or a NaN into a format that has no NaN.
 double round_to_format(double x, const Cast& cast, std::uint64_t index = 0);
+
+// Whether x is a value of f: it rounds to itself in every mode (the sign of zero kept; NaN and
+// +-Inf where f has them; integers: an integer in f's range). Decided from x's bits and f's
+// quantum at x's binade, without rounding: the input check of every array a user says holds f.
+bool is_value(double x, const Format& f);
+// The first of x[0..n) that is not a value of f (is_value), or n: f's limits worked out once.
+std::size_t first_not_value(const double* x, std::size_t n, const Format& f);
 
 // The bit pattern of x in cast.format (storage placement included: tf32 is an fp32 pattern).
 std::uint64_t encode(double x, const Cast& cast, std::uint64_t index = 0);
