@@ -32,6 +32,7 @@ using namespace detail;  // shapes.hpp: layouts and broadcasting shared with the
 
 namespace {
 
+using detail::round_nearest_even_fast;
 using detail::round_value;
 
 // Whether the cast is exactly the host's IEEE binary32 / binary64 round-to-nearest-even
@@ -356,6 +357,9 @@ double add_rounded(double x, double y, const Cast& cast) {
   const double bv = s - x;
   const double av = s - bv;
   const double e = (x - av) + (y - bv);
+  // An exact double sum (the common case: terms within 53 - p binades of each other) rounds as
+  // any double does.
+  if (double r; e == 0 && scale == 0 && round_nearest_even_fast(s, cast, r)) return r;
   Exact exact;
   if (e == 0) {
     const Unpacked u = unpack_double(s);

@@ -1,6 +1,7 @@
 #pragma once
 // One value rounded into a cast, for the plan evaluator and the explicit trees (private).
 
+#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -14,7 +15,30 @@ namespace numeq::core::detail {
 // x rounded into cast (an exact double in, its rounded value out; NaN stays NaN), through numeq's
 // one rounding kernel. Integer formats take integers only (the accumulators of int8 GEMMs) and
 // refuse what does not fit.
+// x rounded to nearest even into a binary floating format of fewer than 52 fraction bits, where
+// x is a finite double in the format's normal range and the result stays finite: the
+// significand's low bits rounded with integer arithmetic (ties to the even neighbour; a carry
+// moves into the exponent as it should). False where it does not apply; the kernel decides
+// those (other modes, subnormal or overflowing results, specials, unsigned formats). Every
+// sequential narrow accumulation (bf16 / fp16 / fp8 accumulators) rounds through here.
+inline bool round_nearest_even_fast(double x, const Cast& cast, double& out) {
+  const Format& f = cast.format;
+  if (cast.rounding != Rounding::nearest_even || f.is_integer() || !f.is_signed || f.mantissa_bits >= 52) return false;
+  std::uint64_t bits = std::bit_cast<std::uint64_t>(x);
+  const int e = static_cast<int>((bits >> 52) & 0x7ff) - 1023;
+  if (e < f.emin() || e == 1024) return false;  // below the normal range, or Inf / NaN
+  const int shift = 52 - f.mantissa_bits;
+  const std::uint64_t half = std::uint64_t{1} << (shift - 1);
+  bits += half - 1 + ((bits >> shift) & 1);
+  bits &= ~((std::uint64_t{1} << shift) - 1);
+  const double r = std::bit_cast<double>(bits);
+  if (std::abs(r) > decode_bits(f, f.max_finite_magnitude())) return false;
+  out = r;
+  return true;
+}
+
 inline double round_value(double x, const Cast& cast, std::uint64_t random = 0) {
+  if (double r; round_nearest_even_fast(x, cast, r)) return r;
   if (cast.format.is_integer()) {
     if (!std::isfinite(x) || x != std::floor(x) || x < static_cast<double>(cast.format.int_min()) ||
         x > static_cast<double>(cast.format.int_max()))
