@@ -46,7 +46,9 @@ def main() -> None:
     p.add_argument("--sizes", default="128,256,512")
     p.add_argument("--formats", default="bf16,fp16,e5m2")
     p.add_argument("--repeat", type=int, default=3)
+    p.add_argument("--threads", type=int, default=0, help="numeq's threads (0: its default)")
     args = p.parse_args()
+    numeq.set_num_threads(args.threads)
     import apytypes as apy
 
     rng = np.random.default_rng(0)

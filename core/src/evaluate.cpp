@@ -105,6 +105,41 @@ double accumulate(double acc, const Terms& t, std::size_t k, const Arithmetic& a
 double reduce_node(const PlanNode& node, const Terms& t, std::size_t begin, std::size_t end,
                    std::optional<double> init);
 
+// Whether a sequential node's steps may take sequential_fast: nearest-even casts without
+// flushing (their only special cases, subnormal and overflowing results, leave the fast loop).
+bool fast_sequential(const Arithmetic& ar) {
+  const auto plain = [](const Cast& c) {
+    return c.rounding == Rounding::nearest_even && c.subnormals == Subnormals::keep && !c.format.is_integer();
+  };
+  return plain(ar.accumulate) && (ar.product != ProductMode::rounded || plain(ar.product_cast));
+}
+
+// The steps k = begin, begin + 1, ... of a sequential reduction while each is an exact double
+// sum whose nearest-even rounding the integer shortcut takes (round_nearest_even_fast): the
+// common case of a narrow accumulator, without add_rounded's general path per term. Returns the
+// first step it did not take (acc holds the sum before it); accumulate goes on from there, so
+// the result is the same bit for bit. Zeros: a double sum of zeros or an exact cancellation is
+// signed as IEEE 754 signs it to nearest even, as add_rounded does.
+std::size_t sequential_fast(double& acc, const Terms& t, std::size_t begin, std::size_t end, const Arithmetic& ar) {
+  const bool rounded = t.products && ar.product == ProductMode::rounded;
+  const detail::NearestEven to_product(ar.product_cast), to_accumulator(ar.accumulate);
+  for (std::size_t k = begin; k < end; ++k) {
+    double v = t.term(k);
+    if (rounded && v != 0 && !to_product(v, v)) return k;
+    const double s = acc + v;
+    if (s == 0) {  // exact: a sum of zeros or a cancellation, signed as IEEE 754 does to nearest even
+      acc = s;
+      continue;
+    }
+    const double bv = s - acc, av = s - bv;
+    const double e = (acc - av) + (v - bv);  // TwoSum: s + e == acc + v
+    double r;
+    if (e != 0 || !to_accumulator(s, r)) return k;
+    acc = r;
+  }
+  return end;
+}
+
 double reduce_values(const PlanNode& node, const std::vector<double>& values, std::optional<double> init) {
   return reduce_node(node, Terms{values.data(), nullptr, false}, 0, values.size(), init);
 }
@@ -124,6 +159,7 @@ double reduce_node(const PlanNode& node, const Terms& t, std::size_t begin, std:
       if (init) acc = *init;
       else if (node.start_from_zero || n == 0) acc = 0.0;
       else acc = first_value(t, k++, ar);
+      if (fast_sequential(ar)) k = sequential_fast(acc, t, k, end, ar);
       for (; k < end; ++k) acc = accumulate(acc, t, k, ar);
       return acc;
     }

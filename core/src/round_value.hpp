@@ -21,20 +21,36 @@ namespace numeq::core::detail {
 // moves into the exponent as it should). False where it does not apply; the kernel decides
 // those (other modes, subnormal or overflowing results, specials, unsigned formats). Every
 // sequential narrow accumulation (bf16 / fp16 / fp8 accumulators) rounds through here.
+struct NearestEven {
+  bool applies = false;  // a signed binary floating format of < 52 fraction bits, nearest even
+  int emin = 0, shift = 0;
+  double max = 0;
+
+  explicit NearestEven(const Cast& cast) {
+    const Format& f = cast.format;
+    applies = cast.rounding == Rounding::nearest_even && !f.is_integer() && f.is_signed && f.mantissa_bits < 52;
+    if (!applies) return;
+    emin = f.emin();
+    shift = 52 - f.mantissa_bits;
+    max = decode_bits(f, f.max_finite_magnitude());
+  }
+
+  bool operator()(double x, double& out) const {
+    if (!applies) return false;
+    std::uint64_t bits = std::bit_cast<std::uint64_t>(x);
+    const int e = static_cast<int>((bits >> 52) & 0x7ff) - 1023;
+    if (e < emin || e == 1024) return false;  // below the normal range, or Inf / NaN
+    bits += (std::uint64_t{1} << (shift - 1)) - 1 + ((bits >> shift) & 1);
+    bits &= ~((std::uint64_t{1} << shift) - 1);
+    const double r = std::bit_cast<double>(bits);
+    if (std::abs(r) > max) return false;
+    out = r;
+    return true;
+  }
+};
+
 inline bool round_nearest_even_fast(double x, const Cast& cast, double& out) {
-  const Format& f = cast.format;
-  if (cast.rounding != Rounding::nearest_even || f.is_integer() || !f.is_signed || f.mantissa_bits >= 52) return false;
-  std::uint64_t bits = std::bit_cast<std::uint64_t>(x);
-  const int e = static_cast<int>((bits >> 52) & 0x7ff) - 1023;
-  if (e < f.emin() || e == 1024) return false;  // below the normal range, or Inf / NaN
-  const int shift = 52 - f.mantissa_bits;
-  const std::uint64_t half = std::uint64_t{1} << (shift - 1);
-  bits += half - 1 + ((bits >> shift) & 1);
-  bits &= ~((std::uint64_t{1} << shift) - 1);
-  const double r = std::bit_cast<double>(bits);
-  if (std::abs(r) > decode_bits(f, f.max_finite_magnitude())) return false;
-  out = r;
-  return true;
+  return cast.rounding == Rounding::nearest_even && NearestEven(cast)(x, out);
 }
 
 inline double round_value(double x, const Cast& cast, std::uint64_t random = 0) {
