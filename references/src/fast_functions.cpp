@@ -26,7 +26,6 @@
 #include <limits>
 
 #include "numeq/formats/round_and_pack.hpp"
-#include "numeq/references/mpfr_value.hpp"
 
 namespace numeq::reference::fast {
 
@@ -394,12 +393,12 @@ std::optional<Enclosure> reciprocal_enclosure(double x) {
 // zero by less than any representable step, which a set sticky bit below a one-smaller 64-bit
 // significand expresses.
 std::uint64_t round_end(double d, bool open, bool lower, const Cast& out, std::uint64_t random) {
-  if (std::isinf(d) || (open && d == 0)) {
-    // Infinitesimals above zero and finite values beyond every format: round_mpfr's definitions.
-    thread_local Mpfr v(64);
-    mpfr_set_d(v, d, MPFR_RNDN);
-    return round_mpfr(v, out, random, !open ? Nudge::none : lower ? Nudge::above : Nudge::below);
-  }
+  // An open zero end is an infinitesimal of the inner side's sign: 2^-1200 with sticky set lies
+  // below the half unit of every format suits() admits (emin >= -1022), so only its sticky bit
+  // and sign count, as in round_mpfr. An infinite end is always open: a finite value beyond every
+  // such format (2^1100), which overflows in every mode.
+  if (open && d == 0) return round_and_pack(out, !lower, -1200, std::uint64_t{1} << 63, true, random);
+  if (std::isinf(d)) return round_and_pack(out, d < 0, 1100, std::uint64_t{1} << 63, true, random);
   const Unpacked p = unpack_double(d);
   if (p.cls == ValueClass::zero) return encode_unpacked(p, out, random);
   // A double's exponent and significand, not a subnormal input: DAZ does not apply (a result).
@@ -418,8 +417,11 @@ std::uint64_t round_end(double d, bool open, bool lower, const Cast& out, std::u
 }  // namespace
 
 bool suits(const Cast& out) {
-  const int looked_at = out.format.precision() + (out.rounding == Rounding::stochastic ? out.random_bits : 0);
-  return out.format.is_signed && looked_at <= 40;
+  const Format& f = out.format;
+  const int looked_at = f.precision() + (out.rounding == Rounding::stochastic ? out.random_bits : 0);
+  // The exponent range check keeps round_end's stand-ins for infinitesimals and for values beyond
+  // every format valid (every format with at most 40 bits has a far narrower range than this).
+  return f.is_signed && looked_at <= 40 && f.emin() >= -1022 && f.emin() + (1 << f.exponent_bits) < 1100;
 }
 
 std::optional<Enclosure> enclose(Function f, double x) {
