@@ -27,8 +27,8 @@ struct Enclosure {
 };
 
 // An enclosure of f(x) for a finite x in f's domain (special values are handled before), or
-// nullopt where the fast path has none (gelu: no proven erfc yet; reciprocal of |x| outside
-// [2^-1020, 2^1020]; an exp whose scaled result overflows a double).
+// nullopt where the fast path has none (reciprocal of |x| outside [2^-1020, 2^1020]; an exp
+// whose scaled result overflows a double, within an ulp of ln(DBL_MAX)).
 std::optional<Enclosure> enclose(Function f, double x);
 
 // Whether the fast path can be used for `out` at all: a signed format and an effective precision

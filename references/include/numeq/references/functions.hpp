@@ -7,8 +7,7 @@
 // random bits of stochastic rounding) an enclosure of f(x) is first computed in double arithmetic
 // with an error bound proven from the algorithm (references/src/fast_functions.cpp), and its two
 // ends rounded through the same kernel; when they agree that is the certified result (the same
-// argument as below), otherwise the MPFR loop below decides. gelu (erfc) always takes the MPFR
-// loop. Both paths give the same bits; FunctionPath::mpfr (or the environment variable
+// argument as below), otherwise the MPFR loop below decides. Both paths give the same bits; FunctionPath::mpfr (or the environment variable
 // NUMEQ_FUNCTIONS=mpfr) skips the fast path, which the tests use as its oracle.
 //
 // Method: Ziv's strategy (A. Ziv, "Fast evaluation of elementary mathematical functions with
