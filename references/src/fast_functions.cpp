@@ -21,6 +21,8 @@
 #include "fast_functions.hpp"
 
 #include <array>
+#include <bit>
+#include <cstdint>
 #include <cfloat>
 #include <cmath>
 #include <limits>
@@ -91,11 +93,22 @@ Approx exact(double y) { return {y, 0, 0, true}; }
 
 Enclosure point(double y) { return {y, y, false, false}; }
 
+// The neighbours of a double toward +Inf / -Inf (std::nextafter without its library call and
+// error handling): one step of the bit pattern, whose order matches the values' within a sign.
+// Infinities stay put; +-0 steps to +-tiny.
+double up(double d) {
+  if (d == 0) return tiny;
+  if (std::isinf(d) && d > 0) return d;
+  const std::uint64_t b = std::bit_cast<std::uint64_t>(d);
+  return std::bit_cast<double>(d > 0 ? b + 1 : b - 1);
+}
+double down(double d) { return -up(-d); }
+
 Enclosure widen(const Approx& a) {
   if (a.exact) return point(a.y);
   // Rounded upward by a step of one ulp: covers the rounding of the product and the sum.
-  const double e = std::nextafter(kMargin * (a.rel * std::fabs(a.y) + a.abs), inf);
-  Enclosure r{std::nextafter(a.y - e, -inf), std::nextafter(a.y + e, inf), false, false};
+  const double e = up(kMargin * (a.rel * std::fabs(a.y) + a.abs));
+  Enclosure r{down(a.y - e), up(a.y + e), false, false};
   r.lo_open = std::isinf(r.lo);
   r.hi_open = std::isinf(r.hi);
   return r;
@@ -132,7 +145,19 @@ double exp_poly(double r) {
 
 // Powers of two scale exactly while the result stays normal; into the subnormal range ldexp
 // rounds (C17 7.12.6.6), an absolute error below 2^-1075 (the bound allows two such roundings).
-double scale2(double p, int k) { return std::ldexp(p, k); }
+// (A normal 2^k is built from its bits: one exact product instead of a library call.)
+double scale2(double p, int k) {
+  if (k >= -1021 && k <= 1023) return p * std::bit_cast<double>(static_cast<std::uint64_t>(k + 1023) << 52);
+  return std::ldexp(p, k);
+}
+
+// x rounded to the nearest integer, ties to even, for |x| < 2^51: adding and subtracting
+// 1.5 * 2^52 leaves no fraction bits (each step is one IEEE operation, -ffp-contract=off), and
+// unlike std::nearbyint it does not save and restore the floating-point environment.
+double nearest_integer(double x) {
+  constexpr double shifter = 0x1.8p52;
+  return (x + shifter) - shifter;
+}
 
 // e^x for -1000 <= x <= 709.79: rel 64 u, abs 4 tiny, y possibly +Inf when the scaled result
 // overflows (callers send that to MPFR).
@@ -142,7 +167,7 @@ double scale2(double p, int k) { return std::ldexp(p, k); }
 // |dr| < 0.35 u + 2^-74, a relative error below 0.36 u in e^r. With exp_poly: < 56 u, and the
 // scaling by 2^k is exact (normal) or adds the subnormal absolute error.
 Approx exp_approx(double x) {
-  const double k = std::nearbyint(x * kLog2e);
+  const double k = nearest_integer(x * kLog2e);
   const double r = (x - k * kLn2Hi) - k * kLn2Lo;
   return {scale2(exp_poly(r), static_cast<int>(k)), 64 * u, 4 * tiny};
 }
@@ -238,7 +263,7 @@ std::optional<Enclosure> exp_enclosure(double x, bool base2) {
   if (base2) {
     // 2^x = 2^k e^(r ln 2), k = nearest(x), r = x - k exact (|r| <= 1/2); r * kLn2 errs by 2 u,
     // |r ln 2| <= 0.3466, so the perturbation is < 0.7 u: with exp_poly < 56 u.
-    const double k = std::nearbyint(x);
+    const double k = nearest_integer(x);
     const double r = x - k;
     if (r == 0) return point(std::ldexp(1.0, static_cast<int>(k)));  // 2^k, -1074 <= k <= 1023
     a = {scale2(exp_poly(r * kLn2), static_cast<int>(k)), 64 * u, 4 * tiny};
@@ -383,8 +408,8 @@ Enclosure sqrt_enclosure(double x, bool reciprocal) {
   const double residual = std::fma(-s, s, m);
   if (!reciprocal) {
     if (residual == 0) return point(std::ldexp(s, e / 2));
-    if (residual > 0) return {std::ldexp(s, e / 2), std::ldexp(std::nextafter(s, inf), e / 2), true, false};
-    return {std::ldexp(std::nextafter(s, 0.0), e / 2), std::ldexp(s, e / 2), false, true};
+    if (residual > 0) return {std::ldexp(s, e / 2), std::ldexp(up(s), e / 2), true, false};
+    return {std::ldexp(down(s), e / 2), std::ldexp(s, e / 2), false, true};
   }
   // 1 / s: s errs by < u relative, the division by u: < 2 u (+ u^2).
   const double y = 1 / s;
@@ -398,7 +423,7 @@ std::optional<Enclosure> reciprocal_enclosure(double x) {
   if (a < 0x1p-1020 || a > 0x1p1020) return std::nullopt;
   const double y = 1 / x;  // correctly rounded: 1/x within half an ulp
   if (std::fma(-y, x, 1.0) == 0) return point(y);
-  return Enclosure{std::nextafter(y, -inf), std::nextafter(y, inf), false, false};
+  return Enclosure{down(y), up(y), false, false};
 }
 
 // gelu(x) = x/2 erfc(-x / sqrt 2), t = |x| / sqrt 2 computed as |x| kInvSqrt2 (relative error
