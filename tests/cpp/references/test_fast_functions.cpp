@@ -10,6 +10,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <bit>
 #include <chrono>
@@ -39,6 +40,14 @@ constexpr std::size_t kDefaultStride = 7;
 constexpr std::size_t kDefaultRandom = 20000;            // per function
 constexpr std::size_t kLongRandomTotal = 100'000'000;    // over all functions
 constexpr int kMaxReports = 8;
+
+// NUMEQ_SWEEP_SCALE (as in test_functions; e.g. 0.05 under sanitizers) thins the default sweeps:
+// every (kDefaultStride / scale)-th 16-bit pattern, scale * kDefaultRandom random inputs.
+double sweep_scale() {
+  const char* s = std::getenv("NUMEQ_SWEEP_SCALE");
+  const double v = s == nullptr ? 1.0 : std::atof(s);
+  return v > 0 ? std::min(v, 1.0) : 1.0;
+}
 
 bool long_tests() {
   const char* v = std::getenv("NUMEQ_LONG_TESTS");
@@ -145,7 +154,8 @@ class FastFunctions : public ::testing::TestWithParam<Function> {};
 
 TEST_P(FastFunctions, EverySmallFormatInput) {
   const Function f = GetParam();
-  const std::size_t stride16 = long_tests() ? 1 : kDefaultStride;
+  const std::size_t stride16 =
+      long_tests() ? 1 : static_cast<std::size_t>(static_cast<double>(kDefaultStride) / sweep_scale() + 0.5);
   Tally t;
   const auto t0 = std::chrono::steady_clock::now();
   for (const Format* in : {&numeq::formats::bf16, &numeq::formats::fp16, &numeq::formats::e4m3fn,
@@ -165,7 +175,8 @@ TEST_P(FastFunctions, EverySmallFormatInput) {
 // with exponents in [-24, 8) where the functions vary most.
 TEST_P(FastFunctions, RandomFp32Inputs) {
   const Function f = GetParam();
-  const std::size_t n = long_tests() ? kLongRandomTotal / numeq::reference::function_names().size() : kDefaultRandom;
+  const std::size_t n = long_tests() ? kLongRandomTotal / numeq::reference::function_names().size()
+                                     : static_cast<std::size_t>(static_cast<double>(kDefaultRandom) * sweep_scale());
   std::vector<double> xs(n);
   const std::uint64_t key = numeq::random_stream_key(0xf32 + static_cast<std::uint64_t>(f));
   for (std::size_t i = 0; i < n; ++i) {
