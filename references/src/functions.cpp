@@ -1,4 +1,5 @@
-// Certified elementwise functions: Ziv's loop over MPFR interval enclosures (see functions.hpp).
+// Certified elementwise functions: a fast double enclosure (fast_functions.hpp), then Ziv's loop
+// over MPFR interval enclosures when its rounding test fails (see functions.hpp).
 
 #include "numeq/references/functions.hpp"
 
@@ -7,6 +8,7 @@
 #include <atomic>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <limits>
 #include <optional>
 #include <string>
@@ -18,6 +20,8 @@
 #include "numeq/formats/random.hpp"
 #include "numeq/formats/round_and_pack.hpp"
 #include "numeq/references/mpfr_value.hpp"
+
+#include "fast_functions.hpp"
 
 namespace numeq::reference {
 
@@ -172,10 +176,22 @@ std::string describe(double x) {
   return buf;
 }
 
+// Process-wide counters (function_path_counts). Relaxed: they are statistics, and they are only
+// touched on the MPFR path, which costs microseconds anyway.
+std::atomic<std::uint64_t> g_fallbacks{0};
+std::atomic<std::uint64_t> g_mpfr{0};
+
 // The certified pattern, or numeq::invalid_encoding for NaN into a format without NaN.
-std::uint64_t certified(Function f, double x, const Cast& out, std::uint64_t random) {
+std::uint64_t certified(FunctionPath path, Function f, double x, const Cast& out, std::uint64_t random) {
   if (const std::optional<double> s = special_value(f, x))
     return encode_unpacked(unpack_double(*s), out, random);
+  if (path == FunctionPath::fast && fast::suits(out)) {
+    if (const std::optional<fast::Enclosure> e = fast::enclose(f, x)) {
+      if (const std::optional<std::uint64_t> bits = fast::round_enclosure(*e, out, random)) return *bits;
+      g_fallbacks.fetch_add(1, std::memory_order_relaxed);
+    }
+  }
+  g_mpfr.fetch_add(1, std::memory_order_relaxed);
   thread_local Workspace w;
   w.x.set(x);
   const int extra = 32 + (out.rounding == Rounding::stochastic ? out.random_bits : 0);
@@ -215,15 +231,38 @@ Function function_by_name(std::string_view name, std::string_view parameter) {
                      "'; valid names: " + valid);
 }
 
+FunctionPath default_function_path() {
+  static const FunctionPath path = [] {
+    const char* v = std::getenv("NUMEQ_FUNCTIONS");
+    if (v == nullptr || std::string_view(v).empty() || std::string_view(v) == "fast") return FunctionPath::fast;
+    if (std::string_view(v) == "mpfr") return FunctionPath::mpfr;
+    throw numeq::error("environment variable NUMEQ_FUNCTIONS: unknown value '" + std::string(v) +
+                       "'; valid values: fast, mpfr");
+  }();
+  return path;
+}
+
+FunctionPathCounts function_path_counts() {
+  return {g_fallbacks.load(std::memory_order_relaxed), g_mpfr.load(std::memory_order_relaxed)};
+}
+
 std::uint64_t evaluate_bits(Function f, double x, const Cast& out, std::uint64_t random) {
+  return evaluate_bits_with(default_function_path(), f, x, out, random);
+}
+
+std::uint64_t evaluate_bits_with(FunctionPath path, Function f, double x, const Cast& out, std::uint64_t random) {
   validate(out, "out");
-  const std::uint64_t bits = certified(f, x, out, random);
+  const std::uint64_t bits = certified(path, f, x, out, random);
   if (bits == invalid_encoding)
     throw numeq::error("x: " + nan_message(f, out) + " (x = " + describe(x) + ")");
   return bits;
 }
 
 xt::xarray<double> evaluate(Function f, const xt::xarray<double>& x, const Cast& out) {
+  return evaluate_with(default_function_path(), f, x, out);
+}
+
+xt::xarray<double> evaluate_with(FunctionPath path, Function f, const xt::xarray<double>& x, const Cast& out) {
   validate(out, "out");
   xt::xarray<double> result = xt::empty<double>(x.shape());
   const std::size_t n = x.size();
@@ -239,7 +278,7 @@ xt::xarray<double> evaluate(Function f, const xt::xarray<double>& x, const Cast&
         std::size_t invalid = none;
         for (std::size_t i = begin; i < end; ++i) {
           const std::uint64_t random = stochastic ? random_bits_at(key, i) : 0;
-          const std::uint64_t bits = certified(f, in[i], out, random);
+          const std::uint64_t bits = certified(path, f, in[i], out, random);
           if (bits == invalid_encoding) [[unlikely]] {
             invalid = std::min(invalid, i);
             values[i] = std::numeric_limits<double>::quiet_NaN();

@@ -3,6 +3,13 @@
 // stochastic included, overflow and subnormal policies), the reference a platform's exp / tanh /
 // gelu ... is judged against.
 //
+// Fast path: for most functions and outputs of at most 40 looked-at bits (significand, plus the
+// random bits of stochastic rounding) an enclosure of f(x) is first computed in double arithmetic
+// with an error bound proven from the algorithm (references/src/fast_functions.cpp), and its two
+// ends rounded through the same kernel; when they agree that is the certified result (the same
+// argument as below), otherwise the MPFR loop below decides. Both paths give the same bits; FunctionPath::mpfr (or the environment variable
+// NUMEQ_FUNCTIONS=mpfr) skips the fast path, which the tests use as its oracle.
+//
 // Method: Ziv's strategy (A. Ziv, "Fast evaluation of elementary mathematical functions with
 // correctly rounded last bit", ACM TOMS 17(3), 1991) over MPFR interval enclosures
 // (mpfr_value.hpp). At working precision p the true value is enclosed in [lo, hi] by MPFR
@@ -79,10 +86,30 @@ Function function_by_name(std::string_view name, std::string_view parameter = "f
 // not a floating format.
 std::uint64_t evaluate_bits(Function f, double x, const Cast& out, std::uint64_t random = 0);
 
+// Which evaluation evaluate / evaluate_bits use: `fast` (the fast path, MPFR when its rounding
+// test fails) or `mpfr` (the MPFR loop for every element). The results are the same bits.
+enum class FunctionPath : std::uint8_t { fast, mpfr };
+// The path evaluate / evaluate_bits use: NUMEQ_FUNCTIONS = "fast" (the default when unset) or
+// "mpfr", read once; any other value throws numeq::error naming the variable.
+FunctionPath default_function_path();
+std::uint64_t evaluate_bits_with(FunctionPath path, Function f, double x, const Cast& out,
+                                 std::uint64_t random = 0);
+
+// Counts since the process started, over all threads: elements whose fast enclosure did not pass
+// the rounding test (`fallbacks`), and elements the MPFR loop evaluated (fallbacks included:
+// gelu, outputs the fast path does not suit, FunctionPath::mpfr, arguments it has no enclosure
+// for).
+struct FunctionPathCounts {
+  std::uint64_t fallbacks = 0;
+  std::uint64_t mpfr = 0;
+};
+FunctionPathCounts function_path_counts();
+
 // Elementwise: the values of the rounded results (NaN where the format gives NaN). Element i (C
 // order) uses the draw numeq::random_bits_at(numeq::random_stream_key(out.seed), i), as casts do.
 // Runs on numeq::parallel_for threads; results do not depend on the thread count. Throws
 // numeq::error naming the first element (C order) whose result is NaN when out.format has no NaN.
 xt::xarray<double> evaluate(Function f, const xt::xarray<double>& x, const Cast& out);
+xt::xarray<double> evaluate_with(FunctionPath path, Function f, const xt::xarray<double>& x, const Cast& out);
 
 }  // namespace numeq::reference
