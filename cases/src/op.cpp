@@ -10,6 +10,7 @@
 #include <optional>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include <xtensor/xbroadcast.hpp>
 
@@ -921,53 +922,151 @@ double ulp_of(double x, const Format& f) {
   return std::ldexp(1.0, e - f.mantissa_bits);
 }
 
+namespace {
+
+// A bound and its reference's magnitude: in the (r, b) plane each element is the point (r_i, b_i),
+// and its allowance line atol(rtol) = b_i - rtol r_i.
+struct BoundPoint {
+  double r, b;
+};
+
+// The slope of the upper convex hull's edge that crosses the vertical line r = m (left end at
+// r <= m, right end at r > m), for points on both sides of m: Kirkpatrick and Seidel's bridge
+// ("The ultimate planar convex hull algorithm?", SIAM J. Comput. 15(1), 1986, s3), by prune and
+// search. Pair the points, take the median K of the pairs' slopes, find the points on the hull's
+// supporting line of slope K; either they straddle m (the bridge, slope K), or the bridge lies to
+// one side and one point of every pair whose slope is on the wrong side of K is no end of it.
+// Each round drops a quarter of the points or more: linear time, no sort.
+double bridge_slope(std::vector<BoundPoint> s, double m) {
+  std::vector<BoundPoint> next;
+  std::vector<double> slopes, median;
+  while (s.size() >= 2) {
+    next.clear();
+    slopes.clear();
+    // Pairs (s[2j], s[2j+1]) ordered by r; equal r: only the higher point can be a hull vertex.
+    std::size_t pairs = 0;
+    for (std::size_t j = 0; j + 1 < s.size(); j += 2) {
+      BoundPoint& p = s[j];
+      BoundPoint& q = s[j + 1];
+      if (p.r > q.r) std::swap(p, q);
+      if (p.r == q.r) {
+        next.push_back(p.b >= q.b ? p : q);
+        p.r = q.r = std::numeric_limits<double>::quiet_NaN();  // consumed
+        continue;
+      }
+      slopes.push_back((q.b - p.b) / (q.r - p.r));
+      s[pairs * 2] = p;  // compact the pairs with a slope to the front, in slope order
+      s[pairs * 2 + 1] = q;
+      ++pairs;
+    }
+    if (s.size() % 2) next.push_back(s.back());
+    if (pairs == 0) {
+      s.swap(next);
+      continue;
+    }
+    median = slopes;
+    const auto mid = median.begin() + static_cast<std::ptrdiff_t>(median.size() / 2);
+    std::nth_element(median.begin(), mid, median.end());
+    const double K = *mid;
+    // The points on the supporting line of slope K: the largest b - K r (pairs and kept points).
+    // K is a rounded slope and each b - K r is rounded once (fma): a point within a few ulps of
+    // b and K r (its own and the largest's) of the largest counts as on the line. The exact
+    // largest is always among them, so a side chosen below is the exact one; a point counted in
+    // by rounding only lies on the line to within that rounding.
+    const auto ulp = [](double x) {
+      x = std::abs(x);
+      return std::nextafter(x, std::numeric_limits<double>::infinity()) - x;
+    };
+    const auto scale = [&](const BoundPoint& x) { return ulp(x.b) + ulp(K * x.r); };
+    double top = -std::numeric_limits<double>::infinity(), top_scale = 0;
+    const auto climb = [&](const BoundPoint& x) {
+      const double v = std::fma(-K, x.r, x.b);
+      if (v > top) top = v, top_scale = scale(x);
+    };
+    for (std::size_t j = 0; j < 2 * pairs; ++j) climb(s[j]);
+    for (const BoundPoint& x : next) climb(x);
+    double r_min = std::numeric_limits<double>::infinity(), r_max = -r_min;
+    const auto visit = [&](const BoundPoint& x) {
+      if (std::fma(-K, x.r, x.b) >= top - 4 * (scale(x) + top_scale + ulp(top)))
+        r_min = std::min(r_min, x.r), r_max = std::max(r_max, x.r);
+    };
+    for (std::size_t j = 0; j < 2 * pairs; ++j) visit(s[j]);
+    for (const BoundPoint& x : next) visit(x);
+    if (r_min <= m && m < r_max) return K;
+    // The bridge lies to the right (its slope is below K) or to the left (above K).
+    const bool right = r_max <= m;
+    for (std::size_t j = 0; j < pairs; ++j) {
+      const BoundPoint &p = s[2 * j], &q = s[2 * j + 1];
+      const double k = slopes[j];
+      if (right ? k >= K : k <= K) next.push_back(right ? q : p);
+      else next.push_back(p), next.push_back(q);
+    }
+    s.swap(next);
+  }
+  // Unreachable for points on both sides of m; no bridge found: rtol 0 (the caller compares).
+  return 0;
+}
+
+}  // namespace
+
 Tolerance tolerance(const Array& bound, const Array& reference, const Format& out) {
   if (bound.shape() != reference.shape())
     throw numeq::error("reference: shape " + shape_text(reference) + " differs from the bound's " + shape_text(bound));
   Tolerance t;
-  // Elements with a finite bound and reference take part; read in place (no copies: compare
-  // calls this on full results).
+  // Elements with a finite bound and reference take part (read in place: compare calls this on
+  // full results); their (|reference|, bound) points are kept for the fit.
   const double* bp = bound.data();
   const double* rp = reference.data();
   const std::size_t n = bound.size();
-  const auto used = [&](std::size_t i) { return std::isfinite(bp[i]) && std::isfinite(rp[i]); };
-  std::size_t count = 0;
-  double sum_r = 0, hi = 0;
+  std::vector<BoundPoint> points;
+  points.reserve(n);
+  double sum_r = 0;
+  double r_top = 0;  // the smallest |reference| among the largest bounds
   for (std::size_t i = 0; i < n; ++i) {
-    if (!used(i)) continue;
+    if (!std::isfinite(bp[i]) || !std::isfinite(rp[i])) continue;
     const double bi = bp[i], ri = std::abs(rp[i]);
-    ++count;
+    points.push_back({ri, bi});
     sum_r += ri;
-    t.max_abs = std::max(t.max_abs, bi);
+    if (points.size() == 1 || bi > t.max_abs) t.max_abs = bi, r_top = ri;
+    else if (bi == t.max_abs) r_top = std::min(r_top, ri);
     t.max_ulps = std::max(t.max_ulps, bi / ulp_of(rp[i], out));
     t.rtol_only = std::max(t.rtol_only, bi == 0 ? 0.0 : (ri == 0 ? std::numeric_limits<double>::infinity() : bi / ri));
-    if (ri > 0) hi = std::max(hi, bi / ri);
   }
+  if (t.max_abs <= 0) t.max_abs = 0, r_top = 0;  // the line a = 0 is the highest
   t.atol_only = t.max_abs;
-  if (count == 0) return t;
-  // a(rtol) = max_i (b_i - rtol r_i)^+ is convex and decreasing; the total allowance
-  // f(rtol) = N a(rtol) + rtol sum r_i is convex: ternary search on [0, rtol_hi].
-  const auto atol_at = [&](double rt) {
+  t.atol = t.max_abs;
+  if (points.empty()) return t;
+  // The total allowance f(rtol) = N a(rtol) + rtol sum_i r_i, a(rtol) = max(0, max_i b_i - rtol r_i),
+  // is convex and piecewise linear: a is the upper envelope of the lines, whose slope -r_active
+  // steepens toward rtol = 0. f falls while r_active exceeds the mean m = sum r / N and rises
+  // after: the least f lies where the envelope passes from a line of r > m to one of r <= m. In
+  // the (r, b) plane the envelope's lines are the upper convex hull's vertices (a line maximal at
+  // rtol is a point on the hull's supporting line of slope rtol), so that rtol is the slope of
+  // the hull's edge over r = m. The line a = 0 is the point (0, 0).
+  const double N = static_cast<double>(points.size());
+  const double m = sum_r / N;
+  if (r_top <= m) return t;  // f rises from rtol = 0 on: atol alone
+  points.push_back({0.0, 0.0});
+  const double rt = bridge_slope(std::move(points), m);
+  // The atol that makes rt cover every bound (computed, not estimated), as atol + rtol |ref| is
+  // evaluated in binary64: raised by an ulp while some bound exceeds it.
+  const auto atol_at = [&](double r) {
     double a = 0;
     for (std::size_t i = 0; i < n; ++i)
-      if (used(i)) a = std::max(a, bp[i] - rt * std::abs(rp[i]));
+      if (std::isfinite(bp[i]) && std::isfinite(rp[i])) a = std::max(a, bp[i] - r * std::abs(rp[i]));
+    for (bool covered = false; !covered;) {
+      covered = true;
+      for (std::size_t i = 0; i < n && covered; ++i)
+        if (std::isfinite(bp[i]) && std::isfinite(rp[i]) && a + r * std::abs(rp[i]) < bp[i]) covered = false;
+      if (!covered) a = std::nextafter(a, std::numeric_limits<double>::infinity());
+    }
     return a;
   };
-  const double N = static_cast<double>(count);
-  const auto total = [&](double rt) { return N * atol_at(rt) + rt * sum_r; };
-  double lo = 0;
-  for (int it = 0; it < 100 && hi - lo > 1e-6 * hi; ++it) {
-    const double m1 = lo + (hi - lo) / 3, m2 = hi - (hi - lo) / 3;
-    if (total(m1) <= total(m2)) hi = m2;
-    else lo = m1;
-  }
-  // The rtol found, then the atol that makes it cover every bound (computed, not estimated).
-  t.rtol = hi;
-  t.atol = atol_at(t.rtol);
-  if (total(0) <= total(t.rtol)) {
-    t.rtol = 0;
-    t.atol = t.max_abs;
-  }
+  const double at = atol_at(rt);
+  // Rounding may leave the fit a hair above atol alone: keep the simpler form then.
+  if (!(rt > 0) || N * t.max_abs <= N * at + rt * sum_r) return t;
+  t.rtol = rt;
+  t.atol = at;
   return t;
 }
 
