@@ -145,7 +145,14 @@ const Array& Op::reference_values() const {
     if (reference_from_exact) {
       const reference::ExactValues& ex = exact_values();
       Array r(ex.hi.shape());
-      for (std::size_t i = 0; i < r.size(); ++i) r.data()[i] = reference_from_exact(ex.hi.data()[i], ex.lo.data()[i]);
+      for (std::size_t i = 0; i < r.size(); ++i) {
+        const std::optional<double> v = reference_from_exact(ex.hi.data()[i], ex.lo.data()[i]);
+        if (!v) {
+          cache->reference = reference();
+          return;
+        }
+        r.data()[i] = *v;
+      }
       cache->reference = std::move(r);
     } else {
       cache->reference = reference();
@@ -436,6 +443,27 @@ reference::ExactValues certified(Array hi) {
 
 const Cast kBinary64{formats::fp64};
 
+// The reference from an MPFR-certified exact value (certified() above): hi is the exact value
+// rounded to nearest in binary64, so the exact value lies strictly between hi's two neighbours.
+// Every deterministic rounding into out is monotone, so where both neighbours round to the same
+// value the exact value rounds to it too; elsewhere (hi at or next to a rounding boundary of out,
+// a zero whose sign the neighbours do not settle, a non-finite hi) nullopt, and the op's
+// reference() rounds the exact value itself. Stochastic rounding and subnormal inputs read as
+// zero (flush_inputs, flush_both) take reference() always.
+std::function<std::optional<double>(double, double)> certified_reference(const Cast& out) {
+  if (out.rounding == Rounding::stochastic || out.subnormals == Subnormals::flush_inputs ||
+      out.subnormals == Subnormals::flush_both)
+    return nullptr;
+  return [out](double hi, double) -> std::optional<double> {
+    if (!std::isfinite(hi)) return std::nullopt;
+    constexpr double inf = std::numeric_limits<double>::infinity();
+    const double below = round_to_format(std::nextafter(hi, -inf), out);
+    const double above = round_to_format(std::nextafter(hi, inf), out);
+    if (!(below == above && std::signbit(below) == std::signbit(above))) return std::nullopt;
+    return below;
+  };
+}
+
 }  // namespace
 
 Op function(reference::Function f, const Array& x, std::string_view in_fmt, const Cast& out) {
@@ -449,6 +477,7 @@ Op function(reference::Function f, const Array& x, std::string_view in_fmt, cons
   op.exact_relative_error = 0x1p-53;
   op.exact = [sx, f] { return certified(reference::evaluate(f, *sx, kBinary64)); };
   op.reference = [sx, f, out] { return reference::evaluate(f, *sx, out); };
+  op.reference_from_exact = certified_reference(out);
   op.emulate = [sx, f, out](const core::Platform& platform, const core::BoundOptions&) {
     return cases::function(f, *sx, platform, out);
   };
@@ -476,6 +505,7 @@ Op softmax(const Array& x, std::ptrdiff_t axis, std::string_view in_fmt, const C
   op.reference = [sx, ax, log, out] {
     return log ? reference::log_softmax(*sx, ax, out) : reference::softmax(*sx, ax, out);
   };
+  op.reference_from_exact = certified_reference(out);
   op.emulate = [sx, ax, log, out, options](const core::Platform& platform, const core::BoundOptions&) {
     return log ? cases::log_softmax(*sx, ax, platform, out, options) : cases::softmax(*sx, ax, platform, out, options);
   };
@@ -514,6 +544,7 @@ Op norm(bool centred, const Array& x, const Array* gamma, const Array* beta, dou
   op.reference = [sx, centred, parameters, out] {
     return centred ? reference::layernorm(*sx, parameters(), out) : reference::rmsnorm(*sx, parameters(), out);
   };
+  op.reference_from_exact = certified_reference(out);
   op.emulate = [sx, centred, parameters, out, options](const core::Platform& platform, const core::BoundOptions&) {
     return centred ? cases::layernorm(*sx, parameters(), platform, out, options)
                    : cases::rmsnorm(*sx, parameters(), platform, out, options);
@@ -564,6 +595,7 @@ Op attention(const Array& q, const Array& k, const Array& v, const Array* mask, 
   op.exact_relative_error = 0x1p-53;
   op.exact = [sq, sk, sv, parameters] { return certified(reference::attention(*sq, *sk, *sv, parameters(), kBinary64)); };
   op.reference = [sq, sk, sv, parameters, out] { return reference::attention(*sq, *sk, *sv, parameters(), out); };
+  op.reference_from_exact = certified_reference(out);
   const std::string fmt(in_fmt);
   op.emulate = [sq, sk, sv, parameters, fmt, out, options](const core::Platform& platform, const core::BoundOptions&) {
     return cases::attention(*sq, *sk, *sv, parameters(), platform, fmt, out, options);

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <optional>
 #include <random>
 #include <vector>
 #include <cstdio>
@@ -617,7 +618,7 @@ TEST(Op, MatmulReferenceFromTheExactValueEqualsTheRoundedAccumulator) {
         const reference::ExactValues ex = op.exact();
         const Array ref = op.reference();
         for (std::size_t i = 0; i < ref.size(); ++i) {
-          const double got = op.reference_from_exact(ex.hi.data()[i], ex.lo.data()[i]);
+          const double got = op.reference_from_exact(ex.hi.data()[i], ex.lo.data()[i]).value();
           EXPECT_TRUE(got == ref.data()[i] && std::signbit(got) == std::signbit(ref.data()[i]))
               << in << " -> " << f->name << " " << numeq::to_string(r) << " element " << i << ": " << got << " vs "
               << ref.data()[i];
@@ -625,6 +626,56 @@ TEST(Op, MatmulReferenceFromTheExactValueEqualsTheRoundedAccumulator) {
       }
     }
   }
+}
+
+// The MPFR-certified ops (functions, softmax, log-softmax, layernorm, rmsnorm, attention) take
+// their reference from the exact value where its neighbours round alike (Op::reference_values);
+// the oracle is the op's own reference(), MPFR rounding straight into out. Data with exact zeros
+// (constant rows: layernorm 0, log-softmax of one element 0), values on out's grid (softmax of
+// equal elements: 1/4) and every deterministic rounding, so that the fallback is taken too.
+TEST(Op, CertifiedReferenceFromTheExactValueEqualsMpfrs) {
+  Array x = generate(cases::Distribution::normal, 21, fmts::bf16, {6, 4});
+  for (std::size_t j = 0; j < 4; ++j) x(0, j) = 1.5, x(1, j) = j < 2 ? -2.0 : 2.0;  // constant; two values
+  const Array one = generate(cases::Distribution::normal, 22, fmts::bf16, {3, 1});
+  const Array q = generate(cases::Distribution::normal, 23, fmts::bf16, {3, 4});
+  const Array k = generate(cases::Distribution::normal, 24, fmts::bf16, {5, 4});
+  const Array v = generate(cases::Distribution::normal, 25, fmts::bf16, {5, 4});
+  std::size_t from_exact = 0, whole = 0;
+  for (const numeq::Format* f : {&fmts::bf16, &fmts::fp16, &fmts::fp32, &fmts::e4m3fn}) {
+    for (numeq::Rounding r : {numeq::Rounding::nearest_even, numeq::Rounding::nearest_away, numeq::Rounding::toward_zero,
+                              numeq::Rounding::upward, numeq::Rounding::downward, numeq::Rounding::odd}) {
+      const Cast out{*f, r};
+      const std::vector<cases::Op> ops = {
+          cases::function(reference::Function::exp, x, "bf16", out),
+          cases::function(reference::Function::tanh, x, "bf16", out),
+          cases::softmax(x, -1, "bf16", out),
+          cases::softmax(x, -1, "bf16", out, {}, true),
+          cases::softmax(one, -1, "bf16", out, {}, true),
+          cases::layernorm(x, nullptr, nullptr, 1e-5, "bf16", out),
+          cases::rmsnorm(x, nullptr, nullptr, 1e-6, "bf16", out),
+          cases::attention(q, k, v, nullptr, false, std::nullopt, "bf16", out),
+      };
+      for (const cases::Op& op : ops) {
+        ASSERT_TRUE(op.reference_from_exact) << op.signature;
+        const Array want = op.reference();  // MPFR into out, not through the exact value
+        const Array& got = op.reference_values();
+        ASSERT_EQ(got.shape(), want.shape());
+        bool all = true;
+        for (std::size_t i = 0; i < want.size(); ++i) {
+          const double g = got.data()[i], w = want.data()[i];
+          EXPECT_TRUE((std::isnan(g) && std::isnan(w)) || (g == w && std::signbit(g) == std::signbit(w)))
+              << op.signature << " " << numeq::to_string(r) << " element " << i << ": " << g << " vs " << w;
+          all = all && op.reference_from_exact(op.exact_values().hi.data()[i], 0).has_value();
+        }
+        ++(all ? from_exact : whole);
+      }
+    }
+  }
+  // Both paths taken: most ops from the exact value, some (exact zeros under directed roundings) whole.
+  EXPECT_GT(from_exact, 0u);
+  EXPECT_GT(whole, 0u);
+  // Stochastic rounding draws per element: always the op's own reference().
+  EXPECT_FALSE(cases::softmax(x, -1, "bf16", Cast{fmts::bf16, numeq::Rounding::stochastic}).reference_from_exact);
 }
 
 }  // namespace
