@@ -962,6 +962,10 @@ struct BoundPoint {
   double r, b;
 };
 
+// How far b - K r, computed in binary64 with a rounded slope K, may lie from its exact value:
+// three roundings of at most 2^-53 (|b| + |K r|) each, doubled.
+double off_line(const BoundPoint& x, double K) { return 0x1p-50 * (std::abs(x.b) + std::abs(K * x.r)); }
+
 // The slope of the upper convex hull's edge that crosses the vertical line r = m (left end at
 // r <= m, right end at r > m), for points on both sides of m: Kirkpatrick and Seidel's bridge
 // ("The ultimate planar convex hull algorithm?", SIAM J. Comput. 15(1), 1986, s3), by prune and
@@ -1001,26 +1005,20 @@ double bridge_slope(std::vector<BoundPoint> s, double m) {
     std::nth_element(median.begin(), mid, median.end());
     const double K = *mid;
     // The points on the supporting line of slope K: the largest b - K r (pairs and kept points).
-    // K is a rounded slope and each b - K r is rounded once (fma): a point within a few ulps of
-    // b and K r (its own and the largest's) of the largest counts as on the line. The exact
-    // largest is always among them, so a side chosen below is the exact one; a point counted in
-    // by rounding only lies on the line to within that rounding.
-    const auto ulp = [](double x) {
-      x = std::abs(x);
-      return std::nextafter(x, std::numeric_limits<double>::infinity()) - x;
-    };
-    const auto scale = [&](const BoundPoint& x) { return ulp(x.b) + ulp(K * x.r); };
-    double top = -std::numeric_limits<double>::infinity(), top_scale = 0;
+    // K is a rounded slope and b - K r is rounded twice: a point within off_line (a few ulps of
+    // its b and K r, and the largest's) of the largest counts as on the line. The exact largest
+    // is always among them, so a side chosen below is the exact one; a point counted in by
+    // rounding only lies on the line to within that rounding.
+    double top = -std::numeric_limits<double>::infinity(), top_slack = 0;
     const auto climb = [&](const BoundPoint& x) {
-      const double v = std::fma(-K, x.r, x.b);
-      if (v > top) top = v, top_scale = scale(x);
+      const double v = x.b - K * x.r;
+      if (v > top) top = v, top_slack = off_line(x, K);
     };
     for (std::size_t j = 0; j < 2 * pairs; ++j) climb(s[j]);
     for (const BoundPoint& x : next) climb(x);
     double r_min = std::numeric_limits<double>::infinity(), r_max = -r_min;
     const auto visit = [&](const BoundPoint& x) {
-      if (std::fma(-K, x.r, x.b) >= top - 4 * (scale(x) + top_scale + ulp(top)))
-        r_min = std::min(r_min, x.r), r_max = std::max(r_max, x.r);
+      if (x.b - K * x.r >= top - top_slack - off_line(x, K)) r_min = std::min(r_min, x.r), r_max = std::max(r_max, x.r);
     };
     for (std::size_t j = 0; j < 2 * pairs; ++j) visit(s[j]);
     for (const BoundPoint& x : next) visit(x);
@@ -1045,29 +1043,31 @@ Tolerance tolerance(const Array& bound, const Array& reference, const Format& ou
   if (bound.shape() != reference.shape())
     throw numeq::error("reference: shape " + shape_text(reference) + " differs from the bound's " + shape_text(bound));
   Tolerance t;
-  // Elements with a finite bound and reference take part (read in place: compare calls this on
-  // full results); their (|reference|, bound) points are kept for the fit.
+  // Elements with a finite bound and reference take part, read in place (compare calls this on
+  // full results).
   const double* bp = bound.data();
   const double* rp = reference.data();
   const std::size_t n = bound.size();
-  std::vector<BoundPoint> points;
-  points.reserve(n);
+  const auto used = [&](std::size_t i) { return std::isfinite(bp[i]) && std::isfinite(rp[i]); };
+  std::size_t count = 0;
   double sum_r = 0;
-  double r_top = 0;  // the smallest |reference| among the largest bounds
+  double r_top = 0;   // the smallest |reference| among the largest bounds
+  double b_zero = 0;  // the largest bound of a zero reference (and 0)
   for (std::size_t i = 0; i < n; ++i) {
-    if (!std::isfinite(bp[i]) || !std::isfinite(rp[i])) continue;
+    if (!used(i)) continue;
     const double bi = bp[i], ri = std::abs(rp[i]);
-    points.push_back({ri, bi});
+    ++count;
     sum_r += ri;
-    if (points.size() == 1 || bi > t.max_abs) t.max_abs = bi, r_top = ri;
+    if (count == 1 || bi > t.max_abs) t.max_abs = bi, r_top = ri;
     else if (bi == t.max_abs) r_top = std::min(r_top, ri);
+    if (ri == 0) b_zero = std::max(b_zero, bi);
     t.max_ulps = std::max(t.max_ulps, bi / ulp_of(rp[i], out));
     t.rtol_only = std::max(t.rtol_only, bi == 0 ? 0.0 : (ri == 0 ? std::numeric_limits<double>::infinity() : bi / ri));
   }
   if (t.max_abs <= 0) t.max_abs = 0, r_top = 0;  // the line a = 0 is the highest
   t.atol_only = t.max_abs;
   t.atol = t.max_abs;
-  if (points.empty()) return t;
+  if (count == 0) return t;
   // The total allowance f(rtol) = N a(rtol) + rtol sum_i r_i, a(rtol) = max(0, max_i b_i - rtol r_i),
   // is convex and piecewise linear: a is the upper envelope of the lines, whose slope -r_active
   // steepens toward rtol = 0. f falls while r_active exceeds the mean m = sum r / N and rises
@@ -1075,26 +1075,55 @@ Tolerance tolerance(const Array& bound, const Array& reference, const Format& ou
   // the (r, b) plane the envelope's lines are the upper convex hull's vertices (a line maximal at
   // rtol is a point on the hull's supporting line of slope rtol), so that rtol is the slope of
   // the hull's edge over r = m. The line a = 0 is the point (0, 0).
-  const double N = static_cast<double>(points.size());
+  const double N = static_cast<double>(count);
   const double m = sum_r / N;
   if (r_top <= m) return t;  // f rises from rtol = 0 on: atol alone
-  points.push_back({0.0, 0.0});
-  const double rt = bridge_slope(std::move(points), m);
+  // Hull vertices on either side of m: the largest bound (right of m) and the highest point at
+  // r = 0 (left). Quickhull steps narrow them down (Barber, Dobkin and Huhdanpaa, ACM TOMS 22(4),
+  // 1996): the point farthest above their chord is a hull vertex and takes the place of the one
+  // on its side of m; with none above it, the chord is the edge over m. Each step is one pass.
+  BoundPoint left{0, b_zero}, right{r_top, t.max_abs};
+  double rt = -1;
+  for (int step = 0; step < 6 && rt < 0; ++step) {
+    const double K = (right.b - left.b) / (right.r - left.r);
+    const double chord = std::max(left.b - K * left.r, right.b - K * right.r);
+    double top = -std::numeric_limits<double>::infinity();
+    BoundPoint far{};
+    for (std::size_t i = 0; i < n; ++i) {
+      if (!used(i)) continue;
+      const BoundPoint x{std::abs(rp[i]), bp[i]};
+      const double v = x.b - K * x.r;
+      if (v > top) top = v, far = x;
+    }
+    if (top <= chord + off_line(far, K) + off_line(right, K) + off_line(left, K)) rt = K;
+    else (far.r > m ? right : left) = far;
+  }
+  if (rt < 0) {
+    // The edge over m lies between left and right: only points above their chord (to within
+    // rounding) can be its ends. The bridge among them.
+    const double K = (right.b - left.b) / (right.r - left.r);
+    const double chord = std::min(left.b - K * left.r, right.b - K * right.r);
+    std::vector<BoundPoint> points{left, right};
+    for (std::size_t i = 0; i < n; ++i) {
+      if (!used(i)) continue;
+      const BoundPoint x{std::abs(rp[i]), bp[i]};
+      if (x.r > left.r && x.r < right.r &&
+          x.b - K * x.r >= chord - off_line(x, K) - off_line(left, K) - off_line(right, K))
+        points.push_back(x);
+    }
+    rt = bridge_slope(std::move(points), m);
+  }
   // The atol that makes rt cover every bound (computed, not estimated), as atol + rtol |ref| is
   // evaluated in binary64: raised by an ulp while some bound exceeds it.
-  const auto atol_at = [&](double r) {
-    double a = 0;
-    for (std::size_t i = 0; i < n; ++i)
-      if (std::isfinite(bp[i]) && std::isfinite(rp[i])) a = std::max(a, bp[i] - r * std::abs(rp[i]));
-    for (bool covered = false; !covered;) {
-      covered = true;
-      for (std::size_t i = 0; i < n && covered; ++i)
-        if (std::isfinite(bp[i]) && std::isfinite(rp[i]) && a + r * std::abs(rp[i]) < bp[i]) covered = false;
-      if (!covered) a = std::nextafter(a, std::numeric_limits<double>::infinity());
-    }
-    return a;
-  };
-  const double at = atol_at(rt);
+  double at = 0;
+  for (std::size_t i = 0; i < n; ++i)
+    if (used(i)) at = std::max(at, bp[i] - rt * std::abs(rp[i]));
+  for (bool covered = false; !covered;) {
+    covered = true;
+    for (std::size_t i = 0; i < n && covered; ++i)
+      if (used(i) && at + rt * std::abs(rp[i]) < bp[i]) covered = false;
+    if (!covered) at = std::nextafter(at, std::numeric_limits<double>::infinity());
+  }
   // Rounding may leave the fit a hair above atol alone: keep the simpler form then.
   if (!(rt > 0) || N * t.max_abs <= N * at + rt * sum_r) return t;
   t.rtol = rt;
