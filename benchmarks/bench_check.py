@@ -106,7 +106,7 @@ def main() -> None:
     sizes = (128, 256) if args.quick else (512, 1024)
     rows, cols = (256, 1024) if args.quick else (1024, 4096)
     cols_phase = ("emulate", "exact", "reference", "tolerance", "verdict")
-    print(f"numeq threads {numeq.num_threads()}; best of {args.repeats}; times in ms\n")
+    print(f"numeq {numeq.__file__}; threads {numeq.num_threads()}; best of {args.repeats}; times in ms\n")
     print("| check | compare | peer | ratio | " + " | ".join(cols_phase) + " |")
     print("|---" * (4 + len(cols_phase)) + "|")
 
