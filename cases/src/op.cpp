@@ -10,6 +10,7 @@
 #include <optional>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include <xtensor/xbroadcast.hpp>
 
@@ -144,7 +145,14 @@ const Array& Op::reference_values() const {
     if (reference_from_exact) {
       const reference::ExactValues& ex = exact_values();
       Array r(ex.hi.shape());
-      for (std::size_t i = 0; i < r.size(); ++i) r.data()[i] = reference_from_exact(ex.hi.data()[i], ex.lo.data()[i]);
+      for (std::size_t i = 0; i < r.size(); ++i) {
+        const std::optional<double> v = reference_from_exact(ex.hi.data()[i], ex.lo.data()[i]);
+        if (!v) {
+          cache->reference = reference();
+          return;
+        }
+        r.data()[i] = *v;
+      }
       cache->reference = std::move(r);
     } else {
       cache->reference = reference();
@@ -435,6 +443,27 @@ reference::ExactValues certified(Array hi) {
 
 const Cast kBinary64{formats::fp64};
 
+// The reference from an MPFR-certified exact value (certified() above): hi is the exact value
+// rounded to nearest in binary64, so the exact value lies strictly between hi's two neighbours.
+// Every deterministic rounding into out is monotone, so where both neighbours round to the same
+// value the exact value rounds to it too; elsewhere (hi at or next to a rounding boundary of out,
+// a zero whose sign the neighbours do not settle, a non-finite hi) nullopt, and the op's
+// reference() rounds the exact value itself. Stochastic rounding and subnormal inputs read as
+// zero (flush_inputs, flush_both) take reference() always.
+std::function<std::optional<double>(double, double)> certified_reference(const Cast& out) {
+  if (out.rounding == Rounding::stochastic || out.subnormals == Subnormals::flush_inputs ||
+      out.subnormals == Subnormals::flush_both)
+    return nullptr;
+  return [out](double hi, double) -> std::optional<double> {
+    if (!std::isfinite(hi)) return std::nullopt;
+    constexpr double inf = std::numeric_limits<double>::infinity();
+    const double below = round_to_format(std::nextafter(hi, -inf), out);
+    const double above = round_to_format(std::nextafter(hi, inf), out);
+    if (!(below == above && std::signbit(below) == std::signbit(above))) return std::nullopt;
+    return below;
+  };
+}
+
 }  // namespace
 
 Op function(reference::Function f, const Array& x, std::string_view in_fmt, const Cast& out) {
@@ -448,6 +477,7 @@ Op function(reference::Function f, const Array& x, std::string_view in_fmt, cons
   op.exact_relative_error = 0x1p-53;
   op.exact = [sx, f] { return certified(reference::evaluate(f, *sx, kBinary64)); };
   op.reference = [sx, f, out] { return reference::evaluate(f, *sx, out); };
+  op.reference_from_exact = certified_reference(out);
   op.emulate = [sx, f, out](const core::Platform& platform, const core::BoundOptions&) {
     return cases::function(f, *sx, platform, out);
   };
@@ -475,6 +505,7 @@ Op softmax(const Array& x, std::ptrdiff_t axis, std::string_view in_fmt, const C
   op.reference = [sx, ax, log, out] {
     return log ? reference::log_softmax(*sx, ax, out) : reference::softmax(*sx, ax, out);
   };
+  op.reference_from_exact = certified_reference(out);
   op.emulate = [sx, ax, log, out, options](const core::Platform& platform, const core::BoundOptions&) {
     return log ? cases::log_softmax(*sx, ax, platform, out, options) : cases::softmax(*sx, ax, platform, out, options);
   };
@@ -513,6 +544,7 @@ Op norm(bool centred, const Array& x, const Array* gamma, const Array* beta, dou
   op.reference = [sx, centred, parameters, out] {
     return centred ? reference::layernorm(*sx, parameters(), out) : reference::rmsnorm(*sx, parameters(), out);
   };
+  op.reference_from_exact = certified_reference(out);
   op.emulate = [sx, centred, parameters, out, options](const core::Platform& platform, const core::BoundOptions&) {
     return centred ? cases::layernorm(*sx, parameters(), platform, out, options)
                    : cases::rmsnorm(*sx, parameters(), platform, out, options);
@@ -563,6 +595,7 @@ Op attention(const Array& q, const Array& k, const Array& v, const Array* mask, 
   op.exact_relative_error = 0x1p-53;
   op.exact = [sq, sk, sv, parameters] { return certified(reference::attention(*sq, *sk, *sv, parameters(), kBinary64)); };
   op.reference = [sq, sk, sv, parameters, out] { return reference::attention(*sq, *sk, *sv, parameters(), out); };
+  op.reference_from_exact = certified_reference(out);
   const std::string fmt(in_fmt);
   op.emulate = [sq, sk, sv, parameters, fmt, out, options](const core::Platform& platform, const core::BoundOptions&) {
     return cases::attention(*sq, *sk, *sv, parameters(), platform, fmt, out, options);
@@ -921,53 +954,180 @@ double ulp_of(double x, const Format& f) {
   return std::ldexp(1.0, e - f.mantissa_bits);
 }
 
+namespace {
+
+// A bound and its reference's magnitude: in the (r, b) plane each element is the point (r_i, b_i),
+// and its allowance line atol(rtol) = b_i - rtol r_i.
+struct BoundPoint {
+  double r, b;
+};
+
+// How far b - K r, computed in binary64 with a rounded slope K, may lie from its exact value:
+// three roundings of at most 2^-53 (|b| + |K r|) each, doubled.
+double off_line(const BoundPoint& x, double K) { return 0x1p-50 * (std::abs(x.b) + std::abs(K * x.r)); }
+
+// The slope of the upper convex hull's edge that crosses the vertical line r = m (left end at
+// r <= m, right end at r > m), for points on both sides of m: Kirkpatrick and Seidel's bridge
+// ("The ultimate planar convex hull algorithm?", SIAM J. Comput. 15(1), 1986, s3), by prune and
+// search. Pair the points, take the median K of the pairs' slopes, find the points on the hull's
+// supporting line of slope K; either they straddle m (the bridge, slope K), or the bridge lies to
+// one side and one point of every pair whose slope is on the wrong side of K is no end of it.
+// Each round drops a quarter of the points or more: linear time, no sort.
+double bridge_slope(std::vector<BoundPoint> s, double m) {
+  std::vector<BoundPoint> next;
+  std::vector<double> slopes, median;
+  while (s.size() >= 2) {
+    next.clear();
+    slopes.clear();
+    // Pairs (s[2j], s[2j+1]) ordered by r; equal r: only the higher point can be a hull vertex.
+    std::size_t pairs = 0;
+    for (std::size_t j = 0; j + 1 < s.size(); j += 2) {
+      BoundPoint& p = s[j];
+      BoundPoint& q = s[j + 1];
+      if (p.r > q.r) std::swap(p, q);
+      if (p.r == q.r) {
+        next.push_back(p.b >= q.b ? p : q);
+        p.r = q.r = std::numeric_limits<double>::quiet_NaN();  // consumed
+        continue;
+      }
+      slopes.push_back((q.b - p.b) / (q.r - p.r));
+      s[pairs * 2] = p;  // compact the pairs with a slope to the front, in slope order
+      s[pairs * 2 + 1] = q;
+      ++pairs;
+    }
+    if (s.size() % 2) next.push_back(s.back());
+    if (pairs == 0) {
+      s.swap(next);
+      continue;
+    }
+    median = slopes;
+    const auto mid = median.begin() + static_cast<std::ptrdiff_t>(median.size() / 2);
+    std::nth_element(median.begin(), mid, median.end());
+    const double K = *mid;
+    // The points on the supporting line of slope K: the largest b - K r (pairs and kept points).
+    // K is a rounded slope and b - K r is rounded twice: a point within off_line (a few ulps of
+    // its b and K r, and the largest's) of the largest counts as on the line. The exact largest
+    // is always among them, so a side chosen below is the exact one; a point counted in by
+    // rounding only lies on the line to within that rounding.
+    double top = -std::numeric_limits<double>::infinity(), top_slack = 0;
+    const auto climb = [&](const BoundPoint& x) {
+      const double v = x.b - K * x.r;
+      if (v > top) top = v, top_slack = off_line(x, K);
+    };
+    for (std::size_t j = 0; j < 2 * pairs; ++j) climb(s[j]);
+    for (const BoundPoint& x : next) climb(x);
+    double r_min = std::numeric_limits<double>::infinity(), r_max = -r_min;
+    const auto visit = [&](const BoundPoint& x) {
+      if (x.b - K * x.r >= top - top_slack - off_line(x, K)) r_min = std::min(r_min, x.r), r_max = std::max(r_max, x.r);
+    };
+    for (std::size_t j = 0; j < 2 * pairs; ++j) visit(s[j]);
+    for (const BoundPoint& x : next) visit(x);
+    if (r_min <= m && m < r_max) return K;
+    // The bridge lies to the right (its slope is below K) or to the left (above K).
+    const bool right = r_max <= m;
+    for (std::size_t j = 0; j < pairs; ++j) {
+      const BoundPoint &p = s[2 * j], &q = s[2 * j + 1];
+      const double k = slopes[j];
+      if (right ? k >= K : k <= K) next.push_back(right ? q : p);
+      else next.push_back(p), next.push_back(q);
+    }
+    s.swap(next);
+  }
+  // Unreachable for points on both sides of m; no bridge found: rtol 0 (the caller compares).
+  return 0;
+}
+
+}  // namespace
+
 Tolerance tolerance(const Array& bound, const Array& reference, const Format& out) {
   if (bound.shape() != reference.shape())
     throw numeq::error("reference: shape " + shape_text(reference) + " differs from the bound's " + shape_text(bound));
   Tolerance t;
-  // Elements with a finite bound and reference take part; read in place (no copies: compare
-  // calls this on full results).
+  // Elements with a finite bound and reference take part, read in place (compare calls this on
+  // full results).
   const double* bp = bound.data();
   const double* rp = reference.data();
   const std::size_t n = bound.size();
   const auto used = [&](std::size_t i) { return std::isfinite(bp[i]) && std::isfinite(rp[i]); };
   std::size_t count = 0;
-  double sum_r = 0, hi = 0;
+  double sum_r = 0;
+  double r_top = 0;   // the smallest |reference| among the largest bounds
+  double b_zero = 0;  // the largest bound of a zero reference (and 0)
   for (std::size_t i = 0; i < n; ++i) {
     if (!used(i)) continue;
     const double bi = bp[i], ri = std::abs(rp[i]);
     ++count;
     sum_r += ri;
-    t.max_abs = std::max(t.max_abs, bi);
+    if (count == 1 || bi > t.max_abs) t.max_abs = bi, r_top = ri;
+    else if (bi == t.max_abs) r_top = std::min(r_top, ri);
+    if (ri == 0) b_zero = std::max(b_zero, bi);
     t.max_ulps = std::max(t.max_ulps, bi / ulp_of(rp[i], out));
     t.rtol_only = std::max(t.rtol_only, bi == 0 ? 0.0 : (ri == 0 ? std::numeric_limits<double>::infinity() : bi / ri));
-    if (ri > 0) hi = std::max(hi, bi / ri);
   }
+  if (t.max_abs <= 0) t.max_abs = 0, r_top = 0;  // the line a = 0 is the highest
   t.atol_only = t.max_abs;
+  t.atol = t.max_abs;
   if (count == 0) return t;
-  // a(rtol) = max_i (b_i - rtol r_i)^+ is convex and decreasing; the total allowance
-  // f(rtol) = N a(rtol) + rtol sum r_i is convex: ternary search on [0, rtol_hi].
-  const auto atol_at = [&](double rt) {
-    double a = 0;
-    for (std::size_t i = 0; i < n; ++i)
-      if (used(i)) a = std::max(a, bp[i] - rt * std::abs(rp[i]));
-    return a;
-  };
+  // The total allowance f(rtol) = N a(rtol) + rtol sum_i r_i, a(rtol) = max(0, max_i b_i - rtol r_i),
+  // is convex and piecewise linear: a is the upper envelope of the lines, whose slope -r_active
+  // steepens toward rtol = 0. f falls while r_active exceeds the mean m = sum r / N and rises
+  // after: the least f lies where the envelope passes from a line of r > m to one of r <= m. In
+  // the (r, b) plane the envelope's lines are the upper convex hull's vertices (a line maximal at
+  // rtol is a point on the hull's supporting line of slope rtol), so that rtol is the slope of
+  // the hull's edge over r = m. The line a = 0 is the point (0, 0).
   const double N = static_cast<double>(count);
-  const auto total = [&](double rt) { return N * atol_at(rt) + rt * sum_r; };
-  double lo = 0;
-  for (int it = 0; it < 100 && hi - lo > 1e-6 * hi; ++it) {
-    const double m1 = lo + (hi - lo) / 3, m2 = hi - (hi - lo) / 3;
-    if (total(m1) <= total(m2)) hi = m2;
-    else lo = m1;
+  const double m = sum_r / N;
+  if (r_top <= m) return t;  // f rises from rtol = 0 on: atol alone
+  // Hull vertices on either side of m: the largest bound (right of m) and the highest point at
+  // r = 0 (left). Quickhull steps narrow them down (Barber, Dobkin and Huhdanpaa, ACM TOMS 22(4),
+  // 1996): the point farthest above their chord is a hull vertex and takes the place of the one
+  // on its side of m; with none above it, the chord is the edge over m. Each step is one pass.
+  BoundPoint left{0, b_zero}, right{r_top, t.max_abs};
+  double rt = -1;
+  for (int step = 0; step < 6 && rt < 0; ++step) {
+    const double K = (right.b - left.b) / (right.r - left.r);
+    const double chord = std::max(left.b - K * left.r, right.b - K * right.r);
+    double top = -std::numeric_limits<double>::infinity();
+    BoundPoint far{};
+    for (std::size_t i = 0; i < n; ++i) {
+      if (!used(i)) continue;
+      const BoundPoint x{std::abs(rp[i]), bp[i]};
+      const double v = x.b - K * x.r;
+      if (v > top) top = v, far = x;
+    }
+    if (top <= chord + off_line(far, K) + off_line(right, K) + off_line(left, K)) rt = K;
+    else (far.r > m ? right : left) = far;
   }
-  // The rtol found, then the atol that makes it cover every bound (computed, not estimated).
-  t.rtol = hi;
-  t.atol = atol_at(t.rtol);
-  if (total(0) <= total(t.rtol)) {
-    t.rtol = 0;
-    t.atol = t.max_abs;
+  if (rt < 0) {
+    // The edge over m lies between left and right: only points above their chord (to within
+    // rounding) can be its ends. The bridge among them.
+    const double K = (right.b - left.b) / (right.r - left.r);
+    const double chord = std::min(left.b - K * left.r, right.b - K * right.r);
+    std::vector<BoundPoint> points{left, right};
+    for (std::size_t i = 0; i < n; ++i) {
+      if (!used(i)) continue;
+      const BoundPoint x{std::abs(rp[i]), bp[i]};
+      if (x.r > left.r && x.r < right.r &&
+          x.b - K * x.r >= chord - off_line(x, K) - off_line(left, K) - off_line(right, K))
+        points.push_back(x);
+    }
+    rt = bridge_slope(std::move(points), m);
   }
+  // The atol that makes rt cover every bound (computed, not estimated), as atol + rtol |ref| is
+  // evaluated in binary64: raised by an ulp while some bound exceeds it.
+  double at = 0;
+  for (std::size_t i = 0; i < n; ++i)
+    if (used(i)) at = std::max(at, bp[i] - rt * std::abs(rp[i]));
+  for (bool covered = false; !covered;) {
+    covered = true;
+    for (std::size_t i = 0; i < n && covered; ++i)
+      if (used(i) && at + rt * std::abs(rp[i]) < bp[i]) covered = false;
+    if (!covered) at = std::nextafter(at, std::numeric_limits<double>::infinity());
+  }
+  // Rounding may leave the fit a hair above atol alone: keep the simpler form then.
+  if (!(rt > 0) || N * t.max_abs <= N * at + rt * sum_r) return t;
+  t.rtol = rt;
+  t.atol = at;
   return t;
 }
 

@@ -7,6 +7,9 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <optional>
+#include <random>
+#include <vector>
 #include <cstdio>
 #include <string>
 
@@ -230,6 +233,123 @@ TEST(Op, ToleranceCoversEveryBound) {
     EXPECT_LE(total, total_rtol * (1 + 1e-9));
   }
   EXPECT_GT(t.max_abs, 0);
+}
+
+// The (rtol, atol) fit against a brute-force optimum: the total allowance
+// f(rtol) = N max(0, max_i b_i - rtol r_i) + rtol sum_i r_i, convex and piecewise linear, evaluated
+// in long double at rtol = 0 and at every crossing of two lines (b_i - b_j) / (r_i - r_j) and of a
+// line with 0 (b_i / r_i): its least value is the optimum. Also no worse than the ternary search
+// numeq used before (kept here as written then).
+namespace {
+
+struct Fit {
+  std::vector<long double> b, r;  // the elements taking part (finite bound and reference)
+  long double total(long double rtol, long double atol) const {
+    long double s = 0;
+    for (const long double x : r) s += atol + rtol * x;
+    return s;
+  }
+  long double at(long double rtol) const {
+    long double a = 0;
+    for (std::size_t i = 0; i < b.size(); ++i) a = std::max(a, b[i] - rtol * r[i]);
+    return a;
+  }
+  long double optimum() const {
+    std::vector<long double> candidates{0};
+    for (std::size_t i = 0; i < b.size(); ++i) {
+      if (r[i] > 0) candidates.push_back(b[i] / r[i]);
+      for (std::size_t j = 0; j < b.size(); ++j)
+        if (r[i] != r[j]) candidates.push_back((b[i] - b[j]) / (r[i] - r[j]));
+    }
+    long double best = std::numeric_limits<long double>::infinity();
+    for (const long double c : candidates)
+      if (c >= 0) best = std::min(best, total(c, at(c)));
+    return best;
+  }
+  long double ternary() const {  // the search numeq used before the exact fit
+    const auto atol_at = [&](double rt) {
+      double a = 0;
+      for (std::size_t i = 0; i < b.size(); ++i) a = std::max(a, static_cast<double>(b[i]) - rt * static_cast<double>(r[i]));
+      return a;
+    };
+    double sum_r = 0, hi = 0;
+    for (std::size_t i = 0; i < b.size(); ++i) {
+      sum_r += static_cast<double>(r[i]);
+      if (r[i] > 0) hi = std::max(hi, static_cast<double>(b[i] / r[i]));
+    }
+    const double N = static_cast<double>(b.size());
+    const auto f = [&](double rt) { return N * atol_at(rt) + rt * sum_r; };
+    double lo = 0;
+    for (int it = 0; it < 100 && hi - lo > 1e-6 * hi; ++it) {
+      const double m1 = lo + (hi - lo) / 3, m2 = hi - (hi - lo) / 3;
+      if (f(m1) <= f(m2)) hi = m2;
+      else lo = m1;
+    }
+    return f(0) <= f(hi) ? total(0, atol_at(0)) : total(hi, atol_at(hi));
+  }
+};
+
+}  // namespace
+
+TEST(Op, ToleranceFitIsTheExactOptimum) {
+  std::mt19937_64 rng(20261204);
+  const auto uniform = [&] { return std::ldexp(static_cast<double>(rng() >> 11), -53); };
+  const double inf = std::numeric_limits<double>::infinity(), nan = std::numeric_limits<double>::quiet_NaN();
+  std::size_t fitted = 0;
+  for (int trial = 0; trial < 3000; ++trial) {
+    const std::size_t n = trial < 50 ? 1 : trial >= 2980 ? 150 : 1 + rng() % 24;  // 150: many pruning rounds
+    const int kind = trial % 5;  // 0: spread values; 1: a coarse grid (ties, zeros); 2: all bounds 0;
+                                 // 3: with excluded elements; 4: bound proportional to |ref| plus noise
+    Array bound = xt::zeros<double>({n}), ref = xt::zeros<double>({n});
+    for (std::size_t i = 0; i < n; ++i) {
+      double r = std::ldexp(uniform(), -static_cast<int>(rng() % 20)), b = std::ldexp(uniform(), -static_cast<int>(rng() % 20));
+      if (kind == 1) r = static_cast<double>(rng() % 4) / 2, b = static_cast<double>(rng() % 4) / 4;
+      if (kind == 2) b = 0;
+      if (kind == 4) b = r * 0x1p-8 + uniform() * 0x1p-12;
+      if (trial >= 2980) b = std::sqrt(r) * 0x1p-8;  // every point a hull vertex: many steps to the edge
+      if (kind == 3 && rng() % 4 == 0) (rng() % 2 ? b : r) = rng() % 2 ? inf : nan;
+      bound(i) = b;
+      ref(i) = rng() % 2 ? -r : r;
+    }
+    const cases::Tolerance t = cases::tolerance(bound, ref, fmts::fp32);
+    Fit fit;
+    double max_abs = 0, max_ulps = 0, rtol_only = 0;
+    for (std::size_t i = 0; i < n; ++i) {
+      const double b = bound(i), r = std::abs(ref(i));
+      if (!std::isfinite(b) || !std::isfinite(r)) continue;
+      fit.b.push_back(b);
+      fit.r.push_back(r);
+      EXPECT_LE(b, t.atol + t.rtol * r) << "trial " << trial << " element " << i;  // covers, in binary64
+      max_abs = std::max(max_abs, b);
+      max_ulps = std::max(max_ulps, b / cases::ulp_of(ref(i), fmts::fp32));
+      rtol_only = std::max(rtol_only, b == 0 ? 0.0 : (r == 0 ? inf : b / r));
+    }
+    EXPECT_EQ(t.max_abs, max_abs);
+    EXPECT_EQ(t.atol_only, max_abs);
+    EXPECT_EQ(t.max_ulps, max_ulps);
+    EXPECT_EQ(t.rtol_only, rtol_only);
+    if (fit.b.empty()) {
+      EXPECT_EQ(t.rtol, 0);
+      EXPECT_EQ(t.atol, 0);
+      continue;
+    }
+    ++fitted;
+    EXPECT_GE(t.rtol, 0);
+    EXPECT_GE(t.atol, 0);
+    const long double got = fit.total(t.rtol, t.atol), best = fit.optimum();
+    // Equal to the optimum but for binary64 roundings: of rtol (a rounded slope), and of atol
+    // (the largest b_i - rtol r_i, each rounded twice, then raised until it covers), an ulp or
+    // two of each, counted in ulps of the largest bound and of rtol.
+    const auto ulp = [](double x) { return std::nextafter(x, std::numeric_limits<double>::infinity()) - x; };
+    long double sum_r = 0;
+    for (const long double r : fit.r) sum_r += r;
+    const long double slack = 4 * (static_cast<long double>(fit.b.size()) * ulp(max_abs) + sum_r * ulp(t.rtol));
+    EXPECT_LE(got, best + slack) << "trial " << trial << ": rtol " << t.rtol << " atol " << t.atol << "; "
+                                 << static_cast<double>((got - best) / best) << " above the optimum";
+    EXPECT_GE(got, best - slack) << "trial " << trial;
+    EXPECT_LE(got, fit.ternary() + slack) << "trial " << trial;
+  }
+  EXPECT_GT(fitted, 2500u);
 }
 
 TEST(Op, CrossPlatformBoundCoversTheDifference) {
@@ -499,7 +619,7 @@ TEST(Op, MatmulReferenceFromTheExactValueEqualsTheRoundedAccumulator) {
         const reference::ExactValues ex = op.exact();
         const Array ref = op.reference();
         for (std::size_t i = 0; i < ref.size(); ++i) {
-          const double got = op.reference_from_exact(ex.hi.data()[i], ex.lo.data()[i]);
+          const double got = op.reference_from_exact(ex.hi.data()[i], ex.lo.data()[i]).value();
           EXPECT_TRUE(got == ref.data()[i] && std::signbit(got) == std::signbit(ref.data()[i]))
               << in << " -> " << f->name << " " << numeq::to_string(r) << " element " << i << ": " << got << " vs "
               << ref.data()[i];
@@ -507,6 +627,56 @@ TEST(Op, MatmulReferenceFromTheExactValueEqualsTheRoundedAccumulator) {
       }
     }
   }
+}
+
+// The MPFR-certified ops (functions, softmax, log-softmax, layernorm, rmsnorm, attention) take
+// their reference from the exact value where its neighbours round alike (Op::reference_values);
+// the oracle is the op's own reference(), MPFR rounding straight into out. Data with exact zeros
+// (constant rows: layernorm 0, log-softmax of one element 0), values on out's grid (softmax of
+// equal elements: 1/4) and every deterministic rounding, so that the fallback is taken too.
+TEST(Op, CertifiedReferenceFromTheExactValueEqualsMpfrs) {
+  Array x = generate(cases::Distribution::normal, 21, fmts::bf16, {6, 4});
+  for (std::size_t j = 0; j < 4; ++j) x(0, j) = 1.5, x(1, j) = j < 2 ? -2.0 : 2.0;  // constant; two values
+  const Array one = generate(cases::Distribution::normal, 22, fmts::bf16, {3, 1});
+  const Array q = generate(cases::Distribution::normal, 23, fmts::bf16, {3, 4});
+  const Array k = generate(cases::Distribution::normal, 24, fmts::bf16, {5, 4});
+  const Array v = generate(cases::Distribution::normal, 25, fmts::bf16, {5, 4});
+  std::size_t from_exact = 0, whole = 0;
+  for (const numeq::Format* f : {&fmts::bf16, &fmts::fp16, &fmts::fp32, &fmts::e4m3fn}) {
+    for (numeq::Rounding r : {numeq::Rounding::nearest_even, numeq::Rounding::nearest_away, numeq::Rounding::toward_zero,
+                              numeq::Rounding::upward, numeq::Rounding::downward, numeq::Rounding::odd}) {
+      const Cast out{*f, r};
+      const std::vector<cases::Op> ops = {
+          cases::function(reference::Function::exp, x, "bf16", out),
+          cases::function(reference::Function::tanh, x, "bf16", out),
+          cases::softmax(x, -1, "bf16", out),
+          cases::softmax(x, -1, "bf16", out, {}, true),
+          cases::softmax(one, -1, "bf16", out, {}, true),
+          cases::layernorm(x, nullptr, nullptr, 1e-5, "bf16", out),
+          cases::rmsnorm(x, nullptr, nullptr, 1e-6, "bf16", out),
+          cases::attention(q, k, v, nullptr, false, std::nullopt, "bf16", out),
+      };
+      for (const cases::Op& op : ops) {
+        ASSERT_TRUE(op.reference_from_exact) << op.signature;
+        const Array want = op.reference();  // MPFR into out, not through the exact value
+        const Array& got = op.reference_values();
+        ASSERT_EQ(got.shape(), want.shape());
+        bool all = true;
+        for (std::size_t i = 0; i < want.size(); ++i) {
+          const double g = got.data()[i], w = want.data()[i];
+          EXPECT_TRUE((std::isnan(g) && std::isnan(w)) || (g == w && std::signbit(g) == std::signbit(w)))
+              << op.signature << " " << numeq::to_string(r) << " element " << i << ": " << g << " vs " << w;
+          all = all && op.reference_from_exact(op.exact_values().hi.data()[i], 0).has_value();
+        }
+        ++(all ? from_exact : whole);
+      }
+    }
+  }
+  // Both paths taken: most ops from the exact value, some (exact zeros under directed roundings) whole.
+  EXPECT_GT(from_exact, 0u);
+  EXPECT_GT(whole, 0u);
+  // Stochastic rounding draws per element: always the op's own reference().
+  EXPECT_FALSE(cases::softmax(x, -1, "bf16", Cast{fmts::bf16, numeq::Rounding::stochastic}).reference_from_exact);
 }
 
 }  // namespace

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cmath>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <xtensor/xview.hpp>
@@ -178,6 +179,49 @@ TEST(Verdict, OptionsAreChecked) {
 
 // Variants are named in the platform string syntax, each a platform that exists; the assumptions
 // that do not touch the op (an fp32-output matmul's output rounding) are not varied.
+// An op keeps its exact value and reference (Op::exact_values, reference_values): a second
+// compare, a compare through a copy of the op, two compares at once from two threads on a fresh
+// op, and a compare on an op built anew (nothing kept) give the same verdict, field for field.
+TEST(Verdict, SameVerdictWhetherTheExactValueIsKeptOrNot) {
+  const Fixture f;
+  const Array x = generate(7, {6, 40});
+  const core::Platform h100 = core::platform_by_name("nvidia.h100");
+  const auto build_softmax = [&] { return cases::softmax(x, -1, "bf16", Cast{fmts::bf16}); };
+  const auto build_matmul = [&] { return cases::matmul(f.a, f.b, nullptr, "bf16", Cast{fmts::fp32}); };
+  // Outputs: the platform's own (bit-exact), another platform's (a variant or within the bound),
+  // and one with an element pushed far off (a violation).
+  Array off = f.on("nvidia.h100");
+  off(3, 7) += 1.0;
+  Array soft = build_softmax().emulate(core::platform_by_name("trainium.trn2"), {}).values;
+  const auto text = [](const cases::Verdict& v) {
+    std::string s = cases::describe(v);
+    for (const double t : {v.tolerance.rtol, v.tolerance.atol, v.tolerance.max_ulps, v.tolerance.max_abs,
+                           v.worst_error_over_bound, v.max_ulps, v.failure_probability})
+      s += " " + std::to_string(t);
+    return s;
+  };
+  for (const bool matmul : {true, false}) {
+    const auto build = [&] { return matmul ? build_matmul() : build_softmax(); };
+    for (const Array& actual : matmul ? std::vector<Array>{f.on("nvidia.h100"), f.on("trainium.trn2"), off}
+                                      : std::vector<Array>{soft}) {
+      const std::string fresh = text(cases::compare(actual, build(), h100));
+      const cases::Op op = build();
+      EXPECT_EQ(text(cases::compare(actual, op, h100)), fresh);
+      EXPECT_EQ(text(cases::compare(actual, op, h100)), fresh);  // kept
+      const cases::Op copy = op;
+      EXPECT_EQ(text(cases::compare(actual, copy, h100)), fresh);
+      const cases::Op shared = build();
+      std::string one, two;
+      std::thread t1([&] { one = text(cases::compare(actual, shared, h100)); });
+      std::thread t2([&] { two = text(cases::compare(actual, shared, h100)); });
+      t1.join();
+      t2.join();
+      EXPECT_EQ(one, fresh);
+      EXPECT_EQ(two, fresh);
+    }
+  }
+}
+
 TEST(Variants, AreNamedPlatformsThatMatterToTheOp) {
   const Fixture f;
   const std::vector<std::string> names = cases::platform_variants(core::platform_by_name("trainium.trn2"), f.op);

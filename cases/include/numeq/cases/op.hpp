@@ -56,9 +56,10 @@ struct Op {
   // The exact result rounded correctly into `out`.
   std::function<xt::xarray<double>()> reference;
   // Optional: one element of the reference from exact()'s (hi, lo), where hi + lo settles the
-  // rounding; compare then computes the exact result once instead of twice and holds no
-  // reference array.
-  std::function<double(double hi, double lo)> reference_from_exact;
+  // rounding (nullopt where it does not: an MPFR-certified hi next to a rounding boundary of
+  // out); the reference then costs one pass over the exact result instead of a second exact
+  // computation. Where any element gives nullopt, reference() computes the whole reference.
+  std::function<std::optional<double>(double hi, double lo)> reference_from_exact;
   // The platform's result and its bound.
   std::function<Emulation(const core::Platform&, const core::BoundOptions&)> emulate;
   // Optional: what of a platform this op's emulation reads, as text (a matmul: its plan's JSON);
