@@ -63,7 +63,7 @@ def _input_values(x: Any, in_fmt: str | None, subnormals: str, parameter: str = 
             raise ValueError(f"{fmt_parameter}: unknown format '{in_fmt}'; valid names: {', '.join(_core.formats())}")
         info = format_info(in_fmt)
         if source in _core.formats() and _holds_every_value(source, in_fmt):
-            pass  # the array's own format lies inside in_fmt: nothing to check
+            ok = True  # the array's own format lies inside in_fmt: nothing to check
         elif info["kind"] == "integer":
             finite = np.isfinite(values)
             ok = finite & (values == np.floor(np.where(finite, values, 0))) & (values >= info["min"]) & (values <= info["max"])

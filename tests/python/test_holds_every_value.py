@@ -48,3 +48,19 @@ def test_checked_inputs_still_refused():
     with pytest.raises(ValueError, match="not exactly representable"):
         numeq.matmul(np.array([[1 + 2**-10]], dtype=np.float16), np.ones((1, 1), np.float16), platform="nvidia.h100",
                      in_fmt="bf16")
+
+
+@pytest.mark.parametrize("dtype,in_fmt", [("bfloat16", "bf16"), ("float16", "fp32"), ("float8_e4m3fn", "bf16"),
+                                          ("float16", "fp16")])
+def test_arrays_inside_in_fmt_skip_the_check_and_agree(dtype, in_fmt):
+    # An array whose own format lies inside in_fmt is taken as it is: the same result as its
+    # float64 values with the check.
+    import ml_dtypes
+
+    dt = getattr(ml_dtypes, dtype, None) or np.dtype(dtype)
+    x = np.random.default_rng(0).standard_normal((4, 32)).astype(np.float32).astype(dt)
+    y = np.random.default_rng(1).standard_normal((32, 3)).astype(np.float32).astype(dt)
+    got = numeq.matmul(x, y, platform="cuda_core.fp32", in_fmt=in_fmt)
+    want = numeq.matmul(x.astype(np.float64), y.astype(np.float64), platform="cuda_core.fp32", in_fmt=in_fmt)
+    np.testing.assert_array_equal(got, want)
+    assert numeq.reference.exp(x, in_fmt=in_fmt).shape == x.shape
