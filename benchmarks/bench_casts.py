@@ -18,25 +18,17 @@ import argparse
 import os
 import platform
 import sys
-import time
 
 import ml_dtypes
 import numpy as np
 
 import numeq
+from timing import best_of  # benchmarks/timing.py
 
 TARGETS = [("bf16", ml_dtypes.bfloat16, np.uint16), ("e4m3fn", ml_dtypes.float8_e4m3fn, np.uint8),
            ("e5m2", ml_dtypes.float8_e5m2, np.uint8)]
 
 
-def best_of(fn, repeat: int) -> float:
-    best = float("inf")
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        out = fn()
-        best = min(best, time.perf_counter() - t0)
-        del out
-    return best
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -34,16 +34,10 @@ from typing import Any, Callable
 import numpy as np
 
 import numeq
+from timing import best_of  # benchmarks/timing.py
 from numeq import _core
 
 
-def best_of(repeats: int, fn: Callable[[], Any]) -> float:
-    best = float("inf")
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - t0)
-    return best
 
 
 def phases(repeats: int, make: Callable[[], numeq.ops.Op], platform: str, actual: np.ndarray) -> dict[str, float]:
@@ -126,7 +120,7 @@ def main() -> None:
                 def make(a=a, b=b, fmt=fmt) -> numeq.ops.Op:
                     return numeq.ops.matmul(a, b, in_fmt=fmt, out="fp32")
                 actual = make().emulate(platform)
-                peer = best_of(args.repeats, lambda a=a, b=b: a @ b)
+                peer = best_of(lambda a=a, b=b: a @ b, args.repeats)
                 row(f"matmul {n}^3 {fmt} {platform}", phases(args.repeats, make, platform, actual), peer)
 
     if args.only in (None, "norm"):
@@ -139,7 +133,7 @@ def main() -> None:
             ("rmsnorm", lambda: numeq.ops.rmsnorm(x, in_fmt="bf16", out="bf16"), rmsnorm64),
         ):
             actual = build().emulate(platform)
-            peer = best_of(args.repeats, lambda f=peer_fn: f(x))
+            peer = best_of(lambda f=peer_fn: f(x), args.repeats)
             row(f"{name} {rows}x{cols} bf16 {platform}", phases(args.norm_repeats or args.repeats, build, platform, actual), peer)
 
 

@@ -16,11 +16,11 @@ Nothing here asserts on time.
 from __future__ import annotations
 
 import argparse
-import time
 
 import numpy as np
 
 import numeq
+from timing import best_of  # benchmarks/timing.py
 
 BITS = {"bf16": (8, 7), "fp16": (5, 10), "e4m3": (4, 3), "e5m2": (5, 2)}
 
@@ -32,13 +32,6 @@ def plan(fmt: str) -> numeq.Plan:
                                      "arithmetic": {"accumulate": cast, "product": "rounded", "product_cast": cast}}})
 
 
-def best(fn, repeat: int) -> float:
-    times = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return min(times)
 
 
 def main() -> None:
@@ -62,8 +55,8 @@ def main() -> None:
             a, b = numeq.round(rng.standard_normal((n, n)), fmt), numeq.round(rng.standard_normal((n, n)), fmt)
             A = apy.APyFloatArray.from_float(a, exp_bits=e, man_bits=m)
             B = apy.APyFloatArray.from_float(b, exp_bits=e, man_bits=m)
-            tn = best(lambda: numeq.matmul(a, b, plan=pl, in_fmt=fmt, out=fmt), args.repeat)
-            ta = best(lambda: A @ B, args.repeat)
+            tn = best_of(lambda: numeq.matmul(a, b, plan=pl, in_fmt=fmt, out=fmt), args.repeat)
+            ta = best_of(lambda: A @ B, args.repeat)
             d, c = numeq.matmul(a, b, plan=pl, in_fmt=fmt, out=fmt), (A @ B).to_numpy()
             same = bool(np.all((d == c) | (np.isnan(d) & np.isnan(c))))
             print(f"| {fmt} | {n} | {tn * 1e3:.1f} | {ta * 1e3:.1f} | {tn / ta:.2f} | {same} |", flush=True)
