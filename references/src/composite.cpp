@@ -13,6 +13,7 @@
 #include <functional>
 #include <limits>
 #include <numeric>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -23,6 +24,8 @@
 #include "numeq/formats/random.hpp"
 #include "numeq/formats/round_and_pack.hpp"
 #include "numeq/references/mpfr_value.hpp"
+
+#include "fast_functions.hpp"
 
 namespace numeq::reference {
 
@@ -292,6 +295,58 @@ std::size_t normalise_axis(std::ptrdiff_t axis, std::size_t ndim, const char* pa
 
 // ---- softmax and log-softmax ----
 
+// The fast path of one softmax row, in double arithmetic with outward rounding (the CORE-MATH
+// approach of the elementwise functions, fast_functions.hpp): every delta_j = x_j - x_ref must be
+// exact in binary64 (TwoSum; else the row takes Ziv's loop whole); e^delta_j is enclosed by the
+// fast exp (nullopt: the loop); the sum of the lower ends is rounded down after every addition
+// and that of the upper ends up (nextafter of a nearest-rounded sum bounds the exact one), and
+// each quotient's ends likewise, so [lo_i / S_hi, hi_i / S_lo] holds e^delta_i / sum_j e^delta_j.
+// An element whose two ends round to the same pattern (Ziv's test) is decided; the others stay in
+// `pending` for the MPFR loop, which decides them as before. NUMEQ_FUNCTIONS=mpfr turns it off.
+template <class At, class Index>
+void softmax_fast(std::vector<std::size_t>& pending, const std::vector<std::size_t>& finite, std::size_t ref,
+                  const At& at, const Index& index, const RowOutput& row) {
+  if (pending.empty() || default_function_path() != FunctionPath::fast || !fast::suits(row.out)) return;
+  const std::size_t n_all = finite.back() + 1;
+  std::vector<double> lo(n_all, 0.0), hi(n_all, 0.0);
+  const double xr = at(ref);
+  double sum_lo = 0, sum_hi = 0;
+  bool first = true;
+  for (const std::size_t j : finite) {
+    const double x = at(j), d = x - xr;
+    const double bv = d - x, av = d - bv;
+    if (!std::isfinite(d) || (x - av) + (-xr - bv) != 0) return;  // delta not exact in binary64
+    const std::optional<fast::Enclosure> e = fast::enclose(Function::exp, d);
+    if (!e || !std::isfinite(e->hi) || e->lo < 0) return;
+    lo[j] = e->lo;
+    hi[j] = e->hi;
+    if (first) {
+      sum_lo = e->lo;
+      sum_hi = e->hi;
+      first = false;
+    } else {
+      sum_lo = std::nextafter(sum_lo + e->lo, -kInf);
+      sum_hi = std::nextafter(sum_hi + e->hi, kInf);
+    }
+  }
+  if (!(sum_lo > 0) || !std::isfinite(sum_hi)) return;
+  std::size_t kept = 0;
+  for (const std::size_t j : pending) {
+    // Quotients of a single exact term by itself are exact (1 / 1); otherwise widen outward.
+    double q_lo = lo[j] / sum_hi, q_hi = hi[j] / sum_lo;
+    if (!(lo[j] == sum_hi && hi[j] == sum_lo && lo[j] == hi[j])) {
+      q_lo = std::max(0.0, std::nextafter(q_lo, -kInf));
+      q_hi = std::nextafter(q_hi, kInf);
+    }
+    const std::size_t i = index(j);
+    const std::optional<std::uint64_t> bits = fast::round_enclosure(fast::Enclosure{q_lo, q_hi, false, false}, row.out,
+                                                                    row.random(i));
+    if (bits) row.bits[i] = *bits;
+    else pending[kept++] = j;
+  }
+  pending.resize(kept);
+}
+
 xt::xarray<double> softmax_like(const xt::xarray<double>& x, std::ptrdiff_t axis_in, const Cast& out, bool log) {
   const char* what = log ? "log_softmax" : "softmax";
   const std::size_t axis = normalise_axis(axis_in, x.dimension(), "axis");
@@ -348,6 +403,8 @@ xt::xarray<double> softmax_like(const xt::xarray<double>& x, std::ptrdiff_t axis
       interval_sum(total, s.b, finite, s.t2);
       if (log) ia::log(log_total, total);
     };
+    // The fast path first (softmax only): decides what it can, the rest go to Ziv's loop below.
+    if (!log) softmax_fast(pending, finite, ref, at, index, row);
     // pending holds row positions; certify_row works on output indices, so map them.
     std::vector<std::size_t> out_pending;
     out_pending.reserve(pending.size());
