@@ -622,7 +622,9 @@ def _run_matrix(progress: Path) -> dict[int, str]:
         seen = 0
         while True:
             finished = proc.poll() is not None
-            lines = progress.read_text().splitlines() if progress.exists() else []
+            # Complete lines only: the worker may be half-way through writing the last one.
+            text = progress.read_text() if progress.exists() else ""
+            lines = text[:text.rfind("\n") + 1].splitlines()
             for line in lines[seen:]:
                 rec = json.loads(line)
                 if "start" in rec:
