@@ -159,11 +159,10 @@ def _review(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from .review import review
-    from .review import manifest as manifest_module
-    from .review.manifest import ManifestError
+    from .review.manifest import SCHEMA, ManifestError
 
     if args.schema:
-        sys.stdout.write(manifest_module.SCHEMA)
+        sys.stdout.write(SCHEMA)
         return 0
     if args.manifest is None:
         sys.stderr.write("numeq review: give a manifest (TOML), or --schema for its schema\n")

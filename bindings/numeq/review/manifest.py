@@ -348,11 +348,12 @@ def _kind(x: Any) -> str:
 def _array(ref: str, base: Path, ctx: _Context, key: tuple, cache: dict) -> np.ndarray:
     """The array ``ref`` names: "file.npy" or "file.npz:name", relative to the manifest."""
     file, _, member = ref.partition(":")
+    name = ".".join(map(str, key))
     if not file:
-        ctx.fail(key, f"{'.'.join(map(str, key))}: {ref!r} names no file; write \"file.npy\" or \"file.npz:name\"")
+        ctx.fail(key, f"{name}: {ref!r} names no file; write \"file.npy\" or \"file.npz:name\"")
     path = (base / file).resolve()
     if not path.is_file():
-        ctx.fail(key, f"{'.'.join(map(str, key))}: no file {file!r} next to the manifest")
+        ctx.fail(key, f"{name}: no file {file!r} next to the manifest")
     try:
         if path not in cache:
             loaded = np.load(path, allow_pickle=False)
@@ -363,22 +364,22 @@ def _array(ref: str, base: Path, ctx: _Context, key: tuple, cache: dict) -> np.n
         data = cache[path]
         if isinstance(data, dict):
             if not member:
-                ctx.fail(key, f"{'.'.join(map(str, key))}: {file!r} is an .npz archive; name the array: "
+                ctx.fail(key, f"{name}: {file!r} is an .npz archive; name the array: "
                               f"\"{file}:NAME\" with NAME one of {', '.join(data)}")
             if member not in data:
-                ctx.fail(key, f"{'.'.join(map(str, key))}: {file!r} has no array {member!r}; "
+                ctx.fail(key, f"{name}: {file!r} has no array {member!r}; "
                               f"it has: {', '.join(data)}")
             arr = data[member]
         else:
             if member:
-                ctx.fail(key, f"{'.'.join(map(str, key))}: {file!r} is one array (.npy); drop \":{member}\"")
+                ctx.fail(key, f"{name}: {file!r} is one array (.npy); drop \":{member}\"")
             arr = data
     except ManifestError:
         raise
     except Exception as e:  # a corrupt or truncated .npy/.npz, a pickled object array
-        ctx.fail(key, f"{'.'.join(map(str, key))}: cannot read {file!r} as a numpy array: {e}")
+        ctx.fail(key, f"{name}: cannot read {file!r} as a numpy array: {e}")
     if arr.dtype.kind not in "fiub" and arr.dtype.name not in ("bfloat16",) and "float8" not in arr.dtype.name:
-        ctx.fail(key, f"{'.'.join(map(str, key))}: {file!r} holds {arr.dtype} values; expected real numbers")
+        ctx.fail(key, f"{name}: {file!r} holds {arr.dtype} values; expected real numbers")
     return np.asarray(arr)
 
 

@@ -24,6 +24,7 @@ __all__ = ["html", "markdown"]
 _PARTS = (("correctness", "1. Correctness", ("preserved_behaviour", "numerical_standard", "assumptions")),
           ("tiling", "2. Tiling and memory", ("tiling_limits", "memory_hierarchy")),
           ("performance", "3. Performance", ("performance_claim",)))
+_OUTPUTS = {"gpu": "GPU kernel", "nki": "NKI kernel", "simulator": "NKI simulator"}
 _MARK = {"pass": "PASS", "fail": "FAIL", "warn": "WARN", "info": "INFO", "not assessed": "NOT ASSESSED"}
 
 
@@ -59,9 +60,8 @@ def _findings(review: Any, criteria: tuple[str, ...]) -> list[Finding]:
 def _verdict_rows(review: Any) -> list[list[Any]]:
     c = review.correctness
     rows = []
-    names = {"gpu": "GPU kernel", "nki": "NKI kernel", "simulator": "NKI simulator"}
     for name, v in c.verdicts.items():
-        rows.append([names[name], c.platforms[name], v.tier, v.explained_by or "-", f"{v.bit_exact} / {v.elements}",
+        rows.append([_OUTPUTS[name], c.platforms[name], v.tier, v.explained_by or "-", f"{v.bit_exact} / {v.elements}",
                      v.failures, _num(v.worst_error_over_bound), "pass" if v.passed else "fail"])
     return rows
 
@@ -202,7 +202,6 @@ def _error_plot(review: Any) -> str:
     errors = review.correctness.errors
     if not errors:
         return ""
-    names = {"gpu": "GPU kernel", "nki": "NKI kernel", "simulator": "NKI simulator"}
     fig = Figure(figsize=(3.6 * len(errors), 3.0))
     axes = fig.subplots(1, len(errors), squeeze=False).ravel()
     for ax, (name, r) in zip(axes, errors.items()):
@@ -210,7 +209,7 @@ def _error_plot(review: Any) -> str:
         r2 = r2.reshape(-1, r2.shape[-1]) if r2.ndim >= 2 else r2.reshape(1, -1)
         shown = np.log10(np.clip(np.where(np.isfinite(r2), r2, 1e6), 1e-3, 1e6))
         im = ax.imshow(shown, aspect="auto", cmap="viridis", vmin=-3, vmax=6, interpolation="nearest")
-        ax.set_title(f"{names[name]}: log10(error / bound)")
+        ax.set_title(f"{_OUTPUTS[name]}: log10(error / bound)")
         ax.set_xlabel("column")
         ax.set_ylabel("row")
         bad = int((r2 > 1).sum())
