@@ -1,0 +1,152 @@
+// Certified layernorm and rmsnorm (composite.hpp): exact scaled forms A_j and D, Ziv's loop per
+// element.
+
+#include "numeq/references/composite.hpp"
+
+#include "composite_rows.hpp"
+#include "fast_functions.hpp"
+
+namespace numeq::reference {
+
+namespace {
+
+using namespace rows;
+
+// ---- layernorm and rmsnorm ----
+
+void check_affine(const xt::xarray<double>* v, std::size_t n, const char* parameter) {
+  if (v == nullptr) return;
+  if (v->dimension() != 1 || v->size() != n)
+    throw numeq::error(std::string(parameter) + ": expected shape (" + std::to_string(n) +
+                       ",) (the last axis of x), got " + std::to_string(v->dimension()) + "-d of " +
+                       std::to_string(v->size()) + " element(s)");
+}
+
+xt::xarray<double> norm_like(const xt::xarray<double>& x, const NormParameters& parameters, const Cast& out,
+                             bool centred) {
+  const char* what = centred ? "layernorm" : "rmsnorm";
+  if (x.dimension() == 0) throw numeq::error(std::string("x: ") + what + " needs at least one axis (it normalises the last)");
+  if (!(parameters.eps >= 0) || !std::isfinite(parameters.eps))
+    throw numeq::error("eps: must be finite and >= 0, got " + std::to_string(parameters.eps));
+  const std::vector<std::size_t> shape(x.shape().begin(), x.shape().end());
+  const std::size_t n = shape.back();
+  check_affine(parameters.gamma, n, "gamma");
+  check_affine(parameters.beta, n, "beta");
+  const std::size_t rows = n == 0 ? 0 : x.size() / n;
+  const double* data = x.data();
+  const double* gamma = parameters.gamma ? parameters.gamma->data() : nullptr;
+  const double* beta = parameters.beta ? parameters.beta->data() : nullptr;
+  return run_rows(shape, rows, out, what, [&](std::size_t row_index, const RowOutput& row) {
+    const std::size_t base = row_index * n;
+    const double* xs = data + base;
+    bool finite = true;
+    for (std::size_t j = 0; j < n; ++j) finite = finite && std::isfinite(xs[j]);
+    auto nan_row = [&] {
+      for (std::size_t j = 0; j < n; ++j) row.bits[base + j] = exact_pattern(kNaN, out, row.random(base + j));
+    };
+    if (!finite) return nan_row();
+    Scratch& s = scratch();
+    s.reserve(n);
+    // The scaled forms (composite.hpp): A_j = n x_j - S (or n x_j), D = n Q - S^2 + n^2 eps (or
+    // n Q + n^2 eps), y_j = A_j / sqrt(D) * gamma_j + beta_j; A and D are exact dyadics.
+    thread_local Mpfr sum(64), squares(64), t(64), u(64), radicand(64), eps(64);
+    exact_sum(sum, xs, n, 1);
+    exact_dot(squares, xs, xs, n);
+    exact_mul_ui(t, squares, n);                    // n Q
+    exact_set(eps, parameters.eps);
+    exact_mul_ui(u, eps, n);
+    exact_mul_ui(radicand, u, n);                   // n^2 eps
+    exact_add(u, t, radicand);                      // n Q + n^2 eps
+    if (centred) {
+      exact_mul(t, sum, sum);
+      exact_sub(radicand, u, t);                    // n Q - S^2 + n^2 eps >= 0 (Cauchy-Schwarz)
+    } else {
+      mpfr_swap(radicand, u);
+    }
+    if (mpfr_zero_p(radicand)) return nan_row();    // every A_j is 0 too: 0/0
+    // Round-to-nearest signs of x_j - mean when it is zero: mean is -0 only for a row of -0
+    // (a sum of zeros is -0 only when all are), and (-0) - (+0) = -0, every other zero
+    // difference +0 (IEEE 754 s6.3).
+    const bool mean_negative_zero = std::all_of(xs, xs + n, [](double v) { return v == 0 && std::signbit(v); });
+    for (std::size_t j = 0; j < n; ++j) {
+      exact_set(u, xs[j]);
+      if (centred) {
+        exact_mul_ui(t, u, n);
+        exact_sub(s.exact[j], t, sum);
+        if (mpfr_zero_p(s.exact[j]))
+          mpfr_set_zero(s.exact[j], xs[j] == 0 && std::signbit(xs[j]) && mpfr_zero_p(sum) && !mean_negative_zero ? -1 : 1);
+      } else {
+        exact_mul_ui(s.exact[j], u, n);             // keeps x_j's zero sign
+      }
+    }
+    std::vector<std::size_t> pending;
+    for (std::size_t j = 0; j < n; ++j) {
+      const double g = gamma ? gamma[j] : 1.0;
+      const double b = beta ? beta[j] : 0.0;
+      const bool zero = mpfr_zero_p(s.exact[j]) != 0;
+      // Signs and special values of a_j * g + b with a_j = A_j / sqrt(D), finite.
+      double special = 0;
+      bool is_special = true;
+      if (std::isnan(g) || std::isnan(b)) {
+        special = kNaN;
+      } else if (std::isinf(g)) {
+        const double product = zero ? kNaN : ((mpfr_signbit(s.exact[j]) != 0) != (g < 0) ? -kInf : kInf);
+        special = (std::isinf(b) && std::isinf(product) && (b < 0) != (product < 0)) ? kNaN : product + b;
+      } else if (std::isinf(b)) {
+        special = b;
+      } else {
+        is_special = false;
+      }
+      if (is_special)
+        row.bits[base + j] = exact_pattern(special, out, row.random(base + j));
+      else
+        pending.push_back(base + j);
+    }
+    Interval& root = s.t0;
+    auto prepare = [&](mpfr_prec_t p) {
+      root.set_precision(p);
+      s.t1.set_precision(p);
+      s.t2.set_precision(p);
+      s.t3.set_precision(p);
+      set_point(s.t1, radicand);
+      ia::sqrt(root, s.t1);
+    };
+    auto enclose = [&](std::size_t e, Interval& r, mpfr_prec_t) {
+      const std::size_t j = e - base;
+      set_point(s.t1, s.exact[j]);
+      Interval* y = &s.t2;
+      ia::div(*y, s.t1, root);
+      bool zero_negative = mpfr_signbit(s.exact[j]) != 0;
+      if (gamma) {
+        s.t1.set(gamma[j]);
+        ia::mul(s.t3, *y, s.t1);
+        y = &s.t3;
+        zero_negative = zero_negative != std::signbit(gamma[j]);
+      }
+      if (beta) {
+        s.t1.set(beta[j]);
+        ia::add(r, *y, s.t1);
+        zero_negative = zero_negative && std::signbit(beta[j]);
+      } else {
+        mpfr_set(r.lo.value, y->lo.value, MPFR_RNDD);
+        mpfr_set(r.hi.value, y->hi.value, MPFR_RNDU);
+        r.lo.open = y->lo.open;
+        r.hi.open = y->hi.open;
+      }
+      settle_zero_sign(r, zero_negative);
+    };
+    certify_row(pending, row, prepare, enclose, what);
+  });
+}
+
+}  // namespace
+
+xt::xarray<double> layernorm(const xt::xarray<double>& x, const NormParameters& parameters, const Cast& out) {
+  return norm_like(x, parameters, out, true);
+}
+
+xt::xarray<double> rmsnorm(const xt::xarray<double>& x, const NormParameters& parameters, const Cast& out) {
+  return norm_like(x, parameters, out, false);
+}
+
+}  // namespace numeq::reference

@@ -1,0 +1,152 @@
+// Certified softmax and log-softmax (composite.hpp): exact deltas, enclosures of e^delta, Ziv's
+// loop per element after a fast path in double arithmetic.
+
+#include "numeq/references/composite.hpp"
+
+#include "composite_rows.hpp"
+#include "fast_functions.hpp"
+
+namespace numeq::reference {
+
+namespace {
+
+using namespace rows;
+
+// The fast path of one softmax row, in double arithmetic with outward rounding (the CORE-MATH
+// approach of the elementwise functions, fast_functions.hpp): every delta_j = x_j - x_ref must be
+// exact in binary64 (TwoSum; else the row takes Ziv's loop whole); e^delta_j is enclosed by the
+// fast exp (nullopt: the loop); the sum of the lower ends is rounded down after every addition
+// and that of the upper ends up (nextafter of a nearest-rounded sum bounds the exact one), and
+// each quotient's ends likewise, so [lo_i / S_hi, hi_i / S_lo] holds e^delta_i / sum_j e^delta_j.
+// An element whose two ends round to the same pattern (Ziv's test) is decided; the others stay in
+// `pending` for the MPFR loop, which decides them as before. NUMEQ_FUNCTIONS=mpfr turns it off.
+template <class At, class Index>
+void softmax_fast(std::vector<std::size_t>& pending, const std::vector<std::size_t>& finite, std::size_t ref,
+                  const At& at, const Index& index, const RowOutput& row) {
+  if (pending.empty() || default_function_path() != FunctionPath::fast || !fast::suits(row.out)) return;
+  const std::size_t n_all = finite.back() + 1;
+  std::vector<double> lo(n_all, 0.0), hi(n_all, 0.0);
+  const double xr = at(ref);
+  double sum_lo = 0, sum_hi = 0;
+  bool first = true;
+  for (const std::size_t j : finite) {
+    const double x = at(j), d = x - xr;
+    const double bv = d - x, av = d - bv;
+    if (!std::isfinite(d) || (x - av) + (-xr - bv) != 0) return;  // delta not exact in binary64
+    const std::optional<fast::Enclosure> e = fast::enclose(Function::exp, d);
+    if (!e || !std::isfinite(e->hi) || e->lo < 0) return;
+    lo[j] = e->lo;
+    hi[j] = e->hi;
+    if (first) {
+      sum_lo = e->lo;
+      sum_hi = e->hi;
+      first = false;
+    } else {
+      sum_lo = std::nextafter(sum_lo + e->lo, -kInf);
+      sum_hi = std::nextafter(sum_hi + e->hi, kInf);
+    }
+  }
+  if (!(sum_lo > 0) || !std::isfinite(sum_hi)) return;
+  std::size_t kept = 0;
+  for (const std::size_t j : pending) {
+    // Quotients of a single exact term by itself are exact (1 / 1); otherwise widen outward.
+    double q_lo = lo[j] / sum_hi, q_hi = hi[j] / sum_lo;
+    if (!(lo[j] == sum_hi && hi[j] == sum_lo && lo[j] == hi[j])) {
+      q_lo = std::max(0.0, std::nextafter(q_lo, -kInf));
+      q_hi = std::nextafter(q_hi, kInf);
+    }
+    const std::size_t i = index(j);
+    const std::optional<std::uint64_t> bits = fast::round_enclosure(fast::Enclosure{q_lo, q_hi, false, false}, row.out,
+                                                                    row.random(i));
+    if (bits) row.bits[i] = *bits;
+    else pending[kept++] = j;
+  }
+  pending.resize(kept);
+}
+
+xt::xarray<double> softmax_like(const xt::xarray<double>& x, std::ptrdiff_t axis_in, const Cast& out, bool log) {
+  const char* what = log ? "log_softmax" : "softmax";
+  const std::size_t axis = normalise_axis(axis_in, x.dimension(), "axis");
+  const std::vector<std::size_t> shape(x.shape().begin(), x.shape().end());
+  const std::size_t n = shape[axis];
+  std::size_t inner = 1;
+  for (std::size_t d = axis + 1; d < shape.size(); ++d) inner *= shape[d];
+  const std::size_t rows = n == 0 ? 0 : x.size() / n;
+  const double* data = x.data();
+  return run_rows(shape, rows, out, what, [&](std::size_t row_index, const RowOutput& row) {
+    // Row r: elements base + j * inner, j < n (C order offsets: outer block, inner position).
+    const std::size_t base = (row_index / inner) * n * inner + row_index % inner;
+    auto at = [&](std::size_t j) { return data[base + j * inner]; };
+    auto index = [&](std::size_t j) { return base + j * inner; };
+    bool undefined = false;
+    std::vector<std::size_t> finite;
+    for (std::size_t j = 0; j < n; ++j) {
+      const double v = at(j);
+      if (std::isnan(v) || v == kInf) undefined = true;
+      else if (v != -kInf) finite.push_back(j);
+    }
+    if (undefined || finite.empty()) {
+      for (std::size_t j = 0; j < n; ++j) row.bits[index(j)] = exact_pattern(kNaN, out, row.random(index(j)));
+      return;
+    }
+    std::vector<std::size_t> pending;
+    for (std::size_t j = 0; j < n; ++j) {
+      if (at(j) == -kInf)  // takes no part: e^-Inf = 0 exactly
+        row.bits[index(j)] = exact_pattern(log ? -kInf : 0.0, out, row.random(index(j)));
+      else
+        pending.push_back(j);
+    }
+    // The shift: any entry works (softmax is shift-invariant); the largest keeps e^delta <= 1.
+    std::size_t ref = finite[0];
+    for (const std::size_t j : finite)
+      if (at(j) > at(ref)) ref = j;
+    Scratch& s = scratch();
+    s.reserve(n);
+    Interval& total = s.t0;
+    Interval& log_total = s.t1;
+    auto prepare = [&](mpfr_prec_t p) {
+      set_precision(s.a, n, p);
+      set_precision(s.b, n, p);
+      total.set_precision(p);
+      log_total.set_precision(p);
+      s.t2.set_precision(p);
+      s.t3.set_precision(p);
+      s.t3.set(at(ref));
+      for (const std::size_t j : finite) {
+        s.t2.set(at(j));
+        ia::sub(s.a[j], s.t2, s.t3);  // delta_j: exact once p spans both exponents
+        ia::exp(s.b[j], s.a[j]);      // e^delta_j: a point 1 when delta_j is an exact 0
+      }
+      interval_sum(total, s.b, finite, s.t2);
+      if (log) ia::log(log_total, total);
+    };
+    // The fast path first (softmax only): decides what it can, the rest go to Ziv's loop below.
+    if (!log) softmax_fast(pending, finite, ref, at, index, row);
+    // pending holds row positions; certify_row works on output indices, so map them.
+    std::vector<std::size_t> out_pending;
+    out_pending.reserve(pending.size());
+    for (const std::size_t j : pending) out_pending.push_back(index(j));
+    auto enclose = [&](std::size_t e, Interval& r, mpfr_prec_t) {
+      const std::size_t j = (e - base) / inner;
+      if (log) {
+        ia::sub(r, s.a[j], log_total);
+        settle_zero_sign(r, false);  // 0 - log 1: a single finite entry gives +0
+      } else {
+        ia::div(r, s.b[j], total);
+      }
+    };
+    certify_row(out_pending, row, prepare, enclose, what);
+  });
+}
+
+}  // namespace
+
+xt::xarray<double> softmax(const xt::xarray<double>& x, std::ptrdiff_t axis, const Cast& out) {
+  return softmax_like(x, axis, out, false);
+}
+
+xt::xarray<double> log_softmax(const xt::xarray<double>& x, std::ptrdiff_t axis, const Cast& out) {
+  return softmax_like(x, axis, out, true);
+}
+
+}  // namespace numeq::reference
