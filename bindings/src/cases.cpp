@@ -133,6 +133,17 @@ void numeq_bindings::bind_cases(py::module_& m) {
              }
              return py::make_tuple(to_numpy(std::move(r.hi)), to_numpy(std::move(r.lo)), op.exact_relative_error);
            })
+      .def("check_exact",
+           [](const cases::Op& op) {
+             numeq::reference::ExactValues r;
+             double relative_error = 0;
+             {
+               py::gil_scoped_release release;
+               r = op.check_exact(relative_error);
+             }
+             return py::make_tuple(to_numpy(std::move(r.hi)), to_numpy(std::move(r.lo)), relative_error);
+           },
+           "the exact values a check measures against (Op::check_exact): (hi, lo, relative error)")
       .def("reference",
            [](const cases::Op& op) {
              xt::xarray<double> r;
@@ -323,7 +334,8 @@ void numeq_bindings::bind_cases(py::module_& m) {
         const numeq::Format& f = numeq::format_by_name(fmt, "fmt");
         py::array_t<double> out(x.size());
         double* o = out.mutable_data();
-        for (py::ssize_t i = 0; i < x.size(); ++i) o[i] = cases::ulp_of(x.data()[i], f);
+        const cases::UlpOf ulp(f);
+        for (py::ssize_t i = 0; i < x.size(); ++i) o[i] = ulp(x.data()[i]);
         return out;
       },
       py::arg("x"), py::arg("fmt"));

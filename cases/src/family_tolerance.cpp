@@ -21,7 +21,8 @@ Requirement requirement(const Op& op, const Emulation& platform, const Emulation
   r.need.reserve(n);
   r.expected.reserve(n);
   r.judged.reserve(n);
-  const reference::ExactValues* ex = against ? nullptr : &op.exact_values();
+  double exact_error = 0;
+  const reference::ExactValues* ex = against ? nullptr : &op.check_exact(exact_error);
   const xt::xarray<double>* ref = against ? nullptr : &op.reference_values();
   for (std::size_t i = 0; i < n; ++i) {
     double need = 0, expected = 0, judged = 0;
@@ -31,8 +32,10 @@ Requirement requirement(const Op& op, const Emulation& platform, const Emulation
       judged = against->values.data()[i];
     } else {
       expected = ref->data()[i];
-      // The reference's own distance to the exact value, with the slack of its two subtractions.
-      const double d = std::abs((expected - ex->hi.data()[i]) - ex->lo.data()[i]) * (1 + 0x1p-50);
+      // The reference's own distance to the exact value, with the slack of its two subtractions
+      // and the exact value's own stated error (check_exact).
+      const double hi = ex->hi.data()[i];
+      const double d = (std::abs((expected - hi) - ex->lo.data()[i]) + std::abs(hi) * exact_error) * (1 + 0x1p-50);
       need = platform.bound.data()[i] + d;
       judged = platform.values.data()[i];
     }
@@ -63,12 +66,13 @@ ToleranceForms fit_tolerance(const std::vector<Requirement>& draws, const Format
   xt::xarray<double> fitted = xt::zeros<double>({total});
   xt::xarray<double> expected = xt::zeros<double>({total});
   const double eps = out.is_integer() ? 0.0 : std::ldexp(1.0, -out.mantissa_bits);
+  const UlpOf ulp_of_out(out);
   std::size_t j = 0;
   for (const Requirement& r : draws) {
     double top = 0, most = 0;
     for (std::size_t i = 0; i < r.need.size(); ++i, ++j) {
       const double y = r.expected[i], need = r.need[i];
-      const double ulp = ulp_of(y, out);
+      const double ulp = ulp_of_out(y);
       f.ulps = std::max(f.ulps, need / ulp);
       // The need at the worst position in y's binade: u ulps at |y| need u * ulp(y) <= u * eps * |y|.
       fitted.data()[j] = out.is_integer() ? need : std::max(need, need / ulp * eps * std::abs(y));

@@ -1,6 +1,7 @@
 #include "numeq/cases/op.hpp"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstring>
 #include <iomanip>
@@ -140,10 +141,21 @@ const reference::ExactValues& Op::exact_values() const {
   return cache->exact;
 }
 
+const reference::ExactValues& Op::check_exact(double& relative_error) const {
+  if (!exact_within) {
+    relative_error = exact_relative_error;
+    return exact_values();
+  }
+  std::call_once(cache->within_once, [this] { cache->within = exact_within(); });
+  relative_error = exact_within_error;
+  return cache->within;
+}
+
 const Array& Op::reference_values() const {
   std::call_once(cache->reference_once, [this] {
     if (reference_from_exact) {
-      const reference::ExactValues& ex = exact_values();
+      double relative_error = 0;  // reference_from_exact knows it (the op sets both)
+      const reference::ExactValues& ex = check_exact(relative_error);
       Array r(ex.hi.shape());
       for (std::size_t i = 0; i < r.size(); ++i) {
         const std::optional<double> v = reference_from_exact(ex.hi.data()[i], ex.lo.data()[i]);
@@ -442,23 +454,30 @@ reference::ExactValues certified(Array hi) {
 }
 
 const Cast kBinary64{formats::fp64};
+// How closely a check needs the exact value of a composite op (Op::exact_within): 2^-40 relative
+// is far below any bound of an output of at most 24 significant bits (its own final rounding
+// alone is 2^-25 relative), and wide enough for the fast enclosures (about 2^-42).
+constexpr reference::Within kCheckWithin{0x1p-40};
 
-// The reference from an MPFR-certified exact value (certified() above): hi is the exact value
-// rounded to nearest in binary64, so the exact value lies strictly between hi's two neighbours.
-// Every deterministic rounding into out is monotone, so where both neighbours round to the same
-// value the exact value rounds to it too; elsewhere (hi at or next to a rounding boundary of out,
-// a zero whose sign the neighbours do not settle, a non-finite hi) nullopt, and the op's
-// reference() rounds the exact value itself. Stochastic rounding and subnormal inputs read as
-// zero (flush_inputs, flush_both) take reference() always.
-std::function<std::optional<double>(double, double)> certified_reference(const Cast& out) {
+// The reference from an exact value known to a relative error e (certified() above: the MPFR
+// value rounded to nearest in binary64, e = 2^-53; an enclosure's midpoint, Op::exact_within):
+// the exact value lies within e |exact| <= 2 e |hi| of hi, inside [hi - 2e|hi|, hi + 2e|hi|]
+// widened by a neighbour on each side (the products and differences are rounded). Every
+// deterministic rounding into out is monotone, so where both ends round to the same value the
+// exact value rounds to it too; elsewhere (hi next to a rounding boundary of out, a zero whose
+// sign the ends do not settle, a non-finite hi) nullopt, and the op's reference() rounds the
+// exact value itself. Stochastic rounding and subnormal inputs read as zero (flush_inputs,
+// flush_both) take reference() always.
+std::function<std::optional<double>(double, double)> certified_reference(const Cast& out, double relative_error) {
   if (out.rounding == Rounding::stochastic || out.subnormals == Subnormals::flush_inputs ||
       out.subnormals == Subnormals::flush_both)
     return nullptr;
-  return [out](double hi, double) -> std::optional<double> {
+  return [out, relative_error](double hi, double) -> std::optional<double> {
     if (!std::isfinite(hi)) return std::nullopt;
     constexpr double inf = std::numeric_limits<double>::infinity();
-    const double below = round_to_format(std::nextafter(hi, -inf), out);
-    const double above = round_to_format(std::nextafter(hi, inf), out);
+    const double reach = 2 * relative_error * std::abs(hi);
+    const double below = round_to_format(std::nextafter(hi - reach, -inf), out);
+    const double above = round_to_format(std::nextafter(hi + reach, inf), out);
     if (!(below == above && std::signbit(below) == std::signbit(above))) return std::nullopt;
     return below;
   };
@@ -477,7 +496,7 @@ Op function(reference::Function f, const Array& x, std::string_view in_fmt, cons
   op.exact_relative_error = 0x1p-53;
   op.exact = [sx, f] { return certified(reference::evaluate(f, *sx, kBinary64)); };
   op.reference = [sx, f, out] { return reference::evaluate(f, *sx, out); };
-  op.reference_from_exact = certified_reference(out);
+  op.reference_from_exact = certified_reference(out, op.exact_relative_error);
   op.emulate = [sx, f, out](const core::Platform& platform, const core::BoundOptions&) {
     return cases::function(f, *sx, platform, out);
   };
@@ -502,10 +521,14 @@ Op softmax(const Array& x, std::ptrdiff_t axis, std::string_view in_fmt, const C
   op.exact = [sx, ax, log] {
     return certified(log ? reference::log_softmax(*sx, ax, kBinary64) : reference::softmax(*sx, ax, kBinary64));
   };
+  op.exact_within_error = kCheckWithin.relative_error;
+  op.exact_within = [sx, ax, log] {
+    return certified(log ? reference::log_softmax(*sx, ax, kCheckWithin) : reference::softmax(*sx, ax, kCheckWithin));
+  };
   op.reference = [sx, ax, log, out] {
     return log ? reference::log_softmax(*sx, ax, out) : reference::softmax(*sx, ax, out);
   };
-  op.reference_from_exact = certified_reference(out);
+  op.reference_from_exact = certified_reference(out, op.exact_within_error);
   op.emulate = [sx, ax, log, out, options](const core::Platform& platform, const core::BoundOptions&) {
     return log ? cases::log_softmax(*sx, ax, platform, out, options) : cases::softmax(*sx, ax, platform, out, options);
   };
@@ -541,10 +564,15 @@ Op norm(bool centred, const Array& x, const Array* gamma, const Array* beta, dou
   op.exact = [sx, centred, parameters] {
     return certified(centred ? reference::layernorm(*sx, parameters(), kBinary64) : reference::rmsnorm(*sx, parameters(), kBinary64));
   };
+  op.exact_within_error = kCheckWithin.relative_error;
+  op.exact_within = [sx, centred, parameters] {
+    return certified(centred ? reference::layernorm(*sx, parameters(), kCheckWithin)
+                             : reference::rmsnorm(*sx, parameters(), kCheckWithin));
+  };
   op.reference = [sx, centred, parameters, out] {
     return centred ? reference::layernorm(*sx, parameters(), out) : reference::rmsnorm(*sx, parameters(), out);
   };
-  op.reference_from_exact = certified_reference(out);
+  op.reference_from_exact = certified_reference(out, op.exact_within_error);
   op.emulate = [sx, centred, parameters, out, options](const core::Platform& platform, const core::BoundOptions&) {
     return centred ? cases::layernorm(*sx, parameters(), platform, out, options)
                    : cases::rmsnorm(*sx, parameters(), platform, out, options);
@@ -595,7 +623,7 @@ Op attention(const Array& q, const Array& k, const Array& v, const Array* mask, 
   op.exact_relative_error = 0x1p-53;
   op.exact = [sq, sk, sv, parameters] { return certified(reference::attention(*sq, *sk, *sv, parameters(), kBinary64)); };
   op.reference = [sq, sk, sv, parameters, out] { return reference::attention(*sq, *sk, *sv, parameters(), out); };
-  op.reference_from_exact = certified_reference(out);
+  op.reference_from_exact = certified_reference(out, op.exact_relative_error);
   const std::string fmt(in_fmt);
   op.emulate = [sq, sk, sv, parameters, fmt, out, options](const core::Platform& platform, const core::BoundOptions&) {
     return cases::attention(*sq, *sk, *sv, parameters(), platform, fmt, out, options);
@@ -944,15 +972,22 @@ Op dequantization(const Array& codes, const Quantization& q, const Array& scale,
 
 // ---- tolerances ----
 
-double ulp_of(double x, const Format& f) {
-  if (f.is_integer()) return 1.0;
-  const double ax = std::min(std::abs(x), max_finite(f));
-  const int emin = f.emin();
-  int e = emin;
-  if (ax >= min_normal(f) && std::isfinite(ax)) e = std::ilogb(ax);
-  e = std::max(e, emin);
-  return std::ldexp(1.0, e - f.mantissa_bits);
+UlpOf::UlpOf(const Format& f)
+    : integer_(f.is_integer()), max_(integer_ ? 0 : max_finite(f)), min_normal_(integer_ ? 0 : min_normal(f)),
+      emin_(integer_ ? 0 : f.emin()), mantissa_bits_(f.mantissa_bits) {}
+
+double UlpOf::operator()(double x) const {
+  if (integer_) return 1.0;
+  const double ax = std::min(std::abs(x), max_);
+  int e = emin_;
+  // ax >= f's smallest normal, hence a normal double: its exponent field is ilogb(ax).
+  if (ax >= min_normal_ && std::isfinite(ax)) e = static_cast<int>(std::bit_cast<std::uint64_t>(ax) >> 52) - 1023;
+  e = std::max(e, emin_) - mantissa_bits_;
+  if (e >= -1022) return std::bit_cast<double>(static_cast<std::uint64_t>(e + 1023) << 52);
+  return std::ldexp(1.0, e);  // a binary64 subnormal spacing (fp64's own, below 2^-1022)
 }
+
+double ulp_of(double x, const Format& f) { return UlpOf(f)(x); }
 
 namespace {
 
@@ -1049,6 +1084,7 @@ Tolerance tolerance(const Array& bound, const Array& reference, const Format& ou
   const double* rp = reference.data();
   const std::size_t n = bound.size();
   const auto used = [&](std::size_t i) { return std::isfinite(bp[i]) && std::isfinite(rp[i]); };
+  const UlpOf ulp(out);
   std::size_t count = 0;
   double sum_r = 0;
   double r_top = 0;   // the smallest |reference| among the largest bounds
@@ -1061,7 +1097,7 @@ Tolerance tolerance(const Array& bound, const Array& reference, const Format& ou
     if (count == 1 || bi > t.max_abs) t.max_abs = bi, r_top = ri;
     else if (bi == t.max_abs) r_top = std::min(r_top, ri);
     if (ri == 0) b_zero = std::max(b_zero, bi);
-    t.max_ulps = std::max(t.max_ulps, bi / ulp_of(rp[i], out));
+    t.max_ulps = std::max(t.max_ulps, bi / ulp(rp[i]));
     t.rtol_only = std::max(t.rtol_only, bi == 0 ? 0.0 : (ri == 0 ? std::numeric_limits<double>::infinity() : bi / ri));
   }
   if (t.max_abs <= 0) t.max_abs = 0, r_top = 0;  // the line a = 0 is the highest

@@ -35,9 +35,12 @@ std::vector<std::size_t> unravel(std::size_t flat, const Array& shape_of) {
   return index;
 }
 
-// Whether x is a value of f (numeq::is_value; integers: an integer in f's range). A zero is
-// judged by its value: -0 from a device is the zero of a format without -0 (fnuz).
-bool holds(const Format& f, double x) { return is_value(x == 0 ? 0.0 : x, f); }
+// Whether x is a value of the output format (numeq::ValueTest; integers: an integer in its
+// range). A zero is judged by its value: -0 from a device is the zero of a format without -0 (fnuz).
+struct Holds {
+  ValueTest test;
+  bool operator()(double x) const { return test(x == 0 ? 0.0 : x); }
+};
 
 
 
@@ -183,7 +186,8 @@ Verdict compare(const Array& actual, const Op& op, const core::Platform& platfor
     throw numeq::error("failure_probability: " + number(options.failure_probability) +
                        " is not a probability in (0, 1); the probabilistic tier's bound fails with at most this per check");
   // The exact value and the reference: computed once per op and kept (Op::exact_values).
-  const reference::ExactValues& ex = op.exact_values();
+  double exact_error = 0;
+  const reference::ExactValues& ex = op.check_exact(exact_error);
   if (actual.shape() != ex.hi.shape())
     throw numeq::error("actual: shape " + shape_text(actual) + " differs from the result of " + op.signature + ", " +
                        shape_text(ex.hi));
@@ -194,11 +198,12 @@ Verdict compare(const Array& actual, const Op& op, const core::Platform& platfor
   // either; only the elements left are judged against the probabilistic bound (the data-driven
   // walk, the costly part), and those beyond it against the deterministic one.
   const Emulation det = op.emulate(platform, core::BoundOptions{});
+  const Holds holds{ValueTest(op.out.format)};
   std::vector<std::size_t> not_exact;
   bool any_foreign = false;
   for (std::size_t i = 0; i < N; ++i) {
     const double g = actual.data()[i], e = det.values.data()[i];
-    if (!std::isnan(g) && !holds(op.out.format, g)) any_foreign = true;
+    if (!std::isnan(g) && !holds(g)) any_foreign = true;
     else if (same_value(g, e) || (op.out.format.is_integer() && g == e)) continue;
     not_exact.push_back(i);
   }
@@ -241,7 +246,7 @@ Verdict compare(const Array& actual, const Op& op, const core::Platform& platfor
     // A value the output format does not hold (an fp32 result judged against a bf16 op, a code
     // outside the integer format) is no output of the operation, whatever its distance. The scan
     // above found whether any is; only then is each element asked again.
-    if (any_foreign && !std::isnan(g) && !holds(op.out.format, g))
+    if (any_foreign && !std::isnan(g) && !holds(g))
       return {Class::foreign, std::isfinite(g) && std::isfinite(hi) ? std::abs((g - hi) - lo) : kInf, 0};
     // Integer outputs have one zero: -0 from a float computation is the code 0.
     if (same_value(g, e) || (op.out.format.is_integer() && g == e))
@@ -254,9 +259,10 @@ Verdict compare(const Array& actual, const Op& op, const core::Platform& platfor
     if (!std::isfinite(e) || !std::isfinite(B) || !std::isfinite(hi) || !std::isfinite(g)) return {Class::special, kInf, 0};
     const double d = g - hi;
     const double error = std::abs(d - lo);
-    // What the comparison itself may lose: the exact value's own binary64 rounding (MPFR results)
-    // and the two subtractions above, each at most 2^-53 relative.
-    const double slack = std::abs(hi) * op.exact_relative_error + (std::abs(d) + error) * 0x1p-52;
+    // What the comparison itself may lose: the exact value's own error (binary64 rounding of MPFR
+    // results, an enclosure's width: check_exact) and the two subtractions above, each at most
+    // 2^-53 relative.
+    const double slack = std::abs(hi) * exact_error + (std::abs(d) + error) * 0x1p-52;
     return {error > B + slack ? Class::beyond : Class::probabilistic, error, slack};
   };
 
@@ -288,6 +294,7 @@ Verdict compare(const Array& actual, const Op& op, const core::Platform& platfor
     }
   };
 
+  const UlpOf ulp_out(op.out.format);
   // Pass 1, against the probabilistic bound: counts, and the elements beyond it (for the
   // deterministic bound).
   std::vector<std::size_t> beyond;
@@ -312,7 +319,7 @@ Verdict compare(const Array& actual, const Op& op, const core::Platform& platfor
         break;
     }
     const double g = actual.data()[i], r = ref_at(i);
-    if (std::isfinite(g) && std::isfinite(r)) v.max_ulps = std::max(v.max_ulps, std::abs(g - r) / ulp_of(r, op.out.format));
+    if (std::isfinite(g) && std::isfinite(r)) v.max_ulps = std::max(v.max_ulps, std::abs(g - r) / ulp_out(r));
   }
   // Pass 2: the deterministic bound of the elements beyond the probabilistic one.
   std::size_t det_only = 0;

@@ -79,7 +79,7 @@ xt::xarray<double> attention(const xt::xarray<double>& q, const xt::xarray<doubl
   const double* vs = v.data();
   const double* ms = parameters.mask ? parameters.mask->data() : nullptr;
   const std::size_t rows = dv == 0 ? 0 : batches * lq;
-  return run_rows(shape, rows, out, "attention", [&](std::size_t row_index, const RowOutput& row) {
+  return run_rows(shape, rows, out, "attention", 0.0, [&](std::size_t row_index, const RowOutput& row) {
     const std::size_t b = row_index / lq;
     const std::size_t i = row_index % lq;
     const std::size_t base = row_index * dv;

@@ -23,8 +23,10 @@
 #include "numeq/formats/parallel.hpp"
 #include "numeq/formats/random.hpp"
 #include "numeq/formats/round_and_pack.hpp"
+#include "numeq/references/composite.hpp"
 #include "numeq/references/mpfr_value.hpp"
 
+#include "double_interval.hpp"
 #include "fast_functions.hpp"
 
 namespace numeq::reference::rows {
@@ -162,14 +164,39 @@ inline std::uint64_t exact_pattern(double v, const Cast& out, std::uint64_t rand
   return encode_unpacked(unpack_double(v), out, random);
 }
 
-// One output row: where its elements go and their stochastic draws.
+// One output row: where its elements go and their stochastic draws. `within` > 0: the row is
+// of an enclosed result (composite.hpp, Enclosed): out is binary64, and an element may also be
+// decided by a narrow enough fast enclosure (decide below).
 struct RowOutput {
   const Cast& out;
   std::uint64_t key;          // random_stream_key(out.seed)
   bool stochastic;
   std::uint64_t* bits;        // the result patterns, indexed by output element (C order)
+  double within = 0;          // the enclosed result's relative error; 0: a rounded result
   std::uint64_t random(std::size_t index) const { return stochastic ? random_bits_at(key, index) : 0; }
 };
+
+// Decides output element i from a double enclosure [e.lo, e.hi] of its exact value (the fast
+// paths), or returns false (the MPFR loop decides it). First Ziv's test: both ends round to the
+// same pattern of row.out, which is then the correctly rounded result (every rounding mode is
+// monotone). Then, for an enclosed result, the width test: lo and hi of one sign, normal, and
+// hi - lo (rounded up: the nextafter of the nearest difference) <= within * min(|lo|, |hi|);
+// the midpoint m = lo/2 + hi/2 rounded lies in [lo, hi] (rounding is monotone), so
+// |m - exact| <= hi - lo <= within * |exact|. within is a power of two and min(|lo|, |hi|) is
+// normal, so their product is exact.
+inline bool decide(const RowOutput& row, std::size_t i, const fast::Enclosure& e) {
+  if (const std::optional<std::uint64_t> bits = fast::round_enclosure(e, row.out, row.random(i))) {
+    row.bits[i] = *bits;
+    return true;
+  }
+  if (!(row.within > 0) || !std::isfinite(e.lo) || !std::isfinite(e.hi) || !(e.lo <= e.hi)) return false;
+  const double smaller = std::min(std::fabs(e.lo), std::fabs(e.hi));
+  if (std::signbit(e.lo) != std::signbit(e.hi) || !(smaller >= std::numeric_limits<double>::min())) return false;
+  if (!(std::nextafter(e.hi - e.lo, kInf) <= row.within * smaller)) return false;
+  row.bits[i] = exact_pattern(0.5 * e.lo + 0.5 * e.hi, row.out, 0);
+  return true;
+}
+
 
 // Decides every element of `pending` (output indices): at precision p, prepare(p) computes the
 // row's shared enclosures, then enclose(e, r, p) encloses element e in r. An element is decided
@@ -258,8 +285,22 @@ inline void interval_sum(Interval& r, std::vector<Interval>& v, const std::vecto
 // Runs row_fn(row, begin) over every row on parallel_for threads, gathers patterns into values
 // and reports the first NaN-into-no-NaN element.
 xt::xarray<double> run_rows(const std::vector<std::size_t>& shape, std::size_t rows, const Cast& out,
-                            const char* what,
+                            const char* what, double within,
                             const std::function<void(std::size_t, const RowOutput&)>& row_fn);
+
+// The binary64 cast of enclosed results (Within): its rounded values are within 2^-53.
+inline const Cast kBinary64{formats::fp64};
+
+// within.relative_error, checked: a power of two in [2^-53, 2^-20].
+inline double checked(Within within) {
+  const double e = within.relative_error;
+  int exponent = 0;
+  if (!(e >= 0x1p-53 && e <= 0x1p-20) || std::frexp(e, &exponent) != 0.5)
+    throw numeq::error("within: relative_error " + std::to_string(e) +
+                       " is not a power of two in [2^-53, 2^-20] (the fast enclosures reach about 2^-42; the "
+                       "MPFR loop's binary64 values are within 2^-53)");
+  return e;
+}
 
 inline std::size_t normalise_axis(std::ptrdiff_t axis, std::size_t ndim, const char* parameter) {
   const auto d = static_cast<std::ptrdiff_t>(ndim);

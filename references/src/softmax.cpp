@@ -12,23 +12,27 @@ namespace {
 
 using namespace rows;
 
-// The fast path of one softmax row, in double arithmetic with outward rounding (the CORE-MATH
-// approach of the elementwise functions, fast_functions.hpp): every delta_j = x_j - x_ref must be
-// exact in binary64 (TwoSum; else the row takes Ziv's loop whole); e^delta_j is enclosed by the
-// fast exp (nullopt: the loop); the sum of the lower ends is rounded down after every addition
-// and that of the upper ends up (nextafter of a nearest-rounded sum bounds the exact one), and
-// each quotient's ends likewise, so [lo_i / S_hi, hi_i / S_lo] holds e^delta_i / sum_j e^delta_j.
-// An element whose two ends round to the same pattern (Ziv's test) is decided; the others stay in
-// `pending` for the MPFR loop, which decides them as before. NUMEQ_FUNCTIONS=mpfr turns it off.
+// The fast path of one softmax or log-softmax row, in double arithmetic with outward rounding
+// (the CORE-MATH approach of the elementwise functions, fast_functions.hpp): every
+// delta_j = x_j - x_ref must be exact in binary64 (TwoSum; else the row takes Ziv's loop whole);
+// e^delta_j is enclosed by the fast exp (nullopt: the loop); the sums of the lower and of the
+// upper ends are enclosed by Sum2 (double_interval.hpp), so that [S_lo, S_hi] holds
+// S = sum_j e^delta_j. Softmax: [lo_i / S_hi, hi_i / S_lo]. Log-softmax: delta_i - ln S in
+// [delta_i - ln(S_hi)^+, delta_i - ln(S_lo)^-] (ln is increasing; the fast log's enclosures at
+// both ends). Quotients and differences are rounded outward (DoubleInterval). Every element goes
+// through decide(): Ziv's test, or an enclosed result's width test; what it leaves stays in
+// `pending` for the MPFR loop. NUMEQ_FUNCTIONS=mpfr turns it off.
 template <class At, class Index>
 void softmax_fast(std::vector<std::size_t>& pending, const std::vector<std::size_t>& finite, std::size_t ref,
-                  const At& at, const Index& index, const RowOutput& row) {
-  if (pending.empty() || default_function_path() != FunctionPath::fast || !fast::suits(row.out)) return;
+                  const At& at, const Index& index, const RowOutput& row, bool log) {
+  if (pending.empty() || default_function_path() != FunctionPath::fast || !(row.within > 0 || fast::suits(row.out)))
+    return;
   const std::size_t n_all = finite.back() + 1;
-  std::vector<double> lo(n_all, 0.0), hi(n_all, 0.0);
+  thread_local std::vector<double> lo, hi, delta;
+  lo.assign(n_all, 0.0);
+  hi.assign(n_all, 0.0);
+  delta.assign(n_all, 0.0);
   const double xr = at(ref);
-  double sum_lo = 0, sum_hi = 0;
-  bool first = true;
   for (const std::size_t j : finite) {
     const double x = at(j), d = x - xr;
     const double bv = d - x, av = d - bv;
@@ -37,34 +41,37 @@ void softmax_fast(std::vector<std::size_t>& pending, const std::vector<std::size
     if (!e || !std::isfinite(e->hi) || e->lo < 0) return;
     lo[j] = e->lo;
     hi[j] = e->hi;
-    if (first) {
-      sum_lo = e->lo;
-      sum_hi = e->hi;
-      first = false;
-    } else {
-      sum_lo = std::nextafter(sum_lo + e->lo, -kInf);
-      sum_hi = std::nextafter(sum_hi + e->hi, kInf);
-    }
+    delta[j] = d;
   }
-  if (!(sum_lo > 0) || !std::isfinite(sum_hi)) return;
+  Sum2 lower, upper;
+  for (const std::size_t j : finite) {
+    lower.add(lo[j]);
+    upper.add(hi[j]);
+  }
+  const std::optional<DoubleInterval> lower_sum = lower.enclosure(), upper_sum = upper.enclosure();
+  if (!lower_sum || !upper_sum) return;
+  const DoubleInterval sum{lower_sum->lo, upper_sum->hi};
+  if (!(sum.lo > 0) || !std::isfinite(sum.hi)) return;
+  // ln S: the lower end's lower bound and the upper end's upper bound.
+  DoubleInterval log_sum;
+  if (log) {
+    const std::optional<fast::Enclosure> a = fast::enclose(Function::log, sum.lo);
+    const std::optional<fast::Enclosure> b = fast::enclose(Function::log, sum.hi);
+    if (!a || !b) return;
+    log_sum = {a->lo, b->hi};
+  }
   std::size_t kept = 0;
   for (const std::size_t j : pending) {
-    // Quotients of a single exact term by itself are exact (1 / 1); otherwise widen outward.
-    double q_lo = lo[j] / sum_hi, q_hi = hi[j] / sum_lo;
-    if (!(lo[j] == sum_hi && hi[j] == sum_lo && lo[j] == hi[j])) {
-      q_lo = std::max(0.0, std::nextafter(q_lo, -kInf));
-      q_hi = std::nextafter(q_hi, kInf);
-    }
-    const std::size_t i = index(j);
-    const std::optional<std::uint64_t> bits = fast::round_enclosure(fast::Enclosure{q_lo, q_hi, false, false}, row.out,
-                                                                    row.random(i));
-    if (bits) row.bits[i] = *bits;
-    else pending[kept++] = j;
+    DoubleInterval y;
+    if (log) y = DoubleInterval::point(delta[j]) - log_sum;
+    else y = DoubleInterval{lo[j], hi[j]} / sum;
+    if (!decide(row, index(j), {y.lo, y.hi, false, false})) pending[kept++] = j;
   }
   pending.resize(kept);
 }
 
-xt::xarray<double> softmax_like(const xt::xarray<double>& x, std::ptrdiff_t axis_in, const Cast& out, bool log) {
+xt::xarray<double> softmax_like(const xt::xarray<double>& x, std::ptrdiff_t axis_in, const Cast& out, bool log,
+                                double within = 0) {
   const char* what = log ? "log_softmax" : "softmax";
   const std::size_t axis = normalise_axis(axis_in, x.dimension(), "axis");
   const std::vector<std::size_t> shape(x.shape().begin(), x.shape().end());
@@ -73,7 +80,7 @@ xt::xarray<double> softmax_like(const xt::xarray<double>& x, std::ptrdiff_t axis
   for (std::size_t d = axis + 1; d < shape.size(); ++d) inner *= shape[d];
   const std::size_t rows = n == 0 ? 0 : x.size() / n;
   const double* data = x.data();
-  return run_rows(shape, rows, out, what, [&](std::size_t row_index, const RowOutput& row) {
+  return run_rows(shape, rows, out, what, within, [&](std::size_t row_index, const RowOutput& row) {
     // Row r: elements base + j * inner, j < n (C order offsets: outer block, inner position).
     const std::size_t base = (row_index / inner) * n * inner + row_index % inner;
     auto at = [&](std::size_t j) { return data[base + j * inner]; };
@@ -120,8 +127,8 @@ xt::xarray<double> softmax_like(const xt::xarray<double>& x, std::ptrdiff_t axis
       interval_sum(total, s.b, finite, s.t2);
       if (log) ia::log(log_total, total);
     };
-    // The fast path first (softmax only): decides what it can, the rest go to Ziv's loop below.
-    if (!log) softmax_fast(pending, finite, ref, at, index, row);
+    // The fast path first: decides what it can, the rest go to Ziv's loop below.
+    softmax_fast(pending, finite, ref, at, index, row, log);
     // pending holds row positions; certify_row works on output indices, so map them.
     std::vector<std::size_t> out_pending;
     out_pending.reserve(pending.size());
@@ -147,6 +154,14 @@ xt::xarray<double> softmax(const xt::xarray<double>& x, std::ptrdiff_t axis, con
 
 xt::xarray<double> log_softmax(const xt::xarray<double>& x, std::ptrdiff_t axis, const Cast& out) {
   return softmax_like(x, axis, out, true);
+}
+
+xt::xarray<double> softmax(const xt::xarray<double>& x, std::ptrdiff_t axis, Within within) {
+  return softmax_like(x, axis, kBinary64, false, checked(within));
+}
+
+xt::xarray<double> log_softmax(const xt::xarray<double>& x, std::ptrdiff_t axis, Within within) {
+  return softmax_like(x, axis, kBinary64, true, checked(within));
 }
 
 }  // namespace numeq::reference

@@ -40,8 +40,9 @@ namespace numeq::cases {
 // What an Op computes once and keeps (Op::exact_values, Op::reference_values): shared by the
 // copies of an Op, filled on first use, safe to fill from several threads.
 struct OpCache {
-  std::once_flag exact_once, reference_once;
+  std::once_flag exact_once, reference_once, within_once;
   reference::ExactValues exact;
+  reference::ExactValues within;
   xt::xarray<double> reference;
 };
 
@@ -53,12 +54,18 @@ struct Op {
   // only to binary64 return it with lo = 0 and set exact_relative_error = 2^-53.
   std::function<reference::ExactValues()> exact;
   double exact_relative_error = 0;
+  // Optional: the exact result to within a proven relative error (reference::Within), where
+  // exact() pays for certifying every element's binary64 rounding and this does not (softmax,
+  // log_softmax, the normalisations: their fast enclosures, 2^-40). Checks take it (check_exact).
+  std::function<reference::ExactValues()> exact_within;
+  double exact_within_error = 0;
   // The exact result rounded correctly into `out`.
   std::function<xt::xarray<double>()> reference;
-  // Optional: one element of the reference from exact()'s (hi, lo), where hi + lo settles the
-  // rounding (nullopt where it does not: an MPFR-certified hi next to a rounding boundary of
-  // out); the reference then costs one pass over the exact result instead of a second exact
-  // computation. Where any element gives nullopt, reference() computes the whole reference.
+  // Optional: one element of the reference from check_exact()'s (hi, lo), where hi + lo settles
+  // the rounding (nullopt where it does not: an MPFR-certified hi or an enclosure's midpoint next
+  // to a rounding boundary of out); the reference then costs one pass over the exact result
+  // instead of a second exact computation. Where any element gives nullopt, reference() computes
+  // the whole reference.
   std::function<std::optional<double>(double hi, double lo)> reference_from_exact;
   // The platform's result and its bound.
   std::function<Emulation(const core::Platform&, const core::BoundOptions&)> emulate;
@@ -80,6 +87,10 @@ struct Op {
   // and variant search of this op (and of its copies) shares one exact computation. The
   // reference comes from the exact value where reference_from_exact allows, else reference().
   const reference::ExactValues& exact_values() const;
+  // What a check (compare, requirement) measures errors against: exact_within() (kept) where the
+  // op has it, else exact_values(); `relative_error` receives the values' stated relative error.
+  // The check's slack includes it, so a verdict never rests on the difference.
+  const reference::ExactValues& check_exact(double& relative_error) const;
   const xt::xarray<double>& reference_values() const;
   std::shared_ptr<OpCache> cache = std::make_shared<OpCache>();
 };
@@ -184,6 +195,17 @@ struct Tolerance {
 // max_finite above it). Non-finite bounds are skipped (a NaN bound is no bound).
 Tolerance tolerance(const xt::xarray<double>& bound, const xt::xarray<double>& reference, const Format& out);
 double ulp_of(double x, const Format& f);
+// ulp_of with f's limits worked out once, for loops over elements.
+class UlpOf {
+ public:
+  explicit UlpOf(const Format& f);
+  double operator()(double x) const;
+
+ private:
+  bool integer_;
+  double max_, min_normal_;
+  int emin_, mantissa_bits_;
+};
 
 // |platform A - platform B| per element: bound_A + bound_B (FACTS.md s4: two implementations).
 // In ULPs: if the unrounded values differ by d ulps the outputs may differ by floor(d) + 1.

@@ -22,6 +22,19 @@ double round_to_format(double x, const Cast& cast, std::uint64_t index = 0);
 bool is_value(double x, const Format& f);
 // The first of x[0..n) that is not a value of f (is_value), or n: f's limits worked out once.
 std::size_t first_not_value(const double* x, std::size_t n, const Format& f);
+// is_value with f's limits worked out once, for loops that test element by element (f must
+// outlive it: the registered formats do).
+class ValueTest {
+ public:
+  explicit ValueTest(const Format& f);
+  bool operator()(double x) const;
+
+ private:
+  const Format& f_;
+  double max_, min_sub_;
+  int emin_, mantissa_bits_;
+  bool any_double_;  // fp64: every double is a value
+};
 
 // The bit pattern of x in cast.format (storage placement included: tf32 is an fp32 pattern).
 std::uint64_t encode(double x, const Cast& cast, std::uint64_t index = 0);

@@ -72,6 +72,21 @@ namespace numeq::reference {
 xt::xarray<double> softmax(const xt::xarray<double>& x, std::ptrdiff_t axis, const Cast& out);
 xt::xarray<double> log_softmax(const xt::xarray<double>& x, std::ptrdiff_t axis, const Cast& out);
 
+// Enclosed results: the exact value known to within a relative error, for a check that measures
+// errors against it (cases::Op: the verdict adds that error as slack), at a fraction of the cost
+// of certifying every element's binary64 rounding. Each element is a double within
+// relative_error x |exact| of the exact value (for exact values in binary64's normal range; below
+// it, within what binary64 rounding gives, as for out = fp64): the correctly rounded binary64
+// value where the fast enclosure's two ends round alike or the MPFR loop decides it, else the
+// midpoint of a fast enclosure no wider than relative_error x its smaller end. relative_error: a
+// power of two in [2^-53, 2^-20]; the fast enclosures are about 2^-42 wide, so 2^-40 lets nearly
+// every element take the fast path. NUMEQ_FUNCTIONS=mpfr gives the binary64 values throughout.
+struct Within {
+  double relative_error;
+};
+xt::xarray<double> softmax(const xt::xarray<double>& x, std::ptrdiff_t axis, Within within);
+xt::xarray<double> log_softmax(const xt::xarray<double>& x, std::ptrdiff_t axis, Within within);
+
 // Optional affine parameters and eps of a normalisation over the last axis. gamma and beta, when
 // given (not owned, may be null), have the shape {n} with n = x.shape()[-1].
 struct NormParameters {
@@ -82,6 +97,8 @@ struct NormParameters {
 
 xt::xarray<double> layernorm(const xt::xarray<double>& x, const NormParameters& parameters, const Cast& out);
 xt::xarray<double> rmsnorm(const xt::xarray<double>& x, const NormParameters& parameters, const Cast& out);
+xt::xarray<double> layernorm(const xt::xarray<double>& x, const NormParameters& parameters, Within within);
+xt::xarray<double> rmsnorm(const xt::xarray<double>& x, const NormParameters& parameters, Within within);
 
 // Options of scaled dot-product attention. mask (not owned, may be null) is additive, of shape
 // {B..., Lq, Lk} exactly (the Python layer broadcasts it and turns a boolean mask into 0 / -Inf).
