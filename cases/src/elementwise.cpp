@@ -4,6 +4,7 @@
 #include "numeq/cases/elementwise.hpp"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -38,11 +39,14 @@ bool nearest(Rounding r) { return r == Rounding::nearest_even || r == Rounding::
 double ulp(double a, const Format& f) {
   if (std::isnan(a)) return kNaN;
   if (a > max_finite(f)) return kInf;
-  const int p = f.mantissa_bits;
-  if (a < min_normal(f)) return std::ldexp(1.0, f.emin() - p);
-  int e = 0;
-  std::frexp(a, &e);  // a = m 2^e, m in [1/2, 1): the binade's exponent is e - 1
-  return std::ldexp(1.0, e - 1 - p);
+  // The binade's exponent: f's smallest normal exponent below it (the subnormal spacing), else
+  // a's own exponent field (a >= f's smallest normal >= 2^-1022 is a normal double). 2^(e - p)
+  // from its bits where it is a normal double (this runs several times per emulated step).
+  int e = f.emin();
+  if (a >= min_normal(f)) e = static_cast<int>(std::bit_cast<std::uint64_t>(a) >> 52) - 1023;
+  e -= f.mantissa_bits;
+  if (e >= -1022) return std::bit_cast<double>(static_cast<std::uint64_t>(e + 1023) << 52);
+  return std::ldexp(1.0, e);
 }
 
 double rounding_error(double r, double spread, const Cast& cast) {

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "numeq/formats/error.hpp"
+#include "numeq/formats/nearest_even.hpp"
 #include "numeq/formats/round_and_pack.hpp"
 
 namespace numeq::core::detail {
@@ -15,39 +16,8 @@ namespace numeq::core::detail {
 // x rounded into cast (an exact double in, its rounded value out; NaN stays NaN), through numeq's
 // one rounding kernel. Integer formats take integers only (the accumulators of int8 GEMMs) and
 // refuse what does not fit.
-// x rounded to nearest even into a binary floating format of fewer than 52 fraction bits, where
-// x is a finite double in the format's normal range and the result stays finite: the
-// significand's low bits rounded with integer arithmetic (ties to the even neighbour; a carry
-// moves into the exponent as it should). False where it does not apply; the kernel decides
-// those (other modes, subnormal or overflowing results, specials, unsigned formats). Every
-// sequential narrow accumulation (bf16 / fp16 / fp8 accumulators) rounds through here.
-struct NearestEven {
-  bool applies = false;  // a signed binary floating format of < 52 fraction bits, nearest even
-  int emin = 0, shift = 0;
-  double max = 0;
-
-  explicit NearestEven(const Cast& cast) {
-    const Format& f = cast.format;
-    applies = cast.rounding == Rounding::nearest_even && !f.is_integer() && f.is_signed && f.mantissa_bits < 52;
-    if (!applies) return;
-    emin = f.emin();
-    shift = 52 - f.mantissa_bits;
-    max = decode_bits(f, f.max_finite_magnitude());
-  }
-
-  bool operator()(double x, double& out) const {
-    if (!applies) return false;
-    std::uint64_t bits = std::bit_cast<std::uint64_t>(x);
-    const int e = static_cast<int>((bits >> 52) & 0x7ff) - 1023;
-    if (e < emin || e == 1024) return false;  // below the normal range, or Inf / NaN
-    bits += (std::uint64_t{1} << (shift - 1)) - 1 + ((bits >> shift) & 1);
-    bits &= ~((std::uint64_t{1} << shift) - 1);
-    const double r = std::bit_cast<double>(bits);
-    if (std::abs(r) > max) return false;
-    out = r;
-    return true;
-  }
-};
+// The nearest-even shortcut (numeq/formats/nearest_even.hpp), under the name the evaluator uses.
+using NearestEven = numeq::NearestEven;
 
 inline bool round_nearest_even_fast(double x, const Cast& cast, double& out) {
   return cast.rounding == Rounding::nearest_even && NearestEven(cast)(x, out);

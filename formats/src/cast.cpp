@@ -1,5 +1,7 @@
 #include "numeq/formats/cast.hpp"
 
+#include "numeq/formats/nearest_even.hpp"
+
 #include <algorithm>
 #include <bit>
 #include <cmath>
@@ -80,6 +82,7 @@ std::size_t first_not_value(const double* x, std::size_t n, const Format& f) {
 }
 
 double round_to_format(double x, const Cast& cast, std::uint64_t index) {
+  if (double r; cast.rounding == Rounding::nearest_even && NearestEven(cast)(x, r)) return r;
   return decode_bits(cast.format, encode(x, cast, index));
 }
 

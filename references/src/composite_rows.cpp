@@ -2,6 +2,8 @@
 
 #include "composite_rows.hpp"
 
+#include <bit>
+
 namespace numeq::reference::rows {
 
 // Runs row_fn(row, begin) over every row on parallel_for threads, gathers patterns into values
@@ -27,7 +29,8 @@ xt::xarray<double> run_rows(const std::vector<std::size_t>& shape, std::size_t r
       throw numeq::error(std::string("out: element ") + std::to_string(i) + " (C order) of " + what +
                          " is NaN, which format " + std::string(out.format.name) +
                          " cannot hold: it has no NaN encoding");
-    values[i] = decode_bits(out.format, bits[i]);
+    // An enclosed result is binary64: its patterns are the doubles' own bits.
+    values[i] = within > 0 ? std::bit_cast<double>(bits[i]) : decode_bits(out.format, bits[i]);
   }
   return result;
 }

@@ -177,24 +177,27 @@ struct RowOutput {
 };
 
 // Decides output element i from a double enclosure [e.lo, e.hi] of its exact value (the fast
-// paths), or returns false (the MPFR loop decides it). First Ziv's test: both ends round to the
-// same pattern of row.out, which is then the correctly rounded result (every rounding mode is
-// monotone). Then, for an enclosed result, the width test: lo and hi of one sign, normal, and
-// hi - lo (rounded up: the nextafter of the nearest difference) <= within * min(|lo|, |hi|);
-// the midpoint m = lo/2 + hi/2 rounded lies in [lo, hi] (rounding is monotone), so
-// |m - exact| <= hi - lo <= within * |exact|. within is a power of two and min(|lo|, |hi|) is
-// normal, so their product is exact.
+// paths), or returns false (the MPFR loop decides it). For an enclosed result (within > 0) first
+// the width test: lo and hi of one sign, normal, and hi - lo (rounded up: the nextafter of the
+// nearest difference) <= within * min(|lo|, |hi|); the midpoint m = lo/2 + hi/2 rounded lies in
+// [lo, hi] (rounding is monotone), so |m - exact| <= hi - lo <= within * |exact|. within is a
+// power of two and min(|lo|, |hi|) is normal, so their product is exact. Then Ziv's test: both
+// ends round to the same pattern of row.out, which is then the correctly rounded result (every
+// rounding mode is monotone); it settles exact points and zeros the width test leaves.
 inline bool decide(const RowOutput& row, std::size_t i, const fast::Enclosure& e) {
+  if (row.within > 0 && std::isfinite(e.lo) && std::isfinite(e.hi) && e.lo <= e.hi &&
+      std::signbit(e.lo) == std::signbit(e.hi)) {
+    const double smaller = std::min(std::fabs(e.lo), std::fabs(e.hi));
+    if (smaller >= std::numeric_limits<double>::min() && std::nextafter(e.hi - e.lo, kInf) <= row.within * smaller) {
+      row.bits[i] = std::bit_cast<std::uint64_t>(0.5 * e.lo + 0.5 * e.hi);  // out is binary64: its own pattern
+      return true;
+    }
+  }
   if (const std::optional<std::uint64_t> bits = fast::round_enclosure(e, row.out, row.random(i))) {
     row.bits[i] = *bits;
     return true;
   }
-  if (!(row.within > 0) || !std::isfinite(e.lo) || !std::isfinite(e.hi) || !(e.lo <= e.hi)) return false;
-  const double smaller = std::min(std::fabs(e.lo), std::fabs(e.hi));
-  if (std::signbit(e.lo) != std::signbit(e.hi) || !(smaller >= std::numeric_limits<double>::min())) return false;
-  if (!(std::nextafter(e.hi - e.lo, kInf) <= row.within * smaller)) return false;
-  row.bits[i] = exact_pattern(0.5 * e.lo + 0.5 * e.hi, row.out, 0);
-  return true;
+  return false;
 }
 
 

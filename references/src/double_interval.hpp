@@ -93,6 +93,11 @@ inline DoubleInterval operator-(const DoubleInterval& a, const DoubleInterval& b
 inline DoubleInterval operator*(const DoubleInterval& a, const DoubleInterval& b) {
   using interval_detail::product_bound;
   if (a.is_point() && b.is_point()) return {product_bound(a.lo, b.lo, false), product_bound(a.lo, b.lo, true)};
+  // Times a point (gamma): its sign says which end goes where.
+  if (b.is_point()) {
+    if (b.lo >= 0) return {product_bound(a.lo, b.lo, false), product_bound(a.hi, b.lo, true)};
+    return {product_bound(a.hi, b.lo, false), product_bound(a.lo, b.lo, true)};
+  }
   const double ends[2][2] = {{a.lo, b.lo}, {a.hi, b.hi}};
   double lo = interval_detail::kInfinity, hi = -interval_detail::kInfinity;
   for (const double x : {ends[0][0], ends[1][0]})
@@ -105,6 +110,12 @@ inline DoubleInterval operator*(const DoubleInterval& a, const DoubleInterval& b
 // a / b for b not holding zero.
 inline DoubleInterval operator/(const DoubleInterval& a, const DoubleInterval& b) {
   using interval_detail::quotient_bound;
+  // Over a positive divisor (softmax's sums, the norms' roots) only two quotients matter.
+  if (b.lo > 0) {
+    if (a.lo >= 0) return {quotient_bound(a.lo, b.hi, false), quotient_bound(a.hi, b.lo, true)};
+    if (a.hi <= 0) return {quotient_bound(a.lo, b.lo, false), quotient_bound(a.hi, b.hi, true)};
+    return {quotient_bound(a.lo, b.lo, false), quotient_bound(a.hi, b.lo, true)};
+  }
   double lo = interval_detail::kInfinity, hi = -interval_detail::kInfinity;
   for (const double x : {a.lo, a.hi})
     for (const double y : {b.lo, b.hi}) {
