@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+
 import contextlib
 from typing import Any, Iterator, Mapping, Sequence
 
@@ -64,6 +66,16 @@ def format_info(name: str) -> dict[str, Any]:
         ['bias', 'bits', 'emax', 'emin', 'epsilon', 'exponent_bits', 'has_inf', 'has_nan', 'has_negative_zero', 'has_subnormals', 'has_zero', 'inf_bits', 'kind', 'mantissa_bits', 'max', 'max_bits', 'min_normal', 'min_subnormal', 'name', 'nan_bits', 'precision', 'signed', 'specials', 'storage_bits', 'storage_shift', 'unit_roundoff']
     """
     _check_str(name, "name")
+    return dict(_core.format_info(name))
+
+
+# The formats are fixed when the extension is built: their names and parameters are read once.
+FORMAT_NAMES: frozenset[str] = frozenset(_core.formats())
+
+
+@functools.lru_cache(maxsize=None)
+def _info(name: str) -> dict[str, Any]:
+    """format_info for the package's own reads (shared: never modified)."""
     return dict(_core.format_info(name))
 
 
@@ -130,9 +142,8 @@ def _check_real(value: Any, parameter: str, *, finite: bool = False) -> float:
 def _check_format(value: Any, parameter: str) -> str:
     """A format name numeq knows (the message lists them)."""
     _check_str(value, parameter)
-    names = _core.formats()
-    if value not in names:
-        raise ValueError(f"{parameter}: unknown format {value!r}; valid: {', '.join(names)}")
+    if value not in FORMAT_NAMES:
+        raise ValueError(f"{parameter}: unknown format {value!r}; valid: {', '.join(_core.formats())}")
     return value
 
 

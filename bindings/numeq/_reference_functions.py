@@ -22,7 +22,7 @@ import functools
 import numpy as np
 
 from . import _core
-from ._arrays import _as_source, _check_seed, _check_str, _renamed, format_info
+from ._arrays import FORMAT_NAMES, _as_source, _check_seed, _check_str, _info, _renamed
 
 GELU_APPROXIMATIONS = ("none", "tanh")
 
@@ -36,7 +36,7 @@ def _holds_every_value(inner: str, outer: str) -> bool:
     and every special value ``inner`` has."""
     if inner == outer:
         return True
-    a, b = format_info(inner), format_info(outer)
+    a, b = _info(inner), _info(outer)
     if a["kind"] != "floating" or b["kind"] != "floating":
         return False
     smallest_a = a["min_subnormal"] if a["has_subnormals"] else a["min_normal"]
@@ -59,10 +59,10 @@ def _input_values(x: Any, in_fmt: str | None, subnormals: str, parameter: str = 
     fmt = source
     if in_fmt is not None:
         _check_str(in_fmt, fmt_parameter)
-        if in_fmt not in _core.formats():
+        if in_fmt not in FORMAT_NAMES:
             raise ValueError(f"{fmt_parameter}: unknown format '{in_fmt}'; valid names: {', '.join(_core.formats())}")
-        info = format_info(in_fmt)
-        if source in _core.formats() and _holds_every_value(source, in_fmt):
+        info = _info(in_fmt)
+        if source in FORMAT_NAMES and _holds_every_value(source, in_fmt):
             ok = True  # the array's own format lies inside in_fmt: nothing to check
         elif info["kind"] == "integer":
             finite = np.isfinite(values)
@@ -71,14 +71,14 @@ def _input_values(x: Any, in_fmt: str | None, subnormals: str, parameter: str = 
             values = np.ascontiguousarray(values, dtype=np.float64)
             first = int(_core.first_not_in_format(values, in_fmt))  # one pass in the extension
             ok = first < 0
-        if not np.all(ok):
+        if ok is not True and not np.all(ok):
             i = first if info["kind"] != "integer" else int(np.flatnonzero(~np.asarray(ok).reshape(-1))[0])
             v = values.reshape(-1)[i]
             raise ValueError(f"{parameter}: element {i} (C order) = {v!r} is not exactly representable in "
                              f"{fmt_parameter} '{in_fmt}'; round the inputs first (numeq.round(x, '{in_fmt}'))")
         fmt = in_fmt
     if subnormals in ("flush_inputs", "flush_both"):
-        info = format_info(fmt)
+        info = _info(fmt)
         if info["kind"] == "floating":
             tiny = info["min_normal"]
             with np.errstate(invalid="ignore"):

@@ -18,8 +18,8 @@ from typing import Any
 import numpy as np
 
 from . import _core
-from ._arrays import SIZE, _check_format, _check_int, _check_str, _renamed, _sized
-from ._reference_functions import _input_values
+from ._arrays import FORMAT_NAMES, SIZE, _check_format, _check_int, _check_str, _info, _renamed, _sized
+from ._reference_functions import _holds_every_value, _input_values
 
 
 class Plan:
@@ -286,14 +286,24 @@ def _resolve(platform: str | None, plan_: Plan | str | dict | None, op: str, in_
     return plan(platform, op, in_fmt, out)
 
 
+_WIDENED = {np.dtype(np.float32): "fp32", np.dtype(np.float64): "fp64"}
+
+
 def _values(x: Any, in_fmt: str | None, parameter: str) -> tuple[np.ndarray, str]:
     if in_fmt is not None:
         _check_str(in_fmt, "in_fmt")
-    if (type(x) is np.ndarray and x.dtype == np.float32 and x.ndim > 0 and x.flags.c_contiguous
-            and in_fmt in (None, "fp32")):
-        # Every float32 is an fp32 value: nothing to check; the extension widens it to float64
-        # in the same pass that copies it (no float64 copy here first).
-        return x, "fp32"
+    if (type(x) is np.ndarray and x.ndim > 0 and x.flags.c_contiguous and x.dtype in _WIDENED
+            and (in_fmt is None or in_fmt in FORMAT_NAMES)):
+        own = _WIDENED[x.dtype]
+        if in_fmt is None or _holds_every_value(own, in_fmt):
+            # Every value of the array's own format is one of in_fmt's: nothing to check; the
+            # extension widens float32 to float64 in the same pass that copies it.
+            return x, in_fmt or own
+        if _info(in_fmt)["kind"] == "floating":
+            v = x if own == "fp64" else x.astype(np.float64)
+            if int(_core.first_not_in_format(v, in_fmt)) < 0:  # one pass in the extension
+                return v, in_fmt
+        # Otherwise the general path below (it names the first element that is not a value).
     values, _ = _input_values(x, in_fmt, "keep", parameter)
     if np.ndim(x) == 0:
         values = values.reshape(())

@@ -19,8 +19,13 @@ int default_threads() {
     const int n = std::atoi(env);
     if (n > 0) return n;
   }
-  const unsigned hw = std::thread::hardware_concurrency();
-  return hw == 0 ? 1 : static_cast<int>(hw);
+  // Asked once: glibc reads /sys/devices/system/cpu/online on every call, which a small call
+  // (a 4x8x4 matmul) would otherwise pay each time.
+  static const int hardware = [] {
+    const unsigned hw = std::thread::hardware_concurrency();
+    return hw == 0 ? 1 : static_cast<int>(hw);
+  }();
+  return hardware;
 }
 
 }  // namespace
@@ -35,6 +40,10 @@ void set_num_threads(int n) { configured_threads.store(n > 0 ? n : 0); }
 void parallel_for(std::size_t n, const std::function<void(std::size_t, std::size_t)>& body,
                   std::size_t serial_below) {
   if (n == 0) return;
+  if (n < serial_below) {
+    body(0, n);
+    return;
+  }
   const std::size_t threads =
       std::min<std::size_t>(static_cast<std::size_t>(num_threads()), (n + serial_below - 1) /
                                                                          std::max<std::size_t>(serial_below, 1));

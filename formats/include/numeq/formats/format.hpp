@@ -5,6 +5,7 @@
 // ml_dtypes' one spec table per format.
 
 #include <array>
+#include <bit>
 #include <cstdint>
 #include <span>
 #include <string>
@@ -145,8 +146,29 @@ std::string format_names();             // "fp64, fp32, ..." for error messages
 std::string format_names(FormatKind kind);  // the floating (or integer) ones only
 
 // Values of a floating format as doubles (every one is exact in binary64).
-double max_finite(const Format& f);
-double min_normal(const Format& f);
-double min_subnormal(const Format& f);  // == min_normal when the format has no subnormals
+namespace detail {
+// 2^e for e in [-1074, 1023], from its binary64 bits (these limits are asked for per element in
+// the running-bound and verdict loops, where a libm ldexp call would cost more than the work).
+constexpr double pow2(int e) {
+  return e >= -1022 ? std::bit_cast<double>(static_cast<std::uint64_t>(e + 1023) << 52)
+                    : std::bit_cast<double>(std::uint64_t{1} << (e + 1074));
+}
+}  // namespace detail
+
+constexpr double max_finite(const Format& f) {
+  if (f.is_integer()) return static_cast<double>(f.int_max());
+  // (2^m + fraction) 2^(field - bias - m): an integer below 2^53 times a power of two, exact.
+  const std::uint64_t mag = f.max_finite_magnitude();
+  const int field = static_cast<int>(mag >> f.mantissa_bits);
+  const std::uint64_t fraction_mask = (std::uint64_t{1} << f.mantissa_bits) - 1;
+  const std::uint64_t significand = (std::uint64_t{1} << f.mantissa_bits) | (mag & fraction_mask);
+  return static_cast<double>(significand) * detail::pow2(field - f.bias - f.mantissa_bits);
+}
+constexpr double min_normal(const Format& f) { return f.is_integer() ? 1.0 : detail::pow2(f.emin()); }
+// == min_normal when the format has no subnormals.
+constexpr double min_subnormal(const Format& f) {
+  if (f.is_integer()) return 1.0;
+  return f.has_zero ? detail::pow2(f.emin() - f.mantissa_bits) : min_normal(f);
+}
 
 }  // namespace numeq
