@@ -32,37 +32,7 @@ constexpr double kSafety = 1.0 + 0x1p-40;
 // a * b where a zero factor wins over an infinite one: |a^| |db| with a^ = 0 contributes nothing.
 double times(double a, double b) { return a == 0 || b == 0 ? 0.0 : a * b; }
 
-bool nearest(Rounding r) { return r == Rounding::nearest_even || r == Rounding::nearest_away; }
-
 }  // namespace
-
-double ulp(double a, const Format& f) {
-  if (std::isnan(a)) return kNaN;
-  if (a > max_finite(f)) return kInf;
-  // The binade's exponent: f's smallest normal exponent below it (the subnormal spacing), else
-  // a's own exponent field (a >= f's smallest normal >= 2^-1022 is a normal double). 2^(e - p)
-  // from its bits where it is a normal double (this runs several times per emulated step).
-  int e = f.emin();
-  if (a >= min_normal(f)) e = static_cast<int>(std::bit_cast<std::uint64_t>(a) >> 52) - 1023;
-  e -= f.mantissa_bits;
-  if (e >= -1022) return std::bit_cast<double>(static_cast<std::uint64_t>(e + 1023) << 52);
-  return std::ldexp(1.0, e);
-}
-
-double rounding_error(double r, double spread, const Cast& cast) {
-  if (std::isnan(r) || std::isnan(spread)) return kNaN;
-  if (!std::isfinite(r) || !std::isfinite(spread)) return kInf;
-  // The largest magnitude a device's unrounded result may have: its inputs lie within `spread`
-  // of the exact ones as the emulation's do, so its unrounded value lies within 2 spread of the
-  // emulation's, which lies within one spacing of r.
-  const double a = std::abs(r) + 2 * spread + ulp(std::abs(r), cast.format);
-  if (a > max_finite(cast.format)) return kInf;
-  // Nearest modes lose at most half the spacing of the binade of the result (at a power of two
-  // reached from below, a quarter of it); directed, odd and stochastic rounding a whole spacing.
-  double e = (nearest(cast.rounding) ? 0.5 : 1.0) * ulp(a, cast.format);
-  if (cast.flushes_outputs()) e = std::max(e, min_normal(cast.format));
-  return e;
-}
 
 Tracked input(double x, const Cast& compute) {
   const double r = round_to_format(x, compute);

@@ -1,6 +1,7 @@
 #include "numeq/cases/op.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <bit>
 #include <cmath>
 #include <cstring>
@@ -157,15 +158,18 @@ const Array& Op::reference_values() const {
       double relative_error = 0;  // reference_from_exact knows it (the op sets both)
       const reference::ExactValues& ex = check_exact(relative_error);
       Array r(ex.hi.shape());
-      for (std::size_t i = 0; i < r.size(); ++i) {
-        const std::optional<double> v = reference_from_exact(ex.hi.data()[i], ex.lo.data()[i]);
-        if (!v) {
-          cache->reference = reference();
-          return;
-        }
-        r.data()[i] = *v;
-      }
-      cache->reference = std::move(r);
+      std::atomic<bool> settled{true};
+      parallel_for(
+          r.size(),
+          [&](std::size_t begin, std::size_t end) {
+            for (std::size_t i = begin; i < end && settled.load(std::memory_order_relaxed); ++i) {
+              const std::optional<double> v = reference_from_exact(ex.hi.data()[i], ex.lo.data()[i]);
+              if (!v) settled.store(false, std::memory_order_relaxed);
+              else r.data()[i] = *v;
+            }
+          },
+          1 << 14);
+      cache->reference = settled.load() ? std::move(r) : reference();
     } else {
       cache->reference = reference();
     }

@@ -20,7 +20,12 @@
 // Bounds are computed in binary64 and inflated by a relative 2^-40 where they add many terms, so
 // that the rounding of the bound arithmetic itself cannot make it too small.
 
+#include <algorithm>
+#include <bit>
+#include <cmath>
 #include <cstddef>
+#include <cstdint>
+#include <limits>
 #include <span>
 
 #include "numeq/core/bound.hpp"
@@ -36,11 +41,37 @@ struct Tracked {
 };
 
 // The spacing of f's values at magnitude a (>= 0): the ulp of the binade a lies in, the subnormal
-// spacing below the smallest normal; +Inf above the largest finite value.
-double ulp(double a, const Format& f);
+// spacing below the smallest normal; +Inf above the largest finite value. Inline with the next:
+// several run per emulated step, and inlined they share f's limits.
+inline double ulp(double a, const Format& f) {
+  if (std::isnan(a)) return std::numeric_limits<double>::quiet_NaN();
+  if (a > max_finite(f)) return std::numeric_limits<double>::infinity();
+  // The binade's exponent: f's smallest normal exponent below it (the subnormal spacing), else
+  // a's own exponent field (a >= f's smallest normal >= 2^-1022 is a normal double); 2^(e - p)
+  // from its bits where it is a normal double.
+  int e = f.emin();
+  if (a >= min_normal(f)) e = static_cast<int>(std::bit_cast<std::uint64_t>(a) >> 52) - 1023;
+  e -= f.mantissa_bits;
+  if (e >= -1022) return std::bit_cast<double>(static_cast<std::uint64_t>(e + 1023) << 52);
+  return std::ldexp(1.0, e);
+}
 // What rounding a result into `cast` may lose, for any device result whose inputs lie within
 // `spread` of the exact ones (magnitude up to |r| + 2 spread + one spacing of r).
-double rounding_error(double r, double spread, const Cast& cast);
+inline double rounding_error(double r, double spread, const Cast& cast) {
+  if (std::isnan(r) || std::isnan(spread)) return std::numeric_limits<double>::quiet_NaN();
+  if (!std::isfinite(r) || !std::isfinite(spread)) return std::numeric_limits<double>::infinity();
+  // The largest magnitude a device's unrounded result may have: its inputs lie within `spread`
+  // of the exact ones as the emulation's do, so its unrounded value lies within 2 spread of the
+  // emulation's, which lies within one spacing of r.
+  const double a = std::abs(r) + 2 * spread + ulp(std::abs(r), cast.format);
+  if (a > max_finite(cast.format)) return std::numeric_limits<double>::infinity();
+  // Nearest modes lose at most half the spacing of the binade of the result (at a power of two
+  // reached from below, a quarter of it); directed, odd and stochastic rounding a whole spacing.
+  const bool nearest = cast.rounding == Rounding::nearest_even || cast.rounding == Rounding::nearest_away;
+  double e = (nearest ? 0.5 : 1.0) * ulp(a, cast.format);
+  if (cast.flushes_outputs()) e = std::max(e, min_normal(cast.format));
+  return e;
+}
 
 // x (any double) as a value of the compute cast: the rounded value and its distance to x.
 Tracked input(double x, const Cast& compute);
