@@ -6,7 +6,9 @@ The port is a bf16 GEMM out[M, N] = a[M, K] @ b[K, N] into fp32 (M = 128, K = 51
 out-projection whose CUDA kernel runs on an H100's tensor cores and whose NKI kernel runs on a
 trn2 NeuronCore. The "outputs" stand in for the two devices: numeq's bit-exact emulations of
 each platform on the kernel's tiling (what the hardware gives if numeq's model holds), the NKI
-simulator's as numpy's float32 matmul (the simulator computes with numpy, FACTS s3).
+simulator's as numpy float32 arithmetic (the simulator computes with numpy, FACTS s3): products
+and a running sum over K in order, elementwise, so that no BLAS build's blocking (which differs
+between CPUs) decides the bits.
 
 - correct-port: both outputs as their platforms compute them; a modest speedup claim the timings
   support.
@@ -197,6 +199,16 @@ file = "profile.json"
 """
 
 
+def _float32_in_order(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """a @ b in numpy float32: each product rounded to float32 (exact for bf16 values) and added
+    to the running sum in K order, rounded to float32 each time."""
+    a32, b32 = a.astype(np.float32), b.astype(np.float32)
+    acc = np.zeros((a.shape[0], b.shape[1]), dtype=np.float32)
+    for k in range(a.shape[1]):
+        acc = acc + a32[:, k:k + 1] * b32[k:k + 1, :]
+    return acc
+
+
 def write(out: Path) -> list[Path]:
     out.mkdir(parents=True, exist_ok=True)
     data = out / "data"
@@ -206,7 +218,7 @@ def write(out: Path) -> list[Path]:
     _save(data / "inputs.npz", a=a, b=b)
     gpu = numeq.matmul(a, b, platform="nvidia.h100", in_fmt="bf16", out="fp32")
     nki = numeq.matmul(a, b, platform=KERNEL, in_fmt="bf16", out="fp32")
-    simulator = a.astype(np.float32) @ b.astype(np.float32)
+    simulator = _float32_in_order(a, b)
     buggy = nki.copy()
     # The second output tile's K loop stops one tile early.
     cols = slice(N_TILE, 2 * N_TILE)
