@@ -299,10 +299,8 @@ def _values(x: Any, in_fmt: str | None, parameter: str) -> tuple[np.ndarray, str
             # Every value of the array's own format is one of in_fmt's: nothing to check; the
             # extension widens float32 to float64 in the same pass that copies it.
             return x, in_fmt or own
-        if _info(in_fmt)["kind"] == "floating":
-            v = x if own == "fp64" else x.astype(np.float64)
-            if int(_core.first_not_in_format(v, in_fmt)) < 0:  # one pass in the extension
-                return v, in_fmt
+        if _info(in_fmt)["kind"] == "floating" and int(_core.first_not_in_format(x, in_fmt)) < 0:
+            return x, in_fmt  # checked in one pass in the extension, which widens float32 as it copies
         # Otherwise the general path below (it names the first element that is not a value).
     values, _ = _input_values(x, in_fmt, "keep", parameter)
     if np.ndim(x) == 0:

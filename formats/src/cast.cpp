@@ -52,26 +52,6 @@ ValueTest::ValueTest(const Format& fmt)
     : f_(fmt), max_(max_finite(fmt)), min_sub_(min_subnormal(fmt)), emin_(fmt.emin()), mantissa_bits_(fmt.mantissa_bits),
       any_double_(fmt.kind == FormatKind::floating && fmt.exponent_bits == 11 && fmt.mantissa_bits == 52) {}
 
-bool ValueTest::operator()(double x) const {
-  if (f_.is_integer())
-    return x == std::floor(x) && x >= static_cast<double>(f_.int_min()) && x <= static_cast<double>(f_.int_max());
-  if (std::isnan(x)) return f_.has_nan();
-  if (x < 0 && !f_.is_signed) return false;
-  if (std::isinf(x)) return f_.has_inf();
-  if (x == 0) return f_.has_zero && (!std::signbit(x) || f_.has_negative_zero());
-  if (any_double_) return true;
-  const double a = std::abs(x);
-  if (a > max_ || a < min_sub_) return false;  // below min_sub: also every binary64 subnormal
-  // a = 1.fraction x 2^e (a normal double here); a value of f when it is a multiple of f's
-  // quantum 2^q at a's binade, q = max(e, emin) - mantissa_bits (the subnormal quantum below
-  // f's normal range): the fraction's lowest 52 - (e - q) bits are zero.
-  const std::uint64_t bits = std::bit_cast<std::uint64_t>(a);
-  const int e = static_cast<int>(bits >> 52) - 1023;
-  const int q = std::max(e, emin_) - mantissa_bits_;
-  const int low = 52 - (e - q);
-  return low <= 0 || (bits & ((std::uint64_t{1} << low) - 1)) == 0;
-}
-
 bool is_value(double x, const Format& f) { return ValueTest(f)(x); }
 
 std::size_t first_not_value(const double* x, std::size_t n, const Format& f) {

@@ -2,6 +2,9 @@
 // Scalar casts: one value in, one value or bit pattern out. Array casts (array.hpp) run the same
 // kernel over xtensor expressions.
 
+#include <algorithm>
+#include <bit>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 
@@ -27,7 +30,26 @@ std::size_t first_not_value(const double* x, std::size_t n, const Format& f);
 class ValueTest {
  public:
   explicit ValueTest(const Format& f);
-  bool operator()(double x) const;
+  // Inline: input checks call it once per element.
+  bool operator()(double x) const {
+    if (f_.is_integer())
+      return x == std::floor(x) && x >= static_cast<double>(f_.int_min()) && x <= static_cast<double>(f_.int_max());
+    if (std::isnan(x)) return f_.has_nan();
+    if (x < 0 && !f_.is_signed) return false;
+    if (std::isinf(x)) return f_.has_inf();
+    if (x == 0) return f_.has_zero && (!std::signbit(x) || f_.has_negative_zero());
+    if (any_double_) return true;
+    const double a = std::abs(x);
+    if (a > max_ || a < min_sub_) return false;  // below min_sub: also every binary64 subnormal
+    // a = 1.fraction x 2^e (a normal double here); a value of f when it is a multiple of f's
+    // quantum 2^q at a's binade, q = max(e, emin) - mantissa_bits (the subnormal quantum below
+    // f's normal range): the fraction's lowest 52 - (e - q) bits are zero.
+    const std::uint64_t bits = std::bit_cast<std::uint64_t>(a);
+    const int e = static_cast<int>(bits >> 52) - 1023;
+    const int q = std::max(e, emin_) - mantissa_bits_;
+    const int low = 52 - (e - q);
+    return low <= 0 || (bits & ((std::uint64_t{1} << low) - 1)) == 0;
+  }
 
  private:
   const Format& f_;
