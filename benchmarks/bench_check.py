@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The cost of a check: numeq.compare side by side with numpy computing the same op, in one process.
 
-    python benchmarks/bench_check.py [--quick] [--repeats 3] [--threads N] [--only matmul|norm]
+    python benchmarks/bench_check.py [--quick] [--repeats 3] [--threads N] [--only matmul|norm|fixed]
 
 Rows:
 * matmul: a bf16 GEMM (float32 arrays holding bf16 values, in_fmt="bf16", out fp32) at 512^3 and
@@ -24,6 +24,8 @@ of the bound against the reference), and ``verdict`` (compare on the op whose ex
 reference are already kept, less emulate and tolerance: the ladder's own passes).
 
 ``--quick``: 128^3 and 256^3 matmuls, 256 x 1024 rows for the others. Nothing here asserts on time.
+
+A last table gives the fixed cost of one call: numeq.matmul on a 4x8x4 problem beside numpy's a @ b.
 """
 
 from __future__ import annotations
@@ -93,7 +95,7 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=0, help="numeq threads (0: numeq's default)")
     ap.add_argument("--norm-repeats", type=int, default=0,
                     help="repeats of the softmax and norm rows (default: --repeats)")
-    ap.add_argument("--only", choices=("matmul", "norm"), default=None, help="one group of rows")
+    ap.add_argument("--only", choices=("matmul", "norm", "fixed"), default=None, help="one group of rows")
     args = ap.parse_args()
     if args.threads:
         numeq.set_num_threads(args.threads)
@@ -136,6 +138,24 @@ def main() -> None:
             actual = build().emulate(platform)
             peer = best_of(lambda f=peer_fn: f(x), args.repeats)
             row(f"{name} {rows}x{cols} bf16 {platform}", phases(args.norm_repeats or args.repeats, build, platform, actual), peer)
+
+    if args.only in (None, "fixed"):
+        # The fixed cost of one call: a 4x8x4 matmul emulated (numeq.matmul) beside numpy's a @ b,
+        # from float32 arrays and from float32 arrays said to hold bf16 values (checked).
+        a = numeq.round(rng.standard_normal((4, 8)), "bf16").astype(np.float32)
+        b = numeq.round(rng.standard_normal((8, 4)), "bf16").astype(np.float32)
+        calls = 20000
+
+        def per_call(fn: Callable[[], Any]) -> float:
+            return best_of(lambda: [fn() for _ in range(calls)], args.repeats) / calls
+
+        peer = per_call(lambda: a @ b)
+        print("\n| fixed cost of one call (4x8x4 matmul) | us | numpy a @ b us | ratio |\n|---|---|---|---|")
+        for name, fn in (("numeq.matmul, float32, nvidia.h100", lambda: numeq.matmul(a, b, platform="nvidia.h100")),
+                         ("numeq.matmul, float32 in_fmt=bf16, nvidia.h100",
+                          lambda: numeq.matmul(a, b, platform="nvidia.h100", in_fmt="bf16"))):
+            t = per_call(fn)
+            print(f"| {name} | {1e6 * t:.1f} | {1e6 * peer:.2f} | {t / peer:.0f}x |", flush=True)
 
 
 if __name__ == "__main__":
