@@ -12,11 +12,7 @@
 #include "numeq/formats/error.hpp"
 #include "numeq/formats/parallel.hpp"
 #include "numeq/formats/random.hpp"
-
-// The Fortran BLAS interface, which every BLAS (OpenBLAS, reference BLAS, MKL, BLIS) exports.
-extern "C" void dgemm_(const char* transa, const char* transb, const int* m, const int* n, const int* k,
-                       const double* alpha, const double* a, const int* lda, const double* b, const int* ldb,
-                       const double* beta, double* c, const int* ldc);
+#include "sliced_gemm.hpp"
 
 namespace numeq::reference {
 
@@ -30,10 +26,12 @@ std::string shape_text(const auto& shape) {
   return s + (shape.size() == 1 ? ",)" : ")");
 }
 
-// A result computed without the long accumulator (a narrow exact sum): rounded directly.
+// A result computed without the long accumulator: the exact value in the kernel's form when it is
+// to be rounded, as a double-double when it is returned exact.
 struct Direct {
   bool used = false;
   Exact value;
+  DoubleDouble pair;
 };
 
 // Runs term(i, acc, direct) for every output element i in parallel, each with a cleared
@@ -90,7 +88,7 @@ void reduce_range(std::size_t first, std::size_t outputs, std::size_t terms_each
         }
         hi[i] = decode_bits(cast->format, bits);
       } else {
-        const DoubleDouble d = acc.to_double_double();
+        const DoubleDouble d = direct.used ? direct.pair : acc.to_double_double();
         hi[i] = d.hi;
         lo[i] = d.lo;
       }
@@ -178,153 +176,72 @@ BatchMap broadcast_batches(const Shape& a, const Shape& b) {
   return m;
 }
 
-// ---- exact matmul through error-free floating-point GEMMs ----
+// ---- matmul through error-free GEMMs ----
 //
-// Ozaki, Ogita, Oishi and Rump, "Error-free transformations of matrix multiplication by using
-// fast routines of matrix multiplication and its applications", Numer. Algorithms 59 (2012):
-// split each row of A (and each column of B) into slices of w bits, all integer multiples of one
-// power of two per row (column) slice and below 2^w in those units. A product of slices then sums
-// K integers below 2^(2w) each; with K * 2^(2w) <= 2^53 every partial sum, in any order, with or
-// without fma, is an integer below 2^53 and therefore exact in binary64. So an ordinary dgemm
-// computes the slice products without error, and the exact result is the sum over slice pairs of
-// (slice product) * (row scale) * (column scale): a few exact doubles per element, added in the
-// long accumulator and rounded once. Inputs up to fp32 need 1 slice (fp8) to a few slices (bf16,
-// fp16, fp32 over wide ranges); values spread over huge ranges need more, and beyond a cap the
-// plain long-accumulator loop is used instead.
+// Error-free GEMMs (sliced_gemm.hpp) compute the bulk: each result element is a few exact slice
+// products (one for narrow inputs), finished here: a single product is the exact value itself, a
+// few are summed exactly in a 128-bit integer when they fit, else in the long accumulator. The
+// long-accumulator loop over K remains for elements the slices cannot give: rows or columns with
+// Inf or NaN, exact zeros (whose sign IEEE 754 takes from the terms), and matmuls whose inputs
+// span too many binades to slice.
 
-__extension__ using int128 = __int128;
-
-constexpr int max_slices = 12;
-constexpr std::size_t max_buffer_doubles = std::size_t{1} << 25;  // 256 MiB of slice products
-constexpr int exponent_limit = 400;  // scaled slice products stay normal binary64 numbers
-
-struct Slices {
-  int count = 0;
-  std::vector<double> values;  // count slices, each in the layout of the input matrix
-  std::vector<int> scale;      // count x vectors: exponent of slice s of vector v
-};
-
-// Slices of the `vectors` rows of a row-major matrix (vectors x length). Non-finite entries count
-// as zero (their rows are marked in nonfinite). False when the values span too many slices or too
-// wide a range. Rows are independent: they are sliced on parallel_for threads.
-bool slice_matrix(const double* data, std::size_t vectors, std::size_t length, int w, Slices& out,
-                  std::vector<char>& nonfinite) {
-  constexpr int none = -100000;
-  std::vector<int> top(vectors, none), low(vectors, -none);
-  nonfinite.assign(vectors, 0);
-  const std::size_t serial_below = std::max<std::size_t>(1, (std::size_t{1} << 15) / std::max<std::size_t>(1, length));
-  parallel_for(vectors, [&](std::size_t begin, std::size_t end) {
-    for (std::size_t v = begin; v < end; ++v) {
-      const double* row = data + v * length;
-      for (std::size_t k = 0; k < length; ++k) {
-        const double x = row[k];
-        if (!std::isfinite(x)) {
-          nonfinite[v] = 1;
-          continue;
-        }
-        if (x == 0) continue;
-        const Unpacked u = unpack_double(x);
-        top[v] = std::max(top[v], u.exponent);
-        low[v] = std::min(low[v], u.exponent - 63 + std::countr_zero(u.significand));
-      }
-    }
-  }, serial_below);
-  int needed = 0;
-  for (std::size_t v = 0; v < vectors; ++v) {
-    if (top[v] == none) continue;
-    if (top[v] > exponent_limit || low[v] < -exponent_limit) return false;
-    needed = std::max(needed, (top[v] - low[v] + w) / w);  // ceil((top - low + 1) / w)
-  }
-  if (needed > max_slices) return false;
-  out.count = needed;
-  const std::size_t size = vectors * length;
-  out.values.resize(static_cast<std::size_t>(needed) * size);
-  out.scale.assign(static_cast<std::size_t>(needed) * vectors, 0);
-  parallel_for(vectors, [&](std::size_t begin, std::size_t end) {
-    std::vector<double> rest(length);
-    for (std::size_t v = begin; v < end; ++v) {
-      const double* row = data + v * length;
-      for (std::size_t k = 0; k < length; ++k) rest[k] = std::isfinite(row[k]) ? row[k] : 0.0;
-      for (int s = 0; s < needed; ++s) {
-        double* slice = out.values.data() + static_cast<std::size_t>(s) * size + v * length;
-        if (top[v] == none) {
-          std::fill(slice, slice + length, 0.0);
-          continue;
-        }
-        // |rest| < 2^(top + 1 - s w): the slice holds its bits at or above 2^(top + 1 - (s + 1) w).
-        const int place = top[v] + 1 - (s + 1) * w;
-        out.scale[static_cast<std::size_t>(s) * vectors + v] = place;
-        const double unit = std::ldexp(1.0, place);
-        const double inverse = std::ldexp(1.0, -place);
-        for (std::size_t k = 0; k < length; ++k) {
-          const double q = std::trunc(rest[k] * inverse);  // exact scaling, exact truncation
-          slice[k] = q;                                     // an integer, |q| < 2^w
-          rest[k] -= q * unit;                              // exact: the bits below the slice
-        }
-      }
-    }
-  }, serial_below);
-  return true;
-}
-
-// C = A * B^T for row-major A (M x K), Bt (N x K), C (M x N), through the Fortran dgemm on the
-// transposed problem: row-major C is column-major C^T = Bt A^T, and row-major Bt (A) read
-// column-major is Bt^T (A^T).
-void gemm(const double* a, const double* bt, double* c, std::size_t M, std::size_t N, std::size_t K) {
-  const int m = static_cast<int>(N), n = static_cast<int>(M), k = static_cast<int>(K);
-  const double one = 1.0, zero = 0.0;
-  dgemm_("T", "N", &m, &n, &k, &one, bt, &k, a, &k, &zero, c, &m);
-}
-
-// The exact products of a block of rows of a with one matrix b, as slice products and scales.
-struct SlicedProduct {
-  bool usable = false;
-  bool window = false;  // the terms of one element sum exactly in a 128-bit integer
-  Slices a, b;
-  std::vector<char> a_nonfinite, b_nonfinite;
-  std::vector<double> products;  // (a.count M) x (b.count N): slice pair (s, t) in block (s, t)
-};
-
-// The slice width for K terms: the largest w with K * (2^w - 1)^2 < 2^53; 0 where slicing does
-// not apply.
-int slice_width(std::size_t K, std::size_t M, std::size_t N) {
-  if (K == 0 || K > (std::size_t{1} << 21) || M > (1u << 30) || N > (1u << 30)) return 0;
-  return (53 - static_cast<int>(std::bit_width(K - 1))) / 2;
-}
-
-// b's slices (bt row-major N x K, b transposed) into p; false where b cannot be sliced.
-bool slice_b(const double* bt, std::size_t N, std::size_t K, int w, SlicedProduct& p) {
-  return w > 0 && slice_matrix(bt, N, K, w, p.b, p.b_nonfinite);
-}
-
-// The slice products of rows a (row-major M x K) with p's b slices: p.usable when done.
-void slice_a_and_multiply(const double* a, std::size_t M, std::size_t N, std::size_t K, int w, SlicedProduct& p) {
-  p.usable = false;
-  p.products.clear();
-  if (!slice_matrix(a, M, K, w, p.a, p.a_nonfinite)) return;
-  const std::size_t pairs = static_cast<std::size_t>(p.a.count) * static_cast<std::size_t>(p.b.count);
-  // pairs == 0: a zero operand, whose result signs the long-accumulator loop works out.
-  if (pairs == 0 || pairs * M * N > max_buffer_doubles) return;
-  // One dgemm for every slice pair: a's slices stacked are an (Sa M) x K matrix, b's an (Sb N) x K
-  // one, and their product holds the product of slices s and t at rows s M.., columns t N... One
-  // call keeps BLAS's threads busy once instead of Sa Sb times (small sizes spent most of their
-  // time handing work to and from them).
-  p.products.resize(pairs * M * N);  // every element is written by the gemm
-  gemm(p.a.values.data(), p.b.values.data(), p.products.data(), static_cast<std::size_t>(p.a.count) * M,
-       static_cast<std::size_t>(p.b.count) * N, K);
-  p.usable = true;
-  // 53 bits per term, shifted by up to (slices_a - 1 + slices_b - 1) * w, plus carries and sign.
-  p.window = 53 + (p.a.count + p.b.count - 2) * w + static_cast<int>(std::bit_width(pairs)) + 1 <= 127;
-}
-
-// Rows of a per block: the slice products of one block stay near block_budget doubles (4 MiB),
-// so that an exact matmul's working memory beyond its result is b's slices and one block, not the
-// slice products of the whole result (Sa Sb M N doubles: 4x the result for bf16 at K = 2048).
+// Slice products held at once, per block of rows of a (4 MiB): an exact matmul's working memory
+// beyond its result is b's slices and one block, not the slice products of the whole result.
+// Where every vector is its own single slice, the products are written straight into the result.
 constexpr std::size_t block_budget = std::size_t{1} << 19;
 
-std::size_t block_rows(std::size_t M, std::size_t N, const SlicedProduct& p) {
-  const std::size_t count = static_cast<std::size_t>(std::max(1, p.b.count));
-  return std::clamp<std::size_t>(block_budget / std::max<std::size_t>(1, count * count * N), 1, std::max<std::size_t>(M, 1));
+// b transposed per batch to [N, K], so that the loop reads both operands contiguously.
+std::vector<double> transposed(const xt::xarray<double>& b, std::size_t K, std::size_t N) {
+  const std::size_t b_batches = b.size() / std::max<std::size_t>(1, K * N);
+  std::vector<double> bt(b.size());
+  constexpr std::size_t tile = 32;  // transpose in tiles: both sides stay in cache
+  for (std::size_t s = 0; s < b_batches; ++s)
+    for (std::size_t k0 = 0; k0 < K; k0 += tile)
+      for (std::size_t n0 = 0; n0 < N; n0 += tile)
+        for (std::size_t k = k0; k < std::min(K, k0 + tile); ++k)
+          for (std::size_t n = n0; n < std::min(N, n0 + tile); ++n)
+            bt[s * N * K + n * K + k] = b.data()[s * K * N + k * N + n];
+  return bt;
+}
+
+// Exponent profiles of every row of a and column of b, and the slice widths they call for (one
+// choice for the whole matmul: b's slices then serve every matrix of a they meet).
+struct SlicePlan {
+  std::vector<sliced::Profile> a, b;
+  sliced::Widths widths;
+};
+
+SlicePlan plan_slices(const double* ad, std::size_t a_batches, const double* bd, std::size_t b_batches,
+                      std::size_t M, std::size_t N, std::size_t K) {
+  SlicePlan plan;
+  if (M * N * K == 0) return plan;
+  plan.a.resize(a_batches);
+  plan.b.resize(b_batches);
+  sliced::SpanCounts spans_a, spans_b;
+  for (std::size_t s = 0; s < b_batches; ++s) {
+    plan.b[s] = sliced::profile_columns(bd + s * K * N, K, N);
+    if (!plan.b[s].in_range) return plan;
+    spans_b.add(plan.b[s]);
+  }
+  for (std::size_t s = 0; s < a_batches; ++s) {
+    plan.a[s] = sliced::profile_rows(ad + s * M * K, M, K);
+    if (!plan.a[s].in_range) return plan;
+    spans_a.add(plan.a[s]);
+  }
+  plan.widths = sliced::choose_widths(K, M, N, spans_a, spans_b);
+  return plan;
+}
+
+// The end of the block of rows of a starting at m0: its slice products (sum of the rows' slice
+// counts times b's slice columns) within block_budget, at least one row.
+std::size_t block_end(const sliced::Profile& pa, std::size_t m0, std::size_t M, int width, std::size_t b_columns) {
+  std::size_t used = 0, m1 = m0;
+  for (; m1 < M; ++m1) {
+    const auto c = static_cast<std::size_t>((pa.span(m1) + width - 1) / width);
+    if (m1 > m0 && (used + c) * b_columns > block_budget) break;
+    used += c;
+  }
+  return m1;
 }
 
 void matmul_impl(const xt::xarray<double>& a, const xt::xarray<double>& b, const xt::xarray<double>* c,
@@ -355,16 +272,6 @@ void matmul_impl(const xt::xarray<double>& a, const xt::xarray<double>& b, const
                   shape_text(out_shape));
     c_full = xt::broadcast(*c, out_shape);
   }
-  // b transposed per batch to [N, K], so that both operands of a dot product are contiguous.
-  const std::size_t b_batches = b.size() / std::max<std::size_t>(1, K * N);
-  std::vector<double> bt(b.size());
-  constexpr std::size_t tile = 32;  // transpose in tiles: both sides stay in cache
-  for (std::size_t s = 0; s < b_batches; ++s)
-    for (std::size_t k0 = 0; k0 < K; k0 += tile)
-      for (std::size_t n0 = 0; n0 < N; n0 += tile)
-        for (std::size_t k = k0; k < std::min(K, k0 + tile); ++k)
-          for (std::size_t n = n0; n < std::min(N, n0 + tile); ++n)
-            bt[s * N * K + n * K + k] = b.data()[s * K * N + k * N + n];
   r.hi = xt::xarray<double>::from_shape(out_shape);
   if (cast == nullptr) r.lo = xt::xarray<double>::from_shape(out_shape);
   const std::size_t matrices = r.hi.size() / std::max<std::size_t>(1, M * N);
@@ -382,80 +289,109 @@ void matmul_impl(const xt::xarray<double>& a, const xt::xarray<double>& b, const
     b_of[t] = ib;
   }
   const double* ad = a.data();
-  const double* cd = c ? c_full.data() : nullptr;
-  // Error-free GEMMs where the inputs allow (see slice_a_and_multiply): b's slices per b matrix,
-  // then a's rows block by block. Once every b is sliced, b^T is read only by elements that fall
-  // back to the plain loop, which may read b itself (strided): b^T is dropped.
-  const int w = M * N > 0 ? slice_width(K, M, N) : 0;
-  std::vector<SlicedProduct> b_sliced(b_batches);
-  bool all_sliced = w > 0;
-  for (std::size_t s = 0; s < b_batches && w > 0; ++s) {
-    b_sliced[s].usable = slice_b(bt.data() + s * N * K, N, K, w, b_sliced[s]);
-    all_sliced = all_sliced && b_sliced[s].usable;
-  }
-  if (all_sliced) std::vector<double>().swap(bt);
   const double* bd = b.data();
-  SlicedProduct unsliced;  // K == 0 or N == 0: no b matrix to slice
+  const double* cd = c ? c_full.data() : nullptr;
+  const std::size_t a_batches = M * K > 0 ? a.size() / (M * K) : 0;
+  const std::size_t b_batches = K * N > 0 ? b.size() / (K * N) : 0;
+  const SlicePlan plan = plan_slices(ad, a_batches, bd, b_batches, M, N, K);
+  const sliced::Widths& widths = plan.widths;
+  const bool sliceable = widths.usable;
+  // Without slices every element reads a column of b: the loop reads b transposed.
+  const std::vector<double> bt = sliceable ? std::vector<double>() : transposed(b, K, N);
+  std::vector<sliced::Slices> b_slices(sliceable ? b_batches : 0);
+  for (std::size_t s = 0; s < b_slices.size(); ++s)
+    sliced::slice_columns(bd + s * K * N, K, N, plan.b[s], widths.b, b_slices[s]);
+  sliced::Slices a_slices;
+  std::vector<double> buffer;
   for (std::size_t t = 0; t < matrices; ++t) {
-    SlicedProduct& p = b_of[t] < b_sliced.size() ? b_sliced[b_of[t]] : unsliced;
-    const bool b_ok = w > 0 && p.usable;
-    const std::size_t rows = b_ok ? block_rows(M, N, p) : std::max<std::size_t>(M, 1);
-    for (std::size_t m0 = 0; m0 < M; m0 += rows) {
-      const std::size_t m1 = std::min(M, m0 + rows);
-      if (b_ok) slice_a_and_multiply(ad + a_of[t] * M * K + m0 * K, m1 - m0, N, K, w, p);
-      const bool sliced = b_ok && p.usable;
-      p.usable = b_ok;  // b's slices stay usable for the next block
-      const std::size_t first = t * M * N + m0 * N;
-      reduce_range(first, (m1 - m0) * N, K + 1, std::max<std::size_t>(N, 1), cast, r.hi.data(),
-                   cast ? nullptr : r.lo.data(),
+    const sliced::Profile* pa = sliceable ? &plan.a[a_of[t]] : nullptr;
+    const sliced::Slices* sb = sliceable ? &b_slices[b_of[t]] : nullptr;
+    for (std::size_t m0 = 0, m1 = 0; m0 < M; m0 = m1) {
+      m1 = sliceable ? block_end(*pa, m0, M, widths.a, sb->total) : M;
+      const std::size_t Mb = m1 - m0, first = t * M * N + m0 * N;
+      const double* products = nullptr;
+      if (sliceable) {
+        sliced::slice_rows(ad + a_of[t] * M * K, Mb, K, *pa, m0, widths.a, a_slices);
+        // Both operands their own slices: the products are the result's own elements (each read,
+        // then overwritten, by its element's term below).
+        double* into = r.hi.data() + first;
+        if (!a_slices.raw() || !sb->raw()) {
+          buffer.resize(a_slices.total * sb->total);
+          into = buffer.data();
+        }
+        sliced::multiply(a_slices, *sb, K, into);
+        products = into;
+      }
+      reduce_range(first, Mb * N, K + 1, std::max<std::size_t>(N, 1), cast, r.hi.data(), cast ? nullptr : r.lo.data(),
                    [&](std::size_t i, std::size_t result_row, std::size_t n, LongAccumulator& acc, Direct& direct) {
         const std::size_t m = result_row - t * M;  // the row within matrix t
         const std::size_t ml = m - m0;             // ... and within the block
-        if (sliced && !p.a_nonfinite[ml] && !p.b_nonfinite[n]) {
-          const std::size_t a_count = static_cast<std::size_t>(p.a.count), b_count = static_cast<std::size_t>(p.b.count);
-          const std::size_t Mb = m1 - m0;
-          // Slice pair (s, u) of element (m, n): row s Mb + ml, column u N + n of the products.
-          const std::size_t row = static_cast<std::size_t>(p.b.count) * N;
-          const double* g = p.products.data() + ml * row + n;
-          auto pair = [&](std::size_t s, std::size_t u) { return g[s * Mb * row + u * N]; };
-          if (p.window && cd == nullptr && cast != nullptr) {
-            // The terms g * 2^(scale_a + scale_b) are integers below 2^53 whose scales differ by
-            // multiples of w: summed exactly in a 128-bit integer (p.window says they fit).
-            const int base = p.a.scale[(a_count - 1) * Mb + ml] + p.b.scale[(b_count - 1) * N + n];
-            int128 total = 0;
-            for (std::size_t s = 0; s < a_count; ++s)
-              for (std::size_t u = 0; u < b_count; ++u) {
-                const int shift = p.a.scale[s * Mb + ml] + p.b.scale[u * N + n] - base;
-                total += static_cast<int128>(static_cast<std::int64_t>(pair(s, u))) << shift;
-              }
-            if (total != 0) {  // an exact zero takes the accumulator path below for its sign
-              const bool negative = total < 0;
-              direct.value = normalize(negative, static_cast<uint128>(negative ? -total : total), base);
+        const int ca = sliceable ? a_slices.count[ml] : 0, cb = sliceable ? sb->count[n] : 0;
+        if (ca > 0 && cb > 0) {
+          // Slice pair (s, u) of element (m, n): row start_a + s, column start_b + u of the products.
+          const double* g = products + a_slices.start[ml] * sb->total + sb->start[n];
+          auto pair = [&](int s, int u) { return g[static_cast<std::size_t>(s) * sb->total + static_cast<std::size_t>(u)]; };
+          if (ca * cb == 1) {
+            // The exact value of the dot product (sliced_gemm.hpp), a double.
+            const double value = g[0];
+            if (value != 0 && cd == nullptr) {
               direct.used = true;
+              if (cast != nullptr) direct.value = sliced::exact_of(value);
+              else direct.pair = DoubleDouble{value, 0.0};
               return;
             }
-          }
-          for (std::size_t s = 0; s < a_count; ++s) {
-            const int scale_a = p.a.scale[s * Mb + ml];
-            for (std::size_t u = 0; u < b_count; ++u) {
-              const double term = pair(s, u);
-              // An integer below 2^53 whose scales keep it a normal double: exact.
-              if (term != 0) acc.add(std::ldexp(term, scale_a + p.b.scale[u * N + n]));
+            if (value != 0 && cast == nullptr) {
+              // value + c exactly, by TwoSum (Knuth, TAOCP vol. 2, 4.2.2): s is value + c to
+              // nearest and e the exact remainder, which is also its own rounding to nearest.
+              const double s = value + cd[i];
+              const double bv = s - value, av = s - bv;
+              const double e = (value - av) + (cd[i] - bv);
+              if (s != 0 && std::isfinite(s)) {
+                direct.used = true;
+                direct.pair = DoubleDouble{s, e + 0.0};  // a zero remainder is +0, as the accumulator gives
+                return;
+              }
+            }
+          } else if (cd == nullptr && sliced::window_fits(ca, cb, widths)) {
+            // Slice products are integers below 2^53 in units of their places, which lie whole
+            // multiples of the widths above the last slices' places: summed exactly in 128 bits.
+            const int top_a = pa->top[m], top_b = plan.b[b_of[t]].top[n];
+            const int base = sliced::place(top_a, ca - 1, widths.a) + sliced::place(top_b, cb - 1, widths.b);
+            sliced::int128 total = 0;
+            for (int s = 0; s < ca; ++s)
+              for (int u = 0; u < cb; ++u) {
+                const int at = sliced::place(top_a, s, widths.a) + sliced::place(top_b, u, widths.b);
+                // Exact: a power-of-two scaling that leaves an integer below 2^53.
+                const auto units = static_cast<std::int64_t>(pair(s, u) * sliced::power_of_two(-at));
+                total += static_cast<sliced::int128>(units) << (at - base);
+              }
+            if (total != 0) {  // an exact zero takes the loop below for its sign
+              if (cast != nullptr) {
+                const bool negative = total < 0;
+                direct.value = normalize(negative, static_cast<uint128>(negative ? -total : total), base);
+                direct.used = true;
+                return;
+              }
+              direct.used = sliced::double_double_of(total, base, direct.pair);
+              if (direct.used) return;
             }
           }
+          for (int s = 0; s < ca; ++s)
+            for (int u = 0; u < cb; ++u)
+              if (const double term = pair(s, u); term != 0) acc.add(term);  // exact doubles
           if (!acc.is_zero()) {
             if (cd != nullptr) acc.add(cd[i]);
             return;
           }
           acc.clear();  // an exact zero: the signs of the zero products decide, as below
         }
-        const double* row = ad + a_of[t] * M * K + m * K;
+        const double* arow = ad + a_of[t] * M * K + m * K;
         if (!bt.empty()) {
           const double* col = bt.data() + b_of[t] * N * K + n * K;
-          for (std::size_t k = 0; k < K; ++k) acc.add_product(row[k], col[k]);
+          for (std::size_t k = 0; k < K; ++k) acc.add_product(arow[k], col[k]);
         } else {
           const double* col = bd + b_of[t] * K * N + n;  // b itself, column n (stride N)
-          for (std::size_t k = 0; k < K; ++k) acc.add_product(row[k], col[k * N]);
+          for (std::size_t k = 0; k < K; ++k) acc.add_product(arow[k], col[k * N]);
         }
         if (cd != nullptr) acc.add(cd[i]);
       });
