@@ -6,9 +6,12 @@
 #include <bit>
 #include <cmath>
 #include <atomic>
+#include <mutex>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "numeq/formats/array.hpp"
 #include "numeq/formats/error.hpp"
 #include "numeq/formats/parallel.hpp"
 #include "numeq/formats/random.hpp"
@@ -26,33 +29,19 @@ std::string shape_text(const auto& shape) {
   return s + (shape.size() == 1 ? ",)" : ")");
 }
 
-// A result computed without the long accumulator: the exact value in the kernel's form when it is
-// to be rounded, as a double-double when it is returned exact.
-struct Direct {
-  bool used = false;
-  Exact value;
-  DoubleDouble pair;
-};
+// The error for a result that is NaN in a format without NaN (the first such element, C order).
+[[noreturn]] void throw_nan_result(std::size_t i, const Cast& cast) {
+  throw error("out: result element " + std::to_string(i) + " (C order) is NaN, which format " +
+              std::string(cast.format.name) + " cannot hold (it has no NaN encoding)");
+}
 
-// Runs term(i, acc, direct) for every output element i in parallel, each with a cleared
-// accumulator (a term that sets direct.used must not have touched acc), and stores either the
-// rounded value (cast != nullptr) or the double-double exact value.
-// Outputs form rows of `row_length` elements; term also receives the element's row and column
-// (kept incrementally: a division per element costs as much as a short exact dot product).
-template <class Term>
-void reduce_range(std::size_t first, std::size_t outputs, std::size_t terms_each, std::size_t row_length,
-                  const Cast* cast, double* hi, double* lo, Term&& term);
-
+// Runs term(i, row, column, acc) for every output element i in parallel, each with a cleared
+// accumulator, and stores either the rounded value (cast != nullptr) or the double-double exact
+// value. Outputs form rows of `row_length` elements; term also receives the element's row and
+// column (kept incrementally: a division per element costs as much as a short exact dot product).
 template <class Term>
 void reduce_each(std::size_t outputs, std::size_t terms_each, std::size_t row_length, const Cast* cast, double* hi,
                  double* lo, Term&& term) {
-  reduce_range(0, outputs, terms_each, row_length, cast, hi, lo, std::forward<Term>(term));
-}
-
-// reduce_each over the outputs first .. first + outputs - 1 only (first a multiple of row_length).
-template <class Term>
-void reduce_range(std::size_t first, std::size_t outputs, std::size_t terms_each, std::size_t row_length,
-                  const Cast* cast, double* hi, double* lo, Term&& term) {
   constexpr std::size_t none = static_cast<std::size_t>(-1);
   std::atomic<std::size_t> first_invalid{none};
   const std::uint64_t key = cast ? random_stream_key(cast->seed) : 0;
@@ -60,25 +49,17 @@ void reduce_range(std::size_t first, std::size_t outputs, std::size_t terms_each
   // Threads pay off from about 2^16 terms of work in all.
   const std::size_t serial_below = std::max<std::size_t>(1, (std::size_t{1} << 16) / std::max<std::size_t>(1, terms_each));
   parallel_for(outputs, [&](std::size_t begin, std::size_t end) {
-    begin += first;
-    end += first;
     LongAccumulator acc;
-    // Clearing costs as much as a short dot product, so it is skipped after a term that answered
-    // through `direct` (such a term leaves acc untouched).
-    bool dirty = false;
     std::size_t row = begin / row_length, column = begin % row_length;
     for (std::size_t i = begin; i < end; ++i) {
-      if (dirty) acc.clear();
-      Direct direct;
-      term(i, row, column, acc, direct);
-      dirty = !direct.used;
+      if (i != begin) acc.clear();
+      term(i, row, column, acc);
       if (++column == row_length) {
         column = 0;
         ++row;
       }
       if (cast != nullptr) {
-        const std::uint64_t random = stochastic ? random_bits_at(key, i) : 0;
-        const std::uint64_t bits = direct.used ? round_exact(direct.value, *cast, random) : acc.round(*cast, random);
+        const std::uint64_t bits = acc.round(*cast, stochastic ? random_bits_at(key, i) : 0);
         if (bits == invalid_encoding) {
           std::size_t current = first_invalid.load();
           while (i < current && !first_invalid.compare_exchange_weak(current, i)) {
@@ -88,15 +69,13 @@ void reduce_range(std::size_t first, std::size_t outputs, std::size_t terms_each
         }
         hi[i] = decode_bits(cast->format, bits);
       } else {
-        const DoubleDouble d = direct.used ? direct.pair : acc.to_double_double();
+        const DoubleDouble d = acc.to_double_double();
         hi[i] = d.hi;
         lo[i] = d.lo;
       }
     }
   }, serial_below);
-  if (first_invalid.load() != none)
-    throw error("out: result element " + std::to_string(first_invalid.load()) + " (C order) is NaN, which format " +
-                std::string(cast->format.name) + " cannot hold (it has no NaN encoding)");
+  if (first_invalid.load() != none) throw_nan_result(first_invalid.load(), *cast);
 }
 
 void check_values(const Cast* cast) {
@@ -125,7 +104,7 @@ void sum_impl(const xt::xarray<double>& x, std::ptrdiff_t axis, const Cast* cast
   if (cast == nullptr) r.lo = xt::xarray<double>::from_shape(out_shape);
   const double* data = x.data();
   reduce_each(outer * inner, length, 1, cast, r.hi.data(), cast ? nullptr : r.lo.data(),
-              [&](std::size_t i, std::size_t, std::size_t, LongAccumulator& acc, Direct&) {
+              [&](std::size_t i, std::size_t, std::size_t, LongAccumulator& acc) {
                 const double* base = data + (i / inner) * length * inner + i % inner;
                 for (std::size_t k = 0; k < length; ++k) acc.add(base[k * inner]);
               });
@@ -141,7 +120,7 @@ void dot_impl(const xt::xarray<double>& a, const xt::xarray<double>& b, const Ca
   r.hi = xt::xarray<double>::from_shape(Shape{});
   if (cast == nullptr) r.lo = xt::xarray<double>::from_shape(Shape{});
   reduce_each(1, a.size(), 1, cast, r.hi.data(), cast ? nullptr : r.lo.data(),
-              [&](std::size_t, std::size_t, std::size_t, LongAccumulator& acc, Direct&) {
+              [&](std::size_t, std::size_t, std::size_t, LongAccumulator& acc) {
     for (std::size_t k = 0; k < a.size(); ++k) acc.add_product(a.data()[k], b.data()[k]);
   });
 }
@@ -244,6 +223,184 @@ std::size_t block_end(const sliced::Profile& pa, std::size_t m0, std::size_t M, 
   return m1;
 }
 
+// An element's slice products: ca x cb of them, pair (s, u) at g[s stride + u]; the leading-bit
+// exponents of its row and column place them.
+struct ElementSlices {
+  const double* g;
+  std::size_t stride;
+  int ca, cb;
+  int top_a, top_b;
+  double pair(int s, int u) const { return g[static_cast<std::size_t>(s) * stride + static_cast<std::size_t>(u)]; }
+};
+
+// Writes the results of a sliced matmul. Exact results go straight to hi and lo. Rounded ones
+// mostly are exact doubles: they are stored as such and rounded together at the end by the
+// array cast (round_all; the same kernel, element i's stochastic draw keyed by i as everywhere);
+// the others (not a double, or decided by the long accumulator) are rounded one by one, kept
+// aside and written after that (an override).
+class Finisher {
+ public:
+  Finisher(const Cast* cast, double* hi, double* lo, const double* c)
+      : cast_(cast), hi_(hi), lo_(lo), c_(c), key_(cast ? random_stream_key(cast->seed) : 0),
+        stochastic_(cast && cast->rounding == Rounding::stochastic),
+        // Integer formats are not among the array cast's targets: rounded one by one.
+        bulk_(cast && !cast->format.is_integer()) {}
+
+  class Chunk {
+   public:
+    explicit Chunk(Finisher& f) : f_(f) {}
+    ~Chunk() {
+      if (overrides_.empty()) return;
+      const std::lock_guard<std::mutex> lock(f_.mutex_);
+      f_.overrides_.insert(f_.overrides_.end(), overrides_.begin(), overrides_.end());
+    }
+    Chunk(const Chunk&) = delete;
+    Chunk& operator=(const Chunk&) = delete;
+
+    // Element i's exact value v, a non-zero double.
+    void plain(std::size_t i, double v) {
+      if (f_.cast_ == nullptr) {
+        f_.hi_[i] = v;
+        f_.lo_[i] = 0.0;
+      } else if (f_.bulk_) {
+        f_.hi_[i] = v;
+      } else {
+        rounded(i, round_exact(sliced::exact_of(v), *f_.cast_, draw(i)));
+      }
+    }
+
+    // Element i from its slice products (and c): false where the long-accumulator loop decides
+    // it (an exact zero, whose sign IEEE 754 takes from the products themselves).
+    bool sliced(std::size_t i, const ElementSlices& e, const sliced::Widths& w) {
+      if (e.ca == 0 || e.cb == 0) return false;  // a row or column with Inf/NaN, or all zero
+      const double* c = f_.c_;
+      if (e.ca * e.cb == 1 && e.g[0] != 0) {
+        if (c == nullptr) {
+          plain(i, e.g[0]);
+          return true;
+        }
+        // value + c by TwoSum (Knuth, TAOCP vol. 2, 4.2.2): s is the sum to nearest, d the exact
+        // remainder (its own rounding to nearest; a zero remainder is made +0, as the long
+        // accumulator gives it).
+        const double v = e.g[0], s = v + c[i];
+        const double bv = s - v, av = s - bv, d = ((v - av) + (c[i] - bv)) + 0.0;
+        if (s != 0 && std::isfinite(s)) {
+          if (d == 0) {
+            plain(i, s);
+            return true;
+          }
+          if (f_.cast_ == nullptr) {
+            f_.hi_[i] = s;
+            f_.lo_[i] = d;
+            return true;
+          }
+        }
+      } else if (c == nullptr && sliced::window_fits(e.ca, e.cb, w)) {
+        // Slice products are integers below 2^53 in units of their places, which lie whole
+        // multiples of the widths above the last slices' places: summed exactly in 128 bits.
+        const int base = sliced::place(e.top_a, e.ca - 1, w.a) + sliced::place(e.top_b, e.cb - 1, w.b);
+        sliced::int128 total = 0;
+        for (int s = 0; s < e.ca; ++s)
+          for (int u = 0; u < e.cb; ++u) {
+            const int at = sliced::place(e.top_a, s, w.a) + sliced::place(e.top_b, u, w.b);
+            // Exact: a power-of-two scaling that leaves an integer below 2^53.
+            const auto units = static_cast<std::int64_t>(e.pair(s, u) * sliced::power_of_two(-at));
+            total += static_cast<sliced::int128>(units) << (at - base);
+          }
+        if (total == 0) return false;
+        if (DoubleDouble d; sliced::double_double_of(total, base, d)) {
+          if (d.lo == 0) {
+            plain(i, d.hi);
+            return true;
+          }
+          if (f_.cast_ == nullptr) {
+            f_.hi_[i] = d.hi;
+            f_.lo_[i] = d.lo;
+            return true;
+          }
+          const bool negative = total < 0;
+          const auto magnitude = static_cast<uint128>(negative ? -total : total);
+          rounded(i, round_exact(normalize(negative, magnitude, base), *f_.cast_, draw(i)));
+          return true;
+        }
+      }
+      clear();
+      for (int s = 0; s < e.ca; ++s)
+        for (int u = 0; u < e.cb; ++u)
+          if (const double term = e.pair(s, u); term != 0) acc_.add(term);  // exact doubles
+      if (acc_.is_zero()) return false;
+      if (c != nullptr) acc_.add(c[i]);
+      from_accumulator(i);
+      return true;
+    }
+
+    // Element i by the long-accumulator loop over row a[0..K) and column b[0], b[stride], ...
+    void loop(std::size_t i, const double* a, const double* b, std::size_t K, std::size_t stride) {
+      clear();
+      for (std::size_t k = 0; k < K; ++k) acc_.add_product(a[k], b[k * stride]);
+      if (f_.c_ != nullptr) acc_.add(f_.c_[i]);
+      from_accumulator(i);
+    }
+
+   private:
+    std::uint64_t draw(std::size_t i) const { return f_.stochastic_ ? random_bits_at(f_.key_, i) : 0; }
+    void clear() {
+      if (dirty_) acc_.clear();
+      dirty_ = true;
+    }
+    void rounded(std::size_t i, std::uint64_t bits) {
+      f_.hi_[i] = 0;  // a finite placeholder for the bulk rounding
+      overrides_.push_back({i, bits});
+    }
+    void from_accumulator(std::size_t i) {
+      if (f_.cast_ != nullptr) {
+        rounded(i, acc_.round(*f_.cast_, draw(i)));
+        return;
+      }
+      const DoubleDouble d = acc_.to_double_double();
+      f_.hi_[i] = d.hi;
+      f_.lo_[i] = d.lo;
+    }
+
+    Finisher& f_;
+    LongAccumulator acc_;
+    bool dirty_ = false;
+    std::vector<std::pair<std::size_t, std::uint64_t>> overrides_;
+  };
+
+  // The rounded result: the stored exact doubles rounded in bulk, then the overrides written.
+  void round_all(std::size_t size) {
+    if (cast_ == nullptr) return;
+    if (bulk_) {
+      BitsView all;  // the result in C order, as fp64 patterns
+      all.data = hi_;
+      all.shape = {size};
+      all.strides = {1};
+      cast_into(all, *cast_, hi_, nullptr, "out");  // in place: each element is read, then written
+    }
+    std::size_t first_invalid = static_cast<std::size_t>(-1);
+    for (const auto& [i, bits] : overrides_) {
+      if (bits == invalid_encoding) {
+        first_invalid = std::min(first_invalid, i);
+        continue;
+      }
+      hi_[i] = decode_bits(cast_->format, bits);
+    }
+    if (first_invalid != static_cast<std::size_t>(-1)) throw_nan_result(first_invalid, *cast_);
+  }
+
+ private:
+  const Cast* cast_;
+  double* hi_;
+  double* lo_;
+  const double* c_;
+  std::uint64_t key_;
+  bool stochastic_;
+  bool bulk_;
+  std::mutex mutex_;
+  std::vector<std::pair<std::size_t, std::uint64_t>> overrides_;
+};
+
 void matmul_impl(const xt::xarray<double>& a, const xt::xarray<double>& b, const xt::xarray<double>* c,
                  const Cast* cast, ExactValues& r) {
   check_values(cast);
@@ -294,109 +451,68 @@ void matmul_impl(const xt::xarray<double>& a, const xt::xarray<double>& b, const
   const std::size_t a_batches = M * K > 0 ? a.size() / (M * K) : 0;
   const std::size_t b_batches = K * N > 0 ? b.size() / (K * N) : 0;
   const SlicePlan plan = plan_slices(ad, a_batches, bd, b_batches, M, N, K);
+  if (!plan.widths.usable) {
+    // No slices: every element is the long-accumulator loop, over a and b transposed.
+    const std::vector<double> bt = transposed(b, K, N);
+    reduce_each(r.hi.size(), K + 1, std::max<std::size_t>(N, 1), cast, r.hi.data(), cast ? nullptr : r.lo.data(),
+                [&](std::size_t i, std::size_t result_row, std::size_t n, LongAccumulator& acc) {
+      const std::size_t t = result_row / std::max<std::size_t>(M, 1), m = result_row % std::max<std::size_t>(M, 1);
+      const double* arow = ad + a_of[t] * M * K + m * K;
+      const double* col = bt.data() + b_of[t] * N * K + n * K;
+      for (std::size_t k = 0; k < K; ++k) acc.add_product(arow[k], col[k]);
+      if (cd != nullptr) acc.add(cd[i]);
+    });
+    return;
+  }
   const sliced::Widths& widths = plan.widths;
-  const bool sliceable = widths.usable;
-  // Without slices every element reads a column of b: the loop reads b transposed.
-  const std::vector<double> bt = sliceable ? std::vector<double>() : transposed(b, K, N);
-  std::vector<sliced::Slices> b_slices(sliceable ? b_batches : 0);
-  for (std::size_t s = 0; s < b_slices.size(); ++s)
+  std::vector<sliced::Slices> b_slices(b_batches);
+  for (std::size_t s = 0; s < b_batches; ++s)
     sliced::slice_columns(bd + s * K * N, K, N, plan.b[s], widths.b, b_slices[s]);
+  Finisher finish{cast, r.hi.data(), cast ? nullptr : r.lo.data(), cd};
   sliced::Slices a_slices;
   std::vector<double> buffer;
   for (std::size_t t = 0; t < matrices; ++t) {
-    const sliced::Profile* pa = sliceable ? &plan.a[a_of[t]] : nullptr;
-    const sliced::Slices* sb = sliceable ? &b_slices[b_of[t]] : nullptr;
+    const sliced::Profile& pa = plan.a[a_of[t]];
+    const sliced::Profile& pb = plan.b[b_of[t]];
+    const sliced::Slices& sb = b_slices[b_of[t]];
     for (std::size_t m0 = 0, m1 = 0; m0 < M; m0 = m1) {
-      m1 = sliceable ? block_end(*pa, m0, M, widths.a, sb->total) : M;
+      m1 = block_end(pa, m0, M, widths.a, sb.total);
       const std::size_t Mb = m1 - m0, first = t * M * N + m0 * N;
-      const double* products = nullptr;
-      if (sliceable) {
-        sliced::slice_rows(ad + a_of[t] * M * K, Mb, K, *pa, m0, widths.a, a_slices);
-        // Both operands their own slices: the products are the result's own elements (each read,
-        // then overwritten, by its element's term below).
-        double* into = r.hi.data() + first;
-        if (!a_slices.raw() || !sb->raw()) {
-          buffer.resize(a_slices.total * sb->total);
-          into = buffer.data();
-        }
-        sliced::multiply(a_slices, *sb, K, into);
-        products = into;
+      sliced::slice_rows(ad + a_of[t] * M * K, Mb, K, pa, m0, widths.a, a_slices);
+      // Both operands their own slices: the products are the result's own elements (each read,
+      // then overwritten, by its element's finishing).
+      double* products = r.hi.data() + first;
+      if (!a_slices.raw() || !sb.raw()) {
+        buffer.resize(a_slices.total * sb.total);
+        products = buffer.data();
       }
-      reduce_range(first, Mb * N, K + 1, std::max<std::size_t>(N, 1), cast, r.hi.data(), cast ? nullptr : r.lo.data(),
-                   [&](std::size_t i, std::size_t result_row, std::size_t n, LongAccumulator& acc, Direct& direct) {
-        const std::size_t m = result_row - t * M;  // the row within matrix t
-        const std::size_t ml = m - m0;             // ... and within the block
-        const int ca = sliceable ? a_slices.count[ml] : 0, cb = sliceable ? sb->count[n] : 0;
-        if (ca > 0 && cb > 0) {
-          // Slice pair (s, u) of element (m, n): row start_a + s, column start_b + u of the products.
-          const double* g = products + a_slices.start[ml] * sb->total + sb->start[n];
-          auto pair = [&](int s, int u) { return g[static_cast<std::size_t>(s) * sb->total + static_cast<std::size_t>(u)]; };
-          if (ca * cb == 1) {
-            // The exact value of the dot product (sliced_gemm.hpp), a double.
-            const double value = g[0];
-            if (value != 0 && cd == nullptr) {
-              direct.used = true;
-              if (cast != nullptr) direct.value = sliced::exact_of(value);
-              else direct.pair = DoubleDouble{value, 0.0};
-              return;
+      sliced::multiply(a_slices, sb, K, products);
+      const double* arows = ad + a_of[t] * M * K;
+      const double* bcols = bd + b_of[t] * K * N;
+      parallel_for(Mb, [&](std::size_t begin, std::size_t end) {
+        Finisher::Chunk chunk(finish);
+        for (std::size_t ml = begin; ml < end; ++ml) {
+          const int ca = a_slices.count[ml];
+          const double* row_products = products + a_slices.start[ml] * sb.total;
+          const std::size_t row_first = first + ml * N;
+          for (std::size_t n = 0; n < N; ++n) {
+            const std::size_t i = row_first + n;
+            const int cb = sb.count[n];
+            const double* g = row_products + sb.start[n];
+            // The common case first: one slice pair, no c, a non-zero exact double.
+            if (ca == 1 && cb == 1 && cd == nullptr && g[0] != 0) {
+              chunk.plain(i, g[0]);
+              continue;
             }
-            if (value != 0 && cast == nullptr) {
-              // value + c exactly, by TwoSum (Knuth, TAOCP vol. 2, 4.2.2): s is value + c to
-              // nearest and e the exact remainder, which is also its own rounding to nearest.
-              const double s = value + cd[i];
-              const double bv = s - value, av = s - bv;
-              const double e = (value - av) + (cd[i] - bv);
-              if (s != 0 && std::isfinite(s)) {
-                direct.used = true;
-                direct.pair = DoubleDouble{s, e + 0.0};  // a zero remainder is +0, as the accumulator gives
-                return;
-              }
-            }
-          } else if (cd == nullptr && sliced::window_fits(ca, cb, widths)) {
-            // Slice products are integers below 2^53 in units of their places, which lie whole
-            // multiples of the widths above the last slices' places: summed exactly in 128 bits.
-            const int top_a = pa->top[m], top_b = plan.b[b_of[t]].top[n];
-            const int base = sliced::place(top_a, ca - 1, widths.a) + sliced::place(top_b, cb - 1, widths.b);
-            sliced::int128 total = 0;
-            for (int s = 0; s < ca; ++s)
-              for (int u = 0; u < cb; ++u) {
-                const int at = sliced::place(top_a, s, widths.a) + sliced::place(top_b, u, widths.b);
-                // Exact: a power-of-two scaling that leaves an integer below 2^53.
-                const auto units = static_cast<std::int64_t>(pair(s, u) * sliced::power_of_two(-at));
-                total += static_cast<sliced::int128>(units) << (at - base);
-              }
-            if (total != 0) {  // an exact zero takes the loop below for its sign
-              if (cast != nullptr) {
-                const bool negative = total < 0;
-                direct.value = normalize(negative, static_cast<uint128>(negative ? -total : total), base);
-                direct.used = true;
-                return;
-              }
-              direct.used = sliced::double_double_of(total, base, direct.pair);
-              if (direct.used) return;
-            }
+            ElementSlices e{g, sb.total, ca, cb, pa.top[m0 + ml], pb.top[n]};
+            if (chunk.sliced(i, e, widths)) continue;
+            chunk.loop(i, arows + (m0 + ml) * K, bcols + n, K, N);
           }
-          for (int s = 0; s < ca; ++s)
-            for (int u = 0; u < cb; ++u)
-              if (const double term = pair(s, u); term != 0) acc.add(term);  // exact doubles
-          if (!acc.is_zero()) {
-            if (cd != nullptr) acc.add(cd[i]);
-            return;
-          }
-          acc.clear();  // an exact zero: the signs of the zero products decide, as below
         }
-        const double* arow = ad + a_of[t] * M * K + m * K;
-        if (!bt.empty()) {
-          const double* col = bt.data() + b_of[t] * N * K + n * K;
-          for (std::size_t k = 0; k < K; ++k) acc.add_product(arow[k], col[k]);
-        } else {
-          const double* col = bd + b_of[t] * K * N + n;  // b itself, column n (stride N)
-          for (std::size_t k = 0; k < K; ++k) acc.add_product(arow[k], col[k * N]);
-        }
-        if (cd != nullptr) acc.add(cd[i]);
-      });
+      }, std::max<std::size_t>(1, (std::size_t{1} << 14) / std::max<std::size_t>(N, 1)));
     }
   }
+  finish.round_all(r.hi.size());
 }
 
 }  // namespace

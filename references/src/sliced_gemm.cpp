@@ -20,27 +20,27 @@ namespace {
 // on the bit pattern: (exponent field, trailing zeros) need no unpacking. A binary64 subnormal
 // lies below 2^-1022, far outside exponent_limit: it marks the vector out of range.
 struct EntryScan {
-  int top = no_entry;
-  int low = -no_entry;
+  int top_field = 0;          // largest exponent field of a finite non-zero entry (0: none)
+  int low_key = INT_MAX;      // smallest field + trailing zeros of the significand
   bool nonfinite = false;
-  bool out_of_range = false;
+  bool out_of_range = false;  // a binary64 subnormal
 
+  // Branch-free: entries are mostly normal numbers, and the scan runs over both operands whole.
   void add(double x) {
     const auto bits = std::bit_cast<std::uint64_t>(x);
     const int field = static_cast<int>((bits >> 52) & 0x7FF);
     const std::uint64_t fraction = bits & ((std::uint64_t{1} << 52) - 1);
-    if (field == 0x7FF) {
-      nonfinite = true;
-      return;
-    }
-    if (field == 0) {
-      out_of_range = out_of_range || fraction != 0;
-      return;
-    }
-    // value = (2^52 + fraction) 2^(field - 1075): leading bit 2^(field - 1023).
-    top = std::max(top, field - 1023);
-    low = std::min(low, field - 1075 + std::countr_zero(fraction | (std::uint64_t{1} << 52)));
+    const bool special = field == 0x7FF, zero_field = field == 0;
+    nonfinite = nonfinite || special;
+    out_of_range = out_of_range || (zero_field && fraction != 0);
+    // value = (2^52 + fraction) 2^(field - 1075): leading bit 2^(field - 1023), lowest set bit
+    // 2^(field - 1075 + trailing zeros).
+    top_field = std::max(top_field, special ? 0 : field);
+    const int key = field + std::countr_zero(fraction | (std::uint64_t{1} << 52));
+    low_key = std::min(low_key, special || zero_field ? INT_MAX : key);
   }
+  int top() const { return top_field == 0 ? no_entry : top_field - 1023; }
+  int low() const { return top_field == 0 ? -no_entry : low_key - 1075; }
 };
 
 Profile empty_profile(std::size_t vectors) {
@@ -75,8 +75,8 @@ Profile profile_rows(const double* data, std::size_t rows, std::size_t length) {
       EntryScan scan;
       const double* row = data + v * length;
       for (std::size_t k = 0; k < length; ++k) scan.add(row[k]);
-      p.top[v] = scan.top;
-      p.low[v] = scan.low;
+      p.top[v] = scan.top();
+      p.low[v] = scan.low();
       p.nonfinite[v] = scan.nonfinite;
       out_of_range[v] = scan.out_of_range;
     }
@@ -96,8 +96,8 @@ Profile profile_columns(const double* data, std::size_t length, std::size_t colu
       for (std::size_t n = begin; n < end; ++n) scans[n - begin].add(row[n]);
     }
     for (std::size_t n = begin; n < end; ++n) {
-      p.top[n] = scans[n - begin].top;
-      p.low[n] = scans[n - begin].low;
+      p.top[n] = scans[n - begin].top();
+      p.low[n] = scans[n - begin].low();
       p.nonfinite[n] = scans[n - begin].nonfinite;
       out_of_range[n] = scans[n - begin].out_of_range;
     }
@@ -162,7 +162,9 @@ Widths choose_widths(std::size_t K, std::size_t M, std::size_t N, const SpanCoun
 
 namespace {
 
-// count and start of every vector, and the total; whether every count is at most 1.
+// count and start of every vector, and the total; whether every count is at most 1. A vector of
+// one slice is its own slice: it spans at most `width` bits, so place(top, 0, width) <= low and
+// every entry is a multiple of 2^place below 2^(place + width).
 bool lay_out(const Profile& p, std::size_t first, std::size_t vectors, int width, Slices& out) {
   out.count.resize(vectors);
   out.start.resize(vectors);
@@ -202,6 +204,10 @@ void slice_rows(const double* a, std::size_t rows, std::size_t K, const Profile&
     std::vector<double> rest(K);
     for (std::size_t v = begin; v < end; ++v) {
       if (out.count[v] == 0) continue;
+      if (out.count[v] == 1) {  // the row is its own slice (see lay_out)
+        std::copy(source + v * K, source + (v + 1) * K, out.storage.data() + out.start[v] * K);
+        continue;
+      }
       const int top = p.top[first_row + v];
       std::copy(source + v * K, source + (v + 1) * K, rest.begin());
       for (int s = 0; s < out.count[v]; ++s) {
@@ -249,6 +255,10 @@ void slice_columns(const double* b, std::size_t K, std::size_t N, const Profile&
       for (std::size_t n = 0; n < N; ++n) {
         double rest = row[n];
         const std::size_t j0 = out.start[n];
+        if (out.count[n] == 1) {  // the column is its own slice (see lay_out)
+          sliced_row[j0] = rest;
+          continue;
+        }
         for (int t = 0; t < out.count[n]; ++t) {
           const std::size_t j = j0 + static_cast<std::size_t>(t);
           const double q = std::trunc(rest * inverse[j]) * unit[j];  // as in slice_rows
