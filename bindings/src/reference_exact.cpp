@@ -10,6 +10,7 @@
 
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "bind.hpp"
@@ -24,9 +25,10 @@ using numeq_bindings::Values;
 namespace {
 
 
-py::object finish(const numeq::reference::ExactValues& r, bool exact) {
-  if (exact) return py::make_tuple(to_numpy(r.hi), to_numpy(r.lo));
-  return to_numpy(r.hi);
+// The results move into the numpy arrays (no copy).
+py::object finish(numeq::reference::ExactValues&& r, bool exact) {
+  if (exact) return py::make_tuple(to_numpy(std::move(r.hi)), to_numpy(std::move(r.lo)));
+  return to_numpy(std::move(r.hi));
 }
 
 }  // namespace
@@ -45,7 +47,7 @@ void numeq_bindings::bind_reference_exact(py::module_& m) {
           if (exact) r = ref::sum_exact(xs, axis);
           else r.hi = ref::sum(xs, axis, make_cast(fmt, rounding, overflow, subnormals, seed, random_bits));
         }
-        return finish(r, exact);
+        return finish(std::move(r), exact);
       },
       py::arg("x"), py::arg("axis"), py::arg("fmt"), py::arg("rounding"), py::arg("overflow"),
       py::arg("subnormals"), py::arg("seed"), py::arg("random_bits"), py::arg("exact"));
@@ -61,7 +63,7 @@ void numeq_bindings::bind_reference_exact(py::module_& m) {
           if (exact) r = ref::dot_exact(as, bs);
           else r.hi = ref::dot(as, bs, make_cast(fmt, rounding, overflow, subnormals, seed, random_bits));
         }
-        return finish(r, exact);
+        return finish(std::move(r), exact);
       },
       py::arg("a"), py::arg("b"), py::arg("fmt"), py::arg("rounding"), py::arg("overflow"),
       py::arg("subnormals"), py::arg("seed"), py::arg("random_bits"), py::arg("exact"));
@@ -80,7 +82,7 @@ void numeq_bindings::bind_reference_exact(py::module_& m) {
           if (exact) r = ref::matmul_exact(as, bs, cp);
           else r.hi = ref::matmul(as, bs, make_cast(fmt, rounding, overflow, subnormals, seed, random_bits), cp);
         }
-        return finish(r, exact);
+        return finish(std::move(r), exact);
       },
       py::arg("a"), py::arg("b"), py::arg("c"), py::arg("fmt"), py::arg("rounding"), py::arg("overflow"),
       py::arg("subnormals"), py::arg("seed"), py::arg("random_bits"), py::arg("exact"));

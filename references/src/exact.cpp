@@ -509,7 +509,7 @@ void matmul_impl(const xt::xarray<double>& a, const xt::xarray<double>& b, const
             chunk.loop(i, arows + (m0 + ml) * K, bcols + n, K, N);
           }
         }
-      }, std::max<std::size_t>(1, (std::size_t{1} << 14) / std::max<std::size_t>(N, 1)));
+      }, std::max<std::size_t>(1, sliced::entries_per_thread / std::max<std::size_t>(N, 1)));
     }
   }
   finish.round_all(r.hi.size());

@@ -60,9 +60,11 @@ void finish(Profile& p, const std::vector<char>& out_of_range) {
   }
 }
 
-// Threads pay off from about 2^15 entries (the scan is a few instructions per entry).
+// Vectors per thread, for passes of a few instructions per entry: a thread pays off from about
+// 2^17 entries (starting one costs tens of microseconds, and right after a dgemm the BLAS's own
+// threads still spin on the cores for a while).
 std::size_t serial_below(std::size_t entries_each) {
-  return std::max<std::size_t>(1, (std::size_t{1} << 15) / std::max<std::size_t>(1, entries_each));
+  return std::max<std::size_t>(1, entries_per_thread / std::max<std::size_t>(1, entries_each));
 }
 
 }  // namespace

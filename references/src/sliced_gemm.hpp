@@ -47,6 +47,9 @@ constexpr int no_entry = -100000;
 // least an exact matmul must hold at once.
 constexpr std::size_t max_slice_columns = std::size_t{1} << 25;
 
+// Entries (or result elements) per thread in the passes around the dgemm (sliced_gemm.cpp).
+constexpr std::size_t entries_per_thread = std::size_t{1} << 17;
+
 __extension__ using int128 = __int128;
 
 // 2^e for a normal binary64 power (|e| <= 1022), built from its bits.
