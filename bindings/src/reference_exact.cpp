@@ -72,13 +72,17 @@ void numeq_bindings::bind_reference_exact(py::module_& m) {
       [](const Values& a, const Values& b, const std::optional<Values>& c, const std::string& fmt,
          const std::string& rounding, const std::string& overflow, const std::string& subnormals,
          std::uint64_t seed, int random_bits, bool exact) -> py::object {
-        const xt::xarray<double> as = to_xarray(a), bs = to_xarray(b);
-        std::optional<xt::xarray<double>> cs;
-        if (c) cs = to_xarray(*c);
+        // Read in place: the arrays stay alive (and the GIL-free computation only reads them).
+        auto ref_of = [](const Values& v) {
+          return ref::ArrayRef(v.data(), std::vector<std::size_t>(v.shape(), v.shape() + v.ndim()));
+        };
+        const ref::ArrayRef as = ref_of(a), bs = ref_of(b);
+        std::optional<ref::ArrayRef> cs;
+        if (c) cs = ref_of(*c);
         ref::ExactValues r;
         {
           py::gil_scoped_release release;
-          const xt::xarray<double>* cp = cs ? &*cs : nullptr;
+          const ref::ArrayRef* cp = cs ? &*cs : nullptr;
           if (exact) r = ref::matmul_exact(as, bs, cp);
           else r.hi = ref::matmul(as, bs, make_cast(fmt, rounding, overflow, subnormals, seed, random_bits), cp);
         }

@@ -1,5 +1,6 @@
 #include "numeq/references/exact.hpp"
 
+#include <xtensor/xadapt.hpp>
 #include <xtensor/xbroadcast.hpp>
 
 #include <algorithm>
@@ -7,6 +8,7 @@
 #include <cmath>
 #include <atomic>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -170,7 +172,7 @@ BatchMap broadcast_batches(const Shape& a, const Shape& b) {
 constexpr std::size_t block_budget = std::size_t{1} << 19;
 
 // b transposed per batch to [N, K], so that the loop reads both operands contiguously.
-std::vector<double> transposed(const xt::xarray<double>& b, std::size_t K, std::size_t N) {
+std::vector<double> transposed(const ArrayRef& b, std::size_t K, std::size_t N) {
   const std::size_t b_batches = b.size() / std::max<std::size_t>(1, K * N);
   std::vector<double> bt(b.size());
   constexpr std::size_t tile = 32;  // transpose in tiles: both sides stay in cache
@@ -401,8 +403,7 @@ class Finisher {
   std::vector<std::pair<std::size_t, std::uint64_t>> overrides_;
 };
 
-void matmul_impl(const xt::xarray<double>& a, const xt::xarray<double>& b, const xt::xarray<double>* c,
-                 const Cast* cast, ExactValues& r) {
+void matmul_impl(const ArrayRef& a, const ArrayRef& b, const ArrayRef* c, const Cast* cast, ExactValues& r) {
   check_values(cast);
   if (a.dimension() < 2 || b.dimension() < 2)
     throw error("a, b: matmul needs arrays of at least 2 dimensions ([..., M, K] and [..., K, N]), got shapes " +
@@ -427,7 +428,7 @@ void matmul_impl(const xt::xarray<double>& a, const xt::xarray<double>& b, const
     if (!ok)
       throw error("c: shape " + shape_text(c->shape()) + " does not broadcast to the result shape " +
                   shape_text(out_shape));
-    c_full = xt::broadcast(*c, out_shape);
+    c_full = xt::broadcast(xt::adapt(c->data(), c->size(), xt::no_ownership(), c->shape()), out_shape);
   }
   r.hi = xt::xarray<double>::from_shape(out_shape);
   if (cast == nullptr) r.lo = xt::xarray<double>::from_shape(out_shape);
@@ -537,16 +538,30 @@ ExactValues dot_exact(const xt::xarray<double>& a, const xt::xarray<double>& b) 
   dot_impl(a, b, nullptr, r);
   return r;
 }
-xt::xarray<double> matmul(const xt::xarray<double>& a, const xt::xarray<double>& b, const Cast& out,
-                          const xt::xarray<double>* c) {
+std::size_t ArrayRef::size() const {
+  std::size_t n = 1;
+  for (std::size_t e : extents) n *= e;
+  return n;
+}
+
+xt::xarray<double> matmul(const ArrayRef& a, const ArrayRef& b, const Cast& out, const ArrayRef* c) {
   ExactValues r;
   matmul_impl(a, b, c, &out, r);
   return std::move(r.hi);
 }
-ExactValues matmul_exact(const xt::xarray<double>& a, const xt::xarray<double>& b, const xt::xarray<double>* c) {
+ExactValues matmul_exact(const ArrayRef& a, const ArrayRef& b, const ArrayRef* c) {
   ExactValues r;
   matmul_impl(a, b, c, nullptr, r);
   return r;
+}
+xt::xarray<double> matmul(const xt::xarray<double>& a, const xt::xarray<double>& b, const Cast& out,
+                          const xt::xarray<double>* c) {
+  const std::optional<ArrayRef> cr = c ? std::optional<ArrayRef>(ArrayRef(*c)) : std::nullopt;
+  return matmul(ArrayRef(a), ArrayRef(b), out, cr ? &*cr : nullptr);
+}
+ExactValues matmul_exact(const xt::xarray<double>& a, const xt::xarray<double>& b, const xt::xarray<double>* c) {
+  const std::optional<ArrayRef> cr = c ? std::optional<ArrayRef>(ArrayRef(*c)) : std::nullopt;
+  return matmul_exact(ArrayRef(a), ArrayRef(b), cr ? &*cr : nullptr);
 }
 
 }  // namespace numeq::reference
