@@ -15,6 +15,7 @@
 
 #include "numeq/formats/array.hpp"
 #include "numeq/formats/error.hpp"
+#include "numeq/formats/nearest_even.hpp"
 #include "numeq/formats/parallel.hpp"
 #include "numeq/formats/random.hpp"
 #include "sliced_gemm.hpp"
@@ -236,17 +237,19 @@ struct ElementSlices {
 };
 
 // Writes the results of a sliced matmul. Exact results go straight to hi and lo. Rounded ones
-// mostly are exact doubles: they are stored as such and rounded together at the end by the
-// array cast (round_all; the same kernel, element i's stochastic draw keyed by i as everywhere);
-// the others (not a double, or decided by the long accumulator) are rounded one by one, kept
-// aside and written after that (an override).
+// mostly are exact doubles: rounded to nearest even they take the shortcut in front of the kernel
+// (nearest_even.hpp) one by one; in other modes they are stored as doubles and rounded together
+// at the end by the array cast (round_all; the same kernel, element i's stochastic draw keyed by
+// i as everywhere). The others (not a double, or decided by the long accumulator) are rounded
+// one by one by the kernel, kept aside and written at the end (an override).
 class Finisher {
  public:
   Finisher(const Cast* cast, double* hi, double* lo, const double* c)
       : cast_(cast), hi_(hi), lo_(lo), c_(c), key_(cast ? random_stream_key(cast->seed) : 0),
-        stochastic_(cast && cast->rounding == Rounding::stochastic),
-        // Integer formats are not among the array cast's targets: rounded one by one.
-        bulk_(cast && !cast->format.is_integer()) {}
+        stochastic_(cast && cast->rounding == Rounding::stochastic), nearest_(cast ? *cast : Cast{}),
+        // Nearest-even results take the shortcut one by one; integer formats are not among the
+        // array cast's targets.
+        bulk_(cast && !nearest_.applies() && !cast->format.is_integer()) {}
 
   class Chunk {
    public:
@@ -266,6 +269,8 @@ class Finisher {
         f_.lo_[i] = 0.0;
       } else if (f_.bulk_) {
         f_.hi_[i] = v;
+      } else if (double r; f_.nearest_(v, r)) {
+        f_.hi_[i] = r;  // the kernel's result where the shortcut applies (nearest_even.hpp)
       } else {
         rounded(i, round_exact(sliced::exact_of(v), *f_.cast_, draw(i)));
       }
@@ -398,6 +403,7 @@ class Finisher {
   const double* c_;
   std::uint64_t key_;
   bool stochastic_;
+  NearestEven nearest_;
   bool bulk_;
   std::mutex mutex_;
   std::vector<std::pair<std::size_t, std::uint64_t>> overrides_;

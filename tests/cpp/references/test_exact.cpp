@@ -67,6 +67,13 @@ double draw(std::mt19937_64& rng, const Format& f, Kind k) {
   }
 }
 
+// An array of the given shape, every element drawn from format f as kind k.
+xt::xarray<double> drawn(std::mt19937_64& rng, const std::vector<std::size_t>& shape, const Format& f, Kind k) {
+  xt::xarray<double> x = xt::xarray<double>::from_shape(shape);
+  for (double& v : x) v = draw(rng, f, k);
+  return x;
+}
+
 class MpfrDot {
  public:
   MpfrDot() {
@@ -150,12 +157,9 @@ TEST(ExactMatmul, AgreesWithMpfrBitForBit) {
 TEST(ExactMatmul, BatchesBroadcastAndBiasIsAddedExactly) {
   std::mt19937_64 rng(12);
   const std::size_t M = 3, K = 7, N = 2;
-  xt::xarray<double> a = xt::xarray<double>::from_shape({2, 1, M, K});
-  xt::xarray<double> b = xt::xarray<double>::from_shape({3, K, N});
-  xt::xarray<double> c = xt::xarray<double>::from_shape({N});
-  for (double& x : a) x = draw(rng, formats::bf16, Kind::huge_range);
-  for (double& x : b) x = draw(rng, formats::bf16, Kind::huge_range);
-  for (double& x : c) x = draw(rng, formats::fp32, Kind::huge_range);
+  const xt::xarray<double> a = drawn(rng, {2, 1, M, K}, formats::bf16, Kind::huge_range);
+  const xt::xarray<double> b = drawn(rng, {3, K, N}, formats::bf16, Kind::huge_range);
+  const xt::xarray<double> c = drawn(rng, {N}, formats::fp32, Kind::huge_range);
   const Cast cast{formats::fp32};
   const xt::xarray<double> got = reference::matmul(a, b, cast, &c);
   ASSERT_EQ(got.shape().size(), 4u);
@@ -221,10 +225,8 @@ TEST(ExactSum, AlongEveryAxisAndDot) {
 
 TEST(ExactMatmul, ResultsDoNotDependOnTheThreadCount) {
   std::mt19937_64 rng(14);
-  xt::xarray<double> a = xt::xarray<double>::from_shape({64, 300});
-  xt::xarray<double> b = xt::xarray<double>::from_shape({300, 64});
-  for (double& x : a) x = draw(rng, formats::bf16, Kind::normal);
-  for (double& x : b) x = draw(rng, formats::bf16, Kind::normal);
+  const xt::xarray<double> a = drawn(rng, {64, 300}, formats::bf16, Kind::normal);
+  const xt::xarray<double> b = drawn(rng, {300, 64}, formats::bf16, Kind::normal);
   Cast cast{formats::bf16, Rounding::stochastic};
   cast.seed = 3;
   numeq::set_num_threads(1);
@@ -301,13 +303,10 @@ std::vector<Operands> sliced_cases() {
   std::vector<Operands> cases;
   auto make = [&](std::string name, const Format& in, Kind kind, std::size_t M, std::size_t K, std::size_t N,
                   int tiny_exponent, bool bias) {
-    Operands o{std::move(name), xt::xarray<double>::from_shape({M, K}), xt::xarray<double>::from_shape({K, N}), {}};
-    for (double& x : o.a) x = draw(rng, in, kind);
-    for (double& x : o.b) x = draw(rng, in, kind);
+    Operands o{std::move(name), drawn(rng, {M, K}, in, kind), drawn(rng, {K, N}, in, kind), {}};
     if (tiny_exponent != 0) make_adversarial(rng, in, o.a, o.b, tiny_exponent);
     if (bias) {
-      o.c = xt::xarray<double>::from_shape({M, N});
-      for (double& x : o.c) x = draw(rng, formats::fp32, Kind::normal);
+      o.c = drawn(rng, {M, N}, formats::fp32, Kind::normal);
       // Some far below the products' bits: their sums need a double-double (a TwoSum remainder).
       for (std::size_t m = 0; m < M; ++m)
         for (std::size_t n = m % 3; n < N; n += 3) o.c(m, n) = std::ldexp(o.c(m, n), -70);
@@ -411,10 +410,8 @@ TEST(ExactMatmul, BlocksAndBatchesWithDifferentSlicesAgreeWithTheLongAccumulator
   // batches whose b matrices need different slice counts (one narrow, one with wide columns).
   std::mt19937_64 rng(22);
   const std::size_t M = 400, K = 6, N = 600;
-  xt::xarray<double> a = xt::xarray<double>::from_shape({2, 1, M, K});
-  xt::xarray<double> b = xt::xarray<double>::from_shape({2, K, N});
-  for (double& x : a) x = draw(rng, formats::bf16, Kind::normal);
-  for (double& x : b) x = draw(rng, formats::bf16, Kind::normal);
+  xt::xarray<double> a = drawn(rng, {2, 1, M, K}, formats::bf16, Kind::normal);
+  xt::xarray<double> b = drawn(rng, {2, K, N}, formats::bf16, Kind::normal);
   for (std::size_t m = 0; m < M; m += 2) a(1, 0, m, m % K) = std::ldexp(a(1, 0, m, m % K), -40);
   for (std::size_t n = 0; n < N; n += 2) b(1, n % K, n) = std::ldexp(b(1, n % K, n), -40);
   b(0, 0, 0) = std::ldexp(b(0, 0, 0), -40);  // b matrix 0: one wide column
