@@ -214,14 +214,18 @@ SlicePlan plan_slices(const double* ad, std::size_t a_batches, const double* bd,
   return plan;
 }
 
-// The end of the block of rows of a starting at m0: its slice products (sum of the rows' slice
-// counts times b's slice columns) within block_budget, at least one row.
-std::size_t block_end(const sliced::Profile& pa, std::size_t m0, std::size_t M, int width, std::size_t b_columns) {
+// The end of the block of rows of a starting at m0: its extra slice products (a wide row's slices
+// times b and b's wide-column slices, every row times b's wide-column slices) within
+// block_budget, at least one row. The products of the operands themselves go straight into the
+// result.
+std::size_t block_end(const sliced::Profile& pa, std::size_t m0, std::size_t M, int width, std::size_t N,
+                      std::size_t b_slices) {
   std::size_t used = 0, m1 = m0;
   for (; m1 < M; ++m1) {
     const auto c = static_cast<std::size_t>((pa.span(m1) + width - 1) / width);
-    if (m1 > m0 && (used + c) * b_columns > block_budget) break;
-    used += c;
+    const std::size_t row = b_slices + (c >= 2 ? c * (N + b_slices) : 0);
+    if (m1 > m0 && used + row > block_budget) break;
+    used += row;
   }
   return m1;
 }
@@ -477,43 +481,49 @@ void matmul_impl(const ArrayRef& a, const ArrayRef& b, const ArrayRef* c, const 
     sliced::slice_columns(bd + s * K * N, K, N, plan.b[s], widths.b, b_slices[s]);
   Finisher finish{cast, r.hi.data(), cast ? nullptr : r.lo.data(), cd};
   sliced::Slices a_slices;
-  std::vector<double> buffer;
+  std::vector<double> a_by_wide, wide_by_b, wide_by_wide;
   for (std::size_t t = 0; t < matrices; ++t) {
     const sliced::Profile& pa = plan.a[a_of[t]];
     const sliced::Profile& pb = plan.b[b_of[t]];
     const sliced::Slices& sb = b_slices[b_of[t]];
+    const double* bm = bd + b_of[t] * K * N;
+    const std::size_t Rb = sb.total;  // b's wide-column slices
     for (std::size_t m0 = 0, m1 = 0; m0 < M; m0 = m1) {
-      m1 = block_end(pa, m0, M, widths.a, sb.total);
+      m1 = block_end(pa, m0, M, widths.a, N, Rb);
       const std::size_t Mb = m1 - m0, first = t * M * N + m0 * N;
+      const double* am = ad + a_of[t] * M * K + m0 * K;
       sliced::slice_rows(ad + a_of[t] * M * K, Mb, K, pa, m0, widths.a, a_slices);
-      // Both operands their own slices: the products are the result's own elements (each read,
-      // then overwritten, by its element's finishing).
-      double* products = r.hi.data() + first;
-      if (!a_slices.raw() || !sb.raw()) {
-        buffer.resize(a_slices.total * sb.total);
-        products = buffer.data();
-      }
-      sliced::multiply(a_slices, sb, K, products);
-      const double* arows = ad + a_of[t] * M * K;
-      const double* bcols = bd + b_of[t] * K * N;
+      const std::size_t Ra = a_slices.total;  // the block's wide-row slices
+      // a times b, straight into the result: the exact values of the elements whose row and
+      // column are their own slices (each read, then overwritten, by its finishing below). Then
+      // the wide vectors' slices against the other operand and against each other.
+      sliced::multiply(am, K, Mb, bm, N, N, K, r.hi.data() + first, N);
+      a_by_wide.resize(Mb * Rb);
+      wide_by_b.resize(Ra * N);
+      wide_by_wide.resize(Ra * Rb);
+      sliced::multiply(am, K, Mb, sb.storage.data(), Rb, Rb, K, a_by_wide.data(), Rb);
+      sliced::multiply(a_slices.storage.data(), K, Ra, bm, N, N, K, wide_by_b.data(), N);
+      sliced::multiply(a_slices.storage.data(), K, Ra, sb.storage.data(), Rb, Rb, K, wide_by_wide.data(), Rb);
       parallel_for(Mb, [&](std::size_t begin, std::size_t end) {
         Finisher::Chunk chunk(finish);
         for (std::size_t ml = begin; ml < end; ++ml) {
           const int ca = a_slices.count[ml];
-          const double* row_products = products + a_slices.start[ml] * sb.total;
           const std::size_t row_first = first + ml * N;
           for (std::size_t n = 0; n < N; ++n) {
             const std::size_t i = row_first + n;
             const int cb = sb.count[n];
-            const double* g = row_products + sb.start[n];
-            // The common case first: one slice pair, no c, a non-zero exact double.
-            if (ca == 1 && cb == 1 && cd == nullptr && g[0] != 0) {
-              chunk.plain(i, g[0]);
+            // The common case first: one slice each, no c, a non-zero exact double.
+            if (ca == 1 && cb == 1 && cd == nullptr && r.hi.data()[i] != 0) {
+              chunk.plain(i, r.hi.data()[i]);
               continue;
             }
-            ElementSlices e{g, sb.total, ca, cb, pa.top[m0 + ml], pb.top[n]};
+            // Where the element's slice products are: pair (s, u) at g[s stride + u].
+            ElementSlices e{r.hi.data() + i, 0, ca, cb, pa.top[m0 + ml], pb.top[n]};
+            if (ca >= 2 && cb >= 2) e = {wide_by_wide.data() + a_slices.start[ml] * Rb + sb.start[n], Rb, ca, cb, e.top_a, e.top_b};
+            else if (ca >= 2) e = {wide_by_b.data() + a_slices.start[ml] * N + n, N, ca, cb, e.top_a, e.top_b};
+            else if (cb >= 2) e = {a_by_wide.data() + ml * Rb + sb.start[n], 0, ca, cb, e.top_a, e.top_b};
             if (chunk.sliced(i, e, widths)) continue;
-            chunk.loop(i, arows + (m0 + ml) * K, bcols + n, K, N);
+            chunk.loop(i, am + ml * K, bm + n, K, N);
           }
         }
       }, std::max<std::size_t>(1, sliced::entries_per_thread / std::max<std::size_t>(N, 1)));

@@ -119,19 +119,20 @@ void SpanCounts::add(const Profile& p) {
 
 namespace {
 
-// Slices needed by vectors of `counts` at width w (0 where some vector would need more than
-// max_slices), and the most any one needs.
+// The rows (or columns) that the dgemms take at width w: every vector once (the operand itself),
+// plus the slices of the wide ones (Slices); 0 where no vector has anything to slice or some
+// vector would need more than max_slices. `most`: the most slices any vector needs.
 std::size_t slices_needed(const SpanCounts& counts, int w, int& most) {
-  std::size_t total = 0;
+  std::size_t total = counts.of_span.empty() ? 0 : counts.of_span[0];
   most = 0;
   for (std::size_t s = 1; s < counts.of_span.size(); ++s) {
     if (counts.of_span[s] == 0) continue;
     const int c = (static_cast<int>(s) + w - 1) / w;
     if (c > max_slices) return 0;
     most = std::max(most, c);
-    total += counts.of_span[s] * static_cast<std::size_t>(c);
+    total += counts.of_span[s] * static_cast<std::size_t>(c >= 2 ? c + 1 : 1);
   }
-  return total;
+  return most == 0 ? 0 : total;
 }
 
 }  // namespace
@@ -151,9 +152,8 @@ Widths choose_widths(std::size_t K, std::size_t M, std::size_t N, const SpanCoun
     if (rows == 0 || columns == 0) continue;
     if (static_cast<std::size_t>(most_a) * M > INT_MAX || static_cast<std::size_t>(most_b) * N > max_slice_columns)
       continue;
-    // The dgemm's work, then the slicing's (an operand needing one slice per vector is not copied).
-    const double work = static_cast<double>(rows) * static_cast<double>(columns) +
-                        (most_a > 1 ? static_cast<double>(rows) : 0.0) + (most_b > 1 ? static_cast<double>(columns) : 0.0);
+    const double work = static_cast<double>(rows) * static_cast<double>(columns);  // the dgemms'
+
     if (!best.usable || work < best_work) {
       best = Widths{true, wa, wb};
       best_work = work;
@@ -164,27 +164,21 @@ Widths choose_widths(std::size_t K, std::size_t M, std::size_t N, const SpanCoun
 
 namespace {
 
-// count and start of every vector, and the total; whether every count is at most 1. A vector of
-// one slice is its own slice: it spans at most `width` bits, so place(top, 0, width) <= low and
-// every entry is a multiple of 2^place below 2^(place + width).
-bool lay_out(const Profile& p, std::size_t first, std::size_t vectors, int width, Slices& out) {
+// count and start of every vector; start and the total count the wide vectors' slices only. A
+// vector of one slice is its own slice: it spans at most `width` bits, so place(top, 0, width)
+// <= low and every entry is a multiple of 2^place below 2^(place + width).
+void lay_out(const Profile& p, std::size_t first, std::size_t vectors, int width, Slices& out) {
   out.count.resize(vectors);
-  out.start.resize(vectors);
+  out.start.assign(vectors, 0);
   std::size_t next = 0;
-  bool single = true;
   for (std::size_t v = 0; v < vectors; ++v) {
     const int c = (p.span(first + v) + width - 1) / width;
     out.count[v] = c;
+    if (c < 2) continue;
     out.start[v] = next;
     next += static_cast<std::size_t>(c);
-    single = single && c <= 1 && !p.nonfinite[first + v];
   }
   out.total = next;
-  if (single) {  // the operand itself: vector v at v (an all-zero vector has count 0 and is read by nobody)
-    for (std::size_t v = 0; v < vectors; ++v) out.start[v] = v;
-    out.total = vectors;
-  }
-  return single;
 }
 
 }  // namespace
@@ -192,24 +186,14 @@ bool lay_out(const Profile& p, std::size_t first, std::size_t vectors, int width
 void slice_rows(const double* a, std::size_t rows, std::size_t K, const Profile& p, std::size_t first_row,
                 int width, Slices& out) {
   const double* source = a + first_row * K;
+  lay_out(p, first_row, rows, width, out);
   out.ld = K;
-  if (lay_out(p, first_row, rows, width, out)) {
-    // One slice: place(top, 0, width) <= low (the row spans at most `width` bits), so the row
-    // itself is its slice.
-    out.storage.clear();
-    out.data = source;
-    return;
-  }
   out.storage.resize(out.total * K);
-  out.data = out.storage.data();
+  if (out.total == 0) return;
   parallel_for(rows, [&](std::size_t begin, std::size_t end) {
     std::vector<double> rest(K);
     for (std::size_t v = begin; v < end; ++v) {
-      if (out.count[v] == 0) continue;
-      if (out.count[v] == 1) {  // the row is its own slice (see lay_out)
-        std::copy(source + v * K, source + (v + 1) * K, out.storage.data() + out.start[v] * K);
-        continue;
-      }
+      if (out.count[v] < 2) continue;
       const int top = p.top[first_row + v];
       std::copy(source + v * K, source + (v + 1) * K, rest.begin());
       for (int s = 0; s < out.count[v]; ++s) {
@@ -229,40 +213,32 @@ void slice_rows(const double* a, std::size_t rows, std::size_t K, const Profile&
 }
 
 void slice_columns(const double* b, std::size_t K, std::size_t N, const Profile& p, int width, Slices& out) {
-  if (lay_out(p, 0, N, width, out)) {
-    out.storage.clear();
-    out.data = b;
-    out.ld = N;
-    return;
-  }
+  lay_out(p, 0, N, width, out);
   const std::size_t ld = out.total;
-  out.storage.resize(K * ld);
-  out.data = out.storage.data();
   out.ld = ld;
-  // Per slice column: its source column, unit and inverse.
-  std::vector<std::size_t> column(ld);
+  out.storage.resize(K * ld);
+  if (ld == 0) return;
+  // The wide columns, and per slice column its unit and inverse.
+  std::vector<std::size_t> wide;
   std::vector<double> unit(ld), inverse(ld);
-  for (std::size_t n = 0; n < N; ++n)
+  for (std::size_t n = 0; n < N; ++n) {
+    if (out.count[n] < 2) continue;
+    wide.push_back(n);
     for (int t = 0; t < out.count[n]; ++t) {
       const std::size_t j = out.start[n] + static_cast<std::size_t>(t);
       const int at = place(p.top[n], t, width);
-      column[j] = n;
       unit[j] = power_of_two(at);
       inverse[j] = power_of_two(-at);
     }
+  }
   parallel_for(K, [&](std::size_t begin, std::size_t end) {
     for (std::size_t k = begin; k < end; ++k) {
       const double* row = b + k * N;
       double* sliced_row = out.storage.data() + k * ld;
-      for (std::size_t n = 0; n < N; ++n) {
+      for (const std::size_t n : wide) {
         double rest = row[n];
-        const std::size_t j0 = out.start[n];
-        if (out.count[n] == 1) {  // the column is its own slice (see lay_out)
-          sliced_row[j0] = rest;
-          continue;
-        }
         for (int t = 0; t < out.count[n]; ++t) {
-          const std::size_t j = j0 + static_cast<std::size_t>(t);
+          const std::size_t j = out.start[n] + static_cast<std::size_t>(t);
           const double q = std::trunc(rest * inverse[j]) * unit[j];  // as in slice_rows
           sliced_row[j] = q;
           rest -= q;
@@ -272,14 +248,15 @@ void slice_columns(const double* b, std::size_t K, std::size_t N, const Profile&
   }, serial_below(ld * 2));
 }
 
-void multiply(const Slices& sa, const Slices& sb, std::size_t K, double* products) {
-  // Row-major products = A B is column-major products^T = B^T A^T: a row-major matrix read
-  // column-major is its transpose, so dgemm gets B first. One call for every slice pair keeps
-  // BLAS's threads busy once instead of once per pair.
-  const int m = static_cast<int>(sb.total), n = static_cast<int>(sa.total), k = static_cast<int>(K);
-  const int ldb = static_cast<int>(sb.ld), lda = static_cast<int>(sa.ld);
+void multiply(const double* a, std::size_t lda, std::size_t rows, const double* b, std::size_t ldb,
+              std::size_t columns, std::size_t K, double* c, std::size_t ldc) {
+  if (rows == 0 || columns == 0) return;
+  // Row-major C = A B is column-major C^T = B^T A^T: a row-major matrix read column-major is its
+  // transpose, so dgemm gets B first.
+  const int m = static_cast<int>(columns), n = static_cast<int>(rows), k = static_cast<int>(K);
+  const int lb = static_cast<int>(ldb), la = static_cast<int>(lda), lc = static_cast<int>(ldc);
   const double one = 1.0, zero = 0.0;
-  dgemm_("N", "N", &m, &n, &k, &one, sb.data, &ldb, sa.data, &lda, &zero, products, &m);
+  dgemm_("N", "N", &m, &n, &k, &one, b, &lb, a, &la, &zero, c, &lc);
 }
 
 bool window_fits(int ca, int cb, const Widths& w) {

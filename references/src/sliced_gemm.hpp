@@ -14,12 +14,14 @@
 // value (53 significant bits, lowest bit u far above 2^-1074, far below overflow: see
 // exponent_limit), so every operation is exact and the dgemm's element is exactly the dot
 // product of the two slices. The slices keep their own scale (they are not scaled to integers):
-// a slice product is then directly a term of the exact result, and an operand whose vectors all
-// need one slice is its own slice, neither split nor copied.
+// a slice product is then directly a term of the exact result, and a vector that needs one slice
+// is its own slice, neither split nor copied.
 //
 // A vector (row of a, column of b) spanning s bits, from the leading bit of its largest entry to
 // the lowest set bit of any entry, needs ceil(s / w) slices of width w; each vector gets its own
-// count, so a few wide rows cost a few extra rows of dgemm, not a second dgemm. The widths are
+// count. One dgemm multiplies the operands themselves (every row and column of one slice gets
+// its exact products there); the slices of the few wide vectors take small extra dgemms against
+// the other operand and against each other. The widths are
 // chosen from the spans of all vectors to need the fewest slice rows times slice columns (the
 // dgemm's work). Narrow inputs need one slice: every e4m3fn vector spans at most 18 bits
 // (2^-9 .. 448), so two e4m3fn operands take a single dgemm up to K = 2^17; the rows of bf16
@@ -88,18 +90,17 @@ struct Widths {
 // max_slice_columns.
 Widths choose_widths(std::size_t K, std::size_t M, std::size_t N, const SpanCounts& a, const SpanCounts& b);
 
-// The slices of some vectors of an operand: vector v's count[v] slices are consecutive (rows of a
-// stacked below each other, columns of b side by side), slice s of v at start[v] + s; `total`
-// slices in all, at `data` with leading dimension `ld`. When every vector needs at most one slice
-// and holds no Inf or NaN, the operand is its own slice (storage empty, start[v] = v).
+// The slices of the wide vectors of an operand (two slices or more). Every other vector is its
+// own single slice (count 1) and is read from the operand itself, or has nothing to slice
+// (count 0: all zero, or holding Inf or NaN). A wide vector v's count[v] slices are consecutive in
+// storage (rows of a below each other, columns of b side by side), slice s at start[v] + s, with
+// leading dimension ld; `total` slices in all.
 struct Slices {
   std::vector<int> count;
   std::vector<std::size_t> start;
   std::size_t total = 0;
-  const double* data = nullptr;
   std::size_t ld = 0;
   std::vector<double> storage;
-  bool raw() const { return storage.empty(); }
 };
 // Slice place (the unit of slice s) of a vector whose leading bit is at `top`.
 inline int place(int top, int s, int width) { return top + 1 - (s + 1) * width; }
@@ -110,9 +111,12 @@ void slice_rows(const double* a, std::size_t rows, std::size_t K, const Profile&
 // The columns of a row-major K x N matrix b profiled in p.
 void slice_columns(const double* b, std::size_t K, std::size_t N, const Profile& p, int width, Slices& out);
 
-// products (sa.total x sb.total, row-major) = every slice row of a times every slice column of
-// b, in one dgemm.
-void multiply(const Slices& sa, const Slices& sb, std::size_t K, double* products);
+// Row-major c (rows x columns, leading dimension ldc) = a (rows x K) b (K x columns), one dgemm.
+// Element (m, n) of a GEMM is computed from row m of a and column n of b alone, so the products
+// of two slices are exact even where other rows or columns are not slices (the operand's own
+// wide vectors, or vectors with Inf or NaN, whose elements are taken from elsewhere).
+void multiply(const double* a, std::size_t lda, std::size_t rows, const double* b, std::size_t ldb,
+              std::size_t columns, std::size_t K, double* c, std::size_t ldc);
 
 // Whether the ca cb slice products of an element, in units of its last slices' places, sum
 // exactly in a 128-bit integer.
