@@ -519,9 +519,15 @@ void matmul_impl(const ArrayRef& a, const ArrayRef& b, const ArrayRef* c, const 
             }
             // Where the element's slice products are: pair (s, u) at g[s stride + u].
             ElementSlices e{r.hi.data() + i, 0, ca, cb, pa.top[m0 + ml], pb.top[n]};
-            if (ca >= 2 && cb >= 2) e = {wide_by_wide.data() + a_slices.start[ml] * Rb + sb.start[n], Rb, ca, cb, e.top_a, e.top_b};
-            else if (ca >= 2) e = {wide_by_b.data() + a_slices.start[ml] * N + n, N, ca, cb, e.top_a, e.top_b};
-            else if (cb >= 2) e = {a_by_wide.data() + ml * Rb + sb.start[n], 0, ca, cb, e.top_a, e.top_b};
+            if (ca >= 2 && cb >= 2) {
+              e.g = wide_by_wide.data() + a_slices.start[ml] * Rb + sb.start[n];
+              e.stride = Rb;
+            } else if (ca >= 2) {
+              e.g = wide_by_b.data() + a_slices.start[ml] * N + n;
+              e.stride = N;
+            } else if (cb >= 2) {
+              e.g = a_by_wide.data() + ml * Rb + sb.start[n];
+            }
             if (chunk.sliced(i, e, widths)) continue;
             chunk.loop(i, am + ml * K, bm + n, K, N);
           }

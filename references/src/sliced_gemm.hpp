@@ -21,11 +21,10 @@
 // the lowest set bit of any entry, needs ceil(s / w) slices of width w; each vector gets its own
 // count. One dgemm multiplies the operands themselves (every row and column of one slice gets
 // its exact products there); the slices of the few wide vectors take small extra dgemms against
-// the other operand and against each other. The widths are
-// chosen from the spans of all vectors to need the fewest slice rows times slice columns (the
-// dgemm's work). Narrow inputs need one slice: every e4m3fn vector spans at most 18 bits
-// (2^-9 .. 448), so two e4m3fn operands take a single dgemm up to K = 2^17; the rows of bf16
-// standard normal draws span about 20 bits (a few up to 30), so a bf16 matmul of them is one
+// the other operand and against each other. The widths are chosen from the spans of all vectors
+// to need the least dgemm work. Narrow inputs need one slice: every e4m3fn vector spans at most
+// 18 bits (2^-9 .. 448), so two e4m3fn operands take a single dgemm up to K = 2^17; the rows of
+// bf16 standard normal draws span about 20 bits (a few up to 30), so a bf16 matmul of them is one
 // dgemm plus some percent of extra slice rows and columns.
 
 #include <bit>
@@ -85,9 +84,9 @@ struct Widths {
   bool usable = false;
   int a = 0, b = 0;
 };
-// The widths with wa + wb <= 53 - ceil(log2 K) that need the fewest slice rows times slice
-// columns, with no vector needing more than max_slices and no b matrix (N columns) more than
-// max_slice_columns.
+// The widths with wa + wb <= 53 - ceil(log2 K) that need the least dgemm work ((rows + the wide
+// rows' slices) times (columns + the wide columns' slices)), with no vector needing more than
+// max_slices and no b matrix (N columns) more than max_slice_columns slices.
 Widths choose_widths(std::size_t K, std::size_t M, std::size_t N, const SpanCounts& a, const SpanCounts& b);
 
 // The slices of the wide vectors of an operand (two slices or more). Every other vector is its
