@@ -20,25 +20,38 @@ namespace {
 // on the bit pattern: (exponent field, trailing zeros) need no unpacking. A binary64 subnormal
 // lies below 2^-1022, far outside exponent_limit: it marks the vector out of range.
 struct EntryScan {
-  int top_field = 0;          // largest exponent field of a finite non-zero entry (0: none)
-  int low_key = INT_MAX;      // smallest field + trailing zeros of the significand
-  bool nonfinite = false;
-  bool out_of_range = false;  // a binary64 subnormal
+  int top_field = 0;      // largest exponent field of a finite non-zero entry (0: none)
+  int low_key = INT_MAX;  // smallest field + trailing zeros of the significand
+  unsigned flags = 0;     // bit 0: Inf or NaN; bit 1: a binary64 subnormal
 
-  // Branch-free: entries are mostly normal numbers, and the scan runs over both operands whole.
-  void add(double x) {
+  // One entry into (top, low, flags); branch-free (entries are mostly normal numbers, and the scan
+  // runs over both operands whole).
+  static void fold(double x, int& top, int& low, unsigned& flags) {
     const auto bits = std::bit_cast<std::uint64_t>(x);
     const int field = static_cast<int>((bits >> 52) & 0x7FF);
     const std::uint64_t fraction = bits & ((std::uint64_t{1} << 52) - 1);
-    const bool special = field == 0x7FF, zero_field = field == 0;
-    nonfinite = nonfinite || special;
-    out_of_range = out_of_range || (zero_field && fraction != 0);
+    const unsigned special = field == 0x7FF, zero_field = field == 0;
+    flags |= special | ((zero_field & static_cast<unsigned>(fraction != 0)) << 1);
     // value = (2^52 + fraction) 2^(field - 1075): leading bit 2^(field - 1023), lowest set bit
     // 2^(field - 1075 + trailing zeros).
-    top_field = std::max(top_field, special ? 0 : field);
+    top = std::max(top, special ? 0 : field);
     const int key = field + std::countr_zero(fraction | (std::uint64_t{1} << 52));
-    low_key = std::min(low_key, special || zero_field ? INT_MAX : key);
+    low = std::min(low, (special | zero_field) ? INT_MAX : key);
   }
+  void add(double x) { fold(x, top_field, low_key, flags); }
+  // A contiguous run, in four interleaved lanes: independent chains of max and min (a fifth
+  // faster than one chain).
+  void add_run(const double* x, std::size_t n) {
+    int top[4] = {top_field, 0, 0, 0}, low[4] = {low_key, INT_MAX, INT_MAX, INT_MAX};
+    std::size_t k = 0;
+    for (; k + 4 <= n; k += 4)
+      for (int j = 0; j < 4; ++j) fold(x[k + static_cast<std::size_t>(j)], top[j], low[j], flags);
+    for (; k < n; ++k) fold(x[k], top[0], low[0], flags);
+    top_field = std::max(std::max(top[0], top[1]), std::max(top[2], top[3]));
+    low_key = std::min(std::min(low[0], low[1]), std::min(low[2], low[3]));
+  }
+  bool nonfinite() const { return (flags & 1) != 0; }
+  bool out_of_range() const { return (flags & 2) != 0; }
   int top() const { return top_field == 0 ? no_entry : top_field - 1023; }
   int low() const { return top_field == 0 ? -no_entry : low_key - 1075; }
 };
@@ -75,12 +88,11 @@ Profile profile_rows(const double* data, std::size_t rows, std::size_t length) {
   parallel_for(rows, [&](std::size_t begin, std::size_t end) {
     for (std::size_t v = begin; v < end; ++v) {
       EntryScan scan;
-      const double* row = data + v * length;
-      for (std::size_t k = 0; k < length; ++k) scan.add(row[k]);
+      scan.add_run(data + v * length, length);
       p.top[v] = scan.top();
       p.low[v] = scan.low();
-      p.nonfinite[v] = scan.nonfinite;
-      out_of_range[v] = scan.out_of_range;
+      p.nonfinite[v] = scan.nonfinite();
+      out_of_range[v] = scan.out_of_range();
     }
   }, serial_below(length));
   finish(p, out_of_range);
@@ -100,8 +112,8 @@ Profile profile_columns(const double* data, std::size_t length, std::size_t colu
     for (std::size_t n = begin; n < end; ++n) {
       p.top[n] = scans[n - begin].top();
       p.low[n] = scans[n - begin].low();
-      p.nonfinite[n] = scans[n - begin].nonfinite;
-      out_of_range[n] = scans[n - begin].out_of_range;
+      p.nonfinite[n] = scans[n - begin].nonfinite();
+      out_of_range[n] = scans[n - begin].out_of_range();
     }
   }, serial_below(length));
   finish(p, out_of_range);

@@ -276,7 +276,7 @@ struct Operands {
 void make_adversarial(std::mt19937_64& rng, const Format& in, xt::xarray<double>& a, xt::xarray<double>& b,
                       int tiny_exponent) {
   const std::size_t M = a.shape()[0], K = a.shape()[1], N = b.shape()[1];
-  ASSERT_TRUE(M > 6 && N > 6 && K >= 4);
+  ASSERT_TRUE(M > 7 && N > 6 && K >= 4);
   const Cast into{in, Rounding::nearest_even};
   auto tiny = [&] { return numeq::round_to_format(std::ldexp(draw(rng, in, Kind::normal), tiny_exponent), into); };
   for (std::size_t k = 0; k < K; k += 3) {
@@ -296,6 +296,11 @@ void make_adversarial(std::mt19937_64& rng, const Format& in, xt::xarray<double>
     b(k + 1, 5) = b(k, 5);
   }
   if (K % 2) a(5, K - 1) = 0.0;
+  // The last entry of a row or column (left over by the scans' four lanes when K % 4 != 0) sets
+  // its lowest bit, or its leading bit.
+  a(6, K - 1) = tiny();
+  a(7, K - 1) = numeq::round_to_format(std::ldexp(a(7, 0), 6), into);
+  b(K - 1, 6) = tiny();
 }
 
 std::vector<Operands> sliced_cases() {
@@ -466,6 +471,20 @@ TEST(ExactMatmul, SlicesReachTheExactnessBoundAndNoFurther) {
     }
   // The inputs do exceed what one dgemm of the whole values computes exactly.
   EXPECT_GT(rounded_by_doubles, M * N / 2);
+}
+
+TEST(ExactMatmul, Binary64SubnormalsTakeTheLongAccumulator) {
+  // A binary64 subnormal lies outside every slice's range: the matmul takes the loop, exactly.
+  xt::xarray<double> a = xt::ones<double>({3, 5});
+  xt::xarray<double> b = xt::ones<double>({5, 2});
+  a(1, 2) = 3 * std::numeric_limits<double>::denorm_min();
+  const reference::ExactValues exact = reference::matmul_exact(a, b);
+  EXPECT_EQ(exact.hi(1, 0), 4.0);  // 4 + 3 * 2^-1074
+  EXPECT_EQ(exact.lo(1, 0), 3 * std::numeric_limits<double>::denorm_min());
+  EXPECT_EQ(exact.hi(0, 0), 5.0);
+  EXPECT_EQ(exact.lo(0, 0), 0.0);
+  const Cast up{formats::fp32, Rounding::upward};
+  EXPECT_EQ(reference::matmul(a, b, up)(1, 1), static_cast<double>(std::nextafter(4.0f, 5.0f)));
 }
 
 TEST(ExactErrors, ShapesAndFormatsAreChecked) {
