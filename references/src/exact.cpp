@@ -167,9 +167,10 @@ BatchMap broadcast_batches(const Shape& a, const Shape& b) {
 // Inf or NaN, exact zeros (whose sign IEEE 754 takes from the terms), and matmuls whose inputs
 // span too many binades to slice.
 
-// Slice products held at once, per block of rows of a (4 MiB): an exact matmul's working memory
-// beyond its result is b's slices and one block, not the slice products of the whole result.
-// Where every vector is its own single slice, the products are written straight into the result.
+// The product of the operands themselves is written straight into the result; the extra slice
+// products of the wide vectors are held per block of rows of a, within block_budget doubles
+// (4 MiB): an exact matmul's working memory beyond its result is b's wide-column slices and one
+// block.
 constexpr std::size_t block_budget = std::size_t{1} << 19;
 
 // b transposed per batch to [N, K], so that the loop reads both operands contiguously.
