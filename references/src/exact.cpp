@@ -291,23 +291,12 @@ class Finisher {
           plain(i, e.g[0]);
           return true;
         }
-        // value + c by TwoSum (Knuth, TAOCP vol. 2, 4.2.2): s is the sum to nearest, d the exact
-        // remainder (its own rounding to nearest; a zero remainder is made +0, as the long
-        // accumulator gives it).
-        const double v = e.g[0], s = v + c[i];
-        const double bv = s - v, av = s - bv, d = ((v - av) + (c[i] - bv)) + 0.0;
-        if (s != 0 && std::isfinite(s)) {
-          if (d == 0) {
-            plain(i, s);
-            return true;
-          }
-          if (f_.cast_ == nullptr) {
-            f_.hi_[i] = s;
-            f_.lo_[i] = d;
-            return true;
-          }
-        }
-      } else if (c == nullptr && sliced::window_fits(e.ca, e.cb, w)) {
+        if (two_terms(i, e.g[0], c[i])) return true;
+      } else if (e.ca * e.cb == 2 && c == nullptr) {
+        // The commonest wide case: a row of two slices against a column of one, or the reverse.
+        if (two_terms(i, e.pair(0, 0), e.ca == 2 ? e.pair(1, 0) : e.pair(0, 1))) return true;
+      }
+      if (e.ca * e.cb > 1 && c == nullptr && sliced::window_fits(e.ca, e.cb, w)) {
         // Slice products are integers below 2^53 in units of their places, which lie whole
         // multiples of the widths above the last slices' places: summed exactly in 128 bits.
         const int base = sliced::place(e.top_a, e.ca - 1, w.a) + sliced::place(e.top_b, e.cb - 1, w.b);
@@ -355,6 +344,24 @@ class Finisher {
     }
 
    private:
+    // Element i = x + y exactly (two exact doubles), by TwoSum (Knuth, TAOCP vol. 2, 4.2.2): s is
+    // the sum to nearest, d the exact remainder (its own rounding to nearest; a zero remainder is
+    // made +0, as the long accumulator gives it). False where s + d is neither a double nor
+    // returned as a double-double (a rounded result with a remainder), or s is zero (its sign is
+    // the loop's to decide).
+    bool two_terms(std::size_t i, double x, double y) {
+      const double s = x + y;
+      const double bv = s - x, av = s - bv, d = ((x - av) + (y - bv)) + 0.0;
+      if (s == 0 || !std::isfinite(s)) return false;
+      if (d == 0) {
+        plain(i, s);
+        return true;
+      }
+      if (f_.cast_ != nullptr) return false;
+      f_.hi_[i] = s;
+      f_.lo_[i] = d;
+      return true;
+    }
     std::uint64_t draw(std::size_t i) const { return f_.stochastic_ ? random_bits_at(f_.key_, i) : 0; }
     void clear() {
       if (dirty_) acc_.clear();
