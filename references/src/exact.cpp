@@ -1,22 +1,24 @@
 #include "numeq/references/exact.hpp"
 
+#include <xtensor/xadapt.hpp>
 #include <xtensor/xbroadcast.hpp>
 
 #include <algorithm>
 #include <bit>
 #include <cmath>
 #include <atomic>
+#include <mutex>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "numeq/formats/array.hpp"
 #include "numeq/formats/error.hpp"
+#include "numeq/formats/nearest_even.hpp"
 #include "numeq/formats/parallel.hpp"
 #include "numeq/formats/random.hpp"
-
-// The Fortran BLAS interface, which every BLAS (OpenBLAS, reference BLAS, MKL, BLIS) exports.
-extern "C" void dgemm_(const char* transa, const char* transb, const int* m, const int* n, const int* k,
-                       const double* alpha, const double* a, const int* lda, const double* b, const int* ldb,
-                       const double* beta, double* c, const int* ldc);
+#include "sliced_gemm.hpp"
 
 namespace numeq::reference {
 
@@ -30,31 +32,19 @@ std::string shape_text(const auto& shape) {
   return s + (shape.size() == 1 ? ",)" : ")");
 }
 
-// A result computed without the long accumulator (a narrow exact sum): rounded directly.
-struct Direct {
-  bool used = false;
-  Exact value;
-};
+// The error for a result that is NaN in a format without NaN (the first such element, C order).
+[[noreturn]] void throw_nan_result(std::size_t i, const Cast& cast) {
+  throw error("out: result element " + std::to_string(i) + " (C order) is NaN, which format " +
+              std::string(cast.format.name) + " cannot hold (it has no NaN encoding)");
+}
 
-// Runs term(i, acc, direct) for every output element i in parallel, each with a cleared
-// accumulator (a term that sets direct.used must not have touched acc), and stores either the
-// rounded value (cast != nullptr) or the double-double exact value.
-// Outputs form rows of `row_length` elements; term also receives the element's row and column
-// (kept incrementally: a division per element costs as much as a short exact dot product).
-template <class Term>
-void reduce_range(std::size_t first, std::size_t outputs, std::size_t terms_each, std::size_t row_length,
-                  const Cast* cast, double* hi, double* lo, Term&& term);
-
+// Runs term(i, row, column, acc) for every output element i in parallel, each with a cleared
+// accumulator, and stores either the rounded value (cast != nullptr) or the double-double exact
+// value. Outputs form rows of `row_length` elements; term also receives the element's row and
+// column (kept incrementally: a division per element costs as much as a short exact dot product).
 template <class Term>
 void reduce_each(std::size_t outputs, std::size_t terms_each, std::size_t row_length, const Cast* cast, double* hi,
                  double* lo, Term&& term) {
-  reduce_range(0, outputs, terms_each, row_length, cast, hi, lo, std::forward<Term>(term));
-}
-
-// reduce_each over the outputs first .. first + outputs - 1 only (first a multiple of row_length).
-template <class Term>
-void reduce_range(std::size_t first, std::size_t outputs, std::size_t terms_each, std::size_t row_length,
-                  const Cast* cast, double* hi, double* lo, Term&& term) {
   constexpr std::size_t none = static_cast<std::size_t>(-1);
   std::atomic<std::size_t> first_invalid{none};
   const std::uint64_t key = cast ? random_stream_key(cast->seed) : 0;
@@ -62,25 +52,17 @@ void reduce_range(std::size_t first, std::size_t outputs, std::size_t terms_each
   // Threads pay off from about 2^16 terms of work in all.
   const std::size_t serial_below = std::max<std::size_t>(1, (std::size_t{1} << 16) / std::max<std::size_t>(1, terms_each));
   parallel_for(outputs, [&](std::size_t begin, std::size_t end) {
-    begin += first;
-    end += first;
     LongAccumulator acc;
-    // Clearing costs as much as a short dot product, so it is skipped after a term that answered
-    // through `direct` (such a term leaves acc untouched).
-    bool dirty = false;
     std::size_t row = begin / row_length, column = begin % row_length;
     for (std::size_t i = begin; i < end; ++i) {
-      if (dirty) acc.clear();
-      Direct direct;
-      term(i, row, column, acc, direct);
-      dirty = !direct.used;
+      if (i != begin) acc.clear();
+      term(i, row, column, acc);
       if (++column == row_length) {
         column = 0;
         ++row;
       }
       if (cast != nullptr) {
-        const std::uint64_t random = stochastic ? random_bits_at(key, i) : 0;
-        const std::uint64_t bits = direct.used ? round_exact(direct.value, *cast, random) : acc.round(*cast, random);
+        const std::uint64_t bits = acc.round(*cast, stochastic ? random_bits_at(key, i) : 0);
         if (bits == invalid_encoding) {
           std::size_t current = first_invalid.load();
           while (i < current && !first_invalid.compare_exchange_weak(current, i)) {
@@ -96,9 +78,7 @@ void reduce_range(std::size_t first, std::size_t outputs, std::size_t terms_each
       }
     }
   }, serial_below);
-  if (first_invalid.load() != none)
-    throw error("out: result element " + std::to_string(first_invalid.load()) + " (C order) is NaN, which format " +
-                std::string(cast->format.name) + " cannot hold (it has no NaN encoding)");
+  if (first_invalid.load() != none) throw_nan_result(first_invalid.load(), *cast);
 }
 
 void check_values(const Cast* cast) {
@@ -127,7 +107,7 @@ void sum_impl(const xt::xarray<double>& x, std::ptrdiff_t axis, const Cast* cast
   if (cast == nullptr) r.lo = xt::xarray<double>::from_shape(out_shape);
   const double* data = x.data();
   reduce_each(outer * inner, length, 1, cast, r.hi.data(), cast ? nullptr : r.lo.data(),
-              [&](std::size_t i, std::size_t, std::size_t, LongAccumulator& acc, Direct&) {
+              [&](std::size_t i, std::size_t, std::size_t, LongAccumulator& acc) {
                 const double* base = data + (i / inner) * length * inner + i % inner;
                 for (std::size_t k = 0; k < length; ++k) acc.add(base[k * inner]);
               });
@@ -143,7 +123,7 @@ void dot_impl(const xt::xarray<double>& a, const xt::xarray<double>& b, const Ca
   r.hi = xt::xarray<double>::from_shape(Shape{});
   if (cast == nullptr) r.lo = xt::xarray<double>::from_shape(Shape{});
   reduce_each(1, a.size(), 1, cast, r.hi.data(), cast ? nullptr : r.lo.data(),
-              [&](std::size_t, std::size_t, std::size_t, LongAccumulator& acc, Direct&) {
+              [&](std::size_t, std::size_t, std::size_t, LongAccumulator& acc) {
     for (std::size_t k = 0; k < a.size(); ++k) acc.add_product(a.data()[k], b.data()[k]);
   });
 }
@@ -178,157 +158,270 @@ BatchMap broadcast_batches(const Shape& a, const Shape& b) {
   return m;
 }
 
-// ---- exact matmul through error-free floating-point GEMMs ----
+// ---- matmul through error-free GEMMs ----
 //
-// Ozaki, Ogita, Oishi and Rump, "Error-free transformations of matrix multiplication by using
-// fast routines of matrix multiplication and its applications", Numer. Algorithms 59 (2012):
-// split each row of A (and each column of B) into slices of w bits, all integer multiples of one
-// power of two per row (column) slice and below 2^w in those units. A product of slices then sums
-// K integers below 2^(2w) each; with K * 2^(2w) <= 2^53 every partial sum, in any order, with or
-// without fma, is an integer below 2^53 and therefore exact in binary64. So an ordinary dgemm
-// computes the slice products without error, and the exact result is the sum over slice pairs of
-// (slice product) * (row scale) * (column scale): a few exact doubles per element, added in the
-// long accumulator and rounded once. Inputs up to fp32 need 1 slice (fp8) to a few slices (bf16,
-// fp16, fp32 over wide ranges); values spread over huge ranges need more, and beyond a cap the
-// plain long-accumulator loop is used instead.
+// Error-free GEMMs (sliced_gemm.hpp) compute the bulk: each result element is a few exact slice
+// products (one for narrow inputs), finished here: a single product is the exact value itself, a
+// few are summed exactly in a 128-bit integer when they fit, else in the long accumulator. The
+// long-accumulator loop over K remains for elements the slices cannot give: rows or columns with
+// Inf or NaN, exact zeros (whose sign IEEE 754 takes from the terms), and matmuls whose inputs
+// span too many binades to slice.
 
-__extension__ using int128 = __int128;
-
-constexpr int max_slices = 12;
-constexpr std::size_t max_buffer_doubles = std::size_t{1} << 25;  // 256 MiB of slice products
-constexpr int exponent_limit = 400;  // scaled slice products stay normal binary64 numbers
-
-struct Slices {
-  int count = 0;
-  std::vector<double> values;  // count slices, each in the layout of the input matrix
-  std::vector<int> scale;      // count x vectors: exponent of slice s of vector v
-};
-
-// Slices of the `vectors` rows of a row-major matrix (vectors x length). Non-finite entries count
-// as zero (their rows are marked in nonfinite). False when the values span too many slices or too
-// wide a range. Rows are independent: they are sliced on parallel_for threads.
-bool slice_matrix(const double* data, std::size_t vectors, std::size_t length, int w, Slices& out,
-                  std::vector<char>& nonfinite) {
-  constexpr int none = -100000;
-  std::vector<int> top(vectors, none), low(vectors, -none);
-  nonfinite.assign(vectors, 0);
-  const std::size_t serial_below = std::max<std::size_t>(1, (std::size_t{1} << 15) / std::max<std::size_t>(1, length));
-  parallel_for(vectors, [&](std::size_t begin, std::size_t end) {
-    for (std::size_t v = begin; v < end; ++v) {
-      const double* row = data + v * length;
-      for (std::size_t k = 0; k < length; ++k) {
-        const double x = row[k];
-        if (!std::isfinite(x)) {
-          nonfinite[v] = 1;
-          continue;
-        }
-        if (x == 0) continue;
-        const Unpacked u = unpack_double(x);
-        top[v] = std::max(top[v], u.exponent);
-        low[v] = std::min(low[v], u.exponent - 63 + std::countr_zero(u.significand));
-      }
-    }
-  }, serial_below);
-  int needed = 0;
-  for (std::size_t v = 0; v < vectors; ++v) {
-    if (top[v] == none) continue;
-    if (top[v] > exponent_limit || low[v] < -exponent_limit) return false;
-    needed = std::max(needed, (top[v] - low[v] + w) / w);  // ceil((top - low + 1) / w)
-  }
-  if (needed > max_slices) return false;
-  out.count = needed;
-  const std::size_t size = vectors * length;
-  out.values.resize(static_cast<std::size_t>(needed) * size);
-  out.scale.assign(static_cast<std::size_t>(needed) * vectors, 0);
-  parallel_for(vectors, [&](std::size_t begin, std::size_t end) {
-    std::vector<double> rest(length);
-    for (std::size_t v = begin; v < end; ++v) {
-      const double* row = data + v * length;
-      for (std::size_t k = 0; k < length; ++k) rest[k] = std::isfinite(row[k]) ? row[k] : 0.0;
-      for (int s = 0; s < needed; ++s) {
-        double* slice = out.values.data() + static_cast<std::size_t>(s) * size + v * length;
-        if (top[v] == none) {
-          std::fill(slice, slice + length, 0.0);
-          continue;
-        }
-        // |rest| < 2^(top + 1 - s w): the slice holds its bits at or above 2^(top + 1 - (s + 1) w).
-        const int place = top[v] + 1 - (s + 1) * w;
-        out.scale[static_cast<std::size_t>(s) * vectors + v] = place;
-        const double unit = std::ldexp(1.0, place);
-        const double inverse = std::ldexp(1.0, -place);
-        for (std::size_t k = 0; k < length; ++k) {
-          const double q = std::trunc(rest[k] * inverse);  // exact scaling, exact truncation
-          slice[k] = q;                                     // an integer, |q| < 2^w
-          rest[k] -= q * unit;                              // exact: the bits below the slice
-        }
-      }
-    }
-  }, serial_below);
-  return true;
-}
-
-// C = A * B^T for row-major A (M x K), Bt (N x K), C (M x N), through the Fortran dgemm on the
-// transposed problem: row-major C is column-major C^T = Bt A^T, and row-major Bt (A) read
-// column-major is Bt^T (A^T).
-void gemm(const double* a, const double* bt, double* c, std::size_t M, std::size_t N, std::size_t K) {
-  const int m = static_cast<int>(N), n = static_cast<int>(M), k = static_cast<int>(K);
-  const double one = 1.0, zero = 0.0;
-  dgemm_("T", "N", &m, &n, &k, &one, bt, &k, a, &k, &zero, c, &m);
-}
-
-// The exact products of a block of rows of a with one matrix b, as slice products and scales.
-struct SlicedProduct {
-  bool usable = false;
-  bool window = false;  // the terms of one element sum exactly in a 128-bit integer
-  Slices a, b;
-  std::vector<char> a_nonfinite, b_nonfinite;
-  std::vector<double> products;  // (a.count M) x (b.count N): slice pair (s, t) in block (s, t)
-};
-
-// The slice width for K terms: the largest w with K * (2^w - 1)^2 < 2^53; 0 where slicing does
-// not apply.
-int slice_width(std::size_t K, std::size_t M, std::size_t N) {
-  if (K == 0 || K > (std::size_t{1} << 21) || M > (1u << 30) || N > (1u << 30)) return 0;
-  return (53 - static_cast<int>(std::bit_width(K - 1))) / 2;
-}
-
-// b's slices (bt row-major N x K, b transposed) into p; false where b cannot be sliced.
-bool slice_b(const double* bt, std::size_t N, std::size_t K, int w, SlicedProduct& p) {
-  return w > 0 && slice_matrix(bt, N, K, w, p.b, p.b_nonfinite);
-}
-
-// The slice products of rows a (row-major M x K) with p's b slices: p.usable when done.
-void slice_a_and_multiply(const double* a, std::size_t M, std::size_t N, std::size_t K, int w, SlicedProduct& p) {
-  p.usable = false;
-  p.products.clear();
-  if (!slice_matrix(a, M, K, w, p.a, p.a_nonfinite)) return;
-  const std::size_t pairs = static_cast<std::size_t>(p.a.count) * static_cast<std::size_t>(p.b.count);
-  // pairs == 0: a zero operand, whose result signs the long-accumulator loop works out.
-  if (pairs == 0 || pairs * M * N > max_buffer_doubles) return;
-  // One dgemm for every slice pair: a's slices stacked are an (Sa M) x K matrix, b's an (Sb N) x K
-  // one, and their product holds the product of slices s and t at rows s M.., columns t N... One
-  // call keeps BLAS's threads busy once instead of Sa Sb times (small sizes spent most of their
-  // time handing work to and from them).
-  p.products.resize(pairs * M * N);  // every element is written by the gemm
-  gemm(p.a.values.data(), p.b.values.data(), p.products.data(), static_cast<std::size_t>(p.a.count) * M,
-       static_cast<std::size_t>(p.b.count) * N, K);
-  p.usable = true;
-  // 53 bits per term, shifted by up to (slices_a - 1 + slices_b - 1) * w, plus carries and sign.
-  p.window = 53 + (p.a.count + p.b.count - 2) * w + static_cast<int>(std::bit_width(pairs)) + 1 <= 127;
-}
-
-// Rows of a per block: the slice products of one block stay near block_budget doubles (4 MiB),
-// so that an exact matmul's working memory beyond its result is b's slices and one block, not the
-// slice products of the whole result (Sa Sb M N doubles: 4x the result for bf16 at K = 2048).
+// The product of the operands themselves is written straight into the result; the extra slice
+// products of the wide vectors are held per block of rows of a, within block_budget doubles
+// (4 MiB): an exact matmul's working memory beyond its result is b's wide-column slices and one
+// block.
 constexpr std::size_t block_budget = std::size_t{1} << 19;
 
-std::size_t block_rows(std::size_t M, std::size_t N, const SlicedProduct& p) {
-  const std::size_t count = static_cast<std::size_t>(std::max(1, p.b.count));
-  return std::clamp<std::size_t>(block_budget / std::max<std::size_t>(1, count * count * N), 1, std::max<std::size_t>(M, 1));
+// b transposed per batch to [N, K], so that the loop reads both operands contiguously.
+std::vector<double> transposed(const ArrayRef& b, std::size_t K, std::size_t N) {
+  const std::size_t b_batches = b.size() / std::max<std::size_t>(1, K * N);
+  std::vector<double> bt(b.size());
+  constexpr std::size_t tile = 32;  // transpose in tiles: both sides stay in cache
+  for (std::size_t s = 0; s < b_batches; ++s)
+    for (std::size_t k0 = 0; k0 < K; k0 += tile)
+      for (std::size_t n0 = 0; n0 < N; n0 += tile)
+        for (std::size_t k = k0; k < std::min(K, k0 + tile); ++k)
+          for (std::size_t n = n0; n < std::min(N, n0 + tile); ++n)
+            bt[s * N * K + n * K + k] = b.data()[s * K * N + k * N + n];
+  return bt;
 }
 
-void matmul_impl(const xt::xarray<double>& a, const xt::xarray<double>& b, const xt::xarray<double>* c,
-                 const Cast* cast, ExactValues& r) {
+// Exponent profiles of every row of a and column of b, and the slice widths they call for (one
+// choice for the whole matmul: b's slices then serve every matrix of a they meet).
+struct SlicePlan {
+  std::vector<sliced::Profile> a, b;
+  sliced::Widths widths;
+};
+
+SlicePlan plan_slices(const double* ad, std::size_t a_batches, const double* bd, std::size_t b_batches,
+                      std::size_t M, std::size_t N, std::size_t K) {
+  SlicePlan plan;
+  if (M * N * K == 0) return plan;
+  plan.a.resize(a_batches);
+  plan.b.resize(b_batches);
+  sliced::SpanCounts spans_a, spans_b;
+  for (std::size_t s = 0; s < b_batches; ++s) {
+    plan.b[s] = sliced::profile_columns(bd + s * K * N, K, N);
+    if (!plan.b[s].in_range) return plan;
+    spans_b.add(plan.b[s]);
+  }
+  for (std::size_t s = 0; s < a_batches; ++s) {
+    plan.a[s] = sliced::profile_rows(ad + s * M * K, M, K);
+    if (!plan.a[s].in_range) return plan;
+    spans_a.add(plan.a[s]);
+  }
+  plan.widths = sliced::choose_widths(K, M, N, spans_a, spans_b);
+  return plan;
+}
+
+// The end of the block of rows of a starting at m0: its extra slice products (a wide row's slices
+// times b and b's wide-column slices, every row times b's wide-column slices) within
+// block_budget, at least one row. The products of the operands themselves go straight into the
+// result.
+std::size_t block_end(const sliced::Profile& pa, std::size_t m0, std::size_t M, int width, std::size_t N,
+                      std::size_t b_slices) {
+  std::size_t used = 0, m1 = m0;
+  for (; m1 < M; ++m1) {
+    const auto c = static_cast<std::size_t>((pa.span(m1) + width - 1) / width);
+    const std::size_t row = b_slices + (c >= 2 ? c * (N + b_slices) : 0);
+    if (m1 > m0 && used + row > block_budget) break;
+    used += row;
+  }
+  return m1;
+}
+
+// An element's slice products: ca x cb of them, pair (s, u) at g[s stride + u]; the leading-bit
+// exponents of its row and column place them.
+struct ElementSlices {
+  const double* g;
+  std::size_t stride;
+  int ca, cb;
+  int top_a, top_b;
+  double pair(int s, int u) const { return g[static_cast<std::size_t>(s) * stride + static_cast<std::size_t>(u)]; }
+};
+
+// Writes the results of a sliced matmul. Exact results go straight to hi and lo. Rounded ones
+// mostly are exact doubles: rounded to nearest even they take the shortcut in front of the kernel
+// (nearest_even.hpp) one by one; in other modes they are stored as doubles and rounded together
+// at the end by the array cast (round_all; the same kernel, element i's stochastic draw keyed by
+// i as everywhere). The others (not a double, or decided by the long accumulator) are rounded
+// one by one by the kernel, kept aside and written at the end (an override).
+class Finisher {
+ public:
+  Finisher(const Cast* cast, double* hi, double* lo, const double* c)
+      : cast_(cast), hi_(hi), lo_(lo), c_(c), key_(cast ? random_stream_key(cast->seed) : 0),
+        stochastic_(cast && cast->rounding == Rounding::stochastic), nearest_(cast ? *cast : Cast{}),
+        // Nearest-even results take the shortcut one by one; integer formats are not among the
+        // array cast's targets.
+        bulk_(cast && !nearest_.applies() && !cast->format.is_integer()) {}
+
+  class Chunk {
+   public:
+    explicit Chunk(Finisher& f) : f_(f) {}
+    ~Chunk() {
+      if (overrides_.empty()) return;
+      const std::lock_guard<std::mutex> lock(f_.mutex_);
+      f_.overrides_.insert(f_.overrides_.end(), overrides_.begin(), overrides_.end());
+    }
+    Chunk(const Chunk&) = delete;
+    Chunk& operator=(const Chunk&) = delete;
+
+    // Element i's exact value v, a non-zero double.
+    void plain(std::size_t i, double v) {
+      if (f_.cast_ == nullptr) {
+        f_.hi_[i] = v;
+        f_.lo_[i] = 0.0;
+      } else if (f_.bulk_) {
+        f_.hi_[i] = v;
+      } else if (double r; f_.nearest_(v, r)) {
+        f_.hi_[i] = r;  // the kernel's result where the shortcut applies (nearest_even.hpp)
+      } else {
+        rounded(i, round_exact(sliced::exact_of(v), *f_.cast_, draw(i)));
+      }
+    }
+
+    // Element i from its slice products (and c): false where the long-accumulator loop decides
+    // it (an exact zero, whose sign IEEE 754 takes from the products themselves).
+    bool sliced(std::size_t i, const ElementSlices& e, const sliced::Widths& w) {
+      if (e.ca == 0 || e.cb == 0) return false;  // a row or column with Inf/NaN, or all zero
+      const double* c = f_.c_;
+      if (e.ca * e.cb == 1 && e.g[0] != 0) {
+        if (c == nullptr) {
+          plain(i, e.g[0]);
+          return true;
+        }
+        if (two_terms(i, e.g[0], c[i])) return true;
+      } else if (e.ca * e.cb == 2 && c == nullptr) {
+        // The commonest wide case: a row of two slices against a column of one, or the reverse.
+        if (two_terms(i, e.pair(0, 0), e.ca == 2 ? e.pair(1, 0) : e.pair(0, 1))) return true;
+      }
+      if (e.ca * e.cb > 1 && c == nullptr && sliced::window_fits(e.ca, e.cb, w)) {
+        // Slice products are integers below 2^53 in units of their places, which lie whole
+        // multiples of the widths above the last slices' places: summed exactly in 128 bits.
+        const int base = sliced::place(e.top_a, e.ca - 1, w.a) + sliced::place(e.top_b, e.cb - 1, w.b);
+        sliced::int128 total = 0;
+        for (int s = 0; s < e.ca; ++s)
+          for (int u = 0; u < e.cb; ++u) {
+            const int at = sliced::place(e.top_a, s, w.a) + sliced::place(e.top_b, u, w.b);
+            // Exact: a power-of-two scaling that leaves an integer below 2^53.
+            const auto units = static_cast<std::int64_t>(e.pair(s, u) * sliced::power_of_two(-at));
+            total += static_cast<sliced::int128>(units) << (at - base);
+          }
+        if (total == 0) return false;
+        if (DoubleDouble d; sliced::double_double_of(total, base, d)) {
+          if (d.lo == 0) {
+            plain(i, d.hi);
+            return true;
+          }
+          if (f_.cast_ == nullptr) {
+            f_.hi_[i] = d.hi;
+            f_.lo_[i] = d.lo;
+            return true;
+          }
+          const bool negative = total < 0;
+          const auto magnitude = static_cast<uint128>(negative ? -total : total);
+          rounded(i, round_exact(normalize(negative, magnitude, base), *f_.cast_, draw(i)));
+          return true;
+        }
+      }
+      clear();
+      for (int s = 0; s < e.ca; ++s)
+        for (int u = 0; u < e.cb; ++u)
+          if (const double term = e.pair(s, u); term != 0) acc_.add(term);  // exact doubles
+      if (acc_.is_zero()) return false;
+      if (c != nullptr) acc_.add(c[i]);
+      from_accumulator(i);
+      return true;
+    }
+
+    // Element i by the long-accumulator loop over row a[0..K) and column b[0], b[stride], ...
+    void loop(std::size_t i, const double* a, const double* b, std::size_t K, std::size_t stride) {
+      clear();
+      for (std::size_t k = 0; k < K; ++k) acc_.add_product(a[k], b[k * stride]);
+      if (f_.c_ != nullptr) acc_.add(f_.c_[i]);
+      from_accumulator(i);
+    }
+
+   private:
+    // Element i = x + y exactly (two exact doubles), by TwoSum (Knuth, TAOCP vol. 2, 4.2.2): s is
+    // the sum to nearest, d the exact remainder (its own rounding to nearest; a zero remainder is
+    // made +0, as the long accumulator gives it). False where s + d is neither a double nor
+    // returned as a double-double (a rounded result with a remainder), or s is zero (its sign is
+    // the loop's to decide).
+    bool two_terms(std::size_t i, double x, double y) {
+      const double s = x + y;
+      const double bv = s - x, av = s - bv, d = ((x - av) + (y - bv)) + 0.0;
+      if (s == 0 || !std::isfinite(s)) return false;
+      if (d == 0) {
+        plain(i, s);
+        return true;
+      }
+      if (f_.cast_ != nullptr) return false;
+      f_.hi_[i] = s;
+      f_.lo_[i] = d;
+      return true;
+    }
+    std::uint64_t draw(std::size_t i) const { return f_.stochastic_ ? random_bits_at(f_.key_, i) : 0; }
+    void clear() {
+      if (dirty_) acc_.clear();
+      dirty_ = true;
+    }
+    void rounded(std::size_t i, std::uint64_t bits) {
+      f_.hi_[i] = 0;  // a finite placeholder for the bulk rounding
+      overrides_.push_back({i, bits});
+    }
+    void from_accumulator(std::size_t i) {
+      if (f_.cast_ != nullptr) {
+        rounded(i, acc_.round(*f_.cast_, draw(i)));
+        return;
+      }
+      const DoubleDouble d = acc_.to_double_double();
+      f_.hi_[i] = d.hi;
+      f_.lo_[i] = d.lo;
+    }
+
+    Finisher& f_;
+    LongAccumulator acc_;
+    bool dirty_ = false;
+    std::vector<std::pair<std::size_t, std::uint64_t>> overrides_;
+  };
+
+  // The rounded result: the stored exact doubles rounded in bulk, then the overrides written.
+  void round_all(std::size_t size) {
+    if (cast_ == nullptr) return;
+    if (bulk_) {
+      BitsView all;  // the result in C order, as fp64 patterns
+      all.data = hi_;
+      all.shape = {size};
+      all.strides = {1};
+      cast_into(all, *cast_, hi_, nullptr, "out");  // in place: each element is read, then written
+    }
+    std::size_t first_invalid = static_cast<std::size_t>(-1);
+    for (const auto& [i, bits] : overrides_) {
+      if (bits == invalid_encoding) {
+        first_invalid = std::min(first_invalid, i);
+        continue;
+      }
+      hi_[i] = decode_bits(cast_->format, bits);
+    }
+    if (first_invalid != static_cast<std::size_t>(-1)) throw_nan_result(first_invalid, *cast_);
+  }
+
+ private:
+  const Cast* cast_;
+  double* hi_;
+  double* lo_;
+  const double* c_;
+  std::uint64_t key_;
+  bool stochastic_;
+  NearestEven nearest_;
+  bool bulk_;
+  std::mutex mutex_;
+  std::vector<std::pair<std::size_t, std::uint64_t>> overrides_;
+};
+
+void matmul_impl(const ArrayRef& a, const ArrayRef& b, const ArrayRef* c, const Cast* cast, ExactValues& r) {
   check_values(cast);
   if (a.dimension() < 2 || b.dimension() < 2)
     throw error("a, b: matmul needs arrays of at least 2 dimensions ([..., M, K] and [..., K, N]), got shapes " +
@@ -353,18 +446,8 @@ void matmul_impl(const xt::xarray<double>& a, const xt::xarray<double>& b, const
     if (!ok)
       throw error("c: shape " + shape_text(c->shape()) + " does not broadcast to the result shape " +
                   shape_text(out_shape));
-    c_full = xt::broadcast(*c, out_shape);
+    c_full = xt::broadcast(xt::adapt(c->data(), c->size(), xt::no_ownership(), c->shape()), out_shape);
   }
-  // b transposed per batch to [N, K], so that both operands of a dot product are contiguous.
-  const std::size_t b_batches = b.size() / std::max<std::size_t>(1, K * N);
-  std::vector<double> bt(b.size());
-  constexpr std::size_t tile = 32;  // transpose in tiles: both sides stay in cache
-  for (std::size_t s = 0; s < b_batches; ++s)
-    for (std::size_t k0 = 0; k0 < K; k0 += tile)
-      for (std::size_t n0 = 0; n0 < N; n0 += tile)
-        for (std::size_t k = k0; k < std::min(K, k0 + tile); ++k)
-          for (std::size_t n = n0; n < std::min(N, n0 + tile); ++n)
-            bt[s * N * K + n * K + k] = b.data()[s * K * N + k * N + n];
   r.hi = xt::xarray<double>::from_shape(out_shape);
   if (cast == nullptr) r.lo = xt::xarray<double>::from_shape(out_shape);
   const std::size_t matrices = r.hi.size() / std::max<std::size_t>(1, M * N);
@@ -382,85 +465,85 @@ void matmul_impl(const xt::xarray<double>& a, const xt::xarray<double>& b, const
     b_of[t] = ib;
   }
   const double* ad = a.data();
-  const double* cd = c ? c_full.data() : nullptr;
-  // Error-free GEMMs where the inputs allow (see slice_a_and_multiply): b's slices per b matrix,
-  // then a's rows block by block. Once every b is sliced, b^T is read only by elements that fall
-  // back to the plain loop, which may read b itself (strided): b^T is dropped.
-  const int w = M * N > 0 ? slice_width(K, M, N) : 0;
-  std::vector<SlicedProduct> b_sliced(b_batches);
-  bool all_sliced = w > 0;
-  for (std::size_t s = 0; s < b_batches && w > 0; ++s) {
-    b_sliced[s].usable = slice_b(bt.data() + s * N * K, N, K, w, b_sliced[s]);
-    all_sliced = all_sliced && b_sliced[s].usable;
-  }
-  if (all_sliced) std::vector<double>().swap(bt);
   const double* bd = b.data();
-  SlicedProduct unsliced;  // K == 0 or N == 0: no b matrix to slice
+  const double* cd = c ? c_full.data() : nullptr;
+  const std::size_t a_batches = M * K > 0 ? a.size() / (M * K) : 0;
+  const std::size_t b_batches = K * N > 0 ? b.size() / (K * N) : 0;
+  const SlicePlan plan = plan_slices(ad, a_batches, bd, b_batches, M, N, K);
+  if (!plan.widths.usable) {
+    // No slices: every element is the long-accumulator loop, over a and b transposed.
+    const std::vector<double> bt = transposed(b, K, N);
+    reduce_each(r.hi.size(), K + 1, std::max<std::size_t>(N, 1), cast, r.hi.data(), cast ? nullptr : r.lo.data(),
+                [&](std::size_t i, std::size_t result_row, std::size_t n, LongAccumulator& acc) {
+      const std::size_t t = result_row / std::max<std::size_t>(M, 1), m = result_row % std::max<std::size_t>(M, 1);
+      const double* arow = ad + a_of[t] * M * K + m * K;
+      const double* col = bt.data() + b_of[t] * N * K + n * K;
+      for (std::size_t k = 0; k < K; ++k) acc.add_product(arow[k], col[k]);
+      if (cd != nullptr) acc.add(cd[i]);
+    });
+    return;
+  }
+  const sliced::Widths& widths = plan.widths;
+  std::vector<sliced::Slices> b_slices(b_batches);
+  for (std::size_t s = 0; s < b_batches; ++s)
+    sliced::slice_columns(bd + s * K * N, K, N, plan.b[s], widths.b, b_slices[s]);
+  Finisher finish{cast, r.hi.data(), cast ? nullptr : r.lo.data(), cd};
+  sliced::Slices a_slices;
+  std::vector<double> a_by_wide, wide_by_b, wide_by_wide;
   for (std::size_t t = 0; t < matrices; ++t) {
-    SlicedProduct& p = b_of[t] < b_sliced.size() ? b_sliced[b_of[t]] : unsliced;
-    const bool b_ok = w > 0 && p.usable;
-    const std::size_t rows = b_ok ? block_rows(M, N, p) : std::max<std::size_t>(M, 1);
-    for (std::size_t m0 = 0; m0 < M; m0 += rows) {
-      const std::size_t m1 = std::min(M, m0 + rows);
-      if (b_ok) slice_a_and_multiply(ad + a_of[t] * M * K + m0 * K, m1 - m0, N, K, w, p);
-      const bool sliced = b_ok && p.usable;
-      p.usable = b_ok;  // b's slices stay usable for the next block
-      const std::size_t first = t * M * N + m0 * N;
-      reduce_range(first, (m1 - m0) * N, K + 1, std::max<std::size_t>(N, 1), cast, r.hi.data(),
-                   cast ? nullptr : r.lo.data(),
-                   [&](std::size_t i, std::size_t result_row, std::size_t n, LongAccumulator& acc, Direct& direct) {
-        const std::size_t m = result_row - t * M;  // the row within matrix t
-        const std::size_t ml = m - m0;             // ... and within the block
-        if (sliced && !p.a_nonfinite[ml] && !p.b_nonfinite[n]) {
-          const std::size_t a_count = static_cast<std::size_t>(p.a.count), b_count = static_cast<std::size_t>(p.b.count);
-          const std::size_t Mb = m1 - m0;
-          // Slice pair (s, u) of element (m, n): row s Mb + ml, column u N + n of the products.
-          const std::size_t row = static_cast<std::size_t>(p.b.count) * N;
-          const double* g = p.products.data() + ml * row + n;
-          auto pair = [&](std::size_t s, std::size_t u) { return g[s * Mb * row + u * N]; };
-          if (p.window && cd == nullptr && cast != nullptr) {
-            // The terms g * 2^(scale_a + scale_b) are integers below 2^53 whose scales differ by
-            // multiples of w: summed exactly in a 128-bit integer (p.window says they fit).
-            const int base = p.a.scale[(a_count - 1) * Mb + ml] + p.b.scale[(b_count - 1) * N + n];
-            int128 total = 0;
-            for (std::size_t s = 0; s < a_count; ++s)
-              for (std::size_t u = 0; u < b_count; ++u) {
-                const int shift = p.a.scale[s * Mb + ml] + p.b.scale[u * N + n] - base;
-                total += static_cast<int128>(static_cast<std::int64_t>(pair(s, u))) << shift;
-              }
-            if (total != 0) {  // an exact zero takes the accumulator path below for its sign
-              const bool negative = total < 0;
-              direct.value = normalize(negative, static_cast<uint128>(negative ? -total : total), base);
-              direct.used = true;
-              return;
+    const sliced::Profile& pa = plan.a[a_of[t]];
+    const sliced::Profile& pb = plan.b[b_of[t]];
+    const sliced::Slices& sb = b_slices[b_of[t]];
+    const double* bm = bd + b_of[t] * K * N;
+    const std::size_t Rb = sb.total;  // b's wide-column slices
+    for (std::size_t m0 = 0, m1 = 0; m0 < M; m0 = m1) {
+      m1 = block_end(pa, m0, M, widths.a, N, Rb);
+      const std::size_t Mb = m1 - m0, first = t * M * N + m0 * N;
+      const double* am = ad + a_of[t] * M * K + m0 * K;
+      sliced::slice_rows(ad + a_of[t] * M * K, Mb, K, pa, m0, widths.a, a_slices);
+      const std::size_t Ra = a_slices.total;  // the block's wide-row slices
+      // a times b, straight into the result: the exact values of the elements whose row and
+      // column are their own slices (each read, then overwritten, by its finishing below). Then
+      // the wide vectors' slices against the other operand and against each other.
+      sliced::multiply(am, K, Mb, bm, N, N, K, r.hi.data() + first, N);
+      a_by_wide.resize(Mb * Rb);
+      wide_by_b.resize(Ra * N);
+      wide_by_wide.resize(Ra * Rb);
+      sliced::multiply(am, K, Mb, sb.storage.data(), Rb, Rb, K, a_by_wide.data(), Rb);
+      sliced::multiply(a_slices.storage.data(), K, Ra, bm, N, N, K, wide_by_b.data(), N);
+      sliced::multiply(a_slices.storage.data(), K, Ra, sb.storage.data(), Rb, Rb, K, wide_by_wide.data(), Rb);
+      parallel_for(Mb, [&](std::size_t begin, std::size_t end) {
+        Finisher::Chunk chunk(finish);
+        for (std::size_t ml = begin; ml < end; ++ml) {
+          const int ca = a_slices.count[ml];
+          const std::size_t row_first = first + ml * N;
+          for (std::size_t n = 0; n < N; ++n) {
+            const std::size_t i = row_first + n;
+            const int cb = sb.count[n];
+            // The common case first: one slice each, no c, a non-zero exact double.
+            if (ca == 1 && cb == 1 && cd == nullptr && r.hi.data()[i] != 0) {
+              chunk.plain(i, r.hi.data()[i]);
+              continue;
             }
-          }
-          for (std::size_t s = 0; s < a_count; ++s) {
-            const int scale_a = p.a.scale[s * Mb + ml];
-            for (std::size_t u = 0; u < b_count; ++u) {
-              const double term = pair(s, u);
-              // An integer below 2^53 whose scales keep it a normal double: exact.
-              if (term != 0) acc.add(std::ldexp(term, scale_a + p.b.scale[u * N + n]));
+            // Where the element's slice products are: pair (s, u) at g[s stride + u].
+            ElementSlices e{r.hi.data() + i, 0, ca, cb, pa.top[m0 + ml], pb.top[n]};
+            if (ca >= 2 && cb >= 2) {
+              e.g = wide_by_wide.data() + a_slices.start[ml] * Rb + sb.start[n];
+              e.stride = Rb;
+            } else if (ca >= 2) {
+              e.g = wide_by_b.data() + a_slices.start[ml] * N + n;
+              e.stride = N;
+            } else if (cb >= 2) {
+              e.g = a_by_wide.data() + ml * Rb + sb.start[n];
             }
+            if (chunk.sliced(i, e, widths)) continue;
+            chunk.loop(i, am + ml * K, bm + n, K, N);
           }
-          if (!acc.is_zero()) {
-            if (cd != nullptr) acc.add(cd[i]);
-            return;
-          }
-          acc.clear();  // an exact zero: the signs of the zero products decide, as below
         }
-        const double* row = ad + a_of[t] * M * K + m * K;
-        if (!bt.empty()) {
-          const double* col = bt.data() + b_of[t] * N * K + n * K;
-          for (std::size_t k = 0; k < K; ++k) acc.add_product(row[k], col[k]);
-        } else {
-          const double* col = bd + b_of[t] * K * N + n;  // b itself, column n (stride N)
-          for (std::size_t k = 0; k < K; ++k) acc.add_product(row[k], col[k * N]);
-        }
-        if (cd != nullptr) acc.add(cd[i]);
-      });
+      }, std::max<std::size_t>(1, sliced::entries_per_thread / std::max<std::size_t>(N, 1)));
     }
   }
+  finish.round_all(r.hi.size());
 }
 
 }  // namespace
@@ -485,16 +568,30 @@ ExactValues dot_exact(const xt::xarray<double>& a, const xt::xarray<double>& b) 
   dot_impl(a, b, nullptr, r);
   return r;
 }
-xt::xarray<double> matmul(const xt::xarray<double>& a, const xt::xarray<double>& b, const Cast& out,
-                          const xt::xarray<double>* c) {
+std::size_t ArrayRef::size() const {
+  std::size_t n = 1;
+  for (std::size_t e : extents) n *= e;
+  return n;
+}
+
+xt::xarray<double> matmul(const ArrayRef& a, const ArrayRef& b, const Cast& out, const ArrayRef* c) {
   ExactValues r;
   matmul_impl(a, b, c, &out, r);
   return std::move(r.hi);
 }
-ExactValues matmul_exact(const xt::xarray<double>& a, const xt::xarray<double>& b, const xt::xarray<double>* c) {
+ExactValues matmul_exact(const ArrayRef& a, const ArrayRef& b, const ArrayRef* c) {
   ExactValues r;
   matmul_impl(a, b, c, nullptr, r);
   return r;
+}
+xt::xarray<double> matmul(const xt::xarray<double>& a, const xt::xarray<double>& b, const Cast& out,
+                          const xt::xarray<double>* c) {
+  const std::optional<ArrayRef> cr = c ? std::optional<ArrayRef>(ArrayRef(*c)) : std::nullopt;
+  return matmul(ArrayRef(a), ArrayRef(b), out, cr ? &*cr : nullptr);
+}
+ExactValues matmul_exact(const xt::xarray<double>& a, const xt::xarray<double>& b, const xt::xarray<double>* c) {
+  const std::optional<ArrayRef> cr = c ? std::optional<ArrayRef>(ArrayRef(*c)) : std::nullopt;
+  return matmul_exact(ArrayRef(a), ArrayRef(b), cr ? &*cr : nullptr);
 }
 
 }  // namespace numeq::reference

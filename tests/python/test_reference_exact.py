@@ -36,6 +36,38 @@ def test_matmul_equals_exact_rational_rounded_once(in_fmt: str, out: str, roundi
     assert_same_floats(got, want, f"{in_fmt} -> {out} {rounding}")
 
 
+@pytest.mark.parametrize("in_fmt", ["bf16", "e4m3fn"])
+@pytest.mark.parametrize("bias", [False, True])
+def test_sliced_matmul_with_wide_rows_equals_exact_rationals(in_fmt: str, bias: bool) -> None:
+    """The error-free GEMM paths: most rows and columns one slice (a single dgemm gives their exact
+    value), a few with tiny entries spanning many more bits (extra slices, summed exactly), one
+    row with Inf and one all-zero column (the long-accumulator loop), and a bias with bits far
+    below the products' (a double-double sum)."""
+    rng = np.random.default_rng(7 + bias)
+    a = _draw(rng, in_fmt, (10, 260), spread=2)
+    b = _draw(rng, in_fmt, (260, 9), spread=2)
+    tiny = -40 if in_fmt == "bf16" else -6
+    a[1, ::7] = numeq.round(a[1, ::7] * 2.0**tiny, in_fmt)
+    b[::5, 2] = numeq.round(b[::5, 2] * 2.0**tiny, in_fmt)
+    a[3, 11] = np.inf
+    b[:, 4] = 0.0
+    c = _draw(rng, "fp32", (10, 9)) * np.where(rng.random((10, 9)) < 0.5, 2.0**-70, 1.0) if bias else None
+    hi, lo = numeq.reference.matmul_exact(a, b, c)
+    got = numeq.reference.matmul(a, b, c, out="bf16", rounding="toward_zero")
+    finite = np.isfinite(a).all(axis=1)
+    for m in range(a.shape[0]):
+        for n in range(b.shape[1]):
+            if not finite[m]:
+                assert np.isinf(hi[m, n]) or np.isnan(hi[m, n])
+                continue
+            exact = sum((Fraction(float(a[m, k])) * Fraction(float(b[k, n])) for k in range(a.shape[1])), Fraction(0))
+            if c is not None:
+                exact += Fraction(float(c[m, n]))
+            assert hi[m, n] == float(exact), (m, n)
+            assert lo[m, n] == float(exact - Fraction(float(hi[m, n]))), (m, n)
+            assert_same_floats([got[m, n]], [round_oracle(exact, SPECS["bf16"], "toward_zero")], f"({m}, {n})")
+
+
 def test_ml_dtypes_inputs_default_to_their_own_format() -> None:
     rng = np.random.default_rng(1)
     a = _draw(rng, "bf16", (4, 8)).astype(ml_dtypes.bfloat16)

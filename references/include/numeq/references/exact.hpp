@@ -13,6 +13,7 @@
 
 #include <cstddef>
 #include <utility>
+#include <vector>
 
 #include "numeq/formats/rounding.hpp"
 #include "numeq/references/accumulator.hpp"
@@ -34,11 +35,27 @@ ExactValues sum_exact(const xt::xarray<double>& x, std::ptrdiff_t axis);
 xt::xarray<double> dot(const xt::xarray<double>& a, const xt::xarray<double>& b, const Cast& out);
 ExactValues dot_exact(const xt::xarray<double>& a, const xt::xarray<double>& b);
 
+// A C-ordered float64 array in the caller's memory, read in place (the bindings pass numpy
+// arrays this way, without a copy). The data must outlive the call.
+struct ArrayRef {
+  const double* values = nullptr;
+  std::vector<std::size_t> extents;
+
+  ArrayRef(const double* v, std::vector<std::size_t> e) : values(v), extents(std::move(e)) {}
+  explicit ArrayRef(const xt::xarray<double>& x) : values(x.data()), extents(x.shape().begin(), x.shape().end()) {}
+  const double* data() const { return values; }
+  const std::vector<std::size_t>& shape() const { return extents; }
+  std::size_t dimension() const { return extents.size(); }
+  std::size_t size() const;
+};
+
 // a[..., M, K] @ b[..., K, N] (+ c, broadcast to the result, added exactly), batch dimensions
 // broadcast as numpy does; 1-D operands are not accepted (use dot). c may be null.
 xt::xarray<double> matmul(const xt::xarray<double>& a, const xt::xarray<double>& b, const Cast& out,
                           const xt::xarray<double>* c = nullptr);
 ExactValues matmul_exact(const xt::xarray<double>& a, const xt::xarray<double>& b,
                          const xt::xarray<double>* c = nullptr);
+xt::xarray<double> matmul(const ArrayRef& a, const ArrayRef& b, const Cast& out, const ArrayRef* c = nullptr);
+ExactValues matmul_exact(const ArrayRef& a, const ArrayRef& b, const ArrayRef* c = nullptr);
 
 }  // namespace numeq::reference
