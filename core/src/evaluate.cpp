@@ -331,13 +331,43 @@ double finish(double value, std::optional<double> c, const Plan& plan, std::uint
 // is exactly what the host's IEEE fmaf computes, element by element, so a matmul under it runs on
 // the host's fma instructions: each output element's chain is still evaluated in k order, one
 // rounding per step; only independent chains (different n) share a vector register
-// (matmul_kernels.hpp: hardware fma under AVX2 / AVX-512, std::fma otherwise).
+// (matmul_kernels.hpp: hardware fma under AVX2 / AVX-512, std::fma otherwise). So do plans that
+// cut K into tiles reduced by such a chain (or by a pairwise tree of fp32 nearest-even additions
+// of fma leaves) from scratch and add the tiles' results in fp32 in order, in one or two levels
+// (Trainium's nc_matmul tiles into PSUM, PSUM groups into SBUF): kernels::Fp32Tiling.
 
-bool is_fp32_fma_chain(const Plan& plan) {
-  const PlanNode& r = plan.reduction;
+// sequential fp32 fmas from +0 over the products.
+bool is_fma_chain(const PlanNode& r) {
   return r.kind == NodeKind::sequential && r.start_from_zero && r.arithmetic.product == ProductMode::fma &&
-         host_fp32(r.arithmetic.accumulate) && !plan.input_a && !plan.input_b && !plan.initial &&
-         plan.c_placement == CPlacement::last && r.children.empty();
+         host_fp32(r.arithmetic.accumulate) && r.children.empty();
+}
+// tree(2) of fp32 nearest-even additions over the products (leaves a_0 b_0 rounded, then fma).
+bool is_fma_pair_tree(const PlanNode& r) {
+  return r.kind == NodeKind::tree && r.size == 2 && r.arithmetic.product == ProductMode::fma &&
+         host_fp32(r.arithmetic.accumulate) && r.children.empty();
+}
+// Values added in fp32 to nearest even in order, starting from the first.
+bool is_fp32_in_order(const PlanNode& r) {
+  return r.kind == NodeKind::sequential && !r.start_from_zero && host_fp32(r.arithmetic.accumulate) &&
+         r.children.empty();
+}
+
+// The tiling of fp32 fma chains the plan states, if it is one (kernels::Fp32Tiling).
+std::optional<kernels::Fp32Tiling> fp32_tiling(const Plan& plan) {
+  if (plan.input_a || plan.input_b || plan.initial || plan.c_placement != CPlacement::last) return std::nullopt;
+  const PlanNode& r = plan.reduction;
+  if (is_fma_chain(r)) return kernels::Fp32Tiling{};
+  if (r.kind != NodeKind::chunked || r.size == 0 || r.children.size() != 2 || !is_fp32_in_order(r.children[1]))
+    return std::nullopt;
+  const PlanNode& inner = r.children[0];
+  if (is_fma_chain(inner) || is_fma_pair_tree(inner)) return kernels::Fp32Tiling{r.size, 0, is_fma_pair_tree(inner)};
+  // Groups of tiles: chunked(T * G, chunked(T, tile, in order), in order).
+  if (inner.kind != NodeKind::chunked || inner.size == 0 || r.size % inner.size != 0 || inner.children.size() != 2 ||
+      !is_fp32_in_order(inner.children[1]))
+    return std::nullopt;
+  const PlanNode& column = inner.children[0];
+  if (!is_fma_chain(column) && !is_fma_pair_tree(column)) return std::nullopt;
+  return kernels::Fp32Tiling{inner.size, r.size / inner.size, is_fma_pair_tree(column)};
 }
 
 // Whether every x[i] is an fp32 value or a NaN.
@@ -495,8 +525,8 @@ xt::xarray<double> matmul(const xt::xarray<double>& a, const xt::xarray<double>&
     return per * unit;
   };
   const std::size_t b_matrices = K * N == 0 ? 0 : b.size() / (K * N);
-  if (kernels::enabled() && is_fp32_fma_chain(plan) && all_floats(a.data(), a.size()) &&
-      all_floats(b.data(), b.size()) && M * N * K > 0) {
+  const std::optional<kernels::Fp32Tiling> tiling = fp32_tiling(plan);
+  if (kernels::enabled() && tiling && all_floats(a.data(), a.size()) && all_floats(b.data(), b.size()) && M * N * K > 0) {
     std::vector<kernels::PackedB32> packed(b_matrices);
     for (std::size_t s = 0; s < b_matrices; ++s) packed[s] = kernels::pack_b32(b.data() + s * K * N, K, N);
     const bool plain_output = host_fp32(plan.output) && host_fp32(outer_cast(plan));
@@ -508,7 +538,7 @@ xt::xarray<double> matmul(const xt::xarray<double>& a, const xt::xarray<double>&
       for (std::size_t task = begin; task < end; ++task) {
         const std::size_t t = task / row_tasks, m0 = (task % row_tasks) * block;
         const std::size_t rows = std::min(block, M - m0);
-        kernels::fp32_fma_rows(a.data() + (a_of[t] * M + m0) * K, rows, packed[b_of[t]], acc.data(), N);
+        kernels::fp32_fma_rows(a.data() + (a_of[t] * M + m0) * K, rows, packed[b_of[t]], acc.data(), N, *tiling);
         for (std::size_t r = 0; r < rows; ++r)
           for (std::size_t n = 0; n < N; ++n) {
             const std::size_t i = (t * M + m0 + r) * N + n;
