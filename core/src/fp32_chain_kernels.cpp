@@ -128,17 +128,21 @@ constexpr int kAvx512Mr = 12, kAvx512Nr = 32;
 using Pair32 = void (*)(const float* ap, const float* bp, std::size_t kc, float* c, std::size_t ldc, float* stack);
 constexpr std::size_t kMaxLevels = 64;
 
-void pair_portable(const float* ap, const float* bp, std::size_t kc, float* c, std::size_t ldc, float* stack) {
-  constexpr int kE = kPortableMr * kPortableNr;
+// The plain C++ body (IEEE binary32 multiply, std::fma, addition: nearest even, MXCSR's default),
+// for the portable kernel, and compiled for AVX2 + FMA for that level's panels (the compiler
+// lays the columns out in its vectors).
+template <int MR, int NR>
+[[gnu::always_inline]] inline void pair_tile(const float* ap, const float* bp, std::size_t kc, float* c,
+                                             std::size_t ldc, float* stack) {
+  constexpr int kE = MR * NR;
   int level[kMaxLevels];
   std::size_t count = 0;
   float x[kE];
   for (std::size_t k = 0; k < kc; k += 2) {
-    for (int r = 0; r < kPortableMr; ++r)
-      for (int j = 0; j < kPortableNr; ++j) {
-        const float p = ap[k * kPortableMr + r] * bp[k * kPortableNr + j];
-        x[r * kPortableNr + j] =
-            k + 1 < kc ? std::fma(ap[(k + 1) * kPortableMr + r], bp[(k + 1) * kPortableNr + j], p) : p;
+    for (int r = 0; r < MR; ++r)
+      for (int j = 0; j < NR; ++j) {
+        const float p = ap[k * MR + r] * bp[k * NR + j];
+        x[r * NR + j] = k + 1 < kc ? std::fma(ap[(k + 1) * MR + r], bp[(k + 1) * NR + j], p) : p;
       }
     int l = 0;
     for (; count > 0 && level[count - 1] == l; --count, ++l)
@@ -148,52 +152,22 @@ void pair_portable(const float* ap, const float* bp, std::size_t kc, float* c, s
   }
   for (std::size_t i = count - 1; i-- > 0;)
     for (int e = 0; e < kE; ++e) x[e] = stack[i * kE + e] + x[e];
-  for (int r = 0; r < kPortableMr; ++r) std::copy(x + r * kPortableNr, x + (r + 1) * kPortableNr, c + r * ldc);
+  for (int r = 0; r < MR; ++r) std::copy(x + r * NR, x + (r + 1) * NR, c + r * ldc);
+}
+
+void pair_portable(const float* ap, const float* bp, std::size_t kc, float* c, std::size_t ldc, float* stack) {
+  pair_tile<kPortableMr, kPortableNr>(ap, bp, kc, c, ldc, stack);
 }
 
 #ifdef NUMEQ_KERNELS_X86
-// vmulps and vfmadd231ps: IEEE binary32 multiply and fused multiply-add, rounded as MXCSR says
-// (nearest even); vaddps the same for addition (Intel SDM).
 [[gnu::target("avx2,fma")]] void pair_avx2(const float* ap, const float* bp, std::size_t kc, float* c,
                                           std::size_t ldc, float* stack) {
-  constexpr int kE = kAvx2Mr * 2;  // vectors per stack entry
-  int level[kMaxLevels];
-  std::size_t count = 0;
-  __m256 x[kE];
-  for (std::size_t k = 0; k < kc; k += 2) {
-    const __m256 b0 = _mm256_loadu_ps(bp + k * kAvx2Nr), b1 = _mm256_loadu_ps(bp + k * kAvx2Nr + 8);
-    const bool pair = k + 1 < kc;
-    const __m256 d0 = pair ? _mm256_loadu_ps(bp + (k + 1) * kAvx2Nr) : b0;
-    const __m256 d1 = pair ? _mm256_loadu_ps(bp + (k + 1) * kAvx2Nr + 8) : b1;
-#pragma GCC unroll 8
-    for (int r = 0; r < kAvx2Mr; ++r) {
-      const __m256 a0 = _mm256_broadcast_ss(ap + k * kAvx2Mr + r);
-      x[2 * r] = _mm256_mul_ps(a0, b0);
-      x[2 * r + 1] = _mm256_mul_ps(a0, b1);
-      if (pair) {
-        const __m256 a1 = _mm256_broadcast_ss(ap + (k + 1) * kAvx2Mr + r);
-        x[2 * r] = _mm256_fmadd_ps(a1, d0, x[2 * r]);
-        x[2 * r + 1] = _mm256_fmadd_ps(a1, d1, x[2 * r + 1]);
-      }
-    }
-    int l = 0;
-    for (; count > 0 && level[count - 1] == l; --count, ++l)
-#pragma GCC unroll 12
-      for (int e = 0; e < kE; ++e) x[e] = _mm256_add_ps(_mm256_loadu_ps(stack + ((count - 1) * kE + e) * 8), x[e]);
-#pragma GCC unroll 12
-    for (int e = 0; e < kE; ++e) _mm256_storeu_ps(stack + (count * kE + e) * 8, x[e]);
-    level[count++] = l;
-  }
-  for (std::size_t i = count - 1; i-- > 0;)
-#pragma GCC unroll 12
-    for (int e = 0; e < kE; ++e) x[e] = _mm256_add_ps(_mm256_loadu_ps(stack + (i * kE + e) * 8), x[e]);
-#pragma GCC unroll 8
-  for (int r = 0; r < kAvx2Mr; ++r) {
-    _mm256_storeu_ps(c + r * ldc, x[2 * r]);
-    _mm256_storeu_ps(c + r * ldc + 8, x[2 * r + 1]);
-  }
+  pair_tile<kAvx2Mr, kAvx2Nr>(ap, bp, kc, c, ldc, stack);
 }
 
+// AVX-512 by hand (twice the speed of the plain body compiled for it): the 24 vectors of a leaf
+// stay in registers. vmulps and vfmadd231ps: IEEE binary32 multiply and fused multiply-add,
+// rounded as MXCSR says (nearest even); vaddps the same for addition (Intel SDM).
 [[gnu::target("avx512f")]] void pair_avx512(const float* ap, const float* bp, std::size_t kc, float* c,
                                            std::size_t ldc, float* stack) {
   constexpr int kE = kAvx512Mr * 2;  // vectors per stack entry
