@@ -32,7 +32,7 @@ using namespace detail;  // shapes.hpp: layouts and broadcasting shared with the
 
 namespace {
 
-using detail::round_nearest_even_fast;
+using detail::round_fast;
 using detail::round_value;
 
 // Whether the cast is exactly the host's IEEE binary32 / binary64 round-to-nearest-even
@@ -105,29 +105,32 @@ double accumulate(double acc, const Terms& t, std::size_t k, const Arithmetic& a
 double reduce_node(const PlanNode& node, const Terms& t, std::size_t begin, std::size_t end,
                    std::optional<double> init);
 
-// Whether a sequential node's steps may take sequential_fast: nearest-even casts without
-// flushing (their only special cases, subnormal and overflowing results, leave the fast loop).
+// Whether a sequential node's steps may take sequential_fast: nearest-even or toward-zero casts
+// without flushing (their only special cases, subnormal and overflowing results, leave the fast
+// loop).
 bool fast_sequential(const Arithmetic& ar) {
   const auto plain = [](const Cast& c) {
-    return c.rounding == Rounding::nearest_even && c.subnormals == Subnormals::keep && !c.format.is_integer();
+    return (c.rounding == Rounding::nearest_even || c.rounding == Rounding::toward_zero) &&
+           c.subnormals == Subnormals::keep && !c.format.is_integer();
   };
   return plain(ar.accumulate) && (ar.product != ProductMode::rounded || plain(ar.product_cast));
 }
 
 // The steps k = begin, begin + 1, ... of a sequential reduction while each is an exact double
-// sum whose nearest-even rounding the integer shortcut takes (round_nearest_even_fast): the
-// common case of a narrow accumulator, without add_rounded's general path per term. Returns the
-// first step it did not take (acc holds the sum before it); accumulate goes on from there, so
-// the result is the same bit for bit. Zeros: a double sum of zeros or an exact cancellation is
-// signed as IEEE 754 signs it to nearest even, as add_rounded does.
+// sum whose rounding the integer shortcut takes (round_fast: nearest even or toward zero): the
+// common case of a narrow or truncating accumulator, without add_rounded's general path per
+// term. Returns the first step it did not take (acc holds the sum before it); accumulate goes on
+// from there, so the result is the same bit for bit. Zeros: a double sum of zeros or an exact
+// cancellation is signed as IEEE 754 signs it to nearest even, which is also its sign toward zero
+// (only rounding downward differs, s6.3), as add_rounded does.
 std::size_t sequential_fast(double& acc, const Terms& t, std::size_t begin, std::size_t end, const Arithmetic& ar) {
   const bool rounded = t.products && ar.product == ProductMode::rounded;
-  const detail::NearestEven to_product(ar.product_cast), to_accumulator(ar.accumulate);
+  const detail::FastRound to_product(ar.product_cast), to_accumulator(ar.accumulate);
   for (std::size_t k = begin; k < end; ++k) {
     double v = t.term(k);
     if (rounded && v != 0 && !to_product(v, v)) return k;
     const double s = acc + v;
-    if (s == 0) {  // exact: a sum of zeros or a cancellation, signed as IEEE 754 does to nearest even
+    if (s == 0) {  // exact: a sum of zeros or a cancellation, signed as IEEE 754 does (nearest, toward zero)
       acc = s;
       continue;
     }
@@ -425,7 +428,7 @@ double add_rounded(double x, double y, const Cast& cast) {
   const double e = (x - av) + (y - bv);
   // An exact double sum (the common case: terms within 53 - p binades of each other) rounds as
   // any double does.
-  if (double r; e == 0 && scale == 0 && round_nearest_even_fast(s, cast, r)) return r;
+  if (double r; e == 0 && scale == 0 && round_fast(s, cast, r)) return r;
   Exact exact;
   if (e == 0) {
     const Unpacked u = unpack_double(s);
