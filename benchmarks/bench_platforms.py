@@ -1,12 +1,18 @@
 #!/usr/bin/env python3
 """Platform emulation speed: bit-exact nvidia.h100 bf16 matmul and cuda_core.fp32 matmul against
-numpy's float32 matmul (BLAS sgemm: the speed of light, not bit-exact), in one script.
+numpy's float32 matmul (BLAS sgemm: the speed of light, not bit-exact), and the Trainium plans
+(trainium.trn2, trainium.trn1) against the tensor-core model, in one script.
 
     python benchmarks/bench_platforms.py [--sizes 256,512,1024] [--repeat 3]
 
-Inputs: standard normal values rounded to bf16 (for the tensor-core model) or float32. Reported:
-best of --repeat runs in seconds and the ratios to numpy. Targets (issue: machine models):
+Inputs: standard normal values rounded to bf16 (for the tensor-core model and Trainium) or float32.
+Reported: best of --repeat runs in seconds and the ratios to numpy. Targets (issue: machine models):
 cuda_core.fp32 within 4x of numpy float32 matmul, the tensor-core model within 20x.
+
+The second table: Trainium beside nvidia.h100 on the same bf16 inputs, the values alone
+(``numeq.matmul``) and the emulation a check takes (``op.emulation``: values and deterministic
+bound, each run on a fresh op), with the trn/h100 ratios (issue target: Trainium plans within
+1.5x of the tensor-core model's time).
 """
 
 from __future__ import annotations
@@ -46,6 +52,34 @@ def main() -> None:
             line += f" {t_tc:>12.4f} {t_tc / t_np:>6.1f}x"
         print(line, flush=True)
     print("targets: cuda_core.fp32 <= 4x numpy float32 matmul; tensor-core model <= 20x")
+    trainium = [p for p in ("trainium.trn2", "trainium.trn1") if p in platforms]
+    if "nvidia.h100" not in platforms or not trainium:
+        return
+    print()
+    head = f"{'n':>6} {'h100 s':>9}" + "".join(f" {p.split('.')[-1] + ' s':>9} {'/h100':>6}" for p in trainium)
+    print(f"{'bf16 in, fp32 out; values: numeq.matmul':<{len(head)}} | emulation: values + deterministic bound")
+    print(head + " |" + head[6:])
+    for n in sizes:
+        ab = numeq.round(rng.standard_normal((n, n)), "bf16").astype(np.float32)
+        bb = numeq.round(rng.standard_normal((n, n)), "bf16").astype(np.float32)
+
+        def values(p: str) -> float:
+            return best_of(lambda: numeq.matmul(ab, bb, platform=p, in_fmt="bf16"), args.repeat)
+
+        def emulation(p: str) -> float:
+            # A fresh op per run: an op keeps its emulation once computed.
+            return best_of(lambda: numeq.ops.matmul(ab, bb, in_fmt="bf16", out="fp32").emulation(p), args.repeat)
+
+        line = f"{n:>6}"
+        for timer in (values, emulation):
+            # Interleaved per platform pair, so that load on the machine falls on both alike.
+            t_h = timer("nvidia.h100")
+            line += f" {t_h:>9.4f}" if timer is values else f" | {t_h:>9.4f}"
+            for p in trainium:
+                t_p = timer(p)
+                line += f" {t_p:>9.4f} {t_p / t_h:>5.2f}x"
+        print(line, flush=True)
+    print("target: Trainium plans <= 1.5x the tensor-core model's time")
 
 
 if __name__ == "__main__":

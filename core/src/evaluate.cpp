@@ -32,7 +32,7 @@ using namespace detail;  // shapes.hpp: layouts and broadcasting shared with the
 
 namespace {
 
-using detail::round_nearest_even_fast;
+using detail::round_fast;
 using detail::round_value;
 
 // Whether the cast is exactly the host's IEEE binary32 / binary64 round-to-nearest-even
@@ -105,29 +105,32 @@ double accumulate(double acc, const Terms& t, std::size_t k, const Arithmetic& a
 double reduce_node(const PlanNode& node, const Terms& t, std::size_t begin, std::size_t end,
                    std::optional<double> init);
 
-// Whether a sequential node's steps may take sequential_fast: nearest-even casts without
-// flushing (their only special cases, subnormal and overflowing results, leave the fast loop).
+// Whether a sequential node's steps may take sequential_fast: nearest-even or toward-zero casts
+// without flushing (their only special cases, subnormal and overflowing results, leave the fast
+// loop).
 bool fast_sequential(const Arithmetic& ar) {
   const auto plain = [](const Cast& c) {
-    return c.rounding == Rounding::nearest_even && c.subnormals == Subnormals::keep && !c.format.is_integer();
+    return (c.rounding == Rounding::nearest_even || c.rounding == Rounding::toward_zero) &&
+           c.subnormals == Subnormals::keep && !c.format.is_integer();
   };
   return plain(ar.accumulate) && (ar.product != ProductMode::rounded || plain(ar.product_cast));
 }
 
 // The steps k = begin, begin + 1, ... of a sequential reduction while each is an exact double
-// sum whose nearest-even rounding the integer shortcut takes (round_nearest_even_fast): the
-// common case of a narrow accumulator, without add_rounded's general path per term. Returns the
-// first step it did not take (acc holds the sum before it); accumulate goes on from there, so
-// the result is the same bit for bit. Zeros: a double sum of zeros or an exact cancellation is
-// signed as IEEE 754 signs it to nearest even, as add_rounded does.
+// sum whose rounding the integer shortcut takes (round_fast: nearest even or toward zero): the
+// common case of a narrow or truncating accumulator, without add_rounded's general path per
+// term. Returns the first step it did not take (acc holds the sum before it); accumulate goes on
+// from there, so the result is the same bit for bit. Zeros: a double sum of zeros or an exact
+// cancellation is signed as IEEE 754 signs it to nearest even, which is also its sign toward zero
+// (only rounding downward differs, s6.3), as add_rounded does.
 std::size_t sequential_fast(double& acc, const Terms& t, std::size_t begin, std::size_t end, const Arithmetic& ar) {
   const bool rounded = t.products && ar.product == ProductMode::rounded;
-  const detail::NearestEven to_product(ar.product_cast), to_accumulator(ar.accumulate);
+  const detail::FastRound to_product(ar.product_cast), to_accumulator(ar.accumulate);
   for (std::size_t k = begin; k < end; ++k) {
     double v = t.term(k);
     if (rounded && v != 0 && !to_product(v, v)) return k;
     const double s = acc + v;
-    if (s == 0) {  // exact: a sum of zeros or a cancellation, signed as IEEE 754 does to nearest even
+    if (s == 0) {  // exact: a sum of zeros or a cancellation, signed as IEEE 754 does (nearest, toward zero)
       acc = s;
       continue;
     }
@@ -331,13 +334,43 @@ double finish(double value, std::optional<double> c, const Plan& plan, std::uint
 // is exactly what the host's IEEE fmaf computes, element by element, so a matmul under it runs on
 // the host's fma instructions: each output element's chain is still evaluated in k order, one
 // rounding per step; only independent chains (different n) share a vector register
-// (matmul_kernels.hpp: hardware fma under AVX2 / AVX-512, std::fma otherwise).
+// (matmul_kernels.hpp: hardware fma under AVX2 / AVX-512, std::fma otherwise). So do plans that
+// cut K into tiles reduced by such a chain (or by a pairwise tree of fp32 nearest-even additions
+// of fma leaves) from scratch and add the tiles' results in fp32 in order, in one or two levels
+// (Trainium's nc_matmul tiles into PSUM, PSUM groups into SBUF): kernels::Fp32Tiling.
 
-bool is_fp32_fma_chain(const Plan& plan) {
-  const PlanNode& r = plan.reduction;
+// sequential fp32 fmas from +0 over the products.
+bool is_fma_chain(const PlanNode& r) {
   return r.kind == NodeKind::sequential && r.start_from_zero && r.arithmetic.product == ProductMode::fma &&
-         host_fp32(r.arithmetic.accumulate) && !plan.input_a && !plan.input_b && !plan.initial &&
-         plan.c_placement == CPlacement::last && r.children.empty();
+         host_fp32(r.arithmetic.accumulate) && r.children.empty();
+}
+// tree(2) of fp32 nearest-even additions over the products (leaves a_0 b_0 rounded, then fma).
+bool is_fma_pair_tree(const PlanNode& r) {
+  return r.kind == NodeKind::tree && r.size == 2 && r.arithmetic.product == ProductMode::fma &&
+         host_fp32(r.arithmetic.accumulate) && r.children.empty();
+}
+// Values added in fp32 to nearest even in order, starting from the first.
+bool is_fp32_in_order(const PlanNode& r) {
+  return r.kind == NodeKind::sequential && !r.start_from_zero && host_fp32(r.arithmetic.accumulate) &&
+         r.children.empty();
+}
+
+// The tiling of fp32 fma chains the plan states, if it is one (kernels::Fp32Tiling).
+std::optional<kernels::Fp32Tiling> fp32_tiling(const Plan& plan) {
+  if (plan.input_a || plan.input_b || plan.initial || plan.c_placement != CPlacement::last) return std::nullopt;
+  const PlanNode& r = plan.reduction;
+  if (is_fma_chain(r)) return kernels::Fp32Tiling{};
+  if (r.kind != NodeKind::chunked || r.size == 0 || r.children.size() != 2 || !is_fp32_in_order(r.children[1]))
+    return std::nullopt;
+  const PlanNode& inner = r.children[0];
+  if (is_fma_chain(inner) || is_fma_pair_tree(inner)) return kernels::Fp32Tiling{r.size, 0, is_fma_pair_tree(inner)};
+  // Groups of tiles: chunked(T * G, chunked(T, tile, in order), in order).
+  if (inner.kind != NodeKind::chunked || inner.size == 0 || r.size % inner.size != 0 || inner.children.size() != 2 ||
+      !is_fp32_in_order(inner.children[1]))
+    return std::nullopt;
+  const PlanNode& column = inner.children[0];
+  if (!is_fma_chain(column) && !is_fma_pair_tree(column)) return std::nullopt;
+  return kernels::Fp32Tiling{inner.size, r.size / inner.size, is_fma_pair_tree(column)};
 }
 
 // Whether every x[i] is an fp32 value or a NaN.
@@ -395,7 +428,7 @@ double add_rounded(double x, double y, const Cast& cast) {
   const double e = (x - av) + (y - bv);
   // An exact double sum (the common case: terms within 53 - p binades of each other) rounds as
   // any double does.
-  if (double r; e == 0 && scale == 0 && round_nearest_even_fast(s, cast, r)) return r;
+  if (double r; e == 0 && scale == 0 && round_fast(s, cast, r)) return r;
   Exact exact;
   if (e == 0) {
     const Unpacked u = unpack_double(s);
@@ -495,8 +528,8 @@ xt::xarray<double> matmul(const xt::xarray<double>& a, const xt::xarray<double>&
     return per * unit;
   };
   const std::size_t b_matrices = K * N == 0 ? 0 : b.size() / (K * N);
-  if (kernels::enabled() && is_fp32_fma_chain(plan) && all_floats(a.data(), a.size()) &&
-      all_floats(b.data(), b.size()) && M * N * K > 0) {
+  const std::optional<kernels::Fp32Tiling> tiling = fp32_tiling(plan);
+  if (kernels::enabled() && tiling && all_floats(a.data(), a.size()) && all_floats(b.data(), b.size()) && M * N * K > 0) {
     std::vector<kernels::PackedB32> packed(b_matrices);
     for (std::size_t s = 0; s < b_matrices; ++s) packed[s] = kernels::pack_b32(b.data() + s * K * N, K, N);
     const bool plain_output = host_fp32(plan.output) && host_fp32(outer_cast(plan));
@@ -508,7 +541,7 @@ xt::xarray<double> matmul(const xt::xarray<double>& a, const xt::xarray<double>&
       for (std::size_t task = begin; task < end; ++task) {
         const std::size_t t = task / row_tasks, m0 = (task % row_tasks) * block;
         const std::size_t rows = std::min(block, M - m0);
-        kernels::fp32_fma_rows(a.data() + (a_of[t] * M + m0) * K, rows, packed[b_of[t]], acc.data(), N);
+        kernels::fp32_fma_rows(a.data() + (a_of[t] * M + m0) * K, rows, packed[b_of[t]], acc.data(), N, *tiling);
         for (std::size_t r = 0; r < rows; ++r)
           for (std::size_t n = 0; n < N; ++n) {
             const std::size_t i = (t * M + m0 + r) * N + n;

@@ -12,6 +12,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -19,6 +20,8 @@
 #include "numeq/formats/cast.hpp"
 #include "numeq/formats/error.hpp"
 #include "numeq/formats/round_and_pack.hpp"
+
+#include "fused_exact.hpp"
 
 namespace numeq::core {
 namespace {
@@ -957,7 +960,10 @@ double fused_step(std::span<const double> a, std::span<const double> b, double c
   if (f == nullptr || a.empty() || a.size() != b.size() || a.size() > static_cast<std::size_t>(step.n))
     return detail::fused_step_reference(a, b, c, step);
   const fast::Config* k = fast_config(step);
-  if (k == nullptr) return detail::fused_step_reference(a, b, c, step);
+  if (k == nullptr) {
+    if (const std::optional<double> r = detail::exact_step(a.data(), b.data(), a.size(), c, step)) return *r;
+    return detail::fused_step_reference(a, b, c, step);
+  }
   return f(*k, step, a.data(), b.data(), a.size(), c);
 }
 
@@ -967,7 +973,17 @@ double fused_chain(std::span<const double> a, std::span<const double> b, double 
   if (f == nullptr || K == 0) return detail::fused_chain_reference(a, b, c, K, step);
   const fast::Config* k = fast_config(step);
   check_chain_length(a, b, K);
-  if (k == nullptr) return detail::fused_chain_reference(a, b, c, K, step);
+  if (k == nullptr) {
+    // Steps that keep every bit (fused_exact.hpp), each on its own; the general path for the rest.
+    const auto n = static_cast<std::size_t>(step.n);
+    double acc = c;
+    for (std::size_t s0 = 0; s0 < K; s0 += n) {
+      const std::size_t len = std::min(n, K - s0);
+      const std::optional<double> r = detail::exact_step(a.data() + s0, b.data() + s0, len, acc, step);
+      acc = r ? *r : detail::fused_step_reference(a.subspan(s0, len), b.subspan(s0, len), acc, step);
+    }
+    return acc;
+  }
   return f(*k, step, a.data(), b.data(), K, c);
 }
 

@@ -1,5 +1,5 @@
-// Matmul kernels (matmul_kernels.hpp): fp32 fma chains and fused tensor-core chains, laid out
-// across output columns. Vector code is written with x86 intrinsics in functions compiled for
+// Matmul kernels (matmul_kernels.hpp): which code runs, and the fused tensor-core chains laid out
+// across output columns (the fp32 fma chains are in fp32_chain_kernels.cpp). Vector code is written with x86 intrinsics in functions compiled for
 // their instruction set (gnu::target) and chosen at run time (__builtin_cpu_supports); the
 // portable code is plain C++ (std::fma). MXCSR is never touched: these kernels need its default
 // (round to nearest even, no FTZ/DAZ), which is what every thread starts with.
@@ -35,8 +35,6 @@ namespace {
 
 // ---- which code runs ----
 
-enum Level : int { none = 0, portable = 1, avx2 = 2, avx512 = 3 };
-
 #ifdef NUMEQ_KERNELS_X86
 bool cpu_has_avx2() {
   __builtin_cpu_init();
@@ -63,184 +61,9 @@ std::atomic<int>& level() {
   return l;
 }
 
-// ---- fp32 fma chains ----
-//
-// GotoBLAS's layout: b in panels of NR columns (k-major, NR floats per k), a block of rows packed
-// in groups of MR rows (k-major, MR floats per k); a micro kernel keeps MR x NR accumulators in
-// registers over KC steps of k, then stores them, and the next KC steps load them back. Every
-// accumulator is one output element's chain, advanced by one fma per k in increasing k, so the
-// blocking changes nothing but speed. Padding rows and columns (zeros) compute chains nobody reads.
-
-constexpr std::size_t kKc = 256;  // k steps per pass: an NR x KC panel of b (32 KiB at NR = 32) stays in L1
-
-using Micro32 = void (*)(const float* ap, const float* bp, std::size_t kc, float* c, std::size_t ldc, bool first);
-
-// Portable: std::fma, i.e. an IEEE fused multiply-add (the fma instruction where the build has
-// one, else libm's fmaf, correctly rounded too).
-constexpr int kPortableMr = 4, kPortableNr = 16;
-void micro_portable(const float* ap, const float* bp, std::size_t kc, float* c, std::size_t ldc, bool first) {
-  float acc[kPortableMr][kPortableNr];
-  for (int r = 0; r < kPortableMr; ++r)
-    for (int j = 0; j < kPortableNr; ++j) acc[r][j] = first ? 0.0f : c[r * ldc + j];
-  for (std::size_t k = 0; k < kc; ++k)
-    for (int r = 0; r < kPortableMr; ++r) {
-      const float x = ap[k * kPortableMr + r];
-      for (int j = 0; j < kPortableNr; ++j) acc[r][j] = std::fma(x, bp[k * kPortableNr + j], acc[r][j]);
-    }
-  for (int r = 0; r < kPortableMr; ++r)
-    for (int j = 0; j < kPortableNr; ++j) c[r * ldc + j] = acc[r][j];
-}
-
-#ifdef NUMEQ_KERNELS_X86
-// vfmadd231ps: a*b + c with one rounding (Intel SDM, "VFMADD132PS/VFMADD213PS/VFMADD231PS":
-// "performs a set of SIMD multiply-add computation ... with infinite precision intermediate
-// result ... rounded ... using the rounding mode specified by MXCSR"), i.e. IEEE 754
-// fusedMultiplyAdd in binary32, the operation std::fma performs on floats.
-// AVX2: 6 rows x 16 columns = 12 ymm accumulators, 2 for b, 1 broadcast (16 registers).
-constexpr int kAvx2Mr = 6, kAvx2Nr = 16;
-[[gnu::target("avx2,fma")]] void micro_avx2(const float* ap, const float* bp, std::size_t kc, float* c,
-                                           std::size_t ldc, bool first) {
-  __m256 acc0[kAvx2Mr], acc1[kAvx2Mr];
-#pragma GCC unroll 8
-  for (int r = 0; r < kAvx2Mr; ++r) {
-    acc0[r] = first ? _mm256_setzero_ps() : _mm256_loadu_ps(c + r * ldc);
-    acc1[r] = first ? _mm256_setzero_ps() : _mm256_loadu_ps(c + r * ldc + 8);
-  }
-  for (std::size_t k = 0; k < kc; ++k) {
-    const __m256 b0 = _mm256_loadu_ps(bp + k * kAvx2Nr);
-    const __m256 b1 = _mm256_loadu_ps(bp + k * kAvx2Nr + 8);
-#pragma GCC unroll 8
-    for (int r = 0; r < kAvx2Mr; ++r) {
-      const __m256 x = _mm256_broadcast_ss(ap + k * kAvx2Mr + r);
-      acc0[r] = _mm256_fmadd_ps(x, b0, acc0[r]);
-      acc1[r] = _mm256_fmadd_ps(x, b1, acc1[r]);
-    }
-  }
-#pragma GCC unroll 8
-  for (int r = 0; r < kAvx2Mr; ++r) {
-    _mm256_storeu_ps(c + r * ldc, acc0[r]);
-    _mm256_storeu_ps(c + r * ldc + 8, acc1[r]);
-  }
-}
-
-// AVX-512: 12 rows x 32 columns = 24 zmm accumulators, 2 for b, broadcasts from memory.
-constexpr int kAvx512Mr = 12, kAvx512Nr = 32;
-[[gnu::target("avx512f")]] void micro_avx512(const float* ap, const float* bp, std::size_t kc, float* c,
-                                            std::size_t ldc, bool first) {
-  __m512 acc0[kAvx512Mr], acc1[kAvx512Mr];
-#pragma GCC unroll 16
-  for (int r = 0; r < kAvx512Mr; ++r) {
-    acc0[r] = first ? _mm512_setzero_ps() : _mm512_loadu_ps(c + r * ldc);
-    acc1[r] = first ? _mm512_setzero_ps() : _mm512_loadu_ps(c + r * ldc + 16);
-  }
-  for (std::size_t k = 0; k < kc; ++k) {
-    const __m512 b0 = _mm512_loadu_ps(bp + k * kAvx512Nr);
-    const __m512 b1 = _mm512_loadu_ps(bp + k * kAvx512Nr + 16);
-#pragma GCC unroll 16
-    for (int r = 0; r < kAvx512Mr; ++r) {
-      const __m512 x = _mm512_set1_ps(ap[k * kAvx512Mr + r]);
-      acc0[r] = _mm512_fmadd_ps(x, b0, acc0[r]);
-      acc1[r] = _mm512_fmadd_ps(x, b1, acc1[r]);
-    }
-  }
-#pragma GCC unroll 16
-  for (int r = 0; r < kAvx512Mr; ++r) {
-    _mm512_storeu_ps(c + r * ldc, acc0[r]);
-    _mm512_storeu_ps(c + r * ldc + 16, acc1[r]);
-  }
-}
-#endif
-
-struct Shape32 {
-  int mr, nr;
-  Micro32 micro;
-};
-
-Shape32 shape32(int l) {
-#ifdef NUMEQ_KERNELS_X86
-  if (l == avx512) return {kAvx512Mr, kAvx512Nr, micro_avx512};
-  if (l == avx2) return {kAvx2Mr, kAvx2Nr, micro_avx2};
-#endif
-  (void)l;
-  return {kPortableMr, kPortableNr, micro_portable};
-}
-
 }  // namespace
 
-namespace {
-
-bool all_fp32_portable(const double* x, std::size_t n) {
-  bool ok = true;
-  for (std::size_t i = 0; i < n; ++i) ok &= static_cast<double>(static_cast<float>(x[i])) == x[i] || x[i] != x[i];
-  return ok;
-}
-
-#ifdef NUMEQ_KERNELS_X86
-// vcvtpd2ps rounds as MXCSR says (nearest even), as the scalar conversion does.
-[[gnu::target("avx512f")]] bool all_fp32_avx512(const double* x, std::size_t n) {
-  std::size_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    const __m512d v = _mm512_loadu_pd(x + i);
-    const __m512d back = _mm512_cvtps_pd(_mm512_cvtpd_ps(v));
-    const __mmask8 ok = _mm512_cmp_pd_mask(back, v, _CMP_EQ_OQ) | _mm512_cmp_pd_mask(v, v, _CMP_UNORD_Q);
-    if (ok != 0xFF) return false;
-  }
-  return all_fp32_portable(x + i, n - i);
-}
-#endif
-
-}  // namespace
-
-bool all_fp32(const double* x, std::size_t n) {
-#ifdef NUMEQ_KERNELS_X86
-  if (level().load(std::memory_order_relaxed) == avx512) return all_fp32_avx512(x, n);
-#endif
-  return all_fp32_portable(x, n);
-}
-
-PackedB32 pack_b32(const double* b, std::size_t K, std::size_t N) {
-  const int l = level().load(std::memory_order_relaxed);
-  const Shape32 s = shape32(l);
-  const auto nr = static_cast<std::size_t>(s.nr);
-  PackedB32 p;
-  p.level = l;
-  p.K = K;
-  p.N = N;
-  p.nr = nr;
-  const std::size_t panels = (N + nr - 1) / nr;
-  p.data.assign(panels * K * nr, 0.0f);
-  parallel_for(panels, [&](std::size_t begin, std::size_t end) {
-    for (std::size_t q = begin; q < end; ++q) {
-      const std::size_t n0 = q * nr, nn = std::min(nr, N - n0);
-      for (std::size_t k = 0; k < K; ++k) {
-        float* to = p.data.data() + (q * K + k) * nr;
-        for (std::size_t j = 0; j < nn; ++j) to[j] = static_cast<float>(b[k * N + n0 + j]);  // exact: fp32 values
-      }
-    }
-  }, std::max<std::size_t>(1, (std::size_t{1} << 16) / std::max<std::size_t>(1, K * nr)));  // panels in parallel
-  return p;
-}
-
-std::size_t fp32_row_group() { return static_cast<std::size_t>(shape32(level().load(std::memory_order_relaxed)).mr); }
-
-void fp32_fma_rows(const double* a, std::size_t rows, const PackedB32& b, float* out, std::size_t ldo) {
-  const Shape32 s = shape32(b.level);  // the kernel the panels were cut for
-  const auto mr = static_cast<std::size_t>(s.mr), nr = static_cast<std::size_t>(s.nr);
-  const std::size_t K = b.K, N = b.N;
-  const std::size_t groups = (rows + mr - 1) / mr, panels = (N + nr - 1) / nr, ldc = panels * nr;
-  std::vector<float> ap(groups * mr * K, 0.0f);
-  for (std::size_t r = 0; r < rows; ++r)
-    for (std::size_t k = 0; k < K; ++k) ap[((r / mr) * K + k) * mr + r % mr] = static_cast<float>(a[r * K + k]);
-  std::vector<float> acc(groups * mr * ldc);
-  for (std::size_t k0 = 0; k0 < K; k0 += kKc) {
-    const std::size_t kc = std::min(kKc, K - k0);
-    for (std::size_t q = 0; q < panels; ++q)
-      for (std::size_t g = 0; g < groups; ++g)
-        s.micro(ap.data() + (g * K + k0) * mr, b.data.data() + (q * K + k0) * nr, kc, acc.data() + g * mr * ldc + q * nr,
-                ldc, k0 == 0);
-  }
-  for (std::size_t r = 0; r < rows; ++r) std::copy(acc.data() + r * ldc, acc.data() + r * ldc + N, out + r * ldo);
-}
+int current_level() { return level().load(std::memory_order_relaxed); }
 
 // ---- fused tensor-core chains ----
 

@@ -8,6 +8,9 @@
 //  * fp32 fma chains (cuda_core.fp32): acc = fma(a[i,k], b[k,j], acc) for k = 0 .. K-1 from +0,
 //    one IEEE binary32 fused multiply-add (one rounding, nearest even) per step. A block of rows
 //    times a packed panel of B columns, the accumulators held in registers (GotoBLAS layout).
+//    Also cut into tiles along K whose results are added in fp32 (Trainium's nc_matmul tiles
+//    into PSUM, Fp32Tiling), each tile's products added by the chain or by a pairwise tree
+//    (fp32_chain_kernels.cpp).
 //  * fused tensor-core chains (nvidia.*): steps of `n` products along K, each step's result the
 //    next one's c (fused.hpp), for the steps fused.cpp's fast path serves, computed as that fast
 //    path computes them; 16 output columns of 4 rows per pass (AVX-512), the operands checked and
@@ -27,6 +30,10 @@ namespace numeq::core::kernels {
 // Whether evaluate's matmul uses these kernels at all (detail::set_matmul_kernel).
 bool enabled();
 
+// The code the kernels run (detail::set_matmul_kernel): none walks the plan instead.
+enum Level : int { none = 0, portable = 1, avx2 = 2, avx512 = 3 };
+int current_level();
+
 // ---- fp32 fma chains ----
 
 // Whether every x[i] is an fp32 value (Inf included) or a NaN: the host's double -> float -> double
@@ -45,10 +52,25 @@ PackedB32 pack_b32(const double* b, std::size_t K, std::size_t N);
 // The kernel's register block of rows: row blocks of a multiple of it waste no work.
 std::size_t fp32_row_group();
 
+// How the chains are cut along K. tile = 0: one chain over all of K. tile = T: every T rows of K
+// (the last tile the rest) make a tile reduced on its own from scratch, and the tiles' results
+// are added in fp32 to nearest even in order: p = t_0, p = p + t_1, ... (Trainium: nc_matmul
+// tiles accumulated into PSUM). group = G (with a tile): the tiles in groups of G, each group's
+// sum as above, and the groups' sums added the same way (a PSUM group copied into an SBUF
+// accumulator). pairwise: a tile's products are added by a pairwise tree instead of the chain:
+// leaves fma(a_1, b_1, a_0 * b_0) of neighbouring pairs (a lone last product: a_k * b_k rounded
+// to fp32), then neighbours added level by level, an odd last one going up unchanged (the plan
+// node tree(2, fp32 nearest even)).
+struct Fp32Tiling {
+  std::size_t tile = 0, group = 0;
+  bool pairwise = false;
+};
+
 // out[r * ldo + n] (r < rows, n < N; ldo >= N) = the fp32 fma chain of row r of a (rows x K,
 // row-major, fp32 values or NaN as doubles) with column n of b: acc = +0; acc = fma(a[r,k],
-// b[k,n], acc) for k = 0 .. K-1.
-void fp32_fma_rows(const double* a, std::size_t rows, const PackedB32& b, float* out, std::size_t ldo);
+// b[k,n], acc) for k = 0 .. K-1; or, under a tiling, the tiles' reductions added as it says.
+void fp32_fma_rows(const double* a, std::size_t rows, const PackedB32& b, float* out, std::size_t ldo,
+                   const Fp32Tiling& tiling = {});
 
 // ---- fused tensor-core chains ----
 

@@ -1,6 +1,6 @@
 #include "numeq/formats/cast.hpp"
 
-#include "numeq/formats/nearest_even.hpp"
+#include "numeq/formats/fast_round.hpp"
 
 #include <algorithm>
 #include <bit>
@@ -62,7 +62,7 @@ std::size_t first_not_value(const double* x, std::size_t n, const Format& f) {
 }
 
 double round_to_format(double x, const Cast& cast, std::uint64_t index) {
-  if (double r; cast.rounding == Rounding::nearest_even && NearestEven(cast)(x, r)) return r;
+  if (double r; FastRound(cast)(x, r)) return r;
   return decode_bits(cast.format, encode(x, cast, index));
 }
 

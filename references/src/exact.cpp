@@ -15,7 +15,7 @@
 
 #include "numeq/formats/array.hpp"
 #include "numeq/formats/error.hpp"
-#include "numeq/formats/nearest_even.hpp"
+#include "numeq/formats/fast_round.hpp"
 #include "numeq/formats/parallel.hpp"
 #include "numeq/formats/random.hpp"
 #include "sliced_gemm.hpp"
@@ -243,7 +243,7 @@ struct ElementSlices {
 
 // Writes the results of a sliced matmul. Exact results go straight to hi and lo. Rounded ones
 // mostly are exact doubles: rounded to nearest even they take the shortcut in front of the kernel
-// (nearest_even.hpp) one by one; in other modes they are stored as doubles and rounded together
+// (fast_round.hpp) one by one; in other modes they are stored as doubles and rounded together
 // at the end by the array cast (round_all; the same kernel, element i's stochastic draw keyed by
 // i as everywhere). The others (not a double, or decided by the long accumulator) are rounded
 // one by one by the kernel, kept aside and written at the end (an override).
@@ -275,7 +275,7 @@ class Finisher {
       } else if (f_.bulk_) {
         f_.hi_[i] = v;
       } else if (double r; f_.nearest_(v, r)) {
-        f_.hi_[i] = r;  // the kernel's result where the shortcut applies (nearest_even.hpp)
+        f_.hi_[i] = r;  // the kernel's result where the shortcut applies (fast_round.hpp)
       } else {
         rounded(i, round_exact(sliced::exact_of(v), *f_.cast_, draw(i)));
       }
@@ -415,7 +415,7 @@ class Finisher {
   const double* c_;
   std::uint64_t key_;
   bool stochastic_;
-  NearestEven nearest_;
+  FastRound nearest_;
   bool bulk_;
   std::mutex mutex_;
   std::vector<std::pair<std::size_t, std::uint64_t>> overrides_;

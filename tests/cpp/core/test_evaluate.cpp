@@ -508,6 +508,88 @@ TEST(MatmulKernels, LargeFusedMatmulMatchesTheWalk) {
   expect_kernels_match_walk(a, b, nullptr, plan, "bf16 " + std::to_string(n));
 }
 
+// Trainium's plans (fp32 chains cut into K tiles added into PSUM, kernels::Fp32Tiling) under
+// every option the Trainium tests exercise: pe_order (sequential and pairwise take the kernel,
+// fused and the others the walk, which this also checks picks them), k_tile (tiles of 1, odd
+// lengths, a last partial tile), psum_group, fp8 double_row, split_k and the non-default
+// arithmetic. Values: ordinary, far apart (products below fp32's subnormal range), huge (sums
+// that overflow), exact cancellations (a[k + 1] = -a[k], b[k + 1] = b[k]), signed zeros, and Inf
+// and NaN in some operands. Each against the walk of the same plan (MatmulKernel::none).
+TEST(MatmulKernels, TrainiumTilesMatchTheWalk) {
+  struct Case {
+    std::string platform, in_fmt, out_fmt;
+  };
+  std::vector<Case> cases;
+  for (const std::string order : {"sequential", "pairwise", "fused"})
+    for (const std::string tiling : {"", "k_tile=1", "k_tile=7", "k_tile=100", "k_tile=64,psum_group=3",
+                                     "k_tile=32,psum_group=1", "psum_group=2"}) {
+      if (order == "fused" && tiling != "k_tile=64,psum_group=3") continue;  // the walk's: two suffice
+      cases.push_back({"trainium.trn1[pe_order=" + order + (tiling.empty() ? "" : "," + tiling) + "]", "bf16", "fp32"});
+    }
+  for (const std::string variant : {"trainium.trn2", "trainium.trn2[pe_order=pairwise]", "trainium.trn2[split_k=2]",
+                                    "trainium.trn2[products=bf16]", "trainium.trn2[psum_rounding=toward_zero]",
+                                    "trainium.trn2[pe_rounding=toward_zero]", "trainium.trn2[accumulator_bits=25]"})
+    cases.push_back({variant, "bf16", "fp32"});
+  cases.push_back({"trainium.trn2", "bf16", "bf16"});
+  cases.push_back({"trainium.trn2[pe_order=pairwise,k_tile=37]", "fp16", "fp16"});
+  cases.push_back({"trainium.trn1", "fp32", "fp32"});
+  cases.push_back({"trainium.trn1[pe_order=pairwise,k_tile=100]", "fp32", "fp32"});
+  cases.push_back({"trainium.trn2[fp32_matmul=bf16x4]", "fp32", "fp32"});
+  cases.push_back({"trainium.trn2", "e5m2", "fp32"});
+  cases.push_back({"trainium.trn2[fp8_double_row=on,pe_order=pairwise,k_tile=64,psum_group=2]", "e4m3", "fp32"});
+  const std::vector<MatmulShape> shapes = {{1, 1, 1, 1}, {2, 7, 33, 31}, {1, 5, 37, 129}, {1, 6, 20, 300}};
+  std::mt19937_64 g(67);
+  for (const Case& cs : cases) {
+    const core::Plan plan = core::plan_for(core::platform_by_name(cs.platform), core::Operation::matmul, cs.in_fmt,
+                                           cs.out_fmt);
+    const numeq::Format& in = numeq::format_by_name(cs.in_fmt);
+    const int emax = numeq::unpack_double(numeq::max_finite(in)).exponent;
+    const std::vector<std::pair<int, int>> ranges = {{-3, 3}, {in.emin() - in.mantissa_bits, 4}, {emax - 3, emax}};
+    for (const MatmulShape& s : shapes)
+      for (std::size_t r = 0; r <= ranges.size(); ++r) {
+        const bool cancel = r == ranges.size();  // exact cancellations, then Inf and NaN
+        const auto [lo, hi] = ranges[cancel ? 0 : r];
+        xt::xarray<double> a = xt::xarray<double>::from_shape({s.batch, s.M, s.K});
+        xt::xarray<double> b = xt::xarray<double>::from_shape({s.K, s.N});
+        xt::xarray<double> c = xt::xarray<double>::from_shape({s.M, s.N});
+        for (double& v : a) v = format_value(g, in, lo, hi);
+        for (double& v : b) v = format_value(g, in, lo, hi);
+        for (double& v : c) v = format_value(g, formats::fp32, -4, 4);
+        if (cancel) {
+          for (std::size_t i = 0; i + 1 < a.size(); i += 2) a.data()[i + 1] = -a.data()[i];
+          for (std::size_t k = 0; k + 1 < s.K; k += 2)
+            for (std::size_t n = 0; n < s.N; ++n) b(k + 1, n) = b(k, n);
+        }
+        const std::string what = cs.platform + " " + cs.in_fmt + "->" + cs.out_fmt + " " + std::to_string(s.M) + "x" +
+                                 std::to_string(s.N) + "x" + std::to_string(s.K) +
+                                 (cancel ? " cancelling" : " exponents " + std::to_string(lo) + ".." + std::to_string(hi));
+        expect_kernels_match_walk(a, b, nullptr, plan, what);
+        expect_kernels_match_walk(a, b, &c, plan, what + " + c");
+        if (cancel && s.K > 1) {
+          a.data()[1] = INFINITY;
+          b.data()[b.size() - 1] = NAN;
+          c.data()[0] = -INFINITY;
+          expect_kernels_match_walk(a, b, &c, plan, what + " Inf/NaN");
+        }
+      }
+  }
+}
+
+// The pairwise tile's binary counter is the plan's level-by-level tree for every tile length
+// (odd leaves going up unchanged): one tile of each length up to 300, every kernel.
+TEST(MatmulKernels, PairwiseTilesOfEveryLength) {
+  std::mt19937_64 g(71);
+  for (std::size_t K = 1; K <= 300; K += K < 40 ? 1 : 13) {
+    core::Plan plan = core::plan_for(core::platform_by_name("trainium.trn1[pe_order=pairwise]"), core::Operation::matmul,
+                                     "bf16", "fp32");
+    plan.reduction.size = K;  // one tile of K rows (tiles above 128 are no platform's, but a valid plan)
+    xt::xarray<double> a = xt::xarray<double>::from_shape({std::size_t{3}, K}), b = xt::xarray<double>::from_shape({K, std::size_t{35}});
+    for (double& v : a) v = format_value(g, formats::bf16, -12, 12);
+    for (double& v : b) v = format_value(g, formats::bf16, -12, 12);
+    expect_kernels_match_walk(a, b, nullptr, plan, "pairwise tile of " + std::to_string(K));
+  }
+}
+
 TEST(Evaluate, Int32AccumulatorsAreExactAndRefuseOverflow) {
   // An int8 GEMM accumulates in int32: products of int8 values summed exactly ...
   core::Plan plan = plan_of(core::sequential(core::Arithmetic{Cast{formats::int32}}, true), Cast{formats::int32});

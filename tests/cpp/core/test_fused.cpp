@@ -26,6 +26,7 @@
 #include <xtensor/xarray.hpp>
 
 #include "numeq/core/fused.hpp"
+#include "numeq/core/trainium.hpp"
 #include "numeq/formats/cast.hpp"
 #include "numeq/formats/error.hpp"
 #include "numeq/formats/format.hpp"
@@ -1146,6 +1147,50 @@ TEST(FusedFastPath, VariantsMatchTheGeneralPath) {
   std::cout << "[ fast     ] " << variants.size() << " variants: " << steps
             << " steps identical to the general path\n";
   EXPECT_GT(steps, 10000);
+}
+
+// Steps whose F keeps every bit (Trainium's fused PE column: the exact sum of a tile's products
+// rounded once; the fp8 double_row pair): computed in binary64 where that sum is exact, else by
+// the general path. Against the general path on every operand kind the draws give (zeros,
+// subnormals, extremes, cancellations, NaN, Inf, doubles that are no value of the format: the
+// same errors), under every output rounding, overflow rule and zero-sign rule, and a step whose F
+// is one bit short of keeping everything (so not served here, yet still equal).
+TEST(FusedFastPath, StepsKeepingEveryBitMatchTheGeneralPath) {
+  KernelGuard guard;
+  using numeq::core::OverflowRule;
+  using numeq::core::ZeroSign;
+  std::vector<std::pair<std::string, FusedStep>> steps;
+  for (const numeq::Format* in : {&fmts::bf16, &fmts::fp16, &fmts::e4m3, &fmts::e5m2, &fmts::fp32})
+    for (const numeq::Format* out : {&fmts::fp32, &numeq::core::trainium::e8m25, &numeq::core::trainium::e8m31})
+      for (const Rounding r : {Rounding::nearest_even, Rounding::toward_zero, Rounding::downward, Rounding::upward})
+        for (const int n : {2, 7, 128}) {
+          FusedStep s;
+          s.n = n;
+          s.fraction_bits = numeq::core::max_fraction_bits;
+          s.a_format = s.b_format = *in;
+          s.c_format = fmts::fp32;
+          s.output = Cast{*out, r};
+          s.overflow = n == 7 ? OverflowRule::infinity : OverflowRule::cast;
+          s.zero_sign = n == 2 ? ZeroSign::positive : ZeroSign::ieee;
+          steps.push_back({std::string(in->name) + " -> " + std::string(out->name) + " " +
+                               std::string(numeq::to_string(r)) + " n = " + std::to_string(n), s});
+        }
+  // fp32 operands need F = 256 + 298 (products from 2^-298 to below 2^256): one bit less cuts.
+  FusedStep short_f = steps.back().second;
+  short_f.fraction_bits = 553;
+  steps.push_back({"fp32, F one bit short", short_f});
+  long compared = 0;
+  std::uint64_t seed = 5000;
+  for (const auto& [what, s] : steps) compared += compare_chains(s, 40, seed++, what);
+  EXPECT_GT(compared, 3000);
+  // Terms 2^550 apart whose double sums are exact (the huge ones cancel): only an F that keeps
+  // every bit keeps the tiny one, which rounding upward then shows.
+  const std::vector<double> a = {0x1.8p127, -0x1.8p127, 0x1p-149}, b = {0x1p127, 0x1p127, 0x1p-149};
+  for (const auto& [what, s] : steps) {
+    if (s.a_format != fmts::fp32 || s.n < 3) continue;
+    const Outcome want = outcome([&] { return detail::fused_chain_reference(a, b, 0.0, 3, s); });
+    EXPECT_EQ(outcome([&] { return fused_chain(a, b, 0.0, 3, s); }), want) << what << ": " << show(want);
+  }
 }
 
 TEST(FusedFastPath, OperandChecksMatchTheGeneralPath) {

@@ -1,5 +1,5 @@
-// The nearest-even shortcut (numeq/formats/nearest_even.hpp) against the rounding kernel it stands
-// in front of (encode then decode_bits, the generic path), on every floating format: where the
+// The rounding shortcut (numeq/formats/fast_round.hpp: nearest even and toward zero) against the
+// rounding kernel it stands in front of (encode then decode_bits, the generic path), on every floating format: where the
 // shortcut answers, the kernel's value bit for bit; round_to_format (which takes the shortcut)
 // equal to the kernel everywhere. Inputs: for formats of at most 16 bits every value, every
 // midpoint between neighbours and the doubles on either side of each (every rounding decision
@@ -7,7 +7,7 @@
 // random doubles of every magnitude; for wider formats (tf32 aside, fp32) the same around random
 // values of the format.
 
-#include "numeq/formats/nearest_even.hpp"
+#include "numeq/formats/fast_round.hpp"
 
 #include <gtest/gtest.h>
 
@@ -74,19 +74,21 @@ std::vector<double> inputs(const Format& f, std::mt19937_64& rng) {
   return xs;
 }
 
-TEST(NearestEven, EqualsTheKernelOnEveryFloatingFormat) {
+TEST(FastRound, EqualsTheKernelOnEveryFloatingFormat) {
   std::mt19937_64 rng(11);
   std::size_t shortcut = 0, total = 0;
   for (const Format* f : numeq::all_formats()) {
     if (f->is_integer()) continue;
     const std::vector<double> xs = inputs(*f, rng);
+    for (const numeq::Rounding mode : {numeq::Rounding::nearest_even, numeq::Rounding::toward_zero})
     for (const numeq::Overflow o : {numeq::Overflow::ieee, numeq::Overflow::saturate})
       for (const numeq::Subnormals s : {numeq::Subnormals::keep, numeq::Subnormals::flush_both}) {
         Cast c;
         c.format = *f;
+        c.rounding = mode;
         c.overflow = o;
         c.subnormals = s;
-        const numeq::NearestEven fast(c);
+        const numeq::FastRound fast(c);
         std::size_t failures = 0;
         for (const double x : xs) {
           ++total;
@@ -111,18 +113,18 @@ TEST(NearestEven, EqualsTheKernelOnEveryFloatingFormat) {
   EXPECT_GT(shortcut, total / 4);  // the shortcut answers a good share
 }
 
-TEST(NearestEven, OtherModesAndFormatsAreLeftToTheKernel) {
+TEST(FastRound, OtherModesAndFormatsAreLeftToTheKernel) {
   double r = 0;
   Cast c;
   c.format = numeq::formats::bf16;
-  c.rounding = numeq::Rounding::toward_zero;
-  EXPECT_FALSE(numeq::NearestEven(c)(1.5, r));
+  c.rounding = numeq::Rounding::upward;
+  EXPECT_FALSE(numeq::FastRound(c)(1.5, r));
   c.rounding = numeq::Rounding::nearest_even;
-  EXPECT_TRUE(numeq::NearestEven(c)(1.5, r));
+  EXPECT_TRUE(numeq::FastRound(c)(1.5, r));
   c.format = numeq::formats::fp64;
-  EXPECT_FALSE(numeq::NearestEven(c)(1.5, r));
+  EXPECT_FALSE(numeq::FastRound(c)(1.5, r));
   c.format = numeq::formats::e8m0fnu;  // unsigned
-  EXPECT_FALSE(numeq::NearestEven(c)(2.0, r));
+  EXPECT_FALSE(numeq::FastRound(c)(2.0, r));
 }
 
 }  // namespace

@@ -1,0 +1,330 @@
+// The fp32 fma chains of matmul_kernels.hpp: GotoBLAS-style blocks of chains in vector
+// registers, whole along K (cuda_core.fp32) or cut into tiles added in fp32 (Trainium's PSUM), a
+// tile's products added by the chain or by a pairwise tree. Vector code is written with x86
+// intrinsics in functions compiled for their instruction set (gnu::target) and chosen at run time
+// (matmul_kernels.cpp); the portable code is plain C++ (std::fma). MXCSR is never touched: these
+// kernels need its default (round to nearest even, no FTZ/DAZ), which every thread starts with.
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "matmul_kernels.hpp"
+#include "numeq/formats/parallel.hpp"
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define NUMEQ_KERNELS_X86 1
+#include <immintrin.h>
+// GCC 12's AVX-512 intrinsics start some results from _mm512_undefined_*(), which
+// -Wmaybe-uninitialized reports at every inlined use (GCC bug 105593); nothing here is read
+// uninitialised (a tile has at least one row of K, so its leaves are always set).
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#endif
+
+namespace numeq::core::kernels {
+
+namespace {
+
+// ---- fp32 fma chains ----
+//
+// GotoBLAS's layout: b in panels of NR columns (k-major, NR floats per k), a block of rows packed
+// in groups of MR rows (k-major, MR floats per k); a micro kernel keeps MR x NR accumulators in
+// registers over KC steps of k, then stores them, and the next KC steps load them back. Every
+// accumulator is one output element's chain, advanced by one fma per k in increasing k, so the
+// blocking changes nothing but speed. Padding rows and columns (zeros) compute chains nobody reads.
+
+constexpr std::size_t kKc = 256;  // k steps per pass: an NR x KC panel of b (32 KiB at NR = 32) stays in L1
+
+using Micro32 = void (*)(const float* ap, const float* bp, std::size_t kc, float* c, std::size_t ldc, bool first);
+
+// Portable: std::fma, i.e. an IEEE fused multiply-add (the fma instruction where the build has
+// one, else libm's fmaf, correctly rounded too).
+constexpr int kPortableMr = 4, kPortableNr = 16;
+void micro_portable(const float* ap, const float* bp, std::size_t kc, float* c, std::size_t ldc, bool first) {
+  float acc[kPortableMr][kPortableNr];
+  for (int r = 0; r < kPortableMr; ++r)
+    for (int j = 0; j < kPortableNr; ++j) acc[r][j] = first ? 0.0f : c[r * ldc + j];
+  for (std::size_t k = 0; k < kc; ++k)
+    for (int r = 0; r < kPortableMr; ++r) {
+      const float x = ap[k * kPortableMr + r];
+      for (int j = 0; j < kPortableNr; ++j) acc[r][j] = std::fma(x, bp[k * kPortableNr + j], acc[r][j]);
+    }
+  for (int r = 0; r < kPortableMr; ++r)
+    for (int j = 0; j < kPortableNr; ++j) c[r * ldc + j] = acc[r][j];
+}
+
+#ifdef NUMEQ_KERNELS_X86
+// vfmadd231ps: a*b + c with one rounding (Intel SDM, "VFMADD132PS/VFMADD213PS/VFMADD231PS":
+// "performs a set of SIMD multiply-add computation ... with infinite precision intermediate
+// result ... rounded ... using the rounding mode specified by MXCSR"), i.e. IEEE 754
+// fusedMultiplyAdd in binary32, the operation std::fma performs on floats.
+// AVX2: 6 rows x 16 columns = 12 ymm accumulators, 2 for b, 1 broadcast (16 registers).
+constexpr int kAvx2Mr = 6, kAvx2Nr = 16;
+[[gnu::target("avx2,fma")]] void micro_avx2(const float* ap, const float* bp, std::size_t kc, float* c,
+                                           std::size_t ldc, bool first) {
+  __m256 acc0[kAvx2Mr], acc1[kAvx2Mr];
+#pragma GCC unroll 8
+  for (int r = 0; r < kAvx2Mr; ++r) {
+    acc0[r] = first ? _mm256_setzero_ps() : _mm256_loadu_ps(c + r * ldc);
+    acc1[r] = first ? _mm256_setzero_ps() : _mm256_loadu_ps(c + r * ldc + 8);
+  }
+  for (std::size_t k = 0; k < kc; ++k) {
+    const __m256 b0 = _mm256_loadu_ps(bp + k * kAvx2Nr);
+    const __m256 b1 = _mm256_loadu_ps(bp + k * kAvx2Nr + 8);
+#pragma GCC unroll 8
+    for (int r = 0; r < kAvx2Mr; ++r) {
+      const __m256 x = _mm256_broadcast_ss(ap + k * kAvx2Mr + r);
+      acc0[r] = _mm256_fmadd_ps(x, b0, acc0[r]);
+      acc1[r] = _mm256_fmadd_ps(x, b1, acc1[r]);
+    }
+  }
+#pragma GCC unroll 8
+  for (int r = 0; r < kAvx2Mr; ++r) {
+    _mm256_storeu_ps(c + r * ldc, acc0[r]);
+    _mm256_storeu_ps(c + r * ldc + 8, acc1[r]);
+  }
+}
+
+// AVX-512: 12 rows x 32 columns = 24 zmm accumulators, 2 for b, broadcasts from memory.
+constexpr int kAvx512Mr = 12, kAvx512Nr = 32;
+[[gnu::target("avx512f")]] void micro_avx512(const float* ap, const float* bp, std::size_t kc, float* c,
+                                            std::size_t ldc, bool first) {
+  __m512 acc0[kAvx512Mr], acc1[kAvx512Mr];
+#pragma GCC unroll 16
+  for (int r = 0; r < kAvx512Mr; ++r) {
+    acc0[r] = first ? _mm512_setzero_ps() : _mm512_loadu_ps(c + r * ldc);
+    acc1[r] = first ? _mm512_setzero_ps() : _mm512_loadu_ps(c + r * ldc + 16);
+  }
+  for (std::size_t k = 0; k < kc; ++k) {
+    const __m512 b0 = _mm512_loadu_ps(bp + k * kAvx512Nr);
+    const __m512 b1 = _mm512_loadu_ps(bp + k * kAvx512Nr + 16);
+#pragma GCC unroll 16
+    for (int r = 0; r < kAvx512Mr; ++r) {
+      const __m512 x = _mm512_set1_ps(ap[k * kAvx512Mr + r]);
+      acc0[r] = _mm512_fmadd_ps(x, b0, acc0[r]);
+      acc1[r] = _mm512_fmadd_ps(x, b1, acc1[r]);
+    }
+  }
+#pragma GCC unroll 16
+  for (int r = 0; r < kAvx512Mr; ++r) {
+    _mm512_storeu_ps(c + r * ldc, acc0[r]);
+    _mm512_storeu_ps(c + r * ldc + 16, acc1[r]);
+  }
+}
+#endif
+
+// ---- pairwise tiles ----
+//
+// A tile's leaves (fma(a_1, b_1, a_0 * b_0) per pair of rows of K; a lone last row: a_k * b_k,
+// one rounding, a float multiply of two fp32 values) summed by a binary counter: a new leaf
+// merges with the stack's top while they have the same level (left + right), and at the end the
+// stack is folded from its top (stack[i] + x). This is the level-by-level pairwise tree of the
+// plan's tree(2) node, odd ones going up unchanged: both build perfect trees over the binary
+// decomposition of the leaf count, left to right, joined from the right (the test against the
+// walk checks it on every tile length up to 300). The stack (at most 64 levels of mr x nr
+// floats) is the caller's.
+
+using Pair32 = void (*)(const float* ap, const float* bp, std::size_t kc, float* c, std::size_t ldc, float* stack);
+constexpr std::size_t kMaxLevels = 64;
+
+// The plain C++ body (IEEE binary32 multiply, std::fma, addition: nearest even, MXCSR's default),
+// for the portable kernel, and compiled for AVX2 + FMA for that level's panels (the compiler
+// lays the columns out in its vectors).
+template <int MR, int NR>
+[[gnu::always_inline]] inline void pair_tile(const float* ap, const float* bp, std::size_t kc, float* c,
+                                             std::size_t ldc, float* stack) {
+  constexpr int kE = MR * NR;
+  int level[kMaxLevels];
+  std::size_t count = 0;
+  float x[kE];
+  for (std::size_t k = 0; k < kc; k += 2) {
+    for (int r = 0; r < MR; ++r)
+      for (int j = 0; j < NR; ++j) {
+        const float p = ap[k * MR + r] * bp[k * NR + j];
+        x[r * NR + j] = k + 1 < kc ? std::fma(ap[(k + 1) * MR + r], bp[(k + 1) * NR + j], p) : p;
+      }
+    int l = 0;
+    for (; count > 0 && level[count - 1] == l; --count, ++l)
+      for (int e = 0; e < kE; ++e) x[e] = stack[(count - 1) * kE + e] + x[e];
+    std::copy(x, x + kE, stack + count * kE);
+    level[count++] = l;
+  }
+  for (std::size_t i = count - 1; i-- > 0;)
+    for (int e = 0; e < kE; ++e) x[e] = stack[i * kE + e] + x[e];
+  for (int r = 0; r < MR; ++r) std::copy(x + r * NR, x + (r + 1) * NR, c + r * ldc);
+}
+
+void pair_portable(const float* ap, const float* bp, std::size_t kc, float* c, std::size_t ldc, float* stack) {
+  pair_tile<kPortableMr, kPortableNr>(ap, bp, kc, c, ldc, stack);
+}
+
+#ifdef NUMEQ_KERNELS_X86
+[[gnu::target("avx2,fma")]] void pair_avx2(const float* ap, const float* bp, std::size_t kc, float* c,
+                                          std::size_t ldc, float* stack) {
+  pair_tile<kAvx2Mr, kAvx2Nr>(ap, bp, kc, c, ldc, stack);
+}
+
+// AVX-512 by hand (twice the speed of the plain body compiled for it): the 24 vectors of a leaf
+// stay in registers. vmulps and vfmadd231ps: IEEE binary32 multiply and fused multiply-add,
+// rounded as MXCSR says (nearest even); vaddps the same for addition (Intel SDM).
+[[gnu::target("avx512f")]] void pair_avx512(const float* ap, const float* bp, std::size_t kc, float* c,
+                                           std::size_t ldc, float* stack) {
+  constexpr int kE = kAvx512Mr * 2;  // vectors per stack entry
+  int level[kMaxLevels];
+  std::size_t count = 0;
+  __m512 x[kE];
+  for (std::size_t k = 0; k < kc; k += 2) {
+    const __m512 b0 = _mm512_loadu_ps(bp + k * kAvx512Nr), b1 = _mm512_loadu_ps(bp + k * kAvx512Nr + 16);
+    const bool pair = k + 1 < kc;
+    const __m512 d0 = pair ? _mm512_loadu_ps(bp + (k + 1) * kAvx512Nr) : b0;
+    const __m512 d1 = pair ? _mm512_loadu_ps(bp + (k + 1) * kAvx512Nr + 16) : b1;
+#pragma GCC unroll 16
+    for (int r = 0; r < kAvx512Mr; ++r) {
+      const __m512 a0 = _mm512_set1_ps(ap[k * kAvx512Mr + r]);
+      x[2 * r] = _mm512_mul_ps(a0, b0);
+      x[2 * r + 1] = _mm512_mul_ps(a0, b1);
+      if (pair) {
+        const __m512 a1 = _mm512_set1_ps(ap[(k + 1) * kAvx512Mr + r]);
+        x[2 * r] = _mm512_fmadd_ps(a1, d0, x[2 * r]);
+        x[2 * r + 1] = _mm512_fmadd_ps(a1, d1, x[2 * r + 1]);
+      }
+    }
+    int l = 0;
+    for (; count > 0 && level[count - 1] == l; --count, ++l)
+#pragma GCC unroll 24
+      for (int e = 0; e < kE; ++e) x[e] = _mm512_add_ps(_mm512_loadu_ps(stack + ((count - 1) * kE + e) * 16), x[e]);
+#pragma GCC unroll 24
+    for (int e = 0; e < kE; ++e) _mm512_storeu_ps(stack + (count * kE + e) * 16, x[e]);
+    level[count++] = l;
+  }
+  for (std::size_t i = count - 1; i-- > 0;)
+#pragma GCC unroll 24
+    for (int e = 0; e < kE; ++e) x[e] = _mm512_add_ps(_mm512_loadu_ps(stack + (i * kE + e) * 16), x[e]);
+#pragma GCC unroll 16
+  for (int r = 0; r < kAvx512Mr; ++r) {
+    _mm512_storeu_ps(c + r * ldc, x[2 * r]);
+    _mm512_storeu_ps(c + r * ldc + 16, x[2 * r + 1]);
+  }
+}
+#endif
+
+struct Shape32 {
+  int mr, nr;
+  Micro32 micro;
+  Pair32 pair;
+};
+
+Shape32 shape32(int l) {
+#ifdef NUMEQ_KERNELS_X86
+  if (l == avx512) return {kAvx512Mr, kAvx512Nr, micro_avx512, pair_avx512};
+  if (l == avx2) return {kAvx2Mr, kAvx2Nr, micro_avx2, pair_avx2};
+#endif
+  (void)l;
+  return {kPortableMr, kPortableNr, micro_portable, pair_portable};
+}
+
+}  // namespace
+
+namespace {
+
+bool all_fp32_portable(const double* x, std::size_t n) {
+  bool ok = true;
+  for (std::size_t i = 0; i < n; ++i) ok &= static_cast<double>(static_cast<float>(x[i])) == x[i] || x[i] != x[i];
+  return ok;
+}
+
+#ifdef NUMEQ_KERNELS_X86
+// vcvtpd2ps rounds as MXCSR says (nearest even), as the scalar conversion does.
+[[gnu::target("avx512f")]] bool all_fp32_avx512(const double* x, std::size_t n) {
+  std::size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m512d v = _mm512_loadu_pd(x + i);
+    const __m512d back = _mm512_cvtps_pd(_mm512_cvtpd_ps(v));
+    const __mmask8 ok = _mm512_cmp_pd_mask(back, v, _CMP_EQ_OQ) | _mm512_cmp_pd_mask(v, v, _CMP_UNORD_Q);
+    if (ok != 0xFF) return false;
+  }
+  return all_fp32_portable(x + i, n - i);
+}
+#endif
+
+}  // namespace
+
+bool all_fp32(const double* x, std::size_t n) {
+#ifdef NUMEQ_KERNELS_X86
+  if (current_level() == avx512) return all_fp32_avx512(x, n);
+#endif
+  return all_fp32_portable(x, n);
+}
+
+PackedB32 pack_b32(const double* b, std::size_t K, std::size_t N) {
+  const int l = current_level();
+  const Shape32 s = shape32(l);
+  const auto nr = static_cast<std::size_t>(s.nr);
+  PackedB32 p;
+  p.level = l;
+  p.K = K;
+  p.N = N;
+  p.nr = nr;
+  const std::size_t panels = (N + nr - 1) / nr;
+  p.data.assign(panels * K * nr, 0.0f);
+  parallel_for(panels, [&](std::size_t begin, std::size_t end) {
+    for (std::size_t q = begin; q < end; ++q) {
+      const std::size_t n0 = q * nr, nn = std::min(nr, N - n0);
+      for (std::size_t k = 0; k < K; ++k) {
+        float* to = p.data.data() + (q * K + k) * nr;
+        for (std::size_t j = 0; j < nn; ++j) to[j] = static_cast<float>(b[k * N + n0 + j]);  // exact: fp32 values
+      }
+    }
+  }, std::max<std::size_t>(1, (std::size_t{1} << 16) / std::max<std::size_t>(1, K * nr)));  // panels in parallel
+  return p;
+}
+
+std::size_t fp32_row_group() { return static_cast<std::size_t>(shape32(current_level()).mr); }
+
+void fp32_fma_rows(const double* a, std::size_t rows, const PackedB32& b, float* out, std::size_t ldo,
+                   const Fp32Tiling& tiling) {
+  const Shape32 s = shape32(b.level);  // the kernel the panels were cut for
+  const auto mr = static_cast<std::size_t>(s.mr), nr = static_cast<std::size_t>(s.nr);
+  const std::size_t K = b.K, N = b.N;
+  const std::size_t groups = (rows + mr - 1) / mr, panels = (N + nr - 1) / nr, ldc = panels * nr;
+  std::vector<float> ap(groups * mr * K, 0.0f);
+  for (std::size_t r = 0; r < rows; ++r)
+    for (std::size_t k = 0; k < K; ++k) ap[((r / mr) * K + k) * mr + r % mr] = static_cast<float>(a[r * K + k]);
+  const std::size_t cells = groups * mr * ldc;
+  const std::size_t T = tiling.tile == 0 || tiling.tile > K ? K : tiling.tile, G = tiling.group;
+  // psum: the current group's sum of tiles (or the whole sum); tile: a later tile of the group;
+  // sbuf: the sum of the groups (with G). Padding rows and columns hold chains nobody reads.
+  std::vector<float> psum(cells), tile(T < K ? cells : 0), sbuf(G != 0 && T < K ? cells : 0);
+  std::vector<float> stack(tiling.pairwise ? kMaxLevels * mr * nr : 0);
+  const auto add_into = [cells](std::vector<float>& sum, const std::vector<float>& x) {
+    for (std::size_t i = 0; i < cells; ++i) sum[i] = sum[i] + x[i];  // binary32, nearest even
+  };
+  for (std::size_t t0 = 0, ti = 0; t0 < K; t0 += T, ++ti) {
+    const std::size_t t1 = std::min(K, t0 + T), in_group = G != 0 ? ti % G : ti;
+    float* to = in_group == 0 ? psum.data() : tile.data();
+    if (tiling.pairwise) {
+      for (std::size_t q = 0; q < panels; ++q)
+        for (std::size_t g = 0; g < groups; ++g)
+          s.pair(ap.data() + (g * K + t0) * mr, b.data.data() + (q * K + t0) * nr, t1 - t0, to + g * mr * ldc + q * nr,
+                 ldc, stack.data());
+    } else {
+      for (std::size_t k0 = t0; k0 < t1; k0 += kKc) {
+        const std::size_t kc = std::min(kKc, t1 - k0);
+        for (std::size_t q = 0; q < panels; ++q)
+          for (std::size_t g = 0; g < groups; ++g)
+            s.micro(ap.data() + (g * K + k0) * mr, b.data.data() + (q * K + k0) * nr, kc, to + g * mr * ldc + q * nr,
+                    ldc, k0 == t0);
+      }
+    }
+    if (in_group != 0) add_into(psum, tile);
+    if (!sbuf.empty() && (in_group + 1 == G || t1 == K)) {
+      if (ti / G == 0) sbuf.swap(psum);
+      else add_into(sbuf, psum);
+    }
+  }
+  const std::vector<float>& acc = sbuf.empty() ? psum : sbuf;
+  for (std::size_t r = 0; r < rows; ++r) std::copy(acc.data() + r * ldc, acc.data() + r * ldc + N, out + r * ldo);
+}
+
+}  // namespace numeq::core::kernels

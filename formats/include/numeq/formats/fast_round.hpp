@@ -1,0 +1,63 @@
+#pragma once
+// The common cases of rounding a double, by integer arithmetic on its bits: a shortcut in front of
+// the one rounding kernel (round_and_pack.hpp), taken where the answer needs none of the kernel's
+// cases. round_to_format, the exact matmul's rounded results and every sequential narrow or
+// toward-zero accumulation (bf16 / fp16 / fp8 accumulators, Trainium's pe_rounding alternative in
+// core's plan evaluator) round through here first.
+//
+// Applies to a signed binary floating format of fewer than 52 fraction bits, rounding to nearest
+// even or toward zero, for a finite double x in the format's normal range whose rounded value
+// stays finite: the significand's low `shift` bits are rounded off (nearest even: ties to the even
+// neighbour, a carry moving into the exponent as it should; toward zero: cleared, which truncates
+// the magnitude of a sign-magnitude encoding). Returns false elsewhere (other modes, subnormal or
+// overflowing results, specials, unsigned and integer formats), and the kernel decides. Flushing
+// and saturation never concern a normal, finite result, so every Cast option agrees with the
+// kernel where it applies (checked against the kernel on every decision point of every format up
+// to 16 bits in test_fast_round).
+
+#include <bit>
+#include <cmath>
+#include <cstdint>
+
+#include "numeq/formats/format.hpp"
+#include "numeq/formats/rounding.hpp"
+
+namespace numeq {
+
+class FastRound {
+ public:
+  explicit FastRound(const Cast& cast) {
+    const Format& f = cast.format;
+    applies_ = (cast.rounding == Rounding::nearest_even || cast.rounding == Rounding::toward_zero) && !f.is_integer() &&
+               f.is_signed && f.mantissa_bits < 52;
+    if (!applies_) return;
+    nearest_ = cast.rounding == Rounding::nearest_even;
+    emin_ = f.emin();
+    shift_ = 52 - f.mantissa_bits;
+    max_ = max_finite(f);
+  }
+
+  bool applies() const { return applies_; }
+
+  // x rounded, into `out`; false where the kernel must decide.
+  bool operator()(double x, double& out) const {
+    if (!applies_) return false;
+    std::uint64_t bits = std::bit_cast<std::uint64_t>(x);
+    const int e = static_cast<int>((bits >> 52) & 0x7ff) - 1023;
+    if (e < emin_ || e == 1024) return false;  // below the normal range, or Inf / NaN
+    if (nearest_) bits += (std::uint64_t{1} << (shift_ - 1)) - 1 + ((bits >> shift_) & 1);
+    bits &= ~((std::uint64_t{1} << shift_) - 1);
+    const double r = std::bit_cast<double>(bits);
+    if (std::abs(r) > max_) return false;
+    out = r;
+    return true;
+  }
+
+ private:
+  bool applies_ = false;
+  bool nearest_ = true;
+  int emin_ = 0, shift_ = 0;
+  double max_ = 0;
+};
+
+}  // namespace numeq
