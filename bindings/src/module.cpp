@@ -218,15 +218,13 @@ PYBIND11_MODULE(_core, m) {
   m.def(
       "first_not_in_format",
       [](const py::array_t<float, py::array::c_style>& x, const std::string& fmt) -> std::int64_t {
-        // float32 arrays read in place (no float64 copy first): each value widened exactly.
-        const numeq::ValueTest is_value(numeq::format_by_name(fmt, "fmt"));
+        // float32 arrays read in place (no float64 copy first).
+        const numeq::Format& f = numeq::format_by_name(fmt, "fmt");
         const std::size_t n = static_cast<std::size_t>(x.size());
-        const float* p = x.data();
         std::size_t first = n;
         {
           py::gil_scoped_release release;
-          for (std::size_t i = 0; i < n && first == n; ++i)
-            if (!is_value(static_cast<double>(p[i]))) first = i;
+          first = numeq::first_not_value(x.data(), n, f);
         }
         return first == n ? -1 : static_cast<std::int64_t>(first);
       },

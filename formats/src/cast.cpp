@@ -61,6 +61,37 @@ std::size_t first_not_value(const double* x, std::size_t n, const Format& f) {
   return n;
 }
 
+std::size_t first_not_value(const float* x, std::size_t n, const Format& f) {
+  // Formats with float32's exponent field (bf16, tf32) and its NaN/Inf encoding: a float32 is one
+  // of their values exactly when the fraction bits they lack are zero (subnormals included: the
+  // quanta line up), NaNs of any payload and infinities aside. An integer test per element,
+  // which the compiler vectorises; ValueTest decides every other format (and is the oracle of
+  // this shortcut in test_cast).
+  if (!f.is_integer() && f.exponent_bits == 8 && f.bias == 127 && f.is_signed && f.has_zero &&
+      f.specials == Specials::ieee && f.mantissa_bits <= 23) {
+    const std::uint32_t low = (std::uint32_t{1} << (23 - f.mantissa_bits)) - 1;
+    constexpr std::size_t block = 1024;
+    for (std::size_t begin = 0; begin < n; begin += block) {
+      const std::size_t end = std::min(n, begin + block);
+      bool any = false;
+      for (std::size_t i = begin; i < end; ++i) {
+        const auto u = std::bit_cast<std::uint32_t>(x[i]);
+        any |= (u & low) != 0 && (u & 0x7f800000u) != 0x7f800000u;
+      }
+      if (!any) continue;
+      for (std::size_t i = begin; i < end; ++i) {
+        const auto u = std::bit_cast<std::uint32_t>(x[i]);
+        if ((u & low) != 0 && (u & 0x7f800000u) != 0x7f800000u) return i;
+      }
+    }
+    return n;
+  }
+  const ValueTest test(f);
+  for (std::size_t i = 0; i < n; ++i)
+    if (!test(static_cast<double>(x[i]))) return i;
+  return n;
+}
+
 double round_to_format(double x, const Cast& cast, std::uint64_t index) {
   if (double r; FastRound(cast)(x, r)) return r;
   return decode_bits(cast.format, encode(x, cast, index));

@@ -451,3 +451,40 @@ TEST(Cast, IsValueIsRoundingToItself) {
   EXPECT_GT(values, 10000u);
   std::cout << "is_value: " << checked << " (value, format) pairs, " << values << " values\n";
 }
+
+TEST(Cast, FirstNotValueOfFloat32ArraysIsValueTestElementByElement) {
+  // The float32 overload (its integer shortcut for bf16 and tf32, ValueTest for the rest) against
+  // is_value on the widened value, one float32 at a time: every 2^16-th bit pattern plus every
+  // pattern with a random high half (all exponents, both signs, NaN payloads, subnormals), then
+  // whole arrays whose first non-value sits anywhere in a block.
+  std::vector<float> xs;
+  for (std::uint64_t b = 0; b < (std::uint64_t{1} << 32); b += 0x10000 - 1) xs.push_back(std::bit_cast<float>(static_cast<std::uint32_t>(b)));
+  std::uint64_t state = 88172645463325252u;
+  for (int i = 0; i < 200000; ++i) {
+    state ^= state << 13, state ^= state >> 7, state ^= state << 17;
+    xs.push_back(std::bit_cast<float>(static_cast<std::uint32_t>(state)));
+    xs.push_back(std::bit_cast<float>(static_cast<std::uint32_t>(state) & 0xffff0000u));
+    xs.push_back(std::bit_cast<float>(static_cast<std::uint32_t>(state) & 0xffffe000u));
+  }
+  std::size_t checked = 0;
+  for (const numeq::Format* f : numeq::all_formats()) {
+    for (const float x : xs) {
+      const bool want = numeq::is_value(static_cast<double>(x), *f);
+      ASSERT_EQ(numeq::first_not_value(&x, 1, *f) == 0, !want) << f->name << " " << x;
+      ++checked;
+    }
+    // Arrays: ones (a value of every format but the integers' ranges aside) with 1 + 2^-23 (no
+    // value of a format narrower than fp32) at a few positions around the 1024-element blocks;
+    // the first element is_value refuses is the answer.
+    std::vector<float> row;
+    for (const std::size_t at : {std::size_t{0}, std::size_t{1023}, std::size_t{1024}, std::size_t{2999}}) {
+      row.assign(3000, 1.0f);
+      row[at] = 1.0f + 0x1p-23f;
+      std::size_t want = row.size();
+      for (std::size_t i = 0; i < row.size() && want == row.size(); ++i)
+        if (!numeq::is_value(static_cast<double>(row[i]), *f)) want = i;
+      EXPECT_EQ(numeq::first_not_value(row.data(), row.size(), *f), want) << f->name << " " << at;
+    }
+  }
+  std::cout << "first_not_value(float32): " << checked << " (value, format) pairs\n";
+}

@@ -25,6 +25,8 @@ double round_to_format(double x, const Cast& cast, std::uint64_t index = 0);
 bool is_value(double x, const Format& f);
 // The first of x[0..n) that is not a value of f (is_value), or n: f's limits worked out once.
 std::size_t first_not_value(const double* x, std::size_t n, const Format& f);
+// The same for float32 values, read in place (no float64 copy first).
+std::size_t first_not_value(const float* x, std::size_t n, const Format& f);
 // is_value with f's limits worked out once, for loops that test element by element (f must
 // outlive it: the registered formats do).
 class ValueTest {
