@@ -56,8 +56,32 @@ bool is_value(double x, const Format& f) { return ValueTest(f)(x); }
 
 std::size_t first_not_value(const double* x, std::size_t n, const Format& f) {
   const ValueTest test(f);
-  for (std::size_t i = 0; i < n; ++i)
-    if (!test(x[i])) return i;
+  if (f.is_integer() || !f.is_signed || f.mantissa_bits >= 52) {
+    for (std::size_t i = 0; i < n; ++i)
+      if (!test(x[i])) return i;
+    return n;
+  }
+  // A sufficient test first, branch-free so that it vectorises: a double whose exponent lies in
+  // one of f's normal binades below the top one (every fraction of those binades is a finite value
+  // of f, whatever f's NaN encoding) and whose fraction bits beyond f's are zero is a value of f.
+  // Blocks where some element fails it are decided element by element by ValueTest.
+  int top = 0;
+  (void)std::frexp(max_finite(f), &top);  // max_finite in [2^(top-1), 2^top)
+  const std::uint64_t low_e = static_cast<std::uint64_t>(f.emin() + 1023), high_e = static_cast<std::uint64_t>(top - 1 + 1023);
+  const std::uint64_t low = (std::uint64_t{1} << (52 - f.mantissa_bits)) - 1;
+  constexpr std::size_t block = 1024;
+  for (std::size_t begin = 0; begin < n; begin += block) {
+    const std::size_t end = std::min(n, begin + block);
+    bool all = true;
+    for (std::size_t i = begin; i < end; ++i) {
+      const auto u = std::bit_cast<std::uint64_t>(x[i]);
+      const std::uint64_t e = (u >> 52) & 0x7ff;
+      all &= (u & low) == 0 && e >= low_e && e < high_e;
+    }
+    if (all) continue;
+    for (std::size_t i = begin; i < end; ++i)
+      if (!test(x[i])) return i;
+  }
   return n;
 }
 

@@ -488,3 +488,36 @@ TEST(Cast, FirstNotValueOfFloat32ArraysIsValueTestElementByElement) {
   }
   std::cout << "first_not_value(float32): " << checked << " (value, format) pairs\n";
 }
+
+TEST(Cast, FirstNotValueOfFloat64ArraysIsValueTestElementByElement) {
+  // The float64 overload's block shortcut (exponent in a normal binade below f's top one, no
+  // fraction bits beyond f's) against is_value, one double at a time and in arrays: values and
+  // neighbours of every format (their binade edges included), random doubles and the specials.
+  std::vector<double> xs = {0.0, -0.0, std::numeric_limits<double>::infinity(),
+                            -std::numeric_limits<double>::infinity(), std::numeric_limits<double>::quiet_NaN(),
+                            std::numeric_limits<double>::max(), std::numeric_limits<double>::denorm_min()};
+  for (const numeq::Format* f : numeq::all_formats()) {
+    if (f->is_integer()) continue;
+    for (const double v : {numeq::max_finite(*f), numeq::min_normal(*f), numeq::min_subnormal(*f)})
+      for (const double s : {1.0, -1.0, 0.5, 2.0, 1.5, 0.75})
+        xs.insert(xs.end(), {v * s, std::nextafter(v * s, INFINITY), std::nextafter(v * s, -INFINITY)});
+  }
+  for (int e = -1080; e <= 1030; e += 3) xs.insert(xs.end(), {std::ldexp(1.0, e), std::ldexp(-1.5, e), std::ldexp(1 + 0x1p-7, e)});
+  for (const double x : sample_doubles(100000)) {
+    xs.push_back(x);
+    xs.push_back(std::bit_cast<double>(std::bit_cast<std::uint64_t>(x) & ~((std::uint64_t{1} << 45) - 1)));
+  }
+  for (const numeq::Format* f : numeq::all_formats()) {
+    for (const double x : xs)
+      ASSERT_EQ(numeq::first_not_value(&x, 1, *f) == 0, !numeq::is_value(x, *f)) << f->name << " " << x;
+    std::vector<double> row;
+    for (const std::size_t at : {std::size_t{0}, std::size_t{1023}, std::size_t{1024}, std::size_t{2999}}) {
+      row.assign(3000, 1.0);
+      row[at] = 1.0 + 0x1p-40;
+      std::size_t want = row.size();
+      for (std::size_t i = 0; i < row.size() && want == row.size(); ++i)
+        if (!numeq::is_value(row[i], *f)) want = i;
+      EXPECT_EQ(numeq::first_not_value(row.data(), row.size(), *f), want) << f->name << " " << at;
+    }
+  }
+}
