@@ -9,6 +9,7 @@
 #include <sstream>
 #include <limits>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <utility>
@@ -1012,6 +1013,30 @@ double off_line(const BoundPoint& x, double K) { return 0x1p-50 * (std::abs(x.b)
 // supporting line of slope K; either they straddle m (the bridge, slope K), or the bridge lies to
 // one side and one point of every pair whose slope is on the wrong side of K is no end of it.
 // Each round drops a quarter of the points or more: linear time, no sort.
+// The first element (lowest index) that maximises value(i) among those `used` accepts, as a
+// serial scan with a strict comparison finds it, over parallel_for's slices: each slice's winner
+// is merged by (value, then lower index), which no slice order changes. {-Inf, n} when none is.
+template <class Used, class Value>
+std::pair<double, std::size_t> first_maximum(std::size_t n, const Used& used, const Value& value) {
+  std::pair<double, std::size_t> best{-std::numeric_limits<double>::infinity(), n};
+  std::mutex merge;
+  parallel_for(
+      n,
+      [&](std::size_t begin, std::size_t end) {
+        std::pair<double, std::size_t> here{-std::numeric_limits<double>::infinity(), n};
+        for (std::size_t i = begin; i < end; ++i) {
+          if (!used(i)) continue;
+          const double v = value(i);
+          if (v > here.first) here = {v, i};  // strictly: NaN and -Inf are never taken, as in a serial scan
+        }
+        if (here.second == n) return;
+        const std::lock_guard<std::mutex> lock(merge);
+        if (here.first > best.first || (here.first == best.first && here.second < best.second)) best = here;
+      },
+      1 << 16);
+  return best;
+}
+
 double bridge_slope(std::vector<BoundPoint> s, double m) {
   std::vector<BoundPoint> next;
   std::vector<double> slopes, median;
@@ -1127,14 +1152,9 @@ Tolerance tolerance(const Array& bound, const Array& reference, const Format& ou
   for (int step = 0; step < 6 && rt < 0; ++step) {
     const double K = (right.b - left.b) / (right.r - left.r);
     const double chord = std::max(left.b - K * left.r, right.b - K * right.r);
-    double top = -std::numeric_limits<double>::infinity();
-    BoundPoint far{};
-    for (std::size_t i = 0; i < n; ++i) {
-      if (!used(i)) continue;
-      const BoundPoint x{std::abs(rp[i]), bp[i]};
-      const double v = x.b - K * x.r;
-      if (v > top) top = v, far = x;
-    }
+    // The farthest point above the chord (the first of equals), on parallel_for's threads.
+    const auto [top, at] = first_maximum(n, used, [&](std::size_t i) { return bp[i] - K * std::abs(rp[i]); });
+    const BoundPoint far = at < n ? BoundPoint{std::abs(rp[at]), bp[at]} : BoundPoint{};
     if (top <= chord + off_line(far, K) + off_line(right, K) + off_line(left, K)) rt = K;
     else (far.r > m ? right : left) = far;
   }
@@ -1155,9 +1175,7 @@ Tolerance tolerance(const Array& bound, const Array& reference, const Format& ou
   }
   // The atol that makes rt cover every bound (computed, not estimated), as atol + rtol |ref| is
   // evaluated in binary64: raised by an ulp while some bound exceeds it.
-  double at = 0;
-  for (std::size_t i = 0; i < n; ++i)
-    if (used(i)) at = std::max(at, bp[i] - rt * std::abs(rp[i]));
+  double at = std::max(0.0, first_maximum(n, used, [&](std::size_t i) { return bp[i] - rt * std::abs(rp[i]); }).first);
   for (bool covered = false; !covered;) {
     covered = true;
     for (std::size_t i = 0; i < n && covered; ++i)
