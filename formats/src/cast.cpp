@@ -54,67 +54,47 @@ ValueTest::ValueTest(const Format& fmt)
 
 bool is_value(double x, const Format& f) { return ValueTest(f)(x); }
 
-std::size_t first_not_value(const double* x, std::size_t n, const Format& f) {
+namespace {
+
+// The first of x[0..n) that is not a value of f. A sufficient test first, branch-free so that it
+// vectorises: +0 (where f has a zero), or a value whose exponent lies in one of f's normal binades
+// below the top one (every fraction of those binades is a finite value of f, whatever f's NaN
+// encoding) and whose fraction bits beyond f's are zero. Blocks where some element fails it are
+// decided element by element by ValueTest. float32 arrays go through the same test on the
+// widened value (exact), read in place.
+template <class T>
+std::size_t first_not_value_of(const T* x, std::size_t n, const Format& f) {
   const ValueTest test(f);
   if (f.is_integer() || !f.is_signed || f.mantissa_bits >= 52) {
     for (std::size_t i = 0; i < n; ++i)
-      if (!test(x[i])) return i;
+      if (!test(static_cast<double>(x[i]))) return i;
     return n;
   }
-  // A sufficient test first, branch-free so that it vectorises: a double whose exponent lies in
-  // one of f's normal binades below the top one (every fraction of those binades is a finite value
-  // of f, whatever f's NaN encoding) and whose fraction bits beyond f's are zero is a value of f.
-  // Blocks where some element fails it are decided element by element by ValueTest.
   int top = 0;
   (void)std::frexp(max_finite(f), &top);  // max_finite in [2^(top-1), 2^top)
   const std::uint64_t low_e = static_cast<std::uint64_t>(f.emin() + 1023), high_e = static_cast<std::uint64_t>(top - 1 + 1023);
   const std::uint64_t low = (std::uint64_t{1} << (52 - f.mantissa_bits)) - 1;
+  const bool zero = f.has_zero;
   constexpr std::size_t block = 1024;
   for (std::size_t begin = 0; begin < n; begin += block) {
     const std::size_t end = std::min(n, begin + block);
     bool all = true;
     for (std::size_t i = begin; i < end; ++i) {
-      const auto u = std::bit_cast<std::uint64_t>(x[i]);
+      const auto u = std::bit_cast<std::uint64_t>(static_cast<double>(x[i]));
       const std::uint64_t e = (u >> 52) & 0x7ff;
-      all &= (u & low) == 0 && e >= low_e && e < high_e;
+      all &= (u == 0 && zero) || ((u & low) == 0 && e >= low_e && e < high_e);
     }
     if (all) continue;
     for (std::size_t i = begin; i < end; ++i)
-      if (!test(x[i])) return i;
+      if (!test(static_cast<double>(x[i]))) return i;
   }
   return n;
 }
 
-std::size_t first_not_value(const float* x, std::size_t n, const Format& f) {
-  // Formats with float32's exponent field (bf16, tf32) and its NaN/Inf encoding: a float32 is one
-  // of their values exactly when the fraction bits they lack are zero (subnormals included: the
-  // quanta line up), NaNs of any payload and infinities aside. An integer test per element,
-  // which the compiler vectorises; ValueTest decides every other format (and is the oracle of
-  // this shortcut in test_cast).
-  if (!f.is_integer() && f.exponent_bits == 8 && f.bias == 127 && f.is_signed && f.has_zero &&
-      f.specials == Specials::ieee && f.mantissa_bits <= 23) {
-    const std::uint32_t low = (std::uint32_t{1} << (23 - f.mantissa_bits)) - 1;
-    constexpr std::size_t block = 1024;
-    for (std::size_t begin = 0; begin < n; begin += block) {
-      const std::size_t end = std::min(n, begin + block);
-      bool any = false;
-      for (std::size_t i = begin; i < end; ++i) {
-        const auto u = std::bit_cast<std::uint32_t>(x[i]);
-        any |= (u & low) != 0 && (u & 0x7f800000u) != 0x7f800000u;
-      }
-      if (!any) continue;
-      for (std::size_t i = begin; i < end; ++i) {
-        const auto u = std::bit_cast<std::uint32_t>(x[i]);
-        if ((u & low) != 0 && (u & 0x7f800000u) != 0x7f800000u) return i;
-      }
-    }
-    return n;
-  }
-  const ValueTest test(f);
-  for (std::size_t i = 0; i < n; ++i)
-    if (!test(static_cast<double>(x[i]))) return i;
-  return n;
-}
+}  // namespace
+
+std::size_t first_not_value(const double* x, std::size_t n, const Format& f) { return first_not_value_of(x, n, f); }
+std::size_t first_not_value(const float* x, std::size_t n, const Format& f) { return first_not_value_of(x, n, f); }
 
 double round_to_format(double x, const Cast& cast, std::uint64_t index) {
   if (double r; FastRound(cast)(x, r)) return r;

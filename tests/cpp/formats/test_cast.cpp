@@ -452,8 +452,24 @@ TEST(Cast, IsValueIsRoundingToItself) {
   std::cout << "is_value: " << checked << " (value, format) pairs, " << values << " values\n";
 }
 
+// Arrays of ones (a value of every floating format) with `odd` (no value of a format narrower
+// than the array's type) at a few positions around first_not_value's 1024-element blocks: the
+// answer is the first element is_value refuses.
+template <class T>
+void expect_first_in_rows(const numeq::Format& f, T odd) {
+  std::vector<T> row;
+  for (const std::size_t at : {std::size_t{0}, std::size_t{1023}, std::size_t{1024}, std::size_t{2999}}) {
+    row.assign(3000, T{1});
+    row[at] = odd;
+    std::size_t want = row.size();
+    for (std::size_t i = 0; i < row.size() && want == row.size(); ++i)
+      if (!numeq::is_value(static_cast<double>(row[i]), f)) want = i;
+    EXPECT_EQ(numeq::first_not_value(row.data(), row.size(), f), want) << f.name << " " << at;
+  }
+}
+
 TEST(Cast, FirstNotValueOfFloat32ArraysIsValueTestElementByElement) {
-  // The float32 overload (its integer shortcut for bf16 and tf32, ValueTest for the rest) against
+  // The float32 overload (the block shortcut on the widened value, ValueTest for the rest) against
   // is_value on the widened value, one float32 at a time: every 2^16-th bit pattern plus every
   // pattern with a random high half (all exponents, both signs, NaN payloads, subnormals), then
   // whole arrays whose first non-value sits anywhere in a block.
@@ -473,18 +489,7 @@ TEST(Cast, FirstNotValueOfFloat32ArraysIsValueTestElementByElement) {
       ASSERT_EQ(numeq::first_not_value(&x, 1, *f) == 0, !want) << f->name << " " << x;
       ++checked;
     }
-    // Arrays: ones (a value of every format but the integers' ranges aside) with 1 + 2^-23 (no
-    // value of a format narrower than fp32) at a few positions around the 1024-element blocks;
-    // the first element is_value refuses is the answer.
-    std::vector<float> row;
-    for (const std::size_t at : {std::size_t{0}, std::size_t{1023}, std::size_t{1024}, std::size_t{2999}}) {
-      row.assign(3000, 1.0f);
-      row[at] = 1.0f + 0x1p-23f;
-      std::size_t want = row.size();
-      for (std::size_t i = 0; i < row.size() && want == row.size(); ++i)
-        if (!numeq::is_value(static_cast<double>(row[i]), *f)) want = i;
-      EXPECT_EQ(numeq::first_not_value(row.data(), row.size(), *f), want) << f->name << " " << at;
-    }
+    expect_first_in_rows<float>(*f, 1.0f + 0x1p-23f);
   }
   std::cout << "first_not_value(float32): " << checked << " (value, format) pairs\n";
 }
@@ -510,14 +515,6 @@ TEST(Cast, FirstNotValueOfFloat64ArraysIsValueTestElementByElement) {
   for (const numeq::Format* f : numeq::all_formats()) {
     for (const double x : xs)
       ASSERT_EQ(numeq::first_not_value(&x, 1, *f) == 0, !numeq::is_value(x, *f)) << f->name << " " << x;
-    std::vector<double> row;
-    for (const std::size_t at : {std::size_t{0}, std::size_t{1023}, std::size_t{1024}, std::size_t{2999}}) {
-      row.assign(3000, 1.0);
-      row[at] = 1.0 + 0x1p-40;
-      std::size_t want = row.size();
-      for (std::size_t i = 0; i < row.size() && want == row.size(); ++i)
-        if (!numeq::is_value(row[i], *f)) want = i;
-      EXPECT_EQ(numeq::first_not_value(row.data(), row.size(), *f), want) << f->name << " " << at;
-    }
+    expect_first_in_rows<double>(*f, 1.0 + 0x1p-40);
   }
 }
