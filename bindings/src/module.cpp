@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "bind.hpp"
+#include "heap.hpp"
 #include "numeq/numeq.hpp"
 
 namespace py = pybind11;
@@ -163,6 +164,7 @@ void set_error(PyObject* type, const std::string& message) {
 }  // namespace
 
 PYBIND11_MODULE(_core, m) {
+  numeq_bindings::keep_freed_memory();
   m.doc() = "numeq C++ core (use the numeq package, not this module)";
   py::register_exception_translator([](std::exception_ptr p) {
     try {

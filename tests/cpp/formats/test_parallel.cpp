@@ -7,12 +7,14 @@
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <memory>
 #include <mutex>
 #include <set>
 #include <stdexcept>
 #include <string>
 #include <thread>
+#include <chrono>
 #include <vector>
 
 #include <sys/resource.h>
@@ -110,15 +112,30 @@ TEST_F(ParallelTest, SmallRangesRunOnTheCallingThread) {
 
 TEST_F(ParallelTest, LargeRangesUseSeveralThreads) {
   // With 4 threads configured and 4 * 2^16 elements, the work is split into chunks run on more
-  // than one thread (numeq's array casts are documented as multi-threaded), at most 4, the caller
-  // among them. (Counting threads, not timing anything.)
+  // than one thread (numeq's array casts are documented as multi-threaded), at most 4. (Counting
+  // threads, not timing anything.)
+  // Each slice takes a few milliseconds, so the workers are awake before the caller could take
+  // every slice itself (slices go to whichever thread asks first).
   numeq::set_num_threads(4);
   const std::size_t n = 4 * (std::size_t{1} << 16);
+  std::mutex mutex;
+  std::set<std::thread::id> seen;
+  std::vector<std::atomic<int>> hits(n);
+  numeq::parallel_for(
+      n,
+      [&](std::size_t begin, std::size_t end) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        for (std::size_t i = begin; i < end; ++i) hits[i].fetch_add(1);
+        const std::lock_guard<std::mutex> lock(mutex);
+        seen.insert(std::this_thread::get_id());
+      },
+      std::size_t{1} << 16);
+  for (auto& h : hits) ASSERT_EQ(h.load(), 1);
+  EXPECT_GE(seen.size(), 2u);
+  EXPECT_LE(seen.size(), 4u);
   const auto c = cover(n, std::size_t{1} << 16);
   expect_exactly_once(*c, n);
-  EXPECT_GE(c->threads.size(), 2u);
-  EXPECT_LE(c->threads.size(), 4u);
-  EXPECT_EQ(c->threads.count(std::this_thread::get_id()), 1u);
+  EXPECT_LE(c->threads.size(), 4u);  // spinning workers may take every slice before the caller asks
   // One thread: a single call on the caller, however large the range.
   numeq::set_num_threads(1);
   const auto one = cover(n, 1);
@@ -204,6 +221,93 @@ TEST_F(ParallelTest, ConfiguredThreadsAreUsedWithoutAnEnvironment) {
     EXPECT_LE(c->calls.load(), threads);
     EXPECT_LE(c->threads.size(), static_cast<std::size_t>(threads));
   }
+}
+
+// The threads are kept between calls (a pool): after the first call the process's thread count
+// (the entries of /proc/self/task) no longer changes, call after call.
+TEST_F(ParallelTest, WorkersAreKeptBetweenCalls) {
+  const auto tasks = [] {
+    std::size_t count = 0;
+    for ([[maybe_unused]] const auto& entry : std::filesystem::directory_iterator("/proc/self/task")) ++count;
+    return count;
+  };
+  numeq::set_num_threads(3);
+  expect_exactly_once(*cover(300000, 1), 300000);
+  const std::size_t before = tasks();
+  for (int round = 0; round < 20; ++round) expect_exactly_once(*cover(300000, 1), 300000);
+  EXPECT_EQ(tasks(), before) << "threads were started or ended between calls";
+}
+
+// A parallel_for inside a body runs on the thread that calls it, and still covers its range.
+TEST_F(ParallelTest, NestedCallsRunOnTheirThread) {
+  numeq::set_num_threads(4);
+  const std::size_t outer = 8, inner = 50000;
+  std::vector<std::atomic<int>> hits(outer * inner);
+  std::atomic<int> foreign{0};
+  numeq::parallel_for(
+      outer,
+      [&](std::size_t begin, std::size_t end) {
+        for (std::size_t o = begin; o < end; ++o) {
+          const auto me = std::this_thread::get_id();
+          numeq::parallel_for(
+              inner,
+              [&](std::size_t b, std::size_t e) {
+                if (std::this_thread::get_id() != me) ++foreign;
+                for (std::size_t i = b; i < e; ++i) hits[o * inner + i].fetch_add(1);
+              },
+              1);
+        }
+      },
+      1);
+  std::size_t wrong = 0;
+  for (auto& h : hits)
+    if (h.load() != 1) ++wrong;
+  EXPECT_EQ(wrong, 0u);
+  EXPECT_EQ(foreign.load(), 0);
+}
+
+// Callers on several threads at once (Python threads with the GIL released): every call covers
+// its range exactly once, whichever of them gets the pool.
+TEST_F(ParallelTest, ConcurrentCallersEachCoverTheirRange) {
+  numeq::set_num_threads(3);
+  std::atomic<int> failures{0};
+  std::vector<std::thread> callers;
+  for (int t = 0; t < 4; ++t)
+    callers.emplace_back([&] {
+      for (int round = 0; round < 50; ++round) {
+        const std::size_t n = 20000 + 37 * static_cast<std::size_t>(round);
+        const auto c = cover(n, 1);
+        for (std::size_t i = 0; i < n; ++i)
+          if (c->hits[i].load() != 1) {
+            ++failures;
+            break;
+          }
+      }
+    });
+  for (auto& c : callers) c.join();
+  EXPECT_EQ(failures.load(), 0);
+}
+
+// A child made by fork() after the pool has started has none of its threads: parallel_for there
+// must still finish (not wait for workers that do not exist) and cover the range.
+TEST_F(ParallelTest, ForkedChildRunsWithItsOwnThreads) {
+  numeq::set_num_threads(4);
+  expect_exactly_once(*cover(100000, 1), 100000);  // the parent's pool is running
+  const pid_t child = fork();
+  ASSERT_NE(child, -1);
+  if (child == 0) {
+    alarm(60);  // a hang ends the child with SIGALRM, which the parent reports
+    for (int round = 0; round < 5; ++round) {
+      const auto c = cover(100000, 1);
+      for (std::size_t i = 0; i < 100000; ++i)
+        if (c->hits[i].load() != 1) _exit(1);
+    }
+    _exit(0);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status)) << "the child died (signal " << (WIFSIGNALED(status) ? WTERMSIG(status) : 0) << ")";
+  EXPECT_EQ(WEXITSTATUS(status), 0);
 }
 
 // A thread that cannot start (std::thread throws std::system_error) must not end the process
