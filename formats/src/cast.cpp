@@ -3,11 +3,13 @@
 #include "numeq/formats/fast_round.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <bit>
 #include <cmath>
 #include <sstream>
 
 #include "numeq/formats/error.hpp"
+#include "numeq/formats/parallel.hpp"
 #include "numeq/formats/random.hpp"
 #include "numeq/formats/round_and_pack.hpp"
 
@@ -56,17 +58,16 @@ bool is_value(double x, const Format& f) { return ValueTest(f)(x); }
 
 namespace {
 
-// The first of x[0..n) that is not a value of f. A sufficient test first, branch-free so that it
+// The first of x[begin..n) that is not a value of f (n when none). A sufficient test first, branch-free so that it
 // vectorises: +0 (where f has a zero), or a value whose exponent lies in one of f's normal binades
 // below the top one (every fraction of those binades is a finite value of f, whatever f's NaN
 // encoding) and whose fraction bits beyond f's are zero. Blocks where some element fails it are
 // decided element by element by ValueTest. float32 arrays go through the same test on the
 // widened value (exact), read in place.
 template <class T>
-std::size_t first_not_value_of(const T* x, std::size_t n, const Format& f) {
-  const ValueTest test(f);
+std::size_t first_not_value_in(const T* x, std::size_t begin, std::size_t n, const Format& f, const ValueTest& test) {
   if (f.is_integer() || !f.is_signed || f.mantissa_bits >= 52) {
-    for (std::size_t i = 0; i < n; ++i)
+    for (std::size_t i = begin; i < n; ++i)
       if (!test(static_cast<double>(x[i]))) return i;
     return n;
   }
@@ -76,19 +77,35 @@ std::size_t first_not_value_of(const T* x, std::size_t n, const Format& f) {
   const std::uint64_t low = (std::uint64_t{1} << (52 - f.mantissa_bits)) - 1;
   const bool zero = f.has_zero;
   constexpr std::size_t block = 1024;
-  for (std::size_t begin = 0; begin < n; begin += block) {
-    const std::size_t end = std::min(n, begin + block);
+  for (std::size_t from = begin; from < n; from += block) {
+    const std::size_t end = std::min(n, from + block);
     bool all = true;
-    for (std::size_t i = begin; i < end; ++i) {
+    for (std::size_t i = from; i < end; ++i) {
       const auto u = std::bit_cast<std::uint64_t>(static_cast<double>(x[i]));
       const std::uint64_t e = (u >> 52) & 0x7ff;
       all &= (u == 0 && zero) || ((u & low) == 0 && e >= low_e && e < high_e);
     }
     if (all) continue;
-    for (std::size_t i = begin; i < end; ++i)
+    for (std::size_t i = from; i < end; ++i)
       if (!test(static_cast<double>(x[i]))) return i;
   }
   return n;
+}
+
+// The slices scanned on parallel_for's threads; the first offending index is the least of the
+// slices' first ones (a memory-bound pass: a thread pays off from about 2^18 elements).
+template <class T>
+std::size_t first_not_value_of(const T* x, std::size_t n, const Format& f) {
+  const ValueTest test(f);
+  std::atomic<std::size_t> first{n};
+  parallel_for(n, [&](std::size_t begin, std::size_t end) {
+    const std::size_t at = first_not_value_in(x, begin, end, f, test);
+    if (at == end) return;
+    std::size_t seen = first.load();
+    while (at < seen && !first.compare_exchange_weak(seen, at)) {
+    }
+  }, std::size_t{1} << 18);
+  return first.load();
 }
 
 }  // namespace

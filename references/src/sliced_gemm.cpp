@@ -12,6 +12,10 @@ extern "C" void dgemm_(const char* transa, const char* transb, const int* m, con
                        const double* alpha, const double* a, const int* lda, const double* b, const int* ldb,
                        const double* beta, double* c, const int* ldc);
 
+// OpenBLAS's thread count, where the BLAS is OpenBLAS (weak: absent from other BLAS libraries).
+extern "C" int openblas_get_num_threads() __attribute__((weak));
+extern "C" void openblas_set_num_threads(int) __attribute__((weak));
+
 namespace numeq::reference::sliced {
 
 namespace {
@@ -74,11 +78,9 @@ void finish(Profile& p, const std::vector<char>& out_of_range) {
 }
 
 // Vectors per thread, for passes of a few instructions per entry: a thread pays off from about
-// 2^18 entries (a third of a millisecond of scanning). Starting one costs tens of microseconds,
-// right after a dgemm the BLAS's own threads still spin on the cores for a while, and on a busy
-// machine a new thread may wait milliseconds for a core (measured: a 512^3 bf16 matmul took
-// 6.7 ms on one thread and 12-20 ms with these passes on two, under a load average of 4 on two
-// cores).
+// 2^18 entries (a third of a millisecond of scanning); on a busy machine a thread may wait
+// milliseconds for a core (measured: a 512^3 bf16 matmul took 6.7 ms on one thread and 12-20 ms
+// with these passes on two, under a load average of 4 on two cores).
 std::size_t serial_below(std::size_t entries_each) {
   return std::max<std::size_t>(1, entries_per_thread / std::max<std::size_t>(1, entries_each));
 }
@@ -263,15 +265,47 @@ void slice_columns(const double* b, std::size_t K, std::size_t N, const Profile&
   }, serial_below(ld * 2));
 }
 
+namespace {
+
+// The BLAS on one thread while numeq's threads split a product among themselves (restored after),
+// so that numeq::set_num_threads governs the exact matmul as it does every other kernel and no
+// BLAS thread spins on a core the next pass needs.
+class OneBlasThread {
+ public:
+  OneBlasThread() {
+    if (openblas_get_num_threads != nullptr && openblas_set_num_threads != nullptr) {
+      saved_ = openblas_get_num_threads();
+      if (saved_ != 1) openblas_set_num_threads(1);
+    }
+  }
+  ~OneBlasThread() {
+    if (saved_ > 1) openblas_set_num_threads(saved_);
+  }
+  OneBlasThread(const OneBlasThread&) = delete;
+  OneBlasThread& operator=(const OneBlasThread&) = delete;
+
+ private:
+  int saved_ = 0;
+};
+
+}  // namespace
+
 void multiply(const double* a, std::size_t lda, std::size_t rows, const double* b, std::size_t ldb,
               std::size_t columns, std::size_t K, double* c, std::size_t ldc) {
   if (rows == 0 || columns == 0) return;
-  // Row-major C = A B is column-major C^T = B^T A^T: a row-major matrix read column-major is its
-  // transpose, so dgemm gets B first.
-  const int m = static_cast<int>(columns), n = static_cast<int>(rows), k = static_cast<int>(K);
-  const int lb = static_cast<int>(ldb), la = static_cast<int>(lda), lc = static_cast<int>(ldc);
-  const double one = 1.0, zero = 0.0;
-  dgemm_("N", "N", &m, &n, &k, &one, b, &lb, a, &la, &zero, c, &lc);
+  const OneBlasThread one_thread;
+  // Blocks of result rows, one dgemm each: element (m, n) depends on row m of a and column n of
+  // b alone (exactly, whatever the BLAS's order), so the split never changes a value. A block is
+  // worth a thread from about 2^22 multiply-adds (half a millisecond of dgemm).
+  const std::size_t work_per_row = std::max<std::size_t>(1, columns * K);
+  parallel_for(rows, [&](std::size_t begin, std::size_t end) {
+    // Row-major C = A B is column-major C^T = B^T A^T: a row-major matrix read column-major is its
+    // transpose, so dgemm gets B first.
+    const int m = static_cast<int>(columns), n = static_cast<int>(end - begin), k = static_cast<int>(K);
+    const int lb = static_cast<int>(ldb), la = static_cast<int>(lda), lc = static_cast<int>(ldc);
+    const double one = 1.0, zero = 0.0;
+    dgemm_("N", "N", &m, &n, &k, &one, b, &lb, a + begin * lda, &la, &zero, c + begin * ldc, &lc);
+  }, std::max<std::size_t>(1, (std::size_t{1} << 22) / work_per_row));
 }
 
 bool window_fits(int ca, int cb, const Widths& w) {

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "numeq/formats/cast.hpp"
+#include "numeq/formats/parallel.hpp"
 #include "numeq/formats/error.hpp"
 #include "numeq/formats/format.hpp"
 #include "numeq/formats/random.hpp"
@@ -517,4 +518,30 @@ TEST(Cast, FirstNotValueOfFloat64ArraysIsValueTestElementByElement) {
       ASSERT_EQ(numeq::first_not_value(&x, 1, *f) == 0, !numeq::is_value(x, *f)) << f->name << " " << x;
     expect_first_in_rows<double>(*f, 1.0 + 0x1p-40);
   }
+}
+
+TEST(Cast, FirstNotValueOfLargeArraysIsTheFirstAcrossThreads) {
+  // Arrays far above the threaded scan's slice size, with non-values planted in several slices:
+  // the answer is the lowest planted index (the oracle: the plants themselves), on any thread
+  // count, for both overloads.
+  const numeq::Format& bf16 = numeq::format_by_name("bf16", "fmt");
+  constexpr std::size_t n = std::size_t{3} << 20;
+  std::vector<double> xd(n);
+  for (std::size_t i = 0; i < n; ++i) xd[i] = std::ldexp(1.0 + static_cast<double>(i % 128) / 128.0, static_cast<int>(i % 40) - 20);
+  std::vector<float> xf(xd.begin(), xd.end());
+  const std::vector<std::vector<std::size_t>> plants = {
+      {}, {n - 1}, {0, n - 1}, {n / 2 + 3, n - 7}, {(n / 3) * 2 + 1, n / 3 + 5, n - 1}, {1000, 900000, 2500000}};
+  for (int threads : {1, 2, 3, 7}) {
+    numeq::set_num_threads(threads);
+    for (const auto& at : plants) {
+      std::vector<double> d = xd;
+      std::vector<float> f = xf;
+      for (std::size_t i : at) d[i] = f[i] = 1.0f + 0x1p-20f;  // not a bf16 value
+      std::size_t want = n;
+      for (std::size_t i : at) want = std::min(want, i);
+      EXPECT_EQ(numeq::first_not_value(d.data(), n, bf16), want) << threads << " threads";
+      EXPECT_EQ(numeq::first_not_value(f.data(), n, bf16), want) << threads << " threads";
+    }
+  }
+  numeq::set_num_threads(0);
 }
