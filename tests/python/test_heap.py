@@ -25,27 +25,36 @@ for _ in range(3):
 f0 = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
 for _ in range(10):
     numeq.matmul(a, b, platform="cuda_core.fp32")
-print((resource.getrusage(resource.RUSAGE_SELF).ru_minflt - f0) / 10)
+matmul = (resource.getrusage(resource.RUSAGE_SELF).ru_minflt - f0) / 10
+big = rng.standard_normal(5 << 20)  # 40 MiB results: above any mmap threshold glibc allows
+for _ in range(2):
+    numeq.round(big, "bf16")
+f0 = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+for _ in range(5):
+    numeq.round(big, "bf16")
+print(matmul, (resource.getrusage(resource.RUSAGE_SELF).ru_minflt - f0) / 5)
 """
 
 
-def faults_per_call(**env: str) -> float:
+def faults_per_call(**env: str) -> tuple[float, float]:
     environment = {k: v for k, v in os.environ.items()
                    if k not in ("NUMEQ_SYSTEM_MALLOC", "MALLOC_TRIM_THRESHOLD_", "MALLOC_MMAP_THRESHOLD_",
-                                "GLIBC_TUNABLES")}
+                                "MALLOC_MMAP_MAX_", "GLIBC_TUNABLES")}
     environment.update(env)
     environment["PYTHONPATH"] = os.pathsep.join([str(ROOT / "bindings"), environment.get("PYTHONPATH", "")])
     out = subprocess.run([sys.executable, "-c", CHILD], env=environment, capture_output=True, text=True,
                          check=True, timeout=120)
-    return float(out.stdout.strip().splitlines()[-1])
+    matmul, cast = out.stdout.strip().splitlines()[-1].split()
+    return float(matmul), float(cast)
 
 
 @pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="the setting is glibc's malloc's (mallopt)")
 def test_repeated_calls_reuse_freed_memory() -> None:
-    # Each call allocates about 8 MiB (inputs widened to float64, packed panels, the result): as
-    # fresh pages that is some 2,000 faults a call.
+    # A matmul call allocates about 8 MiB (inputs widened to float64, packed panels, the result),
+    # the cast 40 MiB: as fresh pages, some 2,000 and 10,000 faults a call.
     kept = faults_per_call()
     system = faults_per_call(NUMEQ_SYSTEM_MALLOC="1")
-    assert kept < 50, f"{kept} minor page faults per call with numeq's setting (expected almost none)"
-    # The opt-out restores glibc's default, which returns the memory and faults it in again.
-    assert system > kept, f"NUMEQ_SYSTEM_MALLOC=1 changed nothing ({system} vs {kept} faults per call)"
+    for what, k, s in zip(("512^3 matmul", "cast of 5M values"), kept, system):
+        assert k < 50, f"{what}: {k} minor page faults per call with numeq's setting (expected almost none)"
+        # The opt-out restores glibc's default, which returns the memory and faults it in again.
+        assert s > k, f"{what}: NUMEQ_SYSTEM_MALLOC=1 changed nothing ({s} vs {k} faults per call)"
