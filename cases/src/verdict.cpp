@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cstdint>
 #include <cmath>
 #include <iomanip>
 #include <limits>
@@ -15,6 +16,7 @@
 #include "numeq/cases/variants.hpp"
 #include "numeq/formats/cast.hpp"
 #include "numeq/formats/error.hpp"
+#include "numeq/formats/parallel.hpp"
 
 namespace numeq::cases {
 
@@ -24,6 +26,9 @@ using detail::number;
 using detail::same_value;
 
 using Array = xt::xarray<double>;
+
+// Elements per thread in the verdict's passes (some nanoseconds each).
+constexpr std::size_t kSliceBelow = std::size_t{1} << 15;
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
 std::vector<std::size_t> unravel(std::size_t flat, const Array& shape_of) {
@@ -199,13 +204,25 @@ Verdict compare(const Array& actual, const Op& op, const core::Platform& platfor
   // walk, the costly part), and those beyond it against the deterministic one.
   const Emulation det = op.emulate(platform, core::BoundOptions{});
   const Holds holds{ValueTest(op.out.format)};
+  // Each pass below runs on parallel_for's slices; their states merge in slice order (counts,
+  // minima and maxima, index lists in order, a top-k under a total order): the verdict is the same
+  // on any thread count.
+  struct Differing {
+    std::vector<std::size_t> at;
+    bool foreign = false;
+  };
   std::vector<std::size_t> not_exact;
   bool any_foreign = false;
-  for (std::size_t i = 0; i < N; ++i) {
-    const double g = actual.data()[i], e = det.values.data()[i];
-    if (!std::isnan(g) && !holds(g)) any_foreign = true;
-    else if (same_value(g, e) || (op.out.format.is_integer() && g == e)) continue;
-    not_exact.push_back(i);
+  for (Differing& d : parallel_states<Differing>(N, [&](std::size_t begin, std::size_t end, Differing& d) {
+         for (std::size_t i = begin; i < end; ++i) {
+           const double g = actual.data()[i], e = det.values.data()[i];
+           if (!std::isnan(g) && !holds(g)) d.foreign = true;
+           else if (same_value(g, e) || (op.out.format.is_integer() && g == e)) continue;
+           d.at.push_back(i);
+         }
+       }, kSliceBelow)) {
+    any_foreign = any_foreign || d.foreign;
+    not_exact.insert(not_exact.end(), d.at.begin(), d.at.end());
   }
   std::optional<VariantSearch> search;
   if (!not_exact.empty() && options.search_variants && !any_foreign) {
@@ -283,43 +300,62 @@ Verdict compare(const Array& actual, const Op& op, const core::Platform& platfor
   };
   std::vector<Scored> kept;
   kept.reserve(options.worst);
-  const auto keep = [&](const Scored& here) {
-    if (kept.size() < options.worst) {
-      kept.push_back(here);
-      std::push_heap(kept.begin(), kept.end(), ranks_before);
-    } else if (!kept.empty() && ranks_before(here, kept.front())) {
-      std::pop_heap(kept.begin(), kept.end(), ranks_before);
-      kept.back() = here;
-      std::push_heap(kept.begin(), kept.end(), ranks_before);
+  const auto keep = [&](std::vector<Scored>& heap, const Scored& here) {
+    if (heap.size() < options.worst) {
+      heap.push_back(here);
+      std::push_heap(heap.begin(), heap.end(), ranks_before);
+    } else if (!heap.empty() && ranks_before(here, heap.front())) {
+      std::pop_heap(heap.begin(), heap.end(), ranks_before);
+      heap.back() = here;
+      std::push_heap(heap.begin(), heap.end(), ranks_before);
     }
   };
 
   const UlpOf ulp_out(op.out.format);
   // Pass 1, against the probabilistic bound: counts, and the elements beyond it (for the
   // deterministic bound).
+  struct Counted {
+    std::size_t bit_exact = 0, within_bound = 0, special = 0, nan = 0, inf = 0, foreign = 0;
+    std::size_t first_special = SIZE_MAX, first_foreign = SIZE_MAX;
+    std::vector<std::size_t> beyond;
+    double max_ulps = 0;
+  };
   std::vector<std::size_t> beyond;
   std::size_t first_special = N, first_foreign = N;
-  for (std::size_t i = 0; i < N; ++i) {
-    const Judged j = judge(i, em);
-    switch (j.cls) {
-      case Class::exact: ++v.bit_exact; break;
-      case Class::probabilistic: ++v.within_bound; break;
-      case Class::beyond: beyond.push_back(i); break;
-      case Class::special: {
-        ++v.special_mismatches;
-        const double g = actual.data()[i], e = em.values.data()[i];
-        if (std::isnan(g) || std::isnan(e)) ++v.nan_mismatches;
-        else if (std::isinf(g) || std::isinf(e)) ++v.inf_mismatches;
-        first_special = std::min(first_special, i);
-        break;
-      }
-      case Class::foreign:
-        ++v.not_in_format;
-        first_foreign = std::min(first_foreign, i);
-        break;
-    }
-    const double g = actual.data()[i], r = ref_at(i);
-    if (std::isfinite(g) && std::isfinite(r)) v.max_ulps = std::max(v.max_ulps, std::abs(g - r) / ulp_out(r));
+  for (Counted& c : parallel_states<Counted>(N, [&](std::size_t begin, std::size_t end, Counted& c) {
+         for (std::size_t i = begin; i < end; ++i) {
+           const Judged j = judge(i, em);
+           switch (j.cls) {
+             case Class::exact: ++c.bit_exact; break;
+             case Class::probabilistic: ++c.within_bound; break;
+             case Class::beyond: c.beyond.push_back(i); break;
+             case Class::special: {
+               ++c.special;
+               const double g = actual.data()[i], e = em.values.data()[i];
+               if (std::isnan(g) || std::isnan(e)) ++c.nan;
+               else if (std::isinf(g) || std::isinf(e)) ++c.inf;
+               c.first_special = std::min(c.first_special, i);
+               break;
+             }
+             case Class::foreign:
+               ++c.foreign;
+               c.first_foreign = std::min(c.first_foreign, i);
+               break;
+           }
+           const double g = actual.data()[i], r = ref_at(i);
+           if (std::isfinite(g) && std::isfinite(r)) c.max_ulps = std::max(c.max_ulps, std::abs(g - r) / ulp_out(r));
+         }
+       }, kSliceBelow)) {
+    v.bit_exact += c.bit_exact;
+    v.within_bound += c.within_bound;
+    v.special_mismatches += c.special;
+    v.nan_mismatches += c.nan;
+    v.inf_mismatches += c.inf;
+    v.not_in_format += c.foreign;
+    v.max_ulps = std::max(v.max_ulps, c.max_ulps);
+    first_special = std::min(first_special, c.first_special);
+    first_foreign = std::min(first_foreign, c.first_foreign);
+    beyond.insert(beyond.end(), c.beyond.begin(), c.beyond.end());
   }
   // Pass 2: the deterministic bound of the elements beyond the probabilistic one.
   std::size_t det_only = 0;
@@ -356,26 +392,39 @@ Verdict compare(const Array& actual, const Op& op, const core::Platform& platfor
   // The failures at the accepted tier, their spread and the worst elements, against the
   // accepted tier's bound (the probabilistic one for the tiers above it).
   const Emulation& bounds = options.accept == Tier::deterministic ? det : em;
-  Spread spread(actual);
-  double worst_beyond = 0;
-  for (std::size_t i = 0; i < N; ++i) {
-    const Judged j = judge(i, bounds);
-    const double B = bounds.bound.data()[i];
-    const bool special = j.cls == Class::special || j.cls == Class::foreign;
-    double ratio = special ? kInf : (B > 0 && std::isfinite(B) ? j.error / B : (j.error > j.slack ? kInf : 0));
-    // Failing: beyond the accepted bound, special or foreign; or, when only bit-exact (or a
-    // variant) is accepted and the verdict is weaker, any element that differs from the emulation.
-    bool failure = special || j.cls == Class::beyond;
-    if (!v.passed && options.accept <= Tier::variant && j.cls != Class::exact) failure = true;
-    if (v.passed) failure = false;
-    if (failure) {
-      ++v.failures;
-      spread.add(i);
-      if (!special) worst_beyond = std::max(worst_beyond, ratio);
+  struct Ranked {
+    std::size_t failures = 0;
+    std::vector<std::size_t> failing;  // in index order
+    double worst_ratio = 0;
+    std::vector<Scored> kept;  // this slice's worst, as a heap
+  };
+  const std::vector<Ranked> ranked = parallel_states<Ranked>(N, [&](std::size_t begin, std::size_t end, Ranked& r) {
+    r.kept.reserve(options.worst);
+    for (std::size_t i = begin; i < end; ++i) {
+      const Judged j = judge(i, bounds);
+      const double B = bounds.bound.data()[i];
+      const bool special = j.cls == Class::special || j.cls == Class::foreign;
+      double ratio = special ? kInf : (B > 0 && std::isfinite(B) ? j.error / B : (j.error > j.slack ? kInf : 0));
+      // Failing: beyond the accepted bound, special or foreign; or, when only bit-exact (or a
+      // variant) is accepted and the verdict is weaker, any element that differs from the emulation.
+      bool failure = special || j.cls == Class::beyond;
+      if (!v.passed && options.accept <= Tier::variant && j.cls != Class::exact) failure = true;
+      if (v.passed) failure = false;
+      if (failure) {
+        ++r.failures;
+        r.failing.push_back(i);
+      }
+      if (j.cls == Class::exact && !(B > 0 && std::isfinite(B))) ratio = 0;
+      r.worst_ratio = std::max(r.worst_ratio, ratio);
+      keep(r.kept, Scored{failure, special, ratio, i, j.error});
     }
-    if (j.cls == Class::exact && !(B > 0 && std::isfinite(B))) ratio = 0;
-    v.worst_error_over_bound = std::max(v.worst_error_over_bound, ratio);
-    keep(Scored{failure, special, ratio, i, j.error});
+  }, kSliceBelow);
+  Spread spread(actual);
+  for (const Ranked& r : ranked) {
+    v.failures += r.failures;
+    for (const std::size_t i : r.failing) spread.add(i);
+    v.worst_error_over_bound = std::max(v.worst_error_over_bound, r.worst_ratio);
+    for (const Scored& k : r.kept) keep(kept, k);
   }
   v.concentration = spread.text(v.failures == 1 ? "failure" : "failures");
   std::sort_heap(kept.begin(), kept.end(), ranks_before);
@@ -469,7 +518,6 @@ Verdict compare(const Array& actual, const Op& op, const core::Platform& platfor
   }
   if (!v.passed && v.tier != Tier::violation)
     v.diagnosis += "; the check accepts only " + std::string(to_string(options.accept)) + " or stronger";
-  (void)worst_beyond;
   return v;
 }
 

@@ -22,6 +22,7 @@
 #include "numeq/core/platform.hpp"
 #include "numeq/formats/cast.hpp"
 #include "numeq/formats/error.hpp"
+#include "numeq/formats/parallel.hpp"
 
 namespace {
 
@@ -253,6 +254,72 @@ TEST(Port, GpuAndTrainiumOutputsOfOneKernel) {
   EXPECT_EQ(no.trainium.tier, cases::Tier::violation);
   EXPECT_NE(no.trainium.concentration.find("row 5"), std::string::npos) << no.trainium.concentration;
   EXPECT_THROW(cases::compare_port(gpu, xt::view(trn, xt::range(0, 4), xt::all()), f.op, h100, trn2), numeq::error);
+}
+
+}  // namespace
+
+namespace {
+
+// The verdict's passes run on threads (slices of 2^15 elements merged in slice order): on an
+// output of 2^16 elements with within-bound differences, elements beyond the bound, NaNs and a
+// value outside the output format planted across the slices, every field of the verdict and its
+// text equal the one-thread verdict's (one slice: the serial scan).
+TEST(Verdict, IsTheSameOnAnyThreadCount) {
+  const Array a = generate(11, {256, 64});
+  const Array b = generate(12, {64, 256});
+  const cases::Op op = cases::matmul(a, b, nullptr, "bf16", Cast{fmts::bf16});
+  const core::Platform& h100 = core::platform_by_name("nvidia.h100");
+  const Array emulated = op.emulate(h100, {}).values;
+  std::vector<Array> outputs;
+  Array nudged = emulated;  // a bf16 ulp or two off along a stride: mostly within the bound
+  for (std::size_t i = 0; i < nudged.size(); i += 97) {
+    const double x = nudged.data()[i];
+    nudged.data()[i] = numeq::round_to_format(x + std::abs(x) * 0x1p-7, Cast{fmts::bf16});
+  }
+  outputs.push_back(nudged);
+  Array broken = nudged;  // beyond the bound in several slices, NaNs, and an fp32 value
+  for (std::size_t i : {std::size_t{5}, std::size_t{40000}, std::size_t{60001}, std::size_t{65000}}) broken.data()[i] *= 4;
+  for (std::size_t i : {std::size_t{33000}, std::size_t{50000}}) broken.data()[i] = std::nan("");
+  broken.data()[62000] = 1.0 + 0x1p-20;
+  outputs.push_back(broken);
+  for (const Array& actual : outputs) {
+    for (const cases::Tier accept : {cases::Tier::probabilistic, cases::Tier::bit_exact}) {
+      cases::CompareOptions options;
+      options.accept = accept;
+      options.worst = 7;
+      numeq::set_num_threads(1);
+      const cases::Verdict one = cases::compare(actual, op, h100, options);
+      for (const int threads : {2, 3}) {
+        numeq::set_num_threads(threads);
+        const cases::Verdict v = cases::compare(actual, op, h100, options);
+        SCOPED_TRACE(std::to_string(threads) + " threads");
+        EXPECT_EQ(cases::describe(v), cases::describe(one));
+        EXPECT_EQ(v.bit_exact, one.bit_exact);
+        EXPECT_EQ(v.within_bound, one.within_bound);
+        EXPECT_EQ(v.deterministic_only, one.deterministic_only);
+        EXPECT_EQ(v.violations, one.violations);
+        EXPECT_EQ(v.special_mismatches, one.special_mismatches);
+        EXPECT_EQ(v.nan_mismatches, one.nan_mismatches);
+        EXPECT_EQ(v.not_in_format, one.not_in_format);
+        EXPECT_EQ(v.failures, one.failures);
+        EXPECT_EQ(v.worst_error_over_bound, one.worst_error_over_bound);
+        EXPECT_EQ(v.max_ulps, one.max_ulps);
+        EXPECT_EQ(v.concentration, one.concentration);
+        EXPECT_EQ(v.diagnosis, one.diagnosis);
+        ASSERT_EQ(v.worst.size(), one.worst.size());
+        for (std::size_t k = 0; k < v.worst.size(); ++k) EXPECT_EQ(v.worst[k].index, one.worst[k].index);
+      }
+    }
+  }
+  numeq::set_num_threads(0);
+  // The planted faults are seen (the check is not vacuous).
+  numeq::set_num_threads(2);
+  const cases::Verdict v = cases::compare(outputs[1], op, h100, {});
+  EXPECT_EQ(v.tier, cases::Tier::violation);
+  EXPECT_EQ(v.nan_mismatches, 2u);
+  EXPECT_EQ(v.not_in_format, 1u);
+  EXPECT_GT(v.elements - v.bit_exact, 600u);  // 65536 / 97 nudged, some back to the emulated value
+  numeq::set_num_threads(0);
 }
 
 }  // namespace
