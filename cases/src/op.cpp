@@ -1114,20 +1114,43 @@ Tolerance tolerance(const Array& bound, const Array& reference, const Format& ou
   const std::size_t n = bound.size();
   const auto used = [&](std::size_t i) { return std::isfinite(bp[i]) && std::isfinite(rp[i]); };
   const UlpOf ulp(out);
+  // The first pass over blocks of a fixed size, on parallel_for's threads, merged in block order:
+  // the sum of |reference| (the only order-dependent figure) is the same on any thread count.
+  struct Block {
+    std::size_t count = 0;
+    double sum_r = 0, max_abs = 0, r_top = 0, b_zero = 0, max_ulps = 0, rtol_only = 0;
+  };
+  constexpr std::size_t kBlock = 8192;
+  std::vector<Block> blocks((n + kBlock - 1) / kBlock);
+  parallel_for(blocks.size(), [&](std::size_t first, std::size_t last) {
+    for (std::size_t k = first; k < last; ++k) {
+      Block& s = blocks[k];
+      for (std::size_t i = k * kBlock; i < std::min(n, (k + 1) * kBlock); ++i) {
+        if (!used(i)) continue;
+        const double bi = bp[i], ri = std::abs(rp[i]);
+        ++s.count;
+        s.sum_r += ri;
+        if (s.count == 1 || bi > s.max_abs) s.max_abs = bi, s.r_top = ri;
+        else if (bi == s.max_abs) s.r_top = std::min(s.r_top, ri);
+        if (ri == 0) s.b_zero = std::max(s.b_zero, bi);
+        s.max_ulps = std::max(s.max_ulps, bi / ulp(rp[i]));
+        s.rtol_only = std::max(s.rtol_only, bi == 0 ? 0.0 : (ri == 0 ? std::numeric_limits<double>::infinity() : bi / ri));
+      }
+    }
+  }, 8);
   std::size_t count = 0;
   double sum_r = 0;
   double r_top = 0;   // the smallest |reference| among the largest bounds
   double b_zero = 0;  // the largest bound of a zero reference (and 0)
-  for (std::size_t i = 0; i < n; ++i) {
-    if (!used(i)) continue;
-    const double bi = bp[i], ri = std::abs(rp[i]);
-    ++count;
-    sum_r += ri;
-    if (count == 1 || bi > t.max_abs) t.max_abs = bi, r_top = ri;
-    else if (bi == t.max_abs) r_top = std::min(r_top, ri);
-    if (ri == 0) b_zero = std::max(b_zero, bi);
-    t.max_ulps = std::max(t.max_ulps, bi / ulp(rp[i]));
-    t.rtol_only = std::max(t.rtol_only, bi == 0 ? 0.0 : (ri == 0 ? std::numeric_limits<double>::infinity() : bi / ri));
+  for (const Block& s : blocks) {
+    if (s.count == 0) continue;
+    if (count == 0 || s.max_abs > t.max_abs) t.max_abs = s.max_abs, r_top = s.r_top;
+    else if (s.max_abs == t.max_abs) r_top = std::min(r_top, s.r_top);
+    count += s.count;
+    sum_r += s.sum_r;
+    b_zero = std::max(b_zero, s.b_zero);
+    t.max_ulps = std::max(t.max_ulps, s.max_ulps);
+    t.rtol_only = std::max(t.rtol_only, s.rtol_only);
   }
   if (t.max_abs <= 0) t.max_abs = 0, r_top = 0;  // the line a = 0 is the highest
   t.atol_only = t.max_abs;
@@ -1177,9 +1200,12 @@ Tolerance tolerance(const Array& bound, const Array& reference, const Format& ou
   // evaluated in binary64: raised by an ulp while some bound exceeds it.
   double at = std::max(0.0, first_maximum(n, used, [&](std::size_t i) { return bp[i] - rt * std::abs(rp[i]); }).first);
   for (bool covered = false; !covered;) {
-    covered = true;
-    for (std::size_t i = 0; i < n && covered; ++i)
-      if (used(i) && at + rt * std::abs(rp[i]) < bp[i]) covered = false;
+    std::atomic<bool> all{true};
+    parallel_for(n, [&](std::size_t begin, std::size_t end) {
+      for (std::size_t i = begin; i < end && all.load(std::memory_order_relaxed); ++i)
+        if (used(i) && at + rt * std::abs(rp[i]) < bp[i]) all = false;
+    }, 1 << 16);
+    covered = all.load();
     if (!covered) at = std::nextafter(at, std::numeric_limits<double>::infinity());
   }
   // Rounding may leave the fit a hair above atol alone: keep the simpler form then.

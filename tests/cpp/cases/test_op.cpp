@@ -23,6 +23,7 @@
 #include "numeq/core/platform.hpp"
 #include "numeq/formats/cast.hpp"
 #include "numeq/formats/error.hpp"
+#include "numeq/formats/parallel.hpp"
 
 namespace {
 
@@ -350,6 +351,42 @@ TEST(Op, ToleranceFitIsTheExactOptimum) {
     EXPECT_LE(got, fit.ternary() + slack) << "trial " << trial;
   }
   EXPECT_GT(fitted, 2500u);
+}
+
+// The fit's passes run on threads (the first over fixed blocks merged in order, the others over
+// slices merged by value and index): on arrays of many blocks, with ties, zeros and excluded
+// elements, every figure equals the one-thread fit's, and the fit covers every bound.
+TEST(Op, ToleranceIsTheSameOnAnyThreadCount) {
+  std::mt19937_64 rng(4);
+  const auto uniform = [&] { return std::ldexp(static_cast<double>(rng() >> 11), -53); };
+  for (int kind = 0; kind < 3; ++kind) {
+    const std::size_t n = 300001;
+    Array bound = xt::zeros<double>({n}), ref = xt::zeros<double>({n});
+    for (std::size_t i = 0; i < n; ++i) {
+      double r = std::ldexp(uniform(), -static_cast<int>(rng() % 20)), b = r * 0x1p-8 + uniform() * 0x1p-12;
+      if (kind == 1) r = static_cast<double>(rng() % 4) / 2, b = static_cast<double>(rng() % 4) / 4;
+      if (kind == 2 && rng() % 7 == 0) b = std::numeric_limits<double>::infinity();
+      bound(i) = b;
+      ref(i) = rng() % 2 ? -r : r;
+    }
+    numeq::set_num_threads(1);
+    const cases::Tolerance one = cases::tolerance(bound, ref, fmts::bf16);
+    for (int threads : {2, 3, 5}) {
+      numeq::set_num_threads(threads);
+      const cases::Tolerance t = cases::tolerance(bound, ref, fmts::bf16);
+      EXPECT_EQ(t.max_abs, one.max_abs) << kind << " " << threads;
+      EXPECT_EQ(t.max_ulps, one.max_ulps) << kind << " " << threads;
+      EXPECT_EQ(t.rtol_only, one.rtol_only) << kind << " " << threads;
+      EXPECT_EQ(t.rtol, one.rtol) << kind << " " << threads;
+      EXPECT_EQ(t.atol, one.atol) << kind << " " << threads;
+    }
+    std::size_t uncovered = 0;
+    for (std::size_t i = 0; i < n; ++i)
+      if (std::isfinite(bound(i)) && bound(i) > one.atol + one.rtol * std::abs(ref(i))) ++uncovered;
+    EXPECT_EQ(uncovered, 0u) << kind;
+    if (kind == 0) EXPECT_GT(one.rtol, 0);  // a real fit, not atol alone
+  }
+  numeq::set_num_threads(0);
 }
 
 TEST(Op, CrossPlatformBoundCoversTheDifference) {
