@@ -16,6 +16,7 @@
 #include "numeq/formats/error.hpp"
 #include "numeq/formats/format.hpp"
 #include "numeq/formats/parallel.hpp"
+#include "input_check.hpp"
 #include "tracked.hpp"
 
 namespace numeq::cases {
@@ -76,13 +77,11 @@ Sizes check_shapes(const xt::xarray<double>& q, const xt::xarray<double>& k, con
 
 // Every finite element must be a value of the format both GEMMs read.
 void check_values(const xt::xarray<double>& a, const char* name, const Format& f) {
-  const Cast c{f};
-  for (std::size_t i = 0; i < a.size(); ++i) {
-    const double x = a.data()[i];
-    if (std::isfinite(x) && round_to_format(x, c) != x)
-      throw numeq::error(std::string(name) + ": element " + std::to_string(i) + " (" + std::to_string(x) +
-                         ") is not a value of in_fmt " + std::string(f.name));
-  }
+  const std::size_t i =
+      detail::first_changed_by_rounding(a.data(), a.size(), f, [](double x) { return !std::isfinite(x); });
+  if (i < a.size())
+    throw numeq::error(std::string(name) + ": element " + std::to_string(i) + " (" + std::to_string(a.data()[i]) +
+                       ") is not a value of in_fmt " + std::string(f.name));
 }
 
 void check_block(std::size_t block, std::size_t length, const char* name, const char* axis) {
@@ -131,8 +130,8 @@ double safety(std::size_t n) { return 1.0 + 0x1p-40 + static_cast<double>(n + 4)
 
 // The output element after `out` (emit of normalization.cpp): the value and its bound, capped by
 // the distance to the ends of the range [lo, hi] the exact result lies in.
-void emit(const Tracked& y, const Cast& out, std::size_t index, bool claim, double lo, double hi, double* values,
-          double* bounds) {
+void emit(const Tracked& y, const Cast& out, const core::OutputCastBound& out_bound, std::size_t index, bool claim,
+          double lo, double hi, double* values, double* bounds) {
   const double v = round_to_format(y.value, out, index);
   values[index] = v;
   if (!claim) {
@@ -140,7 +139,7 @@ void emit(const Tracked& y, const Cast& out, std::size_t index, bool claim, doub
     return;
   }
   double b = kInf;
-  if (!std::isnan(v) && std::isfinite(y.value) && std::isfinite(y.bound)) b = core::with_output_cast(out, v, y.bound);
+  if (!std::isnan(v) && std::isfinite(y.value) && std::isfinite(y.bound)) b = out_bound(v, y.bound);
   if (std::isfinite(v) && lo <= hi) {
     // The exact result is a convex combination of values in [lo, hi]; the binary64 differences
     // are rounded, so move them up by one ulp.
@@ -269,6 +268,7 @@ Emulation attention(const xt::xarray<double>& q, const xt::xarray<double>& k, co
   };
   double* values = result.values.data();
   double* bounds = result.bound.data();
+  const core::OutputCastBound out_bound(out);
 
   if (!flash) {
     // ---- naive: softmax over the whole row, P cast, one GEMM --------------------------------
@@ -331,7 +331,7 @@ Emulation attention(const xt::xarray<double>& q, const xt::xarray<double>& k, co
               const double pb = pre[c] * safety(n.lk);
               Tracked y{o, std::isfinite(o) && std::isfinite(pb) ? core::with_output_cast(mc.pv.output, o, pb) : kInf};
               if (lo[c] > hi[c]) y = Tracked{kNaN, kNaN};  // no taking-part key: softmax of only -Inf
-              emit(y, out, at, claim[row], lo[c], hi[c], values, bounds);
+              emit(y, out, out_bound, at, claim[row], lo[c], hi[c], values, bounds);
             }
           }
         },
@@ -463,7 +463,7 @@ Emulation attention(const xt::xarray<double>& q, const xt::xarray<double>& k, co
             Tracked y = detail::exact(0);
             if (lo[c] <= hi[c])
               y = options.reciprocal ? detail::mul(O[at], inverse, C) : detail::div(O[at], l[row], C);
-            emit(y, out, at, claim[row], lo[c], hi[c], values, bounds);
+            emit(y, out, out_bound, at, claim[row], lo[c], hi[c], values, bounds);
           }
         }
       },

@@ -160,6 +160,7 @@ Emulation function(reference::Function f, const xt::xarray<double>& x, const cor
   const double* in = x.data();
   double* values = result.values.data();
   double* bounds = result.bound.data();
+  const core::OutputCastBound out_bound(out);
   parallel_for(
       x.size(),
       [&](std::size_t begin, std::size_t end) {
@@ -172,7 +173,7 @@ Emulation function(reference::Function f, const xt::xarray<double>& x, const cor
           values[i] = v;
           if (!std::isfinite(in[i]) || std::isnan(v)) bounds[i] = std::numeric_limits<double>::quiet_NaN();
           else if (!std::isfinite(r.value) || !std::isfinite(r.bound)) bounds[i] = std::numeric_limits<double>::infinity();
-          else bounds[i] = core::with_output_cast(out, v, r.bound);
+          else bounds[i] = out_bound(v, r.bound);
         }
       },
       1024);

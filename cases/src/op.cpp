@@ -24,6 +24,7 @@
 #include "numeq/formats/cast.hpp"
 #include "numeq/formats/error.hpp"
 #include "numeq/formats/parallel.hpp"
+#include "input_check.hpp"
 
 namespace numeq::cases {
 
@@ -46,16 +47,12 @@ using Shared = std::shared_ptr<const Array>;
 // Every element of x must be a value of fmt (or NaN): the operation's inputs are values of its
 // input format, and the emulations read them as such.
 void check_values(const Array& x, const Format& fmt, const char* parameter) {
-  const Cast exact_cast{fmt};
-  const double* p = x.data();
-  for (std::size_t i = 0; i < x.size(); ++i) {
-    const double v = p[i];
-    if (std::isnan(v)) continue;
-    if (round_to_format(v, exact_cast) != v)
-      throw numeq::error(std::string(parameter) + ": element " + std::to_string(i) + " (C order) = " +
-                         std::to_string(v) + " is not a value of in_fmt '" + std::string(fmt.name) +
-                         "'; round the inputs first");
-  }
+  const std::size_t i =
+      detail::first_changed_by_rounding(x.data(), x.size(), fmt, [](double v) { return std::isnan(v); });
+  if (i < x.size())
+    throw numeq::error(std::string(parameter) + ": element " + std::to_string(i) + " (C order) = " +
+                       std::to_string(x.data()[i]) + " is not a value of in_fmt '" + std::string(fmt.name) +
+                       "'; round the inputs first");
 }
 
 const Format& floating_format(std::string_view name, const char* parameter) {

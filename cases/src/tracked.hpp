@@ -43,7 +43,7 @@ struct Tracked {
 // The spacing of f's values at magnitude a (>= 0): the ulp of the binade a lies in, the subnormal
 // spacing below the smallest normal; +Inf above the largest finite value. Inline with the next:
 // several run per emulated step, and inlined they share f's limits.
-inline double ulp(double a, const Format& f) {
+[[gnu::always_inline]] inline double ulp(double a, const Format& f) {
   if (std::isnan(a)) return std::numeric_limits<double>::quiet_NaN();
   if (a > max_finite(f)) return std::numeric_limits<double>::infinity();
   // The binade's exponent: f's smallest normal exponent below it (the subnormal spacing), else
@@ -57,7 +57,7 @@ inline double ulp(double a, const Format& f) {
 }
 // What rounding a result into `cast` may lose, for any device result whose inputs lie within
 // `spread` of the exact ones (magnitude up to |r| + 2 spread + one spacing of r).
-inline double rounding_error(double r, double spread, const Cast& cast) {
+[[gnu::always_inline]] inline double rounding_error(double r, double spread, const Cast& cast) {
   if (std::isnan(r) || std::isnan(spread)) return std::numeric_limits<double>::quiet_NaN();
   if (!std::isfinite(r) || !std::isfinite(spread)) return std::numeric_limits<double>::infinity();
   // The largest magnitude a device's unrounded result may have: its inputs lie within `spread`

@@ -1087,24 +1087,36 @@ ReductionWeights reduction_weights(const Plan& plan, std::size_t n, bool with_in
 }
 
 double with_output_cast(const Cast& output, double emulated, double pre_cast_bound) {
+  return OutputCastBound(output)(emulated, pre_cast_bound);
+}
+
+OutputCastBound::OutputCastBound(const Cast& output) {
+  integer_ = output.format.is_integer();
+  if (integer_) return;
+  const Rounder r = rounder(output);
+  finite_overflow_ = r.finite_overflow;
+  rho_ = r.rho;
+  eta_ = eta_value(r);
+  max_ = r.max;
+  threshold_ = r.threshold;
+}
+
+double OutputCastBound::operator()(double emulated, double pre_cast_bound) const {
   if (std::isnan(pre_cast_bound)) return kNaN;
   if (!std::isfinite(emulated) || !(pre_cast_bound < kInf)) return kInf;
   const double B = std::max(pre_cast_bound, 0.0);
-  const Format& f = output.format;
-  if (f.is_integer()) return B;  // integer outputs take integers only, unchanged
-  const Rounder r = rounder(output);
+  if (integer_) return B;  // integer outputs take integers only, unchanged
   const double e = std::fabs(emulated);
   // A saturated result (or a directed rounding's overflow to the largest value) may stand for
   // any larger value.
-  if (r.finite_overflow && e >= max_finite(f)) return kInf;
-  const double eta = eta_value(r);
+  if (finite_overflow_ && e >= max_) return kInf;
   // |v| <= |emulated| + rho |v| + eta, so |v| <= (|emulated| + eta) / (1 - rho); any v' within B
   // of the exact s (itself within B of v) has |v'| <= that + 2B, and its rounding errs by at most
   // rho |v'| + eta (for |v'| below the overflow threshold; beyond it, a cast that saturates errs
   // by |v'| - max, and one that overflows gives a non-finite result, outside the statement).
-  const double V = add_up(up(add_up(e, eta) / (1 - r.rho)), mul_up(2.0, B));
-  double cast_error = add_up(mul_up(r.rho, V), eta);
-  if (r.finite_overflow && V > r.threshold) cast_error = std::max(cast_error, up(V - max_finite(f)));
+  const double V = add_up(up(add_up(e, eta_) / (1 - rho_)), mul_up(2.0, B));
+  double cast_error = add_up(mul_up(rho_, V), eta_);
+  if (finite_overflow_ && V > threshold_) cast_error = std::max(cast_error, up(V - max_));
   return add_up(B, cast_error);
 }
 

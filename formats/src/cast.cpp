@@ -113,8 +113,7 @@ std::size_t first_not_value_of(const T* x, std::size_t n, const Format& f) {
 std::size_t first_not_value(const double* x, std::size_t n, const Format& f) { return first_not_value_of(x, n, f); }
 std::size_t first_not_value(const float* x, std::size_t n, const Format& f) { return first_not_value_of(x, n, f); }
 
-double round_to_format(double x, const Cast& cast, std::uint64_t index) {
-  if (double r; FastRound(cast)(x, r)) return r;
+double round_to_format_by_kernel(double x, const Cast& cast, std::uint64_t index) {
   return decode_bits(cast.format, encode(x, cast, index));
 }
 

@@ -384,9 +384,43 @@ TEST(Op, ToleranceIsTheSameOnAnyThreadCount) {
     for (std::size_t i = 0; i < n; ++i)
       if (std::isfinite(bound(i)) && bound(i) > one.atol + one.rtol * std::abs(ref(i))) ++uncovered;
     EXPECT_EQ(uncovered, 0u) << kind;
-    if (kind == 0) EXPECT_GT(one.rtol, 0);  // a real fit, not atol alone
+    if (kind == 0) {
+      EXPECT_GT(one.rtol, 0);  // a real fit, not atol alone
+    }
   }
   numeq::set_num_threads(0);
+}
+
+// The input check (every element not NaN must round to itself in in_fmt) against its
+// definition, element by element: for every floating format, arrays of its values with one
+// planted element (a non-value, -0, +-Inf, NaN, a binary64 subnormal) at several places,
+// long enough for the threaded scan; the op is refused exactly when the definition says so,
+// naming the planted element.
+TEST(Op, InputCheckIsRoundingToItself) {
+  const double inf = std::numeric_limits<double>::infinity();
+  for (const numeq::Format* f : numeq::all_formats()) {
+    if (f->is_integer()) continue;
+    const Cast nearest{*f};
+    const std::size_t n = 3 * 65536 + 7;
+    Array x = xt::zeros<double>({n});
+    for (std::size_t i = 0; i < n; ++i)
+      x(i) = numeq::round_to_format(std::ldexp(1.0 + static_cast<double>(i % 61) / 64, static_cast<int>(i % 5) - 2), nearest);
+    for (const double planted : {1.0 + 0x1p-30, -0.0, inf, -inf, std::nan(""), 0x1p-1070, numeq::max_finite(*f) * 2}) {
+      for (const std::size_t at : {std::size_t{0}, std::size_t{70000}, n - 1}) {
+        Array y = x;
+        y(at) = planted;
+        const bool nan = std::isnan(planted);
+        const bool refused_by_definition = !nan && numeq::round_to_format(planted, nearest) != planted;
+        try {
+          (void)cases::softmax(y, -1, f->name, Cast{numeq::formats::fp32});
+          EXPECT_FALSE(refused_by_definition) << f->name << " " << planted << " at " << at;
+        } catch (const numeq::error& e) {
+          EXPECT_TRUE(refused_by_definition) << f->name << " " << planted << " at " << at << ": " << e.what();
+          EXPECT_NE(std::string(e.what()).find("element " + std::to_string(at) + " "), std::string::npos) << e.what();
+        }
+      }
+    }
+  }
 }
 
 TEST(Op, CrossPlatformBoundCoversTheDifference) {

@@ -119,6 +119,17 @@ ReductionWeights reduction_weights(const Plan& plan, std::size_t n, bool with_in
 // that also holds for any other value v' within pre_cast_bound of s rounded by the same cast
 // (so that it bounds a device that followed the plan's structure in another order).
 double with_output_cast(const Cast& output, double emulated, double pre_cast_bound);
+// with_output_cast for one cast and many elements: the cast's rounding figures are worked out
+// once (per element they were a fifth of a softmax emulation's bound arithmetic).
+class OutputCastBound {
+ public:
+  explicit OutputCastBound(const Cast& output);
+  double operator()(double emulated, double pre_cast_bound) const;
+
+ private:
+  bool integer_ = false, finite_overflow_ = false;
+  double rho_ = 0, eta_ = 0, max_ = 0, threshold_ = 0;
+};
 
 // Per-element bounds on |emulated - exact| for the results of sum / dot / matmul (evaluate.hpp)
 // with the same arguments; `emulated` is what that call returned (same shape).

@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "numeq/formats/fast_round.hpp"
 #include "numeq/formats/format.hpp"
 #include "numeq/formats/round_and_pack.hpp"
 #include "numeq/formats/rounding.hpp"
@@ -17,7 +18,13 @@ namespace numeq {
 // x rounded into cast.format, as a double (NaN where the format gives NaN). `index` selects the
 // stochastic draw (element i of an array uses index i). Throws numeq::error for an integer target
 // format or a NaN into a format that has no NaN.
-double round_to_format(double x, const Cast& cast, std::uint64_t index = 0);
+double round_to_format_by_kernel(double x, const Cast& cast, std::uint64_t index);
+// Inline: the common case (FastRound's) costs a few integer operations where a running bound
+// rounds several times per element; the kernel decides the rest.
+inline double round_to_format(double x, const Cast& cast, std::uint64_t index = 0) {
+  if (double r; FastRound(cast)(x, r)) return r;
+  return round_to_format_by_kernel(x, cast, index);
+}
 
 // Whether x is a value of f: it rounds to itself in every mode (the sign of zero kept; NaN and
 // +-Inf where f has them; integers: an integer in f's range). Decided from x's bits and f's

@@ -149,13 +149,13 @@ std::string format_names(FormatKind kind);  // the floating (or integer) ones on
 namespace detail {
 // 2^e for e in [-1074, 1023], from its binary64 bits (these limits are asked for per element in
 // the running-bound and verdict loops, where a libm ldexp call would cost more than the work).
-constexpr double pow2(int e) {
+[[gnu::always_inline]] constexpr double pow2(int e) {
   return e >= -1022 ? std::bit_cast<double>(static_cast<std::uint64_t>(e + 1023) << 52)
                     : std::bit_cast<double>(std::uint64_t{1} << (e + 1074));
 }
 }  // namespace detail
 
-constexpr double max_finite(const Format& f) {
+[[gnu::always_inline]] constexpr double max_finite(const Format& f) {
   if (f.is_integer()) return static_cast<double>(f.int_max());
   // (2^m + fraction) 2^(field - bias - m): an integer below 2^53 times a power of two, exact.
   const std::uint64_t mag = f.max_finite_magnitude();
@@ -164,9 +164,9 @@ constexpr double max_finite(const Format& f) {
   const std::uint64_t significand = (std::uint64_t{1} << f.mantissa_bits) | (mag & fraction_mask);
   return static_cast<double>(significand) * detail::pow2(field - f.bias - f.mantissa_bits);
 }
-constexpr double min_normal(const Format& f) { return f.is_integer() ? 1.0 : detail::pow2(f.emin()); }
+[[gnu::always_inline]] constexpr double min_normal(const Format& f) { return f.is_integer() ? 1.0 : detail::pow2(f.emin()); }
 // == min_normal when the format has no subnormals.
-constexpr double min_subnormal(const Format& f) {
+[[gnu::always_inline]] constexpr double min_subnormal(const Format& f) {
   if (f.is_integer()) return 1.0;
   return f.has_zero ? detail::pow2(f.emin() - f.mantissa_bits) : min_normal(f);
 }
