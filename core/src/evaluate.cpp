@@ -374,7 +374,15 @@ std::optional<kernels::Fp32Tiling> fp32_tiling(const Plan& plan) {
 }
 
 // Whether every x[i] is an fp32 value or a NaN.
-bool all_floats(const double* x, std::size_t n) { return kernels::all_fp32(x, n); }
+// On threads above 2^17 values: a memory-bound pass over both operands, which ran serially before
+// every fp32 GEMM.
+bool all_floats(const double* x, std::size_t n) {
+  std::atomic<bool> all{true};
+  parallel_for(n, [&](std::size_t begin, std::size_t end) {
+    if (all.load(std::memory_order_relaxed) && !kernels::all_fp32(x + begin, end - begin)) all = false;
+  }, std::size_t{1} << 17);
+  return all.load();
+}
 
 }  // namespace
 
