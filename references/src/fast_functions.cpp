@@ -27,6 +27,7 @@
 #include <cmath>
 #include <limits>
 
+#include "numeq/formats/fast_round.hpp"
 #include "numeq/formats/round_and_pack.hpp"
 
 namespace numeq::reference::fast {
@@ -583,6 +584,15 @@ std::optional<Enclosure> enclose(Function f, double x) {
 }
 
 std::optional<std::uint64_t> round_enclosure(const Enclosure& e, const Cast& out, std::uint64_t random) {
+  // Closed ends in the format's normal range, rounded to nearest even or toward zero: FastRound
+  // rounds each as the kernel would (a closed end is rounded as the value it is).
+  if (!e.lo_open && !e.hi_open) {
+    const FastRound fast(out);
+    if (double lo = 0, hi = 0; fast(e.lo, lo) && fast(e.hi, hi)) {
+      if (lo != hi) return std::nullopt;
+      return fast.pattern(lo);
+    }
+  }
   const std::uint64_t lo = round_end(e.lo, e.lo_open, true, out, random);
   const std::uint64_t hi = round_end(e.hi, e.hi_open, false, out, random);
   if (lo != hi) return std::nullopt;

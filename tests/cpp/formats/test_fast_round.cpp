@@ -5,7 +5,8 @@
 // midpoint between neighbours and the doubles on either side of each (every rounding decision
 // the format has), plus the same around the largest finite value and the smallest normal, and
 // random doubles of every magnitude; for wider formats (tf32 aside, fp32) the same around random
-// values of the format.
+// values of the format. Where the shortcut answers, its bit pattern (FastRound::pattern) is the
+// kernel's encoding.
 
 #include "numeq/formats/fast_round.hpp"
 
@@ -103,6 +104,8 @@ TEST(FastRound, EqualsTheKernelOnEveryFloatingFormat) {
           if (fast(x, r)) {
             ++shortcut;
             if (refused || !same(r, k)) ++failures;
+            // Its bit pattern: the kernel's encoding of x (storage placement included).
+            if (!refused && fast.pattern(r) != numeq::encode(x, c)) ++failures;
           }
           if (!refused && !same(numeq::round_to_format(x, c), k)) ++failures;
           if (failures > 0 && failures < 4) ADD_FAILURE() << f->name << ": x = " << x << " kernel " << k << " shortcut " << r;

@@ -35,9 +35,23 @@ class FastRound {
     emin_ = f.emin();
     shift_ = 52 - f.mantissa_bits;
     max_ = max_finite(f);
+    bias_ = f.bias;
+    mantissa_bits_ = f.mantissa_bits;
+    storage_shift_ = f.storage_shift;
+    sign_shift_ = f.exponent_bits + f.mantissa_bits;
   }
 
   bool applies() const { return applies_; }
+
+  // The bit pattern (storage placement included, as numeq::encode gives it) of r, a value this
+  // object returned: finite and in the format's normal range, so its exponent field is
+  // e + bias and its fraction the double's top mantissa_bits bits.
+  std::uint64_t pattern(double r) const {
+    const auto bits = std::bit_cast<std::uint64_t>(r);
+    const auto e = static_cast<std::uint64_t>(static_cast<int>((bits >> 52) & 0x7ff) - 1023 + bias_);
+    const std::uint64_t fraction = (bits & ((std::uint64_t{1} << 52) - 1)) >> shift_;
+    return ((bits >> 63) << sign_shift_ | e << mantissa_bits_ | fraction) << storage_shift_;
+  }
 
   // x rounded, into `out`; false where the kernel must decide.
   bool operator()(double x, double& out) const {
@@ -56,7 +70,7 @@ class FastRound {
  private:
   bool applies_ = false;
   bool nearest_ = true;
-  int emin_ = 0, shift_ = 0;
+  int emin_ = 0, shift_ = 0, bias_ = 0, mantissa_bits_ = 0, storage_shift_ = 0, sign_shift_ = 0;
   double max_ = 0;
 };
 
