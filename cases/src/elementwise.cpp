@@ -39,7 +39,7 @@ Tracked input(double x, const Cast& compute) {
   if (!std::isfinite(x)) return {r, kNaN};
   if (!std::isfinite(r)) return {r, kInf};
   double d = std::abs(r - x);
-  if (d != 0) d = std::nextafter(d, kInf);  // r - x need not be exact in binary64
+  if (d != 0) d = next_up(d);  // r - x need not be exact in binary64
   return {r, d};
 }
 

@@ -476,10 +476,9 @@ std::function<std::optional<double>(double, double)> certified_reference(const C
     return nullptr;
   return [out, relative_error](double hi, double) -> std::optional<double> {
     if (!std::isfinite(hi)) return std::nullopt;
-    constexpr double inf = std::numeric_limits<double>::infinity();
     const double reach = 2 * relative_error * std::abs(hi);
-    const double below = round_to_format(std::nextafter(hi - reach, -inf), out);
-    const double above = round_to_format(std::nextafter(hi + reach, inf), out);
+    const double below = round_to_format(next_down(hi - reach), out);
+    const double above = round_to_format(next_up(hi + reach), out);
     if (!(below == above && std::signbit(below) == std::signbit(above))) return std::nullopt;
     return below;
   };

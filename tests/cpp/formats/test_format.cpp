@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdint>
 #include <iostream>
+#include <limits>
 #include <set>
 #include <string>
 #include <vector>
@@ -270,6 +271,34 @@ TEST(Format, DecodeRejectsBitsOutsideThePattern) {
   EXPECT_THROW((void)numeq::decode(0x100, numeq::formats::e4m3fn), numeq::error);
   EXPECT_THROW((void)numeq::decode(0x10000, numeq::formats::fp16), numeq::error);
   EXPECT_THROW((void)numeq::decode(0x100, numeq::formats::int8), numeq::error);
+}
+
+}  // namespace
+
+namespace {
+
+// next_up / next_down against libm's nextafter, bit for bit: the specials, both zeros, the
+// subnormal and normal edges, and random bit patterns of every class.
+TEST(Format, NextUpAndDownAreNextafter) {
+  constexpr double inf = std::numeric_limits<double>::infinity();
+  std::vector<double> xs = {0.0, -0.0, inf, -inf, std::numeric_limits<double>::quiet_NaN(),
+                            std::numeric_limits<double>::denorm_min(), -std::numeric_limits<double>::denorm_min(),
+                            std::numeric_limits<double>::min(), -std::numeric_limits<double>::min(),
+                            std::numeric_limits<double>::max(), -std::numeric_limits<double>::max(), 1.0, -1.0, 0x1p-1022 - 0x1p-1074};
+  std::uint64_t state = 0x9e3779b97f4a7c15u;
+  for (int i = 0; i < 200000; ++i) {
+    state ^= state << 13, state ^= state >> 7, state ^= state << 17;
+    xs.push_back(std::bit_cast<double>(state));
+  }
+  for (const double x : xs) {
+    const double up = numeq::next_up(x), down = numeq::next_down(x);
+    if (std::isnan(x)) {
+      EXPECT_TRUE(std::isnan(up) && std::isnan(down));
+      continue;
+    }
+    EXPECT_EQ(std::bit_cast<std::uint64_t>(up), std::bit_cast<std::uint64_t>(std::nextafter(x, inf))) << x;
+    EXPECT_EQ(std::bit_cast<std::uint64_t>(down), std::bit_cast<std::uint64_t>(std::nextafter(x, -inf))) << x;
+  }
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 #include <array>
 #include <bit>
 #include <cstdint>
+#include <limits>
 #include <span>
 #include <string>
 #include <string_view>
@@ -154,6 +155,17 @@ namespace detail {
                     : std::bit_cast<double>(std::uint64_t{1} << (e + 1074));
 }
 }  // namespace detail
+
+// The next binary64 value above x (std::nextafter(x, +Inf)), by its bits; NaN and +Inf come back
+// unchanged, +-0 gives the smallest subnormal. The bound arithmetic steps outward per element,
+// where libm's nextafter costs more than the work it guards. next_down: the one below.
+[[gnu::always_inline]] constexpr double next_up(double x) {
+  if (!(x < std::numeric_limits<double>::infinity())) return x;  // NaN, +Inf
+  if (x == 0) return std::numeric_limits<double>::denorm_min();
+  const auto bits = std::bit_cast<std::uint64_t>(x);
+  return std::bit_cast<double>(x > 0 ? bits + 1 : bits - 1);
+}
+[[gnu::always_inline]] constexpr double next_down(double x) { return -next_up(-x); }
 
 [[gnu::always_inline]] constexpr double max_finite(const Format& f) {
   if (f.is_integer()) return static_cast<double>(f.int_max());
