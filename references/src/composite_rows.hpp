@@ -188,7 +188,7 @@ inline bool decide(const RowOutput& row, std::size_t i, const fast::Enclosure& e
   if (row.within > 0 && std::isfinite(e.lo) && std::isfinite(e.hi) && e.lo <= e.hi &&
       std::signbit(e.lo) == std::signbit(e.hi)) {
     const double smaller = std::min(std::fabs(e.lo), std::fabs(e.hi));
-    if (smaller >= std::numeric_limits<double>::min() && std::nextafter(e.hi - e.lo, kInf) <= row.within * smaller) {
+    if (smaller >= std::numeric_limits<double>::min() && next_up(e.hi - e.lo) <= row.within * smaller) {
       row.bits[i] = std::bit_cast<std::uint64_t>(0.5 * e.lo + 0.5 * e.hi);  // out is binary64: its own pattern
       return true;
     }

@@ -13,6 +13,8 @@
 #include <limits>
 #include <optional>
 
+#include "numeq/formats/format.hpp"
+
 namespace numeq::reference::rows {
 
 struct DoubleInterval {
@@ -38,7 +40,7 @@ inline constexpr double kResidualFloor = 0x1p-960;
 inline double outward(double s, int error_sign, bool upper) {
   if (error_sign == 0) return s;
   if ((error_sign > 0) != upper) return s;
-  return std::nextafter(s, upper ? kInfinity : -kInfinity);
+  return (upper ? next_up(s) : next_down(s));
 }
 inline int sign_of(double e) { return (e > 0) - (e < 0); }
 
@@ -59,7 +61,7 @@ inline double product_bound(double a, double b, bool upper) {
                                                  : (std::signbit(p) ? -std::numeric_limits<double>::denorm_min() : 0.0);
     return p;
   }
-  if (std::fabs(p) < kResidualFloor) return std::nextafter(p, upper ? kInfinity : -kInfinity);
+  if (std::fabs(p) < kResidualFloor) return (upper ? next_up(p) : next_down(p));
   return outward(p, sign_of(std::fma(a, b, -p)), upper);
 }
 
@@ -69,7 +71,7 @@ inline double quotient_bound(double a, double b, bool upper) {
   const double q = a / b;
   if (!std::isfinite(q)) return q;
   if (q == 0 && a == 0) return q;
-  if (std::fabs(q) < kResidualFloor || std::fabs(a) < kResidualFloor) return std::nextafter(q, upper ? kInfinity : -kInfinity);
+  if (std::fabs(q) < kResidualFloor || std::fabs(a) < kResidualFloor) return (upper ? next_up(q) : next_down(q));
   const double r = std::fma(-q, b, a);
   return outward(q, sign_of(r) * (b > 0 ? 1 : -1), upper);
 }
@@ -78,7 +80,7 @@ inline double quotient_bound(double a, double b, bool upper) {
 inline double root_bound(double a, bool upper) {
   const double s = std::sqrt(a);
   if (a == 0 || !std::isfinite(s)) return s;
-  if (a < kResidualFloor) return std::nextafter(s, upper ? kInfinity : -kInfinity);
+  if (a < kResidualFloor) return (upper ? next_up(s) : next_down(s));
   return outward(s, sign_of(std::fma(-s, s, a)), upper);
 }
 
@@ -173,8 +175,8 @@ class Sum2 {
     if (exact_) return DoubleInterval::point(res);
     if (magnitude_ < 0x1p-900) return std::nullopt;  // the bound below would underflow
     using interval_detail::kInfinity;
-    const double e = std::nextafter((0x1p-52 * std::fabs(res) + 0x1p-53 * magnitude_ * (1 + 0x1p-25)) * (1 + 0x1p-50), kInfinity);
-    return DoubleInterval{std::nextafter(res - e, -kInfinity), std::nextafter(res + e, kInfinity)};
+    const double e = next_up((0x1p-52 * std::fabs(res) + 0x1p-53 * magnitude_ * (1 + 0x1p-25)) * (1 + 0x1p-50));
+    return DoubleInterval{next_down(res - e), next_up(res + e)};
   }
 
  private:

@@ -94,16 +94,9 @@ Approx exact(double y) { return {y, 0, 0, true}; }
 
 Enclosure point(double y) { return {y, y, false, false}; }
 
-// The neighbours of a double toward +Inf / -Inf (std::nextafter without its library call and
-// error handling): one step of the bit pattern, whose order matches the values' within a sign.
-// Infinities stay put; +-0 steps to +-tiny.
-double up(double d) {
-  if (d == 0) return tiny;
-  if (std::isinf(d) && d > 0) return d;
-  const std::uint64_t b = std::bit_cast<std::uint64_t>(d);
-  return std::bit_cast<double>(d > 0 ? b + 1 : b - 1);
-}
-double down(double d) { return -up(-d); }
+// The neighbours of a double toward +Inf / -Inf (formats' next_up / next_down).
+double up(double d) { return next_up(d); }
+double down(double d) { return next_down(d); }
 
 Enclosure widen(const Approx& a) {
   if (a.exact) return point(a.y);
