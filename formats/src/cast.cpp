@@ -8,6 +8,7 @@
 #include <cmath>
 #include <sstream>
 
+#include "numeq/formats/cpu_dispatch.hpp"
 #include "numeq/formats/error.hpp"
 #include "numeq/formats/parallel.hpp"
 #include "numeq/formats/random.hpp"
@@ -84,14 +85,8 @@ template <class T>
   }
   return failed == 0;
 }
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-#define NUMEQ_CLONES [[gnu::target_clones("arch=x86-64-v3", "default")]]
-#else
-#define NUMEQ_CLONES
-#endif
-NUMEQ_CLONES bool all_pass_f64(const double* x, std::size_t n, const BlockTest& t) { return all_pass(x, n, t); }
-NUMEQ_CLONES bool all_pass_f32(const float* x, std::size_t n, const BlockTest& t) { return all_pass(x, n, t); }
-#undef NUMEQ_CLONES
+NUMEQ_X86_64_V3_CLONE bool all_pass_f64(const double* x, std::size_t n, const BlockTest& t) { return all_pass(x, n, t); }
+NUMEQ_X86_64_V3_CLONE bool all_pass_f32(const float* x, std::size_t n, const BlockTest& t) { return all_pass(x, n, t); }
 bool all_pass_of(const double* x, std::size_t n, const BlockTest& t) { return all_pass_f64(x, n, t); }
 bool all_pass_of(const float* x, std::size_t n, const BlockTest& t) { return all_pass_f32(x, n, t); }
 

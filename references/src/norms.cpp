@@ -2,6 +2,7 @@
 // element after a fast path in double intervals.
 
 #include "numeq/references/composite.hpp"
+#include "numeq/formats/cpu_dispatch.hpp"
 
 #include "composite_rows.hpp"
 #include "fast_functions.hpp"
@@ -30,8 +31,10 @@ void check_affine(const xt::xarray<double>* v, std::size_t n, const char* parame
 // element to the MPFR loop; so do elements whose enclosure holds zero (the sign of a zero result is
 // the loop's to settle) and elements with a non-finite gamma_j or beta_j. `todo` holds row
 // positions; decided ones are removed. NUMEQ_FUNCTIONS=mpfr turns it off.
-void norm_fast(std::vector<std::size_t>& todo, const double* xs, std::size_t n, const NormParameters& parameters,
-               bool centred, std::size_t base, const RowOutput& row) {
+// (Cloned for x86-64-v3: the interval arithmetic's fma residuals become single instructions.)
+NUMEQ_X86_64_V3_CLONE void norm_fast(std::vector<std::size_t>& todo, const double* xs, std::size_t n,
+                                     const NormParameters& parameters, bool centred, std::size_t base,
+                                     const RowOutput& row) {
   if (todo.empty() || default_function_path() != FunctionPath::fast || !(row.within > 0 || fast::suits(row.out)) ||
       n > (std::size_t{1} << 26))
     return;

@@ -2,6 +2,7 @@
 // loop per element after a fast path in double arithmetic.
 
 #include "numeq/references/composite.hpp"
+#include "numeq/formats/cpu_dispatch.hpp"
 
 #include "composite_rows.hpp"
 #include "fast_functions.hpp"
@@ -23,7 +24,8 @@ using namespace rows;
 // through decide(): Ziv's test, or an enclosed result's width test; what it leaves stays in
 // `pending` for the MPFR loop. NUMEQ_FUNCTIONS=mpfr turns it off.
 template <class At, class Index>
-void softmax_fast(std::vector<std::size_t>& pending, const std::vector<std::size_t>& finite, std::size_t ref,
+// (Cloned for x86-64-v3: the interval arithmetic's fma residuals become single instructions.)
+NUMEQ_X86_64_V3_CLONE void softmax_fast(std::vector<std::size_t>& pending, const std::vector<std::size_t>& finite, std::size_t ref,
                   const At& at, const Index& index, const RowOutput& row, bool log) {
   if (pending.empty() || default_function_path() != FunctionPath::fast || !(row.within > 0 || fast::suits(row.out)))
     return;
