@@ -39,8 +39,8 @@ def main() -> None:
     print("| platform | n | input | in_fmt | float32 ms | ms | ratio | vs first |\n|---|---|---|---|---|---|---|---|")
     for n in (int(s) for s in args.sizes.split(",")):
         rng = np.random.default_rng(0)
-        a = numeq.round(rng.standard_normal((n, n)), "bf16")
-        b = numeq.round(rng.standard_normal((n, n)), "bf16")
+        # Values of both bf16 and fp16 (fp16 first: its subnormals then stay on its grid).
+        a, b = (numeq.round(numeq.round(rng.standard_normal((n, n)), "fp16"), "bf16") for _ in range(2))
         a8 = numeq.round(rng.standard_normal((n, n)), "e4m3fn", overflow="saturate")
         b8 = numeq.round(rng.standard_normal((n, n)), "e4m3fn", overflow="saturate")
         # Integers that are bf16 values: a * 16 (int8), a * 1024 rounded to 8 significant bits (int32).
