@@ -12,22 +12,11 @@ import numpy as np
 import pytest
 
 import numeq
+from conftest import ML_DTYPES
 from numeq import _arrays
 
 # The dtypes the intake reads by their bit patterns (numeq format -> dtype), and the integers.
-PATTERN_DTYPES = {
-    "fp16": np.float16,
-    "bf16": ml_dtypes.bfloat16,
-    "e4m3fn": ml_dtypes.float8_e4m3fn,
-    "e4m3": ml_dtypes.float8_e4m3,
-    "e4m3fnuz": ml_dtypes.float8_e4m3fnuz,
-    "e5m2": ml_dtypes.float8_e5m2,
-    "e5m2fnuz": ml_dtypes.float8_e5m2fnuz,
-    "e8m0fnu": ml_dtypes.float8_e8m0fnu,
-    "e3m2fn": ml_dtypes.float6_e3m2fn,
-    "e2m3fn": ml_dtypes.float6_e2m3fn,
-    "e2m1fn": ml_dtypes.float4_e2m1fn,
-}
+PATTERN_DTYPES = ML_DTYPES
 INTEGER_DTYPES = [np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32, np.uint64]
 DTYPES = list(PATTERN_DTYPES.values()) + INTEGER_DTYPES
 FORMATS = numeq.formats()
