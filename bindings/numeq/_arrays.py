@@ -34,6 +34,17 @@ if _ml is not None:
         }
     )
 _FORMAT_OF_DTYPE = {np.dtype(t): name for name, t in _NUMPY_TYPES.items()}
+# The extension reads arrays of these dtypes as bit patterns of their formats, in place (its
+# array intake: one pass to float64, checks in place); it knows them by their type numbers.
+for _dtype, _name in _FORMAT_OF_DTYPE.items():
+    if _name not in ("fp32", "fp64"):
+        _core.register_dtype(_dtype, _name)
+# Each dtype the extension's intake reads in place -> the format its values are taken to be of
+# (integers: their values, as fp64; int64 / uint64 checked to be exact there).
+_INTAKE: dict[np.dtype, str] = {
+    **_FORMAT_OF_DTYPE,
+    **{np.dtype(t): "fp64" for t in (np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32, np.uint64)},
+}
 _BITS_DTYPE = {8: np.uint8, 16: np.uint16, 32: np.uint32, 64: np.uint64}
 
 

@@ -23,7 +23,8 @@ import numpy as np
 from . import _core
 from ._arrays import (INT32, INT64, SIZE, UINT64, _array, _check_bool, _check_format, _check_int, _check_real,
                       _check_str, _int64_array, _real_array, _renamed)
-from .platforms import _axes, _layout, _values
+from .platforms import _axes, _layout
+from .platforms import _float64_values as _values  # the catalogue takes float64 values
 from .reference import _attention_mask, _attention_scores_shape
 
 __all__ = ["Emulation", "Op", "Tolerance", "attention", "cast", "dequantize", "quantize", "function", "int8_matmul", "scaled_fp8_matmul", "generate", "generators", "layernorm", "log_softmax", "matmul",

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from . import _core
-from ._arrays import FORMAT_NAMES, SIZE, _check_format, _check_int, _check_str, _info, _renamed, _sized
+from ._arrays import _INTAKE, FORMAT_NAMES, SIZE, _check_format, _check_int, _check_str, _renamed, _sized
 from ._reference_functions import _holds_every_value, _input_values
 
 
@@ -286,21 +286,19 @@ def _resolve(platform: str | None, plan_: Plan | str | dict | None, op: str, in_
     return plan(platform, op, in_fmt, out)
 
 
-_WIDENED = {np.dtype(np.float32): "fp32", np.dtype(np.float64): "fp64"}
-
-
 def _values(x: Any, in_fmt: str | None, parameter: str) -> tuple[np.ndarray, str]:
     if in_fmt is not None:
         _check_str(in_fmt, "in_fmt")
-    if (type(x) is np.ndarray and x.ndim > 0 and x.flags.c_contiguous and x.dtype in _WIDENED
+    own = _INTAKE.get(x.dtype) if type(x) is np.ndarray else None
+    if (own is not None and x.ndim > 0 and x.flags.c_contiguous and x.flags.aligned and x.dtype.isnative
             and (in_fmt is None or in_fmt in FORMAT_NAMES)):
-        own = _WIDENED[x.dtype]
-        if in_fmt is None or _holds_every_value(own, in_fmt):
-            # Every value of the array's own format is one of in_fmt's: nothing to check; the
-            # extension widens float32 to float64 in the same pass that copies it.
-            return x, in_fmt or own
-        if _info(in_fmt)["kind"] == "floating" and int(_core.first_not_in_format(x, in_fmt)) < 0:
-            return x, in_fmt  # checked in one pass in the extension, which widens float32 as it copies
+        # The extension reads the array as it lies (float16 and ml_dtypes as bit patterns of their
+        # formats) and widens it to float64 in one pass: nothing to copy here.
+        fmt = in_fmt or own
+        if not (x.dtype.itemsize == 8 and x.dtype.kind in "iu") and _holds_every_value(own, fmt):
+            return x, fmt  # every value of the array's own format is one of in_fmt's: nothing to check
+        if int(_core.first_not_in_format(x, fmt)) < 0:
+            return x, fmt  # checked in one pass in place (64-bit integers: exact in float64 too)
         # Otherwise the general path below (it names the first element that is not a value).
     values, _ = _input_values(x, in_fmt, "keep", parameter)
     if np.ndim(x) == 0:
@@ -309,6 +307,16 @@ def _values(x: Any, in_fmt: str | None, parameter: str) -> tuple[np.ndarray, str
         from ._arrays import _as_source
         in_fmt = _as_source(x, parameter)[1]
     return values, in_fmt
+
+
+def _float64_values(x: Any, in_fmt: str | None, parameter: str) -> tuple[np.ndarray, str]:
+    """_values as C-ordered float64, for callers that need the values in Python: the arrays that
+    _values leaves to the extension are widened by it in one pass (ml_dtypes' own cast would warn
+    on NaN and run on one thread)."""
+    values, fmt = _values(x, in_fmt, parameter)
+    if values.dtype != np.float64 or not values.flags.c_contiguous:
+        values = _core.as_float64(values, parameter)
+    return values, fmt
 
 
 def _axes(axis: Any, ndim: int) -> list[int] | None:
@@ -426,7 +434,7 @@ def dot(a: Any, b: Any, *, c: Any = None, platform: str | None = None, plan: Pla
     bv, fb = _values(b, in_fmt, "b")
     if in_fmt is None and fa != fb:
         raise ValueError(f"in_fmt: a holds {fa} values and b {fb}; pass in_fmt (the format both are values of)")
-    cv = None if c is None else _values(c, None, "c")[0]
+    cv = None if c is None else _float64_values(c, None, "c")[0]
     if cv is not None and np.ndim(av) and np.ndim(bv):
         _check_c(cv.shape, lambda: np.broadcast_shapes(np.shape(av)[:-1], np.shape(bv)[:-1]))
     if plan is None and platform is not None:
@@ -471,7 +479,7 @@ def matmul(a: Any, b: Any, *, c: Any = None, platform: str | None = None, plan: 
     bv, fb = _values(b, in_fmt, "b")
     if in_fmt is None and fa != fb:
         raise ValueError(f"in_fmt: a holds {fa} values and b {fb}; pass in_fmt (the format both are values of)")
-    cv = None if c is None else _values(c, None, "c")[0]
+    cv = None if c is None else _float64_values(c, None, "c")[0]
     if cv is not None and np.ndim(av) >= 2 and np.ndim(bv) >= 2:
         _check_c(cv.shape, lambda: np.broadcast_shapes(np.shape(av)[:-2], np.shape(bv)[:-2])
                  + (np.shape(av)[-2], np.shape(bv)[-1]))

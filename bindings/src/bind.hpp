@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "numeq/formats/rounding.hpp"
+#include "numeq/formats/widen.hpp"
 
 namespace numeq_bindings {
 
@@ -27,21 +28,18 @@ inline xt::xarray<double> to_xarray(const Values& a) {
   return xt::adapt(a.data(), static_cast<std::size_t>(a.size()), xt::no_ownership(), shape);
 }
 
-// An xarray of the values of a numpy array: float32 (C order) widened in one pass, anything
-// else through Values (pybind11's conversion to C-ordered float64). Saves the float64 copy that
-// numpy would make first on the matmul and sum paths, where inputs are often float32.
-inline xt::xarray<double> to_xarray_widened(const pybind11::array& a) {
-  if (pybind11::isinstance<pybind11::array_t<float>>(a) && (a.flags() & pybind11::array::c_style)) {
-    std::vector<std::size_t> shape(a.shape(), a.shape() + a.ndim());
-    xt::xarray<double> out = xt::xarray<double>::from_shape(shape);
-    const float* from = static_cast<const float*>(a.data());
-    double* to = out.data();
-    const std::size_t n = static_cast<std::size_t>(a.size());
-    for (std::size_t i = 0; i < n; ++i) to[i] = static_cast<double>(from[i]);  // exact
-    return out;
-  }
-  return to_xarray(a.cast<Values>());
-}
+// The element type numeq::widen reads a numpy array's memory as: float32, float64, the dtypes
+// registered with register_dtype (float16 and the ml_dtypes formats: bit patterns) and integers of
+// 1 to 8 bytes, each C-contiguous, aligned and in native byte order; nullopt for anything else
+// (intake.cpp).
+std::optional<numeq::ElementType> element_type_of(const pybind11::array& a);
+
+// An xarray of the values of a numpy array: what element_type_of reads, widened to float64 in one
+// multi-threaded pass (numeq::widen), anything else through Values (pybind11's conversion to
+// C-ordered float64). Saves the float64 copy numpy would make first on the matmul, sum and compare
+// paths. Errors (a 64-bit integer float64 does not hold, a byte with bits outside its 6- or 4-bit
+// format's pattern) name `parameter` (intake.cpp).
+xt::xarray<double> to_xarray_widened(const pybind11::array& a, const char* parameter);
 
 inline std::optional<xt::xarray<double>> to_optional(const std::optional<Values>& a) {
   if (!a) return std::nullopt;
@@ -77,6 +75,8 @@ void bind_reference_composite(pybind11::module_& m);
 void bind_core(pybind11::module_& m);
 // numeq.reveal_order: order discovery of a Python callable (reveal.cpp).
 void bind_reveal(pybind11::module_& m);
+// numeq._core.register_dtype and first_not_in_format: the array intake (intake.cpp).
+void bind_intake(pybind11::module_& m);
 // numeq.ops and numeq.compare: the operation catalogue, bounds and verdicts (cases.cpp).
 void bind_cases(pybind11::module_& m);
 

@@ -394,8 +394,9 @@ void numeq_bindings::bind_cases(py::module_& m) {
         o.failure_probability = failure_probability;
         o.search_variants = search_variants;
         o.worst = worst;
-        // float32 device outputs widen here in one pass (no float64 copy in Python first).
-        const xt::xarray<double> xs = numeq_bindings::to_xarray_widened(actual);
+        // Device outputs (float32, float16, ml_dtypes, integers) widen here in one pass (no float64
+        // copy in Python first).
+        const xt::xarray<double> xs = numeq_bindings::to_xarray_widened(actual, "actual");
         cases::Verdict v;
         std::string message;
         {
@@ -421,8 +422,8 @@ void numeq_bindings::bind_cases(py::module_& m) {
         o.failure_probability = failure_probability;
         o.search_variants = search_variants;
         o.worst = worst;
-        const xt::xarray<double> xg = numeq_bindings::to_xarray_widened(gpu);
-        const xt::xarray<double> xtr = numeq_bindings::to_xarray_widened(trainium);
+        const xt::xarray<double> xg = numeq_bindings::to_xarray_widened(gpu, "gpu_output");
+        const xt::xarray<double> xtr = numeq_bindings::to_xarray_widened(trainium, "trainium_output");
         cases::PortVerdict v;
         std::string message, mg, mt;
         {

@@ -43,7 +43,8 @@ namespace {
 py::array dot_or_matmul(const py::array& a, const py::array& b, const std::optional<numeq_bindings::Values>& c,
                         bool matmul, const numeq::core::Plan& plan) {
   namespace core = numeq::core;
-  const xt::xarray<double> as = numeq_bindings::to_xarray_widened(a), bs = numeq_bindings::to_xarray_widened(b);
+  const xt::xarray<double> as = numeq_bindings::to_xarray_widened(a, "a"),
+                              bs = numeq_bindings::to_xarray_widened(b, "b");
   std::optional<xt::xarray<double>> cs;
   if (c) cs = numeq_bindings::to_xarray(*c);
   xt::xarray<double> r;
@@ -93,7 +94,7 @@ void numeq_bindings::bind_core(py::module_& m) {
       "core_sum",
       [](const py::array& x, std::ptrdiff_t axis, const std::string& plan_text) {
         const core::Plan plan = core::plan_from_json(plan_text);
-        const xt::xarray<double> xs = numeq_bindings::to_xarray_widened(x);
+        const xt::xarray<double> xs = numeq_bindings::to_xarray_widened(x, "x");
         xt::xarray<double> r;
         {
           py::gil_scoped_release release;
@@ -106,7 +107,7 @@ void numeq_bindings::bind_core(py::module_& m) {
       "core_sum_axes",
       [](const py::array& x, const std::vector<std::ptrdiff_t>& axes, const std::string& plan_text) {
         const core::Plan plan = core::plan_from_json(plan_text);
-        const xt::xarray<double> xs = numeq_bindings::to_xarray_widened(x);
+        const xt::xarray<double> xs = numeq_bindings::to_xarray_widened(x, "x");
         const std::vector<std::size_t> reduced = core::normalise_axes(axes, xs.dimension(), "axis");
         xt::xarray<double> r;
         {

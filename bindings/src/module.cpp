@@ -120,19 +120,6 @@ py::dict format_info(const std::string& name) {
   return d;
 }
 
-// first_not_in_format for an array of doubles or floats (module body).
-template <class Array>
-std::int64_t first_not_in_format(const Array& x, const std::string& fmt) {
-  const numeq::Format& f = numeq::format_by_name(fmt, "fmt");
-  const std::size_t n = static_cast<std::size_t>(x.size());
-  std::size_t first = n;
-  {
-    py::gil_scoped_release release;
-    first = numeq::first_not_value(x.data(), n, f);
-  }
-  return first == n ? -1 : static_cast<std::int64_t>(first);
-}
-
 }  // namespace
 
 numeq::Cast numeq_bindings::make_cast(const std::string& fmt, const std::string& rounding, const std::string& overflow,
@@ -229,11 +216,6 @@ PYBIND11_MODULE(_core, m) {
       py::arg("x"), py::arg("source"), py::arg("fmt"), py::arg("rounding"), py::arg("overflow"),
       py::arg("subnormals"), py::arg("seed"), py::arg("random_bits"), py::arg("want_values"),
       py::arg("want_bits"));
-
-  // The first element (C order) that is not a value of fmt (numeq::first_not_value), or -1: one
-  // pass, no copy. float32 arrays are read in place (the overload taking them comes first).
-  m.def("first_not_in_format", &first_not_in_format<py::array_t<float, py::array::c_style>>, py::arg("x"), py::arg("fmt"));
-  m.def("first_not_in_format", &first_not_in_format<numeq_bindings::Values>, py::arg("x"), py::arg("fmt"));
 
   m.def(
       "decode",
@@ -377,6 +359,7 @@ PYBIND11_MODULE(_core, m) {
   numeq_bindings::bind_reference_exact(m);
   numeq_bindings::bind_reference_functions(m);
   numeq_bindings::bind_reference_composite(m);
+  numeq_bindings::bind_intake(m);
   numeq_bindings::bind_core(m);
   numeq_bindings::bind_reveal(m);
   numeq_bindings::bind_cases(m);

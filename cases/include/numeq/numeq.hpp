@@ -13,6 +13,7 @@
 #include "numeq/formats/random.hpp"
 #include "numeq/formats/round_and_pack.hpp"
 #include "numeq/formats/rounding.hpp"
+#include "numeq/formats/widen.hpp"
 // references: exact and certified results
 #include "numeq/references/composite.hpp"
 #include "numeq/references/exact.hpp"
