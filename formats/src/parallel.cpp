@@ -45,6 +45,17 @@ void relax() {
 #endif
 }
 
+// Spins while `waiting()` holds, for at most about 50 microseconds (the clock is read every 64
+// pauses: reading it is a system-library call that would otherwise dominate the spin).
+template <class Waiting>
+void spin_while(const Waiting& waiting) {
+  const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(50);
+  for (unsigned i = 1; waiting(); ++i) {
+    relax();
+    if (i % 64 == 0 && std::chrono::steady_clock::now() >= until) return;
+  }
+}
+
 // True on a thread while it runs a slice: a parallel_for inside a body runs on that thread
 // alone (the pool's threads are all taken by the outer call).
 thread_local bool inside_slice = false;
@@ -72,9 +83,7 @@ class Pool {
     wake_.notify_all();
     take_slices(job);
     // Most slices end within microseconds of the caller's own: spin a little before sleeping.
-    const auto spin_until = std::chrono::steady_clock::now() + std::chrono::microseconds(50);
-    while (job.done.load(std::memory_order_acquire) != slices && std::chrono::steady_clock::now() < spin_until)
-      relax();
+    spin_while([&] { return job.done.load(std::memory_order_acquire) != slices; });
     {
       // No worker joins after this; the job (on this stack) lives until every one that joined
       // has left it.
@@ -136,9 +145,7 @@ class Pool {
     for (;;) {
       // The next job usually follows within microseconds (the passes of one check): spin
       // briefly before sleeping.
-      const auto spin_until = std::chrono::steady_clock::now() + std::chrono::microseconds(50);
-      while (generation_.load(std::memory_order_acquire) == seen && std::chrono::steady_clock::now() < spin_until)
-        relax();
+      spin_while([&] { return generation_.load(std::memory_order_acquire) == seen; });
       std::unique_lock<std::mutex> lock(mutex_);
       wake_.wait(lock, [&] { return generation_.load(std::memory_order_acquire) != seen; });
       seen = generation_.load(std::memory_order_acquire);

@@ -77,10 +77,10 @@ void finish(Profile& p, const std::vector<char>& out_of_range) {
   }
 }
 
-// Vectors per thread, for passes of a few instructions per entry: a thread pays off from about
-// 2^18 entries (a third of a millisecond of scanning); on a busy machine a thread may wait
-// milliseconds for a core (measured: a 512^3 bf16 matmul took 6.7 ms on one thread and 12-20 ms
-// with these passes on two, under a load average of 4 on two cores).
+// Vectors per thread, for passes of a few instructions per entry: with parallel_for's threads
+// kept waiting between calls, a thread pays off from about 2^16 entries (tens of microseconds of
+// scanning). (When each call started its threads, 2^18 was the break-even: a 512^3 bf16 matmul
+// took 6.7 ms on one thread and 12-20 ms with these passes on two under a load average of 4.)
 std::size_t serial_below(std::size_t entries_each) {
   return std::max<std::size_t>(1, entries_per_thread / std::max<std::size_t>(1, entries_each));
 }

@@ -49,7 +49,7 @@ constexpr int no_entry = -100000;
 constexpr std::size_t max_slice_columns = std::size_t{1} << 25;
 
 // Entries (or result elements) per thread in the passes around the dgemm (sliced_gemm.cpp).
-constexpr std::size_t entries_per_thread = std::size_t{1} << 18;
+constexpr std::size_t entries_per_thread = std::size_t{1} << 16;
 
 __extension__ using int128 = __int128;
 
