@@ -24,6 +24,7 @@
 #include "numeq/formats/cast.hpp"
 #include "numeq/formats/error.hpp"
 #include "numeq/formats/parallel.hpp"
+#include "numeq/formats/cpu_dispatch.hpp"
 #include "input_check.hpp"
 
 namespace numeq::cases {
@@ -977,17 +978,6 @@ UlpOf::UlpOf(const Format& f)
     : integer_(f.is_integer()), max_(integer_ ? 0 : max_finite(f)), min_normal_(integer_ ? 0 : min_normal(f)),
       emin_(integer_ ? 0 : f.emin()), mantissa_bits_(f.mantissa_bits) {}
 
-double UlpOf::operator()(double x) const {
-  if (integer_) return 1.0;
-  const double ax = std::min(std::abs(x), max_);
-  int e = emin_;
-  // ax >= f's smallest normal, hence a normal double: its exponent field is ilogb(ax).
-  if (ax >= min_normal_ && std::isfinite(ax)) e = static_cast<int>(std::bit_cast<std::uint64_t>(ax) >> 52) - 1023;
-  e = std::max(e, emin_) - mantissa_bits_;
-  if (e >= -1022) return std::bit_cast<double>(static_cast<std::uint64_t>(e + 1023) << 52);
-  return std::ldexp(1.0, e);  // a binary64 subnormal spacing (fp64's own, below 2^-1022)
-}
-
 double ulp_of(double x, const Format& f) { return UlpOf(f)(x); }
 
 namespace {
@@ -1009,25 +999,68 @@ double off_line(const BoundPoint& x, double K) { return 0x1p-50 * (std::abs(x.b)
 // supporting line of slope K; either they straddle m (the bridge, slope K), or the bridge lies to
 // one side and one point of every pair whose slope is on the wrong side of K is no end of it.
 // Each round drops a quarter of the points or more: linear time, no sort.
-// The first element (lowest index) that maximises value(i) among those `used` accepts, as a
-// serial scan with a strict comparison finds it, over parallel_for's slices: each slice's winner
-// is merged by (value, then lower index), which no slice order changes. {-Inf, n} when none is.
-template <class Used, class Value>
-std::pair<double, std::size_t> first_maximum(std::size_t n, const Used& used, const Value& value) {
+// The first element (lowest index) that maximises b_i - K |r_i| among those with b_i and r_i
+// finite, as a serial scan with a strict comparison finds it ({-Inf, n} when none is, or when every
+// such value is -Inf). A slice takes its maximum first, in a loop without branches over four
+// running maxima, then the first index holding it; the slices' winners merge by
+// (value, then lower index), which no slice order changes.
+struct Farthest {
+  double value;
+  std::size_t at;
+};
+NUMEQ_X86_64_V3_CLONE Farthest farthest_in(const double* bp, const double* rp, std::size_t begin, std::size_t end,
+                                           double K) {
+  constexpr double none = -std::numeric_limits<double>::infinity();
+  // Finiteness from the exponent field, and four running maxima: no branch, no loop-carried
+  // dependence through one register.
+  const auto finite = [](double x) {
+    return (std::bit_cast<std::uint64_t>(x) & 0x7ff0000000000000u) != 0x7ff0000000000000u;
+  };
+  double tops[4] = {none, none, none, none};
+  std::size_t i = begin;
+  for (; i + 4 <= end; i += 4)
+    for (std::size_t l = 0; l < 4; ++l) {
+      const double b = bp[i + l], r = rp[i + l];
+      const double v = finite(b) & finite(r) ? b - K * std::abs(r) : none;
+      tops[l] = v > tops[l] ? v : tops[l];
+    }
+  for (; i < end; ++i) {
+    const double v = finite(bp[i]) & finite(rp[i]) ? bp[i] - K * std::abs(rp[i]) : none;
+    tops[0] = v > tops[0] ? v : tops[0];
+  }
+  double top = tops[0];
+  for (const double t : {tops[1], tops[2], tops[3]}) top = t > top ? t : top;
+  if (top == none) return {none, end};
+  for (std::size_t j = begin; j < end; ++j) {
+    const double v = bp[j] - K * std::abs(rp[j]);
+    if (std::isfinite(bp[j]) && std::isfinite(rp[j]) && v == top) return {v, j};
+  }
+  return {none, end};  // not reached: top is some element's value
+}
+
+// Whether at + rt |r_i| >= b_i for every i in [begin, end) with b_i and r_i finite, as binary64
+// evaluates it (branch-free, so that the x86-64-v3 clone can vectorise it).
+NUMEQ_X86_64_V3_CLONE bool covers(const double* bp, const double* rp, std::size_t begin, std::size_t end, double at,
+                                  double rt) {
+  const auto finite = [](double x) {
+    return (std::bit_cast<std::uint64_t>(x) & 0x7ff0000000000000u) != 0x7ff0000000000000u;
+  };
+  bool short_of = false;
+  for (std::size_t i = begin; i < end; ++i)
+    short_of |= finite(bp[i]) & finite(rp[i]) & (at + rt * std::abs(rp[i]) < bp[i]);
+  return !short_of;
+}
+
+std::pair<double, std::size_t> first_maximum(std::size_t n, const double* bp, const double* rp, double K) {
   std::pair<double, std::size_t> best{-std::numeric_limits<double>::infinity(), n};
   std::mutex merge;
   parallel_for(
       n,
       [&](std::size_t begin, std::size_t end) {
-        std::pair<double, std::size_t> here{-std::numeric_limits<double>::infinity(), n};
-        for (std::size_t i = begin; i < end; ++i) {
-          if (!used(i)) continue;
-          const double v = value(i);
-          if (v > here.first) here = {v, i};  // strictly: NaN and -Inf are never taken, as in a serial scan
-        }
-        if (here.second == n) return;
+        const Farthest here = farthest_in(bp, rp, begin, end, K);
+        if (here.at == end) return;
         const std::lock_guard<std::mutex> lock(merge);
-        if (here.first > best.first || (here.first == best.first && here.second < best.second)) best = here;
+        if (here.value > best.first || (here.value == best.first && here.at < best.second)) best = {here.value, here.at};
       },
       1 << 16);
   return best;
@@ -1172,7 +1205,7 @@ Tolerance tolerance(const Array& bound, const Array& reference, const Format& ou
     const double K = (right.b - left.b) / (right.r - left.r);
     const double chord = std::max(left.b - K * left.r, right.b - K * right.r);
     // The farthest point above the chord (the first of equals), on parallel_for's threads.
-    const auto [top, at] = first_maximum(n, used, [&](std::size_t i) { return bp[i] - K * std::abs(rp[i]); });
+    const auto [top, at] = first_maximum(n, bp, rp, K);
     const BoundPoint far = at < n ? BoundPoint{std::abs(rp[at]), bp[at]} : BoundPoint{};
     if (top <= chord + off_line(far, K) + off_line(right, K) + off_line(left, K)) rt = K;
     else (far.r > m ? right : left) = far;
@@ -1194,12 +1227,12 @@ Tolerance tolerance(const Array& bound, const Array& reference, const Format& ou
   }
   // The atol that makes rt cover every bound (computed, not estimated), as atol + rtol |ref| is
   // evaluated in binary64: raised by an ulp while some bound exceeds it.
-  double at = std::max(0.0, first_maximum(n, used, [&](std::size_t i) { return bp[i] - rt * std::abs(rp[i]); }).first);
+  double at = std::max(0.0, first_maximum(n, bp, rp, rt).first);
   for (bool covered = false; !covered;) {
     std::atomic<bool> all{true};
     parallel_for(n, [&](std::size_t begin, std::size_t end) {
-      for (std::size_t i = begin; i < end && all.load(std::memory_order_relaxed); ++i)
-        if (used(i) && at + rt * std::abs(rp[i]) < bp[i]) all = false;
+      for (std::size_t from = begin; from < end && all.load(std::memory_order_relaxed); from += 4096)
+        if (!covers(bp, rp, from, std::min(end, from + 4096), at, rt)) all = false;
     }, 1 << 16);
     covered = all.load();
     if (!covered) at = std::nextafter(at, std::numeric_limits<double>::infinity());

@@ -12,6 +12,9 @@
 // and as the tightest (rtol, atol) pair of assert_close form |x - ref| <= atol + rtol * |ref| that
 // covers them on the given data. Two platforms are compared through cross_platform_bound().
 
+#include <algorithm>
+#include <bit>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -199,7 +202,17 @@ double ulp_of(double x, const Format& f);
 class UlpOf {
  public:
   explicit UlpOf(const Format& f);
-  double operator()(double x) const;
+  // Inline: the verdict and the tolerance fit ask it per element.
+  double operator()(double x) const {
+    if (integer_) return 1.0;
+    const double ax = std::min(std::abs(x), max_);
+    int e = emin_;
+    // ax >= f's smallest normal, hence a normal double: its exponent field is ilogb(ax).
+    if (ax >= min_normal_ && std::isfinite(ax)) e = static_cast<int>(std::bit_cast<std::uint64_t>(ax) >> 52) - 1023;
+    e = std::max(e, emin_) - mantissa_bits_;
+    if (e >= -1022) return std::bit_cast<double>(static_cast<std::uint64_t>(e + 1023) << 52);
+    return std::ldexp(1.0, e);  // a binary64 subnormal spacing (fp64's own, below 2^-1022)
+  }
 
  private:
   bool integer_;
