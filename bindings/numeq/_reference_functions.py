@@ -22,7 +22,7 @@ import functools
 import numpy as np
 
 from . import _core
-from ._arrays import FORMAT_NAMES, _as_source, _check_seed, _check_str, _info, _renamed
+from ._arrays import _FORMAT_OF_DTYPE, FORMAT_NAMES, _as_source, _check_seed, _check_str, _info, _renamed
 
 GELU_APPROXIMATIONS = ("none", "tanh")
 
@@ -51,6 +51,16 @@ def _input_values(x: Any, in_fmt: str | None, subnormals: str, parameter: str = 
                   fmt_parameter: str = "in_fmt") -> tuple[np.ndarray, bool]:
     """C-contiguous float64 values of x (checked to lie in in_fmt, inputs flushed as asked), and
     whether x was a scalar. Shared by every numeq.reference function."""
+    if (subnormals == "keep" and type(x) is np.ndarray and x.ndim > 0 and x.dtype in _FORMAT_OF_DTYPE
+            and x.dtype != np.float64 and x.flags.c_contiguous and x.flags.aligned and x.dtype.isnative
+            and (in_fmt is None or (isinstance(in_fmt, str) and in_fmt in FORMAT_NAMES))):
+        # float32, float16 and ml_dtypes arrays: checked in place and widened in one multi-threaded
+        # pass by the extension (numpy's astype runs on one thread); a failed check takes the path
+        # below, which names the element.
+        own = _FORMAT_OF_DTYPE[x.dtype]
+        if (in_fmt is None or _holds_every_value(own, in_fmt)
+                or (_info(in_fmt)["kind"] == "floating" and int(_core.first_not_in_format(x, in_fmt)) < 0)):
+            return _core.as_float64(x, parameter), False
     a, source, scalar = _as_source(x, parameter)
     if source in ("fp32", "fp64"):
         values = np.asarray(a, dtype=np.float64)
