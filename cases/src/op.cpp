@@ -1216,13 +1216,18 @@ Tolerance tolerance(const Array& bound, const Array& reference, const Format& ou
     const double K = (right.b - left.b) / (right.r - left.r);
     const double chord = std::min(left.b - K * left.r, right.b - K * right.r);
     std::vector<BoundPoint> points{left, right};
-    for (std::size_t i = 0; i < n; ++i) {
-      if (!used(i)) continue;
-      const BoundPoint x{std::abs(rp[i]), bp[i]};
-      if (x.r > left.r && x.r < right.r &&
-          x.b - K * x.r >= chord - off_line(x, K) - off_line(left, K) - off_line(right, K))
-        points.push_back(x);
-    }
+    // On parallel_for's slices, concatenated in slice order (the point list of a serial scan).
+    for (const std::vector<BoundPoint>& some : parallel_states<std::vector<BoundPoint>>(
+             n, [&](std::size_t begin, std::size_t end, std::vector<BoundPoint>& found) {
+               for (std::size_t i = begin; i < end; ++i) {
+                 if (!used(i)) continue;
+                 const BoundPoint x{std::abs(rp[i]), bp[i]};
+                 if (x.r > left.r && x.r < right.r &&
+                     x.b - K * x.r >= chord - off_line(x, K) - off_line(left, K) - off_line(right, K))
+                   found.push_back(x);
+               }
+             }))
+      points.insert(points.end(), some.begin(), some.end());
     rt = bridge_slope(std::move(points), m);
   }
   // The atol that makes rt cover every bound (computed, not estimated), as atol + rtol |ref| is
