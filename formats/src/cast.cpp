@@ -60,23 +60,19 @@ bool is_value(double x, const Format& f) { return ValueTest(f)(x); }
 namespace {
 
 // The first of x[begin..n) that is not a value of f (n when none). A sufficient test first, branch-free so that it
-// vectorises: +0 (where f has a zero), a subnormal value of f, or a value whose exponent lies in
-// one of f's normal binades below the top one (every fraction of those binades is a finite value
-// of f, whatever f's NaN encoding) and whose fraction bits beyond f's are zero. Blocks where some element fails it are
+// vectorises: +0 (where f has a zero), or a value whose exponent lies in one of f's normal binades
+// below the top one (every fraction of those binades is a finite value of f, whatever f's NaN
+// encoding) and whose fraction bits beyond f's are zero. Blocks where some element fails it are
 // decided element by element by ValueTest. float32 arrays go through the same test on the
 // widened value (exact), read in place.
 struct BlockTest {
   std::uint64_t low_e = 0, binades = 0;  // exponent fields low_e .. low_e + binades - 1
   std::uint64_t low = 0;                  // fraction bits below the format's
   std::uint64_t zero = 0;                 // 1 where +0 is a value
-  // Subnormal values: |x| below the smallest normal and x 2^(m - emin) an integer (exact: a
-  // power-of-two scaling); -0 only where the format has it.
-  std::uint64_t subnormals = 0, negative_zero = 0;
-  double min_normal = 0, scale = 0;
 };
 
-// Whether every element of x[0, n) passes the block test (a normal value below the top binade,
-// a subnormal value, or +0). Unsigned arithmetic and no short-circuit, so that it vectorises; the x86-64-v3 clone (AVX2: 64-bit lane compares) is what
+// Whether every element of x[0, n) passes the block test. Unsigned arithmetic and no
+// short-circuit, so that it vectorises; the x86-64-v3 clone (AVX2: 64-bit lane compares) is what
 // makes it a memory-bound pass on the CPUs that have it.
 template <class T>
 [[gnu::always_inline]] inline bool all_pass(const T* x, std::size_t n, const BlockTest& t) {
@@ -85,11 +81,7 @@ template <class T>
     const auto u = std::bit_cast<std::uint64_t>(static_cast<double>(x[i]));
     const std::uint64_t e = (u >> 52) & 0x7ff;
     const std::uint64_t in_range = static_cast<std::uint64_t>((u & t.low) == 0) & static_cast<std::uint64_t>(e - t.low_e < t.binades);
-    const double v = static_cast<double>(x[i]), scaled = v * t.scale;
-    const std::uint64_t subnormal = t.subnormals & static_cast<std::uint64_t>(std::abs(v) < t.min_normal) &
-                                    static_cast<std::uint64_t>(scaled == std::trunc(scaled)) &
-                                    (static_cast<std::uint64_t>(u != (std::uint64_t{1} << 63)) | t.negative_zero);
-    failed |= (in_range | subnormal | (static_cast<std::uint64_t>(u == 0) & t.zero)) ^ 1;
+    failed |= (in_range | (static_cast<std::uint64_t>(u == 0) & t.zero)) ^ 1;
   }
   return failed == 0;
 }
@@ -112,10 +104,6 @@ std::size_t first_not_value_in(const T* x, std::size_t begin, std::size_t n, con
   t.binades = static_cast<std::uint64_t>(top - 1 + 1023) - t.low_e;  // up to the top binade, excluded
   t.low = (std::uint64_t{1} << (52 - f.mantissa_bits)) - 1;
   t.zero = f.has_zero ? 1 : 0;
-  t.subnormals = f.has_zero ? 1 : 0;  // field 0 holds zero and the subnormals
-  t.negative_zero = f.has_negative_zero() ? 1 : 0;
-  t.min_normal = min_normal(f);
-  t.scale = std::ldexp(1.0, f.mantissa_bits - f.emin());
   constexpr std::size_t block = 1024;
   for (std::size_t from = begin; from < n; from += block) {
     const std::size_t end = std::min(n, from + block);
