@@ -93,7 +93,7 @@ void check_block(std::size_t block, std::size_t length, const char* name, const 
 
 // The platform's arithmetic for attention: both GEMM plans, the fp32 sum plan and exp.
 struct Machine {
-  Cast compute{formats::fp32};
+  detail::Compute compute{Cast{formats::fp32}};
   Cast p_cast;               // what P is rounded to before the second GEMM
   core::Plan qk, pv, sum;
   detail::FunctionStep exp;
@@ -171,11 +171,11 @@ Emulation attention(const xt::xarray<double>& q, const xt::xarray<double>& k, co
     check_block(options.block_cols, n.lk, "block_cols", "Lk");
   }
   Machine mc;
-  const Cast& C = mc.compute;
+  const detail::Compute& C = mc.compute;
   // plan_for names in_fmt and lists the platform's matmuls when it has none for in_fmt.
   mc.qk = core::plan_for(platform, core::Operation::matmul, in_fmt, "fp32");
   const Format& in = format_by_name(in_fmt, "in_fmt");
-  mc.p_cast = options.cast_p ? Cast{in} : C;
+  mc.p_cast = options.cast_p ? Cast{in} : C.cast;
   mc.pv = options.cast_p ? mc.qk : core::plan_for(platform, core::Operation::matmul, "fp32", "fp32");
   mc.sum = core::plan_for(platform, core::Operation::sum, "fp32", "fp32");
   mc.exp = detail::function_step(platform, Function::exp, C);

@@ -34,8 +34,8 @@ double times(double a, double b) { return a == 0 || b == 0 ? 0.0 : a * b; }
 
 }  // namespace
 
-Tracked input(double x, const Cast& compute) {
-  const double r = round_to_format(x, compute);
+Tracked input(double x, const Compute& compute) {
+  const double r = round_to_format(x, compute.cast);
   if (!std::isfinite(x)) return {r, kNaN};
   if (!std::isfinite(r)) return {r, kInf};
   double d = std::abs(r - x);
@@ -45,28 +45,28 @@ Tracked input(double x, const Cast& compute) {
 
 Tracked exact(double v) { return {v, 0.0}; }
 
-Tracked add(Tracked a, Tracked b, const Cast& compute) {
-  const double r = core::add_rounded(a.value, b.value, compute);
+Tracked add(Tracked a, Tracked b, const Compute& compute) {
+  const double r = core::add_rounded(a.value, b.value, compute.cast);
   const double spread = a.bound + b.bound;
   return {r, (spread + rounding_error(r, spread, compute)) * (1 + 0x1p-50)};
 }
 
-Tracked sub(Tracked a, Tracked b, const Cast& compute) { return add(a, Tracked{-b.value, b.bound}, compute); }
+Tracked sub(Tracked a, Tracked b, const Compute& compute) { return add(a, Tracked{-b.value, b.bound}, compute); }
 
-Tracked mul(Tracked a, Tracked b, const Cast& compute) {
+Tracked mul(Tracked a, Tracked b, const Compute& compute) {
   // Products of values of formats up to 26 significand bits are exact in binary64.
-  const double r = round_to_format(a.value * b.value, compute);
+  const double r = round_to_format(a.value * b.value, compute.cast);
   const double spread =
       (times(std::abs(a.value), b.bound) + times(std::abs(b.value), a.bound) + times(a.bound, b.bound)) * (1 + 0x1p-50);
   return {r, (spread + rounding_error(r, spread, compute)) * (1 + 0x1p-50)};
 }
 
-Tracked div(Tracked a, Tracked b, const Cast& compute) {
+Tracked div(Tracked a, Tracked b, const Compute& compute) {
   // The binary64 quotient rounded into a format of p <= 24 bits is the correctly rounded
   // quotient: double rounding is innocuous when 53 >= 2p + 2 (S. A. Figueroa, "When is double
   // rounding innocuous?", SIGNUM Newsletter 30(3), 1995).
   const double q = a.value / b.value;
-  const double r = round_to_format(q, compute);
+  const double r = round_to_format(q, compute.cast);
   if (std::isnan(a.bound) || std::isnan(b.bound)) return {r, kNaN};
   const double denominator = std::abs(b.value) - b.bound;
   if (!(denominator > 0) || !std::isfinite(q)) return {r, kInf};
@@ -99,14 +99,14 @@ double derivative_bound(reference::Function f, double lo, double hi) {
   return std::isnan(d) ? kInf : d * (1 + 0x1p-40);
 }
 
-double model_error(const core::FunctionModel& model, const Cast& model_cast, double r) {
+double model_error(const core::FunctionModel& model, const Compute& model_cast, double r) {
   if (std::isnan(r)) return kNaN;
   if (!std::isfinite(r)) return kInf;
-  const Format& f = model_cast.format;
+  const Compute& f = model_cast;
   const double n = model.kind == core::FunctionModelKind::ulp_budget ? model.ulps : 0.0;
   // The largest magnitude a device within the budget may return, and the spacing there.
   const double reach = std::abs(r) + n * ulp(std::abs(r), f);
-  if (reach > max_finite(f)) return kInf;
+  if (reach > f.max) return kInf;
   return (0.5 + n) * ulp(reach, f);
 }
 
@@ -120,11 +120,12 @@ FunctionStep function_step(const core::Platform& platform, reference::Function f
 }
 
 Tracked apply(const FunctionStep& step, Tracked a) {
-  const double r_model = decode(reference::evaluate_bits(step.f, a.value, step.model_cast), step.model_cast.format);
+  const double r_model =
+      decode(reference::evaluate_bits(step.f, a.value, step.model_cast.cast), step.model_cast.cast.format);
   double bound = model_error(step.model, step.model_cast, r_model);
   double r = r_model;
-  if (!(step.model_cast == step.compute)) {
-    r = round_to_format(r_model, step.compute);
+  if (!(step.model_cast.cast == step.compute.cast)) {
+    r = round_to_format(r_model, step.compute.cast);
     bound += rounding_error(r, bound, step.compute);
   }
   if (std::isnan(a.bound)) return {r, kNaN};

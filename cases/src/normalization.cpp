@@ -41,7 +41,7 @@ std::string names(const std::array<std::string_view, N>& a) {
 // What every operation needs from the platform: the compute cast, its sum plan and the
 // function models of the steps it takes.
 struct Machine {
-  Cast compute;
+  detail::Compute compute;
   core::Plan sum;
   detail::FunctionStep exp, log, rsqrt;
 };
@@ -123,7 +123,7 @@ Emulation softmax_family(const xt::xarray<double>& x, std::ptrdiff_t axis, const
   const std::size_t block = online ? options.block : rows.n;
   if (rows.n == 0) return shaped_like(x);
   const core::ReductionWeights w_block = core::reduction_weights(mc.sum, block, false);
-  const Cast& C = mc.compute;
+  const detail::Compute& C = mc.compute;
   Emulation result = shaped_like(x);
   if (rows.n == 0) return result;
   const double* in = x.data();
@@ -217,7 +217,7 @@ struct Moments {
 // Welford's update over xs[first], xs[first + step], ... (Welford, Technometrics 4(3), 1962):
 // mean_k = mean_{k-1} + (x - mean_{k-1}) / k, M2_k = M2_{k-1} + (x - mean_{k-1})(x - mean_k),
 // each step's exact counterpart the same update in real arithmetic.
-Moments welford(const std::vector<Tracked>& xs, std::size_t first, std::size_t end, std::size_t step, const Cast& C) {
+Moments welford(const std::vector<Tracked>& xs, std::size_t first, std::size_t end, std::size_t step, const detail::Compute& C) {
   Tracked mean = detail::exact(0), m2 = detail::exact(0);
   std::size_t k = 0;
   for (std::size_t j = first; j < end; j += step) {
@@ -230,7 +230,7 @@ Moments welford(const std::vector<Tracked>& xs, std::size_t first, std::size_t e
 }
 
 // bn_aggr's merge of (count, mean, M2) statistics in order, in the compute format.
-std::pair<Tracked, Tracked> bn_aggregate(const std::vector<Moments>& parts, std::size_t n, bool chan, const Cast& C) {
+std::pair<Tracked, Tracked> bn_aggregate(const std::vector<Moments>& parts, std::size_t n, bool chan, const detail::Compute& C) {
   const Tracked total = detail::input(static_cast<double>(n), C);
   if (chan) {
     // Chan, Golub, LeVeque (1983), pairwise update: n = na + nb, delta = mean_b - mean_a,
@@ -273,7 +273,7 @@ Emulation normalize(const xt::xarray<double>& x, const reference::NormParameters
   check_norm_parameters(x, parameters);
   const Machine mc = machine(platform, options.compute);
   const Rows rows = rows_along(x, x.dimension() - 1);
-  const Cast& C = mc.compute;
+  const detail::Compute& C = mc.compute;
   const LayernormVariant variant = kind == Norm::rms ? LayernormVariant::two_pass : options.variant;
   bool chan = true;
   if (variant == LayernormVariant::bn_stats) {

@@ -40,56 +40,74 @@ struct Tracked {
   double bound = 0;  // |value - exact| <= bound; +Inf: no claim (overflow, division by ~0)
 };
 
+// A compute cast with the limits the running bounds ask for at every step, worked out once (per
+// element they were a good part of an emulated softmax's bound arithmetic). Implicit from a Cast:
+// a caller holding a plain Cast still gets every function below, its limits worked out per call.
+struct Compute {
+  Cast cast;
+  double max = 0, min_normal = 0;
+  int emin = 0, mantissa_bits = 0;
+  bool nearest = true, flushes = false;
+  Compute() = default;
+  Compute(const Cast& c)  // NOLINT(google-explicit-constructor): see above
+      : cast(c),
+        max(max_finite(c.format)),
+        min_normal(numeq::min_normal(c.format)),
+        emin(c.format.emin()),
+        mantissa_bits(c.format.mantissa_bits),
+        nearest(c.rounding == Rounding::nearest_even || c.rounding == Rounding::nearest_away),
+        flushes(c.flushes_outputs()) {}
+  operator const Cast&() const { return cast; }  // NOLINT(google-explicit-constructor)
+};
+
 // The spacing of f's values at magnitude a (>= 0): the ulp of the binade a lies in, the subnormal
-// spacing below the smallest normal; +Inf above the largest finite value. Inline with the next:
-// several run per emulated step, and inlined they share f's limits.
-[[gnu::always_inline]] inline double ulp(double a, const Format& f) {
+// spacing below the smallest normal; +Inf above the largest finite value.
+[[gnu::always_inline]] inline double ulp(double a, const Compute& f) {
   if (std::isnan(a)) return std::numeric_limits<double>::quiet_NaN();
-  if (a > max_finite(f)) return std::numeric_limits<double>::infinity();
+  if (a > f.max) return std::numeric_limits<double>::infinity();
   // The binade's exponent: f's smallest normal exponent below it (the subnormal spacing), else
   // a's own exponent field (a >= f's smallest normal >= 2^-1022 is a normal double); 2^(e - p)
   // from its bits where it is a normal double.
-  int e = f.emin();
-  if (a >= min_normal(f)) e = static_cast<int>(std::bit_cast<std::uint64_t>(a) >> 52) - 1023;
+  int e = f.emin;
+  if (a >= f.min_normal) e = static_cast<int>(std::bit_cast<std::uint64_t>(a) >> 52) - 1023;
   e -= f.mantissa_bits;
   if (e >= -1022) return std::bit_cast<double>(static_cast<std::uint64_t>(e + 1023) << 52);
   return std::ldexp(1.0, e);
 }
 // What rounding a result into `cast` may lose, for any device result whose inputs lie within
 // `spread` of the exact ones (magnitude up to |r| + 2 spread + one spacing of r).
-[[gnu::always_inline]] inline double rounding_error(double r, double spread, const Cast& cast) {
+[[gnu::always_inline]] inline double rounding_error(double r, double spread, const Compute& cast) {
   if (std::isnan(r) || std::isnan(spread)) return std::numeric_limits<double>::quiet_NaN();
   if (!std::isfinite(r) || !std::isfinite(spread)) return std::numeric_limits<double>::infinity();
   // The largest magnitude a device's unrounded result may have: its inputs lie within `spread`
   // of the exact ones as the emulation's do, so its unrounded value lies within 2 spread of the
   // emulation's, which lies within one spacing of r.
-  const double a = std::abs(r) + 2 * spread + ulp(std::abs(r), cast.format);
-  if (a > max_finite(cast.format)) return std::numeric_limits<double>::infinity();
+  const double a = std::abs(r) + 2 * spread + ulp(std::abs(r), cast);
+  if (a > cast.max) return std::numeric_limits<double>::infinity();
   // Nearest modes lose at most half the spacing of the binade of the result (at a power of two
   // reached from below, a quarter of it); directed, odd and stochastic rounding a whole spacing.
-  const bool nearest = cast.rounding == Rounding::nearest_even || cast.rounding == Rounding::nearest_away;
-  double e = (nearest ? 0.5 : 1.0) * ulp(a, cast.format);
-  if (cast.flushes_outputs()) e = std::max(e, min_normal(cast.format));
+  double e = (cast.nearest ? 0.5 : 1.0) * ulp(a, cast);
+  if (cast.flushes) e = std::max(e, cast.min_normal);
   return e;
 }
 
 // x (any double) as a value of the compute cast: the rounded value and its distance to x.
-Tracked input(double x, const Cast& compute);
+Tracked input(double x, const Compute& compute);
 // A value exact by construction (a count n, when representable).
 Tracked exact(double v);
 
-Tracked add(Tracked a, Tracked b, const Cast& compute);
-Tracked sub(Tracked a, Tracked b, const Cast& compute);
-Tracked mul(Tracked a, Tracked b, const Cast& compute);
-Tracked div(Tracked a, Tracked b, const Cast& compute);
+Tracked add(Tracked a, Tracked b, const Compute& compute);
+Tracked sub(Tracked a, Tracked b, const Compute& compute);
+Tracked mul(Tracked a, Tracked b, const Compute& compute);
+Tracked div(Tracked a, Tracked b, const Compute& compute);
 
 // An elementwise function as a platform computes it: correctly rounded in the model's format or
 // within its ulp budget, then rounded into the operation's compute cast when that differs.
 struct FunctionStep {
   reference::Function f = reference::Function::exp;
   core::FunctionModel model;
-  Cast model_cast;  // the model's compute format, nearest even
-  Cast compute;     // the operation's compute cast
+  Compute model_cast;  // the model's compute format, nearest even
+  Compute compute;     // the operation's compute cast
 };
 FunctionStep function_step(const core::Platform& platform, reference::Function f, const Cast& compute);
 // f at a tracked argument: the emulated value (the correctly rounded f(a^) of the model's format,
@@ -97,7 +115,7 @@ FunctionStep function_step(const core::Platform& platform, reference::Function f
 Tracked apply(const FunctionStep& step, Tracked a);
 // The budget part alone: a bound on |device - f(v)| for a value r = the model-format rounding of
 // f(v), any device within the model's budget.
-double model_error(const core::FunctionModel& model, const Cast& model_cast, double r);
+double model_error(const core::FunctionModel& model, const Compute& model_cast, double r);
 // sup |f'| on [lo, hi] (a bound; +Inf where f is not differentiable there or the bound overflows).
 double derivative_bound(reference::Function f, double lo, double hi);
 
