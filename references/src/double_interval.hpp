@@ -37,15 +37,15 @@ inline constexpr double kResidualFloor = 0x1p-960;
 
 // An end of the exact value r = s + (exact error sign) * tiny: s itself if the error is zero,
 // else s's neighbour toward the error when it points outward (`upper`: up), else s.
-inline double outward(double s, int error_sign, bool upper) {
+[[gnu::always_inline]] inline double outward(double s, int error_sign, bool upper) {
   if (error_sign == 0) return s;
   if ((error_sign > 0) != upper) return s;
   return (upper ? next_up(s) : next_down(s));
 }
-inline int sign_of(double e) { return (e > 0) - (e < 0); }
+[[gnu::always_inline]] inline int sign_of(double e) { return (e > 0) - (e < 0); }
 
 // a + b rounded toward the side `upper` names (TwoSum: exact error, overflow aside).
-inline double sum_bound(double a, double b, bool upper) {
+[[gnu::always_inline]] inline double sum_bound(double a, double b, bool upper) {
   const double s = a + b;
   if (!std::isfinite(s)) return s;
   const double bv = s - a, av = s - bv;
@@ -54,7 +54,7 @@ inline double sum_bound(double a, double b, bool upper) {
 
 // a * b rounded toward `upper`: the fma residual gives the error's sign where it is exact; below
 // the floor, the neighbour outward regardless (always a bound).
-inline double product_bound(double a, double b, bool upper) {
+[[gnu::always_inline]] inline double product_bound(double a, double b, bool upper) {
   const double p = a * b;
   if (!std::isfinite(p) || p == 0) {
     if (p == 0 && a != 0 && b != 0) return upper ? (std::signbit(p) ? -0.0 : std::numeric_limits<double>::denorm_min())
@@ -67,7 +67,7 @@ inline double product_bound(double a, double b, bool upper) {
 
 // a / b (b != 0) rounded toward `upper`: a - q b = r exactly (for |q| above the floor), and the
 // exact quotient is q + r / b.
-inline double quotient_bound(double a, double b, bool upper) {
+[[gnu::always_inline]] inline double quotient_bound(double a, double b, bool upper) {
   const double q = a / b;
   if (!std::isfinite(q)) return q;
   if (q == 0 && a == 0) return q;
@@ -77,7 +77,7 @@ inline double quotient_bound(double a, double b, bool upper) {
 }
 
 // sqrt(a), a >= 0, rounded toward `upper`: a - s^2 exactly (a normal) gives the side.
-inline double root_bound(double a, bool upper) {
+[[gnu::always_inline]] inline double root_bound(double a, bool upper) {
   const double s = std::sqrt(a);
   if (a == 0 || !std::isfinite(s)) return s;
   if (a < kResidualFloor) return (upper ? next_up(s) : next_down(s));
@@ -86,13 +86,13 @@ inline double root_bound(double a, bool upper) {
 
 }  // namespace interval_detail
 
-inline DoubleInterval operator+(const DoubleInterval& a, const DoubleInterval& b) {
+[[gnu::always_inline]] inline DoubleInterval operator+(const DoubleInterval& a, const DoubleInterval& b) {
   return {interval_detail::sum_bound(a.lo, b.lo, false), interval_detail::sum_bound(a.hi, b.hi, true)};
 }
-inline DoubleInterval operator-(const DoubleInterval& a, const DoubleInterval& b) {
+[[gnu::always_inline]] inline DoubleInterval operator-(const DoubleInterval& a, const DoubleInterval& b) {
   return {interval_detail::sum_bound(a.lo, -b.hi, false), interval_detail::sum_bound(a.hi, -b.lo, true)};
 }
-inline DoubleInterval operator*(const DoubleInterval& a, const DoubleInterval& b) {
+[[gnu::always_inline]] inline DoubleInterval operator*(const DoubleInterval& a, const DoubleInterval& b) {
   using interval_detail::product_bound;
   if (a.is_point() && b.is_point()) return {product_bound(a.lo, b.lo, false), product_bound(a.lo, b.lo, true)};
   // Times a point (gamma): its sign says which end goes where.
@@ -110,7 +110,7 @@ inline DoubleInterval operator*(const DoubleInterval& a, const DoubleInterval& b
   return {lo, hi};
 }
 // a / b for b not holding zero.
-inline DoubleInterval operator/(const DoubleInterval& a, const DoubleInterval& b) {
+[[gnu::always_inline]] inline DoubleInterval operator/(const DoubleInterval& a, const DoubleInterval& b) {
   using interval_detail::quotient_bound;
   // Over a positive divisor (softmax's sums, the norms' roots) only two quotients matter.
   if (b.lo > 0) {
@@ -127,11 +127,11 @@ inline DoubleInterval operator/(const DoubleInterval& a, const DoubleInterval& b
   return {lo, hi};
 }
 // sqrt of an interval with lo >= 0.
-inline DoubleInterval sqrt(const DoubleInterval& a) {
+[[gnu::always_inline]] inline DoubleInterval sqrt(const DoubleInterval& a) {
   return {interval_detail::root_bound(a.lo, false), interval_detail::root_bound(a.hi, true)};
 }
 // a^2 (one operand read twice: the square of an interval holding zero starts at 0).
-inline DoubleInterval square(const DoubleInterval& a) {
+[[gnu::always_inline]] inline DoubleInterval square(const DoubleInterval& a) {
   using interval_detail::product_bound;
   const double small = a.holds_zero() ? 0.0 : std::min(std::fabs(a.lo), std::fabs(a.hi));
   const double large = std::max(std::fabs(a.lo), std::fabs(a.hi));
