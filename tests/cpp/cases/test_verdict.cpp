@@ -294,16 +294,11 @@ TEST(Verdict, IsTheSameOnAnyThreadCount) {
         const cases::Verdict v = cases::compare(actual, op, h100, options);
         SCOPED_TRACE(std::to_string(threads) + " threads");
         EXPECT_EQ(cases::describe(v), cases::describe(one));
-        EXPECT_EQ(v.bit_exact, one.bit_exact);
-        EXPECT_EQ(v.within_bound, one.within_bound);
-        EXPECT_EQ(v.deterministic_only, one.deterministic_only);
-        EXPECT_EQ(v.violations, one.violations);
-        EXPECT_EQ(v.special_mismatches, one.special_mismatches);
-        EXPECT_EQ(v.nan_mismatches, one.nan_mismatches);
-        EXPECT_EQ(v.not_in_format, one.not_in_format);
-        EXPECT_EQ(v.failures, one.failures);
-        EXPECT_EQ(v.worst_error_over_bound, one.worst_error_over_bound);
-        EXPECT_EQ(v.max_ulps, one.max_ulps);
+        using V = cases::Verdict;
+        for (std::size_t V::*count : {&V::bit_exact, &V::within_bound, &V::deterministic_only, &V::violations,
+                                      &V::special_mismatches, &V::nan_mismatches, &V::not_in_format, &V::failures})
+          EXPECT_EQ(v.*count, one.*count);
+        for (double V::*figure : {&V::worst_error_over_bound, &V::max_ulps}) EXPECT_EQ(v.*figure, one.*figure);
         EXPECT_EQ(v.concentration, one.concentration);
         EXPECT_EQ(v.diagnosis, one.diagnosis);
         ASSERT_EQ(v.worst.size(), one.worst.size());
