@@ -267,13 +267,16 @@ PackedB32 pack_b32(const double* b, std::size_t K, std::size_t N) {
   p.N = N;
   p.nr = nr;
   const std::size_t panels = (N + nr - 1) / nr;
-  p.data.assign(panels * K * nr, 0.0f);
+  // Uninitialised: every float is written below (the last panel's padding columns with zeros),
+  // on the threads, instead of a serial zeroing pass first.
+  p.data = std::make_unique_for_overwrite<float[]>(panels * K * nr);
   parallel_for(panels, [&](std::size_t begin, std::size_t end) {
     for (std::size_t q = begin; q < end; ++q) {
       const std::size_t n0 = q * nr, nn = std::min(nr, N - n0);
       for (std::size_t k = 0; k < K; ++k) {
-        float* to = p.data.data() + (q * K + k) * nr;
+        float* to = p.data.get() + (q * K + k) * nr;
         for (std::size_t j = 0; j < nn; ++j) to[j] = static_cast<float>(b[k * N + n0 + j]);  // exact: fp32 values
+        for (std::size_t j = nn; j < nr; ++j) to[j] = 0.0f;
       }
     }
   }, std::max<std::size_t>(1, (std::size_t{1} << 16) / std::max<std::size_t>(1, K * nr)));  // panels in parallel
@@ -306,14 +309,14 @@ void fp32_fma_rows(const double* a, std::size_t rows, const PackedB32& b, float*
     if (tiling.pairwise) {
       for (std::size_t q = 0; q < panels; ++q)
         for (std::size_t g = 0; g < groups; ++g)
-          s.pair(ap.data() + (g * K + t0) * mr, b.data.data() + (q * K + t0) * nr, t1 - t0, to + g * mr * ldc + q * nr,
+          s.pair(ap.data() + (g * K + t0) * mr, b.data.get() + (q * K + t0) * nr, t1 - t0, to + g * mr * ldc + q * nr,
                  ldc, stack.data());
     } else {
       for (std::size_t k0 = t0; k0 < t1; k0 += kKc) {
         const std::size_t kc = std::min(kKc, t1 - k0);
         for (std::size_t q = 0; q < panels; ++q)
           for (std::size_t g = 0; g < groups; ++g)
-            s.micro(ap.data() + (g * K + k0) * mr, b.data.data() + (q * K + k0) * nr, kc, to + g * mr * ldc + q * nr,
+            s.micro(ap.data() + (g * K + k0) * mr, b.data.get() + (q * K + k0) * nr, kc, to + g * mr * ldc + q * nr,
                     ldc, k0 == t0);
       }
     }

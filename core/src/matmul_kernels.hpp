@@ -20,6 +20,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "numeq/core/evaluate.hpp"
@@ -42,7 +43,7 @@ bool all_fp32(const double* x, std::size_t n);
 
 // b (K x N, row-major) packed into panels of columns for fp32_fma_rows.
 struct PackedB32 {
-  std::vector<float> data;
+  std::unique_ptr<float[]> data;  // panels * K * nr floats, written whole by pack_b32 (no zeroing first)
   std::size_t K = 0, N = 0, nr = 0;  // nr: columns per panel (the kernel's vector width x 2)
   int level = 0;                      // the kernel they were cut for
 };
