@@ -23,6 +23,7 @@
 #include "numeq/references/composite.hpp"
 #include "numeq/formats/cast.hpp"
 #include "numeq/formats/error.hpp"
+#include "numeq/formats/fast_round.hpp"
 #include "numeq/formats/parallel.hpp"
 #include "numeq/formats/cpu_dispatch.hpp"
 #include "input_check.hpp"
@@ -475,11 +476,16 @@ std::function<std::optional<double>(double, double)> certified_reference(const C
   if (out.rounding == Rounding::stochastic || out.subnormals == Subnormals::flush_inputs ||
       out.subnormals == Subnormals::flush_both)
     return nullptr;
-  return [out, relative_error](double hi, double) -> std::optional<double> {
+  // FastRound built once (it answers most ends), the kernel for the rest.
+  return [out, relative_error, fast = FastRound(out)](double hi, double) -> std::optional<double> {
     if (!std::isfinite(hi)) return std::nullopt;
     const double reach = 2 * relative_error * std::abs(hi);
-    const double below = round_to_format(next_down(hi - reach), out);
-    const double above = round_to_format(next_up(hi + reach), out);
+    const auto rounded = [&](double x) {
+      double r = 0;
+      return fast(x, r) ? r : round_to_format_by_kernel(x, out, 0);
+    };
+    const double below = rounded(next_down(hi - reach));
+    const double above = rounded(next_up(hi + reach));
     if (!(below == above && std::signbit(below) == std::signbit(above))) return std::nullopt;
     return below;
   };
