@@ -1007,9 +1007,9 @@ double off_line(const BoundPoint& x, double K) { return 0x1p-50 * (std::abs(x.b)
 // Each round drops a quarter of the points or more: linear time, no sort.
 // The first element (lowest index) that maximises b_i - K |r_i| among those with b_i and r_i
 // finite, as a serial scan with a strict comparison finds it ({-Inf, n} when none is, or when every
-// such value is -Inf). A slice takes its maximum first, in a loop without branches over four
-// running maxima, then the first index holding it; the slices' winners merge by
-// (value, then lower index), which no slice order changes.
+// such value is -Inf). A slice keeps four lanes' first maxima and their indices in one pass; the
+// lanes' and then the slices' winners merge by (value, then lower index), which no slice or lane
+// order changes.
 struct Farthest {
   double value;
   std::size_t at;
@@ -1017,31 +1017,30 @@ struct Farthest {
 NUMEQ_X86_64_V3_CLONE Farthest farthest_in(const double* bp, const double* rp, std::size_t begin, std::size_t end,
                                            double K) {
   constexpr double none = -std::numeric_limits<double>::infinity();
-  // Finiteness from the exponent field, and four running maxima: no branch, no loop-carried
-  // dependence through one register.
+  // Finiteness from the exponent field; four lanes, each keeping its first maximum and where it
+  // lies (one pass over the data; a lane's new maximum is rare after its first elements).
   const auto finite = [](double x) {
     return (std::bit_cast<std::uint64_t>(x) & 0x7ff0000000000000u) != 0x7ff0000000000000u;
   };
   double tops[4] = {none, none, none, none};
+  std::size_t at[4] = {end, end, end, end};
   std::size_t i = begin;
   for (; i + 4 <= end; i += 4)
     for (std::size_t l = 0; l < 4; ++l) {
       const double b = bp[i + l], r = rp[i + l];
       const double v = finite(b) & finite(r) ? b - K * std::abs(r) : none;
-      tops[l] = v > tops[l] ? v : tops[l];
+      if (v > tops[l]) tops[l] = v, at[l] = i + l;
     }
   for (; i < end; ++i) {
     const double v = finite(bp[i]) & finite(rp[i]) ? bp[i] - K * std::abs(rp[i]) : none;
-    tops[0] = v > tops[0] ? v : tops[0];
+    if (v > tops[0]) tops[0] = v, at[0] = i;
   }
-  double top = tops[0];
-  for (const double t : {tops[1], tops[2], tops[3]}) top = t > top ? t : top;
-  if (top == none) return {none, end};
-  for (std::size_t j = begin; j < end; ++j) {
-    const double v = bp[j] - K * std::abs(rp[j]);
-    if (std::isfinite(bp[j]) && std::isfinite(rp[j]) && v == top) return {v, j};
-  }
-  return {none, end};  // not reached: top is some element's value
+  // The lanes' winners: the largest value, the lowest index among equals (a serial scan's first).
+  Farthest best{none, end};
+  for (std::size_t l = 0; l < 4; ++l)
+    if (at[l] < end && (tops[l] > best.value || (tops[l] == best.value && at[l] < best.at))) best = {tops[l], at[l]};
+  if (best.at < end) best.value = bp[best.at] - K * std::abs(rp[best.at]);  // the element's own value (sign of zero)
+  return best;
 }
 
 // Whether at + rt |r_i| >= b_i for every i in [begin, end) with b_i and r_i finite, as binary64
