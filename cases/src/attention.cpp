@@ -268,7 +268,7 @@ Emulation attention(const xt::xarray<double>& q, const xt::xarray<double>& k, co
   };
   double* values = result.values.data();
   double* bounds = result.bound.data();
-  const core::OutputCastBound out_bound(out);
+  const core::OutputCastBound out_bound(out), p_bound(mc.p_cast), pv_bound(mc.pv.output);
 
   if (!flash) {
     // ---- naive: softmax over the whole row, P cast, one GEMM --------------------------------
@@ -300,7 +300,7 @@ Emulation attention(const xt::xarray<double>& q, const xt::xarray<double>& k, co
                 // The cast of P: core::with_output_cast states its rounding for any value within
                 // the bound (a device's P), not only the emulation's.
                 const double r = round_to_format(p.value, mc.p_cast);
-                p = Tracked{r, core::with_output_cast(mc.p_cast, r, p.bound)};
+                p = Tracked{r, p_bound(r, p.bound)};
               }
               Pt[row * n.lk + j] = p;
               P.data()[row * n.lk + j] = p.value;
@@ -329,7 +329,7 @@ Emulation attention(const xt::xarray<double>& q, const xt::xarray<double>& k, co
               const std::size_t at = row * n.dv + c;
               const double o = O.data()[at];
               const double pb = pre[c] * safety(n.lk);
-              Tracked y{o, std::isfinite(o) && std::isfinite(pb) ? core::with_output_cast(mc.pv.output, o, pb) : kInf};
+              Tracked y{o, std::isfinite(o) && std::isfinite(pb) ? pv_bound(o, pb) : kInf};
               if (lo[c] > hi[c]) y = Tracked{kNaN, kNaN};  // no taking-part key: softmax of only -Inf
               emit(y, out, out_bound, at, claim[row], lo[c], hi[c], values, bounds);
             }
@@ -409,7 +409,7 @@ Emulation attention(const xt::xarray<double>& q, const xt::xarray<double>& k, co
               for (std::size_t t = 0; t < bc; ++t) {
                 if (!(mc.p_cast == C)) {
                   const double r = round_to_format(p[t].value, mc.p_cast);
-                  p[t] = Tracked{r, core::with_output_cast(mc.p_cast, r, p[t].bound)};
+                  p[t] = Tracked{r, p_bound(r, p[t].bound)};
                 }
                 Pj(i, t) = p[t].value;
               }
@@ -442,7 +442,7 @@ Emulation attention(const xt::xarray<double>& q, const xt::xarray<double>& k, co
                 const double pb = (pre[c] + w_pv.init * (std::abs(acc.value) + 2 * acc.bound) + acc.bound) * safety(bc);
                 const double o = Oj(i, c);
                 O[row * n.dv + c] =
-                    Tracked{o, std::isfinite(o) && std::isfinite(pb) ? core::with_output_cast(mc.pv.output, o, pb) : kInf};
+                    Tracked{o, std::isfinite(o) && std::isfinite(pb) ? pv_bound(o, pb) : kInf};
               }
             }
           },

@@ -422,6 +422,7 @@ Op reduce(Reduction kind, const Array& x, const std::vector<std::ptrdiff_t>& axe
       if (kind == Reduction::mean) {
         // The quotient as numpy forms it: true_divide of the compute-format sum by an intp count
         // runs in float64 and is cast back (numpy/_core/_methods.py, _mean): fl_c(fl_64(s / n)).
+        const core::OutputCastBound compute_bound(compute_cast);
         for (std::size_t i = 0; i < e.values.size(); ++i) {
           const double s = e.values.data()[i];
           const double q = s / n;
@@ -429,14 +430,15 @@ Op reduce(Reduction kind, const Array& x, const std::vector<std::ptrdiff_t>& axe
           // |q - s/n| <= 2^-53 |q|; |s/n - exact/n| <= bound/n; then the compute cast.
           const double pre = e.bound.data()[i] / n * (1 + 0x1p-52) + std::abs(q) * 0x1p-53 * (1 + 0x1p-52);
           e.values.data()[i] = m;
-          e.bound.data()[i] = std::isfinite(q) ? core::with_output_cast(compute_cast, m, pre) : e.bound.data()[i];
+          e.bound.data()[i] = std::isfinite(q) ? compute_bound(m, pre) : e.bound.data()[i];
         }
       }
     }
     if (out.format.name != fc.name || out.rounding != compute_cast.rounding) {
+      const core::OutputCastBound out_bound(out);
       for (std::size_t i = 0; i < e.values.size(); ++i) {
         const double v = round_to_format(e.values.data()[i], out, i);
-        e.bound.data()[i] = core::with_output_cast(out, v, e.bound.data()[i]);
+        e.bound.data()[i] = out_bound(v, e.bound.data()[i]);
         e.values.data()[i] = v;
       }
     }

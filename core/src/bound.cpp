@@ -798,6 +798,7 @@ struct Walk {
   // Input casts: the magnitude an input may have before its cast can saturate (kInf: none).
   double input_threshold_a = kInf, input_threshold_b = kInf;
   double initial = 0;  // |plan.initial|
+  OutputCastBound output{Cast{}};  // plan.output's share, its figures worked out once per walk
 };
 
 void collect_casts(const PlanNode& n, std::vector<Cast>& casts, std::vector<bool>& infinite) {
@@ -910,6 +911,7 @@ Walk walk(const Plan& plan, std::size_t n, bool with_init, bool products, const 
     out.finite_overflow = out.finite_overflow || (r.finite_overflow && !infinite[i]);
     out.threshold = std::min(out.threshold, r.threshold);
   }
+  out.output = OutputCastBound(plan.output);
   return out;
 }
 
@@ -956,13 +958,13 @@ void check_emulated(const xt::xarray<double>& emulated, const std::vector<std::s
 
 // One element's final bound from its pre-cast bound: non-finite inputs give NaN, an emulated
 // value that is not finite +Inf, intermediate overflow that may have been absorbed +Inf.
-double finish(const Walk& w, const Plan& plan, double emulated, double pre, double magnitude, bool nonfinite_input,
+double finish(const Walk& w, double emulated, double pre, double magnitude, bool nonfinite_input,
               bool input_overflow) {
   if (nonfinite_input) return kNaN;
   if (!std::isfinite(emulated)) return kInf;
   if (input_overflow) return kInf;
   if (w.finite_overflow && !(magnitude <= w.threshold)) return kInf;
-  return with_output_cast(plan.output, emulated, pre);
+  return w.output(emulated, pre);
 }
 
 // ---- the bound's matmul: C = X Y for non-negative X [M, K], Y [K, N] (row-major) ----
@@ -1163,7 +1165,7 @@ static xt::xarray<double> sum_bound_of_kind(const xt::xarray<double>& x, std::pt
       }
       const double pre = add_up(inflate(s, K), w.absolute);
       const double magnitude = add_up(add_up(inflate(mag, K), pre), w.initial);
-      result.data()[i] = finish(w, plan, emulated.data()[i], pre, magnitude, nonfinite, input_over);
+      result.data()[i] = finish(w, emulated.data()[i], pre, magnitude, nonfinite, input_over);
     }
   }, std::max<std::size_t>(1, (std::size_t{1} << 14) / std::max<std::size_t>(1, K)));
   return result;
@@ -1207,7 +1209,7 @@ static xt::xarray<double> dot_bound_of_kind(const xt::xarray<double>& a, const x
         pre = add_up(pre, mul_up(w.init, cm));
       }
       const double magnitude = add_up(add_up(add_up(inflate(mag, K), pre), cm), w.initial);
-      result.data()[i] = finish(w, plan, emulated.data()[i], pre, magnitude, nonfinite, input_over);
+      result.data()[i] = finish(w, emulated.data()[i], pre, magnitude, nonfinite, input_over);
     }
   }, std::max<std::size_t>(1, (std::size_t{1} << 14) / std::max<std::size_t>(1, K)));
   return result;
@@ -1243,7 +1245,7 @@ static xt::xarray<double> matmul_bound_of_kind(const xt::xarray<double>& a, cons
         pre = add_up(pre, mul_up(w.init, cm));
       }
       const double magnitude = w.finite_overflow ? add_up(add_up(pre, cm), w.initial) : 0.0;
-      result.data()[i] = finish(w, plan, emulated.data()[i], pre, magnitude, nonfinite, false);
+      result.data()[i] = finish(w, emulated.data()[i], pre, magnitude, nonfinite, false);
     }
     return result;
   }
@@ -1350,7 +1352,7 @@ static xt::xarray<double> matmul_bound_of_kind(const xt::xarray<double>& a, cons
             magnitude = add_up(add_up(add_up(sum_abs, pre), cm), w.initial);
           }
           result.data()[i] =
-              finish(w, plan, emulated.data()[i], pre, magnitude, nonfinite, row_over[ra] || col_over[qb]);
+              finish(w, emulated.data()[i], pre, magnitude, nonfinite, row_over[ra] || col_over[qb]);
         }
       }
     }
@@ -1382,6 +1384,7 @@ void tighten(xt::xarray<double>& r, const Plan& plan, const xt::xarray<double>& 
              const std::vector<double>& ac, const std::vector<double>& bc, const double* a0, const double* b0) {
   const DataWalk dw(plan, K, with_init);
   if (!dw.supported()) return;
+  const OutputCastBound output(plan.output);
   parallel_for(r.size(), [&](std::size_t begin, std::size_t end) {
     DataWalk::Scratch scratch;
     for (std::size_t i = begin; i < end; ++i) {
@@ -1390,7 +1393,7 @@ void tighten(xt::xarray<double>& r, const Plan& plan, const xt::xarray<double>& 
       const std::size_t ia = a_of(i), ib = b_of(i);
       const double* c = c_of(i);
       const double pre = dw.pre_cast(a0 + ia, b0 + ib, bs, ac.data() + ia, bc.data() + ib, bs, c, lambda, scratch);
-      const double candidate = with_output_cast(plan.output, emulated.data()[i], pre);
+      const double candidate = output(emulated.data()[i], pre);
       if (candidate < current) r.data()[i] = candidate;
     }
   }, std::max<std::size_t>(1, (std::size_t{1} << 12) / std::max<std::size_t>(1, K)));

@@ -94,15 +94,12 @@ Approx exact(double y) { return {y, 0, 0, true}; }
 
 Enclosure point(double y) { return {y, y, false, false}; }
 
-// The neighbours of a double toward +Inf / -Inf (formats' next_up / next_down).
-double up(double d) { return next_up(d); }
-double down(double d) { return next_down(d); }
 
 Enclosure widen(const Approx& a) {
   if (a.exact) return point(a.y);
   // Rounded upward by a step of one ulp: covers the rounding of the product and the sum.
-  const double e = up(kMargin * (a.rel * std::fabs(a.y) + a.abs));
-  Enclosure r{down(a.y - e), up(a.y + e), false, false};
+  const double e = next_up(kMargin * (a.rel * std::fabs(a.y) + a.abs));
+  Enclosure r{next_down(a.y - e), next_up(a.y + e), false, false};
   r.lo_open = std::isinf(r.lo);
   r.hi_open = std::isinf(r.hi);
   return r;
@@ -402,8 +399,8 @@ Enclosure sqrt_enclosure(double x, bool reciprocal) {
   const double residual = std::fma(-s, s, m);
   if (!reciprocal) {
     if (residual == 0) return point(std::ldexp(s, e / 2));
-    if (residual > 0) return {std::ldexp(s, e / 2), std::ldexp(up(s), e / 2), true, false};
-    return {std::ldexp(down(s), e / 2), std::ldexp(s, e / 2), false, true};
+    if (residual > 0) return {std::ldexp(s, e / 2), std::ldexp(next_up(s), e / 2), true, false};
+    return {std::ldexp(next_down(s), e / 2), std::ldexp(s, e / 2), false, true};
   }
   // 1 / s: s errs by < u relative, the division by u: < 2 u (+ u^2).
   const double y = 1 / s;
@@ -417,7 +414,7 @@ std::optional<Enclosure> reciprocal_enclosure(double x) {
   if (a < 0x1p-1020 || a > 0x1p1020) return std::nullopt;
   const double y = 1 / x;  // correctly rounded: 1/x within half an ulp
   if (std::fma(-y, x, 1.0) == 0) return point(y);
-  return Enclosure{down(y), up(y), false, false};
+  return Enclosure{next_down(y), next_up(y), false, false};
 }
 
 // gelu(x) = x/2 erfc(-x / sqrt 2), t = |x| / sqrt 2 computed as |x| kInvSqrt2 (relative error

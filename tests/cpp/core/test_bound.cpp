@@ -11,6 +11,7 @@
 // NUMEQ_LONG_TESTS=1 enables BoundLong.*, at least 10^7 output elements per family.
 
 #include <gtest/gtest.h>
+#include <mpfr.h>
 
 #include <algorithm>
 #include <chrono>
@@ -21,6 +22,7 @@
 #include <functional>
 #include <limits>
 #include <map>
+#include <random>
 #include <string>
 #include <utility>
 #include <vector>
@@ -454,6 +456,55 @@ TEST(Bound, OutputCast) {
       const double cv = round_to_format(v, fp16);
       EXPECT_LE(std::fabs(cv - s), bound) << v << " " << s;
     }
+}
+
+// OutputCastBound (with_output_cast) evaluates its formula to nearest and raises the result once
+// (bound.cpp). The oracle: the same formula in 256-bit MPFR, B + rho V + eta with
+// V = (|emulated| + eta) / (1 - rho) + 2B, every step rounded upward (so above the exact value) for
+// "never below", downward for "at most 2^-46 above": rho and eta restated here from the format
+// (nearest: half an ulp and half the subnormal spacing; toward zero: whole ones).
+TEST(Bound, OutputCastBoundIsItsFormulaRaisedOnce) {
+  std::mt19937_64 rng(5);
+  std::size_t checked = 0;
+  for (const Format* f : {&formats::fp32, &formats::bf16, &formats::fp16, &formats::e4m3fn, &formats::e5m2}) {
+    for (const Rounding r : {Rounding::nearest_even, Rounding::toward_zero}) {
+      const Cast cast{*f, r, Overflow::ieee};
+      const OutputCastBound bound(cast);
+      const bool nearest = r == Rounding::nearest_even;
+      const double rho = std::ldexp(1.0, -f->mantissa_bits - (nearest ? 1 : 0));
+      const double eta = std::ldexp(1.0, f->emin() - f->mantissa_bits - (nearest ? 1 : 0));
+      for (int i = 0; i < 4000; ++i) {
+        // |emulated| and B over the format's range, from its subnormals up to a 16th of its top.
+        const int top = static_cast<int>(std::ilogb(numeq::max_finite(*f))) - 4, low = f->emin() - f->mantissa_bits;
+        const double e = std::ldexp(1.0 + static_cast<double>(rng() >> 11) * 0x1p-53, low + static_cast<int>(rng() % static_cast<unsigned>(top - low)));
+        const double B = i % 7 == 0 ? 0.0 : std::ldexp(static_cast<double>(rng() >> 11) * 0x1p-53, low + static_cast<int>(rng() % static_cast<unsigned>(top - low)));
+        const double emulated = numeq::round_to_format(i % 2 ? e : -e, Cast{*f});
+        const double got = bound(emulated, B);
+        ASSERT_EQ(got, with_output_cast(cast, emulated, B));
+        double want[2];
+        for (int side = 0; side < 2; ++side) {
+          const mpfr_rnd_t rnd = side == 0 ? MPFR_RNDU : MPFR_RNDD;
+          mpfr_t v, t;
+          mpfr_inits2(256, v, t, static_cast<mpfr_ptr>(nullptr));
+          mpfr_set_d(v, std::fabs(emulated), rnd);
+          mpfr_add_d(v, v, eta, rnd);
+          mpfr_set_d(t, 1.0, rnd);
+          mpfr_sub_d(t, t, rho, side == 0 ? MPFR_RNDD : MPFR_RNDU);  // the divisor the other way
+          mpfr_div(v, v, t, rnd);
+          mpfr_add_d(v, v, 2 * B, rnd);  // 2B exact
+          mpfr_mul_d(v, v, rho, rnd);    // rho a power of two: exact
+          mpfr_add_d(v, v, eta, rnd);
+          mpfr_add_d(v, v, B, rnd);
+          want[side] = mpfr_get_d(v, rnd);
+          mpfr_clears(v, t, static_cast<mpfr_ptr>(nullptr));
+        }
+        ASSERT_GE(got, want[0]) << f->name << " emulated " << emulated << " B " << B;
+        ASSERT_LE(got, want[1] * (1 + 0x1p-46) + 0x1p-1060) << f->name << " emulated " << emulated << " B " << B;
+        ++checked;
+      }
+    }
+  }
+  EXPECT_EQ(checked, 40000u);
 }
 
 // Every built-in platform's every plan entry.

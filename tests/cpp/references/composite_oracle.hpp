@@ -58,6 +58,7 @@
 #include "numeq/formats/random.hpp"
 #include "numeq/formats/rounding.hpp"
 #include "oracle/mpfr_oracle.hpp"
+#include "oracle/mpfr_steps.hpp"
 #include "oracle/test_support.hpp"
 
 // Unnamed: each test executable includes this once.
@@ -91,47 +92,16 @@ std::size_t scaled(std::size_t n, std::size_t at_least = 4) {
   return std::max(at_least, static_cast<std::size_t>(static_cast<double>(n) * sweep_scale() + 0.5));
 }
 
-// The test's own owning mpfr_t.
-struct Big {
-  mpfr_t v;
-  explicit Big(mpfr_prec_t p = kWork) { mpfr_init2(v, p); }
-  ~Big() { mpfr_clear(v); }
-  Big(const Big&) = delete;
-  Big& operator=(const Big&) = delete;
-  Big(Big&& o) noexcept {
-    mpfr_init2(v, MPFR_PREC_MIN);
-    mpfr_swap(v, o.v);
-  }
-};
+constexpr mpfr_prec_t work_precision() { return kWork; }
+using Big = numeq_oracle::Big<work_precision>;  // the test's own owning mpfr_t (oracle/mpfr_steps.hpp)
+using numeq_oracle::force_positive;
+using numeq_oracle::tiny_positive;
+using numeq_oracle::to_odd;
 
 void exact(int ternary) {
   if (ternary != 0) g_oracle_inexact.fetch_add(1);
 }
 void set_d(mpfr_ptr r, double x) { exact(mpfr_set_d(r, x, MPFR_RNDN)); }
-void tiny_positive(mpfr_ptr b) {
-  mpfr_set_zero(b, 1);
-  mpfr_nextabove(b);  // 2^(emin - 1)
-}
-void force_positive(mpfr_ptr b) {  // b > 0 mathematically; MPFR's range may have lost it
-  if (mpfr_zero_p(b)) tiny_positive(b);
-}
-
-// out (precision kOraclePrecision) = round-to-odd of op's exact value.
-template <class Op>
-void to_odd(mpfr_ptr out, Op op) {
-  Big t(mpfr_get_prec(out) - 1);
-  const int ternary = op(t.v, MPFR_RNDZ);
-  mpfr_set(out, t.v, MPFR_RNDN);  // exact: one more bit
-  if (ternary == 0) return;
-  if (mpfr_zero_p(out)) {
-    tiny_positive(out);
-    if (ternary > 0) mpfr_neg(out, out, MPFR_RNDN);
-    return;
-  }
-  if (mpfr_signbit(out)) mpfr_nextbelow(out);
-  else mpfr_nextabove(out);
-}
-
 void set_zero(mpfr_ptr r, bool negative) { mpfr_set_zero(r, negative ? -1 : 1); }
 void set_special(mpfr_ptr r, double x) { mpfr_set_d(r, x, MPFR_RNDN); }  // NaN, +-Inf, +-0, or exact
 

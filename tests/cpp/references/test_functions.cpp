@@ -46,6 +46,7 @@
 #include "numeq/references/functions.hpp"
 #include "numeq/references/mpfr_value.hpp"
 #include "oracle/mpfr_oracle.hpp"
+#include "oracle/mpfr_steps.hpp"
 #include "oracle/test_support.hpp"
 
 namespace {
@@ -80,44 +81,10 @@ double sweep_scale() {
 }
 std::size_t stride() { return std::max<std::size_t>(1, static_cast<std::size_t>(1.0 / sweep_scale() + 0.5)); }
 
-// The test's own owning mpfr_t (kept separate from the code under test).
-struct Big {
-  mpfr_t v;
-  Big() { mpfr_init2(v, t_work); }
-  explicit Big(mpfr_prec_t p) { mpfr_init2(v, p); }
-  ~Big() { mpfr_clear(v); }
-  Big(const Big&) = delete;
-  Big& operator=(const Big&) = delete;
-  Big(Big&& o) noexcept {
-    mpfr_init2(v, MPFR_PREC_MIN);
-    mpfr_swap(v, o.v);
-  }
-};
-
-void tiny_positive(mpfr_ptr b) {
-  mpfr_set_zero(b, 1);
-  mpfr_nextabove(b);  // the smallest positive MPFR number, 2^(emin - 1)
-}
-void force_positive(mpfr_ptr b) {  // b > 0 mathematically; MPFR's range may have lost it
-  if (mpfr_zero_p(b)) tiny_positive(b);
-}
-
-// out (its precision, kOraclePrecision bits) = round-to-odd of op's exact value; op(dst, rnd) returns MPFR's
-// ternary value.
-template <class Op>
-void to_odd(mpfr_ptr out, Op op) {
-  Big t(mpfr_get_prec(out) - 1);
-  const int ternary = op(t.v, MPFR_RNDZ);
-  mpfr_set(out, t.v, MPFR_RNDN);  // exact: one more bit
-  if (ternary == 0) return;
-  if (mpfr_zero_p(out)) {  // underflow: RNDZ gave 0 below the true value (ternary < 0) or above
-    tiny_positive(out);
-    if (ternary > 0) mpfr_neg(out, out, MPFR_RNDN);
-    return;
-  }
-  if (mpfr_signbit(out)) mpfr_nextbelow(out);  // sets the new last bit: odd, strictly inside
-  else mpfr_nextabove(out);
-}
+mpfr_prec_t work_precision() { return t_work; }
+using Big = numeq_oracle::Big<work_precision>;  // the test's own owning mpfr_t (oracle/mpfr_steps.hpp)
+using numeq_oracle::force_positive;
+using numeq_oracle::to_odd;
 
 // The specials of functions.hpp, restated from IEEE 754-2019 s9.2 and the limits.
 bool special_value(Function f, double x, double& v) {
