@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+import numeq
+
 
 CHILD = """
 import resource, numpy as np, numeq
@@ -41,9 +42,12 @@ def faults_per_call(**env: str) -> tuple[float, float]:
                    if k not in ("NUMEQ_SYSTEM_MALLOC", "MALLOC_TRIM_THRESHOLD_", "MALLOC_MMAP_THRESHOLD_",
                                 "MALLOC_MMAP_MAX_", "GLIBC_TUNABLES")}
     environment.update(env)
-    environment["PYTHONPATH"] = os.pathsep.join([str(ROOT / "bindings"), environment.get("PYTHONPATH", "")])
+    # The child imports the numeq this process imported (the installed package in CI, the
+    # source tree's bindings/ in a developer build), never a tree without a built _core.
+    environment["PYTHONPATH"] = str(Path(numeq.__file__).resolve().parents[1])
     out = subprocess.run([sys.executable, "-c", CHILD], env=environment, capture_output=True, text=True,
-                         check=True, timeout=120)
+                         timeout=120)
+    assert out.returncode == 0, f"child failed ({out.returncode}):\n{out.stderr[-4000:]}"
     matmul, cast = out.stdout.strip().splitlines()[-1].split()
     return float(matmul), float(cast)
 
