@@ -23,15 +23,62 @@ void check_affine(const xt::xarray<double>* v, std::size_t n, const char* parame
                        std::to_string(v->size()) + " element(s)");
 }
 
-// The fast path of one row (x finite), in double intervals rounded outward (double_interval.hpp):
-// S and Q = sum x_j^2 enclosed by Sum2 / Dot2 (exact where no addition or product rounds: most
-// bf16 and fp32 rows), D = n Q - S^2 + n^2 eps (or n Q + n^2 eps), A_j = n x_j - S (or n x_j),
-// y_j = A_j / sqrt(D) * gamma_j + beta_j. n <= 2^26 keeps n and n^2 exact doubles. A row whose D
-// is not enclosed away from zero (cancellation in n Q - S^2: nearly constant rows) leaves every
-// element to the MPFR loop; so do elements whose enclosure holds zero (the sign of a zero result is
-// the loop's to settle) and elements with a non-finite gamma_j or beta_j. `todo` holds row
-// positions; decided ones are removed. NUMEQ_FUNCTIONS=mpfr turns it off.
-// (Cloned for x86-64-v3: the interval arithmetic's fma residuals become single instructions.)
+// The fast path of one row (x finite), in double arithmetic with proven error bounds: S and
+// Q = sum x_j^2 enclosed by Sum2 / Dot2 (exact where no addition or product rounds: most bf16 and
+// fp32 rows), D = n Q - S^2 + n^2 eps (or n Q + n^2 eps) and its root in double intervals rounded
+// outward (double_interval.hpp), then per element, branch-free so that the loop vectorises:
+//   a = fma(n, x_j, -S_end) for each end of S (n x_j alone for rmsnorm): one rounding, |d| <= u;
+//   t = fl(fl(a * fl(1/r_lo)) * gamma_j): three more roundings, so a gamma_j / r_lo lies within
+//   t / (1 -+ u)^4; the exact a gamma_j / r (r in [r_lo, r_hi]) lies between t r_lo / r_hi (1 - u)^4
+//   and t / (1 - u)^4 in magnitude, enclosed by t * fl(r_lo / r_hi) (1 - 2^-47) and t (1 + 2^-47)
+//   (u = 2^-53; the 2^-47 margins also cover the roundings of those two products);
+//   + beta_j: each end's sum rounds once (|d| <= u), then moves outward by 8u of itself.
+// Every intermediate must be a finite double of magnitude >= 2^-960 (kResidualFloor: no
+// subnormal loses relative accuracy), and the enclosure must not hold zero (the sign of a zero
+// result is the MPFR loop's to settle); other elements, rows whose D is not enclosed away from
+// zero (cancellation in n Q - S^2: nearly constant rows), and non-finite gamma_j or beta_j are
+// left to the MPFR loop. `todo` holds row positions; decided ones are removed. n <= 2^26 keeps n
+// and n^2 exact doubles. NUMEQ_FUNCTIONS=mpfr turns it off.
+struct NormEnclosures {
+  std::vector<double> lo, hi;
+};
+
+template <bool Centred, bool Gamma, bool Beta>
+[[gnu::always_inline]] inline void enclose_norm_row(const double* xs, std::size_t n, double count, double s_lo,
+                                                    double s_hi, double inverse, double shrink, const double* gamma,
+                                                    const double* beta, double* lo, double* hi) {
+  using interval_detail::kResidualFloor;
+  constexpr double grow = 1 + 0x1p-47;
+  constexpr double away = 0x1p-50;  // 8u: each end of a sum moves out by this much of itself
+  for (std::size_t j = 0; j < n; ++j) {
+    const double g = Gamma ? gamma[j] : 1.0;
+    const double a0 = Centred ? std::fma(count, xs[j], -s_hi) : count * xs[j];
+    const double a1 = Centred ? std::fma(count, xs[j], -s_lo) : a0;
+    const double p0 = a0 * inverse, p1 = a1 * inverse;
+    const double t0 = Gamma ? p0 * g : p0, t1 = Gamma ? p1 * g : p1;
+    const double tmin = std::min(t0, t1), tmax = std::max(t0, t1);
+    // Magnitudes of every intermediate: the smallest must clear the floor, the largest be finite
+    // (NaN fails both comparisons).
+    const double small = std::min(std::min(std::fabs(a0), std::fabs(a1)),
+                                  std::min(std::min(std::fabs(p0), std::fabs(p1)), std::min(std::fabs(t0), std::fabs(t1))));
+    double l = tmin * (tmin > 0 ? shrink : grow);
+    double h = tmax * (tmax > 0 ? grow : shrink);
+    bool ok = small >= kResidualFloor && std::fabs(l) <= std::numeric_limits<double>::max() &&
+              std::fabs(h) <= std::numeric_limits<double>::max();
+    if constexpr (Beta) {
+      const double sl = l + beta[j], sh = h + beta[j];
+      ok = ok && std::min(std::fabs(sl), std::fabs(sh)) >= kResidualFloor &&
+           std::max(std::fabs(sl), std::fabs(sh)) <= std::numeric_limits<double>::max();
+      l = sl - std::fabs(sl) * away;
+      h = sh + std::fabs(sh) * away;
+    }
+    ok = ok && (l > 0 || h < 0);
+    // A failed element gets an empty enclosure (lo > hi), which nothing decides.
+    lo[j] = ok ? l : 1.0;
+    hi[j] = ok ? h : 0.0;
+  }
+}
+
 NUMEQ_X86_64_V3_CLONE void norm_fast(std::vector<std::size_t>& todo, const double* xs, std::size_t n,
                                      const NormParameters& parameters, bool centred, std::size_t base,
                                      const RowOutput& row) {
@@ -39,11 +86,11 @@ NUMEQ_X86_64_V3_CLONE void norm_fast(std::vector<std::size_t>& todo, const doubl
       n > (std::size_t{1} << 26))
     return;
   Sum2 sum, squares;
-  for (std::size_t j = 0; j < n; ++j) {
-    sum.add(xs[j]);
-    squares.add_product(xs[j], xs[j]);
-  }
-  const std::optional<DoubleInterval> S = sum.enclosure(), Q = squares.enclosure();
+  if (centred)
+    for (std::size_t j = 0; j < n; ++j) sum.add(xs[j]);
+  for (std::size_t j = 0; j < n; ++j) squares.add_product(xs[j], xs[j]);
+  const std::optional<DoubleInterval> S = centred ? sum.enclosure() : DoubleInterval::point(0),
+                                      Q = squares.enclosure();
   if (!S || !Q) return;
   using P = DoubleInterval;
   const double count = static_cast<double>(n);
@@ -51,22 +98,32 @@ NUMEQ_X86_64_V3_CLONE void norm_fast(std::vector<std::size_t>& todo, const doubl
   if (centred) D = D - square(*S);
   if (!D.finite() || !(D.lo > 0)) return;
   const DoubleInterval root = sqrt(D);
+  const double inverse = 1 / root.lo, shrink = root.lo / root.hi * (1 - 0x1p-47);
+  if (!(root.lo >= interval_detail::kResidualFloor) || !(inverse >= interval_detail::kResidualFloor) ||
+      !std::isfinite(inverse))
+    return;
   const double* gamma = parameters.gamma ? parameters.gamma->data() : nullptr;
   const double* beta = parameters.beta ? parameters.beta->data() : nullptr;
+  thread_local NormEnclosures e;
+  e.lo.resize(n);
+  e.hi.resize(n);
+  const auto run = [&]<bool Centred>() {
+    if (gamma && beta)
+      enclose_norm_row<Centred, true, true>(xs, n, count, S->lo, S->hi, inverse, shrink, gamma, beta, e.lo.data(), e.hi.data());
+    else if (gamma)
+      enclose_norm_row<Centred, true, false>(xs, n, count, S->lo, S->hi, inverse, shrink, gamma, beta, e.lo.data(), e.hi.data());
+    else if (beta)
+      enclose_norm_row<Centred, false, true>(xs, n, count, S->lo, S->hi, inverse, shrink, gamma, beta, e.lo.data(), e.hi.data());
+    else
+      enclose_norm_row<Centred, false, false>(xs, n, count, S->lo, S->hi, inverse, shrink, gamma, beta, e.lo.data(), e.hi.data());
+  };
+  if (centred)
+    run.template operator()<true>();
+  else
+    run.template operator()<false>();
   std::size_t kept = 0;
-  for (const std::size_t j : todo) {
-    const double g = gamma ? gamma[j] : 1.0, b = beta ? beta[j] : 0.0;
-    bool decided = false;
-    if (std::isfinite(g) && std::isfinite(b)) {
-      DoubleInterval A = P::point(count) * P::point(xs[j]);
-      if (centred) A = A - *S;
-      DoubleInterval y = A / root;
-      if (gamma) y = y * P::point(g);
-      if (beta) y = y + P::point(b);
-      decided = y.finite() && !y.holds_zero() && decide(row, base + j, {y.lo, y.hi, false, false});
-    }
-    if (!decided) todo[kept++] = j;
-  }
+  for (const std::size_t j : todo)
+    if (!(e.lo[j] <= e.hi[j] && decide(row, base + j, {e.lo[j], e.hi[j], false, false}))) todo[kept++] = j;
   todo.resize(kept);
 }
 
