@@ -29,50 +29,7 @@ constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 // Relative inflation of bounds computed in binary64 from many terms (see tracked.hpp).
 constexpr double kSafety = 1.0 + 0x1p-40;
 
-// a * b where a zero factor wins over an infinite one: |a^| |db| with a^ = 0 contributes nothing.
-double times(double a, double b) { return a == 0 || b == 0 ? 0.0 : a * b; }
-
 }  // namespace
-
-Tracked input(double x, const Compute& compute) {
-  const double r = round_to_format(x, compute.cast);
-  if (!std::isfinite(x)) return {r, kNaN};
-  if (!std::isfinite(r)) return {r, kInf};
-  double d = std::abs(r - x);
-  if (d != 0) d = next_up(d);  // r - x need not be exact in binary64
-  return {r, d};
-}
-
-Tracked exact(double v) { return {v, 0.0}; }
-
-Tracked add(Tracked a, Tracked b, const Compute& compute) {
-  const double r = core::add_rounded(a.value, b.value, compute.cast);
-  const double spread = a.bound + b.bound;
-  return {r, (spread + rounding_error(r, spread, compute)) * (1 + 0x1p-50)};
-}
-
-Tracked sub(Tracked a, Tracked b, const Compute& compute) { return add(a, Tracked{-b.value, b.bound}, compute); }
-
-Tracked mul(Tracked a, Tracked b, const Compute& compute) {
-  // Products of values of formats up to 26 significand bits are exact in binary64.
-  const double r = round_to_format(a.value * b.value, compute.cast);
-  const double spread =
-      (times(std::abs(a.value), b.bound) + times(std::abs(b.value), a.bound) + times(a.bound, b.bound)) * (1 + 0x1p-50);
-  return {r, (spread + rounding_error(r, spread, compute)) * (1 + 0x1p-50)};
-}
-
-Tracked div(Tracked a, Tracked b, const Compute& compute) {
-  // The binary64 quotient rounded into a format of p <= 24 bits is the correctly rounded
-  // quotient: double rounding is innocuous when 53 >= 2p + 2 (S. A. Figueroa, "When is double
-  // rounding innocuous?", SIGNUM Newsletter 30(3), 1995).
-  const double q = a.value / b.value;
-  const double r = round_to_format(q, compute.cast);
-  if (std::isnan(a.bound) || std::isnan(b.bound)) return {r, kNaN};
-  const double denominator = std::abs(b.value) - b.bound;
-  if (!(denominator > 0) || !std::isfinite(q)) return {r, kInf};
-  const double spread = (a.bound + times(std::abs(q), b.bound)) / denominator * (1 + 0x1p-50);
-  return {r, (spread + rounding_error(r, spread, compute)) * (1 + 0x1p-50)};
-}
 
 double derivative_bound(reference::Function f, double lo, double hi) {
   using F = reference::Function;

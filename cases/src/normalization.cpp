@@ -91,14 +91,23 @@ Rows rows_along(const xt::xarray<double>& x, std::size_t axis) {
   return r;
 }
 
+// The output cast with what each element's rounding and bound need, worked out once.
+struct Output {
+  explicit Output(const Cast& c) : cast(c), fast(c), bound(c) {}
+  const Cast& cast;
+  FastRound fast;
+  core::OutputCastBound bound;
+};
+
 // The value and bound of element `index` after the output cast.
-void emit(const Tracked& y, const Cast& out, const core::OutputCastBound& out_bound, std::size_t index, bool finite_inputs,
-          double* values, double* bounds) {
-  const double v = round_to_format(y.value, out, index);
+[[gnu::always_inline]] inline void emit(const Tracked& y, const Output& out, std::size_t index, bool finite_inputs,
+                                        double* values, double* bounds) {
+  double v;
+  if (!out.fast(y.value, v)) v = round_to_format_by_kernel(y.value, out.cast, index);
   values[index] = v;
   if (!finite_inputs) bounds[index] = kNaN;
   else if (std::isnan(v) || !std::isfinite(y.value) || !std::isfinite(y.bound)) bounds[index] = kInf;
-  else bounds[index] = out_bound(v, y.bound);
+  else bounds[index] = out.bound(v, y.bound);
 }
 
 Emulation shaped_like(const xt::xarray<double>& x) {
@@ -129,7 +138,7 @@ Emulation softmax_family(const xt::xarray<double>& x, std::ptrdiff_t axis, const
   const double* in = x.data();
   double* values = result.values.data();
   double* bounds = result.bound.data();
-  const core::OutputCastBound out_bound(out);
+  const Output output(out);
   parallel_for(
       rows.count(),
       [&](std::size_t begin, std::size_t end) {
@@ -178,7 +187,7 @@ Emulation softmax_family(const xt::xarray<double>& x, std::ptrdiff_t axis, const
           if (!log) {
             for (std::size_t j = 0; j < rows.n; ++j) {
               const std::size_t index = rows.at(row, j);
-              emit(detail::div(e[j], s, C), out, out_bound, index, finite, values, bounds);
+              emit(detail::div(e[j], s, C), output, index, finite, values, bounds);
               // softmax lies in [0, 1]: no output is farther than max(v, 1 - v) from it.
               const double v = values[index];
               if (finite && v >= 0 && v <= 1) bounds[index] = std::min(bounds[index], std::max(v, 1 - v));
@@ -188,7 +197,7 @@ Emulation softmax_family(const xt::xarray<double>& x, std::ptrdiff_t axis, const
             const Tracked l = detail::apply(mc.log, s);
             for (std::size_t j = 0; j < rows.n; ++j) {
               const Tracked d = m == 0 ? xs[j] : detail::sub(xs[j], detail::exact(m), C);
-              emit(detail::sub(d, l, C), out, out_bound, rows.at(row, j), finite, values, bounds);
+              emit(detail::sub(d, l, C), output, rows.at(row, j), finite, values, bounds);
             }
           }
         }
@@ -290,7 +299,7 @@ Emulation normalize(const xt::xarray<double>& x, const reference::NormParameters
   const double* in = x.data();
   double* values = result.values.data();
   double* bounds = result.bound.data();
-  const core::OutputCastBound out_bound(out);
+  const Output output(out);
   parallel_for(
       rows.count(),
       [&](std::size_t begin, std::size_t end) {
@@ -343,7 +352,7 @@ Emulation normalize(const xt::xarray<double>& x, const reference::NormParameters
               ok = ok && std::isfinite(b);
               y = detail::add(y, detail::input(b, C), C);
             }
-            emit(y, out, out_bound, rows.at(row, j), ok, values, bounds);
+            emit(y, output, rows.at(row, j), ok, values, bounds);
           }
         }
       },

@@ -29,7 +29,10 @@
 #include <span>
 
 #include "numeq/core/bound.hpp"
+#include "numeq/core/evaluate.hpp"
 #include "numeq/core/platform.hpp"
+#include "numeq/formats/cast.hpp"
+#include "numeq/formats/fast_round.hpp"
 #include "numeq/formats/rounding.hpp"
 #include "numeq/references/functions.hpp"
 
@@ -56,8 +59,15 @@ struct Compute {
         emin(c.format.emin()),
         mantissa_bits(c.format.mantissa_bits),
         nearest(c.rounding == Rounding::nearest_even || c.rounding == Rounding::nearest_away),
-        flushes(c.flushes_outputs()) {}
+        flushes(c.flushes_outputs()),
+        fast(c) {}
   operator const Cast&() const { return cast; }  // NOLINT(google-explicit-constructor)
+  // x rounded into the cast (the stochastic draw of index 0, as every running step uses).
+  [[gnu::always_inline]] double round(double x) const {
+    if (double r; fast(x, r)) return r;
+    return round_to_format_by_kernel(x, cast, 0);
+  }
+  FastRound fast;
 };
 
 // The spacing of f's values at magnitude a (>= 0): the ulp of the binade a lies in, the subnormal
@@ -91,15 +101,50 @@ struct Compute {
   return e;
 }
 
-// x (any double) as a value of the compute cast: the rounded value and its distance to x.
-Tracked input(double x, const Compute& compute);
-// A value exact by construction (a count n, when representable).
-Tracked exact(double v);
+// The steps below are inline: a softmax or a norm takes several per element.
 
-Tracked add(Tracked a, Tracked b, const Compute& compute);
-Tracked sub(Tracked a, Tracked b, const Compute& compute);
-Tracked mul(Tracked a, Tracked b, const Compute& compute);
-Tracked div(Tracked a, Tracked b, const Compute& compute);
+// a * b where a zero factor wins over an infinite one: |a^| |db| with a^ = 0 contributes nothing.
+[[gnu::always_inline]] inline double times(double a, double b) { return a == 0 || b == 0 ? 0.0 : a * b; }
+
+// x (any double) as a value of the compute cast: the rounded value and its distance to x.
+[[gnu::always_inline]] inline Tracked input(double x, const Compute& compute) {
+  const double r = compute.round(x);
+  if (!std::isfinite(x)) return {r, std::numeric_limits<double>::quiet_NaN()};
+  if (!std::isfinite(r)) return {r, std::numeric_limits<double>::infinity()};
+  double d = std::abs(r - x);
+  if (d != 0) d = next_up(d);  // r - x need not be exact in binary64
+  return {r, d};
+}
+// A value exact by construction (a count n, when representable).
+[[gnu::always_inline]] inline Tracked exact(double v) { return {v, 0.0}; }
+
+[[gnu::always_inline]] inline Tracked add(Tracked a, Tracked b, const Compute& compute) {
+  const double r = core::add_rounded(a.value, b.value, compute.cast);
+  const double spread = a.bound + b.bound;
+  return {r, (spread + rounding_error(r, spread, compute)) * (1 + 0x1p-50)};
+}
+[[gnu::always_inline]] inline Tracked sub(Tracked a, Tracked b, const Compute& compute) {
+  return add(a, Tracked{-b.value, b.bound}, compute);
+}
+[[gnu::always_inline]] inline Tracked mul(Tracked a, Tracked b, const Compute& compute) {
+  // Products of values of formats up to 26 significand bits are exact in binary64.
+  const double r = compute.round(a.value * b.value);
+  const double spread =
+      (times(std::abs(a.value), b.bound) + times(std::abs(b.value), a.bound) + times(a.bound, b.bound)) * (1 + 0x1p-50);
+  return {r, (spread + rounding_error(r, spread, compute)) * (1 + 0x1p-50)};
+}
+[[gnu::always_inline]] inline Tracked div(Tracked a, Tracked b, const Compute& compute) {
+  // The binary64 quotient rounded into a format of p <= 24 bits is the correctly rounded
+  // quotient: double rounding is innocuous when 53 >= 2p + 2 (S. A. Figueroa, "When is double
+  // rounding innocuous?", SIGNUM Newsletter 30(3), 1995).
+  const double q = a.value / b.value;
+  const double r = compute.round(q);
+  if (std::isnan(a.bound) || std::isnan(b.bound)) return {r, std::numeric_limits<double>::quiet_NaN()};
+  const double denominator = std::abs(b.value) - b.bound;
+  if (!(denominator > 0) || !std::isfinite(q)) return {r, std::numeric_limits<double>::infinity()};
+  const double spread = (a.bound + times(std::abs(q), b.bound)) / denominator * (1 + 0x1p-50);
+  return {r, (spread + rounding_error(r, spread, compute)) * (1 + 0x1p-50)};
+}
 
 // An elementwise function as a platform computes it: correctly rounded in the model's format or
 // within its ulp budget, then rounded into the operation's compute cast when that differs.

@@ -1103,32 +1103,10 @@ OutputCastBound::OutputCastBound(const Cast& output) {
   threshold_ = r.threshold;
 }
 
-double OutputCastBound::operator()(double emulated, double pre_cast_bound) const {
-  if (std::isnan(pre_cast_bound)) return kNaN;
-  if (!std::isfinite(emulated) || !(pre_cast_bound < kInf)) return kInf;
-  const double B = std::max(pre_cast_bound, 0.0);
-  if (integer_) return B;  // integer outputs take integers only, unchanged
-  const double e = std::fabs(emulated);
-  // A saturated result (or a directed rounding's overflow to the largest value) may stand for
-  // any larger value.
-  if (finite_overflow_ && e >= max_) return kInf;
-  // |v| <= |emulated| + rho |v| + eta, so |v| <= (|emulated| + eta) / (1 - rho); any v' within B
-  // of the exact s (itself within B of v) has |v'| <= that + 2B, and its rounding errs by at most
-  // rho |v'| + eta (for |v'| below the overflow threshold; beyond it, a cast that saturates errs
-  // by |v'| - max, and one that overflows gives a non-finite result, outside the statement).
-  //
-  // Evaluated to nearest, then raised once: seven operations on non-negative numbers, each off by
-  // at most 2^-53 relative (or 2^-1075 absolute where a result is subnormal), leave the value
-  // above the exact one times (1 - 2^-53)^7; the factor 1 + 2^-49 (rounded too) more than makes up
-  // for that, and 2^-1070 for the absolute errors of results below 2^-1022. Per element this was
-  // six directed steps (the bound of every emulated element of a softmax or a norm).
-  const double V = (e + eta_) / (1 - rho_) + 2 * B;
-  const double total = (B + (rho_ * V + eta_)) * (1 + 0x1p-49) + 0x1p-1070;
-  if (finite_overflow_ && next_up(V * (1 + 0x1p-50)) > threshold_) {
-    const double V_up = add_up(up(add_up(e, eta_) / (1 - rho_)), mul_up(2.0, B));
-    return add_up(B, std::max(add_up(mul_up(rho_, V_up), eta_), up(V_up - max_)));
-  }
-  return total;
+double OutputCastBound::near_overflow(double e, double B) const {
+  // Directed steps where a device's value may pass the overflow threshold (operator() in bound.hpp).
+  const double V_up = add_up(up(add_up(e, eta_) / (1 - rho_)), mul_up(2.0, B));
+  return add_up(B, std::max(add_up(mul_up(rho_, V_up), eta_), up(V_up - max_)));
 }
 
 // No terms, no c and no initial value (or numpy's +0): the exact result is 0, so |emulated| is

@@ -64,14 +64,18 @@
 // reach that cast's range gets +Inf; a saturated output (the largest finite value under such an
 // output cast) gets +Inf too, as it may stand for any larger value.
 
+#include <algorithm>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <string_view>
 #include <vector>
 
 #include <xtensor/xarray.hpp>
 
 #include "numeq/core/plan.hpp"
+#include "numeq/formats/format.hpp"
 
 namespace numeq::core {
 
@@ -124,9 +128,34 @@ double with_output_cast(const Cast& output, double emulated, double pre_cast_bou
 class OutputCastBound {
  public:
   explicit OutputCastBound(const Cast& output);
-  double operator()(double emulated, double pre_cast_bound) const;
+  // Inline: every emulated element of a softmax, a norm or attention takes one.
+  double operator()(double emulated, double pre_cast_bound) const {
+    constexpr double kInf = std::numeric_limits<double>::infinity();
+    if (std::isnan(pre_cast_bound)) return std::numeric_limits<double>::quiet_NaN();
+    if (!std::isfinite(emulated) || !(pre_cast_bound < kInf)) return kInf;
+    const double B = std::max(pre_cast_bound, 0.0);
+    if (integer_) return B;  // integer outputs take integers only, unchanged
+    const double e = std::fabs(emulated);
+    // A saturated result (or a directed rounding's overflow to the largest value) may stand for
+    // any larger value.
+    if (finite_overflow_ && e >= max_) return kInf;
+    // |v| <= |emulated| + rho |v| + eta, so |v| <= (|emulated| + eta) / (1 - rho); any v' within B
+    // of the exact s (itself within B of v) has |v'| <= that + 2B, and its rounding errs by at most
+    // rho |v'| + eta (for |v'| below the overflow threshold; beyond it, a cast that saturates errs
+    // by |v'| - max, and one that overflows gives a non-finite result, outside the statement).
+    //
+    // Evaluated to nearest, then raised once: seven operations on non-negative numbers, each off by
+    // at most 2^-53 relative (or 2^-1075 absolute where a result is subnormal), leave the value
+    // above the exact one times (1 - 2^-53)^7; the factor 1 + 2^-49 (rounded too) more than makes up
+    // for that, and 2^-1070 for the absolute errors of results below 2^-1022.
+    const double V = (e + eta_) / (1 - rho_) + 2 * B;
+    if (finite_overflow_ && next_up(V * (1 + 0x1p-50)) > threshold_) return near_overflow(e, B);
+    return (B + (rho_ * V + eta_)) * (1 + 0x1p-49) + 0x1p-1070;
+  }
 
  private:
+  // The bound in directed steps where a device's value may pass the overflow threshold.
+  double near_overflow(double e, double B) const;
   bool integer_ = false, finite_overflow_ = false;
   double rho_ = 0, eta_ = 0, max_ = 0, threshold_ = 0;
 };

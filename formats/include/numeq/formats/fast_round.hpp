@@ -26,6 +26,7 @@ namespace numeq {
 
 class FastRound {
  public:
+  FastRound() = default;  // applies to nothing: every value goes to the kernel
   explicit FastRound(const Cast& cast) {
     const Format& f = cast.format;
     applies_ = (cast.rounding == Rounding::nearest_even || cast.rounding == Rounding::toward_zero) && !f.is_integer() &&
