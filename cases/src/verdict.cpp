@@ -311,6 +311,19 @@ Verdict compare(const Array& actual, const Op& op, const core::Platform& platfor
     }
   };
 
+  // An element's error over the bound it is judged against (worst_error_over_bound, the ranking).
+  const auto ratio_of = [](const Judged& j, double B) {
+    if (j.cls == Class::special || j.cls == Class::foreign) return kInf;
+    if (B > 0 && std::isfinite(B)) return j.error / B;
+    if (j.cls == Class::exact) return 0.0;
+    return j.error > j.slack ? kInf : 0.0;
+  };
+  // The accepted tier's bound (the probabilistic one for the tiers above it). Where that is em,
+  // pass 1 also ranks the elements as a passing check would (no element failing); a check that
+  // passes then needs no third pass.
+  const Emulation& bounds = options.accept == Tier::deterministic ? det : em;
+  const bool rank_in_pass_1 = &bounds == &em;
+
   const UlpOf ulp_out(op.out.format);
   // Pass 1, against the probabilistic bound: counts, and the elements beyond it (for the
   // deterministic bound).
@@ -319,12 +332,22 @@ Verdict compare(const Array& actual, const Op& op, const core::Platform& platfor
     std::size_t first_special = SIZE_MAX, first_foreign = SIZE_MAX;
     std::vector<std::size_t> beyond;
     double max_ulps = 0;
+    double worst_ratio = 0;
+    std::vector<Scored> kept;  // this slice's worst as a passing check ranks them, as a heap
   };
   std::vector<std::size_t> beyond;
   std::size_t first_special = N, first_foreign = N;
+  std::vector<Scored> kept_if_passed;
+  double worst_ratio_if_passed = 0;
   for (Counted& c : parallel_states<Counted>(N, [&](std::size_t begin, std::size_t end, Counted& c) {
+         if (rank_in_pass_1) c.kept.reserve(options.worst);
          for (std::size_t i = begin; i < end; ++i) {
            const Judged j = judge(i, em);
+           if (rank_in_pass_1) {
+             const double ratio = ratio_of(j, em.bound.data()[i]);
+             c.worst_ratio = std::max(c.worst_ratio, ratio);
+             keep(c.kept, Scored{false, j.cls == Class::special || j.cls == Class::foreign, ratio, i, j.error});
+           }
            switch (j.cls) {
              case Class::exact: ++c.bit_exact; break;
              case Class::probabilistic: ++c.within_bound; break;
@@ -356,6 +379,8 @@ Verdict compare(const Array& actual, const Op& op, const core::Platform& platfor
     first_special = std::min(first_special, c.first_special);
     first_foreign = std::min(first_foreign, c.first_foreign);
     beyond.insert(beyond.end(), c.beyond.begin(), c.beyond.end());
+    worst_ratio_if_passed = std::max(worst_ratio_if_passed, c.worst_ratio);
+    for (const Scored& k : c.kept) keep(kept_if_passed, k);
   }
   // Pass 2: the deterministic bound of the elements beyond the probabilistic one.
   std::size_t det_only = 0;
@@ -390,41 +415,43 @@ Verdict compare(const Array& actual, const Op& op, const core::Platform& platfor
   v.passed = v.tier <= options.accept;
 
   // The failures at the accepted tier, their spread and the worst elements, against the
-  // accepted tier's bound (the probabilistic one for the tiers above it).
-  const Emulation& bounds = options.accept == Tier::deterministic ? det : em;
-  struct Ranked {
-    std::size_t failures = 0;
-    std::vector<std::size_t> failing;  // in index order
-    double worst_ratio = 0;
-    std::vector<Scored> kept;  // this slice's worst, as a heap
-  };
-  const std::vector<Ranked> ranked = parallel_states<Ranked>(N, [&](std::size_t begin, std::size_t end, Ranked& r) {
-    r.kept.reserve(options.worst);
-    for (std::size_t i = begin; i < end; ++i) {
-      const Judged j = judge(i, bounds);
-      const double B = bounds.bound.data()[i];
-      const bool special = j.cls == Class::special || j.cls == Class::foreign;
-      double ratio = special ? kInf : (B > 0 && std::isfinite(B) ? j.error / B : (j.error > j.slack ? kInf : 0));
-      // Failing: beyond the accepted bound, special or foreign; or, when only bit-exact (or a
-      // variant) is accepted and the verdict is weaker, any element that differs from the emulation.
-      bool failure = special || j.cls == Class::beyond;
-      if (!v.passed && options.accept <= Tier::variant && j.cls != Class::exact) failure = true;
-      if (v.passed) failure = false;
-      if (failure) {
-        ++r.failures;
-        r.failing.push_back(i);
-      }
-      if (j.cls == Class::exact && !(B > 0 && std::isfinite(B))) ratio = 0;
-      r.worst_ratio = std::max(r.worst_ratio, ratio);
-      keep(r.kept, Scored{failure, special, ratio, i, j.error});
-    }
-  }, kSliceBelow);
+  // accepted tier's bound: ranked in pass 1 where the check passed against em, else a pass here.
   Spread spread(actual);
-  for (const Ranked& r : ranked) {
-    v.failures += r.failures;
-    for (const std::size_t i : r.failing) spread.add(i);
-    v.worst_error_over_bound = std::max(v.worst_error_over_bound, r.worst_ratio);
-    for (const Scored& k : r.kept) keep(kept, k);
+  if (rank_in_pass_1 && v.passed) {
+    v.worst_error_over_bound = worst_ratio_if_passed;
+    kept = std::move(kept_if_passed);
+  } else {
+    struct Ranked {
+      std::size_t failures = 0;
+      std::vector<std::size_t> failing;  // in index order
+      double worst_ratio = 0;
+      std::vector<Scored> kept;  // this slice's worst, as a heap
+    };
+    const std::vector<Ranked> ranked = parallel_states<Ranked>(N, [&](std::size_t begin, std::size_t end, Ranked& r) {
+      r.kept.reserve(options.worst);
+      for (std::size_t i = begin; i < end; ++i) {
+        const Judged j = judge(i, bounds);
+        const bool special = j.cls == Class::special || j.cls == Class::foreign;
+        const double ratio = ratio_of(j, bounds.bound.data()[i]);
+        // Failing: beyond the accepted bound, special or foreign; or, when only bit-exact (or a
+        // variant) is accepted and the verdict is weaker, any element that differs from the emulation.
+        bool failure = special || j.cls == Class::beyond;
+        if (!v.passed && options.accept <= Tier::variant && j.cls != Class::exact) failure = true;
+        if (v.passed) failure = false;
+        if (failure) {
+          ++r.failures;
+          r.failing.push_back(i);
+        }
+        r.worst_ratio = std::max(r.worst_ratio, ratio);
+        keep(r.kept, Scored{failure, special, ratio, i, j.error});
+      }
+    }, kSliceBelow);
+    for (const Ranked& r : ranked) {
+      v.failures += r.failures;
+      for (const std::size_t i : r.failing) spread.add(i);
+      v.worst_error_over_bound = std::max(v.worst_error_over_bound, r.worst_ratio);
+      for (const Scored& k : r.kept) keep(kept, k);
+    }
   }
   v.concentration = spread.text(v.failures == 1 ? "failure" : "failures");
   std::sort_heap(kept.begin(), kept.end(), ranks_before);
