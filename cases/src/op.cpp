@@ -1045,17 +1045,32 @@ NUMEQ_X86_64_V3_CLONE Farthest farthest_in(const double* bp, const double* rp, s
   return best;
 }
 
-// Whether at + rt |r_i| >= b_i for every i in [begin, end) with b_i and r_i finite, as binary64
-// evaluates it (branch-free, so that the x86-64-v3 clone can vectorise it).
-NUMEQ_X86_64_V3_CLONE bool covers(const double* bp, const double* rp, std::size_t begin, std::size_t end, double at,
-                                  double rt) {
+// The least atol >= 0 with atol + rt |r_i| >= b_i for every i with b_i and r_i finite, as binary64
+// evaluates it, from the slice [begin, end): a_i = b_i - rt |r_i| (rounded) covers element i, or
+// else its successor does (the exact b_i - rt |r_i| lies within half a spacing of a_i, below the
+// successor, and rounding is monotone); coverage is monotone in atol, so the answer is the largest
+// of those. Returns the largest a_i that covers its element and the largest that does not (whose
+// successor the caller takes), -Inf where none; branch-free, so that the x86-64-v3 clone
+// vectorises it.
+struct Covering {
+  double covered, short_of;
+};
+NUMEQ_X86_64_V3_CLONE Covering covering_atol(const double* bp, const double* rp, std::size_t begin, std::size_t end,
+                                             double rt) {
+  constexpr double none = -std::numeric_limits<double>::infinity();
   const auto finite = [](double x) {
     return (std::bit_cast<std::uint64_t>(x) & 0x7ff0000000000000u) != 0x7ff0000000000000u;
   };
-  bool short_of = false;
-  for (std::size_t i = begin; i < end; ++i)
-    short_of |= finite(bp[i]) & finite(rp[i]) & (at + rt * std::abs(rp[i]) < bp[i]);
-  return !short_of;
+  double covered = none, short_of = none;
+  for (std::size_t i = begin; i < end; ++i) {
+    const double b = bp[i], p = rt * std::abs(rp[i]);
+    const double a = b - p;
+    const bool used = finite(b) & finite(rp[i]);
+    const bool enough = a + p >= b;
+    covered = std::max(covered, used & enough ? a : none);
+    short_of = std::max(short_of, used & !enough ? a : none);
+  }
+  return {covered, short_of};
 }
 
 std::pair<double, std::size_t> first_maximum(std::size_t n, const double* bp, const double* rp, double K) {
@@ -1238,16 +1253,17 @@ Tolerance tolerance(const Array& bound, const Array& reference, const Format& ou
     rt = bridge_slope(std::move(points), m);
   }
   // The atol that makes rt cover every bound (computed, not estimated), as atol + rtol |ref| is
-  // evaluated in binary64: raised by an ulp while some bound exceeds it.
-  double at = std::max(0.0, first_maximum(n, bp, rp, rt).first);
-  for (bool covered = false; !covered;) {
-    std::atomic<bool> all{true};
+  // evaluated in binary64 (covering_atol), in one pass.
+  double at = 0;
+  {
+    std::mutex merge;
     parallel_for(n, [&](std::size_t begin, std::size_t end) {
-      for (std::size_t from = begin; from < end && all.load(std::memory_order_relaxed); from += 4096)
-        if (!covers(bp, rp, from, std::min(end, from + 4096), at, rt)) all = false;
+      const Covering c = covering_atol(bp, rp, begin, end, rt);
+      const double least = std::max(c.covered, c.short_of == -std::numeric_limits<double>::infinity()
+                                                   ? c.short_of : next_up(c.short_of));
+      const std::lock_guard<std::mutex> lock(merge);
+      at = std::max(at, least);
     }, 1 << 16);
-    covered = all.load();
-    if (!covered) at = std::nextafter(at, std::numeric_limits<double>::infinity());
   }
   // Rounding may leave the fit a hair above atol alone: keep the simpler form then.
   if (!(rt > 0) || N * t.max_abs <= N * at + rt * sum_r) return t;

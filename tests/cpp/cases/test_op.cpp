@@ -337,6 +337,20 @@ TEST(Op, ToleranceFitIsTheExactOptimum) {
     ++fitted;
     EXPECT_GE(t.rtol, 0);
     EXPECT_GE(t.atol, 0);
+    if (t.rtol > 0) {
+      // atol as the fit defines it, by the plain search: the largest b_i - rtol r_i in binary64,
+      // raised an ulp at a time until atol + rtol r_i >= b_i everywhere.
+      double want = 0;
+      for (std::size_t k = 0; k < fit.b.size(); ++k)
+        want = std::max(want, static_cast<double>(fit.b[k]) - t.rtol * static_cast<double>(fit.r[k]));
+      for (bool covered = false; !covered; ) {
+        covered = true;
+        for (std::size_t k = 0; k < fit.b.size(); ++k)
+          covered = covered && !(want + t.rtol * static_cast<double>(fit.r[k]) < static_cast<double>(fit.b[k]));
+        if (!covered) want = std::nextafter(want, inf);
+      }
+      EXPECT_EQ(t.atol, want) << "trial " << trial << " at rtol " << t.rtol;
+    }
     const long double got = fit.total(t.rtol, t.atol), best = fit.optimum();
     // Equal to the optimum but for binary64 roundings: of rtol (a rounded slope), and of atol
     // (the largest b_i - rtol r_i, each rounded twice, then raised until it covers), an ulp or
@@ -351,6 +365,32 @@ TEST(Op, ToleranceFitIsTheExactOptimum) {
     EXPECT_LE(got, fit.ternary() + slack) << "trial " << trial;
   }
   EXPECT_GT(fitted, 2500u);
+}
+
+// Where b - rtol r, rounded, falls short once rtol r is added back (fl(fl(b - p) + p) < b, for
+// about one point in 1,500), atol is raised to the next double: two-point fits (a zero reference
+// and one above it, so that rtol is their slope) until twenty such cases, each against the plain
+// search (the largest b_i - rtol r_i, raised an ulp at a time until everything is covered).
+TEST(Op, ToleranceRaisesAtolWhereRoundingFallsShort) {
+  std::mt19937_64 rng(11);
+  const auto uniform = [&] { return std::ldexp(static_cast<double>(rng() >> 11), -53); };
+  int raised = 0;
+  for (int trial = 0; trial < 400000 && raised < 20; ++trial) {
+    Array bound = xt::zeros<double>({2}), ref = xt::zeros<double>({2});
+    // b_0 above b_1 / 2: rtol r_1 below b_1 / 2, so that b_1 - rtol r_1 is no exact difference.
+    bound(1) = 0.5 + uniform() / 2;
+    bound(0) = bound(1) * (0.5 + uniform() / 2);
+    ref(1) = std::ldexp(0.5 + uniform() / 2, -static_cast<int>(rng() % 8));
+    const cases::Tolerance t = cases::tolerance(bound, ref, fmts::fp32);
+    ASSERT_GT(t.rtol, 0) << "trial " << trial;
+    double want = std::max(0.0, std::max(bound(0), bound(1) - t.rtol * ref(1)));
+    const double first = want;
+    while (want + t.rtol * ref(0) < bound(0) || want + t.rtol * ref(1) < bound(1))
+      want = std::nextafter(want, std::numeric_limits<double>::infinity());
+    raised += want != first;
+    ASSERT_EQ(t.atol, want) << "trial " << trial;
+  }
+  EXPECT_EQ(raised, 20);
 }
 
 // The fit's passes run on threads (the first over fixed blocks merged in order, the others over
