@@ -527,13 +527,20 @@ xt::xarray<double> matmul(const xt::xarray<double>& a, const xt::xarray<double>&
   xt::xarray<double> result = xt::xarray<double>::from_shape(shape);
   const std::uint64_t key = random_stream_key(plan.output.seed);
   const bool stochastic = plan.output.rounding == Rounding::stochastic;
-  // Row blocks as tasks: enough of them for every thread to get a few (results never depend on
-  // how elements are grouped), at most `most` rows each.
-  const auto rows_per_task = [&](std::size_t unit, std::size_t most) {
+  // The kernels' row groups (`unit` rows each, the last one short) are parallel_for's units, so
+  // that every thread gets an equal share of rows; within a slice, consecutive groups of one
+  // matrix go to the kernel in blocks of at most `most` groups (results never depend on how
+  // elements are grouped). Blocks of whole tasks cut the rows unevenly: 512 rows in tasks of 60
+  // gave one of two threads 300 of them.
+  const auto row_blocks = [&](std::size_t begin, std::size_t end, std::size_t unit, std::size_t most, auto&& block) {
     const std::size_t units = (M + unit - 1) / unit;
-    const std::size_t want = 4 * static_cast<std::size_t>(std::max(1, num_threads()));
-    const std::size_t per = std::clamp<std::size_t>(units * matrices / want, 1, most);
-    return per * unit;
+    for (std::size_t u = begin; u < end;) {
+      const std::size_t t = u / units, first = u % units;
+      const std::size_t count = std::min({most, units - first, end - u});
+      const std::size_t m0 = first * unit;
+      block(t, m0, std::min(count * unit, M - m0));
+      u += count;
+    }
   };
   const std::size_t b_matrices = K * N == 0 ? 0 : b.size() / (K * N);
   const std::optional<kernels::Fp32Tiling> tiling = fp32_tiling(plan);
@@ -542,13 +549,10 @@ xt::xarray<double> matmul(const xt::xarray<double>& a, const xt::xarray<double>&
     for (std::size_t s = 0; s < b_matrices; ++s) packed[s] = kernels::pack_b32(b.data() + s * K * N, K, N);
     const bool plain_output = host_fp32(plan.output) && host_fp32(outer_cast(plan));
     const bool fc_floats = c != nullptr && all_floats(fc.data(), fc.size());
-    const std::size_t block = rows_per_task(kernels::fp32_row_group(), 8);
-    const std::size_t row_tasks = (M + block - 1) / block;
-    parallel_for(matrices * row_tasks, [&](std::size_t begin, std::size_t end) {
-      std::vector<float> acc(block * N);
-      for (std::size_t task = begin; task < end; ++task) {
-        const std::size_t t = task / row_tasks, m0 = (task % row_tasks) * block;
-        const std::size_t rows = std::min(block, M - m0);
+    const std::size_t unit = kernels::fp32_row_group(), most = 8, units = (M + unit - 1) / unit;
+    parallel_for(matrices * units, [&](std::size_t begin, std::size_t end) {
+      std::vector<float> acc(most * unit * N);
+      row_blocks(begin, end, unit, most, [&](std::size_t t, std::size_t m0, std::size_t rows) {
         kernels::fp32_fma_rows(a.data() + (a_of[t] * M + m0) * K, rows, packed[b_of[t]], acc.data(), N, *tiling);
         for (std::size_t r = 0; r < rows; ++r)
           for (std::size_t n = 0; n < N; ++n) {
@@ -563,8 +567,8 @@ xt::xarray<double> matmul(const xt::xarray<double>& a, const xt::xarray<double>&
                                         stochastic ? random_bits_at(key, i) : 0);
             }
           }
-      }
-    }, std::max<std::size_t>(1, (std::size_t{1} << 16) / std::max<std::size_t>(1, K * N * block)));
+      });
+    }, std::max<std::size_t>(1, (std::size_t{1} << 16) / std::max<std::size_t>(1, K * N * unit)));
     return result;
   }
   // A chain of fused tensor-core steps: the column kernel computes every element it can finish
@@ -597,14 +601,12 @@ xt::xarray<double> matmul(const xt::xarray<double>& a, const xt::xarray<double>&
         const bool c_last = c != nullptr && plan.c_placement == CPlacement::last;
         const bool plain_output = host_fp32(plan.output) && !plan.initial && !c_last;
         const Cast outer = outer_cast(plan);
-        const std::size_t block = rows_per_task(4, 16);  // row groups of 4 rows; b panels reused from L2
-        const std::size_t row_tasks = (M + block - 1) / block;
-        parallel_for(matrices * row_tasks, [&](std::size_t begin, std::size_t end) {
-          std::vector<double> out(block * N), column(K);
-          std::vector<std::uint8_t> flags(block * N);
-          for (std::size_t task = begin; task < end; ++task) {
-            const std::size_t t = task / row_tasks, m0 = (task % row_tasks) * block;
-            const std::size_t rows = std::min(block, M - m0);
+        // Row groups of 4 rows, blocks of up to 16 groups: b panels reused from L2.
+        const std::size_t unit = 4, most = 16, units = (M + unit - 1) / unit;
+        parallel_for(matrices * units, [&](std::size_t begin, std::size_t end) {
+          std::vector<double> out(most * unit * N), column(K);
+          std::vector<std::uint8_t> flags(most * unit * N);
+          row_blocks(begin, end, unit, most, [&](std::size_t t, std::size_t m0, std::size_t rows) {
             const double* arows = ca + (a_of[t] * M + m0) * K;
             kernels::fused_cols_rows(fk, arows, ea.data() + (a_of[t] * M + m0) * K, rows, packed[b_of[t]],
                                      c_first ? fc.data() + (t * M + m0) * N : nullptr, N, out.data(), N, flags.data());
@@ -627,8 +629,8 @@ xt::xarray<double> matmul(const xt::xarray<double>& a, const xt::xarray<double>&
                   result.data()[i] = finish(v, cv, plan, stochastic ? random_bits_at(key, i) : 0);
                 }
               }
-          }
-        }, std::max<std::size_t>(1, (std::size_t{1} << 14) / std::max<std::size_t>(1, K * N * block)));
+          });
+        }, std::max<std::size_t>(1, (std::size_t{1} << 14) / std::max<std::size_t>(1, K * N * unit)));
         return result;
       }
     }
