@@ -4,6 +4,7 @@
 #include "numeq/cases/normalization.hpp"
 
 #include <algorithm>
+#include <bit>
 #include <array>
 #include <cmath>
 #include <limits>
@@ -117,6 +118,31 @@ Emulation shaped_like(const xt::xarray<double>& x) {
   return e;
 }
 
+// detail::apply(step, a) remembered for the last arguments seen (one step per memo): a
+// direct-mapped table keyed by a's value and bound bits, so that a repeated argument costs a
+// lookup instead of a function evaluation with its enclosure.
+class ApplyMemo {
+ public:
+  ApplyMemo() : slots_(kSlots) {}
+  Tracked operator()(const detail::FunctionStep& step, Tracked a) {
+    const auto v = std::bit_cast<std::uint64_t>(a.value), b = std::bit_cast<std::uint64_t>(a.bound);
+    Slot& s = slots_[((v ^ (b * 0x9e3779b97f4a7c15u)) * 0xff51afd7ed558ccdu) >> (64 - kBits)];
+    if (s.used && s.value == v && s.bound == b) return s.result;
+    s = {v, b, detail::apply(step, a), true};
+    return s.result;
+  }
+
+ private:
+  static constexpr int kBits = 12;
+  static constexpr std::size_t kSlots = std::size_t{1} << kBits;
+  struct Slot {
+    std::uint64_t value = 0, bound = 0;
+    Tracked result;
+    bool used = false;
+  };
+  std::vector<Slot> slots_;
+};
+
 // ---- softmax and log-softmax --------------------------------------------------------------
 
 Emulation softmax_family(const xt::xarray<double>& x, std::ptrdiff_t axis, const core::Platform& platform,
@@ -143,6 +169,9 @@ Emulation softmax_family(const xt::xarray<double>& x, std::ptrdiff_t axis, const
       rows.count(),
       [&](std::size_t begin, std::size_t end) {
         std::vector<Tracked> xs(rows.n), e(rows.n);
+        // exp of the same argument (value and bound) gives the same result: rows of narrow
+        // inputs repeat their differences x_j - m many times, within and across rows.
+        ApplyMemo memo;
         for (std::size_t row = begin; row < end; ++row) {
           bool finite = true;
           for (std::size_t j = 0; j < rows.n; ++j) {
@@ -160,7 +189,7 @@ Emulation softmax_family(const xt::xarray<double>& x, std::ptrdiff_t axis, const
               for (const Tracked& t : xs) m = std::max(m, t.value);
             }
             for (std::size_t j = 0; j < rows.n; ++j)
-              e[j] = detail::apply(mc.exp, m == 0 ? xs[j] : detail::sub(xs[j], detail::exact(m), C));
+              e[j] = memo(mc.exp, m == 0 ? xs[j] : detail::sub(xs[j], detail::exact(m), C));
             s = detail::reduce(e, mc.sum, w_block);
           } else {
             // Online normaliser (Milakov and Gimelshein, arXiv:1805.02867, Algorithm 3, by blocks
