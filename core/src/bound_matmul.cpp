@@ -17,6 +17,7 @@
 
 #include <xtensor/xbroadcast.hpp>
 
+#include "numeq/formats/cpu_dispatch.hpp"
 #include "numeq/formats/error.hpp"
 #include "numeq/formats/format.hpp"
 #include "numeq/formats/parallel.hpp"
@@ -113,11 +114,12 @@ struct BlockKernel {
   void (*run)(const double*, std::size_t, const double*, std::size_t, double*, std::size_t, std::size_t, double*);
 };
 BlockKernel block_kernel() {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_cpu_init();
-  if (__builtin_cpu_supports("avx512f")) return {8, 16, block_rows_avx512};
-  if (__builtin_cpu_supports("avx2")) return {4, 8, block_rows_avx2};
-#endif
+  // The CPU's instruction sets and NUMEQ_ISA are read in one place (cpu_dispatch.hpp).
+  switch (current_isa()) {
+    case Isa::avx512: return {8, 16, block_rows_avx512};
+    case Isa::avx2: return {4, 8, block_rows_avx2};
+    case Isa::portable: break;
+  }
   return {4, 4, block_rows_portable};
 }
 

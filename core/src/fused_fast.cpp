@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "numeq/formats/cast.hpp"
+#include "numeq/formats/cpu_dispatch.hpp"
 #include "numeq/formats/error.hpp"
 #include "numeq/formats/round_and_pack.hpp"
 
@@ -503,21 +504,16 @@ double chain_portable(const Config& k, const FusedStep& s, const double* a, cons
                                                                           std::size_t K, double c) {
   return chain_any<8>(k, s, a, b, K, c);
 }
-bool has_avx2() {
-  __builtin_cpu_init();
-  return __builtin_cpu_supports("avx2");
-}
-bool has_avx512() {
-  __builtin_cpu_init();
-  return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
-         __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512bw");
-}
+// The CPU's instruction sets and NUMEQ_ISA are read in one place (cpu_dispatch.hpp).
+bool has_avx2() { return detected_isa() >= Isa::avx2; }
+bool has_avx512() { return detected_isa() >= Isa::avx512; }
 #endif
 
 ChainFn automatic_kernel() {
 #ifdef NUMEQ_FUSED_X86
-  if (has_avx512()) return chain_avx512;
-  if (has_avx2()) return chain_avx2;
+  const Isa isa = current_isa();
+  if (isa >= Isa::avx512) return chain_avx512;
+  if (isa >= Isa::avx2) return chain_avx2;
 #endif
   return chain_portable;
 }
@@ -533,13 +529,13 @@ std::atomic<ChainFn>& kernel() {
 
 namespace detail {
 
-bool set_fused_kernel(FusedKernel which) {
+bool set_fused_kernel(KernelChoice which) {
   fast::ChainFn f = nullptr;
   switch (which) {
-    case FusedKernel::automatic: f = fast::automatic_kernel(); break;
-    case FusedKernel::none: f = nullptr; break;
-    case FusedKernel::portable: f = fast::chain_portable; break;
-    case FusedKernel::avx2:
+    case KernelChoice::automatic: f = fast::automatic_kernel(); break;
+    case KernelChoice::none: f = nullptr; break;
+    case KernelChoice::portable: f = fast::chain_portable; break;
+    case KernelChoice::avx2:
 #ifdef NUMEQ_FUSED_X86
       if (!fast::has_avx2()) return false;
       f = fast::chain_avx2;
@@ -547,7 +543,7 @@ bool set_fused_kernel(FusedKernel which) {
 #else
       return false;
 #endif
-    case FusedKernel::avx512:
+    case KernelChoice::avx512:
 #ifdef NUMEQ_FUSED_X86
       if (!fast::has_avx512()) return false;
       f = fast::chain_avx512;

@@ -1,6 +1,6 @@
 // Matmul kernels (matmul_kernels.hpp): which code runs, and the fused tensor-core chains laid out
 // across output columns (the fp32 fma chains are in fp32_chain_kernels.cpp). Vector code is written with x86 intrinsics in functions compiled for
-// their instruction set (gnu::target) and chosen at run time (__builtin_cpu_supports); the
+// their instruction set (gnu::target) and chosen at run time (cpu_dispatch.hpp); the
 // portable code is plain C++ (std::fma). MXCSR is never touched: these kernels need its default
 // (round to nearest even, no FTZ/DAZ), which is what every thread starts with.
 
@@ -14,6 +14,7 @@
 #include <limits>
 
 #include "numeq/formats/cast.hpp"
+#include "numeq/formats/cpu_dispatch.hpp"
 #include "numeq/formats/format.hpp"
 #include "numeq/formats/parallel.hpp"
 #include "numeq/formats/round_and_pack.hpp"
@@ -35,24 +36,16 @@ namespace {
 
 // ---- which code runs ----
 
-#ifdef NUMEQ_KERNELS_X86
-bool cpu_has_avx2() {
-  __builtin_cpu_init();
-  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-}
-bool cpu_has_avx512() {
-  __builtin_cpu_init();
-  return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
-         __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512bw");
-}
-#else
-bool cpu_has_avx2() { return false; }
-bool cpu_has_avx512() { return false; }
-#endif
+// The CPU's instruction sets and NUMEQ_ISA are read in one place (cpu_dispatch.hpp).
+bool cpu_has_avx2() { return detected_isa() >= Isa::avx2; }
+bool cpu_has_avx512() { return detected_isa() >= Isa::avx512; }
 
 int automatic_level() {
-  if (cpu_has_avx512()) return avx512;
-  if (cpu_has_avx2()) return avx2;
+  switch (current_isa()) {
+    case Isa::avx512: return avx512;
+    case Isa::avx2: return avx2;
+    case Isa::portable: return portable;
+  }
   return portable;
 }
 
@@ -685,17 +678,17 @@ void fused_cols_rows(const FusedCols& k, const double* a, const std::int32_t* ea
 
 namespace detail {
 
-bool set_matmul_kernel(MatmulKernel which) {
+bool set_matmul_kernel(KernelChoice which) {
   int l = kernels::none;
   switch (which) {
-    case MatmulKernel::automatic: l = kernels::automatic_level(); break;
-    case MatmulKernel::none: l = kernels::none; break;
-    case MatmulKernel::portable: l = kernels::portable; break;
-    case MatmulKernel::avx2:
+    case KernelChoice::automatic: l = kernels::automatic_level(); break;
+    case KernelChoice::none: l = kernels::none; break;
+    case KernelChoice::portable: l = kernels::portable; break;
+    case KernelChoice::avx2:
       if (!kernels::cpu_has_avx2()) return false;
       l = kernels::avx2;
       break;
-    case MatmulKernel::avx512:
+    case KernelChoice::avx512:
       if (!kernels::cpu_has_avx512()) return false;
       l = kernels::avx512;
       break;

@@ -50,7 +50,7 @@
 // comes up from them); the other lanes (R > 32 and q > 32: results far below the normal range)
 // are redone by the scalar path. How it finds the top 32 bits of D: stochastic_shape below.
 //
-// tests/cpp/formats/test_array.cpp compares every path (AVX-512, AVX2, scalar: NUMEQ_CAST_ISA)
+// tests/cpp/formats/test_array.cpp compares every path (AVX-512, AVX2, portable: NUMEQ_ISA)
 // with the kernel on every class and on random inputs, for every rounding, overflow and subnormal
 // setting and many seeds and random_bits; the opt-in exhaustive test covers all 2^32 inputs.
 
@@ -74,6 +74,7 @@
 #define NUMEQ_MEMO_X86 0
 #endif
 
+#include "numeq/formats/cpu_dispatch.hpp"
 #include "numeq/formats/random.hpp"
 #include "numeq/formats/round_and_pack.hpp"
 
@@ -149,33 +150,9 @@ inline std::shared_ptr<const MemoTable> table_for(const Cast& cast) {
 
 // ---- instruction sets ----
 
-enum class Isa { scalar = 0, avx2 = 1, avx512 = 2 };
-
-inline Isa detected_isa() {
-  static const Isa isa = [] {
-#if NUMEQ_MEMO_X86
-    __builtin_cpu_init();
-    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-        __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq"))
-      return Isa::avx512;
-    if (__builtin_cpu_supports("avx2")) return Isa::avx2;
-#endif
-    return Isa::scalar;
-  }();
-  return isa;
-}
-
-// The widest instruction set the CPU has, lowered by NUMEQ_CAST_ISA (scalar, avx2, avx512) if set:
-// the tests run every path on one machine. (Only speed depends on it, never a result.)
-inline Isa current_isa() {
-  Isa isa = detected_isa();
-  if (const char* s = std::getenv("NUMEQ_CAST_ISA")) {
-    const std::string_view v(s);
-    const Isa wanted = v == "scalar" ? Isa::scalar : v == "avx2" ? Isa::avx2 : Isa::avx512;
-    if (static_cast<int>(wanted) < static_cast<int>(isa)) isa = wanted;
-  }
-  return isa;
-}
+// The one dispatch point (cpu_dispatch.hpp): the CPU's widest set, lowered by NUMEQ_ISA.
+using numeq::Isa;
+using numeq::current_isa;
 
 // ---- deterministic roundings: the table lookup ----
 

@@ -252,7 +252,7 @@ TEST(Evaluate, MatmulDoesNotDependOnThreads) {
 //
 // The kernels lay independent chains side by side in vectors and block the loops for the caches;
 // these tests compare every kernel the CPU has with the element-by-element walk of the same plan
-// (MatmulKernel::none), bit for bit, on shapes that are not multiples of any vector or block
+// (numeq::KernelChoice::none), bit for bit, on shapes that are not multiples of any vector or block
 // width, with and without c, with subnormals, signed zeros, Inf and NaN, on 1 and 2 threads.
 
 // Same double, or both NaN (a NaN's payload is not part of any format's result here).
@@ -262,14 +262,14 @@ bool same_value(double x, double y) {
 
 struct KernelGuard {
   ~KernelGuard() {
-    core::detail::set_matmul_kernel(core::detail::MatmulKernel::automatic);
+    core::detail::set_matmul_kernel(numeq::KernelChoice::automatic);
     numeq::set_num_threads(0);
   }
 };
 
 // The kernels this CPU can run (the walk, none, is the reference).
-std::vector<core::detail::MatmulKernel> kernels_here() {
-  using K = core::detail::MatmulKernel;
+std::vector<numeq::KernelChoice> kernels_here() {
+  using K = numeq::KernelChoice;
   std::vector<K> out;
   for (const K k : {K::portable, K::avx2, K::avx512})
     if (core::detail::set_matmul_kernel(k)) out.push_back(k);
@@ -286,7 +286,7 @@ double sweep_scale() {
 void expect_kernels_match_walk(const xt::xarray<double>& a, const xt::xarray<double>& b, const xt::xarray<double>* c,
                                const core::Plan& plan, const std::string& what) {
   KernelGuard guard;
-  core::detail::set_matmul_kernel(core::detail::MatmulKernel::none);
+  core::detail::set_matmul_kernel(numeq::KernelChoice::none);
   const xt::xarray<double> want = core::matmul(a, b, c, plan);
   for (const auto k : kernels_here())
     for (const int threads : {1, 2}) {
@@ -514,7 +514,7 @@ TEST(MatmulKernels, LargeFusedMatmulMatchesTheWalk) {
 // lengths, a last partial tile), psum_group, fp8 double_row, split_k and the non-default
 // arithmetic. Values: ordinary, far apart (products below fp32's subnormal range), huge (sums
 // that overflow), exact cancellations (a[k + 1] = -a[k], b[k + 1] = b[k]), signed zeros, and Inf
-// and NaN in some operands. Each against the walk of the same plan (MatmulKernel::none).
+// and NaN in some operands. Each against the walk of the same plan (numeq::KernelChoice::none).
 TEST(MatmulKernels, TrainiumTilesMatchTheWalk) {
   struct Case {
     std::string platform, in_fmt, out_fmt;

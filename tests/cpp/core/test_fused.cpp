@@ -849,7 +849,7 @@ TEST(FusedStep, H100MmaSyncFp8F16Composition) {
 // and its message.
 
 namespace detail = numeq::core::detail;
-using detail::FusedKernel;
+using numeq::KernelChoice;
 
 struct Outcome {
   bool threw = false;
@@ -885,27 +885,27 @@ std::string show(const std::vector<double>& v) {
 }
 
 // The fast-path kernels this CPU runs (the portable one always); leaves the automatic choice set.
-std::vector<FusedKernel> fast_kernels() {
-  std::vector<FusedKernel> k;
-  for (FusedKernel x : {FusedKernel::portable, FusedKernel::avx2, FusedKernel::avx512})
+std::vector<numeq::KernelChoice> fast_kernels() {
+  std::vector<numeq::KernelChoice> k;
+  for (numeq::KernelChoice x : {numeq::KernelChoice::portable, numeq::KernelChoice::avx2, numeq::KernelChoice::avx512})
     if (detail::set_fused_kernel(x)) k.push_back(x);
-  detail::set_fused_kernel(FusedKernel::automatic);
+  detail::set_fused_kernel(numeq::KernelChoice::automatic);
   return k;
 }
 
-const char* kernel_name(FusedKernel k) {
+const char* kernel_name(numeq::KernelChoice k) {
   switch (k) {
-    case FusedKernel::automatic: return "automatic";
-    case FusedKernel::none: return "none";
-    case FusedKernel::portable: return "portable";
-    case FusedKernel::avx2: return "avx2";
-    case FusedKernel::avx512: return "avx512";
+    case numeq::KernelChoice::automatic: return "automatic";
+    case numeq::KernelChoice::none: return "none";
+    case numeq::KernelChoice::portable: return "portable";
+    case numeq::KernelChoice::avx2: return "avx2";
+    case numeq::KernelChoice::avx512: return "avx512";
   }
   return "?";
 }
 
 struct KernelGuard {
-  ~KernelGuard() { detail::set_fused_kernel(FusedKernel::automatic); }
+  ~KernelGuard() { detail::set_fused_kernel(numeq::KernelChoice::automatic); }
 };
 
 // Operands of every kind for a format: values of every magnitude (raw patterns), the format's
@@ -1056,15 +1056,15 @@ TEST(FusedFastPath, CoversEveryNamedSetButTheWideAdd) {
   s = nv::h100_bf16;
   s.c_format = fmts::fp64;  // exponents beyond the fast path's +-400
   EXPECT_FALSE(detail::fused_fast_path_applies(s));
-  EXPECT_TRUE(detail::set_fused_kernel(FusedKernel::portable));
-  EXPECT_TRUE(detail::set_fused_kernel(FusedKernel::none));
-  EXPECT_TRUE(detail::set_fused_kernel(FusedKernel::automatic));
+  EXPECT_TRUE(detail::set_fused_kernel(numeq::KernelChoice::portable));
+  EXPECT_TRUE(detail::set_fused_kernel(numeq::KernelChoice::none));
+  EXPECT_TRUE(detail::set_fused_kernel(numeq::KernelChoice::automatic));
 }
 
 TEST(FusedFastPath, EveryNamedSetMatchesTheGeneralPath) {
   KernelGuard guard;
   long steps = 0, served = 0;
-  for (FusedKernel kern : fast_kernels()) {
+  for (numeq::KernelChoice kern : fast_kernels()) {
     ASSERT_TRUE(detail::set_fused_kernel(kern));
     std::uint64_t seed = 1;
     for (const NamedStep& s : named_steps()) {
@@ -1138,7 +1138,7 @@ TEST(FusedFastPath, VariantsMatchTheGeneralPath) {
     });
   }
   long steps = 0;
-  for (FusedKernel kern : fast_kernels()) {
+  for (numeq::KernelChoice kern : fast_kernels()) {
     ASSERT_TRUE(detail::set_fused_kernel(kern));
     std::uint64_t seed = 1000;
     for (const auto& [what, s] : variants)
@@ -1204,7 +1204,7 @@ TEST(FusedFastPath, OperandChecksMatchTheGeneralPath) {
   const numeq::Format* formats[] = {&fmts::fp16, &fmts::bf16, &fmts::e4m3fn, &fmts::e5m2, &fmts::e4m3,
                                     &fmts::e4m3fnuz, &fmts::e5m2fnuz, &fmts::e3m2fn, &fmts::e2m3fn,
                                     &fmts::e2m1fn, &fmts::tf32, &fmts::fp32};
-  const std::vector<FusedKernel> kernels = fast_kernels();
+  const std::vector<numeq::KernelChoice> kernels = fast_kernels();
   for (const numeq::Format* f : formats) {
     std::vector<std::uint64_t> patterns;
     if (f->bits() <= 8) {
@@ -1233,7 +1233,7 @@ TEST(FusedFastPath, OperandChecksMatchTheGeneralPath) {
                        x + std::ldexp(1.0, -30)}) {
         const double xs[1] = {v};
         const Outcome want_a = outcome([&] { return detail::fused_step_reference(xs, one, 0.0, s); });
-        for (FusedKernel kern : kernels) {
+        for (numeq::KernelChoice kern : kernels) {
           ASSERT_TRUE(detail::set_fused_kernel(kern));
           const Outcome got = outcome([&] { return fused_step(xs, one, 0.0, s); });
           ASSERT_EQ(got, want_a) << kernel_name(kern) << " " << f->name << " a = " << v << ": fast " << show(got)
@@ -1287,7 +1287,7 @@ TEST(FusedFastPath, AdversarialCases) {
       {"tf32 spread", nv::h100_tf32, {std::ldexp(1.0, 127), std::ldexp(1.0, -126)}, {2.0, std::ldexp(1.0, -10)},
        std::ldexp(1.0, -149)},
   };
-  for (FusedKernel kern : fast_kernels()) {
+  for (numeq::KernelChoice kern : fast_kernels()) {
     ASSERT_TRUE(detail::set_fused_kernel(kern));
     for (const Case& k : cases) {
       for (bool ieee_zeros : {false, true}) {
@@ -1307,7 +1307,7 @@ TEST(FusedFastPath, LongChainsAsInAMatmul) {
   KernelGuard guard;
   Draw draw(99);
   long steps = 0;
-  for (FusedKernel kern : fast_kernels()) {
+  for (numeq::KernelChoice kern : fast_kernels()) {
     ASSERT_TRUE(detail::set_fused_kernel(kern));
     for (const auto* step : {&nv::h100_bf16, &nv::h100_fp16, &nv::h100_e4m3, &nv::h100_tf32, &nv::a100_bf16,
                              &nv::h100_fp16_f16}) {
@@ -1335,10 +1335,10 @@ TEST(FusedFastPath, LongChainsAsInAMatmul) {
 }
 
 TEST(FusedFastPath, WithoutTheFastPathTheVectorsStillReproduce) {
-  // The general path alone (FusedKernel::none) still reproduces the measured vectors: the
+  // The general path alone (numeq::KernelChoice::none) still reproduces the measured vectors: the
   // reference the fast path is compared with is itself checked against the GPU.
   KernelGuard guard;
-  ASSERT_TRUE(detail::set_fused_kernel(FusedKernel::none));
+  ASSERT_TRUE(detail::set_fused_kernel(numeq::KernelChoice::none));
   for (const Expected& e : expected_sets()) {
     const Count r = count(load(e.gpu, e.fmt), e.out, e.c_mode, chain(e.step));
     EXPECT_EQ(r.reproduced, r.total) << name(e);

@@ -220,16 +220,16 @@ double sweep_scale() {
   return v > 0 ? std::min(v, 1.0) : 1.0;
 }
 
-// Caps the instruction set of the memoised paths (NUMEQ_CAST_ISA) while in scope.
+// Caps the instruction set of the memoised paths (NUMEQ_ISA) while in scope.
 class IsaScope {
  public:
-  explicit IsaScope(const char* isa) { setenv("NUMEQ_CAST_ISA", isa, 1); }
-  ~IsaScope() { unsetenv("NUMEQ_CAST_ISA"); }
+  explicit IsaScope(const char* isa) { setenv("NUMEQ_ISA", isa, 1); }
+  ~IsaScope() { unsetenv("NUMEQ_ISA"); }
   IsaScope(const IsaScope&) = delete;
   IsaScope& operator=(const IsaScope&) = delete;
 };
 
-const char* const kIsas[] = {"avx512", "avx2", "scalar"};
+const char* const kIsas[] = {"avx512", "avx2", "portable"};
 
 bool memo_format(const Format& f) {
   return f.kind == numeq::FormatKind::floating && f.mantissa_bits <= 7 && f.storage_bits <= 16 && f.has_nan() &&

@@ -18,6 +18,7 @@
 #include <xtensor/xarray.hpp>
 
 #include "numeq/core/plan.hpp"
+#include "numeq/formats/cpu_dispatch.hpp"
 
 namespace numeq::core {
 
@@ -49,8 +50,7 @@ namespace detail {
 // `portable` and `avx2` those plans are walked element by element. Returns false, changing
 // nothing, when the CPU lacks the instructions. Process-wide; not for use while other threads
 // run matmul. Results are the same under every choice.
-enum class MatmulKernel : std::uint8_t { automatic, none, portable, avx2, avx512 };
-bool set_matmul_kernel(MatmulKernel kernel);
+bool set_matmul_kernel(KernelChoice kernel);
 }  // namespace detail
 
 }  // namespace numeq::core

@@ -40,6 +40,7 @@
 #include <limits>
 #include <span>
 
+#include "numeq/formats/cpu_dispatch.hpp"
 #include "numeq/formats/format.hpp"
 #include "numeq/formats/rounding.hpp"
 
@@ -192,12 +193,11 @@ double fused_step_reference(std::span<const double> a, std::span<const double> b
                             const FusedStep& step);
 double fused_chain_reference(std::span<const double> a, std::span<const double> b, double c,
                              std::size_t K, const FusedStep& step);
-// Which code the fast path runs (for tests and benchmarks; the default, automatic, takes the
-// widest vector instructions the CPU has). `none` sends every step to the general path. Returns
+// Which code the fast path runs (for tests and benchmarks; the default, automatic, takes
+// current_isa(), cpu_dispatch.hpp). `none` sends every step to the general path. Returns
 // false, changing nothing, when the CPU lacks the instructions. Process-wide; not for use while
 // other threads compute fused steps.
-enum class FusedKernel : std::uint8_t { automatic, none, portable, avx2, avx512 };
-bool set_fused_kernel(FusedKernel kernel);
+bool set_fused_kernel(KernelChoice kernel);
 // Whether the fast path serves this step's parameters at all.
 bool fused_fast_path_applies(const FusedStep& step);
 // Steps the fast path has handed to the general path on the calling thread (NaN, Inf, values

@@ -1,0 +1,50 @@
+// CPU dispatch (cpu_dispatch.hpp): the one place that reads the CPU's features and NUMEQ_ISA.
+
+#include "numeq/formats/cpu_dispatch.hpp"
+
+#include <cstdlib>
+#include <string>
+
+#include "numeq/formats/error.hpp"
+
+namespace numeq {
+
+std::string_view to_string(Isa isa) {
+  switch (isa) {
+    case Isa::portable: return "portable";
+    case Isa::avx2: return "avx2";
+    case Isa::avx512: return "avx512";
+  }
+  return "?";
+}
+
+Isa detected_isa() {
+  static const Isa isa = [] {
+#if (defined(__x86_64__) || defined(__i386__)) && (defined(__GNUC__) || defined(__clang__))
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
+        __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512bw"))
+      return Isa::avx512;
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return Isa::avx2;
+#endif
+    return Isa::portable;
+  }();
+  return isa;
+}
+
+Isa current_isa() {
+  const Isa isa = detected_isa();
+  const char* s = std::getenv("NUMEQ_ISA");
+  if (s == nullptr || *s == '\0') return isa;
+  const std::string_view v(s);
+  Isa wanted;
+  if (v == "portable") wanted = Isa::portable;
+  else if (v == "avx2") wanted = Isa::avx2;
+  else if (v == "avx512") wanted = Isa::avx512;
+  else
+    throw error("NUMEQ_ISA: unknown instruction set '" + std::string(v) + "'; valid: portable, avx2, avx512 (it can only "
+                "lower what the CPU has, " + std::string(to_string(isa)) + " here)");
+  return wanted < isa ? wanted : isa;
+}
+
+}  // namespace numeq
