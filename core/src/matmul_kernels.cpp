@@ -37,9 +37,6 @@ namespace {
 // ---- which code runs ----
 
 // The CPU's instruction sets and NUMEQ_ISA are read in one place (cpu_dispatch.hpp).
-bool cpu_has_avx2() { return detected_isa() >= Isa::avx2; }
-bool cpu_has_avx512() { return detected_isa() >= Isa::avx512; }
-
 int automatic_level() {
   switch (current_isa()) {
     case Isa::avx512: return avx512;
@@ -685,11 +682,11 @@ bool set_matmul_kernel(KernelChoice which) {
     case KernelChoice::none: l = kernels::none; break;
     case KernelChoice::portable: l = kernels::portable; break;
     case KernelChoice::avx2:
-      if (!kernels::cpu_has_avx2()) return false;
+      if (detected_isa() < Isa::avx2) return false;
       l = kernels::avx2;
       break;
     case KernelChoice::avx512:
-      if (!kernels::cpu_has_avx512()) return false;
+      if (detected_isa() < Isa::avx512) return false;
       l = kernels::avx512;
       break;
   }
