@@ -1,0 +1,257 @@
+"""The Op object and what it returns (Tolerance, Emulation): numeq.ops re-exports them; the
+factories that build an Op are in ops.py and _ops_quantized.py."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from . import _core
+from ._arrays import _check_format, _check_real, _check_str
+
+KINDS = ("deterministic", "probabilistic")
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    """A bound as tolerances: ``max_abs`` (largest bound), ``max_ulps`` (largest bound in ulps of the
+    output format), and the (rtol, atol) pair of ``|x - ref| <= atol + rtol*|ref|`` that covers every
+    element's bound with the least total allowance on the given data; ``rtol_only`` / ``atol_only``
+    are the one-parameter forms.
+
+    Example::
+
+        >>> x = numeq.round(np.random.default_rng(0).standard_normal((4, 64)), "bf16")
+        >>> t = numeq.ops.sum(x, in_fmt="bf16", out="fp32").tolerance("trainium.trn2")
+        >>> t.max_abs > 0, t.max_ulps > 0
+        (True, True)
+        >>> bool(t.atol_only >= t.max_abs)
+        True
+    """
+
+    max_abs: float
+    max_ulps: float
+    rtol: float
+    atol: float
+    rtol_only: float
+    atol_only: float
+
+
+@dataclass(frozen=True)
+class Emulation:
+    """A platform's result (float64 values of the output format) and the bound on each element's
+    distance to the exact result; ``failure_probability`` is 0 for deterministic bounds.
+
+    ``values``, ``bound``: arrays of the op's result shape.
+
+    Example::
+
+        >>> x = numeq.round(np.random.default_rng(0).standard_normal((4, 64)), "bf16")
+        >>> e = numeq.ops.sum(x, in_fmt="bf16", out="fp32").emulation("trainium.trn2")
+        >>> e.values.shape, e.bound.shape, e.failure_probability
+        ((4,), (4,), 0.0)
+    """
+
+    values: np.ndarray
+    bound: np.ndarray
+    failure_probability: float
+
+
+def _kind(kind: str, lam: float) -> tuple[str, float]:
+    _check_str(kind, "kind")
+    if kind not in KINDS:
+        raise ValueError(f"kind: unknown bound kind '{kind}'; valid: {', '.join(KINDS)}")
+    lam = _check_real(lam, "lam", finite=True)
+    if lam <= 0:
+        raise ValueError(f"lam: expected a positive finite number, got {lam!r}")
+    return kind, lam
+
+
+def _failure(p: float) -> float:
+    p = _check_real(p, "failure_probability", finite=True)
+    if not 0 <= p < 1:
+        raise ValueError(f"failure_probability: expected a number in [0, 1) (0: lam decides), got {p!r}")
+    return p
+
+
+class Op:
+    """An operation of the catalogue on given inputs (build one with numeq.ops.matmul, sum, ...).
+
+    ``core_op``: the compiled operation (internal: build an Op through the catalogue's functions).
+    ``name``, ``signature``, ``out``; ``exact()``, ``reference()``, ``emulate(platform)``,
+    ``emulation(platform, ...)``, ``bound(platform, ...)``, ``tolerance(platform, ...)``,
+    ``cross_bound(platform_a, platform_b, ...)``.
+
+    Example::
+
+        >>> x = numeq.round(np.random.default_rng(0).standard_normal((4, 64)), "bf16")
+        >>> op = numeq.ops.sum(x, in_fmt="bf16", out="fp32")
+        >>> op.name, op.signature, op.out
+        ('sum', 'sum(x[4,64] bf16, axis=1) in fp32 -> fp32', 'fp32')
+        >>> got = op.emulate("trainium.trn2")
+        >>> exact = op.exact()[0]
+        >>> bool(np.all(np.abs(got - exact) <= op.bound("trainium.trn2")))
+        True
+    """
+
+    def __init__(self, core_op: Any) -> None:
+        self._op = core_op
+        self._cache: dict[tuple[str, str, float], Emulation] = {}
+
+    @property
+    def name(self) -> str:
+        return self._op.name
+
+    @property
+    def signature(self) -> str:
+        """e.g. ``a[64,128] bf16 @ b[128,32] bf16 -> fp32``."""
+        return self._op.signature
+
+    @property
+    def out(self) -> str:
+        """The output format: the reference is rounded into it."""
+        return self._op.out_format
+
+    def __repr__(self) -> str:
+        return f"numeq.ops.Op({self.signature})"
+
+    def exact(self) -> tuple[np.ndarray, np.ndarray]:
+        """The exact result as a double-double (hi, lo): hi + lo is exact (for MPFR-certified
+        operations hi is the correctly rounded binary64 value and lo is 0).
+
+        Example::
+
+            >>> op = numeq.ops.sum(np.array([1.0, 2.0**-60], dtype=np.float64), in_fmt="fp64", out="fp32")
+            >>> op.exact()
+            (array(1.), array(8.67361738e-19))
+        """
+        hi, lo, _ = self._op.exact()
+        return hi, lo
+
+    def reference(self) -> np.ndarray:
+        """The exact result rounded correctly into the output format (float64 values).
+
+        Example::
+
+            >>> op = numeq.ops.sum(np.array([1.0, 2.0**-30], dtype=np.float64), in_fmt="fp64", out="fp32")
+            >>> op.reference()
+            array(1.)
+        """
+        return self._op.reference()
+
+    def emulation(self, platform: str, *, kind: str = "deterministic", lam: float = 6.0,
+                  failure_probability: float = 0.0) -> Emulation:
+        """The platform's result and its bound, from one pass (cached per platform and kind).
+        With ``kind="probabilistic"`` and ``failure_probability`` > 0, lambda is chosen as the
+        smallest whose per-element failure probability is at most that (``lam`` is then unused).
+
+        ``platform``: a name of ``numeq.platforms()``; ``kind``: "deterministic" or "probabilistic";
+        ``lam``: Higham and Mary's lambda for the probabilistic bound.
+
+        Example::
+
+            >>> x = numeq.round(np.random.default_rng(0).standard_normal((4, 64)), "bf16")
+            >>> op = numeq.ops.sum(x, in_fmt="bf16", out="fp32")
+            >>> e = op.emulation("trainium.trn2", kind="probabilistic", failure_probability=1e-6)
+            >>> e.values.shape, 0 < e.failure_probability <= 1e-6
+            ((4,), True)
+        """
+        _check_str(platform, "platform")
+        key = (platform, *_kind(kind, lam), _failure(failure_probability))
+        if key not in self._cache:
+            values, bound, probability = self._op.emulate(platform, key[1], key[2], key[3])
+            self._cache[key] = Emulation(values, bound, probability)
+        return self._cache[key]
+
+    def emulate(self, platform: str) -> np.ndarray:
+        """The platform's result, bit for bit, as float64 values.
+
+        ``platform``: a name of ``numeq.platforms()``, optionally with ``[...]`` assumptions.
+
+        Example::
+
+            >>> x = numeq.round(np.random.default_rng(0).standard_normal((4, 64)), "bf16")
+            >>> op = numeq.ops.sum(x, in_fmt="bf16", out="fp32")
+            >>> bool(np.array_equal(op.emulate("trainium.trn2"), numeq.sum(x.astype(np.float32), platform="trainium.trn2")))
+            True
+        """
+        return self.emulation(platform).values
+
+    def bound(self, platform: str, kind: str = "deterministic", lam: float = 6.0,
+              failure_probability: float = 0.0) -> np.ndarray:
+        """Per element: |emulated - exact| <= bound. ``kind="probabilistic"`` uses Higham and Mary's
+        bound with parameter ``lam`` and, for dot and matmul plans it models, the data-driven bound
+        (core/README.md); it fails with probability at most
+        ``emulation(platform, kind=..., lam=...).failure_probability`` per element.
+        ``failure_probability`` > 0 chooses lambda for that probability instead of ``lam``.
+
+        ``platform``: a name of ``numeq.platforms()``; ``kind``: "deterministic" or "probabilistic".
+
+        Example::
+
+            >>> x = numeq.round(np.random.default_rng(0).standard_normal((4, 64)), "bf16")
+            >>> op = numeq.ops.sum(x, in_fmt="bf16", out="fp32")
+            >>> det = op.bound("trainium.trn2")
+            >>> prob = op.bound("trainium.trn2", kind="probabilistic")
+            >>> det.shape, bool(np.all(prob <= det))
+            ((4,), True)
+        """
+        return self.emulation(platform, kind=kind, lam=lam, failure_probability=failure_probability).bound
+
+    def tolerance(self, platform: str, kind: str = "deterministic", lam: float = 6.0) -> Tolerance:
+        """The platform's bound as tolerances against this op's reference.
+
+        ``platform``, ``kind``, ``lam``: as ``bound``.
+
+        Example::
+
+            >>> x = numeq.round(np.random.default_rng(0).standard_normal((4, 64)), "bf16")
+            >>> t = numeq.ops.sum(x, in_fmt="bf16", out="fp32").tolerance("trainium.trn2")
+            >>> bool(t.max_abs > 0)
+            True
+        """
+        bound = self.bound(platform, kind, lam)
+        return Tolerance(**_core.cases_tolerance(bound, self.reference(), self.out))
+
+    def cross_bound(self, platform_a: str, platform_b: str, kind: str = "deterministic", lam: float = 6.0,
+                    failure_probability: float = 0.0) -> np.ndarray:
+        """Per element: |result on platform_a - result on platform_b| <= this (bound_a + bound_b).
+
+        ``platform_a``, ``platform_b``: names of ``numeq.platforms()``; ``kind``, ``lam``,
+        ``failure_probability``: as ``bound``.
+
+        Example::
+
+            >>> x = numeq.round(np.random.default_rng(0).standard_normal((4, 64)), "bf16")
+            >>> op = numeq.ops.sum(x, in_fmt="bf16", out="fp32")
+            >>> diff = np.abs(op.emulate("nvidia.h100") - op.emulate("trainium.trn2"))
+            >>> bool(np.all(diff <= op.cross_bound("nvidia.h100", "trainium.trn2")))
+            True
+        """
+        _check_str(platform_a, "platform_a")
+        _check_str(platform_b, "platform_b")
+        kind, lam = _kind(kind, lam)
+        return _core.cases_cross_bound(self._op, platform_a, platform_b, kind, lam, _failure(failure_probability))
+
+
+def _c64(x: Any) -> np.ndarray:
+    """C-order float64 values of x, 0-d kept 0-d (np.ascontiguousarray makes a 0-d array 1-d)."""
+    return np.asarray(x, dtype=np.float64, order="C")
+
+
+def _out(out: str | None, default: str) -> str:
+    """The output format: ``out``, or the default (the inputs' format). The catalogue's results
+    are floating values: an integer format is refused here, under the name the caller knows."""
+    name = "out" if out is not None else "out (default: in_fmt)"
+    fmt = default if out is None else _check_format(out, "out")
+    if _core.format_info(fmt)["kind"] == "integer":
+        raise ValueError(f"{name}: {fmt!r} is an integer format; this operation's result is floating (pass out=, "
+                         "e.g. 'fp32'; integer results come from numeq.ops.quantize)")
+    return fmt
+
+
+# Their public home is numeq.ops (help(), pickling, reprs name it).
+for _cls in (Tolerance, Emulation, Op):
+    _cls.__module__ = "numeq.ops"
