@@ -15,6 +15,7 @@
 
 #include "numeq/core/bound.hpp"
 #include "numeq/formats/cast.hpp"
+#include "numeq/formats/direct_memo.hpp"
 #include "numeq/formats/error.hpp"
 #include "numeq/formats/parallel.hpp"
 #include "tracked.hpp"
@@ -118,29 +119,16 @@ Emulation shaped_like(const xt::xarray<double>& x) {
   return e;
 }
 
-// detail::apply(step, a) remembered for the last arguments seen (one step per memo): a
-// direct-mapped table keyed by a's value and bound bits, so that a repeated argument costs a
-// lookup instead of a function evaluation with its enclosure.
+// detail::apply(step, a) remembered per argument (value and bound bits) for one step.
 class ApplyMemo {
  public:
-  ApplyMemo() : slots_(kSlots) {}
   Tracked operator()(const detail::FunctionStep& step, Tracked a) {
     const auto v = std::bit_cast<std::uint64_t>(a.value), b = std::bit_cast<std::uint64_t>(a.bound);
-    Slot& s = slots_[((v ^ (b * 0x9e3779b97f4a7c15u)) * 0xff51afd7ed558ccdu) >> (64 - kBits)];
-    if (s.used && s.value == v && s.bound == b) return s.result;
-    s = {v, b, detail::apply(step, a), true};
-    return s.result;
+    return memo_.get({v, b}, v ^ (b * 0xff51afd7ed558ccdu), [&] { return detail::apply(step, a); });
   }
 
  private:
-  static constexpr int kBits = 12;
-  static constexpr std::size_t kSlots = std::size_t{1} << kBits;
-  struct Slot {
-    std::uint64_t value = 0, bound = 0;
-    Tracked result;
-    bool used = false;
-  };
-  std::vector<Slot> slots_;
+  DirectMemo<std::pair<std::uint64_t, std::uint64_t>, Tracked> memo_;
 };
 
 // ---- softmax and log-softmax --------------------------------------------------------------

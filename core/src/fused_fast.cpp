@@ -504,9 +504,6 @@ double chain_portable(const Config& k, const FusedStep& s, const double* a, cons
                                                                           std::size_t K, double c) {
   return chain_any<8>(k, s, a, b, K, c);
 }
-// The CPU's instruction sets and NUMEQ_ISA are read in one place (cpu_dispatch.hpp).
-bool has_avx2() { return detected_isa() >= Isa::avx2; }
-bool has_avx512() { return detected_isa() >= Isa::avx512; }
 #endif
 
 ChainFn automatic_kernel() {
@@ -530,6 +527,7 @@ std::atomic<ChainFn>& kernel() {
 namespace detail {
 
 bool set_fused_kernel(KernelChoice which) {
+  if (!available(which)) return false;  // the CPU lacks the instructions (cpu_dispatch.hpp)
   fast::ChainFn f = nullptr;
   switch (which) {
     case KernelChoice::automatic: f = fast::automatic_kernel(); break;
@@ -537,20 +535,14 @@ bool set_fused_kernel(KernelChoice which) {
     case KernelChoice::portable: f = fast::chain_portable; break;
     case KernelChoice::avx2:
 #ifdef NUMEQ_FUSED_X86
-      if (!fast::has_avx2()) return false;
       f = fast::chain_avx2;
-      break;
-#else
-      return false;
 #endif
+      break;
     case KernelChoice::avx512:
 #ifdef NUMEQ_FUSED_X86
-      if (!fast::has_avx512()) return false;
       f = fast::chain_avx512;
-      break;
-#else
-      return false;
 #endif
+      break;
   }
   fast::kernel().store(f, std::memory_order_relaxed);
   return true;

@@ -676,19 +676,14 @@ void fused_cols_rows(const FusedCols& k, const double* a, const std::int32_t* ea
 namespace detail {
 
 bool set_matmul_kernel(KernelChoice which) {
+  if (!available(which)) return false;  // the CPU lacks the instructions (cpu_dispatch.hpp)
   int l = kernels::none;
   switch (which) {
     case KernelChoice::automatic: l = kernels::automatic_level(); break;
     case KernelChoice::none: l = kernels::none; break;
     case KernelChoice::portable: l = kernels::portable; break;
-    case KernelChoice::avx2:
-      if (detected_isa() < Isa::avx2) return false;
-      l = kernels::avx2;
-      break;
-    case KernelChoice::avx512:
-      if (detected_isa() < Isa::avx512) return false;
-      l = kernels::avx512;
-      break;
+    case KernelChoice::avx2: l = kernels::avx2; break;
+    case KernelChoice::avx512: l = kernels::avx512; break;
   }
   kernels::level().store(l, std::memory_order_relaxed);
   return true;

@@ -47,4 +47,15 @@ Isa current_isa() {
   return wanted < isa ? wanted : isa;
 }
 
+bool available(KernelChoice choice) {
+  switch (choice) {
+    case KernelChoice::avx2: return detected_isa() >= Isa::avx2;
+    case KernelChoice::avx512: return detected_isa() >= Isa::avx512;
+    case KernelChoice::automatic:
+    case KernelChoice::none:
+    case KernelChoice::portable: return true;
+  }
+  return false;
+}
+
 }  // namespace numeq

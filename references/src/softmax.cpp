@@ -3,6 +3,7 @@
 
 #include "numeq/references/composite.hpp"
 #include "numeq/formats/cpu_dispatch.hpp"
+#include "numeq/formats/direct_memo.hpp"
 
 #include "composite_rows.hpp"
 #include "fast_functions.hpp"
@@ -23,30 +24,10 @@ using namespace rows;
 // both ends). Quotients and differences are rounded outward (DoubleInterval). Every element goes
 // through decide(): Ziv's test, or an enclosed result's width test; what it leaves stays in
 // `pending` for the MPFR loop. NUMEQ_FUNCTIONS=mpfr turns it off.
-// fast::enclose(exp, d) remembered for the last arguments seen on this thread: a direct-mapped
-// table keyed by d's bits. Rows of narrow inputs repeat their differences x_j - x_ref many times,
-// within and across rows (a 1024 x 4096 bf16 softmax evaluates a small fraction of its exps).
-class ExpMemo {
- public:
-  ExpMemo() : slots_(kSlots) {}
-  std::optional<fast::Enclosure> operator()(double d) {
-    const auto bits = std::bit_cast<std::uint64_t>(d);
-    Slot& s = slots_[(bits * 0x9e3779b97f4a7c15u) >> (64 - kBits)];
-    if (s.used && s.bits == bits) return s.result;
-    s = {bits, fast::enclose(Function::exp, d), true};
-    return s.result;
-  }
-
- private:
-  static constexpr int kBits = 12;
-  static constexpr std::size_t kSlots = std::size_t{1} << kBits;
-  struct Slot {
-    std::uint64_t bits = 0;
-    std::optional<fast::Enclosure> result;
-    bool used = false;
-  };
-  std::vector<Slot> slots_;
-};
+// fast::enclose(exp, d) remembered per delta on each thread (formats/direct_memo.hpp): rows of
+// narrow inputs repeat their differences x_j - x_ref many times, within and across rows (a
+// 1024 x 4096 bf16 softmax evaluates a small fraction of its exps).
+using ExpMemo = DirectMemo<std::uint64_t, std::optional<fast::Enclosure>>;
 
 template <class At, class Index>
 // (Cloned for x86-64-v3: the interval arithmetic's fma residuals become single instructions.)
@@ -65,7 +46,8 @@ NUMEQ_X86_64_V3_CLONE void softmax_fast(std::vector<std::size_t>& pending, const
     const double x = at(j), d = x - xr;
     const double bv = d - x, av = d - bv;
     if (!std::isfinite(d) || (x - av) + (-xr - bv) != 0) return;  // delta not exact in binary64
-    const std::optional<fast::Enclosure> e = memo(d);
+    const auto bits = std::bit_cast<std::uint64_t>(d);
+    const std::optional<fast::Enclosure>& e = memo.get(bits, bits, [d] { return fast::enclose(Function::exp, d); });
     if (!e || !std::isfinite(e->hi) || e->lo < 0) return;
     lo[j] = e->lo;
     hi[j] = e->hi;

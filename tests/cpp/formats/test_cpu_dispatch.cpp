@@ -62,6 +62,15 @@ TEST(CpuDispatch, EnvironmentLowersAndNeverRaises) {
   }
 }
 
+TEST(CpuDispatch, AChoiceIsAvailableExactlyWhereTheCpuHasIt) {
+  const numeq::Isa cpu = numeq::detected_isa();
+  using numeq::KernelChoice;
+  for (const KernelChoice c : {KernelChoice::automatic, KernelChoice::none, KernelChoice::portable})
+    EXPECT_TRUE(numeq::available(c));
+  EXPECT_EQ(numeq::available(KernelChoice::avx2), cpu >= numeq::Isa::avx2);
+  EXPECT_EQ(numeq::available(KernelChoice::avx512), cpu >= numeq::Isa::avx512);
+}
+
 TEST(CpuDispatch, UnknownValueNamesTheVariableAndTheChoices) {
   const EnvScope scope("sse9");
   try {

@@ -39,5 +39,7 @@ Isa current_isa();
 // current_isa() path), none (every element on the general path), or one instruction set, refused
 // where the CPU lacks it.
 enum class KernelChoice : std::uint8_t { automatic, none, portable, avx2, avx512 };
+// Whether the CPU has what `choice` names (automatic, none and portable: always).
+bool available(KernelChoice choice);
 
 }  // namespace numeq
