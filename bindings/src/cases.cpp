@@ -13,6 +13,8 @@
 #include <vector>
 
 #include "bind.hpp"
+#include "conversions.hpp"
+#include "intake.hpp"
 #include "numeq/cases/generators.hpp"
 #include "numeq/cases/op.hpp"
 #include "numeq/cases/family_tolerance.hpp"
@@ -24,10 +26,7 @@
 #include "numeq/core/platform.hpp"
 #include "numeq/formats/error.hpp"
 
-namespace py = pybind11;
-using numeq_bindings::to_numpy;
-using numeq_bindings::to_xarray;
-using numeq_bindings::Values;
+namespace numeq_bindings {
 
 namespace {
 
@@ -119,7 +118,7 @@ py::dict verdict_dict(const cases::Verdict& v, const std::string& message) {
 
 }  // namespace
 
-void numeq_bindings::bind_cases(py::module_& m) {
+void bind_cases(py::module_& m) {
   py::class_<cases::Op>(m, "CasesOp", "an operation of the catalogue on given inputs (numeq.ops builds them)")
       .def_readonly("name", &cases::Op::name)
       .def_readonly("signature", &cases::Op::signature)
@@ -396,7 +395,7 @@ void numeq_bindings::bind_cases(py::module_& m) {
         o.worst = worst;
         // Device outputs (float32, float16, ml_dtypes, integers) widen here in one pass (no float64
         // copy in Python first).
-        const xt::xarray<double> xs = numeq_bindings::to_xarray_widened(actual, "actual");
+        const xt::xarray<double> xs = to_xarray_widened(actual, "actual");
         cases::Verdict v;
         std::string message;
         {
@@ -422,8 +421,8 @@ void numeq_bindings::bind_cases(py::module_& m) {
         o.failure_probability = failure_probability;
         o.search_variants = search_variants;
         o.worst = worst;
-        const xt::xarray<double> xg = numeq_bindings::to_xarray_widened(gpu, "gpu_output");
-        const xt::xarray<double> xtr = numeq_bindings::to_xarray_widened(trainium, "trainium_output");
+        const xt::xarray<double> xg = to_xarray_widened(gpu, "gpu_output");
+        const xt::xarray<double> xtr = to_xarray_widened(trainium, "trainium_output");
         cases::PortVerdict v;
         std::string message, mg, mt;
         {
@@ -472,3 +471,5 @@ void numeq_bindings::bind_cases(py::module_& m) {
     return names;
   });
 }
+
+}  // namespace numeq_bindings

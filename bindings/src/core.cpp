@@ -14,19 +14,16 @@
 #include <vector>
 
 #include "bind.hpp"
+#include "conversions.hpp"
+#include "intake.hpp"
 #include "numeq/core/evaluate.hpp"
 #include "numeq/core/numpy_reduction.hpp"
 #include "numeq/core/platform.hpp"
 #include "numeq/formats/error.hpp"
 
-namespace py = pybind11;
-using numeq_bindings::to_numpy;
-using numeq_bindings::to_optional;
-using numeq_bindings::to_xarray;
-using numeq_bindings::Values;
+namespace numeq_bindings {
 
 namespace {
-
 
 numeq::core::SplitMode split_mode_by_name(const std::string& name) {
   if (name == "serial") return numeq::core::SplitMode::serial;
@@ -34,31 +31,27 @@ numeq::core::SplitMode split_mode_by_name(const std::string& name) {
   throw numeq::error("split_mode: unknown mode '" + name + "'; valid: serial, parallel");
 }
 
-}  // namespace
-
-namespace {
-
 // a . b or a @ b (+ c) by `plan`, the inputs widened to float64 in the copy, the GIL released
 // while the plan runs.
-py::array dot_or_matmul(const py::array& a, const py::array& b, const std::optional<numeq_bindings::Values>& c,
+py::array dot_or_matmul(const py::array& a, const py::array& b, const std::optional<Values>& c,
                         bool matmul, const numeq::core::Plan& plan) {
   namespace core = numeq::core;
-  const xt::xarray<double> as = numeq_bindings::to_xarray_widened(a, "a"),
-                              bs = numeq_bindings::to_xarray_widened(b, "b");
+  const xt::xarray<double> as = to_xarray_widened(a, "a"),
+                              bs = to_xarray_widened(b, "b");
   std::optional<xt::xarray<double>> cs;
-  if (c) cs = numeq_bindings::to_xarray(*c);
+  if (c) cs = to_xarray(*c);
   xt::xarray<double> r;
   {
     py::gil_scoped_release release;
     const xt::xarray<double>* cp = cs ? &*cs : nullptr;
     r = matmul ? core::matmul(as, bs, cp, plan) : core::dot(as, bs, cp, plan);
   }
-  return numeq_bindings::to_numpy(std::move(r));
+  return to_numpy(std::move(r));
 }
 
 }  // namespace
 
-void numeq_bindings::bind_core(py::module_& m) {
+void bind_core(py::module_& m) {
   namespace core = numeq::core;
   m.def("core_platforms", [] { return core::platform_names(); }, "names of the built-in and registered platforms");
   m.def(
@@ -94,7 +87,7 @@ void numeq_bindings::bind_core(py::module_& m) {
       "core_sum",
       [](const py::array& x, std::ptrdiff_t axis, const std::string& plan_text) {
         const core::Plan plan = core::plan_from_json(plan_text);
-        const xt::xarray<double> xs = numeq_bindings::to_xarray_widened(x, "x");
+        const xt::xarray<double> xs = to_xarray_widened(x, "x");
         xt::xarray<double> r;
         {
           py::gil_scoped_release release;
@@ -107,7 +100,7 @@ void numeq_bindings::bind_core(py::module_& m) {
       "core_sum_axes",
       [](const py::array& x, const std::vector<std::ptrdiff_t>& axes, const std::string& plan_text) {
         const core::Plan plan = core::plan_from_json(plan_text);
-        const xt::xarray<double> xs = numeq_bindings::to_xarray_widened(x, "x");
+        const xt::xarray<double> xs = to_xarray_widened(x, "x");
         const std::vector<std::size_t> reduced = core::normalise_axes(axes, xs.dimension(), "axis");
         xt::xarray<double> r;
         {
@@ -151,3 +144,5 @@ void numeq_bindings::bind_core(py::module_& m) {
       py::arg("a"), py::arg("b"), py::arg("c"), py::arg("matmul"), py::arg("platform"), py::arg("in_fmt"),
       py::arg("out"));
 }
+
+}  // namespace numeq_bindings

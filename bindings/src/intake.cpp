@@ -1,13 +1,13 @@
 // The array intake of numeq._core: numpy arrays of float32, float64, float16, the ml_dtypes
-// formats and integers read as float64 values in one pass (numeq::widen), and checked against a
-// format in place (first_not_in_format). The ml_dtypes types are recognised by their dtype's type
+// formats and integers read as float64 values in one pass (numeq::widen); formats.cpp also checks
+// them against a format in place (first_not_in_format) through element_type_of. The ml_dtypes types are recognised by their dtype's type
 // number, which the Python package registers once at import (register_dtype): ml_dtypes assigns
 // type numbers when it registers its types with numpy, so they are known only in the process.
 
-#include <pybind11/numpy.h>
+#include "intake.hpp"
+
 #include <pybind11/pybind11.h>
 
-#include <cstdint>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -15,13 +15,13 @@
 #include <string>
 #include <vector>
 
-#include "bind.hpp"
+#include "conversions.hpp"
 #include "numeq/formats/cast.hpp"
 #include "numeq/formats/error.hpp"
 #include "numeq/formats/format.hpp"
 #include "numeq/formats/widen.hpp"
 
-namespace py = pybind11;
+namespace numeq_bindings {
 
 namespace {
 
@@ -35,21 +35,9 @@ const numeq::Format* registered(int type_number) {
   return it == registry.end() ? nullptr : it->second;
 }
 
-void register_dtype(const py::dtype& dtype, const std::string& fmt) {
-  const numeq::Format& f = numeq::format_by_name(fmt, "fmt");
-  if (f.is_integer() || f.storage_bits > 16)
-    throw numeq::error("fmt: '" + fmt + "' is not a floating format of 8 or 16 bits; float32, float64 and integer "
-                       "arrays need no registration");
-  if (dtype.itemsize() * 8 != f.storage_bits)
-    throw numeq::error("dtype: its elements have " + std::to_string(dtype.itemsize() * 8) + " bits, but format '" +
-                       fmt + "' is stored in " + std::to_string(f.storage_bits));
-  const std::lock_guard<std::mutex> lock(registry_mutex);
-  registry[dtype.num()] = &f;
-}
-
 }  // namespace
 
-std::optional<numeq::ElementType> numeq_bindings::element_type_of(const py::array& a) {
+std::optional<numeq::ElementType> element_type_of(const py::array& a) {
   const int flags = a.flags();
   if ((flags & py::array::c_style) == 0 || (flags & py::detail::npy_api::NPY_ARRAY_ALIGNED_) == 0)
     return std::nullopt;
@@ -70,7 +58,7 @@ std::optional<numeq::ElementType> numeq_bindings::element_type_of(const py::arra
   }
 }
 
-xt::xarray<double> numeq_bindings::to_xarray_widened(const py::array& a, const char* parameter) {
+xt::xarray<double> to_xarray_widened(const py::array& a, const char* parameter) {
   const std::optional<numeq::ElementType> type = element_type_of(a);
   if (!type) return to_xarray(a.cast<Values>());
   std::vector<std::size_t> shape(a.shape(), a.shape() + a.ndim());
@@ -93,35 +81,16 @@ xt::xarray<double> numeq_bindings::to_xarray_widened(const py::array& a, const c
   return out;
 }
 
-void numeq_bindings::bind_intake(py::module_& m) {
-  m.def("register_dtype", &register_dtype, py::arg("dtype"), py::arg("fmt"),
-        "reads arrays of `dtype` as bit patterns of format `fmt` (8 or 16 bits) from now on");
-  m.def(
-      "as_float64",
-      [](const py::array& x, const std::string& parameter) {
-        return to_numpy(to_xarray_widened(x, parameter.c_str()));
-      },
-      py::arg("x"), py::arg("parameter"),
-      "x's values as a C-ordered float64 array, widened in one pass (errors name `parameter`)");
-  // The first element (C order) that is not a value of fmt (numeq::is_value), or -1: one pass
-  // over the array in place, multi-threaded, for every dtype the intake reads (an element that is
-  // no pattern of its format, or a 64-bit integer float64 does not hold, is not a value either);
-  // any other array through its float64 copy.
-  m.def(
-      "first_not_in_format",
-      [](const py::array& x, const std::string& fmt) -> std::int64_t {
-        const numeq::Format& f = numeq::format_by_name(fmt, "fmt");
-        const std::size_t n = static_cast<std::size_t>(x.size());
-        std::size_t first = n;
-        if (const std::optional<numeq::ElementType> type = element_type_of(x)) {
-          py::gil_scoped_release release;
-          first = numeq::widen(x.data(), n, *type, nullptr, &f).first();
-        } else {
-          const Values values = x.cast<Values>();
-          py::gil_scoped_release release;
-          first = numeq::widen(values.data(), n, numeq::ElementType::patterns(numeq::formats::fp64), nullptr, &f).first();
-        }
-        return first == n ? -1 : static_cast<std::int64_t>(first);
-      },
-      py::arg("x"), py::arg("fmt"));
+void register_dtype(const py::dtype& dtype, const std::string& fmt) {
+  const numeq::Format& f = numeq::format_by_name(fmt, "fmt");
+  if (f.is_integer() || f.storage_bits > 16)
+    throw numeq::error("fmt: '" + fmt + "' is not a floating format of 8 or 16 bits; float32, float64 and integer "
+                       "arrays need no registration");
+  if (dtype.itemsize() * 8 != f.storage_bits)
+    throw numeq::error("dtype: its elements have " + std::to_string(dtype.itemsize() * 8) + " bits, but format '" +
+                       fmt + "' is stored in " + std::to_string(f.storage_bits));
+  const std::lock_guard<std::mutex> lock(registry_mutex);
+  registry[dtype.num()] = &f;
 }
+
+}  // namespace numeq_bindings

@@ -15,15 +15,12 @@
 #include <vector>
 
 #include "bind.hpp"
+#include "conversions.hpp"
 #include "numeq/references/composite.hpp"
 
-namespace py = pybind11;
-using numeq_bindings::to_numpy;
-using numeq_bindings::to_optional;
-using numeq_bindings::to_xarray;
-using numeq_bindings::Values;
+namespace numeq_bindings {
 
-void numeq_bindings::bind_reference_composite(py::module_& m) {
+void bind_reference_composite(py::module_& m) {
   namespace ref = numeq::reference;
   m.def(
       "reference_softmax",
@@ -90,3 +87,5 @@ void numeq_bindings::bind_reference_composite(py::module_& m) {
       py::arg("random_bits"),
       "softmax(q k^T scale + mask) v, each element correctly rounded into fmt (mask additive, same batch shape)");
 }
+
+}  // namespace numeq_bindings

@@ -14,40 +14,42 @@
 #include <vector>
 
 #include "bind.hpp"
+#include "conversions.hpp"
 #include "numeq/references/exact.hpp"
 
-namespace py = pybind11;
-using numeq_bindings::to_numpy;
-using numeq_bindings::to_optional;
-using numeq_bindings::to_xarray;
-using numeq_bindings::Values;
+namespace numeq_bindings {
 
 namespace {
 
+namespace ref = numeq::reference;
 
-// The results move into the numpy arrays (no copy).
-py::object finish(numeq::reference::ExactValues&& r, bool exact) {
+// The exact values (hi, lo) or the rounded ones, computed with the GIL released; the results move
+// into the numpy arrays (no copy). `rounded` makes its cast only when called, so an exact call
+// does not check the cast keywords.
+template <class Exact, class Rounded>
+py::object exact_or_rounded(bool exact, Exact&& exact_values, Rounded&& rounded) {
+  ref::ExactValues r;
+  {
+    py::gil_scoped_release release;
+    if (exact) r = exact_values();
+    else r.hi = rounded();
+  }
   if (exact) return py::make_tuple(to_numpy(std::move(r.hi)), to_numpy(std::move(r.lo)));
   return to_numpy(std::move(r.hi));
 }
 
 }  // namespace
 
-void numeq_bindings::bind_reference_exact(py::module_& m) {
-  namespace ref = numeq::reference;
+void bind_reference_exact(py::module_& m) {
   m.def(
       "reference_sum",
       [](const Values& x, std::ptrdiff_t axis, const std::string& fmt, const std::string& rounding,
          const std::string& overflow, const std::string& subnormals, std::uint64_t seed, int random_bits,
          bool exact) -> py::object {
         const xt::xarray<double> xs = to_xarray(x);
-        ref::ExactValues r;
-        {
-          py::gil_scoped_release release;
-          if (exact) r = ref::sum_exact(xs, axis);
-          else r.hi = ref::sum(xs, axis, make_cast(fmt, rounding, overflow, subnormals, seed, random_bits));
-        }
-        return finish(std::move(r), exact);
+        return exact_or_rounded(
+            exact, [&] { return ref::sum_exact(xs, axis); },
+            [&] { return ref::sum(xs, axis, make_cast(fmt, rounding, overflow, subnormals, seed, random_bits)); });
       },
       py::arg("x"), py::arg("axis"), py::arg("fmt"), py::arg("rounding"), py::arg("overflow"),
       py::arg("subnormals"), py::arg("seed"), py::arg("random_bits"), py::arg("exact"));
@@ -57,13 +59,9 @@ void numeq_bindings::bind_reference_exact(py::module_& m) {
          const std::string& overflow, const std::string& subnormals, std::uint64_t seed, int random_bits,
          bool exact) -> py::object {
         const xt::xarray<double> as = to_xarray(a), bs = to_xarray(b);
-        ref::ExactValues r;
-        {
-          py::gil_scoped_release release;
-          if (exact) r = ref::dot_exact(as, bs);
-          else r.hi = ref::dot(as, bs, make_cast(fmt, rounding, overflow, subnormals, seed, random_bits));
-        }
-        return finish(std::move(r), exact);
+        return exact_or_rounded(
+            exact, [&] { return ref::dot_exact(as, bs); },
+            [&] { return ref::dot(as, bs, make_cast(fmt, rounding, overflow, subnormals, seed, random_bits)); });
       },
       py::arg("a"), py::arg("b"), py::arg("fmt"), py::arg("rounding"), py::arg("overflow"),
       py::arg("subnormals"), py::arg("seed"), py::arg("random_bits"), py::arg("exact"));
@@ -79,15 +77,13 @@ void numeq_bindings::bind_reference_exact(py::module_& m) {
         const ref::ArrayRef as = ref_of(a), bs = ref_of(b);
         std::optional<ref::ArrayRef> cs;
         if (c) cs = ref_of(*c);
-        ref::ExactValues r;
-        {
-          py::gil_scoped_release release;
-          const ref::ArrayRef* cp = cs ? &*cs : nullptr;
-          if (exact) r = ref::matmul_exact(as, bs, cp);
-          else r.hi = ref::matmul(as, bs, make_cast(fmt, rounding, overflow, subnormals, seed, random_bits), cp);
-        }
-        return finish(std::move(r), exact);
+        const ref::ArrayRef* cp = cs ? &*cs : nullptr;
+        return exact_or_rounded(
+            exact, [&] { return ref::matmul_exact(as, bs, cp); },
+            [&] { return ref::matmul(as, bs, make_cast(fmt, rounding, overflow, subnormals, seed, random_bits), cp); });
       },
       py::arg("a"), py::arg("b"), py::arg("c"), py::arg("fmt"), py::arg("rounding"), py::arg("overflow"),
       py::arg("subnormals"), py::arg("seed"), py::arg("random_bits"), py::arg("exact"));
 }
+
+}  // namespace numeq_bindings

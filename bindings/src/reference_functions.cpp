@@ -14,9 +14,8 @@
 #include <vector>
 
 #include "bind.hpp"
+#include "conversions.hpp"
 #include "numeq/references/functions.hpp"
-
-namespace py = pybind11;
 
 namespace numeq_bindings {
 
@@ -27,7 +26,7 @@ void bind_reference_functions(py::module_& m) {
          const std::string& fmt, const std::string& rounding, const std::string& overflow,
          const std::string& subnormals, std::uint64_t seed, int random_bits) {
         const numeq::reference::Function f = numeq::reference::function_by_name(name, "function");
-        const numeq::Cast cast = numeq_bindings::make_cast(fmt, rounding, overflow, subnormals, seed, random_bits);
+        const numeq::Cast cast = make_cast(fmt, rounding, overflow, subnormals, seed, random_bits);
         std::vector<std::size_t> shape;
         for (py::ssize_t d = 0; d < x.ndim(); ++d) shape.push_back(static_cast<std::size_t>(x.shape(d)));
         py::array_t<double> out(std::vector<py::ssize_t>(x.shape(), x.shape() + x.ndim()));

@@ -13,7 +13,7 @@
 #include "numeq/core/reveal.hpp"
 #include "numeq/formats/error.hpp"
 
-namespace py = pybind11;
+namespace numeq_bindings {
 
 namespace {
 
@@ -47,7 +47,7 @@ py::dict result_dict(const numeq::core::RevealResult& r) {
 
 }  // namespace
 
-void numeq_bindings::bind_reveal(py::module_& m) {
+void bind_reveal(py::module_& m) {
   namespace core = numeq::core;
   m.def(
       "core_reveal",
@@ -71,3 +71,5 @@ void numeq_bindings::bind_reveal(py::module_& m) {
       py::arg("call"), py::arg("n"), py::arg("dot"), py::arg("fmt"), py::arg("in_fmt"), py::arg("out_fmt"), py::arg("product"),
       "FPRev order discovery; returns a dict (numeq.reveal_order gives it its Python shape)");
 }
+
+}  // namespace numeq_bindings
