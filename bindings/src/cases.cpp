@@ -67,6 +67,20 @@ py::tuple emulation_tuple(cases::Emulation&& e) {
   return py::make_tuple(to_numpy(std::move(e.values)), to_numpy(std::move(e.bound)), e.failure_probability);
 }
 
+// The worst elements of a verdict as a list of dicts: each element's index as a tuple, and what
+// fields(dict, element) puts in.
+template <class Element, class Fields>
+py::list worst_list(const std::vector<Element>& worst, Fields&& fields) {
+  py::list w;
+  for (const Element& e : worst) {
+    py::dict x;
+    x["index"] = py::tuple(py::cast(e.index));
+    fields(x, e);
+    w.append(x);
+  }
+  return w;
+}
+
 // A verdict as the dict numeq/compare.py reads.
 py::dict verdict_dict(const cases::Verdict& v, const std::string& message) {
   py::dict d;
@@ -98,10 +112,7 @@ py::dict verdict_dict(const cases::Verdict& v, const std::string& message) {
   d["message"] = message;
   d["tolerance"] = tolerance_dict(v.tolerance);
   d["tolerance_bound"] = std::string(cases::to_string(v.tolerance_bound));
-  py::list w;
-  for (const cases::WorstElement& e : v.worst) {
-    py::dict x;
-    x["index"] = py::tuple(py::cast(e.index));
+  d["worst"] = worst_list(v.worst, [](py::dict& x, const cases::WorstElement& e) {
     x["got"] = e.got;
     x["emulated"] = e.emulated;
     x["reference"] = e.reference;
@@ -110,10 +121,41 @@ py::dict verdict_dict(const cases::Verdict& v, const std::string& message) {
     x["error"] = e.error;
     x["ulps"] = e.ulps;
     x["violation"] = e.violation;
-    w.append(x);
-  }
-  d["worst"] = w;
+  });
   return d;
+}
+
+// A port verdict as the dict numeq/compare.py reads: the two platforms' verdicts (with their
+// messages) and the elements where the two outputs differ beyond their cross-platform bound.
+py::dict port_verdict_dict(const cases::PortVerdict& v, const std::string& message, const std::string& gpu_message,
+                           const std::string& trainium_message) {
+  py::dict d;
+  d["passed"] = v.passed;
+  d["gpu"] = verdict_dict(v.gpu, gpu_message);
+  d["trainium"] = verdict_dict(v.trainium, trainium_message);
+  d["elements"] = v.elements;
+  d["equal"] = v.equal;
+  d["beyond"] = v.beyond;
+  d["max_difference_over_bound"] = v.max_difference_over_bound;
+  d["diagnosis"] = v.diagnosis;
+  d["message"] = message;
+  d["worst"] = worst_list(v.worst, [](py::dict& x, const cases::PortElement& e) {
+    x["gpu"] = e.gpu;
+    x["trainium"] = e.trainium;
+    x["difference"] = e.difference;
+    x["bound"] = e.bound;
+  });
+  return d;
+}
+
+cases::CompareOptions compare_options(const std::string& accept, double failure_probability, bool search_variants,
+                                      std::size_t worst) {
+  cases::CompareOptions o;
+  o.accept = cases::tier_by_name(accept, "accept");
+  o.failure_probability = failure_probability;
+  o.search_variants = search_variants;
+  o.worst = worst;
+  return o;
 }
 
 }  // namespace
@@ -156,13 +198,12 @@ void bind_cases(py::module_& m) {
           "emulate",
           [](const cases::Op& op, const std::string& platform, const std::string& kind, double lambda,
              double failure_probability) {
-            const auto p_shared = core::shared_platform(platform, "platform");
-            const core::Platform& p = *p_shared;
+            const auto p = core::shared_platform(platform, "platform");
             const core::BoundOptions o = bound_options(kind, lambda, failure_probability);
             cases::Emulation e;
             {
               py::gil_scoped_release release;
-              e = op.emulate(p, o);
+              e = op.emulate(*p, o);
             }
             return emulation_tuple(std::move(e));
           },
@@ -368,15 +409,13 @@ void bind_cases(py::module_& m) {
       "cases_cross_bound",
       [](const cases::Op& op, const std::string& platform_a, const std::string& platform_b, const std::string& kind,
          double lambda, double failure_probability) {
-        const auto pa_shared = core::shared_platform(platform_a, "platform_a");
-        const core::Platform& pa = *pa_shared;
-        const auto pb_shared = core::shared_platform(platform_b, "platform_b");
-        const core::Platform& pb = *pb_shared;
+        const auto pa = core::shared_platform(platform_a, "platform_a");
+        const auto pb = core::shared_platform(platform_b, "platform_b");
         const core::BoundOptions o = bound_options(kind, lambda, failure_probability);
         xt::xarray<double> r;
         {
           py::gil_scoped_release release;
-          r = cases::cross_platform_bound(op.emulate(pa, o), op.emulate(pb, o));
+          r = cases::cross_platform_bound(op.emulate(*pa, o), op.emulate(*pb, o));
         }
         return to_numpy(std::move(r));
       },
@@ -386,13 +425,8 @@ void bind_cases(py::module_& m) {
       "cases_compare",
       [](const py::array& actual, const cases::Op& op, const std::string& platform, const std::string& accept,
          double failure_probability, bool search_variants, std::size_t worst) {
-        const auto p_shared = core::shared_platform(platform, "platform");
-        const core::Platform& p = *p_shared;
-        cases::CompareOptions o;
-        o.accept = cases::tier_by_name(accept, "accept");
-        o.failure_probability = failure_probability;
-        o.search_variants = search_variants;
-        o.worst = worst;
+        const auto p = core::shared_platform(platform, "platform");
+        const cases::CompareOptions o = compare_options(accept, failure_probability, search_variants, worst);
         // Device outputs (float32, float16, ml_dtypes, integers) widen here in one pass (no float64
         // copy in Python first).
         const xt::xarray<double> xs = to_xarray_widened(actual, "actual");
@@ -400,7 +434,7 @@ void bind_cases(py::module_& m) {
         std::string message;
         {
           py::gil_scoped_release release;
-          v = cases::compare(xs, op, p, o);
+          v = cases::compare(xs, op, *p, o);
           message = cases::describe(v);
         }
         return verdict_dict(v, message);
@@ -412,48 +446,21 @@ void bind_cases(py::module_& m) {
       [](const py::array& gpu, const py::array& trainium, const cases::Op& op, const std::string& gpu_platform,
          const std::string& trainium_platform, const std::string& accept, double failure_probability,
          bool search_variants, std::size_t worst) {
-        const auto pg_shared = core::shared_platform(gpu_platform, "gpu_platform");
-        const core::Platform& pg = *pg_shared;
-        const auto pt_shared = core::shared_platform(trainium_platform, "trainium_platform");
-        const core::Platform& pt = *pt_shared;
-        cases::CompareOptions o;
-        o.accept = cases::tier_by_name(accept, "accept");
-        o.failure_probability = failure_probability;
-        o.search_variants = search_variants;
-        o.worst = worst;
+        const auto pg = core::shared_platform(gpu_platform, "gpu_platform");
+        const auto pt = core::shared_platform(trainium_platform, "trainium_platform");
+        const cases::CompareOptions o = compare_options(accept, failure_probability, search_variants, worst);
         const xt::xarray<double> xg = to_xarray_widened(gpu, "gpu_output");
         const xt::xarray<double> xtr = to_xarray_widened(trainium, "trainium_output");
         cases::PortVerdict v;
         std::string message, mg, mt;
         {
           py::gil_scoped_release release;
-          v = cases::compare_port(xg, xtr, op, pg, pt, o);
+          v = cases::compare_port(xg, xtr, op, *pg, *pt, o);
           message = cases::describe(v);
           mg = cases::describe(v.gpu);
           mt = cases::describe(v.trainium);
         }
-        py::dict d;
-        d["passed"] = v.passed;
-        d["gpu"] = verdict_dict(v.gpu, mg);
-        d["trainium"] = verdict_dict(v.trainium, mt);
-        d["elements"] = v.elements;
-        d["equal"] = v.equal;
-        d["beyond"] = v.beyond;
-        d["max_difference_over_bound"] = v.max_difference_over_bound;
-        d["diagnosis"] = v.diagnosis;
-        d["message"] = message;
-        py::list w;
-        for (const cases::PortElement& e : v.worst) {
-          py::dict x;
-          x["index"] = py::tuple(py::cast(e.index));
-          x["gpu"] = e.gpu;
-          x["trainium"] = e.trainium;
-          x["difference"] = e.difference;
-          x["bound"] = e.bound;
-          w.append(x);
-        }
-        d["worst"] = w;
-        return d;
+        return port_verdict_dict(v, message, mg, mt);
       },
       py::arg("gpu"), py::arg("trainium"), py::arg("op"), py::arg("gpu_platform"), py::arg("trainium_platform"),
       py::arg("accept"), py::arg("failure_probability"), py::arg("search_variants"), py::arg("worst"));
