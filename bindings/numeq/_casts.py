@@ -21,12 +21,7 @@ def _cast(x: Any, fmt: str, cast: CastKeywords, want_values: bool, want_bits: bo
 
 
 @takes_cast_keywords
-def round(  # noqa: A001 - the public name is part of numeq's contract
-    x: Any,
-    fmt: str,
-    *,
-    cast: CastKeywords,
-) -> Any:
+def round(x: Any, fmt: str, *, cast: CastKeywords) -> Any:  # noqa: A001 - the public name is part of numeq's contract
     """x rounded into ``fmt``; float64 values (NaN where the format gives NaN).
 
     Stochastic rounding draws element i's bits from (seed, i), i the C-order index, so results
@@ -56,12 +51,7 @@ def round(  # noqa: A001 - the public name is part of numeq's contract
 
 
 @takes_cast_keywords
-def encode(
-    x: Any,
-    fmt: str,
-    *,
-    cast: CastKeywords,
-) -> Any:
+def encode(x: Any, fmt: str, *, cast: CastKeywords) -> Any:
     """Bit patterns of x in ``fmt``: uint8 for 8-bit (and 6/4-bit) formats, uint16, uint32.
 
     ``rounding`` (``numeq.ROUNDINGS``), ``overflow`` (``numeq.OVERFLOWS``), ``subnormals``
@@ -80,12 +70,7 @@ def encode(
 
 
 @takes_cast_keywords
-def cast(
-    x: Any,
-    fmt: str,
-    *,
-    cast: CastKeywords,
-) -> np.ndarray:
+def cast(x: Any, fmt: str, *, cast: CastKeywords) -> np.ndarray:
     """x cast into ``fmt`` as an array of that dtype (numpy or ml_dtypes), where one exists.
 
     ``rounding`` (``numeq.ROUNDINGS``), ``overflow`` (``numeq.OVERFLOWS``), ``subnormals``
