@@ -3,7 +3,8 @@ bit-exact emulation and bound (numeq.ops)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
+from dataclasses import fields as _fields
 from typing import Any
 
 import numpy as np
@@ -248,7 +249,7 @@ _READ = {"bool": bool, "int": int, "float": float, "str": str, "str | None": lam
 def _from_core(cls: type, d: dict, **given: Any) -> Any:
     """A Verdict / PortVerdict from the extension's dict: every field read by its declared type,
     those in ``given`` (the nested ones) as given."""
-    return cls(**{f.name: given[f.name] if f.name in given else _READ[f.type](d[f.name]) for f in fields(cls)})
+    return cls(**{f.name: given[f.name] if f.name in given else _READ[f.type](d[f.name]) for f in _fields(cls)})
 
 
 def _verdict(d: dict) -> Verdict:
