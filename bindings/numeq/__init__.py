@@ -12,20 +12,9 @@ Operation catalogue: ``numeq.ops.*`` (reference, emulation and bound from one ob
 
 from __future__ import annotations
 
-from ._arrays import (
-    block_dequantize,
-    block_quantize,
-    cast,
-    decode,
-    dequantize,
-    encode,
-    format_info,
-    formats,
-    mx_quantize,
-    quant_params,
-    quantize,
-    round,
-)
+from ._arrays import format_info, formats
+from ._casts import cast, decode, encode, round
+from ._quantize import block_dequantize, block_quantize, dequantize, mx_quantize, quant_params, quantize
 from . import _core, ops, reference
 from . import catalogue  # the catalogue as problems (op, formats, K, shape) for sweeps
 from . import tolerances

@@ -8,8 +8,9 @@ from typing import Any
 import numpy as np
 
 from . import _core
-from ._arrays import (INT32, INT64, SIZE, UINT64, _array, _check_format, _check_int, _check_real, _check_str,
+from ._arrays import (INT32, INT64, SIZE, _array, _check_format, _check_int, _check_real, _check_str,
                       _int64_array, _real_array, _renamed)
+from ._cast_keywords import check_cast_keywords
 from ._op import Op, _c64, _out
 from .platforms import _float64_values as _values  # the catalogue takes float64 values
 
@@ -114,19 +115,18 @@ def cast(x: Any, out: str, *, in_fmt: str | None = None, rounding: str = "neares
     """
     _out(_check_str(out, "out"), "")
     values, f = _values(x, in_fmt, "x")
-    seed = _check_int(seed, "seed", *UINT64)
-    for value, name in ((rounding, "rounding"), (overflow, "overflow"), (subnormals, "subnormals")):
-        _check_str(value, name)
-    return Op(_core.cases_cast(_c64(values), f, out, rounding, overflow, subnormals, seed))
+    cast = check_cast_keywords(rounding, overflow, subnormals, seed)  # the op draws no random_bits
+    return Op(_core.cases_cast(_c64(values), f, out, cast.rounding, cast.overflow, cast.subnormals, cast.seed))
 
 
 def _quant(quantize_: bool, x: Any, fmt: str, scale: Any, zero_point: Any, axis: int, block: int, in_fmt: str | None,
            rounding: str, range_: str, seed: int, out: str) -> Op:
-    for value, name in ((fmt, "fmt"), (rounding, "rounding"), (range_, "range"), (out, "out")):
+    _check_str(fmt, "fmt")
+    cast = check_cast_keywords(rounding, seed=seed)
+    for value, name in ((range_, "range"), (out, "out")):
         _check_str(value, name)
     axis = _check_int(axis, "axis", *INT32)
     block = _check_int(block, "block", *SIZE)
-    seed = _check_int(seed, "seed", *UINT64)
     if quantize_:
         values, f = _values(x, in_fmt, "x")
     else:
@@ -141,7 +141,7 @@ def _quant(quantize_: bool, x: Any, fmt: str, scale: Any, zero_point: Any, axis:
     if not quantize_:
         _check_format(out, "out")
     with _renamed({"block_size": "block"}):
-        return Op(_core.cases_quantize(quantize_, _c64(values), f, fmt, s, z, axis, block, rounding, range_, seed, out))
+        return Op(_core.cases_quantize(quantize_, _c64(values), f, fmt, s, z, axis, block, cast.rounding, range_, cast.seed, out))
 
 
 def _codes(codes: Any, fmt: str) -> np.ndarray:

@@ -15,14 +15,15 @@ read inputs that are subnormal in ``in_fmt`` as signed zeros (DAZ); ``"flush_out
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 import functools
 
 import numpy as np
 
 from . import _core
-from ._arrays import _FORMAT_OF_DTYPE, FORMAT_NAMES, _as_source, _check_seed, _check_str, _info, _renamed
+from ._arrays import _FORMAT_OF_DTYPE, FORMAT_NAMES, _as_source, _check_format, _check_str, _info, _renamed
+from ._cast_keywords import CastKeywords, takes_cast_keywords
 
 GELU_APPROXIMATIONS = ("none", "tanh")
 
@@ -68,9 +69,7 @@ def _input_values(x: Any, in_fmt: str | None, subnormals: str, parameter: str = 
         values = np.asarray(_core.decode(a, source), dtype=np.float64)
     fmt = source
     if in_fmt is not None:
-        _check_str(in_fmt, fmt_parameter)
-        if in_fmt not in FORMAT_NAMES:
-            raise ValueError(f"{fmt_parameter}: unknown format '{in_fmt}'; valid names: {', '.join(_core.formats())}")
+        _check_format(in_fmt, fmt_parameter)
         info = _info(in_fmt)
         if source in FORMAT_NAMES and _holds_every_value(source, in_fmt):
             ok = True  # the array's own format lies inside in_fmt: nothing to check
@@ -97,14 +96,11 @@ def _input_values(x: Any, in_fmt: str | None, subnormals: str, parameter: str = 
     return np.asarray(values, dtype=np.float64, order="C"), scalar  # a 0-d array stays 0-d
 
 
-def _apply(name: str, x: Any, in_fmt: str | None, out: str, rounding: str, overflow: str, subnormals: str,
-           seed: int, random_bits: int) -> Any:
-    for value, parameter in ((out, "out"), (rounding, "rounding"), (overflow, "overflow"), (subnormals, "subnormals")):
-        _check_str(value, parameter)
-    seed, random_bits = _check_seed(seed, random_bits)
-    values, scalar = _input_values(x, in_fmt, subnormals)
+def _apply(name: str, x: Any, in_fmt: str | None, out: str, cast: CastKeywords) -> Any:
+    _check_str(out, "out")
+    values, scalar = _input_values(x, in_fmt, cast.subnormals)
     with _renamed({"fmt": "out"}):  # the core names the format parameter "fmt"; here it is "out"
-        result = _core.reference_function(name, values, out, rounding, overflow, subnormals, seed, random_bits)
+        result = _core.reference_function(name, values, out, *cast)
     return float(np.asarray(result).reshape(-1)[0]) if scalar else result
 
 
@@ -143,22 +139,12 @@ def _doc(name: str, summary: str) -> str:
 
 
 def _make(name: str, summary: str):
-    def f(
-        x: Any,
-        *,
-        in_fmt: str | None = None,
-        out: str = "fp32",
-        rounding: str = "nearest_even",
-        overflow: str = "ieee",
-        subnormals: str = "keep",
-        seed: int = 0,
-        random_bits: int = 32,
-    ) -> Any:
-        return _apply(name, x, in_fmt, out, rounding, overflow, subnormals, seed, random_bits)
+    def f(x: Any, *, in_fmt: str | None = None, out: str = "fp32", cast: CastKeywords) -> Any:
+        return _apply(name, x, in_fmt, out, cast)
 
     f.__name__ = f.__qualname__ = name
     f.__doc__ = _doc(name, summary)
-    return f
+    return takes_cast_keywords(f)
 
 
 exp = _make("exp", "e^x")
@@ -173,27 +159,29 @@ rsqrt = _make("rsqrt", "1 / sqrt x (IEEE 754-2019 rSqrt: rsqrt(+-0) = +-Inf)")
 reciprocal = _make("reciprocal", "1 / x")
 
 
-def gelu(
-    x: Any,
-    approximate: str = "none",
-    *,
-    in_fmt: str | None = None,
-    out: str = "fp32",
-    rounding: str = "nearest_even",
-    overflow: str = "ieee",
-    subnormals: str = "keep",
-    seed: int = 0,
-    random_bits: int = 32,
-) -> Any:
+# What the docstring of every numeq.reference function that rounds into ``out`` says of its
+# keywords (the "{keywords}" in it): one text for all of them.
+_KEYWORDS_DOC = """``in_fmt``: the format of the inputs' values (default: the array's own; when given, every value
+    must lie in it); ``out``: the output format; ``rounding`` (``numeq.ROUNDINGS``), ``overflow``
+    (``numeq.OVERFLOWS``), ``subnormals`` (``numeq.SUBNORMALS``), ``seed``, ``random_bits``: as
+    ``numeq.round``."""
+
+
+def _reference(body: Callable[..., Any]) -> Callable[..., Any]:
+    """A numeq.reference function from ``body(..., *, in_fmt, out, cast)``: the cast keywords
+    taken (takes_cast_keywords) and "{keywords}" in its docstring filled in."""
+    body.__doc__ = (body.__doc__ or "").replace("{keywords}", _KEYWORDS_DOC)
+    return takes_cast_keywords(body)
+
+
+@_reference
+def gelu(x: Any, approximate: str = "none", *, in_fmt: str | None = None, out: str = "fp32", cast: CastKeywords) -> Any:
     """GELU correctly rounded into ``out``; float64 values.
 
     approximate="none": x/2 (1 + erf(x / sqrt 2)); "tanh": x/2 (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
     with 0.044715 exactly (PyTorch's names). Other keywords as numeq.round, plus in_fmt.
 
-    ``x``: an array or a scalar; ``approximate``: "none" or "tanh". ``in_fmt``: the format of the inputs' values (default: the array's own; when given, every value
-    must lie in it); ``out``: the output format; ``rounding`` (``numeq.ROUNDINGS``), ``overflow``
-    (``numeq.OVERFLOWS``), ``subnormals`` (``numeq.SUBNORMALS``), ``seed``, ``random_bits``: as
-    ``numeq.round``.
+    ``x``: an array or a scalar; ``approximate``: "none" or "tanh". {keywords}
 
     Example::
 
@@ -208,7 +196,7 @@ def gelu(
     if approximate not in GELU_APPROXIMATIONS:
         raise ValueError(f"approximate: must be one of {', '.join(GELU_APPROXIMATIONS)}; got '{approximate}'")
     name = "gelu" if approximate == "none" else "gelu_tanh"
-    return _apply(name, x, in_fmt, out, rounding, overflow, subnormals, seed, random_bits)
+    return _apply(name, x, in_fmt, out, cast)
 
 
 __all__ = [

@@ -30,7 +30,8 @@ from typing import Any, Callable
 import numpy as np
 
 from . import catalogue, ops
-from ._arrays import _check_str, format_info, round as _round
+from ._arrays import _check_str, format_info
+from ._casts import round as _round
 from .catalogue import Built, Problem
 from .platforms import matmul as _matmul
 from .platforms import plan as _plan

@@ -97,6 +97,13 @@ def render_csv(rows: list[dict[str, object]]) -> str:
     return out.getvalue()
 
 
+def _refuse(command: str, message: str) -> int:
+    """The one way a subcommand refuses its arguments: ``numeq <command>: <message>`` on stderr, exit
+    status 2."""
+    sys.stderr.write(f"numeq {command}: {message}\n")
+    return 2
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="numeq", description="numeq: numerical equivalence harness")
     sub = parser.add_subparsers(dest="command", metavar="command")
@@ -147,8 +154,7 @@ def main(argv: list[str] | None = None) -> int:
         try:
             report = platform_evidence(args.name)
         except ValueError as e:
-            sys.stderr.write(f"numeq platforms: {e}\n")
-            return 2
+            return _refuse("platforms", str(e))
         sys.stdout.write(f"{json.loads(platform_json(args.name))['name']}\n{report}")
     return 0
 
@@ -165,13 +171,11 @@ def _review(args: argparse.Namespace) -> int:
         sys.stdout.write(SCHEMA)
         return 0
     if args.manifest is None:
-        sys.stderr.write("numeq review: give a manifest (TOML), or --schema for its schema\n")
-        return 2
+        return _refuse("review", "give a manifest (TOML), or --schema for its schema")
     try:
         r = review(args.manifest)
     except ManifestError as e:
-        sys.stderr.write(f"numeq review: {e}\n")
-        return 2
+        return _refuse("review", str(e))
     out = Path(args.out) if args.out else Path(f"review-{Path(args.manifest).resolve().parent.name}")
     paths = r.write(out)
     if not args.quiet:
@@ -231,14 +235,12 @@ def _tolerances(args: argparse.Namespace, argv: list[str]) -> int:
     styles = _csv_list(args.styles, "--as")
     for s in styles:
         if s not in ("md", "csv", "json", "html"):
-            sys.stderr.write(f"numeq tolerances: --as: unknown output {s!r}; valid: md, csv, json, html\n")
-            return 2
+            return _refuse("tolerances", f"--as: unknown output {s!r}; valid: md, csv, json, html")
     inputs = tuple(ops_.generators()) if args.inputs == "all" else _csv_list(args.inputs, "--inputs")
     try:
         ks = tuple(int(k) for k in _csv_list(args.ks, "--ks"))
     except ValueError:
-        sys.stderr.write(f"numeq tolerances: --ks: expected integers, got {args.ks!r}\n")
-        return 2
+        return _refuse("tolerances", f"--ks: expected integers, got {args.ks!r}")
     config = SweepConfig(ops=_csv_list(args.ops, "--ops"), formats=_csv_list(args.formats, "--formats"), ks=ks,
                          gpus=_csv_list(args.platforms, "--platforms"), others=_csv_list(args.against, "--against"),
                          inputs=inputs, trials=args.trials, seed=args.seed, kind=args.kind,
@@ -248,8 +250,7 @@ def _tolerances(args: argparse.Namespace, argv: list[str]) -> int:
         rows, meta = sweep(config, executor=args.executor, workers=args.workers, scheduler=args.scheduler,
                            progress=not args.no_progress)
     except ValueError as e:
-        sys.stderr.write(f"numeq tolerances: {e}\n")
-        return 2
+        return _refuse("tolerances", str(e))
     meta["command"] = "numeq " + " ".join(argv)
     os.makedirs(args.out, exist_ok=True)
     base = os.path.join(args.out, args.name)
@@ -267,8 +268,7 @@ def _tolerances(args: argparse.Namespace, argv: list[str]) -> int:
         try:
             from .report_html import write as write_html
         except ImportError as e:
-            sys.stderr.write(f"numeq tolerances: html: {e} (pip install 'numeq[reports]')\n")
-            return 2
+            return _refuse("tolerances", f"html: {e} (pip install 'numeq[reports]')")
         write_html(rows, meta, base + ".html")
     sys.stdout.write(markdown)
     alarms = sum(r["false_alarms"]["numeq"] for r in rows)

@@ -4,6 +4,7 @@ bit-exact emulation and bound (numeq.ops)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from dataclasses import fields as _fields
 from typing import Any
 
 import numpy as np
@@ -13,6 +14,20 @@ from ._arrays import _FORMAT_OF_DTYPE, _INTAKE, _array, _check_bool, _check_int,
 from .ops import Op, Tolerance
 
 __all__ = ["TIERS", "PortElement", "PortVerdict", "Verdict", "WorstElement", "compare", "compare_port"]
+
+
+class _Judgement:
+    """What a Verdict and a PortVerdict share: true when it passed (``assert verdict``), and its
+    report as str()."""
+
+    passed: bool
+    message: str
+
+    def __bool__(self) -> bool:
+        return self.passed
+
+    def __str__(self) -> str:
+        return self.message
 
 
 @dataclass(frozen=True)
@@ -51,7 +66,7 @@ TIERS = ("bit_exact", "variant", "probabilistic", "deterministic", "violation")
 
 
 @dataclass(frozen=True)
-class Verdict:
+class Verdict(_Judgement):
     """The outcome of ``numeq.compare``: the first tier of the ladder that explains the output
     (``tier``, strongest first):
 
@@ -123,12 +138,6 @@ class Verdict:
     bound_source: str = ""
     tolerance_bound: str = "deterministic"
     message: str = field(default="", repr=False)
-
-    def __bool__(self) -> bool:
-        return self.passed
-
-    def __str__(self) -> str:
-        return self.message
 
     def __repr__(self) -> str:
         parts = [f"passed={self.passed}", f"tier={self.tier!r}"]
@@ -233,38 +242,18 @@ def _check_options(accept: Any, failure_probability: Any, variants: Any, worst: 
     return accept, failure_probability, bool(variants), int(worst)
 
 
+# How a field of a result dataclass is read from the extension's dict, by the field's declared type.
+_READ = {"bool": bool, "int": int, "float": float, "str": str, "str | None": lambda v: str(v) or None}
+
+
+def _from_core(cls: type, d: dict, **given: Any) -> Any:
+    """A Verdict / PortVerdict from the extension's dict: every field read by its declared type,
+    those in ``given`` (the nested ones) as given."""
+    return cls(**{f.name: given[f.name] if f.name in given else _READ[f.type](d[f.name]) for f in _fields(cls)})
+
+
 def _verdict(d: dict) -> Verdict:
-    return Verdict(
-        passed=bool(d["passed"]),
-        tier=str(d["tier"]),
-        explained_by=str(d["explained_by"]) or None,
-        accept=str(d["accept"]),
-        platform=str(d["platform"]),
-        signature=str(d["signature"]),
-        elements=int(d["elements"]),
-        bit_exact=int(d["bit_exact"]),
-        within_bound=int(d["within_bound"]),
-        deterministic_only=int(d["deterministic_only"]),
-        violations=int(d["violations"]),
-        failures=int(d["failures"]),
-        special_mismatches=int(d["special_mismatches"]),
-        nan_mismatches=int(d["nan_mismatches"]),
-        inf_mismatches=int(d["inf_mismatches"]),
-        not_in_format=int(d["not_in_format"]),
-        worst_error_over_bound=float(d["worst_error_over_bound"]),
-        max_ulps=float(d["max_ulps"]),
-        failure_probability=float(d["failure_probability"]),
-        nearest_variant=str(d["nearest_variant"]) or None,
-        nearest_variant_matches=int(d["nearest_variant_matches"]),
-        variants_searched=int(d["variants_searched"]),
-        concentration=str(d["concentration"]),
-        bound_source=str(d["bound_source"]),
-        diagnosis=str(d["diagnosis"]),
-        message=str(d["message"]),
-        tolerance=Tolerance(**d["tolerance"]),
-        tolerance_bound=str(d["tolerance_bound"]),
-        worst=[WorstElement(**w) for w in d["worst"]],
-    )
+    return _from_core(Verdict, d, tolerance=Tolerance(**d["tolerance"]), worst=[WorstElement(**w) for w in d["worst"]])
 
 
 def compare(actual: Any, op: Op, platform: str, *, accept: str = "probabilistic",
@@ -328,7 +317,7 @@ class PortElement:
 
 
 @dataclass(frozen=True)
-class PortVerdict:
+class PortVerdict(_Judgement):
     """The outcome of ``numeq.compare_port``: ``gpu`` and ``trainium``, each output's ``Verdict``
     against its own platform; ``beyond``: elements whose difference exceeds the cross-platform
     bound (the sum of the two platforms' bounds); ``passed`` when both verdicts pass and nothing
@@ -360,12 +349,6 @@ class PortVerdict:
     diagnosis: str
     worst: list[PortElement] = field(default_factory=list)
     message: str = field(default="", repr=False)
-
-    def __bool__(self) -> bool:
-        return self.passed
-
-    def __str__(self) -> str:
-        return self.message
 
     def __repr__(self) -> str:
         return (f"PortVerdict(passed={self.passed}, gpu={self.gpu.tier!r}, trainium={self.trainium.tier!r}, "
@@ -402,15 +385,5 @@ def compare_port(gpu_output: Any, trainium_output: Any, op: Op, gpu_platform: st
     t = _actual_values(trainium_output, "trainium_output")
     d = _core.cases_compare_port(g, t, op._op, gpu_platform, trainium_platform, accept, failure_probability, variants,
                                  worst)
-    return PortVerdict(
-        passed=bool(d["passed"]),
-        gpu=_verdict(d["gpu"]),
-        trainium=_verdict(d["trainium"]),
-        elements=int(d["elements"]),
-        equal=int(d["equal"]),
-        beyond=int(d["beyond"]),
-        max_difference_over_bound=float(d["max_difference_over_bound"]),
-        diagnosis=str(d["diagnosis"]),
-        message=str(d["message"]),
-        worst=[PortElement(**w) for w in d["worst"]],
-    )
+    return _from_core(PortVerdict, d, gpu=_verdict(d["gpu"]), trainium=_verdict(d["trainium"]),
+                      worst=[PortElement(**w) for w in d["worst"]])

@@ -512,7 +512,7 @@ def _probe_pool(rng: np.random.Generator, in_fmt: str, k: int, count: int) -> np
     (alignment and accumulator width matter), cancelling halves (rounding direction and order
     matter) and values with long significands (product rounding matters)."""
     from ._arrays import format_info
-    from ._arrays import round as round_to  # numeq.round: the one rounding kernel
+    from ._casts import round as round_to  # numeq.round: the one rounding kernel
 
     # Exponents from the format's smallest subnormal (or 2^-12) to just below its largest binade
     # (or 2^12): every product and K-term sum stays finite in fp32, and the products of an fp8

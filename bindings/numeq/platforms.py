@@ -430,19 +430,29 @@ def dot(a: Any, b: Any, *, c: Any = None, platform: str | None = None, plan: Pla
         >>> numeq.dot(a, a, platform="nvidia.h100")
         array([ 5., 25.])
     """
+    return _dot_or_matmul(False, a, b, c, platform, plan, in_fmt, out)
+
+
+def _dot_or_matmul(matmul: bool, a: Any, b: Any, c: Any, platform: str | None, plan: Plan | str | dict | None,
+                   in_fmt: str | None, out: str) -> np.ndarray:
+    """numeq.dot (matmul False) and numeq.matmul (True): the operands read and checked, then run on
+    the named platform or on the plan resolved."""
     av, fa = _values(a, in_fmt, "a")
     bv, fb = _values(b, in_fmt, "b")
     if in_fmt is None and fa != fb:
         raise ValueError(f"in_fmt: a holds {fa} values and b {fb}; pass in_fmt (the format both are values of)")
     cv = None if c is None else _float64_values(c, None, "c")[0]
-    if cv is not None and np.ndim(av) and np.ndim(bv):
-        _check_c(cv.shape, lambda: np.broadcast_shapes(np.shape(av)[:-1], np.shape(bv)[:-1]))
+    sa, sb = np.shape(av), np.shape(bv)
+    if cv is not None and matmul and len(sa) >= 2 and len(sb) >= 2:  # (..., M, K) @ (..., K, N)
+        _check_c(cv.shape, lambda: np.broadcast_shapes(sa[:-2], sb[:-2]) + (sa[-2], sb[-1]))
+    elif cv is not None and not matmul and sa and sb:  # leading axes broadcast, the last contracted
+        _check_c(cv.shape, lambda: np.broadcast_shapes(sa[:-1], sb[:-1]))
     if plan is None and platform is not None:
         _check_str(platform, "platform")
         _check_str(out, "out")
-        return _core.core_dot_or_matmul_on(av, bv, cv, False, platform, fa, out)
-    p = _resolve(platform, plan, "dot", fa, out)
-    return _core.core_dot_or_matmul(av, bv, cv, False, p.to_json())
+        return _core.core_dot_or_matmul_on(av, bv, cv, matmul, platform, fa, out)
+    p = _resolve(platform, plan, "matmul" if matmul else "dot", fa, out)
+    return _core.core_dot_or_matmul(av, bv, cv, matmul, p.to_json())
 
 
 def _check_c(c_shape: tuple, result_shape: Any) -> None:
@@ -475,17 +485,4 @@ def matmul(a: Any, b: Any, *, c: Any = None, platform: str | None = None, plan: 
         >>> d.shape, bool(np.all(numeq.round(d, "fp32") == d))
         ((4, 4), True)
     """
-    av, fa = _values(a, in_fmt, "a")
-    bv, fb = _values(b, in_fmt, "b")
-    if in_fmt is None and fa != fb:
-        raise ValueError(f"in_fmt: a holds {fa} values and b {fb}; pass in_fmt (the format both are values of)")
-    cv = None if c is None else _float64_values(c, None, "c")[0]
-    if cv is not None and np.ndim(av) >= 2 and np.ndim(bv) >= 2:
-        _check_c(cv.shape, lambda: np.broadcast_shapes(np.shape(av)[:-2], np.shape(bv)[:-2])
-                 + (np.shape(av)[-2], np.shape(bv)[-1]))
-    if plan is None and platform is not None:
-        _check_str(platform, "platform")
-        _check_str(out, "out")
-        return _core.core_dot_or_matmul_on(av, bv, cv, True, platform, fa, out)
-    p = _resolve(platform, plan, "matmul", fa, out)
-    return _core.core_dot_or_matmul(av, bv, cv, True, p.to_json())
+    return _dot_or_matmul(True, a, b, c, platform, plan, in_fmt, out)

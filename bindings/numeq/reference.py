@@ -16,14 +16,14 @@ nearest.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from . import _core
-from ._arrays import _FORMAT_OF_DTYPE, _array, _check_bool, _check_format, _check_int, _check_real, _check_seed, _check_str, _renamed
+from ._arrays import _FORMAT_OF_DTYPE, _array, _check_bool, _check_format, _check_int, _check_real, _renamed
 from ._arrays import format_info
-from ._reference_functions import _input_values
+from ._reference_functions import _input_values, _reference
 from ._reference_functions import (
     exp,
     exp2,
@@ -37,6 +37,9 @@ from ._reference_functions import (
     sqrt,
     tanh,
 )
+
+if TYPE_CHECKING:
+    from ._cast_keywords import CastKeywords
 
 __all__ = [
     "attention", "dot", "dot_exact", "exp", "exp2", "gelu", "layernorm", "log", "log_softmax", "matmul",
@@ -52,18 +55,14 @@ def _values(x: Any, in_fmt: str | None, parameter: str, fmt_parameter: str = "in
     return values.reshape(()) if values.ndim == 0 else values
 
 
-def _out(out: str, rounding: str, overflow: str, subnormals: str, seed: Any, random_bits: Any) -> tuple:
-    for value, parameter in ((out, "out"), (rounding, "rounding"), (overflow, "overflow"), (subnormals, "subnormals")):
-        _check_str(value, parameter)
-    seed, random_bits = _check_seed(seed, random_bits)
-    names = list(_core.formats())
-    if out not in names:
-        raise ValueError(f"out: unknown format {out!r}; valid formats: {', '.join(names)}")
+def _out(out: str, cast: CastKeywords) -> tuple:
+    """(out, *cast): the extension's cast arguments, out checked to be a floating format."""
+    _check_format(out, "out")
     if format_info(out)["kind"] == "integer":
-        floating = [n for n in names if format_info(n)["kind"] == "floating"]
+        floating = [n for n in _core.formats() if format_info(n)["kind"] == "floating"]
         raise ValueError(f"out: {out!r} is an integer format; references round into floating formats: "
                          f"{', '.join(floating)} (quantize the result with numeq.quantize)")
-    return out, rounding, overflow, subnormals, seed, random_bits
+    return (out, *cast)
 
 
 # The long accumulator's range error concerns the products of a and b (and c): name them.
@@ -74,16 +73,13 @@ def _axis(axis: Any) -> int:
     return _check_int(axis, "axis")
 
 
+@_reference
 def sum(  # noqa: A001 - mirrors numpy.sum
-    x: Any, axis: int = -1, *, in_fmt: str | None = None, out: str = "fp32", rounding: str = "nearest_even",
-    overflow: str = "ieee", subnormals: str = "keep", seed: int = 0, random_bits: int = 32,
+    x: Any, axis: int = -1, *, in_fmt: str | None = None, out: str = "fp32", cast: CastKeywords,
 ) -> np.ndarray:
     """Exact sum of x along ``axis``, rounded once into ``out``.
 
-    ``in_fmt``: the format of the inputs' values (default: the array's own; when given, every value
-    must lie in it); ``out``: the output format; ``rounding`` (``numeq.ROUNDINGS``), ``overflow``
-    (``numeq.OVERFLOWS``), ``subnormals`` (``numeq.SUBNORMALS``), ``seed``, ``random_bits``: as
-    ``numeq.round``.
+    {keywords}
 
     Example::
 
@@ -93,7 +89,7 @@ def sum(  # noqa: A001 - mirrors numpy.sum
         >>> numeq.reference.sum(x, out="fp64")
         array([9.31322575e-10, 6.00000000e-01])
     """
-    cast = _out(out, rounding, overflow, subnormals, seed, random_bits)
+    cast = _out(out, cast)
     return _core.reference_sum(_values(x, in_fmt, "x"), _axis(axis), *cast, False)
 
 
@@ -111,16 +107,13 @@ def sum_exact(x: Any, axis: int = -1, *, in_fmt: str | None = None) -> tuple[np.
     return _core.reference_sum(_values(x, in_fmt, "x"), _axis(axis), "fp64", "nearest_even", "ieee", "keep", 0, 32, True)
 
 
+@_reference
 def dot(
-    a: Any, b: Any, *, in_fmt: str | None = None, out: str = "fp32", rounding: str = "nearest_even",
-    overflow: str = "ieee", subnormals: str = "keep", seed: int = 0, random_bits: int = 32,
+    a: Any, b: Any, *, in_fmt: str | None = None, out: str = "fp32", cast: CastKeywords,
 ) -> np.ndarray:
     """Exact dot product of two 1-D arrays, rounded once into ``out`` (a 0-d array).
 
-    ``a``, ``b``: 1-D arrays of equal length. ``in_fmt``: the format of the inputs' values (default: the array's own; when given, every value
-    must lie in it); ``out``: the output format; ``rounding`` (``numeq.ROUNDINGS``), ``overflow``
-    (``numeq.OVERFLOWS``), ``subnormals`` (``numeq.SUBNORMALS``), ``seed``, ``random_bits``: as
-    ``numeq.round``.
+    ``a``, ``b``: 1-D arrays of equal length. {keywords}
 
     Example::
 
@@ -129,7 +122,7 @@ def dot(
         >>> float(numeq.reference.dot(np.array([1.0, 2.0**-30]), np.array([1.0, 1.0]), out="fp64"))
         1.0000000009313226
     """
-    cast = _out(out, rounding, overflow, subnormals, seed, random_bits)
+    cast = _out(out, cast)
     with _renamed(_RANGE):
         return _core.reference_dot(_values(a, in_fmt, "a"), _values(b, in_fmt, "b"), *cast, False)
 
@@ -150,19 +143,16 @@ def dot_exact(a: Any, b: Any, *, in_fmt: str | None = None) -> tuple[np.ndarray,
                                    "keep", 0, 32, True)
 
 
+@_reference
 def matmul(
     a: Any, b: Any, c: Any = None, *, in_fmt: str | None = None, c_fmt: str | None = None, out: str = "fp32",
-    rounding: str = "nearest_even", overflow: str = "ieee", subnormals: str = "keep", seed: int = 0,
-    random_bits: int = 32,
+    cast: CastKeywords,
 ) -> np.ndarray:
     """Exact a[..., M, K] @ b[..., K, N] (+ c, broadcast and added exactly), rounded once into ``out``.
 
     Batch dimensions broadcast as in numpy.matmul. ``in_fmt`` checks a and b; ``c_fmt`` checks c.
 
-    ``in_fmt``: the format of the inputs' values (default: the array's own; when given, every value
-    must lie in it); ``out``: the output format; ``rounding`` (``numeq.ROUNDINGS``), ``overflow``
-    (``numeq.OVERFLOWS``), ``subnormals`` (``numeq.SUBNORMALS``), ``seed``, ``random_bits``: as
-    ``numeq.round``.
+    {keywords}
 
     Example::
 
@@ -174,7 +164,7 @@ def matmul(
         >>> numeq.reference.matmul(a, np.ones((2, 1)), c=np.ones(1), out="fp64")
         array([[2.00390625]])
     """
-    cast = _out(out, rounding, overflow, subnormals, seed, random_bits)
+    cast = _out(out, cast)
     cv = None if c is None else _values(c, c_fmt, "c", "c_fmt")
     if c_fmt is not None:
         _check_format(c_fmt, "c_fmt")
@@ -203,18 +193,15 @@ def matmul_exact(
                                       "ieee", "keep", 0, 32, True)
 
 
+@_reference
 def softmax(
-    x: Any, axis: int = -1, *, in_fmt: str | None = None, out: str = "fp32", rounding: str = "nearest_even",
-    overflow: str = "ieee", subnormals: str = "keep", seed: int = 0, random_bits: int = 32,
+    x: Any, axis: int = -1, *, in_fmt: str | None = None, out: str = "fp32", cast: CastKeywords,
 ) -> np.ndarray:
     """softmax(x) along ``axis``, every element correctly rounded into ``out``.
 
     NaN or +Inf in a row makes the row NaN; -Inf entries take no part (their result is +0).
 
-    ``in_fmt``: the format of the inputs' values (default: the array's own; when given, every value
-    must lie in it); ``out``: the output format; ``rounding`` (``numeq.ROUNDINGS``), ``overflow``
-    (``numeq.OVERFLOWS``), ``subnormals`` (``numeq.SUBNORMALS``), ``seed``, ``random_bits``: as
-    ``numeq.round``.
+    {keywords}
 
     Example::
 
@@ -223,27 +210,24 @@ def softmax(
         >>> numeq.reference.softmax(np.array([[1.0, 1.0, -np.inf]]))
         array([[0.5, 0.5, 0. ]])
     """
-    cast = _out(out, rounding, overflow, subnormals, seed, random_bits)
+    cast = _out(out, cast)
     return _core.reference_softmax(_values(x, in_fmt, "x"), _axis(axis), False, *cast)
 
 
+@_reference
 def log_softmax(
-    x: Any, axis: int = -1, *, in_fmt: str | None = None, out: str = "fp32", rounding: str = "nearest_even",
-    overflow: str = "ieee", subnormals: str = "keep", seed: int = 0, random_bits: int = 32,
+    x: Any, axis: int = -1, *, in_fmt: str | None = None, out: str = "fp32", cast: CastKeywords,
 ) -> np.ndarray:
     """log_softmax(x) = x - log(sum(exp(x))) along ``axis``, every element correctly rounded into ``out``.
 
-    ``in_fmt``: the format of the inputs' values (default: the array's own; when given, every value
-    must lie in it); ``out``: the output format; ``rounding`` (``numeq.ROUNDINGS``), ``overflow``
-    (``numeq.OVERFLOWS``), ``subnormals`` (``numeq.SUBNORMALS``), ``seed``, ``random_bits``: as
-    ``numeq.round``.
+    {keywords}
 
     Example::
 
         >>> numeq.reference.log_softmax(np.array([0.0, 0.0]))
         array([-0.69314718, -0.69314718])
     """
-    cast = _out(out, rounding, overflow, subnormals, seed, random_bits)
+    cast = _out(out, cast)
     return _core.reference_softmax(_values(x, in_fmt, "x"), _axis(axis), True, *cast)
 
 
@@ -256,20 +240,17 @@ def _affine(v: Any, parameter: str) -> np.ndarray | None:
     return None if v is None else _values(v, None, parameter)
 
 
+@_reference
 def layernorm(
     x: Any, gamma: Any = None, beta: Any = None, *, eps: float = 1e-5, in_fmt: str | None = None,
-    out: str = "fp32", rounding: str = "nearest_even", overflow: str = "ieee", subnormals: str = "keep",
-    seed: int = 0, random_bits: int = 32,
+    out: str = "fp32", cast: CastKeywords,
 ) -> np.ndarray:
     """(x - mean) / sqrt(var + eps) * gamma + beta over the last axis (biased variance, as
     torch.nn.functional.layer_norm), every element correctly rounded into ``out``.
 
     gamma and beta have shape (n,), n = x.shape[-1]; eps >= 0 is used exactly as the float64 given.
 
-    ``in_fmt``: the format of the inputs' values (default: the array's own; when given, every value
-    must lie in it); ``out``: the output format; ``rounding`` (``numeq.ROUNDINGS``), ``overflow``
-    (``numeq.OVERFLOWS``), ``subnormals`` (``numeq.SUBNORMALS``), ``seed``, ``random_bits``: as
-    ``numeq.round``.
+    {keywords}
 
     Example::
 
@@ -278,30 +259,27 @@ def layernorm(
         >>> numeq.reference.layernorm(np.array([[1.0, 3.0]]), gamma=np.array([2.0, 2.0]), beta=np.array([1.0, 1.0]), eps=0.0)
         array([[-1.,  3.]])
     """
-    cast = _out(out, rounding, overflow, subnormals, seed, random_bits)
+    cast = _out(out, cast)
     return _core.reference_norm(_values(x, in_fmt, "x"), _affine(gamma, "gamma"), _affine(beta, "beta"), _eps(eps),
                                 True, *cast)
 
 
+@_reference
 def rmsnorm(
     x: Any, gamma: Any = None, beta: Any = None, *, eps: float = 1e-6, in_fmt: str | None = None,
-    out: str = "fp32", rounding: str = "nearest_even", overflow: str = "ieee", subnormals: str = "keep",
-    seed: int = 0, random_bits: int = 32,
+    out: str = "fp32", cast: CastKeywords,
 ) -> np.ndarray:
     """x / sqrt(mean(x^2) + eps) * gamma + beta over the last axis, every element correctly rounded
     into ``out``. gamma and beta have shape (n,); eps >= 0 is used exactly as the float64 given.
 
-    ``in_fmt``: the format of the inputs' values (default: the array's own; when given, every value
-    must lie in it); ``out``: the output format; ``rounding`` (``numeq.ROUNDINGS``), ``overflow``
-    (``numeq.OVERFLOWS``), ``subnormals`` (``numeq.SUBNORMALS``), ``seed``, ``random_bits``: as
-    ``numeq.round``.
+    {keywords}
 
     Example::
 
         >>> numeq.reference.rmsnorm(np.array([[3.0, 4.0]]), eps=0.0, out="fp64")
         array([[0.84852814, 1.13137085]])
     """
-    cast = _out(out, rounding, overflow, subnormals, seed, random_bits)
+    cast = _out(out, cast)
     return _core.reference_norm(_values(x, in_fmt, "x"), _affine(gamma, "gamma"), _affine(beta, "beta"), _eps(eps),
                                 False, *cast)
 
@@ -338,10 +316,10 @@ def _attention_mask(mask: Any, scores: tuple[int, ...] | None) -> np.ndarray:
         raise ValueError(f"mask: shape {m.shape} does not broadcast to the score shape {scores} (..., Lq, Lk)") from None
 
 
+@_reference
 def attention(
     q: Any, k: Any, v: Any, *, mask: Any = None, causal: bool = False, scale: float | None = None,
-    in_fmt: str | None = None, out: str = "fp32", rounding: str = "nearest_even", overflow: str = "ieee",
-    subnormals: str = "keep", seed: int = 0, random_bits: int = 32,
+    in_fmt: str | None = None, out: str = "fp32", cast: CastKeywords,
 ) -> np.ndarray:
     """softmax(q @ k^T * scale + mask) @ v, every element correctly rounded into ``out``.
 
@@ -351,10 +329,7 @@ def attention(
     additive floats (-inf excludes a key). ``causal=True`` lets query i see keys j <= i (top-left
     aligned, as torch's is_causal). Excluded keys take no part at all; a query with none is NaN.
 
-    ``in_fmt``: the format of the inputs' values (default: the array's own; when given, every value
-    must lie in it); ``out``: the output format; ``rounding`` (``numeq.ROUNDINGS``), ``overflow``
-    (``numeq.OVERFLOWS``), ``subnormals`` (``numeq.SUBNORMALS``), ``seed``, ``random_bits``: as
-    ``numeq.round``.
+    {keywords}
 
     Example::
 
@@ -366,7 +341,7 @@ def attention(
         >>> bool(np.allclose(out[:, 0], v[:, 0]))     # the first query sees only the first key
         True
     """
-    cast = _out(out, rounding, overflow, subnormals, seed, random_bits)
+    cast = _out(out, cast)
     causal = _check_bool(causal, "causal")
     if scale is not None:
         scale = _check_real(scale, "scale")

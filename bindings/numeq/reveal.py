@@ -151,8 +151,7 @@ def reveal_order(fn: Callable[..., Any], n: int, fmt: str = "fp32", *, kind: str
         kind = _kind_of(fn)
     elif _check_str(kind, "kind") not in _KINDS:
         raise ValueError(f"kind: unknown kind {kind!r}; valid: {', '.join(_KINDS)} (or None: from fn's arity)")
-    if fmt not in _core.formats():
-        raise ValueError(f"fmt: unknown format '{fmt}'; valid: {', '.join(_core.formats())}")
+    _check_format(fmt, "fmt")
     if dtype is None:
         dtype = _NUMPY_TYPES.get(in_fmt or fmt, np.float64)
     try:

@@ -29,7 +29,7 @@ import numpy as np
 
 from . import ops
 from ._arrays import format_info
-from ._arrays import round as numeq_round
+from ._casts import round as numeq_round
 from .catalogue import OPS, Problem, build, formats_for, out_for, refusal
 from .platforms import platform_assumptions, platform_evidence, platforms
 from .tolerances import Requirement, fit, requirement, tier_of, ulp_of

@@ -113,64 +113,14 @@ m_tile = {m_tile}
 n_tile = {n_tile}
 k_tile = {k_tile}
 
-[[tiling.buffers]]            # a^T tile: K on the partitions, M free (the stationary operand)
-name = "a_t"
-memory = "sbuf"
-dtype = "bf16"
-shape = [{k_tile}, {m_tile}]
-bufs = 2
-
-[[tiling.buffers]]            # b tile: K on the partitions, N free (the moving operand)
-name = "b_tile"
-memory = "sbuf"
-dtype = "bf16"
-shape = [{k_tile}, {n_tile}]
-bufs = 2
-
-[[tiling.buffers]]            # the fp32 accumulator of one output tile
-name = "acc"
-memory = "psum"
-dtype = "fp32"
-shape = [{m_tile}, {n_tile}]
-bufs = {psum_bufs}
-
-[[tiling.buffers]]
-name = "out_tile"
-memory = "sbuf"
-dtype = "fp32"
-shape = [{m_tile}, {n_tile}]
-bufs = 2
-
+{buffers}
 [[tiling.matmuls]]
 name = "mm"
 stationary = "a_t"
 moving = "b_tile"
 psum = "acc"
 
-[[tiling.dmas]]
-name = "load_a"
-buffer = "a_t"
-direction = "load"
-bytes_per_partition = {a_bytes}
-partitions = {k_tile}
-transfers = {a_transfers}
-
-[[tiling.dmas]]
-name = "load_b"
-buffer = "b_tile"
-direction = "load"
-bytes_per_partition = {b_bytes}
-partitions = {k_tile}
-transfers = {b_transfers}
-
-[[tiling.dmas]]
-name = "store_out"
-buffer = "out_tile"
-direction = "store"
-bytes_per_partition = {out_bytes}
-partitions = {m_tile}
-transfers = {out_transfers}
-
+{dmas}
 [[tiling.stages]]
 name = "matmul"
 engine = "tensor"
@@ -197,6 +147,46 @@ candidate = [{candidate}]
 label = "candidate"
 file = "profile.json"
 """
+
+
+def _tables(header: str, rows: list[tuple[str, dict]]) -> str:
+    """TOML array-of-tables entries ``[[header]]`` (each with an optional comment on its header
+    line): the manifest's buffers and DMAs, one writer for both."""
+    def value(v) -> str:
+        if isinstance(v, str):
+            return f'"{v}"'
+        if isinstance(v, (list, tuple)):
+            return "[" + ", ".join(value(x) for x in v) + "]"
+        return str(v)
+
+    entries = []
+    for comment, fields in rows:
+        head = f"[[{header}]]" + (f"{'':12}# {comment}" if comment else "")
+        entries.append("\n".join([head] + [f"{k} = {value(v)}" for k, v in fields.items()]) + "\n")
+    return "\n".join(entries)
+
+
+def _buffers(m_tile: int, n_tile: int, k_tile: int, psum_bufs: int) -> str:
+    return _tables("tiling.buffers", [
+        ("a^T tile: K on the partitions, M free (the stationary operand)",
+         dict(name="a_t", memory="sbuf", dtype="bf16", shape=[k_tile, m_tile], bufs=2)),
+        ("b tile: K on the partitions, N free (the moving operand)",
+         dict(name="b_tile", memory="sbuf", dtype="bf16", shape=[k_tile, n_tile], bufs=2)),
+        ("the fp32 accumulator of one output tile",
+         dict(name="acc", memory="psum", dtype="fp32", shape=[m_tile, n_tile], bufs=psum_bufs)),
+        ("", dict(name="out_tile", memory="sbuf", dtype="fp32", shape=[m_tile, n_tile], bufs=2)),
+    ])
+
+
+def _dmas(m_tile: int, n_tile: int, k_tile: int, tiles: int, out_transfers: int) -> str:
+    return _tables("tiling.dmas", [
+        ("", dict(name=name, buffer=buffer, direction=direction, bytes_per_partition=width,
+                  partitions=partitions, transfers=transfers))
+        for name, buffer, direction, width, partitions, transfers in (
+            ("load_a", "a_t", "load", m_tile * 2, k_tile, tiles),
+            ("load_b", "b_tile", "load", n_tile * 2, k_tile, tiles),
+            ("store_out", "out_tile", "store", n_tile * 4, m_tile, out_transfers))
+    ])
 
 
 def _float32_in_order(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -240,10 +230,11 @@ def write(out: Path) -> list[Path]:
         tiles = (M // 128) * (N // N_TILE) * (K // K_TILE)
         manifest = folder / "manifest.toml"
         manifest.write_text(_MANIFEST.format(
-            name=name, description=_DESCRIPTIONS[name], m_tile=128, n_tile=N_TILE, k_tile=K_TILE, psum_bufs=psum_bufs,
-            a_bytes=128 * 2, b_bytes=N_TILE * 2, out_bytes=N_TILE * 4, a_transfers=tiles, b_transfers=tiles,
-            out_transfers=(M // 128) * (N // N_TILE), claim=claim, baseline=", ".join(f"{x:.2f}" for x in base),
-            candidate=", ".join(f"{x:.2f}" for x in cand)), encoding="utf-8")
+            name=name, description=_DESCRIPTIONS[name], m_tile=128, n_tile=N_TILE, k_tile=K_TILE,
+            buffers=_buffers(128, N_TILE, K_TILE, psum_bufs),
+            dmas=_dmas(128, N_TILE, K_TILE, tiles, (M // 128) * (N // N_TILE)), claim=claim,
+            baseline=", ".join(f"{x:.2f}" for x in base), candidate=", ".join(f"{x:.2f}" for x in cand)),
+            encoding="utf-8")
         written += [folder / "outputs.npz", profile, manifest]
     return written
 

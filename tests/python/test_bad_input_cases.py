@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import numeq
-from test_bad_inputs import A, B, CODES, Q3, X, _profile
+from bad_input_matrix import A, B, CODES, Q3, X, _profile
 
 
 # ---------------------------------------------------------------------------------------------

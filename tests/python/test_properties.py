@@ -44,7 +44,7 @@ from hypothesis.extra import numpy as hnp  # noqa: E402
 
 import numeq  # noqa: E402
 from conftest import SPECS, round_oracle  # noqa: E402
-import test_bad_inputs as matrix  # noqa: E402
+import bad_input_matrix as matrix  # noqa: E402
 
 # Hypothesis' caches and failure patches go to a temporary directory, not the checkout.
 set_hypothesis_home_dir(os.path.join(tempfile.gettempdir(), "numeq-hypothesis"))

@@ -112,6 +112,17 @@ def _perf_rows(perf: dict[str, Any] | None) -> list[list[Any]]:
     return rows
 
 
+def _assessed_md(review: Any, part: tuple, assessed: bool, after: list[str]) -> list[str]:
+    """Markdown of a part the manifest may leave out ([tiling], [performance]): its heading, then its
+    findings as a table (and ``after``), or that it was not assessed."""
+    key, title, criteria = part
+    out = [f"## {title}", ""]
+    if not assessed:
+        return out + [f"Not assessed: the manifest has no [{key}].", ""]
+    rows = [[_MARK[f.status], f.rule, f.subject, f.message, f.evidence] for f in _findings(review, criteria)]
+    return out + [_md_table(["result", "rule", "subject", "finding", "evidence"], rows), ""] + after
+
+
 def markdown(review: Any) -> str:
     """The review as Markdown."""
     m = review.manifest
@@ -126,20 +137,9 @@ def markdown(review: Any) -> str:
     for f in _findings(review, _PARTS[0][2]):
         out.append(f"- **{_MARK[f.status]}** ({f.criterion}, {f.subject}): {f.message}")
     out.append("")
-    out += ["## 2. Tiling and memory", ""]
-    if m.tiling is None:
-        out += ["Not assessed: the manifest has no [tiling].", ""]
-    else:
-        rows = [[_MARK[f.status], f.rule, f.subject, f.message, f.evidence] for f in _findings(review, _PARTS[1][2])]
-        out += [_md_table(["result", "rule", "subject", "finding", "evidence"], rows), ""]
-        if review.memory:
-            out += [_memory_md(review.memory), ""]
-    out += ["## 3. Performance", ""]
-    if m.performance is None:
-        out += ["Not assessed: the manifest has no [performance].", ""]
-    else:
-        rows = [[_MARK[f.status], f.rule, f.subject, f.message, f.evidence] for f in _findings(review, _PARTS[2][2])]
-        out += [_md_table(["result", "rule", "subject", "finding", "evidence"], rows), ""]
+    memory = [_memory_md(review.memory), ""] if m.tiling is not None and review.memory else []
+    out += _assessed_md(review, _PARTS[1], m.tiling is not None, memory)
+    out += _assessed_md(review, _PARTS[2], m.performance is not None, [])
     out += ["## 4. Rubric", ""]
     out += [_md_table(["criterion", "result", "finding", "evidence"],
                       [[r["criterion"], _MARK[r["result"]], r["finding"], r["evidence"]] for r in review.rubric()]), ""]

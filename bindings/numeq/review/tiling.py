@@ -241,8 +241,6 @@ def _capacity_rules(buffers: dict[str, Buffer], t: _targets.Target, packed: dict
 # ---------------------------------------------------------------------------------------------
 def _matmul_rules(tiling: Tiling, buffers: dict[str, Buffer], t: _targets.Target) -> list[Finding]:
     out: list[Finding] = []
-    if not tiling.matmuls:
-        return out
     k_spec, m_spec = t.spec("matmul_contraction"), t.spec("matmul_stationary_free")
     n_spec = t.spec("matmul_moving_free")
     bank_spec = t.spec("psum_bank_bytes")
@@ -396,8 +394,6 @@ def _matmul_rules(tiling: Tiling, buffers: dict[str, Buffer], t: _targets.Target
 # ---------------------------------------------------------------------------------------------
 def _stage_rules(tiling: Tiling, buffers: dict[str, Buffer], t: _targets.Target) -> list[Finding]:
     out: list[Finding] = []
-    if not tiling.stages:
-        return out
     valid = ", ".join(buffers) if buffers else "(none)"
     sbuf_spec, psum_spec, bn_spec = t.spec("vector_free_sbuf"), t.spec("vector_free_psum"), t.spec("bn_stats_free")
     sbuf_max, psum_max, bn_max = _int(t, "vector_free_sbuf"), _int(t, "vector_free_psum"), _int(t, "bn_stats_free")
@@ -483,8 +479,6 @@ def _stage_rules(tiling: Tiling, buffers: dict[str, Buffer], t: _targets.Target)
 # ---------------------------------------------------------------------------------------------
 def _dma_rules(tiling: Tiling, buffers: dict[str, Buffer], t: _targets.Target) -> list[Finding]:
     out: list[Finding] = []
-    if not tiling.dmas:
-        return out
     valid = ", ".join(buffers) if buffers else "(none)"
     over_spec, rec_spec, tgt_spec = (t.spec("dma_overhead_bytes"), t.spec("dma_recommended_bytes"),
                                      t.spec("dma_target_bytes"))
@@ -563,9 +557,10 @@ def check(tiling: Tiling, target: _targets.Target | str) -> list[Finding]:
     packed = _packed(tiling, buffers, t)
     out += _partition_rules(buffers, t, packed)
     out += _capacity_rules(buffers, t, packed)
-    out += _matmul_rules(tiling, buffers, t)
-    out += _stage_rules(tiling, buffers, t)
-    out += _dma_rules(tiling, buffers, t)
+    # The instruction rules, each over its list of the tiling (none of a kind: nothing to judge).
+    for items, rules in ((tiling.matmuls, _matmul_rules), (tiling.stages, _stage_rules), (tiling.dmas, _dma_rules)):
+        if items:
+            out += rules(tiling, buffers, t)
     return out
 
 
