@@ -20,7 +20,7 @@
 #include "numeq/formats/error.hpp"
 #include "numeq/formats/format.hpp"
 #include "numeq/formats/parallel.hpp"
-#include "numeq/formats/round_and_pack.hpp"
+#include "numeq/formats/exact.hpp"
 
 #include "bound_probabilistic.hpp"
 #include "bound_rounder.hpp"

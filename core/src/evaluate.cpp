@@ -19,7 +19,7 @@
 #include "numeq/formats/format.hpp"
 #include "numeq/formats/parallel.hpp"
 #include "numeq/formats/random.hpp"
-#include "numeq/formats/round_and_pack.hpp"
+#include "numeq/formats/exact.hpp"
 
 #include "matmul_kernels.hpp"
 
@@ -44,12 +44,6 @@ bool host_fp32(const Cast& c) {
 bool host_fp64(const Cast& c) {
   return c.format == formats::fp64 && c.rounding == Rounding::nearest_even && c.overflow == Overflow::ieee &&
          c.subnormals == Subnormals::keep;
-}
-
-// DAZ: an operand below the accumulator format's normal range reads as a zero of its sign.
-double flush_input(double x, const Cast& c) {
-  if (!c.flushes_inputs() || x == 0 || !std::isfinite(x)) return x;
-  return std::fabs(x) < std::ldexp(1.0, c.format.emin()) ? std::copysign(0.0, x) : x;
 }
 
 // The exact s + e of a TwoSum pair (|e| <= ulp(s) / 2, s finite non-zero, e non-zero), as the
@@ -410,14 +404,14 @@ double add_rounded(double x, double y, const Cast& cast) {
   if (!std::isfinite(x) || !std::isfinite(y)) return round_value(x + y, cast);  // IEEE: Inf - Inf = NaN
   double s = x + y;
   if (x == 0 || y == 0 || s == 0) {
-    // Exact: a zero operand, or an exact cancellation; IEEE 754 s6.3 signs a zero sum: -0 for
-    // (-0) + (-0) (and, rounding downward, for any sum of zeros with a -0 and for x + (-x)).
+    // Exact: a zero operand, or an exact cancellation, signed by the one IEEE 754 rule.
     if (s == 0) {
-      const bool negative = (x == 0 && y == 0)
-                                ? (std::signbit(x) && std::signbit(y)) ||
-                                      (cast.rounding == Rounding::downward && (std::signbit(x) || std::signbit(y)))
-                                : cast.rounding == Rounding::downward;
-      return round_value(negative ? -0.0 : 0.0, cast);
+      ZeroSigns zeros;
+      for (const double v : {x, y}) {
+        if (v == 0) zeros.zero(std::signbit(v));
+        else zeros.nonzero = true;
+      }
+      return round_value(zeros.negative(cast.rounding) ? -0.0 : 0.0, cast);
     }
     return round_value(s, cast);
   }

@@ -17,11 +17,4 @@ namespace numeq::core {
 double reduce_explicit_tree(const PlanNode& node, const double* a, const double* b, std::size_t n,
                             std::optional<double> init);
 
-// The exact sum of `values` rounded once into cast: a fused multi-term addition. IEEE 754
-// conventions as add_rounded (evaluate.hpp) keeps them for two operands: NaN in, or +Inf meeting
-// -Inf, gives NaN; an exact zero sum is +0 (-0 when rounding downward), a sum of zeros -0 only
-// when every zero is -0 (or any is and the rounding is downward); inputs flushed first under
-// Subnormals::flush_inputs / flush_both. Integer formats add exactly and refuse overflow.
-double exact_sum_rounded(std::span<const double> values, const Cast& cast);
-
 }  // namespace numeq::core

@@ -19,7 +19,7 @@
 
 #include "numeq/formats/cast.hpp"
 #include "numeq/formats/error.hpp"
-#include "numeq/formats/round_and_pack.hpp"
+#include "numeq/formats/exact.hpp"
 
 #include "fused_common.hpp"
 #include "fused_exact.hpp"
@@ -29,58 +29,9 @@ namespace fused_detail {
 
 // ---- the wide accumulator -------------------------------------------------------------------
 
-constexpr int kWords = 12;  // 768 bits: F <= 700, n <= 2^20 leave more than 40 bits of headroom
-
-// A two's-complement integer of kWords 64-bit words, least significant first.
-struct Wide {
-  std::array<std::uint64_t, kWords> w{};
-
-  // *this += (negative ? -1 : 1) * (m << shift), shift >= 0.
-  void add_shifted(uint128 m, int shift, bool negative) {
-    if (m == 0) return;
-    const int word = shift / 64;
-    const int bit = shift % 64;
-    const auto lo = static_cast<std::uint64_t>(m);
-    const auto hi = static_cast<std::uint64_t>(m >> 64);
-    std::array<std::uint64_t, 3> part{};
-    part[0] = lo << bit;
-    part[1] = bit == 0 ? hi : (hi << bit) | (lo >> (64 - bit));
-    part[2] = bit == 0 ? 0 : hi >> (64 - bit);
-    // The caller's bounds keep the shifted value below 2^(64 * kWords - 1).
-    unsigned carry = 0;  // carry (adding) or borrow (subtracting)
-    for (int i = word; i < kWords; ++i) {
-      const int k = i - word;
-      const std::uint64_t p = k < 3 ? part[static_cast<std::size_t>(k)] : 0;
-      if (k >= 3 && carry == 0) break;
-      std::uint64_t& x = w[static_cast<std::size_t>(i)];
-      if (!negative) {
-        const std::uint64_t s = x + p;
-        const unsigned c1 = s < x ? 1u : 0u;
-        const std::uint64_t t = s + carry;
-        const unsigned c2 = t < s ? 1u : 0u;
-        x = t;
-        carry = c1 | c2;
-      } else {
-        const std::uint64_t s = x - p;
-        const unsigned b1 = x < p ? 1u : 0u;
-        const std::uint64_t t = s - carry;
-        const unsigned b2 = s < carry ? 1u : 0u;
-        x = t;
-        carry = b1 | b2;
-      }
-    }
-  }
-
-  bool is_negative() const { return (w[kWords - 1] >> 63) != 0; }
-
-  void negate() {
-    unsigned carry = 1;
-    for (auto& x : w) {
-      x = ~x + carry;
-      carry = (carry != 0 && x == 0) ? 1u : 0u;
-    }
-  }
-};
+// 768 bits (formats' FixedPoint, exact.hpp): F <= 700 and n <= 2^20 leave more than 40 bits of
+// headroom above the largest aligned sum.
+using Wide = FixedPoint<12>;
 
 // ---- operands ---------------------------------------------------------------------------------
 
@@ -236,8 +187,7 @@ double fused_step_reference(std::span<const double> a, std::span<const double> b
     E = have_candidate ? std::max(E, e) : e;
     have_candidate = true;
   };
-  bool zeros_all_negative = true;  // for ZeroSign::ieee
-  bool zeros_any_negative = false;
+  ZeroSigns zeros;  // the zero terms, for ZeroSign::ieee
   // For MaxExponent::largest_term (MATLAB): largest true exponent, largest encoded product
   // exponent and whether a product there has a significand >= 2.
   int largest_true = std::numeric_limits<int>::min();
@@ -248,8 +198,7 @@ double fused_step_reference(std::span<const double> a, std::span<const double> b
   for (std::size_t i = 0; i < a.size(); ++i) {
     const bool negative = std::signbit(a[i]) != std::signbit(b[i]);
     if (a[i] == 0 || b[i] == 0) {
-      zeros_all_negative = zeros_all_negative && negative;
-      zeros_any_negative = zeros_any_negative || negative;
+      zeros.zero(negative);
       if (step.zeros == ZeroTerms::fp32_emin) {
         const int ea = a[i] == 0 ? zero_exponent : decompose(a[i], step.a_format).encoded;
         const int eb = b[i] == 0 ? zero_exponent : decompose(b[i], step.b_format).encoded;
@@ -283,8 +232,7 @@ double fused_step_reference(std::span<const double> a, std::span<const double> b
       c_above_all_products = c_above_all_products && std::fabs(c) > std::fabs(a[i] * b[i]);
   }
   if (c == 0) {
-    zeros_all_negative = zeros_all_negative && std::signbit(c);
-    zeros_any_negative = zeros_any_negative || std::signbit(c);
+    zeros.zero(std::signbit(c));
     if (step.zeros == ZeroTerms::fp32_emin) candidate(zero_exponent);
   } else {
     const Operand z = decompose(c, step.c_format);
@@ -309,9 +257,7 @@ double fused_step_reference(std::span<const double> a, std::span<const double> b
   }
   if (!have_candidate) {
     // No term at all (zeros excluded): the sum is an exact zero.
-    const bool negative = step.zero_sign == ZeroSign::ieee &&
-                          (step.output.rounding == Rounding::downward ? zeros_any_negative
-                                                                      : zeros_all_negative);
+    const bool negative = step.zero_sign == ZeroSign::ieee && zeros.negative(step.output.rounding);
     return zero_result(step, negative);
   }
   if (step.exponent_floor != no_exponent_floor) E = std::max(E, step.exponent_floor);
@@ -323,7 +269,7 @@ double fused_step_reference(std::span<const double> a, std::span<const double> b
   for (const Term& t : terms) {
     const int shift = t.lsb - unit;  // term = M * 2^shift units
     if (shift >= 0) {
-      sum.add_shifted(t.M, shift, t.negative);
+      sum.add(t.negative, t.M, shift);
       continue;
     }
     const int r = -shift;
@@ -335,34 +281,17 @@ double fused_step_reference(std::span<const double> a, std::span<const double> b
       const uint128 half = uint128{1} << (r - 1);
       if (rest > half || (rest == half && (kept & 1) != 0)) ++kept;
     }
-    sum.add_shifted(kept, 0, t.negative);
+    sum.add(t.negative, kept, 0);
   }
 
   // Step 6: normalise once and round through the formats kernel.
-  const bool negative = sum.is_negative();
-  if (negative) sum.negate();
-  int top = kWords - 1;
-  while (top >= 0 && sum.w[static_cast<std::size_t>(top)] == 0) --top;
-  if (top < 0) {
+  if (sum.is_zero()) {
     // The cut terms cancel exactly.
-    const bool downward = step.output.rounding == Rounding::downward;
-    const bool zero_negative =
-        step.zero_sign == ZeroSign::ieee &&
-        (terms.empty() ? (downward ? zeros_any_negative : zeros_all_negative) : downward);
-    return zero_result(step, zero_negative);
+    if (!terms.empty()) zeros.nonzero = true;
+    return zero_result(step, step.zero_sign == ZeroSign::ieee && zeros.negative(step.output.rounding));
   }
-  Exact exact;
-  if (top <= 1) {
-    const uint128 magnitude = (static_cast<uint128>(sum.w[1]) << 64) | sum.w[0];
-    exact = normalize(negative, magnitude, unit);
-  } else {
-    const auto t = static_cast<std::size_t>(top);
-    const uint128 window = (static_cast<uint128>(sum.w[t]) << 64) | sum.w[t - 1];
-    bool below = false;
-    for (std::size_t i = 0; i + 1 < t; ++i) below = below || sum.w[i] != 0;
-    exact = normalize(negative, window, unit + 64 * (top - 1));
-    exact.sticky = exact.sticky || below;
-  }
+  const Exact exact = sum.leading(unit);
+  const bool negative = exact.negative;
   if (step.overflow == OverflowRule::infinity && exact.exponent > emax_of(step.output.format))
     return round_to_format(negative ? -std::numeric_limits<double>::infinity()
                                     : std::numeric_limits<double>::infinity(),

@@ -21,7 +21,7 @@
 #include "numeq/formats/cast.hpp"
 #include "numeq/formats/cpu_dispatch.hpp"
 #include "numeq/formats/error.hpp"
-#include "numeq/formats/round_and_pack.hpp"
+#include "numeq/formats/exact.hpp"
 
 #include "fused_common.hpp"
 #include "fused_exact.hpp"

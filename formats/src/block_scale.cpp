@@ -8,7 +8,7 @@
 #include "numeq/formats/cast.hpp"
 #include "numeq/formats/error.hpp"
 #include "numeq/formats/random.hpp"
-#include "numeq/formats/round_and_pack.hpp"
+#include "numeq/formats/exact.hpp"
 #include "strided.hpp"
 
 namespace numeq {

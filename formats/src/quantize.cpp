@@ -9,7 +9,7 @@
 #include "numeq/formats/error.hpp"
 #include "numeq/formats/parallel.hpp"
 #include "numeq/formats/random.hpp"
-#include "numeq/formats/round_and_pack.hpp"
+#include "numeq/formats/exact.hpp"
 #include "strided.hpp"
 
 namespace numeq {

@@ -32,7 +32,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "numeq/formats/round_and_pack.hpp"
+#include "numeq/formats/exact.hpp"
 #include "numeq/references/accumulator.hpp"
 
 namespace numeq::reference::sliced {

@@ -58,7 +58,7 @@ const numeq::Format* const kOutputs[] = {&formats::fp64, &formats::fp32, &format
 void expect_matches(const LongAccumulator& acc, const MpfrSum& reference, const std::string& what) {
   mpfr_t mine;
   mpfr_init2(mine, 2);
-  acc.to_mpfr(mine);
+  numeq::to_mpfr(acc, mine);
   if (!mpfr_zero_p(reference.value()))
     ASSERT_TRUE(mpfr_equal_p(mine, reference.value())) << what << ": exact value differs";
   else

@@ -216,55 +216,6 @@ NUMEQ_KERNEL std::uint64_t encode_bits(const Format& source, std::uint64_t bits,
   return encode_unpacked(unpack(source, bits), cast, random);
 }
 
-// An exact finite non-zero value with more bits than 64: the 64 leading ones in `significand`
-// (bit 63 set), `sticky` for any nonzero bit below them. Exact products and quotients arrive in
-// this form and are rounded once by round_and_pack.
-struct Exact {
-  bool negative = false;
-  int exponent = 0;  // of the leading bit
-  std::uint64_t significand = 0;
-  bool sticky = false;
-};
-
-constexpr std::uint64_t round_and_pack(const Cast& cast, const Exact& v, std::uint64_t random) {
-  return round_and_pack(cast, v.negative, v.exponent, v.significand, v.sticky, random);
-}
-
-// magnitude * 2^exp2 (magnitude != 0) as an Exact.
-NUMEQ_KERNEL Exact normalize(bool negative, uint128 magnitude, int exp2) {
-  const auto high = static_cast<std::uint64_t>(magnitude >> 64);
-  const auto low = static_cast<std::uint64_t>(magnitude);
-  const int width = static_cast<int>(high != 0 ? 64 + std::bit_width(high) : std::bit_width(low));
-  Exact e;
-  e.negative = negative;
-  e.exponent = exp2 + width - 1;
-  if (width <= 64) {
-    e.significand = low << (64 - width);
-  } else {
-    const int drop = width - 64;
-    e.significand = static_cast<std::uint64_t>(magnitude >> drop);
-    e.sticky = (low << (64 - drop)) != 0;
-  }
-  return e;
-}
-
-// x * y exactly (finite, non-zero operands).
-NUMEQ_KERNEL Exact exact_product(const Unpacked& x, const Unpacked& y) {
-  const uint128 p = static_cast<uint128>(x.significand) * y.significand;
-  return normalize(x.negative != y.negative, p, x.exponent + y.exponent - 126);
-}
-
-// x / y with 64 correct leading bits and a sticky bit (finite, non-zero operands).
-NUMEQ_KERNEL Exact exact_quotient(const Unpacked& x, const Unpacked& y) {
-  // (Sx * 2^64) / Sy lies in (2^63, 2^65); the remainder feeds the sticky bit.
-  const uint128 numerator = static_cast<uint128>(x.significand) << 64;
-  const uint128 q = numerator / y.significand;
-  const bool remainder = numerator % y.significand != 0;
-  Exact e = normalize(x.negative != y.negative, q, x.exponent - y.exponent - 64);
-  e.sticky = e.sticky || remainder;
-  return e;
-}
-
 // Value of a floating-format bit pattern as a double (exact for every supported format).
 NUMEQ_KERNEL double decode_bits(const Format& f, std::uint64_t bits) {
   // binary64 itself: the pattern is the double. (Other 64-bit containers hold wider accumulators.)
