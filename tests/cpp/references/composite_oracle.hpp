@@ -1,6 +1,6 @@
 #pragma once
 // The MPFR oracle of the composite operations and the row generators their tests share
-// (test_composite.cpp, test_composite_within.cpp). What follows is test_composite.cpp's account:
+// (test_composite.cpp, test_composite_attention.cpp, test_composite_within.cpp). What follows is test_composite.cpp's account:
 //
 //
 // The oracle never calls the code under test (nor numeq's rounding kernel). It evaluates each
@@ -205,7 +205,7 @@ void softmax_row(const std::vector<double>& x, bool log, const std::vector<mpfr_
 }
 
 // softmax / log_softmax of an array along `axis`: the oracle value of every element (C order).
-std::vector<Big> softmax_oracle(const xt::xarray<double>& x, std::ptrdiff_t axis, bool log) {
+[[maybe_unused]] std::vector<Big> softmax_oracle(const xt::xarray<double>& x, std::ptrdiff_t axis, bool log) {
   const std::vector<std::size_t> shape(x.shape().begin(), x.shape().end());
   const std::size_t rank = shape.size();
   const std::size_t ax = static_cast<std::size_t>(axis < 0 ? axis + static_cast<std::ptrdiff_t>(rank) : axis);
@@ -326,7 +326,7 @@ void norm_row(const std::vector<double>& x, const Norm& p, const std::vector<mpf
   }
 }
 
-std::vector<Big> norm_oracle(const xt::xarray<double>& x, const Norm& p) {
+[[maybe_unused]] std::vector<Big> norm_oracle(const xt::xarray<double>& x, const Norm& p) {
   const std::size_t n = x.shape().back();
   std::vector<Big> values = make_values(x.size());
   for (std::size_t r = 0; r < x.size() / n; ++r) {
@@ -531,7 +531,8 @@ double grid(std::mt19937_64& rng) { return static_cast<double>(static_cast<int>(
 
 const Format* const kInputFormats[] = {&formats::fp32, &formats::bf16, &formats::fp16};
 
-std::vector<double> softmax_row_input(std::mt19937_64& rng, const Format& f, std::size_t n, unsigned kind) {
+[[maybe_unused]] std::vector<double> softmax_row_input(std::mt19937_64& rng, const Format& f, std::size_t n,
+                                                       unsigned kind) {
   std::vector<double> row(n);
   for (double& v : row) v = draw(rng, f, -4, 3);
   switch (kind % 8) {
@@ -570,7 +571,8 @@ std::vector<double> softmax_row_input(std::mt19937_64& rng, const Format& f, std
   return row;
 }
 
-std::vector<double> norm_row_input(std::mt19937_64& rng, const Format& f, std::size_t n, unsigned kind) {
+[[maybe_unused]] std::vector<double> norm_row_input(std::mt19937_64& rng, const Format& f, std::size_t n,
+                                                    unsigned kind) {
   std::vector<double> row(n);
   for (double& v : row) v = draw(rng, f, -4, 3);
   const numeq_oracle::Spec s(f);
