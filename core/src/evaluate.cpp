@@ -46,12 +46,6 @@ bool host_fp64(const Cast& c) {
          c.subnormals == Subnormals::keep;
 }
 
-// DAZ: an operand below the accumulator format's normal range reads as a zero of its sign.
-double flush_input(double x, const Cast& c) {
-  if (!c.flushes_inputs() || x == 0 || !std::isfinite(x)) return x;
-  return std::fabs(x) < std::ldexp(1.0, c.format.emin()) ? std::copysign(0.0, x) : x;
-}
-
 // The exact s + e of a TwoSum pair (|e| <= ulp(s) / 2, s finite non-zero, e non-zero), as the
 // kernel's Exact: s's significand is placed 64 bits up in a 128-bit integer, e's bits are added
 // or subtracted below it; bits of e that fall off the bottom make the sticky bit, and a

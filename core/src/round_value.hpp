@@ -1,5 +1,6 @@
 #pragma once
-// One value rounded into a cast, for the plan evaluator and the explicit trees (private).
+// One value rounded into a cast, and an operand read under a cast's DAZ, for the plan evaluator
+// and the explicit trees (private).
 
 #include <bit>
 #include <cmath>
@@ -35,6 +36,13 @@ inline double round_value(double x, const Cast& cast, std::uint64_t random = 0) 
   const std::uint64_t bits = encode_unpacked(unpack_double(x), cast, random);
   if (bits == invalid_encoding) return std::numeric_limits<double>::quiet_NaN();
   return decode_bits(cast.format, bits);
+}
+
+// DAZ: an operand below the accumulator format's normal range reads as a zero of its sign (how
+// every addition of the walk, add_rounded and the explicit trees' sums, reads its operands).
+inline double flush_input(double x, const Cast& c) {
+  if (!c.flushes_inputs() || x == 0 || !std::isfinite(x)) return x;
+  return std::fabs(x) < std::ldexp(1.0, c.format.emin()) ? std::copysign(0.0, x) : x;
 }
 
 }  // namespace numeq::core::detail
