@@ -110,7 +110,7 @@ struct Config {
 
 bool limits_for(const Format& f, int max_mantissa, bool zeros_enter, Limits& l) {
   if (f.is_integer() || !f.has_zero || !f.is_signed || f.mantissa_bits > max_mantissa) return false;
-  if (f.emin() - f.mantissa_bits < -kExponentLimit || emax_of(f) > kExponentLimit) return false;
+  if (f.emin() - f.mantissa_bits < -kExponentLimit || f.emax() > kExponentLimit) return false;
   l.min_normal = std::ldexp(1.0, f.emin());
   l.grid = std::ldexp(1.0, 52 - f.mantissa_bits);
   l.max_finite = max_finite(f);
@@ -151,7 +151,7 @@ bool make_config(const FusedStep& step, Config& k) {
   k.zero_candidate_bits = k.zeros_enter ? kZeroPowerBits : 0;
   k.scale_base = static_cast<std::uint64_t>(k.F + 2046) << 52;
   k.output = step.output;
-  k.emax_out = emax_of(step.output.format);
+  k.emax_out = step.output.format.emax();
   k.overflow_infinity = step.overflow == OverflowRule::infinity;
   k.zero_positive = step.zero_sign == ZeroSign::positive;
   k.zero_result = zero_result(step, false);

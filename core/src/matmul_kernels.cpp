@@ -64,8 +64,6 @@ constexpr std::int32_t kNoEntry = -(1 << 20);  // an exponent below every candid
 constexpr int kNoCandidate = -900;             // fused.cpp's kNoCandidate = 2^-900: where E starts
 constexpr int kPanel = 16;                     // columns per pass (two vectors of 8 doubles)
 
-int emax_of(const Format& f) { return unpack_double(max_finite(f)).exponent; }
-
 }  // namespace
 
 FusedCols fused_cols_config(const FusedStep& s) {
@@ -84,7 +82,7 @@ FusedCols fused_cols_config(const FusedStep& s) {
   const Format& cf = s.c_format;
   if (o.kind != FormatKind::floating || !o.is_signed || !o.has_zero || o.specials != Specials::ieee) return k;
   if (s.output.rounding != Rounding::nearest_even && s.output.rounding != Rounding::toward_zero) return k;
-  if (o.mantissa_bits > 51 || o.emin() < -1000 || emax_of(o) > 1000) return k;
+  if (o.mantissa_bits > 51 || o.emin() < -1000 || o.emax() > 1000) return k;
   const bool within_c = o.mantissa_bits <= cf.mantissa_bits && o.emin() - o.mantissa_bits >= cf.emin() - cf.mantissa_bits &&
                         max_finite(o) <= max_finite(cf);
   if (!within_c) return k;
@@ -110,7 +108,7 @@ FusedCols fused_cols_config(const FusedStep& s) {
   k.nearest = s.output.rounding == Rounding::nearest_even;
   k.out_m = o.mantissa_bits;
   k.out_emin = o.emin();
-  k.out_emax = emax_of(o);
+  k.out_emax = o.emax();
   k.zero_positive = s.zero_sign == ZeroSign::positive;
   k.zero_result = round_to_format(0.0, s.output);
   // The float-lane kernel: significand products exact in binary32 (12 + 12 bits); a term is
