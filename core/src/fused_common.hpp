@@ -10,6 +10,11 @@
 
 namespace numeq::core::fused_detail {
 
+// Where the largest candidate exponent E starts when a step has no floor (or a lower one): below
+// every candidate the fast paths take (their operands' exponents lie within +-400, so products'
+// within +-800), so it never decides E.
+inline constexpr int no_candidate_exponent = -900;
+
 // validate(step, "step"): every error a step can have, before any arithmetic.
 void check_step(const FusedStep& step);
 // K products within both operands.

@@ -79,9 +79,9 @@ constexpr int kMaxF = 29;         // aligned terms below 2^31
 constexpr int kExponentLimit = 400;
 constexpr std::uint64_t kAbsMask = 0x7FFFFFFFFFFFFFFFull;
 constexpr std::uint64_t kExpMask = 0x7FF0000000000000ull;
-constexpr double kZeroPower = 0x1p-126;  // MMA-Sim's exponent of a zero operand
+constexpr double kZeroPower = numeq::detail::pow2(zero_operand_exponent);  // where a zero operand is read
 constexpr std::uint64_t kZeroPowerBits = std::bit_cast<std::uint64_t>(kZeroPower);
-constexpr double kNoCandidate = 0x1p-900;
+constexpr double kNoCandidate = numeq::detail::pow2(no_candidate_exponent);
 
 // What the fast path needs to know about one operand format.
 struct Limits {
@@ -114,7 +114,7 @@ bool limits_for(const Format& f, int max_mantissa, bool zeros_enter, Limits& l) 
   l.min_normal = std::ldexp(1.0, f.emin());
   l.grid = std::ldexp(1.0, 52 - f.mantissa_bits);
   l.max_finite = max_finite(f);
-  l.zero_blend = zeros_enter && f.emin() != -126;
+  l.zero_blend = zeros_enter && f.emin() != zero_operand_exponent;
   return true;
 }
 

@@ -20,6 +20,8 @@
 #include "numeq/formats/parallel.hpp"
 #include "numeq/formats/round_and_pack.hpp"
 
+#include "fused_common.hpp"
+
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #define NUMEQ_KERNELS_X86 1
 #include <immintrin.h>
@@ -61,7 +63,7 @@ int current_level() { return level().load(std::memory_order_relaxed); }
 namespace {
 
 constexpr std::int32_t kNoEntry = -(1 << 20);  // an exponent below every candidate (no entry)
-constexpr int kNoCandidate = -900;             // fused.cpp's kNoCandidate = 2^-900: where E starts
+constexpr int kNoCandidate = fused_detail::no_candidate_exponent;  // where E starts
 constexpr int kPanel = 16;                     // columns per pass (two vectors of 8 doubles)
 
 }  // namespace
@@ -102,8 +104,8 @@ FusedCols fused_cols_config(const FusedStep& s) {
   // extract_significand_exponent); ZeroTerms::excluded: a product with a zero operand, and a
   // zero c, do not enter it (fused.hpp).
   const bool zeros_enter = s.zeros == ZeroTerms::fp32_emin;
-  k.zero_operand = zeros_enter ? -126 : kNoEntry;
-  k.zero_c = zeros_enter ? -126 : kNoEntry;
+  k.zero_operand = zeros_enter ? zero_operand_exponent : kNoEntry;
+  k.zero_c = zeros_enter ? zero_operand_exponent : kNoEntry;
   k.floor = s.exponent_floor == no_exponent_floor ? kNoCandidate : std::max(s.exponent_floor, kNoCandidate);
   k.nearest = s.output.rounding == Rounding::nearest_even;
   k.out_m = o.mantissa_bits;
@@ -121,7 +123,7 @@ FusedCols fused_cols_config(const FusedStep& s) {
   const auto within_fp32 = [](const Format& f) {
     return f.mantissa_bits <= 23 && f.emin() - f.mantissa_bits >= -149 && max_finite(f) <= max_finite(formats::fp32);
   };
-  k.compact = k.narrow && !k.nearest && within_fp32(o) && within_fp32(cf) && k.out_emin >= -126 && k.out_emax <= 127;
+  k.compact = k.narrow && !k.nearest && within_fp32(o) && within_fp32(cf) && k.out_emin >= formats::fp32.emin() && k.out_emax <= formats::fp32.emax();
   k.applies = true;
   return k;
 }
