@@ -23,11 +23,10 @@ namespace numeq::cases {
 
 namespace {
 
+using detail::kInf;
+using detail::kNaN;
 using detail::Tracked;
 using reference::Function;
-
-constexpr double kInf = std::numeric_limits<double>::infinity();
-constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
 constexpr std::array<std::string_view, 2> kVariants{"naive", "flash"};
 

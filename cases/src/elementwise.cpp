@@ -24,8 +24,6 @@ namespace detail {
 
 namespace {
 
-constexpr double kInf = std::numeric_limits<double>::infinity();
-constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 // Relative inflation of bounds computed in binary64 from many terms (see tracked.hpp).
 constexpr double kSafety = 1.0 + 0x1p-40;
 

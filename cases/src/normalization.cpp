@@ -24,11 +24,10 @@ namespace numeq::cases {
 
 namespace {
 
+using detail::kInf;
+using detail::kNaN;
 using detail::Tracked;
 using reference::Function;
-
-constexpr double kInf = std::numeric_limits<double>::infinity();
-constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
 constexpr std::array<std::string_view, 3> kSoftmaxVariants{"plain", "max_subtracted", "online"};
 constexpr std::array<std::string_view, 3> kLayernormVariants{"two_pass", "welford", "bn_stats"};
@@ -93,6 +92,17 @@ Rows rows_along(const xt::xarray<double>& x, std::size_t axis) {
   return r;
 }
 
+// Row `row` of x (in) read into xs as compute inputs; whether all its elements are finite.
+bool read_row(const double* in, const Rows& rows, std::size_t row, const detail::Compute& C, std::vector<Tracked>& xs) {
+  bool finite = true;
+  for (std::size_t j = 0; j < rows.n; ++j) {
+    const double v = in[rows.at(row, j)];
+    finite = finite && std::isfinite(v);
+    xs[j] = detail::input(v, C);
+  }
+  return finite;
+}
+
 // The output cast with what each element's rounding and bound need, worked out once.
 struct Output {
   explicit Output(const Cast& c) : cast(c), fast(c), bound(c) {}
@@ -101,15 +111,26 @@ struct Output {
   core::OutputCastBound bound;
 };
 
+// What a pass over the rows reads and writes: x's elements, the result's values and bounds, and
+// the output cast.
+struct RowIo {
+  RowIo(const xt::xarray<double>& x, Emulation& result, const Cast& out)
+      : in(x.data()), values(result.values.data()), bounds(result.bound.data()), output(out) {}
+  const double* in;
+  double* values;
+  double* bounds;
+  Output output;
+};
+
 // The value and bound of element `index` after the output cast.
-[[gnu::always_inline]] inline void emit(const Tracked& y, const Output& out, std::size_t index, bool finite_inputs,
-                                        double* values, double* bounds) {
+[[gnu::always_inline]] inline void emit(const Tracked& y, const RowIo& io, std::size_t index, bool finite_inputs) {
+  const Output& out = io.output;
   double v;
   if (!out.fast(y.value, v)) v = round_to_format_by_kernel(y.value, out.cast, index);
-  values[index] = v;
-  if (!finite_inputs) bounds[index] = kNaN;
-  else if (std::isnan(v) || !std::isfinite(y.value) || !std::isfinite(y.bound)) bounds[index] = kInf;
-  else bounds[index] = out.bound(v, y.bound);
+  io.values[index] = v;
+  if (!finite_inputs) io.bounds[index] = kNaN;
+  else if (std::isnan(v) || !std::isfinite(y.value) || !std::isfinite(y.bound)) io.bounds[index] = kInf;
+  else io.bounds[index] = out.bound(v, y.bound);
 }
 
 Emulation shaped_like(const xt::xarray<double>& x) {
@@ -144,15 +165,11 @@ Emulation softmax_family(const xt::xarray<double>& x, std::ptrdiff_t axis, const
     throw numeq::error("block: " + std::to_string(options.block) + " does not divide the axis length " +
                        std::to_string(rows.n));
   const std::size_t block = online ? options.block : rows.n;
-  if (rows.n == 0) return shaped_like(x);
-  const core::ReductionWeights w_block = core::reduction_weights(mc.sum, block, false);
   const detail::Compute& C = mc.compute;
   Emulation result = shaped_like(x);
   if (rows.n == 0) return result;
-  const double* in = x.data();
-  double* values = result.values.data();
-  double* bounds = result.bound.data();
-  const Output output(out);
+  const core::ReductionWeights w_block = core::reduction_weights(mc.sum, block, false);
+  const RowIo io(x, result, out);
   parallel_for(
       rows.count(),
       [&](std::size_t begin, std::size_t end) {
@@ -161,12 +178,7 @@ Emulation softmax_family(const xt::xarray<double>& x, std::ptrdiff_t axis, const
         // inputs repeat their differences x_j - m many times, within and across rows.
         ApplyMemo memo;
         for (std::size_t row = begin; row < end; ++row) {
-          bool finite = true;
-          for (std::size_t j = 0; j < rows.n; ++j) {
-            const double v = in[rows.at(row, j)];
-            finite = finite && std::isfinite(v);
-            xs[j] = detail::input(v, C);
-          }
+          const bool finite = read_row(io.in, rows, row, C, xs);
           // Softmax is invariant under shifting every x_j by one constant, so the shifts (the
           // maxima) are exact constants here: the exact counterpart subtracts the same numbers.
           double m = 0;  // plain: no shift
@@ -204,17 +216,17 @@ Emulation softmax_family(const xt::xarray<double>& x, std::ptrdiff_t axis, const
           if (!log) {
             for (std::size_t j = 0; j < rows.n; ++j) {
               const std::size_t index = rows.at(row, j);
-              emit(detail::div(e[j], s, C), output, index, finite, values, bounds);
+              emit(detail::div(e[j], s, C), io, index, finite);
               // softmax lies in [0, 1]: no output is farther than max(v, 1 - v) from it.
-              const double v = values[index];
-              if (finite && v >= 0 && v <= 1) bounds[index] = std::min(bounds[index], std::max(v, 1 - v));
+              const double v = io.values[index];
+              if (finite && v >= 0 && v <= 1) io.bounds[index] = std::min(io.bounds[index], std::max(v, 1 - v));
             }
           } else {
             // log_softmax(x)_i = (x_i - m) - log(sum_j e^{x_j - m}) (Blanchard, Higham, Higham 2021).
             const Tracked l = detail::apply(mc.log, s);
             for (std::size_t j = 0; j < rows.n; ++j) {
               const Tracked d = m == 0 ? xs[j] : detail::sub(xs[j], detail::exact(m), C);
-              emit(detail::sub(d, l, C), output, rows.at(row, j), finite, values, bounds);
+              emit(detail::sub(d, l, C), io, rows.at(row, j), finite);
             }
           }
         }
@@ -313,21 +325,13 @@ Emulation normalize(const xt::xarray<double>& x, const reference::NormParameters
   if (rows.n == 0) return result;
   const core::ReductionWeights w = core::reduction_weights(mc.sum, rows.n, false);
   const Tracked eps = detail::input(parameters.eps, C);
-  const double* in = x.data();
-  double* values = result.values.data();
-  double* bounds = result.bound.data();
-  const Output output(out);
+  const RowIo io(x, result, out);
   parallel_for(
       rows.count(),
       [&](std::size_t begin, std::size_t end) {
         std::vector<Tracked> xs(rows.n), t(rows.n);
         for (std::size_t row = begin; row < end; ++row) {
-          bool finite = true;
-          for (std::size_t j = 0; j < rows.n; ++j) {
-            const double v = in[rows.at(row, j)];
-            finite = finite && std::isfinite(v);
-            xs[j] = detail::input(v, C);
-          }
+          const bool finite = read_row(io.in, rows, row, C, xs);
           const Tracked n = detail::input(static_cast<double>(rows.n), C);
           Tracked mean = detail::exact(0), var;
           if (kind == Norm::rms) {
@@ -369,7 +373,7 @@ Emulation normalize(const xt::xarray<double>& x, const reference::NormParameters
               ok = ok && std::isfinite(b);
               y = detail::add(y, detail::input(b, C), C);
             }
-            emit(y, output, rows.at(row, j), ok, values, bounds);
+            emit(y, io, rows.at(row, j), ok);
           }
         }
       },

@@ -39,6 +39,20 @@ void require_2d(const xt::xarray<double>& x, std::string_view name) {
     throw error(std::string(name) + ": expected a 2-D array, got shape " + shape_string(x));
 }
 
+// The sizes of a[M, K] @ b[K, N], both 2-D with matching K (else an error naming the operand).
+struct MatmulSizes {
+  std::size_t M, K, N;
+};
+MatmulSizes matmul_sizes(const xt::xarray<double>& a, const xt::xarray<double>& b) {
+  require_2d(a, "a");
+  require_2d(b, "b");
+  const std::size_t K = a.shape()[1];
+  if (b.shape()[0] != K)
+    throw error("b: shape " + shape_string(b) + " does not match a " + shape_string(a) +
+                " (a is [M, K], b is [K, N]: b needs " + std::to_string(K) + " rows)");
+  return {a.shape()[0], K, b.shape()[1]};
+}
+
 // Every element is a value of fmt (or a NaN, whose outputs get a NaN bound).
 void require_values_of(const xt::xarray<double>& x, const Format& fmt, std::string_view name) {
   const Cast exact{fmt};
@@ -198,12 +212,7 @@ Emulation scaled_fp8_matmul(const xt::xarray<double>& a, const xt::xarray<double
                             const xt::xarray<double>& scale_a, const xt::xarray<double>& scale_b,
                             const core::Platform& platform, std::string_view in_fmt,
                             const ScaledMatmulOptions& options) {
-  require_2d(a, "a");
-  require_2d(b, "b");
-  const std::size_t M = a.shape()[0], K = a.shape()[1], N = b.shape()[1];
-  if (b.shape()[0] != K)
-    throw error("b: shape " + shape_string(b) + " does not match a " + shape_string(a) +
-                " (a is [M, K], b is [K, N]: b needs " + std::to_string(K) + " rows)");
+  const auto [M, K, N] = matmul_sizes(a, b);
   if (K == 0) throw error("a: K must be positive, got shape " + shape_string(a));
   if (options.split_k == 0) throw error("split_k: must be >= 1 (1: no split)");
   if (options.split_k > 1 && options.scaling != Fp8Scaling::per_tensor && options.scaling != Fp8Scaling::per_channel)
@@ -393,12 +402,7 @@ QuantGroups groups_for(const std::vector<std::size_t>& shape, const xt::xarray<d
 }  // namespace
 
 Emulation int8_matmul(const xt::xarray<double>& a, const xt::xarray<double>& b, Int32Overflow overflow) {
-  require_2d(a, "a");
-  require_2d(b, "b");
-  const std::size_t M = a.shape()[0], K = a.shape()[1], N = b.shape()[1];
-  if (b.shape()[0] != K)
-    throw error("b: shape " + shape_string(b) + " does not match a " + shape_string(a) +
-                " (a is [M, K], b is [K, N]: b needs " + std::to_string(K) + " rows)");
+  const auto [M, K, N] = matmul_sizes(a, b);
   const std::vector<std::int32_t> qa = int8_codes(a, "a");
   const std::vector<std::int32_t> qb = int8_codes(b, "b");
   std::vector<std::int32_t> bt(K * N);  // b transposed: each column contiguous

@@ -38,6 +38,11 @@
 
 namespace numeq::cases::detail {
 
+// A bound's two markers: kInf, no finite bound holds (the value may be anything); kNaN, an input
+// was not finite, so no bound applies.
+inline constexpr double kInf = std::numeric_limits<double>::infinity();
+inline constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
 struct Tracked {
   double value = 0;
   double bound = 0;  // |value - exact| <= bound; +Inf: no claim (overflow, division by ~0)
@@ -73,8 +78,8 @@ struct Compute {
 // The spacing of f's values at magnitude a (>= 0): the ulp of the binade a lies in, the subnormal
 // spacing below the smallest normal; +Inf above the largest finite value.
 [[gnu::always_inline]] inline double ulp(double a, const Compute& f) {
-  if (std::isnan(a)) return std::numeric_limits<double>::quiet_NaN();
-  if (a > f.max) return std::numeric_limits<double>::infinity();
+  if (std::isnan(a)) return kNaN;
+  if (a > f.max) return kInf;
   // The binade's exponent: f's smallest normal exponent below it (the subnormal spacing), else
   // a's own exponent field (a >= f's smallest normal >= 2^-1022 is a normal double); 2^(e - p)
   // from its bits where it is a normal double.
@@ -87,13 +92,13 @@ struct Compute {
 // What rounding a result into `cast` may lose, for any device result whose inputs lie within
 // `spread` of the exact ones (magnitude up to |r| + 2 spread + one spacing of r).
 [[gnu::always_inline]] inline double rounding_error(double r, double spread, const Compute& cast) {
-  if (std::isnan(r) || std::isnan(spread)) return std::numeric_limits<double>::quiet_NaN();
-  if (!std::isfinite(r) || !std::isfinite(spread)) return std::numeric_limits<double>::infinity();
+  if (std::isnan(r) || std::isnan(spread)) return kNaN;
+  if (!std::isfinite(r) || !std::isfinite(spread)) return kInf;
   // The largest magnitude a device's unrounded result may have: its inputs lie within `spread`
   // of the exact ones as the emulation's do, so its unrounded value lies within 2 spread of the
   // emulation's, which lies within one spacing of r.
   const double a = std::abs(r) + 2 * spread + ulp(std::abs(r), cast);
-  if (a > cast.max) return std::numeric_limits<double>::infinity();
+  if (a > cast.max) return kInf;
   // Nearest modes lose at most half the spacing of the binade of the result (at a power of two
   // reached from below, a quarter of it); directed, odd and stochastic rounding a whole spacing.
   double e = (cast.nearest ? 0.5 : 1.0) * ulp(a, cast);
@@ -109,8 +114,8 @@ struct Compute {
 // x (any double) as a value of the compute cast: the rounded value and its distance to x.
 [[gnu::always_inline]] inline Tracked input(double x, const Compute& compute) {
   const double r = compute.round(x);
-  if (!std::isfinite(x)) return {r, std::numeric_limits<double>::quiet_NaN()};
-  if (!std::isfinite(r)) return {r, std::numeric_limits<double>::infinity()};
+  if (!std::isfinite(x)) return {r, kNaN};
+  if (!std::isfinite(r)) return {r, kInf};
   double d = std::abs(r - x);
   if (d != 0) d = next_up(d);  // r - x need not be exact in binary64
   return {r, d};
@@ -139,9 +144,9 @@ struct Compute {
   // rounding innocuous?", SIGNUM Newsletter 30(3), 1995).
   const double q = a.value / b.value;
   const double r = compute.round(q);
-  if (std::isnan(a.bound) || std::isnan(b.bound)) return {r, std::numeric_limits<double>::quiet_NaN()};
+  if (std::isnan(a.bound) || std::isnan(b.bound)) return {r, kNaN};
   const double denominator = std::abs(b.value) - b.bound;
-  if (!(denominator > 0) || !std::isfinite(q)) return {r, std::numeric_limits<double>::infinity()};
+  if (!(denominator > 0) || !std::isfinite(q)) return {r, kInf};
   const double spread = (a.bound + times(std::abs(q), b.bound)) / denominator * (1 + 0x1p-50);
   return {r, (spread + rounding_error(r, spread, compute)) * (1 + 0x1p-50)};
 }

@@ -220,7 +220,7 @@ int lowest_bit(double x) {
 // A fused step's exponent of an operand as `encoded` reads it (fused.hpp): subnormals at emin,
 // zeros at -126 under ZeroTerms::fp32_emin (nullopt: zeros do not take part).
 std::optional<int> encoded_exponent(double x, const Format& f, bool zeros_at_emin) {
-  if (x == 0) return zeros_at_emin ? std::optional<int>(-126) : std::nullopt;
+  if (x == 0) return zeros_at_emin ? std::optional<int>(zero_operand_exponent) : std::nullopt;
   return std::max(std::ilogb(x), f.emin());
 }
 
@@ -444,8 +444,8 @@ struct DataWalk::Program {
         if (c_hi > 0) e_hi = std::max(e_hi, std::max(std::ilogb(c_hi), s.c_format.emin()));
         if (c_lo > 0) e_lo = std::max(e_lo, std::max(std::ilogb(c_lo), s.c_format.emin()));
         if (c_lo <= 0 && zeros) {
-          e_hi = std::max(e_hi, -126);
-          e_lo = std::max(e_lo, -126);  // a zero c reads -126, a non-zero one at least its emin >= -126
+          e_hi = std::max(e_hi, zero_operand_exponent);
+          e_lo = std::max(e_lo, zero_operand_exponent);  // a zero c reads -126, a non-zero one at least its emin >= -126
         }
       }
       if (s.exponent_floor != no_exponent_floor) {

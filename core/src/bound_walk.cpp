@@ -308,12 +308,13 @@ Factor Walker::fused(const PlanNode& node, Source& src, std::size_t begin, std::
   // Irregular exponents (see the file comment): an operand read above its value.
   const int ea_min = s.a_format.emin(), eb_min = s.b_format.emin();
   const bool a_irregular = encoded || zeros, b_irregular = a_irregular;
-  const int za = encoded ? (zeros ? std::max(ea_min, -126) : ea_min) : -126;
-  const int zb = encoded ? (zeros ? std::max(eb_min, -126) : eb_min) : -126;
-  const double za0 = std::ldexp(1.0, std::max(ea_min, -126)), zb0 = std::ldexp(1.0, std::max(eb_min, -126));
+  constexpr int z0 = zero_operand_exponent;
+  const int za = encoded ? (zeros ? std::max(ea_min, z0) : ea_min) : -126;
+  const int zb = encoded ? (zeros ? std::max(eb_min, z0) : eb_min) : -126;
+  const double za0 = std::ldexp(1.0, std::max(ea_min, z0)), zb0 = std::ldexp(1.0, std::max(eb_min, z0));
   // c's and the floor's candidates.
   double zc = 0;
-  if (zeros) zc = std::ldexp(1.0, -126);
+  if (zeros) zc = std::ldexp(1.0, z0);
   if (encoded) zc = std::max(zc, std::ldexp(1.0, s.c_format.emin()));
   if (s.exponent_floor != no_exponent_floor) zc = add_up(zc, std::ldexp(1.0, std::max(s.exponent_floor, -1074)));
   // From the last step back: g is what follows step t's result.

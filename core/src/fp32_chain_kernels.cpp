@@ -59,58 +59,81 @@ void micro_portable(const float* ap, const float* bp, std::size_t kc, float* c, 
 // "performs a set of SIMD multiply-add computation ... with infinite precision intermediate
 // result ... rounded ... using the rounding mode specified by MXCSR"), i.e. IEEE 754
 // fusedMultiplyAdd in binary32, the operation std::fma performs on floats.
-// AVX2: 6 rows x 16 columns = 12 ymm accumulators, 2 for b, 1 broadcast (16 registers).
-constexpr int kAvx2Mr = 6, kAvx2Nr = 16;
-[[gnu::target("avx2,fma")]] void micro_avx2(const float* ap, const float* bp, std::size_t kc, float* c,
-                                           std::size_t ldc, bool first) {
-  __m256 acc0[kAvx2Mr], acc1[kAvx2Mr];
-#pragma GCC unroll 8
-  for (int r = 0; r < kAvx2Mr; ++r) {
-    acc0[r] = first ? _mm256_setzero_ps() : _mm256_loadu_ps(c + r * ldc);
-    acc1[r] = first ? _mm256_setzero_ps() : _mm256_loadu_ps(c + r * ldc + 8);
-  }
-  for (std::size_t k = 0; k < kc; ++k) {
-    const __m256 b0 = _mm256_loadu_ps(bp + k * kAvx2Nr);
-    const __m256 b1 = _mm256_loadu_ps(bp + k * kAvx2Nr + 8);
-#pragma GCC unroll 8
-    for (int r = 0; r < kAvx2Mr; ++r) {
-      const __m256 x = _mm256_broadcast_ss(ap + k * kAvx2Mr + r);
-      acc0[r] = _mm256_fmadd_ps(x, b0, acc0[r]);
-      acc1[r] = _mm256_fmadd_ps(x, b1, acc1[r]);
+// The vector micro kernel, for one instruction set's vectors (Avx2Floats, Avx512Floats): MR rows
+// x two vectors of columns (NR = 2 * width), each accumulator one output element's chain.
+// The vectors are set through references: a wide vector returned by value from the generic
+// template would change the ABI between instruction sets (GCC notes it). micro_vec itself has no
+// target: the kernels below inline it, with their vector operations, by gnu::flatten (a target
+// function may not be always-inlined into a function without that target).
+template <class S, int MR>
+inline void micro_vec(const float* ap, const float* bp, std::size_t kc, float* c, std::size_t ldc, bool first) {
+  constexpr int W = S::width, NR = 2 * W;
+  typename S::V acc0[MR], acc1[MR], b0, b1, x;
+#pragma GCC unroll 16
+  for (int r = 0; r < MR; ++r) {
+    if (first) {
+      S::zero(acc0[r]);
+      S::zero(acc1[r]);
+    } else {
+      S::load(acc0[r], c + r * ldc);
+      S::load(acc1[r], c + r * ldc + W);
     }
   }
-#pragma GCC unroll 8
-  for (int r = 0; r < kAvx2Mr; ++r) {
-    _mm256_storeu_ps(c + r * ldc, acc0[r]);
-    _mm256_storeu_ps(c + r * ldc + 8, acc1[r]);
+  for (std::size_t k = 0; k < kc; ++k) {
+    S::load(b0, bp + k * NR);
+    S::load(b1, bp + k * NR + W);
+#pragma GCC unroll 16
+    for (int r = 0; r < MR; ++r) {
+      S::broadcast(x, ap + k * MR + r);
+      S::fmadd(acc0[r], x, b0);
+      S::fmadd(acc1[r], x, b1);
+    }
+  }
+#pragma GCC unroll 16
+  for (int r = 0; r < MR; ++r) {
+    S::store(c + r * ldc, acc0[r]);
+    S::store(c + r * ldc + W, acc1[r]);
   }
 }
 
+// One instruction set's float vectors for micro_vec: zero, load,
+// broadcast, fmadd (acc = x * b + acc, one rounding), store.
+#define NUMEQ_AVX2_FMA gnu::target("avx2,fma")
+struct Avx2Floats {
+  using V = __m256;
+  static constexpr int width = 8;
+  [[NUMEQ_AVX2_FMA]] static void zero(V& v) { v = _mm256_setzero_ps(); }
+  [[NUMEQ_AVX2_FMA]] static void load(V& v, const float* p) { v = _mm256_loadu_ps(p); }
+  [[NUMEQ_AVX2_FMA]] static void broadcast(V& v, const float* p) { v = _mm256_broadcast_ss(p); }
+  [[NUMEQ_AVX2_FMA]] static void fmadd(V& acc, const V& x, const V& b) { acc = _mm256_fmadd_ps(x, b, acc); }
+  [[NUMEQ_AVX2_FMA]] static void store(float* p, const V& v) { _mm256_storeu_ps(p, v); }
+};
+#undef NUMEQ_AVX2_FMA
+
+#define NUMEQ_AVX512F gnu::target("avx512f")
+struct Avx512Floats {
+  using V = __m512;
+  static constexpr int width = 16;
+  [[NUMEQ_AVX512F]] static void zero(V& v) { v = _mm512_setzero_ps(); }
+  [[NUMEQ_AVX512F]] static void load(V& v, const float* p) { v = _mm512_loadu_ps(p); }
+  [[NUMEQ_AVX512F]] static void broadcast(V& v, const float* p) { v = _mm512_set1_ps(*p); }
+  [[NUMEQ_AVX512F]] static void fmadd(V& acc, const V& x, const V& b) { acc = _mm512_fmadd_ps(x, b, acc); }
+  [[NUMEQ_AVX512F]] static void store(float* p, const V& v) { _mm512_storeu_ps(p, v); }
+};
+#undef NUMEQ_AVX512F
+
+// AVX2: 6 rows x 16 columns = 12 ymm accumulators, 2 for b, 1 broadcast (16 registers).
+constexpr int kAvx2Mr = 6, kAvx2Nr = 2 * Avx2Floats::width;
+[[gnu::target("avx2,fma"), gnu::flatten]] void micro_avx2(const float* ap, const float* bp, std::size_t kc, float* c,
+                                           std::size_t ldc, bool first) {
+  micro_vec<Avx2Floats, kAvx2Mr>(ap, bp, kc, c, ldc, first);
+}
+
 // AVX-512: 12 rows x 32 columns = 24 zmm accumulators, 2 for b, broadcasts from memory.
-constexpr int kAvx512Mr = 12, kAvx512Nr = 32;
-[[gnu::target("avx512f")]] void micro_avx512(const float* ap, const float* bp, std::size_t kc, float* c,
+constexpr int kAvx512Mr = 12, kAvx512Nr = 2 * Avx512Floats::width;
+[[gnu::target("avx512f"), gnu::flatten]] void micro_avx512(const float* ap, const float* bp, std::size_t kc, float* c,
                                             std::size_t ldc, bool first) {
-  __m512 acc0[kAvx512Mr], acc1[kAvx512Mr];
-#pragma GCC unroll 16
-  for (int r = 0; r < kAvx512Mr; ++r) {
-    acc0[r] = first ? _mm512_setzero_ps() : _mm512_loadu_ps(c + r * ldc);
-    acc1[r] = first ? _mm512_setzero_ps() : _mm512_loadu_ps(c + r * ldc + 16);
-  }
-  for (std::size_t k = 0; k < kc; ++k) {
-    const __m512 b0 = _mm512_loadu_ps(bp + k * kAvx512Nr);
-    const __m512 b1 = _mm512_loadu_ps(bp + k * kAvx512Nr + 16);
-#pragma GCC unroll 16
-    for (int r = 0; r < kAvx512Mr; ++r) {
-      const __m512 x = _mm512_set1_ps(ap[k * kAvx512Mr + r]);
-      acc0[r] = _mm512_fmadd_ps(x, b0, acc0[r]);
-      acc1[r] = _mm512_fmadd_ps(x, b1, acc1[r]);
-    }
-  }
-#pragma GCC unroll 16
-  for (int r = 0; r < kAvx512Mr; ++r) {
-    _mm512_storeu_ps(c + r * ldc, acc0[r]);
-    _mm512_storeu_ps(c + r * ldc + 16, acc1[r]);
-  }
+  micro_vec<Avx512Floats, kAvx512Mr>(ap, bp, kc, c, ldc, first);
 }
 #endif
 

@@ -91,8 +91,6 @@ void check_chain_length(std::span<const double> a, std::span<const double> b, st
                 std::to_string(a.size()) + ", b has " + std::to_string(b.size()) + " elements)");
 }
 
-int emax_of(const Format& f) { return unpack_double(max_finite(f)).exponent; }
-
 double zero_result(const FusedStep& step, bool negative) {
   return round_to_format(negative ? -0.0 : 0.0, step.output);
 }
@@ -180,7 +178,6 @@ double fused_step_reference(std::span<const double> a, std::span<const double> b
   };
   std::vector<Term> terms;
   terms.reserve(a.size() + 1);
-  constexpr int zero_exponent = -126;  // MMA-Sim's exponent of a zero operand, whatever its format
   bool have_candidate = false;         // anything entered the maximum
   int E = std::numeric_limits<int>::min();
   const auto candidate = [&](int e) {
@@ -200,8 +197,8 @@ double fused_step_reference(std::span<const double> a, std::span<const double> b
     if (a[i] == 0 || b[i] == 0) {
       zeros.zero(negative);
       if (step.zeros == ZeroTerms::fp32_emin) {
-        const int ea = a[i] == 0 ? zero_exponent : decompose(a[i], step.a_format).encoded;
-        const int eb = b[i] == 0 ? zero_exponent : decompose(b[i], step.b_format).encoded;
+        const int ea = a[i] == 0 ? zero_operand_exponent : decompose(a[i], step.a_format).encoded;
+        const int eb = b[i] == 0 ? zero_operand_exponent : decompose(b[i], step.b_format).encoded;
         candidate(ea + eb);
       }
       continue;
@@ -233,7 +230,7 @@ double fused_step_reference(std::span<const double> a, std::span<const double> b
   }
   if (c == 0) {
     zeros.zero(std::signbit(c));
-    if (step.zeros == ZeroTerms::fp32_emin) candidate(zero_exponent);
+    if (step.zeros == ZeroTerms::fp32_emin) candidate(zero_operand_exponent);
   } else {
     const Operand z = decompose(c, step.c_format);
     const int align = step.max_exponent == MaxExponent::normalized ? z.exponent : z.encoded;
@@ -292,7 +289,7 @@ double fused_step_reference(std::span<const double> a, std::span<const double> b
   }
   const Exact exact = sum.leading(unit);
   const bool negative = exact.negative;
-  if (step.overflow == OverflowRule::infinity && exact.exponent > emax_of(step.output.format))
+  if (step.overflow == OverflowRule::infinity && exact.exponent > step.output.format.emax())
     return round_to_format(negative ? -std::numeric_limits<double>::infinity()
                                     : std::numeric_limits<double>::infinity(),
                            step.output);

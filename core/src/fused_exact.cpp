@@ -25,8 +25,6 @@ namespace numeq::core::detail {
 
 namespace {
 
-int emax_of(const Format& f) { return unpack_double(max_finite(f)).exponent; }
-
 // Whether F covers every term: every alignment exponent E is at most
 // max(emax_a + emax_b + 2, emax_c + 1, the floor) (a product's encoded exponent ea + eb, its true
 // one at most one above; c's), and every term's lowest bit at least the lowest bit of a product
@@ -35,7 +33,7 @@ int emax_of(const Format& f) { return unpack_double(max_finite(f)).exponent; }
 bool keeps_every_bit(const FusedStep& s) {
   for (const Format* f : {&s.a_format, &s.b_format, &s.c_format})
     if (f->kind != FormatKind::floating || !f->has_zero || !f->is_signed) return false;
-  int top = std::max(emax_of(s.a_format) + emax_of(s.b_format) + 2, emax_of(s.c_format) + 1);
+  int top = std::max(s.a_format.emax() + s.b_format.emax() + 2, s.c_format.emax() + 1);
   if (s.exponent_floor != no_exponent_floor) top = std::max(top, s.exponent_floor);
   const int lowest = std::min(s.a_format.emin() - s.a_format.mantissa_bits + s.b_format.emin() - s.b_format.mantissa_bits,
                               s.c_format.emin() - s.c_format.mantissa_bits);
@@ -61,7 +59,7 @@ const Reading& reading(const FusedStep& step) {
   e.r = Reading{};
   validate(step, "step");  // the general path reports an invalid step
   e.r.applies = keeps_every_bit(step);
-  e.r.out_limit = std::ldexp(1.0, emax_of(step.output.format) + 1);
+  e.r.out_limit = std::ldexp(1.0, step.output.format.emax() + 1);
   std::memcpy(e.key, &step, sizeof(FusedStep));
   e.filled = true;
   return e.r;

@@ -79,9 +79,9 @@ constexpr int kMaxF = 29;         // aligned terms below 2^31
 constexpr int kExponentLimit = 400;
 constexpr std::uint64_t kAbsMask = 0x7FFFFFFFFFFFFFFFull;
 constexpr std::uint64_t kExpMask = 0x7FF0000000000000ull;
-constexpr double kZeroPower = 0x1p-126;  // MMA-Sim's exponent of a zero operand
+constexpr double kZeroPower = numeq::detail::pow2(zero_operand_exponent);  // where a zero operand is read
 constexpr std::uint64_t kZeroPowerBits = std::bit_cast<std::uint64_t>(kZeroPower);
-constexpr double kNoCandidate = 0x1p-900;
+constexpr double kNoCandidate = numeq::detail::pow2(no_candidate_exponent);
 
 // What the fast path needs to know about one operand format.
 struct Limits {
@@ -110,11 +110,11 @@ struct Config {
 
 bool limits_for(const Format& f, int max_mantissa, bool zeros_enter, Limits& l) {
   if (f.is_integer() || !f.has_zero || !f.is_signed || f.mantissa_bits > max_mantissa) return false;
-  if (f.emin() - f.mantissa_bits < -kExponentLimit || emax_of(f) > kExponentLimit) return false;
+  if (f.emin() - f.mantissa_bits < -kExponentLimit || f.emax() > kExponentLimit) return false;
   l.min_normal = std::ldexp(1.0, f.emin());
   l.grid = std::ldexp(1.0, 52 - f.mantissa_bits);
   l.max_finite = max_finite(f);
-  l.zero_blend = zeros_enter && f.emin() != -126;
+  l.zero_blend = zeros_enter && f.emin() != zero_operand_exponent;
   return true;
 }
 
@@ -151,7 +151,7 @@ bool make_config(const FusedStep& step, Config& k) {
   k.zero_candidate_bits = k.zeros_enter ? kZeroPowerBits : 0;
   k.scale_base = static_cast<std::uint64_t>(k.F + 2046) << 52;
   k.output = step.output;
-  k.emax_out = emax_of(step.output.format);
+  k.emax_out = step.output.format.emax();
   k.overflow_infinity = step.overflow == OverflowRule::infinity;
   k.zero_positive = step.zero_sign == ZeroSign::positive;
   k.zero_result = zero_result(step, false);
@@ -175,29 +175,31 @@ bool make_config(const FusedStep& step, Config& k) {
 template <class V> [[gnu::always_inline]] inline void max_into(V& acc, const V& x) { acc = x > acc ? x : acc; }
 template <class V> [[gnu::always_inline]] inline void min_into(V& acc, const V& x) { acc = x < acc ? x : acc; }
 
-// Lane-wise reductions by halving (memcpy of the halves: no shuffle builtins needed).
-template <int N> [[gnu::always_inline]] inline std::int64_t hsum(const typename Vec<N>::l& x) {
+// A lane-wise reduction by halving: fold(lo, hi) folds the upper half of the lanes into the lower
+// half (memcpy of the halves: no shuffle builtins needed) until one lane is left. Lanes<M> is the
+// vector type of M lanes (LongLanes or BitLanes).
+template <int N> using LongLanes = typename Vec<N>::l;
+template <int N> using BitLanes = typename Vec<N>::u;
+
+template <int N, template <int> class Lanes, class Fold>
+[[gnu::always_inline]] inline auto reduce_halves(const Lanes<N>& x, Fold fold) {
   if constexpr (N == 1) {
     return x[0];
   } else {
-    typename Vec<N / 2>::l lo, hi;
+    Lanes<N / 2> lo, hi;
     std::memcpy(&lo, &x, sizeof lo);
     std::memcpy(&hi, reinterpret_cast<const char*>(&x) + sizeof lo, sizeof hi);
-    lo += hi;
-    return hsum<N / 2>(lo);
+    fold(lo, hi);
+    return reduce_halves<N / 2, Lanes>(lo, fold);
   }
 }
 
-template <int N> [[gnu::always_inline]] inline std::uint64_t hor(const typename Vec<N>::u& x) {
-  if constexpr (N == 1) {
-    return x[0];
-  } else {
-    typename Vec<N / 2>::u lo, hi;
-    std::memcpy(&lo, &x, sizeof lo);
-    std::memcpy(&hi, reinterpret_cast<const char*>(&x) + sizeof lo, sizeof hi);
-    lo |= hi;
-    return hor<N / 2>(lo);
-  }
+template <int N> [[gnu::always_inline]] inline std::int64_t hsum(const LongLanes<N>& x) {
+  return reduce_halves<N, LongLanes>(x, [](auto& lo, const auto& hi) __attribute__((always_inline)) { lo += hi; });
+}
+
+template <int N> [[gnu::always_inline]] inline std::uint64_t hor(const BitLanes<N>& x) {
+  return reduce_halves<N, BitLanes>(x, [](auto& lo, const auto& hi) __attribute__((always_inline)) { lo |= hi; });
 }
 
 // The largest of powers of two (bit patterns of non-negative doubles): AVX-512 compares the
@@ -214,16 +216,10 @@ template <int N>
   }
 }
 
-template <int N> [[gnu::always_inline]] inline std::uint64_t largest_candidate(const typename Vec<N>::u& x) {
-  if constexpr (N == 1) {
-    return x[0];
-  } else {
-    typename Vec<N / 2>::u lo, hi;
-    std::memcpy(&lo, &x, sizeof lo);
-    std::memcpy(&hi, reinterpret_cast<const char*>(&x) + sizeof lo, sizeof hi);
-    max_candidates<N / 2>(lo, hi);
-    return largest_candidate<N / 2>(lo);
-  }
+template <int N> [[gnu::always_inline]] inline std::uint64_t largest_candidate(const BitLanes<N>& x) {
+  return reduce_halves<N, BitLanes>(x, [](auto& lo, const auto& hi) __attribute__((always_inline)) {
+    max_candidates<static_cast<int>(sizeof lo / sizeof(std::uint64_t))>(lo, hi);
+  });
 }
 
 // zero = all ones in the lanes where the non-negative pattern x is zero (+0.0), else zero.

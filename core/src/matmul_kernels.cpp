@@ -12,12 +12,15 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <type_traits>
 
 #include "numeq/formats/cast.hpp"
 #include "numeq/formats/cpu_dispatch.hpp"
 #include "numeq/formats/format.hpp"
 #include "numeq/formats/parallel.hpp"
 #include "numeq/formats/round_and_pack.hpp"
+
+#include "fused_common.hpp"
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #define NUMEQ_KERNELS_X86 1
@@ -60,10 +63,8 @@ int current_level() { return level().load(std::memory_order_relaxed); }
 namespace {
 
 constexpr std::int32_t kNoEntry = -(1 << 20);  // an exponent below every candidate (no entry)
-constexpr int kNoCandidate = -900;             // fused.cpp's kNoCandidate = 2^-900: where E starts
+constexpr int kNoCandidate = fused_detail::no_candidate_exponent;  // where E starts
 constexpr int kPanel = 16;                     // columns per pass (two vectors of 8 doubles)
-
-int emax_of(const Format& f) { return unpack_double(max_finite(f)).exponent; }
 
 }  // namespace
 
@@ -83,7 +84,7 @@ FusedCols fused_cols_config(const FusedStep& s) {
   const Format& cf = s.c_format;
   if (o.kind != FormatKind::floating || !o.is_signed || !o.has_zero || o.specials != Specials::ieee) return k;
   if (s.output.rounding != Rounding::nearest_even && s.output.rounding != Rounding::toward_zero) return k;
-  if (o.mantissa_bits > 51 || o.emin() < -1000 || emax_of(o) > 1000) return k;
+  if (o.mantissa_bits > 51 || o.emin() < -1000 || o.emax() > 1000) return k;
   const bool within_c = o.mantissa_bits <= cf.mantissa_bits && o.emin() - o.mantissa_bits >= cf.emin() - cf.mantissa_bits &&
                         max_finite(o) <= max_finite(cf);
   if (!within_c) return k;
@@ -103,13 +104,13 @@ FusedCols fused_cols_config(const FusedStep& s) {
   // extract_significand_exponent); ZeroTerms::excluded: a product with a zero operand, and a
   // zero c, do not enter it (fused.hpp).
   const bool zeros_enter = s.zeros == ZeroTerms::fp32_emin;
-  k.zero_operand = zeros_enter ? -126 : kNoEntry;
-  k.zero_c = zeros_enter ? -126 : kNoEntry;
+  k.zero_operand = zeros_enter ? zero_operand_exponent : kNoEntry;
+  k.zero_c = zeros_enter ? zero_operand_exponent : kNoEntry;
   k.floor = s.exponent_floor == no_exponent_floor ? kNoCandidate : std::max(s.exponent_floor, kNoCandidate);
   k.nearest = s.output.rounding == Rounding::nearest_even;
   k.out_m = o.mantissa_bits;
   k.out_emin = o.emin();
-  k.out_emax = emax_of(o);
+  k.out_emax = o.emax();
   k.zero_positive = s.zero_sign == ZeroSign::positive;
   k.zero_result = round_to_format(0.0, s.output);
   // The float-lane kernel: significand products exact in binary32 (12 + 12 bits); a term is
@@ -122,7 +123,7 @@ FusedCols fused_cols_config(const FusedStep& s) {
   const auto within_fp32 = [](const Format& f) {
     return f.mantissa_bits <= 23 && f.emin() - f.mantissa_bits >= -149 && max_finite(f) <= max_finite(formats::fp32);
   };
-  k.compact = k.narrow && !k.nearest && within_fp32(o) && within_fp32(cf) && k.out_emin >= -126 && k.out_emax <= 127;
+  k.compact = k.narrow && !k.nearest && within_fp32(o) && within_fp32(cf) && k.out_emin >= formats::fp32.emin() && k.out_emax <= formats::fp32.emax();
   k.applies = true;
   return k;
 }
@@ -199,6 +200,9 @@ bool enabled() { return level().load(std::memory_order_relaxed) != none; }
 namespace {
 
 #define NUMEQ_AVX512 gnu::target("avx512f,avx512dq,avx512vl,avx512bw")
+// A lambda does not take its enclosing function's target: the lambdas that run vector code here
+// carry it themselves (and are always inlined into that function).
+#define NUMEQ_AVX512_LAMBDA __attribute__((target("avx512f,avx512dq,avx512vl,avx512bw"), always_inline))
 
 // One output element per lane: 16 columns of one row in two vectors of 8 doubles (h = 0, 1).
 struct Lanes {
@@ -236,6 +240,32 @@ struct Consts {
 
 [[NUMEQ_AVX512]] inline __m512d power_of_two(__m512i e) {
   return _mm512_castsi512_pd(_mm512_slli_epi64(_mm512_add_epi64(e, _mm512_set1_epi64(1023)), 52));
+}
+
+// The chains of RG rows (a, ea: row r at a + r * K) with one panel (bp, ebp), along all of K in
+// steps of n products: step(NK, ar, er, len, b, eb) for each, with ar[r] and er[r] row r's
+// operands at the step's start, b and eb the panel's, and NK the step length `len` as a
+// compile-time constant (std::integral_constant) for the usual lengths, which get unrolled code,
+// 0 for any other.
+template <int RG, class T, class TE, class Step>
+[[NUMEQ_AVX512, gnu::always_inline]] inline void walk_steps(std::size_t n, const T* a, const TE* ea, std::size_t K,
+                                                           const T* bp, const TE* ebp, Step&& step) {
+  const T* ar[RG];
+  const TE* er[RG];
+  for (std::size_t s0 = 0; s0 < K; s0 += n) {
+    for (int r = 0; r < RG; ++r) {
+      ar[r] = a + static_cast<std::size_t>(r) * K + s0;
+      er[r] = ea + static_cast<std::size_t>(r) * K + s0;
+    }
+    const T* b = bp + s0 * kPanel;
+    const TE* eb = ebp + s0 * kPanel;
+    const std::size_t len = std::min(n, K - s0);
+    if (len == 16) step(std::integral_constant<int, 16>{}, ar, er, len, b, eb);
+    else if (len == 8) step(std::integral_constant<int, 8>{}, ar, er, len, b, eb);
+    else if (len == 32) step(std::integral_constant<int, 32>{}, ar, er, len, b, eb);
+    else if (len == 4) step(std::integral_constant<int, 4>{}, ar, er, len, b, eb);
+    else step(std::integral_constant<int, 0>{}, ar, er, len, b, eb);
+  }
 }
 
 // The end of a step: S * 2^(E - F) rounded into the output format (see step_rows).
@@ -354,6 +384,41 @@ template <int RG, std::size_t kMax>
   }
 }
 
+// A float-lane step's exponent sums ea_i + eb_i per lane (wk, kept for the terms' scaling) and
+// their maximum with the floor (w), for the `count` products of the step.
+template <int RG, std::size_t kMax>
+[[NUMEQ_AVX512, gnu::always_inline]] inline void exponent_sums(const FusedCols& k, const float* const* ea,
+                                                              const float* ebp, std::size_t count,
+                                                              __m512 (&wk)[RG][kMax], __m512 (&w)[RG]) {
+#pragma GCC unroll 4
+  for (int r = 0; r < RG; ++r) w[r] = _mm512_set1_ps(static_cast<float>(k.floor));
+#pragma GCC unroll 4
+  for (std::size_t i = 0; i < count; ++i) {
+    const __m512 eb = _mm512_loadu_ps(ebp + i * kPanel);
+#pragma GCC unroll 4
+    for (int r = 0; r < RG; ++r) {
+      wk[r][i] = _mm512_add_ps(_mm512_set1_ps(ea[r][i]), eb);
+      w[r] = _mm512_max_ps(w[r], wk[r][i]);
+    }
+  }
+}
+
+// All `count` terms of a float-lane step added to S, in chunks of k.chunk terms (int32 sums that
+// cannot overflow).
+template <int RG, int NK, std::size_t kMax>
+[[NUMEQ_AVX512, gnu::always_inline]] inline void step_terms(const FusedCols& k, const float* const* sa,
+                                                           const float* sbp, const __m512 (&wk)[RG][kMax],
+                                                           const __m512 (&fe)[RG], std::size_t count,
+                                                           __m512i (&S)[RG][2]) {
+  const auto chunk = static_cast<std::size_t>(k.chunk);
+  if (NK > 0 && chunk >= count) {
+    narrow_terms<RG, kMax>(sa, sbp, wk, fe, 0, count, S);  // the usual case: one chunk of a known length
+  } else {
+    for (std::size_t i0 = 0; i0 < count; i0 += chunk)
+      narrow_terms<RG, kMax>(sa, sbp, wk, fe, i0, std::min(count, i0 + chunk), S);
+  }
+}
+
 // The same step for operand formats of at most 11 fraction bits (k.narrow), in float lanes: with
 // a = sa * 2^ea and b = sb * 2^eb (sa, sb the significands of significand_of, at most 12 bits),
 // a * b * 2^(F - E) = (sa * sb) * 2^(ea + eb + F - E): sa * sb is exact in binary32, and
@@ -373,17 +438,7 @@ template <int RG, int NK>
   constexpr std::size_t kMax = NK > 0 ? static_cast<std::size_t>(NK) : 64;
   __m512 wk[RG][kMax];  // ea_i + eb_i per lane, kept for the terms' scaling
   __m512 w[RG];
-#pragma GCC unroll 4
-  for (int r = 0; r < RG; ++r) w[r] = _mm512_set1_ps(static_cast<float>(k.floor));
-#pragma GCC unroll 4
-  for (std::size_t i = 0; i < count; ++i) {
-    const __m512 eb = _mm512_loadu_ps(ebp + i * kPanel);
-#pragma GCC unroll 4
-    for (int r = 0; r < RG; ++r) {
-      wk[r][i] = _mm512_add_ps(_mm512_set1_ps(ea[r][i]), eb);
-      w[r] = _mm512_max_ps(w[r], wk[r][i]);
-    }
-  }
+  exponent_sums<RG, kMax>(k, ea, ebp, count, wk, w);
   __m512 fe[RG];  // F - E, as floats
   __m512i E[RG][2], S[RG][2];
   __m512d scale[RG][2];
@@ -404,13 +459,7 @@ template <int RG, int NK>
                                            _mm512_cvtepi64_epi32(E[r][1]), 1);
     fe[r] = _mm512_cvtepi32_ps(_mm512_sub_epi32(_mm512_set1_epi32(k.F), e32));
   }
-  const auto chunk = static_cast<std::size_t>(k.chunk);
-  if (NK > 0 && chunk >= count) {
-    narrow_terms<RG, kMax>(sa, sbp, wk, fe, 0, count, S);  // the usual case: one chunk of a known length
-  } else {
-    for (std::size_t i0 = 0; i0 < count; i0 += chunk)
-      narrow_terms<RG, kMax>(sa, sbp, wk, fe, i0, std::min(count, i0 + chunk), S);
-  }
+  step_terms<RG, NK, kMax>(k, sa, sbp, wk, fe, count, S);
   finish_rows<RG>(k, cs, E, S, x);
 }
 
@@ -418,23 +467,11 @@ template <int RG>
 [[NUMEQ_AVX512]] void chain_rows_narrow(const FusedCols& k, const float* sa, const float* ea, std::size_t K,
                                         const float* sbp, const float* ebp, Lanes* x) {
   const Consts cs = consts_of(k);
-  const auto n = static_cast<std::size_t>(k.n);
-  const float* sr[RG];
-  const float* er[RG];
-  for (std::size_t s0 = 0; s0 < K; s0 += n) {
-    for (int r = 0; r < RG; ++r) {
-      sr[r] = sa + static_cast<std::size_t>(r) * K + s0;
-      er[r] = ea + static_cast<std::size_t>(r) * K + s0;
-    }
-    const float* b = sbp + s0 * kPanel;
-    const float* eb = ebp + s0 * kPanel;
-    const std::size_t len = std::min(n, K - s0);
-    if (len == 16) step_rows_narrow<RG, 16>(k, cs, sr, er, len, b, eb, x);
-    else if (len == 8) step_rows_narrow<RG, 8>(k, cs, sr, er, len, b, eb, x);
-    else if (len == 32) step_rows_narrow<RG, 32>(k, cs, sr, er, len, b, eb, x);
-    else if (len == 4) step_rows_narrow<RG, 4>(k, cs, sr, er, len, b, eb, x);
-    else step_rows_narrow<RG, 0>(k, cs, sr, er, len, b, eb, x);
-  }
+  walk_steps<RG>(static_cast<std::size_t>(k.n), sa, ea, K, sbp, ebp,
+                 [&](auto nk, const float* const* sr, const float* const* er, std::size_t len, const float* b,
+                     const float* eb) NUMEQ_AVX512_LAMBDA {
+                   step_rows_narrow<RG, decltype(nk)::value>(k, cs, sr, er, len, b, eb, x);
+                 });
 }
 
 // The float-lane step with the running values in float lanes too (k.compact: outputs rounded
@@ -458,19 +495,9 @@ template <int RG, int NK>
                                                                   __mmask16 (&flag)[RG]) {
   const std::size_t count = NK > 0 ? static_cast<std::size_t>(NK) : len;
   constexpr std::size_t kMax = NK > 0 ? static_cast<std::size_t>(NK) : 64;
-  __m512 wk[RG][kMax];
+  __m512 wk[RG][kMax];  // ea_i + eb_i per lane, kept for the terms' scaling
   __m512 w[RG];
-#pragma GCC unroll 4
-  for (int r = 0; r < RG; ++r) w[r] = _mm512_set1_ps(static_cast<float>(k.floor));
-#pragma GCC unroll 4
-  for (std::size_t i = 0; i < count; ++i) {
-    const __m512 eb = _mm512_loadu_ps(ebp + i * kPanel);
-#pragma GCC unroll 4
-    for (int r = 0; r < RG; ++r) {
-      wk[r][i] = _mm512_add_ps(_mm512_set1_ps(ea[r][i]), eb);
-      w[r] = _mm512_max_ps(w[r], wk[r][i]);
-    }
-  }
+  exponent_sums<RG, kMax>(k, ea, ebp, count, wk, w);
   const __m512i abs32 = _mm512_set1_epi32(0x7FFFFFFF);
   __m512i E[RG], S[RG][2];
   __m512 fe[RG];
@@ -486,13 +513,7 @@ template <int RG, int NK>
     S[r][0] = _mm512_cvtepi32_epi64(_mm512_castsi512_si256(tc));
     S[r][1] = _mm512_cvtepi32_epi64(_mm512_extracti64x4_epi64(tc, 1));
   }
-  const auto chunk = static_cast<std::size_t>(k.chunk);
-  if (NK > 0 && chunk >= count) {
-    narrow_terms<RG, kMax>(sa, sbp, wk, fe, 0, count, S);
-  } else {
-    for (std::size_t i0 = 0; i0 < count; i0 += chunk)
-      narrow_terms<RG, kMax>(sa, sbp, wk, fe, i0, std::min(count, i0 + chunk), S);
-  }
+  step_terms<RG, NK, kMax>(k, sa, sbp, wk, fe, count, S);
   const __m512i cut = _mm512_set1_epi32(static_cast<int>(~((std::uint32_t{1} << (23 - k.out_m)) - 1)));
 #pragma GCC unroll 4
   for (int r = 0; r < RG; ++r) {
@@ -523,23 +544,11 @@ template <int RG>
     c[r] = _mm512_insertf32x8(_mm512_castps256_ps512(_mm512_cvtpd_ps(x[r].c[0])), _mm512_cvtpd_ps(x[r].c[1]), 1);
     flag[r] = static_cast<__mmask16>(x[r].flag[0] | (x[r].flag[1] << 8));
   }
-  const auto n = static_cast<std::size_t>(k.n);
-  const float* sr[RG];
-  const float* er[RG];
-  for (std::size_t s0 = 0; s0 < K; s0 += n) {
-    for (int r = 0; r < RG; ++r) {
-      sr[r] = sa + static_cast<std::size_t>(r) * K + s0;
-      er[r] = ea + static_cast<std::size_t>(r) * K + s0;
-    }
-    const float* b = sbp + s0 * kPanel;
-    const float* eb = ebp + s0 * kPanel;
-    const std::size_t len = std::min(n, K - s0);
-    if (len == 16) step_rows_compact<RG, 16>(k, sr, er, len, b, eb, c, flag);
-    else if (len == 8) step_rows_compact<RG, 8>(k, sr, er, len, b, eb, c, flag);
-    else if (len == 32) step_rows_compact<RG, 32>(k, sr, er, len, b, eb, c, flag);
-    else if (len == 4) step_rows_compact<RG, 4>(k, sr, er, len, b, eb, c, flag);
-    else step_rows_compact<RG, 0>(k, sr, er, len, b, eb, c, flag);
-  }
+  walk_steps<RG>(static_cast<std::size_t>(k.n), sa, ea, K, sbp, ebp,
+                 [&](auto nk, const float* const* sr, const float* const* er, std::size_t len, const float* b,
+                     const float* eb) NUMEQ_AVX512_LAMBDA {
+                   step_rows_compact<RG, decltype(nk)::value>(k, sr, er, len, b, eb, c, flag);
+                 });
   for (int r = 0; r < RG; ++r) {
     x[r].c[0] = _mm512_cvtps_pd(_mm512_castps512_ps256(c[r]));  // exact
     x[r].c[1] = _mm512_cvtps_pd(_mm512_extractf32x8_ps(c[r], 1));
@@ -553,24 +562,11 @@ template <int RG>
 [[NUMEQ_AVX512]] void chain_rows(const FusedCols& k, const double* a, const std::int32_t* ea, std::size_t K,
                                  const double* bp, const std::int32_t* ebp, Lanes* x) {
   const Consts cs = consts_of(k);
-  const auto n = static_cast<std::size_t>(k.n);
-  const double* ar[RG];
-  const std::int32_t* er[RG];
-  for (std::size_t s0 = 0; s0 < K; s0 += n) {
-    for (int r = 0; r < RG; ++r) {
-      ar[r] = a + static_cast<std::size_t>(r) * K + s0;
-      er[r] = ea + static_cast<std::size_t>(r) * K + s0;
-    }
-    const double* b = bp + s0 * kPanel;
-    const std::int32_t* eb = ebp + s0 * kPanel;
-    const std::size_t len = std::min(n, K - s0);
-    // The usual step lengths get unrolled code.
-    if (len == 16) step_rows<RG, 16>(k, cs, ar, er, len, b, eb, x);
-    else if (len == 8) step_rows<RG, 8>(k, cs, ar, er, len, b, eb, x);
-    else if (len == 32) step_rows<RG, 32>(k, cs, ar, er, len, b, eb, x);
-    else if (len == 4) step_rows<RG, 4>(k, cs, ar, er, len, b, eb, x);
-    else step_rows<RG, 0>(k, cs, ar, er, len, b, eb, x);
-  }
+  walk_steps<RG>(static_cast<std::size_t>(k.n), a, ea, K, bp, ebp,
+                 [&](auto nk, const double* const* ar, const std::int32_t* const* er, std::size_t len,
+                     const double* b, const std::int32_t* eb) NUMEQ_AVX512_LAMBDA {
+                   step_rows<RG, decltype(nk)::value>(k, cs, ar, er, len, b, eb, x);
+                 });
 }
 
 [[NUMEQ_AVX512]] void rows_avx512(const FusedCols& k, const double* a, const std::int32_t* ea, std::size_t rows,
@@ -618,32 +614,23 @@ template <int RG>
           const __mmask8 in_range = _mm512_cmp_pd_mask(ac, c_max, _CMP_LE_OQ);
           x[r].flag[h] = static_cast<__mmask8>(~(on_grid & in_range));
         }
-      if (k.compact) {
-        const float* sr = sa.data() + r0 * K;
-        const float* er = eaf.data() + r0 * K;
-        const float* sbp = b.significand.data() + q * K * kPanel;
-        const float* ebf = b.exponent_f.data() + q * K * kPanel;
-        if (rg == 4) chain_rows_compact<4>(k, sr, er, K, sbp, ebf, x);
-        else if (rg == 3) chain_rows_compact<3>(k, sr, er, K, sbp, ebf, x);
-        else if (rg == 2) chain_rows_compact<2>(k, sr, er, K, sbp, ebf, x);
-        else chain_rows_compact<1>(k, sr, er, K, sbp, ebf, x);
-      } else if (k.narrow) {
-        const float* sr = sa.data() + r0 * K;
-        const float* er = eaf.data() + r0 * K;
-        const float* sbp = b.significand.data() + q * K * kPanel;
-        const float* ebf = b.exponent_f.data() + q * K * kPanel;
-        if (rg == 4) chain_rows_narrow<4>(k, sr, er, K, sbp, ebf, x);
-        else if (rg == 3) chain_rows_narrow<3>(k, sr, er, K, sbp, ebf, x);
-        else if (rg == 2) chain_rows_narrow<2>(k, sr, er, K, sbp, ebf, x);
-        else chain_rows_narrow<1>(k, sr, er, K, sbp, ebf, x);
-      } else {
-        const double* ar = a + r0 * K;
-        const std::int32_t* er = ea + r0 * K;
-        if (rg == 4) chain_rows<4>(k, ar, er, K, bp, ebp, x);
-        else if (rg == 3) chain_rows<3>(k, ar, er, K, bp, ebp, x);
-        else if (rg == 2) chain_rows<2>(k, ar, er, K, bp, ebp, x);
-        else chain_rows<1>(k, ar, er, K, bp, ebp, x);
-      }
+      const auto chains = [&](auto rows_now) NUMEQ_AVX512_LAMBDA {
+        constexpr int R = decltype(rows_now)::value;
+        if (k.narrow) {
+          const float* sr = sa.data() + r0 * K;
+          const float* er = eaf.data() + r0 * K;
+          const float* sbp = b.significand.data() + q * K * kPanel;
+          const float* ebf = b.exponent_f.data() + q * K * kPanel;
+          if (k.compact) chain_rows_compact<R>(k, sr, er, K, sbp, ebf, x);
+          else chain_rows_narrow<R>(k, sr, er, K, sbp, ebf, x);
+        } else {
+          chain_rows<R>(k, a + r0 * K, ea + r0 * K, K, bp, ebp, x);
+        }
+      };
+      if (rg == 4) chains(std::integral_constant<int, 4>{});
+      else if (rg == 3) chains(std::integral_constant<int, 3>{});
+      else if (rg == 2) chains(std::integral_constant<int, 2>{});
+      else chains(std::integral_constant<int, 1>{});
       for (std::size_t r = 0; r < rg; ++r)
         for (int h = 0; h < 2; ++h) {
           _mm512_mask_storeu_pd(out + (r0 + r) * ldo + n0 + lo[h], lanes[h], x[r].c[h]);
@@ -655,6 +642,7 @@ template <int RG>
 
 }  // namespace
 #undef NUMEQ_AVX512
+#undef NUMEQ_AVX512_LAMBDA
 #endif
 
 void fused_cols_rows(const FusedCols& k, const double* a, const std::int32_t* ea, std::size_t rows,

@@ -34,7 +34,6 @@ struct Scale {
 };
 
 int floor_half(int x) { return x >= 0 ? x / 2 : -((-x + 1) / 2); }
-int largest_exponent(const Format& f) { return std::ilogb(max_finite(f)); }
 int smallest_exponent(const Format& f) { return std::ilogb(min_subnormal(f)); }
 int ceil_log2(std::size_t n) { return n <= 1 ? 0 : static_cast<int>(std::bit_width(n - 1)); }
 
@@ -54,11 +53,11 @@ std::vector<Scale> probe_scales(const Format& fmt, const Format& in, const Forma
                        " significant bits: at most " + std::to_string(most) + " terms); use a wider format");
   Scale base;
   if (dot) {
-    base.big = std::min(largest_exponent(fmt), 2 * largest_exponent(in));
+    base.big = std::min(fmt.emax(), 2 * in.emax());
     base.big_b = floor_half(base.big);
     base.big_a = base.big - base.big_b;
   } else {
-    base.big = base.big_a = std::min(largest_exponent(fmt), largest_exponent(in));
+    base.big = base.big_a = std::min(fmt.emax(), in.emax());
   }
   std::vector<Scale> scales;
   auto add = [&](int unit) {
@@ -68,7 +67,7 @@ std::vector<Scale> probe_scales(const Format& fmt, const Format& in, const Forma
     s.unit_a = unit - s.unit_b;
     for (const Scale& o : scales)
       if (o.unit == s.unit) return;
-    if (s.unit + ceil_log2(n) <= s.big - fmt.precision() - 1 && s.unit + ceil_log2(n) <= largest_exponent(out))
+    if (s.unit + ceil_log2(n) <= s.big - fmt.precision() - 1 && s.unit + ceil_log2(n) <= out.emax())
       scales.push_back(s);
   };
   const int inputs = dot ? 2 : 1;

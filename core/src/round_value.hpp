@@ -1,5 +1,6 @@
 #pragma once
-// One value rounded into a cast, for the plan evaluator and the explicit trees (private).
+// One value rounded into a cast, and an operand read under a cast's DAZ, for the plan evaluator
+// and the explicit trees (private).
 
 #include <bit>
 #include <cmath>

@@ -53,7 +53,7 @@ double block_scale(double amax, const BlockScaling& scaling, const Cast& scale_c
   if (scaling.scale_rule == ScaleRule::ocp) {
     // OCP MX v1.0 s6.3: X = 2^(floor(log2(amax)) - emax_elem); a power of two, so the scale
     // format holds it exactly unless it lies beyond its range, where it clamps.
-    const int emax_elem = std::ilogb(max_finite(scaling.element.format));
+    const int emax_elem = scaling.element.format.emax();
     const double x = std::ldexp(1.0, std::ilogb(amax) - emax_elem);
     s = std::min(x, max_finite(scaling.scale_format));
     if (s < min_subnormal(scaling.scale_format)) s = min_subnormal(scaling.scale_format);

@@ -195,6 +195,18 @@ TEST(Format, MatchesPublishedTable) {
   EXPECT_EQ(numeq::decode(0x7F7F, numeq::formats::bf16), static_cast<double>(3.3895314e38f));
 }
 
+// emax() is the exponent of the largest finite value: MPFR's field-derived maximum (the oracle's)
+// read by ilogb, for every format (integers: of int_max).
+TEST(Format, EmaxIsTheLargestFiniteValuesExponent) {
+  for (const Format* f : numeq::all_formats()) {
+    SCOPED_TRACE(f->name);
+    const double largest = f->is_integer() ? static_cast<double>(f->int_max()) : Spec(*f).max_finite;
+    EXPECT_EQ(f->emax(), std::ilogb(largest));
+  }
+  EXPECT_EQ(numeq::formats::fp32.emax(), 127);
+  EXPECT_EQ(numeq::formats::e4m3fn.emax(), 8);
+}
+
 TEST(Format, IntegerFormatsMatchTable) {
   EXPECT_EQ(numeq::max_finite(numeq::formats::int8), 127);
   EXPECT_EQ(numeq::max_finite(numeq::formats::uint8), 255);

@@ -89,6 +89,10 @@ enum class ZeroTerms : std::uint8_t {
   excluded,
 };
 
+// ZeroTerms::fp32_emin: the exponent a zero operand (and a zero c) is read at, whatever its
+// format (MMA-Sim extract_significand_exponent).
+inline constexpr int zero_operand_exponent = -126;
+
 // What a finite sum beyond the output's range gives.
 enum class OverflowRule : std::uint8_t {
   // +-Inf, also under round-toward-zero. [code] MMA-Sim nv_fused_dot_add (the cut significand is

@@ -106,6 +106,12 @@ struct Format {
     return is_signed ? (std::int64_t{1} << (storage_bits - 1)) - 1
                      : (std::int64_t{1} << storage_bits) - 1;
   }
+  // Exponent of the largest finite value, floor(log2(max_finite)): emin()'s counterpart (an
+  // integer format's: of int_max()).
+  [[gnu::always_inline]] constexpr int emax() const {
+    if (is_integer()) return static_cast<int>(std::bit_width(static_cast<std::uint64_t>(int_max()))) - 1;
+    return static_cast<int>(max_finite_magnitude() >> mantissa_bits) - bias;
+  }
   constexpr bool operator==(const Format& other) const { return name == other.name; }
 };
 
