@@ -6,7 +6,6 @@
 #include <utility>
 
 #include "numeq/formats/error.hpp"
-#include "numeq/core/trainium.hpp"
 #include "numeq/formats/format.hpp"
 
 namespace numeq::core {

@@ -8,7 +8,6 @@
 #include "json_read.hpp"
 #include "numeq/core/plan.hpp"
 #include "numeq/core/reveal.hpp"
-#include "numeq/core/trainium.hpp"
 #include "numeq/formats/error.hpp"
 #include "numeq/formats/format.hpp"
 
@@ -37,19 +36,10 @@ json cast_json(const Cast& c) {
   return j;
 }
 
-// A format by name: numeq's formats, the tensor-core internal e8m13 (fused.hpp) and the wide
-// accumulators of the Trainium assumptions (trainium.hpp).
-Format any_format(const std::string& name) {
-  if (name == nvidia::e8m13.name) return nvidia::e8m13;
-  for (const Format* f : trainium::wide_accumulators)
-    if (name == f->name) return *f;
-  return format_by_name(name);
-}
-
 Cast read_cast(const Reader& r) {
   r.only({"format", "rounding", "overflow", "subnormals", "seed", "random_bits"});
   Cast c;
-  c.format = r.at("format").named([](const std::string& s) { return any_format(s); });
+  c.format = r.at("format").named([](const std::string& s) { return plan_format_by_name(s); });
   if (r.has("rounding")) c.rounding = r.at("rounding").named([](const std::string& s) { return rounding_by_name(s); });
   if (r.has("overflow")) c.overflow = r.at("overflow").named([](const std::string& s) { return overflow_by_name(s); });
   if (r.has("subnormals"))
@@ -107,7 +97,7 @@ FusedStep read_fused(const Reader& r) {
   if (r.has("zeros")) f.zeros = enum_of<ZeroTerms>(r.at("zeros"), kZeroTerms);
   if (r.has("exponent_floor"))
     f.exponent_floor = static_cast<int>(r.at("exponent_floor").integer(min_exponent_floor, max_exponent_floor));
-  auto format = [&](const char* key) { return r.at(key).named([](const std::string& s) { return any_format(s); }); };
+  auto format = [&](const char* key) { return r.at(key).named([](const std::string& s) { return plan_format_by_name(s); }); };
   f.a_format = format("a_format");
   f.b_format = format("b_format");
   f.c_format = format("c_format");
