@@ -93,7 +93,7 @@ struct Arithmetic {
 struct PlanNode {
   NodeKind kind = NodeKind::sequential;
   Arithmetic arithmetic{};
-  bool start_from_zero = false;  // sequential: accumulate from +0 (CUDA's float acc = 0) when no init
+  bool start_from_zero = false;  // sequential ("start_from_zero"): from +0 (CUDA's float acc = 0) without init
   std::size_t lanes = 0;         // lanes: L, the number of lanes
   std::size_t leaf = 0;          // pairwise: ranges of at most this many terms go to the child
   std::size_t multiple = 1;      // pairwise ("multiple"): split points rounded down to a multiple of this
