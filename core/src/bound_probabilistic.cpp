@@ -271,7 +271,7 @@ struct DataWalk::Program {
         return nodes.size() - 1;
       }
       case NodeKind::chunked: {
-        const std::size_t size = std::max<std::size_t>(1, n.size);
+        const std::size_t size = std::max<std::size_t>(1, n.chunk);
         std::vector<Item> partials;
         for (std::size_t b = 0; b < items.size(); b += size) {
           const std::vector<Item> part(items.begin() + static_cast<std::ptrdiff_t>(b),
@@ -284,7 +284,7 @@ struct DataWalk::Program {
       }
       case NodeKind::split: {
         // K cut as the evaluator cuts it (plan.hpp's split_starts).
-        const std::vector<std::size_t> start = split_starts(items.size(), n.size);
+        const std::vector<std::size_t> start = split_starts(items.size(), n.parts);
         if (start.size() < 2 || n.children.empty()) return std::nullopt;
         std::vector<Item> partials;
         for (std::size_t q = 0; q + 1 < start.size(); ++q) {
@@ -319,7 +319,7 @@ struct DataWalk::Program {
       case NodeKind::permute: {
         std::vector<Item> mapped;
         mapped.reserve(items.size());
-        const std::size_t size = std::max<std::size_t>(1, n.size);
+        const std::size_t size = std::max<std::size_t>(1, n.block);
         for (std::size_t block = 0; block < items.size(); block += size) {
           const std::size_t len = std::min(size, items.size() - block);
           for (const std::size_t i : n.order)

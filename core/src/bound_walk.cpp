@@ -81,12 +81,12 @@ Factor Walker::visit(const PlanNode& node, Source& src, std::size_t begin, std::
     case NodeKind::lanes: return lanes(node, src, begin, end, f, init);
     case NodeKind::tree: return tree(node, src, begin, end, f, init);
     case NodeKind::pairwise: {
-      if (n <= node.size) return visit(node.children[0], src, begin, end, f, init);
+      if (n <= node.leaf) return visit(node.children[0], src, begin, end, f, init);
       std::size_t half = n / 2;
       half -= half % node.multiple;
       if (half == 0) half = std::min(n, node.multiple);
       if (half >= n)
-        throw numeq::error("plan: a pairwise node (leaf " + std::to_string(node.size) + ", multiple " +
+        throw numeq::error("plan: a pairwise node (leaf " + std::to_string(node.leaf) + ", multiple " +
                            std::to_string(node.multiple) + ") cannot split a range of " + std::to_string(n) + " terms");
       // add(left, right), then init + that.
       Factor fp = f;
@@ -101,7 +101,7 @@ Factor Walker::visit(const PlanNode& node, Source& src, std::size_t begin, std::
       return apply(f, r);
     }
     case NodeKind::chunked: {
-      const std::size_t size = node.size;
+      const std::size_t size = node.chunk;
       const std::size_t parts = (n + size - 1) / size;
       PartialSource partials(
           [&](std::size_t i, const Factor& g) {
@@ -111,7 +111,7 @@ Factor Walker::visit(const PlanNode& node, Source& src, std::size_t begin, std::
       return visit(node.children[1], partials, 0, parts, f, init);
     }
     case NodeKind::split: {
-      std::vector<std::size_t> start = split_starts(n, node.size);
+      std::vector<std::size_t> start = split_starts(n, node.parts);
       const std::size_t parts = start.size() - 1;
       for (std::size_t& s : start) s += begin;
       const Rounder rt = rounder(node.through);
@@ -136,8 +136,8 @@ Factor Walker::visit(const PlanNode& node, Source& src, std::size_t begin, std::
     case NodeKind::permute: {
       std::vector<std::size_t> map;
       map.reserve(n);
-      for (std::size_t block = begin; block < end; block += node.size) {
-        const std::size_t len = std::min(node.size, end - block);
+      for (std::size_t block = begin; block < end; block += node.block) {
+        const std::size_t len = std::min(node.block, end - block);
         for (const std::size_t i : node.order)
           if (i < len) map.push_back(block + i);
       }
@@ -180,7 +180,7 @@ Factor Walker::sequential(const PlanNode& node, Source& src, std::size_t begin, 
 // numpy's unrolled pairwise leaf (plan.hpp, lanes).
 Factor Walker::lanes(const PlanNode& node, Source& src, std::size_t begin, std::size_t end, const Factor& f,
                      bool init) {
-  const std::size_t n = end - begin, L = node.size;
+  const std::size_t n = end - begin, L = node.lanes;
   const Arithmetic& ar = node.arithmetic;
   const Rounder r = rounder(ar.accumulate);
   Powers pw(r.rho);
@@ -251,7 +251,7 @@ Factor Walker::lanes(const PlanNode& node, Source& src, std::size_t begin, std::
 // Groups of `arity` in order, level by level; init added last.
 Factor Walker::tree(const PlanNode& node, Source& src, std::size_t begin, std::size_t end, const Factor& f,
                     bool init) {
-  const std::size_t n = end - begin, a = node.size;
+  const std::size_t n = end - begin, a = node.arity;
   const Arithmetic& ar = node.arithmetic;
   const Rounder r = rounder(ar.accumulate);
   Powers pw(r.rho);
@@ -371,12 +371,12 @@ void Walker::group(const PlanNode& g, Source& src, std::size_t begin, const Fact
       continue;
     }
     Factor fc = fin;
-    if (two_terms && i == 0 && !src.exact_in(begin + c.size, ar.accumulate)) {
+    if (two_terms && i == 0 && !src.exact_in(begin + c.index, ar.accumulate)) {
       // The first of two terms is rounded into the accumulator before the addition.
       absolute(eta_value(r), fin);
       fc = apply(fin, r);
     }
-    src.item(begin + c.size, fc, ar);
+    src.item(begin + c.index, fc, ar);
   }
 }
 
@@ -396,11 +396,11 @@ Factor Walker::explicit_tree(const PlanNode& node, Source& src, std::size_t begi
   }
   if (node.kind == NodeKind::term) {
     Factor ft = fv;
-    if (!src.exact_in(begin + node.size, ar.accumulate)) {
+    if (!src.exact_in(begin + node.index, ar.accumulate)) {
       absolute(eta_value(r), fv);
       ft = apply(fv, r);
     }
-    src.item(begin + node.size, ft, ar);
+    src.item(begin + node.index, ft, ar);
   } else {
     group(node, src, begin, fv);
   }
@@ -412,8 +412,8 @@ Factor Walker::decompose(const PlanNode& node, Source& src, std::size_t begin, s
                          bool init) {
   if (!src.products())
     throw numeq::error("plan: a decompose node splits the operands of products; use it for dot and matmul");
-  const std::size_t n = end - begin, pieces = node.multiple, size = node.size;
-  const Rounder rp = rounder(node.through);
+  const std::size_t n = end - begin, pieces = node.pieces, size = node.block;
+  const Rounder rp = rounder(node.piece);
   const double eta = eta_value(rp);
   std::vector<Affine> piece(pieces);
   Affine rest;  // |r_i| <= rest.alpha |x| + rest.beta
@@ -421,20 +421,20 @@ Factor Walker::decompose(const PlanNode& node, Source& src, std::size_t begin, s
     piece[i] = Affine{mul_up(add_up(1.0, rp.rho), rest.alpha), add_up(mul_up(add_up(1.0, rp.rho), rest.beta), eta)};
     rest = Affine{mul_up(rp.rho, rest.alpha), add_up(mul_up(rp.rho, rest.beta), eta)};
   }
-  const std::size_t passes = node.order.size() / 2;
+  const std::size_t passes = node.passes.size();
   const std::size_t blocks = (n + size - 1) / size;
   PartialSource partials(
       [&](std::size_t p, const Factor& g) {
         const std::size_t block = p / passes, q = p % passes;
         const std::size_t b0 = begin + block * size, len = std::min(size, end - b0);
-        PieceSource ps(*this, src, b0, piece[node.order[2 * q]], piece[node.order[2 * q + 1]]);
+        PieceSource ps(*this, src, b0, piece[node.passes[q].first], piece[node.passes[q].second]);
         visit(node.children[0], ps, 0, len, g, false);
       },
       [&](std::size_t, const Cast& c) { return result_fits(node.children[0], c); });
   const Factor gi = visit(node.children[1], partials, 0, blocks * passes, f, init);
   // What the passes leave out: sum_{i,j} |mult(i,j) - 1| |a_i||b_j| + |r_a||b| + |a||r_b| + |r_a||r_b|.
   std::vector<std::size_t> mult(pieces * pieces, 0);
-  for (std::size_t q = 0; q < passes; ++q) ++mult[node.order[2 * q] * pieces + node.order[2 * q + 1]];
+  for (const auto& [i, j] : node.passes) ++mult[i * pieces + j];
   Poly d;
   const auto add_product = [&](const Affine& x, const Affine& y, double times) {
     d.w = add_up(d.w, mul_up(times, mul_up(x.alpha, y.alpha)));
@@ -467,7 +467,8 @@ void collect_casts(const PlanNode& n, std::vector<Cast>& casts, std::vector<bool
       n.kind != NodeKind::decompose)
     add(n.arithmetic.accumulate);
   if (n.arithmetic.product == ProductMode::rounded) add(n.arithmetic.product_cast);
-  if (n.kind == NodeKind::split || n.kind == NodeKind::decompose) add(n.through);
+  if (n.kind == NodeKind::split) add(n.through);
+  if (n.kind == NodeKind::decompose) add(n.piece);
   if (n.kind == NodeKind::fused) add(n.fused.output, n.fused.overflow == OverflowRule::infinity);
   for (const PlanNode& c : n.children) collect_casts(c, casts, infinite);
 }

@@ -161,7 +161,7 @@ double reduce_node(const PlanNode& node, const Terms& t, std::size_t begin, std:
       return acc;
     }
     case NodeKind::lanes: {
-      const std::size_t lanes = node.size;
+      const std::size_t lanes = node.lanes;
       double result = 0.0;
       if (n < lanes) {  // numpy: res = 0., then every term in order
         for (std::size_t k = begin; k < end; ++k) result = accumulate(result, t, k, ar);
@@ -184,7 +184,7 @@ double reduce_node(const PlanNode& node, const Terms& t, std::size_t begin, std:
       return with_init(result, init, ar.accumulate);
     }
     case NodeKind::pairwise: {
-      if (n <= node.size) return reduce_node(node.children[0], t, begin, end, init);
+      if (n <= node.leaf) return reduce_node(node.children[0], t, begin, end, init);
       std::size_t half = n / 2;
       half -= half % node.multiple;
       if (half == 0) half = std::min(n, node.multiple);  // keeps progress for tiny multiples of odd sizes
@@ -194,12 +194,12 @@ double reduce_node(const PlanNode& node, const Terms& t, std::size_t begin, std:
     }
     case NodeKind::chunked: {
       std::vector<double> partials;
-      for (std::size_t k = begin; k < end; k += node.size)
-        partials.push_back(reduce_node(node.children[0], t, k, std::min(end, k + node.size), std::nullopt));
+      for (std::size_t k = begin; k < end; k += node.chunk)
+        partials.push_back(reduce_node(node.children[0], t, k, std::min(end, k + node.chunk), std::nullopt));
       return reduce_values(node.children[1], partials, init);
     }
     case NodeKind::split: {
-      const std::vector<std::size_t> start = split_starts(n, node.size);
+      const std::vector<std::size_t> start = split_starts(n, node.parts);
       std::vector<double> partials;
       std::optional<double> acc = init;
       for (std::size_t p = 0; p + 1 < start.size(); ++p) {
@@ -215,16 +215,16 @@ double reduce_node(const PlanNode& node, const Terms& t, std::size_t begin, std:
     }
     case NodeKind::tree: {
       std::vector<double> level;
-      for (std::size_t k = begin; k < end; k += node.size) {
+      for (std::size_t k = begin; k < end; k += node.arity) {
         double acc = first_value(t, k, ar);
-        for (std::size_t i = k + 1; i < std::min(end, k + node.size); ++i) acc = accumulate(acc, t, i, ar);
+        for (std::size_t i = k + 1; i < std::min(end, k + node.arity); ++i) acc = accumulate(acc, t, i, ar);
         level.push_back(acc);
       }
       while (level.size() > 1) {
         std::vector<double> next;
-        for (std::size_t k = 0; k < level.size(); k += node.size) {
+        for (std::size_t k = 0; k < level.size(); k += node.arity) {
           double acc = level[k];
-          for (std::size_t i = k + 1; i < std::min(level.size(), k + node.size); ++i)
+          for (std::size_t i = k + 1; i < std::min(level.size(), k + node.arity); ++i)
             acc = add_rounded(acc, level[i], ar.accumulate);
           next.push_back(acc);
         }
@@ -236,8 +236,8 @@ double reduce_node(const PlanNode& node, const Terms& t, std::size_t begin, std:
       std::vector<double> a, b;
       a.reserve(n);
       b.reserve(t.products ? n : 0);
-      for (std::size_t block = begin; block < end; block += node.size) {
-        const std::size_t len = std::min(node.size, end - block);
+      for (std::size_t block = begin; block < end; block += node.block) {
+        const std::size_t len = std::min(node.block, end - block);
         for (const std::size_t i : node.order) {
           if (i >= len) continue;
           a.push_back(t.a[block + i]);
@@ -258,13 +258,13 @@ double reduce_node(const PlanNode& node, const Terms& t, std::size_t begin, std:
       if (!t.products) throw numeq::error("plan: a decompose node splits the operands of products; use it for dot and matmul");
       // Piece p of x: the piece cast of what the earlier pieces left (x - x0 - ... is exact in
       // binary64 for operands of at most 24 significant bits); an Inf or NaN stays in piece 0.
-      const std::size_t pieces = node.multiple;
+      const std::size_t pieces = node.pieces;
       const auto split_operand = [&](const double* x) {
         std::vector<double> out(pieces * n, 0.0);
         for (std::size_t k = 0; k < n; ++k) {
           double rest = x[begin + k];
           for (std::size_t p = 0; p < pieces; ++p) {
-            const double piece = round_value(rest, node.through);
+            const double piece = round_value(rest, node.piece);
             out[p * n + k] = piece;
             rest = std::isfinite(piece) ? rest - piece : 0.0;
           }
@@ -273,11 +273,10 @@ double reduce_node(const PlanNode& node, const Terms& t, std::size_t begin, std:
       };
       const std::vector<double> pa = split_operand(t.a), pb = split_operand(t.b);
       std::vector<double> partials;
-      for (std::size_t block = 0; block < n; block += node.size) {
-        const std::size_t len = std::min(node.size, n - block);
-        for (std::size_t q = 0; q + 1 < node.order.size(); q += 2)
-          partials.push_back(reduce_node(node.children[0],
-                                         Terms{pa.data() + node.order[q] * n + block, pb.data() + node.order[q + 1] * n + block, true},
+      for (std::size_t block = 0; block < n; block += node.block) {
+        const std::size_t len = std::min(node.block, n - block);
+        for (const auto& [i, j] : node.passes)
+          partials.push_back(reduce_node(node.children[0], Terms{pa.data() + i * n + block, pb.data() + j * n + block, true},
                                          0, len, std::nullopt));
       }
       return reduce_values(node.children[1], partials, init);
@@ -340,7 +339,7 @@ bool is_fma_chain(const PlanNode& r) {
 }
 // tree(2) of fp32 nearest-even additions over the products (leaves a_0 b_0 rounded, then fma).
 bool is_fma_pair_tree(const PlanNode& r) {
-  return r.kind == NodeKind::tree && r.size == 2 && r.arithmetic.product == ProductMode::fma &&
+  return r.kind == NodeKind::tree && r.arity == 2 && r.arithmetic.product == ProductMode::fma &&
          host_fp32(r.arithmetic.accumulate) && r.children.empty();
 }
 // Values added in fp32 to nearest even in order, starting from the first.
@@ -354,17 +353,17 @@ std::optional<kernels::Fp32Tiling> fp32_tiling(const Plan& plan) {
   if (plan.input_a || plan.input_b || plan.initial || plan.c_placement != CPlacement::last) return std::nullopt;
   const PlanNode& r = plan.reduction;
   if (is_fma_chain(r)) return kernels::Fp32Tiling{};
-  if (r.kind != NodeKind::chunked || r.size == 0 || r.children.size() != 2 || !is_fp32_in_order(r.children[1]))
+  if (r.kind != NodeKind::chunked || r.chunk == 0 || r.children.size() != 2 || !is_fp32_in_order(r.children[1]))
     return std::nullopt;
   const PlanNode& inner = r.children[0];
-  if (is_fma_chain(inner) || is_fma_pair_tree(inner)) return kernels::Fp32Tiling{r.size, 0, is_fma_pair_tree(inner)};
+  if (is_fma_chain(inner) || is_fma_pair_tree(inner)) return kernels::Fp32Tiling{r.chunk, 0, is_fma_pair_tree(inner)};
   // Groups of tiles: chunked(T * G, chunked(T, tile, in order), in order).
-  if (inner.kind != NodeKind::chunked || inner.size == 0 || r.size % inner.size != 0 || inner.children.size() != 2 ||
+  if (inner.kind != NodeKind::chunked || inner.chunk == 0 || r.chunk % inner.chunk != 0 || inner.children.size() != 2 ||
       !is_fp32_in_order(inner.children[1]))
     return std::nullopt;
   const PlanNode& column = inner.children[0];
   if (!is_fma_chain(column) && !is_fma_pair_tree(column)) return std::nullopt;
-  return kernels::Fp32Tiling{inner.size, r.size / inner.size, is_fma_pair_tree(column)};
+  return kernels::Fp32Tiling{inner.chunk, r.chunk / inner.chunk, is_fma_pair_tree(column)};
 }
 
 // Whether every x[i] is an fp32 value or a NaN.

@@ -50,7 +50,7 @@ double term_value(const double* a, const double* b, std::size_t k, const Arithme
 double group_value(const PlanNode& g, const double* a, const double* b) {
   const Arithmetic& ar = g.arithmetic;
   auto child_value = [&](const PlanNode& c) {
-    return c.kind == NodeKind::term ? term_value(a, b, c.size, ar) : group_value(c, a, b);
+    return c.kind == NodeKind::term ? term_value(a, b, c.index, ar) : group_value(c, a, b);
   };
   if (g.children.size() == 2) {
     double x = child_value(g.children[0]);
@@ -76,7 +76,7 @@ double reduce_explicit_tree(const PlanNode& node, const double* a, const double*
                        std::to_string(terms) + " terms cannot reduce a range of " + std::to_string(n) +
                        " terms; its terms must number exactly the range's length");
   const Arithmetic& ar = node.arithmetic;
-  const double value = node.kind == NodeKind::term ? round_into(term_value(a, b, node.size, ar), ar.accumulate)
+  const double value = node.kind == NodeKind::term ? round_into(term_value(a, b, node.index, ar), ar.accumulate)
                                                    : group_value(node, a, b);
   return init ? add_rounded(*init, value, ar.accumulate) : value;
 }

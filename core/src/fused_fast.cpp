@@ -118,7 +118,8 @@ bool limits_for(const Format& f, int max_mantissa, bool zeros_enter, Limits& l) 
   return true;
 }
 
-// Format::operator== compares names; the fast path's choices depend on every field.
+// The fast path's choices depend on the spec only: a format built by hand under another name
+// (Format::operator== compares names too) takes the same path as the table's.
 constexpr bool same_format(const Format& x, const Format& y) {
   return x.kind == y.kind && x.storage_bits == y.storage_bits && x.exponent_bits == y.exponent_bits &&
          x.mantissa_bits == y.mantissa_bits && x.bias == y.bias && x.is_signed == y.is_signed &&

@@ -6,7 +6,6 @@
 #include <utility>
 
 #include "numeq/formats/error.hpp"
-#include "numeq/core/trainium.hpp"
 #include "numeq/formats/format.hpp"
 
 namespace numeq::core {
@@ -102,7 +101,7 @@ void validate_tree(const PlanNode& root, const std::string& path, std::size_t de
       if (!n.children.empty())
         throw numeq::error(tree_path(path, route) + ".children: a term node has no children, got " +
                            std::to_string(n.children.size()));
-      indices.push_back(n.size);
+      indices.push_back(n.index);
       return;
     }
     if (n.children.size() < 2)
@@ -152,29 +151,32 @@ void validate_node(const PlanNode& n, const std::string& path, std::size_t depth
   switch (n.kind) {
     case NodeKind::sequential: check_children(n, 0, path); break;
     case NodeKind::lanes:
-    case NodeKind::tree:
-      positive(n.size, "size");
+      positive(n.lanes, "size");
       check_children(n, 0, path);
-      if (n.kind == NodeKind::tree && n.size < 2) throw numeq::error(path + ".size: a tree needs arity >= 2");
+      break;
+    case NodeKind::tree:
+      positive(n.arity, "size");
+      check_children(n, 0, path);
+      if (n.arity < 2) throw numeq::error(path + ".size: a tree needs arity >= 2");
       break;
     case NodeKind::pairwise:
-      positive(n.size, "size");
+      positive(n.leaf, "size");
       positive(n.multiple, "multiple");
       // A range longer than the leaf is cut at a multiple of `multiple` below its half, or at
       // `multiple` itself: a cut strictly inside the range (so the recursion ends) needs
       // multiple <= leaf < the range's length.
-      if (n.multiple > n.size)
+      if (n.multiple > n.leaf)
         throw numeq::error(path + ".multiple: " + std::to_string(n.multiple) + " exceeds the leaf size " +
-                           std::to_string(n.size) + "; expected 1 .. " + std::to_string(n.size) +
+                           std::to_string(n.leaf) + "; expected 1 .. " + std::to_string(n.leaf) +
                            " (the pairwise split points are multiples of it)");
       check_children(n, 1, path);
       break;
     case NodeKind::chunked:
-      positive(n.size, "size");
+      positive(n.chunk, "size");
       check_children(n, 2, path);
       break;
     case NodeKind::split:
-      positive(n.size, "size");
+      positive(n.parts, "size");
       check_children(n, n.split_mode == SplitMode::parallel ? 2 : 1, path);
       validate_cast(n.through, path + ".through");
       break;
@@ -183,35 +185,36 @@ void validate_node(const PlanNode& n, const std::string& path, std::size_t depth
       validate(n.fused, path + ".fused");
       break;
     case NodeKind::permute: {
-      positive(n.size, "size");
+      positive(n.block, "size");
       check_children(n, 1, path);
-      bool ok = n.order.size() == n.size;  // first: `size` may be any number, the order is as long as it is
-      std::vector<char> seen(ok ? n.size : 0, 0);
+      bool ok = n.order.size() == n.block;  // first: `block` may be any number, the order is as long as it is
+      std::vector<char> seen(ok ? n.block : 0, 0);
       for (std::size_t k = 0; ok && k < n.order.size(); ++k) {
         const std::size_t i = n.order[k];
-        ok = i < n.size && !seen[i];
+        ok = i < n.block && !seen[i];
         if (ok) seen[i] = 1;
       }
       if (!ok)
-        throw numeq::error(path + ".order: expected a permutation of 0 .. " + std::to_string(n.size - 1) + " (" +
-                           std::to_string(n.size) + " distinct indices), got " + std::to_string(n.order.size()) +
+        throw numeq::error(path + ".order: expected a permutation of 0 .. " + std::to_string(n.block - 1) + " (" +
+                           std::to_string(n.block) + " distinct indices), got " + std::to_string(n.order.size()) +
                            " indices");
       break;
     }
     case NodeKind::decompose: {
-      positive(n.size, "size");
+      positive(n.block, "size");
       check_children(n, 2, path);
-      if (n.multiple < 1 || n.multiple > 4)
-        throw numeq::error(path + ".pieces: expected 1 to 4 pieces per operand, got " + std::to_string(n.multiple));
-      validate_cast(n.through, path + ".piece");
-      if (n.through.format.is_integer() || n.through.rounding == Rounding::stochastic)
+      if (n.pieces < 1 || n.pieces > 4)
+        throw numeq::error(path + ".pieces: expected 1 to 4 pieces per operand, got " + std::to_string(n.pieces));
+      validate_cast(n.piece, path + ".piece");
+      if (n.piece.format.is_integer() || n.piece.rounding == Rounding::stochastic)
         throw numeq::error(path + ".piece: expected a floating format with a deterministic rounding");
-      if (n.order.empty() || n.order.size() % 2 != 0)
+      if (n.passes.empty())
         throw numeq::error(path + ".passes: expected at least one [piece of a, piece of b] pair");
-      for (const std::size_t i : n.order)
-        if (i >= n.multiple)
-          throw numeq::error(path + ".passes: piece " + std::to_string(i) + " does not exist (pieces 0 .. " +
-                             std::to_string(n.multiple - 1) + ")");
+      for (const auto& [i, j] : n.passes)
+        for (const std::size_t p : {i, j})
+          if (p >= n.pieces)
+            throw numeq::error(path + ".passes: piece " + std::to_string(p) + " does not exist (pieces 0 .. " +
+                               std::to_string(n.pieces - 1) + ")");
       break;
     }
     case NodeKind::group:
@@ -238,99 +241,57 @@ NodeKind node_kind_by_name(std::string_view name, std::string_view parameter) {
                      "'; valid kinds: " + join(kKinds));
 }
 
-PlanNode sequential(const Arithmetic& arithmetic, bool start_from_zero) {
-  PlanNode n;
-  n.kind = NodeKind::sequential;
-  n.arithmetic = arithmetic;
-  n.start_from_zero = start_from_zero;
+// Each builder sets its kind's fields (plan.hpp, PlanNode) and leaves the others at their defaults,
+// as plan_from_json does, so that a built plan and its JSON read back compare equal.
+template <class... Children>
+PlanNode with_children(PlanNode n, Children&&... children) {
+  (n.children.push_back(std::forward<Children>(children)), ...);
   return n;
+}
+
+PlanNode sequential(const Arithmetic& arithmetic, bool start_from_zero) {
+  return {.kind = NodeKind::sequential, .arithmetic = arithmetic, .start_from_zero = start_from_zero};
 }
 
 PlanNode lanes(std::size_t count, const Arithmetic& arithmetic) {
-  PlanNode n;
-  n.kind = NodeKind::lanes;
-  n.size = count;
-  n.arithmetic = arithmetic;
-  return n;
+  return {.kind = NodeKind::lanes, .arithmetic = arithmetic, .lanes = count};
 }
 
 PlanNode pairwise(std::size_t leaf, std::size_t multiple, PlanNode leaf_node, const Arithmetic& arithmetic) {
-  PlanNode n;
-  n.kind = NodeKind::pairwise;
-  n.size = leaf;
-  n.multiple = multiple;
-  n.arithmetic = arithmetic;
-  n.children.push_back(std::move(leaf_node));
-  return n;
+  return with_children({.kind = NodeKind::pairwise, .arithmetic = arithmetic, .leaf = leaf, .multiple = multiple},
+                       std::move(leaf_node));
 }
 
 PlanNode chunked(std::size_t size, PlanNode inner, PlanNode outer) {
-  PlanNode n;
-  n.kind = NodeKind::chunked;
-  n.size = size;
-  n.children.push_back(std::move(inner));
-  n.children.push_back(std::move(outer));
-  return n;
+  return with_children({.kind = NodeKind::chunked, .chunk = size}, std::move(inner), std::move(outer));
 }
 
 PlanNode split(std::size_t parts, SplitMode mode, const Cast& through, PlanNode inner, std::optional<PlanNode> combine) {
-  PlanNode n;
-  n.kind = NodeKind::split;
-  n.size = parts;
-  n.split_mode = mode;
-  n.through = through;
-  n.children.push_back(std::move(inner));
+  PlanNode n = with_children({.kind = NodeKind::split, .parts = parts, .split_mode = mode, .through = through},
+                             std::move(inner));
   if (combine) n.children.push_back(std::move(*combine));
   return n;
 }
 
 PlanNode tree(std::size_t arity, const Arithmetic& arithmetic) {
-  PlanNode n;
-  n.kind = NodeKind::tree;
-  n.size = arity;
-  n.arithmetic = arithmetic;
-  return n;
+  return {.kind = NodeKind::tree, .arithmetic = arithmetic, .arity = arity};
 }
 
 PlanNode permute(std::size_t block, std::vector<std::size_t> order, PlanNode child) {
-  PlanNode n;
-  n.kind = NodeKind::permute;
-  n.size = block;
-  n.order = std::move(order);
-  n.children.push_back(std::move(child));
-  return n;
+  return with_children({.kind = NodeKind::permute, .block = block, .order = std::move(order)}, std::move(child));
 }
 
 PlanNode decompose(std::size_t block, std::size_t pieces, const Cast& piece,
                    const std::vector<std::pair<std::size_t, std::size_t>>& passes, PlanNode inner, PlanNode outer) {
-  PlanNode n;
-  n.kind = NodeKind::decompose;
-  n.size = block;
-  n.multiple = pieces;
-  n.through = piece;
-  for (const auto& [i, j] : passes) {
-    n.order.push_back(i);
-    n.order.push_back(j);
-  }
-  n.children.push_back(std::move(inner));
-  n.children.push_back(std::move(outer));
-  return n;
+  return with_children({.kind = NodeKind::decompose, .block = block, .pieces = pieces, .piece = piece, .passes = passes},
+                       std::move(inner), std::move(outer));
 }
 
 PlanNode group(std::vector<PlanNode> children, const Arithmetic& arithmetic) {
-  PlanNode n;
-  n.kind = NodeKind::group;
-  n.arithmetic = arithmetic;
-  n.children = std::move(children);
-  return n;
+  return {.kind = NodeKind::group, .arithmetic = arithmetic, .children = std::move(children)};
 }
 
-PlanNode term(std::size_t index) {
-  PlanNode n;
-  n.kind = NodeKind::term;
-  n.size = index;
-  return n;
-}
+PlanNode term(std::size_t index) { return {.kind = NodeKind::term, .index = index}; }
 
 std::size_t explicit_term_count(const PlanNode& node) {
   if (node.kind == NodeKind::term) return 1;
@@ -372,12 +333,7 @@ Cast outer_cast(const Plan& plan) {
   }
 }
 
-PlanNode fused(const FusedStep& step) {
-  PlanNode n;
-  n.kind = NodeKind::fused;
-  n.fused = step;
-  return n;
-}
+PlanNode fused(const FusedStep& step) { return {.kind = NodeKind::fused, .fused = step}; }
 
 namespace {
 
@@ -388,7 +344,7 @@ std::string arithmetic_text(const Arithmetic& a) {
 // An explicit tree as nested parentheses of term indices, "((0 1) 2 3)"; a nested group whose
 // arithmetic differs from its parent's is written out as group(...).
 std::string nested_text(const PlanNode& n, const Arithmetic& parent) {
-  if (n.kind == NodeKind::term) return std::to_string(n.size);
+  if (n.kind == NodeKind::term) return std::to_string(n.index);
   if (n.kind != NodeKind::group) return to_string(n);
   std::string s = n.arithmetic == parent ? "(" : "group(" + arithmetic_text(n.arithmetic) + ": ";
   for (std::size_t i = 0; i < n.children.size(); ++i) {
@@ -405,16 +361,16 @@ std::string to_string(const PlanNode& n) {
   auto child = [&](std::size_t i) { return to_string(n.children[i]); };
   switch (n.kind) {
     case NodeKind::sequential: return "sequential(" + arith + (n.start_from_zero ? ", from +0" : "") + ")";
-    case NodeKind::lanes: return "lanes(" + std::to_string(n.size) + ", " + arith + ")";
-    case NodeKind::tree: return "tree(" + std::to_string(n.size) + ", " + arith + ")";
+    case NodeKind::lanes: return "lanes(" + std::to_string(n.lanes) + ", " + arith + ")";
+    case NodeKind::tree: return "tree(" + std::to_string(n.arity) + ", " + arith + ")";
     case NodeKind::pairwise:
-      return "pairwise(leaf " + std::to_string(n.size) + ", multiple " + std::to_string(n.multiple) + ", " + arith +
+      return "pairwise(leaf " + std::to_string(n.leaf) + ", multiple " + std::to_string(n.multiple) + ", " + arith +
              ", leaf=" + (n.children.empty() ? "?" : child(0)) + ")";
     case NodeKind::chunked:
-      return "chunked(" + std::to_string(n.size) + ", inner=" + (n.children.size() > 0 ? child(0) : "?") +
+      return "chunked(" + std::to_string(n.chunk) + ", inner=" + (n.children.size() > 0 ? child(0) : "?") +
              ", outer=" + (n.children.size() > 1 ? child(1) : "?") + ")";
     case NodeKind::split:
-      return "split(" + std::to_string(n.size) + " " + std::string(to_string(n.split_mode)) + ", through " +
+      return "split(" + std::to_string(n.parts) + " " + std::string(to_string(n.split_mode)) + ", through " +
              cast_text(n.through) + ", inner=" + (n.children.size() > 0 ? child(0) : "?") +
              (n.children.size() > 1 ? ", combine=" + child(1) : "") + ")";
     case NodeKind::fused: return "fused(" + fused_text(n.fused) + ")";
@@ -424,19 +380,18 @@ std::string to_string(const PlanNode& n) {
         if (!order.empty()) order.push_back(' ');
         order.append(std::to_string(i));
       }
-      return "permute(" + std::to_string(n.size) + ", order " + order + ", " + (n.children.empty() ? "?" : child(0)) + ")";
+      return "permute(" + std::to_string(n.block) + ", order " + order + ", " + (n.children.empty() ? "?" : child(0)) + ")";
     }
     case NodeKind::group: {
       std::string s = "group(" + arith + ":";
       for (const PlanNode& c : n.children) s += " " + nested_text(c, n.arithmetic);
       return s + ")";
     }
-    case NodeKind::term: return "term(" + std::to_string(n.size) + ", " + arith + ")";
+    case NodeKind::term: return "term(" + std::to_string(n.index) + ", " + arith + ")";
     case NodeKind::decompose: {
       std::string passes;
-      for (std::size_t i = 0; i + 1 < n.order.size(); i += 2)
-        passes += (passes.empty() ? "" : " ") + std::to_string(n.order[i]) + "x" + std::to_string(n.order[i + 1]);
-      return "decompose(" + std::to_string(n.size) + ", " + std::to_string(n.multiple) + " x " + cast_text(n.through) +
+      for (const auto& [i, j] : n.passes) passes += (passes.empty() ? "" : " ") + std::to_string(i) + "x" + std::to_string(j);
+      return "decompose(" + std::to_string(n.block) + ", " + std::to_string(n.pieces) + " x " + cast_text(n.piece) +
              ", passes " + passes + ", inner=" + (n.children.size() > 0 ? child(0) : "?") +
              ", outer=" + (n.children.size() > 1 ? child(1) : "?") + ")";
     }

@@ -8,7 +8,6 @@
 #include "json_read.hpp"
 #include "numeq/core/plan.hpp"
 #include "numeq/core/reveal.hpp"
-#include "numeq/core/trainium.hpp"
 #include "numeq/formats/error.hpp"
 #include "numeq/formats/format.hpp"
 
@@ -37,19 +36,10 @@ json cast_json(const Cast& c) {
   return j;
 }
 
-// A format by name: numeq's formats, the tensor-core internal e8m13 (fused.hpp) and the wide
-// accumulators of the Trainium assumptions (trainium.hpp).
-Format any_format(const std::string& name) {
-  if (name == nvidia::e8m13.name) return nvidia::e8m13;
-  for (const Format* f : trainium::wide_accumulators)
-    if (name == f->name) return *f;
-  return format_by_name(name);
-}
-
 Cast read_cast(const Reader& r) {
   r.only({"format", "rounding", "overflow", "subnormals", "seed", "random_bits"});
   Cast c;
-  c.format = r.at("format").named([](const std::string& s) { return any_format(s); });
+  c.format = r.at("format").named([](const std::string& s) { return plan_format_by_name(s); });
   if (r.has("rounding")) c.rounding = r.at("rounding").named([](const std::string& s) { return rounding_by_name(s); });
   if (r.has("overflow")) c.overflow = r.at("overflow").named([](const std::string& s) { return overflow_by_name(s); });
   if (r.has("subnormals"))
@@ -59,8 +49,11 @@ Cast read_cast(const Reader& r) {
   return c;
 }
 
-// ---- FusedStep as JSON ----
+// ---- enums as JSON: each by its table of names, in the enum's order ----
 
+constexpr std::array<std::string_view, 2> kProductMode{"fma", "rounded"};
+constexpr std::array<std::string_view, 2> kSplitMode{"parallel", "serial"};
+constexpr std::array<std::string_view, 2> kCPlacement{"first", "last"};
 constexpr std::array<std::string_view, 2> kAlignment{"truncate", "nearest_even"};
 constexpr std::array<std::string_view, 3> kMaxExponent{"encoded", "normalized", "largest_term"};
 constexpr std::array<std::string_view, 2> kZeroTerms{"fp32_emin", "excluded"};
@@ -72,13 +65,16 @@ std::string_view name_of(E value, const std::array<std::string_view, N>& names) 
   return names[static_cast<std::size_t>(value)];
 }
 
+// `what` names the field's kind of value in the error ("unknown split mode 'x'; valid: ...").
 template <class E, std::size_t N>
-E enum_of(const Reader& r, const std::array<std::string_view, N>& names) {
+E enum_of(const Reader& r, const std::array<std::string_view, N>& names, std::string_view what = "value") {
   const std::string s = r.text();
   for (std::size_t i = 0; i < N; ++i)
     if (names[i] == s) return static_cast<E>(i);
-  r.fail("unknown value '" + s + "'; valid: " + join(names));
+  r.fail("unknown " + std::string(what) + " '" + s + "'; valid: " + join(names));
 }
+
+// ---- FusedStep as JSON ----
 
 json fused_step_json(const FusedStep& f) {
   json j{{"n", f.n},
@@ -107,7 +103,7 @@ FusedStep read_fused(const Reader& r) {
   if (r.has("zeros")) f.zeros = enum_of<ZeroTerms>(r.at("zeros"), kZeroTerms);
   if (r.has("exponent_floor"))
     f.exponent_floor = static_cast<int>(r.at("exponent_floor").integer(min_exponent_floor, max_exponent_floor));
-  auto format = [&](const char* key) { return r.at(key).named([](const std::string& s) { return any_format(s); }); };
+  auto format = [&](const char* key) { return r.at(key).named([](const std::string& s) { return plan_format_by_name(s); }); };
   f.a_format = format("a_format");
   f.b_format = format("b_format");
   f.c_format = format("c_format");
@@ -118,7 +114,7 @@ FusedStep read_fused(const Reader& r) {
 }
 
 json arithmetic_json(const Arithmetic& a) {
-  json j{{"accumulate", cast_json(a.accumulate)}, {"product", to_string(a.product)}};
+  json j{{"accumulate", cast_json(a.accumulate)}, {"product", name_of(a.product, kProductMode)}};
   if (a.product == ProductMode::rounded) j["product_cast"] = cast_json(a.product_cast);
   return j;
 }
@@ -127,12 +123,7 @@ Arithmetic read_arithmetic(const Reader& r) {
   r.only({"accumulate", "product", "product_cast"});
   Arithmetic a;
   a.accumulate = read_cast(r.at("accumulate"));
-  if (r.has("product")) {
-    const std::string p = r.at("product").text();
-    if (p == "fma") a.product = ProductMode::fma;
-    else if (p == "rounded") a.product = ProductMode::rounded;
-    else r.at("product").fail("unknown product mode '" + p + "'; valid: fma, rounded");
-  }
+  if (r.has("product")) a.product = enum_of<ProductMode>(r.at("product"), kProductMode, "product mode");
   if (a.product == ProductMode::rounded) a.product_cast = read_cast(r.at("product_cast"));
   else if (r.has("product_cast")) r.at("product_cast").fail("only a \"rounded\" product has a product_cast");
   return a;
@@ -206,23 +197,23 @@ json node_json(const PlanNode& n, const Arithmetic* inherited = nullptr) {
       break;
     case NodeKind::lanes:
     case NodeKind::tree:
-      j["size"] = n.size;
+      j["size"] = n.kind == NodeKind::lanes ? n.lanes : n.arity;
       j["arithmetic"] = arithmetic_json(n.arithmetic);
       break;
     case NodeKind::pairwise:
-      j["size"] = n.size;
+      j["size"] = n.leaf;
       j["multiple"] = n.multiple;
       j["arithmetic"] = arithmetic_json(n.arithmetic);
       break;
-    case NodeKind::chunked: j["size"] = n.size; break;
+    case NodeKind::chunked: j["size"] = n.chunk; break;
     case NodeKind::split:
-      j["size"] = n.size;
-      j["split_mode"] = to_string(n.split_mode);
+      j["size"] = n.parts;
+      j["split_mode"] = name_of(n.split_mode, kSplitMode);
       j["through"] = cast_json(n.through);
       break;
     case NodeKind::fused: j["fused"] = fused_step_json(n.fused); break;
     case NodeKind::permute:
-      j["size"] = n.size;
+      j["size"] = n.block;
       j["order"] = n.order;
       break;
     case NodeKind::group:
@@ -233,16 +224,16 @@ json node_json(const PlanNode& n, const Arithmetic* inherited = nullptr) {
       }
       break;
     case NodeKind::decompose: {
-      j["size"] = n.size;
-      j["pieces"] = n.multiple;
-      j["piece"] = cast_json(n.through);
+      j["size"] = n.block;
+      j["pieces"] = n.pieces;
+      j["piece"] = cast_json(n.piece);
       json passes = json::array();
-      for (std::size_t i = 0; i + 1 < n.order.size(); i += 2) passes.push_back(json::array({n.order[i], n.order[i + 1]}));
+      for (const auto& [a, b] : n.passes) passes.push_back(json::array({a, b}));
       j["passes"] = passes;
       break;
     }
     case NodeKind::term:
-      j["index"] = n.size;
+      j["index"] = n.index;
       if (!(n.arithmetic == Arithmetic{})) j["arithmetic"] = arithmetic_json(n.arithmetic);
       break;
   }
@@ -284,27 +275,24 @@ PlanNode read_node(const Reader& r, const Arithmetic* inherited = nullptr) {
       break;
     case NodeKind::lanes:
     case NodeKind::tree:
-      n.size = r.at("size").count(1, kAnySize);
+      (n.kind == NodeKind::lanes ? n.lanes : n.arity) = r.at("size").count(1, kAnySize);
       n.arithmetic = read_arithmetic(r.at("arithmetic"));
       break;
     case NodeKind::pairwise:
-      n.size = r.at("size").count(1, kAnySize);
+      n.leaf = r.at("size").count(1, kAnySize);
       n.multiple = r.at("multiple").count(1, kAnySize);
       n.arithmetic = read_arithmetic(r.at("arithmetic"));
       break;
-    case NodeKind::chunked: n.size = r.at("size").count(1, kAnySize); break;
+    case NodeKind::chunked: n.chunk = r.at("size").count(1, kAnySize); break;
     case NodeKind::split: {
-      n.size = r.at("size").count(1, kAnySize);
-      const std::string mode = r.at("split_mode").text();
-      if (mode == "parallel") n.split_mode = SplitMode::parallel;
-      else if (mode == "serial") n.split_mode = SplitMode::serial;
-      else r.at("split_mode").fail("unknown split mode '" + mode + "'; valid: parallel, serial");
+      n.parts = r.at("size").count(1, kAnySize);
+      n.split_mode = enum_of<SplitMode>(r.at("split_mode"), kSplitMode, "split mode");
       n.through = read_cast(r.at("through"));
       break;
     }
     case NodeKind::fused: n.fused = read_fused(r.at("fused")); break;
     case NodeKind::permute: {
-      n.size = r.at("size").count(1, kAnySize);
+      n.block = r.at("size").count(1, kAnySize);
       const Reader order = r.at("order");
       if (!order.j.is_array()) order.fail("expected an array of term indices");
       for (std::size_t i = 0; i < order.j.size(); ++i) n.order.push_back(order.item(i).count(0, kAnySize));
@@ -320,20 +308,19 @@ PlanNode read_node(const Reader& r, const Arithmetic* inherited = nullptr) {
       }
       break;
     case NodeKind::term:
-      n.size = r.at("index").count(0, kAnySize);
+      n.index = r.at("index").count(0, kAnySize);
       if (r.has("arithmetic")) n.arithmetic = read_arithmetic(r.at("arithmetic"));
       break;
     case NodeKind::decompose: {
-      n.size = r.at("size").count(1, kAnySize);
-      n.multiple = r.at("pieces").count(1, 4);
-      n.through = read_cast(r.at("piece"));
+      n.block = r.at("size").count(1, kAnySize);
+      n.pieces = r.at("pieces").count(1, 4);
+      n.piece = read_cast(r.at("piece"));
       const Reader passes = r.at("passes");
       if (!passes.j.is_array()) passes.fail("expected an array of [piece of a, piece of b] pairs");
       for (std::size_t i = 0; i < passes.j.size(); ++i) {
         const Reader pass = passes.item(i);
         if (!pass.j.is_array() || pass.j.size() != 2) pass.fail("expected [piece of a, piece of b]");
-        n.order.push_back(pass.item(0).count(0, 3));
-        n.order.push_back(pass.item(1).count(0, 3));
+        n.passes.emplace_back(pass.item(0).count(0, 3), pass.item(1).count(0, 3));
       }
       break;
     }
@@ -350,7 +337,7 @@ PlanNode read_node(const Reader& r, const Arithmetic* inherited = nullptr) {
 }  // namespace
 
 std::string to_json(const Plan& p, int indent) {
-  json j{{"name", p.name}, {"reduction", node_json(p.reduction)}, {"c_placement", to_string(p.c_placement)},
+  json j{{"name", p.name}, {"reduction", node_json(p.reduction)}, {"c_placement", name_of(p.c_placement, kCPlacement)},
          {"output", cast_json(p.output)}};
   if (p.initial) j["initial"] = *p.initial;
   if (p.input_a) j["input_a"] = cast_json(*p.input_a);
@@ -368,12 +355,7 @@ Plan plan_from_json(std::string_view text, std::string_view parameter) {
   if (r.has("input_a")) p.input_a = read_cast(r.at("input_a"));
   if (r.has("input_b")) p.input_b = read_cast(r.at("input_b"));
   p.reduction = read_node(r.at("reduction"));
-  if (r.has("c_placement")) {
-    const std::string c = r.at("c_placement").text();
-    if (c == "first") p.c_placement = CPlacement::first;
-    else if (c == "last") p.c_placement = CPlacement::last;
-    else r.at("c_placement").fail("unknown placement '" + c + "'; valid: first, last");
-  }
+  if (r.has("c_placement")) p.c_placement = enum_of<CPlacement>(r.at("c_placement"), kCPlacement, "placement");
   if (r.has("initial")) p.initial = r.at("initial").number();
   p.output = read_cast(r.at("output"));
   validate(p, parameter);

@@ -435,7 +435,7 @@ PlanNode to_plan_node(const Tree& t, const Arithmetic& arithmetic) {
 
 void node_text(const PlanNode& n, std::string& out) {
   if (n.kind == NodeKind::term) {
-    out += std::to_string(n.size);
+    out += std::to_string(n.index);
     return;
   }
   out.push_back('(');
@@ -462,7 +462,7 @@ std::optional<Tree> shape_tree(const PlanNode& node, std::size_t begin, std::siz
   switch (node.kind) {
     case NodeKind::sequential: return chain(begin, end);
     case NodeKind::lanes: {
-      const std::size_t lanes = node.size;
+      const std::size_t lanes = node.lanes;
       if (n < lanes) return chain(begin, end);
       const std::size_t body = n - n % lanes;
       std::vector<Tree> r;
@@ -482,7 +482,7 @@ std::optional<Tree> shape_tree(const PlanNode& node, std::size_t begin, std::siz
       return t;
     }
     case NodeKind::pairwise: {
-      if (n <= node.size) return shape_tree(node.children[0], begin, end);
+      if (n <= node.leaf) return shape_tree(node.children[0], begin, end);
       std::size_t half = n / 2;
       half -= half % node.multiple;
       if (half == 0) half = std::min(n, node.multiple);

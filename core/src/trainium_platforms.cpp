@@ -86,7 +86,7 @@ std::string value_of(const std::vector<Assumption>& a, const std::string& name) 
 
 Format accumulator_format(int fraction_bits) {
   if (fraction_bits == 23) return formats::fp32;
-  for (const Format* f : trainium::wide_accumulators)
+  for (const Format* f : formats::wide_accumulators)
     if (f->mantissa_bits == fraction_bits) return *f;
   throw numeq::error("accumulator_bits: no accumulator format with " + std::to_string(fraction_bits) + " fraction bits");
 }

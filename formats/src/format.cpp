@@ -27,4 +27,15 @@ const Format& format_by_name(std::string_view name, std::string_view parameter) 
               "'; valid formats: " + format_names());
 }
 
+const Format& plan_format_by_name(std::string_view name, std::string_view parameter) {
+  for (const Format* f : formats::accumulators)
+    if (f->name == name) return *f;
+  for (const Format* f : formats::all)
+    if (f->name == name) return *f;
+  std::string accumulators;
+  for (const Format* f : formats::accumulators) accumulators += ", " + std::string(f->name);
+  throw error(std::string(parameter) + ": unknown format '" + std::string(name) + "'; valid formats: " +
+              format_names() + accumulators);
+}
+
 }  // namespace numeq

@@ -582,7 +582,8 @@ TEST(MatmulKernels, PairwiseTilesOfEveryLength) {
   for (std::size_t K = 1; K <= 300; K += K < 40 ? 1 : 13) {
     core::Plan plan = core::plan_for(core::platform_by_name("trainium.trn1[pe_order=pairwise]"), core::Operation::matmul,
                                      "bf16", "fp32");
-    plan.reduction.size = K;  // one tile of K rows (tiles above 128 are no platform's, but a valid plan)
+    ASSERT_EQ(plan.reduction.kind, core::NodeKind::chunked);
+    plan.reduction.chunk = K;  // one tile of K rows (tiles above 128 are no platform's, but a valid plan)
     xt::xarray<double> a = xt::xarray<double>::from_shape({std::size_t{3}, K}), b = xt::xarray<double>::from_shape({K, std::size_t{35}});
     for (double& v : a) v = format_value(g, formats::bf16, -12, 12);
     for (double& v : b) v = format_value(g, formats::bf16, -12, 12);

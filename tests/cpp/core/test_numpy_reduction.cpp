@@ -93,7 +93,7 @@ TEST(NumpyReduction, ACastCopiesThroughTheBufferInRunsOfBufsize) {
   // np.sum(float16 array, dtype=float32) of 20000 contiguous terms: runs of 8192, 8192, 3616.
   const core::ReductionOrder r = core::numpy_reduction({20000}, {2}, {0}, formats::fp16, formats::fp32);
   EXPECT_EQ(r.plan.reduction.kind, core::NodeKind::chunked);
-  EXPECT_EQ(r.plan.reduction.size, 8192u);
+  EXPECT_EQ(r.plan.reduction.chunk, 8192u);
   // Without a cast the contiguous run is summed pairwise in one call.
   EXPECT_EQ(core::numpy_reduction({20000}, {2}, {0}, formats::fp16, formats::fp16).plan.reduction.kind,
             core::NodeKind::split);  // float16: half(float(0) + pairwise): one part through fp16

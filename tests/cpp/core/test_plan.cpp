@@ -68,6 +68,85 @@ TEST(Plan, MalformedPlansNameTheField) {
   EXPECT_EQ(error_of("{not json").rfind("plan: not valid JSON", 0), 0u);
 }
 
+// Each kind's parameters sit in their own named fields (plan.hpp, PlanNode), written under the
+// JSON keys that always named them ("size" for the counts), and read back into the same fields.
+TEST(Plan, EveryKindKeepsItsNamedFieldsThroughJson) {
+  const core::Arithmetic ar{numeq::Cast{numeq::formats::fp32}};
+  const numeq::Cast bf16{numeq::formats::bf16};
+  const auto json_of = [](const core::PlanNode& n) {
+    core::Plan p;
+    p.reduction = n;
+    const core::Plan back = core::plan_from_json(core::to_json(p));
+    EXPECT_EQ(back, p) << core::to_string(p);
+    return core::to_json(p, -1);
+  };
+  const core::PlanNode l = core::lanes(8, ar);
+  EXPECT_EQ(l.lanes, 8u);
+  EXPECT_NE(json_of(l).find(R"("size":8)"), std::string::npos);
+  const core::PlanNode t = core::tree(3, ar);
+  EXPECT_EQ(t.arity, 3u);
+  EXPECT_NE(json_of(t).find(R"("size":3)"), std::string::npos);
+  const core::PlanNode pw = core::pairwise(128, 8, core::lanes(8, ar), ar);
+  EXPECT_EQ(pw.leaf, 128u);
+  EXPECT_EQ(pw.multiple, 8u);
+  EXPECT_NE(json_of(pw).find(R"("multiple":8)"), std::string::npos);
+  const core::PlanNode ch = core::chunked(32, core::sequential(ar), core::sequential(ar, true));
+  EXPECT_EQ(ch.chunk, 32u);
+  EXPECT_NE(json_of(ch).find(R"("size":32)"), std::string::npos);
+  const core::PlanNode sp = core::split(5, core::SplitMode::serial, bf16, core::sequential(ar));
+  EXPECT_EQ(sp.parts, 5u);
+  EXPECT_EQ(sp.through, bf16);
+  EXPECT_NE(json_of(sp).find(R"("split_mode":"serial")"), std::string::npos);
+  const core::PlanNode pm = core::permute(4, {0, 2, 1, 3}, core::sequential(ar));
+  EXPECT_EQ(pm.block, 4u);
+  EXPECT_NE(json_of(pm).find(R"("order":[0,2,1,3])"), std::string::npos);
+  const core::PlanNode dc = core::decompose(16, 2, bf16, {{0, 0}, {1, 0}, {0, 1}}, core::sequential(ar), core::sequential(ar));
+  EXPECT_EQ(dc.block, 16u);
+  EXPECT_EQ(dc.pieces, 2u);
+  EXPECT_EQ(dc.piece, bf16);
+  EXPECT_EQ(dc.passes, (std::vector<std::pair<std::size_t, std::size_t>>{{0, 0}, {1, 0}, {0, 1}}));
+  EXPECT_EQ(dc.through, core::PlanNode{}.through);  // decompose's piece is its own field, not split's
+  EXPECT_EQ(dc.multiple, core::PlanNode{}.multiple);
+  const std::string dj = json_of(dc);
+  EXPECT_NE(dj.find(R"("passes":[[0,0],[1,0],[0,1]])"), std::string::npos) << dj;
+  EXPECT_NE(dj.find(R"("pieces":2)"), std::string::npos) << dj;
+  EXPECT_NE(dj.find(R"("size":16)"), std::string::npos) << dj;
+  const core::PlanNode tr = core::term(0);
+  EXPECT_EQ(tr.index, 0u);
+  const core::PlanNode g = core::group({core::term(1), core::term(0)}, ar);
+  EXPECT_EQ(g.children[0].index, 1u);
+  EXPECT_NE(json_of(g).find(R"x("tree":"(1 0)")x"), std::string::npos);
+  // A pass naming a piece that does not exist names the field.
+  core::Plan bad;
+  bad.reduction = core::decompose(16, 2, bf16, {{0, 2}}, core::sequential(ar), core::sequential(ar));
+  try {
+    core::validate(bad);
+    ADD_FAILURE() << "no error";
+  } catch (const numeq::error& e) {
+    EXPECT_EQ(std::string(e.what()).rfind("plan.reduction.passes: piece 2 does not exist (pieces 0 .. 1)", 0), 0u)
+        << e.what();
+  }
+}
+
+// The accumulator formats (formats::accumulators) are formats a plan names; enum fields name
+// their choices when a value is unknown.
+TEST(Plan, AccumulatorFormatsAndEnumChoicesAreRead) {
+  const core::Plan wide = core::plan_from_json(R"({"reduction": {"kind": "sequential", "arithmetic":
+      {"accumulate": {"format": "e8m25"}}}, "output": {"format": "e8m13", "rounding": "toward_zero"}})");
+  EXPECT_EQ(wide.reduction.arithmetic.accumulate.format, numeq::formats::e8m25);
+  EXPECT_EQ(wide.output.format, numeq::formats::e8m13);
+  const std::string product = error_of(R"({"reduction": {"kind": "sequential", "arithmetic":
+      {"accumulate": {"format": "fp32"}, "product": "exact"}}, "output": {"format": "fp32"}})");
+  EXPECT_EQ(product.rfind("plan.reduction.arithmetic.product: unknown product mode 'exact'; valid: fma, rounded", 0), 0u)
+      << product;
+  const std::string mode = error_of(R"({"reduction": {"kind": "split", "size": 2, "split_mode": "both", "through":
+      {"format": "fp32"}, "children": []}, "output": {"format": "fp32"}})");
+  EXPECT_EQ(mode.rfind("plan.reduction.split_mode: unknown split mode 'both'; valid: parallel, serial", 0), 0u) << mode;
+  const std::string placement = error_of(R"({"reduction": {"kind": "sequential", "arithmetic": {"accumulate":
+      {"format": "fp32"}}}, "c_placement": "middle", "output": {"format": "fp32"}})");
+  EXPECT_EQ(placement.rfind("plan.c_placement: unknown placement 'middle'; valid: first, last", 0), 0u) << placement;
+}
+
 // ---- strict reading: nothing cut, nothing ignored, nothing guessed (issue 14) ----
 
 const std::string kFp32 = R"({"format": "fp32"})";

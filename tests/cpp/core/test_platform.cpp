@@ -168,7 +168,7 @@ TEST(Platform, SplitKIsAPlanOption) {
   const core::Plan base = core::plan_for(core::platform_by_name("cuda_core.fp32"), core::Operation::matmul, "fp32", "fp32");
   const core::Plan serial = core::with_split_k(base, 4, core::SplitMode::serial);
   EXPECT_EQ(serial.reduction.kind, core::NodeKind::split);
-  EXPECT_EQ(serial.reduction.size, 4u);
+  EXPECT_EQ(serial.reduction.parts, 4u);
   EXPECT_EQ(core::plan_from_json(core::to_json(serial)), serial);
   EXPECT_THROW(core::with_split_k(base, 0, core::SplitMode::serial), numeq::error);
 }

@@ -468,9 +468,9 @@ std::optional<TNode> plan_shape(const core::PlanNode& p, const std::vector<TNode
     }
     case K::chunked: {
       std::vector<TNode> partials;
-      for (std::size_t k = 0; k < items.size(); k += p.size) {
+      for (std::size_t k = 0; k < items.size(); k += p.chunk) {
         const auto part = plan_shape(p.children[0], {items.begin() + static_cast<long>(k),
-                                                     items.begin() + static_cast<long>(std::min(items.size(), k + p.size))});
+                                                     items.begin() + static_cast<long>(std::min(items.size(), k + p.chunk))});
         if (!part) return std::nullopt;
         partials.push_back(*part);
       }
@@ -478,7 +478,7 @@ std::optional<TNode> plan_shape(const core::PlanNode& p, const std::vector<TNode
     }
     case K::permute: {
       std::vector<TNode> reordered;
-      for (std::size_t b = 0; b < items.size(); b += p.size)
+      for (std::size_t b = 0; b < items.size(); b += p.block)
         for (const std::size_t i : p.order)
           if (b + i < items.size()) reordered.push_back(items[b + i]);
       return plan_shape(p.children[0], reordered);

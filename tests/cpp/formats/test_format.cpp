@@ -261,6 +261,53 @@ TEST(Format, UnknownNameErrorListsValidNames) {
   }
 }
 
+// The accumulator formats plans name (e8m13, e8m24 ..): apart from `all`, found by
+// plan_format_by_name with the formats of `all`, and listed by its error.
+TEST(Format, AccumulatorFormatsAreFoundForPlans) {
+  for (const Format* f : numeq::formats::accumulators) {
+    EXPECT_EQ(&numeq::plan_format_by_name(f->name), f) << f->name;
+    for (const Format* g : numeq::all_formats()) EXPECT_NE(f->name, g->name);
+    EXPECT_THROW((void)numeq::format_by_name(f->name), numeq::error) << f->name;
+    // Wider than fp32 by the fraction only: fp32's exponent range, every value in binary64.
+    EXPECT_EQ(f->exponent_bits, 8);
+    EXPECT_EQ(f->bias, 127);
+  }
+  for (const Format* g : numeq::all_formats()) EXPECT_EQ(&numeq::plan_format_by_name(g->name), g) << g->name;
+  try {
+    (void)numeq::plan_format_by_name("e8m99", "plan.output.format");
+    ADD_FAILURE() << "no error";
+  } catch (const numeq::error& e) {
+    const std::string msg = e.what();
+    EXPECT_EQ(msg.rfind("plan.output.format: unknown format 'e8m99'", 0), 0u) << msg;
+    for (const Format* f : numeq::formats::accumulators) EXPECT_NE(msg.find(std::string(f->name)), std::string::npos) << msg;
+    EXPECT_NE(msg.find("bf16"), std::string::npos) << msg;
+  }
+}
+
+// Equality is the whole spec: a format built by hand under a table name is not that format
+// unless every field agrees.
+TEST(Format, EqualityComparesTheWholeSpec) {
+  static_assert(numeq::formats::fp32 == numeq::formats::fp32);
+  static_assert(!(numeq::formats::fp32 == numeq::formats::tf32));
+  Format f = numeq::formats::fp32;
+  EXPECT_EQ(f, numeq::formats::fp32);
+  f.storage_shift = 13;
+  EXPECT_NE(f, numeq::formats::fp32);
+  f = numeq::formats::fp16;
+  f.bias = 14;
+  EXPECT_NE(f, numeq::formats::fp16);
+  f = numeq::formats::e4m3;
+  f.specials = numeq::Specials::fn;
+  EXPECT_NE(f, numeq::formats::e4m3);
+  EXPECT_NE(f, numeq::formats::e4m3fn);  // e4m3fn's spec under another name
+  f.name = "e4m3fn";
+  EXPECT_EQ(f, numeq::formats::e4m3fn);
+  f.is_signed = false;
+  EXPECT_NE(f, numeq::formats::e4m3fn);
+  for (const Format* a : numeq::all_formats())
+    for (const Format* b : numeq::all_formats()) EXPECT_EQ(*a == *b, a == b) << a->name << " " << b->name;
+}
+
 TEST(Format, DecodeRejectsBitsOutsideThePattern) {
   for (const Format* f : numeq::all_formats()) {
     SCOPED_TRACE(f->name);

@@ -211,13 +211,9 @@ std::uint64_t fused_general_steps();
 
 namespace nvidia {
 
-// The fp32 accumulator cut to 13 fraction bits ("f32_e8m13"): fp32's exponent range, 13 fraction
-// bits, stored in the top 22 bits of an fp32 pattern (as tf32 is in the top 19), so every value is
-// an fp32 value. [code] MMA-Sim nv.py / arithmetic.py (output_type "f32_e8m13": truncate to 13
-// fraction bits after normalising); [paper] Khattak & Mikaitis (H100, Ada fp8 with fp32 output);
-// [measured] the H100 e4m3/e5m2 fp32 vectors (a 23-bit output instead: 3585 and 4159 of 5000).
-inline constexpr Format e8m13{"e8m13", FormatKind::floating, 32, 8, 13, 127, true, true,
-                              Specials::ieee, 10};
+// The fp32 accumulator cut to 13 fraction bits ("f32_e8m13"), registered with its sources among
+// the accumulator formats (formats/format.hpp, formats::e8m13).
+inline constexpr const Format& e8m13 = formats::e8m13;
 
 // tf32 operands: the tensor core drops the 13 low bits of the fp32 pattern (truncation, not
 // rounding). [doc] PTX ISA (wgmma .tf32: "the lower 13 bits of the fp32 value are ignored");

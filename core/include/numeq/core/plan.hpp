@@ -14,7 +14,7 @@
 //               ((0+1)+(2+3))+((4+5)+(6+7)), and the last n mod L terms are added in order.
 //   pairwise(leaf, multiple)  n <= leaf: the child node; else n2 = n/2 rounded down to a
 //               multiple of `multiple`, and add(pairwise(first n2), pairwise(rest)).
-//   chunked(size)  children {inner, outer}: inner reduces each run of `size` consecutive terms,
+//   chunked(chunk)  children {inner, outer}: inner reduces each run of `chunk` consecutive terms,
 //               outer reduces the partial results (as value terms) in order, init going to outer.
 //   split(parts)   K cut into `parts` contiguous parts (sizes differing by at most one, larger first).
 //               parallel: children {inner, combine}: each part reduced by inner from +0, rounded
@@ -25,8 +25,8 @@
 //               group sums likewise, level by level, until one value remains; init added last.
 //   fused         a chain of tensor-core fused steps of `fused.n` products along K, each step's
 //               result the c of the next (FusedStep, fused.hpp), init the c of the first.
-//   permute(size, order)  the range cut into blocks of `size` terms, each block's terms taken in
-//               `order` (a permutation of 0 .. size-1; a short last block skips the missing
+//   permute(block, order)  the range cut into blocks of `block` terms, each block's terms taken in
+//               `order` (a permutation of 0 .. block-1; a short last block skips the missing
 //               indices); the child reduces the reordered sequence (init passed on). Hopper's
 //               mma.sync with fp8 operands feeds products k mod 4 in {0, 1} to one step and
 //               {2, 3} to the next (nvidia.h100.mma_sync).
@@ -39,13 +39,13 @@
 //               starts as sequential and tree start an accumulator: its first term is rounded
 //               into arithmetic.accumulate, then the second added (an fma chain's first two
 //               steps). init, when given, is added to the group's value last.
-//   term(index)   a leaf of a group tree: term `size` of the range (0-based). The terms of one
+//   term(index)   a leaf of a group tree: term `index` of the range (0-based). The terms of one
 //               tree are 0 .. n-1, each exactly once, and n must be the range length. A term
 //               that is a whole plan's reduction (n = 1) rounds into its own arithmetic.
-//   decompose(size, pieces, piece, passes)  a matmul computed as several reduced-precision passes:
+//   decompose(block, pieces, piece, passes)  a matmul computed as several reduced-precision passes:
 //               each operand x is split into `pieces` values of the cast `piece` (x0 = piece(x),
 //               x1 = piece(x - x0), ...; what the last piece cannot hold is dropped); the range is
-//               cut into blocks of `size` terms and, block by block, each pass (i, j) of `passes`
+//               cut into blocks of `block` terms and, block by block, each pass (i, j) of `passes`
 //               (a_k piece i times b_k piece j) is reduced by children[0] from nothing; the
 //               partials, in that order (block-major), are reduced by children[1] (init going
 //               to it). Trainium's fp32 matmul alternatives (trainium.hpp, fp32_matmul).
@@ -88,18 +88,27 @@ struct Arithmetic {
   bool operator==(const Arithmetic&) const = default;
 };
 
+// Each field after `arithmetic` belongs to the kinds named beside it (and is written to JSON under
+// the key given, "size" where none is); the other kinds leave it at its default.
 struct PlanNode {
   NodeKind kind = NodeKind::sequential;
   Arithmetic arithmetic{};
-  std::size_t size = 0;        // lanes: L; pairwise: leaf; chunked: chunk size; split: parts; tree: arity;
-                               // term: the term's index within the range
-  std::size_t multiple = 1;    // pairwise: split points rounded down to a multiple of this
-  bool start_from_zero = false;  // sequential: accumulate from +0 (CUDA's float acc = 0) when no init
-  SplitMode split_mode = SplitMode::parallel;
-  Cast through{};              // split: the cast each partial passes through
-  FusedStep fused{};           // fused: the step
-  std::vector<std::size_t> order;  // permute: the order of the terms within a block;
-                                   // decompose: the passes as pairs (i0, j0, i1, j1, ...)
+  bool start_from_zero = false;  // sequential ("start_from_zero"): from +0 (CUDA's float acc = 0) without init
+  std::size_t lanes = 0;         // lanes: L, the number of lanes
+  std::size_t leaf = 0;          // pairwise: ranges of at most this many terms go to the child
+  std::size_t multiple = 1;      // pairwise ("multiple"): split points rounded down to a multiple of this
+  std::size_t chunk = 0;         // chunked: the terms each inner reduction takes
+  std::size_t parts = 0;         // split: the number of parts K is cut into
+  SplitMode split_mode = SplitMode::parallel;  // split ("split_mode")
+  Cast through{};                // split ("through"): the cast each partial passes through
+  std::size_t arity = 0;         // tree: the terms (then partial sums) per group
+  FusedStep fused{};             // fused ("fused"): the step
+  std::size_t block = 0;         // permute, decompose: the terms per block
+  std::vector<std::size_t> order;  // permute ("order"): the order of the terms within a block
+  std::size_t index = 0;         // term ("index"): the term's index within the range
+  std::size_t pieces = 0;        // decompose ("pieces"): the pieces each operand is split into
+  Cast piece{};                  // decompose ("piece"): the cast of every piece
+  std::vector<std::pair<std::size_t, std::size_t>> passes;  // decompose ("passes"): (piece of a, piece of b)
   std::vector<PlanNode> children;
   bool operator==(const PlanNode&) const = default;
 };

@@ -33,13 +33,12 @@
 
 namespace numeq::core::trainium {
 
-// Accumulators wider than fp32 (fp32's exponent range, more fraction bits), for the
-// accumulator_bits alternatives. Values fit in binary64; patterns travel in 64 bits.
-inline constexpr Format e8m24{"e8m24", FormatKind::floating, 64, 8, 24, 127, true, true, Specials::ieee, 0};
-inline constexpr Format e8m25{"e8m25", FormatKind::floating, 64, 8, 25, 127, true, true, Specials::ieee, 0};
-inline constexpr Format e8m26{"e8m26", FormatKind::floating, 64, 8, 26, 127, true, true, Specials::ieee, 0};
-inline constexpr Format e8m27{"e8m27", FormatKind::floating, 64, 8, 27, 127, true, true, Specials::ieee, 0};
-inline constexpr Format e8m31{"e8m31", FormatKind::floating, 64, 8, 31, 127, true, true, Specials::ieee, 0};
-inline constexpr const Format* wide_accumulators[] = {&e8m24, &e8m25, &e8m26, &e8m27, &e8m31};
+// Accumulators wider than fp32 for the accumulator_bits alternatives, registered among the
+// accumulator formats (formats/format.hpp).
+inline constexpr const Format& e8m24 = formats::e8m24;
+inline constexpr const Format& e8m25 = formats::e8m25;
+inline constexpr const Format& e8m26 = formats::e8m26;
+inline constexpr const Format& e8m27 = formats::e8m27;
+inline constexpr const Format& e8m31 = formats::e8m31;
 
 }  // namespace numeq::core::trainium

@@ -112,7 +112,9 @@ struct Format {
     if (is_integer()) return static_cast<int>(std::bit_width(static_cast<std::uint64_t>(int_max()))) - 1;
     return static_cast<int>(max_finite_magnitude() >> mantissa_bits) - bias;
   }
-  constexpr bool operator==(const Format& other) const { return name == other.name; }
+  // Two formats are the same when their whole spec is: a Format built by hand that borrows a
+  // table name ("fp32") but differs in a field is not that format.
+  constexpr bool operator==(const Format&) const = default;
 };
 
 namespace formats {
@@ -143,6 +145,27 @@ inline constexpr Format int32{"int32", FormatKind::integer, 32, 0, 0, 0, true, t
 inline constexpr std::array<const Format*, 17> all{
     &fp64,  &fp32,     &tf32,     &bf16,   &fp16,   &e4m3fn, &e4m3,  &e4m3fnuz, &e5m2,
     &e5m2fnuz, &e8m0fnu, &e3m2fn, &e2m3fn, &e2m1fn, &int8,   &uint8, &int32};
+
+// Accumulator formats: the internal sums of platforms, which plans accumulate in and print, but
+// which no array is stored in (so they are not in `all`, the formats of values and arrays).
+//
+// NVIDIA's fp32 accumulator cut to 13 fraction bits ("f32_e8m13"): fp32's exponent range, 13
+// fraction bits, stored in the top 22 bits of an fp32 pattern (as tf32 is in the top 19), so every
+// value is an fp32 value. [code] MMA-Sim nv.py / arithmetic.py (output_type "f32_e8m13": truncate
+// to 13 fraction bits after normalising); [paper] Khattak & Mikaitis (H100, Ada fp8 with fp32
+// output); [measured] the H100 e4m3/e5m2 fp32 vectors (a 23-bit output instead: 3585 and 4159 of
+// 5000). nvidia::e8m13 (core/fused.hpp) is this format.
+inline constexpr Format e8m13{"e8m13", FormatKind::floating, 32, 8, 13, 127, true, true, Specials::ieee, 10};
+// Accumulators wider than fp32 (fp32's exponent range, more fraction bits): the alternatives of
+// Trainium's undocumented accumulator_bits assumption (core/trainium.hpp: the in-array accumulator
+// is assumed, not documented, to be fp32). Values fit in binary64; patterns travel in 64 bits.
+inline constexpr Format e8m24{"e8m24", FormatKind::floating, 64, 8, 24, 127, true, true, Specials::ieee, 0};
+inline constexpr Format e8m25{"e8m25", FormatKind::floating, 64, 8, 25, 127, true, true, Specials::ieee, 0};
+inline constexpr Format e8m26{"e8m26", FormatKind::floating, 64, 8, 26, 127, true, true, Specials::ieee, 0};
+inline constexpr Format e8m27{"e8m27", FormatKind::floating, 64, 8, 27, 127, true, true, Specials::ieee, 0};
+inline constexpr Format e8m31{"e8m31", FormatKind::floating, 64, 8, 31, 127, true, true, Specials::ieee, 0};
+inline constexpr std::array<const Format*, 5> wide_accumulators{&e8m24, &e8m25, &e8m26, &e8m27, &e8m31};
+inline constexpr std::array<const Format*, 6> accumulators{&e8m13, &e8m24, &e8m25, &e8m26, &e8m27, &e8m31};
 }  // namespace formats
 
 // Every format numeq supports, in table order.
@@ -151,6 +174,9 @@ std::span<const Format* const> all_formats();
 const Format& format_by_name(std::string_view name, std::string_view parameter = "fmt");
 std::string format_names();             // "fp64, fp32, ..." for error messages
 std::string format_names(FormatKind kind);  // the floating (or integer) ones only
+// A format of `all` or of `accumulators` by name (what a plan may name: plan.hpp); throws
+// numeq::error naming `parameter` and listing both.
+const Format& plan_format_by_name(std::string_view name, std::string_view parameter = "format");
 
 // Values of a floating format as doubles (every one is exact in binary64).
 namespace detail {
