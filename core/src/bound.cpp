@@ -268,16 +268,18 @@ static xt::xarray<double> dot_bound_of_kind(const xt::xarray<double>& a, const x
 // the deterministic bound is the smaller (short reductions, truncating steps), it is the better
 // statement, and the smaller of the two still holds with at least the stated probability.
 namespace {
-xt::xarray<double> smaller_of(xt::xarray<double> probabilistic, const xt::xarray<double>& deterministic) {
-  for (std::size_t i = 0; i < probabilistic.size(); ++i) {
-    const double p = probabilistic.data()[i], d = deterministic.data()[i];
-    if (d < p) probabilistic.data()[i] = d;  // NaN stays NaN (no claim either way)
-  }
-  return probabilistic;
-}
-BoundOptions deterministic_of(BoundOptions o) {
-  o.kind = BoundKind::deterministic;
-  return o;
+// The bound of the options' kind, of_kind(options) for each kind asked: a probabilistic bound
+// never stands above the deterministic one.
+template <class OfKind>
+xt::xarray<double> no_looser_than_deterministic(const BoundOptions& o, OfKind of_kind) {
+  xt::xarray<double> r = of_kind(o);
+  if (o.kind != BoundKind::probabilistic) return r;
+  BoundOptions deterministic = o;
+  deterministic.kind = BoundKind::deterministic;
+  const xt::xarray<double> d = of_kind(deterministic);
+  for (std::size_t i = 0; i < r.size(); ++i)
+    if (d.data()[i] < r.data()[i]) r.data()[i] = d.data()[i];  // NaN stays NaN (no claim either way)
+  return r;
 }
 
 // The data-driven walk (bound_probabilistic.cpp) over the elements whose bound r is finite: r
@@ -308,18 +310,17 @@ xt::xarray<double> sum_bound(const xt::xarray<double>& x, std::ptrdiff_t axis, c
                              const xt::xarray<double>& emulated, const BoundOptions& options) {
   const std::size_t K = axis_layout(x, axis).length;
   const BoundOptions o = resolved(plan, K, false, false, options);
-  xt::xarray<double> r = sum_bound_of_kind(x, axis, plan, emulated, o);
-  if (o.kind != BoundKind::probabilistic) return r;
-  return smaller_of(std::move(r), sum_bound_of_kind(x, axis, plan, emulated, deterministic_of(o)));
+  return no_looser_than_deterministic(
+      o, [&](const BoundOptions& k) { return sum_bound_of_kind(x, axis, plan, emulated, k); });
 }
 
 xt::xarray<double> dot_bound(const xt::xarray<double>& a, const xt::xarray<double>& b, const xt::xarray<double>* c,
                              const Plan& plan, const xt::xarray<double>& emulated, const BoundOptions& options) {
   const std::size_t K = a.dimension() == 0 ? 0 : a.shape().back();
   const BoundOptions o = resolved(plan, K, c != nullptr, true, options);
-  xt::xarray<double> r = dot_bound_of_kind(a, b, c, plan, emulated, o);
+  xt::xarray<double> r = no_looser_than_deterministic(
+      o, [&](const BoundOptions& k) { return dot_bound_of_kind(a, b, c, plan, emulated, k); });
   if (o.kind != BoundKind::probabilistic) return r;
-  r = smaller_of(std::move(r), dot_bound_of_kind(a, b, c, plan, emulated, deterministic_of(o)));
   const DotLayout layout = dot_layout(a, b, c);
   if (layout.K == 0 || r.size() == 0) return r;
   const DataWalk dw(plan, layout.K, c != nullptr);
@@ -337,9 +338,9 @@ xt::xarray<double> matmul_bound(const xt::xarray<double>& a, const xt::xarray<do
                                 const Plan& plan, const xt::xarray<double>& emulated, const BoundOptions& options) {
   const std::size_t K = a.dimension() == 0 ? 0 : a.shape().back();
   const BoundOptions o = resolved(plan, K, c != nullptr, true, options);
-  xt::xarray<double> r = matmul_bound_of_kind(a, b, c, plan, emulated, o);
+  xt::xarray<double> r = no_looser_than_deterministic(
+      o, [&](const BoundOptions& k) { return matmul_bound_of_kind(a, b, c, plan, emulated, k); });
   if (o.kind != BoundKind::probabilistic) return r;
-  r = smaller_of(std::move(r), matmul_bound_of_kind(a, b, c, plan, emulated, deterministic_of(o)));
   const MatmulLayout layout = matmul_layout(a, b, c);
   const std::size_t M = layout.M, N = layout.N, Km = layout.K;
   if (Km == 0 || r.size() == 0) return r;

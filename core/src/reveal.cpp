@@ -412,19 +412,6 @@ struct Flat {
   }
 };
 
-void tree_string(const Tree& t, std::string& out) {
-  if (t.join == Join::leaf) {
-    out += std::to_string(t.leaf);
-    return;
-  }
-  out.push_back('(');
-  for (std::size_t i = 0; i < t.children.size(); ++i) {
-    if (i) out.push_back(' ');
-    tree_string(t.children[i], out);
-  }
-  out.push_back(')');
-}
-
 PlanNode to_plan_node(const Tree& t, const Arithmetic& arithmetic) {
   if (t.join == Join::leaf) return term(t.leaf);
   std::vector<PlanNode> children;
@@ -624,7 +611,7 @@ RevealResult reveal(const SumFunction* sum, const DotFunction* dot, std::size_t 
   if (in != fmt) plan.name += " from " + std::string(in.name) + " inputs";
   if (out != fmt) plan.name += " to " + std::string(out.name);
   validate(plan);
-  tree_string(root, result.tree);
+  node_text(plan.reduction, result.tree);  // the tree's text, as tree_text writes any group
 
   std::size_t exact = 0;
   count_nodes(root, result.multi_term_nodes, result.absorbing_nodes, exact);

@@ -273,6 +273,15 @@ template <class Out>
 
 // ---- AVX-512: 16 lanes ----
 
+// The memo keys of 16 fp32 patterns, as the tables are built (MemoTable): 2 (x >> shift), plus one
+// where x has a bit of below_mask set.
+[[gnu::target("avx512f,avx512bw,avx512vl,avx512dq"), gnu::always_inline]] inline __m512i memo_keys_avx512(
+    __m512i x, __m128i shift, __m512i below_mask) {
+  const __m512i key = _mm512_srl_epi32(x, shift);
+  return _mm512_mask_or_epi32(_mm512_add_epi32(key, key), _mm512_test_epi32_mask(x, below_mask),
+                              _mm512_add_epi32(key, key), _mm512_set1_epi32(1));
+}
+
 template <class Out>
 [[gnu::target("avx512f,avx512bw,avx512vl,avx512dq"), gnu::always_inline]] inline void store_patterns_avx512(
     Out* bits, double* values, const double* decoded, std::size_t i, __m512i p) {
@@ -294,15 +303,12 @@ template <class Out>
     const std::uint32_t* in, Out* bits, double* values, const MemoTable& table, std::size_t begin, std::size_t end) {
   const __m128i shift = _mm_cvtsi32_si128(table.low_bits - 1);
   const __m512i rest_mask = _mm512_set1_epi32(static_cast<int>((std::uint32_t{1} << (table.low_bits - 1)) - 1));
-  const __m512i one = _mm512_set1_epi32(1);
   const void* patterns = table.patterns.data();
   const double* decoded = table.values.data();
   std::size_t i = begin;
   for (; i + 16 <= end; i += 16) {
     const __m512i x = _mm512_loadu_si512(in + i);
-    __m512i key = _mm512_srl_epi32(x, shift);
-    key = _mm512_add_epi32(key, key);
-    key = _mm512_mask_or_epi32(key, _mm512_test_epi32_mask(x, rest_mask), key, one);
+    const __m512i key = memo_keys_avx512(x, shift, rest_mask);
     // 32 bits read at each 16-bit entry (scale 2); the low 16 are the pattern.
     store_patterns_avx512(bits, values, decoded, i, _mm512_i32gather_epi32(key, patterns, 2));
   }
@@ -333,7 +339,6 @@ template <class Out, bool WideRange>
   const __m128i key_shift = _mm_cvtsi32_si128(low_bits);
   const __m128i top_shift = _mm_cvtsi32_si128(32 - low_bits);
   const __m512i low_mask = _mm512_set1_epi32(static_cast<int>((std::uint32_t{1} << low_bits) - 1));
-  const __m512i one = _mm512_set1_epi32(1);
   const __m512i zero = _mm512_setzero_si512();
   const __m512i fraction_mask = _mm512_set1_epi32(0x7FFFFF);
   const __m512i implicit_bit = _mm512_set1_epi32(0x800000);
@@ -357,9 +362,7 @@ template <class Out, bool WideRange>
   std::size_t i = begin;
   for (; i + 16 <= end; i += 16) {
     const __m512i x = _mm512_loadu_si512(in + i);
-    __m512i key = _mm512_srl_epi32(x, key_shift);
-    key = _mm512_add_epi32(key, key);
-    key = _mm512_mask_or_epi32(key, _mm512_test_epi32_mask(x, low_mask), key, one);
+    const __m512i key = memo_keys_avx512(x, key_shift, low_mask);
     const __m512i entry = _mm512_i32gather_epi32(key, pairs, 4);
     // The top 32 bits of D (see stochastic_shape).
     __m512i top;
