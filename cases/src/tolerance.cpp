@@ -25,7 +25,7 @@ using Array = xt::xarray<double>;
 // ---- tolerances ----
 
 UlpOf::UlpOf(const Format& f)
-    : integer_(f.is_integer()), max_(integer_ ? 0 : max_finite(f)), min_normal_(integer_ ? 0 : min_normal(f)),
+    : integer_(f.is_integer()), max_(integer_ ? 0 : max_finite(f)),
       emin_(integer_ ? 0 : f.emin()), mantissa_bits_(f.mantissa_bits) {}
 
 double ulp_of(double x, const Format& f) { return UlpOf(f)(x); }

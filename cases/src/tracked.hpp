@@ -79,15 +79,8 @@ struct Compute {
 // spacing below the smallest normal; +Inf above the largest finite value.
 [[gnu::always_inline]] inline double ulp(double a, const Compute& f) {
   if (std::isnan(a)) return kNaN;
-  if (a > f.max) return kInf;
-  // The binade's exponent: f's smallest normal exponent below it (the subnormal spacing), else
-  // a's own exponent field (a >= f's smallest normal >= 2^-1022 is a normal double); 2^(e - p)
-  // from its bits where it is a normal double.
-  int e = f.emin;
-  if (a >= f.min_normal) e = static_cast<int>(std::bit_cast<std::uint64_t>(a) >> 52) - 1023;
-  e -= f.mantissa_bits;
-  if (e >= -1022) return std::bit_cast<double>(static_cast<std::uint64_t>(e + 1023) << 52);
-  return std::ldexp(1.0, e);
+  if (a > f.max) return kInf;  // no finite spacing beyond the format (formats' binade_spacing)
+  return binade_spacing(a, f.emin, f.mantissa_bits);
 }
 // What rounding a result into `cast` may lose, for any device result whose inputs lie within
 // `spread` of the exact ones (magnitude up to |r| + 2 spread + one spacing of r).

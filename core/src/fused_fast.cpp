@@ -163,9 +163,7 @@ bool make_config(const FusedStep& step, Config& k) {
   // c_format's spacing at e, and no larger than its max_finite.
   const Format& o = step.output.format;
   const Format& cf = step.c_format;
-  k.output_within_c = o.kind == FormatKind::floating && o.is_signed && o.has_zero &&
-                      o.mantissa_bits <= cf.mantissa_bits &&
-                      o.emin() - o.mantissa_bits >= cf.emin() - cf.mantissa_bits && max_finite(o) <= k.c.max_finite;
+  k.output_within_c = o.kind == FormatKind::floating && o.is_signed && o.has_zero && values_within(o, cf);
   return true;
 }
 

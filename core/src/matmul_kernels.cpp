@@ -85,9 +85,7 @@ FusedCols fused_cols_config(const FusedStep& s) {
   if (o.kind != FormatKind::floating || !o.is_signed || !o.has_zero || o.specials != Specials::ieee) return k;
   if (s.output.rounding != Rounding::nearest_even && s.output.rounding != Rounding::toward_zero) return k;
   if (o.mantissa_bits > 51 || o.emin() < -1000 || o.emax() > 1000) return k;
-  const bool within_c = o.mantissa_bits <= cf.mantissa_bits && o.emin() - o.mantissa_bits >= cf.emin() - cf.mantissa_bits &&
-                        max_finite(o) <= max_finite(cf);
-  if (!within_c) return k;
+  if (!values_within(o, cf)) return k;
   k.step = s;
   k.n = s.n;
   k.F = s.fraction_bits;
@@ -120,10 +118,7 @@ FusedCols fused_cols_config(const FusedStep& s) {
   k.chunk = 1 << std::min(29 - k.F, 20);
   // Running values in float lanes: rounding toward zero into a format within binary32's range
   // and precision, c_format within binary32 too (every c and result is a float).
-  const auto within_fp32 = [](const Format& f) {
-    return f.mantissa_bits <= 23 && f.emin() - f.mantissa_bits >= -149 && max_finite(f) <= max_finite(formats::fp32);
-  };
-  k.compact = k.narrow && !k.nearest && within_fp32(o) && within_fp32(cf) && k.out_emin >= formats::fp32.emin() && k.out_emax <= formats::fp32.emax();
+  k.compact = k.narrow && !k.nearest && values_within(o, formats::fp32) && values_within(cf, formats::fp32) && k.out_emin >= formats::fp32.emin() && k.out_emax <= formats::fp32.emax();
   k.applies = true;
   return k;
 }

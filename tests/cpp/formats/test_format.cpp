@@ -40,6 +40,67 @@ std::vector<std::uint64_t> all_patterns(const Format& f) {
   return out;
 }
 
+// values_within against enumeration: x's values are within y's exactly when each finite value of x
+// (decoded by the MPFR oracle) is among y's decoded values (y up to 16 bits) or survives a trip
+// through float (y = fp32). Signs aside, as the function says: magnitudes only.
+TEST(Format, ValuesWithinMatchesEnumeratedValues) {
+  std::vector<const Format*> narrow;
+  for (const Format* f : floating_formats())
+    if (f->storage_bits <= 16) narrow.push_back(f);
+  auto magnitudes = [](const Format& f) {
+    std::set<double> out;
+    const Spec spec(f);
+    for (std::uint64_t bits : all_patterns(f)) {
+      const double v = decode_oracle(spec, bits);
+      if (std::isfinite(v)) out.insert(std::fabs(v));
+    }
+    return out;
+  };
+  std::size_t pairs = 0;
+  for (const Format* x : narrow) {
+    const std::set<double> xs = magnitudes(*x);
+    bool in_fp32 = true;
+    for (const double v : xs) in_fp32 = in_fp32 && static_cast<double>(static_cast<float>(v)) == v;
+    EXPECT_EQ(numeq::values_within(*x, numeq::formats::fp32), in_fp32) << x->name << " in fp32";
+    for (const Format* y : narrow) {
+      const std::set<double> ys = magnitudes(*y);
+      bool within = true;
+      for (const double v : xs) within = within && ys.count(v) != 0;
+      EXPECT_EQ(numeq::values_within(*x, *y), within) << x->name << " in " << y->name;
+      ++pairs;
+    }
+  }
+  std::cout << "[values_within] " << pairs << " pairs of formats enumerated\n";
+}
+
+// binade_spacing against the gaps between consecutive values of the format, decoded by the MPFR
+// oracle: every value (and a point between it and the next) has the gap to the next value as its
+// spacing; at and beyond the largest finite value the top binade's spacing continues.
+TEST(Format, BinadeSpacingIsTheGapToTheNextValue) {
+  for (const Format* f : floating_formats()) {
+    if (f->storage_bits > 16 && f->name != "tf32") continue;
+    const Spec spec(*f);
+    std::set<double> values;
+    for (std::uint64_t bits : all_patterns(*f)) {
+      const double v = decode_oracle(spec, bits);
+      if (std::isfinite(v) && v >= 0) values.insert(v);
+    }
+    const int emin = f->emin(), m = f->mantissa_bits;
+    const std::vector<double> sorted(values.begin(), values.end());
+    for (std::size_t i = 0; i + 1 < sorted.size(); ++i) {
+      const double gap = sorted[i + 1] - sorted[i];  // exact: both are values of a narrow format
+      ASSERT_EQ(numeq::binade_spacing(sorted[i], emin, m), gap) << f->name << " at " << sorted[i];
+      ASSERT_EQ(numeq::binade_spacing(sorted[i] + gap / 2, emin, m), gap) << f->name << " inside " << sorted[i];
+    }
+    // The top binade's spacing: the gap below the largest value, or (no fraction bits: a binade of
+    // one value, 2^e) the value itself.
+    const double top = sorted.back();
+    const double top_gap = m == 0 ? top : top - sorted[sorted.size() - 2];
+    EXPECT_EQ(numeq::binade_spacing(top, emin, m), top_gap) << f->name;
+    EXPECT_EQ(numeq::binade_spacing(top + top_gap / 2, emin, m), top_gap) << f->name;
+  }
+}
+
 TEST(Format, EveryEncodingDecodesToTheMpfrValue) {
   for (const Format* f : floating_formats()) {
     if (f->storage_bits > 16 && f->name != "tf32") continue;

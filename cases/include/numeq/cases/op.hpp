@@ -205,18 +205,14 @@ class UlpOf {
   // Inline: the verdict and the tolerance fit ask it per element.
   double operator()(double x) const {
     if (integer_) return 1.0;
+    // Beyond the largest finite value (Inf included) the top binade's spacing; NaN reads as 0.
     const double ax = std::min(std::abs(x), max_);
-    int e = emin_;
-    // ax >= f's smallest normal, hence a normal double: its exponent field is ilogb(ax).
-    if (ax >= min_normal_ && std::isfinite(ax)) e = static_cast<int>(std::bit_cast<std::uint64_t>(ax) >> 52) - 1023;
-    e = std::max(e, emin_) - mantissa_bits_;
-    if (e >= -1022) return std::bit_cast<double>(static_cast<std::uint64_t>(e + 1023) << 52);
-    return std::ldexp(1.0, e);  // a binary64 subnormal spacing (fp64's own, below 2^-1022)
+    return binade_spacing(std::isnan(ax) ? 0.0 : ax, emin_, mantissa_bits_);
   }
 
  private:
   bool integer_;
-  double max_, min_normal_;
+  double max_;
   int emin_, mantissa_bits_;
 };
 

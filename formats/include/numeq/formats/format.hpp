@@ -214,5 +214,23 @@ namespace detail {
   if (f.is_integer()) return 1.0;
   return f.has_zero ? detail::pow2(f.emin() - f.mantissa_bits) : min_normal(f);
 }
+// Whether every finite value of floating format x is a value of floating format y (so a value of x
+// passes into y exactly): a spacing no finer (m_x <= m_y), a smallest subnormal step no smaller
+// (emin_x - m_x >= emin_y - m_y) and a largest value no larger. Signs and zeros are the caller's.
+[[gnu::always_inline]] constexpr bool values_within(const Format& x, const Format& y) {
+  return x.mantissa_bits <= y.mantissa_bits && x.emin() - x.mantissa_bits >= y.emin() - y.mantissa_bits &&
+         max_finite(x) <= max_finite(y);
+}
+// The spacing of a floating format's values in the binade of a (a finite double >= 0): 2^(e - m),
+// e the exponent of a's binade, or the format's emin below its smallest normal (the subnormal
+// spacing). emin and mantissa_bits are the format's, passed so that per-element loops keep them in
+// registers. Above the largest finite value the top binade's spacing just continues; the two
+// callers decide what lies there: cases::UlpOf (errors measured in ulps of a result) clamps to
+// max_finite first, the running bounds' ulp (cases/src/tracked.hpp) answers +Inf, no finite
+// spacing.
+[[gnu::always_inline]] constexpr double binade_spacing(double a, int emin, int mantissa_bits) {
+  const int field = static_cast<int>(std::bit_cast<std::uint64_t>(a) >> 52) - 1023;
+  return detail::pow2((field < emin ? emin : field) - mantissa_bits);
+}
 
 }  // namespace numeq
