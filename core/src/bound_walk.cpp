@@ -89,11 +89,7 @@ Factor Walker::visit(const PlanNode& node, Source& src, std::size_t begin, std::
         throw numeq::error("plan: a pairwise node (leaf " + std::to_string(node.leaf) + ", multiple " +
                            std::to_string(node.multiple) + ") cannot split a range of " + std::to_string(n) + " terms");
       // add(left, right), then init + that.
-      Factor fp = f;
-      if (init) {
-        absolute(eta_add(r), f);
-        fp = apply(f, r);
-      }
+      const Factor fp = through_init(f, r, init);
       absolute(eta_add(r), fp);
       const Factor fk = apply(fp, r);
       visit(node, src, begin, begin + half, fk, false);
@@ -185,12 +181,7 @@ Factor Walker::lanes(const PlanNode& node, Source& src, std::size_t begin, std::
   const Rounder r = rounder(ar.accumulate);
   Powers pw(r.rho);
   const double ea = eta_add(r);
-  // The closing init + result.
-  Factor ft = f;
-  if (init) {
-    absolute(ea, f);
-    ft = apply(f, r);
-  }
+  const Factor ft = through_init(f, r, init);  // the closing init + result
   const auto chain = [&](std::size_t first, std::size_t count, const Factor& g) {
     // `count` terms added one by one to a running value that continues with g.
     double local = 0;
@@ -256,11 +247,7 @@ Factor Walker::tree(const PlanNode& node, Source& src, std::size_t begin, std::s
   const Rounder r = rounder(ar.accumulate);
   Powers pw(r.rho);
   const double ea = eta_add(r);
-  Factor fv = f;  // the tree's value passes the init addition
-  if (init) {
-    absolute(ea, f);
-    fv = apply(f, r);
-  }
+  const Factor fv = through_init(f, r, init);  // the tree's value passes the init addition
   if (n == 0) return apply(f, r);
   // Level sizes: items n, then ceil(n / a) group values, ... down to 1.
   std::vector<std::size_t> sizes{n};
@@ -389,11 +376,7 @@ Factor Walker::explicit_tree(const PlanNode& node, Source& src, std::size_t begi
                        " terms; its terms must number exactly the range's length");
   const Arithmetic& ar = node.arithmetic;
   const Rounder r = rounder(ar.accumulate);
-  Factor fv = f;
-  if (init) {
-    absolute(eta_add(r), f);
-    fv = apply(f, r);
-  }
+  const Factor fv = through_init(f, r, init);
   if (node.kind == NodeKind::term) {
     Factor ft = fv;
     if (!src.exact_in(begin + node.index, ar.accumulate)) {

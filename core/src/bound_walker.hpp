@@ -139,6 +139,13 @@ class Walker {
   void absolute(double eta, const Factor& f) {
     if (eta != 0) abs_ = add_up(abs_, mul_up(eta, add_up(1.0, f.all)));
   }
+  // The factor a node's value carries when the closing init + value addition follows (init): that
+  // addition's absolute term at f, then its rounding; f itself without init.
+  Factor through_init(const Factor& f, const Rounder& r, bool init) {
+    if (!init) return f;
+    absolute(eta_add(r), f);
+    return apply(f, r);
+  }
 
   Factor visit(const PlanNode& node, Source& src, std::size_t begin, std::size_t end, const Factor& f, bool init);
 
