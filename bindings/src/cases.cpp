@@ -25,6 +25,7 @@
 #include "numeq/core/bound.hpp"
 #include "numeq/core/platform.hpp"
 #include "numeq/formats/error.hpp"
+#include "numeq/formats/names.hpp"
 
 namespace numeq_bindings {
 
@@ -47,9 +48,9 @@ core::BoundOptions bound_options(const std::string& kind, double lambda, double 
 }
 
 cases::Int32Overflow int32_overflow_by_name(const std::string& name) {
-  if (name == "error") return cases::Int32Overflow::error;
-  if (name == "wrap") return cases::Int32Overflow::wrap;
-  throw numeq::error("overflow: unknown int32 overflow mode '" + name + "'; valid: error, wrap");
+  constexpr numeq::NameTable<cases::Int32Overflow, 2> modes{
+      {{cases::Int32Overflow::error, "error"}, {cases::Int32Overflow::wrap, "wrap"}}};
+  return numeq::by_name(modes, name, "overflow", "int32 overflow mode");
 }
 
 py::dict tolerance_dict(const cases::Tolerance& t) {

@@ -25,12 +25,6 @@ namespace numeq_bindings {
 
 namespace {
 
-numeq::core::SplitMode split_mode_by_name(const std::string& name) {
-  if (name == "serial") return numeq::core::SplitMode::serial;
-  if (name == "parallel") return numeq::core::SplitMode::parallel;
-  throw numeq::error("split_mode: unknown mode '" + name + "'; valid: serial, parallel");
-}
-
 // a . b or a @ b (+ c) by `plan`, the inputs widened to float64 in the copy, the GIL released
 // while the plan runs.
 py::array dot_or_matmul(const py::array& a, const py::array& b, const std::optional<Values>& c,
@@ -73,7 +67,7 @@ void bind_core(py::module_& m) {
       [](const std::string& platform, const std::string& op, const std::string& in_fmt, const std::string& out,
          std::size_t split_k, const std::string& split_mode) {
         core::Plan plan = core::plan_for(*core::shared_platform(platform), core::operation_by_name(op), in_fmt, out);
-        if (split_k > 1) plan = core::with_split_k(plan, split_k, split_mode_by_name(split_mode));
+        if (split_k > 1) plan = core::with_split_k(plan, split_k, core::split_mode_by_name(split_mode));
         return core::to_json(plan);
       },
       py::arg("platform"), py::arg("op"), py::arg("in_fmt"), py::arg("out"), py::arg("split_k"), py::arg("split_mode"));

@@ -23,12 +23,6 @@ py::array_t<double> copy_of(std::span<const double> x) {
   return out;
 }
 
-numeq::core::ProductMode product_by_name(const std::string& name) {
-  if (name == "fma") return numeq::core::ProductMode::fma;
-  if (name == "rounded") return numeq::core::ProductMode::rounded;
-  throw numeq::error("product: unknown product mode '" + name + "'; valid: fma, rounded");
-}
-
 py::dict result_dict(const numeq::core::RevealResult& r) {
   py::dict d;
   d["plan"] = numeq::core::to_json(r.plan);
@@ -57,7 +51,7 @@ void bind_reveal(py::module_& m) {
         options.fmt = fmt;
         options.in_fmt = in_fmt;
         options.out_fmt = out_fmt;
-        options.product = product_by_name(product);
+        options.product = numeq::core::product_mode_by_name(product);
         // The callable returns a Python float (reveal.py's wrapper sees to it).
         if (dot) {
           const core::DotFunction f = [&call](std::span<const double> a, std::span<const double> b) {

@@ -14,6 +14,7 @@
 #include "numeq/core/evaluate.hpp"
 #include "numeq/formats/cast.hpp"
 #include "numeq/formats/error.hpp"
+#include "numeq/formats/names.hpp"
 #include "numeq/formats/format.hpp"
 #include "numeq/formats/parallel.hpp"
 #include "input_check.hpp"
@@ -28,7 +29,7 @@ using detail::kNaN;
 using detail::Tracked;
 using reference::Function;
 
-constexpr std::array<std::string_view, 2> kVariants{"naive", "flash"};
+constexpr NameTable<AttentionVariant, 2> kVariants{{{AttentionVariant::naive, "naive"}, {AttentionVariant::flash, "flash"}}};
 
 std::string dims(const xt::xarray<double>& a) {
   std::string s = "(";
@@ -150,13 +151,10 @@ void emit(const Tracked& y, const Cast& out, const core::OutputCastBound& out_bo
 
 }  // namespace
 
-std::string_view to_string(AttentionVariant v) { return kVariants[static_cast<std::size_t>(v)]; }
+std::string_view to_string(AttentionVariant v) { return name_of(kVariants, v); }
 
 AttentionVariant attention_variant_by_name(std::string_view name, std::string_view parameter) {
-  for (std::size_t i = 0; i < kVariants.size(); ++i)
-    if (kVariants[i] == name) return static_cast<AttentionVariant>(i);
-  throw numeq::error(std::string(parameter) + ": unknown attention variant '" + std::string(name) +
-                     "'; valid: naive, flash");
+  return by_name(kVariants, name, parameter, "attention variant");
 }
 
 Emulation attention(const xt::xarray<double>& q, const xt::xarray<double>& k, const xt::xarray<double>& v,

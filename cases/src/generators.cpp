@@ -8,14 +8,21 @@
 
 #include "numeq/formats/cast.hpp"
 #include "numeq/formats/error.hpp"
+#include "numeq/formats/names.hpp"
 #include "numeq/formats/random.hpp"
 
 namespace numeq::cases {
 
 namespace {
 
-constexpr std::array<std::string_view, 8> kNames{"normal",        "uniform",      "lognormal",      "outlier_channels",
-                                                 "cancellation",  "near_overflow", "subnormal_rich", "small_integers"};
+constexpr NameTable<Distribution, 8> kDistributions{{{Distribution::normal, "normal"},
+                                                     {Distribution::uniform, "uniform"},
+                                                     {Distribution::lognormal, "lognormal"},
+                                                     {Distribution::outlier_channels, "outlier_channels"},
+                                                     {Distribution::cancellation, "cancellation"},
+                                                     {Distribution::near_overflow, "near_overflow"},
+                                                     {Distribution::subnormal_rich, "subnormal_rich"},
+                                                     {Distribution::small_integers, "small_integers"}}};
 
 // A stream of uniform and normal draws for one array: draw i depends only on (seed, stream, i).
 class Draws {
@@ -38,19 +45,15 @@ class Draws {
 
 }  // namespace
 
-std::string_view to_string(Distribution d) { return kNames[static_cast<std::size_t>(d)]; }
+std::string_view to_string(Distribution d) { return name_of(kDistributions, d); }
 
 Distribution distribution_by_name(std::string_view name, std::string_view parameter) {
-  for (std::size_t i = 0; i < kNames.size(); ++i)
-    if (kNames[i] == name) return static_cast<Distribution>(i);
-  std::string valid;
-  for (std::string_view n : kNames) valid += (valid.empty() ? "" : ", ") + std::string(n);
-  throw numeq::error(std::string(parameter) + ": unknown generator '" + std::string(name) + "'; valid: " + valid);
+  return by_name(kDistributions, name, parameter, "generator");
 }
 
 std::vector<Distribution> all_distributions() {
   std::vector<Distribution> out;
-  for (std::size_t i = 0; i < kNames.size(); ++i) out.push_back(static_cast<Distribution>(i));
+  for (const auto& [d, name] : kDistributions) out.push_back(d);
   return out;
 }
 

@@ -17,6 +17,7 @@
 #include "numeq/formats/cast.hpp"
 #include "numeq/formats/direct_memo.hpp"
 #include "numeq/formats/error.hpp"
+#include "numeq/formats/names.hpp"
 #include "numeq/formats/parallel.hpp"
 #include "tracked.hpp"
 
@@ -29,15 +30,11 @@ using detail::kNaN;
 using detail::Tracked;
 using reference::Function;
 
-constexpr std::array<std::string_view, 3> kSoftmaxVariants{"plain", "max_subtracted", "online"};
-constexpr std::array<std::string_view, 3> kLayernormVariants{"two_pass", "welford", "bn_stats"};
-
-template <std::size_t N>
-std::string names(const std::array<std::string_view, N>& a) {
-  std::string out;
-  for (std::string_view n : a) out += (out.empty() ? "" : ", ") + std::string(n);
-  return out;
-}
+constexpr NameTable<SoftmaxVariant, 3> kSoftmaxVariants{
+    {{SoftmaxVariant::plain, "plain"}, {SoftmaxVariant::max_subtracted, "max_subtracted"}, {SoftmaxVariant::online, "online"}}};
+constexpr NameTable<LayernormVariant, 3> kLayernormVariants{{{LayernormVariant::two_pass, "two_pass"},
+                                                             {LayernormVariant::welford, "welford"},
+                                                             {LayernormVariant::bn_stats, "bn_stats"}}};
 
 // What every operation needs from the platform: the compute cast, its sum plan and the
 // function models of the steps it takes.
@@ -383,21 +380,15 @@ Emulation normalize(const xt::xarray<double>& x, const reference::NormParameters
 
 }  // namespace
 
-std::string_view to_string(SoftmaxVariant v) { return kSoftmaxVariants[static_cast<std::size_t>(v)]; }
-std::string_view to_string(LayernormVariant v) { return kLayernormVariants[static_cast<std::size_t>(v)]; }
+std::string_view to_string(SoftmaxVariant v) { return name_of(kSoftmaxVariants, v); }
+std::string_view to_string(LayernormVariant v) { return name_of(kLayernormVariants, v); }
 
 SoftmaxVariant softmax_variant_by_name(std::string_view name, std::string_view parameter) {
-  for (std::size_t i = 0; i < kSoftmaxVariants.size(); ++i)
-    if (kSoftmaxVariants[i] == name) return static_cast<SoftmaxVariant>(i);
-  throw numeq::error(std::string(parameter) + ": unknown softmax variant '" + std::string(name) +
-                     "'; valid: " + names(kSoftmaxVariants));
+  return by_name(kSoftmaxVariants, name, parameter, "softmax variant");
 }
 
 LayernormVariant layernorm_variant_by_name(std::string_view name, std::string_view parameter) {
-  for (std::size_t i = 0; i < kLayernormVariants.size(); ++i)
-    if (kLayernormVariants[i] == name) return static_cast<LayernormVariant>(i);
-  throw numeq::error(std::string(parameter) + ": unknown layernorm variant '" + std::string(name) +
-                     "'; valid: " + names(kLayernormVariants));
+  return by_name(kLayernormVariants, name, parameter, "layernorm variant");
 }
 
 Emulation softmax(const xt::xarray<double>& x, std::ptrdiff_t axis, const core::Platform& platform, const Cast& out,

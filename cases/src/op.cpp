@@ -27,6 +27,7 @@
 #include "numeq/references/composite.hpp"
 #include "numeq/formats/cast.hpp"
 #include "numeq/formats/error.hpp"
+#include "numeq/formats/names.hpp"
 #include "numeq/formats/fast_round.hpp"
 #include "numeq/formats/parallel.hpp"
 #include "numeq/formats/cpu_dispatch.hpp"
@@ -180,19 +181,14 @@ Op matmul(const Array& a, const Array& b, const Array* c, std::string_view in_fm
 
 // ---- reductions ----
 
-std::string_view to_string(Reduction r) {
-  switch (r) {
-    case Reduction::sum: return "sum";
-    case Reduction::mean: return "mean";
-    case Reduction::max: return "max";
-  }
-  return "?";
-}
+namespace {
+constexpr NameTable<Reduction, 3> kReductions{{{Reduction::sum, "sum"}, {Reduction::mean, "mean"}, {Reduction::max, "max"}}};
+}  // namespace
+
+std::string_view to_string(Reduction r) { return name_of(kReductions, r); }
 
 Reduction reduction_by_name(std::string_view name, std::string_view parameter) {
-  for (Reduction r : {Reduction::sum, Reduction::mean, Reduction::max})
-    if (to_string(r) == name) return r;
-  throw numeq::error(std::string(parameter) + ": unknown reduction '" + std::string(name) + "'; valid: sum, mean, max");
+  return by_name(kReductions, name, parameter, "reduction");
 }
 
 Op reduce(Reduction kind, const Array& x, std::ptrdiff_t axis, std::string_view in_fmt, const Cast& out,

@@ -15,6 +15,7 @@
 #include "numeq/formats/array.hpp"
 #include "numeq/formats/cast.hpp"
 #include "numeq/formats/error.hpp"
+#include "numeq/formats/names.hpp"
 #include "numeq/formats/format.hpp"
 
 namespace numeq::cases {
@@ -176,31 +177,23 @@ double failure_per_element(const core::Plan& plan, std::size_t n, std::size_t re
 
 }  // namespace
 
-std::string_view to_string(Fp8Scaling s) {
-  switch (s) {
-    case Fp8Scaling::per_tensor: return "per_tensor";
-    case Fp8Scaling::per_channel: return "per_channel";
-    case Fp8Scaling::blockwise: return "blockwise";
-    case Fp8Scaling::mx: return "mx";
-  }
-  return "?";
-}
+namespace {
+constexpr NameTable<Fp8Scaling, 4> kFp8Scalings{{{Fp8Scaling::per_tensor, "per_tensor"},
+                                                 {Fp8Scaling::per_channel, "per_channel"},
+                                                 {Fp8Scaling::blockwise, "blockwise"},
+                                                 {Fp8Scaling::mx, "mx"}}};
+constexpr NameTable<BlockCombine, 3> kBlockCombines{{{BlockCombine::platform_default, "platform_default"},
+                                                     {BlockCombine::fma, "fma"},
+                                                     {BlockCombine::multiply_add, "multiply_add"}}};
+}  // namespace
+
+std::string_view to_string(Fp8Scaling s) { return name_of(kFp8Scalings, s); }
 
 Fp8Scaling fp8_scaling_by_name(std::string_view name, std::string_view parameter) {
-  for (const Fp8Scaling s : {Fp8Scaling::per_tensor, Fp8Scaling::per_channel, Fp8Scaling::blockwise, Fp8Scaling::mx})
-    if (to_string(s) == name) return s;
-  throw error(std::string(parameter) + ": unknown scaling '" + std::string(name) +
-              "'; valid choices: per_tensor, per_channel, blockwise, mx");
+  return by_name(kFp8Scalings, name, parameter, "scaling");
 }
 
-std::string_view to_string(BlockCombine c) {
-  switch (c) {
-    case BlockCombine::platform_default: return "platform_default";
-    case BlockCombine::fma: return "fma";
-    case BlockCombine::multiply_add: return "multiply_add";
-  }
-  return "?";
-}
+std::string_view to_string(BlockCombine c) { return name_of(kBlockCombines, c); }
 
 std::string_view mx_assumption() {
   return "mx_block_partials [assumed]: each 32-long K block is reduced from zero by the platform's fp8 plan into "

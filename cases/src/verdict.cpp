@@ -9,6 +9,7 @@
 #include <iomanip>
 #include <limits>
 #include <optional>
+#include <span>
 #include <sstream>
 #include <string>
 #include <utility>
@@ -16,6 +17,7 @@
 #include "numeq/cases/variants.hpp"
 #include "numeq/formats/cast.hpp"
 #include "numeq/formats/error.hpp"
+#include "numeq/formats/names.hpp"
 #include "numeq/formats/parallel.hpp"
 
 namespace numeq::cases {
@@ -113,22 +115,20 @@ struct Spread {
 
 }  // namespace
 
-std::string_view to_string(Tier t) {
-  switch (t) {
-    case Tier::bit_exact: return "bit_exact";
-    case Tier::variant: return "variant";
-    case Tier::probabilistic: return "probabilistic";
-    case Tier::deterministic: return "deterministic";
-    case Tier::violation: return "violation";
-  }
-  return "?";
-}
+namespace {
+// violation comes last: the tiers before it are those a check may accept (tier_by_name).
+constexpr NameTable<Tier, 5> kTiers{{{Tier::bit_exact, "bit_exact"},
+                                     {Tier::variant, "variant"},
+                                     {Tier::probabilistic, "probabilistic"},
+                                     {Tier::deterministic, "deterministic"},
+                                     {Tier::violation, "violation"}}};
+}  // namespace
+
+std::string_view to_string(Tier t) { return name_of(kTiers, t); }
 
 Tier tier_by_name(std::string_view name, std::string_view parameter) {
-  for (const Tier t : {Tier::bit_exact, Tier::variant, Tier::probabilistic, Tier::deterministic, Tier::violation})
-    if (name == to_string(t) && t != Tier::violation) return t;
-  throw numeq::error(std::string(parameter) + ": unknown tier '" + std::string(name) +
-                     "'; valid: bit_exact, variant, probabilistic, deterministic (the weakest tier that passes)");
+  const std::span<const std::pair<Tier, std::string_view>> acceptable(kTiers.data(), kTiers.size() - 1);
+  return by_name(acceptable, name, parameter, "tier", "(the weakest tier that passes)");
 }
 
 Emulation check_emulation(const Op& op, const core::Platform& platform, const CompareOptions& options,

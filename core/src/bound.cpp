@@ -117,6 +117,7 @@
 #include "bound_rounder.hpp"
 #include "shapes.hpp"
 #include "numeq/formats/format.hpp"
+#include "numeq/formats/names.hpp"
 #include "numeq/formats/parallel.hpp"
 #include "numeq/formats/round_and_pack.hpp"
 
@@ -127,13 +128,15 @@ namespace numeq::core {
 using namespace detail;  // shapes.hpp
 using namespace bound_detail;
 
-std::string_view to_string(BoundKind k) { return k == BoundKind::deterministic ? "deterministic" : "probabilistic"; }
+namespace {
+constexpr NameTable<BoundKind, 2> kBoundKinds{
+    {{BoundKind::deterministic, "deterministic"}, {BoundKind::probabilistic, "probabilistic"}}};
+}  // namespace
+
+std::string_view to_string(BoundKind k) { return name_of(kBoundKinds, k); }
 
 BoundKind bound_kind_by_name(std::string_view name, std::string_view parameter) {
-  if (name == "deterministic") return BoundKind::deterministic;
-  if (name == "probabilistic") return BoundKind::probabilistic;
-  throw numeq::error(std::string(parameter) + ": unknown bound kind '" + std::string(name) +
-                     "'; valid kinds: deterministic, probabilistic");
+  return by_name(kBoundKinds, name, parameter, "bound kind");
 }
 
 ReductionWeights reduction_weights(const Plan& plan, std::size_t n, bool with_init, const BoundOptions& options) {

@@ -7,19 +7,11 @@
 
 #include "numeq/formats/error.hpp"
 #include "numeq/formats/format.hpp"
+#include "plan_names.hpp"
 
 namespace numeq::core {
 
 namespace {
-
-constexpr std::array<std::string_view, 11> kKinds{"sequential", "lanes", "pairwise", "chunked", "split",
-                                                  "tree",       "fused", "permute",  "group",   "term", "decompose"};
-
-std::string join(std::span<const std::string_view> names) {
-  std::string out;
-  for (std::string_view n : names) out += (out.empty() ? "" : ", ") + std::string(n);
-  return out;
-}
 
 std::string cast_text(const Cast& c) {
   std::string s(c.format.name);
@@ -229,16 +221,19 @@ void validate_node(const PlanNode& n, const std::string& path, std::size_t depth
 
 }  // namespace
 
-std::string_view to_string(NodeKind k) { return kKinds[static_cast<std::size_t>(k)]; }
-std::string_view to_string(ProductMode m) { return m == ProductMode::fma ? "fma" : "rounded"; }
-std::string_view to_string(SplitMode m) { return m == SplitMode::parallel ? "parallel" : "serial"; }
-std::string_view to_string(CPlacement c) { return c == CPlacement::first ? "first" : "last"; }
+std::string_view to_string(NodeKind k) { return name_of(detail::kNodeKinds, k); }
+std::string_view to_string(ProductMode m) { return name_of(detail::kProductModes, m); }
+std::string_view to_string(SplitMode m) { return name_of(detail::kSplitModes, m); }
+std::string_view to_string(CPlacement c) { return name_of(detail::kCPlacements, c); }
 
 NodeKind node_kind_by_name(std::string_view name, std::string_view parameter) {
-  for (std::size_t i = 0; i < kKinds.size(); ++i)
-    if (kKinds[i] == name) return static_cast<NodeKind>(i);
-  throw numeq::error(std::string(parameter) + ": unknown plan node kind '" + std::string(name) +
-                     "'; valid kinds: " + join(kKinds));
+  return by_name(detail::kNodeKinds, name, parameter, "plan node kind");
+}
+ProductMode product_mode_by_name(std::string_view name, std::string_view parameter) {
+  return by_name(detail::kProductModes, name, parameter, "product mode");
+}
+SplitMode split_mode_by_name(std::string_view name, std::string_view parameter) {
+  return by_name(detail::kSplitModes, name, parameter, "split mode");
 }
 
 // Each builder sets its kind's fields (plan.hpp, PlanNode) and leaves the others at their defaults,

@@ -10,6 +10,7 @@
 #include "numeq/core/reveal.hpp"
 #include "numeq/formats/error.hpp"
 #include "numeq/formats/format.hpp"
+#include "plan_names.hpp"
 
 namespace numeq::core {
 
@@ -19,12 +20,6 @@ using detail::json;
 using detail::Reader;
 
 constexpr std::uint64_t kAnySize = std::numeric_limits<std::size_t>::max();
-
-std::string join(std::span<const std::string_view> names) {
-  std::string out;
-  for (std::string_view n : names) out += (out.empty() ? "" : ", ") + std::string(n);
-  return out;
-}
 
 json cast_json(const Cast& c) {
   json j{{"format", c.format.name}, {"rounding", to_string(c.rounding)}, {"overflow", to_string(c.overflow)},
@@ -49,29 +44,15 @@ Cast read_cast(const Reader& r) {
   return c;
 }
 
-// ---- enums as JSON: each by its table of names, in the enum's order ----
+// ---- enums as JSON: each by its table of names (plan_names.hpp) ----
 
-constexpr std::array<std::string_view, 2> kProductMode{"fma", "rounded"};
-constexpr std::array<std::string_view, 2> kSplitMode{"parallel", "serial"};
-constexpr std::array<std::string_view, 2> kCPlacement{"first", "last"};
-constexpr std::array<std::string_view, 2> kAlignment{"truncate", "nearest_even"};
-constexpr std::array<std::string_view, 3> kMaxExponent{"encoded", "normalized", "largest_term"};
-constexpr std::array<std::string_view, 2> kZeroTerms{"fp32_emin", "excluded"};
-constexpr std::array<std::string_view, 2> kOverflowRule{"infinity", "cast"};
-constexpr std::array<std::string_view, 2> kZeroSign{"positive", "ieee"};
+using namespace numeq::core::detail;  // plan_names.hpp
 
-template <class E, std::size_t N>
-std::string_view name_of(E value, const std::array<std::string_view, N>& names) {
-  return names[static_cast<std::size_t>(value)];
-}
-
-// `what` names the field's kind of value in the error ("unknown split mode 'x'; valid: ...").
-template <class E, std::size_t N>
-E enum_of(const Reader& r, const std::array<std::string_view, N>& names, std::string_view what = "value") {
-  const std::string s = r.text();
-  for (std::size_t i = 0; i < N; ++i)
-    if (names[i] == s) return static_cast<E>(i);
-  r.fail("unknown " + std::string(what) + " '" + s + "'; valid: " + join(names));
+// The field's enumerator; an unknown name fails at the field's path with the one wording of
+// numeq/formats/names.hpp, `what` naming the field's kind of value ("unknown split mode 'x'; valid: ...").
+template <class Table>
+auto enum_of(const Reader& r, const Table& table, std::string_view what = "value") {
+  return r.named([&](const std::string& s) { return by_name(table, s, "value", what); });
 }
 
 // ---- FusedStep as JSON ----
@@ -79,15 +60,15 @@ E enum_of(const Reader& r, const std::array<std::string_view, N>& names, std::st
 json fused_step_json(const FusedStep& f) {
   json j{{"n", f.n},
          {"fraction_bits", f.fraction_bits},
-         {"alignment", name_of(f.alignment, kAlignment)},
-         {"max_exponent", name_of(f.max_exponent, kMaxExponent)},
-         {"zeros", name_of(f.zeros, kZeroTerms)},
+         {"alignment", name_of(kAlignments, f.alignment)},
+         {"max_exponent", name_of(kMaxExponents, f.max_exponent)},
+         {"zeros", name_of(kZeroTerms, f.zeros)},
          {"a_format", f.a_format.name},
          {"b_format", f.b_format.name},
          {"c_format", f.c_format.name},
          {"output", cast_json(f.output)},
-         {"overflow", name_of(f.overflow, kOverflowRule)},
-         {"zero_sign", name_of(f.zero_sign, kZeroSign)}};
+         {"overflow", name_of(kOverflowRules, f.overflow)},
+         {"zero_sign", name_of(kZeroSigns, f.zero_sign)}};
   if (f.exponent_floor != no_exponent_floor) j["exponent_floor"] = f.exponent_floor;
   return j;
 }
@@ -98,9 +79,9 @@ FusedStep read_fused(const Reader& r) {
   FusedStep f;
   f.n = static_cast<int>(r.at("n").integer(1, max_products));
   f.fraction_bits = static_cast<int>(r.at("fraction_bits").integer(0, max_fraction_bits));
-  if (r.has("alignment")) f.alignment = enum_of<Alignment>(r.at("alignment"), kAlignment);
-  if (r.has("max_exponent")) f.max_exponent = enum_of<MaxExponent>(r.at("max_exponent"), kMaxExponent);
-  if (r.has("zeros")) f.zeros = enum_of<ZeroTerms>(r.at("zeros"), kZeroTerms);
+  if (r.has("alignment")) f.alignment = enum_of(r.at("alignment"), kAlignments);
+  if (r.has("max_exponent")) f.max_exponent = enum_of(r.at("max_exponent"), kMaxExponents);
+  if (r.has("zeros")) f.zeros = enum_of(r.at("zeros"), kZeroTerms);
   if (r.has("exponent_floor"))
     f.exponent_floor = static_cast<int>(r.at("exponent_floor").integer(min_exponent_floor, max_exponent_floor));
   auto format = [&](const char* key) { return r.at(key).named([](const std::string& s) { return plan_format_by_name(s); }); };
@@ -108,13 +89,13 @@ FusedStep read_fused(const Reader& r) {
   f.b_format = format("b_format");
   f.c_format = format("c_format");
   f.output = read_cast(r.at("output"));
-  if (r.has("overflow")) f.overflow = enum_of<OverflowRule>(r.at("overflow"), kOverflowRule);
-  if (r.has("zero_sign")) f.zero_sign = enum_of<ZeroSign>(r.at("zero_sign"), kZeroSign);
+  if (r.has("overflow")) f.overflow = enum_of(r.at("overflow"), kOverflowRules);
+  if (r.has("zero_sign")) f.zero_sign = enum_of(r.at("zero_sign"), kZeroSigns);
   return f;
 }
 
 json arithmetic_json(const Arithmetic& a) {
-  json j{{"accumulate", cast_json(a.accumulate)}, {"product", name_of(a.product, kProductMode)}};
+  json j{{"accumulate", cast_json(a.accumulate)}, {"product", name_of(kProductModes, a.product)}};
   if (a.product == ProductMode::rounded) j["product_cast"] = cast_json(a.product_cast);
   return j;
 }
@@ -123,7 +104,7 @@ Arithmetic read_arithmetic(const Reader& r) {
   r.only({"accumulate", "product", "product_cast"});
   Arithmetic a;
   a.accumulate = read_cast(r.at("accumulate"));
-  if (r.has("product")) a.product = enum_of<ProductMode>(r.at("product"), kProductMode, "product mode");
+  if (r.has("product")) a.product = enum_of(r.at("product"), kProductModes, "product mode");
   if (a.product == ProductMode::rounded) a.product_cast = read_cast(r.at("product_cast"));
   else if (r.has("product_cast")) r.at("product_cast").fail("only a \"rounded\" product has a product_cast");
   return a;
@@ -208,7 +189,7 @@ json node_json(const PlanNode& n, const Arithmetic* inherited = nullptr) {
     case NodeKind::chunked: j["size"] = n.chunk; break;
     case NodeKind::split:
       j["size"] = n.parts;
-      j["split_mode"] = name_of(n.split_mode, kSplitMode);
+      j["split_mode"] = name_of(kSplitModes, n.split_mode);
       j["through"] = cast_json(n.through);
       break;
     case NodeKind::fused: j["fused"] = fused_step_json(n.fused); break;
@@ -286,7 +267,7 @@ PlanNode read_node(const Reader& r, const Arithmetic* inherited = nullptr) {
     case NodeKind::chunked: n.chunk = r.at("size").count(1, kAnySize); break;
     case NodeKind::split: {
       n.parts = r.at("size").count(1, kAnySize);
-      n.split_mode = enum_of<SplitMode>(r.at("split_mode"), kSplitMode, "split mode");
+      n.split_mode = enum_of(r.at("split_mode"), kSplitModes, "split mode");
       n.through = read_cast(r.at("through"));
       break;
     }
@@ -337,7 +318,7 @@ PlanNode read_node(const Reader& r, const Arithmetic* inherited = nullptr) {
 }  // namespace
 
 std::string to_json(const Plan& p, int indent) {
-  json j{{"name", p.name}, {"reduction", node_json(p.reduction)}, {"c_placement", name_of(p.c_placement, kCPlacement)},
+  json j{{"name", p.name}, {"reduction", node_json(p.reduction)}, {"c_placement", name_of(kCPlacements, p.c_placement)},
          {"output", cast_json(p.output)}};
   if (p.initial) j["initial"] = *p.initial;
   if (p.input_a) j["input_a"] = cast_json(*p.input_a);
@@ -355,7 +336,7 @@ Plan plan_from_json(std::string_view text, std::string_view parameter) {
   if (r.has("input_a")) p.input_a = read_cast(r.at("input_a"));
   if (r.has("input_b")) p.input_b = read_cast(r.at("input_b"));
   p.reduction = read_node(r.at("reduction"));
-  if (r.has("c_placement")) p.c_placement = enum_of<CPlacement>(r.at("c_placement"), kCPlacement, "placement");
+  if (r.has("c_placement")) p.c_placement = enum_of(r.at("c_placement"), kCPlacements, "placement");
   if (r.has("initial")) p.initial = r.at("initial").number();
   p.output = read_cast(r.at("output"));
   validate(p, parameter);

@@ -18,6 +18,7 @@
 #include "json_read.hpp"
 #include "numeq/formats/error.hpp"
 #include "numeq/formats/format.hpp"
+#include "numeq/formats/names.hpp"
 
 namespace numeq::core {
 
@@ -26,9 +27,11 @@ namespace {
 using detail::json;
 using detail::Reader;
 
-constexpr std::array<std::string_view, 3> kEvidence{"measured", "documented", "assumed"};
-constexpr std::array<std::string_view, 3> kOperations{"sum", "dot", "matmul"};
-constexpr std::array<std::string_view, 2> kFunctionModelKinds{"correctly_rounded", "ulp_budget"};
+constexpr NameTable<EvidenceKind, 3> kEvidence{
+    {{EvidenceKind::measured, "measured"}, {EvidenceKind::documented, "documented"}, {EvidenceKind::assumed, "assumed"}}};
+constexpr NameTable<Operation, 3> kOperations{{{Operation::sum, "sum"}, {Operation::dot, "dot"}, {Operation::matmul, "matmul"}}};
+constexpr NameTable<FunctionModelKind, 2> kFunctionModelKinds{
+    {{FunctionModelKind::correctly_rounded, "correctly_rounded"}, {FunctionModelKind::ulp_budget, "ulp_budget"}}};
 // numeq::reference::Function's names, in its order (references/functions.hpp).
 constexpr std::array<std::string_view, 12> kFunctionNames{"exp",       "exp2", "log",      "tanh",
                                                           "sigmoid",   "gelu", "gelu_tanh", "silu",
@@ -54,9 +57,9 @@ std::string join(const std::vector<std::string>& names) {
 
 }  // namespace
 
-std::string_view to_string(EvidenceKind k) { return kEvidence[static_cast<std::size_t>(k)]; }
-std::string_view to_string(Operation op) { return kOperations[static_cast<std::size_t>(op)]; }
-std::string_view to_string(FunctionModelKind k) { return kFunctionModelKinds[static_cast<std::size_t>(k)]; }
+std::string_view to_string(EvidenceKind k) { return name_of(kEvidence, k); }
+std::string_view to_string(Operation op) { return name_of(kOperations, op); }
+std::string_view to_string(FunctionModelKind k) { return name_of(kFunctionModelKinds, k); }
 std::span<const std::string_view> function_model_names() { return kFunctionNames; }
 
 namespace {
@@ -103,9 +106,7 @@ FunctionModel function_model(const Platform& platform, std::string_view function
 }
 
 Operation operation_by_name(std::string_view name, std::string_view parameter) {
-  for (std::size_t i = 0; i < kOperations.size(); ++i)
-    if (kOperations[i] == name) return static_cast<Operation>(i);
-  throw numeq::error(std::string(parameter) + ": unknown operation '" + std::string(name) + "'; valid: sum, dot, matmul");
+  return by_name(kOperations, name, parameter, "operation");
 }
 
 std::vector<std::string> platform_names() {
@@ -397,10 +398,7 @@ Platform platform_from_json(std::string_view body, std::string_view parameter) {
     e.only({"parameter", "kind", "source"});
     Evidence ev;
     ev.parameter = e.at("parameter").text();
-    const std::string kind = e.at("kind").text();
-    const auto k = std::find(kEvidence.begin(), kEvidence.end(), kind);
-    if (k == kEvidence.end()) e.at("kind").fail("unknown evidence kind '" + kind + "'; valid: measured, documented, assumed");
-    ev.kind = static_cast<EvidenceKind>(k - kEvidence.begin());
+    ev.kind = e.at("kind").named([](const std::string& s) { return by_name(kEvidence, s, "kind", "evidence kind"); });
     ev.source = e.at("source").text();
     p.evidence.push_back(std::move(ev));
   });
@@ -422,19 +420,14 @@ Platform platform_from_json(std::string_view body, std::string_view parameter) {
     e.only({"function", "model", "ulps", "compute", "evidence", "source"});
     FunctionModel m;
     m.function = e.at("function").text();
-    const std::string kind = e.at("model").text();
-    const auto k = std::find(kFunctionModelKinds.begin(), kFunctionModelKinds.end(), kind);
-    if (k == kFunctionModelKinds.end())
-      e.at("model").fail("unknown function model '" + kind + "'; valid: correctly_rounded, ulp_budget");
-    m.kind = static_cast<FunctionModelKind>(k - kFunctionModelKinds.begin());
+    m.kind = e.at("model").named(
+        [](const std::string& s) { return by_name(kFunctionModelKinds, s, "model", "function model"); });
     if (e.has("ulps")) m.ulps = e.at("ulps").number();
     else if (m.kind == FunctionModelKind::ulp_budget) e.at("ulps");  // "missing": an ulp_budget model needs its budget
     if (e.has("compute")) m.compute = e.at("compute").text();
     if (e.has("evidence")) {
-      const std::string ev = e.at("evidence").text();
-      const auto x = std::find(kEvidence.begin(), kEvidence.end(), ev);
-      if (x == kEvidence.end()) e.at("evidence").fail("unknown evidence kind '" + ev + "'; valid: measured, documented, assumed");
-      m.evidence = static_cast<EvidenceKind>(x - kEvidence.begin());
+      m.evidence = e.at("evidence").named(
+          [](const std::string& s) { return by_name(kEvidence, s, "evidence", "evidence kind"); });
     }
     if (e.has("source")) m.source = e.at("source").text();
     check_function_model(m, e.path);

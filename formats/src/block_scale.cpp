@@ -7,6 +7,7 @@
 
 #include "numeq/formats/cast.hpp"
 #include "numeq/formats/error.hpp"
+#include "numeq/formats/names.hpp"
 #include "numeq/formats/random.hpp"
 #include "numeq/formats/exact.hpp"
 #include "strided.hpp"
@@ -67,14 +68,16 @@ double block_scale(double amax, const BlockScaling& scaling, const Cast& scale_c
 
 }  // namespace
 
-std::string_view to_string(ScaleRule r) { return r == ScaleRule::ocp ? "ocp" : "quotient"; }
+namespace {
+constexpr NameTable<ScaleRule, 2> kScaleRules{{{ScaleRule::ocp, "ocp"}, {ScaleRule::quotient, "quotient"}}};
+}  // namespace
+
+std::string_view to_string(ScaleRule r) { return name_of(kScaleRules, r); }
 
 ScaleRule scale_rule_by_name(std::string_view name, std::string_view parameter) {
-  if (name == "ocp") return ScaleRule::ocp;
-  if (name == "quotient") return ScaleRule::quotient;
-  throw error(std::string(parameter) + ": unknown scale rule '" + std::string(name) +
-              "'; valid choices: ocp (OCP MX v1.0 s6.3: 2^(floor(log2 amax) - emax_elem)), quotient (amax / "
-              "max_element rounded by scale_rounding)");
+  return by_name(kScaleRules, name, parameter, "scale rule",
+                 "(ocp: OCP MX v1.0 s6.3, 2^(floor(log2 amax) - emax_elem); quotient: amax / max_element rounded "
+                 "by scale_rounding)");
 }
 
 std::vector<std::size_t> block_scale_shape(const std::vector<std::size_t>& x_shape,

@@ -6,17 +6,15 @@
 #include <string>
 
 #include "numeq/formats/error.hpp"
+#include "numeq/formats/names.hpp"
 
 namespace numeq {
 
-std::string_view to_string(Isa isa) {
-  switch (isa) {
-    case Isa::portable: return "portable";
-    case Isa::avx2: return "avx2";
-    case Isa::avx512: return "avx512";
-  }
-  return "?";
-}
+namespace {
+constexpr NameTable<Isa, 3> kIsas{{{Isa::portable, "portable"}, {Isa::avx2, "avx2"}, {Isa::avx512, "avx512"}}};
+}  // namespace
+
+std::string_view to_string(Isa isa) { return name_of(kIsas, isa); }
 
 Isa detected_isa() {
   static const Isa isa = [] {
@@ -36,14 +34,8 @@ Isa current_isa() {
   const Isa isa = detected_isa();
   const char* s = std::getenv("NUMEQ_ISA");
   if (s == nullptr || *s == '\0') return isa;
-  const std::string_view v(s);
-  Isa wanted;
-  if (v == "portable") wanted = Isa::portable;
-  else if (v == "avx2") wanted = Isa::avx2;
-  else if (v == "avx512") wanted = Isa::avx512;
-  else
-    throw error("NUMEQ_ISA: unknown instruction set '" + std::string(v) + "'; valid: portable, avx2, avx512 (it can only "
-                "lower what the CPU has, " + std::string(to_string(isa)) + " here)");
+  const Isa wanted = by_name(kIsas, s, "NUMEQ_ISA", "instruction set",
+                             "(it can only lower what the CPU has, " + std::string(to_string(isa)) + " here)");
   return wanted < isa ? wanted : isa;
 }
 

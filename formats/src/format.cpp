@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "numeq/formats/error.hpp"
+#include "numeq/formats/names.hpp"
 
 namespace numeq {
 
@@ -23,8 +24,7 @@ std::string format_names(FormatKind kind) {
 const Format& format_by_name(std::string_view name, std::string_view parameter) {
   for (const Format* f : formats::all)
     if (f->name == name) return *f;
-  throw error(std::string(parameter) + ": unknown format '" + std::string(name) +
-              "'; valid formats: " + format_names());
+  throw error(unknown_name_message(parameter, "format", name, format_names()));
 }
 
 const Format& plan_format_by_name(std::string_view name, std::string_view parameter) {
@@ -34,8 +34,7 @@ const Format& plan_format_by_name(std::string_view name, std::string_view parame
     if (f->name == name) return *f;
   std::string accumulators;
   for (const Format* f : formats::accumulators) accumulators += ", " + std::string(f->name);
-  throw error(std::string(parameter) + ": unknown format '" + std::string(name) + "'; valid formats: " +
-              format_names() + accumulators);
+  throw error(unknown_name_message(parameter, "format", name, format_names() + accumulators));
 }
 
 }  // namespace numeq

@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "numeq/formats/error.hpp"
+#include "numeq/formats/names.hpp"
 #include "numeq/formats/parallel.hpp"
 #include "numeq/formats/random.hpp"
 #include "numeq/formats/exact.hpp"
@@ -121,13 +122,14 @@ void check_parameters(const Quantization& q, const double* scale, const std::int
 
 }  // namespace
 
-std::string_view to_string(QuantRange r) { return r == QuantRange::full ? "full" : "symmetric"; }
+namespace {
+constexpr NameTable<QuantRange, 2> kQuantRanges{{{QuantRange::full, "full"}, {QuantRange::symmetric, "symmetric"}}};
+}  // namespace
+
+std::string_view to_string(QuantRange r) { return name_of(kQuantRanges, r); }
 
 QuantRange quant_range_by_name(std::string_view name, std::string_view parameter) {
-  if (name == "full") return QuantRange::full;
-  if (name == "symmetric") return QuantRange::symmetric;
-  throw error(std::string(parameter) + ": unknown range '" + std::string(name) +
-              "'; valid choices: full, symmetric");
+  return by_name(kQuantRanges, name, parameter, "range");
 }
 
 QuantGroups quant_groups(const std::vector<std::size_t>& x_shape, std::vector<std::size_t> param_shape,

@@ -16,6 +16,7 @@
 #include <xtensor/xbuilder.hpp>
 
 #include "numeq/formats/error.hpp"
+#include "numeq/formats/names.hpp"
 #include "numeq/formats/parallel.hpp"
 #include "numeq/formats/random.hpp"
 #include "numeq/formats/round_and_pack.hpp"
@@ -27,9 +28,19 @@ namespace numeq::reference {
 
 namespace {
 
-constexpr std::array<std::string_view, 12> kNames{"exp",  "exp2",      "log",  "tanh",
-                                                  "sigmoid", "gelu",   "gelu_tanh", "silu",
-                                                  "softplus", "sqrt",  "rsqrt", "reciprocal"};
+constexpr NameTable<Function, 12> kFunctions{{{Function::exp, "exp"},
+                                              {Function::exp2, "exp2"},
+                                              {Function::log, "log"},
+                                              {Function::tanh, "tanh"},
+                                              {Function::sigmoid, "sigmoid"},
+                                              {Function::gelu, "gelu"},
+                                              {Function::gelu_tanh, "gelu_tanh"},
+                                              {Function::silu, "silu"},
+                                              {Function::softplus, "softplus"},
+                                              {Function::sqrt, "sqrt"},
+                                              {Function::rsqrt, "rsqrt"},
+                                              {Function::reciprocal, "reciprocal"}}};
+constexpr std::array<std::string_view, 12> kNames = names_array(kFunctions);
 
 // Ziv's loop gives up here: 2^16 bits is far beyond the distance of any non-representable value
 // of these functions at a double argument from a rounding boundary in practice; reaching it
@@ -218,26 +229,20 @@ std::string nan_message(Function f, const Cast& out) {
 
 }  // namespace
 
-std::string_view function_name(Function f) { return kNames[static_cast<std::size_t>(f)]; }
+std::string_view function_name(Function f) { return name_of(kFunctions, f); }
 
 std::span<const std::string_view> function_names() { return kNames; }
 
 Function function_by_name(std::string_view name, std::string_view parameter) {
-  for (std::size_t i = 0; i < kNames.size(); ++i)
-    if (kNames[i] == name) return static_cast<Function>(i);
-  std::string valid;
-  for (std::string_view n : kNames) valid += (valid.empty() ? "" : ", ") + std::string(n);
-  throw numeq::error(std::string(parameter) + ": unknown function '" + std::string(name) +
-                     "'; valid names: " + valid);
+  return by_name(kFunctions, name, parameter, "function");
 }
 
 FunctionPath default_function_path() {
   static const FunctionPath path = [] {
     const char* v = std::getenv("NUMEQ_FUNCTIONS");
-    if (v == nullptr || std::string_view(v).empty() || std::string_view(v) == "fast") return FunctionPath::fast;
-    if (std::string_view(v) == "mpfr") return FunctionPath::mpfr;
-    throw numeq::error("environment variable NUMEQ_FUNCTIONS: unknown value '" + std::string(v) +
-                       "'; valid values: fast, mpfr");
+    if (v == nullptr || std::string_view(v).empty()) return FunctionPath::fast;
+    constexpr NameTable<FunctionPath, 2> paths{{{FunctionPath::fast, "fast"}, {FunctionPath::mpfr, "mpfr"}}};
+    return by_name(paths, v, "environment variable NUMEQ_FUNCTIONS", "function path");
   }();
   return path;
 }

@@ -269,7 +269,7 @@ TEST(ExplicitTree, ValidationNamesTheField) {
       "children": [{"kind": "term", "index": -1}, {"kind": "term", "index": 0}]}, "output": {"format": "fp32"}})");
   }, "plan.reduction.children[0].index: expected a non-negative integer");
   expect_error([] { core::plan_from_json(R"({"reduction": {"kind": "grup"}, "output": {"format": "fp32"}})"); },
-               "plan.reduction.kind: unknown plan node kind 'grup'; valid kinds: sequential, lanes, pairwise, chunked, "
+               "plan.reduction.kind: unknown plan node kind 'grup'; valid: sequential, lanes, pairwise, chunked, "
                "split, tree, fused, permute, group, term");
   // The tree must cover the range exactly.
   const core::Plan three = tree_plan(core::group({core::term(0), core::term(1), core::term(2)}, a));

@@ -79,6 +79,8 @@ std::string_view to_string(ProductMode m);
 std::string_view to_string(SplitMode m);
 std::string_view to_string(CPlacement c);
 NodeKind node_kind_by_name(std::string_view name, std::string_view parameter = "kind");
+ProductMode product_mode_by_name(std::string_view name, std::string_view parameter = "product");
+SplitMode split_mode_by_name(std::string_view name, std::string_view parameter = "split_mode");
 
 // How additions (and, at leaves, products) round.
 struct Arithmetic {
