@@ -283,8 +283,8 @@ double fused_step_reference(std::span<const double> a, std::span<const double> b
 
   // Step 6: normalise once and round through the formats kernel.
   if (sum.is_zero()) {
-    // The cut terms cancel exactly.
-    if (!terms.empty()) zeros.nonzero = true;
+    // The cut terms cancel exactly (non-zero terms among them: a cancellation, ZeroSigns' rule).
+    zeros.nonzero = !terms.empty();
     return zero_result(step, step.zero_sign == ZeroSign::ieee && zeros.negative(step.output.rounding));
   }
   const Exact exact = sum.leading(unit);

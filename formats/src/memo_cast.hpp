@@ -277,9 +277,8 @@ template <class Out>
 // where x has a bit of below_mask set.
 [[gnu::target("avx512f,avx512bw,avx512vl,avx512dq"), gnu::always_inline]] inline __m512i memo_keys_avx512(
     __m512i x, __m128i shift, __m512i below_mask) {
-  const __m512i key = _mm512_srl_epi32(x, shift);
-  return _mm512_mask_or_epi32(_mm512_add_epi32(key, key), _mm512_test_epi32_mask(x, below_mask),
-                              _mm512_add_epi32(key, key), _mm512_set1_epi32(1));
+  const __m512i twice = _mm512_slli_epi32(_mm512_srl_epi32(x, shift), 1);
+  return _mm512_mask_or_epi32(twice, _mm512_test_epi32_mask(x, below_mask), twice, _mm512_set1_epi32(1));
 }
 
 template <class Out>
