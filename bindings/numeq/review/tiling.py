@@ -241,11 +241,8 @@ def _capacity_rules(buffers: dict[str, Buffer], t: _targets.Target, packed: dict
 # ---------------------------------------------------------------------------------------------
 def _matmul_rules(tiling: Tiling, buffers: dict[str, Buffer], t: _targets.Target) -> list[Finding]:
     out: list[Finding] = []
-    k_spec, m_spec = t.spec("matmul_contraction"), t.spec("matmul_stationary_free")
-    n_spec = t.spec("matmul_moving_free")
-    bank_spec = t.spec("psum_bank_bytes")
-    k_max, m_max = _int(t, "matmul_contraction"), _int(t, "matmul_stationary_free")
-    n_max = _int(t, "matmul_moving_free")
+    k_spec, bank_spec = t.spec("matmul_contraction"), t.spec("psum_bank_bytes")
+    k_max = _int(t, "matmul_contraction")
     bank_bytes = _int(t, "psum_bank_bytes")
     has_double = "matmul_contraction_double_row" in t
     valid = ", ".join(buffers) if buffers else "(none)"
@@ -259,7 +256,12 @@ def _matmul_rules(tiling: Tiling, buffers: dict[str, Buffer], t: _targets.Target
     def tick(rule: str) -> None:
         checked[rule] = checked.get(rule, 0) + 1
 
-    k_seen = m_seen = n_seen = 0
+    # The free size of each input, within its limit: rule -> (the input's role, the size's name, why the limit).
+    free_sizes = {"matmul_stationary_free": ("stationary", "M", ""),
+                  "matmul_moving_free": ("moving", "N", " (one PSUM bank of fp32)")}
+    free_max = {rule: _int(t, rule) for rule in free_sizes}
+    free_seen = dict.fromkeys(free_sizes, 0)
+    k_seen = 0
     fp32_inputs: list[Matmul] = []
     for m in tiling.matmuls:
         role = {"stationary": m.stationary, "moving": m.moving, "psum": m.psum}
@@ -326,18 +328,15 @@ def _matmul_rules(tiling: Tiling, buffers: dict[str, Buffer], t: _targets.Target
             if "fp32" in (st.dtype, mv.dtype):
                 fp32_inputs.append(m)
 
-        if st is not None:
-            tick("matmul_stationary_free")
-            m_seen = max(m_seen, st.free_elements)
-            if st.free_elements > m_max:
-                fail("matmul_stationary_free", m, f"stationary {st.name} {_shape(st)} has free size M = "
-                     f"{st.free_elements}; at most {m_max}", m_spec.cite())
-        if mv is not None:
-            tick("matmul_moving_free")
-            n_seen = max(n_seen, mv.free_elements)
-            if mv.free_elements > n_max:
-                fail("matmul_moving_free", m, f"moving {mv.name} {_shape(mv)} has free size N = {mv.free_elements}; "
-                     f"at most {n_max} (one PSUM bank of fp32)", n_spec.cite())
+        for rule, (r, size, why) in free_sizes.items():
+            b = got[r]
+            if b is None:
+                continue
+            tick(rule)
+            free_seen[rule] = max(free_seen[rule], b.free_elements)
+            if b.free_elements > free_max[rule]:
+                fail(rule, m, f"{r} {b.name} {_shape(b)} has free size {size} = {b.free_elements}; at most "
+                     f"{free_max[rule]}{why}", t.spec(rule).cite())
 
         if ps is not None:
             tick("matmul_output")
@@ -367,8 +366,8 @@ def _matmul_rules(tiling: Tiling, buffers: dict[str, Buffer], t: _targets.Target
                                f"(largest K = {k_seen})",
                                k_spec.cite()),
         "matmul_dtypes": ("matmul inputs are Tensor Engine formats", k_spec.cite()),
-        "matmul_stationary_free": (f"stationary free size M <= {m_max} (largest {m_seen})", m_spec.cite()),
-        "matmul_moving_free": (f"moving free size N <= {n_max} (largest {n_seen})", n_spec.cite()),
+        **{rule: (f"{r} free size {size} <= {free_max[rule]} (largest {free_seen[rule]})", t.spec(rule).cite())
+           for rule, (r, size, _) in free_sizes.items()},
         "matmul_output": ("outputs are fp32 PSUM tiles of shape [M, N]", k_spec.cite()),
         "psum_bank": (f"each matmul output fits one PSUM bank of {bank_bytes} B per partition", bank_spec.cite()),
     }
