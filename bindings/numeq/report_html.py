@@ -298,6 +298,12 @@ def _figure(fig: Any, caption: str, alt: str) -> str:
             f"<figcaption>{_esc(caption)}</figcaption></figure>")
 
 
+def _panels_figure(fig: Any, caption: str, alt: str, panels: list[str]) -> str:
+    """A figure of small multiples: its caption and alt text end by naming each panel's group."""
+    names = "; ".join(panels)
+    return _figure(fig, f"{caption} Panels: {names}.", f"{alt} for {len(panels)} groups: {names}")
+
+
 def _grid(n: int, row_height: float, gap: float, top: float = 0.65, bottom: float = 0.6,
           sharey: bool = False) -> tuple[Any, Any]:
     """A figure of n panels, COLUMNS wide. Fixed margins in inches (``gap`` between rows for titles
@@ -384,12 +390,10 @@ def _k_plots(rows: list[dict]) -> list[str]:
                    Line2D([], [], color="k", marker="x", markersize=4, linestyle="--", label="observed worst")]
         handles += [Line2D([], [], color=colours[p], linewidth=3, label=p) for p in sorted(drawn)]
         fig.legend(handles=handles, loc="upper center", ncol=min(len(handles), 6), fontsize=7, frameon=False)
-        names = "; ".join(" ".join(_key(g)) for g in chunk)
-        figures.append(_figure(
+        figures.append(_panels_figure(
             fig, f"Figure K{n + 1}: tolerance (solid, o) and worst observed error (dashed, x) in ulps of the output "
-                 f"against K, one colour per platform, log-log; zero or non-finite values are not drawn. Panels: "
-                 f"{names}.",
-            f"Tolerance and observed error in ulps against K for {len(chunk)} groups: {names}"))
+                 "against K, one colour per platform, log-log; zero or non-finite values are not drawn.",
+            "Tolerance and observed error in ulps against K", [" ".join(_key(g)) for g in chunk]))
     return figures
 
 
@@ -458,13 +462,12 @@ def _hist_plots(rows: list[dict], cross: bool, label: str) -> list[str]:
         if positive:
             axes[0].set_yscale("log")
             _plain_log(axes[0], "y")
-        names = "; ".join(f"{g[0]} {g[1]} {g[3]} vs {g[4]}" for g in _key_list(chunk))
         what = "|platform - against|" if cross else "|output - exact|"
-        figures.append(_figure(
+        figures.append(_panels_figure(
             fig, f"Figure {label}{n + 1}: histograms of {what} in ulps of the output format over every element "
-                 f"checked, at each group's largest K, as fractions of the elements (log axis; the last bin is "
-                 f"open). Panels: {names}.",
-            f"Error histograms in ulps ({what}) for {len(chunk)} groups: {names}"))
+                 "checked, at each group's largest K, as fractions of the elements (log axis; the last bin is "
+                 "open).",
+            f"Error histograms in ulps ({what})", [f"{g[0]} {g[1]} {g[3]} vs {g[4]}" for g in _key_list(chunk)]))
     return figures
 
 
