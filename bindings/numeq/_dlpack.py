@@ -64,26 +64,21 @@ _FLAG_SUBBYTE_PADDED = 1 << 2  # DLPACK_FLAG_BITMASK_IS_SUBBYTE_TYPE_PADDED
 _HOST_DEVICES = {1: "kDLCPU", 3: "kDLCUDAHost", 11: "kDLROCMHost"}  # memory the CPU reads directly
 _MAX_NDIM = 64  # numpy's limit (NPY_MAXDIMS)
 
-# DLDataTypeCode -> (ml_dtypes name, bits the header fixes for it). Only those numeq knows as a
-# format (and ml_dtypes holds) are read; e3m4 and e4m3b11fnuz are not numeq formats.
+# DLDataTypeCode -> ml_dtypes name, a line per width. The bits the header fixes for each code are
+# its format's width, read from ml_dtypes (finfo.bits). Only those numeq knows as a format (and
+# ml_dtypes holds) are read; e3m4 and e4m3b11fnuz are not numeq formats.
 _CODES = {
-    4: ("bfloat16", 16),
-    7: ("float8_e3m4", 8),
-    8: ("float8_e4m3", 8),
-    9: ("float8_e4m3b11fnuz", 8),
-    10: ("float8_e4m3fn", 8),
-    11: ("float8_e4m3fnuz", 8),
-    12: ("float8_e5m2", 8),
-    13: ("float8_e5m2fnuz", 8),
-    14: ("float8_e8m0fnu", 8),
-    15: ("float6_e2m3fn", 6),
-    16: ("float6_e3m2fn", 6),
-    17: ("float4_e2m1fn", 4),
+    4: "bfloat16",
+    7: "float8_e3m4", 8: "float8_e4m3", 9: "float8_e4m3b11fnuz", 10: "float8_e4m3fn", 11: "float8_e4m3fnuz",
+    12: "float8_e5m2", 13: "float8_e5m2fnuz", 14: "float8_e8m0fnu",
+    15: "float6_e2m3fn", 16: "float6_e3m2fn",
+    17: "float4_e2m1fn",
 }
 _DTYPES: dict[int, tuple[np.dtype, int]] = {}
-for _code, (_name, _bits) in _CODES.items():
-    if _ml is not None and hasattr(_ml, _name) and np.dtype(getattr(_ml, _name)) in _FORMAT_OF_DTYPE:
-        _DTYPES[_code] = (np.dtype(getattr(_ml, _name)), _bits)
+for _code, _name in _CODES.items():
+    _type = None if _ml is None else getattr(_ml, _name, None)
+    if _type is not None and np.dtype(_type) in _FORMAT_OF_DTYPE:
+        _DTYPES[_code] = (np.dtype(_type), int(_ml.finfo(_type).bits))
 _ACCEPTED = ("accepted: numpy's own dtypes (through np.from_dlpack) and, by their bits, "
              + ", ".join(f"{dt.name} (code {code}, {bits} bits, lanes 1)" for code, (dt, bits) in _DTYPES.items()))
 
