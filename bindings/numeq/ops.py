@@ -32,6 +32,24 @@ __all__ = ["Emulation", "Op", "Tolerance", "attention", "cast", "dequantize", "q
                                                           "rsqrt", "reciprocal"]
 
 
+# What the docstring of every catalogue op over x says of its format keywords ("{formats}" in it)
+# and of ``compute`` ("{compute}"): one text for all of them.
+_DOC_TEXTS = {
+    "{formats}": ("``in_fmt``: the format of x's values (default: its dtype's); ``out``: the output format "
+                  "(default: in_fmt); ``rounding``: how the reference rounds into ``out``, one of "
+                  "``numeq.ROUNDINGS``."),
+    "{compute}": "``compute``: the format the platform computes in.",
+}
+
+
+def _documented(op: Any) -> Any:
+    """A catalogue op with the shared texts of ``_DOC_TEXTS`` filled into its docstring (none under
+    ``python -OO``)."""
+    for key, text in _DOC_TEXTS.items():
+        op.__doc__ = op.__doc__ and op.__doc__.replace(key, text)
+    return op
+
+
 def matmul(a: Any, b: Any, *, c: Any = None, in_fmt: str | None = None, out: str = "fp32",
            rounding: str = "nearest_even") -> Op:
     """a[..., M, K] @ b[..., K, N] (+ c: a bias of shape [N] or anything that broadcasts to the
@@ -77,6 +95,7 @@ def _reduce(kind: str, x: Any, axis: Any, in_fmt: str | None, out: str | None, r
                                  rounding, compute))
 
 
+@_documented
 def sum(x: Any, *, axis: Any = -1, in_fmt: str | None = None, out: str | None = None,  # noqa: A001
         rounding: str = "nearest_even", compute: str = "fp32") -> Op:
     """x summed over ``axis`` (an int, a tuple of ints, or None: every axis), as the platform's sum
@@ -84,8 +103,7 @@ def sum(x: Any, *, axis: Any = -1, in_fmt: str | None = None, out: str | None = 
     format). Over several axes each element's terms are taken in C order of the axes; the numpy
     platform follows x's memory layout as np.sum does (pass the array itself, not a copy).
 
-    ``in_fmt``: the format of x's values (default: its dtype's); ``out``: the output format
-    (default: in_fmt); ``rounding``: how the reference rounds into ``out``, one of ``numeq.ROUNDINGS``. ``compute``: the format the platform computes in.
+    {formats} {compute}
 
     Example::
 
@@ -99,13 +117,13 @@ def sum(x: Any, *, axis: Any = -1, in_fmt: str | None = None, out: str | None = 
     return _reduce("sum", x, axis, in_fmt, out, rounding, compute)
 
 
+@_documented
 def mean(x: Any, *, axis: Any = -1, in_fmt: str | None = None, out: str | None = None,
          rounding: str = "nearest_even", compute: str = "fp32") -> Op:
     """The sum divided by the length, as numpy forms it (a float64 quotient cast into ``compute``);
     ``axis`` as for sum. np.mean of float16 sums in float32: compute="fp32" (the default).
 
-    ``in_fmt``: the format of x's values (default: its dtype's); ``out``: the output format
-    (default: in_fmt); ``rounding``: how the reference rounds into ``out``, one of ``numeq.ROUNDINGS``.
+    {formats}
 
     Example::
 
@@ -117,12 +135,12 @@ def mean(x: Any, *, axis: Any = -1, in_fmt: str | None = None, out: str | None =
     return _reduce("mean", x, axis, in_fmt, out, rounding, compute)
 
 
+@_documented
 def max(x: Any, *, axis: int = -1, in_fmt: str | None = None, out: str | None = None,  # noqa: A001
         rounding: str = "nearest_even", compute: str = "fp32") -> Op:
     """The largest element along ``axis`` (exact; NaN propagates).
 
-    ``in_fmt``: the format of x's values (default: its dtype's); ``out``: the output format
-    (default: in_fmt); ``rounding``: how the reference rounds into ``out``, one of ``numeq.ROUNDINGS``. ``compute``: the format the platform computes in.
+    {formats} {compute}
 
     Example::
 
@@ -133,14 +151,14 @@ def max(x: Any, *, axis: int = -1, in_fmt: str | None = None, out: str | None = 
     return _reduce("max", x, axis, in_fmt, out, rounding, compute)
 
 
+@_documented
 def function(name: str, x: Any, *, in_fmt: str | None = None, out: str | None = None,
              rounding: str = "nearest_even") -> Op:
     """f(x) elementwise as the platform's function model computes it (correctly rounded in fp32 then
     cast, or within the platform's documented / assumed ulp budget: the bound carries it).
 
     ``name``: ``exp``, ``exp2``, ``log``, ``tanh``, ``sigmoid``, ``gelu``, ``gelu_tanh``, ``silu``,
-    ``softplus``, ``sqrt``, ``rsqrt`` or ``reciprocal``. ``in_fmt``: the format of x's values (default: its dtype's); ``out``: the output format
-    (default: in_fmt); ``rounding``: how the reference rounds into ``out``, one of ``numeq.ROUNDINGS``.
+    ``softplus``, ``sqrt``, ``rsqrt`` or ``reciprocal``. {formats}
 
     Example::
 
@@ -163,8 +181,7 @@ def _function(name: str) -> Any:
     op.__name__ = op.__qualname__ = name
     op.__doc__ = (
         f"{name}(x) elementwise: numeq.ops.function('{name}', x, ...).\n\n"
-        "``in_fmt``: the format of x's values (default: its dtype's); ``out``: the output format (default:\n"
-        "in_fmt); ``rounding``: how the reference rounds into ``out``, one of ``numeq.ROUNDINGS``.\n\n"
+        "{formats}\n\n"
         "Example::\n\n"
         f"    >>> op = numeq.ops.{name}(np.array([0.5, 2.0], dtype=np.float32))\n"
         "    >>> op.reference().shape\n"
@@ -172,7 +189,7 @@ def _function(name: str) -> Any:
         "    >>> numeq.compare(op.emulate(\"trainium.trn2\"), op, \"trainium.trn2\").tier\n"
         "    'bit_exact'\n"
     )
-    return op
+    return _documented(op)
 
 
 exp = _function("exp")
@@ -197,14 +214,14 @@ def _softmax(x: Any, axis: int, in_fmt: str | None, out: str | None, rounding: s
                                   variant, int(block), compute, log))
 
 
+@_documented
 def softmax(x: Any, *, axis: int = -1, in_fmt: str | None = None, out: str | None = None,
             rounding: str = "nearest_even", variant: str = "max_subtracted", block: int = 0,
             compute: str = "fp32") -> Op:
     """Softmax along ``axis`` computed in ``compute``: variant ``plain`` (no max subtraction),
     ``max_subtracted`` or ``online`` (blocks of ``block`` elements, as flash attention).
 
-    ``in_fmt``: the format of x's values (default: its dtype's); ``out``: the output format
-    (default: in_fmt); ``rounding``: how the reference rounds into ``out``, one of ``numeq.ROUNDINGS``. ``compute``: the format the platform computes in. ``block``: the online variant's block length.
+    {formats} {compute} ``block``: the online variant's block length.
 
     Example::
 
@@ -218,13 +235,13 @@ def softmax(x: Any, *, axis: int = -1, in_fmt: str | None = None, out: str | Non
     return _softmax(x, axis, in_fmt, out, rounding, variant, block, compute, False)
 
 
+@_documented
 def log_softmax(x: Any, *, axis: int = -1, in_fmt: str | None = None, out: str | None = None,
                 rounding: str = "nearest_even", variant: str = "max_subtracted", block: int = 0,
                 compute: str = "fp32") -> Op:
     """Log-softmax along ``axis``; variants as softmax.
 
-    ``variant``: ``plain``, ``max_subtracted`` or ``online`` (blocks of ``block`` elements). ``in_fmt``: the format of x's values (default: its dtype's); ``out``: the output format
-    (default: in_fmt); ``rounding``: how the reference rounds into ``out``, one of ``numeq.ROUNDINGS``. ``compute``: the format the platform computes in.
+    ``variant``: ``plain``, ``max_subtracted`` or ``online`` (blocks of ``block`` elements). {formats} {compute}
 
     Example::
 
@@ -249,6 +266,7 @@ def _norm(centred: bool, x: Any, gamma: Any, beta: Any, eps: float, in_fmt: str 
                                _out(out, f), rounding, variant, compute))
 
 
+@_documented
 def layernorm(x: Any, *, gamma: Any = None, beta: Any = None, eps: float = 1e-5, in_fmt: str | None = None,
               out: str | None = None, rounding: str = "nearest_even", variant: str = "two_pass",
               compute: str = "fp32") -> Op:
@@ -256,34 +274,34 @@ def layernorm(x: Any, *, gamma: Any = None, beta: Any = None, eps: float = 1e-5,
     bn_stats/bn_aggr: even/odd statistics over chunks of 512, merged per the platform's
     bn_aggr_merge assumption).
 
-    ``x``: [..., n]; ``gamma``, ``beta``: [n] (or None); ``eps``: added to the variance. ``in_fmt``: the format of x's values (default: its dtype's); ``out``: the output format
-    (default: in_fmt); ``rounding``: how the reference rounds into ``out``, one of ``numeq.ROUNDINGS``. ``compute``: the format the platform computes in.
+    ``x``: [..., n]; ``gamma``, ``beta``: [n] (or None); ``eps``: added to the variance. {formats} {compute}
 
     Example::
 
         >>> x = numeq.round(np.random.default_rng(0).standard_normal((4, 64)), "bf16")
         >>> op = numeq.ops.layernorm(x, in_fmt="bf16", out="fp32")
-        >>> op.reference().shape
-        (4, 64)
+        >>> y = op.reference()                  # each row: mean 0, standard deviation 1
+        >>> y.shape, bool(np.allclose(y.mean(axis=-1), 0, atol=1e-6)), bool(np.allclose(y.std(axis=-1), 1, atol=1e-4))
+        ((4, 64), True, True)
         >>> numeq.compare(op.emulate("nvidia.h100"), op, "nvidia.h100").tier
         'bit_exact'
     """
     return _norm(True, x, gamma, beta, eps, in_fmt, out, rounding, variant, compute)
 
 
+@_documented
 def rmsnorm(x: Any, *, gamma: Any = None, beta: Any = None, eps: float = 1e-6, in_fmt: str | None = None,
             out: str | None = None, rounding: str = "nearest_even", compute: str = "fp32") -> Op:
     """RMSNorm over the last axis: x * rsqrt(mean(x^2) + eps) (* gamma) (+ beta).
 
-    ``gamma``, ``beta``: [n] (or None); ``eps``: added to mean(x^2). ``in_fmt``: the format of x's values (default: its dtype's); ``out``: the output format
-    (default: in_fmt); ``rounding``: how the reference rounds into ``out``, one of ``numeq.ROUNDINGS``. ``compute``: the format the platform computes in.
+    ``gamma``, ``beta``: [n] (or None); ``eps``: added to mean(x^2). {formats} {compute}
 
     Example::
 
-        >>> x = numeq.round(np.random.default_rng(0).standard_normal((4, 64)), "bf16")
-        >>> op = numeq.ops.rmsnorm(x, in_fmt="bf16", out="fp32")
-        >>> op.reference().shape
-        (4, 64)
+        >>> x = numeq.ops.generate("normal", (4, 64), "bf16", seed=0)
+        >>> op = numeq.ops.rmsnorm(x, gamma=np.full(64, 2.0), in_fmt="bf16", out="fp32")
+        >>> np.sqrt(np.mean(op.reference() ** 2, axis=-1)).round(4)    # each row's RMS: gamma's 2
+        array([2., 2., 2., 2.])
     """
     return _norm(False, x, gamma, beta, eps, in_fmt, out, rounding, "two_pass", compute)
 
