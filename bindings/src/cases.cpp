@@ -33,6 +33,9 @@ namespace {
 
 namespace cases = numeq::cases;
 namespace core = numeq::core;
+// The dicts numeq/compare.py, numeq/_op.py and numeq/tolerances.py read are one expression each,
+// pybind11's keyword constructor: py::dict("key"_a = value, ...), each field named once.
+using namespace py::literals;
 
 core::BoundOptions bound_options(const std::string& kind, double lambda, double failure_probability = 0) {
   core::BoundOptions o;
@@ -54,99 +57,57 @@ cases::Int32Overflow int32_overflow_by_name(const std::string& name) {
 }
 
 py::dict tolerance_dict(const cases::Tolerance& t) {
-  py::dict d;
-  d["max_abs"] = t.max_abs;
-  d["max_ulps"] = t.max_ulps;
-  d["rtol"] = t.rtol;
-  d["atol"] = t.atol;
-  d["rtol_only"] = t.rtol_only;
-  d["atol_only"] = t.atol_only;
-  return d;
+  return py::dict("max_abs"_a = t.max_abs, "max_ulps"_a = t.max_ulps, "rtol"_a = t.rtol, "atol"_a = t.atol,
+                  "rtol_only"_a = t.rtol_only, "atol_only"_a = t.atol_only);
 }
 
 py::tuple emulation_tuple(cases::Emulation&& e) {
   return py::make_tuple(to_numpy(std::move(e.values)), to_numpy(std::move(e.bound)), e.failure_probability);
 }
 
-// The worst elements of a verdict as a list of dicts: each element's index as a tuple, and what
-// fields(dict, element) puts in.
+// The worst elements of a verdict as a list of dicts: each element's index as a tuple, then the
+// dict fields(element) returns.
 template <class Element, class Fields>
 py::list worst_list(const std::vector<Element>& worst, Fields&& fields) {
   py::list w;
-  for (const Element& e : worst) {
-    py::dict x;
-    x["index"] = py::tuple(py::cast(e.index));
-    fields(x, e);
-    w.append(x);
-  }
+  for (const Element& e : worst) w.append(py::dict("index"_a = py::tuple(py::cast(e.index)), **fields(e)));
   return w;
 }
 
 // A verdict as the dict numeq/compare.py reads.
 py::dict verdict_dict(const cases::Verdict& v, const std::string& message) {
-  py::dict d;
-  d["passed"] = v.passed;
-  d["tier"] = std::string(cases::to_string(v.tier));
-  d["accept"] = std::string(cases::to_string(v.accept));
-  d["explained_by"] = v.explained_by;
-  d["platform"] = v.platform;
-  d["signature"] = v.signature;
-  d["elements"] = v.elements;
-  d["bit_exact"] = v.bit_exact;
-  d["within_bound"] = v.within_bound;
-  d["deterministic_only"] = v.deterministic_only;
-  d["violations"] = v.violations;
-  d["special_mismatches"] = v.special_mismatches;
-  d["nan_mismatches"] = v.nan_mismatches;
-  d["inf_mismatches"] = v.inf_mismatches;
-  d["not_in_format"] = v.not_in_format;
-  d["failures"] = v.failures;
-  d["worst_error_over_bound"] = v.worst_error_over_bound;
-  d["max_ulps"] = v.max_ulps;
-  d["failure_probability"] = v.failure_probability;
-  d["nearest_variant"] = v.nearest_variant;
-  d["nearest_variant_matches"] = v.nearest_variant_matches;
-  d["variants_searched"] = v.variants_searched;
-  d["concentration"] = v.concentration;
-  d["bound_source"] = v.bound_source;
-  d["diagnosis"] = v.diagnosis;
-  d["message"] = message;
-  d["tolerance"] = tolerance_dict(v.tolerance);
-  d["tolerance_bound"] = std::string(cases::to_string(v.tolerance_bound));
-  d["worst"] = worst_list(v.worst, [](py::dict& x, const cases::WorstElement& e) {
-    x["got"] = e.got;
-    x["emulated"] = e.emulated;
-    x["reference"] = e.reference;
-    x["exact"] = e.exact;
-    x["bound"] = e.bound;
-    x["error"] = e.error;
-    x["ulps"] = e.ulps;
-    x["violation"] = e.violation;
-  });
-  return d;
+  const auto worst = [](const cases::WorstElement& e) {
+    return py::dict("got"_a = e.got, "emulated"_a = e.emulated, "reference"_a = e.reference, "exact"_a = e.exact,
+                    "bound"_a = e.bound, "error"_a = e.error, "ulps"_a = e.ulps, "violation"_a = e.violation);
+  };
+  return py::dict(
+      "passed"_a = v.passed, "tier"_a = std::string(cases::to_string(v.tier)),
+      "accept"_a = std::string(cases::to_string(v.accept)), "explained_by"_a = v.explained_by,
+      "platform"_a = v.platform, "signature"_a = v.signature, "elements"_a = v.elements, "bit_exact"_a = v.bit_exact,
+      "within_bound"_a = v.within_bound, "deterministic_only"_a = v.deterministic_only,
+      "violations"_a = v.violations, "special_mismatches"_a = v.special_mismatches,
+      "nan_mismatches"_a = v.nan_mismatches, "inf_mismatches"_a = v.inf_mismatches,
+      "not_in_format"_a = v.not_in_format, "failures"_a = v.failures,
+      "worst_error_over_bound"_a = v.worst_error_over_bound, "max_ulps"_a = v.max_ulps,
+      "failure_probability"_a = v.failure_probability, "nearest_variant"_a = v.nearest_variant,
+      "nearest_variant_matches"_a = v.nearest_variant_matches, "variants_searched"_a = v.variants_searched,
+      "concentration"_a = v.concentration, "bound_source"_a = v.bound_source, "diagnosis"_a = v.diagnosis,
+      "message"_a = message, "tolerance"_a = tolerance_dict(v.tolerance),
+      "tolerance_bound"_a = std::string(cases::to_string(v.tolerance_bound)), "worst"_a = worst_list(v.worst, worst));
 }
 
 // A port verdict as the dict numeq/compare.py reads: the two platforms' verdicts (with their
 // messages) and the elements where the two outputs differ beyond their cross-platform bound.
 py::dict port_verdict_dict(const cases::PortVerdict& v, const std::string& message, const std::string& gpu_message,
                            const std::string& trainium_message) {
-  py::dict d;
-  d["passed"] = v.passed;
-  d["gpu"] = verdict_dict(v.gpu, gpu_message);
-  d["trainium"] = verdict_dict(v.trainium, trainium_message);
-  d["elements"] = v.elements;
-  d["equal"] = v.equal;
-  d["beyond"] = v.beyond;
-  d["max_difference_over_bound"] = v.max_difference_over_bound;
-  d["diagnosis"] = v.diagnosis;
-  d["message"] = message;
-  d["worst"] = worst_list(v.worst, [](py::dict& x, const cases::PortElement& e) {
-    x["gpu"] = e.gpu;
-    x["trainium"] = e.trainium;
-    x["difference"] = e.difference;
-    x["bound"] = e.bound;
-  });
-  return d;
+  const auto worst = [](const cases::PortElement& e) {
+    return py::dict("gpu"_a = e.gpu, "trainium"_a = e.trainium, "difference"_a = e.difference, "bound"_a = e.bound);
+  };
+  return py::dict("passed"_a = v.passed, "gpu"_a = verdict_dict(v.gpu, gpu_message),
+                  "trainium"_a = verdict_dict(v.trainium, trainium_message), "elements"_a = v.elements,
+                  "equal"_a = v.equal, "beyond"_a = v.beyond,
+                  "max_difference_over_bound"_a = v.max_difference_over_bound, "diagnosis"_a = v.diagnosis,
+                  "message"_a = message, "worst"_a = worst_list(v.worst, worst));
 }
 
 cases::CompareOptions compare_options(const std::string& accept, double failure_probability, bool search_variants,
@@ -392,12 +353,7 @@ void bind_cases(py::module_& m) {
           rs.push_back(std::move(r));
         }
         const cases::ToleranceForms f = cases::fit_tolerance(rs, numeq::format_by_name(out, "out"), margin);
-        py::dict d;
-        d["ulps"] = f.ulps;
-        d["rtol"] = f.rtol;
-        d["atol"] = f.atol;
-        d["max_rtol"] = f.max_rtol;
-        return d;
+        return py::dict("ulps"_a = f.ulps, "rtol"_a = f.rtol, "atol"_a = f.atol, "max_rtol"_a = f.max_rtol);
       },
       py::arg("draws"), py::arg("out"), py::arg("margin"));
   m.def(

@@ -48,20 +48,33 @@ py::array dot_or_matmul(const py::array& a, const py::array& b, const std::optio
 void bind_core(py::module_& m) {
   namespace core = numeq::core;
   m.def("core_platforms", [] { return core::platform_names(); }, "names of the built-in and registered platforms");
-  m.def(
-      "core_platform_json", [](const std::string& name) { return core::to_json(core::platform_by_name(name)); },
-      py::arg("name"), "a platform as JSON (the format register accepts)");
-  m.def(
-      "core_platform_evidence", [](const std::string& name) { return core::evidence_report(core::platform_by_name(name)); },
-      py::arg("name"));
-  m.def(
-      "core_register_platform",
-      [](const std::string& text) {
-        const core::Platform p = core::platform_from_json(text);
-        core::register_platform(p);
-        return p.name;
-      },
-      py::arg("text"), "loads a platform from JSON and registers it; returns its name");
+  // A platform by name, or a platform or plan as JSON text, to text: one string argument each.
+  struct TextFunction {
+    const char* name;
+    const char* parameter;
+    std::string (*f)(const std::string&);
+    const char* doc;
+  };
+  const TextFunction text_functions[] = {
+      {"core_platform_json", "name",
+       [](const std::string& name) { return core::to_json(core::platform_by_name(name)); },
+       "a platform as JSON (the format register accepts)"},
+      {"core_platform_evidence", "name",
+       [](const std::string& name) { return core::evidence_report(core::platform_by_name(name)); },
+       "a platform's evidence, one line per entry, function model and assumption"},
+      {"core_register_platform", "text",
+       [](const std::string& text) {
+         const core::Platform p = core::platform_from_json(text);
+         core::register_platform(p);
+         return p.name;
+       },
+       "loads a platform from JSON and registers it; returns its name"},
+      {"core_plan_check", "text", [](const std::string& text) { return core::to_json(core::plan_from_json(text)); },
+       "validates a plan's JSON and returns it in canonical form"},
+      {"core_plan_text", "text", [](const std::string& text) { return core::to_string(core::plan_from_json(text)); },
+       "a plan's JSON as readable text (Plan's str)"},
+  };
+  for (const TextFunction& t : text_functions) m.def(t.name, t.f, py::arg(t.parameter), t.doc);
   m.def(
       "core_plan",
       [](const std::string& platform, const std::string& op, const std::string& in_fmt, const std::string& out,
@@ -71,12 +84,6 @@ void bind_core(py::module_& m) {
         return core::to_json(plan);
       },
       py::arg("platform"), py::arg("op"), py::arg("in_fmt"), py::arg("out"), py::arg("split_k"), py::arg("split_mode"));
-  m.def(
-      "core_plan_check", [](const std::string& text) { return core::to_json(core::plan_from_json(text)); },
-      py::arg("text"), "validates a plan's JSON and returns it in canonical form");
-  m.def(
-      "core_plan_text", [](const std::string& text) { return core::to_string(core::plan_from_json(text)); },
-      py::arg("text"));
   m.def(
       "core_sum",
       [](const py::array& x, std::ptrdiff_t axis, const std::string& plan_text) {

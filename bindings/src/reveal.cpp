@@ -23,20 +23,14 @@ py::array_t<double> copy_of(std::span<const double> x) {
   return out;
 }
 
+// The dict numeq/reveal.py reads, one expression (pybind11's keyword constructor).
 py::dict result_dict(const numeq::core::RevealResult& r) {
-  py::dict d;
-  d["plan"] = numeq::core::to_json(r.plan);
-  d["calls"] = r.calls;
-  d["tree"] = r.tree;
-  d["shape"] = r.shape;
-  d["compact"] = r.compact ? py::object(py::str(numeq::core::to_json(*r.compact))) : py::object(py::none());
-  d["big"] = r.big;
-  d["unit"] = r.unit;
-  d["multi_term_nodes"] = r.multi_term_nodes;
-  d["absorbing_nodes"] = r.absorbing_nodes;
-  d["reproduces"] = r.reproduces;
-  d["notes"] = r.notes;
-  return d;
+  using namespace py::literals;
+  const py::object compact = r.compact ? py::object(py::str(numeq::core::to_json(*r.compact))) : py::object(py::none());
+  return py::dict("plan"_a = numeq::core::to_json(r.plan), "calls"_a = r.calls, "tree"_a = r.tree,
+                  "shape"_a = r.shape, "compact"_a = compact, "big"_a = r.big, "unit"_a = r.unit,
+                  "multi_term_nodes"_a = r.multi_term_nodes, "absorbing_nodes"_a = r.absorbing_nodes,
+                  "reproduces"_a = r.reproduces, "notes"_a = r.notes);
 }
 
 }  // namespace
