@@ -51,9 +51,7 @@ core::BoundOptions bound_options(const std::string& kind, double lambda, double 
 }
 
 cases::Int32Overflow int32_overflow_by_name(const std::string& name) {
-  constexpr numeq::NameTable<cases::Int32Overflow, 2> modes{
-      {{cases::Int32Overflow::error, "error"}, {cases::Int32Overflow::wrap, "wrap"}}};
-  return numeq::by_name(modes, name, "overflow", "int32 overflow mode");
+  return numeq::by_name(numeq::enum_names<cases::Int32Overflow>, name, "overflow", "int32 overflow mode");
 }
 
 py::dict tolerance_dict(const cases::Tolerance& t) {

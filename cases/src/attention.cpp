@@ -29,14 +29,6 @@ using detail::kNaN;
 using detail::Tracked;
 using reference::Function;
 
-constexpr NameTable<AttentionVariant, 2> kVariants{{{AttentionVariant::naive, "naive"}, {AttentionVariant::flash, "flash"}}};
-
-std::string dims(const xt::xarray<double>& a) {
-  std::string s = "(";
-  for (std::size_t d = 0; d < a.dimension(); ++d) s += (d ? ", " : "") + std::to_string(a.shape()[d]);
-  return s + (a.dimension() == 1 ? ",)" : ")");
-}
-
 struct Sizes {
   std::size_t batches = 1, lq = 0, lk = 0, d = 0, dv = 0;
 };
@@ -44,22 +36,22 @@ struct Sizes {
 // The shapes numeq::reference::attention accepts (its definitions are the oracle's).
 Sizes check_shapes(const xt::xarray<double>& q, const xt::xarray<double>& k, const xt::xarray<double>& v,
                    const xt::xarray<double>* mask) {
-  if (q.dimension() < 2) throw numeq::error("q: expected shape (..., Lq, d), got " + dims(q));
+  if (q.dimension() < 2) throw numeq::error("q: expected shape (..., Lq, d), got " + shape_text(q));
   const std::size_t nd = q.dimension();
   if (k.dimension() != nd)
-    throw numeq::error("k: expected shape (..., Lk, d) with the batch dimensions of q " + dims(q) + ", got " + dims(k));
+    throw numeq::error("k: expected shape (..., Lk, d) with the batch dimensions of q " + shape_text(q) + ", got " + shape_text(k));
   if (v.dimension() != nd)
-    throw numeq::error("v: expected shape (..., Lk, dv) with the batch dimensions of q " + dims(q) + ", got " + dims(v));
+    throw numeq::error("v: expected shape (..., Lk, dv) with the batch dimensions of q " + shape_text(q) + ", got " + shape_text(v));
   Sizes s;
   for (std::size_t i = 0; i + 2 < nd; ++i) {
-    if (k.shape()[i] != q.shape()[i]) throw numeq::error("k: batch dimensions " + dims(k) + " differ from q's " + dims(q));
-    if (v.shape()[i] != q.shape()[i]) throw numeq::error("v: batch dimensions " + dims(v) + " differ from q's " + dims(q));
+    if (k.shape()[i] != q.shape()[i]) throw numeq::error("k: batch dimensions " + shape_text(k) + " differ from q's " + shape_text(q));
+    if (v.shape()[i] != q.shape()[i]) throw numeq::error("v: batch dimensions " + shape_text(v) + " differ from q's " + shape_text(q));
     s.batches *= q.shape()[i];
   }
   if (k.shape()[nd - 1] != q.shape()[nd - 1])
-    throw numeq::error("k: the last dimension (d) must equal q's: q " + dims(q) + ", k " + dims(k));
+    throw numeq::error("k: the last dimension (d) must equal q's: q " + shape_text(q) + ", k " + shape_text(k));
   if (v.shape()[nd - 2] != k.shape()[nd - 2])
-    throw numeq::error("v: the second-to-last dimension (Lk) must equal k's: k " + dims(k) + ", v " + dims(v));
+    throw numeq::error("v: the second-to-last dimension (Lk) must equal k's: k " + shape_text(k) + ", v " + shape_text(v));
   s.lq = q.shape()[nd - 2];
   s.d = q.shape()[nd - 1];
   s.lk = k.shape()[nd - 2];
@@ -69,8 +61,8 @@ Sizes check_shapes(const xt::xarray<double>& q, const xt::xarray<double>& k, con
     for (std::size_t i = 0; ok && i + 2 < nd; ++i) ok = mask->shape()[i] == q.shape()[i];
     ok = ok && mask->shape()[nd - 2] == s.lq && mask->shape()[nd - 1] == s.lk;
     if (!ok)
-      throw numeq::error("mask: expected the score shape (..., Lq, Lk) of q " + dims(q) + " and k " + dims(k) + ", got " +
-                         dims(*mask));
+      throw numeq::error("mask: expected the score shape (..., Lq, Lk) of q " + shape_text(q) + " and k " + shape_text(k) + ", got " +
+                         shape_text(*mask));
   }
   return s;
 }
@@ -151,10 +143,8 @@ void emit(const Tracked& y, const Cast& out, const core::OutputCastBound& out_bo
 
 }  // namespace
 
-std::string_view to_string(AttentionVariant v) { return name_of(kVariants, v); }
-
 AttentionVariant attention_variant_by_name(std::string_view name, std::string_view parameter) {
-  return by_name(kVariants, name, parameter, "attention variant");
+  return by_name(enum_names<AttentionVariant>, name, parameter, "attention variant");
 }
 
 Emulation attention(const xt::xarray<double>& q, const xt::xarray<double>& k, const xt::xarray<double>& v,

@@ -15,15 +15,6 @@ namespace numeq::cases {
 
 namespace {
 
-constexpr NameTable<Distribution, 8> kDistributions{{{Distribution::normal, "normal"},
-                                                     {Distribution::uniform, "uniform"},
-                                                     {Distribution::lognormal, "lognormal"},
-                                                     {Distribution::outlier_channels, "outlier_channels"},
-                                                     {Distribution::cancellation, "cancellation"},
-                                                     {Distribution::near_overflow, "near_overflow"},
-                                                     {Distribution::subnormal_rich, "subnormal_rich"},
-                                                     {Distribution::small_integers, "small_integers"}}};
-
 // A stream of uniform and normal draws for one array: draw i depends only on (seed, stream, i).
 class Draws {
  public:
@@ -45,15 +36,13 @@ class Draws {
 
 }  // namespace
 
-std::string_view to_string(Distribution d) { return name_of(kDistributions, d); }
-
 Distribution distribution_by_name(std::string_view name, std::string_view parameter) {
-  return by_name(kDistributions, name, parameter, "generator");
+  return by_name(enum_names<Distribution>, name, parameter, "generator");
 }
 
 std::vector<Distribution> all_distributions() {
   std::vector<Distribution> out;
-  for (const auto& [d, name] : kDistributions) out.push_back(d);
+  for (const auto& [d, name] : enum_names<Distribution>) out.push_back(d);
   return out;
 }
 

@@ -30,12 +30,6 @@ using detail::kNaN;
 using detail::Tracked;
 using reference::Function;
 
-constexpr NameTable<SoftmaxVariant, 3> kSoftmaxVariants{
-    {{SoftmaxVariant::plain, "plain"}, {SoftmaxVariant::max_subtracted, "max_subtracted"}, {SoftmaxVariant::online, "online"}}};
-constexpr NameTable<LayernormVariant, 3> kLayernormVariants{{{LayernormVariant::two_pass, "two_pass"},
-                                                             {LayernormVariant::welford, "welford"},
-                                                             {LayernormVariant::bn_stats, "bn_stats"}}};
-
 // What every operation needs from the platform: the compute cast, its sum plan and the
 // function models of the steps it takes.
 struct Machine {
@@ -380,15 +374,12 @@ Emulation normalize(const xt::xarray<double>& x, const reference::NormParameters
 
 }  // namespace
 
-std::string_view to_string(SoftmaxVariant v) { return name_of(kSoftmaxVariants, v); }
-std::string_view to_string(LayernormVariant v) { return name_of(kLayernormVariants, v); }
-
 SoftmaxVariant softmax_variant_by_name(std::string_view name, std::string_view parameter) {
-  return by_name(kSoftmaxVariants, name, parameter, "softmax variant");
+  return by_name(enum_names<SoftmaxVariant>, name, parameter, "softmax variant");
 }
 
 LayernormVariant layernorm_variant_by_name(std::string_view name, std::string_view parameter) {
-  return by_name(kLayernormVariants, name, parameter, "layernorm variant");
+  return by_name(enum_names<LayernormVariant>, name, parameter, "layernorm variant");
 }
 
 Emulation softmax(const xt::xarray<double>& x, std::ptrdiff_t axis, const core::Platform& platform, const Cast& out,

@@ -38,7 +38,7 @@ namespace numeq::cases {
 
 using Array = xt::xarray<double>;
 
-std::string shape_text(const Array& x) {
+std::string signature_shape(const Array& x) {
   std::string s = "[";
   for (std::size_t d = 0; d < x.dimension(); ++d) {
     if (d) s += ',';
@@ -108,8 +108,8 @@ Op matmul(const Array& a, const Array& b, const Array* c, std::string_view in_fm
   if (sc) check_broadcast(*sc, matmul_shape(a, b), "c");
   Op op;
   op.name = "matmul";
-  op.signature = "a" + shape_text(a) + " " + std::string(in_fmt) + " @ b" + shape_text(b) + " " + std::string(in_fmt) +
-                 (sc ? " + c" + shape_text(*sc) : "") + " -> " + std::string(out.format.name);
+  op.signature = "a" + signature_shape(a) + " " + std::string(in_fmt) + " @ b" + signature_shape(b) + " " + std::string(in_fmt) +
+                 (sc ? " + c" + signature_shape(*sc) : "") + " -> " + std::string(out.format.name);
   op.out = out;
   const std::string fmt(in_fmt);
   op.exact = [sa, sb, sc] { return reference::matmul_exact(*sa, *sb, sc.get()); };
@@ -181,20 +181,14 @@ Op matmul(const Array& a, const Array& b, const Array* c, std::string_view in_fm
 
 // ---- reductions ----
 
-namespace {
-constexpr NameTable<Reduction, 3> kReductions{{{Reduction::sum, "sum"}, {Reduction::mean, "mean"}, {Reduction::max, "max"}}};
-}  // namespace
-
-std::string_view to_string(Reduction r) { return name_of(kReductions, r); }
-
 Reduction reduction_by_name(std::string_view name, std::string_view parameter) {
-  return by_name(kReductions, name, parameter, "reduction");
+  return by_name(enum_names<Reduction>, name, parameter, "reduction");
 }
 
 Op reduce(Reduction kind, const Array& x, std::ptrdiff_t axis, std::string_view in_fmt, const Cast& out,
           std::string_view compute) {
   if (x.dimension() == 0) throw numeq::error("x: a reduction needs at least one dimension, got a 0-d array");
-  return reduce(kind, x, std::vector<std::ptrdiff_t>{normalise_axis(axis, x.dimension(), x)}, in_fmt, out, compute);
+  return reduce(kind, x, std::vector<std::ptrdiff_t>{static_cast<std::ptrdiff_t>(axis_index(axis, x.shape()))}, in_fmt, out, compute);
 }
 
 Op reduce(Reduction kind, const Array& x, const std::vector<std::ptrdiff_t>& axes, std::string_view in_fmt,
@@ -225,7 +219,7 @@ Op reduce(Reduction kind, const Array& x, const std::vector<std::ptrdiff_t>& axe
   std::string axis_text;
   for (const std::size_t d : reduced) axis_text += (axis_text.empty() ? "" : ", ") + std::to_string(d);
   if (reduced.size() != 1) axis_text = "(" + axis_text + ")";
-  op.signature = op.name + "(x" + shape_text(x) + " " + std::string(in_fmt) + ", axis=" + axis_text + ") in " +
+  op.signature = op.name + "(x" + signature_shape(x) + " " + std::string(in_fmt) + ", axis=" + axis_text + ") in " +
                  std::string(compute) + " -> " + std::string(out.format.name);
   op.out = out;
   const std::string compute_name(compute);
@@ -401,7 +395,7 @@ Op function(reference::Function f, const Array& x, std::string_view in_fmt, cons
   const auto sx = std::make_shared<const Array>(x);
   Op op;
   op.name = std::string(reference::function_name(f));
-  op.signature = op.name + "(x" + shape_text(x) + " " + std::string(in_fmt) + ") -> " + std::string(out.format.name);
+  op.signature = op.name + "(x" + signature_shape(x) + " " + std::string(in_fmt) + ") -> " + std::string(out.format.name);
   op.out = out;
   op.exact_relative_error = 0x1p-53;
   op.exact = [sx, f] { return certified(reference::evaluate(f, *sx, kBinary64)); };
@@ -418,13 +412,13 @@ Op softmax(const Array& x, std::ptrdiff_t axis, std::string_view in_fmt, const C
   check_values(x, floating_format(in_fmt, "in_fmt"), "x");
   floating_format(out.format.name, "out");
   if (x.dimension() == 0) throw numeq::error("x: softmax needs at least one dimension, got a 0-d array");
-  const std::ptrdiff_t ax = normalise_axis(axis, x.dimension(), x);
+  const auto ax = static_cast<std::ptrdiff_t>(axis_index(axis, x.shape()));
   const auto sx = std::make_shared<const Array>(x);
   Op op;
   op.name = log ? "log_softmax" : "softmax";
   op.signature = op.name + "[" + std::string(to_string(options.variant)) +
                  (options.variant == SoftmaxVariant::online ? ", block " + std::to_string(options.block) : "") +
-                 "](x" + shape_text(x) + " " + std::string(in_fmt) + ", axis=" + std::to_string(ax) + ") in " +
+                 "](x" + signature_shape(x) + " " + std::string(in_fmt) + ", axis=" + std::to_string(ax) + ") in " +
                  std::string(options.compute.name) + " -> " + std::string(out.format.name);
   op.out = out;
   op.exact_relative_error = 0x1p-53;
@@ -465,7 +459,7 @@ Op norm(bool centred, const Array& x, const Array* gamma, const Array* beta, dou
   Op op;
   op.name = centred ? "layernorm" : "rmsnorm";
   op.signature = op.name + (centred ? "[" + std::string(to_string(options.variant)) + "]" : std::string()) + "(x" +
-                 shape_text(x) + " " + std::string(in_fmt) + (sg ? ", gamma" : "") + (sb ? ", beta" : "") +
+                 signature_shape(x) + " " + std::string(in_fmt) + (sg ? ", gamma" : "") + (sb ? ", beta" : "") +
                  ", eps=" + std::to_string(eps) + ") in " + std::string(options.compute.name) + " -> " +
                  std::string(out.format.name);
   op.out = out;
@@ -527,7 +521,7 @@ Op attention(const Array& q, const Array& k, const Array& v, const Array* mask, 
                  (options.variant == AttentionVariant::flash
                       ? " " + std::to_string(options.block_rows) + "x" + std::to_string(options.block_cols)
                       : std::string()) +
-                 "](q" + shape_text(q) + ", k" + shape_text(k) + ", v" + shape_text(v) + " " + std::string(in_fmt) +
+                 "](q" + signature_shape(q) + ", k" + signature_shape(k) + ", v" + signature_shape(v) + " " + std::string(in_fmt) +
                  (causal ? ", causal" : "") + (sm ? ", mask" : "") + ") -> " + std::string(out.format.name);
   op.out = out;
   op.exact_relative_error = 0x1p-53;

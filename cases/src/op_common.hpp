@@ -45,14 +45,6 @@ inline const Format& floating_format(std::string_view name, const char* paramete
   return f;
 }
 
-inline std::ptrdiff_t normalise_axis(std::ptrdiff_t axis, std::size_t rank, const Array& x) {
-  const auto r = static_cast<std::ptrdiff_t>(rank);
-  if (axis < -r || axis >= r)
-    throw numeq::error("axis: " + std::to_string(axis) + " is out of range for x of shape " + shape_text(x) +
-                       " (valid: " + std::to_string(-r) + " .. " + std::to_string(r - 1) + ")");
-  return axis < 0 ? axis + r : axis;
-}
-
 // Round x to double by round-to-odd from its (hi + remainder sign) description, then once into
 // the cast: correct for every deterministic rounding because binary64 carries at least two more
 // bits than any format rounded into here (Boldo and Melquiond, IEEE TC 57(4), 2008).

@@ -113,8 +113,8 @@ Op scaled_fp8_matmul(const Array& a, const Array& b, const Array& scale_a, const
   const auto ssa = std::make_shared<const Array>(scale_a), ssb = std::make_shared<const Array>(scale_b);
   Op op;
   op.name = "scaled_fp8_matmul";
-  op.signature = "scaled_fp8_matmul[" + std::string(to_string(options.scaling)) + "](a" + shape_text(a) + " @ b" +
-                 shape_text(b) + " " + std::string(in_fmt) + ") -> " + options.out_fmt;
+  op.signature = "scaled_fp8_matmul[" + std::string(to_string(options.scaling)) + "](a" + signature_shape(a) + " @ b" +
+                 signature_shape(b) + " " + std::string(in_fmt) + ") -> " + options.out_fmt;
   op.out = Cast{fout};
   const Fp8Scaling scaling = options.scaling;
   const auto operands = [sa, sb, ssa, ssb, scaling] {
@@ -144,7 +144,7 @@ Op integer_matmul(const Array& a, const Array& b, Int32Overflow overflow) {
   const auto sa = std::make_shared<const Array>(a), sb = std::make_shared<const Array>(b);
   Op op;
   op.name = "int8_matmul";
-  op.signature = "int8_matmul(a" + shape_text(a) + " @ b" + shape_text(b) + ") -> int32";
+  op.signature = "int8_matmul(a" + signature_shape(a) + " @ b" + signature_shape(b) + ") -> int32";
   op.out = Cast{formats::int32};
   op.exact = [sa, sb] { return reference::matmul_exact(*sa, *sb); };
   // Integer products and sums are exact in the long accumulator; within int32 they are the result.
@@ -161,7 +161,7 @@ Op conversion(const Array& x, std::string_view in_fmt, const Cast& out) {
   const auto sx = std::make_shared<const Array>(x);
   Op op;
   op.name = "cast";
-  op.signature = "cast(x" + shape_text(x) + " " + std::string(in_fmt) + ") -> " + std::string(out.format.name) + " " +
+  op.signature = "cast(x" + signature_shape(x) + " " + std::string(in_fmt) + ") -> " + std::string(out.format.name) + " " +
                  std::string(to_string(out.rounding));
   op.out = out;
   op.exact = [sx] { return certified(*sx); };
@@ -209,7 +209,7 @@ Op integer_matmul_requantized(const Array& a, const Array& b, const Requantizati
   const auto sa = std::make_shared<const Array>(a), sb = std::make_shared<const Array>(b);
   Op op;
   op.name = "int8_matmul_requantized";
-  op.signature = "int8_matmul_requantized(a" + shape_text(a) + " @ b" + shape_text(b) + ") -> " +
+  op.signature = "int8_matmul_requantized(a" + signature_shape(a) + " @ b" + signature_shape(b) + ") -> " +
                  std::string(r.quant.format.name);
   op.out = Cast{r.quant.format, r.quant.rounding};
   const double qmin = static_cast<double>(r.quant.qmin()), qmax = static_cast<double>(r.quant.qmax());
@@ -291,7 +291,7 @@ Op quantization(const Array& x, std::string_view in_fmt, const Quantization& q, 
   const auto sz = std::make_shared<const xt::xarray<std::int64_t>>(zero_point);
   Op op;
   op.name = "quantize";
-  op.signature = "quantize(x" + shape_text(x) + " " + std::string(in_fmt) + ") -> " + std::string(q.format.name);
+  op.signature = "quantize(x" + signature_shape(x) + " " + std::string(in_fmt) + ") -> " + std::string(q.format.name);
   op.out = Cast{q.format, q.rounding};
   // clamp(x / s + z): the quotient as a double-double (q + r / s, r = x - q s exact by fma) and
   // z added by an error-free sum, so that hi + lo carries the exact value to about 2^-106.
@@ -329,7 +329,7 @@ Op dequantization(const Array& codes, const Quantization& q, const Array& scale,
   const auto sz = std::make_shared<const xt::xarray<std::int64_t>>(zero_point);
   Op op;
   op.name = "dequantize";
-  op.signature = "dequantize(codes" + shape_text(codes) + " " + std::string(q.format.name) + ") -> " +
+  op.signature = "dequantize(codes" + signature_shape(codes) + " " + std::string(q.format.name) + ") -> " +
                  std::string(out.format.name);
   op.out = out;
   // (c - z) s: c - z is exact in binary64 (|c - z| < 2^33 for int32 codes); the product as a

@@ -177,23 +177,9 @@ double failure_per_element(const core::Plan& plan, std::size_t n, std::size_t re
 
 }  // namespace
 
-namespace {
-constexpr NameTable<Fp8Scaling, 4> kFp8Scalings{{{Fp8Scaling::per_tensor, "per_tensor"},
-                                                 {Fp8Scaling::per_channel, "per_channel"},
-                                                 {Fp8Scaling::blockwise, "blockwise"},
-                                                 {Fp8Scaling::mx, "mx"}}};
-constexpr NameTable<BlockCombine, 3> kBlockCombines{{{BlockCombine::platform_default, "platform_default"},
-                                                     {BlockCombine::fma, "fma"},
-                                                     {BlockCombine::multiply_add, "multiply_add"}}};
-}  // namespace
-
-std::string_view to_string(Fp8Scaling s) { return name_of(kFp8Scalings, s); }
-
 Fp8Scaling fp8_scaling_by_name(std::string_view name, std::string_view parameter) {
-  return by_name(kFp8Scalings, name, parameter, "scaling");
+  return by_name(enum_names<Fp8Scaling>, name, parameter, "scaling");
 }
-
-std::string_view to_string(BlockCombine c) { return name_of(kBlockCombines, c); }
 
 std::string_view mx_assumption() {
   return "mx_block_partials [assumed]: each 32-long K block is reduced from zero by the platform's fp8 plan into "

@@ -49,8 +49,6 @@ struct Holds {
   bool operator()(double x) const { return test(x == 0 ? 0.0 : x); }
 };
 
-
-
 std::string percent(std::size_t part, std::size_t whole) {
   if (whole == 0) return "0%";
   const double p = 100.0 * static_cast<double>(part) / static_cast<double>(whole);
@@ -115,19 +113,11 @@ struct Spread {
 
 }  // namespace
 
-namespace {
-// violation comes last: the tiers before it are those a check may accept (tier_by_name).
-constexpr NameTable<Tier, 5> kTiers{{{Tier::bit_exact, "bit_exact"},
-                                     {Tier::variant, "variant"},
-                                     {Tier::probabilistic, "probabilistic"},
-                                     {Tier::deterministic, "deterministic"},
-                                     {Tier::violation, "violation"}}};
-}  // namespace
-
-std::string_view to_string(Tier t) { return name_of(kTiers, t); }
-
 Tier tier_by_name(std::string_view name, std::string_view parameter) {
-  const std::span<const std::pair<Tier, std::string_view>> acceptable(kTiers.data(), kTiers.size() - 1);
+  // violation comes last (verdict.hpp): the tiers before it are those a check may accept.
+  constexpr auto& tiers = enum_names<Tier>;
+  static_assert(tiers.back().first == Tier::violation);
+  const std::span<const std::pair<Tier, std::string_view>> acceptable(tiers.data(), tiers.size() - 1);
   return by_name(acceptable, name, parameter, "tier", "(the weakest tier that passes)");
 }
 

@@ -128,15 +128,8 @@ namespace numeq::core {
 using namespace detail;  // shapes.hpp
 using namespace bound_detail;
 
-namespace {
-constexpr NameTable<BoundKind, 2> kBoundKinds{
-    {{BoundKind::deterministic, "deterministic"}, {BoundKind::probabilistic, "probabilistic"}}};
-}  // namespace
-
-std::string_view to_string(BoundKind k) { return name_of(kBoundKinds, k); }
-
 BoundKind bound_kind_by_name(std::string_view name, std::string_view parameter) {
-  return by_name(kBoundKinds, name, parameter, "bound kind");
+  return by_name(enum_names<BoundKind>, name, parameter, "bound kind");
 }
 
 ReductionWeights reduction_weights(const Plan& plan, std::size_t n, bool with_init, const BoundOptions& options) {
@@ -285,14 +278,12 @@ xt::xarray<double> no_looser_than_deterministic(const BoundOptions& o, OfKind of
   return r;
 }
 
-// The data-driven walk (bound_probabilistic.cpp) over the elements whose bound r is finite: r
+// The data-driven walk dw for K terms (bound_probabilistic.cpp) over the elements whose bound r is finite: r
 // becomes the smaller of the two. a(i), b(i): element i's operands (b with stride bs), c(i) its c.
 template <class A, class B, class C>
-void tighten(xt::xarray<double>& r, const Plan& plan, const xt::xarray<double>& emulated, std::size_t K, bool with_init,
-             double lambda, std::size_t bs, const A& a_of, const B& b_of, const C& c_of,
+void tighten(xt::xarray<double>& r, const Plan& plan, const xt::xarray<double>& emulated, const DataWalk& dw,
+             std::size_t K, double lambda, std::size_t bs, const A& a_of, const B& b_of, const C& c_of,
              const std::vector<double>& ac, const std::vector<double>& bc, const double* a0, const double* b0) {
-  const DataWalk dw(plan, K, with_init);
-  if (!dw.supported()) return;
   const OutputCastBound output(plan.output);
   parallel_for(r.size(), [&](std::size_t begin, std::size_t end) {
     DataWalk::Scratch scratch;
@@ -317,48 +308,67 @@ xt::xarray<double> sum_bound(const xt::xarray<double>& x, std::ptrdiff_t axis, c
       o, [&](const BoundOptions& k) { return sum_bound_of_kind(x, axis, plan, emulated, k); });
 }
 
+namespace {
+
+// A dot's or a matmul's bound of the kind asked for, no looser than the deterministic one; a
+// probabilistic bound is then tightened by the data (tighten, above) where the plan's data walk
+// supports it: by_data(bound, lambda, walk) does that for the product's own layout.
+template <class OfKind, class ByData>
+xt::xarray<double> product_bound(const xt::xarray<double>& a, bool has_c, const Plan& plan, const BoundOptions& options,
+                                 OfKind&& of_kind, ByData&& by_data) {
+  const std::size_t K = a.dimension() == 0 ? 0 : a.shape().back();
+  const BoundOptions o = resolved(plan, K, has_c, true, options);
+  xt::xarray<double> r = no_looser_than_deterministic(o, of_kind);
+  if (o.kind != BoundKind::probabilistic || K == 0 || r.size() == 0) return r;
+  const DataWalk walk(plan, K, has_c);
+  if (walk.supported()) by_data(r, o.lambda, walk);
+  return r;
+}
+
+// Dot i reads row i of a and of b (K each), and c[i].
+void tighten_dot(xt::xarray<double>& r, const DotLayout& layout, const xt::xarray<double>* c, const Plan& plan,
+                 const xt::xarray<double>& emulated, double lambda, const DataWalk& walk) {
+  const std::vector<double> ac = walk.cast_a(layout.fa.data(), layout.fa.size());
+  const std::vector<double> bc = walk.cast_b(layout.fb.data(), layout.fb.size());
+  const std::size_t K = layout.K;
+  tighten(r, plan, emulated, walk, K, lambda, 1, [K](std::size_t i) { return i * K; },
+          [K](std::size_t i) { return i * K; }, [&](std::size_t i) { return c ? layout.fc.data() + i : nullptr; }, ac,
+          bc, layout.fa.data(), layout.fb.data());
+}
+
+// Element i = (t, m, n): row m of a's matrix a_of[t], column n of b's matrix b_of[t] (stride N).
+void tighten_matmul(xt::xarray<double>& r, const MatmulLayout& layout, const xt::xarray<double>& a,
+                    const xt::xarray<double>& b, const xt::xarray<double>* c, const Plan& plan,
+                    const xt::xarray<double>& emulated, double lambda, const DataWalk& walk) {
+  const std::size_t M = layout.M, N = layout.N, K = layout.K;
+  const std::vector<std::size_t>& a_of = layout.operands.a_of;
+  const std::vector<std::size_t>& b_of = layout.operands.b_of;
+  tighten(r, plan, emulated, walk, K, lambda, N,
+          [&](std::size_t i) { return (a_of[i / (M * N)] * M + (i / N) % M) * K; },
+          [&](std::size_t i) { return b_of[i / (M * N)] * K * N + i % N; },
+          [&](std::size_t i) { return c ? layout.fc.data() + i : nullptr; }, walk.cast_a(a.data(), a.size()),
+          walk.cast_b(b.data(), b.size()), a.data(), b.data());
+}
+
+}  // namespace
+
 xt::xarray<double> dot_bound(const xt::xarray<double>& a, const xt::xarray<double>& b, const xt::xarray<double>* c,
                              const Plan& plan, const xt::xarray<double>& emulated, const BoundOptions& options) {
-  const std::size_t K = a.dimension() == 0 ? 0 : a.shape().back();
-  const BoundOptions o = resolved(plan, K, c != nullptr, true, options);
-  xt::xarray<double> r = no_looser_than_deterministic(
-      o, [&](const BoundOptions& k) { return dot_bound_of_kind(a, b, c, plan, emulated, k); });
-  if (o.kind != BoundKind::probabilistic) return r;
-  const DotLayout layout = dot_layout(a, b, c);
-  if (layout.K == 0 || r.size() == 0) return r;
-  const DataWalk dw(plan, layout.K, c != nullptr);
-  if (!dw.supported()) return r;
-  const std::vector<double> ac = dw.cast_a(layout.fa.data(), layout.fa.size());
-  const std::vector<double> bc = dw.cast_b(layout.fb.data(), layout.fb.size());
-  const std::size_t Kd = layout.K;
-  tighten(r, plan, emulated, Kd, c != nullptr, o.lambda, 1, [Kd](std::size_t i) { return i * Kd; },
-          [Kd](std::size_t i) { return i * Kd; },
-          [&](std::size_t i) { return c ? layout.fc.data() + i : nullptr; }, ac, bc, layout.fa.data(), layout.fb.data());
-  return r;
+  return product_bound(
+      a, c != nullptr, plan, options, [&](const BoundOptions& k) { return dot_bound_of_kind(a, b, c, plan, emulated, k); },
+      [&](xt::xarray<double>& r, double lambda, const DataWalk& walk) {
+        tighten_dot(r, dot_layout(a, b, c), c, plan, emulated, lambda, walk);
+      });
 }
 
 xt::xarray<double> matmul_bound(const xt::xarray<double>& a, const xt::xarray<double>& b, const xt::xarray<double>* c,
                                 const Plan& plan, const xt::xarray<double>& emulated, const BoundOptions& options) {
-  const std::size_t K = a.dimension() == 0 ? 0 : a.shape().back();
-  const BoundOptions o = resolved(plan, K, c != nullptr, true, options);
-  xt::xarray<double> r = no_looser_than_deterministic(
-      o, [&](const BoundOptions& k) { return matmul_bound_of_kind(a, b, c, plan, emulated, k); });
-  if (o.kind != BoundKind::probabilistic) return r;
-  const MatmulLayout layout = matmul_layout(a, b, c);
-  const std::size_t M = layout.M, N = layout.N, Km = layout.K;
-  if (Km == 0 || r.size() == 0) return r;
-  const DataWalk dw(plan, Km, c != nullptr);
-  if (!dw.supported()) return r;
-  // Element i = (t, m, n): row m of a's matrix a_of[t], column n of b's matrix b_of[t] (stride N).
-  const std::vector<double> ac = dw.cast_a(a.data(), a.size());
-  const std::vector<double> bc = dw.cast_b(b.data(), b.size());
-  const std::vector<std::size_t>& a_of = layout.operands.a_of;
-  const std::vector<std::size_t>& b_of = layout.operands.b_of;
-  tighten(r, plan, emulated, Km, c != nullptr, o.lambda, N,
-          [&](std::size_t i) { return (a_of[i / (M * N)] * M + (i / N) % M) * Km; },
-          [&](std::size_t i) { return b_of[i / (M * N)] * Km * N + i % N; },
-          [&](std::size_t i) { return c ? layout.fc.data() + i : nullptr; }, ac, bc, a.data(), b.data());
-  return r;
+  return product_bound(
+      a, c != nullptr, plan, options,
+      [&](const BoundOptions& k) { return matmul_bound_of_kind(a, b, c, plan, emulated, k); },
+      [&](xt::xarray<double>& r, double lambda, const DataWalk& walk) {
+        tighten_matmul(r, matmul_layout(a, b, c), a, b, c, plan, emulated, lambda, walk);
+      });
 }
 
 }  // namespace numeq::core

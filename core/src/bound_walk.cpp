@@ -82,9 +82,7 @@ Factor Walker::visit(const PlanNode& node, Source& src, std::size_t begin, std::
     case NodeKind::tree: return tree(node, src, begin, end, f, init);
     case NodeKind::pairwise: {
       if (n <= node.leaf) return visit(node.children[0], src, begin, end, f, init);
-      std::size_t half = n / 2;
-      half -= half % node.multiple;
-      if (half == 0) half = std::min(n, node.multiple);
+      const std::size_t half = pairwise_cut(n, node.multiple);
       if (half >= n)
         throw numeq::error("plan: a pairwise node (leaf " + std::to_string(node.leaf) + ", multiple " +
                            std::to_string(node.multiple) + ") cannot split a range of " + std::to_string(n) + " terms");
@@ -152,9 +150,7 @@ Factor Walker::sequential(const PlanNode& node, Source& src, std::size_t begin, 
                           bool init) {
   const std::size_t m = end - begin;
   const Arithmetic& ar = node.arithmetic;
-  const Rounder r = rounder(ar.accumulate);
-  Powers pw(r.rho);
-  const double ea = eta_add(r);
+  auto [r, pw, ea] = AdditionCost(ar.accumulate);
   double local = 0;  // sum of eta (1 + roundings after it), before f
   std::size_t k = 0;
   if (!init && !node.start_from_zero && m > 0) {
@@ -178,9 +174,7 @@ Factor Walker::lanes(const PlanNode& node, Source& src, std::size_t begin, std::
                      bool init) {
   const std::size_t n = end - begin, L = node.lanes;
   const Arithmetic& ar = node.arithmetic;
-  const Rounder r = rounder(ar.accumulate);
-  Powers pw(r.rho);
-  const double ea = eta_add(r);
+  auto [r, pw, ea] = AdditionCost(ar.accumulate);
   const Factor ft = through_init(f, r, init);  // the closing init + result
   const auto chain = [&](std::size_t first, std::size_t count, const Factor& g) {
     // `count` terms added one by one to a running value that continues with g.
@@ -244,9 +238,7 @@ Factor Walker::tree(const PlanNode& node, Source& src, std::size_t begin, std::s
                     bool init) {
   const std::size_t n = end - begin, a = node.arity;
   const Arithmetic& ar = node.arithmetic;
-  const Rounder r = rounder(ar.accumulate);
-  Powers pw(r.rho);
-  const double ea = eta_add(r);
+  auto [r, pw, ea] = AdditionCost(ar.accumulate);
   const Factor fv = through_init(f, r, init);  // the tree's value passes the init addition
   if (n == 0) return apply(f, r);
   // Level sizes: items n, then ceil(n / a) group values, ... down to 1.

@@ -57,6 +57,16 @@ class Powers {
   std::vector<double> pw_{0.0};
 };
 
+// What each addition of a chain of additions costs: the rounding into the accumulate cast, its
+// powers (1 + rho)^c - 1 for c additions in a row, and eta of one two-operand addition.
+// Unpacked where used: `auto [r, pw, ea] = AdditionCost(node.arithmetic.accumulate);`.
+struct AdditionCost {
+  Rounder r;
+  Powers pw;
+  double ea;
+  explicit AdditionCost(const Cast& accumulate) : r(rounder(accumulate)), pw(r.rho), ea(eta_add(r)) {}
+};
+
 // Affine bounds on an operand as a node sees it: |x'| <= alpha |x| + beta.
 struct Affine {
   double alpha = 1;

@@ -185,9 +185,7 @@ double reduce_node(const PlanNode& node, const Terms& t, std::size_t begin, std:
     }
     case NodeKind::pairwise: {
       if (n <= node.leaf) return reduce_node(node.children[0], t, begin, end, init);
-      std::size_t half = n / 2;
-      half -= half % node.multiple;
-      if (half == 0) half = std::min(n, node.multiple);  // keeps progress for tiny multiples of odd sizes
+      const std::size_t half = pairwise_cut(n, node.multiple);
       const double left = reduce_node(node, t, begin, begin + half, std::nullopt);
       const double right = reduce_node(node, t, begin + half, end, std::nullopt);
       return with_init(add_rounded(left, right, ar.accumulate), init, ar.accumulate);

@@ -2,12 +2,13 @@
 
 #include "numeq/core/plan.hpp"
 
+#include <algorithm>
 #include <array>
 #include <utility>
 
 #include "numeq/formats/error.hpp"
 #include "numeq/formats/format.hpp"
-#include "plan_names.hpp"
+#include "numeq/formats/names.hpp"
 
 namespace numeq::core {
 
@@ -140,19 +141,17 @@ void validate_node(const PlanNode& n, const std::string& path, std::size_t depth
   auto positive = [&](std::size_t v, const char* field) {
     if (v == 0) throw numeq::error(path + "." + field + ": expected a positive integer");
   };
+  if (const std::size_t* size = size_field(n)) positive(*size, "size");
   switch (n.kind) {
     case NodeKind::sequential: check_children(n, 0, path); break;
     case NodeKind::lanes:
-      positive(n.lanes, "size");
       check_children(n, 0, path);
       break;
     case NodeKind::tree:
-      positive(n.arity, "size");
       check_children(n, 0, path);
       if (n.arity < 2) throw numeq::error(path + ".size: a tree needs arity >= 2");
       break;
     case NodeKind::pairwise:
-      positive(n.leaf, "size");
       positive(n.multiple, "multiple");
       // A range longer than the leaf is cut at a multiple of `multiple` below its half, or at
       // `multiple` itself: a cut strictly inside the range (so the recursion ends) needs
@@ -164,11 +163,9 @@ void validate_node(const PlanNode& n, const std::string& path, std::size_t depth
       check_children(n, 1, path);
       break;
     case NodeKind::chunked:
-      positive(n.chunk, "size");
       check_children(n, 2, path);
       break;
     case NodeKind::split:
-      positive(n.parts, "size");
       check_children(n, n.split_mode == SplitMode::parallel ? 2 : 1, path);
       validate_cast(n.through, path + ".through");
       break;
@@ -177,7 +174,6 @@ void validate_node(const PlanNode& n, const std::string& path, std::size_t depth
       validate(n.fused, path + ".fused");
       break;
     case NodeKind::permute: {
-      positive(n.block, "size");
       check_children(n, 1, path);
       bool ok = n.order.size() == n.block;  // first: `block` may be any number, the order is as long as it is
       std::vector<char> seen(ok ? n.block : 0, 0);
@@ -193,7 +189,6 @@ void validate_node(const PlanNode& n, const std::string& path, std::size_t depth
       break;
     }
     case NodeKind::decompose: {
-      positive(n.block, "size");
       check_children(n, 2, path);
       if (n.pieces < 1 || n.pieces > 4)
         throw numeq::error(path + ".pieces: expected 1 to 4 pieces per operand, got " + std::to_string(n.pieces));
@@ -221,23 +216,48 @@ void validate_node(const PlanNode& n, const std::string& path, std::size_t depth
 
 }  // namespace
 
-std::string_view to_string(NodeKind k) { return name_of(detail::kNodeKinds, k); }
-std::string_view to_string(ProductMode m) { return name_of(detail::kProductModes, m); }
-std::string_view to_string(SplitMode m) { return name_of(detail::kSplitModes, m); }
-std::string_view to_string(CPlacement c) { return name_of(detail::kCPlacements, c); }
+std::size_t pairwise_cut(std::size_t n, std::size_t multiple) {
+  const std::size_t half = n / 2 - (n / 2) % multiple;
+  return half != 0 ? half : std::min(n, multiple);
+}
+
+const std::size_t* size_field(const PlanNode& node) {
+  switch (node.kind) {
+    case NodeKind::lanes: return &node.lanes;
+    case NodeKind::tree: return &node.arity;
+    case NodeKind::pairwise: return &node.leaf;
+    case NodeKind::chunked: return &node.chunk;
+    case NodeKind::split: return &node.parts;
+    case NodeKind::permute:
+    case NodeKind::decompose: return &node.block;
+    case NodeKind::sequential:
+    case NodeKind::fused:
+    case NodeKind::group:
+    case NodeKind::term: return nullptr;
+  }
+  return nullptr;
+}
+
+std::size_t* size_field(PlanNode& node) { return const_cast<std::size_t*>(size_field(std::as_const(node))); }
 
 NodeKind node_kind_by_name(std::string_view name, std::string_view parameter) {
-  return by_name(detail::kNodeKinds, name, parameter, "plan node kind");
+  return by_name(enum_names<NodeKind>, name, parameter, "plan node kind");
 }
 ProductMode product_mode_by_name(std::string_view name, std::string_view parameter) {
-  return by_name(detail::kProductModes, name, parameter, "product mode");
+  return by_name(enum_names<ProductMode>, name, parameter, "product mode");
 }
 SplitMode split_mode_by_name(std::string_view name, std::string_view parameter) {
-  return by_name(detail::kSplitModes, name, parameter, "split mode");
+  return by_name(enum_names<SplitMode>, name, parameter, "split mode");
 }
 
 // Each builder sets its kind's fields (plan.hpp, PlanNode) and leaves the others at their defaults,
-// as plan_from_json does, so that a built plan and its JSON read back compare equal.
+// as plan_from_json does, so that a built plan and its JSON read back compare equal. GCC before 14
+// warns (-Wmissing-field-initializers) about the members a designated initializer leaves out; they
+// take their default member initializers, which is what the builders mean.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmissing-field-initializers"
+#endif
 template <class... Children>
 PlanNode with_children(PlanNode n, Children&&... children) {
   (n.children.push_back(std::forward<Children>(children)), ...);
@@ -272,6 +292,8 @@ PlanNode tree(std::size_t arity, const Arithmetic& arithmetic) {
   return {.kind = NodeKind::tree, .arithmetic = arithmetic, .arity = arity};
 }
 
+PlanNode fused(const FusedStep& step) { return {.kind = NodeKind::fused, .fused = step}; }
+
 PlanNode permute(std::size_t block, std::vector<std::size_t> order, PlanNode child) {
   return with_children({.kind = NodeKind::permute, .block = block, .order = std::move(order)}, std::move(child));
 }
@@ -287,6 +309,9 @@ PlanNode group(std::vector<PlanNode> children, const Arithmetic& arithmetic) {
 }
 
 PlanNode term(std::size_t index) { return {.kind = NodeKind::term, .index = index}; }
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
 
 std::size_t explicit_term_count(const PlanNode& node) {
   if (node.kind == NodeKind::term) return 1;
@@ -327,8 +352,6 @@ Cast outer_cast(const Plan& plan) {
     }
   }
 }
-
-PlanNode fused(const FusedStep& step) { return {.kind = NodeKind::fused, .fused = step}; }
 
 namespace {
 

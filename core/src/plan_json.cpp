@@ -10,7 +10,7 @@
 #include "numeq/core/reveal.hpp"
 #include "numeq/formats/error.hpp"
 #include "numeq/formats/format.hpp"
-#include "plan_names.hpp"
+#include "numeq/formats/names.hpp"
 
 namespace numeq::core {
 
@@ -44,15 +44,13 @@ Cast read_cast(const Reader& r) {
   return c;
 }
 
-// ---- enums as JSON: each by its table of names (plan_names.hpp) ----
-
-using namespace numeq::core::detail;  // plan_names.hpp
+// ---- enums as JSON: each by its enum_names table (numeq/formats/names.hpp) ----
 
 // The field's enumerator; an unknown name fails at the field's path with the one wording of
 // numeq/formats/names.hpp, `what` naming the field's kind of value ("unknown split mode 'x'; valid: ...").
-template <class Table>
-auto enum_of(const Reader& r, const Table& table, std::string_view what = "value") {
-  return r.named([&](const std::string& s) { return by_name(table, s, "value", what); });
+template <class Enum>
+Enum enum_of(const Reader& r, std::string_view what = "value") {
+  return r.named([&](const std::string& s) { return by_name(enum_names<Enum>, s, "value", what); });
 }
 
 // ---- FusedStep as JSON ----
@@ -60,15 +58,15 @@ auto enum_of(const Reader& r, const Table& table, std::string_view what = "value
 json fused_step_json(const FusedStep& f) {
   json j{{"n", f.n},
          {"fraction_bits", f.fraction_bits},
-         {"alignment", name_of(kAlignments, f.alignment)},
-         {"max_exponent", name_of(kMaxExponents, f.max_exponent)},
-         {"zeros", name_of(kZeroTerms, f.zeros)},
+         {"alignment", to_string(f.alignment)},
+         {"max_exponent", to_string(f.max_exponent)},
+         {"zeros", to_string(f.zeros)},
          {"a_format", f.a_format.name},
          {"b_format", f.b_format.name},
          {"c_format", f.c_format.name},
          {"output", cast_json(f.output)},
-         {"overflow", name_of(kOverflowRules, f.overflow)},
-         {"zero_sign", name_of(kZeroSigns, f.zero_sign)}};
+         {"overflow", to_string(f.overflow)},
+         {"zero_sign", to_string(f.zero_sign)}};
   if (f.exponent_floor != no_exponent_floor) j["exponent_floor"] = f.exponent_floor;
   return j;
 }
@@ -79,9 +77,9 @@ FusedStep read_fused(const Reader& r) {
   FusedStep f;
   f.n = static_cast<int>(r.at("n").integer(1, max_products));
   f.fraction_bits = static_cast<int>(r.at("fraction_bits").integer(0, max_fraction_bits));
-  if (r.has("alignment")) f.alignment = enum_of(r.at("alignment"), kAlignments);
-  if (r.has("max_exponent")) f.max_exponent = enum_of(r.at("max_exponent"), kMaxExponents);
-  if (r.has("zeros")) f.zeros = enum_of(r.at("zeros"), kZeroTerms);
+  if (r.has("alignment")) f.alignment = enum_of<Alignment>(r.at("alignment"));
+  if (r.has("max_exponent")) f.max_exponent = enum_of<MaxExponent>(r.at("max_exponent"));
+  if (r.has("zeros")) f.zeros = enum_of<ZeroTerms>(r.at("zeros"));
   if (r.has("exponent_floor"))
     f.exponent_floor = static_cast<int>(r.at("exponent_floor").integer(min_exponent_floor, max_exponent_floor));
   auto format = [&](const char* key) { return r.at(key).named([](const std::string& s) { return plan_format_by_name(s); }); };
@@ -89,13 +87,13 @@ FusedStep read_fused(const Reader& r) {
   f.b_format = format("b_format");
   f.c_format = format("c_format");
   f.output = read_cast(r.at("output"));
-  if (r.has("overflow")) f.overflow = enum_of(r.at("overflow"), kOverflowRules);
-  if (r.has("zero_sign")) f.zero_sign = enum_of(r.at("zero_sign"), kZeroSigns);
+  if (r.has("overflow")) f.overflow = enum_of<OverflowRule>(r.at("overflow"));
+  if (r.has("zero_sign")) f.zero_sign = enum_of<ZeroSign>(r.at("zero_sign"));
   return f;
 }
 
 json arithmetic_json(const Arithmetic& a) {
-  json j{{"accumulate", cast_json(a.accumulate)}, {"product", name_of(kProductModes, a.product)}};
+  json j{{"accumulate", cast_json(a.accumulate)}, {"product", to_string(a.product)}};
   if (a.product == ProductMode::rounded) j["product_cast"] = cast_json(a.product_cast);
   return j;
 }
@@ -104,7 +102,7 @@ Arithmetic read_arithmetic(const Reader& r) {
   r.only({"accumulate", "product", "product_cast"});
   Arithmetic a;
   a.accumulate = read_cast(r.at("accumulate"));
-  if (r.has("product")) a.product = enum_of(r.at("product"), kProductModes, "product mode");
+  if (r.has("product")) a.product = enum_of<ProductMode>(r.at("product"), "product mode");
   if (a.product == ProductMode::rounded) a.product_cast = read_cast(r.at("product_cast"));
   else if (r.has("product_cast")) r.at("product_cast").fail("only a \"rounded\" product has a product_cast");
   return a;
@@ -171,6 +169,7 @@ PlanNode read_tree_text(const Reader& r, const Arithmetic& ar) {
 // it is the same.
 json node_json(const PlanNode& n, const Arithmetic* inherited = nullptr) {
   json j{{"kind", to_string(n.kind)}};
+  if (const std::size_t* size = size_field(n)) j["size"] = *size;
   switch (n.kind) {
     case NodeKind::sequential:
       j["arithmetic"] = arithmetic_json(n.arithmetic);
@@ -178,23 +177,19 @@ json node_json(const PlanNode& n, const Arithmetic* inherited = nullptr) {
       break;
     case NodeKind::lanes:
     case NodeKind::tree:
-      j["size"] = n.kind == NodeKind::lanes ? n.lanes : n.arity;
       j["arithmetic"] = arithmetic_json(n.arithmetic);
       break;
     case NodeKind::pairwise:
-      j["size"] = n.leaf;
       j["multiple"] = n.multiple;
       j["arithmetic"] = arithmetic_json(n.arithmetic);
       break;
-    case NodeKind::chunked: j["size"] = n.chunk; break;
+    case NodeKind::chunked: break;
     case NodeKind::split:
-      j["size"] = n.parts;
-      j["split_mode"] = name_of(kSplitModes, n.split_mode);
+      j["split_mode"] = to_string(n.split_mode);
       j["through"] = cast_json(n.through);
       break;
     case NodeKind::fused: j["fused"] = fused_step_json(n.fused); break;
     case NodeKind::permute:
-      j["size"] = n.block;
       j["order"] = n.order;
       break;
     case NodeKind::group:
@@ -205,7 +200,6 @@ json node_json(const PlanNode& n, const Arithmetic* inherited = nullptr) {
       }
       break;
     case NodeKind::decompose: {
-      j["size"] = n.block;
       j["pieces"] = n.pieces;
       j["piece"] = cast_json(n.piece);
       json passes = json::array();
@@ -249,6 +243,7 @@ PlanNode read_node(const Reader& r, const Arithmetic* inherited = nullptr) {
   PlanNode n;
   n.kind = r.at("kind").named([](const std::string& s) { return node_kind_by_name(s); });
   r.only(node_keys(n.kind));
+  if (std::size_t* size = size_field(n)) *size = r.at("size").count(1, kAnySize);
   switch (n.kind) {
     case NodeKind::sequential:
       n.arithmetic = read_arithmetic(r.at("arithmetic"));
@@ -256,24 +251,20 @@ PlanNode read_node(const Reader& r, const Arithmetic* inherited = nullptr) {
       break;
     case NodeKind::lanes:
     case NodeKind::tree:
-      (n.kind == NodeKind::lanes ? n.lanes : n.arity) = r.at("size").count(1, kAnySize);
       n.arithmetic = read_arithmetic(r.at("arithmetic"));
       break;
     case NodeKind::pairwise:
-      n.leaf = r.at("size").count(1, kAnySize);
       n.multiple = r.at("multiple").count(1, kAnySize);
       n.arithmetic = read_arithmetic(r.at("arithmetic"));
       break;
-    case NodeKind::chunked: n.chunk = r.at("size").count(1, kAnySize); break;
+    case NodeKind::chunked: break;
     case NodeKind::split: {
-      n.parts = r.at("size").count(1, kAnySize);
-      n.split_mode = enum_of(r.at("split_mode"), kSplitModes, "split mode");
+      n.split_mode = enum_of<SplitMode>(r.at("split_mode"), "split mode");
       n.through = read_cast(r.at("through"));
       break;
     }
     case NodeKind::fused: n.fused = read_fused(r.at("fused")); break;
     case NodeKind::permute: {
-      n.block = r.at("size").count(1, kAnySize);
       const Reader order = r.at("order");
       if (!order.j.is_array()) order.fail("expected an array of term indices");
       for (std::size_t i = 0; i < order.j.size(); ++i) n.order.push_back(order.item(i).count(0, kAnySize));
@@ -293,7 +284,6 @@ PlanNode read_node(const Reader& r, const Arithmetic* inherited = nullptr) {
       if (r.has("arithmetic")) n.arithmetic = read_arithmetic(r.at("arithmetic"));
       break;
     case NodeKind::decompose: {
-      n.block = r.at("size").count(1, kAnySize);
       n.pieces = r.at("pieces").count(1, 4);
       n.piece = read_cast(r.at("piece"));
       const Reader passes = r.at("passes");
@@ -318,7 +308,7 @@ PlanNode read_node(const Reader& r, const Arithmetic* inherited = nullptr) {
 }  // namespace
 
 std::string to_json(const Plan& p, int indent) {
-  json j{{"name", p.name}, {"reduction", node_json(p.reduction)}, {"c_placement", name_of(kCPlacements, p.c_placement)},
+  json j{{"name", p.name}, {"reduction", node_json(p.reduction)}, {"c_placement", to_string(p.c_placement)},
          {"output", cast_json(p.output)}};
   if (p.initial) j["initial"] = *p.initial;
   if (p.input_a) j["input_a"] = cast_json(*p.input_a);
@@ -336,7 +326,7 @@ Plan plan_from_json(std::string_view text, std::string_view parameter) {
   if (r.has("input_a")) p.input_a = read_cast(r.at("input_a"));
   if (r.has("input_b")) p.input_b = read_cast(r.at("input_b"));
   p.reduction = read_node(r.at("reduction"));
-  if (r.has("c_placement")) p.c_placement = enum_of(r.at("c_placement"), kCPlacements, "placement");
+  if (r.has("c_placement")) p.c_placement = enum_of<CPlacement>(r.at("c_placement"), "placement");
   if (r.has("initial")) p.initial = r.at("initial").number();
   p.output = read_cast(r.at("output"));
   validate(p, parameter);

@@ -27,11 +27,6 @@ namespace {
 using detail::json;
 using detail::Reader;
 
-constexpr NameTable<EvidenceKind, 3> kEvidence{
-    {{EvidenceKind::measured, "measured"}, {EvidenceKind::documented, "documented"}, {EvidenceKind::assumed, "assumed"}}};
-constexpr NameTable<Operation, 3> kOperations{{{Operation::sum, "sum"}, {Operation::dot, "dot"}, {Operation::matmul, "matmul"}}};
-constexpr NameTable<FunctionModelKind, 2> kFunctionModelKinds{
-    {{FunctionModelKind::correctly_rounded, "correctly_rounded"}, {FunctionModelKind::ulp_budget, "ulp_budget"}}};
 // numeq::reference::Function's names, in its order (references/functions.hpp).
 constexpr std::array<std::string_view, 12> kFunctionNames{"exp",       "exp2", "log",      "tanh",
                                                           "sigmoid",   "gelu", "gelu_tanh", "silu",
@@ -57,9 +52,6 @@ std::string join(const std::vector<std::string>& names) {
 
 }  // namespace
 
-std::string_view to_string(EvidenceKind k) { return name_of(kEvidence, k); }
-std::string_view to_string(Operation op) { return name_of(kOperations, op); }
-std::string_view to_string(FunctionModelKind k) { return name_of(kFunctionModelKinds, k); }
 std::span<const std::string_view> function_model_names() { return kFunctionNames; }
 
 namespace {
@@ -106,7 +98,7 @@ FunctionModel function_model(const Platform& platform, std::string_view function
 }
 
 Operation operation_by_name(std::string_view name, std::string_view parameter) {
-  return by_name(kOperations, name, parameter, "operation");
+  return by_name(enum_names<Operation>, name, parameter, "operation");
 }
 
 std::vector<std::string> platform_names() {
@@ -398,7 +390,7 @@ Platform platform_from_json(std::string_view body, std::string_view parameter) {
     e.only({"parameter", "kind", "source"});
     Evidence ev;
     ev.parameter = e.at("parameter").text();
-    ev.kind = e.at("kind").named([](const std::string& s) { return by_name(kEvidence, s, "kind", "evidence kind"); });
+    ev.kind = e.at("kind").named([](const std::string& s) { return by_name(enum_names<EvidenceKind>, s, "kind", "evidence kind"); });
     ev.source = e.at("source").text();
     p.evidence.push_back(std::move(ev));
   });
@@ -421,13 +413,13 @@ Platform platform_from_json(std::string_view body, std::string_view parameter) {
     FunctionModel m;
     m.function = e.at("function").text();
     m.kind = e.at("model").named(
-        [](const std::string& s) { return by_name(kFunctionModelKinds, s, "model", "function model"); });
+        [](const std::string& s) { return by_name(enum_names<FunctionModelKind>, s, "model", "function model"); });
     if (e.has("ulps")) m.ulps = e.at("ulps").number();
     else if (m.kind == FunctionModelKind::ulp_budget) e.at("ulps");  // "missing": an ulp_budget model needs its budget
     if (e.has("compute")) m.compute = e.at("compute").text();
     if (e.has("evidence")) {
       m.evidence = e.at("evidence").named(
-          [](const std::string& s) { return by_name(kEvidence, s, "evidence", "evidence kind"); });
+          [](const std::string& s) { return by_name(enum_names<EvidenceKind>, s, "evidence", "evidence kind"); });
     }
     if (e.has("source")) m.source = e.at("source").text();
     check_function_model(m, e.path);

@@ -470,9 +470,7 @@ std::optional<Tree> shape_tree(const PlanNode& node, std::size_t begin, std::siz
     }
     case NodeKind::pairwise: {
       if (n <= node.leaf) return shape_tree(node.children[0], begin, end);
-      std::size_t half = n / 2;
-      half -= half % node.multiple;
-      if (half == 0) half = std::min(n, node.multiple);
+      const std::size_t half = pairwise_cut(n, node.multiple);
       auto left = shape_tree(node, begin, begin + half);
       auto right = shape_tree(node, begin + half, end);
       if (!left || !right) return left ? left : right;

@@ -14,20 +14,6 @@
 
 namespace numeq::core::detail {
 
-// "(2, 3)", "(4,)" as numpy prints shapes.
-inline std::string shape_text(const xt::svector<std::size_t>& s) {
-  std::string out = "(";
-  for (std::size_t i = 0; i < s.size(); ++i) {
-    if (i) out += ", ";
-    out += std::to_string(s[i]);
-  }
-  out += s.size() == 1 ? ",)" : ")";
-  return out;
-}
-inline std::string shape_text(const std::vector<std::size_t>& s) {
-  return shape_text(xt::svector<std::size_t>(s.begin(), s.end()));
-}
-
 // numpy's broadcast of two shapes; numeq::error(what) when they do not broadcast.
 inline std::vector<std::size_t> broadcast_shape(const std::vector<std::size_t>& x, const std::vector<std::size_t>& y,
                                                 const std::string& what) {
@@ -82,13 +68,8 @@ struct AxisLayout {
   std::vector<std::size_t> out_shape;
 };
 inline AxisLayout axis_layout(const xt::xarray<double>& x, std::ptrdiff_t axis) {
-  const auto dims = static_cast<std::ptrdiff_t>(x.dimension());
-  if (dims == 0) throw numeq::error("x: a 0-d array has no axis to sum over");
-  if (axis < -dims || axis >= dims)
-    throw numeq::error("axis: " + std::to_string(axis) + " is out of range for x of shape " + shape_text(x.shape()) +
-                       " (valid: " + std::to_string(-dims) + " to " + std::to_string(dims - 1) + ")");
   AxisLayout l;
-  l.axis = static_cast<std::size_t>(axis < 0 ? axis + dims : axis);
+  l.axis = axis_index(axis, x.shape());
   for (std::size_t d = 0; d < x.dimension(); ++d) {
     if (d < l.axis) l.outer *= x.shape()[d];
     if (d > l.axis) l.inner *= x.shape()[d];

@@ -15,7 +15,6 @@
 namespace numeq {
 namespace {
 
-
 // C-order index of the block holding element i.
 std::size_t block_of(std::size_t i, const std::vector<std::size_t>& shape,
                      const std::vector<std::size_t>& block_shape) {
@@ -68,14 +67,8 @@ double block_scale(double amax, const BlockScaling& scaling, const Cast& scale_c
 
 }  // namespace
 
-namespace {
-constexpr NameTable<ScaleRule, 2> kScaleRules{{{ScaleRule::ocp, "ocp"}, {ScaleRule::quotient, "quotient"}}};
-}  // namespace
-
-std::string_view to_string(ScaleRule r) { return name_of(kScaleRules, r); }
-
 ScaleRule scale_rule_by_name(std::string_view name, std::string_view parameter) {
-  return by_name(kScaleRules, name, parameter, "scale rule",
+  return by_name(enum_names<ScaleRule>, name, parameter, "scale rule",
                  "(ocp: OCP MX v1.0 s6.3, 2^(floor(log2 amax) - emax_elem); quotient: amax / max_element rounded "
                  "by scale_rounding)");
 }

@@ -10,12 +10,6 @@
 
 namespace numeq {
 
-namespace {
-constexpr NameTable<Isa, 3> kIsas{{{Isa::portable, "portable"}, {Isa::avx2, "avx2"}, {Isa::avx512, "avx512"}}};
-}  // namespace
-
-std::string_view to_string(Isa isa) { return name_of(kIsas, isa); }
-
 Isa detected_isa() {
   static const Isa isa = [] {
 #if (defined(__x86_64__) || defined(__i386__)) && (defined(__GNUC__) || defined(__clang__))
@@ -34,7 +28,7 @@ Isa current_isa() {
   const Isa isa = detected_isa();
   const char* s = std::getenv("NUMEQ_ISA");
   if (s == nullptr || *s == '\0') return isa;
-  const Isa wanted = by_name(kIsas, s, "NUMEQ_ISA", "instruction set",
+  const Isa wanted = by_name(enum_names<Isa>, s, "NUMEQ_ISA", "instruction set",
                              "(it can only lower what the CPU has, " + std::string(to_string(isa)) + " here)");
   return wanted < isa ? wanted : isa;
 }

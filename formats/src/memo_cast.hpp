@@ -61,6 +61,7 @@
 #include <memory>
 #include <mutex>
 #include <string_view>
+#include <type_traits>
 #include <vector>
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
@@ -171,11 +172,11 @@ template <class Out>
   }
 }
 
-[[gnu::target_clones("arch=x86-64-v3", "default")]] inline void nearest_scalar_8(const std::uint32_t* in, std::uint8_t* bits,
+[[gnu::target_clones("arch=x86-64-v3", "default")]] inline void nearest_scalar_clones(const std::uint32_t* in, std::uint8_t* bits,
     double* values, const MemoTable& table, std::size_t begin, std::size_t end) {
   nearest_scalar(in, bits, values, table, begin, end);
 }
-[[gnu::target_clones("arch=x86-64-v3", "default")]] inline void nearest_scalar_16(const std::uint32_t* in, std::uint16_t* bits,
+[[gnu::target_clones("arch=x86-64-v3", "default")]] inline void nearest_scalar_clones(const std::uint32_t* in, std::uint16_t* bits,
     double* values, const MemoTable& table, std::size_t begin, std::size_t end) {
   nearest_scalar(in, bits, values, table, begin, end);
 }
@@ -221,12 +222,12 @@ template <class Out>
   }
 }
 
-[[gnu::target_clones("arch=x86-64-v3", "default")]] inline void stochastic_scalar_8(const std::uint32_t* in,
+[[gnu::target_clones("arch=x86-64-v3", "default")]] inline void stochastic_scalar_clones(const std::uint32_t* in,
     std::uint8_t* bits, double* values, const MemoTable& table, const StochasticSetup& s, std::size_t begin,
     std::size_t end) {
   stochastic_scalar(in, bits, values, table, s, begin, end);
 }
-[[gnu::target_clones("arch=x86-64-v3", "default")]] inline void stochastic_scalar_16(const std::uint32_t* in,
+[[gnu::target_clones("arch=x86-64-v3", "default")]] inline void stochastic_scalar_clones(const std::uint32_t* in,
     std::uint16_t* bits, double* values, const MemoTable& table, const StochasticSetup& s, std::size_t begin,
     std::size_t end) {
   stochastic_scalar(in, bits, values, table, s, begin, end);
@@ -412,53 +413,45 @@ template <class Out, bool WideRange>
 #endif  // NUMEQ_MEMO_X86
 
 // Elements [begin, end) of a contiguous fp32 array through the table, on the given instruction set.
+// Every kernel is written over the width of the bits it stores: one byte a value for formats of
+// at most 8 bits, two otherwise; at_width hands each kernel its own.
 inline void cast_range(const MemoTable& table, const Cast& cast, Isa isa, const std::uint32_t* in, void* bits_out,
                        double* values, std::size_t begin, std::size_t end) {
-  const bool narrow = cast.format.storage_bits <= 8;
-  auto* bits8 = static_cast<std::uint8_t*>(bits_out);
-  auto* bits16 = static_cast<std::uint16_t*>(bits_out);
+  const auto at_width = [&](auto&& kernel) {
+    if (cast.format.storage_bits <= 8)
+      kernel(static_cast<std::uint8_t*>(bits_out));
+    else
+      kernel(static_cast<std::uint16_t*>(bits_out));
+  };
   if (cast.rounding == Rounding::stochastic) {
     const StochasticSetup s = stochastic_setup(cast);
 #if NUMEQ_MEMO_X86
     if (isa == Isa::avx512 && stochastic_shape(table) != StochasticShape::other) {
       const bool wide_range = stochastic_shape(table) == StochasticShape::wide_range;
-      if (narrow && wide_range)
-        stochastic_avx512<std::uint8_t, true>(in, bits8, values, table, s, begin, end);
-      else if (narrow)
-        stochastic_avx512<std::uint8_t, false>(in, bits8, values, table, s, begin, end);
-      else if (wide_range)
-        stochastic_avx512<std::uint16_t, true>(in, bits16, values, table, s, begin, end);
-      else
-        stochastic_avx512<std::uint16_t, false>(in, bits16, values, table, s, begin, end);
+      at_width([&](auto* bits) {
+        using Out = std::remove_pointer_t<decltype(bits)>;
+        if (wide_range)
+          stochastic_avx512<Out, true>(in, bits, values, table, s, begin, end);
+        else
+          stochastic_avx512<Out, false>(in, bits, values, table, s, begin, end);
+      });
       return;
     }
 #endif
-    if (narrow)
-      stochastic_scalar_8(in, bits8, values, table, s, begin, end);
-    else
-      stochastic_scalar_16(in, bits16, values, table, s, begin, end);
+    at_width([&](auto* bits) { stochastic_scalar_clones(in, bits, values, table, s, begin, end); });
     return;
   }
 #if NUMEQ_MEMO_X86
   if (isa == Isa::avx512) {
-    if (narrow)
-      nearest_avx512(in, bits8, values, table, begin, end);
-    else
-      nearest_avx512(in, bits16, values, table, begin, end);
+    at_width([&](auto* bits) { nearest_avx512(in, bits, values, table, begin, end); });
     return;
   }
   if (isa == Isa::avx2) {
-    if (narrow)
-      nearest_avx2(in, bits8, values, table, begin, end);
-    else
-      nearest_avx2(in, bits16, values, table, begin, end);
+    at_width([&](auto* bits) { nearest_avx2(in, bits, values, table, begin, end); });
     return;
   }
 #endif
-  if (narrow)
-    nearest_scalar_8(in, bits8, values, table, begin, end);
-  else
-    nearest_scalar_16(in, bits16, values, table, begin, end);
+  at_width([&](auto* bits) { nearest_scalar_clones(in, bits, values, table, begin, end); });
 }
 
 }  // namespace

@@ -37,7 +37,6 @@ std::int64_t clamp_grid(std::uint64_t bits, std::int64_t add, std::int64_t lo, s
   return value < lo ? lo : (value > hi ? hi : value);
 }
 
-
 Unpacked unpack_integer(std::int64_t k) {
   const Exact e = normalize(k < 0, static_cast<uint128>(k < 0 ? -static_cast<uint128>(k) : k), 0);
   Unpacked u;
@@ -122,14 +121,8 @@ void check_parameters(const Quantization& q, const double* scale, const std::int
 
 }  // namespace
 
-namespace {
-constexpr NameTable<QuantRange, 2> kQuantRanges{{{QuantRange::full, "full"}, {QuantRange::symmetric, "symmetric"}}};
-}  // namespace
-
-std::string_view to_string(QuantRange r) { return name_of(kQuantRanges, r); }
-
 QuantRange quant_range_by_name(std::string_view name, std::string_view parameter) {
-  return by_name(kQuantRanges, name, parameter, "range");
+  return by_name(enum_names<QuantRange>, name, parameter, "range");
 }
 
 QuantGroups quant_groups(const std::vector<std::size_t>& x_shape, std::vector<std::size_t> param_shape,

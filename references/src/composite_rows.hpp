@@ -305,11 +305,4 @@ inline double checked(Within within) {
   return e;
 }
 
-inline std::size_t normalise_axis(std::ptrdiff_t axis, std::size_t ndim, const char* parameter) {
-  const auto d = static_cast<std::ptrdiff_t>(ndim);
-  if (ndim == 0 || axis < -d || axis >= d)
-    throw numeq::error(std::string(parameter) + ": axis " + std::to_string(axis) + " is out of range for an array of " +
-                       std::to_string(ndim) + " dimension(s)" + (ndim == 0 ? " (a 0-d array has no axis)" : ""));
-  return static_cast<std::size_t>(axis < 0 ? axis + d : axis);
-}
 }  // namespace numeq::reference::rows

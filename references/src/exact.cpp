@@ -26,12 +26,6 @@ namespace {
 
 using Shape = std::vector<std::size_t>;
 
-std::string shape_text(const auto& shape) {
-  std::string s = "(";
-  for (std::size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
-  return s + (shape.size() == 1 ? ",)" : ")");
-}
-
 // The error for a result that is NaN in a format without NaN (the first such element, C order).
 [[noreturn]] void throw_nan_result(std::size_t i, const Cast& cast) {
   throw error("out: result element " + std::to_string(i) + " (C order) is NaN, which format " +

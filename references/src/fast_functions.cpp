@@ -312,41 +312,47 @@ void clamp_half_product(Enclosure& e, double x) {
   }
 }
 
-std::optional<Enclosure> silu_enclosure(double x) {
+// Where x g(x) (silu, gelu_tanh, gelu) needs no approximation of g: above `hi` it is x within
+// `rel_hi` relative, below `lo` it is within `abs_lo` of 0. Each function states why its own hold.
+struct SaturatedTails {
+  double hi;
+  double rel_hi;
+  double lo;
+  double abs_lo;
+};
+
+// The enclosure of x g(x): exact at 0, the tails above, middle() between; then clamp_half_product.
+template <class Middle>
+Enclosure x_times_g_enclosure(double x, const SaturatedTails& tails, Middle&& middle) {
   if (x == 0) return point(x);
-  Approx a;
-  if (x < -746) {
-    // |silu x| < |x| e^x, increasing in x for x < -1: at most 746 e^-746 < 2^-1066.
-    a = {0.0, 0, 0x1p-1066};
-  } else {
-    a = times(x, sigmoid_approx(x), 0);
-  }
+  const Approx a = x > tails.hi   ? Approx{x, tails.rel_hi, 0}
+                   : x < tails.lo ? Approx{0.0, 0, tails.abs_lo}
+                                  : middle();
   Enclosure e = widen(a);
   clamp_half_product(e, x);
   return e;
 }
 
+std::optional<Enclosure> silu_enclosure(double x) {
+  // No upper tail. Below -746: |silu x| < |x| e^x, increasing in x for x < -1: at most
+  // 746 e^-746 < 2^-1066.
+  constexpr SaturatedTails tails{std::numeric_limits<double>::infinity(), 0, -746, 0x1p-1066};
+  return x_times_g_enclosure(x, tails, [x] { return times(x, sigmoid_approx(x), 0); });
+}
+
 std::optional<Enclosure> gelu_tanh_enclosure(double x) {
-  if (x == 0) return point(x);
-  Approx a;
-  if (x > 30) {
-    // z = 2 sqrt(2/pi) (x + c x^3) > 1974: 1 - sigmoid(z) < e^-1974.
-    a = {x, 0x1p-60, 0};
-  } else if (x < -30) {
-    // |x sigmoid(z)| < |x| e^z with z < -1.59 (|x| + 0.0447 |x|^3), far below 2^-1074.
-    a = {0.0, 0, tiny};
-  } else {
+  // Above 30: z = 2 sqrt(2/pi) (x + c x^3) > 1974, 1 - sigmoid(z) < e^-1974. Below -30:
+  // |x sigmoid(z)| < |x| e^z with z < -1.59 (|x| + 0.0447 |x|^3), far below 2^-1074.
+  constexpr SaturatedTails tails{30, 0x1p-60, -30, tiny};
+  return x_times_g_enclosure(x, tails, [x] {
     // z: x^3 (2 u), c (u), c x^3 (u), x + c x^3 (same signs: u), K (0.57 u), K * () (u): < 7 u
     // relative (an underflow of x^3 for |x| < 2^-358 changes z by < 2^-700 relative). A
     // perturbation dz moves ln sigmoid by |dz| (1 - sigmoid) <= |dz| for z < 0 and by at most
     // 8 u z e^-z e^|dz| < 3 u for z >= 0 (1 - sigmoid(w) < e^-w, |dz| < 2^-37).
     const double z = kGeluK * (x + kGeluC * (x * x * x));
     const double rel_z = z < 0 ? 9 * u * -z : 4 * u;
-    a = times(x, sigmoid_approx(z), rel_z);
-  }
-  Enclosure e = widen(a);
-  clamp_half_product(e, x);
-  return e;
+    return times(x, sigmoid_approx(z), rel_z);
+  });
 }
 
 std::optional<Enclosure> softplus_enclosure(double x) {
@@ -465,15 +471,10 @@ Approx erfc_cf(double t, const Approx& ex) {
 }
 
 std::optional<Enclosure> gelu_enclosure(double x) {
-  if (x == 0) return point(x);
-  Approx a;
-  if (x > 8.5) {
-    // t > 6.01: erfc(t) < e^-t^2 / (t sqrt pi) < 2^-55.5, gelu = x (1 - erfc(t) / 2).
-    a = {x, 0x1p-56, 0};
-  } else if (x < -38.7) {
-    // |gelu x| < |x|/2 e^-t^2 / (t sqrt pi) = e^(-x^2/2) / sqrt(2 pi) < e^-748 < 2^-1079.
-    a = {0.0, 0, tiny};
-  } else {
+  // Above 8.5: t > 6.01, erfc(t) < e^-t^2 / (t sqrt pi) < 2^-55.5, gelu = x (1 - erfc(t) / 2).
+  // Below -38.7: |gelu x| < |x|/2 e^-t^2 / (t sqrt pi) = e^(-x^2/2) / sqrt(2 pi) < e^-748 < 2^-1079.
+  constexpr SaturatedTails tails{8.5, 0x1p-56, -38.7, tiny};
+  return x_times_g_enclosure(x, tails, [x] {
     const double h = x * x;
     const double l = std::fma(x, x, -h);
     const Approx ex{exp_approx(-0.5 * h).y * (1 - 0.5 * l), 66 * u, 5 * tiny};
@@ -494,20 +495,17 @@ std::optional<Enclosure> gelu_enclosure(double x) {
         gsum = 2 - c.y;
         rel = c.rel * 0.003 + u;
       }
-      a = {half * gsum, rel + u, 2 * tiny};
+      return Approx{half * gsum, rel + u, 2 * tiny};
     } else if (t <= 1) {
       // erfc(t) = 1 - erf(t), erf(t) <= erf(1) < 0.8428, 1 - erf(t) >= 0.1572: the error of erf
       // grows by at most 0.8428 / 0.1572 < 5.37.
       const Approx e = erf_series(t, ex);
-      a = {half * (1 - e.y), e.rel * 5.37 + 2 * u, 2 * tiny};
+      return Approx{half * (1 - e.y), e.rel * 5.37 + 2 * u, 2 * tiny};
     } else {
       const Approx c = erfc_cf(t, ex);
-      a = {half * c.y, c.rel + u, std::fabs(x) * c.abs + 2 * tiny};
+      return Approx{half * c.y, c.rel + u, std::fabs(x) * c.abs + 2 * tiny};
     }
-  }
-  Enclosure e = widen(a);
-  clamp_half_product(e, x);
-  return e;
+  });
 }
 
 // One end of an enclosure rounded through numeq's kernel. An open end is rounded as the value an

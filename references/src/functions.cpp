@@ -28,19 +28,7 @@ namespace numeq::reference {
 
 namespace {
 
-constexpr NameTable<Function, 12> kFunctions{{{Function::exp, "exp"},
-                                              {Function::exp2, "exp2"},
-                                              {Function::log, "log"},
-                                              {Function::tanh, "tanh"},
-                                              {Function::sigmoid, "sigmoid"},
-                                              {Function::gelu, "gelu"},
-                                              {Function::gelu_tanh, "gelu_tanh"},
-                                              {Function::silu, "silu"},
-                                              {Function::softplus, "softplus"},
-                                              {Function::sqrt, "sqrt"},
-                                              {Function::rsqrt, "rsqrt"},
-                                              {Function::reciprocal, "reciprocal"}}};
-constexpr std::array<std::string_view, 12> kNames = names_array(kFunctions);
+constexpr std::array<std::string_view, 12> kNames = names_array(enum_names<Function>);
 
 // Ziv's loop gives up here: 2^16 bits is far beyond the distance of any non-representable value
 // of these functions at a double argument from a rounding boundary in practice; reaching it
@@ -229,20 +217,19 @@ std::string nan_message(Function f, const Cast& out) {
 
 }  // namespace
 
-std::string_view function_name(Function f) { return name_of(kFunctions, f); }
+std::string_view function_name(Function f) { return name_of(enum_names<Function>, f); }
 
 std::span<const std::string_view> function_names() { return kNames; }
 
 Function function_by_name(std::string_view name, std::string_view parameter) {
-  return by_name(kFunctions, name, parameter, "function");
+  return by_name(enum_names<Function>, name, parameter, "function");
 }
 
 FunctionPath default_function_path() {
   static const FunctionPath path = [] {
     const char* v = std::getenv("NUMEQ_FUNCTIONS");
     if (v == nullptr || std::string_view(v).empty()) return FunctionPath::fast;
-    constexpr NameTable<FunctionPath, 2> paths{{{FunctionPath::fast, "fast"}, {FunctionPath::mpfr, "mpfr"}}};
-    return by_name(paths, v, "environment variable NUMEQ_FUNCTIONS", "function path");
+    return by_name(enum_names<FunctionPath>, v, "environment variable NUMEQ_FUNCTIONS", "function path");
   }();
   return path;
 }

@@ -83,7 +83,7 @@ NUMEQ_X86_64_V3_CLONE void softmax_fast(std::vector<std::size_t>& pending, const
 xt::xarray<double> softmax_like(const xt::xarray<double>& x, std::ptrdiff_t axis_in, const Cast& out, bool log,
                                 double within = 0) {
   const char* what = log ? "log_softmax" : "softmax";
-  const std::size_t axis = normalise_axis(axis_in, x.dimension(), "axis");
+  const std::size_t axis = axis_index(axis_in, x.shape());
   const std::vector<std::size_t> shape(x.shape().begin(), x.shape().end());
   const std::size_t n = shape[axis];
   std::size_t inner = 1;

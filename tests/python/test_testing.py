@@ -250,7 +250,7 @@ def test_bad_input_names_the_parameter(case):
         assert_equivalent(device, op, GPU, msg=3)
     with pytest.raises(TypeError, match=r"^op: expected a numeq\.ops\.Op"):
         assert_equivalent(device, "matmul", GPU)
-    with pytest.raises(ValueError, match=r"^actual: shape \[3,3\] differs"):
+    with pytest.raises(ValueError, match=r"^actual: shape \(3, 3\) differs"):
         assert_bit_exact(np.zeros((3, 3)), op, GPU)
     with pytest.raises(TypeError, match=r"^actual: expected real values"):
         assert_equivalent("0.5", op, GPU)

@@ -7,8 +7,11 @@
 #include <bit>
 #include <cstdint>
 #include <string>
+#include <utility>
 
 #include "numeq/numeq.hpp"
+
+#include "../../../formats/src/strided.hpp"
 
 namespace numeq_test {
 
@@ -25,15 +28,11 @@ inline std::string describe(const numeq::Cast& c) {
          std::to_string(c.random_bits) + "/" + std::string(numeq::to_string(c.overflow));
 }
 
-// Calls f.template operator()<Bits>() with the unsigned type of the given width.
+// Calls f.template operator()<Bits>() with the unsigned type a format's bits are stored in: the
+// library's own width switch (formats/src/strided.hpp).
 template <class F>
 inline void with_bits_type(int storage_bits, F&& f) {
-  switch (storage_bits) {
-    case 8: f.template operator()<std::uint8_t>(); break;
-    case 16: f.template operator()<std::uint16_t>(); break;
-    case 32: f.template operator()<std::uint32_t>(); break;
-    default: f.template operator()<std::uint64_t>(); break;
-  }
+  numeq::detail::with_width(storage_bits / 8, std::forward<F>(f));
 }
 
 }  // namespace numeq_test

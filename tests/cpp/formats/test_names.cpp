@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <array>
+#include <cstdint>
 #include <span>
 #include <string>
 #include <string_view>
@@ -22,6 +23,12 @@ namespace {
 enum class Colour : unsigned char { red, green, blue };
 
 constexpr numeq::NameTable<Colour, 3> kColours{{{Colour::red, "red"}, {Colour::green, "green"}, {Colour::blue, "blue"}}};
+
+// Enumerators with gaps, at both ends of the probed range, inside a class.
+struct Holder {
+  enum class Sparse : std::uint8_t { first, third = 2, last_probed = numeq::detail::kEnumProbe - 1 };
+};
+enum Unscoped : int { plain_zero, plain_one };
 
 std::string message_of(auto&& parse) {
   try {
@@ -45,6 +52,23 @@ TEST(Names, RoundTrips) {
   static_assert(!numeq::find_by_name(kColours, "Blue").has_value());
   // A value outside the table (a cast out of range) has no name.
   EXPECT_EQ(numeq::name_of(kColours, static_cast<Colour>(7)), "?");
+}
+
+TEST(Names, EnumNamesReadTheDeclaration) {
+  // The hand-written table is the oracle: the same pairs, in the same order.
+  static_assert(numeq::enum_names<Colour> == kColours);
+  constexpr auto& sparse = numeq::enum_names<Holder::Sparse>;
+  static_assert(sparse.size() == 3);
+  EXPECT_EQ(sparse[0], std::make_pair(Holder::Sparse::first, std::string_view("first")));
+  EXPECT_EQ(sparse[1], std::make_pair(Holder::Sparse::third, std::string_view("third")));
+  EXPECT_EQ(sparse[2], std::make_pair(Holder::Sparse::last_probed, std::string_view("last_probed")));
+  EXPECT_EQ(numeq::name_of(sparse, static_cast<Holder::Sparse>(1)), "?");
+  EXPECT_EQ(numeq::names_text(numeq::enum_names<Unscoped>), "plain_zero, plain_one");
+  // Library enums: spelled here by hand.
+  EXPECT_EQ(numeq::names_text(numeq::enum_names<numeq::Rounding>),
+            "nearest_even, nearest_away, toward_zero, upward, downward, odd, stochastic");
+  EXPECT_EQ(numeq::names_text(numeq::enum_names<numeq::core::NodeKind>),
+            "sequential, lanes, pairwise, chunked, split, tree, fused, permute, group, term, decompose");
 }
 
 TEST(Names, ListsInTableOrder) {

@@ -31,14 +31,7 @@ namespace {
 // ---------------------------------------------------------------------------------------------
 Cast make(const Format& f, Rounding r = Rounding::nearest_even, Overflow o = Overflow::ieee,
           Subnormals s = Subnormals::keep, int random_bits = 32, std::uint64_t seed = 2024) {
-  Cast c;
-  c.format = f;
-  c.rounding = r;
-  c.overflow = o;
-  c.subnormals = s;
-  c.seed = seed;
-  c.random_bits = random_bits;
-  return c;
+  return Cast{f, r, o, s, seed, random_bits};  // Cast's fields in their declared order
 }
 
 const Rounding kDeterministic[] = {Rounding::nearest_even, Rounding::nearest_away, Rounding::toward_zero,

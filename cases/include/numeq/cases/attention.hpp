@@ -94,11 +94,12 @@
 #include "numeq/core/platform.hpp"
 #include "numeq/formats/rounding.hpp"
 #include "numeq/references/composite.hpp"
+#include "numeq/formats/names.hpp"
 
 namespace numeq::cases {
 
 enum class AttentionVariant : std::uint8_t { naive, flash };
-std::string_view to_string(AttentionVariant v);
+using numeq::to_string;  // every enum's name (numeq/formats/names.hpp)
 AttentionVariant attention_variant_by_name(std::string_view name, std::string_view parameter = "variant");
 
 struct AttentionOptions {

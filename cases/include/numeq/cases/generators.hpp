@@ -25,6 +25,7 @@
 #include <xtensor/xarray.hpp>
 
 #include "numeq/formats/format.hpp"
+#include "numeq/formats/names.hpp"
 
 namespace numeq::cases {
 
@@ -39,7 +40,7 @@ enum class Distribution : std::uint8_t {
   small_integers,
 };
 
-std::string_view to_string(Distribution d);
+using numeq::to_string;  // every enum's name (numeq/formats/names.hpp)
 // numeq::error naming `parameter` and listing the valid names otherwise.
 Distribution distribution_by_name(std::string_view name, std::string_view parameter = "generator");
 // Every distribution, in declaration order.

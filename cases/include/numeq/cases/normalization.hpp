@@ -63,11 +63,12 @@
 #include "numeq/formats/format.hpp"
 #include "numeq/formats/rounding.hpp"
 #include "numeq/references/composite.hpp"
+#include "numeq/formats/names.hpp"
 
 namespace numeq::cases {
 
 enum class SoftmaxVariant : std::uint8_t { plain, max_subtracted, online };
-std::string_view to_string(SoftmaxVariant v);
+using numeq::to_string;  // every enum's name (numeq/formats/names.hpp)
 SoftmaxVariant softmax_variant_by_name(std::string_view name, std::string_view parameter = "variant");
 
 struct SoftmaxOptions {
@@ -83,7 +84,6 @@ Emulation log_softmax(const xt::xarray<double>& x, std::ptrdiff_t axis, const co
                       const Cast& out, const SoftmaxOptions& options = {});
 
 enum class LayernormVariant : std::uint8_t { two_pass, welford, bn_stats };
-std::string_view to_string(LayernormVariant v);
 LayernormVariant layernorm_variant_by_name(std::string_view name, std::string_view parameter = "variant");
 
 struct NormOptions {

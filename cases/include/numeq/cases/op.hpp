@@ -37,6 +37,7 @@
 #include "numeq/formats/rounding.hpp"
 #include "numeq/references/exact.hpp"
 #include "numeq/references/functions.hpp"
+#include "numeq/formats/names.hpp"
 
 namespace numeq::cases {
 
@@ -113,7 +114,7 @@ Op matmul(const xt::xarray<double>& a, const xt::xarray<double>& b, const xt::xa
 //   max   exact in every format (NaN propagates, as numpy's max and CUDA's fmaxf-free reductions
 //         on NaN-free data agree); bound 0 before the output cast.
 enum class Reduction : std::uint8_t { sum, mean, max };
-std::string_view to_string(Reduction r);
+using numeq::to_string;  // every enum's name (numeq/formats/names.hpp)
 Reduction reduction_by_name(std::string_view name, std::string_view parameter = "reduction");
 Op reduce(Reduction kind, const xt::xarray<double>& x, std::ptrdiff_t axis, std::string_view in_fmt,
           const Cast& out, std::string_view compute = "fp32");
@@ -220,7 +221,8 @@ class UlpOf {
 // In ULPs: if the unrounded values differ by d ulps the outputs may differ by floor(d) + 1.
 xt::xarray<double> cross_platform_bound(const Emulation& a, const Emulation& b);
 
-// "[64,128]": an array's shape as the messages and signatures write it.
-std::string shape_text(const xt::xarray<double>& x);
+// "[64,128]": an array's shape as an Op's signature writes it (messages use numeq::shape_text,
+// numpy's "(64, 128)").
+std::string signature_shape(const xt::xarray<double>& x);
 
 }  // namespace numeq::cases

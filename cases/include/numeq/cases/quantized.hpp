@@ -80,6 +80,7 @@
 #include "numeq/core/platform.hpp"
 #include "numeq/formats/quantize.hpp"
 #include "numeq/formats/rounding.hpp"
+#include "numeq/formats/names.hpp"
 
 namespace numeq::cases {
 
@@ -91,7 +92,7 @@ enum class Fp8Scaling : std::uint8_t {
   blockwise,    // DeepSeek-V3: scale_a [M, K/128], scale_b [K/128, ceil(N/128)]
   mx,           // OCP MX: scale_a [M, K/32], scale_b [K/32, N], powers of two
 };
-std::string_view to_string(Fp8Scaling s);
+using numeq::to_string;  // every enum's name (numeq/formats/names.hpp)
 // numeq::error naming `parameter` and listing the valid names otherwise.
 Fp8Scaling fp8_scaling_by_name(std::string_view name, std::string_view parameter = "scaling");
 
@@ -101,7 +102,6 @@ enum class BlockCombine : std::uint8_t {
   fma,               // acc = fp32(s * p + acc), one rounding
   multiply_add,      // acc = fp32(fp32(s * p) + acc), two roundings
 };
-std::string_view to_string(BlockCombine c);
 
 inline constexpr std::size_t kDeepSeekBlock = 128;  // DeepSeek-V3 s3.3: 1x128 tiles, 128x128 blocks, N_C = 128
 inline constexpr std::size_t kMxBlock = 32;         // OCP MX v1.0: 32 elements per shared scale

@@ -26,11 +26,12 @@
 
 #include "numeq/cases/op.hpp"
 #include "numeq/core/platform.hpp"
+#include "numeq/formats/names.hpp"
 
 namespace numeq::cases {
 
 enum class Tier : std::uint8_t { bit_exact, variant, probabilistic, deterministic, violation };
-std::string_view to_string(Tier t);
+using numeq::to_string;  // every enum's name (numeq/formats/names.hpp)
 // numeq::error naming `parameter` and listing the tiers otherwise.
 Tier tier_by_name(std::string_view name, std::string_view parameter = "accept");
 

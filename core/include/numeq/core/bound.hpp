@@ -76,11 +76,12 @@
 
 #include "numeq/core/plan.hpp"
 #include "numeq/formats/format.hpp"
+#include "numeq/formats/names.hpp"
 
 namespace numeq::core {
 
 enum class BoundKind : std::uint8_t { deterministic, probabilistic };
-std::string_view to_string(BoundKind k);
+using numeq::to_string;  // every enum's name (numeq/formats/names.hpp)
 // numeq::error naming `parameter` and listing the valid names otherwise.
 BoundKind bound_kind_by_name(std::string_view name, std::string_view parameter = "kind");
 

@@ -64,6 +64,7 @@
 
 #include "numeq/core/fused.hpp"
 #include "numeq/formats/rounding.hpp"
+#include "numeq/formats/names.hpp"
 
 namespace numeq::core {
 
@@ -74,10 +75,7 @@ enum class SplitMode : std::uint8_t { parallel, serial };
 // sum at the end, in the plan's outermost arithmetic (last).
 enum class CPlacement : std::uint8_t { first, last };
 
-std::string_view to_string(NodeKind k);
-std::string_view to_string(ProductMode m);
-std::string_view to_string(SplitMode m);
-std::string_view to_string(CPlacement c);
+using numeq::to_string;  // every enum's name (numeq/formats/names.hpp)
 NodeKind node_kind_by_name(std::string_view name, std::string_view parameter = "kind");
 ProductMode product_mode_by_name(std::string_view name, std::string_view parameter = "product");
 SplitMode split_mode_by_name(std::string_view name, std::string_view parameter = "split_mode");
@@ -148,6 +146,19 @@ PlanNode decompose(std::size_t block, std::size_t pieces, const Cast& piece,
 // contiguous parts with sizes differing by at most one, the larger first; the last entry is n.
 // The evaluator and both bound walkers cut K by this one rule.
 std::vector<std::size_t> split_starts(std::size_t n, std::size_t parts);
+
+// Where pairwise(leaf, multiple) cuts a range of n > leaf terms: n / 2 rounded down to a multiple
+// of `multiple`, or `multiple` itself (at most n) when that leaves 0, so that tiny multiples of odd
+// sizes still make progress (numpy's pairwise_sum cuts at n / 2 rounded down to a multiple of its
+// 8 lanes). Validation keeps multiple <= leaf < n, so the cut lies strictly inside the range. The
+// evaluator, the bound walker and reveal's shapes cut by this one rule.
+std::size_t pairwise_cut(std::size_t n, std::size_t multiple);
+
+// The field a node's kind keeps its JSON "size" in (lanes, arity, leaf, chunk, parts or block);
+// nullptr for the kinds without a size (sequential, fused, group, term). The JSON reader and
+// writer and the validator all ask this one place.
+const std::size_t* size_field(const PlanNode& node);
+std::size_t* size_field(PlanNode& node);
 
 // The number of terms an explicit tree (a group or a term) covers; 0 for the other kinds, whose
 // length follows the range they are given.

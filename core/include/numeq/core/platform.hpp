@@ -13,11 +13,12 @@
 #include <vector>
 
 #include "numeq/core/plan.hpp"
+#include "numeq/formats/names.hpp"
 
 namespace numeq::core {
 
 enum class EvidenceKind : std::uint8_t { measured, documented, assumed };
-std::string_view to_string(EvidenceKind k);
+using numeq::to_string;  // every enum's name (numeq/formats/names.hpp)
 
 // What supports one parameter of a platform: `parameter` names it (e.g. "matmul bf16->fp32:
 // fused.fraction_bits"), `source` cites the paper, document or measurement.
@@ -29,7 +30,6 @@ struct Evidence {
 };
 
 enum class Operation : std::uint8_t { sum, dot, matmul };
-std::string_view to_string(Operation op);
 Operation operation_by_name(std::string_view name, std::string_view parameter = "op");
 
 struct PlanEntry {
@@ -62,7 +62,6 @@ struct Assumption {
 // The result then passes through the operation's output cast. A function a platform does not list
 // is modelled as correctly rounded in fp32 (function_model).
 enum class FunctionModelKind : std::uint8_t { correctly_rounded, ulp_budget };
-std::string_view to_string(FunctionModelKind k);
 
 struct FunctionModel {
   std::string function;          // e.g. "exp"; one of function_model_names()

@@ -19,6 +19,7 @@
 #include "numeq/formats/array.hpp"
 #include "numeq/formats/format.hpp"
 #include "numeq/formats/rounding.hpp"
+#include "numeq/formats/names.hpp"
 
 namespace numeq {
 
@@ -27,7 +28,6 @@ namespace numeq {
 //             (clamped to its range); scale_rounding is not used;
 //   quotient  amax / max_finite(element) rounded into scale_format by scale_rounding.
 enum class ScaleRule : std::uint8_t { ocp, quotient };
-std::string_view to_string(ScaleRule r);
 ScaleRule scale_rule_by_name(std::string_view name, std::string_view parameter = "scale_rule");
 
 struct BlockScaling {

@@ -8,6 +8,8 @@
 #include <cstdint>
 #include <string_view>
 
+#include "numeq/formats/names.hpp"
+
 // Functions compiled twice, for the baseline x86-64 and for x86-64-v3 (AVX2, FMA, BMI2), the
 // loader picking one per CPU (GCC's target_clones: an ifunc resolved once, at load time). For
 // loops that vectorise only with 64-bit lane compares (AVX2) or that call std::fma (a library call
@@ -25,7 +27,6 @@ namespace numeq {
 // (SSE2 on x86-64, NEON elsewhere), AVX2 with FMA, and AVX-512 with the F, DQ, VL and BW subsets
 // (those the kernels use).
 enum class Isa : std::uint8_t { portable = 0, avx2 = 1, avx512 = 2 };
-std::string_view to_string(Isa isa);
 
 // The widest the CPU has, detected once (GCC/Clang __builtin_cpu_supports; portable elsewhere).
 Isa detected_isa();

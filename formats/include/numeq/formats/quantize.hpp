@@ -17,6 +17,7 @@
 #include "numeq/formats/array.hpp"
 #include "numeq/formats/format.hpp"
 #include "numeq/formats/rounding.hpp"
+#include "numeq/formats/names.hpp"
 
 namespace numeq {
 
@@ -25,7 +26,6 @@ enum class QuantRange : std::uint8_t {
   symmetric,  // the lowest code dropped: int8 [-127, 127], uint8 [1, 255] (TFLite narrow_range)
 };
 
-std::string_view to_string(QuantRange r);
 QuantRange quant_range_by_name(std::string_view name, std::string_view parameter = "range");
 
 struct Quantization {

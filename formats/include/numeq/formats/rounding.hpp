@@ -7,6 +7,7 @@
 #include <string_view>
 
 #include "numeq/formats/format.hpp"
+#include "numeq/formats/names.hpp"
 
 namespace numeq {
 
@@ -56,9 +57,6 @@ struct Cast {
 
 // Names, as used by Python and the CLI. Parsers throw numeq::error naming `parameter` and listing
 // the valid choices.
-std::string_view to_string(Rounding r);
-std::string_view to_string(Overflow o);
-std::string_view to_string(Subnormals s);
 Rounding rounding_by_name(std::string_view name, std::string_view parameter = "rounding");
 Overflow overflow_by_name(std::string_view name, std::string_view parameter = "overflow");
 Subnormals subnormals_by_name(std::string_view name, std::string_view parameter = "subnormals");
