@@ -441,12 +441,14 @@ def _dot_or_matmul(matmul: bool, a: Any, b: Any, c: Any, platform: str | None, p
     bv, fb = _values(b, in_fmt, "b")
     if in_fmt is None and fa != fb:
         raise ValueError(f"in_fmt: a holds {fa} values and b {fb}; pass in_fmt (the format both are values of)")
-    cv = None if c is None else _float64_values(c, None, "c")[0]
-    sa, sb = np.shape(av), np.shape(bv)
-    if cv is not None and matmul and len(sa) >= 2 and len(sb) >= 2:  # (..., M, K) @ (..., K, N)
-        _check_c(cv.shape, lambda: np.broadcast_shapes(sa[:-2], sb[:-2]) + (sa[-2], sb[-1]))
-    elif cv is not None and not matmul and sa and sb:  # leading axes broadcast, the last contracted
-        _check_c(cv.shape, lambda: np.broadcast_shapes(sa[:-1], sb[:-1]))
+    cv = None
+    if c is not None:
+        cv = _float64_values(c, None, "c")[0]
+        sa, sb = av.shape, bv.shape  # _values gives arrays
+        if matmul and len(sa) >= 2 and len(sb) >= 2:  # (..., M, K) @ (..., K, N)
+            _check_c(cv.shape, lambda: np.broadcast_shapes(sa[:-2], sb[:-2]) + (sa[-2], sb[-1]))
+        elif not matmul and sa and sb:  # leading axes broadcast, the last contracted
+            _check_c(cv.shape, lambda: np.broadcast_shapes(sa[:-1], sb[:-1]))
     if plan is None and platform is not None:
         _check_str(platform, "platform")
         _check_str(out, "out")

@@ -17,6 +17,7 @@
 #include "numeq/formats/names.hpp"
 #include "numeq/formats/format.hpp"
 #include "numeq/formats/parallel.hpp"
+#include "numeq/formats/shape.hpp"
 #include "input_check.hpp"
 #include "tracked.hpp"
 

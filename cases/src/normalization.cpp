@@ -19,6 +19,7 @@
 #include "numeq/formats/error.hpp"
 #include "numeq/formats/names.hpp"
 #include "numeq/formats/parallel.hpp"
+#include "numeq/formats/shape.hpp"
 #include "tracked.hpp"
 
 namespace numeq::cases {

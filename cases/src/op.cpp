@@ -31,6 +31,7 @@
 #include "numeq/formats/fast_round.hpp"
 #include "numeq/formats/parallel.hpp"
 #include "numeq/formats/cpu_dispatch.hpp"
+#include "numeq/formats/shape.hpp"
 #include "input_check.hpp"
 #include "op_common.hpp"
 

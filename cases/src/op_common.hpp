@@ -17,6 +17,7 @@
 #include "numeq/formats/cast.hpp"
 #include "numeq/formats/error.hpp"
 #include "numeq/formats/format.hpp"
+#include "numeq/formats/shape.hpp"
 #include "input_check.hpp"
 
 namespace numeq::cases::op_detail {
@@ -71,39 +72,22 @@ inline Quotient divide_exact(double hi, double lo, double n, const Cast& cast) {
   return {round_quotient(q, r, cast), q};
 }
 
-// numpy broadcasting of batch axes: the result shape of a[..., M, K] @ b[..., K, N].
-inline std::vector<std::size_t> broadcast_shapes(std::vector<std::size_t> x, std::vector<std::size_t> y, const std::string& what) {
-  if (x.size() < y.size()) std::swap(x, y);
-  y.insert(y.begin(), x.size() - y.size(), 1);
-  for (std::size_t d = 0; d < x.size(); ++d) {
-    if (x[d] == y[d] || y[d] == 1) continue;
-    if (x[d] == 1) x[d] = y[d];
-    else throw numeq::error(what);
-  }
-  return x;
-}
-
+// The result shape of a[..., M, K] @ b[..., K, N]: the batch axes broadcast as numpy does.
 inline std::vector<std::size_t> matmul_shape(const Array& a, const Array& b) {
-  std::vector<std::size_t> shape = broadcast_shapes(
-      std::vector<std::size_t>(a.shape().begin(), a.shape().end() - 2),
-      std::vector<std::size_t>(b.shape().begin(), b.shape().end() - 2),
-      "b: batch dimensions of a " + shape_text(a) + " and b " + shape_text(b) + " do not broadcast");
+  const auto batch = broadcast_shape(std::vector<std::size_t>(a.shape().begin(), a.shape().end() - 2),
+                                     std::vector<std::size_t>(b.shape().begin(), b.shape().end() - 2));
+  if (!batch)
+    throw numeq::error("b: batch dimensions of a " + shape_text(a) + " and b " + shape_text(b) + " do not broadcast");
+  std::vector<std::size_t> shape = *batch;
   shape.push_back(a.shape()[a.dimension() - 2]);
   shape.push_back(b.shape().back());
   return shape;
 }
 
 inline void check_broadcast(const Array& c, const std::vector<std::size_t>& result, const char* parameter) {
-  std::string text = "[";
-  for (std::size_t d = 0; d < result.size(); ++d) {
-    if (d) text += ',';
-    text += std::to_string(result[d]);
-  }
-  text += ']';
-  const std::string what = std::string(parameter) + ": shape " + shape_text(c) + " does not broadcast to the result " + text;
-  if (c.dimension() > result.size()) throw numeq::error(what);
-  if (broadcast_shapes(std::vector<std::size_t>(c.shape().begin(), c.shape().end()), result, what) != result)
-    throw numeq::error(what);
+  if (!broadcasts_to(c.shape(), result))
+    throw numeq::error(std::string(parameter) + ": shape " + shape_text(c) + " does not broadcast to the result " +
+                       shape_text(result));
 }
 
 // MPFR-certified operations: the exact value is known to binary64 (correctly rounded), so it

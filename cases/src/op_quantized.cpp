@@ -18,6 +18,7 @@
 #include "numeq/formats/cast.hpp"
 #include "numeq/formats/error.hpp"
 #include "numeq/formats/parallel.hpp"
+#include "numeq/formats/shape.hpp"
 #include "op_common.hpp"
 
 namespace numeq::cases {

@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "numeq/formats/error.hpp"
+#include "numeq/formats/shape.hpp"
 
 namespace numeq::cases {
 

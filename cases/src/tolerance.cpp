@@ -17,6 +17,7 @@
 #include "numeq/formats/error.hpp"
 #include "numeq/formats/format.hpp"
 #include "numeq/formats/parallel.hpp"
+#include "numeq/formats/shape.hpp"
 
 namespace numeq::cases {
 

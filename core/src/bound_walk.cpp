@@ -19,6 +19,7 @@
 #include "numeq/formats/format.hpp"
 #include "numeq/formats/parallel.hpp"
 #include "numeq/formats/round_and_pack.hpp"
+#include "numeq/formats/shape.hpp"
 
 #include "bound_probabilistic.hpp"
 #include "bound_rounder.hpp"

@@ -11,21 +11,9 @@
 #include <xtensor/xbroadcast.hpp>
 
 #include "numeq/formats/error.hpp"
+#include "numeq/formats/shape.hpp"
 
 namespace numeq::core::detail {
-
-// numpy's broadcast of two shapes; numeq::error(what) when they do not broadcast.
-inline std::vector<std::size_t> broadcast_shape(const std::vector<std::size_t>& x, const std::vector<std::size_t>& y,
-                                                const std::string& what) {
-  std::vector<std::size_t> out(std::max(x.size(), y.size()), 1);
-  for (std::size_t i = 0; i < out.size(); ++i) {
-    const std::size_t dx = i < x.size() ? x[x.size() - 1 - i] : 1;
-    const std::size_t dy = i < y.size() ? y[y.size() - 1 - i] : 1;
-    if (dx != dy && dx != 1 && dy != 1) throw numeq::error(what);
-    out[out.size() - 1 - i] = dx == 1 ? dy : dx;
-  }
-  return out;
-}
 
 // For each matrix t of a batched matmul's result (batch axes `batch`, C order), the matrix of a
 // (batch axes batch_a) and of b (batch_b) it reads, as numpy broadcasts batch axes.
@@ -95,16 +83,18 @@ inline DotLayout dot_layout(const xt::xarray<double>& a, const xt::xarray<double
     throw numeq::error("b: last dimension " + std::to_string(b.shape().back()) + " differs from a's " +
                        std::to_string(l.K) + " (a " + shape_text(a.shape()) + ", b " + shape_text(b.shape()) + ")");
   const std::vector<std::size_t> sa(a.shape().begin(), a.shape().end() - 1), sb(b.shape().begin(), b.shape().end() - 1);
-  l.shape = broadcast_shape(sa, sb, "b: leading dimensions of a " + shape_text(a.shape()) + " and b " +
-                                        shape_text(b.shape()) + " do not broadcast");
+  const auto leading = broadcast_shape(sa, sb);
+  if (!leading)
+    throw numeq::error("b: leading dimensions of a " + shape_text(a) + " and b " + shape_text(b) + " do not broadcast");
+  l.shape = *leading;
   std::vector<std::size_t> full_a = l.shape, full_b = l.shape;
   full_a.push_back(l.K);
   full_b.push_back(l.K);
   l.fa = xt::broadcast(a, full_a);
   l.fb = xt::broadcast(b, full_b);
   if (c) {
-    broadcast_shape(std::vector<std::size_t>(c->shape().begin(), c->shape().end()), l.shape,
-                    "c: shape " + shape_text(c->shape()) + " does not broadcast to the result");
+    if (!broadcasts_to(c->shape(), l.shape))
+      throw numeq::error("c: shape " + shape_text(*c) + " does not broadcast to the result " + shape_text(l.shape));
     l.fc = xt::broadcast(*c, l.shape);
   }
   return l;
@@ -133,14 +123,16 @@ inline MatmulLayout matmul_layout(const xt::xarray<double>& a, const xt::xarray<
                        ", b " + shape_text(b.shape()) + " has K=" + std::to_string(Kb));
   l.batch_a.assign(a.shape().begin(), a.shape().end() - 2);
   l.batch_b.assign(b.shape().begin(), b.shape().end() - 2);
-  l.batch = broadcast_shape(l.batch_a, l.batch_b, "b: batch dimensions of a " + shape_text(a.shape()) + " and b " +
-                                                      shape_text(b.shape()) + " do not broadcast");
+  const auto batch = broadcast_shape(l.batch_a, l.batch_b);
+  if (!batch)
+    throw numeq::error("b: batch dimensions of a " + shape_text(a) + " and b " + shape_text(b) + " do not broadcast");
+  l.batch = *batch;
   l.shape = l.batch;
   l.shape.push_back(l.M);
   l.shape.push_back(l.N);
   if (c) {
-    broadcast_shape(std::vector<std::size_t>(c->shape().begin(), c->shape().end()), l.shape,
-                    "c: shape " + shape_text(c->shape()) + " does not broadcast to the result " + shape_text(l.shape));
+    if (!broadcasts_to(c->shape(), l.shape))
+      throw numeq::error("c: shape " + shape_text(*c) + " does not broadcast to the result " + shape_text(l.shape));
     l.fc = xt::broadcast(*c, l.shape);
   }
   l.operands = batch_operands(l.batch, l.batch_a, l.batch_b);

@@ -18,6 +18,7 @@
 #include "numeq/formats/fast_round.hpp"
 #include "numeq/formats/parallel.hpp"
 #include "numeq/formats/random.hpp"
+#include "numeq/formats/shape.hpp"
 #include "sliced_gemm.hpp"
 
 namespace numeq::reference {

@@ -4,6 +4,7 @@
 #include "numeq/references/composite.hpp"
 #include "numeq/formats/cpu_dispatch.hpp"
 #include "numeq/formats/direct_memo.hpp"
+#include "numeq/formats/shape.hpp"
 
 #include "composite_rows.hpp"
 #include "fast_functions.hpp"

@@ -14,6 +14,7 @@
 #include "numeq/cases/verdict.hpp"
 #include "numeq/core/plan.hpp"
 #include "numeq/formats/error.hpp"
+#include "oracle/test_support.hpp"
 #include "numeq/formats/names.hpp"
 #include "numeq/formats/quantize.hpp"
 #include "numeq/references/functions.hpp"
@@ -30,15 +31,7 @@ struct Holder {
 };
 enum Unscoped : int { plain_zero, plain_one };
 
-std::string message_of(auto&& parse) {
-  try {
-    (void)parse();
-  } catch (const numeq::error& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "no numeq::error";
-  return {};
-}
+using numeq_test::error_message_of;
 
 TEST(Names, RoundTrips) {
   for (const auto& [value, name] : kColours) {
@@ -80,14 +73,14 @@ TEST(Names, ListsInTableOrder) {
 }
 
 TEST(Names, UnknownNameMessage) {
-  EXPECT_EQ(message_of([] { return numeq::by_name(kColours, "purple", "fill", "colour"); }),
+  EXPECT_EQ(error_message_of([] { return numeq::by_name(kColours, "purple", "fill", "colour"); }),
             "fill: unknown colour 'purple'; valid: red, green, blue");
   // Names match exactly: no case folding, no trimming.
-  EXPECT_EQ(message_of([] { return numeq::by_name(kColours, "Red", "fill", "colour"); }),
+  EXPECT_EQ(error_message_of([] { return numeq::by_name(kColours, "Red", "fill", "colour"); }),
             "fill: unknown colour 'Red'; valid: red, green, blue");
-  EXPECT_EQ(message_of([] { return numeq::by_name(kColours, "red ", "fill", "colour"); }),
+  EXPECT_EQ(error_message_of([] { return numeq::by_name(kColours, "red ", "fill", "colour"); }),
             "fill: unknown colour 'red '; valid: red, green, blue");
-  EXPECT_EQ(message_of([] { return numeq::by_name(kColours, "", "fill", "colour", "(the primaries)"); }),
+  EXPECT_EQ(error_message_of([] { return numeq::by_name(kColours, "", "fill", "colour", "(the primaries)"); }),
             "fill: unknown colour ''; valid: red, green, blue (the primaries)");
 }
 
@@ -95,25 +88,25 @@ TEST(Names, SubsetOfATable) {
   // A parser may accept only the first entries (tier_by_name refuses violation this way).
   const std::span<const std::pair<Colour, std::string_view>> warm(kColours.data(), 2);
   EXPECT_EQ(numeq::by_name(warm, "green", "fill", "colour"), Colour::green);
-  EXPECT_EQ(message_of([&] { return numeq::by_name(warm, "blue", "fill", "colour"); }),
+  EXPECT_EQ(error_message_of([&] { return numeq::by_name(warm, "blue", "fill", "colour"); }),
             "fill: unknown colour 'blue'; valid: red, green");
 }
 
 TEST(Names, LibraryParsersShareTheWording) {
-  EXPECT_EQ(message_of([] { return numeq::quant_range_by_name("half", "range"); }),
+  EXPECT_EQ(error_message_of([] { return numeq::quant_range_by_name("half", "range"); }),
             "range: unknown range 'half'; valid: full, symmetric");
-  EXPECT_EQ(message_of([] { return numeq::cases::tier_by_name("violation", "accept"); }),
+  EXPECT_EQ(error_message_of([] { return numeq::cases::tier_by_name("violation", "accept"); }),
             "accept: unknown tier 'violation'; valid: bit_exact, variant, probabilistic, deterministic "
             "(the weakest tier that passes)");
-  EXPECT_EQ(message_of([] { return numeq::core::split_mode_by_name("both"); }),
+  EXPECT_EQ(error_message_of([] { return numeq::core::split_mode_by_name("both"); }),
             "split_mode: unknown split mode 'both'; valid: parallel, serial");
-  EXPECT_EQ(message_of([] { return numeq::reference::function_by_name("cos", "f"); }),
+  EXPECT_EQ(error_message_of([] { return numeq::reference::function_by_name("cos", "f"); }),
             "f: unknown function 'cos'; valid: exp, exp2, log, tanh, sigmoid, gelu, gelu_tanh, silu, softplus, "
             "sqrt, rsqrt, reciprocal");
   // function_names() lists the same table.
   std::string listed;
   for (const std::string_view n : numeq::reference::function_names()) listed += (listed.empty() ? "" : ", ") + std::string(n);
-  EXPECT_NE(message_of([] { return numeq::reference::function_by_name("cos", "f"); }).find(listed), std::string::npos);
+  EXPECT_NE(error_message_of([] { return numeq::reference::function_by_name("cos", "f"); }).find(listed), std::string::npos);
 }
 
 }  // namespace

@@ -52,4 +52,16 @@ inline void expect_error_mentioning(const std::function<void()>& f, const std::s
   }
 }
 
+// The message of the numeq::error f throws; a test failure (and "") when it throws none.
+template <class F>
+std::string error_message_of(F&& f) {
+  try {
+    (void)f();
+  } catch (const numeq::error& e) {
+    return e.what();
+  }
+  ADD_FAILURE() << "no numeq::error";
+  return {};
+}
+
 }  // namespace numeq_test
