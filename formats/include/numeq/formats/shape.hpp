@@ -20,9 +20,14 @@ std::string shape_text(const Shape& shape) {
   if constexpr (requires { shape.shape(); }) {
     return shape_text(shape.shape());
   } else {
+    // Appended piece by piece: GCC 12 reports a false -Wrestrict for "literal" + std::string.
     std::string out = "(";
-    for (std::size_t i = 0; i < shape.size(); ++i) out += (i ? ", " : "") + std::to_string(shape[i]);
-    return out + (shape.size() == 1 ? ",)" : ")");
+    for (std::size_t i = 0; i < shape.size(); ++i) {
+      if (i) out += ", ";
+      out += std::to_string(shape[i]);
+    }
+    out += shape.size() == 1 ? ",)" : ")";
+    return out;
   }
 }
 
