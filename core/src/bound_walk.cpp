@@ -177,7 +177,8 @@ Factor Walker::lanes(const PlanNode& node, Source& src, std::size_t begin, std::
   const Arithmetic& ar = node.arithmetic;
   auto [r, pw, ea] = AdditionCost(ar.accumulate);
   const Factor ft = through_init(f, r, init);  // the closing init + result
-  const auto chain = [&](std::size_t first, std::size_t count, const Factor& g) {
+  // r, pw and ea captured by name: Clang before 16 cannot capture a structured binding.
+  const auto chain = [&, &r = r, &pw = pw, ea = ea](std::size_t first, std::size_t count, const Factor& g) {
     // `count` terms added one by one to a running value that continues with g.
     double local = 0;
     for (std::size_t i = 0; i < count; ++i) {
