@@ -18,8 +18,10 @@ def _groups(shape: tuple[int, ...], axis: int | None, block_size: int | None) ->
     non-negative (default the last), block dividing that axis (default 1: per channel)."""
     rank = len(shape)
     ax = -1 if axis is None else _check_int(axis, "axis")
+    if rank == 0:  # the wording of numeq::axis_index (formats/shape.hpp)
+        raise ValueError("axis: x of shape () has no axis")
     if not -rank <= ax < rank:
-        raise ValueError(f"axis: {ax} is out of range for an array of rank {rank}")
+        raise ValueError(f"axis: {ax} is out of range for x of shape {tuple(shape)} (valid: {-rank} .. {rank - 1})")
     ax %= rank
     block = 1 if block_size is None else _check_int(block_size, "block_size", 1, SIZE[1])
     if shape[ax] % block:

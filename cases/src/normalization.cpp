@@ -56,14 +56,6 @@ Machine machine(const core::Platform& platform, const Format& compute) {
   return m;
 }
 
-std::size_t axis_index(std::ptrdiff_t axis, std::size_t ndim) {
-  const auto d = static_cast<std::ptrdiff_t>(ndim);
-  if (axis < -d || axis >= d)
-    throw numeq::error("axis: " + std::to_string(axis) + " is out of range for an array of " + std::to_string(ndim) +
-                       " dimensions");
-  return static_cast<std::size_t>(axis < 0 ? axis + d : axis);
-}
-
 // The rows of x along an axis: row r = (o, i) holds elements (o n + j) inner + i, j < n.
 struct Rows {
   std::size_t outer = 1, n = 1, inner = 1;
@@ -149,7 +141,7 @@ class ApplyMemo {
 Emulation softmax_family(const xt::xarray<double>& x, std::ptrdiff_t axis, const core::Platform& platform,
                          const Cast& out, const SoftmaxOptions& options, bool log) {
   validate(out, "out");
-  const Rows rows = rows_along(x, axis_index(axis, x.dimension()));
+  const Rows rows = rows_along(x, axis_index(axis, x.shape()));
   const Machine mc = machine(platform, options.compute);
   const bool online = options.variant == SoftmaxVariant::online;
   if (online && options.block == 0) throw numeq::error("block: must be positive for the online variant");

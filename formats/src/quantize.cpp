@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "numeq/formats/error.hpp"
+#include "numeq/formats/shape.hpp"
 #include "numeq/formats/names.hpp"
 #include "numeq/formats/parallel.hpp"
 #include "numeq/formats/random.hpp"
@@ -135,10 +136,7 @@ QuantGroups quant_groups(const std::vector<std::size_t>& x_shape, std::vector<st
     if (product(param_shape) != 1) throw error("scale: a 0-d x takes one scale");
     return g;
   }
-  if (axis < -rank || axis >= rank)
-    throw error("axis: " + std::to_string(axis) + " is out of range for an array of rank " +
-                std::to_string(rank));
-  g.axis = axis < 0 ? axis + rank : axis;
+  g.axis = static_cast<int>(axis_index(axis, x_shape));
   if (block_size == 0) throw error("block_size: must be >= 1");
   const std::size_t along = x_shape[static_cast<std::size_t>(g.axis)];
   if (along % block_size != 0)
