@@ -1,0 +1,167 @@
+"""The state of one kernel run: the target and its assumptions, the findings, the trace, the live
+allocations, the SPMD program id. Every instruction goes through ``Context.issue`` (which records
+it and finds the kernel's line), every limit through ``Context.find``.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import asdict, dataclass, field
+from typing import Any, Iterator
+
+import contextlib
+
+__all__ = ["Context", "Finding", "Instruction", "KernelFault", "Unsupported", "current", "running", "where"]
+
+_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
+
+
+class Unsupported(NotImplementedError):
+    """An NKI name or keyword numeq does not implement; the message names it and the kernel's line."""
+
+
+class KernelFault(RuntimeError):
+    """The kernel did something the hardware rejects and numeq cannot compute past (an index out
+    of bounds, an instruction on shapes that do not match); ``finding`` holds the finding."""
+
+    def __init__(self, finding: "Finding") -> None:
+        super().__init__(f"{finding.where}: [{finding.rule}] {finding.message}")
+        self.finding = finding
+
+
+@dataclass
+class Finding:
+    """One limit a kernel breaks: ``rule``, ``severity`` ("error": the hardware or compiler rejects
+    it or it computes garbage; "warning": it runs, slowly), ``where`` ("file.py:LINE" of the
+    kernel), ``message`` (with the numbers involved), ``source`` (the rule's evidence: documented,
+    derived or assumed, and where from) and ``count`` (how many times it fired at that line)."""
+
+    rule: str
+    severity: str
+    where: str
+    message: str
+    source: str
+    count: int = 1
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    def __str__(self) -> str:
+        times = f" (x{self.count})" if self.count > 1 else ""
+        return f"{self.where}: {self.severity}: [{self.rule}] {self.message}{times}"
+
+
+@dataclass
+class Instruction:
+    """One traced instruction: ``index``, ``engine`` (tensor, vector, scalar, gpsimd, dma),
+    ``name``, ``where``, ``dst`` / ``srcs`` (per operand: name, memory, shape, dtype), ``bytes``
+    moved, ``flops``, ``cycles`` (the SDK 2.26 docstrings' estimate; 0 for DMA) and ``detail``."""
+
+    index: int
+    engine: str
+    name: str
+    where: str
+    dst: list = field(default_factory=list)
+    srcs: list = field(default_factory=list)
+    bytes: int = 0
+    flops: int = 0
+    cycles: int = 0
+    detail: dict = field(default_factory=dict)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def where(skip_numeq: bool = True) -> str:
+    """The kernel's "file.py:LINE" that called into numeq.nki (the first frame outside it)."""
+    f = sys._getframe(1)
+    while f is not None and f.f_code.co_filename.startswith(_PACKAGE_DIR):
+        f = f.f_back
+    if f is None:
+        return "<kernel>:0"
+    return f"{os.path.basename(f.f_code.co_filename)}:{f.f_lineno}"
+
+
+class Context:
+    """One kernel run (see the module doc)."""
+
+    def __init__(self, target: Any, assumptions: dict, grid: tuple[int, ...] = ()) -> None:
+        self.target = target
+        self.assumptions = assumptions  # name -> value (every assumption, defaults filled in)
+        self.findings: list[Finding] = []
+        self._finding_at: dict[tuple[str, str], Finding] = {}
+        self.trace: list[Instruction] = []
+        self.buffers: list = []
+        self.grid = grid
+        self.program = tuple(0 for _ in grid)
+        self.step = 0
+        self.matmuls: list = []  # (psum buffer id, offset, shape, K, accumulate, dtype) for the platform
+        self.psum_groups: list = []
+
+    # --- findings ------------------------------------------------------------------------------
+    def find(self, rule: str, severity: str, message: str, source: str, at: str | None = None) -> Finding:
+        at = at or where()
+        key = (rule, at)
+        f = self._finding_at.get(key)
+        if f is not None:
+            f.count += 1
+            return f
+        f = Finding(rule, severity, at, message, source)
+        self._finding_at[key] = f
+        self.findings.append(f)
+        return f
+
+    def fail(self, rule: str, message: str, source: str, exc: type = KernelFault) -> Exception:
+        return KernelFault(self.find(rule, "error", message, source))
+
+    def unsupported(self, what: str) -> Unsupported:
+        return Unsupported(f"{where()}: numeq.nki does not implement {what}; see the README's table of NKI names")
+
+    # --- the trace -----------------------------------------------------------------------------
+    def issue(self, engine: str, name: str, dst: list, srcs: list, nbytes: int = 0, flops: int = 0,
+              cycles: int = 0, **detail: Any) -> Instruction:
+        self.step += 1
+        for t in list(dst) + list(srcs):
+            b = t.base
+            if b.first_use is None:
+                b.first_use = self.step
+            b.last_use = self.step
+        ins = Instruction(self.step, engine, name, where(),
+                          [_operand(t) for t in dst], [_operand(t) for t in srcs], int(nbytes), int(flops),
+                          int(cycles), detail)
+        self.trace.append(ins)
+        return ins
+
+    def allocate(self, buffer: Any) -> Any:
+        buffer.alloc_step = self.step
+        self.buffers.append(buffer)
+        return buffer
+
+
+def _operand(t: Any) -> tuple:
+    return (t.base.name, t.base.memory.name, tuple(t.shape), t.dtype.name)
+
+
+_stack: list[Context] = []
+
+
+def current() -> Context:
+    if not _stack:
+        raise RuntimeError("numeq.nki: NKI calls run inside a kernel run: call the kernel through "
+                           "numeq.nki.simulate(kernel)(...) or numeq.nki.run(kernel, ...), or inside "
+                           "numeq.nki.installed()")
+    return _stack[-1]
+
+
+def active() -> bool:
+    return bool(_stack)
+
+
+@contextlib.contextmanager
+def running(ctx: Context) -> Iterator[Context]:
+    _stack.append(ctx)
+    try:
+        yield ctx
+    finally:
+        _stack.pop()

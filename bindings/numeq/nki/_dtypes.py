@@ -1,0 +1,119 @@
+"""NKI's dtypes on numeq: one table, each dtype with its NKI name, its numeq format and the numpy /
+ml_dtypes type that stores it.
+
+Kernels compare dtypes (``t.dtype == nl.bfloat16``), pass numpy dtypes where NKI takes its own
+(``nl.ndarray(shape, np.float32)``) and branch on ``str(dtype)``; a ``DType`` equals its own
+name, the numpy dtype that stores it and every other spelling of the same dtype, and prints as
+NKI's name does.
+
+Trainium's ``float8_e4m3`` is the IEEE-like e4m3 (max 240, with Inf) of NeuronCore-v2/-v3, not the
+OCP e4m3fn (max 448), which NKI calls ``float8_e4m3fn`` (FACTS.md s1: NKI dtype table,
+nki-library kernel_helpers max table). tf32 has no numpy type: it is stored as float32 whose low 13
+fraction bits are zero.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import ml_dtypes
+import numpy as np
+
+__all__ = ["DType", "DTYPES", "dtype_of", "storage_dtype"]
+
+
+@dataclass(frozen=True, eq=False)
+class DType:
+    """One NKI dtype: ``name`` (NKI's spelling), ``format`` (the numeq format of its values, or
+    the integer type's name), ``storage`` (the numpy type holding it), ``kind`` ("float" or
+    "int")."""
+
+    name: str
+    format: str
+    storage: Any
+    kind: str
+
+    @property
+    def itemsize(self) -> int:
+        return np.dtype(self.storage).itemsize
+
+    @property
+    def is_float(self) -> bool:
+        return self.kind == "float"
+
+    def __str__(self) -> str:
+        return self.name
+
+    def __repr__(self) -> str:
+        return self.name
+
+    def __hash__(self) -> int:
+        return hash(self.name)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, DType):
+            return other.name == self.name
+        try:
+            return dtype_of(other, "other") is self
+        except (TypeError, ValueError):
+            return NotImplemented
+
+    def __ne__(self, other: object) -> bool:
+        eq = self.__eq__(other)
+        return eq if eq is NotImplemented else not eq
+
+
+def _float(name: str, fmt: str, storage: Any) -> DType:
+    return DType(name, fmt, storage, "float")
+
+
+def _int(name: str, storage: Any) -> DType:
+    return DType(name, np.dtype(storage).name, storage, "int")
+
+
+DTYPES: dict[str, DType] = {d.name: d for d in (
+    _float("float32", "fp32", np.float32),
+    _float("tfloat32", "tf32", np.float32),
+    _float("bfloat16", "bf16", ml_dtypes.bfloat16),
+    _float("float16", "fp16", np.float16),
+    _float("float8_e4m3", "e4m3", ml_dtypes.float8_e4m3),
+    _float("float8_e4m3fn", "e4m3fn", ml_dtypes.float8_e4m3fn),
+    _float("float8_e5m2", "e5m2", ml_dtypes.float8_e5m2),
+    _int("int8", np.int8),
+    _int("uint8", np.uint8),
+    _int("int16", np.int16),
+    _int("uint16", np.uint16),
+    _int("int32", np.int32),
+    _int("uint32", np.uint32),
+    DType("bool", "uint8", np.uint8, "int"),
+)}
+# Other spellings kernels use for the same dtypes (numpy's and numeq's names, NKI's older ones).
+_ALIASES = {"fp32": "float32", "tf32": "tfloat32", "bf16": "bfloat16", "fp16": "float16", "half": "float16",
+            "float": "float32", "e4m3": "float8_e4m3", "fp8_e4m3": "float8_e4m3", "e4m3fn": "float8_e4m3fn",
+            "e5m2": "float8_e5m2", "fp8_e5m2": "float8_e5m2", "bool_": "bool"}
+_BY_NUMPY = {np.dtype(d.storage): d for d in reversed(DTYPES.values())}  # float32 -> float32, not tfloat32
+_BY_NUMPY[np.dtype(np.bool_)] = DTYPES["bool"]
+_BY_NUMPY[np.dtype(np.uint8)] = DTYPES["uint8"]
+
+
+def dtype_of(x: Any, parameter: str = "dtype") -> DType:
+    """The NKI dtype ``x`` names: a DType, an NKI / numeq name, a numpy or ml_dtypes dtype or type."""
+    if isinstance(x, DType):
+        return x
+    if isinstance(x, str):
+        name = _ALIASES.get(x, x)
+        if name in DTYPES:
+            return DTYPES[name]
+        raise ValueError(f"{parameter}: unknown dtype {x!r}; valid: {', '.join(DTYPES)}")
+    try:
+        np_dtype = np.dtype(x)
+    except TypeError:
+        raise TypeError(f"{parameter}: expected an NKI dtype (nl.float32, nl.bfloat16, ...), got {x!r}") from None
+    if np_dtype in _BY_NUMPY:
+        return _BY_NUMPY[np_dtype]
+    raise ValueError(f"{parameter}: numpy dtype {np_dtype} is not an NKI dtype; valid: {', '.join(DTYPES)}")
+
+
+def storage_dtype(d: DType) -> np.dtype:
+    return np.dtype(d.storage)

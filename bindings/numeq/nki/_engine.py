@@ -1,0 +1,117 @@
+"""What every instruction shares: reading operands (with the poison and access checks), writing a
+destination (the cast into its dtype with the target's output rounding, the written mask, PSUM's
+writer codes), resolving the destination of the older value-returning form, and recording the
+instruction in the trace with its cost estimate.
+
+Costs (SDK 2.26 nki.isa docstrings, removed later [doc, dated]; FACTS.md s3): most Vector / Scalar /
+GpSimd instructions take about max(64, N) cycles for N elements per partition; nc_matmul about
+max(min(64, N_stationary), N_moving) cycles, 4x for fp32 inputs. Estimates, not latencies.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from . import _numerics, _rules
+from ._context import Context, KernelFault, current
+from ._dtypes import DType, dtype_of
+from ._tensor import MEMORIES, WRITER_MATMUL, WRITER_OTHER, WRITER_READ, Buffer, Tensor
+
+__all__ = ["ENGINES", "engine_name", "read", "write", "new_tile", "cost_elementwise", "as_tensor", "same_shape"]
+
+ENGINES = ("tensor", "vector", "scalar", "gpsimd", "dma", "unknown")
+
+
+class Engine:
+    """``nisa.engine``-style identifiers (``nisa.vector_engine`` ... in older releases)."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __repr__(self) -> str:
+        return f"engine.{self.name}"
+
+
+def engine_name(engine: Any, default: str) -> str:
+    """The engine an ``engine=`` keyword names (an Engine, a string, or None: ``default``)."""
+    if engine is None:
+        return default
+    name = getattr(engine, "name", engine)
+    name = {"act": "scalar", "activation": "scalar", "pool": "gpsimd", "pe": "tensor", "sync": "dma",
+            "unknown": default}.get(name, name)
+    if name not in ENGINES:
+        raise ValueError(f"engine: unknown engine {engine!r}; valid: {', '.join(ENGINES)}")
+    return name
+
+
+def as_tensor(x: Any, parameter: str) -> Tensor:
+    if isinstance(x, Tensor):
+        return x
+    raise TypeError(f"{parameter}: expected an NKI tensor (nl.ndarray or a view of one), got {type(x).__name__}")
+
+
+def read(ctx: Context, t: Any, parameter: str, engine: str = "vector") -> np.ndarray:
+    """The fp32 values of operand ``t`` (checked: partitions, engine access, poison)."""
+    t = as_tensor(t, parameter)
+    _rules.check_on_chip(ctx, t)
+    _rules.check_read(ctx, t)
+    if engine == "gpsimd" and t.base.memory.name == "psum":
+        _rules.check_engine_access(ctx, engine, [t], parameter)
+    if t.writer is not None and engine != "tensor":
+        np.copyto(t.writer, WRITER_READ, where=t.writer == WRITER_MATMUL)
+    values = _numerics.fp32_values(t.data, t.dtype)
+    if not np.all(t.mask == t.base.full):
+        values = np.where(t.mask == t.base.full, values, np.float32(np.nan))
+    return values
+
+
+def output_rounding(ctx: Context) -> str:
+    return ctx.assumptions.get("output_rounding", "nearest_even")
+
+
+def write(ctx: Context, dst: Any, values: np.ndarray, writer: int = WRITER_OTHER, *, bits: np.ndarray | None = None) -> None:
+    """Store fp32 (or float64) ``values`` into ``dst``: cast into its dtype (or store ``bits``
+    already of dst's storage dtype), mark the bytes written, record PSUM's writer."""
+    _rules.check_on_chip(ctx, dst)
+    if bits is None:
+        values = np.asarray(values)
+        if values.shape != dst.shape:
+            values = same_shape(ctx, dst, values)
+        bits = _numerics.cast_into(values, dst.dtype, output_rounding(ctx), seed=ctx.step)
+    elif bits.shape != dst.shape:
+        bits = same_shape(ctx, dst, bits)
+    dst.data[...] = bits
+    dst.mask[...] = dst.base.full
+    if dst.writer is not None:
+        dst.writer[...] = writer
+
+
+def same_shape(ctx: Context, dst: Tensor, values: np.ndarray) -> np.ndarray:
+    """``values`` laid out as ``dst``: the same shape, or the same partitions and free size
+    (instructions see a tile as partitions x a flat free axis)."""
+    if values.shape == dst.shape:
+        return values
+    if values.size == dst.size and values.ndim and dst.ndim and values.shape[0] == dst.shape[0]:
+        return values.reshape(dst.shape)
+    try:
+        return np.broadcast_to(values, dst.shape)
+    except ValueError:
+        raise KernelFault(ctx.find("shape_mismatch", "error", f"result of shape {values.shape} does not fit the "
+                                   f"destination {dst.name} of shape {dst.shape}",
+                                   "documented: nki.isa instructions write a destination of the result's shape")) from None
+
+
+def new_tile(shape: tuple, dtype: Any, memory: str = "sbuf", name: str = "") -> Tensor:
+    """A fresh tile (the older interface's value-returning instructions allocate their result)."""
+    from ._context import where
+
+    ctx = current()
+    b = ctx.allocate(Buffer(shape, dtype_of(dtype), MEMORIES[memory], name, where()))
+    return b.whole()
+
+
+def cost_elementwise(t: Tensor) -> int:
+    """max(64, N) cycles for N elements per partition (SDK 2.26 docstrings)."""
+    return max(64, t.free_size())

@@ -1,0 +1,129 @@
+"""How kernels index tensors: integers, slices, ``nl.ds``, ``...`` and ``.ap()`` access patterns,
+each checked against the tensor's bounds (an index out of bounds is a finding and stops the
+instruction: numpy would clip a slice silently). Index expressions of the older interface
+(``nl.arange`` / ``nl.mgrid``) are read by ``_legacy`` into the same views.
+"""
+
+from __future__ import annotations
+
+import operator
+from typing import Any, Sequence
+
+import numpy as np
+
+__all__ = ["Gather", "access_pattern", "assign", "normalise", "out_of_bounds"]
+
+
+class Gather:
+    """An index the older interface may give that no strided view expresses (hook for _legacy)."""
+
+    def view(self, t: Any) -> Any:  # pragma: no cover - overridden
+        raise NotImplementedError
+
+
+def out_of_bounds(t: Any, message: str) -> Exception:
+    from ._context import current
+
+    return current().fail("index_bounds", f"{t.name}: {message}",
+                          source="documented: NKI tensors are indexed within their shape (nki.language docs)",
+                          exc=IndexError)
+
+
+def _legacy_index(key: Any, shape: tuple, t: Any) -> Any:
+    from . import _legacy
+
+    return _legacy.index(key, shape, t)
+
+
+def normalise(key: Any, shape: tuple[int, ...], t: Any) -> Any:
+    """``key`` as a tuple of ints and slices inside ``shape`` (checked), or a Gather."""
+    if not isinstance(key, tuple):
+        key = (key,)
+    if any(getattr(k, "_nki_index_expr", False) for k in key):
+        return _legacy_index(key, shape, t)
+    out: list[Any] = []
+    dim = 0
+    ellipsis_seen = False
+    for k in key:
+        if k is Ellipsis:
+            if ellipsis_seen:
+                raise out_of_bounds(t, "an index may hold one '...'")
+            ellipsis_seen = True
+            fill = len(shape) - (len(key) - 1 - sum(1 for x in key if x is None))
+            out.extend([slice(None)] * fill)
+            dim += fill
+            continue
+        if k is None:
+            out.append(None)
+            continue
+        if dim >= len(shape):
+            raise out_of_bounds(t, f"too many indices for shape {shape}")
+        n = shape[dim]
+        if isinstance(k, slice):
+            start, stop, step = k.start, k.stop, k.step
+            step = 1 if step is None else operator.index(step)
+            if step <= 0:
+                raise out_of_bounds(t, f"slice step must be positive, got {step} on axis {dim}")
+            start = 0 if start is None else operator.index(start)
+            stop = n if stop is None else operator.index(stop)
+            if start < 0 or stop > n or start > stop:
+                raise out_of_bounds(t, f"slice {start}:{stop} of axis {dim} (size {n}) is out of bounds")
+            out.append(slice(start, stop, step))
+        elif hasattr(k, "start") and hasattr(k, "size") and not isinstance(k, np.ndarray):
+            start, size, step = operator.index(k.start), operator.index(k.size), operator.index(getattr(k, "step", 1) or 1)
+            last = start + (size - 1) * step
+            if start < 0 or size < 0 or (size and last >= n):
+                raise out_of_bounds(t, f"ds({start}, {size}) of axis {dim} (size {n}) is out of bounds")
+            out.append(slice(start, start + size * step, step) if size else slice(start, start))
+        else:
+            try:
+                i = operator.index(k)
+            except TypeError:
+                raise TypeError(f"{t.name}: index {k!r} on axis {dim} is not an int, slice, nl.ds or '...'") from None
+            if i < 0 or i >= n:
+                raise out_of_bounds(t, f"index {i} of axis {dim} (size {n}) is out of bounds")
+            out.append(i)
+        dim += 1
+    return tuple(out)
+
+
+def access_pattern(t: Any, pattern: Sequence[Sequence[int]] | None, offset: int = 0, *args: Any,
+                   **kwargs: Any) -> Any:
+    """``t.ap(pattern=[[stride, count], ...], offset=...)``: strides and offset in elements of the
+    underlying buffer, from ``t``'s first element."""
+    from ._tensor import Tensor
+
+    if pattern is None:
+        pattern = kwargs.pop("ap", None)
+    if pattern is None:
+        raise TypeError("ap: needs pattern=[[stride, count], ...]")
+    for extra in ("dtype",):
+        if extra in kwargs:
+            raise TypeError(f"ap: keyword {extra!r} is not supported by numeq.nki")
+    pairs = [(operator.index(p[0]), operator.index(p[1])) for p in pattern]
+    base = t.base
+    flat_n = base.data.size
+    start = t.element_offset() + operator.index(offset)
+    lo = start + sum(min(0, s * (c - 1)) for s, c in pairs)
+    hi = start + sum(max(0, s * (c - 1)) for s, c in pairs)
+    if any(c <= 0 for _, c in pairs) or lo < 0 or hi >= flat_n:
+        raise out_of_bounds(t, f"access pattern {pattern} at offset {offset} reaches elements {lo}..{hi} of a "
+                               f"buffer of {flat_n}")
+    shape = tuple(c for _, c in pairs)
+
+    def strided(a: np.ndarray) -> np.ndarray:
+        flat = a.reshape(-1)
+        return np.lib.stride_tricks.as_strided(flat[start:], shape=shape,
+                                               strides=tuple(s * a.itemsize for s, _ in pairs), writeable=True)
+
+    whole = base.whole()
+    return Tensor(base, strided(whole.data), strided(whole.mask),
+                  None if whole.writer is None else strided(whole.writer), t.dtype)
+
+
+def assign(t: Any, key: Any, value: Any) -> None:
+    """``t[key] = value`` (the older interface writes tiles by assignment): a copy through the
+    Vector engine's rules (same dtype: bits; otherwise through fp32)."""
+    from . import _legacy
+
+    _legacy.assign(t, key, value)

@@ -1,0 +1,145 @@
+"""The arithmetic of NeuronCore instructions, each through numeq's one implementation of it:
+
+- casts into a destination dtype: numeq's one rounding kernel (``numeq.cast`` / ``numeq.round``),
+  nearest even by default, stochastic as the target's ``output_rounding`` assumption
+  (data-types.rst, rounding-modes.rst: RNE, overflow to Inf; FACTS.md s3);
+- Vector, Scalar and GpSimd arithmetic: fp32 (nki.isa docs: "performs the computation in fp32,
+  casts the output"); + - * / sqrt and comparisons are IEEE operations, which numpy's float32
+  ufuncs compute correctly rounded, the same values the rounding kernel gives;
+- free-axis sums: the Trainium platform's sum plan (``numeq.sum``; its ``vector_reduce_order``);
+- activation functions: the platform's function model, fp32 correctly rounded (``numeq.reference``,
+  certified by MPFR) within the ``scalar_activation_ulps`` budget the platform states;
+- one nc_matmul: the Trainium platform's PE-array plan for one tile of K (``numeq.matmul``), then
+  PSUM's fp32 accumulation (exact sum rounded once with ``psum_rounding``).
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import numpy as np
+
+from .. import _casts
+import importlib
+
+_platforms = importlib.import_module("numeq.platforms")  # the module (numeq.platforms is also a function)
+from .. import reference as _reference
+from ._dtypes import DType
+
+__all__ = ["accumulate_fp32", "cast_into", "fp32_values", "matmul_tile", "reduce_fp32", "function_fp32"]
+
+
+def fp32_values(data: np.ndarray, dtype: DType) -> np.ndarray:
+    """The values of ``data`` (stored as ``dtype``) widened to fp32: exact for every float dtype
+    NKI has; integers convert to nearest (the engines compute in fp32, nki.isa docs)."""
+    if data.dtype == np.float32:
+        return data
+    return data.astype(np.float32)
+
+
+def cast_into(values: np.ndarray, dtype: DType, rounding: str = "nearest_even", seed: int = 0) -> np.ndarray:
+    """``values`` (float32 or float64) cast into ``dtype``'s storage: floats through numeq's
+    rounding kernel (overflow to Inf, FACTS.md s3), integers rounded to nearest even and saturated
+    (NaN to 0: assumption ``int_cast``)."""
+    if dtype.kind == "int":
+        info = np.iinfo(dtype.storage)
+        v = np.nan_to_num(np.rint(np.asarray(values, dtype=np.float64)), nan=0.0, posinf=info.max, neginf=info.min)
+        return np.clip(v, info.min, info.max).astype(dtype.storage)
+    if dtype.format == "fp32" and values.dtype == np.float32 and rounding == "nearest_even":
+        return values
+    keywords = {"rounding": rounding}
+    if rounding == "stochastic":
+        keywords["seed"] = seed
+    if dtype.format == "tf32":
+        return np.asarray(_casts.round(values, "tf32", **keywords), dtype=np.float64).astype(np.float32)
+    return np.asarray(_casts.cast(values, dtype.format, **keywords))
+
+
+def accumulate_fp32(old: np.ndarray, new: np.ndarray, rounding: str) -> np.ndarray:
+    """PSUM's ``old + new`` in fp32: the exact sum rounded once. Nearest even is IEEE binary32
+    addition, which numpy's float32 add computes; other roundings go through the exact
+    reference sum and the rounding kernel."""
+    if rounding == "nearest_even":
+        return np.add(old, new, dtype=np.float32)
+    pair = np.stack([old.astype(np.float64), new.astype(np.float64)])
+    return np.asarray(_reference.sum(pair, axis=0, out="fp32", rounding=rounding), dtype=np.float64).astype(np.float32)
+
+
+def matmul_tile(stationary: np.ndarray, moving: np.ndarray, in_fmt: str, platform: str) -> np.ndarray:
+    """stationary[K, M]^T @ moving[K, N] as the platform's PE array computes one instruction
+    (its k_tile is this instruction's K, so the plan holds one tile): fp32 [M, N]."""
+    a = np.ascontiguousarray(np.swapaxes(stationary, 0, 1))
+    b = np.ascontiguousarray(moving)
+    return np.asarray(_platforms.matmul(a, b, platform=platform, in_fmt=in_fmt, out="fp32"),
+                      dtype=np.float64).astype(np.float32)
+
+
+def reduce_fp32(x: np.ndarray, op: str, platform: str) -> np.ndarray:
+    """Reduce fp32 ``x`` along its last axis with ALU ``op``: sums by the platform's sum plan
+    (``vector_reduce_order``), max / min exactly (order-free), products in sequence."""
+    if x.shape[-1] == 0:
+        raise ValueError("reduce: empty free axis")
+    if op == "add":
+        flat = np.ascontiguousarray(x.reshape(-1, x.shape[-1]))
+        s = _platforms.sum(flat, axis=-1, platform=platform, fmt="fp32")
+        return np.asarray(s, dtype=np.float64).astype(np.float32).reshape(x.shape[:-1])
+    if op == "maximum":
+        return np.max(x, axis=-1)
+    if op == "minimum":
+        return np.min(x, axis=-1)
+    if op == "multiply":
+        acc = x[..., 0].copy()
+        for i in range(1, x.shape[-1]):
+            acc = np.multiply(acc, x[..., i], dtype=np.float32)
+        return acc
+    if op in ("abs_max", "absmax"):
+        return np.max(np.abs(x), axis=-1)
+    raise ValueError(f"op: tensor_reduce takes add, maximum, minimum, multiply or abs_max, not {op!r}")
+
+
+# Activation functions by NKI name -> numeq's certified reference function (fp32 correctly
+# rounded: the platform's function model, FACTS.md s3 "correctly rounded fp32 plus an error budget").
+_CERTIFIED = {"exp": "exp", "log": "log", "tanh": "tanh", "sigmoid": "sigmoid", "silu": "silu",
+              "gelu": "gelu", "gelu_apprx_tanh": "gelu_tanh", "rsqrt": "rsqrt", "sqrt": "sqrt",
+              "reciprocal": "reciprocal", "softplus": "softplus", "exp2": "exp2"}
+
+
+def _exact_fp32(name: str, x: np.ndarray) -> np.ndarray | None:
+    """Functions that are one IEEE operation (or none) in fp32."""
+    if name in ("copy", "identity"):
+        return x
+    if name == "relu":
+        return np.maximum(x, np.float32(0))
+    if name == "square":
+        return np.multiply(x, x, dtype=np.float32)
+    if name == "abs":
+        return np.abs(x)
+    if name == "negative":
+        return np.negative(x)
+    if name == "sign":
+        return np.sign(x).astype(np.float32)
+    return None
+
+
+def function_names() -> tuple[str, ...]:
+    return tuple(_CERTIFIED) + ("copy", "identity", "relu", "square", "abs", "negative", "sign")
+
+
+@functools.lru_cache(maxsize=None)
+def _reference_function(name: str):
+    return getattr(_reference, _CERTIFIED[name]) if name != "gelu_tanh" else None
+
+
+def function_fp32(name: str, x: np.ndarray) -> np.ndarray:
+    """f(x) for fp32 ``x``: exact where f is one IEEE operation, else correctly rounded to fp32."""
+    exact = _exact_fp32(name, x)
+    if exact is not None:
+        return exact
+    if name not in _CERTIFIED:
+        raise KeyError(name)
+    if name == "gelu_apprx_tanh":
+        y = _reference.gelu(x, approximate="tanh", in_fmt="fp32", out="fp32")
+    else:
+        y = getattr(_reference, _CERTIFIED[name])(x, in_fmt="fp32", out="fp32")
+    return np.asarray(y, dtype=np.float64).astype(np.float32).reshape(x.shape)

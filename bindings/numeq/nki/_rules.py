@@ -1,0 +1,180 @@
+"""The hardware's limits, checked as each instruction runs. Every number comes from the review's
+target table (``numeq.review.targets``: each value with its evidence and source); each rule here
+says what breaks it, with the kernel's line and the numbers involved.
+
+Errors: the hardware or the compiler rejects it, or it computes garbage. Warnings: it runs, slowly.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ._context import Context, KernelFault
+from ._tensor import WRITER_OTHER
+
+__all__ = ["RULES", "check_on_chip", "check_read", "check_matmul", "check_dma", "capacity", "check_engine_access"]
+
+# rule -> (severity, what it checks). The README's table of rules is this one.
+RULES: dict[str, tuple[str, str]] = {
+    "partition_dim": ("error", "an SBUF/PSUM tile's partition dimension (dim 0) exceeds the target's partitions"),
+    "partition_start": ("error", "a partial-partition access starts where the hardware cannot (over 64 partitions "
+                                 "at 0; 33-64 at 0 or 64; up to 32 at 0, 32, 64 or 96)"),
+    "matmul_contraction": ("error", "nc_matmul contracts more rows of K than one instruction takes"),
+    "matmul_stationary_free": ("error", "nc_matmul's stationary free size (M) exceeds the limit"),
+    "matmul_moving_free": ("error", "nc_matmul's moving free size (N) exceeds the limit"),
+    "matmul_dtype": ("error", "nc_matmul input dtypes the Tensor Engine does not take, or mixes"),
+    "matmul_output_memory": ("error", "an nc_matmul result is not written to PSUM"),
+    "matmul_psum_bank": ("error", "an nc_matmul result does not fit one 2 KiB fp32 PSUM bank"),
+    "psum_capacity": ("error", "live PSUM per partition exceeds its 8 banks (16 KiB)"),
+    "sbuf_capacity": ("error", "live SBUF per partition exceeds what the target holds"),
+    "engine_access": ("error", "an engine reads or writes a memory it cannot reach (GpSimd and PSUM), or both "
+                               "tensor_tensor operands are in PSUM"),
+    "read_uninitialised": ("error", "an instruction reads bytes no instruction wrote"),
+    "accumulate_non_matmul": ("error", "nc_matmul accumulates into PSUM that holds a non-matmul result"),
+    "index_bounds": ("error", "an index or access pattern reaches outside the tensor"),
+    "shape_mismatch": ("error", "an instruction's operands do not have the shapes it needs"),
+    "output_unwritten": ("error", "a kernel output holds bytes no instruction wrote"),
+    "dma_small": ("warning", "a DMA moves fewer bytes per partition than the efficiency threshold"),
+    "matmul_fp32": ("warning", "nc_matmul on fp32 inputs runs at a quarter of the bf16 rate"),
+    "partial_partitions": ("warning", "a compute instruction uses fewer than all partitions"),
+    "psum_gpsimd": ("warning", "GpSimd evacuates PSUM (it cannot on NeuronCore-v2/-v3; use Vector or Scalar)"),
+}
+
+
+def _cite(ctx: Context, key: str) -> str:
+    return ctx.target.spec(key).cite()
+
+
+def check_on_chip(ctx: Context, t: Any) -> None:
+    """Partition-axis rules for an SBUF / PSUM view."""
+    if not t.base.memory.on_chip:
+        return
+    first, count, _ = t.partitions()
+    limit = int(ctx.target["partitions"])
+    if t.base.shape and t.base.shape[0] > limit:
+        raise KernelFault(ctx.find("partition_dim", "error",
+                                   f"{t.name} has {t.base.shape[0]} partitions (dim 0); the target has {limit}",
+                                   _cite(ctx, "partitions")))
+    from ..review.targets import start_partitions
+
+    if count < limit and first not in start_partitions(count):
+        ctx.find("partition_start", "error",
+                 f"{t.name}: an access of {count} partitions starts at partition {first}; it may start at "
+                 f"{', '.join(map(str, start_partitions(count)))}", _cite(ctx, "partitions"))
+
+
+def check_read(ctx: Context, t: Any) -> None:
+    """A read of bytes no instruction wrote names the tile (its values read as NaN here)."""
+    if not np.all(t.mask == t.base.full):
+        unwritten = int(np.count_nonzero(t.mask != t.base.full))
+        ctx.find("read_uninitialised", "error",
+                 f"reads {unwritten} of {t.size} elements of {t.name} ({t.base.memory}, allocated at "
+                 f"{t.base.line}) that no instruction wrote",
+                 "documented: tile contents start undefined (nki.language.ndarray docs; AWS's simulator fills NaN)")
+
+
+def check_engine_access(ctx: Context, engine: str, tensors: list, name: str) -> None:
+    if engine == "gpsimd":
+        for t in tensors:
+            if t.base.memory.name == "psum":
+                ctx.find("engine_access", "error", f"{name} on GpSimd reaches {t.name} in PSUM, which GpSimd cannot "
+                         "access", "documented: NKI architecture guides (GpSimd engine has no PSUM access)")
+
+
+def check_matmul(ctx: Context, dst: Any, stationary: Any, moving: Any, double_row: bool) -> None:
+    tgt = ctx.target
+    k, m = stationary.shape[0], stationary.free_size()
+    k2, n = moving.shape[0], moving.free_size()
+    if k != k2:
+        raise KernelFault(ctx.find("shape_mismatch", "error", f"nc_matmul: stationary has {k} rows of K (partitions) "
+                                   f"and moving {k2}", "documented: nki.isa.nc_matmul docstring"))
+    kmax = int(tgt["matmul_contraction_double_row"]) if double_row and "matmul_contraction_double_row" in tgt \
+        else int(tgt["matmul_contraction"])
+    if k > kmax:
+        what = "in fp8 double_row mode" if double_row else f"for {stationary.dtype} inputs"
+        ctx.find("matmul_contraction", "error", f"nc_matmul contracts K = {k} rows; one instruction takes at most "
+                 f"{kmax} {what}", _cite(ctx, "matmul_contraction_double_row" if double_row else "matmul_contraction"))
+    if m > tgt["matmul_stationary_free"]:
+        ctx.find("matmul_stationary_free", "error", f"nc_matmul stationary free size M = {m} exceeds "
+                 f"{int(tgt['matmul_stationary_free'])}", _cite(ctx, "matmul_stationary_free"))
+    if n > tgt["matmul_moving_free"]:
+        ctx.find("matmul_moving_free", "error", f"nc_matmul moving free size N = {n} exceeds "
+                 f"{int(tgt['matmul_moving_free'])}", _cite(ctx, "matmul_moving_free"))
+    if dst.base.memory.name != "psum":
+        ctx.find("matmul_output_memory", "error", f"nc_matmul writes {dst.name} in {dst.base.memory}; the Tensor "
+                 "Engine writes its result to PSUM", _cite(ctx, "psum_bank_bytes"))
+    else:
+        nbytes = dst.free_size() * dst.dtype.itemsize
+        if nbytes > tgt["psum_bank_bytes"]:
+            ctx.find("matmul_psum_bank", "error", f"nc_matmul result {dst.name}: {dst.free_size()} x {dst.dtype} = "
+                     f"{nbytes} B per partition exceeds one {int(tgt['psum_bank_bytes'])} B PSUM bank",
+                     _cite(ctx, "psum_bank_bytes"))
+    formats = {stationary.dtype.format, moving.dtype.format}
+    allowed = {"fp32", "tf32", "bf16", "fp16", "e4m3", "e5m2"}
+    bad = formats - allowed
+    wide = formats & {"fp32", "tf32"}
+    if bad or (wide and formats - {"fp32", "tf32"}) or (len(formats) > 1 and not wide and not formats <= {"e4m3", "e5m2"}):
+        ctx.find("matmul_dtype", "error", f"nc_matmul inputs {stationary.dtype} x {moving.dtype}: the Tensor Engine "
+                 "takes fp8 (e4m3, e5m2), bf16, fp16, tf32 or fp32, fp32/tf32 only with each other",
+                 "documented: nki.isa.nc_matmul docstring; data-types.rst (FACTS.md s3)")
+    if "fp32" in formats:
+        ctx.find("matmul_fp32", "warning", f"nc_matmul on {stationary.dtype} x {moving.dtype}: fp32 inputs run at "
+                 f"{ctx.target['fp32_matmul_rate']:g}x the bf16 rate", _cite(ctx, "fp32_matmul_rate"))
+
+
+def check_accumulate(ctx: Context, dst: Any, adds: np.ndarray) -> None:
+    w = dst.writer
+    if w is not None and np.any(adds & (w == WRITER_OTHER)):
+        ctx.find("accumulate_non_matmul", "error", f"nc_matmul accumulates into {dst.name}, whose PSUM holds the "
+                 "result of a non-matmul instruction", "documented: nki.isa.nc_matmul docstring (PSUM accumulation "
+                 "adds matmul results)")
+
+
+def check_dma(ctx: Context, dst: Any, src: Any) -> None:
+    on_chip = dst if dst.base.memory.on_chip else src
+    first, count, _ = on_chip.partitions() if on_chip.base.memory.on_chip else (0, 1, 1)
+    per_partition = on_chip.size * on_chip.dtype.itemsize // max(count, 1)
+    if per_partition < ctx.target["dma_overhead_bytes"] * 2:
+        ctx.find("dma_small", "warning", f"dma moves {per_partition} B per partition ({src.name} -> {dst.name}); "
+                 f"below {int(ctx.target['dma_overhead_bytes'] * 2)} B a transfer is dominated by its fixed cost "
+                 f"(at least {int(ctx.target['dma_recommended_bytes'])} B recommended)",
+                 _cite(ctx, "dma_recommended_bytes"))
+
+
+def check_partitions_used(ctx: Context, name: str, t: Any) -> None:
+    if t.base.memory.on_chip:
+        _, count, _ = t.partitions()
+        if count < ctx.target["partitions"]:
+            ctx.find("partial_partitions", "warning", f"{name} uses {count} of {int(ctx.target['partitions'])} "
+                     "partitions", _cite(ctx, "partitions"))
+
+
+def capacity(ctx: Context) -> None:
+    """Peak live SBUF and PSUM per partition over the run: a buffer is live from its allocation
+    to its last use (PSUM: whole 2 KiB banks per buffer, assumption ``psum_allocation``)."""
+    bank = int(ctx.target["psum_bank_bytes"])
+    by_bank = ctx.assumptions.get("psum_allocation", "bank") == "bank"
+    for memory, limit_key in (("sbuf", "sbuf_partition_bytes"), ("psum", "psum_partition_bytes")):
+        events = []
+        for b in ctx.buffers:
+            if b.memory.name != memory or b.first_use is None:
+                continue
+            size = b.partition_bytes
+            if memory == "psum" and by_bank:
+                size = -(-size // bank) * bank
+            events.append((b.alloc_step, 1, size, b))
+            events.append((b.last_use, 0, -size, b))
+        events.sort(key=lambda e: (e[0], e[1]))
+        live, peak, peak_buffer = 0, 0, None
+        for _, _, size, b in events:
+            live += size
+            if live > peak:
+                peak, peak_buffer = live, b
+        limit = int(ctx.target[limit_key])
+        if peak > limit:
+            unit = f" ({peak // bank} banks)" if memory == "psum" else ""
+            ctx.find(f"{memory}_capacity", "error", f"live {memory.upper()} reaches {peak} B per partition{unit} when "
+                     f"{peak_buffer.name} is allocated; the target holds {limit} B", _cite(ctx, limit_key),
+                     at=peak_buffer.line)

@@ -1,0 +1,307 @@
+"""Running a kernel: ``run`` (outputs, findings, trace, the op-level platform), ``simulate`` (AWS's
+spelling: outputs only) and ``jit`` (the ``@nki.jit`` decorator: a kernel callable directly inside
+a run, with numpy arrays under ``installed()``, and over an SPMD grid as ``kernel[g0, g1]``).
+
+The target's assumptions are every undocumented behaviour the instructions rest on: the Trainium
+platform's (PE order, products, PSUM rounding, ...) and the instruction layer's own below; each is
+named, has alternatives, and is switchable per run with ``assume={name: value}``.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import numpy as np
+
+import importlib
+
+_platforms = importlib.import_module("numeq.platforms")  # the module (numeq.platforms is also a function)
+from ..review.targets import target as _target
+from . import _rules
+from ._context import Context, Finding, Instruction, KernelFault, current, running, where, active
+from ._dtypes import dtype_of
+from ._tensor import MEMORIES, Buffer, Tensor
+
+__all__ = ["Run", "jit", "run", "simulate", "simulate_kernel", "ASSUMPTIONS", "assumptions_of"]
+
+# The instruction layer's own assumptions: name -> (alternatives, the default first; what it means;
+# why it is one).
+ASSUMPTIONS: dict[str, tuple[tuple[str, ...], str, str]] = {
+    "matmul_accumulate": (("first_write", "after_read", "always", "never"),
+                          "how nc_matmul without accumulate= treats PSUM: first_write overwrites a location no matmul "
+                          "has written since its allocation and adds to later ones; after_read also overwrites a "
+                          "location whose matmul result another instruction has read since; always adds; never "
+                          "overwrites",
+                          "nki.isa.nc_matmul docs (0.3.0+): accumulate=None is auto, the first write to a PSUM "
+                          "location overwrites and later writes accumulate; what a location is across a tile's "
+                          "reuse is the compiler's inference, not documented (FACTS.md s3)"),
+    "activation_affine": (("rounded", "fused"),
+                          "activation's data * scale + bias: each operation rounded to fp32, or one rounding",
+                          "nki.isa.activation docs give the formula, not its rounding (FACTS.md s3)"),
+    "tensor_scalar_fusion": (("rounded", "fused"),
+                             "tensor_scalar's two operators: the first result rounded to fp32, or one rounding of "
+                             "both (where both are + - *)",
+                             "nki.isa.tensor_scalar docs give the formula, not its rounding (FACTS.md s3)"),
+    "dma_cast_rounding": (("nearest_even", "toward_zero"),
+                          "the rounding of a DMA's dtype cast (through fp32)",
+                          "docs: DMA casts go through fp32; their rounding is not stated (FACTS.md s3)"),
+    "psum_allocation": (("bank", "bytes"),
+                        "PSUM capacity counted in whole 2 KiB banks per tile, or in bytes",
+                        "the allocator's granularity is not documented; matmul results occupy banks"),
+}
+
+
+def assumptions_of(target_name: str) -> dict[str, dict]:
+    """Every assumption of a target: the platform's and the instruction layer's, each as
+    {value, alternatives, meaning, source}."""
+    t = _target(target_name)
+    out = {}
+    for a in _platforms.platform_assumptions(t.platform):
+        out[a["name"]] = {"value": a["value"], "alternatives": list(a["alternatives"]), "meaning": a["meaning"],
+                          "source": a["source"]}
+    for name, (alts, meaning, source) in ASSUMPTIONS.items():
+        out[name] = {"value": alts[0], "alternatives": list(alts), "meaning": meaning, "source": source}
+    return out
+
+
+def _chosen(target_name: str, assume: dict | None) -> dict[str, dict]:
+    table = assumptions_of(target_name)
+    for key, value in (assume or {}).items():
+        if key not in table:
+            raise ValueError(f"assume: {target_name} has no assumption {key!r}; valid: {', '.join(table)}")
+        value = str(value).lower() if isinstance(value, bool) else str(value)
+        if value not in table[key]["alternatives"]:
+            raise ValueError(f"assume: {key} cannot be {value!r}; valid: {', '.join(table[key]['alternatives'])}")
+        table[key]["value"] = value
+    return table
+
+
+@dataclass
+class Run:
+    """What running a kernel gave: ``outputs`` (numpy / ml_dtypes arrays: the kernel's return value,
+    or the HBM outputs it wrote), ``findings`` (the limits it broke), ``trace`` (every instruction),
+    ``platform`` (the op-level platform its matmuls amount to, for ``numeq.compare``), ``target``
+    and ``assumptions`` (name -> value, every one shown)."""
+
+    outputs: Any
+    findings: list[Finding]
+    trace: list[Instruction]
+    platform: str
+    target: str
+    assumptions: dict[str, str]
+    completed: bool = True
+
+    @property
+    def errors(self) -> list[Finding]:
+        return [f for f in self.findings if f.severity == "error"]
+
+    @property
+    def warnings(self) -> list[Finding]:
+        return [f for f in self.findings if f.severity == "warning"]
+
+    def engines(self) -> dict[str, dict]:
+        """Per engine: instructions, FLOPs, bytes and estimated cycles."""
+        out: dict[str, dict] = {}
+        for ins in self.trace:
+            e = out.setdefault(ins.engine, {"instructions": 0, "flops": 0, "bytes": 0, "cycles": 0})
+            e["instructions"] += 1
+            e["flops"] += ins.flops
+            e["bytes"] += ins.bytes
+            e["cycles"] += ins.cycles
+        return out
+
+    def summary(self) -> str:
+        lines = [f"target {self.target}; platform {self.platform}"]
+        lines += [str(f) for f in self.findings] or ["no findings"]
+        for name, e in self.engines().items():
+            lines.append(f"{name:7s} {e['instructions']:7d} instructions {e['flops']:14d} FLOP {e['bytes']:12d} B "
+                         f"{e['cycles']:12d} cycles")
+        return "\n".join(lines)
+
+
+class _RunContext(Context):
+    """A Context that knows the Trainium platform the target runs."""
+
+    def __init__(self, target_name: str, assume: dict | None, grid: tuple = ()) -> None:
+        table = _chosen(target_name, assume)
+        super().__init__(_target(target_name), {k: v["value"] for k, v in table.items()}, grid)
+        self.table = table
+        self.platform_names = {a["name"] for a in _platforms.platform_assumptions(self.target.platform)}
+        self._tile_platforms: dict = {}
+
+    def _platform(self, extra: dict[str, Any]) -> str:
+        chosen = [f"{k}={self.table[k]['value']}" for k in self.table
+                  if k in self.platform_names and self.table[k]["value"] != self.table[k]["alternatives"][0]]
+        chosen += [f"{k}={v}" for k, v in extra.items()]
+        return self.target.platform + (f"[{','.join(chosen)}]" if chosen else "")
+
+    def tile_platform(self, k: int, double_row: bool) -> str:
+        """The platform of one nc_matmul: the kernel's assumptions, its K as the one tile."""
+        key = (k, double_row)
+        if key not in self._tile_platforms:
+            extra: dict[str, Any] = {"k_tile": k}
+            if double_row and self.assumptions.get("fp8_double_row") != "on":
+                extra = {"fp8_double_row": "on", "k_tile": k}
+            self._tile_platforms[key] = self._platform(extra)
+        return self._tile_platforms[key]
+
+    def sum_platform(self) -> str:
+        return self._platform({})
+
+
+
+def _kernel_arguments(ctx: Context, fn: Callable, args: tuple, kwargs: dict) -> tuple[tuple, dict, list]:
+    """numpy arrays become HBM tensors (written: they are the kernel's inputs); other values pass."""
+    tensors: list[Tensor] = []
+
+    def wrap(x: Any, name: str) -> Any:
+        if isinstance(x, np.ndarray) or (hasattr(x, "__array__") and hasattr(x, "dtype") and hasattr(x, "shape")):
+            arr = np.asarray(x)
+            if isinstance(x, np.ma.MaskedArray):
+                raise TypeError(f"{name}: masked arrays are not kernel inputs; pass a plain array")
+            d = dtype_of(arr.dtype, name)
+            data = np.array(arr, dtype=d.storage, copy=True, order="C")
+            t = ctx.allocate(Buffer(arr.shape, d, MEMORIES["shared_hbm"], name, "<input>", data=data)).whole()
+            tensors.append(t)
+            return t
+        return x
+
+    try:
+        names = list(inspect.signature(fn).parameters)
+    except (TypeError, ValueError):
+        names = []
+    new_args = tuple(wrap(a, names[i] if i < len(names) else f"arg{i}") for i, a in enumerate(args))
+    new_kwargs = {k: wrap(v, k) for k, v in kwargs.items()}
+    return new_args, new_kwargs, tensors
+
+
+def _outputs(ctx: Context, result: Any) -> Any:
+    def out(x: Any) -> Any:
+        if isinstance(x, Tensor):
+            if not np.all(x.mask == x.base.full):
+                ctx.find("output_unwritten", "error", f"output {x.name} holds {int(np.count_nonzero(x.mask != x.base.full))} "
+                         f"of {x.size} elements no instruction wrote", "documented: tensors start undefined "
+                         "(nki.language.ndarray docs)", at=x.base.line)
+            return np.array(x.data, copy=True) if x.dtype.format != "tf32" else np.array(x.data, copy=True)
+        if isinstance(x, (tuple, list)):
+            return type(x)(out(v) for v in x)
+        if isinstance(x, dict):
+            return {k: out(v) for k, v in x.items()}
+        return x
+
+    return out(result)
+
+
+def _execute(fn: Callable, args: tuple, kwargs: dict, target: str, assume: dict | None, grid: tuple) -> Run:
+    grid = tuple(int(g) for g in (grid or ()))
+    ctx = _RunContext(target, assume, grid)
+    completed = True
+    result: Any = None
+    with running(ctx):
+        a, k, _ = _kernel_arguments(ctx, fn, args, kwargs)
+        programs = list(np.ndindex(*grid)) if grid else [()]
+        try:
+            for p in programs:
+                ctx.program = p
+                r = fn(*a, **k)
+                result = r if result is None else result
+        except KernelFault:
+            completed = False
+        _rules.capacity(ctx)
+        outputs = _outputs(ctx, result) if completed else None
+    return Run(outputs, ctx.findings, ctx.trace, _kernel_platform(ctx), target,
+               {k: v["value"] for k, v in ctx.table.items()}, completed)
+
+
+def _kernel_platform(ctx: _RunContext) -> str:
+    """The op-level platform the kernel's matmuls amount to: the K tile its nc_matmuls contract
+    (``k_tile``) when every instruction but an output tile's last contracts the same K."""
+    ks = [ins.detail["k"] for ins in ctx.trace if ins.name == "nc_matmul"]
+    extra: dict[str, Any] = {}
+    double = any(ins.detail.get("double_row") for ins in ctx.trace if ins.name == "nc_matmul")
+    if double and ctx.assumptions.get("fp8_double_row") != "on":
+        extra["fp8_double_row"] = "on"
+    if ks:
+        full = max(ks)
+        default = 256 if double else 128
+        if full != default:
+            extra["k_tile"] = full
+    for key, value in getattr(ctx, "platform_options", {}).items():
+        extra[key] = value
+    return ctx._platform(extra)
+
+
+def run(kernel: Any, *arrays: Any, target: str = "trn2", assume: dict | None = None, grid: Any = None,
+        **kernel_kwargs: Any) -> Run:
+    """Run ``kernel`` on numpy arrays: every instruction computed by numeq's NeuronCore model, the
+    target's limits checked, the trace recorded. Returns a ``Run``."""
+    fn = getattr(kernel, "func", kernel)
+    if grid is None:
+        grid = getattr(kernel, "grid", None)
+    if isinstance(grid, int):
+        grid = (grid,)
+    return _execute(fn, arrays, kernel_kwargs, target, assume, tuple(grid or ()))
+
+
+def simulate(kernel: Any, target: str = "trn2", assume: dict | None = None) -> Callable:
+    """``simulate(kernel)(*arrays)``: the kernel's outputs (AWS's spelling); an error finding that
+    stops the kernel raises."""
+    def call(*arrays: Any, **kwargs: Any) -> Any:
+        r = run(kernel, *arrays, target=target, assume=assume, **kwargs)
+        if not r.completed:
+            raise KernelFault(r.errors[-1])
+        return r.outputs
+    return call
+
+
+def simulate_kernel(kernel: Any, *arrays: Any, **kwargs: Any) -> Any:
+    """AWS's older spelling: ``simulate_kernel(kernel, *arrays)``."""
+    return simulate(kernel)(*arrays, **kwargs)
+
+
+class Kernel:
+    """An ``@nki.jit`` kernel: inside a run it is a plain call (helpers are nested kernels); with
+    numpy arrays under ``installed()`` it runs the kernel on numeq; ``kernel[g0, g1]`` sets its
+    SPMD grid."""
+
+    def __init__(self, func: Callable, grid: tuple = (), options: dict | None = None) -> None:
+        self.func = func
+        self.grid = grid
+        self.options = options or {}
+        functools.update_wrapper(self, func)
+
+    def __getitem__(self, grid: Any) -> "Kernel":
+        g = grid if isinstance(grid, tuple) else (grid,)
+        return Kernel(self.func, tuple(int(x) for x in g), self.options)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if active():
+            return self.func(*args, **kwargs)
+        from . import _install
+
+        settings = _install.settings()
+        if settings is None:
+            raise RuntimeError(f"{self.func.__name__}: an @nki.jit kernel runs on numeq through "
+                               "numeq.nki.simulate(kernel)(...), numeq.nki.run(kernel, ...) or inside "
+                               "numeq.nki.installed()")
+        r = run(self, *args, target=settings["target"], assume=settings["assume"], **kwargs)
+        settings["runs"].append(r)
+        if not r.completed:
+            raise KernelFault(r.errors[-1])
+        return r.outputs
+
+
+def jit(func: Callable | None = None, *, mode: str | None = None, platform_target: str | None = None,
+        **options: Any) -> Any:
+    """``@nki.jit`` (also ``@nki.jit(mode=...)``, ``platform_target=`` of earlier releases)."""
+    if platform_target is not None:
+        import warnings
+
+        warnings.warn("nki.jit(platform_target=) is a keyword of an earlier NKI release; numeq.nki takes the target "
+                      "from run(target=) / installed(target=)", DeprecationWarning, stacklevel=2)
+    if func is None:
+        return lambda f: Kernel(f, (), dict(options, mode=mode))
+    return Kernel(func, (), dict(options, mode=mode))

@@ -1,0 +1,229 @@
+"""Tensors of the NeuronCore model: an allocation (``Buffer``) in one memory and the views kernels
+take of it (``Tensor``: slices, ``nl.ds``, ``.ap()`` access patterns, ``.reshape``, ``.view``).
+
+Every buffer carries, beside its data, a mask of the bytes some instruction wrote: contents start
+undefined on the hardware (AWS's simulator fills NaN), so a read of bytes nothing wrote is a finding
+that names the tile, never a silent NaN. The mask has the data's itemsize, so every view (a slice,
+an access pattern, a bitcast) applies to both arrays with the same byte strides. PSUM buffers also
+record what wrote each element (a matmul, a memset, another instruction): the matmul accumulation
+rules read it.
+"""
+
+from __future__ import annotations
+
+import itertools
+import operator
+from typing import Any, Sequence
+
+import numpy as np
+
+from ._dtypes import DType, dtype_of, storage_dtype
+
+__all__ = ["Buffer", "Memory", "Tensor", "MEMORIES", "ds", "DynSlice", "WRITER_NONE", "WRITER_MATMUL",
+           "WRITER_MEMSET", "WRITER_OTHER", "WRITER_READ"]
+
+
+class Memory:
+    """A memory of the NeuronCore (``nl.sbuf``, ``nl.psum``, ``nl.hbm``, ``nl.shared_hbm``,
+    ``nl.private_hbm``); prints as NKI's name."""
+
+    def __init__(self, name: str, on_chip: bool) -> None:
+        self.name = name
+        self.on_chip = on_chip
+
+    def __repr__(self) -> str:
+        return self.name
+
+    __str__ = __repr__
+
+
+MEMORIES = {m.name: m for m in (Memory("sbuf", True), Memory("psum", True), Memory("shared_hbm", False),
+                                Memory("private_hbm", False))}
+MEMORIES["hbm"] = MEMORIES["private_hbm"]  # nl.hbm is an alias of private_hbm (nki.language 0.3.0+)
+
+# What last wrote a PSUM element (the accumulation rules of nc_matmul read it).
+# WRITER_READ: a matmul result another instruction has read since (evacuated).
+WRITER_NONE, WRITER_MATMUL, WRITER_MEMSET, WRITER_OTHER, WRITER_READ = 0, 1, 2, 3, 4
+
+_ids = itertools.count(1)
+
+
+class DynSlice:
+    """``nl.ds(start, size, step=1)``: ``size`` elements from ``start``."""
+
+    __slots__ = ("start", "size", "step")
+
+    def __init__(self, start: int, size: int, step: int = 1) -> None:
+        self.start, self.size, self.step = operator.index(start), operator.index(size), operator.index(step)
+
+    def __repr__(self) -> str:
+        return f"ds({self.start}, {self.size})"
+
+
+def ds(start: int, size: int, step: int = 1) -> DynSlice:
+    """A dynamic slice: ``size`` elements from ``start`` (``nl.ds``)."""
+    return DynSlice(start, size, step)
+
+
+class Buffer:
+    """One allocation: its memory, dtype, shape, name, the kernel line that made it, the data and
+    the written-bytes mask (and, in PSUM, each element's last writer)."""
+
+    def __init__(self, shape: Sequence[int], dtype: DType, memory: Memory, name: str, line: str,
+                 data: np.ndarray | None = None) -> None:
+        self.id = next(_ids)
+        self.shape = tuple(int(s) for s in shape)
+        self.dtype = dtype
+        self.memory = memory
+        self.name = name or f"{memory.name}_{self.id}"
+        self.line = line
+        st = storage_dtype(dtype)
+        mask_type = np.dtype(f"u{st.itemsize}")
+        if data is None:
+            self.data = np.zeros(self.shape, dtype=st)
+            self.mask = np.zeros(self.shape, dtype=mask_type)
+        else:
+            self.data = data
+            self.mask = np.full(self.shape, np.iinfo(mask_type).max, dtype=mask_type)
+        self.full = np.iinfo(mask_type).max
+        self.writer = np.zeros(self.shape, dtype=mask_type) if memory.name == "psum" else None
+        self.first_use: int | None = None
+        self.last_use: int | None = None
+        self.alloc_step = 0
+
+    @property
+    def partition_bytes(self) -> int:
+        """Bytes each partition holds (SBUF, PSUM: dim 0 is the partition axis)."""
+        return int(np.prod(self.shape[1:], dtype=np.int64)) * self.dtype.itemsize if self.shape else self.dtype.itemsize
+
+    def whole(self) -> "Tensor":
+        return Tensor(self, self.data, self.mask, self.writer, self.dtype)
+
+
+class Tensor:
+    """A view of a buffer, as NKI kernels hold it: ``shape``, ``dtype``, ``buffer`` (the memory),
+    ``name``; indexing, ``.ap()``, ``.reshape`` and ``.view`` give further views."""
+
+    __slots__ = ("base", "data", "mask", "writer", "dtype")
+
+    def __init__(self, base: Buffer, data: np.ndarray, mask: np.ndarray, writer: np.ndarray | None,
+                 dtype: DType) -> None:
+        self.base = base
+        self.data = data
+        self.mask = mask
+        self.writer = writer
+        self.dtype = dtype
+
+    # --- what kernels read -------------------------------------------------------------------
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self.data.shape
+
+    @property
+    def ndim(self) -> int:
+        return self.data.ndim
+
+    @property
+    def buffer(self) -> Memory:
+        return self.base.memory
+
+    @property
+    def name(self) -> str:
+        return self.base.name
+
+    @property
+    def size(self) -> int:
+        return int(self.data.size)
+
+    def __len__(self) -> int:
+        return self.data.shape[0]
+
+    def __repr__(self) -> str:
+        return f"Tensor({self.base.name}, shape={self.shape}, dtype={self.dtype}, buffer={self.base.memory})"
+
+    # --- views -------------------------------------------------------------------------------
+    def _apply(self, f) -> "Tensor":
+        return Tensor(self.base, f(self.data), f(self.mask), None if self.writer is None else f(self.writer),
+                      self.dtype)
+
+    def __getitem__(self, key: Any) -> "Tensor":
+        from ._context import current
+        from . import _indexing
+
+        index = _indexing.normalise(key, self.shape, self)
+        if isinstance(index, _indexing.Gather):
+            return index.view(self)
+        return self._apply(lambda a: a[index])
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        from . import _indexing
+
+        _indexing.assign(self, key, value)
+
+    def ap(self, pattern: Sequence[Sequence[int]] | None = None, offset: int = 0, *args: Any, **kwargs: Any) -> "Tensor":
+        """An access pattern over this tensor's elements: ``pattern`` = [[stride, count], ...]
+        outermost first, strides in elements, from element ``offset`` of this view's start.
+
+        The first pair is the partition axis in SBUF / PSUM. Every element the pattern reaches must
+        lie inside the buffer (IndexError otherwise)."""
+        from ._indexing import access_pattern
+
+        return access_pattern(self, pattern, offset, *args, **kwargs)
+
+    def reshape(self, *shape: Any) -> "Tensor":
+        """The same elements in another shape (the view must be contiguous, as NKI's is)."""
+        if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
+            shape = tuple(shape[0])
+        shape = tuple(operator.index(s) for s in shape)
+
+        def reshaped(a: np.ndarray) -> np.ndarray:
+            v = a.view()
+            try:
+                v.shape = shape
+            except (AttributeError, ValueError) as e:
+                raise ValueError(f"reshape: cannot view {self.name} of shape {self.shape} as {shape} without "
+                                 f"copying ({e})") from None
+            return v
+
+        return self._apply(reshaped)
+
+    def view(self, dtype: Any) -> "Tensor":
+        """The same bytes read as ``dtype`` (a bitcast; the last axis scales by the itemsizes)."""
+        d = dtype_of(dtype, "dtype")
+        st = storage_dtype(d)
+        mask_type = np.dtype(f"u{st.itemsize}")
+        try:
+            data = self.data.view(st)
+            mask = self.mask.view(mask_type)
+        except ValueError as e:
+            raise ValueError(f"view: cannot read {self.name} of shape {self.shape} as {d} ({e})") from None
+        writer = None if self.writer is None else self.writer.view(mask_type)
+        return Tensor(self.base, data, mask, writer, d)
+
+    def bitcast(self, dtype: Any) -> "Tensor":
+        return self.view(dtype)
+
+    # --- where the view lies -------------------------------------------------------------------
+    def element_offset(self) -> int:
+        """The element offset of this view's first element from its buffer's start."""
+        base = self.base.data
+        return (self.data.__array_interface__["data"][0] - base.__array_interface__["data"][0]) // base.itemsize
+
+    def partitions(self) -> tuple[int, int, int]:
+        """(first partition, count, step) this on-chip view touches (dim 0 is the partition axis)."""
+        base = self.base
+        if not base.shape:
+            return 0, 1, 1
+        row = base.data.strides[0] if base.data.ndim else base.data.itemsize
+        start_byte = self.data.__array_interface__["data"][0] - base.data.__array_interface__["data"][0]
+        first = start_byte // row if row else 0
+        if self.data.ndim == 0:
+            return first, 1, 1
+        step = self.data.strides[0] // row if row else 0
+        return first, self.data.shape[0], step
+
+    def free_size(self) -> int:
+        return int(np.prod(self.shape[1:], dtype=np.int64)) if self.ndim else 1
+
+    # Arithmetic and in-place operators belong to the older interface (tiles as values); the
+    # language module installs them.

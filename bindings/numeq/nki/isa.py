@@ -1,0 +1,518 @@
+"""``nki.isa`` on numeq: NeuronCore instructions, each computed the way numeq's Trainium model says
+the engine computes it (``_numerics``), its operands checked against the target's limits
+(``_rules``) and recorded in the run's trace (``_engine``).
+
+Current interface (destination first): ``nisa.nc_matmul(dst, stationary, moving)``,
+``nisa.dma_copy(dst=, src=)``, ``nisa.tensor_copy(dst, src)``, ... The older value-returning form
+(``res = nisa.nc_matmul(stationary, moving)``) is accepted too: the instruction allocates its
+result (PSUM for the Tensor Engine, SBUF otherwise) and returns it.
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any
+
+import numpy as np
+
+from . import _numerics, _rules
+from ._alu import alu, op_name
+from ._context import KernelFault, current
+from ._dtypes import dtype_of
+from ._engine import Engine, as_tensor, cost_elementwise, engine_name, new_tile, read, write
+from ._tensor import WRITER_MATMUL, WRITER_MEMSET, WRITER_READ, Tensor
+
+__all__ = [
+    "activation", "dma_copy", "engine", "memset", "nc_matmul", "nc_transpose", "reciprocal", "tensor_copy",
+    "tensor_reduce", "tensor_scalar", "tensor_tensor", "iota",
+]
+
+
+class engine:  # noqa: N801 - NKI's spelling (nisa.engine.vector, ...)
+    tensor = Engine("tensor")
+    vector = Engine("vector")
+    scalar = Engine("scalar")
+    activation = Engine("scalar")
+    gpsimd = Engine("gpsimd")
+    pool = Engine("gpsimd")
+    sync = Engine("dma")
+    dma = Engine("dma")
+    unknown = Engine("unknown")
+
+
+# Older releases' engine constants.
+tensor_engine, vector_engine, scalar_engine, gpsimd_engine, unknown_engine = (
+    engine.tensor, engine.vector, engine.scalar, engine.gpsimd, engine.unknown)
+
+
+def _stale(keyword: str, meaning: str) -> None:
+    from ._context import where
+
+    warnings.warn(f"{where()}: {keyword} is a keyword of an earlier NKI release; numeq.nki reads it as {meaning}",
+                  DeprecationWarning, stacklevel=3)
+
+
+def _extra(name: str, kwargs: dict) -> None:
+    if kwargs:
+        raise current().unsupported(f"nisa.{name}'s keyword(s) {', '.join(sorted(kwargs))}")
+
+
+# --- data movement ------------------------------------------------------------------------------
+
+def dma_copy(dst: Any = None, src: Any = None, *, dst_rmw_op: Any = None, oob_mode: Any = None, dge_mode: Any = None,
+             mask: Any = None, name: str = "", **kwargs: Any) -> Any:
+    """dst = src through a DMA engine; a dtype change goes through fp32 (nki.isa.dma_copy docs:
+    DMA casts via fp32), rounding to nearest even (assumption ``dma_cast_rounding``).
+    ``dst_rmw_op=nl.add`` accumulates: dst = dst + src in fp32."""
+    ctx = current()
+    kwargs.pop("engine", None)
+    _extra("dma_copy", kwargs)
+    if mask is not None:
+        raise ctx.unsupported("nisa.dma_copy(mask=)")
+    dst, src = as_tensor(dst, "dst"), as_tensor(src, "src")
+    _rules.check_on_chip(ctx, src)
+    _rules.check_read(ctx, src)
+    if dst.size != src.size:
+        raise KernelFault(ctx.find("shape_mismatch", "error", f"dma_copy: {src.name} {src.shape} -> {dst.name} "
+                                   f"{dst.shape} differ in size", "documented: nki.isa.dma_copy docstring"))
+    _rules.check_dma(ctx, dst, src)
+    if dst_rmw_op is not None:
+        values = alu(dst_rmw_op, read(ctx, dst, "dst"), read(ctx, src, "src").reshape(dst.shape), "dst_rmw_op")
+        write(ctx, dst, values)
+    elif dst.dtype == src.dtype:
+        write(ctx, dst, None, bits=src.data.reshape(dst.shape) if src.shape != dst.shape else src.data)
+    else:
+        rounding = ctx.assumptions.get("dma_cast_rounding", "nearest_even")
+        v = _numerics.fp32_values(src.data, src.dtype)
+        write(ctx, dst, None, bits=_numerics.cast_into(v.reshape(dst.shape), dst.dtype, rounding, seed=ctx.step))
+    ctx.issue("dma", "dma_copy", [dst], [src], nbytes=src.size * src.dtype.itemsize)
+    return dst
+
+
+def tensor_copy(*args: Any, engine: Any = None, dtype: Any = None, name: str = "", mask: Any = None,
+                **kwargs: Any) -> Any:
+    """dst = src on an engine: the same dtype copies the bits; another dtype casts through fp32
+    with the output rounding (nki.isa.tensor_copy docs). Older form: ``tensor_copy(src, dtype=)``
+    returns a new SBUF tile."""
+    ctx = current()
+    dst, src = kwargs.pop("dst", None), kwargs.pop("src", None)
+    _extra("tensor_copy", kwargs)
+    pos = list(args)
+    if dst is None and src is None and len(pos) == 1:
+        src = pos.pop()
+    if src is None and pos:
+        if dst is None:
+            dst = pos.pop(0)
+        src = pos.pop(0) if pos else None
+    if pos or src is None:
+        raise TypeError("tensor_copy: expected tensor_copy(dst, src) (or the older tensor_copy(src, dtype=))")
+    src = as_tensor(src, "src")
+    if dst is None:
+        dst = new_tile(src.shape, dtype or src.dtype)
+    elif dtype is not None:
+        _stale("tensor_copy(dtype=)", "the destination's dtype")
+    if mask is not None:
+        raise ctx.unsupported("nisa.tensor_copy(mask=)")
+    dst = as_tensor(dst, "dst")
+    eng = engine_name(engine, "vector")
+    _rules.check_engine_access(ctx, eng, [dst, src], "tensor_copy")
+    if eng == "gpsimd" and src.base.memory.name == "psum":
+        ctx.find("psum_gpsimd", "warning", f"tensor_copy on GpSimd evacuates {src.name} from PSUM",
+                 "documented: NKI architecture guides (GpSimd has no PSUM port)")
+    values = read(ctx, src, "src", eng)
+    if dst.dtype == src.dtype and not (eng == "scalar" and ctx.target.core == "NeuronCore-v2"):
+        write(ctx, dst, None, bits=src.data)
+    else:  # ScalarE on NeuronCore-v2 goes through fp32 even for the same dtype (nki.isa docs)
+        write(ctx, dst, values)
+    _rules.check_partitions_used(ctx, "tensor_copy", dst)
+    ctx.issue(eng, "tensor_copy", [dst], [src], cycles=cost_elementwise(dst))
+    return dst
+
+
+def memset(dst: Any = None, value: Any = 0, dtype: Any = None, engine: Any = None, *, shape: Any = None,
+           name: str = "", **kwargs: Any) -> Any:
+    """Every element of dst = value, cast into dst's dtype (nearest even: assumption
+    ``memset_cast``). Older form ``memset(shape=, value=, dtype=)`` returns a new SBUF tile."""
+    ctx = current()
+    _extra("memset", kwargs)
+    if dst is None or not isinstance(dst, Tensor):
+        if shape is None and dst is not None:
+            shape = dst
+        dst = new_tile(tuple(shape), dtype or "float32")
+    eng = engine_name(engine, "vector")
+    v = np.full(dst.shape, np.float32(value), dtype=np.float32)
+    write(ctx, dst, v, WRITER_MEMSET if float(value) == 0.0 else 3)
+    ctx.issue(eng, "memset", [dst], [], cycles=cost_elementwise(dst))
+    return dst
+
+
+# --- Tensor Engine -------------------------------------------------------------------------------
+
+def _double_row(perf_mode: Any) -> bool:
+    name = getattr(perf_mode, "name", perf_mode)
+    return name is not None and "double_row" in str(name)
+
+
+def nc_matmul(*args: Any, is_stationary_onezero: bool = False, is_moving_onezero: bool = False,
+              is_transpose: bool = False, tile_position: Any = None, tile_size: Any = None, perf_mode: Any = None,
+              accumulate: Any = None, name: str = "", **kwargs: Any) -> Any:
+    """dst[M, N] (PSUM, fp32) <- stationary[K, M]^T @ moving[K, N]: the Trainium platform's PE-array
+    plan for one tile of K, then PSUM accumulation in fp32 (``accumulate``: True adds, False
+    overwrites, None: the target's ``matmul_accumulate`` assumption). Older form
+    ``nc_matmul(stationary, moving)`` returns a new PSUM tile."""
+    ctx = current()
+    dst, stationary, moving = kwargs.pop("dst", None), kwargs.pop("stationary", None), kwargs.pop("moving", None)
+    _extra("nc_matmul", kwargs)
+    pos = list(args)
+    if dst is None and len(pos) == 3:
+        dst = pos.pop(0)
+    if stationary is None and pos:
+        stationary = pos.pop(0)
+    if moving is None and pos:
+        moving = pos.pop(0)
+    if pos or stationary is None or moving is None:
+        raise TypeError("nc_matmul: expected nc_matmul(dst, stationary, moving)")
+    stationary, moving = as_tensor(stationary, "stationary"), as_tensor(moving, "moving")
+    if tile_position or tile_size:
+        raise ctx.unsupported("nisa.nc_matmul(tile_position=, tile_size=) (PE tiling)")
+    if is_transpose:
+        return nc_transpose(dst, moving, engine=engine.tensor) if dst is not None else nc_transpose(moving)
+    m, n = stationary.free_size(), moving.free_size()
+    legacy = dst is None
+    if legacy:
+        dst = new_tile((m, n), "float32", "psum")
+    dst = as_tensor(dst, "dst")
+    double_row = _double_row(perf_mode)
+    _rules.check_matmul(ctx, dst, stationary, moving, double_row)
+    a = read(ctx, stationary, "stationary", "tensor").reshape(stationary.shape[0], m)
+    b = read(ctx, moving, "moving", "tensor").reshape(moving.shape[0], n)
+    k = a.shape[0]
+    fmt = _matmul_format(stationary.dtype.format, moving.dtype.format)
+    if a.shape[0] != b.shape[0]:
+        raise KernelFault(ctx.find("shape_mismatch", "error", "nc_matmul: K differs", "nki.isa.nc_matmul docstring"))
+    tile = _numerics.matmul_tile(a, b, fmt, ctx.tile_platform(k, double_row))
+    tile = tile.reshape(dst.shape) if tile.size == dst.size else tile
+    if tile.shape != dst.shape:
+        raise KernelFault(ctx.find("shape_mismatch", "error", f"nc_matmul result [{m}, {n}] does not fit {dst.name} {dst.shape}", "documented: nki.isa.nc_matmul docstring"))
+    adds = _accumulating(ctx, dst, accumulate)
+    if adds.any():
+        _rules.check_accumulate(ctx, dst, adds)
+        _rules.check_read(ctx, dst)
+        old = _numerics.fp32_values(dst.data, dst.dtype)
+        summed = _numerics.accumulate_fp32(old, tile, ctx.assumptions["psum_rounding"])
+        tile = summed if adds.all() else np.where(adds, summed, tile)
+    mode = "accumulate" if adds.all() else "overwrite" if not adds.any() else "mixed"
+    write(ctx, dst, tile, WRITER_MATMUL)
+    cycles = max(min(64, m), n) * (4 if "fp32" in (stationary.dtype.format, moving.dtype.format) else 1)
+    ctx.issue("tensor", "nc_matmul", [dst], [stationary, moving], flops=2 * k * m * n, cycles=cycles,
+              k=k, m=m, n=n, accumulate=mode, psum=(dst.base.id, dst.element_offset()),
+              in_fmt=fmt, double_row=double_row)
+    return dst
+
+
+def _matmul_format(a: str, b: str) -> str:
+    if a == b:
+        return a
+    for wide in ("fp32", "tf32"):  # fp32 x tf32: tf32 values are fp32 values
+        if {a, b} <= {"fp32", "tf32"}:
+            return "fp32"
+    if {a, b} <= {"e4m3", "e5m2"}:
+        return "fp16"  # every e4m3 and e5m2 value is an fp16 value; products stay exact
+    return "fp32"
+
+
+def _accumulating(ctx: Any, dst: Tensor, accumulate: Any) -> np.ndarray:
+    """Which elements of dst the matmul adds into (the rest it overwrites): as ``accumulate=``
+    states, else by the ``matmul_accumulate`` assumption. Its default, ``first_write``, is the
+    documented auto mode (nki.isa.nc_matmul, accumulate=None): the first matmul write to a PSUM
+    location overwrites, later ones add. ``after_read`` also overwrites a location whose matmul
+    result another instruction has read since (a tile reused after its evacuation)."""
+    rule = ctx.assumptions["matmul_accumulate"] if accumulate is None else ("always" if accumulate else "never")
+    if rule == "always":
+        return np.ones(dst.shape, dtype=bool)
+    if rule == "never" or dst.writer is None:
+        return np.zeros(dst.shape, dtype=bool)
+    if rule == "after_read":
+        return dst.writer == WRITER_MATMUL
+    return (dst.writer == WRITER_MATMUL) | (dst.writer == WRITER_READ)
+
+
+def nc_transpose(*args: Any, engine: Any = None, name: str = "", **kwargs: Any) -> Any:
+    """dst[F, P] = data[P, F]: on the Tensor Engine (a matmul with an identity into PSUM:
+    bit-accurate from NeuronCore-v3; on v2 through fp32 products, nki.isa docs) or the Vector
+    engine (32 x 32 blocks)."""
+    ctx = current()
+    dst, data = kwargs.pop("dst", None), kwargs.pop("data", None)
+    _extra("nc_transpose", kwargs)
+    pos = list(args)
+    if data is None:
+        data = pos.pop() if pos else None
+    if dst is None and pos:
+        dst = pos.pop()
+    data = as_tensor(data, "data")
+    eng = engine_name(engine, "tensor")
+    values = read(ctx, data, "data", eng).reshape(data.shape[0], data.free_size())
+    if dst is None:
+        dst = new_tile((values.shape[1], values.shape[0]), data.dtype if eng != "tensor" else data.dtype,
+                       "psum" if eng == "tensor" else "sbuf")
+    dst = as_tensor(dst, "dst")
+    if eng == "tensor" and dst.base.memory.name != "psum":
+        ctx.find("matmul_output_memory", "error", f"nc_transpose on the Tensor Engine writes {dst.name} in "
+                 f"{dst.base.memory}; its result goes to PSUM", "documented: nki.isa.nc_transpose docstring")
+    if dst.dtype == data.dtype:
+        write(ctx, dst, None, bits=np.ascontiguousarray(data.data.reshape(values.shape).T))
+    else:
+        write(ctx, dst, values.T)
+    ctx.issue(eng, "nc_transpose", [dst], [data], cycles=max(64, values.shape[0]))
+    return dst
+
+
+# --- Vector / Scalar / GpSimd ------------------------------------------------------------------
+
+def _dst_and(args: tuple, kwargs: dict, names: tuple[str, ...], legacy_when: Any) -> tuple:
+    """Split ``args`` / ``kwargs`` into (dst, values of ``names``), accepting the older form
+    without dst (``legacy_when(first positional)`` says it is)."""
+    pos = list(args)
+    dst = kwargs.pop("dst", None)
+    if dst is None and pos and not legacy_when(pos[0]) and len(pos) > 0 and isinstance(pos[0], Tensor):
+        # destination first when the call has one more tensor than the older form
+        if not legacy_when(pos):
+            dst = pos.pop(0)
+    values = []
+    for n in names:
+        if n in kwargs:
+            values.append(kwargs.pop(n))
+        elif pos:
+            values.append(pos.pop(0))
+        else:
+            values.append(None)
+    if pos:
+        raise TypeError(f"too many positional arguments ({len(pos)} left over)")
+    return dst, values
+
+
+def tensor_tensor(*args: Any, engine: Any = None, dtype: Any = None, name: str = "", **kwargs: Any) -> Any:
+    """dst = data1 <op> data2, elementwise in fp32, cast into dst (nki.isa.tensor_tensor)."""
+    ctx = current()
+    pos = list(args)
+    if "dst" not in kwargs and len(pos) >= 3 and all(isinstance(p, Tensor) for p in pos[:3]):
+        kwargs["dst"] = pos.pop(0)
+    dst = kwargs.pop("dst", None)
+    names = ["data1", "data2", "op"]
+    vals = {n: kwargs.pop(n) if n in kwargs else (pos.pop(0) if pos else None) for n in names}
+    _extra("tensor_tensor", kwargs)
+    d1, d2 = as_tensor(vals["data1"], "data1"), as_tensor(vals["data2"], "data2")
+    eng = engine_name(engine, "vector")
+    if d1.base.memory.name == "psum" and d2.base.memory.name == "psum":
+        ctx.find("engine_access", "error", f"tensor_tensor reads both {d1.name} and {d2.name} from PSUM; at most one "
+                 "operand may be in PSUM", "documented: nki.isa.tensor_tensor docstring")
+    _rules.check_engine_access(ctx, eng, [d1, d2] + ([dst] if isinstance(dst, Tensor) else []), "tensor_tensor")
+    x, y = read(ctx, d1, "data1", eng), read(ctx, d2, "data2", eng)
+    if y.shape != x.shape and y.size == x.size:
+        y = y.reshape(x.shape)
+    result = alu(vals["op"], x, y)
+    if dst is None:
+        dst = new_tile(d1.shape, dtype or d1.dtype)
+    dst = as_tensor(dst, "dst")
+    write(ctx, dst, result)
+    ctx.issue(eng, "tensor_tensor", [dst], [d1, d2], flops=dst.size, cycles=cost_elementwise(dst),
+              op=op_name(vals["op"]))
+    return dst
+
+
+def _operand(ctx: Any, operand: Any, shape: tuple, eng: str) -> Any:
+    """A tensor_scalar operand: a Python / numpy scalar, or a [P, 1] tensor broadcast along the
+    free axis (a per-partition scalar)."""
+    if isinstance(operand, Tensor):
+        v = read(ctx, operand, "operand", eng)
+        return v.reshape(v.shape[0], *([1] * (len(shape) - 1))) if v.ndim else v
+    return np.float32(operand)
+
+
+def tensor_scalar(*args: Any, engine: Any = None, dtype: Any = None, name: str = "", **kwargs: Any) -> Any:
+    """dst = (data op0 operand0) op1 operand1, in fp32; ``reverse0`` / ``reverse1`` swap an
+    operator's operands. Between the two operators the value is rounded to fp32 (assumption
+    ``tensor_scalar_fusion``: ``rounded``, or ``fused``: one rounding of the exact result where
+    both operators are + - or *)."""
+    ctx = current()
+    pos = list(args)
+    if "dst" not in kwargs and len(pos) >= 2 and isinstance(pos[0], Tensor) and isinstance(pos[1], Tensor):
+        kwargs["dst"] = pos.pop(0)
+    dst = kwargs.pop("dst", None)
+    names = ["data", "op0", "operand0", "reverse0", "op1", "operand1", "reverse1"]
+    vals = {n: kwargs.pop(n) if n in kwargs else (pos.pop(0) if pos else None) for n in names}
+    _extra("tensor_scalar", kwargs)
+    data = as_tensor(vals["data"], "data")
+    eng = engine_name(engine, "vector")
+    x = read(ctx, data, "data", eng)
+    first = _operand(ctx, vals["operand0"], x.shape, eng)
+    r = alu(vals["op0"], first, x) if vals["reverse0"] else alu(vals["op0"], x, first)
+    if vals["op1"] is not None:
+        second = _operand(ctx, vals["operand1"], x.shape, eng)
+        if ctx.assumptions.get("tensor_scalar_fusion", "rounded") == "fused":
+            r = _fused_two(vals, x, first, second, r)
+        else:
+            r = alu(vals["op1"], second, r) if vals["reverse1"] else alu(vals["op1"], r, second)
+    if dst is None:
+        dst = new_tile(data.shape, dtype or data.dtype)
+    dst = as_tensor(dst, "dst")
+    write(ctx, dst, r)
+    ctx.issue(eng, "tensor_scalar", [dst], [data], flops=dst.size * (2 if vals["op1"] is not None else 1),
+              cycles=cost_elementwise(dst), op0=op_name(vals["op0"]),
+              op1=None if vals["op1"] is None else op_name(vals["op1"]))
+    return dst
+
+
+def _fused_two(vals: dict, x: np.ndarray, a: Any, b: Any, rounded: np.ndarray) -> np.ndarray:
+    """(x op0 a) op1 b with one rounding, where both operators are add/subtract/multiply: the
+    exact value in binary64 products and the reference sum, rounded once to fp32."""
+    from .. import reference as _reference
+
+    ops = (op_name(vals["op0"]), op_name(vals["op1"]))
+    if not set(ops) <= {"add", "subtract", "multiply"}:
+        return alu(vals["op1"], b, rounded) if vals["reverse1"] else alu(vals["op1"], rounded, b)
+    x64, a64, b64 = x.astype(np.float64), np.float64(a) if np.isscalar(a) else a.astype(np.float64), \
+        np.float64(b) if np.isscalar(b) else b.astype(np.float64)
+    # The first operator's exact result as up to two terms (a product of fp32 values is exact in
+    # binary64; a sum is kept as its two terms).
+    if ops[0] == "multiply":
+        terms = [x64 * a64]
+    elif ops[0] == "add":
+        terms = [x64, np.broadcast_to(a64, x64.shape)]
+    else:
+        terms = [np.broadcast_to(-a64, x64.shape), x64] if vals["reverse0"] else [x64, np.broadcast_to(-a64, x64.shape)]
+        if vals["reverse0"]:
+            terms = [np.broadcast_to(a64, x64.shape), -x64]
+    if ops[1] == "multiply":
+        if len(terms) == 2:  # (x + a) * b: each term times b exactly
+            terms = [t * b64 for t in terms]
+        else:
+            terms = [terms[0] * b64]  # exact only while the product stays within binary64's 53 bits
+    elif ops[1] == "add":
+        terms.append(np.broadcast_to(b64, x64.shape))
+    else:
+        terms = [-t for t in terms] + [np.broadcast_to(b64, x64.shape)] if vals["reverse1"] else \
+            terms + [np.broadcast_to(-b64, x64.shape)]
+    stacked = np.stack([np.broadcast_to(t, x64.shape) for t in terms])
+    return np.asarray(_reference.sum(stacked, axis=0, out="fp32"), dtype=np.float64).astype(np.float32)
+
+
+def tensor_reduce(*args: Any, negate: bool = False, keepdims: bool = False, engine: Any = None, dtype: Any = None,
+                  name: str = "", **kwargs: Any) -> Any:
+    """dst = reduce(op, data, axis) over free axes, in fp32: sums in the platform's order
+    (``vector_reduce_order``), max / min exactly; ``negate`` negates the result."""
+    ctx = current()
+    pos = list(args)
+    if "dst" not in kwargs and pos and isinstance(pos[0], Tensor):
+        kwargs["dst"] = pos.pop(0)
+    dst = kwargs.pop("dst", None)
+    vals = {n: kwargs.pop(n) if n in kwargs else (pos.pop(0) if pos else None) for n in ("op", "data", "axis")}
+    _extra("tensor_reduce", kwargs)
+    data = as_tensor(vals["data"], "data")
+    eng = engine_name(engine, "vector")
+    x = read(ctx, data, "data", eng)
+    axes = vals["axis"]
+    axes = tuple(a % x.ndim for a in ((axes,) if isinstance(axes, int) else tuple(axes)))
+    if 0 in axes:
+        raise KernelFault(ctx.find("shape_mismatch", "error", "tensor_reduce reduces free axes only; axis 0 is the "
+                                   "partition axis (use tensor_partition_reduce or a matmul)",
+                                   "documented: nki.isa.tensor_reduce docstring"))
+    kept = [i for i in range(x.ndim) if i not in axes]
+    moved = np.transpose(x, kept + list(axes)).reshape([x.shape[i] for i in kept] + [-1])
+    r = _numerics.reduce_fp32(moved, op_name(vals["op"]), ctx.sum_platform())
+    if negate:
+        r = np.negative(r)
+    if keepdims:
+        r = r.reshape([1 if i in axes else x.shape[i] for i in range(x.ndim)])
+    if dst is None:
+        dst = new_tile(r.shape if r.ndim else (1,), dtype or data.dtype)
+    dst = as_tensor(dst, "dst")
+    write(ctx, dst, r)
+    ctx.issue(eng, "tensor_reduce", [dst], [data], flops=data.size, cycles=cost_elementwise(data),
+              op=op_name(vals["op"]))
+    return dst
+
+
+def activation(*args: Any, bias: Any = None, scale: Any = 1.0, reduce_op: Any = None, reduce_res: Any = None,
+               reduce_cmd: Any = None, dtype: Any = None, name: str = "", **kwargs: Any) -> Any:
+    """dst = f(data * scale + bias) on the Scalar engine: ``scale`` a number or a [P, 1] tensor,
+    ``bias`` a [P, 1] tensor; f by the platform's function model (fp32 correctly rounded; the
+    ``scalar_activation_ulps`` budget bounds the hardware's difference). Between ``data * scale``
+    and ``+ bias``: assumption ``activation_affine`` (``rounded``: each rounded to fp32; ``fused``:
+    one rounding). ``reduce_res`` receives the sum (``reduce_op``) of each partition's results."""
+    ctx = current()
+    pos = list(args)
+    if "dst" not in kwargs and pos and isinstance(pos[0], Tensor):
+        kwargs["dst"] = pos.pop(0)
+    dst = kwargs.pop("dst", None)
+    vals = {n: kwargs.pop(n) if n in kwargs else (pos.pop(0) if pos else None) for n in ("op", "data")}
+    _extra("activation", kwargs)
+    data = as_tensor(vals["data"], "data")
+    fname = op_name(vals["op"])
+    x = read(ctx, data, "data", "scalar")
+    s = _operand(ctx, scale, x.shape, "scalar")
+    b = _operand(ctx, bias, x.shape, "scalar") if bias is not None else None
+    if ctx.assumptions.get("activation_affine", "rounded") == "fused" and b is not None:
+        from .. import reference as _reference
+
+        prod = x.astype(np.float64) * (s.astype(np.float64) if isinstance(s, np.ndarray) else np.float64(s))
+        stacked = np.stack([prod, np.broadcast_to(np.asarray(b, dtype=np.float64), prod.shape)])
+        arg = np.asarray(_reference.sum(stacked, axis=0, out="fp32"), dtype=np.float64).astype(np.float32)
+    else:
+        arg = x if (np.isscalar(s) and s == 1.0) else alu("multiply", x, s)
+        if b is not None:
+            arg = alu("add", arg, b)
+    try:
+        y = _numerics.function_fp32(fname, arg)
+    except KeyError:
+        raise ctx.unsupported(f"the activation function {fname!r} (known: {', '.join(_numerics.function_names())})") \
+            from None
+    if dst is None:
+        dst = new_tile(data.shape, dtype or data.dtype)
+    dst = as_tensor(dst, "dst")
+    write(ctx, dst, y)
+    srcs = [data]
+    if reduce_res is not None:
+        red = as_tensor(reduce_res, "reduce_res")
+        op = op_name(reduce_op) if reduce_op is not None else "add"
+        flat = y.reshape(y.shape[0], -1)
+        write(ctx, red, _numerics.reduce_fp32(flat, op, ctx.sum_platform()).reshape(-1, 1))
+        srcs = [data]
+    ctx.issue("scalar", "activation", [dst] + ([as_tensor(reduce_res, "reduce_res")] if reduce_res is not None else []),
+              srcs, flops=dst.size, cycles=cost_elementwise(dst), function=fname)
+    return dst
+
+
+def reciprocal(*args: Any, dtype: Any = None, name: str = "", **kwargs: Any) -> Any:
+    """dst = 1 / data in fp32 (the Vector engine's reciprocal: correctly rounded here; the
+    hardware's error is the platform's function budget)."""
+    ctx = current()
+    pos = list(args)
+    dst = kwargs.pop("dst", None)
+    if dst is None and len(pos) == 2:
+        dst = pos.pop(0)
+    data = as_tensor(kwargs.pop("data", None) or pos.pop(0), "data")
+    _extra("reciprocal", kwargs)
+    x = read(ctx, data, "data")
+    y = _numerics.function_fp32("reciprocal", x)
+    if dst is None:
+        dst = new_tile(data.shape, dtype or data.dtype)
+    dst = as_tensor(dst, "dst")
+    write(ctx, dst, y)
+    ctx.issue("vector", "reciprocal", [dst], [data], flops=dst.size, cycles=cost_elementwise(dst))
+    return dst
+
+
+def iota(*args: Any, dtype: Any = None, **kwargs: Any) -> Any:
+    raise current().unsupported("nisa.iota")
+
+
+def __getattr__(name: str) -> Any:
+    # An ISA name numeq does not implement: say so, with the kernel's line, never an AttributeError
+    # from inside numeq.
+    if name.startswith("_"):
+        raise AttributeError(name)
+    from ._context import Unsupported, active, where
+
+    raise Unsupported(f"{where() if active() else '<import>'}: numeq.nki does not implement nki.isa.{name}; see the "
+                      "README's table of NKI names")

@@ -1,0 +1,247 @@
+"""``nki.language`` on numeq: dtypes, memories, tensor allocation, loops, SPMD ids, tile sizes, the
+ALU and activation identifiers (``nl.add``, ``nl.exp`` ...), and the older interface's tile
+operations (``nl.load``, ``nl.store``, ``nl.matmul``, ``nl.arange`` ..., from ``_legacy``).
+"""
+
+from __future__ import annotations
+
+import operator
+from typing import Any
+
+import numpy as np
+
+from ._context import current, where
+from ._dtypes import DTYPES, dtype_of
+from ._tensor import MEMORIES, Buffer, DynSlice, Tensor, ds
+
+__all__ = ["ndarray", "zeros", "ds", "affine_range", "sequential_range", "static_range", "program_id",
+           "num_programs", "program_ndim", "tile_size", "sbuf", "psum", "hbm", "shared_hbm", "private_hbm"]
+
+# --- dtypes and memories -------------------------------------------------------------------------
+float32, tfloat32, bfloat16, float16 = (DTYPES[n] for n in ("float32", "tfloat32", "bfloat16", "float16"))
+float8_e4m3, float8_e4m3fn, float8_e5m2 = (DTYPES[n] for n in ("float8_e4m3", "float8_e4m3fn", "float8_e5m2"))
+int8, uint8, int16, uint16, int32, uint32 = (DTYPES[n] for n in ("int8", "uint8", "int16", "uint16", "int32", "uint32"))
+bool_ = DTYPES["bool"]
+fp32, bf16, fp16, tf32 = float32, bfloat16, float16, tfloat32
+
+sbuf, psum, hbm, shared_hbm, private_hbm = (MEMORIES[n] for n in ("sbuf", "psum", "hbm", "shared_hbm", "private_hbm"))
+
+
+def is_hbm(buffer: Any) -> bool:
+    return not _memory(buffer).on_chip
+
+
+def is_on_chip(buffer: Any) -> bool:
+    return _memory(buffer).on_chip
+
+
+def is_psum(buffer: Any) -> bool:
+    return _memory(buffer).name == "psum"
+
+
+def is_sbuf(buffer: Any) -> bool:
+    return _memory(buffer).name == "sbuf"
+
+
+def _memory(buffer: Any) -> Any:
+    if buffer is None:
+        return sbuf
+    name = getattr(buffer, "name", buffer)
+    if name not in MEMORIES:
+        raise ValueError(f"buffer: unknown memory {buffer!r}; valid: nl.{', nl.'.join(MEMORIES)}")
+    return MEMORIES[name]
+
+
+def _shape(shape: Any) -> tuple[int, ...]:
+    if isinstance(shape, (int, np.integer)):
+        return (int(shape),)
+    try:
+        dims = tuple(operator.index(getattr(s, "size", s)) if not isinstance(s, (int, np.integer)) else int(s)
+                     for s in shape)
+    except TypeError:
+        raise TypeError(f"shape: expected a tuple of ints, got {shape!r}") from None
+    if any(d < 0 for d in dims):
+        raise ValueError(f"shape: dimensions must be non-negative, got {dims}")
+    return dims
+
+
+def ndarray(shape: Any, dtype: Any, buffer: Any = None, name: str = "", address: Any = None, **kwargs: Any) -> Tensor:
+    """A new tensor in ``buffer`` (nl.sbuf by default; nl.psum, nl.hbm, nl.shared_hbm): its contents
+    start undefined (reading them before a write is a finding)."""
+    if kwargs:
+        raise current().unsupported(f"nl.ndarray's keyword(s) {', '.join(sorted(kwargs))}")
+    ctx = current()
+    b = ctx.allocate(Buffer(_shape(shape), dtype_of(dtype), _memory(buffer), name, where()))
+    from . import _rules
+
+    t = b.whole()
+    if b.memory.on_chip:
+        _rules.check_on_chip(ctx, t)
+    return t
+
+
+def zeros(shape: Any, dtype: Any, buffer: Any = None, name: str = "", **kwargs: Any) -> Tensor:
+    """A new tensor filled with zeros (a memset on the Vector engine)."""
+    from . import isa
+
+    t = ndarray(shape, dtype, buffer=buffer, name=name, **kwargs)
+    isa.memset(t, 0)
+    return t
+
+
+def full(shape: Any, fill_value: Any, dtype: Any, buffer: Any = None, name: str = "", **kwargs: Any) -> Tensor:
+    from . import isa
+
+    t = ndarray(shape, dtype, buffer=buffer, name=name, **kwargs)
+    isa.memset(t, fill_value)
+    return t
+
+
+def ones(shape: Any, dtype: Any, buffer: Any = None, name: str = "", **kwargs: Any) -> Tensor:
+    return full(shape, 1, dtype, buffer=buffer, name=name, **kwargs)
+
+
+def zeros_like(a: Tensor, dtype: Any = None, buffer: Any = None, name: str = "") -> Tensor:
+    return zeros(a.shape, dtype or a.dtype, buffer=buffer or a.buffer, name=name)
+
+
+def ndarray_like(a: Tensor, dtype: Any = None, buffer: Any = None, name: str = "") -> Tensor:
+    return ndarray(a.shape, dtype or a.dtype, buffer=buffer or a.buffer, name=name)
+
+
+# --- loops ---------------------------------------------------------------------------------------
+def _range(*args: Any, **kwargs: Any) -> range:
+    kwargs.pop("multi_buffer", None)
+    kwargs.pop("directive", None)
+    if kwargs:
+        raise current().unsupported(f"the loop keyword(s) {', '.join(sorted(kwargs))}")
+    return range(*(operator.index(a) for a in args))
+
+
+def affine_range(*args: Any, **kwargs: Any) -> range:
+    """Iterations without loop-carried dependences (the compiler may run them in any order;
+    numeq runs them in order: results that depend on the order are the kernel's bug)."""
+    return _range(*args, **kwargs)
+
+
+def sequential_range(*args: Any, **kwargs: Any) -> range:
+    return _range(*args, **kwargs)
+
+
+def static_range(*args: Any, **kwargs: Any) -> range:
+    return _range(*args, **kwargs)
+
+
+# --- SPMD ----------------------------------------------------------------------------------------
+def program_id(axis: int = 0) -> int:
+    """This program's index along grid ``axis`` (0 without a grid)."""
+    ctx = current()
+    axis = operator.index(axis)
+    if not ctx.grid:
+        return 0
+    if not 0 <= axis < len(ctx.grid):
+        raise ValueError(f"axis: program_id({axis}) of a grid with {len(ctx.grid)} axes")
+    return ctx.program[axis]
+
+
+def num_programs(axes: Any = None) -> Any:
+    """The grid's size along ``axes`` (an int or a tuple; None: every axis' product)."""
+    ctx = current()
+    grid = ctx.grid or (1,)
+    if axes is None:
+        return int(np.prod(grid))
+    if isinstance(axes, (tuple, list)):
+        return tuple(grid[a] if a < len(grid) else 1 for a in axes)
+    return grid[axes] if axes < len(grid) else 1
+
+
+def program_ndim() -> int:
+    return len(current().grid)
+
+
+# --- tile sizes ----------------------------------------------------------------------------------
+class _TileSize:
+    """``nl.tile_size``: the target's tile limits (from the review's target table)."""
+
+    def _t(self) -> Any:
+        from ..review.targets import target
+
+        from ._context import active
+
+        return current().target if active() else target("trn2")
+
+    @property
+    def pmax(self) -> int:
+        return int(self._t()["partitions"])
+
+    @property
+    def psum_fmax(self) -> int:
+        return int(self._t()["psum_bank_bytes"]) // 4
+
+    @property
+    def gemm_stationary_fmax(self) -> int:
+        return int(self._t()["matmul_stationary_free"])
+
+    @property
+    def gemm_moving_fmax(self) -> int:
+        return int(self._t()["matmul_moving_free"])
+
+    @property
+    def bn_stats_fmax(self) -> int:
+        return int(self._t()["bn_stats_free"])
+
+    @property
+    def psum_num_banks(self) -> int:
+        return int(self._t()["psum_banks"])
+
+    @property
+    def total_available_sbuf_size(self) -> int:
+        return int(self._t()["sbuf_partition_bytes"])
+
+
+tile_size = _TileSize()
+
+
+# --- ALU operators and activation functions ------------------------------------------------------
+class Op:
+    """An ALU operator or activation function identifier (``nl.add``, ``nl.exp``): passed to
+    nisa instructions as ``op=``, and callable as the older interface's tile operation."""
+
+    def __init__(self, name: str, arity: int) -> None:
+        self.op_name = name
+        self.__name__ = name
+        self.arity = arity
+
+    def __repr__(self) -> str:
+        return f"nl.{self.op_name}"
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        from . import _legacy
+
+        return _legacy.apply(self, *args, **kwargs)
+
+
+_BINARY = ("add", "subtract", "multiply", "divide", "maximum", "minimum", "power", "equal", "not_equal", "greater",
+           "greater_equal", "less", "less_equal", "logical_and", "logical_or", "logical_xor", "bitwise_and",
+           "bitwise_or", "bitwise_xor", "left_shift", "right_shift", "mod", "abs_max")
+_UNARY = ("exp", "log", "tanh", "sigmoid", "silu", "gelu", "gelu_apprx_tanh", "rsqrt", "sqrt", "reciprocal",
+          "softplus", "relu", "copy", "identity", "square", "abs", "negative", "sign", "exp2")
+for _n in _BINARY:
+    globals()[_n] = Op(_n, 2)
+for _n in _UNARY:
+    globals()[_n] = Op(_n, 1)
+bypass = Op("bypass", 2)
+
+
+def __getattr__(name: str) -> Any:
+    # Older-interface names live in _legacy; anything else is a name numeq does not implement.
+    from . import _legacy
+
+    if hasattr(_legacy, name) and not name.startswith("_"):
+        return getattr(_legacy, name)
+    from ._context import Unsupported, active
+
+    if name.startswith("_"):
+        raise AttributeError(name)
+    raise Unsupported(f"{where() if active() else '<import>'}: numeq.nki does not implement nki.language.{name}; "
+                      "see the README's table of NKI names")
