@@ -507,6 +507,12 @@ def iota(*args: Any, dtype: Any = None, **kwargs: Any) -> Any:
     raise current().unsupported("nisa.iota")
 
 
+from ._isa_extra import *  # noqa: E402,F401,F403 - the instructions beyond the core set
+from . import _isa_extra as _extra_module  # noqa: E402
+
+__all__ += list(_extra_module.__all__)
+
+
 def __getattr__(name: str) -> Any:
     # An ISA name numeq does not implement: say so, with the kernel's line, never an AttributeError
     # from inside numeq.

@@ -232,6 +232,8 @@ for _n in _UNARY:
     globals()[_n] = Op(_n, 1)
 bypass = Op("bypass", 2)
 
+from . import _legacy  # noqa: E402 - the older interface: its names, index expressions and tile operators
+
 
 def __getattr__(name: str) -> Any:
     # Older-interface names live in _legacy; anything else is a name numeq does not implement.
