@@ -96,8 +96,11 @@ class Context:
         self.grid = grid
         self.program = tuple(0 for _ in grid)
         self.step = 0
-        self.matmuls: list = []  # (psum buffer id, offset, shape, K, accumulate, dtype) for the platform
-        self.psum_groups: list = []
+        # (PSUM buffer id, element offset) -> nc_matmuls in the current accumulation chain there, and
+        # the (chain length, SBUF accumulator format) of each PSUM group added into SBUF: the run's
+        # platform reads them (psum_group, group_accumulator).
+        self.psum_chain: dict[tuple[int, int], int] = {}
+        self.psum_groups: list[tuple[int, str]] = []
 
     # --- findings ------------------------------------------------------------------------------
     def find(self, rule: str, severity: str, message: str, source: str, at: str | None = None) -> Finding:

@@ -84,6 +84,7 @@ def write(ctx: Context, dst: Any, values: np.ndarray, writer: int = WRITER_OTHER
         bits = same_shape(ctx, dst, bits)
     dst.data[...] = bits
     dst.mask[...] = dst.base.full
+    dst.base.dirty = True
     if dst.writer is not None:
         dst.writer[...] = writer
 

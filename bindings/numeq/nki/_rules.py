@@ -83,19 +83,21 @@ def check_engine_access(ctx: Context, engine: str, tensors: list, name: str) -> 
                          "access", "documented: NKI architecture guides (GpSimd engine has no PSUM access)")
 
 
-def check_matmul(ctx: Context, dst: Any, stationary: Any, moving: Any, double_row: bool) -> None:
+def check_matmul(ctx: Context, dst: Any, stationary: Any, moving: Any, k: int, m: int, n: int,
+                 double_row: bool) -> None:
     tgt = ctx.target
-    k, m = stationary.shape[0], stationary.free_size()
-    k2, n = moving.shape[0], moving.free_size()
-    if k != k2:
-        raise KernelFault(ctx.find("shape_mismatch", "error", f"nc_matmul: stationary has {k} rows of K (partitions) "
-                                   f"and moving {k2}", "documented: nki.isa.nc_matmul docstring"))
     kmax = int(tgt["matmul_contraction_double_row"]) if double_row and "matmul_contraction_double_row" in tgt \
         else int(tgt["matmul_contraction"])
+    if double_row and "matmul_contraction_double_row" not in tgt:
+        raise KernelFault(ctx.find("matmul_dtype", "error", f"nc_matmul perf_mode=double_row: {ctx.target.name} "
+                                   f"({ctx.target.core}) has no double_row mode (NeuronCore-v3 and later)",
+                                   "documented: nki.isa.nc_matmul docstring (perf_mode)"))
     if k > kmax:
+        # The hardware rejects it and numeq's PE plan has no such tile: the run stops here.
         what = "in fp8 double_row mode" if double_row else f"for {stationary.dtype} inputs"
-        ctx.find("matmul_contraction", "error", f"nc_matmul contracts K = {k} rows; one instruction takes at most "
-                 f"{kmax} {what}", _cite(ctx, "matmul_contraction_double_row" if double_row else "matmul_contraction"))
+        raise KernelFault(ctx.find("matmul_contraction", "error", f"nc_matmul contracts K = {k} rows; one instruction "
+                                   f"takes at most {kmax} {what}",
+                                   _cite(ctx, "matmul_contraction_double_row" if double_row else "matmul_contraction")))
     if m > tgt["matmul_stationary_free"]:
         ctx.find("matmul_stationary_free", "error", f"nc_matmul stationary free size M = {m} exceeds "
                  f"{int(tgt['matmul_stationary_free'])}", _cite(ctx, "matmul_stationary_free"))

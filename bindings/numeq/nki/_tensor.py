@@ -90,6 +90,7 @@ class Buffer:
         self.first_use: int | None = None
         self.last_use: int | None = None
         self.alloc_step = 0
+        self.dirty = False  # some instruction wrote it (kernel inputs written are copied back)
 
     @property
     def partition_bytes(self) -> int:
@@ -160,12 +161,11 @@ class Tensor:
 
         _indexing.assign(self, key, value)
 
-    def ap(self, pattern: Sequence[Sequence[int]] | None = None, offset: int = 0, *args: Any, **kwargs: Any) -> "Tensor":
-        """An access pattern over this tensor's elements: ``pattern`` = [[stride, count], ...]
-        outermost first, strides in elements, from element ``offset`` of this view's start.
-
-        The first pair is the partition axis in SBUF / PSUM. Every element the pattern reaches must
-        lie inside the buffer (IndexError otherwise)."""
+    def ap(self, pattern: Sequence[Sequence[int]] | None = None, offset: int | None = None, *args: Any,
+           **kwargs: Any) -> "Tensor":
+        """An access pattern over the buffer's storage: ``pattern`` = [[step, count], ...]
+        outermost first, steps in elements; ``offset`` None starts at this view's first element, an
+        int at that element of the buffer (see ``_indexing.access_pattern``)."""
         from ._indexing import access_pattern
 
         return access_pattern(self, pattern, offset, *args, **kwargs)
@@ -221,6 +221,26 @@ class Tensor:
             return first, 1, 1
         step = self.data.strides[0] // row if row else 0
         return first, self.data.shape[0], step
+
+    @property
+    def strides(self) -> tuple[int, ...]:
+        """Strides in elements (NKI's NkiTensor.strides)."""
+        return tuple(s // self.data.itemsize for s in self.data.strides)
+
+    @property
+    def offset(self) -> int:
+        """Elements from the buffer's start to this view's first element."""
+        return self.element_offset()
+
+    @property
+    def itemsize(self) -> int:
+        return self.dtype.itemsize
+
+    def get_pattern(self) -> list[list[int]]:
+        return [[s, n] for s, n in zip(self.strides, self.shape)]
+
+    def is_contiguous(self) -> bool:
+        return bool(self.data.flags.c_contiguous)
 
     def free_size(self) -> int:
         return int(np.prod(self.shape[1:], dtype=np.int64)) if self.ndim else 1

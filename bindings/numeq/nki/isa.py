@@ -177,19 +177,22 @@ def nc_matmul(*args: Any, is_stationary_onezero: bool = False, is_moving_onezero
         raise ctx.unsupported("nisa.nc_matmul(tile_position=, tile_size=) (PE tiling)")
     if is_transpose:
         return nc_transpose(dst, moving, engine=engine.tensor) if dst is not None else nc_transpose(moving)
-    m, n = stationary.free_size(), moving.free_size()
+    double_row = _double_row(perf_mode)
+    k, m, n = _matmul_sizes(ctx, stationary, moving, double_row)
     legacy = dst is None
     if legacy:
         dst = new_tile((m, n), "float32", "psum")
     dst = as_tensor(dst, "dst")
-    double_row = _double_row(perf_mode)
-    _rules.check_matmul(ctx, dst, stationary, moving, double_row)
-    a = read(ctx, stationary, "stationary", "tensor").reshape(stationary.shape[0], m)
-    b = read(ctx, moving, "moving", "tensor").reshape(moving.shape[0], n)
-    k = a.shape[0]
+    _rules.check_matmul(ctx, dst, stationary, moving, k, m, n, double_row)
+    # double_row (nki.isa.nc_matmul): stationary [128, 2, M], moving [128, 2, N] contract over the
+    # partition and the first free axis, einsum('kli,klj->ij'); row (k, l) of the flattened K is
+    # 2k + l, so each PE's two products are neighbours, as the platform's double_row plan pairs them.
+    a = read(ctx, stationary, "stationary", "tensor").reshape(k, m)
+    b = read(ctx, moving, "moving", "tensor").reshape(k, n)
     fmt = _matmul_format(stationary.dtype.format, moving.dtype.format)
-    if a.shape[0] != b.shape[0]:
-        raise KernelFault(ctx.find("shape_mismatch", "error", "nc_matmul: K differs", "nki.isa.nc_matmul docstring"))
+    if double_row and fmt not in ("e4m3", "e5m2"):
+        raise ctx.unsupported(f"nc_matmul double_row on {stationary.dtype} x {moving.dtype} (numeq's double_row "
+                              "plan takes two fp8 operands of one format)")
     tile = _numerics.matmul_tile(a, b, fmt, ctx.tile_platform(k, double_row))
     tile = tile.reshape(dst.shape) if tile.size == dst.size else tile
     if tile.shape != dst.shape:
@@ -203,11 +206,29 @@ def nc_matmul(*args: Any, is_stationary_onezero: bool = False, is_moving_onezero
         tile = summed if adds.all() else np.where(adds, summed, tile)
     mode = "accumulate" if adds.all() else "overwrite" if not adds.any() else "mixed"
     write(ctx, dst, tile, WRITER_MATMUL)
+    key = (dst.base.id, dst.element_offset())
+    ctx.psum_chain[key] = ctx.psum_chain.get(key, 0) + 1 if mode == "accumulate" else 1
     cycles = max(min(64, m), n) * (4 if "fp32" in (stationary.dtype.format, moving.dtype.format) else 1)
     ctx.issue("tensor", "nc_matmul", [dst], [stationary, moving], flops=2 * k * m * n, cycles=cycles,
               k=k, m=m, n=n, accumulate=mode, psum=(dst.base.id, dst.element_offset()),
               in_fmt=fmt, double_row=double_row)
     return dst
+
+
+def _matmul_sizes(ctx: Any, stationary: Tensor, moving: Tensor, double_row: bool) -> tuple[int, int, int]:
+    """(K, M, N) of one nc_matmul; double_row contracts the partition and the first free axis."""
+    if not double_row:
+        if stationary.shape[0] != moving.shape[0]:
+            raise KernelFault(ctx.find("shape_mismatch", "error", f"nc_matmul: stationary has {stationary.shape[0]} "
+                                       f"rows of K (partitions) and moving {moving.shape[0]}",
+                                       "documented: nki.isa.nc_matmul docstring"))
+        return stationary.shape[0], stationary.free_size(), moving.free_size()
+    if stationary.ndim < 3 or moving.ndim < 3 or stationary.shape[1] != 2 or moving.shape[1] != 2 \
+            or stationary.shape[0] != moving.shape[0]:
+        raise KernelFault(ctx.find("shape_mismatch", "error", f"nc_matmul double_row takes stationary [K/2, 2, M] and "
+                                   f"moving [K/2, 2, N]; got {stationary.shape} and {moving.shape}",
+                                   "documented: nki.isa.nc_matmul docstring (perf_mode=double_row)"))
+    return 2 * stationary.shape[0], stationary.free_size() // 2, moving.free_size() // 2
 
 
 def _matmul_format(a: str, b: str) -> str:
@@ -314,10 +335,23 @@ def tensor_tensor(*args: Any, engine: Any = None, dtype: Any = None, name: str =
     if dst is None:
         dst = new_tile(d1.shape, dtype or d1.dtype)
     dst = as_tensor(dst, "dst")
+    _group_sum(ctx, op_name(vals["op"]), dst, d1, d2)
     write(ctx, dst, result)
     ctx.issue(eng, "tensor_tensor", [dst], [d1, d2], flops=dst.size, cycles=cost_elementwise(dst),
               op=op_name(vals["op"]))
     return dst
+
+
+def _group_sum(ctx: Any, op: str, dst: Tensor, d1: Tensor, d2: Tensor) -> None:
+    """Record the PSUM-group pattern: an SBUF accumulator += a PSUM tile of chained matmuls (the
+    run's platform then states psum_group and the accumulator's dtype)."""
+    if op != "add" or dst.base.memory.name != "sbuf":
+        return
+    for acc, group in ((d1, d2), (d2, d1)):
+        if group.base.memory.name == "psum" and acc.base is dst.base and acc.element_offset() == dst.element_offset():
+            length = ctx.psum_chain.get((group.base.id, group.element_offset()))
+            if length:
+                ctx.psum_groups.append((length, dst.dtype.format))
 
 
 def _operand(ctx: Any, operand: Any, shape: tuple, eng: str) -> Any:
