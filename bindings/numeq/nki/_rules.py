@@ -13,6 +13,7 @@ import numpy as np
 
 from ._context import Context, KernelFault
 from ._tensor import WRITER_OTHER
+from ..review.targets import start_partitions
 
 __all__ = ["RULES", "check_on_chip", "check_read", "check_matmul", "check_dma", "capacity", "check_engine_access"]
 
@@ -49,25 +50,31 @@ def _cite(ctx: Context, key: str) -> str:
 
 def check_on_chip(ctx: Context, t: Any) -> None:
     """Partition-axis rules for an SBUF / PSUM view."""
-    if not t.base.memory.on_chip:
+    if t.checked or not t.base.memory.on_chip:
         return
     first, count, _ = t.partitions()
-    limit = int(ctx.target["partitions"])
+    limit = ctx.limits["partitions"]
     if t.base.shape and t.base.shape[0] > limit:
         raise KernelFault(ctx.find("partition_dim", "error",
                                    f"{t.name} has {t.base.shape[0]} partitions (dim 0); the target has {limit}",
                                    _cite(ctx, "partitions")))
-    from ..review.targets import start_partitions
-
+    t.checked = True
     if count < limit and first not in start_partitions(count):
         ctx.find("partition_start", "error",
                  f"{t.name}: an access of {count} partitions starts at partition {first}; it may start at "
                  f"{', '.join(map(str, start_partitions(count)))}", _cite(ctx, "partitions"))
 
 
-def check_read(ctx: Context, t: Any) -> None:
-    """A read of bytes no instruction wrote names the tile (its values read as NaN here)."""
-    if not np.all(t.mask == t.base.full):
+def check_read(ctx: Context, t: Any, settle: bool = True) -> None:
+    """A read of bytes no instruction wrote names the tile (its values read as NaN here). Every read
+    of stored values passes here, so pending PSUM matmul chains are computed first."""
+    if settle and t.base.id in ctx.pending:
+        from ._psum import settle as compute_pending
+
+        compute_pending(ctx, t.base)
+    if t.base.complete:
+        return
+    if t.mask.min() != t.base.full:
         unwritten = int(np.count_nonzero(t.mask != t.base.full))
         ctx.find("read_uninitialised", "error",
                  f"reads {unwritten} of {t.size} elements of {t.name} ({t.base.memory}, allocated at "

@@ -142,9 +142,10 @@ class _RunContext(Context):
         """The platform of one nc_matmul: the kernel's assumptions, its K as the one tile."""
         key = (k, double_row)
         if key not in self._tile_platforms:
-            extra: dict[str, Any] = {"k_tile": k}
+            # The instruction's K as the plan's tile (the platform's default tile needs no option).
+            extra: dict[str, Any] = {} if k == (256 if double_row else 128) else {"k_tile": k}
             if double_row and self.assumptions.get("fp8_double_row") != "on":
-                extra = {"fp8_double_row": "on", "k_tile": k}
+                extra = {"fp8_double_row": "on", **extra}
             self._tile_platforms[key] = self._platform(extra)
         return self._tile_platforms[key]
 
@@ -212,6 +213,9 @@ def _execute(fn: Callable, args: tuple, kwargs: dict, target: str, assume: dict 
                 result = r if result is None else result
         except KernelFault:
             completed = False
+        from ._psum import settle_all
+
+        settle_all(ctx)
         _rules.capacity(ctx)
         outputs = _outputs(ctx, result) if completed else None
         for array, t in inputs:

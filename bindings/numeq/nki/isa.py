@@ -15,11 +15,11 @@ from typing import Any
 
 import numpy as np
 
-from . import _numerics, _rules
+from . import _numerics, _psum, _rules
 from ._alu import alu, op_name
 from ._context import KernelFault, current
 from ._dtypes import dtype_of
-from ._engine import Engine, as_tensor, cost_elementwise, engine_name, new_tile, read, write
+from ._engine import Engine, as_tensor, cost_elementwise, engine_name, mark_written, new_tile, read, write
 from ._tensor import WRITER_MATMUL, WRITER_MEMSET, WRITER_READ, Tensor
 
 __all__ = [
@@ -187,25 +187,31 @@ def nc_matmul(*args: Any, is_stationary_onezero: bool = False, is_moving_onezero
     # double_row (nki.isa.nc_matmul): stationary [128, 2, M], moving [128, 2, N] contract over the
     # partition and the first free axis, einsum('kli,klj->ij'); row (k, l) of the flattened K is
     # 2k + l, so each PE's two products are neighbours, as the platform's double_row plan pairs them.
-    a = read(ctx, stationary, "stationary", "tensor").reshape(k, m)
-    b = read(ctx, moving, "moving", "tensor").reshape(k, n)
     fmt = _matmul_format(stationary.dtype.format, moving.dtype.format)
+    a = _matmul_operand(ctx, stationary, "stationary", fmt).reshape(k, m)
+    b = _matmul_operand(ctx, moving, "moving", fmt).reshape(k, n)
     if double_row and fmt not in ("e4m3", "e5m2"):
         raise ctx.unsupported(f"nc_matmul double_row on {stationary.dtype} x {moving.dtype} (numeq's double_row "
                               "plan takes two fp8 operands of one format)")
-    tile = _numerics.matmul_tile(a, b, fmt, ctx.tile_platform(k, double_row))
-    tile = tile.reshape(dst.shape) if tile.size == dst.size else tile
-    if tile.shape != dst.shape:
-        raise KernelFault(ctx.find("shape_mismatch", "error", f"nc_matmul result [{m}, {n}] does not fit {dst.name} {dst.shape}", "documented: nki.isa.nc_matmul docstring"))
+    if a.shape[1] * b.shape[1] != dst.size or dst.shape[0] != m:
+        raise KernelFault(ctx.find("shape_mismatch", "error", f"nc_matmul result [{m}, {n}] does not fit {dst.name} "
+                                   f"{dst.shape}", "documented: nki.isa.nc_matmul docstring"))
     adds = _accumulating(ctx, dst, accumulate)
     if adds.any():
         _rules.check_accumulate(ctx, dst, adds)
-        _rules.check_read(ctx, dst)
-        old = _numerics.fp32_values(dst.data, dst.dtype)
-        summed = _numerics.accumulate_fp32(old, tile, ctx.assumptions["psum_rounding"])
-        tile = summed if adds.all() else np.where(adds, summed, tile)
+        _rules.check_read(ctx, dst, settle=False)  # poison only: adding onto a pending chain extends it
     mode = "accumulate" if adds.all() else "overwrite" if not adds.any() else "mixed"
-    write(ctx, dst, tile, WRITER_MATMUL)
+    if mode != "mixed" and dst.dtype.format == "fp32":
+        # Computed when the PSUM tile is read (_psum: the chain in one call of the platform plan).
+        _psum.defer(ctx, dst, _owned(a, stationary), _owned(b, moving), fmt, k, double_row, mode == "accumulate")
+        mark_written(ctx, dst, WRITER_MATMUL)
+    else:
+        tile = _numerics.matmul_tile(a, b, fmt, ctx.tile_platform(k, double_row)).reshape(dst.shape)
+        if adds.any():
+            old = _numerics.fp32_values(dst.data, dst.dtype)
+            summed = _numerics.accumulate_fp32(old, tile, ctx.assumptions["psum_rounding"])
+            tile = summed if adds.all() else np.where(adds, summed, tile)
+        write(ctx, dst, tile, WRITER_MATMUL)
     key = (dst.base.id, dst.element_offset())
     ctx.psum_chain[key] = ctx.psum_chain.get(key, 0) + 1 if mode == "accumulate" else 1
     cycles = max(min(64, m), n) * (4 if "fp32" in (stationary.dtype.format, moving.dtype.format) else 1)
@@ -213,6 +219,23 @@ def nc_matmul(*args: Any, is_stationary_onezero: bool = False, is_moving_onezero
               k=k, m=m, n=n, accumulate=mode, psum=(dst.base.id, dst.element_offset()),
               in_fmt=fmt, double_row=double_row)
     return dst
+
+
+def _matmul_operand(ctx: Any, t: Tensor, parameter: str, fmt: str) -> np.ndarray:
+    """An nc_matmul operand's values: its stored array where it is all written and of the
+    instruction's format (numeq's matmul reads bf16 / fp8 arrays in place), else fp32 values (NaN
+    where nothing wrote)."""
+    if t.dtype.format == fmt:
+        _rules.check_on_chip(ctx, t)
+        _rules.check_read(ctx, t)
+        if t.base.complete or t.mask.min() == t.base.full:
+            return t.data
+    return read(ctx, t, parameter, "tensor")
+
+
+def _owned(values: np.ndarray, t: Tensor) -> np.ndarray:
+    """``values`` as an array no later instruction can change (a deferred chain keeps it)."""
+    return values.copy() if np.may_share_memory(values, t.data) else values
 
 
 def _matmul_sizes(ctx: Any, stationary: Tensor, moving: Tensor, double_row: bool) -> tuple[int, int, int]:
