@@ -23,6 +23,7 @@ from ._engine import Engine, as_tensor, cost_elementwise, engine_name, mark_writ
 from ._tensor import WRITER_MATMUL, WRITER_MEMSET, WRITER_READ, Tensor
 
 __all__ = [
+    "dge_mode", "get_nc_version", "matmul_perf_mode", "nc_version", "oob_mode", "reduce_cmd",
     "activation", "dma_copy", "engine", "memset", "nc_matmul", "nc_transpose", "reciprocal", "tensor_copy",
     "tensor_reduce", "tensor_scalar", "tensor_tensor", "iota",
 ]
@@ -38,6 +39,33 @@ class engine:  # noqa: N801 - NKI's spelling (nisa.engine.vector, ...)
     sync = Engine("dma")
     dma = Engine("dma")
     unknown = Engine("unknown")
+
+
+class matmul_perf_mode:  # noqa: N801 - nisa.matmul_perf_mode (0.2.0+)
+    none = "none"
+    double_row = "double_row"
+
+
+class oob_mode:  # noqa: N801
+    error = "error"
+    skip = "skip"
+
+
+class dge_mode:  # noqa: N801
+    unknown, swdge, hwdge, none = "unknown", "swdge", "hwdge", "none"
+
+
+class reduce_cmd:  # noqa: N801
+    idle, reset, reduce, reset_reduce, load_reduce = "idle", "reset", "reduce", "reset_reduce", "load_reduce"
+
+
+class nc_version:  # noqa: N801
+    gen2, gen3, gen4 = 2, 3, 4
+
+
+def get_nc_version() -> int:
+    """The current target's NeuronCore generation (nc_version.gen2 for trn1/inf2, gen3 for trn2)."""
+    return nc_version.gen3 if current().target.name == "trn2" else nc_version.gen2
 
 
 # Older releases' engine constants.
