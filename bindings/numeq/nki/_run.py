@@ -56,6 +56,10 @@ ASSUMPTIONS: dict[str, tuple[tuple[str, ...], str, str]] = {
     "dma_cast_rounding": (("nearest_even", "toward_zero"),
                           "the rounding of a DMA's dtype cast (through fp32)",
                           "docs: DMA casts go through fp32; their rounding is not stated (FACTS.md s3)"),
+    "memset_rounding": (("nearest_even", "toward_zero"),
+                        "the rounding of memset's value into the destination's dtype",
+                        "nki.isa.memset docs: the value is a compile-time constant of dst's type; how a float is "
+                        "narrowed is not stated"),
     "psum_allocation": (("bank", "bytes"),
                         "PSUM capacity counted in whole 2 KiB banks per tile, or in bytes",
                         "the allocator's granularity is not documented; matmul results occupy banks"),
