@@ -88,6 +88,8 @@ class Context:
 
     def __init__(self, target: Any, assumptions: dict, grid: tuple[int, ...] = ()) -> None:
         self.target = target
+        # The limits every instruction reads, as plain numbers (the target table's values).
+        self.limits = {key: int(target[key]) for key in ("partitions",)}
         self.assumptions = assumptions  # name -> value (every assumption, defaults filled in)
         self.findings: list[Finding] = []
         self._finding_at: dict[tuple[str, str], Finding] = {}
@@ -96,8 +98,14 @@ class Context:
         self.grid = grid
         self.program = tuple(0 for _ in grid)
         self.step = 0
-        self.matmuls: list = []  # (psum buffer id, offset, shape, K, accumulate, dtype) for the platform
-        self.psum_groups: list = []
+        # (PSUM buffer id, element offset) -> nc_matmuls in the current accumulation chain there, and
+        # the (chain length, SBUF accumulator format) of each PSUM group added into SBUF: the run's
+        # platform reads them (psum_group, group_accumulator).
+        self.psum_chain: dict[tuple[int, int], int] = {}
+        self.psum_groups: list[tuple[int, str]] = []
+        self.pending: dict[int, dict] = {}
+        self._shared: dict[str, list] = {}
+        self._shared_seen: dict[tuple, int] = {}  # PSUM buffer id -> its matmul chains not yet computed (_psum)
 
     # --- findings ------------------------------------------------------------------------------
     def find(self, rule: str, severity: str, message: str, source: str, at: str | None = None) -> Finding:
@@ -132,6 +140,20 @@ class Context:
                           int(cycles), detail)
         self.trace.append(ins)
         return ins
+
+    def shared_allocated(self, line: str, buffer: Any) -> None:
+        """Program 0 allocated shared_hbm ``buffer`` at ``line`` (its n-th there)."""
+        self._shared.setdefault(line, []).append(buffer)
+
+    def shared_at(self, line: str, shape: tuple, dtype: Any) -> Any:
+        """The shared_hbm buffer program 0 allocated at ``line`` that this program's allocation
+        there is (in order of allocation), or None."""
+        count = self._shared_seen.get((self.program, line), 0)
+        self._shared_seen[(self.program, line)] = count + 1
+        made = self._shared.get(line, [])
+        if count < len(made) and made[count].shape == shape and made[count].dtype == dtype:
+            return made[count]
+        return None
 
     def allocate(self, buffer: Any) -> Any:
         buffer.alloc_step = self.step
