@@ -188,6 +188,11 @@ def _kernel(module: Any, path: str, name: str) -> Any:
 
 # --- inputs ----------------------------------------------------------------------------------------
 
+def _raw(d: Any) -> bool:
+    """Whether numpy stores dtype ``d``'s arrays in .npz as raw bytes (the ml_dtypes types)."""
+    return np.dtype(d.storage).kind == "V"
+
+
 def _load_inputs(path: str | None, dtypes: dict[str, str]) -> dict[str, np.ndarray]:
     from ._dtypes import DTYPES, dtype_of
 
@@ -215,7 +220,7 @@ def _load_inputs(path: str | None, dtypes: dict[str, str]) -> dict[str, np.ndarr
             raise UsageFault(str(e)) from None
         a = arrays[name]
         storage = np.dtype(d.storage)
-        if a.dtype.kind == "V":
+        if a.dtype.type is np.void:  # raw bytes: reinterpreted
             if a.dtype.itemsize != storage.itemsize:
                 raise UsageFault(f"--dtype: {name} holds {a.dtype.itemsize}-byte elements; {d} takes "
                                  f"{storage.itemsize}")
@@ -228,10 +233,10 @@ def _load_inputs(path: str | None, dtypes: dict[str, str]) -> dict[str, np.ndarr
         else:  # floats into a float dtype round to nearest even (numpy's and ml_dtypes' astype)
             arrays[name] = a.astype(storage)
     for name, a in arrays.items():
-        if a.dtype.kind == "V":
+        if a.dtype.type is np.void:
             raise UsageFault(f"--inputs: array {name} holds raw {a.dtype.itemsize}-byte elements (numpy stores "
                              f"bfloat16 and fp8 arrays so in .npz); say which dtype with --dtype {name}=DTYPE "
-                             f"(valid: {', '.join(n for n, t in DTYPES.items() if t.itemsize == a.dtype.itemsize)})")
+                             f"(valid: {', '.join(n for n, t in DTYPES.items() if _raw(t) and t.itemsize == a.dtype.itemsize)})")
     return arrays
 
 
