@@ -201,6 +201,17 @@ def test_an_older_generation_file(work, capsys):
         np.testing.assert_array_equal(z["output_0"], _f32(a.astype(np.float64) + b))
 
 
+def test_a_kernel_file_imports_its_neighbours(work, capsys):
+    d, a, b = work
+    (d / "neighbour_helpers.py").write_text("import nki.language as nl\nADD = nl.add\n")
+    (d / "uses_helpers.py").write_text("from neighbour_helpers import ADD\n" + OLDER.replace("nl.add(", "ADD("))
+    rc, _, err = _cli(capsys, f"{d}/uses_helpers.py::add_kernel", "--inputs", d / "ab.npz", "--out", d / "o.npz")
+    assert rc == 0, err
+    with np.load(d / "o.npz") as z:
+        np.testing.assert_array_equal(z["output_0"], _f32(a.astype(np.float64) + b))
+    sys.modules.pop("neighbour_helpers", None)
+
+
 def test_error_findings_exit_1_with_where_rule_and_source(work, capsys):
     d, a, _ = work
     np.savez(d / "a.npz", a=a)
