@@ -45,6 +45,14 @@ ASSUMPTIONS: dict[str, tuple[tuple[str, ...], str, str]] = {
                              "tensor_scalar's two operators: the first result rounded to fp32, or one rounding of "
                              "both (where both are + - *)",
                              "nki.isa.tensor_scalar docs give the formula, not its rounding (FACTS.md s3)"),
+    "scan_carry": (("fp32", "dtype"),
+                   "tensor_tensor_scan's running value between elements: kept in fp32, or rounded to data0's dtype "
+                   "at each step",
+                   "the docstring's pseudocode keeps the carry in data0.dtype; the engines compute in fp32 (nki.isa "
+                   "docs; FACTS.md s3)"),
+    "partition_reduce_order": (("sequential", "pairwise"),
+                               "the order in which GpSimd tensor_partition_reduce combines partitions, in fp32",
+                               "nki.isa.tensor_partition_reduce docs give no order"),
     "dma_cast_rounding": (("nearest_even", "toward_zero"),
                           "the rounding of a DMA's dtype cast (through fp32)",
                           "docs: DMA casts go through fp32; their rounding is not stated (FACTS.md s3)"),
