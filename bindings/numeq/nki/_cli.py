@@ -234,9 +234,10 @@ def _load_inputs(path: str | None, dtypes: dict[str, str]) -> dict[str, np.ndarr
             arrays[name] = a.astype(storage)
     for name, a in arrays.items():
         if a.dtype.type is np.void:
+            valid = [n for n, t in DTYPES.items() if _raw(t) and t.itemsize == a.dtype.itemsize]
             raise UsageFault(f"--inputs: array {name} holds raw {a.dtype.itemsize}-byte elements (numpy stores "
                              f"bfloat16 and fp8 arrays so in .npz); say which dtype with --dtype {name}=DTYPE "
-                             f"(valid: {', '.join(n for n, t in DTYPES.items() if _raw(t) and t.itemsize == a.dtype.itemsize)})")
+                             f"(valid: {', '.join(valid)})")
     return arrays
 
 
