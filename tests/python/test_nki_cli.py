@@ -173,7 +173,7 @@ def test_bfloat16_inputs_from_raw_bytes(work, capsys):
     np.savez(d / "bf16.npz", a=a16, b=b16)  # numpy stores them as raw 2-byte elements
     rc, _, err = _cli(capsys, f"{d}/kernels.py::subtract", "--inputs", d / "bf16.npz")
     assert rc == 2 and "array a holds raw 2-byte elements" in err and "--dtype a=DTYPE" in err
-    assert "bfloat16" in err and "float16" in err
+    assert "(valid: bfloat16)" in err  # the one 2-byte dtype numpy cannot name (float16 it stores as such)
     rc, _, err = _cli(capsys, f"{d}/kernels.py::subtract", "--inputs", d / "bf16.npz", "--dtype", "a=bfloat16",
                       "--dtype", "b=bf16", "--out", d / "o.npz")
     assert rc == 0, err
