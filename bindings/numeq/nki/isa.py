@@ -168,8 +168,13 @@ def memset(dst: Any = None, value: Any = 0, dtype: Any = None, engine: Any = Non
             shape = dst
         dst = new_tile(tuple(shape), dtype or "float32")
     eng = engine_name(engine, "vector")
-    v = np.full(dst.shape, np.float32(value), dtype=np.float32)
-    write(ctx, dst, v, WRITER_MEMSET if float(value) == 0.0 else WRITER_OTHER)
+    code = WRITER_MEMSET if float(value) == 0.0 else WRITER_OTHER
+    if dst.dtype.kind == "int":
+        write(ctx, dst, np.full(dst.shape, float(value)), code)
+    else:
+        # The value as an exact double, rounded once into dst's dtype (assumption memset_rounding).
+        rounded = _numerics.cast_into(np.full(dst.shape, float(value)), dst.dtype, ctx.assumptions["memset_rounding"])
+        write(ctx, dst, None, code, bits=rounded)
     ctx.issue(eng, "memset", [dst], [], cycles=cost_elementwise(dst))
     return dst
 
