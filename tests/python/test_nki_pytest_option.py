@@ -153,12 +153,11 @@ def test_the_option_takes_a_target(pytester, target):
     _left_nothing_installed()
 
 
-@pytest.mark.xfail(strict=True, reason="core: numeq.nki.simulate / simulate_kernel run on target='trn2' by default, "
-                                       "not on the target of the installed() block they are called in")
 def test_simulate_runs_on_the_options_target(pytester):
     _suite(pytester, "trn1")
     result = _run(pytester, "--numeq-nki=trn1", "-k", "test_the_target_of_simulate")
     result.assert_outcomes(passed=1, deselected=4)
+    _left_nothing_installed()
 
 
 def test_a_target_the_kernel_does_not_see_fails(pytester):
