@@ -479,3 +479,28 @@ def test_tensor_reduce_takes_numpy_max():
         return nisa.tensor_reduce(np.max, data=t, axis=(1,), negate=True)
 
     nki.run(kernel, np.ones((128, 8), np.float32))
+
+
+def test_psum_groups_added_into_a_bf16_sbuf_accumulator():
+    def kernel(lhsT, rhs):
+        K, M = lhsT.shape
+        out = nl.ndarray((M, 512), nl.bfloat16, buffer=nl.shared_hbm)
+        i_a, i_b = nl.mgrid[0:128, 0:128], nl.mgrid[0:128, 0:512]
+        acc = nl.zeros((nl.par_dim(128), 512), nl.bfloat16, buffer=nl.sbuf)
+        for g in nl.sequential_range(K // 256):  # groups of two K tiles, each summed in PSUM
+            psum = nl.zeros((128, 512), nl.float32, buffer=nl.psum)
+            for k in nl.affine_range(2):
+                row = (2 * g + k) * 128
+                psum[...] += nisa.nc_matmul(nl.load(lhsT[row + i_a.p, i_a.x]), nl.load(rhs[row + i_b.p, i_b.x]))
+            acc[i_b.p, i_b.x] += psum
+        nl.store(out, acc)
+        return out
+
+    a = RNG.standard_normal((128, 768)).astype(bf16)
+    b = RNG.standard_normal((768, 512)).astype(bf16)
+    r = nki.run(kernel, np.ascontiguousarray(a.T), b)
+    assert r.completed and not r.errors
+    assert "psum_group=2" in r.platform and "group_accumulator=bf16" in r.platform
+    expected = numeq.matmul(a, b, platform=r.platform, out="bf16")
+    assert np.array_equal(np.asarray(expected, dtype=np.float64).astype(bf16).view(np.uint16),
+                          r.outputs.view(np.uint16))
