@@ -88,6 +88,8 @@ class Context:
 
     def __init__(self, target: Any, assumptions: dict, grid: tuple[int, ...] = ()) -> None:
         self.target = target
+        # The limits every instruction reads, as plain numbers (the target table's values).
+        self.limits = {key: int(target[key]) for key in ("partitions",)}
         self.assumptions = assumptions  # name -> value (every assumption, defaults filled in)
         self.findings: list[Finding] = []
         self._finding_at: dict[tuple[str, str], Finding] = {}
@@ -96,8 +98,12 @@ class Context:
         self.grid = grid
         self.program = tuple(0 for _ in grid)
         self.step = 0
-        self.matmuls: list = []  # (psum buffer id, offset, shape, K, accumulate, dtype) for the platform
-        self.psum_groups: list = []
+        # (PSUM buffer id, element offset) -> nc_matmuls in the current accumulation chain there, and
+        # the (chain length, SBUF accumulator format) of each PSUM group added into SBUF: the run's
+        # platform reads them (psum_group, group_accumulator).
+        self.psum_chain: dict[tuple[int, int], int] = {}
+        self.psum_groups: list[tuple[int, str]] = []
+        self.pending: dict[int, dict] = {}  # PSUM buffer id -> its matmul chains not yet computed (_psum)
 
     # --- findings ------------------------------------------------------------------------------
     def find(self, rule: str, severity: str, message: str, source: str, at: str | None = None) -> Finding:

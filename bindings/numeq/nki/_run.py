@@ -142,9 +142,10 @@ class _RunContext(Context):
         """The platform of one nc_matmul: the kernel's assumptions, its K as the one tile."""
         key = (k, double_row)
         if key not in self._tile_platforms:
-            extra: dict[str, Any] = {"k_tile": k}
+            # The instruction's K as the plan's tile (the platform's default tile needs no option).
+            extra: dict[str, Any] = {} if k == (256 if double_row else 128) else {"k_tile": k}
             if double_row and self.assumptions.get("fp8_double_row") != "on":
-                extra = {"fp8_double_row": "on", "k_tile": k}
+                extra = {"fp8_double_row": "on", **extra}
             self._tile_platforms[key] = self._platform(extra)
         return self._tile_platforms[key]
 
@@ -154,8 +155,10 @@ class _RunContext(Context):
 
 
 def _kernel_arguments(ctx: Context, fn: Callable, args: tuple, kwargs: dict) -> tuple[tuple, dict, list]:
-    """numpy arrays become HBM tensors (written: they are the kernel's inputs); other values pass."""
-    tensors: list[Tensor] = []
+    """numpy arrays become HBM tensors (written: they are the kernel's inputs); other values pass.
+    Returns the arguments and (array, tensor) pairs, so that inputs the kernel writes are updated
+    in place, as AWS's simulator does."""
+    tensors: list = []
 
     def wrap(x: Any, name: str) -> Any:
         if isinstance(x, np.ndarray) or (hasattr(x, "__array__") and hasattr(x, "dtype") and hasattr(x, "shape")):
@@ -165,7 +168,7 @@ def _kernel_arguments(ctx: Context, fn: Callable, args: tuple, kwargs: dict) -> 
             d = dtype_of(arr.dtype, name)
             data = np.array(arr, dtype=d.storage, copy=True, order="C")
             t = ctx.allocate(Buffer(arr.shape, d, MEMORIES["shared_hbm"], name, "<input>", data=data)).whole()
-            tensors.append(t)
+            tensors.append((x, t))
             return t
         return x
 
@@ -201,7 +204,7 @@ def _execute(fn: Callable, args: tuple, kwargs: dict, target: str, assume: dict 
     completed = True
     result: Any = None
     with running(ctx):
-        a, k, _ = _kernel_arguments(ctx, fn, args, kwargs)
+        a, k, inputs = _kernel_arguments(ctx, fn, args, kwargs)
         programs = list(np.ndindex(*grid)) if grid else [()]
         try:
             for p in programs:
@@ -210,8 +213,14 @@ def _execute(fn: Callable, args: tuple, kwargs: dict, target: str, assume: dict 
                 result = r if result is None else result
         except KernelFault:
             completed = False
+        from ._psum import settle_all
+
+        settle_all(ctx)
         _rules.capacity(ctx)
         outputs = _outputs(ctx, result) if completed else None
+        for array, t in inputs:
+            if t.base.dirty and isinstance(array, np.ndarray) and array.flags.writeable and array.dtype == t.data.dtype:
+                array[...] = t.data
     return Run(outputs, ctx.findings, ctx.trace, _kernel_platform(ctx), target,
                {k: v["value"] for k, v in ctx.table.items()}, completed)
 
@@ -229,8 +238,14 @@ def _kernel_platform(ctx: _RunContext) -> str:
         default = 256 if double else 128
         if full != default:
             extra["k_tile"] = full
-    for key, value in getattr(ctx, "platform_options", {}).items():
-        extra[key] = value
+    if ctx.psum_groups:
+        # The kernel adds PSUM groups into an SBUF accumulator: the groups' length (all but an
+        # output tile's last are full) and the accumulator's dtype.
+        extra["psum_group"] = max(length for length, _ in ctx.psum_groups)
+        formats = {fmt for _, fmt in ctx.psum_groups}
+        fmt = formats.pop() if len(formats) == 1 else "fp32"
+        if fmt in ("bf16", "fp16"):
+            extra["group_accumulator"] = fmt
     return ctx._platform(extra)
 
 
