@@ -1,8 +1,8 @@
 """Tiled matmul with PSUM groups summed in a bf16 SBUF accumulator: as matmul_psum_groups.py, but
 the accumulator is a tile of the input dtype (bf16), as the NKI tutorial's fully optimised matmul
-has it (FACTS.md s3). Every group's sum is rounded to bf16 when it enters the accumulator, so the
-result is not any fp32-accumulator plan's: numeq's Trainium platform has no format option for the
-group accumulator (``psum_group`` adds in fp32).
+has it (FACTS.md s3). Every group's sum is added in fp32 and rounded to bf16 as it enters the
+accumulator, so the result is not the fp32-accumulator plan's: its op-level model is the platform
+options ``psum_group=G,group_accumulator=bf16``.
 
 Run: ``python3 examples/nki/matmul_psum_groups_bf16.py``.
 """
@@ -66,7 +66,7 @@ def main() -> None:
     print(run.summary())
     exact = numeq.reference.matmul(a, b, out="fp64")
     print("max |out - exact|:", float(np.max(np.abs(run.outputs.astype(np.float64) - exact))))
-    for platform in (run.platform, f"trainium.trn2[psum_group={GROUP}]"):
+    for platform in (run.platform, f"trainium.trn2[psum_group={GROUP}]"):  # the second: fp32 groups
         emulated = numeq.matmul(a, b, platform=platform, out="bf16")
         print(f"bit-exact with numeq.matmul on {platform}:",
               bool(np.array_equal(run.outputs.astype(np.float64), emulated)))

@@ -107,8 +107,7 @@ def test_loop_orders_agree_bit_for_bit() -> None:
     assert all(np.array_equal(outs[0], o) for o in outs[1:])
 
 
-@unsupported("nki.isa.matmul_perf_mode (and nc_matmul's double_row layout: stationary [128, 2, M] and "
-             "moving [128, 2, N] read as K = 256 rows, row 2p + l at partition p, slot l; M, N the last dims)")
+@unsupported("the enum nki.isa.matmul_perf_mode (perf_mode=matmul_perf_mode.double_row; the string 'double_row' runs)")
 def test_fp8_double_row_within_bound() -> None:
     (a, b), run = ran("matmul_fp8_double_row", "matmul_fp8_double_row")
     no_errors(run)
@@ -116,7 +115,7 @@ def test_fp8_double_row_within_bound() -> None:
     assert np.all(np.abs(run.outputs - exact) <= matmul_bound(a, b))
 
 
-@unsupported("nki.isa.matmul_perf_mode (and nc_matmul's double_row layout [128, 2, M] / [128, 2, N])")
+@unsupported("the enum nki.isa.matmul_perf_mode (perf_mode=matmul_perf_mode.double_row; the string 'double_row' runs)")
 def test_fp8_double_row_law() -> None:
     (a, b), run = ran("matmul_fp8_double_row", "matmul_fp8_double_row")
     assert run.platform == "trainium.trn2[fp8_double_row=on]"  # K tile 256, the double_row default
@@ -130,16 +129,15 @@ def test_psum_groups_fp32_within_bound_and_equal_to_the_psum_group_plan() -> Non
     no_errors(run)
     exact = numeq.reference.matmul(a, b, out="fp64")
     assert np.all(np.abs(run.outputs - exact) <= matmul_bound(a, b))
-    # The kernel is the platform option's structure (what run.platform should name, below).
+    # The kernel is the platform option's structure (what run.platform names, below).
     stated = numeq.matmul(a, b, platform=f"trainium.trn2[psum_group={m.GROUP}]", in_fmt="bf16", out="fp32")
     assert np.array_equal(run.outputs, stated)
 
 
-@pytest.mark.xfail(strict=True, reason="Run.platform does not name psum_group: numeq.nki's _kernel_platform must "
-                   "infer psum_group=G when each output tile's K tiles go to PSUM G at a time and the groups are "
-                   "summed in SBUF (tensor_copy of the first, tensor_tensor add of the rest)")
 def test_psum_groups_fp32_law() -> None:
+    m = example("matmul_psum_groups")
     (a, b), run = ran("matmul_psum_groups", "matmul_psum_groups")
+    assert run.platform == f"trainium.trn2[psum_group={m.GROUP}]"
     emulated = numeq.matmul(a, b, platform=run.platform, in_fmt="bf16", out="fp32")
     assert np.array_equal(run.outputs, emulated)
 
@@ -159,11 +157,10 @@ def test_psum_groups_bf16_within_bound() -> None:
     assert np.max(error / magnitude) > gamma(a.shape[1])  # the bf16 roundings show beyond the fp32 bound
 
 
-@pytest.mark.xfail(strict=True, reason="numeq's Trainium platform has no format option for the PSUM-group "
-                   "accumulator (psum_group adds the groups in fp32; this kernel's SBUF accumulator is bf16): "
-                   "add one (e.g. psum_group_accumulator=bf16) and have Run.platform name it")
 def test_psum_groups_bf16_law() -> None:
+    m = example("matmul_psum_groups_bf16")
     (a, b), run = ran("matmul_psum_groups_bf16", "matmul_psum_groups_bf16")
+    assert run.platform == f"trainium.trn2[psum_group={m.GROUP},group_accumulator=bf16]"
     emulated = numeq.matmul(a, b, platform=run.platform, in_fmt="bf16", out="bf16")
     assert np.array_equal(run.outputs.astype(np.float64), emulated)
 
