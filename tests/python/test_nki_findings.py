@@ -436,7 +436,7 @@ SILENT = [("matmul_mnk", "matmul_mnk", mnk_missing_k_tile, {}),
 def test_silent_bug_found_by_compare(example: str, kernel: str, planted: Any, extra: dict) -> None:
     m = _example(example)
     assert len([d for d in difflib.ndiff(body(getattr(m, kernel)), body(planted)) if d[:1] in "+-"]) == 2
-    a, b = m.inputs()
+    a, b = m.inputs(m=128, k=512, n=512)  # small: the violation's bound walk costs time per element
     a_t = np.ascontiguousarray(a.T)
     correct = nki.run(getattr(m, kernel), a_t, b, **extra)
     bad = nki.run(planted, a_t, b, **extra)
@@ -444,5 +444,5 @@ def test_silent_bug_found_by_compare(example: str, kernel: str, planted: Any, ex
     assert bad.completed and not bad.errors  # no limit is broken: only the numbers say it
     op = numeq.ops.matmul(a, b, in_fmt="bf16", out="fp32")
     assert numeq.compare(correct.outputs, op, correct.platform, accept="bit_exact").passed
-    verdict = numeq.compare(bad.outputs, op, correct.platform)
+    verdict = numeq.compare(bad.outputs, op, correct.platform, variants=False)  # no variant search: fast
     assert not verdict.passed and verdict.tier == "violation", str(verdict)
