@@ -1,0 +1,354 @@
+"""What the instructions beyond the core set share: reading a call in any of NKI's argument forms,
+the enums they take (``reduce_cmd``, ``dge_mode``, ``oob_mode``, ``nc_version``), the Vector
+engine's accumulator registers, per-partition operands, partial writes and the findings their
+documented limits raise.
+
+Argument forms: the current interface passes the destination first (``bn_stats(dst, data)``),
+the older one returns a new tile (``stats = bn_stats(data, dtype=...)``) and some instructions
+changed their order between releases (``affine_select``'s ``offset``, ``dma_compute``'s
+``scales``). A call is matched against each form in turn, with the kinds of its parameters
+(a tensor, an operator, a scalar or a tensor) telling the forms apart, as a reader of the kernel
+would.
+"""
+
+from __future__ import annotations
+
+import enum
+import warnings
+import weakref
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import numpy as np
+
+from . import _numerics
+from ._alu import ALU, op_name
+from ._context import Context, KernelFault, current, where
+from ._engine import as_tensor, new_tile, read, write
+from ._tensor import Tensor
+
+__all__ = ["REQUIRED", "Form", "bind", "reduce_cmd", "dge_mode", "oob_mode", "nc_version", "get_nc_version",
+           "FP32_MIN", "constraint", "generation", "per_partition", "flat", "alu_fn", "reduce_name", "lanes",
+           "Accumulator", "vector_accumulator", "accumulate", "write_where", "raw", "destination", "doc"]
+
+REQUIRED = object()
+FP32_MIN = np.float32(np.finfo(np.float32).min)  # nl.fp32.min: bit pattern 0xff7fffff
+
+
+# --- enums (nki.isa constants; values of the current interface, nki/api/nki/isa/__init__.py) -----
+
+class reduce_cmd(enum.IntEnum):  # noqa: N801 - NKI's spelling
+    """State commands of the engines' accumulator registers: ``idle`` leaves them (their value is
+    undefined after it: the docs say idle may still modify them), ``reset`` sets the operator's
+    identity, ``reduce`` accumulates onto them, ``reset_reduce`` resets then accumulates,
+    ``load_reduce`` loads an initial value then accumulates."""
+
+    idle = 0
+    reset = 1
+    reduce = 2
+    reset_reduce = 3
+    load_reduce = 4
+
+
+class dge_mode(enum.IntEnum):  # noqa: N801
+    unknown = 0
+    swdge = 1
+    hwdge = 2
+    none = 3
+
+
+class oob_mode(enum.IntEnum):  # noqa: N801
+    error = 0
+    skip = 1
+
+
+class nc_version(enum.IntEnum):  # noqa: N801
+    gen2 = 2
+    gen3 = 3
+    gen4 = 4
+
+
+def get_nc_version() -> nc_version:
+    """The NeuronCore generation of the run's target (trn1 / inf2: gen2, trn2: gen3)."""
+    core = current().target.core  # "NeuronCore-v2", "NeuronCore-v3"
+    return nc_version(int(core.rsplit("v", 1)[1]))
+
+
+def command(value: Any, parameter: str = "reduce_cmd") -> reduce_cmd:
+    """A ``reduce_cmd`` given as the enum, its name or its value."""
+    if isinstance(value, reduce_cmd):
+        return value
+    name = getattr(value, "name", value)
+    if isinstance(name, str) and name in reduce_cmd.__members__:
+        return reduce_cmd[name]
+    try:
+        return reduce_cmd(int(value))
+    except (TypeError, ValueError):
+        raise ValueError(f"{parameter}: expected a nisa.reduce_cmd ({', '.join(reduce_cmd.__members__)}), "
+                         f"got {value!r}") from None
+
+
+# --- argument forms ------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Form:
+    """One argument form of an instruction: ``label`` (which release), ``params`` as (name, kind,
+    default) with kinds ``tensor``, ``op``, ``value`` (a number or a tensor), ``int``, ``list``,
+    ``any`` (a trailing ``?`` also takes None), how many may come ``positional``ly, and whether
+    the form ``returns`` a new tile (the older interface: no dst)."""
+
+    label: str
+    params: tuple
+    positional: int
+    returns: bool = False
+
+
+def _fits(kind: str, v: Any) -> bool:
+    if kind.endswith("?"):
+        if v is None:
+            return True
+        kind = kind[:-1]
+    if kind == "any":
+        return True
+    if kind == "tensor":
+        return isinstance(v, Tensor)
+    if kind == "op":
+        return v is not None and not isinstance(v, (Tensor, bool, int, float, np.number, list, tuple, np.ndarray))
+    if kind == "value":
+        return isinstance(v, (Tensor, int, float, np.number)) and not isinstance(v, bool)
+    if kind == "int":
+        return isinstance(v, (int, np.integer)) and not isinstance(v, bool)
+    if kind == "list":
+        return isinstance(v, (list, tuple))
+    raise AssertionError(kind)
+
+
+def _try(form: Form, args: tuple, kwargs: dict) -> tuple[dict | None, str]:
+    names = [p[0] for p in form.params]
+    if len(args) > form.positional:
+        return None, f"takes at most {form.positional} positional arguments"
+    vals = dict(zip(names, args))
+    for k, v in kwargs.items():
+        if k not in names:
+            return None, f"unknown keyword {k}"
+        if k in vals:
+            return None, f"{k} given twice"
+        vals[k] = v
+    for n, kind, default in form.params:
+        if n not in vals:
+            if default is REQUIRED:
+                return None, f"missing {n}"
+            vals[n] = default
+        elif not _fits(kind, vals[n]):
+            return None, f"{n} is not a {kind.rstrip('?')}"
+    return vals, ""
+
+
+def _signature(name: str, form: Form) -> str:
+    parts = []
+    for i, (n, _, default) in enumerate(form.params):
+        if i == form.positional:
+            parts.append("*")
+        parts.append(n if default is REQUIRED else f"{n}={default!r}" if not isinstance(default, enum.Enum)
+                     else f"{n}={type(default).__name__}.{default.name}")
+    return f"nisa.{name}({', '.join(parts)})"
+
+
+def bind(name: str, args: tuple, kwargs: dict, forms: list[Form]) -> tuple[Form, dict, Any]:
+    """Match a call against ``forms`` (first match wins): (the form, its arguments by name, the
+    ``dtype=`` keyword). ``mask=`` (the older interface's predicate) is not implemented; ``name=``
+    labels the instruction and changes nothing."""
+    kwargs = dict(kwargs)
+    kwargs.pop("name", None)
+    dtype = kwargs.pop("dtype", None)
+    if kwargs.pop("mask", None) is not None:
+        raise current().unsupported(f"nisa.{name}(mask=) (the older interface's instruction masks)")
+    reasons = []
+    for form in forms:
+        vals, why = _try(form, args, kwargs)
+        if vals is not None:
+            if dtype is not None and not form.returns:
+                warnings.warn(f"{where()}: nisa.{name}(dtype=) is a keyword of an earlier NKI release; numeq.nki "
+                              "writes the destination's dtype", DeprecationWarning, stacklevel=3)
+            return form, vals, dtype
+        reasons.append(why)
+    unknown = [r for r in reasons if r.startswith("unknown keyword")]
+    if len(unknown) == len(forms):
+        raise current().unsupported(f"nisa.{name}'s keyword {unknown[0].split()[-1]!r}")
+    tried = "; or ".join(f"{_signature(name, f)} ({f.label}: {r})" for f, r in zip(forms, reasons))
+    raise TypeError(f"{name}: the call matches no form of nisa.{name}: expected {tried}")
+
+
+def destination(vals: dict, form: Form, shape: tuple, dtype: Any, default_dtype: Any) -> Tensor:
+    """The dst of the current form, or the older form's new SBUF tile of ``shape``."""
+    if form.returns:
+        return new_tile(tuple(int(s) for s in shape), dtype if dtype is not None else default_dtype)
+    return as_tensor(vals["dst"], "dst")
+
+
+# --- findings ------------------------------------------------------------------------------------
+
+def doc(instruction: str) -> str:
+    return f"documented: nki.isa.{instruction} docstring"
+
+
+def constraint(ctx: Context, instruction: str, message: str, source: str | None = None) -> None:
+    """An operand outside what the instruction documents (a dtype, a size, an operator, a value)."""
+    ctx.find("instruction_constraint", "error", f"{instruction}: {message}", source or doc(instruction))
+
+
+def generation(ctx: Context, instruction: str, first: int) -> None:
+    """An instruction the target's NeuronCore generation does not have (``first``: the first one
+    that does)."""
+    have = int(ctx.target.core.rsplit("v", 1)[1])
+    if have < first:
+        ctx.find("target_generation", "error", f"{instruction} is available on NeuronCore-v{first} and newer; the "
+                 f"target {ctx.target.name} is {ctx.target.core}", doc(instruction))
+
+
+def shape_fault(ctx: Context, instruction: str, message: str) -> KernelFault:
+    return KernelFault(ctx.find("shape_mismatch", "error", f"{instruction}: {message}", doc(instruction)))
+
+
+# --- operands ------------------------------------------------------------------------------------
+
+def flat(x: np.ndarray) -> np.ndarray:
+    """A tile's values as [partitions, free elements] (instructions see the free axes flattened)."""
+    return x.reshape(x.shape[0], -1) if x.ndim else x.reshape(1, 1)
+
+
+def raw(ctx: Context, t: Any, parameter: str, engine: str = "vector") -> np.ndarray:
+    """The stored data of operand ``t`` (bit-exact instructions), after the same checks ``read``
+    makes (partitions, engine access, unwritten bytes)."""
+    t = as_tensor(t, parameter)
+    read(ctx, t, parameter, engine)
+    return t.data
+
+
+def per_partition(ctx: Context, x: Any, partitions: int, instruction: str, parameter: str,
+                  engine: str = "vector") -> np.ndarray:
+    """A scalar operand or a (P, 1) tile as fp32 [P, 1] (broadcast along the free axis)."""
+    if isinstance(x, Tensor):
+        v = flat(read(ctx, x, parameter, engine))
+        if v.shape != (partitions, 1):
+            raise shape_fault(ctx, instruction, f"{parameter} {x.name} has shape {x.shape}; it takes one element per "
+                                                f"partition for {partitions} partitions")
+        return v
+    if x is None or isinstance(x, bool) or not isinstance(x, (int, float, np.number)):
+        raise TypeError(f"{parameter}: expected a number or a ({partitions}, 1) tile, got {x!r}")
+    return np.full((partitions, 1), np.float32(x), dtype=np.float32)
+
+
+def alu_fn(op: Any, parameter: str) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
+    """The fp32 ALU function of operator ``op`` (``_alu.ALU``)."""
+    name = op_name(op, parameter)
+    f = ALU.get(name) or ALU.get(_REDUCE_ALIASES.get(name, ""))
+    if f is None:
+        raise current().unsupported(f"the ALU operator {name!r} given as {parameter} (known: {', '.join(ALU)})")
+    return f
+
+
+_REDUCE_ALIASES = {"max": "maximum", "amax": "maximum", "maximum": "maximum", "min": "minimum", "amin": "minimum",
+                   "minimum": "minimum", "add": "add", "sum": "add", "multiply": "multiply", "mult": "multiply",
+                   "prod": "multiply", "subtract": "subtract", "average": "average", "mean": "average",
+                   "bitwise_or": "bitwise_or", "bitwise_and": "bitwise_and"}
+
+
+def reduce_name(op: Any, parameter: str) -> str:
+    """A reduction operator's canonical name (``np.max``, ``nl.maximum`` -> ``maximum``)."""
+    name = op_name(op, parameter)
+    return _REDUCE_ALIASES.get(name, name)
+
+
+def lanes(t: Tensor) -> np.ndarray:
+    """The absolute partitions (accumulator lanes) a view's rows use."""
+    first, count, step = t.partitions()
+    return first + np.arange(count) * step
+
+
+# --- the Vector engine's accumulator registers -----------------------------------------------------
+
+class Accumulator:
+    """One fp32 register per partition lane, undefined until an instruction resets or loads it
+    (nki.isa docs: the accumulators are shared by exponential, range_select, select_reduce,
+    tensor_scalar_reduce and tensor_scalar_cumulative, and persist across instructions)."""
+
+    def __init__(self, partitions: int) -> None:
+        self.values = np.zeros(partitions, dtype=np.float32)
+        self.defined = np.zeros(partitions, dtype=bool)
+
+
+_vector: "weakref.WeakKeyDictionary[Context, Accumulator]" = weakref.WeakKeyDictionary()
+
+_IDENTITY = {"add": 0.0, "subtract": 0.0, "multiply": 1.0, "maximum": -np.inf, "minimum": np.inf}
+
+
+def vector_accumulator(ctx: Context) -> Accumulator:
+    acc = _vector.get(ctx)
+    if acc is None:
+        acc = _vector[ctx] = Accumulator(int(ctx.target["partitions"]))
+    return acc
+
+
+def fold(ctx: Context, op: str, start: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """``start`` [P] combined with every element of x [P, F] by ``op`` in fp32, as a register
+    accumulating the stream: sums in the platform's ``vector_reduce_order`` (sequential: one add
+    per element in order; pairwise: the register plus the plan's sum), products in order, max /
+    min (order-free)."""
+    if x.shape[1] == 0:
+        return start
+    if op == "add" and ctx.assumptions.get("vector_reduce_order", "sequential") != "sequential":
+        return np.add(start, _numerics.reduce_fp32(x, "add", ctx.sum_platform()), dtype=np.float32)
+    if op in ("add", "multiply"):
+        ufunc = np.add if op == "add" else np.multiply
+        with np.errstate(all="ignore"):
+            return ufunc.accumulate(np.concatenate([start[:, None], x], axis=1), axis=1, dtype=np.float32)[:, -1]
+    f = np.maximum if op == "maximum" else np.minimum
+    return f(start, f.reduce(x, axis=1))
+
+
+def accumulate(ctx: Context, instruction: str, rows: np.ndarray, cmd: reduce_cmd, op: str, x: np.ndarray,
+               init: np.ndarray | None = None) -> np.ndarray | None:
+    """Run ``cmd`` on the Vector accumulator lanes ``rows`` with the fp32 results x [P, F]: the
+    registers' new values [P], or None for ``idle`` (after which they are undefined)."""
+    acc = vector_accumulator(ctx)
+    if cmd == reduce_cmd.idle:
+        acc.defined[rows] = False
+        return None
+    if cmd in (reduce_cmd.reset, reduce_cmd.reset_reduce):
+        start = np.full(len(rows), _IDENTITY[op], dtype=np.float32)
+    elif cmd == reduce_cmd.load_reduce:
+        if init is None:
+            raise TypeError(f"{instruction}: reduce_cmd=load_reduce needs the initial value "
+                            "(reduce_init / imm1)")
+        start = init.reshape(-1).astype(np.float32)
+    else:
+        if not acc.defined[rows].all():
+            ctx.find("accumulator_undefined", "error", f"{instruction} continues (reduce_cmd=reduce) the Vector "
+                     "engine's accumulator, which no instruction has reset or loaded since it was last undefined",
+                     "documented: nki.isa.select_reduce / tensor_scalar_reduce docstrings (registers are reset by "
+                     "reset_reduce or load_reduce; idle may still modify them)")
+        start = np.where(acc.defined[rows], acc.values[rows], np.float32(np.nan)).astype(np.float32)
+    result = start if cmd == reduce_cmd.reset else fold(ctx, op, start, x)
+    acc.values[rows] = result
+    acc.defined[rows] = True
+    return result
+
+
+# --- writes --------------------------------------------------------------------------------------
+
+def write_where(ctx: Context, dst: Tensor, chosen: np.ndarray, values: np.ndarray | None = None,
+                bits: np.ndarray | None = None) -> None:
+    """Write ``values`` (or ``bits``) into the elements of dst where ``chosen``; the others keep
+    their data, written mask and PSUM writer (a predicated write leaves them unmodified)."""
+    chosen = np.broadcast_to(chosen.reshape(dst.shape) if chosen.size == dst.size else chosen, dst.shape)
+    old_data, old_mask = dst.data.copy(), dst.mask.copy()
+    old_writer = None if dst.writer is None else dst.writer.copy()
+    if values is not None:
+        values = np.where(chosen, np.asarray(values).reshape(dst.shape), 0).astype(np.asarray(values).dtype)
+    write(ctx, dst, values, bits=bits)
+    keep = ~chosen
+    dst.data[keep] = old_data[keep]
+    dst.mask[keep] = old_mask[keep]
+    if old_writer is not None:
+        dst.writer[keep] = old_writer[keep]

@@ -1,0 +1,411 @@
+"""Statistics, scans and fused arithmetic of the Vector and GpSimd engines: ``bn_stats``,
+``bn_aggr``, ``tensor_tensor_scan``, ``tensor_scalar_cumulative``, ``scalar_tensor_tensor``,
+``tensor_scalar_reduce``, ``tensor_partition_reduce`` and the Scalar engine's
+``activation_reduce``. All compute in fp32 (nki.isa docs: inputs cast to fp32, results cast to
+dst's dtype), one IEEE operation at a time (numpy float32 ufuncs, correctly rounded), in the order
+each instruction's documentation states; where it states none, the order is a named assumption.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from . import _numerics, _rules
+from ._alu import op_name
+from ._context import current
+from ._engine import as_tensor, cost_elementwise, read, write
+from ._isa_args import (REQUIRED, Form, accumulate, alu_fn, bind, command, constraint, destination, flat, lanes,
+                        per_partition, raw, reduce_cmd, reduce_name, shape_fault, vector_accumulator)
+
+__all__ = ["bn_stats", "bn_aggr", "tensor_tensor_scan", "tensor_scalar_cumulative", "scalar_tensor_tensor",
+           "tensor_scalar_reduce", "tensor_partition_reduce", "activation_reduce"]
+
+_f32 = np.float32
+
+
+# --- bn_stats / bn_aggr ----------------------------------------------------------------------------
+
+def _welford(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(mean, M2) of each row of fp32 x [P, n] by Welford's update in fp32, one IEEE operation at
+    a time: mean_k = mean + (x_k - mean) / k, M2_k = M2 + (x_k - mean)(x_k - mean_k) (the operation
+    catalogue's layernorm ``bn_stats`` variant computes the same; an empty row gives 0, 0)."""
+    mean = np.zeros(x.shape[0], dtype=_f32)
+    m2 = np.zeros(x.shape[0], dtype=_f32)
+    with np.errstate(all="ignore"):
+        for k in range(1, x.shape[1] + 1):
+            xk = x[:, k - 1]
+            delta = np.subtract(xk, mean, dtype=_f32)
+            mean = np.add(mean, np.divide(delta, _f32(k), dtype=_f32), dtype=_f32)
+            m2 = np.add(m2, np.multiply(delta, np.subtract(xk, mean, dtype=_f32), dtype=_f32), dtype=_f32)
+    return mean, m2
+
+
+def bn_stats(*args: Any, **kwargs: Any) -> Any:
+    """dst[P, 6] = (count, mean, variance * count) of the even-position elements of each
+    partition, then the same of the odd-position ones, on the Vector engine in fp32 (nki.isa
+    bn_stats docstring). At most ``nl.tile_size.bn_stats_fmax`` (512) elements per partition.
+    Within the instruction the statistics follow Welford's update (the hardware's order is not
+    documented; the operation catalogue's layernorm assumes the same, so a kernel and the op-level
+    emulation agree). Older form ``bn_stats(data, dtype=)`` returns a new tile."""
+    ctx = current()
+    form, v, dtype = bind("bn_stats", args, kwargs, [
+        Form("current", (("dst", "tensor", REQUIRED), ("data", "tensor", REQUIRED)), 2),
+        Form("0.1.0", (("data", "tensor", REQUIRED),), 1, returns=True)])
+    data = as_tensor(v["data"], "data")
+    x = flat(read(ctx, data, "data"))
+    limit = int(ctx.target["bn_stats_free"])
+    if x.shape[1] > limit:
+        ctx.find("bn_stats_free", "error", f"bn_stats reads {x.shape[1]} elements per partition of {data.name}; one "
+                 f"instruction takes at most {limit} (nl.tile_size.bn_stats_fmax)",
+                 ctx.target.spec("bn_stats_free").cite())
+    dst = destination(v, form, (x.shape[0], 6), dtype, data.dtype)
+    if dst.shape[0] != x.shape[0] or dst.free_size() != 6:
+        raise shape_fault(ctx, "bn_stats", f"dst {dst.name} has shape {dst.shape}; it takes 6 elements per partition "
+                                           f"for {x.shape[0]} partitions")
+    out = np.empty((x.shape[0], 6), dtype=_f32)
+    for parity in (0, 1):
+        part = x[:, parity::2]
+        mean, m2 = _welford(part)
+        out[:, 3 * parity] = part.shape[1]
+        out[:, 3 * parity + 1] = mean
+        out[:, 3 * parity + 2] = m2
+    write(ctx, dst, out)
+    ctx.issue("vector", "bn_stats", [dst], [data], flops=5 * x.size, cycles=cost_elementwise(data))
+    return dst
+
+
+def _merge_chan(parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:
+    """Chan, Golub and LeVeque's pairwise update (1983), the parts merged in order, in fp32:
+    n = na + nb, delta = mean_b - mean_a, mean += delta * (nb / n), M2 = (M2_a + M2_b) + delta^2 *
+    (na * nb / n); variance = M2 / n (population)."""
+    na, mean, m2 = parts[0]
+    na = na.astype(np.float64)
+    with np.errstate(all="ignore"):
+        for nb, mean_b, m2_b in parts[1:]:
+            nb64 = nb.astype(np.float64)
+            nn = na + nb64
+            tn = nn.astype(_f32)
+            delta = np.subtract(mean_b, mean, dtype=_f32)
+            mean = np.add(mean, np.multiply(delta, np.divide(nb, tn, dtype=_f32), dtype=_f32), dtype=_f32)
+            weight = np.divide((na * nb64).astype(_f32), tn, dtype=_f32)
+            m2 = np.add(np.add(m2, m2_b, dtype=_f32),
+                        np.multiply(np.multiply(delta, delta, dtype=_f32), weight, dtype=_f32), dtype=_f32)
+            na = nn
+        return mean, np.divide(m2, na.astype(_f32), dtype=_f32)
+
+
+def _merge_naive(parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:
+    """The mean of the parts' means and E[x^2] - mean^2, in fp32, parts in order:
+    s += mean_i * n_i; q += M2_i + (mean_i * mean_i) * n_i; mean = s / n; var = q / n - mean^2."""
+    total = sum(p[0].astype(np.float64) for p in parts).astype(_f32)
+    with np.errstate(all="ignore"):
+        s = q = None
+        for n, mean, m2 in parts:
+            ds = np.multiply(mean, n, dtype=_f32)
+            dq = np.add(m2, np.multiply(np.multiply(mean, mean, dtype=_f32), n, dtype=_f32), dtype=_f32)
+            s = ds if s is None else np.add(s, ds, dtype=_f32)
+            q = dq if q is None else np.add(q, dq, dtype=_f32)
+        mean = np.divide(s, total, dtype=_f32)
+        var = np.subtract(np.divide(q, total, dtype=_f32), np.multiply(mean, mean, dtype=_f32), dtype=_f32)
+    return mean, var
+
+
+def bn_aggr(*args: Any, **kwargs: Any) -> Any:
+    """dst[P, 2] = (mean, population variance) of each partition, merging the (count, mean,
+    variance * count) triples of one or more ``bn_stats`` results in order, on the Vector engine
+    in fp32 (nki.isa bn_aggr docstring). The merge formula is not documented: the platform's
+    ``bn_aggr_merge`` assumption (``chan``: Chan-Golub-LeVeque updates; ``naive``: E[x^2] - mean^2).
+    Older form ``bn_aggr(data, dtype=)`` returns a new tile."""
+    ctx = current()
+    form, v, dtype = bind("bn_aggr", args, kwargs, [
+        Form("current", (("dst", "tensor", REQUIRED), ("data", "tensor", REQUIRED)), 2),
+        Form("0.1.0", (("data", "tensor", REQUIRED),), 1, returns=True)])
+    data = as_tensor(v["data"], "data")
+    x = flat(read(ctx, data, "data"))
+    if x.shape[1] == 0 or x.shape[1] % 3:
+        raise shape_fault(ctx, "bn_aggr", f"data {data.name} holds {x.shape[1]} elements per partition; bn_stats "
+                                          "triples (count, mean, variance * count) make a multiple of 3")
+    dst = destination(v, form, (x.shape[0], 2), dtype, data.dtype)
+    if dst.shape[0] != x.shape[0] or dst.free_size() != 2:
+        raise shape_fault(ctx, "bn_aggr", f"dst {dst.name} has shape {dst.shape}; it takes 2 elements per partition "
+                                          f"for {x.shape[0]} partitions")
+    parts = [(x[:, i], x[:, i + 1], x[:, i + 2]) for i in range(0, x.shape[1], 3)]
+    merge = ctx.assumptions["bn_aggr_merge"]
+    mean, var = _merge_chan(parts) if merge == "chan" else _merge_naive(parts)
+    write(ctx, dst, np.stack([mean, var], axis=1))
+    n = x.shape[1]
+    ctx.issue("vector", "bn_aggr", [dst], [data], flops=4 * n * x.shape[0], cycles=max(64, 13 * (n // 3)),
+              merge=merge)
+    return dst
+
+
+# --- scans ---------------------------------------------------------------------------------------
+
+def tensor_tensor_scan(*args: Any, **kwargs: Any) -> Any:
+    """Per partition, along the flattened free axis: r[0] = op1(op0(data0[0], initial), data1[0]),
+    r[i] = op1(op0(data0[i], r[i-1]), data1[i]) on the Vector engine in fp32; ``reverse0`` makes
+    data0 op0's rhs, ``reverse1`` makes data1 op1's lhs (nki.isa tensor_tensor_scan docstring).
+    ``initial``: a number or a (P, 1) tile. The carry r[i-1]: assumption ``scan_carry`` (``fp32``;
+    ``dtype``: rounded to data0's dtype each step, as the docstring's numpy pseudocode stores it).
+    Older form without dst returns a new tile."""
+    ctx = current()
+    tail = (("initial", "value", REQUIRED), ("op0", "op", REQUIRED), ("op1", "op", REQUIRED),
+            ("reverse0", "any", False), ("reverse1", "any", False))
+    form, v, dtype = bind("tensor_tensor_scan", args, kwargs, [
+        Form("current", (("dst", "tensor", REQUIRED), ("data0", "tensor", REQUIRED), ("data1", "tensor", REQUIRED))
+             + tail, 8),
+        Form("0.1.0", (("data0", "tensor", REQUIRED), ("data1", "tensor", REQUIRED)) + tail, 7, returns=True)])
+    d0, d1 = as_tensor(v["data0"], "data0"), as_tensor(v["data1"], "data1")
+    if d0.base.memory.name == "psum" and d1.base.memory.name == "psum":
+        ctx.find("engine_access", "error", f"tensor_tensor_scan reads both {d0.name} and {d1.name} from PSUM; at most "
+                 "one may be in PSUM", "documented: nki.isa.tensor_tensor_scan docstring")
+    x0, x1 = flat(read(ctx, d0, "data0")), flat(read(ctx, d1, "data1"))
+    if x0.shape != x1.shape:
+        raise shape_fault(ctx, "tensor_tensor_scan", f"data0 {d0.shape} and data1 {d1.shape} differ in partitions or "
+                                                     "elements per partition")
+    r = per_partition(ctx, v["initial"], x0.shape[0], "tensor_tensor_scan", "initial")[:, 0]
+    f0, f1 = alu_fn(v["op0"], "op0"), alu_fn(v["op1"], "op1")
+    carry = ctx.assumptions.get("scan_carry", "fp32")
+    out = np.empty_like(x0)
+    with np.errstate(all="ignore"):
+        for i in range(x0.shape[1]):
+            t = f0(r, x0[:, i]) if v["reverse0"] else f0(x0[:, i], r)
+            r = f1(x1[:, i], t) if v["reverse1"] else f1(t, x1[:, i])
+            if carry == "dtype" and d0.dtype.format != "fp32":
+                r = _numerics.fp32_values(_numerics.cast_into(r, d0.dtype), d0.dtype)
+            out[:, i] = r
+    dst = destination(v, form, d0.shape, dtype, d0.dtype)
+    write(ctx, dst, out)
+    ctx.issue("vector", "tensor_tensor_scan", [dst], [d0, d1], flops=2 * x0.size,
+              cycles=max(64, 2 * x0.shape[1]), op0=op_name(v["op0"]), op1=op_name(v["op1"]), carry=carry)
+    return dst
+
+
+_CUMULATIVE_OPS = ("add", "subtract", "multiply", "maximum", "minimum")
+
+
+def tensor_scalar_cumulative(*args: Any, **kwargs: Any) -> Any:
+    """An inclusive scan per partition along the flattened free axis, on the Vector engine in fp32
+    (nki.isa tensor_scalar_cumulative docstring): reg = op1(op0(src[i], imm0), reg); dst[i] = reg.
+    The register is the Vector accumulator: ``reduce_cmd`` reset_reduce starts it at op1's identity
+    (0, 1, -inf, +inf), ``reduce`` continues it, ``load_reduce`` starts it at ``imm1``."""
+    ctx = current()
+    form, v, _ = bind("tensor_scalar_cumulative", args, kwargs, [
+        Form("current", (("dst", "tensor", REQUIRED), ("src", "tensor", REQUIRED), ("op0", "op", REQUIRED),
+                         ("op1", "op", REQUIRED), ("imm0", "value", REQUIRED), ("imm1", "value?", None),
+                         ("reduce_cmd", "any", reduce_cmd.reset_reduce)), 7)])
+    src, dst = as_tensor(v["src"], "src"), as_tensor(v["dst"], "dst")
+    for t, p in ((src, "src"), (dst, "dst")):
+        if t.dtype.name in ("int32", "uint32", "tfloat32"):
+            constraint(ctx, "tensor_scalar_cumulative", f"{p} {t.name} is {t.dtype}; the instruction takes bf16, fp16, "
+                       "fp32, fp8, uint8, uint16, int8 or int16")
+    op1 = reduce_name(v["op1"], "op1")
+    if op1 not in _CUMULATIVE_OPS:
+        constraint(ctx, "tensor_scalar_cumulative", f"op1 {op1} is not one of add, subtract, multiply, max, min")
+        raise ctx.unsupported(f"nisa.tensor_scalar_cumulative with op1={op1}")
+    x = flat(read(ctx, src, "src"))
+    imm0 = per_partition(ctx, v["imm0"], x.shape[0], "tensor_scalar_cumulative", "imm0")
+    f0, f1 = alu_fn(v["op0"], "op0"), alu_fn(op1, "op1")
+    with np.errstate(all="ignore"):
+        t = f0(x, imm0)
+    cmd = command(v["reduce_cmd"])
+    if cmd not in (reduce_cmd.reset_reduce, reduce_cmd.reduce, reduce_cmd.load_reduce):
+        constraint(ctx, "tensor_scalar_cumulative", f"reduce_cmd {cmd.name}: the instruction takes reset_reduce, "
+                   "reduce or load_reduce")
+        raise ctx.unsupported(f"nisa.tensor_scalar_cumulative with reduce_cmd={cmd.name}")
+    rows = lanes(src)
+    init = None if v["imm1"] is None else per_partition(ctx, v["imm1"], x.shape[0], "tensor_scalar_cumulative", "imm1")
+    # The register's starting value, through the shared accumulator (an empty stream leaves it).
+    reg = accumulate(ctx, "tensor_scalar_cumulative", rows, reduce_cmd.reset if cmd == reduce_cmd.reset_reduce
+                     else cmd, op1, t[:, :0], init)
+    out = np.empty_like(t)
+    with np.errstate(all="ignore"):
+        for i in range(t.shape[1]):
+            reg = f1(t[:, i], reg)
+            out[:, i] = reg
+    vector_accumulator(ctx).values[rows] = reg
+    write(ctx, dst, out)
+    ctx.issue("vector", "tensor_scalar_cumulative", [dst], [src], flops=2 * x.size, cycles=cost_elementwise(src),
+              op0=op_name(v["op0"]), op1=op1)
+    return dst
+
+
+# --- fused arithmetic ----------------------------------------------------------------------------
+
+def scalar_tensor_tensor(*args: Any, **kwargs: Any) -> Any:
+    """dst = (data op0 operand0) op1 operand1 on the Vector engine: two fp32 operations back to
+    back, the first result rounded to fp32 (nki.isa scalar_tensor_tensor docstring: equivalent to
+    a tensor_scalar then a tensor_tensor). ``operand0``: a number or a (P, 1) tile; ``operand1``: a
+    tile of data's size; ``reverse0`` / ``reverse1`` swap an operator's operands."""
+    ctx = current()
+    tail = (("op0", "op", REQUIRED), ("operand0", "value", REQUIRED), ("op1", "op", REQUIRED),
+            ("operand1", "tensor", REQUIRED), ("reverse0", "any", False), ("reverse1", "any", False))
+    form, v, dtype = bind("scalar_tensor_tensor", args, kwargs, [
+        Form("current", (("dst", "tensor", REQUIRED), ("data", "tensor", REQUIRED)) + tail, 8),
+        Form("0.1.0", (("data", "tensor", REQUIRED),) + tail, 0, returns=True)])
+    data, operand1 = as_tensor(v["data"], "data"), as_tensor(v["operand1"], "operand1")
+    if data.base.memory.name == "psum" and operand1.base.memory.name == "psum":
+        ctx.find("engine_access", "error", f"scalar_tensor_tensor reads both {data.name} and {operand1.name} from PSUM; "
+                 "at most one may be in PSUM", "documented: nki.isa.scalar_tensor_tensor docstring")
+    x = flat(read(ctx, data, "data"))
+    y = flat(read(ctx, operand1, "operand1"))
+    if y.shape != x.shape:
+        raise shape_fault(ctx, "scalar_tensor_tensor", f"operand1 {operand1.shape} and data {data.shape} differ in "
+                                                       "partitions or elements per partition")
+    a = per_partition(ctx, v["operand0"], x.shape[0], "scalar_tensor_tensor", "operand0")
+    f0, f1 = alu_fn(v["op0"], "op0"), alu_fn(v["op1"], "op1")
+    with np.errstate(all="ignore"):
+        t = f0(a, x) if v["reverse0"] else f0(x, a)
+        r = f1(y, t) if v["reverse1"] else f1(t, y)
+    dst = destination(v, form, data.shape, dtype, data.dtype)
+    write(ctx, dst, r)
+    n = x.shape[1]
+    fast = (data.dtype.name == operand1.dtype.name == "bfloat16" and op_name(v["op0"]) == "subtract"
+            and op_name(v["op1"]) == "multiply" and n % 2 == 0)
+    ctx.issue("vector", "scalar_tensor_tensor", [dst], [data, operand1], flops=2 * x.size,
+              cycles=n if fast else 2 * n, op0=op_name(v["op0"]), op1=op_name(v["op1"]))
+    return dst
+
+
+_REDUCE_OPS = ("add", "multiply", "maximum", "minimum")
+
+
+def tensor_scalar_reduce(*args: Any, **kwargs: Any) -> Any:
+    """dst = data op0 operand0 (fp32, as tensor_scalar with one operator) on the Vector engine, and
+    the fp32 results reduced over every free axis by ``reduce_op`` (add, multiply, max, min) through
+    the Vector accumulator (``reduce_cmd``: reset_reduce, reduce, load_reduce with ``reduce_init``)
+    into ``reduce_res`` [P, 1] (negated if ``reduce_res_negate``; None keeps it in the accumulator)
+    (nki.isa tensor_scalar_reduce docstring). The reduction reads the fp32 results before dst's cast."""
+    ctx = current()
+    head = (("data", "tensor", REQUIRED), ("op0", "op", REQUIRED), ("operand0", "value?", REQUIRED),
+            ("reduce_op", "op", REQUIRED))
+    form, v, dtype = bind("tensor_scalar_reduce", args, kwargs, [
+        Form("current", (("dst", "tensor", REQUIRED),) + head + (
+            ("reduce_res", "tensor?", None), ("reverse0", "any", False), ("reduce_cmd", "any", reduce_cmd.reset_reduce),
+            ("reduce_init", "value?", None), ("reduce_res_negate", "any", False)), 10),
+        Form("0.1.0", head + (("reduce_res", "tensor", REQUIRED), ("reverse0", "any", False)), 0, returns=True)])
+    data = as_tensor(v["data"], "data")
+    x = flat(read(ctx, data, "data"))
+    if v["reverse0"]:
+        constraint(ctx, "tensor_scalar_reduce", "reverse0=True is documented as not supported yet")
+    a = per_partition(ctx, v["operand0"] if v["operand0"] is not None else 0.0, x.shape[0], "tensor_scalar_reduce",
+                      "operand0")
+    f0 = alu_fn(v["op0"], "op0")
+    with np.errstate(all="ignore"):
+        t = f0(a, x) if v["reverse0"] else f0(x, a)
+    op = reduce_name(v["reduce_op"], "reduce_op")
+    if op not in _REDUCE_OPS:
+        constraint(ctx, "tensor_scalar_reduce", f"reduce_op {op} is not one of add, multiply, max, min")
+        raise ctx.unsupported(f"nisa.tensor_scalar_reduce with reduce_op={op}")
+    cmd = command(v["reduce_cmd"])
+    if cmd not in (reduce_cmd.reset_reduce, reduce_cmd.reduce, reduce_cmd.load_reduce):
+        constraint(ctx, "tensor_scalar_reduce", f"reduce_cmd {cmd.name}: it takes reset_reduce, reduce or load_reduce")
+    init = None if v["reduce_init"] is None else per_partition(ctx, v["reduce_init"], x.shape[0],
+                                                               "tensor_scalar_reduce", "reduce_init")
+    acc = accumulate(ctx, "tensor_scalar_reduce", lanes(data), cmd, op, t, init)
+    dst = destination(v, form, data.shape, dtype, data.dtype)
+    write(ctx, dst, t)
+    outs = [dst]
+    if v["reduce_res"] is not None:
+        res = as_tensor(v["reduce_res"], "reduce_res")
+        if res.shape[0] != x.shape[0] or res.free_size() != 1:
+            raise shape_fault(ctx, "tensor_scalar_reduce", f"reduce_res {res.name} has shape {res.shape}; it takes one "
+                                                           f"element per partition for {x.shape[0]} partitions")
+        write(ctx, res, (np.negative(acc) if v["reduce_res_negate"] else acc).reshape(-1, 1))
+        outs.append(res)
+    ctx.issue("vector", "tensor_scalar_reduce", outs, [data], flops=2 * x.size, cycles=cost_elementwise(data) + 64,
+              op0=op_name(v["op0"]), reduce_op=op, reduce_cmd=cmd.name)
+    return dst
+
+
+# --- across partitions ---------------------------------------------------------------------------
+
+def _pairwise_rows(x: np.ndarray, f: Any) -> np.ndarray:
+    """Neighbouring rows combined level by level (an odd last row goes up unchanged)."""
+    while x.shape[0] > 1:
+        half = x.shape[0] // 2
+        combined = f(x[0:2 * half:2], x[1:2 * half:2])
+        x = np.concatenate([combined, x[2 * half:]], axis=0) if x.shape[0] % 2 else combined
+    return x[0]
+
+
+def tensor_partition_reduce(*args: Any, **kwargs: Any) -> Any:
+    """dst[1, F] = op over the partitions of data[P, F] on the GpSimd engine (nki.isa
+    tensor_partition_reduce docstring; the one-partition result is the 2.26 example's shape):
+    ``add`` / ``average`` in fp32 in the order of assumption ``partition_reduce_order``
+    (``sequential``: partition 0, 1, 2, ... one add each; ``pairwise``: neighbours level by level),
+    ``average`` the sum divided by P (one fp32 division); ``maximum`` exactly; ``bitwise_or`` /
+    ``bitwise_and`` on the stored integer bits. Older form ``tensor_partition_reduce(op, data)``."""
+    ctx = current()
+    form, v, dtype = bind("tensor_partition_reduce", args, kwargs, [
+        Form("current", (("dst", "tensor", REQUIRED), ("op", "op", REQUIRED), ("data", "tensor", REQUIRED)), 3),
+        Form("0.1.0", (("op", "op", REQUIRED), ("data", "tensor", REQUIRED)), 2, returns=True)])
+    data = as_tensor(v["data"], "data")
+    op = reduce_name(v["op"], "op")
+    if op not in ("add", "average", "maximum", "bitwise_or", "bitwise_and"):
+        constraint(ctx, "tensor_partition_reduce", f"op {op} is not one of add, average, max, bitwise_or, bitwise_and")
+        raise ctx.unsupported(f"nisa.tensor_partition_reduce with op={op}")
+    dst = destination(v, form, (1,) + tuple(data.shape[1:]), dtype, data.dtype)
+    _rules.check_engine_access(ctx, "gpsimd", [dst, data], "tensor_partition_reduce")
+    if dst.shape[0] != 1 or dst.free_size() != data.free_size():
+        raise shape_fault(ctx, "tensor_partition_reduce", f"dst {dst.name} has shape {dst.shape}; the reduction of "
+                                                          f"{data.name} {data.shape} is one partition of "
+                                                          f"{data.free_size()} elements")
+    order = ctx.assumptions.get("partition_reduce_order", "sequential")
+    if op.startswith("bitwise"):
+        if data.dtype.kind != "int":
+            constraint(ctx, "tensor_partition_reduce", f"{op} works on integer bits; data {data.name} is {data.dtype}",
+                       "documented: nki.language ALU operators (bitvec operators take integer dtypes)")
+            raise ctx.unsupported(f"nisa.tensor_partition_reduce({op}) of {data.dtype} data")
+        bits = flat(raw(ctx, data, "data", "gpsimd"))
+        f = np.bitwise_or if op == "bitwise_or" else np.bitwise_and
+        r = f.reduce(bits, axis=0)
+        if dst.dtype == data.dtype:
+            write(ctx, dst, None, bits=r.reshape(1, -1))
+        else:
+            write(ctx, dst, r.astype(np.float64).reshape(1, -1))
+    else:
+        x = flat(read(ctx, data, "data", "gpsimd"))
+        with np.errstate(all="ignore"):
+            if op == "maximum":
+                r = np.max(x, axis=0)
+            elif order == "pairwise":
+                r = _pairwise_rows(x, lambda a, b: np.add(a, b, dtype=_f32))
+            else:
+                r = np.add.accumulate(x, axis=0, dtype=_f32)[-1]
+            if op == "average":
+                r = np.divide(r, _f32(x.shape[0]), dtype=_f32)
+        write(ctx, dst, r.reshape(1, -1))
+    ctx.issue("gpsimd", "tensor_partition_reduce", [dst], [data], flops=data.size,
+              cycles=cost_elementwise(data), op=op, order=order)
+    return dst
+
+
+# --- Scalar engine -------------------------------------------------------------------------------
+
+def activation_reduce(*args: Any, **kwargs: Any) -> Any:
+    """dst = op(data * scale + bias) on the Scalar engine and reduce_res[P, 1] = reduce_op of each
+    partition's fp32 results (nki.isa activation_reduce docstring: activation with
+    reduce_cmd=reset_reduce); the arithmetic is ``isa.activation``'s. On NeuronCore-v2 reduce_op
+    must be add."""
+    from . import isa
+
+    ctx = current()
+    tail = (("reduce_op", "op", REQUIRED), ("reduce_res", "tensor", REQUIRED), ("bias", "value?", None),
+            ("scale", "value", 1.0))
+    form, v, dtype = bind("activation_reduce", args, kwargs, [
+        Form("current", (("dst", "tensor", REQUIRED), ("op", "op", REQUIRED), ("data", "tensor", REQUIRED)) + tail, 7),
+        Form("0.1.0", (("op", "op", REQUIRED), ("data", "tensor", REQUIRED)) + tail, 2, returns=True)])
+    op = reduce_name(v["reduce_op"], "reduce_op")
+    if ctx.target.core == "NeuronCore-v2" and op != "add":
+        constraint(ctx, "activation_reduce", f"reduce_op {op}: NeuronCore-v2 reduces with add only")
+    data = as_tensor(v["data"], "data")
+    common = dict(op=v["op"], data=data, bias=v["bias"], scale=v["scale"], reduce_op=op,
+                  reduce_res=v["reduce_res"])
+    dst = isa.activation(**common, dtype=dtype) if form.returns else isa.activation(dst=v["dst"], **common)
+    ins = ctx.trace[-1]
+    ins.name = "activation_reduce"
+    ins.cycles += 64  # max(MIN_II, N) + MIN_II (SDK 2.26 activation_reduce docstring)
+    return dst
