@@ -1,20 +1,37 @@
-"""The older NKI interface (``neuronxcc.nki``, "Beta 1"): tiles as values. ``nl.load`` /
-``nl.store`` move tiles between HBM and SBUF, ``nl.matmul`` and the tile operations (``nl.exp(t)``,
-``nl.add(a, b)``, ``nl.sum(t, axis=)`` ...) return new tiles, ``psum[...] += nl.matmul(...)``
-accumulates. Each is the same instruction the current interface has (``isa``), so the numerics
-and the checks are the same.
+"""The older NKI interface (``neuronxcc.nki``, NKI 0.1.0, "Beta 1"): tiles as values.
+
+``nl.load`` / ``nl.store`` move tiles between HBM and SBUF, ``nl.matmul`` and the tile operations
+(``nl.exp(t)``, ``nl.add(a, b)``, ``a * 2.0``, ``nl.sum(t, axis=1)`` ...) return new tiles,
+``t[idx] = value`` writes a tile into a tensor and ``psum += nisa.nc_matmul(...)`` accumulates in
+PSUM. Tensors are indexed by affine expressions of ``nl.arange`` / ``nl.mgrid`` (``k*128 + i_p``),
+which become strided views of the tensor, and ``mask=`` predicates (``(i_p < 64) & (i_f < 256)``)
+restrict an instruction to the elements they hold. Every operation is the current interface's
+instruction (``isa``), so the numerics and the checks are the same (SDK 2.26 nki.language /
+nki.isa docstrings, nki.api.shared.rst: masking, type promotion).
 """
 
 from __future__ import annotations
 
-from typing import Any
+import builtins
+import math
+import operator
+from typing import Any, Callable, Sequence
 
+import ml_dtypes
 import numpy as np
 
-from ._context import current
-from ._tensor import Tensor
+from . import _engine, _numerics, _rules
+from ._context import KernelFault, _operand as _trace_operand, current, where as _line
+from ._dtypes import DTYPES, DType, dtype_of
+from ._indexing import Gather, out_of_bounds
+from ._tensor import WRITER_MATMUL, Buffer, Tensor
 
-__all__ = ["apply", "load", "store", "index", "assign"]
+__all__ = ["IndexExpr", "Predicate", "Grid", "arange", "mgrid", "par_dim", "load", "store", "copy", "transpose",
+           "matmul", "empty_like", "sum", "max", "min", "mean", "prod", "var", "all", "where", "static_cast",
+           "broadcast_to", "expand_dims", "device_print", "bfp16", "finfo", "promote", "apply", "index", "assign"]
+
+_bsum, _bmax, _bmin, _ball = builtins.sum, builtins.max, builtins.min, builtins.all
+_INDEX_SOURCE = "documented: NKI tensors are indexed within their shape (nki.language docs)"
 
 
 def _isa():
@@ -23,42 +40,1067 @@ def _isa():
     return isa
 
 
-def load(src: Tensor, dtype: Any = None, mask: Any = None, **kwargs: Any) -> Tensor:
-    """A new SBUF tile holding ``src`` (a DMA; ``dtype`` casts through fp32)."""
-    from ._engine import new_tile
+# --- index expressions -------------------------------------------------------------------------
+class IndexExpr:
+    """An affine index over a grid (``nl.arange`` / ``nl.mgrid`` and arithmetic on them): at grid
+    position k the value is ``const + sum(coefs[a] * k[a])``; ``shape`` is the grid (1 on axes the
+    expression does not vary along). Broadcasts as numpy's index arrays do (right-aligned)."""
 
-    if mask is not None:
-        raise current().unsupported("nl.load(mask=)")
-    t = new_tile(src.shape, dtype or src.dtype)
-    _isa().dma_copy(dst=t, src=src)
-    return t
+    _nki_index_expr = True
+    __slots__ = ("const", "coefs", "shape")
+
+    def __init__(self, const: int, coefs: Sequence[int], shape: Sequence[int]) -> None:
+        self.shape = tuple(int(n) for n in shape)
+        self.coefs = tuple(int(c) if n > 1 else 0 for c, n in zip(coefs, self.shape))
+        self.const = int(const)
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    def aligned(self, ndim: int) -> "IndexExpr":
+        pad = ndim - self.ndim
+        return IndexExpr(self.const, (0,) * pad + self.coefs, (1,) * pad + self.shape)
+
+    def values(self) -> np.ndarray:
+        """The index at every grid position (int64, of ``shape``)."""
+        v = np.full(self.shape, self.const, dtype=np.int64)
+        for a, (c, n) in enumerate(zip(self.coefs, self.shape)):
+            if c:
+                v = v + c * np.arange(n, dtype=np.int64).reshape([n if i == a else 1 for i in range(self.ndim)])
+        return v
+
+    def _combine(self, other: Any, sign: int) -> "IndexExpr":
+        if isinstance(other, IndexExpr):
+            try:
+                shape = np.broadcast_shapes(self.shape, other.shape)
+            except ValueError:
+                raise ValueError(f"index expressions of shapes {self.shape} and {other.shape} do not broadcast") from None
+            a, b = self.aligned(len(shape)), other.aligned(len(shape))
+            return IndexExpr(a.const + sign * b.const, [x + sign * y for x, y in zip(a.coefs, b.coefs)], shape)
+        return IndexExpr(self.const + sign * operator.index(other), self.coefs, self.shape)
+
+    def __add__(self, other: Any) -> "IndexExpr":
+        return self._combine(other, 1) if _is_index(other) else NotImplemented
+
+    __radd__ = __add__
+
+    def __sub__(self, other: Any) -> "IndexExpr":
+        return self._combine(other, -1) if _is_index(other) else NotImplemented
+
+    def __rsub__(self, other: Any) -> "IndexExpr":
+        return (-self)._combine(other, 1) if _is_index(other) else NotImplemented
+
+    def __neg__(self) -> "IndexExpr":
+        return IndexExpr(-self.const, [-c for c in self.coefs], self.shape)
+
+    def __mul__(self, other: Any) -> "IndexExpr":
+        if isinstance(other, IndexExpr):
+            raise TypeError("the product of two index expressions is not affine (NKI index expressions are affine "
+                            "in nl.arange)")
+        if not _is_index(other):
+            return NotImplemented
+        k = operator.index(other)
+        return IndexExpr(self.const * k, [c * k for c in self.coefs], self.shape)
+
+    __rmul__ = __mul__
+
+    def __getitem__(self, key: Any) -> "IndexExpr":
+        """``[:, None]`` / ``[None, :]``: place the expression's axes in a larger grid."""
+        key = key if isinstance(key, tuple) else (key,)
+        coefs, shape, axis = [], [], 0
+        for k in key:
+            if k is None:
+                coefs.append(0)
+                shape.append(1)
+            elif isinstance(k, slice) and k == slice(None):
+                if axis >= self.ndim:
+                    raise IndexError(f"index expression of {self.ndim} axes indexed with {key}")
+                coefs.append(self.coefs[axis])
+                shape.append(self.shape[axis])
+                axis += 1
+            else:
+                raise IndexError(f"index expressions take ':' and None (e.g. nl.arange(n)[:, None]), not {k!r}")
+        if axis != self.ndim:
+            raise IndexError(f"index expression of {self.ndim} axes indexed with {key}")
+        return IndexExpr(self.const, coefs, shape)
+
+    def _compare(self, other: Any, f: Callable) -> "Predicate":
+        if isinstance(other, IndexExpr):
+            return Predicate(f(self.values(), other.values()))
+        if _is_index(other):
+            return Predicate(f(self.values(), operator.index(other)))
+        return NotImplemented
+
+    def __lt__(self, o: Any) -> "Predicate":
+        return self._compare(o, np.less)
+
+    def __le__(self, o: Any) -> "Predicate":
+        return self._compare(o, np.less_equal)
+
+    def __gt__(self, o: Any) -> "Predicate":
+        return self._compare(o, np.greater)
+
+    def __ge__(self, o: Any) -> "Predicate":
+        return self._compare(o, np.greater_equal)
+
+    def __eq__(self, o: Any) -> Any:  # type: ignore[override]
+        return self._compare(o, np.equal)
+
+    def __ne__(self, o: Any) -> Any:  # type: ignore[override]
+        return self._compare(o, np.not_equal)
+
+    __hash__ = object.__hash__
+
+    def __repr__(self) -> str:
+        terms = [f"{c}*k{a}" for a, c in enumerate(self.coefs) if c]
+        return f"IndexExpr({' + '.join(terms + [str(self.const)])}, grid {self.shape})"
 
 
-def store(dst: Tensor, value: Any, mask: Any = None, **kwargs: Any) -> None:
-    """HBM ``dst`` = tile ``value`` (a DMA)."""
-    if mask is not None:
-        raise current().unsupported("nl.store(mask=)")
-    _isa().dma_copy(dst=dst, src=value)
+def _is_index(x: Any) -> bool:
+    if isinstance(x, IndexExpr):
+        return True
+    if isinstance(x, (bool, np.bool_)):
+        return False
+    try:
+        operator.index(x)
+        return True
+    except TypeError:
+        return False
 
 
-def apply(op: Any, *args: Any, dtype: Any = None, **kwargs: Any) -> Tensor:
-    """``nl.exp(t)``, ``nl.add(a, b)``: an activation (unary) or a tensor_tensor / tensor_scalar
-    (binary) whose result is a new SBUF tile."""
-    isa = _isa()
-    if op.arity == 1:
-        (x,) = args
-        return isa.activation(op=op, data=x, dtype=dtype, **kwargs)
-    x, y = args
-    if isinstance(x, Tensor) and isinstance(y, Tensor):
-        return isa.tensor_tensor(data1=x, data2=y, op=op, dtype=dtype, **kwargs)
-    if isinstance(x, Tensor):
-        return isa.tensor_scalar(data=x, op0=op, operand0=y, dtype=dtype, **kwargs)
-    return isa.tensor_scalar(data=y, op0=op, operand0=x, reverse0=True, dtype=dtype, **kwargs)
+class Predicate:
+    """A mask: a comparison of index expressions (``i_p < 64``), combined with ``&`` / ``|`` /
+    ``~``; ``array`` holds it at every grid position (nki.api.shared.rst, NKI API Masking)."""
+
+    _nki_index_expr = True
+    __slots__ = ("array",)
+
+    def __init__(self, array: np.ndarray) -> None:
+        self.array = np.asarray(array, dtype=bool)
+
+    def _join(self, other: Any, f: Callable) -> "Predicate":
+        if not isinstance(other, Predicate):
+            return NotImplemented
+        return Predicate(f(self.array, other.array))
+
+    def __and__(self, other: Any) -> "Predicate":
+        return self._join(other, np.logical_and)
+
+    def __or__(self, other: Any) -> "Predicate":
+        return self._join(other, np.logical_or)
+
+    def __invert__(self) -> "Predicate":
+        return Predicate(~self.array)
+
+    def __bool__(self) -> bool:
+        raise TypeError("a mask is a compile-time predicate over the tile: combine comparisons with & and |, "
+                        "not 'and' / 'or' / 'if'")
+
+    def __repr__(self) -> str:
+        return f"Predicate({int(self.array.sum())} of {self.array.size} positions, grid {self.array.shape})"
 
 
-def index(key: tuple, shape: tuple, t: Tensor) -> Any:
-    raise current().unsupported("nl.arange / nl.mgrid index expressions")
+class Grid(tuple):
+    """``nl.mgrid[0:128, 0:512]``: one dense IndexExpr per axis; unpacks, indexes a tensor as a
+    whole, and names its axes ``.p`` (partition), ``.x``, ``.y``, ``.z``."""
+
+    _nki_index_expr = True
+
+    def _axis(self, i: int) -> IndexExpr:
+        if i >= len(self):
+            raise AttributeError(f"a grid of {len(self)} axes has no axis {i}")
+        return self[i]
+
+    p = property(lambda self: self._axis(0))
+    x = property(lambda self: self._axis(1))
+    y = property(lambda self: self._axis(2))
+    z = property(lambda self: self._axis(3))
+
+
+def arange(*args: Any) -> IndexExpr:
+    """``nl.arange(stop)`` / ``nl.arange(start, stop)``: the indices of [start, stop) as a 1-D
+    expression (``[:, None]`` puts it on the partition axis, ``[None, :]`` on the free axis)."""
+    if len(args) not in (1, 2):
+        raise TypeError(f"arange: takes (stop) or (start, stop), got {len(args)} arguments")
+    start, stop = (0, args[0]) if len(args) == 1 else args
+    start, stop = operator.index(start), operator.index(stop)
+    if stop < start:
+        raise ValueError(f"arange: stop {stop} is below start {start}")
+    return IndexExpr(start, (1,), (stop - start,))
+
+
+class _MGrid:
+    """``nl.mgrid[start:stop[:step], ...]`` as numpy's mgrid (integer steps only)."""
+
+    def __getitem__(self, key: Any) -> Any:
+        key = key if isinstance(key, tuple) else (key,)
+        shape, starts, steps = [], [], []
+        for k in key:
+            if not isinstance(k, slice) or k.stop is None:
+                raise TypeError(f"mgrid: each axis is start:stop[:step], got {k!r}")
+            start, stop, step = operator.index(k.start or 0), operator.index(k.stop), operator.index(k.step or 1)
+            if step <= 0:
+                raise ValueError(f"mgrid: step must be positive, got {step}")
+            shape.append(len(range(start, stop, step)))
+            starts.append(start)
+            steps.append(step)
+        axes = [IndexExpr(s, [st if i == a else 0 for i in range(len(shape))], shape)
+                for a, (s, st) in enumerate(zip(starts, steps))]
+        return axes[0] if len(axes) == 1 else Grid(axes)
+
+
+mgrid = _MGrid()
+
+
+class par_dim:  # noqa: N801 - NKI's spelling
+    """``nl.par_dim(n)`` in a shape: the partition dimension, where it is not the first
+    (``nl.ndarray((4, nl.par_dim(128), 512))``: 4 blocks of [128, 512] tiles)."""
+
+    __slots__ = ("size",)
+
+    def __init__(self, size: int) -> None:
+        self.size = operator.index(size)
+
+    def __index__(self) -> int:
+        return self.size
+
+    def __repr__(self) -> str:
+        return f"par_dim({self.size})"
+
+
+class _BlockTensor(Tensor):
+    """An on-chip tensor with block dims before its partition dim (stored partition-first);
+    integers on the block dims give a tile."""
+
+    __slots__ = ("blocks",)
+
+    def __getitem__(self, key: Any) -> Tensor:
+        key = key if isinstance(key, tuple) else (key,)
+        lead: list[int] = []
+        while len(lead) < _bmin(self.blocks, len(key)) and _is_index(key[len(lead)]) \
+                and not isinstance(key[len(lead)], IndexExpr):
+            i = operator.index(key[len(lead)])
+            if not 0 <= i < self.shape[len(lead)]:
+                raise out_of_bounds(self, f"block index {i} of axis {len(lead)} (size {self.shape[len(lead)]}) is out "
+                                          "of bounds")
+            lead.append(i)
+        if not lead:
+            return Tensor.__getitem__(self, key)
+        at = tuple(lead)
+        tile = Tensor(self.base, self.data[at], self.mask[at], None if self.writer is None else self.writer[at],
+                      self.dtype)
+        if len(lead) < self.blocks:
+            tile = _block(tile, self.blocks - len(lead))
+        rest = key[len(lead):]
+        return tile[rest] if rest else tile
+
+
+def _block(t: Tensor, blocks: int) -> _BlockTensor:
+    b = _BlockTensor(t.base, t.data, t.mask, t.writer, t.dtype)
+    b.blocks = blocks
+    return b
+
+
+def _ndarray_with_par_dim(core: Callable) -> Callable:
+    """``nl.ndarray`` that reads ``nl.par_dim`` (SBUF / PSUM): a partition dim after block dims is
+    stored first, so each block is a tile of whole partitions (the capacity and partition checks
+    then see the real layout); without one, or in HBM, the core's ndarray."""
+
+    def ndarray(shape: Any, dtype: Any, buffer: Any = None, name: str = "", address: Any = None,
+                **kwargs: Any) -> Tensor:
+        from . import language
+
+        dims = tuple(shape) if isinstance(shape, (tuple, list)) else (shape,)
+        marked = [i for i, s in enumerate(dims) if isinstance(s, par_dim)]
+        memory = language._memory(buffer)
+        if not marked or marked == [0] or not memory.on_chip:
+            return core(shape, dtype, buffer=buffer, name=name, address=address, **kwargs)
+        if len(marked) > 1:
+            raise ValueError(f"shape: one nl.par_dim per shape, got {shape}")
+        if kwargs:
+            raise current().unsupported(f"nl.ndarray's keyword(s) {', '.join(sorted(kwargs))}")
+        j, sizes = marked[0], language._shape(dims)
+        ctx = current()
+        b = ctx.allocate(Buffer((sizes[j],) + sizes[:j] + sizes[j + 1:], dtype_of(dtype), memory, name, _line()))
+        _rules.check_on_chip(ctx, b.whole())
+        perm = list(range(1, j + 1)) + [0] + list(range(j + 1, len(sizes)))
+        w = b.whole()
+        return _block(w._apply(lambda a: a.transpose(perm)), j)
+
+    return ndarray
+
+
+class _View(Gather):
+    """The view an index expression key selects (``_indexing.normalise`` hands it the tensor)."""
+
+    def __init__(self, f: Callable, grid: tuple, valid: tuple | None, message: str, line: str) -> None:
+        self.f, self.grid, self.valid, self.message, self.line = f, grid, valid, message, line
+
+    def view(self, t: Tensor) -> Tensor:
+        v = t._apply(self.f)
+        if self.valid is None:
+            return v
+        c = _Clipped(v.base, v.data, v.mask, v.writer, v.dtype)
+        c.grid, c.valid, c.message, c.line = self.grid, self.valid, self.message, self.line
+        return c
+
+
+class _Clipped(Tensor):
+    """A tile index reaching outside its tensor: ``data`` is the part inside (``valid``, a box of
+    the tile's grid); legal only under a mask that keeps to that part (nki.api.shared.rst: masks
+    for tiles that do not divide a tensor). Anything else raises the index_bounds finding at the
+    line of the index."""
+
+    __slots__ = ("grid", "valid", "message", "line")
+
+    def fault(self) -> KernelFault:
+        return KernelFault(current().find("index_bounds", "error", f"{self.name}: {self.message}", _INDEX_SOURCE,
+                                          at=self.line))
+
+
+def index(key: tuple, shape: tuple, t: Tensor) -> Gather:
+    """The view of ``t`` that an index of ``nl.arange`` / ``nl.mgrid`` expressions and integers
+    selects: grid axis a of the result runs along the tensor dim whose expression varies with it
+    (a positive step: a numpy slice, so writes land in ``t``); dims the key leaves out follow."""
+    ctx = current()
+    items: list = []
+    for k in key:
+        items.extend(k) if isinstance(k, Grid) else items.append(k)
+    if any(isinstance(k, Predicate) for k in items):
+        raise ctx.unsupported("operand masking (a tile indexed by a predicate, t[i_f <= 64])")
+    if len(items) > len(shape):
+        raise out_of_bounds(t, f"{len(items)} indices for a tensor of shape {shape}")
+    for d, k in enumerate(items):
+        if not _is_index(k):
+            raise TypeError(f"{t.name}: index {k!r} on axis {d}: nl.arange / nl.mgrid expressions index together "
+                            "with integers only; slices and nl.ds do not mix with them (nki.language 0.1.0: basic "
+                            "and advanced indexing cannot be mixed)")
+    exprs = [k for k in items if isinstance(k, IndexExpr)]
+    try:
+        grid = tuple(np.broadcast_shapes(*(e.shape for e in exprs)))
+    except ValueError:
+        raise ValueError(f"{t.name}: index expressions of shapes {[e.shape for e in exprs]} do not broadcast") from None
+    nd = len(grid)
+    picks: list = []
+    axis_of: list[int] = []
+    valid = [slice(0, n) for n in grid]
+    clipped: list[str] = []
+    for d, k in enumerate(items):
+        size = shape[d]
+        e = k.aligned(nd) if isinstance(k, IndexExpr) else IndexExpr(operator.index(k), (0,) * nd, (1,) * nd)
+        varying = [a for a in range(nd) if e.coefs[a]]
+        if not varying:
+            if not 0 <= e.const < size:
+                raise out_of_bounds(t, f"index {e.const} of axis {d} (size {size}) is out of bounds")
+            picks.append(e.const)
+            continue
+        a, step = varying[0], e.coefs[varying[0]]
+        if len(varying) > 1 or step < 0 or a in axis_of:
+            raise ctx.unsupported(f"the index expression {e!r} on axis {d} of {t.name}: only expressions that step "
+                                  "forward along one grid axis each (a strided view) are implemented")
+        n = grid[a]
+        last = e.const + step * (n - 1)
+        if e.const < 0 or last >= size:
+            # the positions inside: const + step*k in [0, size)
+            lo = _bmin(n, 0 if e.const >= 0 else (-e.const + step - 1) // step)
+            hi = _bmin(n - 1, (size - 1 - e.const) // step) if e.const < size else -1
+            clipped.append(f"index {e.const}..{last} (step {step}) of axis {d} (size {size}) is out of bounds")
+            valid[a] = slice(lo, _bmax(lo, hi + 1))
+        picks.append((a, e.const, step))
+        axis_of.append(a)
+    missing = [a for a in range(nd) if a not in axis_of]
+    if any(grid[a] > 1 for a in missing):
+        raise ctx.unsupported(f"an index of {t.name} whose grid axis {[a for a in missing if grid[a] > 1]} no tensor "
+                              "axis runs along (a repeating index)")
+    order = sorted(range(len(axis_of)), key=lambda i: axis_of[i])
+    rest = len(shape) - len(items)
+    box = tuple(valid)
+
+    def f(arr: np.ndarray) -> np.ndarray:
+        idx = []
+        for p in picks:
+            if isinstance(p, int):
+                idx.append(p)
+            else:
+                a, c, s = p
+                k0, k1 = box[a].start, box[a].stop
+                idx.append(slice(c + s * k0, c + s * (k1 - 1) + 1, s) if k1 > k0 else slice(0, 0))
+        v = arr[tuple(idx)].transpose(order + [len(order) + i for i in range(rest)])
+        return np.expand_dims(v, tuple(missing)) if missing else v
+
+    tail = tuple(shape[len(items):])
+    message = "; ".join(clipped)
+    return _View(f, grid + tail, (box + tuple(slice(0, n) for n in tail)) if clipped else None, message, _line())
+
+
+# --- masks -------------------------------------------------------------------------------------
+def _mask_array(mask: Any, shape: tuple) -> np.ndarray:
+    if isinstance(mask, (bool, np.bool_)):
+        return np.full(shape, bool(mask))
+    if not isinstance(mask, Predicate):
+        raise TypeError(f"mask: expected a predicate of index expressions such as (i_p < 64) & (i_f < 256), got "
+                        f"{type(mask).__name__}")
+    try:
+        return np.broadcast_to(mask.array, shape)
+    except ValueError:
+        raise ValueError(f"mask: a predicate over a grid of shape {mask.array.shape} does not fit a tile of shape "
+                         f"{shape}") from None
+
+
+def _bbox(m: np.ndarray) -> tuple | None:
+    """The smallest box holding every True of ``m`` (None: none)."""
+    if not m.any():
+        return None
+    box = []
+    for a in range(m.ndim):
+        hit = np.flatnonzero(m.any(axis=tuple(i for i in range(m.ndim) if i != a)))
+        box.append(slice(int(hit[0]), int(hit[-1]) + 1))
+    return tuple(box)
+
+
+def _sub(x: Any, box: tuple) -> Any:
+    """Operand ``x`` (aligned right to the tile's grid, broadcasting where it has size 1) cut to
+    ``box`` of the grid; a clipped index must hold the box."""
+    if not isinstance(x, Tensor):
+        return x
+    tail = box[len(box) - x.ndim:] if x.ndim else ()
+    if isinstance(x, _Clipped):
+        if any(b.start < v.start or b.stop > v.stop for b, v in zip(tail, x.valid)):
+            raise x.fault()
+        tail = tuple(slice(b.start - v.start, b.stop - v.start) for b, v in zip(tail, x.valid))
+    cut = tuple(slice(None) if n == 1 else b for b, n in zip(tail, x.shape))
+    return Tensor._apply(x, lambda a: a[cut])
+
+
+def _grid_shape(x: Tensor) -> tuple:
+    return x.grid if isinstance(x, _Clipped) else tuple(x.shape)
+
+
+def _masked(mask: Any, dst: Tensor, operands: list, run: Callable) -> None:
+    """Run ``run(dst, operands)`` on the elements ``mask`` holds: a box mask cuts every operand
+    to the box; another mask runs the box around it and writes dst only where the mask holds."""
+    shape = _grid_shape(dst)
+    if mask is None:
+        for x in [dst] + operands:
+            if isinstance(x, _Clipped):
+                raise x.fault()
+        run(dst, operands)
+        return
+    m = _mask_array(mask, shape)
+    box = _bbox(m)
+    if box is None:
+        return  # the mask holds nowhere: no instruction
+    d, ops = _sub(dst, box), [_sub(x, box) for x in operands]
+    keep = m[box]
+    if keep.all():
+        run(d, ops)
+        return
+    ctx = current()
+    scratch = Buffer(d.shape, d.dtype, d.base.memory, d.name, _line()).whole()
+    saved = []
+    for o in ops:  # masked-out operand elements never reach dst: the instruction may read them
+        if isinstance(o, Tensor) and o.shape == keep.shape:
+            saved.append((o, o.mask.copy()))
+            np.copyto(o.mask, o.base.full, where=~keep)
+    try:
+        run(scratch, ops)
+    finally:
+        for o, mk in saved:
+            o.mask[...] = mk
+    d.data[keep] = scratch.data[keep]
+    d.mask[keep] = scratch.mask[keep]
+    if d.writer is not None:
+        d.writer[keep] = scratch.writer[keep] if scratch.writer is not None else 3
+    _retarget(ctx, scratch, d)
+
+
+# --- the trace: results written where the kernel puts them -----------------------------------------
+def _fresh(ctx: Any, t: Any, name: str | None = None) -> bool:
+    """``t`` is the whole result tile the last instruction allocated and wrote, used nowhere else."""
+    if not isinstance(t, Tensor) or not ctx.trace or not ctx.buffers or ctx.buffers[-1] is not t.base:
+        return False
+    ins = ctx.trace[-1]
+    return (name is None or ins.name == name) and t.base.first_use == ctx.step and t.shape == t.base.shape \
+        and t.element_offset() == 0 and any(o[0] == t.base.name for o in ins.dst)
+
+
+def _retarget(ctx: Any, temp: Tensor, dst: Tensor) -> None:
+    """The last instruction wrote ``dst`` (the compiler places a result where it is assigned): the
+    trace names dst, and the temporary tile never takes memory unless the kernel uses it again."""
+    ins = ctx.trace[-1]
+    ins.dst = [_trace_operand(dst) if o[0] == temp.base.name else o for o in ins.dst]
+    if "psum" in ins.detail:
+        ins.detail["psum"] = (dst.base.id, dst.element_offset())
+    temp.base.first_use = temp.base.last_use = None
+    if dst.base.first_use is None:
+        dst.base.first_use = ctx.step
+    dst.base.last_use = ctx.step
+    dst.base.dirty = True
+
+
+def _same_view(a: Tensor, b: Tensor) -> bool:
+    return a.base is b.base and a.data.__array_interface__["data"][0] == b.data.__array_interface__["data"][0] \
+        and a.size == b.size and a.data.strides[-1:] == b.data.strides[-1:]
 
 
 def assign(t: Tensor, key: Any, value: Any) -> None:
-    raise current().unsupported("tile assignment t[...] = value")
+    """``t[key] = value``: a copy into the view (the same dtype: the bits; otherwise through fp32
+    with the output rounding); a scalar is a memset. A result the last instruction just made is
+    written there directly, as the compiler places it."""
+    ctx = current()
+    view = t[key]
+    if isinstance(view, _Clipped):
+        raise view.fault()
+    isa = _isa()
+    if isinstance(value, Tensor):
+        if isinstance(value, _Clipped):
+            raise value.fault()
+        if _same_view(view, value):
+            return  # t[key] += x: already written in place
+        if value.size != view.size:
+            raise KernelFault(ctx.find("shape_mismatch", "error", f"assigning a tile of shape {value.shape} to "
+                                       f"{t.name}{list(view.shape)}", "documented: a tile is assigned to a view of "
+                                       "its shape (nki.language 0.1.0)"))
+        if value.dtype == view.dtype and value.base.memory is view.base.memory and _fresh(ctx, value):
+            _rules.check_on_chip(ctx, view)
+            view.data[...] = value.data.reshape(view.shape)
+            view.mask[...] = value.mask.reshape(view.shape)
+            if view.writer is not None and value.writer is not None:
+                view.writer[...] = value.writer.reshape(view.shape)
+            if ctx.trace[-1].name == "nc_matmul":
+                ctx.psum_chain[(view.base.id, view.element_offset())] = 1
+            _retarget(ctx, value, view)
+        elif view.base.memory.on_chip and value.base.memory.on_chip:
+            isa.tensor_copy(dst=view, src=value)
+        else:
+            isa.dma_copy(dst=view, src=value)
+    elif isinstance(value, (int, float, np.number, bool, np.bool_)):
+        if not view.base.memory.on_chip:
+            raise TypeError(f"{t.name}: a scalar is written to SBUF / PSUM (memset); HBM tensors are written with "
+                            "nl.store")
+        isa.memset(view, value)
+    else:
+        raise TypeError(f"{t.name}[...] = value: expected a tile or a number, got {type(value).__name__}")
+
+
+# --- type promotion (nki.api.shared.rst, NKI Type Promotion) -----------------------------------------
+_FLOAT_BITS = {"fp32": (8, 23), "tf32": (8, 10), "bf16": (8, 7), "fp16": (5, 10), "e4m3": (4, 3),
+               "e4m3fn": (4, 3), "e5m2": (5, 2)}
+
+
+def _scalar_dtype(x: Any) -> DType:
+    """Weakly typed scalars: bool -> uint8, int -> int32, float -> float32; typed numpy scalars
+    keep their dtype (where NKI has it)."""
+    if isinstance(x, (bool, np.bool_)):
+        return DTYPES["uint8"]
+    if isinstance(x, np.generic):
+        try:
+            return dtype_of(x.dtype)
+        except (TypeError, ValueError):
+            pass
+    if isinstance(x, (int, np.integer)):
+        return DTYPES["int32"]
+    if isinstance(x, (float, np.floating)):
+        return DTYPES["float32"]
+    raise TypeError(f"expected a tile or a number, got {type(x).__name__}")
+
+
+def promote(a: Any, b: Any) -> DType:
+    """The dtype of an arithmetic result on operands (tiles, dtypes or scalars) ``a`` and ``b``."""
+    da = a.dtype if isinstance(a, Tensor) else a if isinstance(a, DType) else _scalar_dtype(a)
+    db = b.dtype if isinstance(b, Tensor) else b if isinstance(b, DType) else _scalar_dtype(b)
+    da = DTYPES["uint8"] if da.name == "bool" and db.name != "bool" else da
+    db = DTYPES["uint8"] if db.name == "bool" and da.name != "bool" else db
+    if da == db:
+        return da
+    if da.is_float != db.is_float:
+        return da if da.is_float else db
+    if da.is_float:
+        (ea, ma), (eb, mb) = _FLOAT_BITS[da.format], _FLOAT_BITS[db.format]
+        if ea >= eb and ma >= mb:
+            return da
+        if eb >= ea and mb >= ma:
+            return db
+        # neither holds the other: (fp16, bf16) -> fp32; (e4m3, e5m2) -> bf16 (the docs' widened types)
+        return DTYPES["bfloat16"] if da.itemsize == db.itemsize == 1 else DTYPES["float32"]
+    ia, ib = np.iinfo(da.storage), np.iinfo(db.storage)
+    bits_a, bits_b = da.itemsize * 8, db.itemsize * 8
+    if (ia.min < 0) == (ib.min < 0):
+        return da if bits_a >= bits_b else db
+    signed, unsigned = (bits_a, bits_b) if ia.min < 0 else (bits_b, bits_a)
+    if signed > unsigned:
+        return DTYPES[f"int{signed}"]
+    wide = 2 * unsigned
+    return DTYPES[f"int{wide}"] if wide <= 32 else DTYPES["float32"]  # (i32, u32) -> fp32: no int64 on the hardware
+
+
+# --- tiles as values ----------------------------------------------------------------------------
+_BOOL_OPS = frozenset({"equal", "not_equal", "greater", "greater_equal", "less", "less_equal", "logical_and",
+                       "logical_or", "logical_xor"})
+
+
+def _new(shape: tuple, dtype: Any, memory: str = "sbuf") -> Tensor:
+    return _engine.new_tile(tuple(shape), dtype, memory)
+
+
+def _dtype(dtype: Any, default: DType) -> DType:
+    return default if dtype is None else dtype_of(dtype, "dtype")
+
+
+def _no_keywords(name: str, kwargs: dict) -> None:
+    if kwargs:
+        raise current().unsupported(f"{name}'s keyword(s) {', '.join(sorted(kwargs))}")
+
+
+def load(src: Any, *, mask: Any = None, dtype: Any = None, **kwargs: Any) -> Tensor:
+    """A new SBUF tile holding ``src`` (one DMA; ``dtype`` casts through fp32, as DMA casts do);
+    under ``mask`` only the elements it holds are loaded (the rest of the tile stays unwritten)."""
+    _no_keywords("nl.load", kwargs)
+    src = _engine.as_tensor(src, "src")
+    out = _new(_grid_shape(src), _dtype(dtype, src.dtype))
+    _masked(mask, out, [src], lambda o, s: _isa().dma_copy(dst=o, src=s[0]))
+    return out
+
+
+def store(dst: Any, value: Any, *, mask: Any = None, **kwargs: Any) -> None:
+    """HBM ``dst`` = tile ``value`` (one DMA); a PSUM tile is first copied to SBUF (nl.store
+    docstring: "an extra copy will be performed")."""
+    _no_keywords("nl.store", kwargs)
+    dst = _engine.as_tensor(dst, "dst")
+    value = _engine.as_tensor(value, "value")
+    grid = _grid_shape(dst)
+    if value.base.memory.name == "psum":
+        staged = _new(_grid_shape(value), value.dtype)
+        _masked(mask if _grid_shape(value) == grid else None, staged, [value],
+                lambda o, s: _isa().tensor_copy(dst=o, src=s[0]))
+        value = staged
+    if tuple(value.shape) != grid:
+        if value.size != int(np.prod(grid)) or isinstance(value, _Clipped):
+            raise KernelFault(current().find("shape_mismatch", "error", f"nl.store: a tile of shape {value.shape} "
+                                             f"into {dst.name}{list(grid)}", "documented: nki.language.store"))
+        value = value.reshape(grid)
+    _masked(mask, dst, [value], lambda o, s: _isa().dma_copy(dst=o, src=s[0]))
+
+
+def copy(src: Any, *, mask: Any = None, dtype: Any = None, **kwargs: Any) -> Tensor:
+    """A new SBUF tile with ``src``'s values (tensor_copy: the same dtype copies the bits)."""
+    _no_keywords("nl.copy", kwargs)
+    src = _engine.as_tensor(src, "src")
+    out = _new(_grid_shape(src), _dtype(dtype, src.dtype))
+    _masked(mask, out, [src], lambda o, s: _isa().tensor_copy(dst=o, src=s[0]))
+    return out
+
+
+def transpose(x: Any, *, dtype: Any = None, mask: Any = None, **kwargs: Any) -> Tensor:
+    """``x`` [P, F] as [F, P]: nc_transpose on the Tensor Engine (its result is in PSUM); with
+    ``dtype`` copied into an SBUF tile of that dtype."""
+    _no_keywords("nl.transpose", kwargs)
+    if mask is not None:
+        raise current().unsupported("nl.transpose(mask=)")
+    x = _tile(x, "x")
+    if x.ndim != 2:
+        raise ValueError(f"x: nl.transpose takes a 2-D tile, got shape {x.shape}")
+    t = _isa().nc_transpose(x)
+    return t if dtype is None else _isa().tensor_copy(t, dtype=dtype_of(dtype))
+
+
+def matmul(x: Any, y: Any, *, transpose_x: bool = False, mask: Any = None, **kwargs: Any) -> Tensor:
+    """``x @ y`` (or ``x.T @ y`` with ``transpose_x``) as nc_matmul(x.T, y): a new PSUM fp32 tile.
+    Without ``transpose_x`` x is transposed first, as the compiler does (nl.matmul docstring):
+    nc_transpose on the Tensor Engine, then a copy into SBUF, where the PE reads its operands."""
+    _no_keywords("nl.matmul", kwargs)
+    if mask is not None:
+        raise current().unsupported("nl.matmul(mask=) (operand masking)")
+    x, y = _tile(x, "x"), _tile(y, "y")
+    isa = _isa()
+    if not transpose_x:
+        if x.ndim != 2 or y.ndim < 2 or x.shape[1] != y.shape[0]:
+            raise KernelFault(current().find("shape_mismatch", "error", f"nl.matmul: x {x.shape} @ y {y.shape}: x's "
+                                             "free size must be y's partition size", "documented: nki.language.matmul"))
+        x = isa.tensor_copy(isa.nc_transpose(x))
+    return isa.nc_matmul(x, y)
+
+
+def _tile(x: Any, parameter: str) -> Tensor:
+    t = _engine.as_tensor(x, parameter)
+    if isinstance(t, _Clipped):
+        raise t.fault()
+    return t
+
+
+def _per_partition(t: Tensor, shape: tuple) -> bool:
+    return t.ndim == len(shape) and t.shape[0] == shape[0] and _ball(n == 1 for n in t.shape[1:]) \
+        and int(np.prod(shape[1:])) > 1
+
+
+def _binary(op: Any, x: Any, y: Any, dtype: Any = None, mask: Any = None, out: Tensor | None = None) -> Tensor:
+    """x <op> y for tiles (broadcasting as numpy's) and numbers: tensor_tensor, or tensor_scalar
+    where one side is a number or a per-partition [P, 1] tile; in fp32, cast to ``dtype`` or the
+    promoted dtype (comparisons: bool)."""
+    from ._alu import op_name
+
+    name = op_name(op)
+    tiles = [t for t in (x, y) if isinstance(t, Tensor)]
+    if not tiles:
+        raise TypeError(f"nl.{name}: needs at least one tile operand, got {type(x).__name__} and {type(y).__name__}")
+    for v in (x, y):
+        if not isinstance(v, Tensor):
+            _scalar_dtype(v)  # a number (raises a TypeError naming the type otherwise)
+    try:
+        shape = tuple(np.broadcast_shapes(*(_grid_shape(t) for t in tiles)))
+    except ValueError:
+        raise ValueError(f"nl.{name}: tiles of shapes {[_grid_shape(t) for t in tiles]} do not broadcast") from None
+    if out is None:
+        out = _new(shape, _dtype(dtype, DTYPES["bool"] if name in _BOOL_OPS else promote(x, y)))
+    isa = _isa()
+
+    def run(o: Tensor, ops: list) -> None:
+        a, b = ops
+        if isinstance(a, Tensor) and isinstance(b, Tensor):
+            if _per_partition(b, o.shape) and a.shape == o.shape:
+                isa.tensor_scalar(dst=o, data=a, op0=name, operand0=b)
+            elif _per_partition(a, o.shape) and b.shape == o.shape:
+                isa.tensor_scalar(dst=o, data=b, op0=name, operand0=a, reverse0=True)
+            else:
+                isa.tensor_tensor(dst=o, data1=a, data2=b, op=name)
+        elif isinstance(a, Tensor):
+            isa.tensor_scalar(dst=o, data=a, op0=name, operand0=b)
+        else:
+            isa.tensor_scalar(dst=o, data=b, op0=name, operand0=a, reverse0=True)
+
+    _masked(mask, out, [x, y], run)
+    return out
+
+
+def apply(op: Any, *args: Any, dtype: Any = None, mask: Any = None, **kwargs: Any) -> Tensor:
+    """``nl.exp(t)``, ``nl.add(a, b)`` ...: a unary function is an activation on the Scalar
+    engine, a binary operator a tensor_tensor / tensor_scalar; the result is a new SBUF tile of
+    ``dtype`` (default: the input's, the promoted one, or bool for comparisons)."""
+    name = op.op_name
+    _no_keywords(f"nl.{name}", kwargs)
+    if len(args) != op.arity:
+        raise TypeError(f"nl.{name}: takes {op.arity} operand(s), got {len(args)}")
+    if op.arity == 2:
+        return _binary(op, args[0], args[1], dtype, mask)
+    if name == "copy":
+        return copy(args[0], mask=mask, dtype=dtype)
+    x = _engine.as_tensor(args[0], "x")
+    out = _new(_grid_shape(x), _dtype(dtype, x.dtype))
+    _masked(mask, out, [x], lambda o, s: _isa().activation(dst=o, op=op, data=s[0]))
+    return out
+
+
+# --- reductions ----------------------------------------------------------------------------------
+def _axes(axis: Any, ndim: int, fname: str) -> tuple[int, ...]:
+    """``axis``: an int or a list of the last free dims ([1], [1, 2], ... nki.language docs)."""
+    raw = [axis] if _is_index(axis) else list(axis) if isinstance(axis, (tuple, list)) else None
+    if not raw:
+        raise TypeError(f"axis: nl.{fname} takes an int or a list of ints, got {axis!r}")
+    axes = sorted(operator.index(a) % ndim if -ndim <= operator.index(a) < ndim else ndim for a in raw)
+    if axes != list(range(ndim - len(axes), ndim)) or 0 in axes:
+        valid = ", ".join(str(list(range(k, ndim))) for k in range(ndim - 1, 0, -1))
+        raise ValueError(f"axis: nl.{fname} reduces the last free dims of a {ndim}-D tile ({valid}), got {axis!r}")
+    return tuple(axes)
+
+
+def _reduce(op: str, x: Any, axis: Any, dtype: Any, mask: Any, keepdims: bool, fname: str) -> Tensor:
+    """tensor_reduce over the trailing free ``axis`` (sums in the platform's order, fp32)."""
+    x = _engine.as_tensor(x, "x")
+    grid = _grid_shape(x)
+    axes = _axes(axis, len(grid), fname)
+    kept = [i for i in range(len(grid)) if keepdims or i not in axes]
+    out = _new(tuple(1 if i in axes else grid[i] for i in kept), _dtype(dtype, x.dtype))
+    if mask is None:
+        xs, os_ = _tile(x, "x"), out
+    else:
+        m = _mask_array(mask, grid)
+        box = _bbox(m)
+        if box is None:
+            return out
+        if not m[box].all():
+            raise current().unsupported(f"nl.{fname}(mask=) with a mask that is not a box of the tile")
+        xs = _sub(x, box)
+        cut = tuple(slice(None) if i in axes else box[i] for i in kept)
+        os_ = Tensor._apply(out, lambda a: a[cut])
+    _isa().tensor_reduce(dst=os_, op=op, data=xs, axis=axes, keepdims=keepdims)
+    return out
+
+
+def _reduction(op: str, fname: str) -> Callable:
+    def reduce(x: Any, axis: Any, *, dtype: Any = None, mask: Any = None, keepdims: bool = False,
+               **kwargs: Any) -> Tensor:
+        _no_keywords(f"nl.{fname}", kwargs)
+        return _reduce(op, x, axis, dtype, mask, keepdims, fname)
+
+    reduce.__name__ = reduce.__qualname__ = fname
+    reduce.__doc__ = (f"``nl.{fname}(x, axis, dtype=None, mask=None, keepdims=False)``: tensor_reduce({op}) over the "
+                      "trailing free dims ``axis``; the reduced dims are removed unless ``keepdims``.")
+    reduce.op_name = op  # type: ignore[attr-defined] - also an op identifier: nisa.tensor_reduce(op=nl.max)
+    return reduce
+
+
+def _divide(s: Tensor, n: int, dtype: DType) -> Tensor:
+    out = _new(s.shape, dtype)
+    _isa().tensor_scalar(dst=out, data=s, op0="divide", operand0=float(n))
+    return out
+
+
+def _mean(x: Any, axis: Any, *, dtype: Any = None, mask: Any = None, keepdims: bool = False,
+          **kwargs: Any) -> Tensor:
+    """``nl.mean``: the fp32 sum (tensor_reduce) divided by the count in fp32 (tensor_scalar); the
+    docs do not give the lowering: this is the mean's definition, one rounding per step. Integer
+    inputs give fp32 (nl.mean docstring)."""
+    _no_keywords("nl.mean", kwargs)
+    if mask is not None:
+        raise current().unsupported("nl.mean(mask=)")
+    x = _tile(x, "x")
+    axes = _axes(axis, x.ndim, "mean")
+    s = _reduce("add", x, axis, DTYPES["float32"], None, keepdims, "mean")
+    return _divide(s, int(np.prod([x.shape[a] for a in axes])), _dtype(dtype, x.dtype if x.dtype.is_float
+                                                                       else DTYPES["float32"]))
+
+
+def _var(x: Any, axis: Any, *, dtype: Any = None, mask: Any = None, **kwargs: Any) -> Tensor:
+    """``nl.var``: the population variance (numpy's, ddof=0) in two passes, each step an fp32
+    instruction: mean, x - mean, its square, their mean (the docs do not give the lowering)."""
+    _no_keywords("nl.var", kwargs)
+    if mask is not None:
+        raise current().unsupported("nl.var(mask=)")
+    x = _tile(x, "x")
+    axes = _axes(axis, x.ndim, "var")
+    n = int(np.prod([x.shape[a] for a in axes]))
+    f32 = DTYPES["float32"]
+    mean_k = _divide(_reduce("add", x, axis, f32, None, True, "var"), n, f32)
+    diff = _binary("subtract", x, mean_k, f32)
+    sq = _binary("multiply", diff, diff, f32)
+    return _divide(_reduce("add", sq, axis, f32, None, False, "var"), n,
+                   _dtype(dtype, x.dtype if x.dtype.is_float else f32))
+
+
+def _all(x: Any, axis: Any, *, dtype: Any = DTYPES["bool"], mask: Any = None, **kwargs: Any) -> Tensor:
+    """``nl.all``: (x != 0), then its minimum over ``axis`` (bool by default)."""
+    _no_keywords("nl.all", kwargs)
+    nonzero = _binary("not_equal", x, 0, DTYPES["bool"], mask)
+    return _reduce("minimum", nonzero, axis, dtype, mask, False, "all")
+
+
+# --- other tile operations -------------------------------------------------------------------------
+def where(condition: Any, x: Any, y: Any, *, dtype: Any = None, mask: Any = None, **kwargs: Any) -> Tensor:
+    """x where ``condition`` is nonzero, else y: y copied (or memset) into a new tile, then x
+    copied over it where the condition holds (the Vector engine's predicated copy, whose semantics
+    nisa.tensor_copy_predicated documents: dst = src where the predicate holds, else unchanged)."""
+    _no_keywords("nl.where", kwargs)
+    condition = _engine.as_tensor(condition, "condition")
+    tiles = [condition] + [t for t in (x, y) if isinstance(t, Tensor)]
+    shape = tuple(np.broadcast_shapes(*(_grid_shape(t) for t in tiles)))
+    out = _new(shape, _dtype(dtype, promote(x, y)))
+    isa = _isa()
+    if isinstance(y, Tensor):
+        _masked(mask, out, [y], lambda o, s: isa.tensor_copy(dst=o, src=s[0]))
+    else:
+        _masked(mask, out, [], lambda o, s: isa.memset(o, y))
+    _masked(mask, out, [condition, x], lambda o, s: _copy_predicated(o, s[1], s[0]))
+    return out
+
+
+def _copy_predicated(dst: Tensor, src: Any, predicate: Tensor) -> None:
+    ctx = current()
+    p = _engine.read(ctx, predicate, "predicate")
+    old = _engine.read(ctx, dst, "dst")
+    srcs = [predicate]
+    if isinstance(src, Tensor):
+        v = _engine.read(ctx, src, "src")
+        srcs.append(src)
+    else:
+        v = np.float32(src)
+    values = np.where(np.broadcast_to(p, dst.shape) != 0, np.broadcast_to(v, dst.shape), old)
+    _engine.write(ctx, dst, values)
+    ctx.issue("vector", "tensor_copy_predicated", [dst], srcs, cycles=_engine.cost_elementwise(dst))
+
+
+def static_cast(input_data: Any, dtype: Any) -> Any:
+    """``input_data`` (a tile: a tensor_copy into a new tile; a number: that value) in ``dtype``,
+    rounded to nearest even (integers: rounded and saturated)."""
+    d = dtype_of(dtype)
+    if isinstance(input_data, Tensor):
+        return _isa().tensor_copy(_tile(input_data, "input_data"), dtype=d)
+    return _numerics.cast_into(np.asarray([input_data], dtype=np.float64), d)[0]
+
+
+def broadcast_to(src: Any, *, shape: Any, **kwargs: Any) -> Tensor:
+    """``src`` repeated to ``shape`` by numpy's rules (along the partition dim too): ``src`` itself
+    when the shape is its own, else a copy into a new SBUF tile."""
+    _no_keywords("nl.broadcast_to", kwargs)
+    src = _tile(src, "src")
+    shape = tuple(operator.index(n) for n in shape)
+    if tuple(src.shape) == shape:
+        return src
+    try:
+        ok = tuple(np.broadcast_shapes(src.shape, shape)) == shape
+    except ValueError:
+        ok = False
+    if not ok:
+        raise ValueError(f"shape: a tile of shape {src.shape} does not broadcast to {shape}")
+    out = _new(shape, src.dtype)
+    _isa().tensor_copy(dst=out, src=src)
+    return out
+
+
+def expand_dims(data: Any, axis: Any) -> Tensor:
+    """A view of ``data`` with new size-1 axes at ``axis`` (after its last axis only, as the
+    nki.language docs allow)."""
+    data = _tile(data, "data")
+    raw = [operator.index(axis)] if _is_index(axis) else [operator.index(a) for a in axis]
+    ndim = data.ndim + len(raw)
+    axes = tuple(sorted(a % ndim if -ndim <= a < ndim else ndim for a in raw))
+    if any(a < data.ndim or a >= ndim for a in axes) or len(set(axes)) != len(axes):
+        raise ValueError(f"axis: nl.expand_dims adds axes after the last of a {data.ndim}-D tile "
+                         f"({list(range(data.ndim, ndim))}), got {axis!r}")
+    return Tensor._apply(data, lambda a: np.expand_dims(a, axes))
+
+
+def device_print(prefix: str, x: Any, *, mask: Any = None, **kwargs: Any) -> None:
+    """Print ``prefix`` and the values of ``x`` (elements no instruction wrote print as nan)."""
+    _no_keywords("nl.device_print", kwargs)
+    if mask is not None:
+        raise current().unsupported("nl.device_print(mask=)")
+    if isinstance(x, Tensor):
+        v = _numerics.fp32_values(x.data, x.dtype)
+        v = np.where(x.mask == x.base.full, v, np.float32(np.nan))
+        print(prefix, v)
+    else:
+        print(prefix, x)
+
+
+def empty_like(a: Any, dtype: Any = None, *, buffer: Any = None, name: str = "", **kwargs: Any) -> Tensor:
+    """A new tensor of ``a``'s shape and dtype (or ``dtype``) in ``buffer`` (default: SBUF, as the
+    0.1.0 docs say); its contents start undefined."""
+    from . import language
+
+    a = _engine.as_tensor(a, "a")
+    return language.ndarray(a.shape, dtype or a.dtype, buffer=buffer, name=name, **kwargs)
+
+
+def finfo(dtype: Any) -> Any:
+    """Machine limits of a float dtype (ml_dtypes' finfo; tfloat32 has no numpy type)."""
+    d = dtype_of(dtype)
+    if d.kind != "float" or d.format == "tf32":
+        raise ValueError(f"dtype: finfo takes float8 / bfloat16 / float16 / float32, got {d}")
+    return ml_dtypes.finfo(d.storage)
+
+
+def _bits(value: int, storage: Any) -> float:
+    return float(np.array(value, dtype=f"u{np.dtype(storage).itemsize}").view(storage))
+
+
+class _BFP16:
+    """``nl.bfp16``: bfloat16 constants (nki.language 0.1.0)."""
+
+    @property
+    def min(self) -> float:
+        """Bit pattern 0xff80 (nl.bfp16.min docstring), which bfloat16 reads as -inf."""
+        return _bits(0xFF80, ml_dtypes.bfloat16)
+
+
+bfp16 = _BFP16()
+
+
+class _FP32(DType):
+    """``nl.fp32``: float32 (numeq's alias) that also holds 0.1.0's constants: ``nl.fp32.min``."""
+
+    def __eq__(self, other: object) -> bool:
+        return DTYPES["float32"] == other
+
+    __hash__ = DType.__hash__
+
+    @property
+    def min(self) -> float:
+        """Bit pattern 0xff7fffff (nl.fp32.min docstring): the most negative finite float32."""
+        return _bits(0xFF7FFFFF, np.float32)
+
+
+# --- Python operators on tiles -------------------------------------------------------------------------
+def _accumulate(ctx: Any, dst: Tensor, tile: Tensor) -> None:
+    """``psum += nisa.nc_matmul(...)``: the Tensor Engine writes its result into ``dst`` with
+    accumulate, PSUM adding in fp32 (the exact sum rounded once, ``psum_rounding``); the trace's
+    nc_matmul then names dst."""
+    if isinstance(dst, _Clipped):
+        raise dst.fault()
+    if dst.size != tile.size:
+        raise KernelFault(ctx.find("shape_mismatch", "error", f"{dst.name}{list(dst.shape)} += a matmul result of "
+                                   f"shape {tile.shape}", "documented: nki.isa.nc_matmul docstring"))
+    old = _engine.read(ctx, dst, "psum", "tensor")
+    _rules.check_accumulate(ctx, dst, np.ones(dst.shape, dtype=bool))
+    new = _numerics.fp32_values(tile.data, tile.dtype).reshape(dst.shape)
+    _engine.write(ctx, dst, _numerics.accumulate_fp32(old, new, ctx.assumptions["psum_rounding"]), WRITER_MATMUL)
+    chain = getattr(ctx, "psum_chain", None)
+    if chain is not None:
+        key = (dst.base.id, dst.element_offset())
+        chain[key] = chain.get(key, 0) + 1
+        chain.pop((tile.base.id, 0), None)
+    ctx.trace[-1].detail["accumulate"] = "accumulate"
+    _retarget(ctx, tile, dst)
+
+
+def _install_operators() -> None:
+    """Tiles take Python's operators (nki.language 0.1.0: ``a + b``, ``x * 2.0``, ``1.0 / x``,
+    ``-x``, comparisons; ``+=`` writes in place, into PSUM as matmul accumulation)."""
+
+    def binary(name: str, reflected: bool = False) -> Callable:
+        def f(self: Tensor, other: Any) -> Any:
+            if not isinstance(other, (Tensor, int, float, np.number, bool, np.bool_)):
+                return NotImplemented
+            return _binary(name, other, self) if reflected else _binary(name, self, other)
+        return f
+
+    def inplace(name: str) -> Callable:
+        def f(self: Tensor, other: Any) -> Any:
+            if not isinstance(other, (Tensor, int, float, np.number, bool, np.bool_)):
+                return NotImplemented
+            ctx = current()
+            if name == "add" and self.base.memory.name == "psum" and _fresh(ctx, other, "nc_matmul"):
+                _accumulate(ctx, self, other)
+            else:
+                _binary(name, self, other, out=self)
+            return self
+        return f
+
+    for dunder, name in (("add", "add"), ("sub", "subtract"), ("mul", "multiply"), ("truediv", "divide"),
+                         ("pow", "power")):
+        setattr(Tensor, f"__{dunder}__", binary(name))
+        setattr(Tensor, f"__r{dunder}__", binary(name, True))
+        setattr(Tensor, f"__i{dunder}__", inplace(name))
+    for dunder, name in (("lt", "less"), ("le", "less_equal"), ("gt", "greater"), ("ge", "greater_equal"),
+                         ("eq", "equal"), ("ne", "not_equal")):
+        setattr(Tensor, f"__{dunder}__", binary(name))
+    Tensor.__neg__ = lambda self: _unary("negative", self)  # type: ignore[assignment]
+    Tensor.__hash__ = object.__hash__  # type: ignore[assignment]
+    Tensor.__array_ufunc__ = None  # numpy scalars defer to the tile's operators
+
+
+def _unary(name: str, x: Tensor) -> Tensor:
+    x = _tile(x, "x")
+    return _isa().activation(op=name, data=x)
+
+
+def _install_language() -> None:
+    """nl.ndarray reads nl.par_dim; nl.fp32 holds nl.fp32.min (the language module's own
+    names, extended here: see the module doc)."""
+    from . import language
+
+    if not getattr(language.ndarray, "reads_par_dim", False):
+        nd = _ndarray_with_par_dim(language.ndarray)
+        nd.reads_par_dim = True  # type: ignore[attr-defined]
+        language.ndarray = nd
+    f32 = DTYPES["float32"]
+    language.fp32 = _FP32(f32.name, f32.format, f32.storage, f32.kind)
+
+
+sum = _reduction("add", "sum")  # noqa: A001 - NKI's names
+max = _reduction("maximum", "max")  # noqa: A001
+min = _reduction("minimum", "min")  # noqa: A001
+prod = _reduction("multiply", "prod")
+mean, var, all = _mean, _var, _all  # noqa: A001
+_install_operators()
+_install_language()
