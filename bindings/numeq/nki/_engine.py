@@ -77,6 +77,8 @@ def write(ctx: Context, dst: Any, values: np.ndarray, writer: int = WRITER_OTHER
     _rules.check_on_chip(ctx, dst)
     if dst.base.id in ctx.pending:  # a pending matmul chain there is computed first
         _psum.settle(ctx, dst.base)
+    if dst.base.id in ctx.pinned:  # ... and one that reads this tile, before it changes
+        _psum.release(ctx, dst.base)
     if bits is None:
         values = np.asarray(values)
         if values.shape != dst.shape:
@@ -98,6 +100,8 @@ def mark_written(ctx: Context, dst: Any, writer: int = WRITER_OTHER) -> None:
     base.dirty = True
     if dst.writer is not None:
         dst.writer[...] = writer
+        if writer == WRITER_OTHER:
+            base.holds_other = True
 
 
 def same_shape(ctx: Context, dst: Tensor, values: np.ndarray) -> np.ndarray:

@@ -19,7 +19,7 @@ import numpy as np
 
 from . import _numerics
 
-__all__ = ["defer", "settle", "settle_all"]
+__all__ = ["defer", "release", "settle", "settle_all"]
 
 
 class _Chain:
@@ -35,8 +35,12 @@ def _key(t: Any) -> tuple:
     return (t.element_offset(), t.shape, t.data.strides)
 
 
-def defer(ctx: Any, dst: Any, a: np.ndarray, b: np.ndarray, fmt: str, k: int, double_row: bool, adds: bool) -> None:
-    """Add one nc_matmul (``adds``: onto what dst holds; else overwriting it) to dst's chain."""
+def defer(ctx: Any, dst: Any, a: tuple, b: tuple, fmt: str, k: int, double_row: bool, adds: bool) -> None:
+    """Add one nc_matmul (``adds``: onto what dst holds; else overwriting it) to dst's chain.
+    ``a`` and ``b`` are (values, operand tensor): values that are the operand's own storage are kept
+    by reference and the operand's buffer pinned, so that a write to it first computes the chain
+    (``release``); kernels mostly allocate a fresh tile per load, so nothing is copied."""
+    a, b = _keep(ctx, dst, *a), _keep(ctx, dst, *b)
     chains = ctx.pending.setdefault(dst.base.id, {})
     key = _key(dst)
     if any(other != key and np.may_share_memory(c.view.data, dst.data) for other, c in chains.items()):
@@ -47,6 +51,20 @@ def defer(ctx: Any, dst: Any, a: np.ndarray, b: np.ndarray, fmt: str, k: int, do
         init = _numerics.fp32_values(dst.data, dst.dtype).copy() if adds else None
         chain = chains[key] = _Chain(dst, init)
     chain.ops.append((a, b, fmt, k, double_row))
+
+
+def _keep(ctx: Any, dst: Any, values: np.ndarray, operand: Any) -> np.ndarray:
+    if np.may_share_memory(values, operand.data):
+        ctx.pinned.setdefault(operand.base.id, set()).add(dst.base.id)
+    return values
+
+
+def release(ctx: Any, operand_base: Any) -> None:
+    """``operand_base`` is about to change: compute the pending chains that read it."""
+    for psum_id in ctx.pinned.pop(operand_base.id, ()):
+        chains = ctx.pending.get(psum_id)
+        if chains:
+            settle(ctx, next(iter(chains.values())).view.base)
 
 
 def _uniform(ops: list[tuple]) -> bool:
@@ -79,5 +97,5 @@ def settle(ctx: Any, base: Any) -> None:
 
 
 def settle_all(ctx: Any) -> None:
-    for base in [b for b in ctx.buffers if b.id in ctx.pending]:
-        settle(ctx, base)
+    for chains in list(ctx.pending.values()):
+        settle(ctx, next(iter(chains.values())).view.base)

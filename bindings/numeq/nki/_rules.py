@@ -135,7 +135,7 @@ def check_matmul(ctx: Context, dst: Any, stationary: Any, moving: Any, k: int, m
 
 def check_accumulate(ctx: Context, dst: Any, adds: np.ndarray) -> None:
     w = dst.writer
-    if w is not None and np.any(adds & (w == WRITER_OTHER)):
+    if w is not None and dst.base.holds_other and np.any(adds & (w == WRITER_OTHER)):
         ctx.find("accumulate_non_matmul", "error", f"nc_matmul accumulates into {dst.name}, whose PSUM holds the "
                  "result of a non-matmul instruction", "documented: nki.isa.nc_matmul docstring (PSUM accumulation "
                  "adds matmul results)")
@@ -167,7 +167,7 @@ def capacity(ctx: Context) -> None:
     by_bank = ctx.assumptions.get("psum_allocation", "bank") == "bank"
     for memory, limit_key in (("sbuf", "sbuf_partition_bytes"), ("psum", "psum_partition_bytes")):
         events = []
-        for b in ctx.buffers:
+        for b in ctx.lives:
             if b.memory.name != memory or b.first_use is None:
                 continue
             size = b.partition_bytes

@@ -45,9 +45,21 @@ ASSUMPTIONS: dict[str, tuple[tuple[str, ...], str, str]] = {
                              "tensor_scalar's two operators: the first result rounded to fp32, or one rounding of "
                              "both (where both are + - *)",
                              "nki.isa.tensor_scalar docs give the formula, not its rounding (FACTS.md s3)"),
+    "scan_carry": (("fp32", "dtype"),
+                   "tensor_tensor_scan's running value between elements: kept in fp32, or rounded to data0's dtype "
+                   "at each step",
+                   "the docstring's pseudocode keeps the carry in data0.dtype; the engines compute in fp32 (nki.isa "
+                   "docs; FACTS.md s3)"),
+    "partition_reduce_order": (("sequential", "pairwise"),
+                               "the order in which GpSimd tensor_partition_reduce combines partitions, in fp32",
+                               "nki.isa.tensor_partition_reduce docs give no order"),
     "dma_cast_rounding": (("nearest_even", "toward_zero"),
                           "the rounding of a DMA's dtype cast (through fp32)",
                           "docs: DMA casts go through fp32; their rounding is not stated (FACTS.md s3)"),
+    "memset_rounding": (("nearest_even", "toward_zero"),
+                        "the rounding of memset's value into the destination's dtype",
+                        "nki.isa.memset docs: the value is a compile-time constant of dst's type; how a float is "
+                        "narrowed is not stated"),
     "psum_allocation": (("bank", "bytes"),
                         "PSUM capacity counted in whole 2 KiB banks per tile, or in bytes",
                         "the allocator's granularity is not documented; matmul results occupy banks"),
@@ -249,10 +261,25 @@ def _kernel_platform(ctx: _RunContext) -> str:
     return ctx._platform(extra)
 
 
-def run(kernel: Any, *arrays: Any, target: str = "trn2", assume: dict | None = None, grid: Any = None,
+def _defaults(target: str | None, assume: dict | None) -> tuple[str, dict | None]:
+    """The target and assumptions of a run: as given, else those of the enclosing ``installed()``
+    block (or the pytest option), else trn2 with every assumption at its default."""
+    from . import _install
+
+    settings = _install.settings()
+    if target is None:
+        target = settings["target"] if settings else "trn2"
+    if assume is None and settings:
+        assume = settings["assume"]
+    return target, assume
+
+
+def run(kernel: Any, *arrays: Any, target: str | None = None, assume: dict | None = None, grid: Any = None,
         **kernel_kwargs: Any) -> Run:
     """Run ``kernel`` on numpy arrays: every instruction computed by numeq's NeuronCore model, the
-    target's limits checked, the trace recorded. Returns a ``Run``."""
+    target's limits checked, the trace recorded. Returns a ``Run``. ``target``: trn1, inf2 or trn2
+    (default: the enclosing ``installed()``'s, else trn2); ``assume``: {assumption: value}."""
+    target, assume = _defaults(target, assume)
     fn = getattr(kernel, "func", kernel)
     if grid is None:
         grid = getattr(kernel, "grid", None)
@@ -261,7 +288,7 @@ def run(kernel: Any, *arrays: Any, target: str = "trn2", assume: dict | None = N
     return _execute(fn, arrays, kernel_kwargs, target, assume, tuple(grid or ()))
 
 
-def simulate(kernel: Any, target: str = "trn2", assume: dict | None = None) -> Callable:
+def simulate(kernel: Any, target: str | None = None, assume: dict | None = None) -> Callable:
     """``simulate(kernel)(*arrays)``: the kernel's outputs (AWS's spelling); an error finding that
     stops the kernel raises."""
     def call(*arrays: Any, **kwargs: Any) -> Any:

@@ -43,8 +43,9 @@ MEMORIES = {m.name: m for m in (Memory("sbuf", True), Memory("psum", True), Memo
 MEMORIES["hbm"] = MEMORIES["private_hbm"]  # nl.hbm is an alias of private_hbm (nki.language 0.3.0+)
 
 # What last wrote a PSUM element (the accumulation rules of nc_matmul read it).
-# WRITER_READ: a matmul result another instruction has read since (evacuated).
-WRITER_NONE, WRITER_MATMUL, WRITER_MEMSET, WRITER_OTHER, WRITER_READ = 0, 1, 2, 3, 4
+# WRITER_READ: a matmul result another instruction has read since (evacuated). Bit 0 set: the
+# element holds a matmul result.
+WRITER_NONE, WRITER_MATMUL, WRITER_MEMSET, WRITER_OTHER, WRITER_READ = 0, 1, 2, 4, 5
 
 _ids = itertools.count(1)
 
@@ -64,6 +65,22 @@ class DynSlice:
 def ds(start: int, size: int, step: int = 1) -> DynSlice:
     """A dynamic slice: ``size`` elements from ``start`` (``nl.ds``)."""
     return DynSlice(start, size, step)
+
+
+class Life:
+    """What the capacity rules need of an allocation, kept after its arrays are freed: its
+    memory, name, line, bytes per partition, and the steps it was allocated at and last used."""
+
+    __slots__ = ("memory", "name", "line", "partition_bytes", "alloc_step", "first_use", "last_use")
+
+    def __init__(self, buffer: "Buffer") -> None:
+        self.memory = buffer.memory
+        self.name = buffer.name
+        self.line = buffer.line
+        self.partition_bytes = buffer.partition_bytes
+        self.alloc_step = 0
+        self.first_use: int | None = None
+        self.last_use: int | None = None
 
 
 _STORAGE: dict[str, tuple] = {}
@@ -101,10 +118,9 @@ class Buffer:
         self.complete = data is not None
         self.address = self.data.__array_interface__["data"][0]
         self.writer = np.zeros(self.shape, dtype=mask_type) if memory.name == "psum" else None
-        self.first_use: int | None = None
-        self.last_use: int | None = None
-        self.alloc_step = 0
+        self.life = Life(self)
         self.dirty = False  # some instruction wrote it (kernel inputs written are copied back)
+        self.holds_other = False  # PSUM: some element holds a non-matmul result (WRITER_OTHER)
 
     @property
     def partition_bytes(self) -> int:

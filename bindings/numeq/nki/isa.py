@@ -20,9 +20,10 @@ from ._alu import alu, op_name
 from ._context import KernelFault, current
 from ._dtypes import dtype_of
 from ._engine import Engine, as_tensor, cost_elementwise, engine_name, mark_written, new_tile, read, write
-from ._tensor import WRITER_MATMUL, WRITER_MEMSET, WRITER_READ, Tensor
+from ._tensor import WRITER_MATMUL, WRITER_MEMSET, WRITER_OTHER, Tensor
 
 __all__ = [
+    "dge_mode", "get_nc_version", "matmul_perf_mode", "nc_version", "oob_mode", "reduce_cmd",
     "activation", "dma_copy", "engine", "memset", "nc_matmul", "nc_transpose", "reciprocal", "tensor_copy",
     "tensor_reduce", "tensor_scalar", "tensor_tensor", "iota",
 ]
@@ -38,6 +39,33 @@ class engine:  # noqa: N801 - NKI's spelling (nisa.engine.vector, ...)
     sync = Engine("dma")
     dma = Engine("dma")
     unknown = Engine("unknown")
+
+
+class matmul_perf_mode:  # noqa: N801 - nisa.matmul_perf_mode (0.2.0+)
+    none = "none"
+    double_row = "double_row"
+
+
+class oob_mode:  # noqa: N801
+    error = "error"
+    skip = "skip"
+
+
+class dge_mode:  # noqa: N801
+    unknown, swdge, hwdge, none = "unknown", "swdge", "hwdge", "none"
+
+
+class reduce_cmd:  # noqa: N801
+    idle, reset, reduce, reset_reduce, load_reduce = "idle", "reset", "reduce", "reset_reduce", "load_reduce"
+
+
+class nc_version:  # noqa: N801
+    gen2, gen3, gen4 = 2, 3, 4
+
+
+def get_nc_version() -> int:
+    """The current target's NeuronCore generation (nc_version.gen2 for trn1/inf2, gen3 for trn2)."""
+    return nc_version.gen3 if current().target.name == "trn2" else nc_version.gen2
 
 
 # Older releases' engine constants.
@@ -140,8 +168,13 @@ def memset(dst: Any = None, value: Any = 0, dtype: Any = None, engine: Any = Non
             shape = dst
         dst = new_tile(tuple(shape), dtype or "float32")
     eng = engine_name(engine, "vector")
-    v = np.full(dst.shape, np.float32(value), dtype=np.float32)
-    write(ctx, dst, v, WRITER_MEMSET if float(value) == 0.0 else 3)
+    code = WRITER_MEMSET if float(value) == 0.0 else WRITER_OTHER
+    if dst.dtype.kind == "int":
+        write(ctx, dst, np.full(dst.shape, float(value)), code)
+    else:
+        # The value as an exact double, rounded once into dst's dtype (assumption memset_rounding).
+        rounded = _numerics.cast_into(np.full(dst.shape, float(value)), dst.dtype, ctx.assumptions["memset_rounding"])
+        write(ctx, dst, None, code, bits=rounded)
     ctx.issue(eng, "memset", [dst], [], cycles=cost_elementwise(dst))
     return dst
 
@@ -203,7 +236,7 @@ def nc_matmul(*args: Any, is_stationary_onezero: bool = False, is_moving_onezero
     mode = "accumulate" if adds.all() else "overwrite" if not adds.any() else "mixed"
     if mode != "mixed" and dst.dtype.format == "fp32":
         # Computed when the PSUM tile is read (_psum: the chain in one call of the platform plan).
-        _psum.defer(ctx, dst, _owned(a, stationary), _owned(b, moving), fmt, k, double_row, mode == "accumulate")
+        _psum.defer(ctx, dst, (a, stationary), (b, moving), fmt, k, double_row, mode == "accumulate")
         mark_written(ctx, dst, WRITER_MATMUL)
     else:
         tile = _numerics.matmul_tile(a, b, fmt, ctx.tile_platform(k, double_row)).reshape(dst.shape)
@@ -231,11 +264,6 @@ def _matmul_operand(ctx: Any, t: Tensor, parameter: str, fmt: str) -> np.ndarray
         if t.base.complete or t.mask.min() == t.base.full:
             return t.data
     return read(ctx, t, parameter, "tensor")
-
-
-def _owned(values: np.ndarray, t: Tensor) -> np.ndarray:
-    """``values`` as an array no later instruction can change (a deferred chain keeps it)."""
-    return values.copy() if np.may_share_memory(values, t.data) else values
 
 
 def _matmul_sizes(ctx: Any, stationary: Tensor, moving: Tensor, double_row: bool) -> tuple[int, int, int]:
@@ -273,12 +301,16 @@ def _accumulating(ctx: Any, dst: Tensor, accumulate: Any) -> np.ndarray:
     result another instruction has read since (a tile reused after its evacuation)."""
     rule = ctx.assumptions["matmul_accumulate"] if accumulate is None else ("always" if accumulate else "never")
     if rule == "always":
-        return np.ones(dst.shape, dtype=bool)
+        return np.bool_(True)
     if rule == "never" or dst.writer is None:
-        return np.zeros(dst.shape, dtype=bool)
+        return np.bool_(False)
+    w = dst.writer
+    low = w.min()
+    if low == w.max():  # one writer for the whole tile (the common case): one answer, a scalar
+        return np.bool_(low == WRITER_MATMUL) if rule == "after_read" else np.bool_(low & 1)
     if rule == "after_read":
-        return dst.writer == WRITER_MATMUL
-    return (dst.writer == WRITER_MATMUL) | (dst.writer == WRITER_READ)
+        return w == WRITER_MATMUL
+    return (w & 1).astype(bool)  # MATMUL or READ: holds a matmul result
 
 
 def nc_transpose(*args: Any, engine: Any = None, name: str = "", **kwargs: Any) -> Any:

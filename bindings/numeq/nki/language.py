@@ -71,7 +71,17 @@ def ndarray(shape: Any, dtype: Any, buffer: Any = None, name: str = "", address:
     if kwargs:
         raise current().unsupported(f"nl.ndarray's keyword(s) {', '.join(sorted(kwargs))}")
     ctx = current()
-    b = ctx.allocate(Buffer(_shape(shape), dtype_of(dtype), _memory(buffer), name, where()))
+    memory = _memory(buffer)
+    line = where()
+    if memory.name == "shared_hbm" and ctx.program != tuple(0 for _ in ctx.program):
+        # SPMD: every program's shared_hbm tensor allocated at one line is the same tensor (the
+        # kernel's output, visible to all programs; nki.language docs).
+        shared = ctx.shared_at(line, _shape(shape), dtype_of(dtype))
+        if shared is not None:
+            return shared.whole()
+    b = ctx.allocate(Buffer(_shape(shape), dtype_of(dtype), memory, name, line))
+    if memory.name == "shared_hbm":
+        ctx.shared_allocated(line, b)
     from . import _rules
 
     t = b.whole()
