@@ -43,7 +43,7 @@ def matmul_fp8_double_row(a_t, b):
     return out
 
 
-def inputs(seed: int = 0, m: int = 128, k: int = 512, n: int = 512) -> tuple[np.ndarray, np.ndarray]:
+def inputs(seed: int = 0, m: int = 128, k: int = 512, n: int = 128) -> tuple[np.ndarray, np.ndarray]:
     """a [M, K] and b [K, N] of float8_e4m3 values (standard normal, rounded)."""
     rng = np.random.default_rng(seed)
     return (rng.standard_normal((m, k)).astype(ml_dtypes.float8_e4m3),

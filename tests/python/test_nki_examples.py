@@ -4,8 +4,7 @@ here), and against the consistency law: a kernel that computes a catalogue op gi
 the op-level emulation on the platform its run reports (``Run.platform``).
 
 Where the law cannot hold yet, the test asserts it anyway, marked ``xfail(strict=True)`` with what
-numeq lacks; where a kernel uses an NKI name numeq.nki does not implement yet, the test is
-``xfail(raises=numeq.nki.Unsupported, strict=True)``: any other failure still fails.
+numeq lacks.
 
 Unit roundoff: u = 2^-24 (fp32), 2^-8 (bf16); gamma_n = n u / (1 - n u) (Higham, Accuracy and
 Stability of Numerical Algorithms, 2nd ed., s3.1): recursive summation of n terms in any order
@@ -65,11 +64,6 @@ def no_errors(run: numeq.nki.Run) -> None:
     assert run.completed and not run.errors, "\n".join(map(str, run.findings))
 
 
-def unsupported(what: str) -> Any:
-    return pytest.mark.xfail(raises=numeq.nki.Unsupported, strict=True,
-                             reason=f"numeq.nki does not implement {what} yet (core)")
-
-
 # --- matmuls ------------------------------------------------------------------------------------
 
 def matmul_bound(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -107,7 +101,6 @@ def test_loop_orders_agree_bit_for_bit() -> None:
     assert all(np.array_equal(outs[0], o) for o in outs[1:])
 
 
-@unsupported("the enum nki.isa.matmul_perf_mode (perf_mode=matmul_perf_mode.double_row; the string 'double_row' runs)")
 def test_fp8_double_row_within_bound() -> None:
     (a, b), run = ran("matmul_fp8_double_row", "matmul_fp8_double_row")
     no_errors(run)
@@ -115,7 +108,6 @@ def test_fp8_double_row_within_bound() -> None:
     assert np.all(np.abs(run.outputs - exact) <= matmul_bound(a, b))
 
 
-@unsupported("the enum nki.isa.matmul_perf_mode (perf_mode=matmul_perf_mode.double_row; the string 'double_row' runs)")
 def test_fp8_double_row_law() -> None:
     (a, b), run = ran("matmul_fp8_double_row", "matmul_fp8_double_row")
     assert run.platform == "trainium.trn2[fp8_double_row=on]"  # K tile 256, the double_row default
@@ -167,7 +159,6 @@ def test_psum_groups_bf16_law() -> None:
 
 # --- softmax, rmsnorm, layernorm, cumsum ------------------------------------------------------
 
-@unsupported("nki.isa.reduce_cmd (activation's reduce_cmd=reduce_cmd.reset_reduce)")
 def test_softmax_within_bound() -> None:
     """Per element: x_j - m rounds (relative u), so exp(x_j - m) errs by u + |x_j - m| u and rounds
     (u); the row sum adds gamma_{n-1}; reciprocal and multiply round once each. Relative bound
@@ -191,7 +182,6 @@ def test_softmax_law() -> None:
     assert np.array_equal(run.outputs, emulated)
 
 
-@unsupported("nki.isa.reduce_cmd (activation's reduce_cmd=reduce_cmd.reset_reduce)")
 def test_rmsnorm_within_bound() -> None:
     """Squares (u) summed (gamma_{n-1}), / n exact (n a power of two), + eps (u, both positive),
     rsqrt correctly rounded (half the argument's relative error, plus u), then x * r and * gamma
@@ -204,7 +194,6 @@ def test_rmsnorm_within_bound() -> None:
     assert np.all(np.abs(run.outputs - exact) <= bound)
 
 
-@unsupported("nki.isa.reduce_cmd (activation's reduce_cmd=reduce_cmd.reset_reduce)")
 def test_rmsnorm_law() -> None:
     (x, g), run = ran("rmsnorm", "rmsnorm")
     m = example("rmsnorm")
@@ -228,7 +217,6 @@ def layernorm_bound(x: np.ndarray, g: np.ndarray, b: np.ndarray, exact: np.ndarr
     return 1.01 * (d_mean * r * np.abs(g64) + centred * d_rel + 4 * U32 * (centred + np.abs(b64)))
 
 
-@unsupported("nki.isa.bn_stats / bn_aggr (nki-isa branch)")
 def test_layernorm_within_bound() -> None:
     (x, g, b), run = ran("layernorm", "layernorm")
     no_errors(run)
@@ -237,7 +225,6 @@ def test_layernorm_within_bound() -> None:
     assert np.all(np.abs(run.outputs - exact) <= layernorm_bound(x, g, b, exact, m.EPS))
 
 
-@unsupported("nki.isa.bn_stats / bn_aggr (nki-isa branch)")
 def test_layernorm_law() -> None:
     (x, g, b), run = ran("layernorm", "layernorm")
     m = example("layernorm")
@@ -245,7 +232,6 @@ def test_layernorm_law() -> None:
     assert np.array_equal(run.outputs, op.emulate(run.platform))
 
 
-@unsupported("nki.isa.tensor_tensor_scan (nki-isa branch)")
 def test_cumsum_within_bound_and_each_prefix_is_the_platform_sum() -> None:
     """Prefix i errs by at most gamma_i sum_{k<=i} |x_k| (a recursive sum of i + 1 terms, the
     oracle numpy float64 exact here to 2^-53 relative of the same magnitude). And each prefix is
@@ -266,7 +252,6 @@ def test_cumsum_within_bound_and_each_prefix_is_the_platform_sum() -> None:
 
 # --- attention, transpose, SPMD ----------------------------------------------------------------
 
-@unsupported("nki.isa.affine_select / reduce_cmd (nki-isa branch)")
 def test_flash_attention_within_bound() -> None:
     """Against the exact causal attention. Each weight p_t = exp(s_t - m) / l is perturbed by: the
     bf16 cast of p before the p v matmul (2^-8 relative; the row sum l uses the fp32 p), the score's
@@ -298,12 +283,12 @@ def test_flash_attention_within_bound() -> None:
     assert np.max(error / bound) > 0.1  # the bf16 cast of p shows: the bound is not vacuous here
 
 
-@unsupported("nki.isa.affine_select / reduce_cmd (nki-isa branch)")
 def test_flash_attention_law() -> None:
     (q, k, v), run = ran("flash_attention", "flash_attention")
     m = example("flash_attention")
-    # The scores' K is d = 64, one tile: the platform reports k_tile=64.
-    assert run.platform == "trainium.trn2[k_tile=64]"
+    # The scores' K is d = 64, one tile: k_tile=64. O = a O + p v adds each block's PSUM result into
+    # an SBUF accumulator, which the run reads as PSUM groups of one tile (psum_group=1).
+    assert run.platform == "trainium.trn2[k_tile=64,psum_group=1]"
     op = numeq.ops.attention(q, k, v, causal=True, out="fp32", variant="flash", block_rows=q.shape[0],
                              block_cols=m.BLOCK)
     assert np.array_equal(run.outputs, op.emulate(run.platform))
@@ -316,10 +301,6 @@ def test_transpose_is_bit_exact() -> None:
     assert sum(1 for ins in run.trace if ins.name == "nc_transpose") == (x.shape[0] // 128) * (x.shape[1] // 128)
 
 
-@pytest.mark.xfail(strict=True, reason="numeq.nki runs each SPMD program's nl.ndarray(..., buffer=nl.shared_hbm) "
-                   "as a new tensor, so the kernel's output holds program (0, 0)'s tile only: one allocation site "
-                   "in shared_hbm must be one tensor over the grid (nki.language docs: shared_hbm is visible to "
-                   "all programs)")
 def test_spmd_scale_shift_covers_the_grid() -> None:
     """IEEE fp32: x * alpha rounded, + beta rounded (numpy's float32 ufuncs are correctly rounded);
     the tensor_scalar_fusion assumption's default, 'rounded', is exactly this."""
