@@ -784,6 +784,37 @@ def test_dropout_deterministic_cases_only():
         nki.run(random_drop, x)
 
 
+def test_older_forms_of_reductions_and_selects():
+    """The 0.1.0 value-returning forms: keyword arguments, a new tile returned."""
+    x = f32(rng.standard_normal((4, 24)))
+    b0, b1 = np.full((4, 1), 3.0, np.float32), np.full((4, 1), 9.0, np.float32)
+    vals = x[:, [5, 1, 1, 7, 0, 2, 9, 5]].copy()
+
+    @nki.jit
+    def old(x_tensor, b0_tensor, b1_tensor, vals_tensor):
+        x, b0, b1, vals = nl.load(x_tensor), nl.load(b0_tensor), nl.load(b1_tensor), nl.load(vals_tensor)
+        red = nl.ndarray((4, 1), nl.float32, buffer=nl.sbuf)
+        t = nisa.tensor_scalar_reduce(data=x, op0=np.multiply, operand0=-2.0, reduce_op=np.add, reduce_res=red)
+        rmax = nl.ndarray((4, 1), nl.float32, buffer=nl.sbuf)
+        s = nisa.range_select(on_true_tile=x, comp_op0=np.greater_equal, comp_op1=np.less, bound0=b0, bound1=b1,
+                              reduce_cmd=nisa.reduce_cmd.reset_reduce, reduce_res=rmax, reduce_op=np.max,
+                              range_start=2, on_false_value=F32_MIN, dtype=nl.float32)
+        m = nisa.nc_match_replace8(data=x, vals=vals, imm=0.5)
+        return hbm(t), hbm(red), hbm(s), hbm(rmax), hbm(m)
+
+    t, red, s, rmax, m = nki.run(old, x, b0, b1, vals).outputs
+    assert np.array_equal(t, op64("multiply", x, np.float32(-2.0)))
+    assert np.array_equal(red[:, 0], seq_reduce("add", np.zeros(4, np.float32), t))
+    idx = 2 + np.arange(24)
+    sel = np.where((idx >= 3) & (idx < 9), x, np.float32(F32_MIN))
+    assert np.array_equal(s, sel) and np.array_equal(rmax[:, 0], sel.max(axis=1))
+    expect = x.copy()
+    for p in range(4):
+        for j in {5, 1, 7, 0, 2, 9}:
+            expect[p, j] = 0.5
+    assert np.array_equal(m, expect)
+
+
 # --- top-8 family, nonzero_with_count ---------------------------------------------------------------
 
 def test_max8_find_index8_match_replace8():
