@@ -261,7 +261,10 @@ def reduce_name(op: Any, parameter: str) -> str:
 
 
 def lanes(t: Tensor) -> np.ndarray:
-    """The absolute partitions (accumulator lanes) a view's rows use."""
+    """The absolute partitions (accumulator lanes) a view's rows use (an off-chip operand, which
+    an engine cannot read, is given the first lanes)."""
+    if not t.base.memory.on_chip:
+        return np.arange(t.shape[0] if t.ndim else 1) % int(current().target["partitions"])
     first, count, step = t.partitions()
     return first + np.arange(count) * step
 

@@ -222,7 +222,7 @@ def dma_transpose(*args: Any, **kwargs: Any) -> Any:
     dst = destination(v, form, shape, dtype, src.dtype)
     if dst.base.memory.name != "sbuf":
         constraint(ctx, "dma_transpose", f"dst {dst.name} is in {dst.base.memory}; it must be in SBUF")
-    mode = getattr(v["dge_mode"], "name", v["dge_mode"])
+    mode = getattr(v.get("dge_mode"), "name", v.get("dge_mode"))
     if mode == "hwdge":
         s = src.shape
         if src.dtype.itemsize != 2:
@@ -294,5 +294,5 @@ def dma_compute(*args: Any, **kwargs: Any) -> Any:
     write(ctx, dst, terms[0].reshape(dst.shape))
     _rules.check_dma(ctx, dst, srcs[0])
     ctx.issue("dma", "dma_compute", [dst], srcs, nbytes=sum(s.size * s.dtype.itemsize for s in srcs),
-              flops=dst.size * (len(srcs) - 1), order=order, srcs=len(srcs))
+              flops=dst.size * (len(srcs) - 1), order=order, sources=len(srcs))
     return dst

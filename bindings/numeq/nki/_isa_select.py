@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from . import _rules
-from ._alu import ALU, op_name
+from ._alu import op_name
 from ._context import Context, KernelFault, current
 from ._engine import as_tensor, cost_elementwise, new_tile, read, write
 from ._isa_args import (FP32_MIN, REQUIRED, Form, accumulate, alu_fn, bind, command, constraint, destination, doc,

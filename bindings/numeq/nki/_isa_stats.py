@@ -299,10 +299,10 @@ def tensor_scalar_reduce(*args: Any, **kwargs: Any) -> Any:
     if op not in _REDUCE_OPS:
         constraint(ctx, "tensor_scalar_reduce", f"reduce_op {op} is not one of add, multiply, max, min")
         raise ctx.unsupported(f"nisa.tensor_scalar_reduce with reduce_op={op}")
-    cmd = command(v["reduce_cmd"])
+    cmd = command(v.get("reduce_cmd", reduce_cmd.reset_reduce))
     if cmd not in (reduce_cmd.reset_reduce, reduce_cmd.reduce, reduce_cmd.load_reduce):
         constraint(ctx, "tensor_scalar_reduce", f"reduce_cmd {cmd.name}: it takes reset_reduce, reduce or load_reduce")
-    init = None if v["reduce_init"] is None else per_partition(ctx, v["reduce_init"], x.shape[0],
+    init = None if v.get("reduce_init") is None else per_partition(ctx, v["reduce_init"], x.shape[0],
                                                                "tensor_scalar_reduce", "reduce_init")
     acc = accumulate(ctx, "tensor_scalar_reduce", lanes(data), cmd, op, t, init)
     dst = destination(v, form, data.shape, dtype, data.dtype)
@@ -313,7 +313,7 @@ def tensor_scalar_reduce(*args: Any, **kwargs: Any) -> Any:
         if res.shape[0] != x.shape[0] or res.free_size() != 1:
             raise shape_fault(ctx, "tensor_scalar_reduce", f"reduce_res {res.name} has shape {res.shape}; it takes one "
                                                            f"element per partition for {x.shape[0]} partitions")
-        write(ctx, res, (np.negative(acc) if v["reduce_res_negate"] else acc).reshape(-1, 1))
+        write(ctx, res, (np.negative(acc) if v.get("reduce_res_negate") else acc).reshape(-1, 1))
         outs.append(res)
     ctx.issue("vector", "tensor_scalar_reduce", outs, [data], flops=2 * x.size, cycles=cost_elementwise(data) + 64,
               op0=op_name(v["op0"]), reduce_op=op, reduce_cmd=cmd.name)
