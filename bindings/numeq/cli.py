@@ -3,6 +3,8 @@
     numeq tolerances [options]               the tolerance table over the catalogue (reports/)
     numeq formats [--as markdown|csv|json]   every format's parameters, extremes and encodings
     numeq platforms [NAME]                   the platforms, or one platform's evidence
+    numeq review MANIFEST.toml               the rubric review of one CUDA-to-NKI port
+    numeq nki run FILE.py::KERNEL [options]  one NKI kernel file run on numeq.nki (numeq.nki._cli)
 """
 
 from __future__ import annotations
@@ -125,7 +127,27 @@ def main(argv: list[str] | None = None) -> int:
     rev.add_argument("--out", default=None, help="folder for review.md and review.html (default: review-<manifest "
                                                  "folder name> in the current folder)")
     rev.add_argument("--quiet", action="store_true", help="do not print the Markdown")
+    nki = sub.add_parser("nki", help="NKI kernels on numeq.nki, the CPU model of the NeuronCore")
+    nki_sub = nki.add_subparsers(dest="nki_command", metavar="command")
+    from .nki import _cli as nki_cli
+
+    nki_run = nki_sub.add_parser(
+        "run", help="run one kernel of an NKI kernel file on the arrays of an .npz: findings, per-engine work, "
+                    "platform and assumptions printed; outputs and trace written",
+        description="Import FILE.py inside numeq.nki.installed(target=TARGET) (its `import nki` and "
+                    "`import neuronxcc.nki` resolve to numeq) and run KERNEL on the arrays of --inputs, each "
+                    "passed as the kernel parameter of its name. Prints every finding (where, severity, rule, "
+                    "message, source), each engine's instructions, FLOPs, bytes and estimated cycles, the "
+                    "op-level platform and every assumption. Exit status: 0 without error findings, 1 with "
+                    "one (or when the kernel raises), 2 when numeq cannot run it (bad arguments, a missing "
+                    "file or kernel, an NKI name numeq does not implement).")
+    nki_cli.add_arguments(nki_run)
     args = parser.parse_args(argv)
+    if args.command == "nki":
+        if args.nki_command is None:
+            nki.print_help()
+            return 0
+        return nki_cli.main(args)
     if args.command == "tolerances":
         return _tolerances(args, list(sys.argv[1:] if argv is None else argv))
     if args.command == "review":

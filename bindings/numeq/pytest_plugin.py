@@ -11,7 +11,11 @@ without installing, load it with ``-p numeq.pytest_plugin``).
 - ``--numeq-report=PATH``: at the end of the session, every recorded check written to PATH.json
   (machine-readable) and/or PATH.html (one self-contained page); a PATH without a suffix writes
   both;
-- a terminal summary line: ``numeq: N checks, tiers: bit_exact a, variant b, ...``.
+- a terminal summary line: ``numeq: N checks, tiers: bit_exact a, variant b, ...``;
+- ``--numeq-nki[=TARGET]`` (TARGET trn2, trn1 or inf2; trn2 when given without one): the whole run
+  inside ``numeq.nki.installed(target=TARGET)``, from the loading of the first conftest.py on, so
+  an NKI test suite (``import nki``, ``from neuronxcc import nki``, ``@nki.jit`` kernels called with
+  numpy arrays, ``nki.simulate(kernel)(...)``, ``nki.simulate_kernel(kernel, ...)``) runs on numeq.
 
 Under pytest-xdist each worker's checks travel to the controller, which writes the report.
 
@@ -21,6 +25,7 @@ nothing beyond this module.
 
 from __future__ import annotations
 
+import contextlib
 import html
 import json
 import os
@@ -36,6 +41,8 @@ _TIERS = ("bit_exact", "variant", "probabilistic", "deterministic", "violation")
 _RECORDS = pytest.StashKey[list]()
 _INI_PLATFORMS = pytest.StashKey[list]()
 _WORKER_KEY = "numeq_checks"  # pytest-xdist: a worker's records, sent to the controller
+_NKI_TARGETS = ("trn2", "trn1", "inf2")  # numeq.review.targets' names, the current generation first
+_NKI = pytest.StashKey[dict]()  # {"target", "stack" (the installed() context), "runs"}
 
 
 @dataclass(frozen=True)
@@ -65,6 +72,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--numeq-report", dest="numeq_report", metavar="PATH", default=None,
                     help="write every numeq check of the session to PATH.json and/or PATH.html (by PATH's suffix; "
                          "both when PATH has none)")
+    group.addoption("--numeq-nki", dest="numeq_nki", metavar="TARGET", nargs="?", const="trn2", default=None,
+                    help="run the session's NKI kernels on numeq.nki: `import nki` / `neuronxcc.nki` resolve to "
+                         "numeq from collection on (numeq.nki.installed); TARGET: trn2 (the default), trn1 or inf2; "
+                         "write --numeq-nki=TARGET (a bare value after --numeq-nki is read as the target)")
     parser.addini(INI, type="args", default=[],
                   help="default platforms of @pytest.mark.numeq and the numeq_platform fixture (names of "
                        "numeq.platforms(), e.g. nvidia.h100 trainium.trn2)")
@@ -112,6 +123,47 @@ def pytest_configure(config: pytest.Config) -> None:
     report = config.getoption("numeq_report")
     if report is not None:
         _report_paths(report)  # a bad suffix is refused before the tests run
+    _install_nki(config, config.getoption("numeq_nki"))  # when pytest_load_initial_conftests did not run
+
+
+# ---------------------------------------------------------------------------------------------
+# --numeq-nki: NKI test suites on numeq.nki
+# ---------------------------------------------------------------------------------------------
+def _install_nki(config: pytest.Config, target: Any) -> None:
+    """Enter ``numeq.nki.installed(target=target)`` for the rest of the run (once); left in the
+    config's cleanup, which pytest runs at the end of the session."""
+    if target is None or _NKI in config.stash:
+        return
+    if target not in _NKI_TARGETS:
+        raise pytest.UsageError(f"--numeq-nki: unknown target {target!r}; valid: {', '.join(_NKI_TARGETS)} (write "
+                                "--numeq-nki=TARGET: a bare word after --numeq-nki is read as the target, not a path)")
+    from .nki import installed
+
+    stack = contextlib.ExitStack()
+    runs = stack.enter_context(installed(target=target))
+    config.stash[_NKI] = {"target": target, "stack": stack, "runs": runs}
+    config.add_cleanup(_uninstall_nki(config))
+
+
+def _uninstall_nki(config: pytest.Config) -> Any:
+    def close() -> None:
+        state = config.stash.get(_NKI, None)
+        if state is not None:
+            del config.stash[_NKI]
+            state["stack"].close()
+    return close
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_load_initial_conftests(early_config: pytest.Config, parser: pytest.Parser, args: list[str]) -> Any:
+    # The first conftest.py files load here, before pytest_configure: an NKI suite's conftest may
+    # import nki already. Should loading them fail, pytest never unconfigures: leave nothing behind.
+    _install_nki(early_config, getattr(early_config.known_args_namespace, "numeq_nki", None))
+    try:
+        return (yield)
+    except BaseException:
+        _uninstall_nki(early_config)()
+        raise
 
 
 def _marker_platforms(config: pytest.Config, node: Any) -> list[str]:
@@ -349,6 +401,13 @@ def pytest_testnodedown(node: Any, error: Any) -> None:
 
 
 def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
+    nki = config.stash.get(_NKI, None)
+    if nki is not None and nki["runs"]:
+        runs = nki["runs"]
+        errors = sum(len(r.errors) for r in runs)
+        warnings = sum(len(r.warnings) for r in runs)
+        terminalreporter.write_line(f"numeq.nki ({nki['target']}): {len(runs)} @nki.jit kernel calls, "
+                                    f"{errors} error findings, {warnings} warning findings")
     records = config.stash.get(_RECORDS, [])
     if not records:
         return

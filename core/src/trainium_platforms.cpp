@@ -111,13 +111,24 @@ FusedStep exact_tile_step(std::size_t products, const Format& in, const Cast& ac
 // choices, which a port review reads from the kernel's tiling (numeq review's manifest).
 //   k_tile      rows of K each nc_matmul contracts (0: the most the instruction takes, 128, or 256
 //               in trn2's fp8 double_row mode); the last tile of K takes the rest
-//   psum_group  K tiles accumulated in one PSUM tile before the group's sum is added into an fp32
+//   psum_group  K tiles accumulated in one PSUM tile before the group's sum is added into an
 //               SBUF accumulator on the Vector engine in program order (0: every K tile of an output
 //               tile into one PSUM tile)
+//   group_accumulator  the dtype of that SBUF accumulator: fp32 (default), or bf16 / fp16, as the
+//               NKI tutorial's fully optimised matmul keeps it in the input dtype: each group is then
+//               added in fp32 (the Vector engine's arithmetic, nki.isa docs) and the sum rounded into
+//               the accumulator, two roundings, the first group copied into it
 struct KernelOptions {
   std::size_t k_tile = 0;
   std::size_t psum_group = 0;
+  const Format* group_accumulator = &formats::fp32;
 };
+
+// The accumulator dtypes an SBUF accumulator of PSUM groups may have.
+const std::vector<const Format*> kGroupAccumulators = {&formats::fp32, &formats::bf16, &formats::fp16};
+
+// More parts than any K has groups: split_starts makes one part per term.
+constexpr std::size_t kOnePartPerTerm = std::size_t{1} << 30;
 
 struct Build {
   std::string platform;
@@ -172,7 +183,17 @@ Plan matmul_plan(const Build& b, Operation op, const Format& in, const Format& o
   if (b.kernel.psum_group) {
     // Each group's PSUM sum is copied out and added into the SBUF accumulator: the first group
     // copied, later ones added in fp32 to nearest even (Vector-engine tensor_tensor, FACTS.md s3).
-    p.reduction = chunked(tile * b.kernel.psum_group, p.reduction, sequential(Arithmetic{Cast{formats::fp32}}));
+    const Arithmetic fp32_add{Cast{formats::fp32}};
+    if (*b.kernel.group_accumulator == formats::fp32) {
+      p.reduction = chunked(tile * b.kernel.psum_group, p.reduction, sequential(fp32_add));
+    } else {
+      // A narrower accumulator: acc = round(fp32(acc + group)), the first group rounded into it.
+      // A serial split with one part per group (split_starts never makes more parts than terms)
+      // passes each running sum through the accumulator's cast.
+      p.reduction = chunked(tile * b.kernel.psum_group, p.reduction,
+                            split(kOnePartPerTerm, SplitMode::serial, Cast{*b.kernel.group_accumulator},
+                                  sequential(fp32_add)));
+    }
   }
   // nc_matmul has no addend: a bias or c is added to the PSUM result afterwards (fp32 add).
   p.c_placement = CPlacement::last;
@@ -198,6 +219,8 @@ std::string variant_name(const std::string& base, const std::vector<Assumption>&
     if (x.value != x.alternatives.front()) chosen += (chosen.empty() ? "" : ",") + x.name + "=" + x.value;
   if (k.k_tile) chosen += (chosen.empty() ? "" : ",") + std::string("k_tile=") + std::to_string(k.k_tile);
   if (k.psum_group) chosen += (chosen.empty() ? "" : ",") + std::string("psum_group=") + std::to_string(k.psum_group);
+  if (*k.group_accumulator != formats::fp32)
+    chosen += (chosen.empty() ? "" : ",") + std::string("group_accumulator=") + std::string(k.group_accumulator->name);
   return chosen.empty() ? base : base + "[" + chosen + "]";
 }
 
@@ -244,8 +267,11 @@ Platform build_trainium(const std::string& base, const std::vector<Assumption>& 
                           EvidenceKind::documented, "the kernel's tiling (k_tile), as its author states it"});
   if (kernel.psum_group)
     p.evidence.push_back({"matmul: " + std::to_string(kernel.psum_group) +
-                              " K tiles per PSUM group, the groups added in fp32 in SBUF in program order",
-                          EvidenceKind::documented, "the kernel's tiling (psum_group), as its author states it"});
+                              " K tiles per PSUM group, the groups added in fp32 into a " +
+                              std::string(kernel.group_accumulator->name) + " SBUF accumulator in program order",
+                          EvidenceKind::documented,
+                          "the kernel's tiling (psum_group, group_accumulator), as its author states it or as "
+                          "numeq.nki reads it from the kernel's trace"});
   for (const Assumption& x : assumptions)
     p.evidence.push_back({x.name + " = " + x.value + " (alternatives: " +
                               [&] {
@@ -284,6 +310,14 @@ std::optional<Platform> builtin_variant(std::string_view base, const AssumptionC
   std::vector<Assumption> assumptions = default_assumptions(name == "trainium.trn2");
   KernelOptions kernel;
   for (const auto& [key, value] : choices) {
+    if (key == "group_accumulator") {
+      const auto f = std::find_if(kGroupAccumulators.begin(), kGroupAccumulators.end(),
+                                  [&](const Format* x) { return x->name == value; });
+      if (f == kGroupAccumulators.end())
+        throw numeq::error(std::string(parameter) + ": group_accumulator=" + value + " is unknown; valid: fp32, bf16, fp16");
+      kernel.group_accumulator = *f;
+      continue;
+    }
     if (key == "k_tile" || key == "psum_group") {
       (key == "k_tile" ? kernel.k_tile : kernel.psum_group) = option_count(key, value, 65536, parameter);
       continue;
@@ -294,7 +328,7 @@ std::optional<Platform> builtin_variant(std::string_view base, const AssumptionC
     if (it == assumptions.end()) {
       std::string valid;
       for (const Assumption& a : assumptions) valid += (valid.empty() ? "" : ", ") + a.name;
-      valid += "; kernel options: k_tile, psum_group";
+      valid += "; kernel options: k_tile, psum_group, group_accumulator";
       throw numeq::error(std::string(parameter) + ": " + name + " has no assumption '" + key + "'; valid: " + valid);
     }
     if (std::find(it->alternatives.begin(), it->alternatives.end(), value) == it->alternatives.end()) {
@@ -305,6 +339,9 @@ std::optional<Platform> builtin_variant(std::string_view base, const AssumptionC
     }
     it->value = value;
   }
+  if (*kernel.group_accumulator != formats::fp32 && !kernel.psum_group)
+    throw numeq::error(std::string(parameter) + ": group_accumulator=" + std::string(kernel.group_accumulator->name) +
+                       " needs psum_group=N (the K tiles each PSUM group holds)");
   const bool double_row = value_of(assumptions, "fp8_double_row") == "on";
   if (kernel.k_tile > (double_row ? 256u : 128u))
     throw numeq::error(std::string(parameter) + ": k_tile=" + std::to_string(kernel.k_tile) + " exceeds the " +

@@ -88,16 +88,25 @@ class Context:
 
     def __init__(self, target: Any, assumptions: dict, grid: tuple[int, ...] = ()) -> None:
         self.target = target
+        # The limits every instruction reads, as plain numbers (the target table's values).
+        self.limits = {key: int(target[key]) for key in ("partitions",)}
         self.assumptions = assumptions  # name -> value (every assumption, defaults filled in)
         self.findings: list[Finding] = []
         self._finding_at: dict[tuple[str, str], Finding] = {}
         self.trace: list[Instruction] = []
-        self.buffers: list = []
+        self.lives: list = []  # every allocation's Life (the capacity rules), not its arrays
         self.grid = grid
         self.program = tuple(0 for _ in grid)
         self.step = 0
-        self.matmuls: list = []  # (psum buffer id, offset, shape, K, accumulate, dtype) for the platform
-        self.psum_groups: list = []
+        # (PSUM buffer id, element offset) -> nc_matmuls in the current accumulation chain there, and
+        # the (chain length, SBUF accumulator format) of each PSUM group added into SBUF: the run's
+        # platform reads them (psum_group, group_accumulator).
+        self.psum_chain: dict[tuple[int, int], int] = {}
+        self.psum_groups: list[tuple[int, str]] = []
+        self.pending: dict[int, dict] = {}
+        self.pinned: dict[int, set] = {}  # SBUF buffer id -> PSUM buffer ids whose pending chains read it
+        self._shared: dict[str, list] = {}
+        self._shared_seen: dict[tuple, int] = {}  # PSUM buffer id -> its matmul chains not yet computed (_psum)
 
     # --- findings ------------------------------------------------------------------------------
     def find(self, rule: str, severity: str, message: str, source: str, at: str | None = None) -> Finding:
@@ -123,19 +132,33 @@ class Context:
               cycles: int = 0, **detail: Any) -> Instruction:
         self.step += 1
         for t in list(dst) + list(srcs):
-            b = t.base
-            if b.first_use is None:
-                b.first_use = self.step
-            b.last_use = self.step
+            life = t.base.life
+            if life.first_use is None:
+                life.first_use = self.step
+            life.last_use = self.step
         ins = Instruction(self.step, engine, name, where(),
                           [_operand(t) for t in dst], [_operand(t) for t in srcs], int(nbytes), int(flops),
                           int(cycles), detail)
         self.trace.append(ins)
         return ins
 
+    def shared_allocated(self, line: str, buffer: Any) -> None:
+        """Program 0 allocated shared_hbm ``buffer`` at ``line`` (its n-th there)."""
+        self._shared.setdefault(line, []).append(buffer)
+
+    def shared_at(self, line: str, shape: tuple, dtype: Any) -> Any:
+        """The shared_hbm buffer program 0 allocated at ``line`` that this program's allocation
+        there is (in order of allocation), or None."""
+        count = self._shared_seen.get((self.program, line), 0)
+        self._shared_seen[(self.program, line)] = count + 1
+        made = self._shared.get(line, [])
+        if count < len(made) and made[count].shape == shape and made[count].dtype == dtype:
+            return made[count]
+        return None
+
     def allocate(self, buffer: Any) -> Any:
-        buffer.alloc_step = self.step
-        self.buffers.append(buffer)
+        buffer.life.alloc_step = self.step
+        self.lives.append(buffer.life)
         return buffer
 
 

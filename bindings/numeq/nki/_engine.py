@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from . import _numerics, _rules
+from . import _numerics, _psum, _rules
 from ._context import Context, KernelFault, current
 from ._dtypes import DType, dtype_of
 from ._tensor import MEMORIES, WRITER_MATMUL, WRITER_OTHER, WRITER_READ, Buffer, Tensor
@@ -62,7 +62,7 @@ def read(ctx: Context, t: Any, parameter: str, engine: str = "vector") -> np.nda
     if t.writer is not None and engine != "tensor":
         np.copyto(t.writer, WRITER_READ, where=t.writer == WRITER_MATMUL)
     values = _numerics.fp32_values(t.data, t.dtype)
-    if not np.all(t.mask == t.base.full):
+    if not t.base.complete and t.mask.min() != t.base.full:
         values = np.where(t.mask == t.base.full, values, np.float32(np.nan))
     return values
 
@@ -75,6 +75,10 @@ def write(ctx: Context, dst: Any, values: np.ndarray, writer: int = WRITER_OTHER
     """Store fp32 (or float64) ``values`` into ``dst``: cast into its dtype (or store ``bits``
     already of dst's storage dtype), mark the bytes written, record PSUM's writer."""
     _rules.check_on_chip(ctx, dst)
+    if dst.base.id in ctx.pending:  # a pending matmul chain there is computed first
+        _psum.settle(ctx, dst.base)
+    if dst.base.id in ctx.pinned:  # ... and one that reads this tile, before it changes
+        _psum.release(ctx, dst.base)
     if bits is None:
         values = np.asarray(values)
         if values.shape != dst.shape:
@@ -83,9 +87,21 @@ def write(ctx: Context, dst: Any, values: np.ndarray, writer: int = WRITER_OTHER
     elif bits.shape != dst.shape:
         bits = same_shape(ctx, dst, bits)
     dst.data[...] = bits
-    dst.mask[...] = dst.base.full
+    mark_written(ctx, dst, writer)
+
+
+def mark_written(ctx: Context, dst: Any, writer: int = WRITER_OTHER) -> None:
+    """dst's bytes are written (by ``writer``, in PSUM)."""
+    base = dst.base
+    if not base.complete:
+        dst.mask[...] = base.full
+        if dst.size == base.data.size and dst.data.flags.c_contiguous:
+            base.complete = True
+    base.dirty = True
     if dst.writer is not None:
         dst.writer[...] = writer
+        if writer == WRITER_OTHER:
+            base.holds_other = True
 
 
 def same_shape(ctx: Context, dst: Tensor, values: np.ndarray) -> np.ndarray:

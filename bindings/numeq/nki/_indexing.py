@@ -84,31 +84,72 @@ def normalise(key: Any, shape: tuple[int, ...], t: Any) -> Any:
                 raise out_of_bounds(t, f"index {i} of axis {dim} (size {n}) is out of bounds")
             out.append(i)
         dim += 1
-    return tuple(out)
+    return _keep_dims(out, t)
 
 
-def access_pattern(t: Any, pattern: Sequence[Sequence[int]] | None, offset: int = 0, *args: Any,
+def _keep_dims(index: list, t: Any) -> tuple:
+    """NKI's rule for integer indices (nki.language tensor docs, 0.5.0+): on SBUF / PSUM an integer
+    on dim 0 keeps the partition axis at size 1, and integers on free axes drop them unless the view
+    would fall below 2-D, when the last integer-indexed axis stays at size 1; on HBM integers drop
+    axes as numpy's do, down to 1-D."""
+    on_chip = t.base.memory.on_chip
+    positions = [i for i, k in enumerate(index) if isinstance(k, int)]
+    if on_chip and index and isinstance(index[0], int):
+        index[0] = slice(index[0], index[0] + 1)
+        positions = positions[1:]
+    kept = sum(1 for k in index if not isinstance(k, int)) + (len(t.shape) - sum(1 for k in index if k is not None))
+    floor = 2 if on_chip else 1
+    while kept < floor and positions:
+        i = positions.pop()
+        index[i] = slice(index[i], index[i] + 1)
+        kept += 1
+    return tuple(index)
+
+
+def access_pattern(t: Any, pattern: Sequence[Sequence[int]] | None = None, offset: int | None = None, *args: Any,
                    **kwargs: Any) -> Any:
-    """``t.ap(pattern=[[stride, count], ...], offset=...)``: strides and offset in elements of the
-    underlying buffer, from ``t``'s first element."""
+    """``t.ap(pattern=[[step, count], ...], offset=None, dtype=None)`` (nki.language tensor docs,
+    0.5.0+): element [i0, .., ik] is storage[offset + sum(i_j * step_j)] of the underlying buffer,
+    whatever view ``t`` is; ``offset`` None inherits the view's storage offset, an int counts from
+    the buffer's start; ``dtype`` reads the storage as another dtype (steps and counts in its
+    elements). On SBUF / PSUM the first pair addresses partitions: its step must be the storage's
+    elements per partition."""
+    from ._context import current
+    from ._dtypes import dtype_of, storage_dtype
     from ._tensor import Tensor
 
     if pattern is None:
         pattern = kwargs.pop("ap", None)
+    if args:
+        raise TypeError("ap: takes pattern and offset positionally; the rest by keyword")
+    for dynamic in ("scalar_offset", "vector_offset", "indirect_dim"):
+        if kwargs.get(dynamic) is not None and not (dynamic == "indirect_dim" and kwargs[dynamic] == 0):
+            raise current().unsupported(f"tensor.ap({dynamic}=) (dynamic access patterns)")
+        kwargs.pop(dynamic, None)
+    dtype = kwargs.pop("dtype", None)
+    if kwargs:
+        raise TypeError(f"ap: unknown keyword(s) {', '.join(sorted(kwargs))}; valid: pattern, offset, dtype, "
+                        "scalar_offset, vector_offset, indirect_dim")
     if pattern is None:
-        raise TypeError("ap: needs pattern=[[stride, count], ...]")
-    for extra in ("dtype",):
-        if extra in kwargs:
-            raise TypeError(f"ap: keyword {extra!r} is not supported by numeq.nki")
+        raise TypeError("ap: needs pattern=[[step, count], ...]")
     pairs = [(operator.index(p[0]), operator.index(p[1])) for p in pattern]
     base = t.base
-    flat_n = base.data.size
-    start = t.element_offset() + operator.index(offset)
+    whole = base.whole() if dtype is None else base.whole().view(dtype) if base.shape else base.whole()
+    d = t.dtype if dtype is None else dtype_of(dtype)
+    ratio = base.dtype.itemsize / d.itemsize
+    flat_n = int(base.data.size * ratio)
+    start = int(t.element_offset() * ratio) if offset is None else operator.index(offset)
     lo = start + sum(min(0, s * (c - 1)) for s, c in pairs)
     hi = start + sum(max(0, s * (c - 1)) for s, c in pairs)
     if any(c <= 0 for _, c in pairs) or lo < 0 or hi >= flat_n:
-        raise out_of_bounds(t, f"access pattern {pattern} at offset {offset} reaches elements {lo}..{hi} of a "
-                               f"buffer of {flat_n}")
+        raise out_of_bounds(t, f"access pattern {[list(p) for p in pairs]} at offset {start} reaches elements "
+                               f"{lo}..{hi} of a buffer of {flat_n}")
+    if base.memory.on_chip and base.shape and len(pairs) > 1:
+        per_partition = int(np.prod(base.shape[1:], dtype=np.int64) * ratio)
+        if pairs[0][0] != per_partition and pairs[0][1] > 1:
+            raise out_of_bounds(t, f"access pattern {[list(p) for p in pairs]}: on {base.memory} the first pair "
+                                   f"addresses partitions, so its step must be {per_partition} (the elements per "
+                                   "partition)")
     shape = tuple(c for _, c in pairs)
 
     def strided(a: np.ndarray) -> np.ndarray:
@@ -116,9 +157,8 @@ def access_pattern(t: Any, pattern: Sequence[Sequence[int]] | None, offset: int 
         return np.lib.stride_tricks.as_strided(flat[start:], shape=shape,
                                                strides=tuple(s * a.itemsize for s, _ in pairs), writeable=True)
 
-    whole = base.whole()
     return Tensor(base, strided(whole.data), strided(whole.mask),
-                  None if whole.writer is None else strided(whole.writer), t.dtype)
+                  None if whole.writer is None else strided(whole.writer), d)
 
 
 def assign(t: Any, key: Any, value: Any) -> None:

@@ -13,6 +13,7 @@ import numpy as np
 
 from ._context import Context, KernelFault
 from ._tensor import WRITER_OTHER
+from ..review.targets import start_partitions
 
 __all__ = ["RULES", "check_on_chip", "check_read", "check_matmul", "check_dma", "capacity", "check_engine_access"]
 
@@ -49,25 +50,31 @@ def _cite(ctx: Context, key: str) -> str:
 
 def check_on_chip(ctx: Context, t: Any) -> None:
     """Partition-axis rules for an SBUF / PSUM view."""
-    if not t.base.memory.on_chip:
+    if t.checked or not t.base.memory.on_chip:
         return
     first, count, _ = t.partitions()
-    limit = int(ctx.target["partitions"])
+    limit = ctx.limits["partitions"]
     if t.base.shape and t.base.shape[0] > limit:
         raise KernelFault(ctx.find("partition_dim", "error",
                                    f"{t.name} has {t.base.shape[0]} partitions (dim 0); the target has {limit}",
                                    _cite(ctx, "partitions")))
-    from ..review.targets import start_partitions
-
+    t.checked = True
     if count < limit and first not in start_partitions(count):
         ctx.find("partition_start", "error",
                  f"{t.name}: an access of {count} partitions starts at partition {first}; it may start at "
                  f"{', '.join(map(str, start_partitions(count)))}", _cite(ctx, "partitions"))
 
 
-def check_read(ctx: Context, t: Any) -> None:
-    """A read of bytes no instruction wrote names the tile (its values read as NaN here)."""
-    if not np.all(t.mask == t.base.full):
+def check_read(ctx: Context, t: Any, settle: bool = True) -> None:
+    """A read of bytes no instruction wrote names the tile (its values read as NaN here). Every read
+    of stored values passes here, so pending PSUM matmul chains are computed first."""
+    if settle and t.base.id in ctx.pending:
+        from ._psum import settle as compute_pending
+
+        compute_pending(ctx, t.base)
+    if t.base.complete:
+        return
+    if t.mask.min() != t.base.full:
         unwritten = int(np.count_nonzero(t.mask != t.base.full))
         ctx.find("read_uninitialised", "error",
                  f"reads {unwritten} of {t.size} elements of {t.name} ({t.base.memory}, allocated at "
@@ -83,19 +90,21 @@ def check_engine_access(ctx: Context, engine: str, tensors: list, name: str) -> 
                          "access", "documented: NKI architecture guides (GpSimd engine has no PSUM access)")
 
 
-def check_matmul(ctx: Context, dst: Any, stationary: Any, moving: Any, double_row: bool) -> None:
+def check_matmul(ctx: Context, dst: Any, stationary: Any, moving: Any, k: int, m: int, n: int,
+                 double_row: bool) -> None:
     tgt = ctx.target
-    k, m = stationary.shape[0], stationary.free_size()
-    k2, n = moving.shape[0], moving.free_size()
-    if k != k2:
-        raise KernelFault(ctx.find("shape_mismatch", "error", f"nc_matmul: stationary has {k} rows of K (partitions) "
-                                   f"and moving {k2}", "documented: nki.isa.nc_matmul docstring"))
     kmax = int(tgt["matmul_contraction_double_row"]) if double_row and "matmul_contraction_double_row" in tgt \
         else int(tgt["matmul_contraction"])
+    if double_row and "matmul_contraction_double_row" not in tgt:
+        raise KernelFault(ctx.find("matmul_dtype", "error", f"nc_matmul perf_mode=double_row: {ctx.target.name} "
+                                   f"({ctx.target.core}) has no double_row mode (NeuronCore-v3 and later)",
+                                   "documented: nki.isa.nc_matmul docstring (perf_mode)"))
     if k > kmax:
+        # The hardware rejects it and numeq's PE plan has no such tile: the run stops here.
         what = "in fp8 double_row mode" if double_row else f"for {stationary.dtype} inputs"
-        ctx.find("matmul_contraction", "error", f"nc_matmul contracts K = {k} rows; one instruction takes at most "
-                 f"{kmax} {what}", _cite(ctx, "matmul_contraction_double_row" if double_row else "matmul_contraction"))
+        raise KernelFault(ctx.find("matmul_contraction", "error", f"nc_matmul contracts K = {k} rows; one instruction "
+                                   f"takes at most {kmax} {what}",
+                                   _cite(ctx, "matmul_contraction_double_row" if double_row else "matmul_contraction")))
     if m > tgt["matmul_stationary_free"]:
         ctx.find("matmul_stationary_free", "error", f"nc_matmul stationary free size M = {m} exceeds "
                  f"{int(tgt['matmul_stationary_free'])}", _cite(ctx, "matmul_stationary_free"))
@@ -126,7 +135,7 @@ def check_matmul(ctx: Context, dst: Any, stationary: Any, moving: Any, double_ro
 
 def check_accumulate(ctx: Context, dst: Any, adds: np.ndarray) -> None:
     w = dst.writer
-    if w is not None and np.any(adds & (w == WRITER_OTHER)):
+    if w is not None and dst.base.holds_other and np.any(adds & (w == WRITER_OTHER)):
         ctx.find("accumulate_non_matmul", "error", f"nc_matmul accumulates into {dst.name}, whose PSUM holds the "
                  "result of a non-matmul instruction", "documented: nki.isa.nc_matmul docstring (PSUM accumulation "
                  "adds matmul results)")
@@ -158,7 +167,7 @@ def capacity(ctx: Context) -> None:
     by_bank = ctx.assumptions.get("psum_allocation", "bank") == "bank"
     for memory, limit_key in (("sbuf", "sbuf_partition_bytes"), ("psum", "psum_partition_bytes")):
         events = []
-        for b in ctx.buffers:
+        for b in ctx.lives:
             if b.memory.name != memory or b.first_use is None:
                 continue
             size = b.partition_bytes

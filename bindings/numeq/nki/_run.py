@@ -45,9 +45,21 @@ ASSUMPTIONS: dict[str, tuple[tuple[str, ...], str, str]] = {
                              "tensor_scalar's two operators: the first result rounded to fp32, or one rounding of "
                              "both (where both are + - *)",
                              "nki.isa.tensor_scalar docs give the formula, not its rounding (FACTS.md s3)"),
+    "scan_carry": (("fp32", "dtype"),
+                   "tensor_tensor_scan's running value between elements: kept in fp32, or rounded to data0's dtype "
+                   "at each step",
+                   "the docstring's pseudocode keeps the carry in data0.dtype; the engines compute in fp32 (nki.isa "
+                   "docs; FACTS.md s3)"),
+    "partition_reduce_order": (("sequential", "pairwise"),
+                               "the order in which GpSimd tensor_partition_reduce combines partitions, in fp32",
+                               "nki.isa.tensor_partition_reduce docs give no order"),
     "dma_cast_rounding": (("nearest_even", "toward_zero"),
                           "the rounding of a DMA's dtype cast (through fp32)",
                           "docs: DMA casts go through fp32; their rounding is not stated (FACTS.md s3)"),
+    "memset_rounding": (("nearest_even", "toward_zero"),
+                        "the rounding of memset's value into the destination's dtype",
+                        "nki.isa.memset docs: the value is a compile-time constant of dst's type; how a float is "
+                        "narrowed is not stated"),
     "psum_allocation": (("bank", "bytes"),
                         "PSUM capacity counted in whole 2 KiB banks per tile, or in bytes",
                         "the allocator's granularity is not documented; matmul results occupy banks"),
@@ -142,9 +154,10 @@ class _RunContext(Context):
         """The platform of one nc_matmul: the kernel's assumptions, its K as the one tile."""
         key = (k, double_row)
         if key not in self._tile_platforms:
-            extra: dict[str, Any] = {"k_tile": k}
+            # The instruction's K as the plan's tile (the platform's default tile needs no option).
+            extra: dict[str, Any] = {} if k == (256 if double_row else 128) else {"k_tile": k}
             if double_row and self.assumptions.get("fp8_double_row") != "on":
-                extra = {"fp8_double_row": "on", "k_tile": k}
+                extra = {"fp8_double_row": "on", **extra}
             self._tile_platforms[key] = self._platform(extra)
         return self._tile_platforms[key]
 
@@ -154,8 +167,10 @@ class _RunContext(Context):
 
 
 def _kernel_arguments(ctx: Context, fn: Callable, args: tuple, kwargs: dict) -> tuple[tuple, dict, list]:
-    """numpy arrays become HBM tensors (written: they are the kernel's inputs); other values pass."""
-    tensors: list[Tensor] = []
+    """numpy arrays become HBM tensors (written: they are the kernel's inputs); other values pass.
+    Returns the arguments and (array, tensor) pairs, so that inputs the kernel writes are updated
+    in place, as AWS's simulator does."""
+    tensors: list = []
 
     def wrap(x: Any, name: str) -> Any:
         if isinstance(x, np.ndarray) or (hasattr(x, "__array__") and hasattr(x, "dtype") and hasattr(x, "shape")):
@@ -165,7 +180,7 @@ def _kernel_arguments(ctx: Context, fn: Callable, args: tuple, kwargs: dict) -> 
             d = dtype_of(arr.dtype, name)
             data = np.array(arr, dtype=d.storage, copy=True, order="C")
             t = ctx.allocate(Buffer(arr.shape, d, MEMORIES["shared_hbm"], name, "<input>", data=data)).whole()
-            tensors.append(t)
+            tensors.append((x, t))
             return t
         return x
 
@@ -201,7 +216,7 @@ def _execute(fn: Callable, args: tuple, kwargs: dict, target: str, assume: dict 
     completed = True
     result: Any = None
     with running(ctx):
-        a, k, _ = _kernel_arguments(ctx, fn, args, kwargs)
+        a, k, inputs = _kernel_arguments(ctx, fn, args, kwargs)
         programs = list(np.ndindex(*grid)) if grid else [()]
         try:
             for p in programs:
@@ -210,8 +225,14 @@ def _execute(fn: Callable, args: tuple, kwargs: dict, target: str, assume: dict 
                 result = r if result is None else result
         except KernelFault:
             completed = False
+        from ._psum import settle_all
+
+        settle_all(ctx)
         _rules.capacity(ctx)
         outputs = _outputs(ctx, result) if completed else None
+        for array, t in inputs:
+            if t.base.dirty and isinstance(array, np.ndarray) and array.flags.writeable and array.dtype == t.data.dtype:
+                array[...] = t.data
     return Run(outputs, ctx.findings, ctx.trace, _kernel_platform(ctx), target,
                {k: v["value"] for k, v in ctx.table.items()}, completed)
 
@@ -229,15 +250,36 @@ def _kernel_platform(ctx: _RunContext) -> str:
         default = 256 if double else 128
         if full != default:
             extra["k_tile"] = full
-    for key, value in getattr(ctx, "platform_options", {}).items():
-        extra[key] = value
+    if ctx.psum_groups:
+        # The kernel adds PSUM groups into an SBUF accumulator: the groups' length (all but an
+        # output tile's last are full) and the accumulator's dtype.
+        extra["psum_group"] = max(length for length, _ in ctx.psum_groups)
+        formats = {fmt for _, fmt in ctx.psum_groups}
+        fmt = formats.pop() if len(formats) == 1 else "fp32"
+        if fmt in ("bf16", "fp16"):
+            extra["group_accumulator"] = fmt
     return ctx._platform(extra)
 
 
-def run(kernel: Any, *arrays: Any, target: str = "trn2", assume: dict | None = None, grid: Any = None,
+def _defaults(target: str | None, assume: dict | None) -> tuple[str, dict | None]:
+    """The target and assumptions of a run: as given, else those of the enclosing ``installed()``
+    block (or the pytest option), else trn2 with every assumption at its default."""
+    from . import _install
+
+    settings = _install.settings()
+    if target is None:
+        target = settings["target"] if settings else "trn2"
+    if assume is None and settings:
+        assume = settings["assume"]
+    return target, assume
+
+
+def run(kernel: Any, *arrays: Any, target: str | None = None, assume: dict | None = None, grid: Any = None,
         **kernel_kwargs: Any) -> Run:
     """Run ``kernel`` on numpy arrays: every instruction computed by numeq's NeuronCore model, the
-    target's limits checked, the trace recorded. Returns a ``Run``."""
+    target's limits checked, the trace recorded. Returns a ``Run``. ``target``: trn1, inf2 or trn2
+    (default: the enclosing ``installed()``'s, else trn2); ``assume``: {assumption: value}."""
+    target, assume = _defaults(target, assume)
     fn = getattr(kernel, "func", kernel)
     if grid is None:
         grid = getattr(kernel, "grid", None)
@@ -246,7 +288,7 @@ def run(kernel: Any, *arrays: Any, target: str = "trn2", assume: dict | None = N
     return _execute(fn, arrays, kernel_kwargs, target, assume, tuple(grid or ()))
 
 
-def simulate(kernel: Any, target: str = "trn2", assume: dict | None = None) -> Callable:
+def simulate(kernel: Any, target: str | None = None, assume: dict | None = None) -> Callable:
     """``simulate(kernel)(*arrays)``: the kernel's outputs (AWS's spelling); an error finding that
     stops the kernel raises."""
     def call(*arrays: Any, **kwargs: Any) -> Any:

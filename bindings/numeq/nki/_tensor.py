@@ -12,6 +12,7 @@ rules read it.
 from __future__ import annotations
 
 import itertools
+import math
 import operator
 from typing import Any, Sequence
 
@@ -42,8 +43,9 @@ MEMORIES = {m.name: m for m in (Memory("sbuf", True), Memory("psum", True), Memo
 MEMORIES["hbm"] = MEMORIES["private_hbm"]  # nl.hbm is an alias of private_hbm (nki.language 0.3.0+)
 
 # What last wrote a PSUM element (the accumulation rules of nc_matmul read it).
-# WRITER_READ: a matmul result another instruction has read since (evacuated).
-WRITER_NONE, WRITER_MATMUL, WRITER_MEMSET, WRITER_OTHER, WRITER_READ = 0, 1, 2, 3, 4
+# WRITER_READ: a matmul result another instruction has read since (evacuated). Bit 0 set: the
+# element holds a matmul result.
+WRITER_NONE, WRITER_MATMUL, WRITER_MEMSET, WRITER_OTHER, WRITER_READ = 0, 1, 2, 4, 5
 
 _ids = itertools.count(1)
 
@@ -65,6 +67,34 @@ def ds(start: int, size: int, step: int = 1) -> DynSlice:
     return DynSlice(start, size, step)
 
 
+class Life:
+    """What the capacity rules need of an allocation, kept after its arrays are freed: its
+    memory, name, line, bytes per partition, and the steps it was allocated at and last used."""
+
+    __slots__ = ("memory", "name", "line", "partition_bytes", "alloc_step", "first_use", "last_use")
+
+    def __init__(self, buffer: "Buffer") -> None:
+        self.memory = buffer.memory
+        self.name = buffer.name
+        self.line = buffer.line
+        self.partition_bytes = buffer.partition_bytes
+        self.alloc_step = 0
+        self.first_use: int | None = None
+        self.last_use: int | None = None
+
+
+_STORAGE: dict[str, tuple] = {}
+
+
+def _storage(dtype: DType) -> tuple:
+    """(storage dtype, mask dtype of the same itemsize, the mask's all-written value)."""
+    if dtype.name not in _STORAGE:
+        st = storage_dtype(dtype)
+        mask_type = np.dtype(f"u{st.itemsize}")
+        _STORAGE[dtype.name] = (st, mask_type, mask_type.type(np.iinfo(mask_type).max))
+    return _STORAGE[dtype.name]
+
+
 class Buffer:
     """One allocation: its memory, dtype, shape, name, the kernel line that made it, the data and
     the written-bytes mask (and, in PSUM, each element's last writer)."""
@@ -77,19 +107,20 @@ class Buffer:
         self.memory = memory
         self.name = name or f"{memory.name}_{self.id}"
         self.line = line
-        st = storage_dtype(dtype)
-        mask_type = np.dtype(f"u{st.itemsize}")
+        st, mask_type, self.full = _storage(dtype)
         if data is None:
             self.data = np.zeros(self.shape, dtype=st)
             self.mask = np.zeros(self.shape, dtype=mask_type)
         else:
             self.data = data
-            self.mask = np.full(self.shape, np.iinfo(mask_type).max, dtype=mask_type)
-        self.full = np.iinfo(mask_type).max
+            self.mask = np.full(self.shape, self.full, dtype=mask_type)
+        # complete: every byte written (reads skip the mask check); address: the data's first byte.
+        self.complete = data is not None
+        self.address = self.data.__array_interface__["data"][0]
         self.writer = np.zeros(self.shape, dtype=mask_type) if memory.name == "psum" else None
-        self.first_use: int | None = None
-        self.last_use: int | None = None
-        self.alloc_step = 0
+        self.life = Life(self)
+        self.dirty = False  # some instruction wrote it (kernel inputs written are copied back)
+        self.holds_other = False  # PSUM: some element holds a non-matmul result (WRITER_OTHER)
 
     @property
     def partition_bytes(self) -> int:
@@ -104,7 +135,7 @@ class Tensor:
     """A view of a buffer, as NKI kernels hold it: ``shape``, ``dtype``, ``buffer`` (the memory),
     ``name``; indexing, ``.ap()``, ``.reshape`` and ``.view`` give further views."""
 
-    __slots__ = ("base", "data", "mask", "writer", "dtype")
+    __slots__ = ("base", "data", "mask", "writer", "dtype", "checked", "_parts")
 
     def __init__(self, base: Buffer, data: np.ndarray, mask: np.ndarray, writer: np.ndarray | None,
                  dtype: DType) -> None:
@@ -113,6 +144,8 @@ class Tensor:
         self.mask = mask
         self.writer = writer
         self.dtype = dtype
+        self.checked = False  # the partition rules hold for this view (_rules.check_on_chip)
+        self._parts: tuple[int, int, int] | None = None
 
     # --- what kernels read -------------------------------------------------------------------
     @property
@@ -160,12 +193,11 @@ class Tensor:
 
         _indexing.assign(self, key, value)
 
-    def ap(self, pattern: Sequence[Sequence[int]] | None = None, offset: int = 0, *args: Any, **kwargs: Any) -> "Tensor":
-        """An access pattern over this tensor's elements: ``pattern`` = [[stride, count], ...]
-        outermost first, strides in elements, from element ``offset`` of this view's start.
-
-        The first pair is the partition axis in SBUF / PSUM. Every element the pattern reaches must
-        lie inside the buffer (IndexError otherwise)."""
+    def ap(self, pattern: Sequence[Sequence[int]] | None = None, offset: int | None = None, *args: Any,
+           **kwargs: Any) -> "Tensor":
+        """An access pattern over the buffer's storage: ``pattern`` = [[step, count], ...]
+        outermost first, steps in elements; ``offset`` None starts at this view's first element, an
+        int at that element of the buffer (see ``_indexing.access_pattern``)."""
         from ._indexing import access_pattern
 
         return access_pattern(self, pattern, offset, *args, **kwargs)
@@ -206,24 +238,45 @@ class Tensor:
     # --- where the view lies -------------------------------------------------------------------
     def element_offset(self) -> int:
         """The element offset of this view's first element from its buffer's start."""
-        base = self.base.data
-        return (self.data.__array_interface__["data"][0] - base.__array_interface__["data"][0]) // base.itemsize
+        return (self.data.__array_interface__["data"][0] - self.base.address) // self.base.data.itemsize
 
     def partitions(self) -> tuple[int, int, int]:
         """(first partition, count, step) this on-chip view touches (dim 0 is the partition axis)."""
-        base = self.base
-        if not base.shape:
-            return 0, 1, 1
-        row = base.data.strides[0] if base.data.ndim else base.data.itemsize
-        start_byte = self.data.__array_interface__["data"][0] - base.data.__array_interface__["data"][0]
-        first = start_byte // row if row else 0
-        if self.data.ndim == 0:
-            return first, 1, 1
-        step = self.data.strides[0] // row if row else 0
-        return first, self.data.shape[0], step
+        if self._parts is None:
+            base = self.base
+            if not base.shape:
+                self._parts = (0, 1, 1)
+                return self._parts
+            row = base.data.strides[0] if base.data.ndim else base.data.itemsize
+            first = (self.data.__array_interface__["data"][0] - base.address) // row if row else 0
+            if self.data.ndim == 0:
+                self._parts = (first, 1, 1)
+            else:
+                self._parts = (first, self.data.shape[0], self.data.strides[0] // row if row else 0)
+        return self._parts
+
+    @property
+    def strides(self) -> tuple[int, ...]:
+        """Strides in elements (NKI's NkiTensor.strides)."""
+        return tuple(s // self.data.itemsize for s in self.data.strides)
+
+    @property
+    def offset(self) -> int:
+        """Elements from the buffer's start to this view's first element."""
+        return self.element_offset()
+
+    @property
+    def itemsize(self) -> int:
+        return self.dtype.itemsize
+
+    def get_pattern(self) -> list[list[int]]:
+        return [[s, n] for s, n in zip(self.strides, self.shape)]
+
+    def is_contiguous(self) -> bool:
+        return bool(self.data.flags.c_contiguous)
 
     def free_size(self) -> int:
-        return int(np.prod(self.shape[1:], dtype=np.int64)) if self.ndim else 1
+        return math.prod(self.data.shape[1:]) if self.data.ndim else 1
 
     # Arithmetic and in-place operators belong to the older interface (tiles as values); the
     # language module installs them.

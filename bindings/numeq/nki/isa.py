@@ -15,14 +15,15 @@ from typing import Any
 
 import numpy as np
 
-from . import _numerics, _rules
+from . import _numerics, _psum, _rules
 from ._alu import alu, op_name
 from ._context import KernelFault, current
 from ._dtypes import dtype_of
-from ._engine import Engine, as_tensor, cost_elementwise, engine_name, new_tile, read, write
-from ._tensor import WRITER_MATMUL, WRITER_MEMSET, WRITER_READ, Tensor
+from ._engine import Engine, as_tensor, cost_elementwise, engine_name, mark_written, new_tile, read, write
+from ._tensor import WRITER_MATMUL, WRITER_MEMSET, WRITER_OTHER, Tensor
 
 __all__ = [
+    "dge_mode", "get_nc_version", "matmul_perf_mode", "nc_version", "oob_mode", "reduce_cmd",
     "activation", "dma_copy", "engine", "memset", "nc_matmul", "nc_transpose", "reciprocal", "tensor_copy",
     "tensor_reduce", "tensor_scalar", "tensor_tensor", "iota",
 ]
@@ -38,6 +39,33 @@ class engine:  # noqa: N801 - NKI's spelling (nisa.engine.vector, ...)
     sync = Engine("dma")
     dma = Engine("dma")
     unknown = Engine("unknown")
+
+
+class matmul_perf_mode:  # noqa: N801 - nisa.matmul_perf_mode (0.2.0+)
+    none = "none"
+    double_row = "double_row"
+
+
+class oob_mode:  # noqa: N801
+    error = "error"
+    skip = "skip"
+
+
+class dge_mode:  # noqa: N801
+    unknown, swdge, hwdge, none = "unknown", "swdge", "hwdge", "none"
+
+
+class reduce_cmd:  # noqa: N801
+    idle, reset, reduce, reset_reduce, load_reduce = "idle", "reset", "reduce", "reset_reduce", "load_reduce"
+
+
+class nc_version:  # noqa: N801
+    gen2, gen3, gen4 = 2, 3, 4
+
+
+def get_nc_version() -> int:
+    """The current target's NeuronCore generation (nc_version.gen2 for trn1/inf2, gen3 for trn2)."""
+    return nc_version.gen3 if current().target.name == "trn2" else nc_version.gen2
 
 
 # Older releases' engine constants.
@@ -140,8 +168,13 @@ def memset(dst: Any = None, value: Any = 0, dtype: Any = None, engine: Any = Non
             shape = dst
         dst = new_tile(tuple(shape), dtype or "float32")
     eng = engine_name(engine, "vector")
-    v = np.full(dst.shape, np.float32(value), dtype=np.float32)
-    write(ctx, dst, v, WRITER_MEMSET if float(value) == 0.0 else 3)
+    code = WRITER_MEMSET if float(value) == 0.0 else WRITER_OTHER
+    if dst.dtype.kind == "int":
+        write(ctx, dst, np.full(dst.shape, float(value)), code)
+    else:
+        # The value as an exact double, rounded once into dst's dtype (assumption memset_rounding).
+        rounded = _numerics.cast_into(np.full(dst.shape, float(value)), dst.dtype, ctx.assumptions["memset_rounding"])
+        write(ctx, dst, None, code, bits=rounded)
     ctx.issue(eng, "memset", [dst], [], cycles=cost_elementwise(dst))
     return dst
 
@@ -177,37 +210,76 @@ def nc_matmul(*args: Any, is_stationary_onezero: bool = False, is_moving_onezero
         raise ctx.unsupported("nisa.nc_matmul(tile_position=, tile_size=) (PE tiling)")
     if is_transpose:
         return nc_transpose(dst, moving, engine=engine.tensor) if dst is not None else nc_transpose(moving)
-    m, n = stationary.free_size(), moving.free_size()
+    double_row = _double_row(perf_mode)
+    k, m, n = _matmul_sizes(ctx, stationary, moving, double_row)
     legacy = dst is None
     if legacy:
         dst = new_tile((m, n), "float32", "psum")
     dst = as_tensor(dst, "dst")
-    double_row = _double_row(perf_mode)
-    _rules.check_matmul(ctx, dst, stationary, moving, double_row)
-    a = read(ctx, stationary, "stationary", "tensor").reshape(stationary.shape[0], m)
-    b = read(ctx, moving, "moving", "tensor").reshape(moving.shape[0], n)
-    k = a.shape[0]
+    _rules.check_matmul(ctx, dst, stationary, moving, k, m, n, double_row)
+    # double_row (nki.isa.nc_matmul): stationary [128, 2, M], moving [128, 2, N] contract over the
+    # partition and the first free axis, einsum('kli,klj->ij'); row (k, l) of the flattened K is
+    # 2k + l, so each PE's two products are neighbours, as the platform's double_row plan pairs them.
     fmt = _matmul_format(stationary.dtype.format, moving.dtype.format)
-    if a.shape[0] != b.shape[0]:
-        raise KernelFault(ctx.find("shape_mismatch", "error", "nc_matmul: K differs", "nki.isa.nc_matmul docstring"))
-    tile = _numerics.matmul_tile(a, b, fmt, ctx.tile_platform(k, double_row))
-    tile = tile.reshape(dst.shape) if tile.size == dst.size else tile
-    if tile.shape != dst.shape:
-        raise KernelFault(ctx.find("shape_mismatch", "error", f"nc_matmul result [{m}, {n}] does not fit {dst.name} {dst.shape}", "documented: nki.isa.nc_matmul docstring"))
+    a = _matmul_operand(ctx, stationary, "stationary", fmt).reshape(k, m)
+    b = _matmul_operand(ctx, moving, "moving", fmt).reshape(k, n)
+    if double_row and fmt not in ("e4m3", "e5m2"):
+        raise ctx.unsupported(f"nc_matmul double_row on {stationary.dtype} x {moving.dtype} (numeq's double_row "
+                              "plan takes two fp8 operands of one format)")
+    if a.shape[1] * b.shape[1] != dst.size or dst.shape[0] != m:
+        raise KernelFault(ctx.find("shape_mismatch", "error", f"nc_matmul result [{m}, {n}] does not fit {dst.name} "
+                                   f"{dst.shape}", "documented: nki.isa.nc_matmul docstring"))
     adds = _accumulating(ctx, dst, accumulate)
     if adds.any():
         _rules.check_accumulate(ctx, dst, adds)
-        _rules.check_read(ctx, dst)
-        old = _numerics.fp32_values(dst.data, dst.dtype)
-        summed = _numerics.accumulate_fp32(old, tile, ctx.assumptions["psum_rounding"])
-        tile = summed if adds.all() else np.where(adds, summed, tile)
+        _rules.check_read(ctx, dst, settle=False)  # poison only: adding onto a pending chain extends it
     mode = "accumulate" if adds.all() else "overwrite" if not adds.any() else "mixed"
-    write(ctx, dst, tile, WRITER_MATMUL)
+    if mode != "mixed" and dst.dtype.format == "fp32":
+        # Computed when the PSUM tile is read (_psum: the chain in one call of the platform plan).
+        _psum.defer(ctx, dst, (a, stationary), (b, moving), fmt, k, double_row, mode == "accumulate")
+        mark_written(ctx, dst, WRITER_MATMUL)
+    else:
+        tile = _numerics.matmul_tile(a, b, fmt, ctx.tile_platform(k, double_row)).reshape(dst.shape)
+        if adds.any():
+            old = _numerics.fp32_values(dst.data, dst.dtype)
+            summed = _numerics.accumulate_fp32(old, tile, ctx.assumptions["psum_rounding"])
+            tile = summed if adds.all() else np.where(adds, summed, tile)
+        write(ctx, dst, tile, WRITER_MATMUL)
+    key = (dst.base.id, dst.element_offset())
+    ctx.psum_chain[key] = ctx.psum_chain.get(key, 0) + 1 if mode == "accumulate" else 1
     cycles = max(min(64, m), n) * (4 if "fp32" in (stationary.dtype.format, moving.dtype.format) else 1)
     ctx.issue("tensor", "nc_matmul", [dst], [stationary, moving], flops=2 * k * m * n, cycles=cycles,
               k=k, m=m, n=n, accumulate=mode, psum=(dst.base.id, dst.element_offset()),
               in_fmt=fmt, double_row=double_row)
     return dst
+
+
+def _matmul_operand(ctx: Any, t: Tensor, parameter: str, fmt: str) -> np.ndarray:
+    """An nc_matmul operand's values: its stored array where it is all written and of the
+    instruction's format (numeq's matmul reads bf16 / fp8 arrays in place), else fp32 values (NaN
+    where nothing wrote)."""
+    if t.dtype.format == fmt:
+        _rules.check_on_chip(ctx, t)
+        _rules.check_read(ctx, t)
+        if t.base.complete or t.mask.min() == t.base.full:
+            return t.data
+    return read(ctx, t, parameter, "tensor")
+
+
+def _matmul_sizes(ctx: Any, stationary: Tensor, moving: Tensor, double_row: bool) -> tuple[int, int, int]:
+    """(K, M, N) of one nc_matmul; double_row contracts the partition and the first free axis."""
+    if not double_row:
+        if stationary.shape[0] != moving.shape[0]:
+            raise KernelFault(ctx.find("shape_mismatch", "error", f"nc_matmul: stationary has {stationary.shape[0]} "
+                                       f"rows of K (partitions) and moving {moving.shape[0]}",
+                                       "documented: nki.isa.nc_matmul docstring"))
+        return stationary.shape[0], stationary.free_size(), moving.free_size()
+    if stationary.ndim < 3 or moving.ndim < 3 or stationary.shape[1] != 2 or moving.shape[1] != 2 \
+            or stationary.shape[0] != moving.shape[0]:
+        raise KernelFault(ctx.find("shape_mismatch", "error", f"nc_matmul double_row takes stationary [K/2, 2, M] and "
+                                   f"moving [K/2, 2, N]; got {stationary.shape} and {moving.shape}",
+                                   "documented: nki.isa.nc_matmul docstring (perf_mode=double_row)"))
+    return 2 * stationary.shape[0], stationary.free_size() // 2, moving.free_size() // 2
 
 
 def _matmul_format(a: str, b: str) -> str:
@@ -229,12 +301,16 @@ def _accumulating(ctx: Any, dst: Tensor, accumulate: Any) -> np.ndarray:
     result another instruction has read since (a tile reused after its evacuation)."""
     rule = ctx.assumptions["matmul_accumulate"] if accumulate is None else ("always" if accumulate else "never")
     if rule == "always":
-        return np.ones(dst.shape, dtype=bool)
+        return np.bool_(True)
     if rule == "never" or dst.writer is None:
-        return np.zeros(dst.shape, dtype=bool)
+        return np.bool_(False)
+    w = dst.writer
+    low = w.min()
+    if low == w.max():  # one writer for the whole tile (the common case): one answer, a scalar
+        return np.bool_(low == WRITER_MATMUL) if rule == "after_read" else np.bool_(low & 1)
     if rule == "after_read":
-        return dst.writer == WRITER_MATMUL
-    return (dst.writer == WRITER_MATMUL) | (dst.writer == WRITER_READ)
+        return w == WRITER_MATMUL
+    return (w & 1).astype(bool)  # MATMUL or READ: holds a matmul result
 
 
 def nc_transpose(*args: Any, engine: Any = None, name: str = "", **kwargs: Any) -> Any:
@@ -314,10 +390,23 @@ def tensor_tensor(*args: Any, engine: Any = None, dtype: Any = None, name: str =
     if dst is None:
         dst = new_tile(d1.shape, dtype or d1.dtype)
     dst = as_tensor(dst, "dst")
+    _group_sum(ctx, op_name(vals["op"]), dst, d1, d2)
     write(ctx, dst, result)
     ctx.issue(eng, "tensor_tensor", [dst], [d1, d2], flops=dst.size, cycles=cost_elementwise(dst),
               op=op_name(vals["op"]))
     return dst
+
+
+def _group_sum(ctx: Any, op: str, dst: Tensor, d1: Tensor, d2: Tensor) -> None:
+    """Record the PSUM-group pattern: an SBUF accumulator += a PSUM tile of chained matmuls (the
+    run's platform then states psum_group and the accumulator's dtype)."""
+    if op != "add" or dst.base.memory.name != "sbuf":
+        return
+    for acc, group in ((d1, d2), (d2, d1)):
+        if group.base.memory.name == "psum" and acc.base is dst.base and acc.element_offset() == dst.element_offset():
+            length = ctx.psum_chain.get((group.base.id, group.element_offset()))
+            if length:
+                ctx.psum_groups.append((length, dst.dtype.format))
 
 
 def _operand(ctx: Any, operand: Any, shape: tuple, eng: str) -> Any:

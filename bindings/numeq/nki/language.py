@@ -10,7 +10,8 @@ from typing import Any
 
 import numpy as np
 
-from ._context import current, where
+from ._context import current
+from ._context import where as _where  # the kernel's line; nl.where is the older interface's select
 from ._dtypes import DTYPES, dtype_of
 from ._tensor import MEMORIES, Buffer, DynSlice, Tensor, ds
 
@@ -71,7 +72,17 @@ def ndarray(shape: Any, dtype: Any, buffer: Any = None, name: str = "", address:
     if kwargs:
         raise current().unsupported(f"nl.ndarray's keyword(s) {', '.join(sorted(kwargs))}")
     ctx = current()
-    b = ctx.allocate(Buffer(_shape(shape), dtype_of(dtype), _memory(buffer), name, where()))
+    memory = _memory(buffer)
+    line = _where()
+    if memory.name == "shared_hbm" and ctx.program != tuple(0 for _ in ctx.program):
+        # SPMD: every program's shared_hbm tensor allocated at one line is the same tensor (the
+        # kernel's output, visible to all programs; nki.language docs).
+        shared = ctx.shared_at(line, _shape(shape), dtype_of(dtype))
+        if shared is not None:
+            return shared.whole()
+    b = ctx.allocate(Buffer(_shape(shape), dtype_of(dtype), memory, name, line))
+    if memory.name == "shared_hbm":
+        ctx.shared_allocated(line, b)
     from . import _rules
 
     t = b.whole()
@@ -195,8 +206,37 @@ class _TileSize:
         return int(self._t()["psum_banks"])
 
     @property
-    def total_available_sbuf_size(self) -> int:
+    def psum_bank_fmax(self) -> int:
+        return int(self._t()["psum_bank_bytes"]) // 4
+
+    @property
+    def psum_bank_fmax_bytes(self) -> int:
+        return int(self._t()["psum_bank_bytes"])
+
+    @property
+    def sbuf_size_bytes(self) -> int:
+        return int(self._t()["sbuf_partition_bytes"]) * int(self._t()["partitions"])
+
+    @property
+    def sbuf_fmax_bytes(self) -> int:
+        # The usable part of a partition is not published (FACTS.md s3): numeq counts all of it.
         return int(self._t()["sbuf_partition_bytes"])
+
+    @property
+    def sbuf_fmax(self) -> int:
+        return self.sbuf_fmax_bytes // 4
+
+    @property
+    def total_available_sbuf_size(self) -> int:
+        return self.sbuf_fmax_bytes
+
+    def __getattr__(self, name: str) -> Any:
+        # psum_min_align, sbuf_min_align: named by NKI without values (nki.language.tile_size docs).
+        if name.startswith("_"):
+            raise AttributeError(name)
+        from ._context import Unsupported
+
+        raise Unsupported(f"numeq.nki does not know nl.tile_size.{name} (its value is not documented)")
 
 
 tile_size = _TileSize()
@@ -245,5 +285,5 @@ def __getattr__(name: str) -> Any:
 
     if name.startswith("_"):
         raise AttributeError(name)
-    raise Unsupported(f"{where() if active() else '<import>'}: numeq.nki does not implement nki.language.{name}; "
+    raise Unsupported(f"{_where() if active() else '<import>'}: numeq.nki does not implement nki.language.{name}; "
                       "see the README's table of NKI names")

@@ -37,6 +37,8 @@ struct Model {
   int piece_precision = 0; // fp32_matmul: 0 native; 8 (bf16x4) or 11 (tf32x4): 2 pieces, 4 passes
   int output_precision = 24;
   std::size_t group = 0;   // psum_group: tiles per PSUM group, groups added in fp32 (RNE) in SBUF
+  int group_precision = 24; // group_accumulator: the SBUF accumulator's precision (bf16 8, fp16 11);
+                            // each fp32 sum rounded into it (RNE), the first group too
 };
 
 // Values stay far inside every format's normal range here (inputs are normal and K is small), so
@@ -147,7 +149,7 @@ class Oracle {
         first = false;
       }
       if (m.group && (tiles % m.group == m.group - 1 || k1 == a.size())) {
-        sbuf = first_group ? psum : add(sbuf, psum, 24, MPFR_RNDN);
+        sbuf = round(first_group ? psum : add(sbuf, psum, 24, MPFR_RNDN), m.group_precision, MPFR_RNDN);
         first_group = false;
       }
     }
@@ -290,6 +292,19 @@ TEST(Trainium, KernelTilesAndPsumGroups) {
     expect_matches("trainium.trn2[fp8_double_row=on,k_tile=" + std::to_string(tile) + ",psum_group=2]", m, "e4m3",
                    "fp32", 600, tile);
   }
+  // An SBUF accumulator narrower than fp32 (the NKI tutorial's bf16 groups): two roundings per
+  // group, fp32 then the accumulator's.
+  for (const auto& [acc, precision] : {std::pair<std::string, int>{"bf16", 8}, {"fp16", 11}})
+    for (const std::size_t group : {1u, 2u, 3u}) {
+      Model m;
+      m.group = group;
+      m.group_precision = precision;
+      for (const std::size_t K : {1u, 300u, 1000u})
+        expect_matches("trainium.trn2[psum_group=" + std::to_string(group) + ",group_accumulator=" + acc + "]", m,
+                       "bf16", "fp32", K, K + group);
+    }
+  EXPECT_THROW(core::platform_by_name("trainium.trn2[group_accumulator=bf16]"), numeq::error);
+  EXPECT_THROW(core::platform_by_name("trainium.trn2[psum_group=2,group_accumulator=e4m3]"), numeq::error);
   // Named as given; refused beyond the instruction's rows, and with an odd double_row tile.
   EXPECT_EQ(core::platform_by_name("trainium.trn2[pe_order=pairwise,k_tile=64,psum_group=2]").name,
             "trainium.trn2[pe_order=pairwise,k_tile=64,psum_group=2]");

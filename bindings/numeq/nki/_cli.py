@@ -1,0 +1,387 @@
+"""``numeq nki run FILE.py::KERNEL``: one NKI kernel file run on numeq from the command line.
+
+The kernel file is imported inside ``numeq.nki.installed(target=...)``, so its ``import nki`` /
+``import neuronxcc.nki`` lines resolve to numeq's modules; the kernel runs on the arrays of an
+``.npz`` file, each passed as the kernel parameter of the same name. The command prints the
+findings, the work of each engine, the op-level platform and every assumption in force, and can
+write the outputs (``--out``) and the instruction trace (``--trace``).
+
+Exit status: 0 when the run has no error finding, 1 when it has one (or the kernel raised), 2 when
+numeq cannot run it (bad arguments, a missing file or kernel, an NKI name numeq does not implement).
+``numeq.cli`` only dispatches here.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import importlib.util
+import inspect
+import json
+import os
+import sys
+import traceback
+from typing import Any, Callable
+
+import numpy as np
+
+__all__ = ["add_arguments", "main", "UsageFault"]
+
+# The targets in the order the help lists them: the current generation first.
+_TARGET_ORDER = ("trn2", "trn1", "inf2")
+_RUN_KEYWORDS = ("target", "assume", "grid")  # numeq.nki.run's own keywords
+
+
+class UsageFault(Exception):
+    """Arguments numeq cannot run: the message names the parameter and the valid choices."""
+
+
+def _targets() -> list[str]:
+    from ..review.targets import target_names
+
+    names = target_names()
+    return [t for t in _TARGET_ORDER if t in names] + [t for t in names if t not in _TARGET_ORDER]
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The arguments of ``numeq nki run``."""
+    targets = _targets()
+    parser.add_argument("kernel", metavar="FILE.py::KERNEL",
+                        help="the kernel file and the kernel's name in it (an @nki.jit kernel or a function)")
+    parser.add_argument("--inputs", metavar="IN.npz", default=None,
+                        help="the input arrays (numpy .npz); each is passed as the kernel parameter of its name, "
+                             "in the order the kernel's signature names them")
+    parser.add_argument("--out", metavar="OUT.npz", default=None,
+                        help="write the outputs: output_0, output_1, ... (the names, when the kernel returns a dict); "
+                             "bfloat16 and fp8 outputs are stored as numpy stores ml_dtypes arrays (raw bytes: read "
+                             "them back with .view(ml_dtypes.bfloat16) ...)")
+    parser.add_argument("--target", default="trn2", choices=targets,
+                        help=f"the NeuronCore target: {', '.join(targets)} (default: %(default)s)")
+    parser.add_argument("--assume", metavar="NAME=VALUE", action="append", default=[],
+                        help="set an assumption (repeatable); numeq.nki.assumptions_of(TARGET) lists each with its "
+                             "alternatives")
+    parser.add_argument("--grid", metavar="G0[,G1...]", default=None,
+                        help="the SPMD grid: the kernel runs once per program id (nl.program_id)")
+    parser.add_argument("--trace", metavar="TRACE.json", default=None,
+                        help="write every instruction (engine, name, line, operands, bytes, FLOPs, cycles) and the "
+                             "findings as JSON")
+    parser.add_argument("--kwarg", metavar="NAME=VALUE", action="append", default=[],
+                        help="a non-array kernel argument (repeatable); VALUE is read as a Python literal (3, 0.5, "
+                             "(128, 512), True), else as a string")
+    parser.add_argument("--dtype", metavar="NAME=DTYPE", action="append", default=[],
+                        help="the input array NAME as DTYPE (an NKI dtype: bfloat16, float8_e4m3, ...): raw bytes "
+                             "(as numpy stores ml_dtypes arrays in .npz) are reinterpreted, numbers are rounded to "
+                             "nearest even")
+
+
+# --- arguments -------------------------------------------------------------------------------------
+
+def _pairs(items: list[str], parameter: str) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for item in items:
+        name, sep, value = item.partition("=")
+        name = name.strip()
+        if not sep or not name:
+            raise UsageFault(f"{parameter}: expected NAME=VALUE, got {item!r}")
+        if name in out:
+            raise UsageFault(f"{parameter}: {name} is given twice")
+        out[name] = value.strip()
+    return out
+
+
+def _assumptions(target: str, items: list[str]) -> dict[str, str]:
+    from ._run import assumptions_of
+
+    assume = _pairs(items, "--assume")
+    table = assumptions_of(target)
+    for name, value in assume.items():
+        if name not in table:
+            raise UsageFault(f"--assume: {target} has no assumption {name!r}; valid: {', '.join(table)}")
+        if value not in table[name]["alternatives"]:
+            raise UsageFault(f"--assume: {name} cannot be {value!r}; valid: {', '.join(table[name]['alternatives'])}")
+    return assume
+
+
+def _grid(text: str | None) -> tuple[int, ...]:
+    if text is None:
+        return ()
+    try:
+        grid = tuple(int(g) for g in text.split(","))
+    except ValueError:
+        raise UsageFault(f"--grid: expected positive integers separated by commas (e.g. 4 or 2,2), got {text!r}") \
+            from None
+    if not grid or any(g < 1 for g in grid):
+        raise UsageFault(f"--grid: expected positive integers separated by commas (e.g. 4 or 2,2), got {text!r}")
+    return grid
+
+
+def _literal(text: str) -> Any:
+    try:
+        return ast.literal_eval(text)
+    except (ValueError, SyntaxError):
+        return text
+
+
+def _split_kernel(spec: str) -> tuple[str, str]:
+    path, sep, name = spec.rpartition("::")
+    if not sep or not path or not name:
+        raise UsageFault(f"FILE.py::KERNEL: expected a kernel file and a kernel name joined by '::' "
+                         f"(kernels.py::matmul_kernel), got {spec!r}")
+    if not os.path.isfile(path):
+        raise UsageFault(f"FILE.py::KERNEL: no such file {path!r}")
+    return path, name
+
+
+# --- the kernel file -------------------------------------------------------------------------------
+
+def _import(path: str) -> Any:
+    """Import the kernel file as a module of its own (its folder first on sys.path, for the
+    helpers it imports beside it). The caller has installed numeq's NKI modules."""
+    stem = os.path.splitext(os.path.basename(path))[0]
+    module_name = f"numeq_nki_run_{stem}"
+    spec = importlib.util.spec_from_file_location(module_name, path)
+    if spec is None or spec.loader is None:
+        raise UsageFault(f"FILE.py::KERNEL: {path!r} is not a Python file")
+    module = importlib.util.module_from_spec(spec)
+    folder = os.path.dirname(os.path.abspath(path))
+    sys.path.insert(0, folder)
+    sys.modules[module_name] = module  # dataclasses and pickling look their module up here
+    try:
+        spec.loader.exec_module(module)
+    except Exception as e:
+        from ._context import Unsupported
+
+        if isinstance(e, Unsupported):
+            raise
+        raise UsageFault(f"FILE.py::KERNEL: importing {path} raised {type(e).__name__}: {e}") from e
+    finally:
+        sys.path.remove(folder)
+        sys.modules.pop(module_name, None)
+    return module
+
+
+def _kernels_in(module: Any) -> list[str]:
+    """The names the file defines that could be kernels: @nki.jit kernels and its own functions."""
+    from ._run import Kernel
+
+    names = []
+    for name, value in vars(module).items():
+        if name.startswith("_"):
+            continue
+        if isinstance(value, Kernel) or (inspect.isfunction(value) and value.__module__ == module.__name__):
+            names.append(name)
+    return names
+
+
+def _kernel(module: Any, path: str, name: str) -> Any:
+    obj: Any = module
+    for part in name.split("."):
+        if not hasattr(obj, part):
+            found = _kernels_in(module)
+            raise UsageFault(f"FILE.py::KERNEL: {path} has no kernel {name!r}; valid: "
+                             f"{', '.join(found) if found else '(the file defines no function)'}")
+        obj = getattr(obj, part)
+    if not callable(obj):
+        raise UsageFault(f"FILE.py::KERNEL: {path}::{name} is a {type(obj).__name__}, not a kernel")
+    return obj
+
+
+# --- inputs ----------------------------------------------------------------------------------------
+
+def _raw(d: Any) -> bool:
+    """Whether numpy stores dtype ``d``'s arrays in .npz as raw bytes (the ml_dtypes types)."""
+    return np.dtype(d.storage).kind == "V"
+
+
+def _load_inputs(path: str | None, dtypes: dict[str, str]) -> dict[str, np.ndarray]:
+    from ._dtypes import DTYPES, dtype_of
+
+    if path is None:
+        if dtypes:
+            raise UsageFault(f"--dtype: names input arrays ({', '.join(dtypes)}), but --inputs gives none")
+        return {}
+    if not os.path.isfile(path):
+        raise UsageFault(f"--inputs: no such file {path!r}")
+    try:
+        loaded = np.load(path, allow_pickle=False)
+    except (OSError, ValueError) as e:
+        raise UsageFault(f"--inputs: {path} is not a numpy .npz file ({e})") from None
+    if not isinstance(loaded, np.lib.npyio.NpzFile):
+        raise UsageFault(f"--inputs: {path} holds one array (.npy); give an .npz of named arrays (numpy.savez)")
+    with loaded:
+        arrays = {name: loaded[name] for name in loaded.files}
+    unknown = sorted(set(dtypes) - set(arrays))
+    if unknown:
+        raise UsageFault(f"--dtype: {path} has no array {', '.join(unknown)}; its arrays: {', '.join(arrays)}")
+    for name, spelling in dtypes.items():
+        try:
+            d = dtype_of(spelling, f"--dtype {name}")
+        except (TypeError, ValueError) as e:
+            raise UsageFault(str(e)) from None
+        a = arrays[name]
+        storage = np.dtype(d.storage)
+        if a.dtype.type is np.void:  # raw bytes: reinterpreted
+            if a.dtype.itemsize != storage.itemsize:
+                raise UsageFault(f"--dtype: {name} holds {a.dtype.itemsize}-byte elements; {d} takes "
+                                 f"{storage.itemsize}")
+            arrays[name] = a.view(storage)
+        elif d.kind == "int" and a.dtype.kind == "f":
+            info = np.iinfo(storage)
+            if not np.all((a == np.round(a)) & (a >= info.min) & (a <= info.max)):
+                raise UsageFault(f"--dtype: {name} holds values that are not {d} integers")
+            arrays[name] = a.astype(storage)
+        else:  # floats into a float dtype round to nearest even (numpy's and ml_dtypes' astype)
+            arrays[name] = a.astype(storage)
+    for name, a in arrays.items():
+        if a.dtype.type is np.void:
+            valid = [n for n, t in DTYPES.items() if _raw(t) and t.itemsize == a.dtype.itemsize]
+            raise UsageFault(f"--inputs: array {name} holds raw {a.dtype.itemsize}-byte elements (numpy stores "
+                             f"bfloat16 and fp8 arrays so in .npz); say which dtype with --dtype {name}=DTYPE "
+                             f"(valid: {', '.join(valid)})")
+    return arrays
+
+
+def _arguments(fn: Callable, kernel_name: str, arrays: dict[str, np.ndarray], kwargs: dict[str, Any],
+               inputs: str | None) -> tuple[list, dict]:
+    """The kernel's positional and keyword arguments: every array and --kwarg matched to the
+    parameter of its name, passed positionally in the signature's order (a skipped parameter's
+    default fills its place) where the signature allows."""
+    params = list(inspect.signature(fn).parameters.values())
+    named = [p for p in params if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
+    names = [p.name for p in named]
+    takes_any = any(p.kind == p.VAR_KEYWORD for p in params)
+    both = sorted(set(arrays) & set(kwargs))
+    if both:
+        raise UsageFault(f"--kwarg: {', '.join(both)} is also an array of {inputs}; give it once")
+    source = f"{inputs} holds arrays [{', '.join(arrays)}]" if inputs else "no --inputs"
+    signature = f"{kernel_name} takes ({', '.join(names)})"
+    extra = [n for n in arrays if n not in names]
+    if extra and not takes_any:
+        raise UsageFault(f"--inputs: {source}; {signature}: no parameter {', '.join(extra)}")
+    extra_kw = [n for n in kwargs if n not in names]
+    if extra_kw and not takes_any:
+        raise UsageFault(f"--kwarg: {signature}: no parameter {', '.join(extra_kw)}")
+    given = {**arrays, **kwargs}
+    missing = [p.name for p in named if p.default is p.empty and p.name not in given]
+    if missing:
+        raise UsageFault(f"--inputs: {source}; {signature}: {', '.join(missing)} missing (an array of that name, "
+                         "or --kwarg NAME=VALUE)")
+    positional: list = []
+    keywords: dict[str, Any] = {}
+    positional_params = [p for p in named if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    last = max((i for i, p in enumerate(positional_params) if p.name in given), default=-1)
+    for p in positional_params[:last + 1]:
+        positional.append(given[p.name] if p.name in given else p.default)
+    for name, value in given.items():
+        if name not in [p.name for p in positional_params[:last + 1]]:
+            keywords[name] = value
+    clash = sorted(set(keywords) & set(_RUN_KEYWORDS))
+    if clash:
+        raise UsageFault(f"{kernel_name}: its keyword-only parameter {', '.join(clash)} has the name of "
+                         "numeq.nki.run's own keyword; numeq nki run cannot pass it")
+    return positional, keywords
+
+
+# --- outputs ---------------------------------------------------------------------------------------
+
+def _named_outputs(outputs: Any) -> dict[str, np.ndarray]:
+    if outputs is None:
+        return {}
+    if isinstance(outputs, dict):
+        return {str(k): np.asarray(v) for k, v in outputs.items()}
+    if isinstance(outputs, (tuple, list)):
+        return {f"output_{i}": np.asarray(v) for i, v in enumerate(outputs)}
+    return {"output_0": np.asarray(outputs)}
+
+
+def _json_value(x: Any) -> Any:
+    if isinstance(x, np.generic):
+        return x.item()
+    if isinstance(x, np.ndarray):
+        return x.tolist()
+    return str(x)
+
+
+def _trace_document(spec: str, run: Any) -> dict:
+    return {"kernel": spec, "target": run.target, "platform": run.platform, "completed": run.completed,
+            "assumptions": run.assumptions, "findings": [f.to_dict() for f in run.findings],
+            "engines": run.engines(), "instructions": [ins.to_dict() for ins in run.trace]}
+
+
+def _report(spec: str, run: Any, assumed: dict[str, str], outputs: dict[str, np.ndarray], out: Any) -> None:
+    w = out.write
+    w(f"kernel {spec} on {run.target}; platform {run.platform}\n")
+    if not run.completed:
+        w("the kernel stopped at its first error finding (the hardware cannot compute past it)\n")
+    w(f"findings: {len(run.errors)} errors, {len(run.warnings)} warnings\n")
+    for f in run.findings:
+        times = f" (x{f.count})" if f.count > 1 else ""
+        w(f"  {f.where}: {f.severity}: [{f.rule}] {f.message}{times} -- {f.source}\n")
+    w("engines:\n")
+    w(f"  {'engine':8s} {'instructions':>12s} {'FLOPs':>15s} {'bytes':>13s} {'est. cycles':>12s}\n")
+    if not run.trace:
+        w("  (no instruction ran)\n")
+    for name, e in run.engines().items():
+        w(f"  {name:8s} {e['instructions']:12d} {e['flops']:15d} {e['bytes']:13d} {e['cycles']:12d}\n")
+    w("assumptions:\n")
+    for name, value in run.assumptions.items():
+        w(f"  {name} = {value}{'  (--assume)' if name in assumed else ''}\n")
+    if outputs:
+        w("outputs:\n")
+        for name, a in outputs.items():
+            w(f"  {name}: {a.dtype.name if a.dtype.kind != 'V' else a.dtype} {tuple(a.shape)}\n")
+
+
+# --- the command -----------------------------------------------------------------------------------
+
+def _refuse(message: str) -> int:
+    sys.stderr.write(f"numeq nki run: {message}\n")
+    return 2
+
+
+def main(args: argparse.Namespace) -> int:
+    """``numeq nki run``; the exit status (see the module doc)."""
+    from . import installed, run as nki_run
+    from ._context import Unsupported
+
+    try:
+        path, name = _split_kernel(args.kernel)
+        assume = _assumptions(args.target, args.assume)
+        grid = _grid(args.grid)
+        for option, file in (("--out", args.out), ("--trace", args.trace)):
+            folder = os.path.dirname(os.path.abspath(file)) if file else None
+            if folder and not os.path.isdir(folder):
+                raise UsageFault(f"{option}: no such folder {folder!r} for {file!r}")
+        kwargs = {k: _literal(v) for k, v in _pairs(args.kwarg, "--kwarg").items()}
+        arrays = _load_inputs(args.inputs, _pairs(args.dtype, "--dtype"))
+        with installed(target=args.target, assume=assume):
+            module = _import(path)
+            kernel = _kernel(module, path, name)
+            fn = getattr(kernel, "func", kernel)
+            positional, keywords = _arguments(fn, name, arrays, kwargs, args.inputs)
+            try:
+                r = nki_run(kernel, *positional, target=args.target, assume=assume, grid=grid or None, **keywords)
+            except (Unsupported, UsageFault):
+                raise
+            except Exception:
+                sys.stderr.write(f"numeq nki run: the kernel {name} raised:\n{traceback.format_exc()}")
+                return 1
+    except UsageFault as e:
+        return _refuse(str(e))
+    except Unsupported as e:
+        return _refuse(f"{e} (numeq cannot run this kernel)")
+    outputs = _named_outputs(r.outputs) if r.completed else {}
+    _report(args.kernel, r, assume, outputs, sys.stdout)
+    if args.out is not None:
+        if outputs:
+            out = args.out if args.out.endswith(".npz") else args.out + ".npz"  # numpy.savez's own rule
+            np.savez(out, **outputs)
+            sys.stdout.write(f"wrote {out}\n")
+        else:
+            sys.stdout.write(f"no outputs to write to {args.out}\n")
+    if args.trace is not None:
+        with open(args.trace, "w", encoding="utf-8") as f:
+            json.dump(_trace_document(args.kernel, r), f, indent=1, default=_json_value)
+            f.write("\n")
+        sys.stdout.write(f"wrote {args.trace}\n")
+    return 1 if r.errors else 0

@@ -1,0 +1,101 @@
+"""PSUM accumulation chains, computed when they are read.
+
+A K loop of nc_matmuls into one PSUM tile (the first overwriting, the rest adding) is, by the
+platform's definition, the Trainium matmul plan over the concatenated K: tiles of the instruction's
+K reduced by the PE plan and added into PSUM in program order (``chunked(k_tile, column,
+sequential(psum))``). So numeq keeps each tile's operands and computes the chain in one call of the
+platform's matmul when something reads the PSUM tile (an evacuation, an accumulation onto values
+already there, the end of the run): the same values as instruction by instruction, at the op-level
+emulation's speed. A chain whose tiles differ in K (other than a shorter last tile), in format or
+in mode, or that starts by adding onto values already in PSUM, is computed instruction by
+instruction.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from . import _numerics
+
+__all__ = ["defer", "release", "settle", "settle_all"]
+
+
+class _Chain:
+    __slots__ = ("view", "ops", "init")
+
+    def __init__(self, view: Any, init: np.ndarray | None) -> None:
+        self.view = view
+        self.ops: list[tuple] = []  # (stationary values [K, M], moving values [K, N], format, K, double_row)
+        self.init = init
+
+
+def _key(t: Any) -> tuple:
+    return (t.element_offset(), t.shape, t.data.strides)
+
+
+def defer(ctx: Any, dst: Any, a: tuple, b: tuple, fmt: str, k: int, double_row: bool, adds: bool) -> None:
+    """Add one nc_matmul (``adds``: onto what dst holds; else overwriting it) to dst's chain.
+    ``a`` and ``b`` are (values, operand tensor): values that are the operand's own storage are kept
+    by reference and the operand's buffer pinned, so that a write to it first computes the chain
+    (``release``); kernels mostly allocate a fresh tile per load, so nothing is copied."""
+    a, b = _keep(ctx, dst, *a), _keep(ctx, dst, *b)
+    chains = ctx.pending.setdefault(dst.base.id, {})
+    key = _key(dst)
+    if any(other != key and np.may_share_memory(c.view.data, dst.data) for other, c in chains.items()):
+        settle(ctx, dst.base)
+        chains = ctx.pending.setdefault(dst.base.id, {})
+    chain = chains.get(key)
+    if not adds or chain is None:
+        init = _numerics.fp32_values(dst.data, dst.dtype).copy() if adds else None
+        chain = chains[key] = _Chain(dst, init)
+    chain.ops.append((a, b, fmt, k, double_row))
+
+
+def _keep(ctx: Any, dst: Any, values: np.ndarray, operand: Any) -> np.ndarray:
+    if np.may_share_memory(values, operand.data):
+        ctx.pinned.setdefault(operand.base.id, set()).add(dst.base.id)
+    return values
+
+
+def release(ctx: Any, operand_base: Any) -> None:
+    """``operand_base`` is about to change: compute the pending chains that read it."""
+    for psum_id in ctx.pinned.pop(operand_base.id, ()):
+        chains = ctx.pending.get(psum_id)
+        if chains:
+            settle(ctx, next(iter(chains.values())).view.base)
+
+
+def _uniform(ops: list[tuple]) -> bool:
+    first = ops[0]
+    return all(op[2] == first[2] and op[4] == first[4] for op in ops) and \
+        all(op[3] == first[3] for op in ops[:-1]) and ops[-1][3] <= first[3]
+
+
+def _compute(ctx: Any, chain: _Chain) -> np.ndarray:
+    ops = chain.ops
+    if chain.init is None and _uniform(ops):
+        a = ops[0][0] if len(ops) == 1 else np.concatenate([op[0] for op in ops], axis=0)
+        b = ops[0][1] if len(ops) == 1 else np.concatenate([op[1] for op in ops], axis=0)
+        return _numerics.matmul_tile(a, b, ops[0][2], ctx.tile_platform(ops[0][3], ops[0][4]))
+    values = chain.init
+    for a, b, fmt, k, double_row in ops:
+        tile = _numerics.matmul_tile(a, b, fmt, ctx.tile_platform(k, double_row))
+        values = tile if values is None else _numerics.accumulate_fp32(values, tile, ctx.assumptions["psum_rounding"])
+    return values
+
+
+def settle(ctx: Any, base: Any) -> None:
+    """Compute the pending chains of PSUM buffer ``base`` into its data."""
+    chains = ctx.pending.pop(base.id, None)
+    if not chains:
+        return
+    for chain in chains.values():
+        values = _compute(ctx, chain).reshape(chain.view.shape)
+        chain.view.data[...] = _numerics.cast_into(values, chain.view.dtype)
+
+
+def settle_all(ctx: Any) -> None:
+    for chains in list(ctx.pending.values()):
+        settle(ctx, next(iter(chains.values())).view.base)
