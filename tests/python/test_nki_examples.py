@@ -322,12 +322,6 @@ def test_spmd_programs_each_take_their_tile() -> None:
 
 # --- the older generation ------------------------------------------------------------------------
 
-LEGACY_BROKEN = pytest.mark.xfail(raises=AttributeError, strict=True,
-                                  reason="after merging nki-legacy with main, numeq.nki._legacy reads ctx.buffers, "
-                                  "which main's Context no longer has: the older interface's tile values fail")
-
-
-@LEGACY_BROKEN
 def test_legacy_matmul_within_bound() -> None:
     (a, b), run = ran("legacy_matmul", "legacy_matmul")
     no_errors(run)
@@ -335,7 +329,6 @@ def test_legacy_matmul_within_bound() -> None:
     assert np.all(np.abs(run.outputs - exact) <= matmul_bound(a, b))
 
 
-@LEGACY_BROKEN
 def test_legacy_matmul_law() -> None:
     (a, b), run = ran("legacy_matmul", "legacy_matmul")
     assert run.platform == "trainium.trn2"
