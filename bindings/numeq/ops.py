@@ -203,25 +203,29 @@ reciprocal = _function("reciprocal")
 
 
 def _softmax(x: Any, axis: int, in_fmt: str | None, out: str | None, rounding: str, variant: str, block: int,
-             compute: str, log: bool) -> Op:
+             compute: str, log: bool, reciprocal: bool = False) -> Op:
     axis = _check_int(axis, "axis")
     block = _check_int(block, "block", *SIZE)
     _check_str(variant, "variant")
     _check_str(compute, "compute")
     _check_str(rounding, "rounding")
     values, f = _values(x, in_fmt, "x")
+    if not isinstance(reciprocal, (bool, np.bool_)):
+        raise TypeError(f"reciprocal: expected True or False, got {reciprocal!r}")
     return Op(_core.cases_softmax(np.ascontiguousarray(values, dtype=np.float64), int(axis), f, _out(out, f), rounding,
-                                  variant, int(block), compute, log))
+                                  variant, int(block), compute, log, bool(reciprocal)))
 
 
 @_documented
 def softmax(x: Any, *, axis: int = -1, in_fmt: str | None = None, out: str | None = None,
             rounding: str = "nearest_even", variant: str = "max_subtracted", block: int = 0,
-            compute: str = "fp32") -> Op:
+            compute: str = "fp32", reciprocal: bool = False) -> Op:
     """Softmax along ``axis`` computed in ``compute``: variant ``plain`` (no max subtraction),
     ``max_subtracted`` or ``online`` (blocks of ``block`` elements, as flash attention).
 
-    {formats} {compute} ``block``: the online variant's block length.
+    {formats} {compute} ``block``: the online variant's block length. ``reciprocal``: each
+    numerator times the rounded reciprocal of the sum (NKI's reciprocal then tensor_scalar
+    multiply) instead of one division.
 
     Example::
 
@@ -232,7 +236,7 @@ def softmax(x: Any, *, axis: int = -1, in_fmt: str | None = None, out: str | Non
         >>> numeq.compare(op.emulate("nvidia.h100"), op, "nvidia.h100").tier
         'bit_exact'
     """
-    return _softmax(x, axis, in_fmt, out, rounding, variant, block, compute, False)
+    return _softmax(x, axis, in_fmt, out, rounding, variant, block, compute, False, reciprocal)
 
 
 @_documented

@@ -203,16 +203,17 @@ void bind_cases(py::module_& m) {
       "cases_softmax",
       [](const Values& x, std::ptrdiff_t axis, const std::string& in_fmt, const std::string& out,
          const std::string& rounding, const std::string& variant, std::size_t block, const std::string& compute,
-         bool log) {
+         bool log, bool reciprocal) {
         numeq::Cast cast = make_cast(out, rounding, "ieee", "keep", 0, numeq::default_random_bits);
         cases::SoftmaxOptions o;
         o.variant = cases::softmax_variant_by_name(variant, "variant");
         o.block = block;
         o.compute = numeq::format_by_name(compute, "compute");
+        o.reciprocal = reciprocal;
         return cases::softmax(to_xarray(x), axis, in_fmt, cast, o, log);
       },
       py::arg("x"), py::arg("axis"), py::arg("in_fmt"), py::arg("out"), py::arg("rounding"), py::arg("variant"),
-      py::arg("block"), py::arg("compute"), py::arg("log"));
+      py::arg("block"), py::arg("compute"), py::arg("log"), py::arg("reciprocal") = false);
   m.def(
       "cases_norm",
       [](bool centred, const Values& x, const std::optional<Values>& gamma, const std::optional<Values>& beta,

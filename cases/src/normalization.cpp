@@ -145,6 +145,8 @@ Emulation softmax_family(const xt::xarray<double>& x, std::ptrdiff_t axis, const
   const Machine mc = machine(platform, options.compute);
   const bool online = options.variant == SoftmaxVariant::online;
   if (online && options.block == 0) throw numeq::error("block: must be positive for the online variant");
+  if (log && options.reciprocal)
+    throw numeq::error("reciprocal: log_softmax subtracts log(sum); it has no reciprocal to take");
   if (online && rows.n % options.block != 0)
     throw numeq::error("block: " + std::to_string(options.block) + " does not divide the axis length " +
                        std::to_string(rows.n));
@@ -198,9 +200,10 @@ Emulation softmax_family(const xt::xarray<double>& x, std::ptrdiff_t axis, const
             for (std::size_t j = 0; j < rows.n; ++j) e[j] = detail::apply(mc.exp, detail::sub(xs[j], detail::exact(m), C));
           }
           if (!log) {
+            const Tracked r = options.reciprocal ? detail::div(detail::exact(1.0), s, C) : Tracked{};
             for (std::size_t j = 0; j < rows.n; ++j) {
               const std::size_t index = rows.at(row, j);
-              emit(detail::div(e[j], s, C), io, index, finite);
+              emit(options.reciprocal ? detail::mul(e[j], r, C) : detail::div(e[j], s, C), io, index, finite);
               // softmax lies in [0, 1]: no output is farther than max(v, 1 - v) from it.
               const double v = io.values[index];
               if (finite && v >= 0 && v <= 1) io.bounds[index] = std::min(io.bounds[index], std::max(v, 1 - v));

@@ -173,13 +173,16 @@ def test_softmax_within_bound() -> None:
     assert np.all(np.abs(run.outputs - exact) <= bound)
 
 
-@pytest.mark.xfail(strict=True, reason="numeq.ops.softmax divides e_j by the row sum; this kernel multiplies by "
-                   "its reciprocal (two roundings): the catalogue needs that variant (the attention emulation's "
-                   "C++ options have a 'reciprocal' switch that numeq.ops does not expose) before the law can hold")
 def test_softmax_law() -> None:
+    # The kernel multiplies each exp by the reciprocal of the row sum: the catalogue's reciprocal
+    # form. The one-division form differs in some elements (so the law tells the two apart).
     (x,), run = ran("softmax", "softmax")
-    emulated = numeq.ops.softmax(x, out="fp32", variant="max_subtracted").emulate(run.platform)
-    assert np.array_equal(run.outputs, emulated)
+    op = numeq.ops.softmax(x, out="fp32", variant="max_subtracted", reciprocal=True)
+    assert np.array_equal(run.outputs, op.emulate(run.platform))
+    divided = numeq.ops.softmax(x, out="fp32", variant="max_subtracted").emulate(run.platform)
+    assert not np.array_equal(run.outputs, divided)
+    exact = numeq.reference.softmax(x, out="fp64")
+    assert np.all(np.abs(op.emulate(run.platform) - exact) <= op.bound(run.platform))
 
 
 def test_rmsnorm_within_bound() -> None:

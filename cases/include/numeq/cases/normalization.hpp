@@ -75,6 +75,10 @@ struct SoftmaxOptions {
   SoftmaxVariant variant = SoftmaxVariant::max_subtracted;
   std::size_t block = 0;              // online: elements per block (> 0, dividing the axis length)
   Format compute = formats::fp32;
+  // softmax: e_j * (1 / s), the reciprocal of the sum rounded first and each numerator multiplied
+  // by it (two roundings; NKI kernels: nisa.reciprocal then tensor_scalar multiply), instead of
+  // e_j / s (one rounding)
+  bool reciprocal = false;
 };
 
 // Along `axis` (negative counts from the end); results have x's shape.
