@@ -376,11 +376,6 @@ def _is_unsupported_stub(obj: object) -> bool:
     return len(body) == 1 and isinstance(body[0], ast.Raise) and "nsupported" in ast.unparse(body[0])
 
 
-# NKI names the README calls unsupported that the package does not yet refuse, each with the core
-# change it waits for; test_known_core_gaps_remain fails once one is fixed (then drop it here).
-KNOWN_CORE_GAPS = {
-    ("nki.language", "where"): "language.py imports _context.where (the kernel-line helper) under NKI's name nl.where",
-}
 
 
 def status(module: str, name: str) -> str:
@@ -415,7 +410,7 @@ def render_table() -> str:
     """The table as the package stands (``python3 tests/python/test_nki_cli.py`` prints it)."""
     lines = ["| NKI names | implemented | raise `numeq.nki.Unsupported` |", "|---|---|---|"]
     for module, row, names in NKI_NAMES:
-        said = {n: "unsupported" if (module, n) in KNOWN_CORE_GAPS else status(module, n) for n in names}
+        said = {n: status(module, n) for n in names}
         cells = [", ".join(f"`{n}`" for n in names if said[n] == s) or "-" for s in ("implemented", "unsupported")]
         lines.append(f"| `{module}` {row} | {cells[0]} | {cells[1]} |")
     return "\n".join(lines)
@@ -437,22 +432,14 @@ def test_the_readme_table_is_true():
     for module, row, impl, unsup in _readme_table():
         wrong += [f"{module}.{n}: the README says implemented" for n in impl if status(module, n) != "implemented"]
         wrong += [f"{module}.{n}: the README says unsupported" for n in unsup
-                  if status(module, n) != "unsupported" and (module, n) not in KNOWN_CORE_GAPS]
+                  if status(module, n) != "unsupported"]
     assert not wrong, "\n".join(wrong) + "\n(python3 tests/python/test_nki_cli.py prints the true table)"
-
-
-@pytest.mark.parametrize("gap", sorted(KNOWN_CORE_GAPS), ids=[f"{m}.{n}" for m, n in sorted(KNOWN_CORE_GAPS)])
-def test_known_core_gaps_remain(gap):
-    module, name = gap
-    assert status(module, name) == "internal", f"{module}.{name} is fixed: drop it from KNOWN_CORE_GAPS"
 
 
 def test_an_unsupported_name_raises_on_access_or_use():
     for module, _, _, unsup in _readme_table():
         mod = importlib.import_module(_MODULES[module])
         for name in unsup:
-            if (module, name) in KNOWN_CORE_GAPS:
-                continue
             try:
                 obj = getattr(mod, name)
             except numeq.nki.Unsupported as e:

@@ -471,8 +471,6 @@ def test_value_returning_isa_forms_with_older_keywords():
     assert np.array_equal(out["transpose"], x.T)
 
 
-@pytest.mark.xfail(strict=True, reason="core: isa.tensor_reduce does not read np.max / np.min (named 'max' / "
-                                       "'min') as maximum / minimum; the 0.1.0 docs pass numpy functions as op")
 def test_tensor_reduce_takes_numpy_max():
     def kernel(a):
         t = nl.load(a)

@@ -68,12 +68,17 @@ ALU: dict[str, Callable[[np.ndarray, np.ndarray], np.ndarray]] = {
 }
 
 
+# numpy functions the older interface passes as operators (np.max, np.amax, np.sum ...; 0.1.0 docs).
+_NUMPY_NAMES = {"max": "maximum", "amax": "maximum", "min": "minimum", "amin": "minimum", "sum": "add",
+                "prod": "multiply", "true_divide": "divide", "absolute": "abs"}
+
+
 def op_name(op: Any, parameter: str = "op") -> str:
-    """The name of an ALU operator given as ``nl.add`` (an Op), ``np.add`` or a string."""
+    """The name of an ALU operator given as ``nl.add`` (an Op), ``np.add`` / ``np.max`` or a string."""
     name = getattr(op, "op_name", None) or getattr(op, "__name__", None) or op
     if not isinstance(name, str):
         raise TypeError(f"{parameter}: expected an ALU operator such as nl.add, got {op!r}")
-    return name
+    return _NUMPY_NAMES.get(name, name)
 
 
 def alu(op: Any, x: np.ndarray, y: Any, parameter: str = "op") -> np.ndarray:

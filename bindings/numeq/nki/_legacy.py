@@ -19,7 +19,7 @@ from typing import Any, Callable
 import ml_dtypes
 import numpy as np
 
-from . import _engine, _numerics, _rules
+from . import _psum, _engine, _numerics, _rules
 from ._context import KernelFault, current, where as _line
 from ._dtypes import DTYPES, DType, dtype_of
 from ._legacy_index import (Grid, IndexExpr, Predicate, _bbox, _Clipped, _fresh, _grid_shape, _is_index,
@@ -538,10 +538,16 @@ def _accumulate(ctx: Any, dst: Tensor, tile: Tensor) -> None:
     if dst.size != tile.size:
         raise KernelFault(ctx.find("shape_mismatch", "error", f"{dst.name}{list(dst.shape)} += a matmul result of "
                                    f"shape {tile.shape}", "documented: nki.isa.nc_matmul docstring"))
-    old = _engine.read(ctx, dst, "psum", "tensor")
     _rules.check_accumulate(ctx, dst, np.ones(dst.shape, dtype=bool))
-    new = _numerics.fp32_values(tile.data, tile.dtype).reshape(dst.shape)
-    _engine.write(ctx, dst, _numerics.accumulate_fp32(old, new, ctx.assumptions["psum_rounding"]), WRITER_MATMUL)
+    if dst.shape == tile.shape and _psum.transfer(ctx, tile, dst):
+        # The matmul joins dst's pending chain (computed when dst is read, _psum).
+        _rules.check_read(ctx, dst, settle=False)
+        _engine.mark_written(ctx, dst, WRITER_MATMUL)
+    else:
+        old = _engine.read(ctx, dst, "psum", "tensor")
+        _rules.check_read(ctx, tile)  # computes a pending chain of tile first
+        new = _numerics.fp32_values(tile.data, tile.dtype).reshape(dst.shape)
+        _engine.write(ctx, dst, _numerics.accumulate_fp32(old, new, ctx.assumptions["psum_rounding"]), WRITER_MATMUL)
     chain = getattr(ctx, "psum_chain", None)
     if chain is not None:
         key = (dst.base.id, dst.element_offset())

@@ -17,7 +17,7 @@ from . import _rules
 from ._context import KernelFault, _operand as _trace_operand, current, where as _line
 from ._dtypes import dtype_of
 from ._indexing import Gather, out_of_bounds
-from ._tensor import Buffer, Tensor
+from ._tensor import WRITER_OTHER, Buffer, Tensor
 
 __all__ = ["IndexExpr", "Predicate", "Grid", "arange", "mgrid", "par_dim", "index"]
 
@@ -495,17 +495,17 @@ def _masked(mask: Any, dst: Tensor, operands: list, run: Callable) -> None:
     d.data[keep] = scratch.data[keep]
     d.mask[keep] = scratch.mask[keep]
     if d.writer is not None:
-        d.writer[keep] = scratch.writer[keep] if scratch.writer is not None else 3
+        d.writer[keep] = scratch.writer[keep] if scratch.writer is not None else WRITER_OTHER
     _retarget(ctx, scratch, d)
 
 
 # --- the trace: results written where the kernel puts them -----------------------------------------
 def _fresh(ctx: Any, t: Any, name: str | None = None) -> bool:
     """``t`` is the whole result tile the last instruction allocated and wrote, used nowhere else."""
-    if not isinstance(t, Tensor) or not ctx.trace or not ctx.buffers or ctx.buffers[-1] is not t.base:
+    if not isinstance(t, Tensor) or not ctx.trace or not ctx.lives or ctx.lives[-1] is not t.base.life:
         return False
     ins = ctx.trace[-1]
-    return (name is None or ins.name == name) and t.base.first_use == ctx.step and t.shape == t.base.shape \
+    return (name is None or ins.name == name) and t.base.life.first_use == ctx.step and t.shape == t.base.shape \
         and t.element_offset() == 0 and any(o[0] == t.base.name for o in ins.dst)
 
 
@@ -516,10 +516,10 @@ def _retarget(ctx: Any, temp: Tensor, dst: Tensor) -> None:
     ins.dst = [_trace_operand(dst) if o[0] == temp.base.name else o for o in ins.dst]
     if "psum" in ins.detail:
         ins.detail["psum"] = (dst.base.id, dst.element_offset())
-    temp.base.first_use = temp.base.last_use = None
-    if dst.base.first_use is None:
-        dst.base.first_use = ctx.step
-    dst.base.last_use = ctx.step
+    temp.base.life.first_use = temp.base.life.last_use = None
+    if dst.base.life.first_use is None:
+        dst.base.life.first_use = ctx.step
+    dst.base.life.last_use = ctx.step
     dst.base.dirty = True
 
 

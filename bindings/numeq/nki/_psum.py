@@ -19,7 +19,7 @@ import numpy as np
 
 from . import _numerics
 
-__all__ = ["defer", "release", "settle", "settle_all"]
+__all__ = ["defer", "release", "settle", "settle_all", "transfer"]
 
 
 class _Chain:
@@ -40,7 +40,10 @@ def defer(ctx: Any, dst: Any, a: tuple, b: tuple, fmt: str, k: int, double_row: 
     ``a`` and ``b`` are (values, operand tensor): values that are the operand's own storage are kept
     by reference and the operand's buffer pinned, so that a write to it first computes the chain
     (``release``); kernels mostly allocate a fresh tile per load, so nothing is copied."""
-    a, b = _keep(ctx, dst, *a), _keep(ctx, dst, *b)
+    _add(ctx, dst, _keep(ctx, dst, *a), _keep(ctx, dst, *b), fmt, k, double_row, adds)
+
+
+def _add(ctx: Any, dst: Any, a: np.ndarray, b: np.ndarray, fmt: str, k: int, double_row: bool, adds: bool) -> None:
     chains = ctx.pending.setdefault(dst.base.id, {})
     key = _key(dst)
     if any(other != key and np.may_share_memory(c.view.data, dst.data) for other, c in chains.items()):
@@ -57,6 +60,24 @@ def _keep(ctx: Any, dst: Any, values: np.ndarray, operand: Any) -> np.ndarray:
     if np.may_share_memory(values, operand.data):
         ctx.pinned.setdefault(operand.base.id, set()).add(dst.base.id)
     return values
+
+
+def transfer(ctx: Any, tile: Any, dst: Any) -> bool:
+    """``dst += tile`` where ``tile`` holds one pending nc_matmul and nothing else (the older
+    interface's ``psum += nisa.nc_matmul(...)``): the matmul joins dst's chain as an accumulating
+    write, as the Tensor Engine writes it. False (nothing done) when tile is not such a tile."""
+    chains = ctx.pending.get(tile.base.id)
+    if not chains or len(chains) != 1 or dst.dtype.format != "fp32":
+        return False
+    chain = next(iter(chains.values()))
+    if chain.init is not None or len(chain.ops) != 1 or chain.view.size != tile.base.data.size:
+        return False
+    del ctx.pending[tile.base.id]
+    for pins in ctx.pinned.values():  # the operands tile's chain kept by reference now feed dst's
+        if tile.base.id in pins:
+            pins.add(dst.base.id)
+    _add(ctx, dst, *chain.ops[0], adds=True)
+    return True
 
 
 def release(ctx: Any, operand_base: Any) -> None:

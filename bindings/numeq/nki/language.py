@@ -279,7 +279,7 @@ def __getattr__(name: str) -> Any:
     # Older-interface names live in _legacy; anything else is a name numeq does not implement.
     from . import _legacy
 
-    if hasattr(_legacy, name) and not name.startswith("_"):
+    if name in getattr(_legacy, "__all__", ()):
         return getattr(_legacy, name)
     from ._context import Unsupported, active
 
