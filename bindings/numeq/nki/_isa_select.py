@@ -65,10 +65,16 @@ def _affine(ctx: Context, instruction: str, pattern: Any, offset: Any, multiplie
 
 
 def _expression(ctx: Context, expr: Any, instruction: str) -> np.ndarray:
-    """The integer values of an older-interface affine expression of ``nl.arange`` indices (read
-    through the expression's ``__array__``), at least 2-D [partitions, free]."""
+    """The values of an older-interface affine expression of ``nl.arange`` / ``nl.mgrid`` indices
+    (an index expression's ``values()``, a predicate's ``array``, or anything numpy reads), at
+    least 2-D [partitions, free]."""
     try:
-        v = np.asarray(expr)
+        if callable(getattr(expr, "values", None)):
+            v = np.asarray(expr.values())
+        elif isinstance(getattr(expr, "array", None), np.ndarray):
+            v = expr.array
+        else:
+            v = np.asarray(expr)
     except Exception:  # noqa: BLE001 - any failure means numeq cannot read this expression
         v = None
     if v is None or v.dtype.kind not in "biu":
