@@ -256,7 +256,7 @@ def test_tensor_tensor_scan(op0, op1, reverse0, reverse1):
             assert np.array_equal(out[:, i], r, equal_nan=True)
 
 
-def test_tensor_tensor_scan_chained_older_form_and_carry(monkeypatch):
+def test_tensor_tensor_scan_chained_older_form_and_carry():
     """The SDK example: two halves, the second starting from the first's last column; and the
     ``scan_carry`` alternative ``dtype`` (the carry rounded to data0's dtype)."""
 
@@ -281,9 +281,6 @@ def test_tensor_tensor_scan_chained_older_form_and_carry(monkeypatch):
         r = op64("add", op64("multiply", a[:, i], r), b[:, i])
         assert np.array_equal(out[:, i], r)
 
-    from numeq.nki import _run
-
-    monkeypatch.setitem(_run.ASSUMPTIONS, "scan_carry", (("fp32", "dtype"), "carry", "test"))
     ab, bb = a.astype(ml_dtypes.bfloat16), b.astype(ml_dtypes.bfloat16)
 
     @nki.jit
@@ -420,10 +417,7 @@ def test_tensor_scalar_cumulative():
         assert np.array_equal(out.reshape(3, -1), np.stack(expect, axis=1))
 
 
-def test_tensor_partition_reduce(monkeypatch):
-    from numeq.nki import _run
-
-    monkeypatch.setitem(_run.ASSUMPTIONS, "partition_reduce_order", (("sequential", "pairwise"), "order", "test"))
+def test_tensor_partition_reduce():
     x = f32(rng.standard_normal((7, 3, 4)) * np.logspace(0, 6, 7)[:, None, None])
     bits = rng.integers(-2 ** 31, 2 ** 31, (5, 6), dtype=np.int64).astype(np.int32)
 
@@ -532,17 +526,3 @@ def test_bad_calls_name_the_problem():
         warnings.simplefilter("always")
         nki.run(stale_dtype, np.ones((2, 8), np.float32))
     assert any("dtype" in str(x.message) for x in w)
-
-
-def test_nc_version_and_enums():
-    @nki.jit
-    def version(a):
-        v = nisa.get_nc_version()
-        t = sbuf(a)
-        nisa.memset(t, float(v.value))
-        return hbm(t)
-
-    assert nki.run(version, np.ones((1, 4), np.float32), target="trn1").outputs.tolist() == [[2.0] * 4]
-    assert nki.run(version, np.ones((1, 4), np.float32), target="trn2").outputs.tolist() == [[3.0] * 4]
-    assert [c.name for c in nisa.reduce_cmd] == ["idle", "reset", "reduce", "reset_reduce", "load_reduce"]
-    assert nisa.reduce_cmd.reset_reduce == 3 and nisa.dge_mode.hwdge == 2 and nisa.oob_mode.skip == 1

@@ -127,17 +127,19 @@ def test_iota_rounding_wrap_and_older_form():
         nisa.iota(b, [[1001, 3]], 16_000_000, 7)  # exact in fp32, rounded once into bf16
         w = nl.ndarray((1, 2), nl.int32, buffer=nl.sbuf)
         nisa.iota(w, [[1, 2]], 2 ** 31 - 1)  # <iota-wrap>
-        e = nisa.iota(5 + np.arange(128)[:, None] * 2 + np.arange(4)[None, :], nl.int32)  # nl.arange-like values
-        return hbm(b), hbm(w), hbm(e)
+        e = nisa.iota(5 + nl.arange(128)[:, None] * 2 + nl.arange(4)[None, :], nl.int32)  # the older form
+        n = nisa.iota(np.arange(3)[None, :] * -7, dtype=nl.float32)  # any integer array
+        return hbm(b), hbm(w), hbm(e), hbm(n)
 
     r = nki.run(big)
-    b, w, e = r.outputs
+    b, w, e, n = r.outputs
     expect = np.array(affine_oracle(2, [[1001, 3]], 16_000_000, 7), dtype=np.float32)
     assert np.array_equal(b, expect.astype(ml_dtypes.bfloat16))
     assert w.tolist() == [[2 ** 31 - 1, -(2 ** 31)]]
     (f,) = errors(r, "instruction_constraint")
     assert f.where == line_of("<iota-wrap>") and "int32" in f.message
     assert e.tolist() == [[5 + 2 * p + x for x in range(4)] for p in range(128)]
+    assert n.tolist() == [[0.0, -7.0, -14.0]]
 
 
 CMP = {"equal": lambda v: v == 0, "not_equal": lambda v: v != 0, "greater": lambda v: v > 0,
@@ -180,8 +182,8 @@ def test_causal_mask_bits_and_older_form():
         # keep key i <= query p: p * 1 + i * (-1) >= 0
         nisa.affine_select(dst=m, pattern=[[-1, 128]], channel_multiplier=1, on_true_tile=t,
                            on_false_value=F32_MIN, cmp_op=nl.greater_equal)
-        ix, iy = np.mgrid[0:128, 0:128]
-        old = nisa.affine_select(pred=(iy < ix), on_true_tile=t, on_false_value=F32_MIN, dtype=nl.float32)
+        ix, iy = nl.mgrid[0:128, 0:128]
+        old = nisa.affine_select(pred=(iy < ix), on_true_tile=t[ix, iy], on_false_value=F32_MIN, dtype=nl.float32)
         return hbm(m), hbm(old)
 
     m, old = nki.run(causal, s).outputs

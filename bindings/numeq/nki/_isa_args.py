@@ -1,7 +1,6 @@
 """What the instructions beyond the core set share: reading a call in any of NKI's argument forms,
-the enums they take (``reduce_cmd``, ``dge_mode``, ``oob_mode``, ``nc_version``), the Vector
-engine's accumulator registers, per-partition operands, partial writes and the findings their
-documented limits raise.
+``reduce_cmd`` read by name, the Vector engine's accumulator registers, per-partition operands,
+partial writes and the findings their documented limits raise.
 
 Argument forms: the current interface passes the destination first (``bn_stats(dst, data)``),
 the older one returns a new tile (``stats = bn_stats(data, dtype=...)``) and some instructions
@@ -27,21 +26,21 @@ from ._context import Context, KernelFault, current, where
 from ._engine import as_tensor, new_tile, read, write
 from ._tensor import Tensor
 
-__all__ = ["REQUIRED", "Form", "bind", "reduce_cmd", "dge_mode", "oob_mode", "nc_version", "get_nc_version",
-           "FP32_MIN", "constraint", "generation", "per_partition", "flat", "alu_fn", "reduce_name", "lanes",
+__all__ = ["REQUIRED", "Form", "bind", "Cmd", "command", "FP32_MIN", "constraint", "generation", "per_partition",
+           "flat", "alu_fn", "reduce_name", "lanes",
            "Accumulator", "vector_accumulator", "accumulate", "write_where", "raw", "destination", "doc"]
 
 REQUIRED = object()
 FP32_MIN = np.float32(np.finfo(np.float32).min)  # nl.fp32.min: bit pattern 0xff7fffff
 
 
-# --- enums (nki.isa constants; values of the current interface, nki/api/nki/isa/__init__.py) -----
+# --- accumulator commands -------------------------------------------------------------------------
 
-class reduce_cmd(enum.IntEnum):  # noqa: N801 - NKI's spelling
-    """State commands of the engines' accumulator registers: ``idle`` leaves them (their value is
-    undefined after it: the docs say idle may still modify them), ``reset`` sets the operator's
-    identity, ``reduce`` accumulates onto them, ``reset_reduce`` resets then accumulates,
-    ``load_reduce`` loads an initial value then accumulates."""
+class Cmd(enum.IntEnum):
+    """``nisa.reduce_cmd`` (isa's constants), read by name: ``idle`` leaves the accumulator
+    registers (their value is undefined after it: the docs say idle may still modify them),
+    ``reset`` sets the operator's identity, ``reduce`` accumulates onto them, ``reset_reduce``
+    resets then accumulates, ``load_reduce`` loads an initial value then accumulates."""
 
     idle = 0
     reset = 1
@@ -50,42 +49,16 @@ class reduce_cmd(enum.IntEnum):  # noqa: N801 - NKI's spelling
     load_reduce = 4
 
 
-class dge_mode(enum.IntEnum):  # noqa: N801
-    unknown = 0
-    swdge = 1
-    hwdge = 2
-    none = 3
-
-
-class oob_mode(enum.IntEnum):  # noqa: N801
-    error = 0
-    skip = 1
-
-
-class nc_version(enum.IntEnum):  # noqa: N801
-    gen2 = 2
-    gen3 = 3
-    gen4 = 4
-
-
-def get_nc_version() -> nc_version:
-    """The NeuronCore generation of the run's target (trn1 / inf2: gen2, trn2: gen3)."""
-    core = current().target.core  # "NeuronCore-v2", "NeuronCore-v3"
-    return nc_version(int(core.rsplit("v", 1)[1]))
-
-
-def command(value: Any, parameter: str = "reduce_cmd") -> reduce_cmd:
-    """A ``reduce_cmd`` given as the enum, its name or its value."""
-    if isinstance(value, reduce_cmd):
+def command(value: Any, parameter: str = "reduce_cmd") -> Cmd:
+    """A ``reduce_cmd`` given as isa's constant (its name), an enum member or its number."""
+    if isinstance(value, Cmd):
         return value
     name = getattr(value, "name", value)
-    if isinstance(name, str) and name in reduce_cmd.__members__:
-        return reduce_cmd[name]
-    try:
-        return reduce_cmd(int(value))
-    except (TypeError, ValueError):
-        raise ValueError(f"{parameter}: expected a nisa.reduce_cmd ({', '.join(reduce_cmd.__members__)}), "
-                         f"got {value!r}") from None
+    if isinstance(name, str) and name in Cmd.__members__:
+        return Cmd[name]
+    if isinstance(value, (int, np.integer)) and not isinstance(value, bool) and 0 <= value <= 4:
+        return Cmd(int(value))
+    raise ValueError(f"{parameter}: expected a nisa.reduce_cmd ({', '.join(Cmd.__members__)}), got {value!r}")
 
 
 # --- argument forms ------------------------------------------------------------------------------
@@ -149,8 +122,8 @@ def _signature(name: str, form: Form) -> str:
     for i, (n, _, default) in enumerate(form.params):
         if i == form.positional:
             parts.append("*")
-        parts.append(n if default is REQUIRED else f"{n}={default!r}" if not isinstance(default, enum.Enum)
-                     else f"{n}={type(default).__name__}.{default.name}")
+        parts.append(n if default is REQUIRED else f"{n}=reduce_cmd.{default.name}" if isinstance(default, Cmd)
+                     else f"{n}={default!r}")
     return f"nisa.{name}({', '.join(parts)})"
 
 
@@ -310,17 +283,17 @@ def fold(ctx: Context, op: str, start: np.ndarray, x: np.ndarray) -> np.ndarray:
     return f(start, f.reduce(x, axis=1))
 
 
-def accumulate(ctx: Context, instruction: str, rows: np.ndarray, cmd: reduce_cmd, op: str, x: np.ndarray,
+def accumulate(ctx: Context, instruction: str, rows: np.ndarray, cmd: Cmd, op: str, x: np.ndarray,
                init: np.ndarray | None = None) -> np.ndarray | None:
     """Run ``cmd`` on the Vector accumulator lanes ``rows`` with the fp32 results x [P, F]: the
     registers' new values [P], or None for ``idle`` (after which they are undefined)."""
     acc = vector_accumulator(ctx)
-    if cmd == reduce_cmd.idle:
+    if cmd == Cmd.idle:
         acc.defined[rows] = False
         return None
-    if cmd in (reduce_cmd.reset, reduce_cmd.reset_reduce):
+    if cmd in (Cmd.reset, Cmd.reset_reduce):
         start = np.full(len(rows), _IDENTITY[op], dtype=np.float32)
-    elif cmd == reduce_cmd.load_reduce:
+    elif cmd == Cmd.load_reduce:
         if init is None:
             raise TypeError(f"{instruction}: reduce_cmd=load_reduce needs the initial value "
                             "(reduce_init / imm1)")
@@ -332,7 +305,7 @@ def accumulate(ctx: Context, instruction: str, rows: np.ndarray, cmd: reduce_cmd
                      "documented: nki.isa.select_reduce / tensor_scalar_reduce docstrings (registers are reset by "
                      "reset_reduce or load_reduce; idle may still modify them)")
         start = np.where(acc.defined[rows], acc.values[rows], np.float32(np.nan)).astype(np.float32)
-    result = start if cmd == reduce_cmd.reset else fold(ctx, op, start, x)
+    result = start if cmd == Cmd.reset else fold(ctx, op, start, x)
     acc.values[rows] = result
     acc.defined[rows] = True
     return result
@@ -345,6 +318,10 @@ def write_where(ctx: Context, dst: Tensor, chosen: np.ndarray, values: np.ndarra
     """Write ``values`` (or ``bits``) into the elements of dst where ``chosen``; the others keep
     their data, written mask and PSUM writer (a predicated write leaves them unmodified)."""
     chosen = np.broadcast_to(chosen.reshape(dst.shape) if chosen.size == dst.size else chosen, dst.shape)
+    if dst.base.id in ctx.pending:  # a pending matmul chain there: its values are what stays
+        from ._psum import settle
+
+        settle(ctx, dst.base)
     old_data, old_mask = dst.data.copy(), dst.mask.copy()
     old_writer = None if dst.writer is None else dst.writer.copy()
     if values is not None:
@@ -353,5 +330,7 @@ def write_where(ctx: Context, dst: Tensor, chosen: np.ndarray, values: np.ndarra
     keep = ~chosen
     dst.data[keep] = old_data[keep]
     dst.mask[keep] = old_mask[keep]
+    if keep.any() and (old_mask[keep] != dst.base.full).any():
+        dst.base.complete = False  # elements left unwritten stay unwritten
     if old_writer is not None:
         dst.writer[keep] = old_writer[keep]

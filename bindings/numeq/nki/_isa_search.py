@@ -13,8 +13,8 @@ import numpy as np
 from . import _rules
 from ._context import Context, current
 from ._engine import as_tensor, cost_elementwise, read, write
-from ._isa_args import (REQUIRED, Form, alu_fn, bind, constraint, destination, dge_mode, flat, generation, oob_mode,
-                        raw, reduce_name, shape_fault)
+from ._isa_args import REQUIRED, Form, alu_fn, bind, constraint, destination, flat, generation, raw, reduce_name, \
+    shape_fault
 from ._tensor import Tensor
 
 __all__ = ["max8", "nc_find_index8", "nc_match_replace8", "nonzero_with_count", "dma_transpose", "dma_compute"]
@@ -206,8 +206,8 @@ def dma_transpose(*args: Any, **kwargs: Any) -> Any:
     ctx = current()
     form, v, dtype = bind("dma_transpose", args, kwargs, [
         Form("current", (("dst", "tensor", REQUIRED), ("src", "tensor", REQUIRED), ("axes", "any", None),
-                         ("priority", "any", None), ("dge_mode", "any", dge_mode.unknown),
-                         ("oob_mode", "any", oob_mode.error)), 6),
+                         ("priority", "any", None), ("dge_mode", "any", "unknown"),
+                         ("oob_mode", "any", "error")), 6),
         Form("0.1.0", (("src", "tensor", REQUIRED), ("axes", "any", None)), 1, returns=True)])
     src = as_tensor(v["src"], "src")
     if src.ndim not in _TRANSPOSE_AXES:
@@ -257,7 +257,7 @@ def dma_compute(*args: Any, **kwargs: Any) -> Any:
     ctx = current()
     form, v, _ = bind("dma_compute", args, kwargs, [
         Form("current", (("dst", "tensor", REQUIRED), ("srcs", "list", REQUIRED), ("reduce_op", "op", REQUIRED),
-                         ("scales", "list?", None), ("unique_indices", "any", True), ("oob_mode", "any", oob_mode.error)),
+                         ("scales", "list?", None), ("unique_indices", "any", True), ("oob_mode", "any", "error")),
              6),
         Form("0.2.0", (("dst", "tensor", REQUIRED), ("srcs", "list", REQUIRED), ("scales", "list?", REQUIRED),
                        ("reduce_op", "op", REQUIRED)), 4)])

@@ -18,8 +18,8 @@ from . import _rules
 from ._alu import op_name
 from ._context import Context, KernelFault, current
 from ._engine import as_tensor, cost_elementwise, new_tile, read, write
-from ._isa_args import (FP32_MIN, REQUIRED, Form, accumulate, alu_fn, bind, command, constraint, destination, doc,
-                        flat, generation, lanes, per_partition, raw, reduce_cmd, reduce_name, shape_fault, write_where)
+from ._isa_args import (FP32_MIN, REQUIRED, Cmd, Form, accumulate, alu_fn, bind, command, constraint, destination,
+                        doc, flat, generation, lanes, per_partition, raw, reduce_name, shape_fault, write_where)
 from ._tensor import Tensor
 
 __all__ = ["iota", "affine_select", "range_select", "select_reduce", "tensor_copy_predicated", "nc_stream_shuffle",
@@ -33,8 +33,8 @@ def _int32(ctx: Context, values: np.ndarray, instruction: str) -> np.ndarray:
     """int64 affine values as the engine's int32 arithmetic holds them (two's complement wrap,
     reported: a wrapped index is almost certainly the kernel's bug)."""
     if values.size and (values.min() < _INT32[0] or values.max() > _INT32[1]):
-        constraint(ctx, instruction, f"affine values reach {int(values.min())}..{int(values.max())}, outside int32; the "
-                   "engine's int32 arithmetic wraps them")
+        constraint(ctx, instruction, f"affine values reach {int(values.min())}..{int(values.max())}, outside int32; "
+                   "the engine's int32 arithmetic wraps them")
         values = (values + 2 ** 31) % 2 ** 32 - 2 ** 31
     return values
 
@@ -65,10 +65,16 @@ def _affine(ctx: Context, instruction: str, pattern: Any, offset: Any, multiplie
 
 
 def _expression(ctx: Context, expr: Any, instruction: str) -> np.ndarray:
-    """The integer values of an older-interface affine expression of ``nl.arange`` indices (read
-    through the expression's ``__array__``), at least 2-D [partitions, free]."""
+    """The values of an older-interface affine expression of ``nl.arange`` / ``nl.mgrid`` indices
+    (an index expression's ``values()``, a predicate's ``array``, or anything numpy reads), at
+    least 2-D [partitions, free]."""
     try:
-        v = np.asarray(expr)
+        if callable(getattr(expr, "values", None)):
+            v = np.asarray(expr.values())
+        elif isinstance(getattr(expr, "array", None), np.ndarray):
+            v = expr.array
+        else:
+            v = np.asarray(expr)
     except Exception:  # noqa: BLE001 - any failure means numeq cannot read this expression
         v = None
     if v is None or v.dtype.kind not in "biu":
@@ -184,7 +190,7 @@ def _select_into(ctx: Context, dst: Tensor, on_true: Tensor, chosen: np.ndarray,
         write(ctx, dst, np.where(chosen, x, on_false).astype(np.float32).reshape(dst.shape))
 
 
-def _reduce_out(ctx: Context, instruction: str, cmd: reduce_cmd, rows: np.ndarray, selected: np.ndarray,
+def _reduce_out(ctx: Context, instruction: str, cmd: Cmd, rows: np.ndarray, selected: np.ndarray,
                 reduce_res: Any, reduce_op: Any) -> list:
     """The select instructions' max reduction through the Vector accumulator; reduce_res [P, 1]
     receives the registers (not with ``idle``, which performs no reduction)."""
@@ -218,9 +224,9 @@ def range_select(*args: Any, **kwargs: Any) -> Any:
             ("bound0", "value", REQUIRED), ("bound1", "value", REQUIRED))
     form, v, dtype = bind("range_select", args, kwargs, [
         Form("current", (("dst", "tensor", REQUIRED),) + body + (
-            ("reduce_cmd", "any", reduce_cmd.reset_reduce), ("reduce_res", "tensor?", None),
+            ("reduce_cmd", "any", Cmd.reset_reduce), ("reduce_res", "tensor?", None),
             ("reduce_op", "op", "maximum"), ("range_start", "int", 0), ("on_false_value", "value", FP32_MIN)), 11),
-        Form("0.1.0", body + (("reduce_cmd", "any", reduce_cmd.idle), ("reduce_res", "tensor?", None),
+        Form("0.1.0", body + (("reduce_cmd", "any", Cmd.idle), ("reduce_res", "tensor?", None),
                               ("reduce_op", "op", "maximum"), ("range_start", "int", 0),
                               ("on_false_value", "value", FP32_MIN)), 0, returns=True)])
     generation(ctx, "range_select", 3)
@@ -266,10 +272,10 @@ def select_reduce(*args: Any, **kwargs: Any) -> Any:
     ``reduce_res`` (nki.isa select_reduce docstring). predicate: int8, uint8, int16 or uint16."""
     ctx = current()
     _, v, _ = bind("select_reduce", args, kwargs, [
-        Form("current", (("dst", "tensor", REQUIRED), ("predicate", "tensor", REQUIRED), ("on_true", "tensor", REQUIRED),
-                         ("on_false", "value", REQUIRED), ("reduce_res", "tensor?", None),
-                         ("reduce_cmd", "any", reduce_cmd.idle), ("reduce_op", "op", "maximum"),
-                         ("reverse_pred", "any", False)), 8)])
+        Form("current", (("dst", "tensor", REQUIRED), ("predicate", "tensor", REQUIRED),
+                         ("on_true", "tensor", REQUIRED), ("on_false", "value", REQUIRED),
+                         ("reduce_res", "tensor?", None), ("reduce_cmd", "any", Cmd.idle),
+                         ("reduce_op", "op", "maximum"), ("reverse_pred", "any", False)), 8)])
     dst, pred_t, on_true = (as_tensor(v[n], n) for n in ("dst", "predicate", "on_true"))
     if pred_t.dtype.name not in ("int8", "uint8", "int16", "uint16"):
         constraint(ctx, "select_reduce", f"predicate {pred_t.name} is {pred_t.dtype}; it takes int8, uint8, int16 or "
@@ -367,8 +373,8 @@ def nc_stream_shuffle(*args: Any, **kwargs: Any) -> Any:
     for t, name in ((src, "src"), (dst, "dst")):
         first = t.partitions()[0]
         if first not in start_partitions(active):
-            ctx.find("partition_start", "error", f"nc_stream_shuffle: {name} {t.name} starts at partition {first}; with "
-                     f"{active} active partitions it may start at {', '.join(map(str, start_partitions(active)))}",
+            ctx.find("partition_start", "error", f"nc_stream_shuffle: {name} {t.name} starts at partition {first}; "
+                     f"with {active} active partitions it may start at {', '.join(map(str, start_partitions(active)))}",
                      doc("nc_stream_shuffle"))
     source = np.full(dp, -1)
     for q in range(active // 32):

@@ -16,8 +16,8 @@ from . import _numerics, _rules
 from ._alu import op_name
 from ._context import current
 from ._engine import as_tensor, cost_elementwise, read, write
-from ._isa_args import (REQUIRED, Form, accumulate, alu_fn, bind, command, constraint, destination, flat, lanes,
-                        per_partition, raw, reduce_cmd, reduce_name, shape_fault, vector_accumulator)
+from ._isa_args import (REQUIRED, Cmd, Form, accumulate, alu_fn, bind, command, constraint, destination, flat,
+                        lanes, per_partition, raw, reduce_name, shape_fault, vector_accumulator)
 
 __all__ = ["bn_stats", "bn_aggr", "tensor_tensor_scan", "tensor_scalar_cumulative", "scalar_tensor_tensor",
            "tensor_scalar_reduce", "tensor_partition_reduce", "activation_reduce"]
@@ -195,7 +195,7 @@ def tensor_scalar_cumulative(*args: Any, **kwargs: Any) -> Any:
     form, v, _ = bind("tensor_scalar_cumulative", args, kwargs, [
         Form("current", (("dst", "tensor", REQUIRED), ("src", "tensor", REQUIRED), ("op0", "op", REQUIRED),
                          ("op1", "op", REQUIRED), ("imm0", "value", REQUIRED), ("imm1", "value?", None),
-                         ("reduce_cmd", "any", reduce_cmd.reset_reduce)), 7)])
+                         ("reduce_cmd", "any", Cmd.reset_reduce)), 7)])
     src, dst = as_tensor(v["src"], "src"), as_tensor(v["dst"], "dst")
     for t, p in ((src, "src"), (dst, "dst")):
         if t.dtype.name in ("int32", "uint32", "tfloat32"):
@@ -211,14 +211,14 @@ def tensor_scalar_cumulative(*args: Any, **kwargs: Any) -> Any:
     with np.errstate(all="ignore"):
         t = f0(x, imm0)
     cmd = command(v["reduce_cmd"])
-    if cmd not in (reduce_cmd.reset_reduce, reduce_cmd.reduce, reduce_cmd.load_reduce):
+    if cmd not in (Cmd.reset_reduce, Cmd.reduce, Cmd.load_reduce):
         constraint(ctx, "tensor_scalar_cumulative", f"reduce_cmd {cmd.name}: the instruction takes reset_reduce, "
                    "reduce or load_reduce")
         raise ctx.unsupported(f"nisa.tensor_scalar_cumulative with reduce_cmd={cmd.name}")
     rows = lanes(src)
     init = None if v["imm1"] is None else per_partition(ctx, v["imm1"], x.shape[0], "tensor_scalar_cumulative", "imm1")
     # The register's starting value, through the shared accumulator (an empty stream leaves it).
-    reg = accumulate(ctx, "tensor_scalar_cumulative", rows, reduce_cmd.reset if cmd == reduce_cmd.reset_reduce
+    reg = accumulate(ctx, "tensor_scalar_cumulative", rows, Cmd.reset if cmd == Cmd.reset_reduce
                      else cmd, op1, t[:, :0], init)
     out = np.empty_like(t)
     with np.errstate(all="ignore"):
@@ -247,8 +247,8 @@ def scalar_tensor_tensor(*args: Any, **kwargs: Any) -> Any:
         Form("0.1.0", (("data", "tensor", REQUIRED),) + tail, 0, returns=True)])
     data, operand1 = as_tensor(v["data"], "data"), as_tensor(v["operand1"], "operand1")
     if data.base.memory.name == "psum" and operand1.base.memory.name == "psum":
-        ctx.find("engine_access", "error", f"scalar_tensor_tensor reads both {data.name} and {operand1.name} from PSUM; "
-                 "at most one may be in PSUM", "documented: nki.isa.scalar_tensor_tensor docstring")
+        ctx.find("engine_access", "error", f"scalar_tensor_tensor reads both {data.name} and {operand1.name} from "
+                 "PSUM; at most one may be in PSUM", "documented: nki.isa.scalar_tensor_tensor docstring")
     x = flat(read(ctx, data, "data"))
     y = flat(read(ctx, operand1, "operand1"))
     if y.shape != x.shape:
@@ -283,7 +283,7 @@ def tensor_scalar_reduce(*args: Any, **kwargs: Any) -> Any:
             ("reduce_op", "op", REQUIRED))
     form, v, dtype = bind("tensor_scalar_reduce", args, kwargs, [
         Form("current", (("dst", "tensor", REQUIRED),) + head + (
-            ("reduce_res", "tensor?", None), ("reverse0", "any", False), ("reduce_cmd", "any", reduce_cmd.reset_reduce),
+            ("reduce_res", "tensor?", None), ("reverse0", "any", False), ("reduce_cmd", "any", Cmd.reset_reduce),
             ("reduce_init", "value?", None), ("reduce_res_negate", "any", False)), 10),
         Form("0.1.0", head + (("reduce_res", "tensor", REQUIRED), ("reverse0", "any", False)), 0, returns=True)])
     data = as_tensor(v["data"], "data")
@@ -299,8 +299,8 @@ def tensor_scalar_reduce(*args: Any, **kwargs: Any) -> Any:
     if op not in _REDUCE_OPS:
         constraint(ctx, "tensor_scalar_reduce", f"reduce_op {op} is not one of add, multiply, max, min")
         raise ctx.unsupported(f"nisa.tensor_scalar_reduce with reduce_op={op}")
-    cmd = command(v.get("reduce_cmd", reduce_cmd.reset_reduce))
-    if cmd not in (reduce_cmd.reset_reduce, reduce_cmd.reduce, reduce_cmd.load_reduce):
+    cmd = command(v.get("reduce_cmd", Cmd.reset_reduce))
+    if cmd not in (Cmd.reset_reduce, Cmd.reduce, Cmd.load_reduce):
         constraint(ctx, "tensor_scalar_reduce", f"reduce_cmd {cmd.name}: it takes reset_reduce, reduce or load_reduce")
     init = None if v.get("reduce_init") is None else per_partition(ctx, v["reduce_init"], x.shape[0],
                                                                "tensor_scalar_reduce", "reduce_init")
