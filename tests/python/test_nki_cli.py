@@ -466,13 +466,17 @@ def test_implemented_alu_operators_and_activation_functions_compute():
             r = nl.ndarray(a.shape, nl.float32, buffer=nl.sbuf)
             if activation:
                 nisa.activation(dst=r, op=getattr(nl, name), data=t)
+            elif name == "average":  # the partition reduction's operator only (nki.isa docs)
+                r = nl.ndarray((1, a.shape[1]), nl.float32, buffer=nl.sbuf)
+                nisa.tensor_partition_reduce(dst=r, op=nl.average, data=t)
             else:
                 nisa.tensor_tensor(dst=r, data1=t, data2=t, op=getattr(nl, name))
             return r
         return kernel
 
     for name in _implemented("ALU operators"):
-        assert numeq.nki.run(with_op(name, False), x).trace[-1].name == "tensor_tensor", name
+        want = "tensor_partition_reduce" if name == "average" else "tensor_tensor"
+        assert numeq.nki.run(with_op(name, False), x).trace[-1].name == want, name
     for name in _implemented("activation functions"):
         assert numeq.nki.run(with_op(name, True), x).trace[-1].name == "activation", name
 

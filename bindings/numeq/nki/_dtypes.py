@@ -35,6 +35,11 @@ class DType:
     kind: str
 
     @property
+    def dtype(self) -> np.dtype:
+        """The numpy dtype that stores it (so ``np.dtype(nl.bfloat16)`` works, as with NKI's)."""
+        return np.dtype(self.storage)
+
+    @property
     def itemsize(self) -> int:
         return np.dtype(self.storage).itemsize
 

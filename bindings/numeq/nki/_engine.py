@@ -55,6 +55,8 @@ def as_tensor(x: Any, parameter: str) -> Tensor:
 def read(ctx: Context, t: Any, parameter: str, engine: str = "vector") -> np.ndarray:
     """The fp32 values of operand ``t`` (checked: partitions, engine access, poison)."""
     t = as_tensor(t, parameter)
+    if not t.base.memory.on_chip and engine != "dma":
+        _rules.off_chip(ctx, t, engine, parameter)
     _rules.check_on_chip(ctx, t)
     _rules.check_read(ctx, t)
     if engine == "gpsimd" and t.base.memory.name == "psum":

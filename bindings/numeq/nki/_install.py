@@ -25,20 +25,20 @@ def _modules() -> dict[str, types.ModuleType]:
     from . import isa, language, typing as nki_typing
 
     constants = types.ModuleType("nki.isa.constants")
-    for name in ("engine",):
+    for name in ("engine", "dge_mode", "oob_mode", "reduce_cmd", "matmul_perf_mode", "nc_version"):
         setattr(constants, name, getattr(isa, name))
     mods = {
         "nki": package, "nki.language": language, "nki.isa": isa, "nki.isa.constants": constants,
         "nki.typing": nki_typing,
         "neuronxcc": types.ModuleType("neuronxcc"), "neuronxcc.nki": package, "neuronxcc.nki.language": language,
-        "neuronxcc.nki.isa": isa, "neuronxcc.nki.typing": nki_typing,
+        "neuronxcc.nki.isa": isa, "neuronxcc.nki.isa.constants": constants, "neuronxcc.nki.typing": nki_typing,
     }
     mods["neuronxcc"].nki = package  # type: ignore[attr-defined]
     return mods
 
 
 MODULE_NAMES = ("nki", "nki.language", "nki.isa", "nki.isa.constants", "nki.typing", "neuronxcc", "neuronxcc.nki",
-                "neuronxcc.nki.language", "neuronxcc.nki.isa", "neuronxcc.nki.typing")
+                "neuronxcc.nki.language", "neuronxcc.nki.isa", "neuronxcc.nki.isa.constants", "neuronxcc.nki.typing")
 
 
 @contextlib.contextmanager

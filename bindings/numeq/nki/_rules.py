@@ -37,6 +37,12 @@ RULES: dict[str, tuple[str, str]] = {
     "index_bounds": ("error", "an index or access pattern reaches outside the tensor"),
     "shape_mismatch": ("error", "an instruction's operands do not have the shapes it needs"),
     "output_unwritten": ("error", "a kernel output holds bytes no instruction wrote"),
+    "bn_stats_free": ("error", "bn_stats reads more elements per partition than one instruction takes (512)"),
+    "instruction_constraint": ("error", "an operand breaks a documented limit of its instruction (dtype, size, "
+                                        "operator, value, memory)"),
+    "target_generation": ("error", "the instruction needs a newer NeuronCore than the target has"),
+    "accumulator_undefined": ("error", "an instruction continues a Vector-engine accumulator that was never reset "
+                                       "or that an idle instruction left undefined"),
     "dma_small": ("warning", "a DMA moves fewer bytes per partition than the efficiency threshold"),
     "matmul_fp32": ("warning", "nc_matmul on fp32 inputs runs at a quarter of the bf16 rate"),
     "partial_partitions": ("warning", "a compute instruction uses fewer than all partitions"),
@@ -58,6 +64,12 @@ def check_on_chip(ctx: Context, t: Any) -> None:
         raise KernelFault(ctx.find("partition_dim", "error",
                                    f"{t.name} has {t.base.shape[0]} partitions (dim 0); the target has {limit}",
                                    _cite(ctx, "partitions")))
+    if t.shape and t.shape[0] > limit:
+        # A view (a reshape, an access pattern) whose dim 0 spans more rows than there are
+        # partitions: an instruction reads dim 0 as the partition axis.
+        raise KernelFault(ctx.find("partition_dim", "error",
+                                   f"a view of {t.name} has {t.shape[0]} rows on its partition axis (dim 0); the "
+                                   f"target has {limit} partitions", _cite(ctx, "partitions")))
     t.checked = True
     if count < limit and first not in start_partitions(count):
         ctx.find("partition_start", "error",
@@ -80,6 +92,13 @@ def check_read(ctx: Context, t: Any, settle: bool = True) -> None:
                  f"reads {unwritten} of {t.size} elements of {t.name} ({t.base.memory}, allocated at "
                  f"{t.base.line}) that no instruction wrote",
                  "documented: tile contents start undefined (nki.language.ndarray docs; AWS's simulator fills NaN)")
+
+
+def off_chip(ctx: Context, t: Any, engine: str, parameter: str) -> None:
+    """A compute engine reads only SBUF and PSUM; HBM moves through DMA."""
+    ctx.find("engine_access", "error", f"the {engine} engine reads {parameter} ({t.name}) from {t.base.memory}; "
+             "compute engines read SBUF and PSUM, HBM moves by DMA",
+             "documented: NKI architecture guides (engines access SBUF/PSUM; DMA moves HBM data)")
 
 
 def check_engine_access(ctx: Context, engine: str, tensors: list, name: str) -> None:
@@ -111,6 +130,11 @@ def check_matmul(ctx: Context, dst: Any, stationary: Any, moving: Any, k: int, m
     if n > tgt["matmul_moving_free"]:
         ctx.find("matmul_moving_free", "error", f"nc_matmul moving free size N = {n} exceeds "
                  f"{int(tgt['matmul_moving_free'])}", _cite(ctx, "matmul_moving_free"))
+    for name, operand in (("stationary", stationary), ("moving", moving)):
+        if operand.base.memory.name != "sbuf":
+            ctx.find("engine_access", "error", f"nc_matmul reads its {name} operand {operand.name} from "
+                     f"{operand.base.memory}; the Tensor Engine reads both operands from SBUF",
+                     "documented: nki.isa.nc_matmul docstring (both inputs in SBUF)")
     if dst.base.memory.name != "psum":
         ctx.find("matmul_output_memory", "error", f"nc_matmul writes {dst.name} in {dst.base.memory}; the Tensor "
                  "Engine writes its result to PSUM", _cite(ctx, "psum_bank_bytes"))

@@ -60,6 +60,9 @@ ASSUMPTIONS: dict[str, tuple[tuple[str, ...], str, str]] = {
                         "the rounding of memset's value into the destination's dtype",
                         "nki.isa.memset docs: the value is a compile-time constant of dst's type; how a float is "
                         "narrowed is not stated"),
+    "dma_compute_order": (("sequential", "pairwise"),
+                          "the order in which dma_compute adds more than two sources, in fp32",
+                          "nki.isa.dma_compute docs give the formula, not the order"),
     "psum_allocation": (("bank", "bytes"),
                         "PSUM capacity counted in whole 2 KiB banks per tile, or in bytes",
                         "the allocator's granularity is not documented; matmul results occupy banks"),
@@ -173,6 +176,8 @@ def _kernel_arguments(ctx: Context, fn: Callable, args: tuple, kwargs: dict) -> 
     tensors: list = []
 
     def wrap(x: Any, name: str) -> Any:
+        if isinstance(x, np.generic):  # a numpy scalar is a value, as a Python number is
+            return x
         if isinstance(x, np.ndarray) or (hasattr(x, "__array__") and hasattr(x, "dtype") and hasattr(x, "shape")):
             arr = np.asarray(x)
             if isinstance(x, np.ma.MaskedArray):

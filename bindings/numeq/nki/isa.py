@@ -216,6 +216,8 @@ def nc_matmul(*args: Any, is_stationary_onezero: bool = False, is_moving_onezero
     if legacy:
         dst = new_tile((m, n), "float32", "psum")
     dst = as_tensor(dst, "dst")
+    _rules.check_on_chip(ctx, stationary)  # the partition rules first: K rows are partitions
+    _rules.check_on_chip(ctx, moving)
     _rules.check_matmul(ctx, dst, stationary, moving, k, m, n, double_row)
     # double_row (nki.isa.nc_matmul): stationary [128, 2, M], moving [128, 2, N] contract over the
     # partition and the first free axis, einsum('kli,klj->ij'); row (k, l) of the flattened K is
@@ -223,6 +225,10 @@ def nc_matmul(*args: Any, is_stationary_onezero: bool = False, is_moving_onezero
     fmt = _matmul_format(stationary.dtype.format, moving.dtype.format)
     a = _matmul_operand(ctx, stationary, "stationary", fmt).reshape(k, m)
     b = _matmul_operand(ctx, moving, "moving", fmt).reshape(k, n)
+    if double_row and not {stationary.dtype.format, moving.dtype.format} <= {"e4m3", "e5m2", "e4m3fn"}:
+        raise KernelFault(ctx.find("matmul_dtype", "error", f"nc_matmul perf_mode=double_row on {stationary.dtype} x "
+                                   f"{moving.dtype}: double_row takes fp8 inputs only",
+                                   "documented: nki.isa.nc_matmul docstring (perf_mode=double_row: FP8 only)"))
     if double_row and fmt not in ("e4m3", "e5m2"):
         raise ctx.unsupported(f"nc_matmul double_row on {stationary.dtype} x {moving.dtype} (numeq's double_row "
                               "plan takes two fp8 operands of one format)")

@@ -271,6 +271,7 @@ for _n in _BINARY:
 for _n in _UNARY:
     globals()[_n] = Op(_n, 1)
 bypass = Op("bypass", 2)
+average = Op("average", 2)  # tensor_partition_reduce's mean across partitions
 
 from . import _legacy  # noqa: E402 - the older interface: its names, index expressions and tile operators
 
