@@ -4,10 +4,13 @@
    each output tile cast to bf16) run on numeq.nki, beside numeq's op-level trainium.trn2 emulation
    of the same matmul and numpy's float32 matmul of the same values (goal: the kernel within 3x of
    the op-level emulation);
-2. the fixed cost of one small instruction (tensor_copy / tensor_tensor / tensor_scalar of a
+2. a causal flash-attention forward kernel (query tiles of 128, key blocks of 128 up to the diagonal,
+   online softmax, head dim 128) at sequence 4096 (goal: within one minute on two cores), beside
+   numpy computing the same attention in float32;
+3. the fixed cost of one small instruction (tensor_copy / tensor_tensor / tensor_scalar of a
    [128, 4] fp32 tile; goal: at most 20 us), beside numpy's own cost of the same arithmetic.
 
-    python3 benchmarks/bench_nki.py [--size 2048] [--repeat 3]
+    python3 benchmarks/bench_nki.py [--size 1024 2048] [--repeat 3] [--seq 4096]
 """
 
 from __future__ import annotations
@@ -42,6 +45,96 @@ def tiled_matmul(a_t, b):
             nisa.tensor_copy(dst=o, src=acc)
             nisa.dma_copy(dst=out[m * 128:(m + 1) * 128, n * 512:(n + 1) * 512], src=o)
     return out
+
+
+MASKED = -3.0e38  # an fp32 score no real score reaches; exp(MASKED - m) is 0
+
+
+def _transposed(src, rows, cols, dtype):
+    flipped = nl.ndarray((cols, rows), dtype, buffer=nl.psum)
+    nisa.nc_transpose(dst=flipped, data=src)
+    back = nl.ndarray((cols, rows), dtype, buffer=nl.sbuf)
+    nisa.tensor_copy(dst=back, src=flipped)
+    return back
+
+
+@nki.jit
+def causal_attention(q, k, v):
+    """softmax(q k^T / sqrt(d) + causal mask) v for q, k, v [L, d] bf16 (L a multiple of 128,
+    d <= 128): FlashAttention-2's forward (arXiv:2307.08691, Algorithm 1) per 128-query tile."""
+    L, d = q.shape
+    T = 128
+    scale = 1.0 / float(np.sqrt(d))
+    out = nl.ndarray((L, d), nl.float32, buffer=nl.shared_hbm)
+    for i in nl.affine_range(L // T):
+        q_sb = nl.ndarray((T, d), q.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=q_sb, src=q[i * T:(i + 1) * T, :])
+        q_t = _transposed(q_sb, T, d, q.dtype)
+        m = nl.ndarray((T, 1), nl.float32, buffer=nl.sbuf)
+        l = nl.ndarray((T, 1), nl.float32, buffer=nl.sbuf)
+        o = nl.ndarray((T, d), nl.float32, buffer=nl.sbuf)
+        for j in nl.sequential_range(i + 1):  # key blocks up to the diagonal
+            k_sb = nl.ndarray((T, d), k.dtype, buffer=nl.sbuf)
+            v_sb = nl.ndarray((T, d), v.dtype, buffer=nl.sbuf)
+            nisa.dma_copy(dst=k_sb, src=k[j * T:(j + 1) * T, :])
+            nisa.dma_copy(dst=v_sb, src=v[j * T:(j + 1) * T, :])
+            k_t = _transposed(k_sb, T, d, k.dtype)
+            s_ps = nl.ndarray((T, T), nl.float32, buffer=nl.psum)
+            nisa.nc_matmul(s_ps, q_t, k_t)
+            s = nl.ndarray((T, T), nl.float32, buffer=nl.sbuf)
+            nisa.tensor_scalar(dst=s, data=s_ps, op0=nl.multiply, operand0=scale)
+            if j == i:  # the diagonal block: keep key t <= query p
+                nisa.affine_select(dst=s, pattern=[[-1, T]], channel_multiplier=1, on_true_tile=s,
+                                   on_false_value=MASKED, cmp_op=nl.greater_equal, offset=0)
+            m_new = nl.ndarray((T, 1), nl.float32, buffer=nl.sbuf)
+            nisa.tensor_reduce(dst=m_new, op=nl.maximum, data=s, axis=1)
+            if j > 0:
+                nisa.tensor_tensor(dst=m_new, data1=m_new, data2=m, op=nl.maximum)
+            neg_m = nl.ndarray((T, 1), nl.float32, buffer=nl.sbuf)
+            nisa.tensor_scalar(dst=neg_m, data=m_new, op0=nl.multiply, operand0=-1.0)
+            p = nl.ndarray((T, T), nl.float32, buffer=nl.sbuf)
+            rowsum = nl.ndarray((T, 1), nl.float32, buffer=nl.sbuf)
+            nisa.activation(dst=p, op=nl.exp, data=s, bias=neg_m, reduce_op=nl.add, reduce_res=rowsum,
+                            reduce_cmd=nisa.reduce_cmd.reset_reduce)
+            p_lo = nl.ndarray((T, T), v.dtype, buffer=nl.sbuf)
+            nisa.tensor_copy(dst=p_lo, src=p)
+            p_t = _transposed(p_lo, T, T, v.dtype)
+            pv = nl.ndarray((T, d), nl.float32, buffer=nl.psum)
+            nisa.nc_matmul(pv, p_t, v_sb)
+            if j == 0:
+                nisa.tensor_copy(dst=l, src=rowsum)
+                nisa.tensor_copy(dst=o, src=pv)
+            else:
+                a = nl.ndarray((T, 1), nl.float32, buffer=nl.sbuf)
+                nisa.activation(dst=a, op=nl.exp, data=m, bias=neg_m)
+                nisa.tensor_tensor(dst=l, data1=l, data2=a, op=nl.multiply)
+                nisa.tensor_tensor(dst=l, data1=l, data2=rowsum, op=nl.add)
+                nisa.tensor_scalar(dst=o, data=o, op0=nl.multiply, operand0=a)
+                nisa.tensor_tensor(dst=o, data1=pv, data2=o, op=nl.add)
+            nisa.tensor_copy(dst=m, src=m_new)
+        y = nl.ndarray((T, d), nl.float32, buffer=nl.sbuf)
+        nisa.tensor_scalar(dst=y, data=o, op0=nl.divide, operand0=l)
+        nisa.dma_copy(dst=out[i * T:(i + 1) * T, :], src=y)
+    return out
+
+
+def attention_row(seq: int, d: int = 128) -> None:
+    rng = np.random.default_rng(1)
+    q, k, v = (rng.standard_normal((seq, d)).astype(ml_dtypes.bfloat16) for _ in range(3))
+
+    def numpy_attention():
+        s = (q.astype(np.float32) @ k.astype(np.float32).T) / np.float32(np.sqrt(d))
+        s[np.triu_indices(seq, 1)] = -np.inf
+        e = np.exp(s - s.max(axis=1, keepdims=True))
+        return (e / e.sum(axis=1, keepdims=True)) @ v.astype(np.float32)
+
+    t_np = _best(numpy_attention, 1)
+    t = time.perf_counter()
+    r = nki.run(causal_attention, q, k, v)
+    t_kernel = time.perf_counter() - t
+    err = float(np.max(np.abs(r.outputs - numpy_attention())))
+    print(f"| {seq} | {d} | {len(r.trace)} | {t_np:.2f} | {t_kernel:.1f} | {t_kernel / t_np:.0f}x | "
+          f"{len(r.errors)} | {err:.1e} |")
 
 
 def _best(f, repeat: int) -> float:
@@ -98,11 +191,16 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--size", type=int, nargs="+", default=[1024, 2048])
     p.add_argument("--repeat", type=int, default=3)
+    p.add_argument("--seq", type=int, nargs="*", default=[4096])
     args = p.parse_args()
     print("| S | instructions | numpy fp32 s | op-level trn2 s | kernel s | kernel/op-level | kernel/numpy | bit-exact |")
     print("|---|---|---|---|---|---|---|---|")
     for s in args.size:
         matmul_rows(s, args.repeat)
+    print("\n| seq | head dim | instructions | numpy fp32 s | kernel s | kernel/numpy | errors | max diff to numpy |")
+    print("|---|---|---|---|---|---|---|---|")
+    for seq in args.seq:
+        attention_row(seq)
     print("\n| instruction | numeq.nki us | numpy add us |\n|---|---|---|")
     fixed_cost(args.repeat)
 

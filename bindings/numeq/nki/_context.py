@@ -73,14 +73,24 @@ class Instruction:
         return asdict(self)
 
 
+_BASENAMES: dict[str, str | None] = {}  # a code file -> its base name, or None inside numeq.nki
+
+
+def _basename(filename: str) -> str | None:
+    if filename not in _BASENAMES:
+        _BASENAMES[filename] = None if filename.startswith(_PACKAGE_DIR) else os.path.basename(filename)
+    return _BASENAMES[filename]
+
+
 def where(skip_numeq: bool = True) -> str:
     """The kernel's "file.py:LINE" that called into numeq.nki (the first frame outside it)."""
     f = sys._getframe(1)
-    while f is not None and f.f_code.co_filename.startswith(_PACKAGE_DIR):
+    while f is not None:
+        name = _basename(f.f_code.co_filename)
+        if name is not None:
+            return f"{name}:{f.f_lineno}"
         f = f.f_back
-    if f is None:
-        return "<kernel>:0"
-    return f"{os.path.basename(f.f_code.co_filename)}:{f.f_lineno}"
+    return "<kernel>:0"
 
 
 class Context:

@@ -23,7 +23,7 @@ from . import _psum, _engine, _numerics, _rules
 from ._context import KernelFault, current, where as _line
 from ._dtypes import DTYPES, DType, dtype_of
 from ._legacy_index import (Grid, IndexExpr, Predicate, _bbox, _Clipped, _fresh, _grid_shape, _is_index,
-                            _mask_array, _masked, _ndarray_with_par_dim, _retarget, _same_view, _sub, arange, index,
+                            _mask_array, _masked, _retarget, _same_view, _sub, arange, index,
                             mgrid, par_dim)
 from ._tensor import WRITER_MATMUL, Tensor
 
@@ -386,12 +386,7 @@ def where(*args: Any, dtype: Any = None, mask: Any = None, **kwargs: Any) -> Any
     """``nl.where(condition, x, y)``: x where ``condition`` is nonzero, else y: y copied (or
     memset) into a new tile, then x copied over it where the condition holds (the Vector engine's
     predicated copy, whose semantics nisa.tensor_copy_predicated documents: dst = src where the
-    predicate holds, else unchanged).
-
-    The language module's own code calls its name ``where()`` for the kernel's line (it imports
-    ``_context.where`` under that name); called so, without arguments, this gives that line."""
-    if not args and not kwargs:
-        return _line()
+    predicate holds, else unchanged)."""
     names = ("condition", "x", "y")
     vals = dict(zip(names, args))
     vals.update({n: kwargs.pop(n) for n in names if n in kwargs})
@@ -599,17 +594,11 @@ def _unary(name: str, x: Tensor) -> Tensor:
 
 
 def _install_language() -> None:
-    """nl.ndarray reads nl.par_dim; nl.fp32 holds nl.fp32.min (the language module's own
-    names, extended here: see the module doc)."""
+    """nl.fp32 holds nl.fp32.min (the language module's own name, extended here)."""
     from . import language
 
-    if not getattr(language.ndarray, "reads_par_dim", False):
-        nd = _ndarray_with_par_dim(language.ndarray)
-        nd.reads_par_dim = True  # type: ignore[attr-defined]
-        language.ndarray = nd
     f32 = DTYPES["float32"]
     language.fp32 = _FP32(f32.name, f32.format, f32.storage, f32.kind)
-    language.where = where
 
 
 sum = _reduction("add", "sum")  # noqa: A001 - NKI's names

@@ -242,6 +242,7 @@ class par_dim:  # noqa: N801 - NKI's spelling
     (``nl.ndarray((4, nl.par_dim(128), 512))``: 4 blocks of [128, 512] tiles)."""
 
     __slots__ = ("size",)
+    _nki_par_dim = True  # language.ndarray recognises it by this mark
 
     def __init__(self, size: int) -> None:
         self.size = operator.index(size)
@@ -286,33 +287,20 @@ def _block(t: Tensor, blocks: int) -> _BlockTensor:
     return b
 
 
-def _ndarray_with_par_dim(core: Callable) -> Callable:
-    """``nl.ndarray`` that reads ``nl.par_dim`` (SBUF / PSUM): a partition dim after block dims is
-    stored first, so each block is a tile of whole partitions (the capacity and partition checks
-    then see the real layout); without one, or in HBM, the core's ndarray."""
+def par_dim_ndarray(dims: tuple, marked: list[int], dtype: Any, memory: Any, name: str) -> Tensor:
+    """``nl.ndarray`` of a shape with ``nl.par_dim`` after block dims (SBUF / PSUM): the partition
+    dim is stored first, so each block is a tile of whole partitions (the capacity and partition
+    checks then see the real layout); the view puts the dims back in the kernel's order."""
+    from . import language
 
-    def ndarray(shape: Any, dtype: Any, buffer: Any = None, name: str = "", address: Any = None,
-                **kwargs: Any) -> Tensor:
-        from . import language
-
-        dims = tuple(shape) if isinstance(shape, (tuple, list)) else (shape,)
-        marked = [i for i, s in enumerate(dims) if isinstance(s, par_dim)]
-        memory = language._memory(buffer)
-        if not marked or marked == [0] or not memory.on_chip:
-            return core(shape, dtype, buffer=buffer, name=name, address=address, **kwargs)
-        if len(marked) > 1:
-            raise ValueError(f"shape: one nl.par_dim per shape, got {shape}")
-        if kwargs:
-            raise current().unsupported(f"nl.ndarray's keyword(s) {', '.join(sorted(kwargs))}")
-        j, sizes = marked[0], language._shape(dims)
-        ctx = current()
-        b = ctx.allocate(Buffer((sizes[j],) + sizes[:j] + sizes[j + 1:], dtype_of(dtype), memory, name, _line()))
-        _rules.check_on_chip(ctx, b.whole())
-        perm = list(range(1, j + 1)) + [0] + list(range(j + 1, len(sizes)))
-        w = b.whole()
-        return _block(w._apply(lambda a: a.transpose(perm)), j)
-
-    return ndarray
+    if len(marked) > 1:
+        raise ValueError(f"shape: one nl.par_dim per shape, got {dims}")
+    j, sizes = marked[0], language._shape(dims)
+    ctx = current()
+    b = ctx.allocate(Buffer((sizes[j],) + sizes[:j] + sizes[j + 1:], dtype_of(dtype), memory, name, _line()))
+    _rules.check_on_chip(ctx, b.whole())
+    perm = list(range(1, j + 1)) + [0] + list(range(j + 1, len(sizes)))
+    return _block(b.whole()._apply(lambda a: a.transpose(perm)), j)
 
 
 class _View(Gather):

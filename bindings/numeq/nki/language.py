@@ -73,6 +73,11 @@ def ndarray(shape: Any, dtype: Any, buffer: Any = None, name: str = "", address:
         raise current().unsupported(f"nl.ndarray's keyword(s) {', '.join(sorted(kwargs))}")
     ctx = current()
     memory = _memory(buffer)
+    if memory.on_chip and isinstance(shape, (tuple, list)):
+        # The older interface's nl.par_dim after block dims (nl.ndarray((4, nl.par_dim(128), 512))).
+        marked = [i for i, s in enumerate(shape) if getattr(s, "_nki_par_dim", False)]
+        if marked and marked != [0]:
+            return _legacy_index.par_dim_ndarray(tuple(shape), marked, dtype, memory, name)
     line = _where()
     if memory.name == "shared_hbm" and ctx.program != tuple(0 for _ in ctx.program):
         # SPMD: every program's shared_hbm tensor allocated at one line is the same tensor (the
@@ -273,7 +278,7 @@ for _n in _UNARY:
 bypass = Op("bypass", 2)
 average = Op("average", 2)  # tensor_partition_reduce's mean across partitions
 
-from . import _legacy  # noqa: E402 - the older interface: its names, index expressions and tile operators
+from . import _legacy, _legacy_index  # noqa: E402 - the older interface: names, index expressions, tile operators
 
 
 def __getattr__(name: str) -> Any:
