@@ -146,12 +146,14 @@ def check_matmul(ctx: Context, dst: Any, stationary: Any, moving: Any, k: int, m
                      _cite(ctx, "psum_bank_bytes"))
     formats = {stationary.dtype.format, moving.dtype.format}
     allowed = {"fp32", "tf32", "bf16", "fp16", "e4m3", "e5m2"}
-    bad = formats - allowed
     wide = formats & {"fp32", "tf32"}
-    if bad or (wide and formats - {"fp32", "tf32"}) or (len(formats) > 1 and not wide and not formats <= {"e4m3", "e5m2"}):
-        ctx.find("matmul_dtype", "error", f"nc_matmul inputs {stationary.dtype} x {moving.dtype}: the Tensor Engine "
-                 "takes fp8 (e4m3, e5m2), bf16, fp16, tf32 or fp32, fp32/tf32 only with each other",
-                 "documented: nki.isa.nc_matmul docstring; data-types.rst (FACTS.md s3)")
+    # nki.isa.nc_matmul: the two inputs may differ, except that fp32 / tf32 pair only with each other.
+    if formats - allowed or (wide and formats - {"fp32", "tf32"}):
+        finding = ctx.find("matmul_dtype", "error", f"nc_matmul inputs {stationary.dtype} x {moving.dtype}: the Tensor "
+                           "Engine takes fp8 (e4m3, e5m2), bf16, fp16, tf32 or fp32, fp32/tf32 only with each other",
+                           "documented: nki.isa.nc_matmul docstring; data-types.rst (FACTS.md s3)")
+        if formats - allowed:  # no PE plan takes it: the run stops here
+            raise KernelFault(finding)
     if "fp32" in formats:
         ctx.find("matmul_fp32", "warning", f"nc_matmul on {stationary.dtype} x {moving.dtype}: fp32 inputs run at "
                  f"{ctx.target['fp32_matmul_rate']:g}x the bf16 rate", _cite(ctx, "fp32_matmul_rate"))

@@ -1,0 +1,142 @@
+"""The limit rules test_nki_findings.py does not plant: each a small kernel breaking exactly one
+rule, found with that rule at the kernel's line, and the same kernel without the break clean.
+
+The rules' numbers come from the review's target table (documented NKI architecture guides and
+nki.isa docstrings); the expected findings here are written from those documents, not read back
+from numeq's rule code.
+"""
+
+from __future__ import annotations
+
+import inspect
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+from numeq import nki
+
+nl, nisa = nki.language, nki.isa
+
+
+def _line(fn, text: str) -> str:
+    lines, start = inspect.getsourcelines(fn)
+    for i, line in enumerate(lines):
+        if text in line:
+            return f"test_nki_rules.py:{start + i}"
+    raise AssertionError(f"{text!r} not in {fn.__name__}")
+
+
+def _rules_at(run) -> set[tuple[str, str, str]]:
+    return {(f.rule, f.severity, f.where) for f in run.findings}
+
+
+@nki.jit
+def _partial(a, start, count):
+    # Copy `count` partitions starting at `start` (NKI architecture guides: an access of more than
+    # 64 partitions starts at 0; 33 to 64 at 0 or 64; up to 32 at 0, 32, 64 or 96).
+    t = nl.ndarray((128, 512), nl.float32, buffer=nl.sbuf)
+    nisa.dma_copy(dst=t, src=a)
+    u = nl.ndarray((128, 512), nl.float32, buffer=nl.sbuf)
+    nisa.dma_copy(dst=u, src=a)
+    nisa.tensor_copy(dst=u[start:start + count, :], src=t[start:start + count, :])  # the access
+    out = nl.ndarray((128, 512), nl.float32, buffer=nl.shared_hbm)
+    nisa.dma_copy(dst=out, src=u)
+    return out
+
+
+@pytest.mark.parametrize("start,count,allowed", [(0, 128, True), (0, 65, True), (1, 65, False), (64, 64, True),
+                                                 (32, 64, False), (96, 32, True), (16, 32, False), (100, 8, False)])
+def test_partition_start(start, count, allowed):
+    run = nki.run(_partial, np.ones((128, 512), np.float32), start, count)
+    line = _line(_partial.func, "the access")
+    starts = {f.where for f in run.findings if f.rule == "partition_start"}
+    assert starts == (set() if allowed else {line})
+    # Fewer than 128 partitions is slow but legal: a warning at the same line.
+    partial = {(f.rule, f.severity) for f in run.findings if f.where == line and f.rule == "partial_partitions"}
+    assert partial == (set() if count == 128 else {("partial_partitions", "warning")})
+
+
+def test_accumulating_onto_a_non_matmul_result():
+    @nki.jit
+    def k(a_t, b):
+        at = nl.ndarray((128, 128), a_t.dtype, buffer=nl.sbuf)
+        bt = nl.ndarray((128, 512), b.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=at, src=a_t)
+        nisa.dma_copy(dst=bt, src=b)
+        acc = nl.ndarray((128, 512), nl.float32, buffer=nl.psum)
+        nisa.tensor_copy(dst=acc, src=bt)  # PSUM now holds a copy, not a matmul result
+        nisa.nc_matmul(acc, at, bt, accumulate=True)  # the break
+        return a_t
+
+    a_t = np.ones((128, 128), ml_dtypes.bfloat16)
+    b = np.ones((128, 512), ml_dtypes.bfloat16)
+    run = nki.run(k, a_t, b)
+    assert ("accumulate_non_matmul", "error", _line(k.func, "the break")) in _rules_at(run)
+
+
+@pytest.mark.parametrize("stationary,moving,ok", [("bfloat16", "bfloat16", True), ("float32", "float32", True),
+                                                  ("float32", "tfloat32", True), ("bfloat16", "float16", True),
+                                                  ("float8_e4m3", "float8_e5m2", True),
+                                                  ("float32", "bfloat16", False), ("tfloat32", "float16", False),
+                                                  ("int8", "int8", False)])
+def test_matmul_input_dtypes(stationary, moving, ok):
+    # nki.isa.nc_matmul: fp8 (e4m3, e5m2), bf16, fp16, tf32, fp32; fp32/tf32 only with each other.
+    @nki.jit
+    def k(a, b):
+        at = nl.ndarray((128, 64), stationary, buffer=nl.sbuf)
+        bt = nl.ndarray((128, 64), moving, buffer=nl.sbuf)
+        nisa.memset(dst=at, value=1)
+        nisa.memset(dst=bt, value=1)
+        acc = nl.ndarray((64, 64), nl.float32, buffer=nl.psum)
+        nisa.nc_matmul(acc, at, bt)  # the matmul
+        return a
+
+    run = nki.run(k, np.zeros(1, np.float32), np.zeros(1, np.float32))
+    found = {f.rule for f in run.errors if f.where == _line(k.func, "the matmul")}
+    assert ("matmul_dtype" in found) == (not ok), run.findings
+
+
+def test_stationary_over_128_columns_and_result_over_one_bank():
+    @nki.jit
+    def k(a):
+        at = nl.ndarray((128, 256), nl.bfloat16, buffer=nl.sbuf)
+        bt = nl.ndarray((128, 512), nl.bfloat16, buffer=nl.sbuf)
+        nisa.memset(dst=at, value=1)
+        nisa.memset(dst=bt, value=1)
+        acc = nl.ndarray((128, 4, 512), nl.float32, buffer=nl.psum)
+        nisa.nc_matmul(acc[:, 0:2, :], at, bt)  # M = 256
+        return a
+
+    run = nki.run(k, np.zeros(1, np.float32))
+    rules = {f.rule for f in run.errors}
+    assert "matmul_stationary_free" in rules
+
+
+def test_gpsimd_evacuating_psum_is_an_error_and_a_warning():
+    @nki.jit
+    def k(a_t, b):
+        at = nl.ndarray((128, 128), a_t.dtype, buffer=nl.sbuf)
+        bt = nl.ndarray((128, 512), b.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=at, src=a_t)
+        nisa.dma_copy(dst=bt, src=b)
+        acc = nl.ndarray((128, 512), nl.float32, buffer=nl.psum)
+        nisa.nc_matmul(acc, at, bt)
+        o = nl.ndarray((128, 512), nl.float32, buffer=nl.sbuf)
+        nisa.tensor_copy(dst=o, src=acc, engine=nisa.engine.gpsimd)  # the evacuation
+        return a_t
+
+    run = nki.run(k, np.ones((128, 128), ml_dtypes.bfloat16), np.ones((128, 512), ml_dtypes.bfloat16))
+    line = _line(k.func, "the evacuation")
+    assert {("engine_access", "error", line), ("psum_gpsimd", "warning", line)} <= _rules_at(run)
+
+
+def test_vector_engine_reading_hbm_is_an_error():
+    @nki.jit
+    def k(a):
+        t = nl.ndarray(a.shape, a.dtype, buffer=nl.sbuf)
+        nisa.tensor_copy(dst=t, src=a)  # the read: HBM reaches SBUF by DMA only
+        return a
+
+    run = nki.run(k, np.ones((128, 4), np.float32))
+    assert ("engine_access", "error", _line(k.func, "the read")) in _rules_at(run)
