@@ -166,7 +166,8 @@ def _rows() -> dict[str, Row]:
     for name in ("softmax", "log_softmax"):
         r[f"ops.{name}"] = (getattr(ops, name), {"x": X},
                             {"x": "array", "axis": "int", "in_fmt": "optstr", "out": "optstr", "rounding": "str",
-                             "variant": "str", "block": "int", "compute": "str"})
+                             "variant": "str", "block": "int", "compute": "str",
+                             **({"reciprocal": "bool"} if name == "softmax" else {})})
     r["ops.layernorm"] = (ops.layernorm, {"x": X},
                           {"x": "array", "gamma": "array", "beta": "array", "eps": "real", "in_fmt": "optstr",
                            "out": "optstr", "rounding": "str", "variant": "str", "compute": "str"})
