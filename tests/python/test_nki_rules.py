@@ -140,3 +140,46 @@ def test_vector_engine_reading_hbm_is_an_error():
 
     run = nki.run(k, np.ones((128, 4), np.float32))
     assert ("engine_access", "error", _line(k.func, "the read")) in _rules_at(run)
+
+
+def test_activation_registers_follow_reduce_cmd():
+    # nki.isa.activation's pseudocode: reset / reset_reduce zero the Scalar engine's registers,
+    # reduce / reset_reduce add the partition's results, reduce_res receives the registers; they
+    # persist across activations. Oracle: numpy float32 sequential sums of the (exact) squares.
+    x = np.arange(128 * 8, dtype=np.float32).reshape(128, 8) / 64
+
+    @nki.jit
+    def k(a):
+        t = nl.ndarray(a.shape, a.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=t, src=a)
+        y = nl.ndarray(a.shape, nl.float32, buffer=nl.sbuf)
+        r = nl.ndarray((128, 1), nl.float32, buffer=nl.sbuf)
+        nisa.activation(dst=y, op=nl.square, data=t, reduce_op=nl.add, reduce_cmd=nisa.reduce_cmd.reset_reduce)
+        nisa.activation(dst=y, op=nl.square, data=t, reduce_op=nl.add, reduce_res=r,
+                        reduce_cmd=nisa.reduce_cmd.reduce)  # adds onto the first call's sums
+        out = nl.ndarray((128, 1), nl.float32, buffer=nl.shared_hbm)
+        nisa.dma_copy(dst=out, src=r)
+        return out
+
+    squares = x * x
+    want = np.zeros(128, np.float32)
+    for _ in range(2):
+        for j in range(8):
+            want = want + squares[:, j]
+    run = nki.run(k, x)
+    assert run.errors == []
+    np.testing.assert_array_equal(run.outputs[:, 0], want)
+
+
+def test_reduce_res_from_registers_no_activation_reset_is_a_finding():
+    @nki.jit
+    def k(a):
+        t = nl.ndarray(a.shape, a.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=t, src=a)
+        y = nl.ndarray(a.shape, nl.float32, buffer=nl.sbuf)
+        r = nl.ndarray((128, 1), nl.float32, buffer=nl.sbuf)
+        nisa.activation(dst=y, op=nl.exp, data=t, reduce_op=nl.add, reduce_res=r)  # idle: stale registers
+        return a
+
+    run = nki.run(k, np.zeros((128, 4), np.float32))
+    assert ("accumulator_undefined", "error", _line(k.func, "idle: stale registers")) in _rules_at(run)

@@ -254,16 +254,19 @@ class Accumulator:
         self.defined = np.zeros(partitions, dtype=bool)
 
 
-_vector: "weakref.WeakKeyDictionary[Context, Accumulator]" = weakref.WeakKeyDictionary()
+# Per run, the Vector engine's and the Scalar engine's registers (activation, activation_reduce and
+# activate2 share the Scalar engine's; nki.isa docs).
+_registers: "weakref.WeakKeyDictionary[Context, dict[str, Accumulator]]" = weakref.WeakKeyDictionary()
 
 _IDENTITY = {"add": 0.0, "subtract": 0.0, "multiply": 1.0, "maximum": -np.inf, "minimum": np.inf}
 
 
-def vector_accumulator(ctx: Context) -> Accumulator:
-    acc = _vector.get(ctx)
-    if acc is None:
-        acc = _vector[ctx] = Accumulator(int(ctx.target["partitions"]))
-    return acc
+def vector_accumulator(ctx: Context, engine: str = "vector") -> Accumulator:
+    """The accumulator registers of ``engine`` ("vector" or "scalar") in this run."""
+    engines = _registers.setdefault(ctx, {})
+    if engine not in engines:
+        engines[engine] = Accumulator(int(ctx.target["partitions"]))
+    return engines[engine]
 
 
 def fold(ctx: Context, op: str, start: np.ndarray, x: np.ndarray) -> np.ndarray:
@@ -284,12 +287,14 @@ def fold(ctx: Context, op: str, start: np.ndarray, x: np.ndarray) -> np.ndarray:
 
 
 def accumulate(ctx: Context, instruction: str, rows: np.ndarray, cmd: Cmd, op: str, x: np.ndarray,
-               init: np.ndarray | None = None) -> np.ndarray | None:
-    """Run ``cmd`` on the Vector accumulator lanes ``rows`` with the fp32 results x [P, F]: the
-    registers' new values [P], or None for ``idle`` (after which they are undefined)."""
-    acc = vector_accumulator(ctx)
+               init: np.ndarray | None = None, engine: str = "vector") -> np.ndarray | None:
+    """Run ``cmd`` on ``engine``'s accumulator lanes ``rows`` with the fp32 results x [P, F]: the
+    registers' new values [P], or None for ``idle`` (after which the Vector engine's are undefined;
+    the Scalar engine's idle leaves them as they are, activation's pseudocode)."""
+    acc = vector_accumulator(ctx, engine)
     if cmd == Cmd.idle:
-        acc.defined[rows] = False
+        if engine == "vector":
+            acc.defined[rows] = False
         return None
     if cmd in (Cmd.reset, Cmd.reset_reduce):
         start = np.full(len(rows), _IDENTITY[op], dtype=np.float32)
@@ -300,7 +305,7 @@ def accumulate(ctx: Context, instruction: str, rows: np.ndarray, cmd: Cmd, op: s
         start = init.reshape(-1).astype(np.float32)
     else:
         if not acc.defined[rows].all():
-            ctx.find("accumulator_undefined", "error", f"{instruction} continues (reduce_cmd=reduce) the Vector "
+            ctx.find("accumulator_undefined", "error", f"{instruction} continues (reduce_cmd=reduce) the {engine} "
                      "engine's accumulator, which no instruction has reset or loaded since it was last undefined",
                      "documented: nki.isa.select_reduce / tensor_scalar_reduce docstrings (registers are reset by "
                      "reset_reduce or load_reduce; idle may still modify them)")

@@ -403,7 +403,7 @@ def activation_reduce(*args: Any, **kwargs: Any) -> Any:
         constraint(ctx, "activation_reduce", f"reduce_op {op}: NeuronCore-v2 reduces with add only")
     data = as_tensor(v["data"], "data")
     common = dict(op=v["op"], data=data, bias=v["bias"], scale=v["scale"], reduce_op=op,
-                  reduce_res=v["reduce_res"])
+                  reduce_res=v["reduce_res"], reduce_cmd="reset_reduce")
     dst = isa.activation(**common, dtype=dtype) if form.returns else isa.activation(dst=v["dst"], **common)
     ins = ctx.trace[-1]
     ins.name = "activation_reduce"

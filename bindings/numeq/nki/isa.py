@@ -534,7 +534,8 @@ def activation(*args: Any, bias: Any = None, scale: Any = 1.0, reduce_op: Any = 
     ``bias`` a [P, 1] tensor; f by the platform's function model (fp32 correctly rounded; the
     ``scalar_activation_ulps`` budget bounds the hardware's difference). Between ``data * scale``
     and ``+ bias``: assumption ``activation_affine`` (``rounded``: each rounded to fp32; ``fused``:
-    one rounding). ``reduce_res`` receives the sum (``reduce_op``) of each partition's results."""
+    one rounding). ``reduce_cmd`` drives the Scalar engine's per-partition registers (reset, reduce:
+add each partition's results, reset_reduce; idle by default) and ``reduce_res`` receives them."""
     ctx = current()
     pos = list(args)
     if "dst" not in kwargs and pos and isinstance(pos[0], Tensor):
@@ -567,15 +568,38 @@ def activation(*args: Any, bias: Any = None, scale: Any = 1.0, reduce_op: Any = 
     dst = as_tensor(dst, "dst")
     write(ctx, dst, y)
     srcs = [data]
-    if reduce_res is not None:
-        red = as_tensor(reduce_res, "reduce_res")
-        op = op_name(reduce_op) if reduce_op is not None else "add"
-        flat = y.reshape(y.shape[0], -1)
-        write(ctx, red, _numerics.reduce_fp32(flat, op, ctx.sum_platform()).reshape(-1, 1))
-        srcs = [data]
-    ctx.issue("scalar", "activation", [dst] + ([as_tensor(reduce_res, "reduce_res")] if reduce_res is not None else []),
-              srcs, flops=dst.size, cycles=cost_elementwise(dst), function=fname)
+    outs = [dst]
+    if reduce_op is not None or reduce_res is not None or reduce_cmd not in (None, "idle"):
+        outs += _scalar_registers(ctx, dst, y, reduce_op, reduce_res, reduce_cmd)
+    ctx.issue("scalar", "activation", outs, srcs, flops=dst.size, cycles=cost_elementwise(dst), function=fname)
     return dst
+
+
+def _scalar_registers(ctx: Any, dst: Tensor, y: np.ndarray, reduce_op: Any, reduce_res: Any, reduce_cmd: Any) -> list:
+    """activation's reduction (nki.isa.activation pseudocode): reset / reset_reduce zero the
+    Scalar engine's per-partition fp32 registers, reduce / reset_reduce add each partition's
+    results to them (sums in the platform's vector_reduce_order), and reduce_res, if given,
+    receives the registers [P, 1]. The registers persist across activation instructions."""
+    from ._isa_args import accumulate, command, lanes, vector_accumulator
+
+    op = op_name(reduce_op) if reduce_op is not None else "add"
+    if op != "add":
+        raise ctx.unsupported(f"activation's reduce_op {op!r} (the docs take nl.add)")
+    cmd = command("idle" if reduce_cmd is None else reduce_cmd)
+    rows = lanes(dst)
+    accumulate(ctx, "activation", rows, cmd, op, y.reshape(y.shape[0], -1), engine="scalar")
+    if reduce_res is None:
+        return []
+    red = as_tensor(reduce_res, "reduce_res")
+    acc = vector_accumulator(ctx, "scalar")
+    if not acc.defined[rows].all():
+        ctx.find("accumulator_undefined", "error", "activation writes reduce_res from the Scalar engine's registers, "
+                 "which no activation has reset (reduce_cmd=reset_reduce, or activation_reduce)",
+                 "documented: nki.isa.activation docstring (reduce_cmd defaults to idle; reduce_res receives the "
+                 "registers)")
+    regs = np.where(acc.defined[rows], acc.values[rows], np.float32(np.nan)).astype(np.float32)
+    write(ctx, red, regs.reshape(-1, 1))
+    return [red]
 
 
 def reciprocal(*args: Any, dtype: Any = None, name: str = "", **kwargs: Any) -> Any:
