@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 
-import numeq
 import numeq.nki
+from _common import report_error, run
 
 with numeq.nki.installed():
     import nki
@@ -42,18 +42,13 @@ def inputs(seed: int = 0, rows: int = 128, cols: int = 512) -> tuple[np.ndarray]
     return (rng.standard_normal((rows, cols)).astype(np.float32),)
 
 
-def main() -> None:
+if __name__ == "__main__":
     (x,) = inputs()
-    run = numeq.nki.run(cumsum, x)
-    print(run.summary())
+    result = run(cumsum, x)
     sequential = np.zeros_like(x)  # numpy's own fp32 running sum, one rounding per step
     acc = np.zeros(x.shape[0], dtype=np.float32)
     for i in range(x.shape[1]):
         acc = acc + x[:, i]
         sequential[:, i] = acc
-    print("equal to the fp32 running sum:", bool(np.array_equal(run.outputs, sequential)))
-    print("max |out - exact|:", float(np.max(np.abs(run.outputs - np.cumsum(x.astype(np.float64), axis=1)))))
-
-
-if __name__ == "__main__":
-    main()
+    print("equal to the fp32 running sum:", bool(np.array_equal(result.outputs, sequential)))
+    report_error(result, np.cumsum(x.astype(np.float64), axis=1))

@@ -21,6 +21,7 @@ import numpy as np
 
 import numeq
 import numeq.nki
+from _common import check_op
 
 with numeq.nki.installed():
     import nki
@@ -114,17 +115,10 @@ def inputs(seed: int = 0, lq: int = 128, lk: int = 128, d: int = 64, dv: int = 6
     return tuple(rng.standard_normal(shape).astype(ml_dtypes.bfloat16) for shape in ((lq, d), (lk, d), (lk, dv)))
 
 
-def main() -> None:
-    q, k, v = inputs()
-    run = numeq.nki.run(flash_attention, q, k, v, block=BLOCK)
-    print(run.summary())
-    exact = numeq.reference.attention(q, k, v, causal=True, out="fp64")
-    print("max |out - exact|:", float(np.max(np.abs(run.outputs - exact))))
-    op = numeq.ops.attention(q, k, v, causal=True, out="fp32", variant="flash", block_rows=q.shape[0],
-                             block_cols=BLOCK)
-    print(f"bit-exact with numeq.ops.attention(variant='flash') on {run.platform}:",
-          bool(np.array_equal(run.outputs, op.emulate(run.platform))))
-
-
 if __name__ == "__main__":
-    main()
+    q, k, v = inputs()
+    check_op(flash_attention, (q, k, v), numeq.reference.attention(q, k, v, causal=True, out="fp64"),
+             "numeq.ops.attention(variant='flash')",
+             lambda platform: numeq.ops.attention(q, k, v, causal=True, out="fp32", variant="flash",
+                                                  block_rows=q.shape[0], block_cols=BLOCK).emulate(platform),
+             block=BLOCK)

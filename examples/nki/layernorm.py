@@ -15,6 +15,7 @@ import numpy as np
 
 import numeq
 import numeq.nki
+from _common import check_op
 
 with numeq.nki.installed():
     import nki
@@ -65,16 +66,9 @@ def inputs(seed: int = 0, rows: int = 128, n: int = 1024) -> tuple[np.ndarray, n
     return x, gamma, beta
 
 
-def main() -> None:
-    x, gamma, beta = inputs()
-    run = numeq.nki.run(layernorm, x, gamma, beta)
-    print(run.summary())
-    exact = numeq.reference.layernorm(x, gamma=gamma[0], beta=beta[0], eps=EPS, out="fp64")
-    print("max |out - exact|:", float(np.max(np.abs(run.outputs - exact))))
-    op = numeq.ops.layernorm(x, gamma=gamma[0], beta=beta[0], eps=EPS, out="fp32", variant="bn_stats")
-    print(f"bit-exact with numeq.ops.layernorm(variant='bn_stats') on {run.platform}:",
-          bool(np.array_equal(run.outputs, op.emulate(run.platform))))
-
-
 if __name__ == "__main__":
-    main()
+    x, gamma, beta = inputs()
+    exact = numeq.reference.layernorm(x, gamma=gamma[0], beta=beta[0], eps=EPS, out="fp64")
+    check_op(layernorm, (x, gamma, beta), exact, "numeq.ops.layernorm(variant='bn_stats')",
+             lambda platform: numeq.ops.layernorm(x, gamma=gamma[0], beta=beta[0], eps=EPS, out="fp32",
+                                                  variant="bn_stats").emulate(platform))

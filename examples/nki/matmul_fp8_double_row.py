@@ -14,8 +14,8 @@ from __future__ import annotations
 import ml_dtypes
 import numpy as np
 
-import numeq
 import numeq.nki
+from _common import check_matmul, matmul_inputs
 
 with numeq.nki.installed():
     import nki
@@ -45,20 +45,8 @@ def matmul_fp8_double_row(a_t, b):
 
 def inputs(seed: int = 0, m: int = 128, k: int = 512, n: int = 128) -> tuple[np.ndarray, np.ndarray]:
     """a [M, K] and b [K, N] of float8_e4m3 values (standard normal, rounded)."""
-    rng = np.random.default_rng(seed)
-    return (rng.standard_normal((m, k)).astype(ml_dtypes.float8_e4m3),
-            rng.standard_normal((k, n)).astype(ml_dtypes.float8_e4m3))
-
-
-def main() -> None:
-    a, b = inputs()
-    run = numeq.nki.run(matmul_fp8_double_row, np.ascontiguousarray(a.T), b)
-    print(run.summary())
-    exact = numeq.reference.matmul(a, b, out="fp64")
-    emulated = numeq.matmul(a, b, platform=run.platform, out="fp32")
-    print("max |out - exact|:", float(np.max(np.abs(run.outputs - exact))))
-    print(f"bit-exact with numeq.matmul on {run.platform}:", bool(np.array_equal(run.outputs, emulated)))
+    return matmul_inputs(seed, m, k, n, ml_dtypes.float8_e4m3)
 
 
 if __name__ == "__main__":
-    main()
+    check_matmul(matmul_fp8_double_row, *inputs())

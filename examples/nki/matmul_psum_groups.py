@@ -1,20 +1,27 @@
 """Tiled matmul with PSUM groups (the structure of the NKI tutorial's fully optimised matmul):
 the K tiles of an output tile are taken ``group`` at a time into a PSUM tile, and each group's sum
-is added into an fp32 SBUF accumulator on the Vector engine (tensor_tensor add, fp32 arithmetic:
+is added into an SBUF accumulator on the Vector engine (tensor_tensor add, fp32 arithmetic:
 nki.isa.tensor_tensor docs); the first group is copied in. The op-level model of this is the
 platform option ``psum_group``: ``trainium.trn2[psum_group=G]``.
 
-Run: ``python3 examples/nki/matmul_psum_groups.py``.
-"""
+The accumulator's dtype is the kernel's ``accumulator`` argument. float32 (the default) keeps
+every group's sum exact to fp32. bfloat16, the input dtype, is what the NKI tutorial's fully
+optimised matmul uses (FACTS.md s3): every group's sum is added in fp32 and rounded to bf16 as it
+enters the accumulator, so the result is not the fp32-accumulator plan's; its op-level model is
+the platform options ``psum_group=G,group_accumulator=bf16``.
 
+Run: ``python3 examples/nki/matmul_psum_groups.py`` (fp32 accumulator) or
+``python3 examples/nki/matmul_psum_groups.py --accumulator bfloat16``.
+"""
 
 from __future__ import annotations
 
-import ml_dtypes
+import argparse
+
 import numpy as np
 
-import numeq
 import numeq.nki
+from _common import check_matmul, matmul_inputs
 
 with numeq.nki.installed():
     import nki
@@ -23,16 +30,16 @@ with numeq.nki.installed():
 
 
 @nki.jit
-def matmul_psum_groups(a_t, b, group=2):
+def matmul_psum_groups(a_t, b, group=2, accumulator=nl.float32):
     """out[M, N] = a_t.T @ b; a_t [K, M], b [K, N]; K tiles in PSUM groups of ``group``, the groups
-    summed in a float32 SBUF tile."""
+    summed in an SBUF tile of dtype ``accumulator`` (float32 or bfloat16), the output's dtype too."""
     K, M = a_t.shape
     _, N = b.shape
     TK, TM, TN = nl.tile_size.pmax, nl.tile_size.gemm_stationary_fmax, nl.tile_size.gemm_moving_fmax
-    out = nl.ndarray((M, N), nl.float32, buffer=nl.shared_hbm)
+    out = nl.ndarray((M, N), accumulator, buffer=nl.shared_hbm)
     for m in nl.affine_range(M // TM):
         for n in nl.affine_range(N // TN):
-            total = nl.ndarray((TM, TN), nl.float32, buffer=nl.sbuf)
+            total = nl.ndarray((TM, TN), accumulator, buffer=nl.sbuf)
             for g in nl.sequential_range(K // (TK * group)):
                 part = nl.ndarray((TM, TN), nl.float32, buffer=nl.psum)
                 for kk in nl.sequential_range(group):
@@ -51,26 +58,20 @@ def matmul_psum_groups(a_t, b, group=2):
 
 
 GROUP = 2
+# The accumulator's name -> (its NKI dtype, the matching numeq format of the output).
+ACCUMULATORS = {"float32": (nl.float32, "fp32"), "bfloat16": (nl.bfloat16, "bf16")}
 
 
 def inputs(seed: int = 0, m: int = 128, k: int = 512, n: int = 512) -> tuple[np.ndarray, np.ndarray]:
     """a [M, K] and b [K, N] of bf16 values (standard normal, rounded)."""
-    rng = np.random.default_rng(seed)
-    return (rng.standard_normal((m, k)).astype(ml_dtypes.bfloat16),
-            rng.standard_normal((k, n)).astype(ml_dtypes.bfloat16))
-
-
-def main() -> None:
-    a, b = inputs()
-    run = numeq.nki.run(matmul_psum_groups, np.ascontiguousarray(a.T), b, group=GROUP)
-    print(run.summary())
-    exact = numeq.reference.matmul(a, b, out="fp64")
-    print("max |out - exact|:", float(np.max(np.abs(run.outputs.astype(np.float64) - exact))))
-    for platform in (run.platform, f"trainium.trn2[psum_group={GROUP}]"):
-        emulated = numeq.matmul(a, b, platform=platform, out="fp32")
-        print(f"bit-exact with numeq.matmul on {platform}:",
-              bool(np.array_equal(run.outputs.astype(np.float64), emulated)))
+    return matmul_inputs(seed, m, k, n)
 
 
 if __name__ == "__main__":
-    main()
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--accumulator", choices=sorted(ACCUMULATORS), default="float32",
+                        help="dtype of the SBUF tile the group sums are added into (default float32)")
+    dtype, out = ACCUMULATORS[parser.parse_args().accumulator]
+    # The law on the run's platform; beside it the fp32-accumulator plan (the same for float32).
+    check_matmul(matmul_psum_groups, *inputs(), out=out, platforms=[f"trainium.trn2[psum_group={GROUP}]"],
+                 group=GROUP, accumulator=dtype)

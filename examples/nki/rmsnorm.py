@@ -15,6 +15,7 @@ import numpy as np
 
 import numeq
 import numeq.nki
+from _common import check_op
 
 with numeq.nki.installed():
     import nki
@@ -57,15 +58,8 @@ def inputs(seed: int = 0, rows: int = 128, n: int = 512) -> tuple[np.ndarray, np
     return x, gamma
 
 
-def main() -> None:
-    x, gamma = inputs()
-    run = numeq.nki.run(rmsnorm, x, gamma)
-    print(run.summary())
-    exact = numeq.reference.rmsnorm(x, gamma=gamma[0], eps=EPS, out="fp64")
-    print("max relative error against the exact rmsnorm:", float(np.max(np.abs(run.outputs - exact) / np.abs(exact))))
-    emulated = numeq.ops.rmsnorm(x, gamma=gamma[0], eps=EPS, out="fp32").emulate(run.platform)
-    print(f"bit-exact with numeq.ops.rmsnorm on {run.platform}:", bool(np.array_equal(run.outputs, emulated)))
-
-
 if __name__ == "__main__":
-    main()
+    x, gamma = inputs()
+    check_op(rmsnorm, (x, gamma), numeq.reference.rmsnorm(x, gamma=gamma[0], eps=EPS, out="fp64"), "numeq.ops.rmsnorm",
+             lambda platform: numeq.ops.rmsnorm(x, gamma=gamma[0], eps=EPS, out="fp32").emulate(platform),
+             relative=True, what="rmsnorm")

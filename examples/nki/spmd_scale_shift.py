@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 
-import numeq
 import numeq.nki
+from _common import run
 
 with numeq.nki.installed():
     import nki
@@ -43,13 +43,8 @@ def inputs(seed: int = 0) -> tuple[np.ndarray]:
     return (rng.standard_normal((128 * GRID[0], 512 * GRID[1])).astype(np.float32),)
 
 
-def main() -> None:
-    (x,) = inputs()
-    run = numeq.nki.run(scale_shift[GRID], x, ALPHA, BETA)
-    print(run.summary())
-    expected = x * np.float32(ALPHA) + np.float32(BETA)  # two IEEE fp32 operations, each rounded
-    print("equal to numpy's fp32 x * alpha + beta:", bool(np.array_equal(run.outputs, expected)))
-
-
 if __name__ == "__main__":
-    main()
+    (x,) = inputs()
+    result = run(scale_shift[GRID], x, ALPHA, BETA)
+    expected = x * np.float32(ALPHA) + np.float32(BETA)  # two IEEE fp32 operations, each rounded
+    print("equal to numpy's fp32 x * alpha + beta:", bool(np.array_equal(result.outputs, expected)))

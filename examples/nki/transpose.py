@@ -10,8 +10,8 @@ from __future__ import annotations
 import ml_dtypes
 import numpy as np
 
-import numeq
 import numeq.nki
+from _common import run
 
 with numeq.nki.installed():
     import nki
@@ -43,12 +43,7 @@ def inputs(seed: int = 0, rows: int = 256, cols: int = 384) -> tuple[np.ndarray]
     return (rng.standard_normal((rows, cols)).astype(ml_dtypes.bfloat16),)
 
 
-def main() -> None:
-    (x,) = inputs()
-    run = numeq.nki.run(transpose, x)
-    print(run.summary())
-    print("bits equal to x.T:", bool(np.array_equal(run.outputs.view(np.uint16), x.T.view(np.uint16))))
-
-
 if __name__ == "__main__":
-    main()
+    (x,) = inputs()
+    result = run(transpose, x)
+    print("bits equal to x.T:", bool(np.array_equal(result.outputs.view(np.uint16), x.T.view(np.uint16))))

@@ -8,7 +8,6 @@ the documented examples of NKI's docs (indexing, access patterns).
 
 from __future__ import annotations
 
-import inspect
 import sys
 
 import ml_dtypes
@@ -17,18 +16,10 @@ import numpy as np
 import pytest
 
 import numeq
+from nki_support import source_line
 from numeq import nki
 
 nl, nisa = nki.language, nki.isa
-
-
-def _line(fn, text: str) -> str:
-    """ "file.py:LINE" of the first line of ``fn`` containing ``text``."""
-    lines, start = inspect.getsourcelines(fn)
-    for i, line in enumerate(lines):
-        if text in line:
-            return f"test_nki_core.py:{start + i}"
-    raise AssertionError(f"{text!r} not in {fn.__name__}")
 
 
 # --- dtypes ----------------------------------------------------------------------------------------
@@ -121,7 +112,7 @@ def test_an_index_out_of_bounds_is_a_finding_at_its_line():
 
     r = nki.run(k, np.zeros((128, 64), np.float32))
     assert not r.completed
-    assert [(f.rule, f.where) for f in r.errors] == [("index_bounds", _line(k.func, "a[0:128, 0:65]"))]
+    assert [(f.rule, f.where) for f in r.errors] == [("index_bounds", source_line(k, "a[0:128, 0:65]"))]
 
 
 # --- reads before writes, outputs ------------------------------------------------------------------
@@ -139,7 +130,7 @@ def test_a_read_of_unwritten_memory_names_the_tile_and_line():
 
     r = nki.run(k, np.ones((128, 64), np.float32))
     (f,) = r.errors
-    assert (f.rule, f.where) == ("read_uninitialised", _line(k.func, "nisa.tensor_scalar"))
+    assert (f.rule, f.where) == ("read_uninitialised", source_line(k, "nisa.tensor_scalar"))
     assert "scratch" in f.message and "4096 of 8192" in f.message
     assert np.isnan(r.outputs[:, 32:]).all() and (r.outputs[:, :32] == 2).all()
 
@@ -427,9 +418,9 @@ def test_psum_over_eight_banks_and_matmul_into_sbuf_are_found():
     r = nki.run(k, np.ones((128, 128), ml_dtypes.bfloat16))
     rules = {f.rule: f for f in r.errors}
     assert set(rules) == {"psum_capacity", "matmul_output_memory"}
-    assert rules["psum_capacity"].where == _line(k.func, "tiles = ")
+    assert rules["psum_capacity"].where == source_line(k, "tiles = ")
     assert "18432 B" in rules["psum_capacity"].message and "9 banks" in rules["psum_capacity"].message
-    assert rules["matmul_output_memory"].where == _line(k.func, "nisa.nc_matmul(s, t, t)")
+    assert rules["matmul_output_memory"].where == source_line(k, "nisa.nc_matmul(s, t, t)")
 
 
 def test_129_partitions_stop_the_kernel_at_the_allocation():
@@ -439,7 +430,7 @@ def test_129_partitions_stop_the_kernel_at_the_allocation():
         return a
 
     r = nki.run(k, np.zeros(4, np.float32))
-    assert [(f.rule, f.where) for f in r.errors] == [("partition_dim", _line(k.func, "(129, 4)"))]
+    assert [(f.rule, f.where) for f in r.errors] == [("partition_dim", source_line(k, "(129, 4)"))]
     assert not r.completed
 
 

@@ -14,18 +14,16 @@ errs by at most gamma_{n-1} * sum |terms| (Higham eq. 4.4).
 from __future__ import annotations
 
 import functools
-import importlib.util
-from pathlib import Path
-from types import ModuleType
 from typing import Any
 
+import ml_dtypes
 import numpy as np
 import pytest
 
 import numeq
 import numeq.nki
+from nki_support import example
 
-EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "nki"
 U32 = 2.0 ** -24
 U_BF16 = 2.0 ** -8
 
@@ -35,29 +33,24 @@ def gamma(n: int, u: float = U32) -> float:
 
 
 @functools.lru_cache(maxsize=None)
-def example(name: str) -> ModuleType:
-    """examples/nki/NAME.py as a module (its kernel, inputs() and main())."""
-    spec = importlib.util.spec_from_file_location(f"nki_example_{name}", EXAMPLES / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-@functools.lru_cache(maxsize=None)
-def ran(name: str, kernel: str) -> tuple[tuple, numeq.nki.Run]:
-    """(inputs, run) of example ``name``'s ``kernel`` on its default inputs (one run per session)."""
+def ran(name: str, kernel: str | None = None, accumulator: str | None = None) -> tuple[tuple, numeq.nki.Run]:
+    """(inputs, run) of example ``name``'s kernel (``kernel``, or the one named as the file) on its
+    default inputs, one run per session; ``accumulator``: matmul_psum_groups' accumulator dtype."""
     m = example(name)
+    fn = getattr(m, kernel or name)
     args = m.inputs()
+    extra: dict[str, Any] = {}
     if "matmul" in name:
         a, b = args
-        call = (np.ascontiguousarray(a.T), b)
-        extra = {"group": m.GROUP} if hasattr(m, "GROUP") else {}
-        return args, numeq.nki.run(getattr(m, kernel), *call, **extra)
+        call: tuple = (np.ascontiguousarray(a.T), b)
+        if hasattr(m, "GROUP"):
+            extra = {"group": m.GROUP, "accumulator": m.ACCUMULATORS[accumulator or "float32"][0]}
+        return args, numeq.nki.run(fn, *call, **extra)
     if name == "flash_attention":
-        return args, numeq.nki.run(m.flash_attention, *args, block=m.BLOCK)
+        extra = {"block": m.BLOCK}
     if name == "spmd_scale_shift":
-        return args, numeq.nki.run(m.scale_shift[m.GRID], *args, m.ALPHA, m.BETA)
-    return args, numeq.nki.run(getattr(m, kernel), *args)
+        return args, numeq.nki.run(fn[m.GRID], *args, m.ALPHA, m.BETA)
+    return args, numeq.nki.run(fn, *args, **extra)
 
 
 def no_errors(run: numeq.nki.Run) -> None:
@@ -73,13 +66,21 @@ def matmul_bound(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return gamma(a.shape[1]) * (np.abs(a.astype(np.float64)) @ np.abs(b.astype(np.float64)))
 
 
-TILED = [("matmul_basic", "matmul_basic"), ("matmul_mnk", "matmul_mnk"), ("matmul_kouter", "matmul_kouter"),
-         ("matmul_nmk", "matmul_nmk")]
+# (example, the platform its run reports, numeq's name of its input format): every kernel that
+# accumulates in fp32. K tiles of 128 are the platform's default; double_row takes K tiles of 256;
+# the PSUM-group kernel sums groups of GROUP = 2 K tiles in an fp32 SBUF tile; legacy_matmul is the
+# older interface (nl.load, psum += nl.matmul).
+FP32_MATMULS = [("matmul_basic", "trainium.trn2", "bf16"), ("matmul_mnk", "trainium.trn2", "bf16"),
+                ("matmul_kouter", "trainium.trn2", "bf16"), ("matmul_nmk", "trainium.trn2", "bf16"),
+                ("matmul_fp8_double_row", "trainium.trn2[fp8_double_row=on]", "e4m3"),
+                ("matmul_psum_groups", "trainium.trn2[psum_group=2]", "bf16"),
+                ("legacy_matmul", "trainium.trn2", "bf16")]
+LOOP_ORDERS = ["matmul_mnk", "matmul_kouter", "matmul_nmk"]
 
 
-@pytest.mark.parametrize("name,kernel", TILED)
-def test_matmul_within_the_fp32_summation_bound(name: str, kernel: str) -> None:
-    (a, b), run = ran(name, kernel)
+@pytest.mark.parametrize("name", [name for name, _, _ in FP32_MATMULS])
+def test_matmul_within_the_fp32_summation_bound(name: str) -> None:
+    (a, b), run = ran(name)
     no_errors(run)
     exact = numeq.reference.matmul(a, b, out="fp64")
     error = np.abs(run.outputs.astype(np.float64) - exact)
@@ -87,59 +88,29 @@ def test_matmul_within_the_fp32_summation_bound(name: str, kernel: str) -> None:
     assert np.max(error) > 0  # fp32 accumulation of 128+ products does round somewhere
 
 
-@pytest.mark.parametrize("name,kernel", TILED)
-def test_matmul_law_every_loop_order(name: str, kernel: str) -> None:
-    (a, b), run = ran(name, kernel)
-    assert run.platform == "trainium.trn2"  # K tiles of 128, the platform's default
-    emulated = numeq.matmul(a, b, platform=run.platform, in_fmt="bf16", out="fp32")
+@pytest.mark.parametrize("name,platform,in_fmt", FP32_MATMULS)
+def test_matmul_law(name: str, platform: str, in_fmt: str) -> None:
+    (a, b), run = ran(name)
+    assert run.platform == platform
+    if name == "matmul_psum_groups":  # the platform option is the kernel's structure: GROUP tiles
+        assert platform == f"trainium.trn2[psum_group={example(name).GROUP}]"
+    emulated = numeq.matmul(a, b, platform=run.platform, in_fmt=in_fmt, out="fp32")
     assert np.array_equal(run.outputs, emulated)
 
 
 def test_loop_orders_agree_bit_for_bit() -> None:
     """m-n-k, k-outer and n-m-k give each output element its K tiles in the same order."""
-    outs = [ran(name, kernel)[1].outputs for name, kernel in TILED[1:]]
+    outs = [ran(name)[1].outputs for name in LOOP_ORDERS]
     assert all(np.array_equal(outs[0], o) for o in outs[1:])
-
-
-def test_fp8_double_row_within_bound() -> None:
-    (a, b), run = ran("matmul_fp8_double_row", "matmul_fp8_double_row")
-    no_errors(run)
-    exact = numeq.reference.matmul(a, b, out="fp64")
-    assert np.all(np.abs(run.outputs - exact) <= matmul_bound(a, b))
-
-
-def test_fp8_double_row_law() -> None:
-    (a, b), run = ran("matmul_fp8_double_row", "matmul_fp8_double_row")
-    assert run.platform == "trainium.trn2[fp8_double_row=on]"  # K tile 256, the double_row default
-    emulated = numeq.matmul(a, b, platform=run.platform, in_fmt="e4m3", out="fp32")
-    assert np.array_equal(run.outputs, emulated)
-
-
-def test_psum_groups_fp32_within_bound_and_equal_to_the_psum_group_plan() -> None:
-    m = example("matmul_psum_groups")
-    (a, b), run = ran("matmul_psum_groups", "matmul_psum_groups")
-    no_errors(run)
-    exact = numeq.reference.matmul(a, b, out="fp64")
-    assert np.all(np.abs(run.outputs - exact) <= matmul_bound(a, b))
-    # The kernel is the platform option's structure (what run.platform names, below).
-    stated = numeq.matmul(a, b, platform=f"trainium.trn2[psum_group={m.GROUP}]", in_fmt="bf16", out="fp32")
-    assert np.array_equal(run.outputs, stated)
-
-
-def test_psum_groups_fp32_law() -> None:
-    m = example("matmul_psum_groups")
-    (a, b), run = ran("matmul_psum_groups", "matmul_psum_groups")
-    assert run.platform == f"trainium.trn2[psum_group={m.GROUP}]"
-    emulated = numeq.matmul(a, b, platform=run.platform, in_fmt="bf16", out="fp32")
-    assert np.array_equal(run.outputs, emulated)
 
 
 def test_psum_groups_bf16_within_bound() -> None:
     """Each group's sum rounds to bf16 as it enters the accumulator (K / (128 G) roundings of
     partial sums, each within 2^-8 of a value at most sum |a||b| (1 + gamma_K))."""
-    m = example("matmul_psum_groups_bf16")
-    (a, b), run = ran("matmul_psum_groups_bf16", "matmul_psum_groups_bf16")
+    m = example("matmul_psum_groups")
+    (a, b), run = ran("matmul_psum_groups", accumulator="bfloat16")
     no_errors(run)
+    assert run.outputs.dtype == np.dtype(ml_dtypes.bfloat16)  # the output is the accumulator's dtype
     groups = a.shape[1] // (128 * m.GROUP)
     exact = numeq.reference.matmul(a, b, out="fp64")
     magnitude = np.abs(a.astype(np.float64)) @ np.abs(b.astype(np.float64))
@@ -150,11 +121,14 @@ def test_psum_groups_bf16_within_bound() -> None:
 
 
 def test_psum_groups_bf16_law() -> None:
-    m = example("matmul_psum_groups_bf16")
-    (a, b), run = ran("matmul_psum_groups_bf16", "matmul_psum_groups_bf16")
+    m = example("matmul_psum_groups")
+    (a, b), run = ran("matmul_psum_groups", accumulator="bfloat16")
     assert run.platform == f"trainium.trn2[psum_group={m.GROUP},group_accumulator=bf16]"
     emulated = numeq.matmul(a, b, platform=run.platform, in_fmt="bf16", out="bf16")
     assert np.array_equal(run.outputs.astype(np.float64), emulated)
+    # and not the fp32-accumulator plan: the accumulator's roundings show
+    fp32_groups = numeq.matmul(a, b, platform=f"trainium.trn2[psum_group={m.GROUP}]", in_fmt="bf16", out="bf16")
+    assert not np.array_equal(run.outputs.astype(np.float64), fp32_groups)
 
 
 # --- softmax, rmsnorm, layernorm, cumsum ------------------------------------------------------
@@ -163,7 +137,7 @@ def test_softmax_within_bound() -> None:
     """Per element: x_j - m rounds (relative u), so exp(x_j - m) errs by u + |x_j - m| u and rounds
     (u); the row sum adds gamma_{n-1}; reciprocal and multiply round once each. Relative bound
     (n + 4 + 2 D) u (1.01 for second-order terms), D the row's largest |x_j - m|."""
-    (x,), run = ran("softmax", "softmax")
+    (x,), run = ran("softmax")
     no_errors(run)
     x64 = x.astype(np.float64)
     exact = numeq.reference.softmax(x, out="fp64")
@@ -176,7 +150,7 @@ def test_softmax_within_bound() -> None:
 def test_softmax_law() -> None:
     # The kernel multiplies each exp by the reciprocal of the row sum: the catalogue's reciprocal
     # form. The one-division form differs in some elements (so the law tells the two apart).
-    (x,), run = ran("softmax", "softmax")
+    (x,), run = ran("softmax")
     op = numeq.ops.softmax(x, out="fp32", variant="max_subtracted", reciprocal=True)
     assert np.array_equal(run.outputs, op.emulate(run.platform))
     divided = numeq.ops.softmax(x, out="fp32", variant="max_subtracted").emulate(run.platform)
@@ -189,7 +163,7 @@ def test_rmsnorm_within_bound() -> None:
     """Squares (u) summed (gamma_{n-1}), / n exact (n a power of two), + eps (u, both positive),
     rsqrt correctly rounded (half the argument's relative error, plus u), then x * r and * gamma
     (u each): relative bound (n / 2 + 4) u (1.01 for second-order terms)."""
-    (x, g), run = ran("rmsnorm", "rmsnorm")
+    (x, g), run = ran("rmsnorm")
     no_errors(run)
     m = example("rmsnorm")
     exact = numeq.reference.rmsnorm(x, gamma=g[0], eps=m.EPS, out="fp64")
@@ -198,7 +172,7 @@ def test_rmsnorm_within_bound() -> None:
 
 
 def test_rmsnorm_law() -> None:
-    (x, g), run = ran("rmsnorm", "rmsnorm")
+    (x, g), run = ran("rmsnorm")
     m = example("rmsnorm")
     emulated = numeq.ops.rmsnorm(x, gamma=g[0], eps=m.EPS, out="fp32").emulate(run.platform)
     assert np.array_equal(run.outputs, emulated)
@@ -221,7 +195,7 @@ def layernorm_bound(x: np.ndarray, g: np.ndarray, b: np.ndarray, exact: np.ndarr
 
 
 def test_layernorm_within_bound() -> None:
-    (x, g, b), run = ran("layernorm", "layernorm")
+    (x, g, b), run = ran("layernorm")
     no_errors(run)
     m = example("layernorm")
     exact = numeq.reference.layernorm(x, gamma=g[0], beta=b[0], eps=m.EPS, out="fp64")
@@ -229,7 +203,7 @@ def test_layernorm_within_bound() -> None:
 
 
 def test_layernorm_law() -> None:
-    (x, g, b), run = ran("layernorm", "layernorm")
+    (x, g, b), run = ran("layernorm")
     m = example("layernorm")
     op = numeq.ops.layernorm(x, gamma=g[0], beta=b[0], eps=m.EPS, out="fp32", variant="bn_stats")
     assert np.array_equal(run.outputs, op.emulate(run.platform))
@@ -240,7 +214,7 @@ def test_cumsum_within_bound_and_each_prefix_is_the_platform_sum() -> None:
     oracle numpy float64 exact here to 2^-53 relative of the same magnitude). And each prefix is
     the Trainium platform's sum of x[:, :i+1] (numeq.ops.sum, the Vector engine's sum plan), bit for
     bit: numeq's catalogue has no cumsum op, its sum op is the law for every prefix."""
-    (x,), run = ran("cumsum", "cumsum")
+    (x,), run = ran("cumsum")
     no_errors(run)
     x64 = x.astype(np.float64)
     exact = np.cumsum(x64, axis=1)
@@ -262,7 +236,7 @@ def test_flash_attention_within_bound() -> None:
     exponent's argument, exp, the rescalings (two per key block) and the sums (Lk terms, some
     order): so |out - exact| <= (2^-8 + 2 E + (Lk + 8 blocks + 2 D + 10) u) sum_t w_t |v_t|, w the
     exact weights, D the row's score spread."""
-    (q, k, v), run = ran("flash_attention", "flash_attention")
+    (q, k, v), run = ran("flash_attention")
     no_errors(run)
     m = example("flash_attention")
     q64, k64, v64 = (t.astype(np.float64) for t in (q, k, v))
@@ -287,7 +261,7 @@ def test_flash_attention_within_bound() -> None:
 
 
 def test_flash_attention_law() -> None:
-    (q, k, v), run = ran("flash_attention", "flash_attention")
+    (q, k, v), run = ran("flash_attention")
     m = example("flash_attention")
     # The scores' K is d = 64, one tile: k_tile=64. O = a O + p v adds each block's PSUM result into
     # an SBUF accumulator, which the run reads as PSUM groups of one tile (psum_group=1).
@@ -298,7 +272,7 @@ def test_flash_attention_law() -> None:
 
 
 def test_transpose_is_bit_exact() -> None:
-    (x,), run = ran("transpose", "transpose")
+    (x,), run = ran("transpose")
     no_errors(run)
     assert np.array_equal(run.outputs.view(np.uint16), x.T.view(np.uint16))
     assert sum(1 for ins in run.trace if ins.name == "nc_transpose") == (x.shape[0] // 128) * (x.shape[1] // 128)
@@ -321,18 +295,3 @@ def test_spmd_programs_each_take_their_tile() -> None:
     (x,), run = ran("spmd_scale_shift", "scale_shift")
     loads = [ins for ins in run.trace if ins.name == "dma_copy" and ins.srcs[0][0] == "x"]
     assert len(loads) == m.GRID[0] * m.GRID[1]
-
-
-# --- the older generation ------------------------------------------------------------------------
-
-def test_legacy_matmul_within_bound() -> None:
-    (a, b), run = ran("legacy_matmul", "legacy_matmul")
-    no_errors(run)
-    exact = numeq.reference.matmul(a, b, out="fp64")
-    assert np.all(np.abs(run.outputs - exact) <= matmul_bound(a, b))
-
-
-def test_legacy_matmul_law() -> None:
-    (a, b), run = ran("legacy_matmul", "legacy_matmul")
-    assert run.platform == "trainium.trn2"
-    assert np.array_equal(run.outputs, numeq.matmul(a, b, platform=run.platform, in_fmt="bf16", out="fp32"))

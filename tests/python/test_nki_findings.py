@@ -9,11 +9,8 @@ from __future__ import annotations
 
 import ast
 import difflib
-import importlib.util
 import inspect
-import os
 import textwrap
-from pathlib import Path
 from typing import Any, Callable
 
 import ml_dtypes
@@ -22,11 +19,11 @@ import pytest
 
 import numeq
 import numeq.nki
+from nki_support import example, source_line
 
 nki = numeq.nki
 nl, nisa = nki.language, nki.isa
 MARK = "# <- finding"
-FILE = os.path.basename(__file__)
 
 
 # --- a matmul: two M tiles of 128, two N tiles of 512, one PSUM tile of two banks each ---------
@@ -338,11 +335,8 @@ def body(kernel: Any) -> list[str]:
 
 
 def marked_line(kernel: Any) -> str:
-    """"file.py:LINE" of the line of ``kernel`` that carries the marker."""
-    lines, first = inspect.getsourcelines(kernel.func)
-    hits = [first + i for i, line in enumerate(lines) if MARK in line]
-    assert len(hits) == 1, f"{kernel.__name__}: expected one marked line, got {hits}"
-    return f"{FILE}:{hits[0]}"
+    """"file.py:LINE" of the one line of ``kernel`` that carries the marker."""
+    return source_line(kernel, MARK, unique=True)
 
 
 @pytest.mark.parametrize("name", sorted(CORRECT))
@@ -375,14 +369,6 @@ def test_plant_gives_exactly_its_rule_at_its_line(planted: Any, base: str, rules
 
 # --- bugs that break no limit: the output judged against the correct kernel's platform ---------
 
-def _example(name: str) -> Any:
-    path = Path(__file__).resolve().parents[2] / "examples" / "nki" / f"{name}.py"
-    spec = importlib.util.spec_from_file_location(f"nki_example_{name}", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 @nki.jit
 def mnk_missing_k_tile(a_t, b):
     K, M = a_t.shape
@@ -405,11 +391,11 @@ def mnk_missing_k_tile(a_t, b):
 
 
 @nki.jit
-def psum_groups_bf16_sum(a_t, b, group=2):
+def psum_groups_bf16_sum(a_t, b, group=2, accumulator=nl.float32):
     K, M = a_t.shape
     _, N = b.shape
     TK, TM, TN = nl.tile_size.pmax, nl.tile_size.gemm_stationary_fmax, nl.tile_size.gemm_moving_fmax
-    out = nl.ndarray((M, N), nl.float32, buffer=nl.shared_hbm)
+    out = nl.ndarray((M, N), accumulator, buffer=nl.shared_hbm)
     for m in nl.affine_range(M // TM):
         for n in nl.affine_range(N // TN):
             total = nl.ndarray((TM, TN), nl.bfloat16, buffer=nl.sbuf)
@@ -434,9 +420,9 @@ SILENT = [("matmul_mnk", "matmul_mnk", mnk_missing_k_tile, {}),
           ("matmul_psum_groups", "matmul_psum_groups", psum_groups_bf16_sum, {"group": 2})]
 
 
-@pytest.mark.parametrize("example,kernel,planted,extra", SILENT, ids=["missing_k_tile", "bf16_psum_group_sum"])
-def test_silent_bug_found_by_compare(example: str, kernel: str, planted: Any, extra: dict) -> None:
-    m = _example(example)
+@pytest.mark.parametrize("example_name,kernel,planted,extra", SILENT, ids=["missing_k_tile", "bf16_psum_group_sum"])
+def test_silent_bug_found_by_compare(example_name: str, kernel: str, planted: Any, extra: dict) -> None:
+    m = example(example_name)
     assert len([d for d in difflib.ndiff(body(getattr(m, kernel)), body(planted)) if d[:1] in "+-"]) == 2
     a, b = m.inputs(m=128, k=256 * (1 + len(extra)), n=512)  # small: numeq.compare's bound costs time per element
     a_t = np.ascontiguousarray(a.T)

@@ -4,7 +4,8 @@ through kernels written as public NKI kernels are (current interface: ``nl.ndarr
 buffer=nl.sbuf)``, ``nisa.dma_copy(dst=, src=)``, destination first; and the older value-returning
 forms).
 
-Oracles are written here from each instruction's documented semantics, independently of numeq:
+Oracles are written here (and in test_nki_isa_select.py) from each instruction's documented
+semantics, independently of numeq:
 float64 numpy with an explicit rounding to fp32 after every operation where the instruction
 computes in fp32 (for + - * / of fp32 values the binary64 result rounded to fp32 is the correctly
 rounded fp32 result: binary64 has more than 2 * 24 + 2 bits, so the double rounding is innocuous),
@@ -13,8 +14,6 @@ plain Python integer loops for index arithmetic, ml_dtypes for casts of exact fp
 
 from __future__ import annotations
 
-import itertools
-import os
 import warnings
 
 import ml_dtypes
@@ -22,41 +21,11 @@ import numpy as np
 import pytest
 
 import numeq
+from nki_support import errors, f32, hbm, line_finder, sbuf
 from numeq import nki
 
 nl, nisa = nki.language, nki.isa
-F32_MIN = float(np.finfo(np.float32).min)
-with open(__file__) as _source:
-    _LINES = _source.read().splitlines()
-
-
-def line_of(marker: str) -> str:
-    """"test_nki_isa.py:N" of the one line holding ``marker`` (a comment on an instruction call)."""
-    hits = [i + 1 for i, text in enumerate(_LINES) if marker in text and "line_of(" not in text]
-    assert len(hits) == 1, marker
-    return f"{os.path.basename(__file__)}:{hits[0]}"
-
-
-def errors(r, rule: str) -> list:
-    return [f for f in r.findings if f.rule == rule]
-
-
-def f32(x):
-    return np.asarray(x, dtype=np.float64).astype(np.float32)
-
-
-def sbuf(a, dtype=None):
-    """An SBUF tile holding HBM tensor ``a`` (a helper as kernels write them)."""
-    t = nl.ndarray(a.shape, dtype or a.dtype, buffer=nl.sbuf)
-    nisa.dma_copy(dst=t, src=a)
-    return t
-
-
-def hbm(t):
-    out = nl.ndarray(t.shape, t.dtype, buffer=nl.shared_hbm)
-    nisa.dma_copy(dst=out, src=t)
-    return out
-
+line_of = line_finder(__file__)
 
 rng = np.random.default_rng(20240601)
 
@@ -100,11 +69,10 @@ def naive_fp32(triples):
     return mean, f32(np.float64(f32(np.float64(q) / total)) - np.float64(f32(np.float64(mean) * np.float64(mean))))
 
 
-@nki.jit
-def stats_kernel(a):
-    """bn_stats over chunks of bn_stats_fmax into one stats tile, then bn_aggr (the SDK's example)."""
-    P, F = a.shape
-    t = sbuf(a)
+def stats_and_mean_var(t):
+    """bn_stats over chunks of bn_stats_fmax of SBUF tile ``t`` into one stats tile, then bn_aggr
+    (the SDK's example): the (stats, [mean, variance]) tiles."""
+    P, F = t.shape
     fmax = nl.tile_size.bn_stats_fmax
     n = (F + fmax - 1) // fmax
     stats = nl.ndarray((P, 6 * n), nl.float32, buffer=nl.sbuf)
@@ -112,6 +80,12 @@ def stats_kernel(a):
         nisa.bn_stats(dst=stats[:, i * 6:(i + 1) * 6], data=t[:, i * fmax:min(F, (i + 1) * fmax)])
     mv = nl.ndarray((P, 2), nl.float32, buffer=nl.sbuf)
     nisa.bn_aggr(dst=mv, data=stats)
+    return stats, mv
+
+
+@nki.jit
+def stats_kernel(a):
+    stats, mv = stats_and_mean_var(sbuf(a))
     return hbm(stats), hbm(mv)
 
 
@@ -169,13 +143,7 @@ def test_bn_stats_kernel_is_the_catalogue_layernorm():
     def layernorm(a):
         P, F = a.shape
         t = sbuf(a)
-        fmax = nl.tile_size.bn_stats_fmax
-        n = (F + fmax - 1) // fmax
-        st = nl.ndarray((P, 6 * n), nl.float32, buffer=nl.sbuf)
-        for i in nl.affine_range(n):
-            nisa.bn_stats(dst=st[:, i * 6:(i + 1) * 6], data=t[:, i * fmax:min(F, (i + 1) * fmax)])
-        mv = nl.ndarray((P, 2), nl.float32, buffer=nl.sbuf)
-        nisa.bn_aggr(dst=mv, data=st)
+        _, mv = stats_and_mean_var(t)
         rstd = nl.ndarray((P, 1), nl.float32, buffer=nl.sbuf)
         nisa.activation(dst=rstd, op=nl.rsqrt, data=mv[:, 1:2], bias=eps)
         y = nl.ndarray((P, F), nl.float32, buffer=nl.sbuf)

@@ -1,62 +1,21 @@
-"""numeq.nki's instructions beyond the core set (generated patterns, selects, shuffles, top-8
-search, nonzero_with_count, DMA transposes and computes; test_nki_isa.py has the rest), run
-through kernels written as public NKI kernels are (current interface: ``nl.ndarray(...,
-buffer=nl.sbuf)``, ``nisa.dma_copy(dst=, src=)``, destination first; and the older value-returning
-forms).
-
-Oracles are written here from each instruction's documented semantics, independently of numeq:
-float64 numpy with an explicit rounding to fp32 after every operation where the instruction
-computes in fp32 (for + - * / of fp32 values the binary64 result rounded to fp32 is the correctly
-rounded fp32 result: binary64 has more than 2 * 24 + 2 bits, so the double rounding is innocuous),
-plain Python integer loops for index arithmetic, ml_dtypes for casts of exact fp32 values.
+"""numeq.nki's instructions beyond the core set, part two: generated patterns, selects, shuffles,
+top-8 search, nonzero_with_count, DMA transposes and computes. The kernels (both interfaces) and
+the oracles are written as test_nki_isa.py, part one (the rest), says in its docstring.
 """
 
 from __future__ import annotations
 
 import itertools
-import os
-import warnings
 
 import ml_dtypes
 import numpy as np
 import pytest
 
-import numeq
+from nki_support import F32_MIN, errors, f32, hbm, line_finder, sbuf
 from numeq import nki
 
 nl, nisa = nki.language, nki.isa
-F32_MIN = float(np.finfo(np.float32).min)
-with open(__file__) as _source:
-    _LINES = _source.read().splitlines()
-
-
-def line_of(marker: str) -> str:
-    """"test_nki_isa.py:N" of the one line holding ``marker`` (a comment on an instruction call)."""
-    hits = [i + 1 for i, text in enumerate(_LINES) if marker in text and "line_of(" not in text]
-    assert len(hits) == 1, marker
-    return f"{os.path.basename(__file__)}:{hits[0]}"
-
-
-def errors(r, rule: str) -> list:
-    return [f for f in r.findings if f.rule == rule]
-
-
-def f32(x):
-    return np.asarray(x, dtype=np.float64).astype(np.float32)
-
-
-def sbuf(a, dtype=None):
-    """An SBUF tile holding HBM tensor ``a`` (a helper as kernels write them)."""
-    t = nl.ndarray(a.shape, dtype or a.dtype, buffer=nl.sbuf)
-    nisa.dma_copy(dst=t, src=a)
-    return t
-
-
-def hbm(t):
-    out = nl.ndarray(t.shape, t.dtype, buffer=nl.shared_hbm)
-    nisa.dma_copy(dst=out, src=t)
-    return out
-
+line_of = line_finder(__file__)
 
 rng = np.random.default_rng(20240601)
 

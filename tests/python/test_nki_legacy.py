@@ -9,27 +9,18 @@ the 0.1.0 docs print (nki.api.shared.rst, "NKI Type Promotion"), mpmath for exp.
 
 from __future__ import annotations
 
-import inspect
-
 import ml_dtypes
 import mpmath
 import numpy as np
 import pytest
 
 import numeq
+from nki_support import run_named, source_line, store_each
 from numeq import nki
 
 nl, nisa = nki.language, nki.isa
 bf16 = ml_dtypes.bfloat16
 RNG = np.random.default_rng(20240)
-
-
-def _line_of(fn, marker: str) -> str:
-    lines, start = inspect.getsourcelines(fn)
-    for i, text in enumerate(lines):
-        if marker in text:
-            return f"test_nki_legacy.py:{start + i}"
-    raise AssertionError(marker)
 
 
 # --- the tiled matmul of the 0.1.0 tutorial -------------------------------------------------------
@@ -160,7 +151,7 @@ def test_out_of_bounds_arange_index_is_a_finding_at_its_line():
     r = nki.run(kernel, np.zeros((128, 64), np.float32))
     assert not r.completed
     (f,) = r.errors
-    assert f.rule == "index_bounds" and f.where == _line_of(kernel, "OOB-HERE")
+    assert f.rule == "index_bounds" and f.where == source_line(kernel, "OOB-HERE")
     assert "32..95" in f.message and "size 64" in f.message
 
 
@@ -175,7 +166,7 @@ def test_mask_that_misses_the_out_of_bounds_part_is_a_finding():
 
     r = nki.run(kernel, np.zeros((100, 8), np.float32))
     assert not r.completed and [f.rule for f in r.errors] == ["index_bounds"]
-    assert r.errors[0].where == _line_of(kernel, "MASK-HERE")
+    assert r.errors[0].where == source_line(kernel, "MASK-HERE")
 
 
 # --- par_dim blocks ----------------------------------------------------------------------------------
@@ -352,24 +343,14 @@ def test_mask_that_is_not_a_box():
 # --- reductions and other tile operations --------------------------------------------------------------
 def test_reductions_on_integer_valued_data_are_exact():
     x = RNG.integers(-20, 20, (128, 4, 16)).astype(np.float32)
-    names = []
 
-    def kernel(a):
+    def tiles(a):
         t = nl.load(a)
-        res = {"sum": nl.sum(t, axis=2), "sum12": nl.sum(t, axis=[1, 2], keepdims=True), "max": nl.max(t, axis=2),
-               "min": nl.min(t, axis=[1, 2]), "prod": nl.prod(nl.load(a[:, 0, 0:4]) * 0.5, axis=1),
-               "mean": nl.mean(t, axis=[1, 2]), "var": nl.var(t, axis=2), "all": nl.all(t, axis=2)}
-        outs = []
-        for k, v in res.items():
-            names.append(k)
-            o = nl.ndarray(v.shape, v.dtype, buffer=nl.shared_hbm, name=k)
-            nl.store(o, v)
-            outs.append(o)
-        return outs
+        return {"sum": nl.sum(t, axis=2), "sum12": nl.sum(t, axis=[1, 2], keepdims=True), "max": nl.max(t, axis=2),
+                "min": nl.min(t, axis=[1, 2]), "prod": nl.prod(nl.load(a[:, 0, 0:4]) * 0.5, axis=1),
+                "mean": nl.mean(t, axis=[1, 2]), "var": nl.var(t, axis=2), "all": nl.all(t, axis=2)}
 
-    r = nki.run(kernel, x)
-    assert r.completed and not r.errors
-    out = dict(zip(names, r.outputs))
+    out = run_named(tiles, x)
     X = x.astype(np.float64)
     assert np.array_equal(out["sum"], X.sum(axis=2))
     assert out["sum12"].shape == (128, 1, 1) and np.array_equal(out["sum12"], X.sum(axis=(1, 2), keepdims=True))
@@ -401,12 +382,7 @@ def test_where_broadcast_expand_static_cast_and_constants(capsys):
         shapes["e"] = e.shape
         c = nl.static_cast(t, nl.bfloat16)
         nl.device_print("w=", w)
-        outs = []
-        for v in (w, b, c):
-            o = nl.ndarray(v.shape, v.dtype, buffer=nl.shared_hbm)
-            nl.store(o, v)
-            outs.append(o)
-        return outs
+        return store_each((w, b, c))
 
     r = nki.run(kernel, x)
     assert r.completed and not r.errors
@@ -433,30 +409,20 @@ def test_unsupported_names():
 # --- the older nisa keyword forms ------------------------------------------------------------------------
 def test_value_returning_isa_forms_with_older_keywords():
     x = RNG.standard_normal((128, 8)).astype(np.float32)
-    keys = []
 
-    def kernel(a):
+    def tiles(a):
         t = nl.load(a)
         neg_max = nisa.tensor_reduce(nl.max, data=t, axis=(1,), negate=True, keepdims=True)
-        res = {"neg_max": neg_max,
-               "exp": nisa.activation(np.exp, data=t, bias=neg_max, scale=1.0),
-               "ts": nisa.tensor_scalar(data=t, op0=np.subtract, operand0=1.5, op1=np.multiply, operand1=3.0),
-               "tt": nisa.tensor_tensor(t, t, np.multiply),
-               "copy": nisa.tensor_copy(t, dtype=nl.bfloat16),
-               "memset": nisa.memset((128, 8), 0.1, nl.bfloat16),
-               "recip": nisa.reciprocal(t),
-               "transpose": nisa.tensor_copy(nisa.nc_transpose(t))}
-        outs = []
-        for k, v in res.items():
-            keys.append(k)
-            o = nl.ndarray(v.shape, v.dtype, buffer=nl.shared_hbm, name=k)
-            nl.store(o, v)
-            outs.append(o)
-        return outs
+        return {"neg_max": neg_max,
+                "exp": nisa.activation(np.exp, data=t, bias=neg_max, scale=1.0),
+                "ts": nisa.tensor_scalar(data=t, op0=np.subtract, operand0=1.5, op1=np.multiply, operand1=3.0),
+                "tt": nisa.tensor_tensor(t, t, np.multiply),
+                "copy": nisa.tensor_copy(t, dtype=nl.bfloat16),
+                "memset": nisa.memset((128, 8), 0.1, nl.bfloat16),
+                "recip": nisa.reciprocal(t),
+                "transpose": nisa.tensor_copy(nisa.nc_transpose(t))}
 
-    r = nki.run(kernel, x)
-    assert r.completed and not r.errors
-    out = dict(zip(keys, r.outputs))
+    out = run_named(tiles, x)
     X = x.astype(np.float64)
     assert np.array_equal(out["neg_max"], -X.max(axis=1, keepdims=True))
     arg = (x + out["neg_max"]).astype(np.float32)  # one fp32 addition
