@@ -393,9 +393,9 @@ def test_activation_is_correctly_rounded_fp32_of_scale_x_plus_bias():
 
     got = nki.simulate(k)(x, bias)
     arg = (x * np.float32(0.5)) + bias  # assumption activation_affine=rounded: binary32 steps
-    mpmath.mp.prec = 80
-    want = np.array([[float(np.float32(float(mpmath.exp(mpmath.mpf(float(v)))))) for v in row] for row in arg],
-                    dtype=np.float32)
+    with mpmath.workprec(80):  # (not mp.prec: later tests' mpmath oracles keep their precision)
+        want = np.array([[float(np.float32(float(mpmath.exp(mpmath.mpf(float(v)))))) for v in row] for row in arg],
+                        dtype=np.float32)
     # mpmath at 80 bits then one rounding to binary32: correctly rounded except at near-ties, which
     # these random arguments are far from (checked: the double before rounding is not a tie).
     np.testing.assert_array_equal(got, want)
