@@ -311,8 +311,9 @@ std::optional<Platform> builtin_variant(std::string_view base, const AssumptionC
   KernelOptions kernel;
   for (const auto& [key, value] : choices) {
     if (key == "group_accumulator") {
+      const std::string& name_given = value;  // (no lambda captures a structured binding before clang 16)
       const auto f = std::find_if(kGroupAccumulators.begin(), kGroupAccumulators.end(),
-                                  [&](const Format* x) { return x->name == value; });
+                                  [&](const Format* x) { return x->name == name_given; });
       if (f == kGroupAccumulators.end())
         throw numeq::error(std::string(parameter) + ": group_accumulator=" + value + " is unknown; valid: fp32, bf16, fp16");
       kernel.group_accumulator = *f;
