@@ -277,6 +277,11 @@ def test_psum_tile_reuse_without_accumulate_keyword_rests_on_a_named_assumption(
     np.testing.assert_array_equal(default.outputs[128:], first + second)
     fresh = nki.run(k, a_t, b, assume={"matmul_accumulate": "after_read"})
     np.testing.assert_array_equal(fresh.outputs[128:], second)
+    # Either way the run says the answer rests on the assumption, at the matmul's line (once: the
+    # first write of the tile is plain).
+    for run in (default, fresh):
+        (w,) = [f for f in run.warnings if f.rule == "accumulate_after_read"]
+        assert w.where == source_line(k.func, "nisa.nc_matmul(acc, at, bt)") and w.count == 1
 
 
 def test_fp8_double_row_contracts_256_rows_in_pairs():

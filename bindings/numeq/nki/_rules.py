@@ -46,6 +46,9 @@ RULES: dict[str, tuple[str, str]] = {
     "dma_small": ("warning", "a DMA moves fewer bytes per partition than the efficiency threshold"),
     "matmul_fp32": ("warning", "nc_matmul on fp32 inputs runs at a quarter of the bf16 rate"),
     "partial_partitions": ("warning", "a compute instruction uses fewer than all partitions"),
+    "accumulate_after_read": ("warning", "nc_matmul without accumulate= writes a PSUM tile whose matmul result was "
+                                         "already read: whether it starts a new sum rests on the matmul_accumulate "
+                                         "assumption"),
     "psum_gpsimd": ("warning", "GpSimd evacuates PSUM (it cannot on NeuronCore-v2/-v3; use Vector or Scalar)"),
 }
 
@@ -165,6 +168,15 @@ def check_accumulate(ctx: Context, dst: Any, adds: np.ndarray) -> None:
         ctx.find("accumulate_non_matmul", "error", f"nc_matmul accumulates into {dst.name}, whose PSUM holds the "
                  "result of a non-matmul instruction", "documented: nki.isa.nc_matmul docstring (PSUM accumulation "
                  "adds matmul results)")
+
+
+def accumulate_after_read(ctx: Context, dst: Any) -> None:
+    ctx.find("accumulate_after_read", "warning", f"nc_matmul writes {dst.name} again after its result was read, without "
+             f"accumulate=: under matmul_accumulate={ctx.assumptions['matmul_accumulate']} it "
+             + ("adds onto the old sums" if ctx.assumptions["matmul_accumulate"] == "first_write" else "starts afresh")
+             + "; state accumulate=False (or True) to make it explicit",
+             "documented: nki.isa.nc_matmul docstring (accumulate=None: the first write to a PSUM location "
+             "overwrites, later writes accumulate); assumption matmul_accumulate")
 
 
 def check_dma(ctx: Context, dst: Any, src: Any) -> None:

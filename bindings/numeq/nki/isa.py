@@ -20,7 +20,7 @@ from ._alu import alu, op_name
 from ._context import KernelFault, current
 from ._dtypes import dtype_of
 from ._engine import Engine, as_tensor, cost_elementwise, engine_name, mark_written, new_tile, read, write
-from ._tensor import WRITER_MATMUL, WRITER_MEMSET, WRITER_OTHER, Tensor
+from ._tensor import WRITER_MATMUL, WRITER_MEMSET, WRITER_OTHER, WRITER_READ, Tensor
 
 __all__ = [
     "dge_mode", "get_nc_version", "matmul_perf_mode", "nc_version", "oob_mode", "reduce_cmd",
@@ -311,8 +311,12 @@ def _accumulating(ctx: Any, dst: Tensor, accumulate: Any) -> np.ndarray:
     if rule == "never" or dst.writer is None:
         return np.bool_(False)
     w = dst.writer
-    low = w.min()
-    if low == w.max():  # one writer for the whole tile (the common case): one answer, a scalar
+    low, high = w.min(), w.max()
+    if accumulate is None and low <= WRITER_READ <= high and (low == high or (w == WRITER_READ).any()):
+        # The answer turns on the assumption: the tile was evacuated and is written again with no
+        # accumulate= to say whether this starts a new sum (AWS's simulator warns here too).
+        _rules.accumulate_after_read(ctx, dst)
+    if low == high:  # one writer for the whole tile (the common case): one answer, a scalar
         return np.bool_(low == WRITER_MATMUL) if rule == "after_read" else np.bool_(low & 1)
     if rule == "after_read":
         return w == WRITER_MATMUL
