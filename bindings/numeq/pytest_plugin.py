@@ -408,6 +408,11 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
         warnings = sum(len(r.warnings) for r in runs)
         terminalreporter.write_line(f"numeq.nki ({nki['target']}): {len(runs)} @nki.jit kernel calls, "
                                     f"{errors} error findings, {warnings} warning findings")
+        seen: set[tuple[str, str]] = set()
+        for f in (f for r in runs for f in r.findings):  # each rule at each kernel line once
+            if (f.rule, f.where) not in seen:
+                seen.add((f.rule, f.where))
+                terminalreporter.write_line(f"  {f}")
     records = config.stash.get(_RECORDS, [])
     if not records:
         return

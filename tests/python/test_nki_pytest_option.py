@@ -179,3 +179,43 @@ def test_an_unknown_target_is_a_usage_error(pytester, value):
 def test_the_option_is_documented(pytester):
     result = _run(pytester, "--help")
     result.stdout.fnmatch_lines(["*--numeq-nki=*TARGET*"])
+
+
+# A kernel the hardware rejects (its matmul writes SBUF) but numeq can still compute.
+REJECTED = '''
+import numpy as np
+import nki
+import nki.isa as nisa
+import nki.language as nl
+
+
+@nki.jit
+def matmul_into_sbuf(a, b):
+    ta = nl.ndarray(a.shape, a.dtype, buffer=nl.sbuf)
+    tb = nl.ndarray(b.shape, b.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=ta, src=a)
+    nisa.dma_copy(dst=tb, src=b)
+    res = nl.ndarray((a.shape[1], b.shape[1]), nl.float32, buffer=nl.sbuf)
+    nisa.nc_matmul(res, ta, tb)  # MARK
+    out = nl.ndarray(res.shape, nl.float32, buffer=nl.shared_hbm)
+    nisa.dma_copy(dst=out, src=res)
+    return out
+
+
+def test_rejected(arrays):
+    a, b = arrays
+    matmul_into_sbuf(a[:, :128], b)
+'''
+
+
+def test_an_error_finding_fails_the_test_and_the_summary_names_it(pytester):
+    # As AWS's simulator raises on the rules it checks, a kernel call with an error finding raises
+    # KernelFault; the run's summary lists each finding with its rule and line.
+    pytester.makeconftest(CONFTEST)
+    pytester.makepyfile(test_rejected=REJECTED)
+    result = pytester.runpytest(*PLUGIN, "-p", "no:cacheprovider", "--numeq-nki")
+    result.assert_outcomes(failed=1)
+    # makepyfile drops the text's leading newline, so line i of splitlines() is the file's line i.
+    line = next(i for i, text in enumerate(REJECTED.splitlines()) if "# MARK" in text)
+    result.stdout.fnmatch_lines([f"*KernelFault*test_rejected.py:{line}: [[]matmul_output_memory[]]*",
+                                 f"  test_rejected.py:{line}: error: [[]matmul_output_memory[]]*"])

@@ -5,7 +5,9 @@ it and finds the kernel's line), every limit through ``Context.find``.
 
 from __future__ import annotations
 
+import linecache
 import os
+import re
 import sys
 from dataclasses import asdict, dataclass, field
 from typing import Any, Iterator
@@ -22,12 +24,15 @@ class Unsupported(NotImplementedError):
 
 
 class KernelFault(RuntimeError):
-    """The kernel did something the hardware rejects and numeq cannot compute past (an index out
-    of bounds, an instruction on shapes that do not match); ``finding`` holds the finding."""
+    """The kernel did something the hardware rejects: ``finding`` holds the (first) finding,
+    ``findings`` every error finding. Raised inside a run where numeq cannot compute past it (an
+    index out of bounds, shapes that do not match), and by ``simulate`` and kernel calls under
+    ``installed()`` for any error finding, as AWS's simulator raises on what it checks."""
 
-    def __init__(self, finding: "Finding") -> None:
-        super().__init__(f"{finding.where}: [{finding.rule}] {finding.message}")
+    def __init__(self, finding: "Finding", findings: "list[Finding] | None" = None) -> None:
         self.finding = finding
+        self.findings = findings or [finding]
+        super().__init__("\n".join(f"{f.where}: [{f.rule}] {f.message}" for f in self.findings))
 
 
 @dataclass
@@ -80,6 +85,25 @@ def _basename(filename: str) -> str | None:
     if filename not in _BASENAMES:
         _BASENAMES[filename] = None if filename.startswith(_PACKAGE_DIR) else os.path.basename(filename)
     return _BASENAMES[filename]
+
+
+_ASSIGNED = re.compile(r"^\s*([A-Za-z_]\w*)\s*(?::[^=]*)?=[^=]")
+_NAMES: dict[tuple[str, int], str] = {}
+
+
+def assigned_name() -> str:
+    """The variable the kernel's current line assigns (``acc = nl.ndarray(...)`` gives "acc"), or
+    "" (findings then name the tile by its memory and number)."""
+    f = sys._getframe(1)
+    while f is not None and _basename(f.f_code.co_filename) is None:
+        f = f.f_back
+    if f is None:
+        return ""
+    key = (f.f_code.co_filename, f.f_lineno)
+    if key not in _NAMES:
+        m = _ASSIGNED.match(linecache.getline(*key))
+        _NAMES[key] = m.group(1) if m else ""
+    return _NAMES[key]
 
 
 def where(skip_numeq: bool = True) -> str:

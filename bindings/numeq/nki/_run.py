@@ -293,14 +293,19 @@ def run(kernel: Any, *arrays: Any, target: str | None = None, assume: dict | Non
     return _execute(fn, arrays, kernel_kwargs, target, assume, tuple(grid or ()))
 
 
+def _outputs_or_fault(r: Run) -> Any:
+    """The outputs of a run with no error finding; else KernelFault naming every error (AWS's
+    simulator raises on the hardware rules it checks; numeq checks more)."""
+    if r.errors:
+        raise KernelFault(r.errors[0], r.errors)
+    return r.outputs
+
+
 def simulate(kernel: Any, target: str | None = None, assume: dict | None = None) -> Callable:
-    """``simulate(kernel)(*arrays)``: the kernel's outputs (AWS's spelling); an error finding that
-    stops the kernel raises."""
+    """``simulate(kernel)(*arrays)``: the kernel's outputs (AWS's spelling); any error finding
+    raises ``KernelFault`` (use ``run`` to get the outputs and findings of a faulty kernel)."""
     def call(*arrays: Any, **kwargs: Any) -> Any:
-        r = run(kernel, *arrays, target=target, assume=assume, **kwargs)
-        if not r.completed:
-            raise KernelFault(r.errors[-1])
-        return r.outputs
+        return _outputs_or_fault(run(kernel, *arrays, target=target, assume=assume, **kwargs))
     return call
 
 
@@ -336,9 +341,7 @@ class Kernel:
                                "numeq.nki.installed()")
         r = run(self, *args, target=settings["target"], assume=settings["assume"], **kwargs)
         settings["runs"].append(r)
-        if not r.completed:
-            raise KernelFault(r.errors[-1])
-        return r.outputs
+        return _outputs_or_fault(r)
 
 
 def jit(func: Callable | None = None, *, mode: str | None = None, platform_target: str | None = None,

@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from ._context import current
+from ._context import assigned_name, current
 from ._context import where as _where  # the kernel's line; nl.where is the older interface's select
 from ._dtypes import DTYPES, dtype_of
 from ._tensor import MEMORIES, Buffer, DynSlice, Tensor, ds
@@ -85,7 +85,7 @@ def ndarray(shape: Any, dtype: Any, buffer: Any = None, name: str = "", address:
         shared = ctx.shared_at(line, _shape(shape), dtype_of(dtype))
         if shared is not None:
             return shared.whole()
-    b = ctx.allocate(Buffer(_shape(shape), dtype_of(dtype), memory, name, line))
+    b = ctx.allocate(Buffer(_shape(shape), dtype_of(dtype), memory, name or assigned_name(), line))
     if memory.name == "shared_hbm":
         ctx.shared_allocated(line, b)
     from . import _rules
