@@ -468,3 +468,28 @@ def test_psum_groups_added_into_a_bf16_sbuf_accumulator():
     expected = numeq.matmul(a, b, platform=r.platform, out="bf16")
     assert np.array_equal(np.asarray(expected, dtype=np.float64).astype(bf16).view(np.uint16),
                           r.outputs.view(np.uint16))
+
+
+def test_assigning_a_matmul_result_keeps_its_values():
+    # res[...] = nisa.nc_matmul(...) (the older interface's assignment): the value is the matmul's
+    # (numeq computes PSUM chains when read; the assignment reads it). Oracle: numpy float32
+    # sequential sums of the exact bf16 products.
+    rng = np.random.default_rng(11)
+    a_t = rng.standard_normal((128, 128)).astype(ml_dtypes.bfloat16)
+    b = rng.standard_normal((128, 512)).astype(ml_dtypes.bfloat16)
+    with nki.installed():
+        import neuronxcc.nki.isa as oisa
+        import neuronxcc.nki.language as onl
+
+        def kernel(a_t, b):
+            out = onl.ndarray((128, 512), onl.float32, buffer=onl.shared_hbm)
+            res = onl.ndarray((128, 512), onl.float32, buffer=onl.psum)
+            res[...] = oisa.nc_matmul(onl.load(a_t), onl.load(b))
+            onl.store(out, res)
+            return out
+
+        got = nki.simulate(kernel)(a_t, b)
+    want = np.zeros((128, 512), np.float32)
+    for k in range(128):
+        want = want + np.outer(a_t[k].astype(np.float32), b[k].astype(np.float32))
+    np.testing.assert_array_equal(got, want)

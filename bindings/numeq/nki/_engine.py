@@ -77,10 +77,7 @@ def write(ctx: Context, dst: Any, values: np.ndarray, writer: int = WRITER_OTHER
     """Store fp32 (or float64) ``values`` into ``dst``: cast into its dtype (or store ``bits``
     already of dst's storage dtype), mark the bytes written, record PSUM's writer."""
     _rules.check_on_chip(ctx, dst)
-    if dst.base.id in ctx.pending:  # a pending matmul chain there is computed first
-        _psum.settle(ctx, dst.base)
-    if dst.base.id in ctx.pinned:  # ... and one that reads this tile, before it changes
-        _psum.release(ctx, dst.base)
+    before_write(ctx, dst)
     if bits is None:
         values = np.asarray(values)
         if values.shape != dst.shape:
@@ -90,6 +87,22 @@ def write(ctx: Context, dst: Any, values: np.ndarray, writer: int = WRITER_OTHER
         bits = same_shape(ctx, dst, bits)
     dst.data[...] = bits
     mark_written(ctx, dst, writer)
+
+
+def before_write(ctx: Context, dst: Any) -> None:
+    """What must happen before any instruction changes dst's bytes: a pending matmul chain in it
+    is computed, and so is one that reads it (it keeps the operand by reference, _psum)."""
+    if dst.base.id in ctx.pending:
+        _psum.settle(ctx, dst.base)
+    if dst.base.id in ctx.pinned:
+        _psum.release(ctx, dst.base)
+
+
+def settled(ctx: Context, src: Any) -> Any:
+    """``src`` with any pending matmul chain in it computed (before its bytes are read directly)."""
+    if src.base.id in ctx.pending:
+        _psum.settle(ctx, src.base)
+    return src
 
 
 def mark_written(ctx: Context, dst: Any, writer: int = WRITER_OTHER) -> None:

@@ -60,8 +60,12 @@ def assign(t: Tensor, key: Any, value: Any) -> None:
                                        "its shape (nki.language 0.1.0)"))
         if value.dtype == view.dtype and value.base.memory is view.base.memory and _fresh(ctx, value):
             _rules.check_on_chip(ctx, view)
+            _engine.settled(ctx, value)
+            _engine.before_write(ctx, view)
             view.data[...] = value.data.reshape(view.shape)
             view.mask[...] = value.mask.reshape(view.shape)
+            if not value.base.complete:
+                view.base.complete = False  # the mask now may hold unwritten bytes
             if view.writer is not None and value.writer is not None:
                 view.writer[...] = value.writer.reshape(view.shape)
             if ctx.trace[-1].name == "nc_matmul":
@@ -469,7 +473,7 @@ def device_print(prefix: str, x: Any, *, mask: Any = None, **kwargs: Any) -> Non
     if mask is not None:
         raise current().unsupported("nl.device_print(mask=)")
     if isinstance(x, Tensor):
-        v = _numerics.fp32_values(x.data, x.dtype)
+        v = _numerics.fp32_values(_engine.settled(current(), x).data, x.dtype)
         v = np.where(x.mask == x.base.full, v, np.float32(np.nan))
         print(prefix, v)
     else:

@@ -13,7 +13,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from . import _rules
+from . import _engine, _rules
 from ._context import KernelFault, _operand as _trace_operand, current, where as _line
 from ._dtypes import dtype_of
 from ._indexing import Gather, out_of_bounds
@@ -480,8 +480,11 @@ def _masked(mask: Any, dst: Tensor, operands: list, run: Callable) -> None:
     finally:
         for o, mk in saved:
             o.mask[...] = mk
+    _engine.settled(ctx, scratch)
+    _engine.before_write(ctx, d)
     d.data[keep] = scratch.data[keep]
     d.mask[keep] = scratch.mask[keep]
+    d.base.complete = False  # masked-out elements of d stay as they were
     if d.writer is not None:
         d.writer[keep] = scratch.writer[keep] if scratch.writer is not None else WRITER_OTHER
     _retarget(ctx, scratch, d)
