@@ -220,7 +220,7 @@ def test_error_findings_exit_1_with_where_rule_and_source(work, capsys):
     line = f"  kernels.py:{_line_of(KERNELS, '# LIMIT')}: error: [partition_dim] "
     finding = next(x for x in out.splitlines() if x.startswith(line))
     assert "256 partitions" in finding and "128" in finding and " -- documented: " in finding
-    assert "on trn1; platform trainium.trn1" in out and "findings: 1 errors" in out
+    assert "on trn1; platform trainium.trn1" in out and "findings: 1 error," in out
 
 
 def test_the_assumption_given_is_the_one_used(work, capsys):

@@ -313,7 +313,10 @@ def _report(spec: str, run: Any, assumed: dict[str, str], outputs: dict[str, np.
     w(f"kernel {spec} on {run.target}; platform {run.platform}\n")
     if not run.completed:
         w("the kernel stopped at its first error finding (the hardware cannot compute past it)\n")
-    w(f"findings: {len(run.errors)} errors, {len(run.warnings)} warnings\n")
+    def count(n: int, word: str) -> str:
+        return f"{n} {word}" + ("" if n == 1 else "s")
+
+    w(f"findings: {count(len(run.errors), 'error')}, {count(len(run.warnings), 'warning')}\n")
     for f in run.findings:
         times = f" (x{f.count})" if f.count > 1 else ""
         w(f"  {f.where}: {f.severity}: [{f.rule}] {f.message}{times} -- {f.source}\n")
