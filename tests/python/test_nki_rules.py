@@ -183,3 +183,23 @@ def test_reduce_res_from_registers_no_activation_reset_is_a_finding():
 
     run = nki.run(k, np.zeros((128, 4), np.float32))
     assert ("accumulator_undefined", "error", _line(k.func, "idle: stale registers")) in _rules_at(run)
+
+
+@pytest.mark.parametrize("function,x,bad", [("log", 1.0, False), ("log", 2.0 ** -70, True), ("log", -1.0, True),
+                                            ("rsqrt", 1e-3, False), ("rsqrt", 2.0 ** -90, True),
+                                            ("reciprocal", -3.0, False), ("reciprocal", 2.0 ** 50, True),
+                                            ("exp", 80.0, False)])
+def test_activation_inputs_outside_the_documented_range(function, x, bad):
+    # nki.language docs: log [2^-64, 2^64], rsqrt [2^-87, 2^97], reciprocal +-[2^-42, 2^42];
+    # outside, the Scalar engine's output is invalid. exp has no limited range.
+    @nki.jit
+    def k(a):
+        t = nl.ndarray(a.shape, a.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=t, src=a)
+        y = nl.ndarray(a.shape, nl.float32, buffer=nl.sbuf)
+        nisa.activation(dst=y, op=getattr(nl, function), data=t)  # the activation
+        return a
+
+    run = nki.run(k, np.full((128, 4), x, np.float32))
+    found = {(f.rule, f.where) for f in run.errors}
+    assert found == ({("activation_range", _line(k.func, "the activation"))} if bad else set())

@@ -43,6 +43,8 @@ RULES: dict[str, tuple[str, str]] = {
     "target_generation": ("error", "the instruction needs a newer NeuronCore than the target has"),
     "accumulator_undefined": ("error", "an instruction continues a Vector-engine accumulator that was never reset "
                                        "or that an idle instruction left undefined"),
+    "activation_range": ("error", "an activation function's input lies outside its documented valid range (the "
+                                  "Scalar engine's polynomial gives garbage there)"),
     "dma_small": ("warning", "a DMA moves fewer bytes per partition than the efficiency threshold"),
     "matmul_fp32": ("warning", "nc_matmul on fp32 inputs runs at a quarter of the bf16 rate"),
     "partial_partitions": ("warning", "a compute instruction uses fewer than all partitions"),
@@ -177,6 +179,30 @@ def accumulate_after_read(ctx: Context, dst: Any) -> None:
              + "; state accumulate=False (or True) to make it explicit",
              "documented: nki.isa.nc_matmul docstring (accumulate=None: the first write to a PSUM location "
              "overwrites, later writes accumulate); assumption matmul_accumulate")
+
+
+# The Scalar engine's valid input ranges (nki.language activation function docs; FACTS.md s3):
+# |x| within [low, high]; outside, "the output is invalid" (piecewise polynomials, no range reduction).
+ACTIVATION_RANGES: dict[str, tuple[float, float]] = {
+    "log": (2.0 ** -64, 2.0 ** 64), "sqrt": (2.0 ** -116, 2.0 ** 118), "rsqrt": (2.0 ** -87, 2.0 ** 97),
+    "reciprocal": (2.0 ** -42, 2.0 ** 42),
+}
+
+
+def check_activation_range(ctx: Context, function: str, x: np.ndarray) -> None:
+    """numeq computes f correctly rounded everywhere; the hardware does not outside the range."""
+    if function not in ACTIVATION_RANGES:
+        return
+    low, high = ACTIVATION_RANGES[function]
+    magnitude = np.abs(x)
+    bad = (magnitude < low) | (magnitude > high) | ((x < 0) if function != "reciprocal" else False)
+    bad &= ~np.isnan(x)
+    if bad.any():
+        worst = float(x.reshape(-1)[int(np.argmax(bad.reshape(-1)))])
+        ctx.find("activation_range", "error", f"activation {function} on {int(np.count_nonzero(bad))} inputs outside "
+                 f"its valid range (e.g. {worst:g}; valid: {'+-' if function == 'reciprocal' else ''}"
+                 f"[{low:g}, {high:g}]): numeq gives the correctly rounded value, the hardware does not",
+                 "documented: nki.language activation function docs (valid input ranges)")
 
 
 def check_dma(ctx: Context, dst: Any, src: Any) -> None:

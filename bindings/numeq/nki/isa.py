@@ -562,6 +562,7 @@ add each partition's results, reset_reduce; idle by default) and ``reduce_res`` 
         arg = x if (np.isscalar(s) and s == 1.0) else alu("multiply", x, s)
         if b is not None:
             arg = alu("add", arg, b)
+    _rules.check_activation_range(ctx, fname, arg)
     try:
         y = _numerics.function_fp32(fname, arg)
     except KeyError:
