@@ -96,7 +96,6 @@ def test_bn_stats_bn_aggr_step_by_step(merge, free):
     r = nki.run(stats_kernel, a, assume={"bn_aggr_merge": merge})
     assert r.errors == []
     stats, mv = r.outputs
-    triples = []
     for p in range(a.shape[0]):
         row_triples = []
         for c in range(0, free, 512):

@@ -16,7 +16,7 @@ import numpy as np
 
 from . import _numerics, _psum, _rules
 from ._context import Context, KernelFault, current
-from ._dtypes import DType, dtype_of
+from ._dtypes import dtype_of
 from ._tensor import MEMORIES, WRITER_MATMUL, WRITER_OTHER, WRITER_READ, Buffer, Tensor
 
 __all__ = ["ENGINES", "engine_name", "read", "write", "new_tile", "cost_elementwise", "as_tensor", "same_shape"]

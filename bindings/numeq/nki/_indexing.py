@@ -115,7 +115,7 @@ def access_pattern(t: Any, pattern: Sequence[Sequence[int]] | None = None, offse
     elements). On SBUF / PSUM the first pair addresses partitions: its step must be the storage's
     elements per partition."""
     from ._context import current
-    from ._dtypes import dtype_of, storage_dtype
+    from ._dtypes import dtype_of
     from ._tensor import Tensor
 
     if pattern is None:

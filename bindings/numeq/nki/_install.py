@@ -9,7 +9,7 @@ from __future__ import annotations
 import contextlib
 import sys
 import types
-from typing import Any, Iterator
+from typing import Iterator
 
 __all__ = ["installed", "settings", "MODULE_NAMES"]
 

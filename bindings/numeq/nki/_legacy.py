@@ -20,7 +20,7 @@ import ml_dtypes
 import numpy as np
 
 from . import _psum, _engine, _numerics, _rules
-from ._context import KernelFault, current, where as _line
+from ._context import KernelFault, current
 from ._dtypes import DTYPES, DType, dtype_of
 from ._legacy_index import (Grid, IndexExpr, Predicate, _bbox, _Clipped, _fresh, _grid_shape, _is_index,
                             _mask_array, _masked, _retarget, _same_view, _sub, arange, index,

@@ -16,7 +16,6 @@
 from __future__ import annotations
 
 import functools
-from typing import Any
 
 import numpy as np
 

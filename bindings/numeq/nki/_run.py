@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import functools
 import inspect
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable
 
 import numpy as np
@@ -21,7 +21,7 @@ import importlib
 _platforms = importlib.import_module("numeq.platforms")  # the module (numeq.platforms is also a function)
 from ..review.targets import target as _target
 from . import _rules
-from ._context import Context, Finding, Instruction, KernelFault, current, running, where, active
+from ._context import Context, Finding, Instruction, KernelFault, running, active
 from ._dtypes import dtype_of
 from ._tensor import MEMORIES, Buffer, Tensor
 

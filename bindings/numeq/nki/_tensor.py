@@ -180,7 +180,6 @@ class Tensor:
                       self.dtype)
 
     def __getitem__(self, key: Any) -> "Tensor":
-        from ._context import current
         from . import _indexing
 
         index = _indexing.normalise(key, self.shape, self)

@@ -18,7 +18,6 @@ import numpy as np
 from . import _numerics, _psum, _rules
 from ._alu import alu, op_name
 from ._context import KernelFault, current
-from ._dtypes import dtype_of
 from ._engine import Engine, as_tensor, cost_elementwise, engine_name, mark_written, new_tile, read, write
 from ._tensor import WRITER_MATMUL, WRITER_MEMSET, WRITER_OTHER, WRITER_READ, Tensor
 
@@ -354,28 +353,6 @@ def nc_transpose(*args: Any, engine: Any = None, name: str = "", **kwargs: Any) 
 
 
 # --- Vector / Scalar / GpSimd ------------------------------------------------------------------
-
-def _dst_and(args: tuple, kwargs: dict, names: tuple[str, ...], legacy_when: Any) -> tuple:
-    """Split ``args`` / ``kwargs`` into (dst, values of ``names``), accepting the older form
-    without dst (``legacy_when(first positional)`` says it is)."""
-    pos = list(args)
-    dst = kwargs.pop("dst", None)
-    if dst is None and pos and not legacy_when(pos[0]) and len(pos) > 0 and isinstance(pos[0], Tensor):
-        # destination first when the call has one more tensor than the older form
-        if not legacy_when(pos):
-            dst = pos.pop(0)
-    values = []
-    for n in names:
-        if n in kwargs:
-            values.append(kwargs.pop(n))
-        elif pos:
-            values.append(pos.pop(0))
-        else:
-            values.append(None)
-    if pos:
-        raise TypeError(f"too many positional arguments ({len(pos)} left over)")
-    return dst, values
-
 
 def tensor_tensor(*args: Any, engine: Any = None, dtype: Any = None, name: str = "", **kwargs: Any) -> Any:
     """dst = data1 <op> data2, elementwise in fp32, cast into dst (nki.isa.tensor_tensor)."""

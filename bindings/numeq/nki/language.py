@@ -13,7 +13,7 @@ import numpy as np
 from ._context import assigned_name, current
 from ._context import where as _where  # the kernel's line; nl.where is the older interface's select
 from ._dtypes import DTYPES, dtype_of
-from ._tensor import MEMORIES, Buffer, DynSlice, Tensor, ds
+from ._tensor import MEMORIES, Buffer, Tensor, ds
 
 __all__ = ["ndarray", "zeros", "ds", "affine_range", "sequential_range", "static_range", "program_id",
            "num_programs", "program_ndim", "tile_size", "sbuf", "psum", "hbm", "shared_hbm", "private_hbm"]
@@ -261,8 +261,6 @@ class Op:
         return f"nl.{self.op_name}"
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        from . import _legacy
-
         return _legacy.apply(self, *args, **kwargs)
 
 
@@ -278,12 +276,11 @@ for _n in _UNARY:
 bypass = Op("bypass", 2)
 average = Op("average", 2)  # tensor_partition_reduce's mean across partitions
 
-from . import _legacy, _legacy_index  # noqa: E402 - the older interface: names, index expressions, tile operators
+from . import _legacy, _legacy_index  # noqa: E402,F401 - the older interface (its import installs tile operators)
 
 
 def __getattr__(name: str) -> Any:
     # Older-interface names live in _legacy; anything else is a name numeq does not implement.
-    from . import _legacy
 
     if name in getattr(_legacy, "__all__", ()):
         return getattr(_legacy, name)
