@@ -340,6 +340,17 @@ bool is_fma_pair_tree(const PlanNode& r) {
   return r.kind == NodeKind::tree && r.arity == 2 && r.arithmetic.product == ProductMode::fma &&
          host_fp32(r.arithmetic.accumulate) && r.children.empty();
 }
+// chunked(2, a fused step of 2 exact products rounded once into fp32 nearest even, their sums
+// added in fp32 from +0): Trainium's fp8 double_row column (trainium_platforms.cpp).
+bool is_pair_chain(const PlanNode& r) {
+  if (r.kind != NodeKind::chunked || r.chunk != 2 || r.children.size() != 2) return false;
+  const PlanNode& pair = r.children[0];
+  const PlanNode& fold = r.children[1];
+  return pair.kind == NodeKind::fused && pair.fused.n == 2 && pair.fused.fraction_bits == max_fraction_bits &&
+         host_fp32(pair.fused.output) && pair.fused.overflow == OverflowRule::cast &&
+         pair.fused.zero_sign == ZeroSign::ieee && fold.kind == NodeKind::sequential && fold.start_from_zero &&
+         host_fp32(fold.arithmetic.accumulate) && fold.children.empty();
+}
 // Values added in fp32 to nearest even in order, starting from the first.
 bool is_fp32_in_order(const PlanNode& r) {
   return r.kind == NodeKind::sequential && !r.start_from_zero && host_fp32(r.arithmetic.accumulate) &&
@@ -354,14 +365,15 @@ std::optional<kernels::Fp32Tiling> fp32_tiling(const Plan& plan) {
   if (r.kind != NodeKind::chunked || r.chunk == 0 || r.children.size() != 2 || !is_fp32_in_order(r.children[1]))
     return std::nullopt;
   const PlanNode& inner = r.children[0];
-  if (is_fma_chain(inner) || is_fma_pair_tree(inner)) return kernels::Fp32Tiling{r.chunk, 0, is_fma_pair_tree(inner)};
+  if (is_fma_chain(inner) || is_fma_pair_tree(inner) || is_pair_chain(inner))
+    return kernels::Fp32Tiling{r.chunk, 0, is_fma_pair_tree(inner), is_pair_chain(inner)};
   // Groups of tiles: chunked(T * G, chunked(T, tile, in order), in order).
   if (inner.kind != NodeKind::chunked || inner.chunk == 0 || r.chunk % inner.chunk != 0 || inner.children.size() != 2 ||
       !is_fp32_in_order(inner.children[1]))
     return std::nullopt;
   const PlanNode& column = inner.children[0];
-  if (!is_fma_chain(column) && !is_fma_pair_tree(column)) return std::nullopt;
-  return kernels::Fp32Tiling{inner.chunk, r.chunk / inner.chunk, is_fma_pair_tree(column)};
+  if (!is_fma_chain(column) && !is_fma_pair_tree(column) && !is_pair_chain(column)) return std::nullopt;
+  return kernels::Fp32Tiling{inner.chunk, r.chunk / inner.chunk, is_fma_pair_tree(column), is_pair_chain(column)};
 }
 
 // Whether every x[i] is an fp32 value or a NaN.

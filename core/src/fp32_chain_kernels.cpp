@@ -232,19 +232,55 @@ void pair_portable(const float* ap, const float* bp, std::size_t kc, float* c, s
 }
 #endif
 
+// ---- pair chains ----
+//
+// The pairwise tiles' leaves (fma(a_1, b_1, a_0 * b_0), a lone last one a_k * b_k: the exact sum
+// of a pair rounded once, a_0 * b_0 being exact for the fp8 and 16-bit inputs this serves) added
+// in order from +0 (acc = acc + leaf, binary32 nearest even). The plain C++ body, compiled for each
+// level (IEEE multiply, std::fma and addition; -ffp-contract=off keeps the addition unfused).
+template <int MR, int NR>
+[[gnu::always_inline]] inline void pair_chain_tile(const float* ap, const float* bp, std::size_t kc, float* c,
+                                                   std::size_t ldc, float*) {
+  float acc[MR * NR] = {};
+  for (std::size_t k = 0; k < kc; k += 2)
+    for (int r = 0; r < MR; ++r)
+      for (int j = 0; j < NR; ++j) {
+        const float p = ap[k * MR + r] * bp[k * NR + j];
+        acc[r * NR + j] = acc[r * NR + j] + (k + 1 < kc ? std::fma(ap[(k + 1) * MR + r], bp[(k + 1) * NR + j], p) : p);
+      }
+  for (int r = 0; r < MR; ++r) std::copy(acc + r * NR, acc + (r + 1) * NR, c + r * ldc);
+}
+
+void pair_chain_portable(const float* ap, const float* bp, std::size_t kc, float* c, std::size_t ldc, float* stack) {
+  pair_chain_tile<kPortableMr, kPortableNr>(ap, bp, kc, c, ldc, stack);
+}
+
+#ifdef NUMEQ_KERNELS_X86
+[[gnu::target("avx2,fma")]] void pair_chain_avx2(const float* ap, const float* bp, std::size_t kc, float* c,
+                                                std::size_t ldc, float* stack) {
+  pair_chain_tile<kAvx2Mr, kAvx2Nr>(ap, bp, kc, c, ldc, stack);
+}
+
+[[gnu::target("avx512f")]] void pair_chain_avx512(const float* ap, const float* bp, std::size_t kc, float* c,
+                                                 std::size_t ldc, float* stack) {
+  pair_chain_tile<kAvx512Mr, kAvx512Nr>(ap, bp, kc, c, ldc, stack);
+}
+#endif
+
 struct Shape32 {
   int mr, nr;
   Micro32 micro;
   Pair32 pair;
+  Pair32 pair_chain;
 };
 
 Shape32 shape32(int l) {
 #ifdef NUMEQ_KERNELS_X86
-  if (l == avx512) return {kAvx512Mr, kAvx512Nr, micro_avx512, pair_avx512};
-  if (l == avx2) return {kAvx2Mr, kAvx2Nr, micro_avx2, pair_avx2};
+  if (l == avx512) return {kAvx512Mr, kAvx512Nr, micro_avx512, pair_avx512, pair_chain_avx512};
+  if (l == avx2) return {kAvx2Mr, kAvx2Nr, micro_avx2, pair_avx2, pair_chain_avx2};
 #endif
   (void)l;
-  return {kPortableMr, kPortableNr, micro_portable, pair_portable};
+  return {kPortableMr, kPortableNr, micro_portable, pair_portable, pair_chain_portable};
 }
 
 }  // namespace
@@ -329,10 +365,11 @@ void fp32_fma_rows(const double* a, std::size_t rows, const PackedB32& b, float*
   for (std::size_t t0 = 0, ti = 0; t0 < K; t0 += T, ++ti) {
     const std::size_t t1 = std::min(K, t0 + T), in_group = G != 0 ? ti % G : ti;
     float* to = in_group == 0 ? psum.data() : tile.data();
-    if (tiling.pairwise) {
+    if (tiling.pairwise || tiling.pair_chain) {
+      const Pair32 leaves = tiling.pairwise ? s.pair : s.pair_chain;
       for (std::size_t q = 0; q < panels; ++q)
         for (std::size_t g = 0; g < groups; ++g)
-          s.pair(ap.data() + (g * K + t0) * mr, b.data.get() + (q * K + t0) * nr, t1 - t0, to + g * mr * ldc + q * nr,
+          leaves(ap.data() + (g * K + t0) * mr, b.data.get() + (q * K + t0) * nr, t1 - t0, to + g * mr * ldc + q * nr,
                  ldc, stack.data());
     } else {
       for (std::size_t k0 = t0; k0 < t1; k0 += kKc) {

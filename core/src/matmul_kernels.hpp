@@ -61,10 +61,13 @@ std::size_t fp32_row_group();
 // accumulator). pairwise: a tile's products are added by a pairwise tree instead of the chain:
 // leaves fma(a_1, b_1, a_0 * b_0) of neighbouring pairs (a lone last product: a_k * b_k rounded
 // to fp32), then neighbours added level by level, an odd last one going up unchanged (the plan
-// node tree(2, fp32 nearest even)).
+// node tree(2, fp32 nearest even)). pair_chain: the same leaves added in order from +0 instead
+// (acc = acc + leaf: Trainium's fp8 double_row, each PE adding its two products exactly and
+// rounding once, the column adding the pair sums; the plan's chunked(2, fused pair, sequential)).
 struct Fp32Tiling {
   std::size_t tile = 0, group = 0;
   bool pairwise = false;
+  bool pair_chain = false;
 };
 
 // out[r * ldo + n] (r < rows, n < N; ldo >= N) = the fp32 fma chain of row r of a (rows x K,
