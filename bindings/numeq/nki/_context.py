@@ -123,7 +123,9 @@ class Context:
     def __init__(self, target: Any, assumptions: dict, grid: tuple[int, ...] = ()) -> None:
         self.target = target
         # The limits every instruction reads, as plain numbers (the target table's values).
-        self.limits = {key: int(target[key]) for key in ("partitions",)}
+        self.limits = {key: int(target[key]) for key in ("partitions", "matmul_contraction", "matmul_stationary_free",
+                                                         "matmul_moving_free", "psum_bank_bytes")}
+        self.limits["dma_small_bytes"] = 2 * int(target["dma_overhead_bytes"])
         self.assumptions = assumptions  # name -> value (every assumption, defaults filled in)
         self.findings: list[Finding] = []
         self._finding_at: dict[tuple[str, str], Finding] = {}
@@ -143,14 +145,16 @@ class Context:
         self._shared_seen: dict[tuple, int] = {}  # PSUM buffer id -> its matmul chains not yet computed (_psum)
 
     # --- findings ------------------------------------------------------------------------------
-    def find(self, rule: str, severity: str, message: str, source: str, at: str | None = None) -> Finding:
+    def find(self, rule: str, severity: str, message: Any, source: str, at: str | None = None) -> Finding:
+        """Record a finding at the kernel's line (``at``); ``message`` may be a callable giving
+        the text, made only the first time the rule fires at that line (hot warnings)."""
         at = at or where()
         key = (rule, at)
         f = self._finding_at.get(key)
         if f is not None:
             f.count += 1
             return f
-        f = Finding(rule, severity, at, message, source)
+        f = Finding(rule, severity, at, message() if callable(message) else message, source)
         self._finding_at[key] = f
         self.findings.append(f)
         return f

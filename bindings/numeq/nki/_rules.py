@@ -116,23 +116,22 @@ def check_engine_access(ctx: Context, engine: str, tensors: list, name: str) -> 
 
 def check_matmul(ctx: Context, dst: Any, stationary: Any, moving: Any, k: int, m: int, n: int,
                  double_row: bool) -> None:
-    tgt = ctx.target
-    kmax = int(tgt["matmul_contraction_double_row"]) if double_row and "matmul_contraction_double_row" in tgt \
-        else int(tgt["matmul_contraction"])
+    tgt, lim = ctx.target, ctx.limits
     if double_row and "matmul_contraction_double_row" not in tgt:
         raise KernelFault(ctx.find("matmul_dtype", "error", f"nc_matmul perf_mode=double_row: {ctx.target.name} "
                                    f"({ctx.target.core}) has no double_row mode (NeuronCore-v3 and later)",
                                    "documented: nki.isa.nc_matmul docstring (perf_mode)"))
+    kmax = int(tgt["matmul_contraction_double_row"]) if double_row else lim["matmul_contraction"]
     if k > kmax:
         # The hardware rejects it and numeq's PE plan has no such tile: the run stops here.
         what = "in fp8 double_row mode" if double_row else f"for {stationary.dtype} inputs"
         raise KernelFault(ctx.find("matmul_contraction", "error", f"nc_matmul contracts K = {k} rows; one instruction "
                                    f"takes at most {kmax} {what}",
                                    _cite(ctx, "matmul_contraction_double_row" if double_row else "matmul_contraction")))
-    if m > tgt["matmul_stationary_free"]:
+    if m > lim["matmul_stationary_free"]:
         ctx.find("matmul_stationary_free", "error", f"nc_matmul stationary free size M = {m} exceeds "
                  f"{int(tgt['matmul_stationary_free'])}", _cite(ctx, "matmul_stationary_free"))
-    if n > tgt["matmul_moving_free"]:
+    if n > lim["matmul_moving_free"]:
         ctx.find("matmul_moving_free", "error", f"nc_matmul moving free size N = {n} exceeds "
                  f"{int(tgt['matmul_moving_free'])}", _cite(ctx, "matmul_moving_free"))
     for name, operand in (("stationary", stationary), ("moving", moving)):
@@ -145,7 +144,7 @@ def check_matmul(ctx: Context, dst: Any, stationary: Any, moving: Any, k: int, m
                  "Engine writes its result to PSUM", _cite(ctx, "psum_bank_bytes"))
     else:
         nbytes = dst.free_size() * dst.dtype.itemsize
-        if nbytes > tgt["psum_bank_bytes"]:
+        if nbytes > lim["psum_bank_bytes"]:
             ctx.find("matmul_psum_bank", "error", f"nc_matmul result {dst.name}: {dst.free_size()} x {dst.dtype} = "
                      f"{nbytes} B per partition exceeds one {int(tgt['psum_bank_bytes'])} B PSUM bank",
                      _cite(ctx, "psum_bank_bytes"))
@@ -160,8 +159,8 @@ def check_matmul(ctx: Context, dst: Any, stationary: Any, moving: Any, k: int, m
         if formats - allowed:  # no PE plan takes it: the run stops here
             raise KernelFault(finding)
     if "fp32" in formats:
-        ctx.find("matmul_fp32", "warning", f"nc_matmul on {stationary.dtype} x {moving.dtype}: fp32 inputs run at "
-                 f"{ctx.target['fp32_matmul_rate']:g}x the bf16 rate", _cite(ctx, "fp32_matmul_rate"))
+        ctx.find("matmul_fp32", "warning", lambda: f"nc_matmul on {stationary.dtype} x {moving.dtype}: fp32 inputs run "
+                 f"at {ctx.target['fp32_matmul_rate']:g}x the bf16 rate", _cite(ctx, "fp32_matmul_rate"))
 
 
 def check_accumulate(ctx: Context, dst: Any, adds: np.ndarray) -> None:
@@ -209,18 +208,19 @@ def check_dma(ctx: Context, dst: Any, src: Any) -> None:
     on_chip = dst if dst.base.memory.on_chip else src
     first, count, _ = on_chip.partitions() if on_chip.base.memory.on_chip else (0, 1, 1)
     per_partition = on_chip.size * on_chip.dtype.itemsize // max(count, 1)
-    if per_partition < ctx.target["dma_overhead_bytes"] * 2:
-        ctx.find("dma_small", "warning", f"dma moves {per_partition} B per partition ({src.name} -> {dst.name}); "
-                 f"below {int(ctx.target['dma_overhead_bytes'] * 2)} B a transfer is dominated by its fixed cost "
-                 f"(at least {int(ctx.target['dma_recommended_bytes'])} B recommended)",
+    if per_partition < ctx.limits["dma_small_bytes"]:
+        ctx.find("dma_small", "warning",
+                 lambda: f"dma moves {per_partition} B per partition ({src.name} -> {dst.name}); below "
+                         f"{ctx.limits['dma_small_bytes']} B a transfer is dominated by its fixed cost (at least "
+                         f"{int(ctx.target['dma_recommended_bytes'])} B recommended)",
                  _cite(ctx, "dma_recommended_bytes"))
 
 
 def check_partitions_used(ctx: Context, name: str, t: Any) -> None:
     if t.base.memory.on_chip:
         _, count, _ = t.partitions()
-        if count < ctx.target["partitions"]:
-            ctx.find("partial_partitions", "warning", f"{name} uses {count} of {int(ctx.target['partitions'])} "
+        if count < ctx.limits["partitions"]:
+            ctx.find("partial_partitions", "warning", lambda: f"{name} uses {count} of {ctx.limits['partitions']} "
                      "partitions", _cite(ctx, "partitions"))
 
 

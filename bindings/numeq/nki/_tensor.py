@@ -125,7 +125,7 @@ class Buffer:
     @property
     def partition_bytes(self) -> int:
         """Bytes each partition holds (SBUF, PSUM: dim 0 is the partition axis)."""
-        return int(np.prod(self.shape[1:], dtype=np.int64)) * self.dtype.itemsize if self.shape else self.dtype.itemsize
+        return math.prod(self.shape[1:]) * self.dtype.itemsize if self.shape else self.dtype.itemsize
 
     def whole(self) -> "Tensor":
         return Tensor(self, self.data, self.mask, self.writer, self.dtype)

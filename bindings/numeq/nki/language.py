@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 
+from . import _rules
 from ._context import assigned_name, current
 from ._context import where as _where  # the kernel's line; nl.where is the older interface's select
 from ._dtypes import DTYPES, dtype_of
@@ -88,7 +89,6 @@ def ndarray(shape: Any, dtype: Any, buffer: Any = None, name: str = "", address:
     b = ctx.allocate(Buffer(_shape(shape), dtype_of(dtype), memory, name or assigned_name(), line))
     if memory.name == "shared_hbm":
         ctx.shared_allocated(line, b)
-    from . import _rules
 
     t = b.whole()
     if b.memory.on_chip:
