@@ -57,7 +57,7 @@ class Finding:
         return f"{self.where}: {self.severity}: [{self.rule}] {self.message}{times}"
 
 
-@dataclass
+@dataclass(slots=True)
 class Instruction:
     """One traced instruction: ``index``, ``engine`` (tensor, vector, scalar, gpsimd, dma),
     ``name``, ``where``, ``dst`` / ``srcs`` (per operand: name, memory, shape, dtype), ``bytes``
@@ -168,15 +168,20 @@ class Context:
     # --- the trace -----------------------------------------------------------------------------
     def issue(self, engine: str, name: str, dst: list, srcs: list, nbytes: int = 0, flops: int = 0,
               cycles: int = 0, **detail: Any) -> Instruction:
-        self.step += 1
-        for t in list(dst) + list(srcs):
-            life = t.base.life
-            if life.first_use is None:
-                life.first_use = self.step
-            life.last_use = self.step
-        ins = Instruction(self.step, engine, name, where(),
-                          [_operand(t) for t in dst], [_operand(t) for t in srcs], int(nbytes), int(flops),
-                          int(cycles), detail)
+        self.step = step = self.step + 1
+        operands = []
+        for group in (dst, srcs):
+            described = []
+            for t in group:
+                base = t.base
+                life = base.life
+                if life.first_use is None:
+                    life.first_use = step
+                life.last_use = step
+                described.append((base.name, base.memory.name, t.data.shape, t.dtype.name))
+            operands.append(described)
+        ins = Instruction(step, engine, name, where(), operands[0], operands[1], int(nbytes), int(flops), int(cycles),
+                          detail)
         self.trace.append(ins)
         return ins
 

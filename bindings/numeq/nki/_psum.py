@@ -46,7 +46,8 @@ def defer(ctx: Any, dst: Any, a: tuple, b: tuple, fmt: str, k: int, double_row: 
 def _add(ctx: Any, dst: Any, a: np.ndarray, b: np.ndarray, fmt: str, k: int, double_row: bool, adds: bool) -> None:
     chains = ctx.pending.setdefault(dst.base.id, {})
     key = _key(dst)
-    if any(other != key and np.may_share_memory(c.view.data, dst.data) for other, c in chains.items()):
+    if (len(chains) > 1 or (chains and key not in chains)) and \
+            any(other != key and np.may_share_memory(c.view.data, dst.data) for other, c in chains.items()):
         settle(ctx, dst.base)
         chains = ctx.pending.setdefault(dst.base.id, {})
     chain = chains.get(key)
@@ -57,7 +58,7 @@ def _add(ctx: Any, dst: Any, a: np.ndarray, b: np.ndarray, fmt: str, k: int, dou
 
 
 def _keep(ctx: Any, dst: Any, values: np.ndarray, operand: Any) -> np.ndarray:
-    if np.may_share_memory(values, operand.data):
+    if values is operand.data or np.may_share_memory(values, operand.data):
         ctx.pinned.setdefault(operand.base.id, set()).add(dst.base.id)
     return values
 

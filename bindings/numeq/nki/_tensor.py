@@ -135,7 +135,7 @@ class Tensor:
     """A view of a buffer, as NKI kernels hold it: ``shape``, ``dtype``, ``buffer`` (the memory),
     ``name``; indexing, ``.ap()``, ``.reshape`` and ``.view`` give further views."""
 
-    __slots__ = ("base", "data", "mask", "writer", "dtype", "checked", "_parts")
+    __slots__ = ("base", "data", "mask", "writer", "dtype", "checked", "_parts", "_offset")
 
     def __init__(self, base: Buffer, data: np.ndarray, mask: np.ndarray, writer: np.ndarray | None,
                  dtype: DType) -> None:
@@ -146,6 +146,7 @@ class Tensor:
         self.dtype = dtype
         self.checked = False  # the partition rules hold for this view (_rules.check_on_chip)
         self._parts: tuple[int, int, int] | None = None
+        self._offset: int | None = None
 
     # --- what kernels read -------------------------------------------------------------------
     @property
@@ -237,7 +238,9 @@ class Tensor:
     # --- where the view lies -------------------------------------------------------------------
     def element_offset(self) -> int:
         """The element offset of this view's first element from its buffer's start."""
-        return (self.data.__array_interface__["data"][0] - self.base.address) // self.base.data.itemsize
+        if self._offset is None:
+            self._offset = (self.data.__array_interface__["data"][0] - self.base.address) // self.base.data.itemsize
+        return self._offset
 
     def partitions(self) -> tuple[int, int, int]:
         """(first partition, count, step) this on-chip view touches (dim 0 is the partition axis)."""
