@@ -154,6 +154,15 @@ constexpr std::size_t kMaxLevels = 64;
 // The plain C++ body (IEEE binary32 multiply, std::fma, addition: nearest even, MXCSR's default),
 // for the portable kernel, and compiled for AVX2 + FMA for that level's panels (the compiler
 // lays the columns out in its vectors).
+// One leaf: the products of rows k and k + 1 of K summed exactly and rounded once (a_k * b_k is
+// exact for the inputs these kernels serve, so fma rounds the exact sum); a lone last row: a_k * b_k.
+template <int MR, int NR>
+[[gnu::always_inline]] inline float pair_leaf(const float* ap, const float* bp, std::size_t k, std::size_t kc, int r,
+                                              int j) {
+  const float p = ap[k * MR + r] * bp[k * NR + j];
+  return k + 1 < kc ? std::fma(ap[(k + 1) * MR + r], bp[(k + 1) * NR + j], p) : p;
+}
+
 template <int MR, int NR>
 [[gnu::always_inline]] inline void pair_tile(const float* ap, const float* bp, std::size_t kc, float* c,
                                              std::size_t ldc, float* stack) {
@@ -163,10 +172,7 @@ template <int MR, int NR>
   float x[kE];
   for (std::size_t k = 0; k < kc; k += 2) {
     for (int r = 0; r < MR; ++r)
-      for (int j = 0; j < NR; ++j) {
-        const float p = ap[k * MR + r] * bp[k * NR + j];
-        x[r * NR + j] = k + 1 < kc ? std::fma(ap[(k + 1) * MR + r], bp[(k + 1) * NR + j], p) : p;
-      }
+      for (int j = 0; j < NR; ++j) x[r * NR + j] = pair_leaf<MR, NR>(ap, bp, k, kc, r, j);
     int l = 0;
     for (; count > 0 && level[count - 1] == l; --count, ++l)
       for (int e = 0; e < kE; ++e) x[e] = stack[(count - 1) * kE + e] + x[e];
@@ -234,9 +240,7 @@ void pair_portable(const float* ap, const float* bp, std::size_t kc, float* c, s
 
 // ---- pair chains ----
 //
-// The pairwise tiles' leaves (fma(a_1, b_1, a_0 * b_0), a lone last one a_k * b_k: the exact sum
-// of a pair rounded once, a_0 * b_0 being exact for the fp8 and 16-bit inputs this serves) added
-// in order from +0 (acc = acc + leaf, binary32 nearest even). The plain C++ body, compiled for each
+// The pairwise tiles' leaves (pair_leaf) added in order from +0 (acc = acc + leaf, binary32 nearest even). The plain C++ body, compiled for each
 // level (IEEE multiply, std::fma and addition; -ffp-contract=off keeps the addition unfused).
 template <int MR, int NR>
 [[gnu::always_inline]] inline void pair_chain_tile(const float* ap, const float* bp, std::size_t kc, float* c,
@@ -244,10 +248,7 @@ template <int MR, int NR>
   float acc[MR * NR] = {};
   for (std::size_t k = 0; k < kc; k += 2)
     for (int r = 0; r < MR; ++r)
-      for (int j = 0; j < NR; ++j) {
-        const float p = ap[k * MR + r] * bp[k * NR + j];
-        acc[r * NR + j] = acc[r * NR + j] + (k + 1 < kc ? std::fma(ap[(k + 1) * MR + r], bp[(k + 1) * NR + j], p) : p);
-      }
+      for (int j = 0; j < NR; ++j) acc[r * NR + j] = acc[r * NR + j] + pair_leaf<MR, NR>(ap, bp, k, kc, r, j);
   for (int r = 0; r < MR; ++r) std::copy(acc + r * NR, acc + (r + 1) * NR, c + r * ldc);
 }
 

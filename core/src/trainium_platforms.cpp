@@ -314,8 +314,11 @@ std::optional<Platform> builtin_variant(std::string_view base, const AssumptionC
       const std::string& name_given = value;  // (no lambda captures a structured binding before clang 16)
       const auto f = std::find_if(kGroupAccumulators.begin(), kGroupAccumulators.end(),
                                   [&](const Format* x) { return x->name == name_given; });
-      if (f == kGroupAccumulators.end())
-        throw numeq::error(std::string(parameter) + ": group_accumulator=" + value + " is unknown; valid: fp32, bf16, fp16");
+      if (f == kGroupAccumulators.end()) {
+        std::string valid;
+        for (const Format* x : kGroupAccumulators) valid += (valid.empty() ? "" : ", ") + std::string(x->name);
+        throw numeq::error(std::string(parameter) + ": group_accumulator=" + value + " is unknown; valid: " + valid);
+      }
       kernel.group_accumulator = *f;
       continue;
     }

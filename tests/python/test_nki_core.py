@@ -497,3 +497,51 @@ def test_every_run_shows_every_assumption():
     assert set(r.assumptions) == set(table)
     assert {"pe_order", "psum_rounding", "matmul_accumulate", "activation_affine"} <= set(r.assumptions)
     assert all(r.assumptions[k] == v["alternatives"][0] for k, v in table.items())
+
+
+@pytest.mark.parametrize("op0,op1,reverse0,reverse1", [("multiply", "multiply", False, False),
+                                                       ("multiply", "add", False, False),
+                                                       ("subtract", "multiply", True, False),
+                                                       ("add", "subtract", False, True)])
+def test_tensor_scalar_fused_is_one_rounding_of_the_exact_value(op0, op1, reverse0, reverse1):
+    # Assumption tensor_scalar_fusion=fused: (x op0 a) op1 b rounded once. Oracle: the exact value
+    # as a fraction, rounded to fp32 (nearest even) by integer arithmetic.
+    from fractions import Fraction
+
+    def to_fp32(q: Fraction) -> float:
+        if q == 0:
+            return 0.0
+        e = max(abs(q).numerator.bit_length() - abs(q).denominator.bit_length(), -126)
+        while abs(q) >= Fraction(2) ** (e + 1):
+            e += 1
+        while e > -126 and abs(q) < Fraction(2) ** e:
+            e -= 1
+        m = abs(q) * Fraction(2) ** (23 - e)  # 24 significant bits above the point
+        n, rem = divmod(m.numerator, m.denominator)
+        if 2 * rem > m.denominator or (2 * rem == m.denominator and n % 2):
+            n += 1
+        return float((1 if q > 0 else -1) * n * Fraction(2) ** (e - 23))
+
+    rng = np.random.default_rng(12)
+    x = (rng.standard_normal((128, 8)) * np.exp2(rng.integers(-30, 30, (128, 8)))).astype(np.float32)
+    # x = a = 1 + 2^-23, b = 1 - 2^-24: x * a * b = 1 + 3 * 2^-24 - 2^-70, which binary64 rounds to
+    # the fp32 midpoint 1 + 3 * 2^-24 (then to 1 + 2^-22): only a single rounding gives 1 + 2^-23.
+    a, b = np.float32(1 + 2.0 ** -23), np.float32(1 - 2.0 ** -24)
+    x[0, 0] = a
+
+    @nki.jit
+    def k(t):
+        s = nl.ndarray(t.shape, t.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=s, src=t)
+        nisa.tensor_scalar(dst=s, data=s, op0=getattr(nl, op0), operand0=float(a), reverse0=reverse0,
+                           op1=getattr(nl, op1), operand1=float(b), reverse1=reverse1)
+        out = nl.ndarray(t.shape, t.dtype, buffer=nl.shared_hbm)
+        nisa.dma_copy(dst=out, src=s)
+        return out
+
+    got = nki.simulate(k, assume={"tensor_scalar_fusion": "fused"})(x)
+    f = {"multiply": lambda p, q: p * q, "add": lambda p, q: p + q, "subtract": lambda p, q: p - q}
+    for v, g in zip(x.ravel().tolist(), got.ravel().tolist()):
+        first = f[op0](Fraction(float(a)), Fraction(v)) if reverse0 else f[op0](Fraction(v), Fraction(float(a)))
+        exact = f[op1](Fraction(float(b)), first) if reverse1 else f[op1](first, Fraction(float(b)))
+        assert g == to_fp32(exact), (v, g, to_fp32(exact))

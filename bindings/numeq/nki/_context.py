@@ -106,7 +106,7 @@ def assigned_name() -> str:
     return _NAMES[key]
 
 
-def where(skip_numeq: bool = True) -> str:
+def where() -> str:
     """The kernel's "file.py:LINE" that called into numeq.nki (the first frame outside it)."""
     f = sys._getframe(1)
     while f is not None:
@@ -159,7 +159,7 @@ class Context:
         self.findings.append(f)
         return f
 
-    def fail(self, rule: str, message: str, source: str, exc: type = KernelFault) -> Exception:
+    def fail(self, rule: str, message: str, source: str) -> Exception:
         return KernelFault(self.find(rule, "error", message, source))
 
     def unsupported(self, what: str) -> Unsupported:

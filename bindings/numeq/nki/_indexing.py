@@ -25,8 +25,7 @@ def out_of_bounds(t: Any, message: str) -> Exception:
     from ._context import current
 
     return current().fail("index_bounds", f"{t.name}: {message}",
-                          source="documented: NKI tensors are indexed within their shape (nki.language docs)",
-                          exc=IndexError)
+                          source="documented: NKI tensors are indexed within their shape (nki.language docs)")
 
 
 def _legacy_index(key: Any, shape: tuple, t: Any) -> Any:

@@ -15,7 +15,6 @@
 
 from __future__ import annotations
 
-import functools
 
 import numpy as np
 
@@ -39,8 +38,9 @@ def fp32_values(data: np.ndarray, dtype: DType) -> np.ndarray:
 
 def cast_into(values: np.ndarray, dtype: DType, rounding: str = "nearest_even", seed: int = 0) -> np.ndarray:
     """``values`` (float32 or float64) cast into ``dtype``'s storage: floats through numeq's
-    rounding kernel (overflow to Inf, FACTS.md s3), integers rounded to nearest even and saturated
-    (NaN to 0: assumption ``int_cast``)."""
+    rounding kernel (overflow to Inf, FACTS.md s3); integers rounded to nearest even and saturated,
+    as AWS documents its 2.32 simulator matching the hardware (nki_simulator.rst); a NaN gives 0,
+    which nothing documents."""
     if dtype.kind == "int":
         info = np.iinfo(dtype.storage)
         v = np.nan_to_num(np.rint(np.asarray(values, dtype=np.float64)), nan=0.0, posinf=info.max, neginf=info.min)
@@ -55,14 +55,31 @@ def cast_into(values: np.ndarray, dtype: DType, rounding: str = "nearest_even", 
     return np.asarray(_casts.cast(values, dtype.format, **keywords))
 
 
+def sum_rounded(terms: list, rounding: str = "nearest_even") -> np.ndarray:
+    """The exact sum of ``terms`` (binary64 arrays or scalars, broadcast together, each an exact
+    value) rounded once to fp32: numeq's exact reference sum and its rounding kernel."""
+    shape = np.broadcast_shapes(*(np.shape(t) for t in terms))
+    stacked = np.stack([np.broadcast_to(np.asarray(t, dtype=np.float64), shape) for t in terms])
+    return np.asarray(_reference.sum(stacked, axis=0, out="fp32", rounding=rounding), dtype=np.float64).astype(np.float32)
+
+
+def split_times(t: np.ndarray, b: Any) -> list:
+    """``t * b`` as two binary64 terms whose sum is exact, for ``t`` with at most 48 significant
+    bits (a product of two fp32 values) and ``b`` an fp32 value: Veltkamp's split of t into 26 + 27
+    bits, each half times b within binary64's 53 (Dekker, Numer. Math. 18, 1971)."""
+    t = np.asarray(t, dtype=np.float64)
+    with np.errstate(all="ignore"):
+        c = t * 134217729.0  # 2^27 + 1
+        hi = np.where(np.isfinite(c), c - (c - t), t)
+    return [hi * b, (t - hi) * b]
+
+
 def accumulate_fp32(old: np.ndarray, new: np.ndarray, rounding: str) -> np.ndarray:
     """PSUM's ``old + new`` in fp32: the exact sum rounded once. Nearest even is IEEE binary32
-    addition, which numpy's float32 add computes; other roundings go through the exact
-    reference sum and the rounding kernel."""
+    addition, which numpy's float32 add computes; other roundings go through ``sum_rounded``."""
     if rounding == "nearest_even":
         return np.add(old, new, dtype=np.float32)
-    pair = np.stack([old.astype(np.float64), new.astype(np.float64)])
-    return np.asarray(_reference.sum(pair, axis=0, out="fp32", rounding=rounding), dtype=np.float64).astype(np.float32)
+    return sum_rounded([old, new], rounding)
 
 
 def matmul_tile(stationary: np.ndarray, moving: np.ndarray, in_fmt: str, platform: str) -> np.ndarray:
@@ -123,11 +140,6 @@ def _exact_fp32(name: str, x: np.ndarray) -> np.ndarray | None:
 
 def function_names() -> tuple[str, ...]:
     return tuple(_CERTIFIED) + ("copy", "identity", "relu", "square", "abs", "negative", "sign")
-
-
-@functools.lru_cache(maxsize=None)
-def _reference_function(name: str):
-    return getattr(_reference, _CERTIFIED[name]) if name != "gelu_tanh" else None
 
 
 def function_fp32(name: str, x: np.ndarray) -> np.ndarray:

@@ -205,7 +205,7 @@ def _outputs(ctx: Context, result: Any) -> Any:
                 ctx.find("output_unwritten", "error", f"output {x.name} holds {int(np.count_nonzero(x.mask != x.base.full))} "
                          f"of {x.size} elements no instruction wrote", "documented: tensors start undefined "
                          "(nki.language.ndarray docs)", at=x.base.line)
-            return np.array(x.data, copy=True) if x.dtype.format != "tf32" else np.array(x.data, copy=True)
+            return np.array(x.data, copy=True)
         if isinstance(x, (tuple, list)):
             return type(x)(out(v) for v in x)
         if isinstance(x, dict):

@@ -440,37 +440,23 @@ def tensor_scalar(*args: Any, engine: Any = None, dtype: Any = None, name: str =
 
 
 def _fused_two(vals: dict, x: np.ndarray, a: Any, b: Any, rounded: np.ndarray) -> np.ndarray:
-    """(x op0 a) op1 b with one rounding, where both operators are add/subtract/multiply: the
-    exact value in binary64 products and the reference sum, rounded once to fp32."""
-    from .. import reference as _reference
-
+    """(x op0 a) op1 b with one rounding, where both operators are add, subtract or multiply: the
+    exact value as binary64 terms (a product of fp32 values is exact in binary64; a product of
+    three is split first), rounded once by ``sum_rounded``. Other operators keep the rounded
+    step (``rounded`` is x op0 a in fp32)."""
     ops = (op_name(vals["op0"]), op_name(vals["op1"]))
     if not set(ops) <= {"add", "subtract", "multiply"}:
         return alu(vals["op1"], b, rounded) if vals["reverse1"] else alu(vals["op1"], rounded, b)
-    x64, a64, b64 = x.astype(np.float64), np.float64(a) if np.isscalar(a) else a.astype(np.float64), \
-        np.float64(b) if np.isscalar(b) else b.astype(np.float64)
-    # The first operator's exact result as up to two terms (a product of fp32 values is exact in
-    # binary64; a sum is kept as its two terms).
-    if ops[0] == "multiply":
-        terms = [x64 * a64]
-    elif ops[0] == "add":
-        terms = [x64, np.broadcast_to(a64, x64.shape)]
-    else:
-        terms = [np.broadcast_to(-a64, x64.shape), x64] if vals["reverse0"] else [x64, np.broadcast_to(-a64, x64.shape)]
-        if vals["reverse0"]:
-            terms = [np.broadcast_to(a64, x64.shape), -x64]
+    x64, a64, b64 = (np.asarray(v, dtype=np.float64) for v in (x, a, b))
+    first = {"multiply": [x64 * a64], "add": [x64, a64],
+             "subtract": [a64, -x64] if vals["reverse0"] else [x64, -a64]}[ops[0]]
     if ops[1] == "multiply":
-        if len(terms) == 2:  # (x + a) * b: each term times b exactly
-            terms = [t * b64 for t in terms]
-        else:
-            terms = [terms[0] * b64]  # exact only while the product stays within binary64's 53 bits
+        terms = [term for t in first for term in _numerics.split_times(t, b64)]
     elif ops[1] == "add":
-        terms.append(np.broadcast_to(b64, x64.shape))
+        terms = first + [b64]
     else:
-        terms = [-t for t in terms] + [np.broadcast_to(b64, x64.shape)] if vals["reverse1"] else \
-            terms + [np.broadcast_to(-b64, x64.shape)]
-    stacked = np.stack([np.broadcast_to(t, x64.shape) for t in terms])
-    return np.asarray(_reference.sum(stacked, axis=0, out="fp32"), dtype=np.float64).astype(np.float32)
+        terms = [-t for t in first] + [b64] if vals["reverse1"] else first + [-b64]
+    return _numerics.sum_rounded(terms)
 
 
 def tensor_reduce(*args: Any, negate: bool = False, keepdims: bool = False, engine: Any = None, dtype: Any = None,
@@ -530,11 +516,8 @@ add each partition's results, reset_reduce; idle by default) and ``reduce_res`` 
     s = _operand(ctx, scale, x.shape, "scalar")
     b = _operand(ctx, bias, x.shape, "scalar") if bias is not None else None
     if ctx.assumptions.get("activation_affine", "rounded") == "fused" and b is not None:
-        from .. import reference as _reference
-
-        prod = x.astype(np.float64) * (s.astype(np.float64) if isinstance(s, np.ndarray) else np.float64(s))
-        stacked = np.stack([prod, np.broadcast_to(np.asarray(b, dtype=np.float64), prod.shape)])
-        arg = np.asarray(_reference.sum(stacked, axis=0, out="fp32"), dtype=np.float64).astype(np.float32)
+        # x * scale is exact in binary64 (fp32 operands); one rounding of it plus the bias.
+        arg = _numerics.sum_rounded([x.astype(np.float64) * np.asarray(s, dtype=np.float64), b]).reshape(x.shape)
     else:
         arg = x if (np.isscalar(s) and s == 1.0) else alu("multiply", x, s)
         if b is not None:
