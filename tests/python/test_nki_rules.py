@@ -203,3 +203,31 @@ def test_activation_inputs_outside_the_documented_range(function, x, bad):
     run = nki.run(k, np.full((128, 4), x, np.float32))
     found = {(f.rule, f.where) for f in run.errors}
     assert found == ({("activation_range", _line(k.func, "the activation"))} if bad else set())
+
+
+@pytest.mark.parametrize("stored", [100, 128])
+def test_partitions_a_partial_load_left_out_stay_undefined_until_used(stored):
+    # A tile loaded on 100 of its 128 partitions, computed on whole (the Vector and Scalar engines
+    # work partition by partition), stored on those 100: no finding, and the values are numpy's.
+    # Storing all 128 reads what nothing wrote: the finding is at the store.
+    x = np.arange(100 * 8, dtype=np.float32).reshape(100, 8) / 8
+
+    @nki.jit
+    def k(a):
+        t = nl.ndarray((128, 8), nl.float32, buffer=nl.sbuf)
+        nisa.dma_copy(dst=t[0:100, :], src=a)
+        s = nl.ndarray((128, 1), nl.float32, buffer=nl.sbuf)
+        nisa.tensor_reduce(dst=s, op=nl.add, data=t, axis=1)
+        y = nl.ndarray((128, 8), nl.float32, buffer=nl.sbuf)
+        nisa.tensor_tensor(dst=y, data1=t, data2=t, op=nl.multiply)
+        nisa.tensor_scalar(dst=y, data=y, op0=nl.add, operand0=s)
+        out = nl.ndarray((stored, 8), nl.float32, buffer=nl.shared_hbm)
+        nisa.dma_copy(dst=out, src=y[0:stored, :])  # the store
+        return out
+
+    run = nki.run(k, x)
+    if stored == 100:
+        assert run.errors == []
+        np.testing.assert_array_equal(run.outputs, x * x + x.sum(axis=1, keepdims=True))
+    else:
+        assert {(f.rule, f.where) for f in run.errors} == {("read_uninitialised", _line(k.func, "the store"))}

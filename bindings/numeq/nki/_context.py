@@ -140,7 +140,9 @@ class Context:
         self.psum_chain: dict[tuple[int, int], int] = {}
         self.psum_groups: list[tuple[int, str]] = []
         self.pending: dict[int, dict] = {}
-        self.pinned: dict[int, set] = {}  # SBUF buffer id -> PSUM buffer ids whose pending chains read it
+        self.pinned: dict[int, set] = {}
+        # Partitions of the current instruction's operands no instruction wrote (_rules.check_read).
+        self.undefined_rows: Any = None  # SBUF buffer id -> PSUM buffer ids whose pending chains read it
         self._shared: dict[str, list] = {}
         self._shared_seen: dict[tuple, int] = {}  # PSUM buffer id -> its matmul chains not yet computed (_psum)
 
@@ -168,6 +170,7 @@ class Context:
     # --- the trace -----------------------------------------------------------------------------
     def issue(self, engine: str, name: str, dst: list, srcs: list, nbytes: int = 0, flops: int = 0,
               cycles: int = 0, **detail: Any) -> Instruction:
+        self.undefined_rows = None  # the instruction is done: its undefined partitions are written
         self.step = step = self.step + 1
         operands = []
         for group in (dst, srcs):

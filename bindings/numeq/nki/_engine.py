@@ -52,13 +52,14 @@ def as_tensor(x: Any, parameter: str) -> Tensor:
     raise TypeError(f"{parameter}: expected an NKI tensor (nl.ndarray or a view of one), got {type(x).__name__}")
 
 
-def read(ctx: Context, t: Any, parameter: str, engine: str = "vector") -> np.ndarray:
-    """The fp32 values of operand ``t`` (checked: partitions, engine access, poison)."""
+def read(ctx: Context, t: Any, parameter: str, engine: str = "vector", rows: bool = False) -> np.ndarray:
+    """The fp32 values of operand ``t`` (checked: partitions, engine access, poison; ``rows``: the
+    instruction works partition by partition, see ``_rules.check_read``)."""
     t = as_tensor(t, parameter)
     if not t.base.memory.on_chip and engine != "dma":
         _rules.off_chip(ctx, t, engine, parameter)
     _rules.check_on_chip(ctx, t)
-    _rules.check_read(ctx, t)
+    _rules.check_read(ctx, t, rows=rows)
     if engine == "gpsimd" and t.base.memory.name == "psum":
         _rules.check_engine_access(ctx, engine, [t], parameter)
     if t.writer is not None and engine != "tensor":
@@ -87,6 +88,14 @@ def write(ctx: Context, dst: Any, values: np.ndarray, writer: int = WRITER_OTHER
         bits = same_shape(ctx, dst, bits)
     dst.data[...] = bits
     mark_written(ctx, dst, writer)
+    undefined = ctx.undefined_rows
+    if undefined is not None and undefined.any():
+        # Partitions computed from unwritten ones stay unwritten (_rules.check_read, rows=True).
+        if dst.ndim and len(undefined) == dst.shape[0]:
+            dst.mask[undefined] = 0
+            dst.base.complete = False
+        else:
+            _rules.unread_finding(ctx, dst, int(undefined.sum()))
 
 
 def before_write(ctx: Context, dst: Any) -> None:

@@ -310,6 +310,10 @@ def _reduce(op: str, x: Any, axis: Any, dtype: Any, mask: Any, keepdims: bool, f
     grid = _grid_shape(x)
     axes = _axes(axis, len(grid), fname)
     kept = [i for i in range(len(grid)) if keepdims or i not in axes]
+    if len(kept) < 2 and x.base.memory.on_chip and axes:
+        # An on-chip tile keeps a free axis: reducing [P, F] over F gives [P, 1] (AWS's 0.1.0
+        # rmsnorm example multiplies a [128, F] tile by nl.sum(..., axis=[1]) of it).
+        kept = sorted(kept + [axes[-1]])
     out = _new(tuple(1 if i in axes else grid[i] for i in kept), _dtype(dtype, x.dtype))
     if mask is None:
         xs, os_ = _tile(x, "x"), out
@@ -335,7 +339,8 @@ def _reduction(op: str, fname: str) -> Callable:
 
     reduce.__name__ = reduce.__qualname__ = fname
     reduce.__doc__ = (f"``nl.{fname}(x, axis, dtype=None, mask=None, keepdims=False)``: tensor_reduce({op}) over the "
-                      "trailing free dims ``axis``; the reduced dims are removed unless ``keepdims``.")
+                      "trailing free dims ``axis``; the reduced dims are removed unless ``keepdims`` (an on-chip "
+                      "tile keeps one: [P, F] gives [P, 1]).")
     reduce.op_name = op  # type: ignore[attr-defined] - also an op identifier: nisa.tensor_reduce(op=nl.max)
     return reduce
 
@@ -588,6 +593,10 @@ def _install_operators() -> None:
                          ("eq", "equal"), ("ne", "not_equal")):
         setattr(Tensor, f"__{dunder}__", binary(name))
     Tensor.__neg__ = lambda self: _unary("negative", self)  # type: ignore[assignment]
+    # The 0.1.0 tensor class's methods (nki.tensor: broadcast_to, expand_dims, astype).
+    Tensor.broadcast_to = lambda self, shape: broadcast_to(self, shape=shape)  # type: ignore[attr-defined]
+    Tensor.expand_dims = lambda self, axis: expand_dims(self, axis)  # type: ignore[attr-defined]
+    Tensor.astype = lambda self, dtype: static_cast(self, dtype)  # type: ignore[attr-defined]
     Tensor.__hash__ = object.__hash__  # type: ignore[assignment]
     Tensor.__array_ufunc__ = None  # numpy scalars defer to the tile's operators
 

@@ -82,21 +82,38 @@ def check_on_chip(ctx: Context, t: Any) -> None:
                  f"{', '.join(map(str, start_partitions(count)))}", _cite(ctx, "partitions"))
 
 
-def check_read(ctx: Context, t: Any, settle: bool = True) -> None:
+def check_read(ctx: Context, t: Any, settle: bool = True, rows: bool = False) -> None:
     """A read of bytes no instruction wrote names the tile (its values read as NaN here). Every read
-    of stored values passes here, so pending PSUM matmul chains are computed first."""
+    of stored values passes here, so pending PSUM matmul chains are computed first.
+
+    ``rows``: the instruction computes each partition from the same partition of its operands (the
+    Vector and Scalar engines' elementwise and free-axis work). Then whole partitions no instruction
+    wrote are no error: their results stay undefined in the destination (``ctx.undefined_rows``,
+    applied by ``_engine.write``), as the rows a masked load left out of a tile are computed and
+    never stored (AWS's 0.1.0 rmsnorm and layernorm examples). A finding is made where undefined
+    values reach something else: a partly written partition, or a destination of other rows."""
     if settle and t.base.id in ctx.pending:
         from ._psum import settle as compute_pending
 
         compute_pending(ctx, t.base)
-    if t.base.complete:
+    if t.base.complete or t.mask.min() == t.base.full:
         return
-    if t.mask.min() != t.base.full:
-        unwritten = int(np.count_nonzero(t.mask != t.base.full))
-        ctx.find("read_uninitialised", "error",
-                 f"reads {unwritten} of {t.size} elements of {t.name} ({t.base.memory}, allocated at "
-                 f"{t.base.line}) that no instruction wrote",
-                 "documented: tile contents start undefined (nki.language.ndarray docs; AWS's simulator fills NaN)")
+    written = (t.mask == t.base.full).reshape(t.shape[0], -1) if t.ndim else (t.mask == t.base.full).reshape(1, 1)
+    if rows and t.ndim:
+        whole = written.all(axis=1)
+        # Some partitions written in full, the others not at all (a tile nothing wrote is an error).
+        if whole.any() and (whole | ~written.any(axis=1)).all():
+            ctx.undefined_rows = ~whole if ctx.undefined_rows is None or len(ctx.undefined_rows) != len(whole) \
+                else ctx.undefined_rows | ~whole
+            return
+    unread_finding(ctx, t, int(np.count_nonzero(~written)))
+
+
+def unread_finding(ctx: Context, t: Any, unwritten: int) -> None:
+    ctx.find("read_uninitialised", "error",
+             f"reads {unwritten} of {t.size} elements of {t.name} ({t.base.memory}, allocated at {t.base.line}) that "
+             "no instruction wrote",
+             "documented: tile contents start undefined (nki.language.ndarray docs; AWS's simulator fills NaN)")
 
 
 def off_chip(ctx: Context, t: Any, engine: str, parameter: str) -> None:

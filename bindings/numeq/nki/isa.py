@@ -146,7 +146,7 @@ def tensor_copy(*args: Any, engine: Any = None, dtype: Any = None, name: str = "
     if eng == "gpsimd" and src.base.memory.name == "psum":
         ctx.find("psum_gpsimd", "warning", f"tensor_copy on GpSimd evacuates {src.name} from PSUM",
                  "documented: NKI architecture guides (GpSimd has no PSUM port)")
-    values = read(ctx, src, "src", eng)
+    values = read(ctx, src, "src", eng, rows=True)
     if dst.dtype == src.dtype and not (eng == "scalar" and ctx.target.core == "NeuronCore-v2"):
         write(ctx, dst, None, bits=src.data)
     else:  # ScalarE on NeuronCore-v2 goes through fp32 even for the same dtype (nki.isa docs)
@@ -370,7 +370,7 @@ def tensor_tensor(*args: Any, engine: Any = None, dtype: Any = None, name: str =
         ctx.find("engine_access", "error", f"tensor_tensor reads both {d1.name} and {d2.name} from PSUM; at most one "
                  "operand may be in PSUM", "documented: nki.isa.tensor_tensor docstring")
     _rules.check_engine_access(ctx, eng, [d1, d2] + ([dst] if isinstance(dst, Tensor) else []), "tensor_tensor")
-    x, y = read(ctx, d1, "data1", eng), read(ctx, d2, "data2", eng)
+    x, y = read(ctx, d1, "data1", eng, rows=True), read(ctx, d2, "data2", eng, rows=True)
     if y.shape != x.shape and y.size == x.size:
         y = y.reshape(x.shape)
     result = alu(vals["op"], x, y)
@@ -400,7 +400,7 @@ def _operand(ctx: Any, operand: Any, shape: tuple, eng: str) -> Any:
     """A tensor_scalar operand: a Python / numpy scalar, or a [P, 1] tensor broadcast along the
     free axis (a per-partition scalar)."""
     if isinstance(operand, Tensor):
-        v = read(ctx, operand, "operand", eng)
+        v = read(ctx, operand, "operand", eng, rows=True)
         return v.reshape(v.shape[0], *([1] * (len(shape) - 1))) if v.ndim else v
     return np.float32(operand)
 
@@ -420,7 +420,7 @@ def tensor_scalar(*args: Any, engine: Any = None, dtype: Any = None, name: str =
     _extra("tensor_scalar", kwargs)
     data = as_tensor(vals["data"], "data")
     eng = engine_name(engine, "vector")
-    x = read(ctx, data, "data", eng)
+    x = read(ctx, data, "data", eng, rows=True)
     first = _operand(ctx, vals["operand0"], x.shape, eng)
     r = alu(vals["op0"], first, x) if vals["reverse0"] else alu(vals["op0"], x, first)
     if vals["op1"] is not None:
@@ -472,7 +472,7 @@ def tensor_reduce(*args: Any, negate: bool = False, keepdims: bool = False, engi
     _extra("tensor_reduce", kwargs)
     data = as_tensor(vals["data"], "data")
     eng = engine_name(engine, "vector")
-    x = read(ctx, data, "data", eng)
+    x = read(ctx, data, "data", eng, rows=True)
     axes = vals["axis"]
     axes = tuple(a % x.ndim for a in ((axes,) if isinstance(axes, int) else tuple(axes)))
     if 0 in axes:
@@ -512,7 +512,7 @@ add each partition's results, reset_reduce; idle by default) and ``reduce_res`` 
     _extra("activation", kwargs)
     data = as_tensor(vals["data"], "data")
     fname = op_name(vals["op"])
-    x = read(ctx, data, "data", "scalar")
+    x = read(ctx, data, "data", "scalar", rows=True)
     s = _operand(ctx, scale, x.shape, "scalar")
     b = _operand(ctx, bias, x.shape, "scalar") if bias is not None else None
     if ctx.assumptions.get("activation_affine", "rounded") == "fused" and b is not None:
@@ -577,7 +577,7 @@ def reciprocal(*args: Any, dtype: Any = None, name: str = "", **kwargs: Any) -> 
         dst = pos.pop(0)
     data = as_tensor(kwargs.pop("data", None) or pos.pop(0), "data")
     _extra("reciprocal", kwargs)
-    x = read(ctx, data, "data")
+    x = read(ctx, data, "data", rows=True)
     y = _numerics.function_fp32("reciprocal", x)
     if dst is None:
         dst = new_tile(data.shape, dtype or data.dtype)
