@@ -144,6 +144,29 @@ void bind_core(py::module_& m) {
       },
       py::arg("a"), py::arg("b"), py::arg("c"), py::arg("matmul"), py::arg("platform"), py::arg("in_fmt"),
       py::arg("out"));
+  m.def(
+      "core_matmul_fp32_sources",
+      [](const py::array& a, const py::array& b, const std::string& platform, const std::string& in_fmt,
+         const std::string& out) -> py::object {
+        // core::matmul_fp32_sources: None where it does not apply (the caller then widens).
+        const std::optional<numeq::ElementType> ta = element_type_of(a), tb = element_type_of(b);
+        if (!ta || !tb || a.ndim() != 2 || b.ndim() != 2) return py::none();
+        const auto M = static_cast<std::size_t>(a.shape(0)), K = static_cast<std::size_t>(a.shape(1)),
+                   N = static_cast<std::size_t>(b.shape(1));
+        if (static_cast<std::size_t>(b.shape(0)) != K)
+          throw numeq::error("b: " + std::to_string(b.shape(0)) + " rows, but a has " + std::to_string(K) + " columns");
+        const core::Plan plan = core::plan_for(*core::shared_platform(platform), core::Operation::matmul, in_fmt, out);
+        std::optional<xt::xarray<double>> r;
+        {
+          py::gil_scoped_release release;
+          r = core::matmul_fp32_sources(a.data(), *ta, b.data(), *tb, M, K, N, plan);
+        }
+        if (!r) return py::none();
+        return to_numpy(std::move(*r));
+      },
+      py::arg("a"), py::arg("b"), py::arg("platform"), py::arg("in_fmt"), py::arg("out"),
+      "a [M, K] @ b [K, N] by the platform's plan read in place (core::matmul_fp32_sources), or None where that "
+      "path does not apply");
 }
 
 }  // namespace numeq_bindings

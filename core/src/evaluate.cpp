@@ -19,6 +19,7 @@
 #include "numeq/formats/format.hpp"
 #include "numeq/formats/parallel.hpp"
 #include "numeq/formats/random.hpp"
+#include "numeq/formats/widen.hpp"
 #include "numeq/formats/exact.hpp"
 
 #include "matmul_kernels.hpp"
@@ -387,6 +388,56 @@ bool all_floats(const double* x, std::size_t n) {
   return all.load();
 }
 
+// The kernels' row groups (`unit` rows each, the last one short) are parallel_for's units, so
+// that every thread gets an equal share of rows; within a slice, consecutive groups of one
+// matrix go to the kernel in blocks of at most `most` groups (results never depend on how
+// elements are grouped). Blocks of whole tasks cut the rows unevenly: 512 rows in tasks of 60
+// gave one of two threads 300 of them.
+template <class Block>
+void for_row_blocks(std::size_t M, std::size_t begin, std::size_t end, std::size_t unit, std::size_t most,
+                    Block&& block) {
+  const std::size_t units = (M + unit - 1) / unit;
+  for (std::size_t u = begin; u < end;) {
+    const std::size_t t = u / units, first = u % units;
+    const std::size_t count = std::min({most, units - first, end - u});
+    const std::size_t m0 = first * unit;
+    block(t, m0, std::min(count * unit, M - m0));
+    u += count;
+  }
+}
+
+// result (matrices x M x N) = a @ b (+ fc, null for none) by the fp32 chain kernels under
+// `tiling`: a holds fp32 values as doubles, b its matrices packed.
+void fp32_chains(const double* a, const std::vector<kernels::PackedB32>& packed, const BatchOperands& operands,
+                 std::size_t M, std::size_t K, std::size_t N, const xt::xarray<double>* fc, const Plan& plan,
+                 const kernels::Fp32Tiling& tiling, double* result) {
+  const std::uint64_t key = random_stream_key(plan.output.seed);
+  const bool stochastic = plan.output.rounding == Rounding::stochastic;
+  const bool plain_output = host_fp32(plan.output) && host_fp32(outer_cast(plan));
+  const bool fc_floats = fc != nullptr && all_floats(fc->data(), fc->size());
+  const std::size_t unit = kernels::fp32_row_group(), most = 8, units = (M + unit - 1) / unit;
+  parallel_for(operands.a_of.size() * units, [&](std::size_t begin, std::size_t end) {
+    std::vector<float> acc(most * unit * N);
+    for_row_blocks(M, begin, end, unit, most, [&](std::size_t t, std::size_t m0, std::size_t rows) {
+      kernels::fp32_fma_rows(a + (operands.a_of[t] * M + m0) * K, rows, packed[operands.b_of[t]], acc.data(), N,
+                             tiling);
+      for (std::size_t r = 0; r < rows; ++r)
+        for (std::size_t n = 0; n < N; ++n) {
+          const std::size_t i = (t * M + m0 + r) * N + n;
+          const double v = static_cast<double>(acc[r * N + n]);
+          // The chain's value is an fp32 value: an fp32 nearest-even output keeps it; c (an
+          // fp32 value) is added with the host's float addition, exactly add_rounded's result.
+          if (plain_output && (!fc || fc_floats)) {
+            result[i] = fc ? static_cast<double>(acc[r * N + n] + static_cast<float>(fc->data()[i])) : v;
+          } else {
+            result[i] = finish(v, fc ? std::optional<double>(fc->data()[i]) : std::nullopt, plan,
+                               stochastic ? random_bits_at(key, i) : 0);
+          }
+        }
+    });
+  }, std::max<std::size_t>(1, (std::size_t{1} << 16) / std::max<std::size_t>(1, K * N * unit)));
+}
+
 }  // namespace
 
 double add_rounded(double x, double y, const Cast& cast) {
@@ -530,48 +581,12 @@ xt::xarray<double> matmul(const xt::xarray<double>& a, const xt::xarray<double>&
   xt::xarray<double> result = xt::xarray<double>::from_shape(shape);
   const std::uint64_t key = random_stream_key(plan.output.seed);
   const bool stochastic = plan.output.rounding == Rounding::stochastic;
-  // The kernels' row groups (`unit` rows each, the last one short) are parallel_for's units, so
-  // that every thread gets an equal share of rows; within a slice, consecutive groups of one
-  // matrix go to the kernel in blocks of at most `most` groups (results never depend on how
-  // elements are grouped). Blocks of whole tasks cut the rows unevenly: 512 rows in tasks of 60
-  // gave one of two threads 300 of them.
-  const auto row_blocks = [&](std::size_t begin, std::size_t end, std::size_t unit, std::size_t most, auto&& block) {
-    const std::size_t units = (M + unit - 1) / unit;
-    for (std::size_t u = begin; u < end;) {
-      const std::size_t t = u / units, first = u % units;
-      const std::size_t count = std::min({most, units - first, end - u});
-      const std::size_t m0 = first * unit;
-      block(t, m0, std::min(count * unit, M - m0));
-      u += count;
-    }
-  };
   const std::size_t b_matrices = K * N == 0 ? 0 : b.size() / (K * N);
   const std::optional<kernels::Fp32Tiling> tiling = fp32_tiling(plan);
   if (kernels::enabled() && tiling && all_floats(a.data(), a.size()) && all_floats(b.data(), b.size()) && M * N * K > 0) {
     std::vector<kernels::PackedB32> packed(b_matrices);
     for (std::size_t s = 0; s < b_matrices; ++s) packed[s] = kernels::pack_b32(b.data() + s * K * N, K, N);
-    const bool plain_output = host_fp32(plan.output) && host_fp32(outer_cast(plan));
-    const bool fc_floats = c != nullptr && all_floats(fc.data(), fc.size());
-    const std::size_t unit = kernels::fp32_row_group(), most = 8, units = (M + unit - 1) / unit;
-    parallel_for(matrices * units, [&](std::size_t begin, std::size_t end) {
-      std::vector<float> acc(most * unit * N);
-      row_blocks(begin, end, unit, most, [&](std::size_t t, std::size_t m0, std::size_t rows) {
-        kernels::fp32_fma_rows(a.data() + (a_of[t] * M + m0) * K, rows, packed[b_of[t]], acc.data(), N, *tiling);
-        for (std::size_t r = 0; r < rows; ++r)
-          for (std::size_t n = 0; n < N; ++n) {
-            const std::size_t i = (t * M + m0 + r) * N + n;
-            const double v = static_cast<double>(acc[r * N + n]);
-            // The chain's value is an fp32 value: an fp32 nearest-even output keeps it; c (an
-            // fp32 value) is added with the host's float addition, exactly add_rounded's result.
-            if (plain_output && (!c || fc_floats)) {
-              result.data()[i] = c ? static_cast<double>(acc[r * N + n] + static_cast<float>(fc.data()[i])) : v;
-            } else {
-              result.data()[i] = finish(v, c ? std::optional<double>(fc.data()[i]) : std::nullopt, plan,
-                                        stochastic ? random_bits_at(key, i) : 0);
-            }
-          }
-      });
-    }, std::max<std::size_t>(1, (std::size_t{1} << 16) / std::max<std::size_t>(1, K * N * unit)));
+    fp32_chains(a.data(), packed, operands, M, K, N, c ? &fc : nullptr, plan, *tiling, result.data());
     return result;
   }
   // A chain of fused tensor-core steps: the column kernel computes every element it can finish
@@ -609,7 +624,7 @@ xt::xarray<double> matmul(const xt::xarray<double>& a, const xt::xarray<double>&
         parallel_for(matrices * units, [&](std::size_t begin, std::size_t end) {
           std::vector<double> out(most * unit * N), column(K);
           std::vector<std::uint8_t> flags(most * unit * N);
-          row_blocks(begin, end, unit, most, [&](std::size_t t, std::size_t m0, std::size_t rows) {
+          for_row_blocks(M, begin, end, unit, most, [&](std::size_t t, std::size_t m0, std::size_t rows) {
             const double* arows = ca + (a_of[t] * M + m0) * K;
             kernels::fused_cols_rows(fk, arows, ea.data() + (a_of[t] * M + m0) * K, rows, packed[b_of[t]],
                                      c_first ? fc.data() + (t * M + m0) * N : nullptr, N, out.data(), N, flags.data());
@@ -657,6 +672,34 @@ xt::xarray<double> matmul(const xt::xarray<double>& a, const xt::xarray<double>&
     }
   }, std::max<std::size_t>(1, (std::size_t{1} << 14) / std::max<std::size_t>(1, K)));
   return result;
+}
+
+std::optional<xt::xarray<double>> matmul_fp32_sources(const void* a, const ElementType& a_type, const void* b,
+                                                      const ElementType& b_type, std::size_t M, std::size_t K,
+                                                      std::size_t N, const Plan& plan) {
+  validate(plan);
+  const std::optional<kernels::Fp32Tiling> tiling = fp32_tiling(plan);
+  if (!kernels::enabled() || !tiling || !holds_fp32_values(a_type) || !holds_fp32_values(b_type) || M * N * K == 0)
+    return std::nullopt;
+  std::vector<double> as(M * K);
+  const WidenReport ra = widen(a, as.size(), a_type, as.data());
+  std::size_t bad = 0;
+  std::vector<kernels::PackedB32> packed(1);
+  packed[0] = kernels::pack_b32(b, b_type, K, N, bad);
+  const auto refuse = [](const char* name, std::size_t at, const ElementType& type) {
+    throw numeq::error(std::string(name) + ": element " + std::to_string(at) + " (C order) is not a bit pattern of " +
+                       std::string(type.format->name));
+  };
+  if (ra.first() < as.size()) refuse("a", ra.first(), a_type);
+  if (bad < K * N) refuse("b", bad, b_type);
+  xt::xarray<double> result = xt::xarray<double>::from_shape({M, N});
+  fp32_chains(as.data(), packed, BatchOperands{{0}, {0}}, M, K, N, nullptr, plan, *tiling, result.data());
+  return result;
+}
+
+bool holds_fp32_values(const ElementType& type) {
+  if (type.format == nullptr) return type.bytes <= 2;  // |v| < 2^16: exact in fp32
+  return type.format->name == "fp32" || (!type.format->is_integer() && values_within(*type.format, format_by_name("fp32", "fmt")));
 }
 
 }  // namespace numeq::core

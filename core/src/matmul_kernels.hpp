@@ -25,6 +25,7 @@
 
 #include "numeq/core/evaluate.hpp"
 #include "numeq/core/fused.hpp"
+#include "numeq/formats/widen.hpp"
 
 namespace numeq::core::kernels {
 
@@ -49,6 +50,10 @@ struct PackedB32 {
 };
 // b holds fp32 values (or NaN) as doubles.
 PackedB32 pack_b32(const double* b, std::size_t K, std::size_t N);
+// b as elements of `type` (numeq::widen's element types) whose every value is an fp32 value (the
+// caller's to know): read in place, no float64 copy of the whole. `bad`: the first element (C
+// order) widen refuses (a bit pattern outside the format), or K * N when there is none.
+PackedB32 pack_b32(const void* b, const ElementType& type, std::size_t K, std::size_t N, std::size_t& bad);
 
 // The kernel's register block of rows: row blocks of a multiple of it waste no work.
 std::size_t fp32_row_group();

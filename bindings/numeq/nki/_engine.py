@@ -63,7 +63,7 @@ def read(ctx: Context, t: Any, parameter: str, engine: str = "vector", rows: boo
     if engine == "gpsimd" and t.base.memory.name == "psum":
         _rules.check_engine_access(ctx, engine, [t], parameter)
     if t.writer is not None and engine != "tensor":
-        np.copyto(t.writer, WRITER_READ, where=t.writer == WRITER_MATMUL)
+        evacuated(t)
     values = _numerics.fp32_values(t.data, t.dtype)
     if not t.base.complete and t.mask.min() != t.base.full:
         values = np.where(t.mask == t.base.full, values, np.float32(np.nan))
@@ -117,15 +117,32 @@ def settled(ctx: Context, src: Any) -> Any:
 def mark_written(ctx: Context, dst: Any, writer: int = WRITER_OTHER) -> None:
     """dst's bytes are written (by ``writer``, in PSUM)."""
     base = dst.base
+    whole = base.covered_by(dst)
     if not base.complete:
-        dst.mask[...] = base.full
-        if dst.size == base.data.size and dst.data.flags.c_contiguous:
+        if not whole:
+            dst.mask[...] = base.full
+        else:
             base.complete = True
+            if base._mask is not None:  # a mask once made stays exact (views hold it)
+                base._mask[...] = base.full
     base.dirty = True
     if dst.writer is not None:
-        dst.writer[...] = writer
+        if not (whole and base.writer_all == writer):
+            dst.writer[...] = writer
+        base.writer_all = writer if whole or base.writer_all == writer else None
         if writer == WRITER_OTHER:
             base.holds_other = True
+
+
+def evacuated(t: Any) -> None:
+    """An instruction other than a matmul read PSUM view ``t``: its matmul results become
+    WRITER_READ (the ``after_read`` accumulation rule reads them)."""
+    base = t.base
+    if base.writer_all is None:
+        np.copyto(t.writer, WRITER_READ, where=t.writer == WRITER_MATMUL)
+    elif base.writer_all == WRITER_MATMUL:
+        t.writer[...] = WRITER_READ
+        base.writer_all = WRITER_READ if base.covered_by(t) else None
 
 
 def same_shape(ctx: Context, dst: Tensor, values: np.ndarray) -> np.ndarray:

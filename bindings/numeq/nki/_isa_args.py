@@ -339,3 +339,4 @@ def write_where(ctx: Context, dst: Tensor, chosen: np.ndarray, values: np.ndarra
         dst.base.complete = False  # elements left unwritten stay unwritten
     if old_writer is not None:
         dst.writer[keep] = old_writer[keep]
+        dst.base.writer_all = None

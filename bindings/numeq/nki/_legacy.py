@@ -68,6 +68,7 @@ def assign(t: Tensor, key: Any, value: Any) -> None:
                 view.base.complete = False  # the mask now may hold unwritten bytes
             if view.writer is not None and value.writer is not None:
                 view.writer[...] = value.writer.reshape(view.shape)
+                view.base.writer_all = None
             if ctx.trace[-1].name == "nc_matmul":
                 ctx.psum_chain[(view.base.id, view.element_offset())] = 1
             _retarget(ctx, value, view)

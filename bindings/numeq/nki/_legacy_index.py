@@ -487,6 +487,7 @@ def _masked(mask: Any, dst: Tensor, operands: list, run: Callable) -> None:
     d.base.complete = False  # masked-out elements of d stay as they were
     if d.writer is not None:
         d.writer[keep] = scratch.writer[keep] if scratch.writer is not None else WRITER_OTHER
+        d.base.writer_all = None
     _retarget(ctx, scratch, d)
 
 

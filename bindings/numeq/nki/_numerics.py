@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import _casts
+from .. import _casts, _core
 import importlib
 
 _platforms = importlib.import_module("numeq.platforms")  # the module (numeq.platforms is also a function)
@@ -87,8 +87,12 @@ def matmul_tile(stationary: np.ndarray, moving: np.ndarray, in_fmt: str, platfor
     (its k_tile is this instruction's K, so the plan holds one tile): fp32 [M, N]."""
     a = np.ascontiguousarray(np.swapaxes(stationary, 0, 1))
     b = np.ascontiguousarray(moving)
-    return np.asarray(_platforms.matmul(a, b, platform=platform, in_fmt=in_fmt, out="fp32"),
-                      dtype=np.float64).astype(np.float32)
+    # The operands read in place where the plan is fp32 chains (every Trainium PE plan): a PSUM
+    # chain is one call, and widening its operands to float64 cost as much as computing it.
+    r = _core.core_matmul_fp32_sources(a, b, platform, in_fmt, "fp32")
+    if r is None:
+        r = _platforms.matmul(a, b, platform=platform, in_fmt=in_fmt, out="fp32")
+    return np.asarray(r, dtype=np.float64).astype(np.float32)
 
 
 def reduce_fp32(x: np.ndarray, op: str, platform: str) -> np.ndarray:

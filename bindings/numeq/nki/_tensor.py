@@ -73,11 +73,11 @@ class Life:
 
     __slots__ = ("memory", "name", "line", "partition_bytes", "alloc_step", "first_use", "last_use")
 
-    def __init__(self, buffer: "Buffer") -> None:
+    def __init__(self, buffer: "Buffer", partition_bytes: int) -> None:
         self.memory = buffer.memory
         self.name = buffer.name
         self.line = buffer.line
-        self.partition_bytes = buffer.partition_bytes
+        self.partition_bytes = partition_bytes
         self.alloc_step = 0
         self.first_use: int | None = None
         self.last_use: int | None = None
@@ -97,51 +97,72 @@ def _storage(dtype: DType) -> tuple:
 
 class Buffer:
     """One allocation: its memory, dtype, shape, name, the kernel line that made it, the data and
-    the written-bytes mask (and, in PSUM, each element's last writer)."""
+    the written-bytes mask (and, in PSUM, each element's last writer).
+
+    The mask is made when first asked for: a tile written whole by its first instruction (most
+    are) never needs one. Until then ``complete`` says everything (True: every byte written;
+    False: none is); once made, the mask array is kept for the buffer's life (views hold it)."""
 
     def __init__(self, shape: Sequence[int], dtype: DType, memory: Memory, name: str, line: str,
                  data: np.ndarray | None = None) -> None:
         self.id = next(_ids)
-        self.shape = tuple(int(s) for s in shape)
+        self.shape = shape = tuple(int(s) for s in shape)
         self.dtype = dtype
         self.memory = memory
         self.name = name or f"{memory.name}_{self.id}"
         self.line = line
-        st, mask_type, self.full = _storage(dtype)
-        if data is None:
-            self.data = np.zeros(self.shape, dtype=st)
-            self.mask = np.zeros(self.shape, dtype=mask_type)
-        else:
-            self.data = data
-            self.mask = np.full(self.shape, self.full, dtype=mask_type)
-        # complete: every byte written (reads skip the mask check); address: the data's first byte.
+        st, self._mask_type, self.full = _storage(dtype)
+        self.data = np.zeros(shape, dtype=st) if data is None else data
+        self._mask: np.ndarray | None = None
+        # complete: every byte written (reads skip the mask).
         self.complete = data is not None
-        self.address = self.data.__array_interface__["data"][0]
-        self.writer = np.zeros(self.shape, dtype=mask_type) if memory.name == "psum" else None
-        self.life = Life(self)
+        self._address: int | None = None
+        self.writer = np.zeros(shape, dtype=self._mask_type) if memory.name == "psum" else None
+        # The code every element of writer holds (WRITER_NONE at first), or None when they may
+        # differ: the matmul accumulation rules then skip a pass over the writer array.
+        self.writer_all: int | None = WRITER_NONE
+        self.life = Life(self, math.prod(shape[1:]) * dtype.itemsize if shape else dtype.itemsize)
         self.dirty = False  # some instruction wrote it (kernel inputs written are copied back)
         self.holds_other = False  # PSUM: some element holds a non-matmul result (WRITER_OTHER)
 
     @property
+    def mask(self) -> np.ndarray:
+        """The written-bytes mask (made now if it was not: all written or none, as ``complete``)."""
+        if self._mask is None:
+            self._mask = np.full(self.shape, self.full if self.complete else 0, dtype=self._mask_type)
+        return self._mask
+
+    def covered_by(self, t: "Tensor") -> bool:
+        """Whether view ``t`` is every byte of this buffer, in storage order."""
+        return t.data.nbytes == self.data.nbytes and t.data.flags.c_contiguous
+
+    @property
+    def address(self) -> int:
+        """The data's first byte."""
+        if self._address is None:
+            self._address = self.data.__array_interface__["data"][0]
+        return self._address
+
+    @property
     def partition_bytes(self) -> int:
         """Bytes each partition holds (SBUF, PSUM: dim 0 is the partition axis)."""
-        return math.prod(self.shape[1:]) * self.dtype.itemsize if self.shape else self.dtype.itemsize
+        return self.life.partition_bytes
 
     def whole(self) -> "Tensor":
-        return Tensor(self, self.data, self.mask, self.writer, self.dtype)
+        return Tensor(self, self.data, self._mask, self.writer, self.dtype)
 
 
 class Tensor:
     """A view of a buffer, as NKI kernels hold it: ``shape``, ``dtype``, ``buffer`` (the memory),
     ``name``; indexing, ``.ap()``, ``.reshape`` and ``.view`` give further views."""
 
-    __slots__ = ("base", "data", "mask", "writer", "dtype", "checked", "_parts", "_offset")
+    __slots__ = ("base", "data", "_mask", "writer", "dtype", "checked", "_parts", "_offset")
 
-    def __init__(self, base: Buffer, data: np.ndarray, mask: np.ndarray, writer: np.ndarray | None,
+    def __init__(self, base: Buffer, data: np.ndarray, mask: np.ndarray | None, writer: np.ndarray | None,
                  dtype: DType) -> None:
         self.base = base
         self.data = data
-        self.mask = mask
+        self._mask = mask  # None: taken from the buffer's mask when asked for (Buffer.mask)
         self.writer = writer
         self.dtype = dtype
         self.checked = False  # the partition rules hold for this view (_rules.check_on_chip)
@@ -175,10 +196,23 @@ class Tensor:
     def __repr__(self) -> str:
         return f"Tensor({self.base.name}, shape={self.shape}, dtype={self.dtype}, buffer={self.base.memory})"
 
+    @property
+    def mask(self) -> np.ndarray:
+        """This view of the buffer's written-bytes mask: the same bytes as ``data``, read as
+        unsigned integers of its itemsize."""
+        if self._mask is None:
+            base, data = self.base, self.data
+            if data is base.data:
+                self._mask = base.mask
+            else:
+                self._mask = np.ndarray(data.shape, np.dtype(f"u{data.itemsize}"), base.mask,
+                                        data.__array_interface__["data"][0] - base.address, data.strides)
+        return self._mask
+
     # --- views -------------------------------------------------------------------------------
     def _apply(self, f) -> "Tensor":
-        return Tensor(self.base, f(self.data), f(self.mask), None if self.writer is None else f(self.writer),
-                      self.dtype)
+        return Tensor(self.base, f(self.data), None if self._mask is None else f(self._mask),
+                      None if self.writer is None else f(self.writer), self.dtype)
 
     def __getitem__(self, key: Any) -> "Tensor":
         from . import _indexing
@@ -226,7 +260,7 @@ class Tensor:
         mask_type = np.dtype(f"u{st.itemsize}")
         try:
             data = self.data.view(st)
-            mask = self.mask.view(mask_type)
+            mask = None if self._mask is None else self._mask.view(mask_type)
         except ValueError as e:
             raise ValueError(f"view: cannot read {self.name} of shape {self.shape} as {d} ({e})") from None
         writer = None if self.writer is None else self.writer.view(mask_type)
@@ -239,7 +273,10 @@ class Tensor:
     def element_offset(self) -> int:
         """The element offset of this view's first element from its buffer's start."""
         if self._offset is None:
-            self._offset = (self.data.__array_interface__["data"][0] - self.base.address) // self.base.data.itemsize
+            if self.data is self.base.data:
+                self._offset = 0
+            else:
+                self._offset = (self.data.__array_interface__["data"][0] - self.base.address) // self.base.data.itemsize
         return self._offset
 
     def partitions(self) -> tuple[int, int, int]:
@@ -250,7 +287,10 @@ class Tensor:
                 self._parts = (0, 1, 1)
                 return self._parts
             row = base.data.strides[0] if base.data.ndim else base.data.itemsize
-            first = (self.data.__array_interface__["data"][0] - base.address) // row if row else 0
+            if self.data is base.data:
+                first = 0
+            else:
+                first = (self.data.__array_interface__["data"][0] - base.address) // row if row else 0
             if self.data.ndim == 0:
                 self._parts = (first, 1, 1)
             else:

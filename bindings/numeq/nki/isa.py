@@ -310,7 +310,9 @@ def _accumulating(ctx: Any, dst: Tensor, accumulate: Any) -> np.ndarray:
     if rule == "never" or dst.writer is None:
         return np.bool_(False)
     w = dst.writer
-    low, high = w.min(), w.max()
+    low = high = dst.base.writer_all
+    if low is None:
+        low, high = w.min(), w.max()
     if accumulate is None and low <= WRITER_READ <= high and (low == high or (w == WRITER_READ).any()):
         # The answer turns on the assumption: the tile was evacuated and is written again with no
         # accumulate= to say whether this starts a new sum (AWS's simulator warns here too).

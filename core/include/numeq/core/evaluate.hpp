@@ -19,6 +19,7 @@
 
 #include "numeq/core/plan.hpp"
 #include "numeq/formats/cpu_dispatch.hpp"
+#include "numeq/formats/widen.hpp"
 
 namespace numeq::core {
 
@@ -36,6 +37,21 @@ xt::xarray<double> dot(const xt::xarray<double>& a, const xt::xarray<double>& b,
 // a[..., M, K] @ b[..., K, N] (+ c broadcast to the result), batch axes broadcast as numpy does.
 xt::xarray<double> matmul(const xt::xarray<double>& a, const xt::xarray<double>& b, const xt::xarray<double>* c,
                           const Plan& plan);
+
+// a [M, K] @ b [K, N], two C-ordered matrices read in place as elements of their types (numeq::widen's),
+// for the plans the fp32 chain kernels compute (fp32 fma chains whole or cut into tiles and groups:
+// cuda_core.fp32, Trainium's PE plans) and element types whose every value is an fp32 value
+// (holds_fp32_values): matmul's result on the widened values, without the float64 copies or the
+// check that every value is an fp32 value (a kernel emulation computes one PSUM chain per call, and
+// those passes cost it as much as the chain). nullopt, computing nothing, for any other plan or type.
+// Throws numeq::error naming a or b for a byte outside its format's bit patterns.
+std::optional<xt::xarray<double>> matmul_fp32_sources(const void* a, const ElementType& a_type, const void* b,
+                                                      const ElementType& b_type, std::size_t M, std::size_t K,
+                                                      std::size_t N, const Plan& plan);
+
+// Whether every value of the element type is an fp32 value: fp32 itself, floating formats within
+// it (bf16, fp16, the fp8 / fp6 / fp4 formats), integers of 1 or 2 bytes.
+bool holds_fp32_values(const ElementType& type);
 
 // The exact sum x + y rounded once into cast (IEEE 754 zero signs and specials; inputs flushed
 // first under Subnormals::flush_inputs / flush_both). x and y are any doubles. This is the one
