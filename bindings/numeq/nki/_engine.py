@@ -100,7 +100,13 @@ def write(ctx: Context, dst: Any, values: np.ndarray, writer: int = WRITER_OTHER
 
 def before_write(ctx: Context, dst: Any) -> None:
     """What must happen before any instruction changes dst's bytes: a pending matmul chain in it
-    is computed, and so is one that reads it (it keeps the operand by reference, _psum)."""
+    is computed, and so is one that reads it (it keeps the operand by reference, _psum). A
+    first write to part of a tile made uninitialised zeroes the rest (Buffer.mask)."""
+    base = dst.base
+    if base._uninitialised:
+        if not base.covered_by(dst):
+            base.data[...] = 0
+        base._uninitialised = False
     if dst.base.id in ctx.pending:
         _psum.settle(ctx, dst.base)
     if dst.base.id in ctx.pinned:

@@ -327,7 +327,8 @@ def write_where(ctx: Context, dst: Tensor, chosen: np.ndarray, values: np.ndarra
         from ._psum import settle
 
         settle(ctx, dst.base)
-    old_data, old_mask = dst.data.copy(), dst.mask.copy()
+    old_mask = dst.mask.copy()  # first: made now, the mask zeroes bytes nothing wrote (Buffer.mask)
+    old_data = dst.data.copy()
     old_writer = None if dst.writer is None else dst.writer.copy()
     if values is not None:
         values = np.where(chosen, np.asarray(values).reshape(dst.shape), 0).astype(np.asarray(values).dtype)

@@ -112,7 +112,14 @@ class Buffer:
         self.name = name or f"{memory.name}_{self.id}"
         self.line = line
         st, self._mask_type, self.full = _storage(dtype)
-        self.data = np.zeros(shape, dtype=st) if data is None else data
+        # On chip, uninitialised: tiles are made by the thousand and nearly all are written whole
+        # by their first instruction, and zeroing fresh pages cost the 2048^3 matmul kernel a
+        # tenth of its time. Such bytes are never seen: they are unwritten until an instruction
+        # writes them, and the first look at an unwritten buffer's mask zeroes them (Buffer.mask),
+        # (and a first write to part of it zeroes the rest, _engine.before_write), so that bits
+        # copied from it are the same on every run. HBM tensors (outputs) start zero.
+        self.data = (np.empty if memory.on_chip else np.zeros)(shape, dtype=st) if data is None else data
+        self._uninitialised = data is None and memory.on_chip
         self._mask: np.ndarray | None = None
         # complete: every byte written (reads skip the mask).
         self.complete = data is not None
@@ -129,6 +136,9 @@ class Buffer:
     def mask(self) -> np.ndarray:
         """The written-bytes mask (made now if it was not: all written or none, as ``complete``)."""
         if self._mask is None:
+            if self._uninitialised and not self.complete:
+                self.data[...] = 0
+            self._uninitialised = False
             self._mask = np.full(self.shape, self.full if self.complete else 0, dtype=self._mask_type)
         return self._mask
 
