@@ -145,28 +145,41 @@ void bind_core(py::module_& m) {
       py::arg("a"), py::arg("b"), py::arg("c"), py::arg("matmul"), py::arg("platform"), py::arg("in_fmt"),
       py::arg("out"));
   m.def(
-      "core_matmul_fp32_sources",
-      [](const py::array& a, const py::array& b, const std::string& platform, const std::string& in_fmt,
-         const std::string& out) -> py::object {
-        // core::matmul_fp32_sources: None where it does not apply (the caller then widens).
-        const std::optional<numeq::ElementType> ta = element_type_of(a), tb = element_type_of(b);
-        if (!ta || !tb || a.ndim() != 2 || b.ndim() != 2) return py::none();
-        const auto M = static_cast<std::size_t>(a.shape(0)), K = static_cast<std::size_t>(a.shape(1)),
-                   N = static_cast<std::size_t>(b.shape(1));
-        if (static_cast<std::size_t>(b.shape(0)) != K)
-          throw numeq::error("b: " + std::to_string(b.shape(0)) + " rows, but a has " + std::to_string(K) + " columns");
+      "core_matmul_row_blocks",
+      [](const std::vector<py::array>& stationary, const std::vector<py::array>& moving, const std::string& platform,
+         const std::string& in_fmt, const std::string& out) -> py::object {
+        // core::matmul_row_blocks: None where it does not apply (the caller then concatenates
+        // and widens). Each block: a 2-D C-ordered array; stationary's have M columns, moving's N.
+        const auto blocks = [](const std::vector<py::array>& arrays, const char* name,
+                               std::vector<core::RowBlock>& out) -> std::optional<std::size_t> {
+          std::optional<std::size_t> columns;
+          for (const py::array& a : arrays) {
+            const std::optional<numeq::ElementType> type = element_type_of(a);
+            if (!type || a.ndim() != 2) return std::nullopt;
+            const auto cols = static_cast<std::size_t>(a.shape(1));
+            if (columns && *columns != cols)
+              throw numeq::error(std::string(name) + ": blocks of " + std::to_string(*columns) + " and " +
+                                 std::to_string(cols) + " columns");
+            columns = cols;
+            out.push_back({a.data(), *type, static_cast<std::size_t>(a.shape(0))});
+          }
+          return columns;
+        };
+        std::vector<core::RowBlock> s, m;
+        const std::optional<std::size_t> M = blocks(stationary, "stationary", s), N = blocks(moving, "moving", m);
+        if (!M || !N) return py::none();
         const core::Plan plan = core::plan_for(*core::shared_platform(platform), core::Operation::matmul, in_fmt, out);
         std::optional<xt::xarray<double>> r;
         {
           py::gil_scoped_release release;
-          r = core::matmul_fp32_sources(a.data(), *ta, b.data(), *tb, M, K, N, plan);
+          r = core::matmul_row_blocks(s, m, *M, *N, plan);
         }
         if (!r) return py::none();
         return to_numpy(std::move(*r));
       },
-      py::arg("a"), py::arg("b"), py::arg("platform"), py::arg("in_fmt"), py::arg("out"),
-      "a [M, K] @ b [K, N] by the platform's plan read in place (core::matmul_fp32_sources), or None where that "
-      "path does not apply");
+      py::arg("stationary"), py::arg("moving"), py::arg("platform"), py::arg("in_fmt"), py::arg("out"),
+      "stationary[K, M]^T @ moving[K, N], each a list of row blocks along K read in place, by the platform's plan "
+      "(core::matmul_row_blocks), or None where that path does not apply");
 }
 
 }  // namespace numeq_bindings

@@ -407,10 +407,11 @@ void for_row_blocks(std::size_t M, std::size_t begin, std::size_t end, std::size
 }
 
 // result (matrices x M x N) = a @ b (+ fc, null for none) by the fp32 chain kernels under
-// `tiling`: a holds fp32 values as doubles, b its matrices packed.
+// `tiling`: a holds fp32 values as doubles (row-major, or laid out as row_step and k_step say:
+// kernels::fp32_fma_rows), b its matrices packed.
 void fp32_chains(const double* a, const std::vector<kernels::PackedB32>& packed, const BatchOperands& operands,
                  std::size_t M, std::size_t K, std::size_t N, const xt::xarray<double>* fc, const Plan& plan,
-                 const kernels::Fp32Tiling& tiling, double* result) {
+                 const kernels::Fp32Tiling& tiling, double* result, std::size_t row_step = 0, std::size_t k_step = 1) {
   const std::uint64_t key = random_stream_key(plan.output.seed);
   const bool stochastic = plan.output.rounding == Rounding::stochastic;
   const bool plain_output = host_fp32(plan.output) && host_fp32(outer_cast(plan));
@@ -419,8 +420,8 @@ void fp32_chains(const double* a, const std::vector<kernels::PackedB32>& packed,
   parallel_for(operands.a_of.size() * units, [&](std::size_t begin, std::size_t end) {
     std::vector<float> acc(most * unit * N);
     for_row_blocks(M, begin, end, unit, most, [&](std::size_t t, std::size_t m0, std::size_t rows) {
-      kernels::fp32_fma_rows(a + (operands.a_of[t] * M + m0) * K, rows, packed[operands.b_of[t]], acc.data(), N,
-                             tiling);
+      kernels::fp32_fma_rows(a + operands.a_of[t] * M * K + m0 * (row_step == 0 ? K : row_step), rows,
+                             packed[operands.b_of[t]], acc.data(), N, tiling, row_step, k_step);
       for (std::size_t r = 0; r < rows; ++r)
         for (std::size_t n = 0; n < N; ++n) {
           const std::size_t i = (t * M + m0 + r) * N + n;
@@ -674,26 +675,45 @@ xt::xarray<double> matmul(const xt::xarray<double>& a, const xt::xarray<double>&
   return result;
 }
 
-std::optional<xt::xarray<double>> matmul_fp32_sources(const void* a, const ElementType& a_type, const void* b,
-                                                      const ElementType& b_type, std::size_t M, std::size_t K,
-                                                      std::size_t N, const Plan& plan) {
+std::optional<xt::xarray<double>> matmul_row_blocks(std::span<const RowBlock> stationary,
+                                                    std::span<const RowBlock> moving, std::size_t M, std::size_t N,
+                                                    const Plan& plan) {
   validate(plan);
   const std::optional<kernels::Fp32Tiling> tiling = fp32_tiling(plan);
-  if (!kernels::enabled() || !tiling || !holds_fp32_values(a_type) || !holds_fp32_values(b_type) || M * N * K == 0)
+  const auto fp32_blocks = [](std::span<const RowBlock> blocks) {
+    return std::all_of(blocks.begin(), blocks.end(), [](const RowBlock& b) { return holds_fp32_values(b.type); });
+  };
+  const auto rows = [](std::span<const RowBlock> blocks) {
+    std::size_t n = 0;
+    for (const RowBlock& b : blocks) n += b.rows;
+    return n;
+  };
+  const std::size_t K = rows(stationary);
+  if (rows(moving) != K)
+    throw numeq::error("moving: " + std::to_string(rows(moving)) + " rows of K, but stationary has " +
+                       std::to_string(K));
+  if (!kernels::enabled() || !tiling || !fp32_blocks(stationary) || !fp32_blocks(moving) || M * N * K == 0)
     return std::nullopt;
-  std::vector<double> as(M * K);
-  const WidenReport ra = widen(a, as.size(), a_type, as.data());
+  const auto refuse = [](const char* name, std::size_t at, const RowBlock& block) {
+    throw numeq::error(std::string(name) + ": element " + std::to_string(at) + " (C order) is not a bit pattern of " +
+                       std::string(block.type.format->name));
+  };
+  // stationary widened as it lies, [K, M]; the kernels read it transposed (row_step 1, k_step M).
+  std::vector<double> at(K * M);
+  for (std::size_t i = 0, k0 = 0; i < stationary.size(); k0 += stationary[i].rows, ++i) {
+    const WidenReport r = widen(stationary[i].data, stationary[i].rows * M, stationary[i].type, at.data() + k0 * M);
+    if (r.first() < stationary[i].rows * M) refuse("stationary", k0 * M + r.first(), stationary[i]);
+  }
   std::size_t bad = 0;
   std::vector<kernels::PackedB32> packed(1);
-  packed[0] = kernels::pack_b32(b, b_type, K, N, bad);
-  const auto refuse = [](const char* name, std::size_t at, const ElementType& type) {
-    throw numeq::error(std::string(name) + ": element " + std::to_string(at) + " (C order) is not a bit pattern of " +
-                       std::string(type.format->name));
-  };
-  if (ra.first() < as.size()) refuse("a", ra.first(), a_type);
-  if (bad < K * N) refuse("b", bad, b_type);
+  packed[0] = kernels::pack_b32(moving, N, bad);
+  if (bad < K * N) {
+    std::size_t i = 0, k0 = 0;  // the block holding row bad / N
+    while (k0 + moving[i].rows <= bad / N) k0 += moving[i++].rows;
+    refuse("moving", bad, moving[i]);
+  }
   xt::xarray<double> result = xt::xarray<double>::from_shape({M, N});
-  fp32_chains(as.data(), packed, BatchOperands{{0}, {0}}, M, K, N, nullptr, plan, *tiling, result.data());
+  fp32_chains(at.data(), packed, BatchOperands{{0}, {0}}, M, K, N, nullptr, plan, *tiling, result.data(), 1, M);
   return result;
 }
 

@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <span>
 #include <string_view>
 #include <vector>
 
@@ -365,46 +366,63 @@ PackedB32 pack_b32(const double* b, std::size_t K, std::size_t N) {
   return p;
 }
 
-PackedB32 pack_b32(const void* b, const ElementType& type, std::size_t K, std::size_t N, std::size_t& bad) {
-  PackedB32 p = packed_for(K, N);
-  const std::size_t bytes = type.format ? static_cast<std::size_t>(type.format->storage_bits / 8)
-                                        : static_cast<std::size_t>(type.bytes);
-  const std::string_view name = type.format ? type.format->name : std::string_view{};
+namespace {
+
+// Rows [k0, k1) of one block (its first row is row `first` of b) into p's panels: bf16 and fp32
+// patterns directly (every pattern is a value, NaNs included; bf16 is the high half of fp32's),
+// other types widened a few rows at a time into a buffer that stays in cache. Returns the first
+// element (C order within b) widen refuses, or K * N.
+std::size_t pack_block_rows(const RowBlock& block, std::size_t first, std::size_t k0, std::size_t k1, PackedB32& p) {
+  const std::size_t K = p.K, N = p.N, nr = p.nr, panels = (N + nr - 1) / nr;
+  const std::string_view name = block.type.format ? block.type.format->name : std::string_view{};
   if (name == "fp32" || name == "bf16") {
-    // Every pattern is a value (NaNs included): no check; bf16 is the high half of fp32's pattern.
-    parallel_for(K, [&](std::size_t begin, std::size_t end) {
-      const std::size_t nr = p.nr, panels = (N + nr - 1) / nr;
-      for (std::size_t k = begin; k < end; ++k)
-        for (std::size_t q = 0; q < panels; ++q) {
-          const std::size_t n0 = q * nr, nn = std::min(nr, N - n0);
-          float* to = p.data.get() + (q * K + k) * nr;
-          if (name == "fp32") {
-            std::memcpy(to, static_cast<const float*>(b) + k * N + n0, nn * sizeof(float));
-          } else {
-            const std::uint16_t* from = static_cast<const std::uint16_t*>(b) + k * N + n0;
-            for (std::size_t j = 0; j < nn; ++j) to[j] = std::bit_cast<float>(std::uint32_t{from[j]} << 16);
-          }
-          for (std::size_t j = nn; j < nr; ++j) to[j] = 0.0f;
+    for (std::size_t k = k0; k < k1; ++k)
+      for (std::size_t q = 0; q < panels; ++q) {
+        const std::size_t n0 = q * nr, nn = std::min(nr, N - n0), at = (k - first) * N + n0;
+        float* to = p.data.get() + (q * K + k) * nr;
+        if (name == "fp32") {
+          std::memcpy(to, static_cast<const float*>(block.data) + at, nn * sizeof(float));
+        } else {
+          const std::uint16_t* from = static_cast<const std::uint16_t*>(block.data) + at;
+          for (std::size_t j = 0; j < nn; ++j) to[j] = std::bit_cast<float>(std::uint32_t{from[j]} << 16);
         }
-    }, rows_per_task(N));
-    bad = K * N;
-    return p;
+        for (std::size_t j = nn; j < nr; ++j) to[j] = 0.0f;
+      }
+    return K * N;
   }
+  const std::size_t bytes = block.type.format ? static_cast<std::size_t>(block.type.format->storage_bits / 8)
+                                              : static_cast<std::size_t>(block.type.bytes);
+  const std::size_t step = std::max<std::size_t>(1, 4096 / std::max<std::size_t>(1, N));
+  std::vector<double> rows(step * N);
+  for (std::size_t r0 = k0; r0 < k1; r0 += step) {
+    const std::size_t r1 = std::min(k1, r0 + step);
+    const WidenReport r =
+        widen(static_cast<const char*>(block.data) + (r0 - first) * N * bytes, (r1 - r0) * N, block.type, rows.data());
+    if (r.first() < (r1 - r0) * N) return r0 * N + r.first();
+    pack_rows(rows.data(), r0, r1, p);
+  }
+  return K * N;
+}
+
+}  // namespace
+
+PackedB32 pack_b32(std::span<const RowBlock> b, std::size_t N, std::size_t& bad) {
+  std::vector<std::size_t> starts{0};  // starts[i]: b's row where block i begins
+  for (const RowBlock& block : b) starts.push_back(starts.back() + block.rows);
+  const std::size_t K = starts.back();
+  PackedB32 p = packed_for(K, N);
   std::atomic<std::size_t> first_bad{K * N};
   parallel_for(K, [&](std::size_t begin, std::size_t end) {
-    // A few rows at a time widened into a buffer that stays in cache, then packed.
-    const std::size_t step = std::max<std::size_t>(1, 4096 / std::max<std::size_t>(1, N));
-    std::vector<double> rows(step * N);
-    for (std::size_t k0 = begin; k0 < end; k0 += step) {
-      const std::size_t k1 = std::min(end, k0 + step);
-      const WidenReport r = widen(static_cast<const char*>(b) + k0 * N * bytes, (k1 - k0) * N, type, rows.data());
-      if (r.first() < (k1 - k0) * N) {
+    std::size_t i = static_cast<std::size_t>(std::upper_bound(starts.begin(), starts.end(), begin) - starts.begin()) - 1;
+    for (std::size_t k = begin; k < end; ++i) {
+      const std::size_t stop = std::min(end, starts[i + 1]);
+      const std::size_t at = pack_block_rows(b[i], starts[i], k, stop, p);
+      if (at < K * N) {
         std::size_t seen = first_bad.load();
-        const std::size_t at = k0 * N + r.first();
         while (at < seen && !first_bad.compare_exchange_weak(seen, at)) {}
         return;
       }
-      pack_rows(rows.data(), k0, k1, p);
+      k = stop;
     }
   }, rows_per_task(N));
   bad = first_bad.load();
@@ -414,14 +432,23 @@ PackedB32 pack_b32(const void* b, const ElementType& type, std::size_t K, std::s
 std::size_t fp32_row_group() { return static_cast<std::size_t>(shape32(current_level()).mr); }
 
 void fp32_fma_rows(const double* a, std::size_t rows, const PackedB32& b, float* out, std::size_t ldo,
-                   const Fp32Tiling& tiling) {
+                   const Fp32Tiling& tiling, std::size_t row_step, std::size_t k_step) {
   const Shape32 s = shape32(b.level);  // the kernel the panels were cut for
   const auto mr = static_cast<std::size_t>(s.mr), nr = static_cast<std::size_t>(s.nr);
   const std::size_t K = b.K, N = b.N;
   const std::size_t groups = (rows + mr - 1) / mr, panels = (N + nr - 1) / nr, ldc = panels * nr;
   std::vector<float> ap(groups * mr * K, 0.0f);
-  for (std::size_t r = 0; r < rows; ++r)
-    for (std::size_t k = 0; k < K; ++k) ap[((r / mr) * K + k) * mr + r % mr] = static_cast<float>(a[r * K + k]);
+  if (row_step == 0) row_step = K;
+  // Written in order, group by group (k-major, mr rows per k): reads are then mr streams along
+  // the rows of a row-major a, or consecutive values of a transposed one.
+  for (std::size_t g = 0; g < groups; ++g) {
+    const std::size_t in_group = std::min(mr, rows - g * mr);
+    for (std::size_t k = 0; k < K; ++k) {
+      float* to = ap.data() + (g * K + k) * mr;
+      const double* from = a + g * mr * row_step + k * k_step;
+      for (std::size_t i = 0; i < in_group; ++i) to[i] = static_cast<float>(from[i * row_step]);
+    }
+  }
   const std::size_t cells = groups * mr * ldc;
   const std::size_t T = tiling.tile == 0 || tiling.tile > K ? K : tiling.tile, G = tiling.group;
   // psum: the current group's sum of tiles (or the whole sum); tile: a later tile of the group;

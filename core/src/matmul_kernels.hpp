@@ -21,6 +21,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <vector>
 
 #include "numeq/core/evaluate.hpp"
@@ -50,10 +51,10 @@ struct PackedB32 {
 };
 // b holds fp32 values (or NaN) as doubles.
 PackedB32 pack_b32(const double* b, std::size_t K, std::size_t N);
-// b as elements of `type` (numeq::widen's element types) whose every value is an fp32 value (the
-// caller's to know): read in place, no float64 copy of the whole. `bad`: the first element (C
-// order) widen refuses (a bit pattern outside the format), or K * N when there is none.
-PackedB32 pack_b32(const void* b, const ElementType& type, std::size_t K, std::size_t N, std::size_t& bad);
+// b given as consecutive blocks of rows (core::RowBlock) of element types whose every value is an
+// fp32 value (the caller's to know): read in place, no float64 copy of the whole. `bad`: the
+// first element (C order in b) widen refuses (a bit pattern outside the format), or K * N.
+PackedB32 pack_b32(std::span<const RowBlock> b, std::size_t N, std::size_t& bad);
 
 // The kernel's register block of rows: row blocks of a multiple of it waste no work.
 std::size_t fp32_row_group();
@@ -78,8 +79,10 @@ struct Fp32Tiling {
 // out[r * ldo + n] (r < rows, n < N; ldo >= N) = the fp32 fma chain of row r of a (rows x K,
 // row-major, fp32 values or NaN as doubles) with column n of b: acc = +0; acc = fma(a[r,k],
 // b[k,n], acc) for k = 0 .. K-1; or, under a tiling, the tiles' reductions added as it says.
+// a[r * row_step + k * k_step] is row r's k-th value (row_step 0: K, row-major a; a transposed,
+// as the Tensor Engine's stationary operand [K, M] holds it: row_step 1, k_step M).
 void fp32_fma_rows(const double* a, std::size_t rows, const PackedB32& b, float* out, std::size_t ldo,
-                   const Fp32Tiling& tiling = {});
+                   const Fp32Tiling& tiling = {}, std::size_t row_step = 0, std::size_t k_step = 1);
 
 // ---- fused tensor-core chains ----
 

@@ -82,15 +82,18 @@ def accumulate_fp32(old: np.ndarray, new: np.ndarray, rounding: str) -> np.ndarr
     return sum_rounded([old, new], rounding)
 
 
-def matmul_tile(stationary: np.ndarray, moving: np.ndarray, in_fmt: str, platform: str) -> np.ndarray:
-    """stationary[K, M]^T @ moving[K, N] as the platform's PE array computes one instruction
-    (its k_tile is this instruction's K, so the plan holds one tile): fp32 [M, N]."""
-    a = np.ascontiguousarray(np.swapaxes(stationary, 0, 1))
-    b = np.ascontiguousarray(moving)
-    # The operands read in place where the plan is fp32 chains (every Trainium PE plan): a PSUM
-    # chain is one call, and widening its operands to float64 cost as much as computing it.
-    r = _core.core_matmul_fp32_sources(a, b, platform, in_fmt, "fp32")
+def matmul_tile(stationary: np.ndarray | list, moving: np.ndarray | list, in_fmt: str, platform: str) -> np.ndarray:
+    """stationary[K, M]^T @ moving[K, N] as the platform's PE array computes it: fp32 [M, N].
+    Either operand may be a list of row blocks along K (a PSUM chain's tiles, in order). The
+    blocks are read in place where the plan is fp32 chains (every Trainium PE plan): a chain is
+    one call, and concatenating, transposing and widening its operands cost as much as computing
+    it."""
+    blocks_s = stationary if isinstance(stationary, list) else [stationary]
+    blocks_m = moving if isinstance(moving, list) else [moving]
+    r = _core.core_matmul_row_blocks(blocks_s, blocks_m, platform, in_fmt, "fp32")
     if r is None:
+        a = np.ascontiguousarray(np.swapaxes(np.concatenate(blocks_s, axis=0), 0, 1))
+        b = np.ascontiguousarray(np.concatenate(blocks_m, axis=0))
         r = _platforms.matmul(a, b, platform=platform, in_fmt=in_fmt, out="fp32")
     return np.asarray(r, dtype=np.float64).astype(np.float32)
 

@@ -98,9 +98,8 @@ def _uniform(ops: list[tuple]) -> bool:
 def _compute(ctx: Any, chain: _Chain) -> np.ndarray:
     ops = chain.ops
     if chain.init is None and _uniform(ops):
-        a = ops[0][0] if len(ops) == 1 else np.concatenate([op[0] for op in ops], axis=0)
-        b = ops[0][1] if len(ops) == 1 else np.concatenate([op[1] for op in ops], axis=0)
-        return _numerics.matmul_tile(a, b, ops[0][2], ctx.tile_platform(ops[0][3], ops[0][4]))
+        return _numerics.matmul_tile([op[0] for op in ops], [op[1] for op in ops], ops[0][2],
+                                     ctx.tile_platform(ops[0][3], ops[0][4]))
     values = chain.init
     for a, b, fmt, k, double_row in ops:
         tile = _numerics.matmul_tile(a, b, fmt, ctx.tile_platform(k, double_row))

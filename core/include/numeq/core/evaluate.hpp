@@ -38,16 +38,26 @@ xt::xarray<double> dot(const xt::xarray<double>& a, const xt::xarray<double>& b,
 xt::xarray<double> matmul(const xt::xarray<double>& a, const xt::xarray<double>& b, const xt::xarray<double>* c,
                           const Plan& plan);
 
-// a [M, K] @ b [K, N], two C-ordered matrices read in place as elements of their types (numeq::widen's),
-// for the plans the fp32 chain kernels compute (fp32 fma chains whole or cut into tiles and groups:
+// Consecutive rows of a matrix held in one C-ordered array read in place: `rows` rows of
+// elements of `type` (numeq::widen's element types), as many columns as the matrix has.
+struct RowBlock {
+  const void* data = nullptr;
+  ElementType type{};
+  std::size_t rows = 0;
+};
+
+// stationary^T @ moving for stationary [K, M] and moving [K, N], each given as row blocks along K
+// (the Tensor Engine's layout, K on partitions: a kernel's K tiles, read where they lie), for the
+// plans the fp32 chain kernels compute (fp32 fma chains whole or cut into tiles and groups:
 // cuda_core.fp32, Trainium's PE plans) and element types whose every value is an fp32 value
-// (holds_fp32_values): matmul's result on the widened values, without the float64 copies or the
-// check that every value is an fp32 value (a kernel emulation computes one PSUM chain per call, and
-// those passes cost it as much as the chain). nullopt, computing nothing, for any other plan or type.
-// Throws numeq::error naming a or b for a byte outside its format's bit patterns.
-std::optional<xt::xarray<double>> matmul_fp32_sources(const void* a, const ElementType& a_type, const void* b,
-                                                      const ElementType& b_type, std::size_t M, std::size_t K,
-                                                      std::size_t N, const Plan& plan);
+// (holds_fp32_values): matmul's result on the widened values, without concatenating, transposing
+// or widening copies or the check that every value is an fp32 value (an NKI kernel's emulation
+// computes one PSUM chain per call, and those passes cost it as much as the chain). nullopt,
+// computing nothing, for any other plan or type. Throws numeq::error naming stationary or moving
+// when their rows differ in number or a byte lies outside its format's bit patterns.
+std::optional<xt::xarray<double>> matmul_row_blocks(std::span<const RowBlock> stationary,
+                                                    std::span<const RowBlock> moving, std::size_t M, std::size_t N,
+                                                    const Plan& plan);
 
 // Whether every value of the element type is an fp32 value: fp32 itself, floating formats within
 // it (bf16, fp16, the fp8 / fp6 / fp4 formats), integers of 1 or 2 bytes.
