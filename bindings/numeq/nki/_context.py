@@ -106,13 +106,20 @@ def assigned_name() -> str:
     return _NAMES[key]
 
 
+_WHERE: dict[tuple[str, int], str] = {}  # (base name, line) -> "file.py:LINE", made once per line
+
+
 def where() -> str:
     """The kernel's "file.py:LINE" that called into numeq.nki (the first frame outside it)."""
     f = sys._getframe(1)
     while f is not None:
         name = _basename(f.f_code.co_filename)
         if name is not None:
-            return f"{name}:{f.f_lineno}"
+            key = (name, f.f_lineno)
+            text = _WHERE.get(key)
+            if text is None:
+                text = _WHERE[key] = f"{name}:{f.f_lineno}"
+            return text
         f = f.f_back
     return "<kernel>:0"
 
@@ -127,6 +134,7 @@ class Context:
                                                          "matmul_moving_free", "psum_bank_bytes")}
         self.limits["dma_small_bytes"] = 2 * int(target["dma_overhead_bytes"])
         self.assumptions = assumptions  # name -> value (every assumption, defaults filled in)
+        self.cites: dict[str, str] = {}  # target key -> its source, as findings cite it (_rules._cite)
         self.findings: list[Finding] = []
         self._finding_at: dict[tuple[str, str], Finding] = {}
         self.trace: list[Instruction] = []

@@ -91,8 +91,10 @@ def _keep_dims(index: list, t: Any) -> tuple:
     on dim 0 keeps the partition axis at size 1, and integers on free axes drop them unless the view
     would fall below 2-D, when the last integer-indexed axis stays at size 1; on HBM integers drop
     axes as numpy's do, down to 1-D."""
-    on_chip = t.base.memory.on_chip
     positions = [i for i, k in enumerate(index) if isinstance(k, int)]
+    if not positions:
+        return tuple(index)  # slices only: every axis stays
+    on_chip = t.base.memory.on_chip
     if on_chip and index and isinstance(index[0], int):
         index[0] = slice(index[0], index[0] + 1)
         positions = positions[1:]

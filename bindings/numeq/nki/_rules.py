@@ -56,7 +56,10 @@ RULES: dict[str, tuple[str, str]] = {
 
 
 def _cite(ctx: Context, key: str) -> str:
-    return ctx.target.spec(key).cite()
+    text = ctx.cites.get(key)
+    if text is None:
+        text = ctx.cites[key] = ctx.target.spec(key).cite()
+    return text
 
 
 def check_on_chip(ctx: Context, t: Any) -> None:

@@ -106,7 +106,8 @@ class Buffer:
     def __init__(self, shape: Sequence[int], dtype: DType, memory: Memory, name: str, line: str,
                  data: np.ndarray | None = None) -> None:
         self.id = next(_ids)
-        self.shape = shape = tuple(int(s) for s in shape)
+        self.shape = shape = shape if type(shape) is tuple and all(type(s) is int for s in shape) else \
+            tuple(int(s) for s in shape)
         self.dtype = dtype
         self.memory = memory
         self.name = name or f"{memory.name}_{self.id}"

@@ -74,7 +74,7 @@ def ndarray(shape: Any, dtype: Any, buffer: Any = None, name: str = "", address:
         raise current().unsupported(f"nl.ndarray's keyword(s) {', '.join(sorted(kwargs))}")
     ctx = current()
     memory = _memory(buffer)
-    if memory.on_chip and isinstance(shape, (tuple, list)):
+    if memory.on_chip and isinstance(shape, (tuple, list)) and not all(type(s) is int for s in shape):
         # The older interface's nl.par_dim after block dims (nl.ndarray((4, nl.par_dim(128), 512))).
         marked = [i for i, s in enumerate(shape) if getattr(s, "_nki_par_dim", False)]
         if marked and marked != [0]:
