@@ -437,7 +437,10 @@ void fp32_fma_rows(const double* a, std::size_t rows, const PackedB32& b, float*
   const auto mr = static_cast<std::size_t>(s.mr), nr = static_cast<std::size_t>(s.nr);
   const std::size_t K = b.K, N = b.N;
   const std::size_t groups = (rows + mr - 1) / mr, panels = (N + nr - 1) / nr, ldc = panels * nr;
-  std::vector<float> ap(groups * mr * K, 0.0f);
+  // Scratch kept per thread between calls (the pool's threads live on): a Trainium PSUM chain is
+  // one call of a few row groups, and fresh zeroed megabytes each time cost page faults.
+  thread_local std::vector<float> ap, psum, tile, sbuf, stack;
+  ap.resize(std::max(ap.size(), groups * mr * K));
   if (row_step == 0) row_step = K;
   // Written in order, group by group (k-major, mr rows per k): reads are then mr streams along
   // the rows of a row-major a, or consecutive values of a transposed one.
@@ -447,14 +450,20 @@ void fp32_fma_rows(const double* a, std::size_t rows, const PackedB32& b, float*
       float* to = ap.data() + (g * K + k) * mr;
       const double* from = a + g * mr * row_step + k * k_step;
       for (std::size_t i = 0; i < in_group; ++i) to[i] = static_cast<float>(from[i * row_step]);
+      for (std::size_t i = in_group; i < mr; ++i) to[i] = 0.0f;  // padding rows: zero chains nobody reads
     }
   }
   const std::size_t cells = groups * mr * ldc;
   const std::size_t T = tiling.tile == 0 || tiling.tile > K ? K : tiling.tile, G = tiling.group;
   // psum: the current group's sum of tiles (or the whole sum); tile: a later tile of the group;
   // sbuf: the sum of the groups (with G). Padding rows and columns hold chains nobody reads.
-  std::vector<float> psum(cells), tile(T < K ? cells : 0), sbuf(G != 0 && T < K ? cells : 0);
-  std::vector<float> stack(tiling.pairwise ? kMaxLevels * mr * nr : 0);
+  // Each is written whole before it is read (a tile's first k pass or leaf stores its chains).
+  const bool grouped = G != 0 && T < K;
+  const auto at_least = [](std::vector<float>& v, std::size_t n) { v.resize(std::max(v.size(), n)); };
+  at_least(psum, cells);
+  at_least(tile, T < K ? cells : 0);
+  at_least(sbuf, grouped ? cells : 0);
+  at_least(stack, tiling.pairwise ? kMaxLevels * mr * nr : 0);
   const auto add_into = [cells](std::vector<float>& sum, const std::vector<float>& x) {
     for (std::size_t i = 0; i < cells; ++i) sum[i] = sum[i] + x[i];  // binary32, nearest even
   };
@@ -477,13 +486,20 @@ void fp32_fma_rows(const double* a, std::size_t rows, const PackedB32& b, float*
       }
     }
     if (in_group != 0) add_into(psum, tile);
-    if (!sbuf.empty() && (in_group + 1 == G || t1 == K)) {
+    if (grouped && (in_group + 1 == G || t1 == K)) {
       if (ti / G == 0) sbuf.swap(psum);
       else add_into(sbuf, psum);
     }
   }
-  const std::vector<float>& acc = sbuf.empty() ? psum : sbuf;
+  const std::vector<float>& acc = grouped ? sbuf : psum;
   for (std::size_t r = 0; r < rows; ++r) std::copy(acc.data() + r * ldc, acc.data() + r * ldc + N, out + r * ldo);
+  // Kept up to 16 MiB each: a huge K must not pin its scratch for the process's life.
+  constexpr std::size_t kKept = std::size_t{1} << 22;
+  for (std::vector<float>* v : {&ap, &psum, &tile, &sbuf})
+    if (v->capacity() > kKept) {
+      v->clear();
+      v->shrink_to_fit();
+    }
 }
 
 }  // namespace numeq::core::kernels
