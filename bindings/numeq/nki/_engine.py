@@ -62,7 +62,7 @@ def read(ctx: Context, t: Any, parameter: str, engine: str = "vector", rows: boo
     _rules.check_read(ctx, t, rows=rows)
     if engine == "gpsimd" and t.base.memory.name == "psum":
         _rules.check_engine_access(ctx, engine, [t], parameter)
-    if t.writer is not None and engine != "tensor":
+    if t.base.tracks_writer and engine != "tensor":
         evacuated(t)
     values = _numerics.fp32_values(t.data, t.dtype)
     if not t.base.complete and t.mask.min() != t.base.full:
@@ -132,8 +132,8 @@ def mark_written(ctx: Context, dst: Any, writer: int = WRITER_OTHER) -> None:
             if base._mask is not None:  # a mask once made stays exact (views hold it)
                 base._mask[...] = base.full
     base.dirty = True
-    if dst.writer is not None:
-        if not (whole and base.writer_all == writer):
+    if base.tracks_writer:
+        if not whole or (base._writer is not None and base.writer_all != writer):
             dst.writer[...] = writer
         base.writer_all = writer if whole or base.writer_all == writer else None
         if writer == WRITER_OTHER:
@@ -147,8 +147,10 @@ def evacuated(t: Any) -> None:
     if base.writer_all is None:
         np.copyto(t.writer, WRITER_READ, where=t.writer == WRITER_MATMUL)
     elif base.writer_all == WRITER_MATMUL:
-        t.writer[...] = WRITER_READ
-        base.writer_all = WRITER_READ if base.covered_by(t) else None
+        whole = base.covered_by(t)
+        if not whole or base._writer is not None:
+            t.writer[...] = WRITER_READ
+        base.writer_all = WRITER_READ if whole else None
 
 
 def same_shape(ctx: Context, dst: Tensor, values: np.ndarray) -> np.ndarray:

@@ -184,8 +184,7 @@ def check_matmul(ctx: Context, dst: Any, stationary: Any, moving: Any, k: int, m
 
 
 def check_accumulate(ctx: Context, dst: Any, adds: np.ndarray) -> None:
-    w = dst.writer
-    if w is not None and dst.base.holds_other and np.any(adds & (w == WRITER_OTHER)):
+    if dst.base.holds_other and dst.base.tracks_writer and np.any(adds & (dst.writer == WRITER_OTHER)):
         ctx.find("accumulate_non_matmul", "error", f"nc_matmul accumulates into {dst.name}, whose PSUM holds the "
                  "result of a non-matmul instruction", "documented: nki.isa.nc_matmul docstring (PSUM accumulation "
                  "adds matmul results)")

@@ -125,9 +125,11 @@ class Buffer:
         # complete: every byte written (reads skip the mask).
         self.complete = data is not None
         self._address: int | None = None
-        self.writer = np.zeros(shape, dtype=self._mask_type) if memory.name == "psum" else None
-        # The code every element of writer holds (WRITER_NONE at first), or None when they may
-        # differ: the matmul accumulation rules then skip a pass over the writer array.
+        # PSUM: what last wrote each element. While one code holds for every element, writer_all
+        # says it and no array exists (most PSUM tiles are written whole by their matmuls and read
+        # whole); the array is made when parts differ (or when asked for) and kept from then on.
+        self.tracks_writer = memory.name == "psum"
+        self._writer: np.ndarray | None = None
         self.writer_all: int | None = WRITER_NONE
         self.life = Life(self, math.prod(shape[1:]) * dtype.itemsize if shape else dtype.itemsize)
         self.dirty = False  # some instruction wrote it (kernel inputs written are copied back)
@@ -142,6 +144,15 @@ class Buffer:
             self._uninitialised = False
             self._mask = np.full(self.shape, self.full if self.complete else 0, dtype=self._mask_type)
         return self._mask
+
+    @property
+    def writer(self) -> np.ndarray | None:
+        """PSUM: each element's last writer (made now from writer_all if there is no array yet)."""
+        if not self.tracks_writer:
+            return None
+        if self._writer is None:
+            self._writer = np.full(self.shape, self.writer_all, dtype=self._mask_type)
+        return self._writer
 
     def covered_by(self, t: "Tensor") -> bool:
         """Whether view ``t`` is every byte of this buffer, in storage order."""
@@ -160,31 +171,28 @@ class Buffer:
         return self.life.partition_bytes
 
     def whole(self) -> "Tensor":
-        return Tensor(self, self.data, self._mask, self.writer, self.dtype)
+        return Tensor(self, self.data, self._mask, self._writer, self.dtype)
 
 
 class Tensor:
     """A view of a buffer, as NKI kernels hold it: ``shape``, ``dtype``, ``buffer`` (the memory),
     ``name``; indexing, ``.ap()``, ``.reshape`` and ``.view`` give further views."""
 
-    __slots__ = ("base", "data", "_mask", "writer", "dtype", "checked", "_parts", "_offset")
+    __slots__ = ("base", "data", "shape", "_mask", "_writer", "dtype", "checked", "_parts", "_offset")
 
     def __init__(self, base: Buffer, data: np.ndarray, mask: np.ndarray | None, writer: np.ndarray | None,
                  dtype: DType) -> None:
         self.base = base
         self.data = data
+        self.shape: tuple[int, ...] = data.shape  # a view's shape never changes (views are new Tensors)
         self._mask = mask  # None: taken from the buffer's mask when asked for (Buffer.mask)
-        self.writer = writer
+        self._writer = writer  # None: taken from the buffer's when asked for (Buffer.writer)
         self.dtype = dtype
         self.checked = False  # the partition rules hold for this view (_rules.check_on_chip)
         self._parts: tuple[int, int, int] | None = None
         self._offset: int | None = None
 
     # --- what kernels read -------------------------------------------------------------------
-    @property
-    def shape(self) -> tuple[int, ...]:
-        return self.data.shape
-
     @property
     def ndim(self) -> int:
         return self.data.ndim
@@ -212,18 +220,29 @@ class Tensor:
         """This view of the buffer's written-bytes mask: the same bytes as ``data``, read as
         unsigned integers of its itemsize."""
         if self._mask is None:
-            base, data = self.base, self.data
-            if data is base.data:
-                self._mask = base.mask
-            else:
-                self._mask = np.ndarray(data.shape, np.dtype(f"u{data.itemsize}"), base.mask,
-                                        data.__array_interface__["data"][0] - base.address, data.strides)
+            self._mask = self._same_bytes(self.base.mask)
         return self._mask
+
+    @property
+    def writer(self) -> np.ndarray | None:
+        """PSUM: this view of the buffer's writer codes (laid out as the mask); None elsewhere."""
+        if self._writer is None and self.base.tracks_writer:
+            self._writer = self._same_bytes(self.base.writer)
+        return self._writer
+
+    def _same_bytes(self, whole: np.ndarray) -> np.ndarray:
+        """The elements of ``whole`` (an array laid out as the buffer's data, of its itemsize) at
+        this view's bytes, read as unsigned integers of the view's itemsize."""
+        base, data = self.base, self.data
+        if data is base.data:
+            return whole
+        return np.ndarray(data.shape, np.dtype(f"u{data.itemsize}"), whole,
+                          data.__array_interface__["data"][0] - base.address, data.strides)
 
     # --- views -------------------------------------------------------------------------------
     def _apply(self, f) -> "Tensor":
         return Tensor(self.base, f(self.data), None if self._mask is None else f(self._mask),
-                      None if self.writer is None else f(self.writer), self.dtype)
+                      None if self._writer is None else f(self._writer), self.dtype)
 
     def __getitem__(self, key: Any) -> "Tensor":
         from . import _indexing
@@ -274,7 +293,7 @@ class Tensor:
             mask = None if self._mask is None else self._mask.view(mask_type)
         except ValueError as e:
             raise ValueError(f"view: cannot read {self.name} of shape {self.shape} as {d} ({e})") from None
-        writer = None if self.writer is None else self.writer.view(mask_type)
+        writer = None if self._writer is None else self._writer.view(mask_type)
         return Tensor(self.base, data, mask, writer, d)
 
     def bitcast(self, dtype: Any) -> "Tensor":

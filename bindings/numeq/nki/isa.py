@@ -235,10 +235,11 @@ def nc_matmul(*args: Any, is_stationary_onezero: bool = False, is_moving_onezero
         raise KernelFault(ctx.find("shape_mismatch", "error", f"nc_matmul result [{m}, {n}] does not fit {dst.name} "
                                    f"{dst.shape}", "documented: nki.isa.nc_matmul docstring"))
     adds = _accumulating(ctx, dst, accumulate)
-    if adds.any():
+    some, every = (bool(adds), bool(adds)) if adds.ndim == 0 else (bool(adds.any()), bool(adds.all()))
+    if some:
         _rules.check_accumulate(ctx, dst, adds)
         _rules.check_read(ctx, dst, settle=False)  # poison only: adding onto a pending chain extends it
-    mode = "accumulate" if adds.all() else "overwrite" if not adds.any() else "mixed"
+    mode = "accumulate" if every else "overwrite" if not some else "mixed"
     if mode != "mixed" and dst.dtype.format == "fp32":
         # Computed when the PSUM tile is read (_psum: the chain in one call of the platform plan).
         _psum.defer(ctx, dst, (a, stationary), (b, moving), fmt, k, double_row, mode == "accumulate")
@@ -307,11 +308,11 @@ def _accumulating(ctx: Any, dst: Tensor, accumulate: Any) -> np.ndarray:
     rule = ctx.assumptions["matmul_accumulate"] if accumulate is None else ("always" if accumulate else "never")
     if rule == "always":
         return np.bool_(True)
-    if rule == "never" or dst.writer is None:
+    if rule == "never" or not dst.base.tracks_writer:
         return np.bool_(False)
-    w = dst.writer
     low = high = dst.base.writer_all
     if low is None:
+        w = dst.writer
         low, high = w.min(), w.max()
     if accumulate is None and low <= WRITER_READ <= high and (low == high or (w == WRITER_READ).any()):
         # The answer turns on the assumption: the tile was evacuated and is written again with no
