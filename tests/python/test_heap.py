@@ -58,7 +58,9 @@ def test_repeated_calls_reuse_freed_memory() -> None:
     # the cast 40 MiB: as fresh pages, some 2,000 and 10,000 faults a call.
     kept = faults_per_call()
     system = faults_per_call(NUMEQ_SYSTEM_MALLOC="1")
-    for what, k, s in zip(("512^3 matmul", "cast of 5M values"), kept, system):
+    for what, k in zip(("512^3 matmul", "cast of 5M values"), kept):
         assert k < 50, f"{what}: {k} minor page faults per call with numeq's setting (expected almost none)"
-        # The opt-out restores glibc's default, which returns the memory and faults it in again.
-        assert s > k, f"{what}: NUMEQ_SYSTEM_MALLOC=1 changed nothing ({s} vs {k} faults per call)"
+    # The opt-out restores glibc's default, which returns memory above its mmap threshold (the
+    # cast's 40 MiB result) and faults it in again. The matmul shows no difference since the fp32
+    # chain kernels keep their scratch per thread: measured 0 faults a call under both settings.
+    assert system[1] > kept[1], f"cast: NUMEQ_SYSTEM_MALLOC=1 changed nothing ({system[1]} vs {kept[1]} faults per call)"
