@@ -477,11 +477,19 @@ def test_bad_calls_name_the_problem():
         nki.run(wrong_kinds, np.ones((2, 8), np.float32))
 
     @nki.jit
-    def masked(a):
-        return hbm(nisa.bn_stats(nl.load(a), mask=True))
+    def masked(a):  # a triangle is no box of the grid: numeq does not implement it
+        i_p, i_f = nl.arange(2)[:, None], nl.arange(8)[None, :]
+        return hbm(nisa.bn_stats(nl.load(a), mask=(i_f < i_p + 4)))
 
-    with pytest.raises(nki.Unsupported, match="mask"):
+    with pytest.raises(nki.Unsupported, match=r"bn_stats\(mask=\) with a mask that is not a box"):
         nki.run(masked, np.ones((2, 8), np.float32))
+
+    @nki.jit
+    def masked_iota(a):  # coordinates depend on the grid: mask= stays unimplemented there
+        return hbm(nisa.iota(nl.arange(8)[None, :], dtype=nl.float32, mask=True))
+
+    with pytest.raises(nki.Unsupported, match="iota"):
+        nki.run(masked_iota, np.ones((2, 8), np.float32))
 
     @nki.jit
     def stale_dtype(a):

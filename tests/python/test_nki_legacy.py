@@ -495,3 +495,47 @@ def test_assigning_a_matmul_result_keeps_its_values():
     for k in range(128):
         want = want + np.outer(a_t[k].astype(np.float32), b[k].astype(np.float32))
     np.testing.assert_array_equal(got, want)
+
+
+# --- mask= on nki.isa instructions ----------------------------------------------------------------
+@pytest.mark.parametrize("row_masks", [True, False], ids=["rows masked", "rows left undefined"])
+def test_instruction_masks_compute_only_the_box(row_masks):
+    # The older layernorm's pattern: rows not a multiple of 128 and a free size not a multiple of
+    # bn_stats' 512, each instruction masked to the valid rows and columns. Oracle: numpy float64
+    # row statistics of the valid elements; a masked-out element that leaked in (a padding row or
+    # column) would move a mean by far more than fp32 arithmetic does, and reading one unwritten
+    # would be a read_uninitialised finding. Without row masks (AWS's 0.1.0 layernorm v2), the rows
+    # the load left out go through the partition-wise instructions undefined and are never stored.
+    rows, d, fmax = 100, 700, 512
+    a = RNG.standard_normal((rows, d)).astype(np.float32) * 3 + 1
+
+    @nki.jit
+    def stats(a):
+        mean_out = nl.ndarray((rows, 1), nl.float32, buffer=nl.shared_hbm)
+        var_out = nl.ndarray((rows, 1), nl.float32, buffer=nl.shared_hbm)
+        centred_out = nl.ndarray((rows, d), nl.float32, buffer=nl.shared_hbm)
+        i_p = nl.arange(128)[:, None]
+        i_f = nl.arange(fmax)[None, :]
+        i_d = nl.arange(d)[None, :]
+        x = nl.load(a[i_p, i_d], mask=(i_p < rows))
+        chunks = (d + fmax - 1) // fmax
+        st = nl.ndarray((128, 6 * chunks), nl.float32, buffer=nl.sbuf)
+        for j in nl.static_range(chunks):
+            free = j * fmax + i_f < d
+            st[i_p, j * 6 + nl.arange(6)[None, :]] = nisa.bn_stats(x[i_p, j * fmax + i_f],
+                                                                 mask=(free & (i_p < rows)) if row_masks else free)
+        mv = nisa.bn_aggr(st, mask=(i_p < rows)) if row_masks else nisa.bn_aggr(st)
+        mean = nisa.tensor_copy(mv[i_p, 0], mask=(i_p < rows))
+        centred = nisa.tensor_scalar(x, nl.subtract, mean, mask=(i_p < rows))
+        nl.store(mean_out[i_p, 0], value=mean, mask=(i_p < rows))
+        nl.store(var_out[i_p, 0], value=mv[i_p, 1], mask=(i_p < rows))
+        nl.store(centred_out[i_p, i_d], value=centred, mask=(i_p < rows))
+        return mean_out, var_out, centred_out
+
+    r = nki.run(stats, a)
+    assert not r.errors, [f.message for f in r.errors]
+    mean, var, centred = r.outputs
+    x64 = a.astype(np.float64)
+    np.testing.assert_allclose(mean[:, 0], x64.mean(axis=1), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(var[:, 0], x64.var(axis=1), rtol=1e-4)
+    np.testing.assert_allclose(centred, x64 - mean.astype(np.float64), rtol=1e-6, atol=1e-6)

@@ -29,7 +29,7 @@ def _search_input(ctx: Context, instruction: str, t: Tensor, parameter: str) -> 
     if not _SEARCH_FREE[0] <= n <= _SEARCH_FREE[1]:
         constraint(ctx, instruction, f"{parameter} {t.name} has {n} elements per partition; it takes "
                    f"{_SEARCH_FREE[0]} to {_SEARCH_FREE[1]}")
-    return flat(read(ctx, t, parameter))
+    return flat(read(ctx, t, parameter, rows=True))
 
 
 def _eight(ctx: Context, instruction: str, t: Tensor, parameter: str, partitions: int) -> None:
@@ -102,7 +102,7 @@ def nc_find_index8(*args: Any, **kwargs: Any) -> Any:
     data, vals_t = as_tensor(v["data"], "data"), as_tensor(v["vals"], "vals")
     x = _search_input(ctx, "nc_find_index8", data, "data")
     _eight(ctx, "nc_find_index8", vals_t, "vals", x.shape[0])
-    vals = flat(read(ctx, vals_t, "vals"))
+    vals = flat(read(ctx, vals_t, "vals", rows=True))
     dst = destination(v, form, (x.shape[0], 8), dtype, "uint32")
     _eight(ctx, "nc_find_index8", dst, "dst", x.shape[0])
     _index_dtype(ctx, "nc_find_index8", dst, "dst")
@@ -128,9 +128,9 @@ def nc_match_replace8(*args: Any, **kwargs: Any) -> Any:
     data, vals_t = as_tensor(v["data"], "data"), as_tensor(v["vals"], "vals")
     if isinstance(v["imm"], Tensor):
         raise TypeError("imm: nc_match_replace8 takes an fp32 scalar, not a tile")
-    x = flat(read(ctx, data, "data"))
+    x = flat(read(ctx, data, "data", rows=True))
     _eight(ctx, "nc_match_replace8", vals_t, "vals", x.shape[0])
-    vals = flat(read(ctx, vals_t, "vals"))
+    vals = flat(read(ctx, vals_t, "vals", rows=True))
     idx, found = _matches(x, vals, range(7, -1, -1))
     out = x.copy()
     rows = np.repeat(np.arange(x.shape[0])[:, None], 8, axis=1)

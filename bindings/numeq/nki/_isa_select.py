@@ -186,7 +186,7 @@ def _select_into(ctx: Context, dst: Tensor, on_true: Tensor, chosen: np.ndarray,
         fill = cast_into(np.broadcast_to(np.asarray(on_false, dtype=np.float32), bits.shape).copy(), dst.dtype)
         write(ctx, dst, None, bits=np.where(chosen, bits, fill).reshape(dst.shape))
     else:
-        x = flat(read(ctx, on_true, parameter, engine))
+        x = flat(read(ctx, on_true, parameter, engine, rows=True))
         write(ctx, dst, np.where(chosen, x, on_false).astype(np.float32).reshape(dst.shape))
 
 
@@ -233,7 +233,7 @@ def range_select(*args: Any, **kwargs: Any) -> Any:
     on_true = as_tensor(v["on_true_tile"], "on_true_tile")
     if not on_true.dtype.is_float or on_true.dtype.format == "tf32":
         constraint(ctx, "range_select", f"on_true_tile {on_true.name} is {on_true.dtype}; it takes a float dtype")
-    x = flat(read(ctx, on_true, "on_true_tile"))
+    x = flat(read(ctx, on_true, "on_true_tile", rows=True))
     p, f = x.shape
     b0 = per_partition(ctx, v["bound0"], p, "range_select", "bound0")
     b1 = per_partition(ctx, v["bound1"], p, "range_select", "bound1")
@@ -286,7 +286,7 @@ def select_reduce(*args: Any, **kwargs: Any) -> Any:
     if pred_t.base.memory.name == "psum" and on_true.base.memory.name == "psum":
         ctx.find("engine_access", "error", f"select_reduce reads both {on_true.name} and {pred_t.name} from PSUM; at "
                  "most one may be in PSUM", doc("select_reduce"))
-    x = flat(read(ctx, on_true, "on_true"))
+    x = flat(read(ctx, on_true, "on_true", rows=True))
     pred = flat(raw(ctx, pred_t, "predicate")) != 0
     if pred.shape != x.shape or dst.shape[0] != x.shape[0] or dst.free_size() != x.shape[1]:
         raise shape_fault(ctx, "select_reduce", f"predicate {pred_t.shape}, on_true {on_true.shape} and dst "
@@ -408,7 +408,7 @@ def dropout(*args: Any, **kwargs: Any) -> Any:
         Form("current", (("dst", "tensor", REQUIRED), ("data", "tensor", REQUIRED), ("prob", "value", REQUIRED)), 3),
         Form("0.1.0", (("data", "tensor", REQUIRED), ("prob", "value", REQUIRED)), 2, returns=True)])
     data = as_tensor(v["data"], "data")
-    x = flat(read(ctx, data, "data"))
+    x = flat(read(ctx, data, "data", rows=True))
     prob = per_partition(ctx, v["prob"], x.shape[0], "dropout", "prob")
     if not np.all((prob == 0) | (prob == 1)):
         raise ctx.unsupported("nisa.dropout with a drop probability other than 0 or 1 (the Vector engine's random "

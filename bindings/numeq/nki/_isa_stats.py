@@ -54,7 +54,7 @@ def bn_stats(*args: Any, **kwargs: Any) -> Any:
         Form("current", (("dst", "tensor", REQUIRED), ("data", "tensor", REQUIRED)), 2),
         Form("0.1.0", (("data", "tensor", REQUIRED),), 1, returns=True)])
     data = as_tensor(v["data"], "data")
-    x = flat(read(ctx, data, "data"))
+    x = flat(read(ctx, data, "data", rows=True))
     limit = int(ctx.target["bn_stats_free"])
     if x.shape[1] > limit:
         ctx.find("bn_stats_free", "error", f"bn_stats reads {x.shape[1]} elements per partition of {data.name}; one "
@@ -123,7 +123,7 @@ def bn_aggr(*args: Any, **kwargs: Any) -> Any:
         Form("current", (("dst", "tensor", REQUIRED), ("data", "tensor", REQUIRED)), 2),
         Form("0.1.0", (("data", "tensor", REQUIRED),), 1, returns=True)])
     data = as_tensor(v["data"], "data")
-    x = flat(read(ctx, data, "data"))
+    x = flat(read(ctx, data, "data", rows=True))
     if x.shape[1] == 0 or x.shape[1] % 3:
         raise shape_fault(ctx, "bn_aggr", f"data {data.name} holds {x.shape[1]} elements per partition; bn_stats "
                                           "triples (count, mean, variance * count) make a multiple of 3")
@@ -161,7 +161,7 @@ def tensor_tensor_scan(*args: Any, **kwargs: Any) -> Any:
     if d0.base.memory.name == "psum" and d1.base.memory.name == "psum":
         ctx.find("engine_access", "error", f"tensor_tensor_scan reads both {d0.name} and {d1.name} from PSUM; at most "
                  "one may be in PSUM", "documented: nki.isa.tensor_tensor_scan docstring")
-    x0, x1 = flat(read(ctx, d0, "data0")), flat(read(ctx, d1, "data1"))
+    x0, x1 = flat(read(ctx, d0, "data0", rows=True)), flat(read(ctx, d1, "data1", rows=True))
     if x0.shape != x1.shape:
         raise shape_fault(ctx, "tensor_tensor_scan", f"data0 {d0.shape} and data1 {d1.shape} differ in partitions or "
                                                      "elements per partition")
@@ -205,7 +205,7 @@ def tensor_scalar_cumulative(*args: Any, **kwargs: Any) -> Any:
     if op1 not in _CUMULATIVE_OPS:
         constraint(ctx, "tensor_scalar_cumulative", f"op1 {op1} is not one of add, subtract, multiply, max, min")
         raise ctx.unsupported(f"nisa.tensor_scalar_cumulative with op1={op1}")
-    x = flat(read(ctx, src, "src"))
+    x = flat(read(ctx, src, "src", rows=True))
     imm0 = per_partition(ctx, v["imm0"], x.shape[0], "tensor_scalar_cumulative", "imm0")
     f0, f1 = alu_fn(v["op0"], "op0"), alu_fn(op1, "op1")
     with np.errstate(all="ignore"):
@@ -249,8 +249,8 @@ def scalar_tensor_tensor(*args: Any, **kwargs: Any) -> Any:
     if data.base.memory.name == "psum" and operand1.base.memory.name == "psum":
         ctx.find("engine_access", "error", f"scalar_tensor_tensor reads both {data.name} and {operand1.name} from "
                  "PSUM; at most one may be in PSUM", "documented: nki.isa.scalar_tensor_tensor docstring")
-    x = flat(read(ctx, data, "data"))
-    y = flat(read(ctx, operand1, "operand1"))
+    x = flat(read(ctx, data, "data", rows=True))
+    y = flat(read(ctx, operand1, "operand1", rows=True))
     if y.shape != x.shape:
         raise shape_fault(ctx, "scalar_tensor_tensor", f"operand1 {operand1.shape} and data {data.shape} differ in "
                                                        "partitions or elements per partition")
@@ -287,7 +287,7 @@ def tensor_scalar_reduce(*args: Any, **kwargs: Any) -> Any:
             ("reduce_init", "value?", None), ("reduce_res_negate", "any", False)), 10),
         Form("0.1.0", head + (("reduce_res", "tensor", REQUIRED), ("reverse0", "any", False)), 0, returns=True)])
     data = as_tensor(v["data"], "data")
-    x = flat(read(ctx, data, "data"))
+    x = flat(read(ctx, data, "data", rows=True))
     if v["reverse0"]:
         constraint(ctx, "tensor_scalar_reduce", "reverse0=True is documented as not supported yet")
     a = per_partition(ctx, v["operand0"] if v["operand0"] is not None else 0.0, x.shape[0], "tensor_scalar_reduce",

@@ -599,6 +599,19 @@ from . import _isa_extra as _extra_module  # noqa: E402
 
 __all__ += list(_extra_module.__all__)
 
+# The older interface's mask= (a box of the operand grid, _legacy_mask): on the instructions that
+# compute each element from the same element (or partition) of their operands, and on those that
+# reduce the free axes (rows=True). Instructions whose result depends on element coordinates
+# (iota, affine_select) or that read other partitions keep raising Unsupported for mask=.
+from ._legacy_mask import accepting_mask as _accepting_mask  # noqa: E402
+
+for _name in ("tensor_copy", "tensor_tensor", "tensor_scalar", "activation", "reciprocal", "scalar_tensor_tensor",
+              "tensor_copy_predicated"):
+    globals()[_name] = _accepting_mask(globals()[_name])
+for _name in ("tensor_reduce", "bn_stats", "bn_aggr", "max8"):
+    globals()[_name] = _accepting_mask(globals()[_name], rows=True)
+del _name
+
 
 def __getattr__(name: str) -> Any:
     # An ISA name numeq does not implement: say so, with the kernel's line, never an AttributeError
