@@ -539,3 +539,45 @@ def test_instruction_masks_compute_only_the_box(row_masks):
     np.testing.assert_allclose(mean[:, 0], x64.mean(axis=1), rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(var[:, 0], x64.var(axis=1), rtol=1e-4)
     np.testing.assert_allclose(centred, x64 - mean.astype(np.float64), rtol=1e-6, atol=1e-6)
+
+
+# --- index expressions that combine grid axes -------------------------------------------------------
+def test_index_expressions_combining_grid_axes_are_strided_views():
+    # The 0.1.0 transpose2D pattern (a free axis read as [f1, f2] and written as [f2, f1]), a
+    # reversing index and a grid axis no tensor axis runs along (a repeat); oracle: numpy.
+    p, f1, f2 = 16, 3, 5
+    a = RNG.standard_normal((p, f1 * f2)).astype(np.float32)
+
+    @nki.jit
+    def shuffles(a):
+        i_p = nl.arange(p)[:, None, None]
+        i_1 = nl.arange(f1)[None, :, None]
+        i_2 = nl.arange(f2)[None, None, :]
+        t = nl.load(a)
+        swapped = nl.ndarray((p, f1 * f2), nl.float32, buffer=nl.sbuf)
+        swapped[i_p, i_2 * f1 + i_1] = nl.copy(t[i_p, i_1 * f2 + i_2])
+        i_q, i_f = nl.arange(p)[:, None], nl.arange(f1 * f2)[None, :]
+        reversed_ = nl.copy(t[i_q, f1 * f2 - 1 - i_f])
+        repeated = nl.copy(t[i_p, i_1 * 0 + i_2])  # [p, f1, f2]: each row's first f2 values f1 times
+        out = nl.ndarray((p, f1 * f2), nl.float32, buffer=nl.shared_hbm)
+        back = nl.ndarray((p, f1 * f2), nl.float32, buffer=nl.shared_hbm)
+        rep = nl.ndarray((p, f1, f2), nl.float32, buffer=nl.shared_hbm)
+        nl.store(out, value=swapped)
+        nl.store(back, value=reversed_)
+        nl.store(rep, value=repeated)
+        return out, back, rep
+
+    out, back, rep = nki.run(shuffles, a).outputs
+    assert np.array_equal(out, a.reshape(p, f1, f2).transpose(0, 2, 1).reshape(p, f1 * f2))
+    assert np.array_equal(back, a[:, ::-1])
+    assert np.array_equal(rep, np.broadcast_to(a[:, None, :f2], (p, f1, f2)))
+
+    @nki.jit
+    def outside(a):
+        i_p = nl.arange(p)[:, None, None]
+        i_1 = nl.arange(f1)[None, :, None]
+        i_2 = nl.arange(f2)[None, None, :]
+        return nl.copy(nl.load(a)[i_p, i_1 * f2 + i_2 + 1])
+
+    with pytest.raises(nki.Unsupported, match="must stay inside"):
+        nki.run(outside, a)

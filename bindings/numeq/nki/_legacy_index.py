@@ -369,8 +369,7 @@ def index(key: tuple, shape: tuple, t: Tensor) -> Gather:
             continue
         a, step = varying[0], e.coefs[varying[0]]
         if len(varying) > 1 or step < 0 or a in axis_of:
-            raise ctx.unsupported(f"the index expression {e!r} on axis {d} of {t.name}: only expressions that step "
-                                  "forward along one grid axis each (a strided view) are implemented")
+            return _affine_view(items, grid, shape, t)
         n = grid[a]
         last = e.const + step * (n - 1)
         if e.const < 0 or last >= size:
@@ -383,8 +382,7 @@ def index(key: tuple, shape: tuple, t: Tensor) -> Gather:
         axis_of.append(a)
     missing = [a for a in range(nd) if a not in axis_of]
     if any(grid[a] > 1 for a in missing):
-        raise ctx.unsupported(f"an index of {t.name} whose grid axis {[a for a in missing if grid[a] > 1]} no tensor "
-                              "axis runs along (a repeating index)")
+        return _affine_view(items, grid, shape, t)
     order = sorted(range(len(axis_of)), key=lambda i: axis_of[i])
     rest = len(shape) - len(items)
     box = tuple(valid)
@@ -404,6 +402,31 @@ def index(key: tuple, shape: tuple, t: Tensor) -> Gather:
     tail = tuple(shape[len(items):])
     message = "; ".join(clipped)
     return _View(f, grid + tail, (box + tuple(slice(0, n) for n in tail)) if clipped else None, message, _line())
+
+
+def _affine_view(items: list, grid: tuple, shape: tuple, t: Tensor) -> "_View":
+    """Any affine key as one strided view: grid position k is the element at sum over tensor axes d
+    of (const_d + sum_a coef_da k_a) * stride_d, so grid axis a steps sum_d coef_da stride_d bytes
+    (an axis split in two, ``t[i_p, i_f1 * 4 + i_f2]``; a transposing or reversing or repeating
+    index; writes land in ``t``). Every position must lie inside the tensor."""
+    nd = len(grid)
+    exprs = [k.aligned(nd) if isinstance(k, IndexExpr) else IndexExpr(operator.index(k), (0,) * nd, (1,) * nd)
+             for k in items]
+    for d, e in enumerate(exprs):
+        low = e.const + sum(min(0, c * (n - 1)) for c, n in zip(e.coefs, grid))
+        high = e.const + sum(max(0, c * (n - 1)) for c, n in zip(e.coefs, grid))
+        if low < 0 or high >= shape[d]:
+            raise current().unsupported(f"the index expression {e!r} on axis {d} (size {shape[d]}) of {t.name}, "
+                                        f"reaching {low}..{high}: an index combining grid axes must stay inside "
+                                        "the tensor")
+    tail = tuple(shape[len(items):])
+
+    def f(arr: np.ndarray) -> np.ndarray:
+        start = arr[tuple(slice(e.const, e.const + 1) for e in exprs)]  # a view at the first element
+        steps = tuple(sum(e.coefs[a] * arr.strides[d] for d, e in enumerate(exprs)) for a in range(nd))
+        return np.lib.stride_tricks.as_strided(start, shape=grid + tail, strides=steps + arr.strides[len(items):])
+
+    return _View(f, grid + tail, None, "", _line())
 
 
 # --- masks -------------------------------------------------------------------------------------

@@ -16,6 +16,8 @@
 from __future__ import annotations
 
 
+from typing import Any
+
 import numpy as np
 
 from .. import _casts, _core
