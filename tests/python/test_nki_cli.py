@@ -153,7 +153,8 @@ def test_arrays_are_passed_by_parameter_name(work, capsys):
         ("dma", "dma_copy")]
     assert trace["engines"]["dma"]["bytes"] == 3 * 128 * 512 * 4
     assert trace["engines"]["vector"]["flops"] == 2 * 128 * 512
-    assert re.search(r"\n  dma +3 +0 +786432 +0\n", out), out
+    assert re.search(r"\n  dma +3 +0 +786432 +0  busy [0-9.]+ us\n", out), out
+    assert trace["summary"]["engines"]["dma"]["bytes"] == 786432 and trace["summary"]["bound_by"] == "dma"
     assert trace["target"] == "trn2" and trace["findings"] == []
 
 

@@ -303,9 +303,17 @@ def _json_value(x: Any) -> Any:
 
 
 def _trace_document(spec: str, run: Any) -> dict:
+    s = run.summary()
+    summary = {"engines": {name: vars(e) for name, e in s.engines.items()},
+               "dma_sizes": {q: {str(b): n for b, n in sorted(sizes.items())} for q, sizes in s.dma_sizes.items()},
+               "flops": s.flops, "hbm_bytes": s.hbm_bytes,
+               "intensity": None if s.intensity == float("inf") else s.intensity, "ridge": s.ridge,
+               "regime": s.regime, "peak_flops": s.peak_flops, "peak_source": s.peak_source,
+               "hbm_bytes_per_s": s.hbm_bytes_per_s, "hbm_source": s.hbm_source, "bound_by": s.bound_by,
+               "lower_bound_s": s.lower_bound_s, "estimate": "from the documented per-instruction costs (_summary)"}
     return {"kernel": spec, "target": run.target, "platform": run.platform, "completed": run.completed,
             "assumptions": run.assumptions, "findings": [f.to_dict() for f in run.findings],
-            "engines": run.engines(), "instructions": [ins.to_dict() for ins in run.trace]}
+            "engines": run.engines(), "summary": summary, "instructions": [ins.to_dict() for ins in run.trace]}
 
 
 def _report(spec: str, run: Any, assumed: dict[str, str], outputs: dict[str, np.ndarray], out: Any) -> None:
@@ -324,8 +332,12 @@ def _report(spec: str, run: Any, assumed: dict[str, str], outputs: dict[str, np.
     w(f"  {'engine':8s} {'instructions':>12s} {'FLOPs':>15s} {'bytes':>13s} {'est. cycles':>12s}\n")
     if not run.trace:
         w("  (no instruction ran)\n")
-    for name, e in run.engines().items():
-        w(f"  {name:8s} {e['instructions']:12d} {e['flops']:15d} {e['bytes']:13d} {e['cycles']:12d}\n")
+    s = run.summary()
+    for name, e in s.engines.items():
+        w(f"  {name:8s} {e.instructions:12d} {e.flops:15d} {e.bytes:13d} {e.cycles:12d}  busy {e.busy_s * 1e6:.2f} us\n")
+    if run.trace:
+        w(f"estimate: bound by the {s.bound_by} engine, at least {s.lower_bound_s * 1e6:.2f} us; {s.regime} "
+          f"(intensity {s.intensity:.1f} FLOP/B, ridge {s.ridge:.1f})\n")
     w("assumptions:\n")
     for name, value in run.assumptions.items():
         w(f"  {name} = {value}{'  (--assume)' if name in assumed else ''}\n")

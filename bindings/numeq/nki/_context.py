@@ -74,6 +74,8 @@ class Instruction:
     flops: int = 0
     cycles: int = 0
     detail: dict = field(default_factory=dict)
+    partitions: int = 0  # partitions of the first on-chip operand (destination first)
+    iteration: tuple = ()  # the indices of the enclosing nl.*_range loops, outermost first
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -137,6 +139,7 @@ class Context:
         self.limits["dma_small_bytes"] = 2 * int(target["dma_overhead_bytes"])
         self.assumptions = assumptions  # name -> value (every assumption, defaults filled in)
         self.cites: dict[str, str] = {}  # target key -> its source, as findings cite it (_rules._cite)
+        self.loop_indices: list[int] = []  # the running nl.*_range loops' current indices (language._Loop)
         self.findings: list[Finding] = []
         self._finding_at: dict[tuple[str, str], Finding] = {}
         self.trace: list[Instruction] = []
@@ -183,6 +186,7 @@ class Context:
         self.undefined_rows = None  # the instruction is done: its undefined partitions are written
         self.step = step = self.step + 1
         operands = []
+        partitions = 0
         for group in (dst, srcs):
             described = []
             for t in group:
@@ -191,10 +195,12 @@ class Context:
                 if life.first_use is None:
                     life.first_use = step
                 life.last_use = step
+                if not partitions and base.memory.on_chip:
+                    partitions = t.partitions()[1]
                 described.append((base.name, base.memory.name, t.data.shape, t.dtype.name))
             operands.append(described)
         ins = Instruction(step, engine, name, where(), operands[0], operands[1], int(nbytes), int(flops), int(cycles),
-                          detail)
+                          detail, partitions, tuple(self.loop_indices))
         self.trace.append(ins)
         return ins
 

@@ -22,6 +22,7 @@ _platforms = importlib.import_module("numeq.platforms")  # the module (numeq.pla
 from ..review.targets import target as _target
 from . import _rules
 from ._context import Context, Finding, Instruction, KernelFault, running, active
+from ._summary import TraceSummary
 from ._dtypes import dtype_of
 from ._tensor import MEMORIES, Buffer, Tensor
 
@@ -128,13 +129,14 @@ class Run:
             e["cycles"] += ins.cycles
         return out
 
-    def summary(self) -> str:
-        lines = [f"target {self.target}; platform {self.platform}"]
-        lines += [str(f) for f in self.findings] or ["no findings"]
-        for name, e in self.engines().items():
-            lines.append(f"{name:7s} {e['instructions']:7d} instructions {e['flops']:14d} FLOP {e['bytes']:12d} B "
-                         f"{e['cycles']:12d} cycles")
-        return "\n".join(lines)
+    def summary(self) -> "TraceSummary":
+        """The trace summed up (``_summary``): per engine instructions, FLOPs, bytes, cycles and an
+        estimated busy time; per DMA queue the transfer sizes; arithmetic intensity, the roofline
+        regime, the bounding engine and the estimate's lower bound on run time. ``str()`` renders
+        it with the findings."""
+        from ._summary import summarise
+
+        return summarise(self.trace, _target(self.target), self.platform, self.findings)
 
 
 class _RunContext(Context):

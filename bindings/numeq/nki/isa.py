@@ -92,7 +92,7 @@ def dma_copy(dst: Any = None, src: Any = None, *, dst_rmw_op: Any = None, oob_mo
     DMA casts via fp32), rounding to nearest even (assumption ``dma_cast_rounding``).
     ``dst_rmw_op=nl.add`` accumulates: dst = dst + src in fp32."""
     ctx = current()
-    kwargs.pop("engine", None)
+    queue = kwargs.pop("engine", None)  # the engine whose queue issues the transfer
     _extra("dma_copy", kwargs)
     if mask is not None:
         raise ctx.unsupported("nisa.dma_copy(mask=)")
@@ -112,7 +112,8 @@ def dma_copy(dst: Any = None, src: Any = None, *, dst_rmw_op: Any = None, oob_mo
         rounding = ctx.assumptions.get("dma_cast_rounding", "nearest_even")
         v = _numerics.fp32_values(src.data, src.dtype)
         write(ctx, dst, None, bits=_numerics.cast_into(v.reshape(dst.shape), dst.dtype, rounding, seed=ctx.step))
-    ctx.issue("dma", "dma_copy", [dst], [src], nbytes=src.size * src.dtype.itemsize)
+    ctx.issue("dma", "dma_copy", [dst], [src], nbytes=src.size * src.dtype.itemsize,
+              queue="dma" if queue is None else str(getattr(queue, "name", queue)))
     return dst
 
 

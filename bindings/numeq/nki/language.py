@@ -126,25 +126,55 @@ def ndarray_like(a: Tensor, dtype: Any = None, buffer: Any = None, name: str = "
 
 
 # --- loops ---------------------------------------------------------------------------------------
-def _range(*args: Any, **kwargs: Any) -> range:
+class _Loop:
+    """An ``nl.*_range`` loop: a range whose iteration the trace records (``Instruction.iteration``:
+    the indices of the enclosing loops, outermost first)."""
+
+    __slots__ = ("range",)
+
+    def __init__(self, r: range) -> None:
+        self.range = r
+
+    def __iter__(self) -> Any:
+        indices = current().loop_indices
+        depth = len(indices)
+        indices.append(0)
+        try:
+            for i in self.range:
+                indices[depth] = i
+                yield i
+        finally:
+            del indices[depth:]
+
+    def __len__(self) -> int:
+        return len(self.range)
+
+    def __getitem__(self, i: Any) -> Any:
+        return self.range[i]
+
+    def __repr__(self) -> str:
+        return repr(self.range)
+
+
+def _range(*args: Any, **kwargs: Any) -> _Loop:
     kwargs.pop("multi_buffer", None)
     kwargs.pop("directive", None)
     if kwargs:
         raise current().unsupported(f"the loop keyword(s) {', '.join(sorted(kwargs))}")
-    return range(*(operator.index(a) for a in args))
+    return _Loop(range(*(operator.index(a) for a in args)))
 
 
-def affine_range(*args: Any, **kwargs: Any) -> range:
+def affine_range(*args: Any, **kwargs: Any) -> _Loop:
     """Iterations without loop-carried dependences (the compiler may run them in any order;
     numeq runs them in order: results that depend on the order are the kernel's bug)."""
     return _range(*args, **kwargs)
 
 
-def sequential_range(*args: Any, **kwargs: Any) -> range:
+def sequential_range(*args: Any, **kwargs: Any) -> _Loop:
     return _range(*args, **kwargs)
 
 
-def static_range(*args: Any, **kwargs: Any) -> range:
+def static_range(*args: Any, **kwargs: Any) -> _Loop:
     return _range(*args, **kwargs)
 
 

@@ -1,0 +1,87 @@
+"""numeq.nki's trace and its summary (issue 31, section 1): the counts of a run equal those worked out
+by hand from the kernel's loop structure, each row carries its loop iteration and partitions, and
+the summary's estimates follow from the documented per-instruction costs and the target table
+(values read here from the table, the arithmetic done here)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+import numeq.nki
+from nki_support import example
+from numeq.review.targets import peak_flops, target
+
+
+def test_tiled_matmul_trace_counts_equal_the_loop_structure() -> None:
+    m = example("matmul_mnk")
+    a, b = m.inputs()
+    K, M, N = a.shape[1], a.shape[0], b.shape[1]
+    TK, TM, TN = 128, 128, 512
+    r = numeq.nki.run(m.matmul_mnk, np.ascontiguousarray(a.T), b)
+    tiles, ks = (M // TM) * (N // TN), K // TK
+    per_engine = r.summary().engines
+    assert {e: u.instructions for e, u in per_engine.items()} == {"dma": tiles * (2 * ks + 1), "tensor": tiles * ks,
+                                                                   "vector": tiles}
+    dma = [ins for ins in r.trace if ins.engine == "dma"]
+    item = a.dtype.itemsize
+    loads_a = [ins.bytes for ins in dma if ins.dst[0][0] == "a_tile"]
+    loads_b = [ins.bytes for ins in dma if ins.dst[0][0] == "b_tile"]
+    stores = [ins.bytes for ins in dma if ins.dst[0][0] == "out"]
+    assert loads_a == [TK * TM * item] * tiles * ks and loads_b == [TK * TN * item] * tiles * ks
+    assert stores == [TM * TN * 4] * tiles
+    assert per_engine["tensor"].flops == 2 * M * N * K
+    # Each nc_matmul row names its (m, n, k) iteration, in the kernel's order, on 128 partitions.
+    matmuls = [ins for ins in r.trace if ins.name == "nc_matmul"]
+    assert [ins.iteration for ins in matmuls] == [(i, j, k) for i in range(M // TM) for j in range(N // TN)
+                                                   for k in range(ks)]
+    assert {ins.partitions for ins in r.trace} == {128}
+    assert all(ins.where.startswith("matmul_mnk.py:") for ins in r.trace)
+
+
+def test_summary_estimates_follow_the_documented_costs() -> None:
+    m = example("matmul_mnk")
+    a, b = m.inputs()
+    r = numeq.nki.run(m.matmul_mnk, np.ascontiguousarray(a.T), b)
+    s = r.summary()
+    t = target(r.target)
+    # Busy time: cycles at the engine's clock (max(min(64, M), N) per nc_matmul, max(64, N) per
+    # Vector instruction: SDK 2.26 docstrings), bytes at the HBM bandwidth for DMA.
+    tensor_cycles = sum(max(min(64, ins.detail["m"]), ins.detail["n"]) for ins in r.trace if ins.name == "nc_matmul")
+    assert s.engines["tensor"].cycles == tensor_cycles
+    assert s.engines["tensor"].busy_s == tensor_cycles / t["tensor_clock_hz"]
+    assert s.engines["vector"].busy_s == s.engines["vector"].cycles / t["vector_clock_hz"]
+    dma_bytes = sum(ins.bytes for ins in r.trace if ins.engine == "dma")
+    assert s.engines["dma"].busy_s == dma_bytes / t["hbm_bytes_per_s"]
+    assert s.lower_bound_s == max(e.busy_s for e in s.engines.values())
+    assert s.bound_by == max(s.engines, key=lambda e: s.engines[e].busy_s)
+    # Every DMA here moves HBM data: intensity is the matmul FLOPs over all DMA bytes.
+    assert s.hbm_bytes == dma_bytes and s.intensity == 2 * a.shape[0] * a.shape[1] * b.shape[1] / dma_bytes
+    assert s.peak_flops == peak_flops(t, "bf16").value
+    assert s.regime == ("compute-bound" if s.intensity >= s.peak_flops / t["hbm_bytes_per_s"] else "memory-bound")
+    # Transfer sizes by queue: powers of two holding each size.
+    assert sum(s.dma_sizes["dma"].values()) == len([i for i in r.trace if i.engine == "dma"])
+    assert all(b & (b - 1) == 0 for b in s.dma_sizes["dma"])
+    text = str(s)
+    assert "estimate" in text and t.spec("tensor_clock_hz").source in text and s.regime in text
+
+
+def test_loop_iteration_is_recorded_through_nested_and_broken_loops() -> None:
+    nl, nisa = numeq.nki.language, numeq.nki.isa
+
+    @numeq.nki.jit
+    def k(x):
+        t = nl.ndarray((4, 8), nl.float32, buffer=nl.sbuf)
+        nisa.memset(dst=t, value=0.0)  # outside every loop
+        for i in nl.affine_range(2):
+            for j in nl.sequential_range(3):
+                if j == 2:
+                    break
+                nisa.memset(dst=t, value=float(j))
+            nisa.memset(dst=t, value=1.0)  # after the inner loop ended by break
+        out = nl.ndarray((4, 8), nl.float32, buffer=nl.shared_hbm)
+        nisa.dma_copy(dst=out, src=t)
+        return out
+
+    r = numeq.nki.run(k, np.zeros((4, 8), np.float32))
+    assert [ins.iteration for ins in r.trace] == [(), (0, 0), (0, 1), (0,), (1, 0), (1, 1), (1,), ()]
+    assert [ins.partitions for ins in r.trace] == [4] * 8
