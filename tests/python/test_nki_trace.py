@@ -72,7 +72,7 @@ def test_loop_iteration_is_recorded_through_nested_and_broken_loops() -> None:
     def k(x):
         t = nl.ndarray((4, 8), nl.float32, buffer=nl.sbuf)
         nisa.memset(dst=t, value=0.0)  # outside every loop
-        for i in nl.affine_range(2):
+        for _i in nl.affine_range(2):
             for j in nl.sequential_range(3):
                 if j == 2:
                     break

@@ -16,8 +16,6 @@ roofline's peak is the Tensor Engine's for the kernel's dominant matmul format (
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
-
 from ..review.targets import Target, peak_flops
 
 __all__ = ["EngineUse", "TraceSummary", "summarise"]
