@@ -85,3 +85,57 @@ def test_loop_iteration_is_recorded_through_nested_and_broken_loops() -> None:
     r = numeq.nki.run(k, np.zeros((4, 8), np.float32))
     assert [ins.iteration for ins in r.trace] == [(), (0, 0), (0, 1), (0,), (1, 0), (1, 1), (1,), ()]
     assert [ins.partitions for ins in r.trace] == [4] * 8
+
+
+def test_precision_flow_ranks_the_planted_bf16_accumulation_first() -> None:
+    # The planted mistake: 8 matmul results summed in a bf16 SBUF tile (unit roundoff 2^-8, 7
+    # additions); beside it a benign narrowing, the sum scaled by 1.1 and rounded once to fp16
+    # (2^-11). Widening the
+    # accumulator alone must remove most of the output's error, the fp16 tile little of it.
+    nl, nisa = numeq.nki.language, numeq.nki.isa
+    rng = np.random.default_rng(31)
+    import ml_dtypes
+
+    a = rng.standard_normal((1024, 128)).astype(ml_dtypes.bfloat16)  # a_t [K, M]
+    b = rng.standard_normal((1024, 512)).astype(ml_dtypes.bfloat16)
+
+    @numeq.nki.jit
+    def summed(a_t, b):
+        K, M = a_t.shape
+        N = b.shape[1]
+        total = nl.ndarray((M, N), nl.bfloat16, buffer=nl.sbuf)
+        for g in nl.sequential_range(K // 128):
+            part = nl.ndarray((M, N), nl.float32, buffer=nl.psum)
+            at = nl.ndarray((128, M), a_t.dtype, buffer=nl.sbuf)
+            bt = nl.ndarray((128, N), b.dtype, buffer=nl.sbuf)
+            nisa.dma_copy(dst=at, src=a_t[g * 128:(g + 1) * 128, :])
+            nisa.dma_copy(dst=bt, src=b[g * 128:(g + 1) * 128, :])
+            nisa.nc_matmul(part, at, bt)
+            if g == 0:
+                nisa.tensor_copy(dst=total, src=part)
+            else:
+                nisa.tensor_tensor(dst=total, data1=total, data2=part, op=nl.add)
+        half = nl.ndarray((M, N), nl.float16, buffer=nl.sbuf)
+        nisa.tensor_scalar(dst=half, data=total, op0=nl.multiply, operand0=1.1)
+        out = nl.ndarray((M, N), nl.float32, buffer=nl.shared_hbm)
+        nisa.dma_copy(dst=out, src=half)
+        return out
+
+    r = numeq.nki.run(summed, a, b)
+    rows = r.precision_flow(assumptions=["psum_rounding"])
+    first, second = rows[0], rows[1]
+    assert (first.kind, first.format, first.length) == ("accumulation", "bf16", 8), first
+    assert first.where.endswith(":" + str(_line_of(summed, "op=nl.add")))
+    assert (second.kind, second.format) == ("narrowing", "fp16"), second
+    assert first.share > 0.8 and second.share < 0.3, (first, second)
+    psum = [row for row in rows if row.format == "fp32 (PSUM)"]
+    assert len(psum) == 1 and psum[0].length == 128 and psum[0].share is None
+    (assumption,) = [row for row in rows if row.kind == "assumption"]
+    assert assumption.format == "psum_rounding" and "of 65536 output elements" in assumption.detail
+
+
+def _line_of(kernel, text: str) -> int:
+    import inspect
+
+    lines, start = inspect.getsourcelines(getattr(kernel, "func", kernel))
+    return start + next(i for i, line in enumerate(lines) if text in line)

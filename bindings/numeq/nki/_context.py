@@ -140,6 +140,11 @@ class Context:
         self.assumptions = assumptions  # name -> value (every assumption, defaults filled in)
         self.cites: dict[str, str] = {}  # target key -> its source, as findings cite it (_rules._cite)
         self.loop_indices: list[int] = []  # the running nl.*_range loops' current indices (language._Loop)
+        # The precision flow (_precision): where values were rounded, and the tiles to allocate in
+        # fp32 instead (by allocation line) when the kernel runs again to measure a share.
+        self.sites: dict = {}
+        self.rounded: list = []
+        self.widen: frozenset = frozenset()
         self.findings: list[Finding] = []
         self._finding_at: dict[tuple[str, str], Finding] = {}
         self.trace: list[Instruction] = []
@@ -199,8 +204,13 @@ class Context:
                     partitions = t.partitions()[1]
                 described.append((base.name, base.memory.name, t.data.shape, t.dtype.name))
             operands.append(described)
-        ins = Instruction(step, engine, name, where(), operands[0], operands[1], int(nbytes), int(flops), int(cycles),
+        at = where()
+        ins = Instruction(step, engine, name, at, operands[0], operands[1], int(nbytes), int(flops), int(cycles),
                           detail, partitions, tuple(self.loop_indices))
+        if self.rounded or name == "nc_matmul" or "function" in detail:
+            from ._precision import record_issue
+
+            record_issue(self, name, at, dst, srcs, detail)
         self.trace.append(ins)
         return ins
 

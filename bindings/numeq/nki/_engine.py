@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from . import _numerics, _psum, _rules
+from . import _numerics, _precision, _psum, _rules
 from ._context import Context, KernelFault, current
 from ._dtypes import dtype_of
 from ._tensor import MEMORIES, WRITER_MATMUL, WRITER_OTHER, WRITER_READ, Buffer, Tensor
@@ -84,6 +84,8 @@ def write(ctx: Context, dst: Any, values: np.ndarray, writer: int = WRITER_OTHER
         if values.shape != dst.shape:
             values = same_shape(ctx, dst, values)
         bits = _numerics.cast_into(values, dst.dtype, output_rounding(ctx), seed=ctx.step)
+        if dst.dtype.format in _precision.narrow_formats():
+            _precision.record_write(ctx, dst, values, bits)
     elif bits.shape != dst.shape:
         bits = same_shape(ctx, dst, bits)
     dst.data[...] = bits
@@ -173,7 +175,11 @@ def new_tile(shape: tuple, dtype: Any, memory: str = "sbuf", name: str = "") -> 
     from ._context import where
 
     ctx = current()
-    b = ctx.allocate(Buffer(shape, dtype_of(dtype), MEMORIES[memory], name, where()))
+    line = where()
+    d = dtype_of(dtype)
+    if ctx.widen and line in ctx.widen and MEMORIES[memory].on_chip and d.format in _precision.narrow_formats():
+        d = dtype_of("float32")  # the precision flow's switch: this tile in fp32
+    b = ctx.allocate(Buffer(shape, d, MEMORIES[memory], name, line))
     return b.whole()
 
 

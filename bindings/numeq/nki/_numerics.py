@@ -34,6 +34,8 @@ def fp32_values(data: np.ndarray, dtype: DType) -> np.ndarray:
     NKI has; integers convert to nearest (the engines compute in fp32, nki.isa docs)."""
     if data.dtype == np.float32:
         return data
+    if dtype.format == "bf16":  # the high half of the fp32 pattern: a shift, not ml_dtypes' per-element cast
+        return (data.view(np.uint16).astype(np.uint32) << 16).view(np.float32)
     return data.astype(np.float32)
 
 

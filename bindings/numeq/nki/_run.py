@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import functools
 import inspect
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import numpy as np
@@ -109,6 +109,8 @@ class Run:
     target: str
     assumptions: dict[str, str]
     completed: bool = True
+    sites: dict = field(default_factory=dict, repr=False)  # where precision was lost (_precision.Site)
+    rerun: Any = field(default=None, repr=False, compare=False)  # rerun(widen=, assume=) -> Run
 
     @property
     def errors(self) -> list[Finding]:
@@ -128,6 +130,29 @@ class Run:
             e["bytes"] += ins.bytes
             e["cycles"] += ins.cycles
         return out
+
+    def precision_flow(self, assumptions: bool | list = True) -> list:
+        """Every place the run loses precision (``_precision``), largest measured share of the
+        output's error first: narrowings, accumulations, activations, then (``assumptions``: True
+        for all, or a list of names) each assumption's alternatives with the output elements they
+        change. Runs the kernel again once per narrow tile and once per alternative."""
+        from ._precision import flow
+
+        if self.rerun is None or not self.completed:
+            raise ValueError("precision: the run did not complete (or was not made by numeq.nki.run)")
+        table = assumptions_of(self.target)
+        names = list(table) if assumptions is True else list(assumptions or [])
+        unknown = [n for n in names if n not in table]
+        if unknown:
+            raise ValueError(f"assumptions: unknown {unknown}; valid: {', '.join(table)}")
+        alternatives = {n: [v for v in table[n]["alternatives"] if v != self.assumptions[n]] for n in names}
+        return flow(self, self.rerun, alternatives)
+
+    @functools.cached_property
+    def precision(self) -> list:
+        """``precision_flow()``: the rows (``where``, ``kind``, ``format``, ``length``, ``share``,
+        ``detail``), largest share first, assumptions last (computed once, on first use)."""
+        return self.precision_flow()
 
     def summary(self) -> "TraceSummary":
         """The trace summed up (``_summary``): per engine instructions, FLOPs, bytes, cycles and an
@@ -217,9 +242,11 @@ def _outputs(ctx: Context, result: Any) -> Any:
     return out(result)
 
 
-def _execute(fn: Callable, args: tuple, kwargs: dict, target: str, assume: dict | None, grid: tuple) -> Run:
+def _execute(fn: Callable, args: tuple, kwargs: dict, target: str, assume: dict | None, grid: tuple,
+             widen: frozenset = frozenset()) -> Run:
     grid = tuple(int(g) for g in (grid or ()))
     ctx = _RunContext(target, assume, grid)
+    ctx.widen = widen
     completed = True
     result: Any = None
     with running(ctx):
@@ -237,11 +264,22 @@ def _execute(fn: Callable, args: tuple, kwargs: dict, target: str, assume: dict 
         settle_all(ctx)
         _rules.capacity(ctx)
         outputs = _outputs(ctx, result) if completed else None
+        written = [t.name for _, t in inputs if t.base.dirty]
         for array, t in inputs:
             if t.base.dirty and isinstance(array, np.ndarray) and array.flags.writeable and array.dtype == t.data.dtype:
                 array[...] = t.data
+
+    def rerun(widen: frozenset = frozenset(), assume: dict | None = None) -> Run:
+        """The same kernel on the same inputs again (``widen``: tiles, by allocation line, made
+        fp32; ``assume``: assumptions changed): the precision flow's experiments."""
+        if written:
+            raise ValueError(f"the kernel wrote its input(s) {', '.join(written)}: running it again would not start "
+                             "from the same inputs (the precision flow needs them)")
+        return _execute(fn, args, kwargs, target, {**(base_assume or {}), **(assume or {})}, grid, widen)
+
+    base_assume = assume
     return Run(outputs, ctx.findings, ctx.trace, _kernel_platform(ctx), target,
-               {k: v["value"] for k, v in ctx.table.items()}, completed)
+               {k: v["value"] for k, v in ctx.table.items()}, completed, ctx.sites, rerun)
 
 
 def _kernel_platform(ctx: _RunContext) -> str:
