@@ -14,6 +14,7 @@ import csv
 import io
 import json
 import sys
+from typing import Any
 
 from . import _core
 
@@ -122,7 +123,15 @@ def main(argv: list[str] | None = None) -> int:
                                         "correctness on the kernel's own plan, tiling and memory against the "
                                         "NeuronCore's limits, the performance claim against the evidence "
                                         "(writes review.md and review.html, prints the Markdown)")
-    rev.add_argument("manifest", nargs="?", help="the review manifest (TOML; --schema prints its schema)")
+    rev.add_argument("manifest", nargs="?", help="the review manifest (TOML; --schema prints its schema), or an NKI "
+                                                 "kernel FILE.py::KERNEL to run and review (with --inputs and --op)")
+    rev.add_argument("--inputs", default=None, metavar="IN.npz",
+                     help="FILE.py::KERNEL: the arrays, by name: the op's inputs (a, b for matmul; x ...) and the "
+                          "kernel's parameters")
+    rev.add_argument("--op", default=None, help="FILE.py::KERNEL: the operation the kernel computes (matmul, softmax, ...)")
+    rev.add_argument("--gpu", default="nvidia.h100", help="FILE.py::KERNEL: the GPU platform whose emulation is the "
+                                                          "GPU output (default nvidia.h100)")
+    rev.add_argument("--target", default="trn2", help="FILE.py::KERNEL: the NeuronCore target (trn2, trn1, inf2)")
     rev.add_argument("--schema", action="store_true", help="print the manifest's schema (every table and key) and exit")
     rev.add_argument("--out", default=None, help="folder for review.md and review.html (default: review-<manifest "
                                                  "folder name> in the current folder)")
@@ -194,16 +203,50 @@ def _review(args: argparse.Namespace) -> int:
         return 0
     if args.manifest is None:
         return _refuse("review", "give a manifest (TOML), or --schema for its schema")
+    if "::" in args.manifest:
+        return _review_kernel(args)
     try:
         r = review(args.manifest)
     except ManifestError as e:
         return _refuse("review", str(e))
     out = Path(args.out) if args.out else Path(f"review-{Path(args.manifest).resolve().parent.name}")
+    return _written(r, out, args.quiet)
+
+
+def _written(r: Any, out: Any, quiet: bool) -> int:
+    """Write review ``r`` into folder ``out``, print its Markdown (unless ``quiet``): the exit status."""
     paths = r.write(out)
-    if not args.quiet:
+    if not quiet:
         sys.stdout.write(paths["md"].read_text(encoding="utf-8"))
     sys.stderr.write(f"numeq review: wrote {paths['md']} and {paths['html']}\n")
     return 0 if r.passed else 1
+
+
+def _review_kernel(args: argparse.Namespace) -> int:
+    """``numeq review FILE.py::KERNEL --inputs IN.npz --op OP``: run the kernel and review it."""
+    import inspect
+    from pathlib import Path
+
+    from . import nki
+    from .nki import _cli as nki_cli
+    from .review.kernel import review_kernel
+
+    if args.op is None or args.inputs is None:
+        return _refuse("review", "FILE.py::KERNEL: give --inputs IN.npz (the op's inputs and the kernel's parameters, "
+                                 "by name) and --op (the operation the kernel computes)")
+    try:
+        path, name = nki_cli._split_kernel(args.manifest)
+        arrays = nki_cli._load_inputs(args.inputs, {})
+        with nki.installed(target=args.target):
+            kernel = nki_cli._kernel(nki_cli._import(path), path, name)
+            params = list(inspect.signature(getattr(kernel, "func", kernel)).parameters)
+            kernel_args = {k: v for k, v in arrays.items() if k in params}
+            r = review_kernel(kernel, arrays, args.op, kernel_args=kernel_args, gpu=args.gpu, target=args.target,
+                              name=f"{Path(path).name}::{name}")
+    except (nki_cli.UsageFault, ValueError, TypeError) as e:
+        return _refuse("review", str(e))
+    out = Path(args.out) if args.out else Path(f"review-{name}")
+    return _written(r, out, args.quiet)
 
 
 def _csv_list(text: str, parameter: str) -> tuple[str, ...]:

@@ -123,6 +123,24 @@ def _assessed_md(review: Any, part: tuple, assessed: bool, after: list[str]) -> 
     return out + [_md_table(["result", "rule", "subject", "finding", "evidence"], rows), ""] + after
 
 
+def _precision_rows(review: Any) -> list[list]:
+    return [[r.where, r.kind, r.format, r.length, "-" if r.share is None else f"{r.share:.1%}", r.detail]
+            for r in review.precision]
+
+
+def _kernel_md(review: Any) -> list[str]:
+    """The sections a review of the kernel itself adds: its trace summed up, its precision flow."""
+    if review.run is None:
+        return []
+    out = ["## The kernel's trace (numeq ran it)", "", "```", str(review.run.summary()), "```", ""]
+    if review.precision:
+        out += ["## Precision flow", "", "Where the kernel loses precision, by line, ranked by the share of the "
+                "output's error each accounts for (measured: the kernel run again with that tile in fp32); "
+                "assumptions with the output elements each alternative changes.", ""]
+        out += [_md_table(["where", "kind", "format", "length", "share", "detail"], _precision_rows(review)), ""]
+    return out
+
+
 def markdown(review: Any) -> str:
     """The review as Markdown."""
     m = review.manifest
@@ -138,7 +156,8 @@ def markdown(review: Any) -> str:
         out.append(f"- **{_MARK[f.status]}** ({f.criterion}, {f.subject}): {f.message}")
     out.append("")
     memory = [_memory_md(review.memory), ""] if m.tiling is not None and review.memory else []
-    out += _assessed_md(review, _PARTS[1], m.tiling is not None, memory)
+    out += _assessed_md(review, _PARTS[1], m.tiling is not None or review.run is not None, memory)
+    out += _kernel_md(review)
     out += _assessed_md(review, _PARTS[2], m.performance is not None, [])
     out += ["## 4. Rubric", ""]
     out += [_md_table(["criterion", "result", "finding", "evidence"],
@@ -356,10 +375,17 @@ def html(review: Any) -> str:
                  _h_table(_VERDICT_HEADERS, _verdict_rows(review), "Each output through the verdict ladder"),
                  _findings_html(_findings(review, _PARTS[0][2])), _error_plot(review), "</section>",
                  '<section id="tiling"><h2>2. Tiling and memory</h2>']
-        if m.tiling is None:
+        if m.tiling is None and review.run is None:
             parts.append('<p class="na">Not assessed: the manifest has no [tiling].</p>')
+        elif m.tiling is None:
+            parts.append(_findings_html(_findings(review, _PARTS[1][2])))
         else:
             parts += [_findings_html(_findings(review, _PARTS[1][2])), _memory_plot(review)]
+        if review.run is not None:
+            parts.append(f"<h3>The kernel's trace (numeq ran it)</h3><pre>{_esc(str(review.run.summary()))}</pre>")
+            if review.precision:
+                parts.append(_h_table(["where", "kind", "format", "length", "share", "detail"],
+                                      _precision_rows(review), "Precision flow: where the kernel loses precision"))
         parts.append('</section><section id="performance"><h2>3. Performance</h2>')
         if m.performance is None:
             parts.append('<p class="na">Not assessed: the manifest has no [performance].</p>')

@@ -39,6 +39,8 @@ class Review:
     memory: dict[str, Any] | None
     performance: dict[str, Any] | None
     findings: list[Finding] = field(default_factory=list)
+    run: Any = None  # the kernel's numeq.nki.Run, for a review of the kernel itself (review_kernel)
+    precision: list = field(default_factory=list)  # its precision flow (numeq.nki Run.precision rows)
 
     def rubric(self) -> list[dict[str, str]]:
         """One row per criterion: ``criterion``, ``asks``, ``result`` ("pass", "fail" or "not

@@ -1,0 +1,121 @@
+"""The review of an NKI kernel itself, not of a description of it (issue 31, section 3): numeq runs
+the kernel on its NeuronCore model (``numeq.nki.run``) and reviews what the run gave.
+
+- Correctness: the NKI output is the run's (or a given one, hardware or AWS's simulator), the GPU
+  output the GPU platform's emulation of the op (or a given one); each is judged against its
+  platform's model as a manifest's outputs are, the Trainium platform being the one the run's
+  trace amounts to (its K tile, PSUM groups, accumulator: ``Run.platform``).
+- Tiling and memory: the run's findings (the limits it broke as it ran), by rule.
+- The report adds the trace summary (per engine work, estimated busy time, roofline) and the
+  precision flow (where the kernel loses precision, ranked by measured share).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+
+from .. import nki as _nki
+from .findings import Finding
+from .manifest import OPERATIONS, Manifest, _OPERATIONS
+from .targets import target as _target
+
+__all__ = ["review_kernel"]
+
+# Run rules about capacities and efficiency (the memory hierarchy); the rest are instruction limits.
+_MEMORY_RULES = frozenset({"sbuf_capacity", "psum_capacity", "dma_small", "partial_partitions", "psum_gpsimd",
+                           "matmul_psum_bank", "engine_access", "matmul_output_memory"})
+_FORMAT_OF = {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16", "float8_e4m3": "e4m3",
+              "float8_e4m3fn": "e4m3fn", "float8_e5m2": "e5m2", "int8": "int8"}
+
+
+def _format(a: np.ndarray, what: str) -> str:
+    name = np.dtype(a.dtype).name
+    if name not in _FORMAT_OF:
+        raise ValueError(f"{what}: no numeq format for dtype {name}; valid: {', '.join(_FORMAT_OF)}")
+    return _FORMAT_OF[name]
+
+
+def review_kernel(kernel: Callable, inputs: dict[str, np.ndarray], op: str, *, kernel_args: dict | None = None,
+                  gpu: str = "nvidia.h100", target: str = "trn2", in_fmt: str | None = None, out: str | None = None,
+                  outputs: dict[str, np.ndarray] | None = None, tolerance: dict[str, float] | None = None,
+                  params: dict[str, Any] | None = None, assume: dict | None = None, name: str = "",
+                  precision: bool = True) -> Any:
+    """Review ``kernel`` (an ``@nki.jit`` function) computing operation ``op`` (one of
+    ``numeq.review.manifest.OPERATIONS``) on ``inputs`` (the op's inputs by role: a, b for
+    matmul, x for softmax ...). The kernel gets ``kernel_args`` (its parameters by name; default:
+    the inputs its parameters name). ``outputs`` may give "nki" (hardware or AWS's simulator: then
+    compared bit for bit with the run) and "gpu" arrays; the rest are emulated. Returns a
+    ``numeq.review.Review`` whose ``run`` is the kernel's run."""
+    from .correctness import check
+    from .run import Review
+
+    if op not in OPERATIONS:
+        raise ValueError(f"op: unknown operation {op!r}; valid: {', '.join(OPERATIONS)}")
+    required, optional, _ = _OPERATIONS[op]
+    missing = [r for r in required if r not in inputs]
+    if missing:
+        raise ValueError(f"inputs: {op} needs {', '.join(required)}; missing {', '.join(missing)}")
+    fn = getattr(kernel, "func", kernel)
+    import inspect
+
+    parameters = list(inspect.signature(fn).parameters)
+    args = dict(kernel_args) if kernel_args is not None else {k: v for k, v in inputs.items() if k in parameters}
+    run = _nki.run(kernel, target=target, assume=assume, **args)
+    given = dict(outputs or {})
+    findings: list[Finding] = []
+    if not run.completed:
+        findings.append(Finding("tiling_limits", "fail", "kernel_stopped", "the kernel",
+                                "the kernel stopped at an error the hardware cannot compute past: "
+                                + "; ".join(f"{f.where}: [{f.rule}] {f.message}" for f in run.errors[:3])))
+    nki_out = run.outputs
+    if run.completed and not isinstance(nki_out, np.ndarray):
+        raise ValueError("kernel: returns several outputs; review_kernel reviews a kernel with one output")
+    if "nki" in given and run.completed:
+        same = np.array_equal(np.asarray(given["nki"]).view(np.uint8), np.asarray(nki_out).view(np.uint8)) \
+            if np.asarray(given["nki"]).dtype == np.asarray(nki_out).dtype else False
+        findings.append(Finding("preserved_behaviour", "pass" if same else "info", "run_vs_given", "NKI output",
+                                f"the given NKI output {'equals' if same else 'differs from'} numeq's run of the kernel "
+                                f"bit for bit (platform {run.platform}, assumptions as listed)",
+                                "measured: numeq.nki.run on the review's inputs"))
+    first = inputs[required[0]]
+    fmt_in = in_fmt or _format(first, required[0])
+    fmt_out = out or (_format(nki_out, "the kernel's output") if run.completed else "fp32")
+    arrays = {}
+    if run.completed:
+        arrays["nki"] = np.asarray(given.get("nki", nki_out), dtype=np.float64)
+    m = Manifest(Path(inspect.getsourcefile(fn) or "<kernel>"),
+                 name or f"NKI kernel {fn.__name__}", f"numeq ran {fn.__name__} on its NeuronCore model ({target})",
+                 op, fmt_in, fmt_out, dict(params or {}),
+                 {k: v for k, v in inputs.items() if k in required + optional}, arrays, gpu, run.platform,
+                 stated_tolerance=tolerance, target=target)
+    if "gpu" in given:
+        m.outputs["gpu"] = np.asarray(given["gpu"], dtype=np.float64)
+    else:
+        m.outputs["gpu"] = np.asarray(m.op().emulate(gpu), dtype=np.float64)
+    c = check(m)
+    c.notes[:] = [n for n in c.notes if not n.startswith("no [tiling]")] + [
+        f"the Trainium platform read from the kernel's trace: {run.platform} (its K tile per nc_matmul, PSUM groups "
+        "and their accumulator, as the run executed them)"]
+    findings = list(c.findings) + findings + _run_findings(run)
+    return Review(m, _target(target), c, None, None, findings, run=run,
+                  precision=run.precision_flow() if precision and run.completed else [])
+
+
+def _run_findings(run: Any) -> list[Finding]:
+    """The run's findings as review findings: errors fail, warnings warn; a clean run passes both
+    criteria, measured on the instructions it checked."""
+    out = []
+    for f in run.findings:
+        criterion = "memory_hierarchy" if f.rule in _MEMORY_RULES else "tiling_limits"
+        out.append(Finding(criterion, "fail" if f.severity == "error" else "warn", f.rule, f.where,
+                           f"{f.where}: {f.message}" + (f" (x{f.count})" if f.count > 1 else ""), f.source))
+    for criterion in ("tiling_limits", "memory_hierarchy"):
+        if not any(f.criterion == criterion for f in out):
+            out.append(Finding(criterion, "pass", "kernel_run", "the kernel",
+                               f"numeq ran the kernel's {len(run.trace)} instructions with no "
+                               f"{'limit' if criterion == 'tiling_limits' else 'capacity or efficiency rule'} broken",
+                               "measured: numeq.nki.run, the target's limits checked as it ran"))
+    return out

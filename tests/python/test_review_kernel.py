@@ -1,0 +1,123 @@
+"""numeq review of an NKI kernel itself (issue 31, section 3, in part): numeq runs the kernel and
+reviews its run. Oracles: the op-level emulation of the platform the run reports (bit for bit),
+the rubric's independent criteria (a limit the kernel breaks), and the precision flow's ranking of
+a planted bf16 accumulation."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+import numeq
+from nki_support import example
+from numeq.review.kernel import review_kernel
+
+
+PORT = textwrap.dedent('''
+    import nki
+    import nki.isa as nisa
+    import nki.language as nl
+
+    @nki.jit
+    def matmul_port(a_t, b):
+        K, M = a_t.shape
+        N = b.shape[1]
+        out = nl.ndarray((M, N), nl.float32, buffer=nl.shared_hbm)
+        acc = nl.ndarray((M, N), nl.float32, buffer=nl.psum)
+        for k in nl.affine_range(K // 128):
+            at = nl.ndarray((128, M), a_t.dtype, buffer=nl.sbuf)
+            bt = nl.ndarray((128, N), b.dtype, buffer=nl.sbuf)
+            nisa.dma_copy(dst=at, src=a_t[k * 128:(k + 1) * 128, :])
+            nisa.dma_copy(dst=bt, src=b[k * 128:(k + 1) * 128, :])
+            nisa.nc_matmul(acc, at, bt)
+        res = nl.ndarray((M, N), nl.float32, buffer=nl.sbuf)
+        nisa.tensor_copy(dst=res, src=acc)
+        nisa.dma_copy(dst=out, src=res)
+        return out
+''')
+
+
+def _kernel_file(folder):
+    path = folder / "port.py"
+    path.write_text(PORT)
+    return path
+
+
+def _psum_groups(accumulator: str):
+    m = example("matmul_psum_groups")
+    a, b = m.inputs()
+    args = {"a_t": np.ascontiguousarray(a.T), "b": b, "group": m.GROUP,
+            "accumulator": m.ACCUMULATORS[accumulator][0]}
+    return m, a, b, args
+
+
+def test_a_correct_kernel_passes_and_its_output_is_the_platforms() -> None:
+    m, a, b, args = _psum_groups("float32")
+    r = review_kernel(m.matmul_psum_groups, {"a": a, "b": b}, "matmul", kernel_args=args)
+    results = {row["criterion"]: row["result"] for row in r.rubric()}
+    assert results["preserved_behaviour"] == "pass" and results["tiling_limits"] == "pass", r.rubric()
+    assert results["performance_claim"] == "not assessed"
+    assert np.array_equal(r.run.outputs, numeq.matmul(a, b, platform=r.run.platform, out="fp32"))
+    assert r.correctness.platforms["nki"] == r.run.platform == "trainium.trn2[psum_group=2]"
+    md = r.markdown()
+    assert "## The kernel's trace (numeq ran it)" in md and "estimated lower bound on run time" in md
+    assert "Precision flow" in md or not r.precision
+
+
+def test_the_planted_bf16_accumulator_leads_the_precision_flow() -> None:
+    m, a, b, args = _psum_groups("bfloat16")
+    r = review_kernel(m.matmul_psum_groups, {"a": a, "b": b}, "matmul", kernel_args=args)
+    first = r.precision[0]
+    assert (first.kind, first.format) == ("accumulation", "bf16") and first.share > 0.5, first
+    assert "group_accumulator=bf16" in r.run.platform
+    assert "| accumulation | bf16 |" in r.markdown()
+
+
+def test_a_kernel_that_breaks_a_limit_fails_tiling(tmp_path) -> None:
+    # The port kernel on b with N = 1024: nc_matmul's moving free size is at most 512.
+    from numeq.nki import _cli
+
+    with numeq.nki.installed():
+        kernel = _cli._import(str(_kernel_file(tmp_path))).matmul_port
+    rng = np.random.default_rng(2)
+    a = rng.standard_normal((64, 128)).astype(ml_dtypes.bfloat16)
+    b = rng.standard_normal((128, 1024)).astype(ml_dtypes.bfloat16)
+    r = review_kernel(kernel, {"a": a, "b": b}, "matmul", kernel_args={"a_t": np.ascontiguousarray(a.T), "b": b},
+                      precision=False)
+    results = {row["criterion"]: row for row in r.rubric()}
+    assert results["tiling_limits"]["result"] == "fail" and "moving free size" in results["tiling_limits"]["finding"]
+    assert not r.passed
+
+
+def test_bad_arguments_name_the_parameter() -> None:
+    m, a, b, args = _psum_groups("float32")
+    with pytest.raises(ValueError, match="op: unknown operation 'matmull'"):
+        review_kernel(m.matmul_psum_groups, {"a": a, "b": b}, "matmull", kernel_args=args)
+    with pytest.raises(ValueError, match="inputs: matmul needs a, b; missing b"):
+        review_kernel(m.matmul_psum_groups, {"a": a}, "matmul", kernel_args=args)
+
+
+def test_numeq_review_runs_a_kernel_file(tmp_path) -> None:
+    kernel = _kernel_file(tmp_path)
+    rng = np.random.default_rng(3)
+    a = rng.standard_normal((128, 256)).astype(np.float32).astype(ml_dtypes.bfloat16)
+    b = rng.standard_normal((256, 512)).astype(np.float32).astype(ml_dtypes.bfloat16)
+    # .npz keeps ml_dtypes arrays as raw bytes: the review reads them by their names' dtypes, so
+    # store float32 copies of bf16 values with in_fmt taken from the op's a (float32 here).
+    np.savez(tmp_path / "in.npz", a=a.astype(np.float32), b=b.astype(np.float32),
+             a_t=np.ascontiguousarray(a.T).astype(np.float32))
+    out = subprocess.run([sys.executable, "-m", "numeq", "review", f"{kernel}::matmul_port", "--inputs",
+                          str(tmp_path / "in.npz"), "--op", "matmul", "--out", str(tmp_path / "rev"), "--quiet"],
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    md = (tmp_path / "rev" / "review.md").read_text()
+    assert "port.py::matmul_port" in md and "## The kernel's trace (numeq ran it)" in md
+    assert (tmp_path / "rev" / "review.html").is_file()
+    bad = subprocess.run([sys.executable, "-m", "numeq", "review", f"{kernel}::matmul_port", "--inputs",
+                          str(tmp_path / "in.npz")], capture_output=True, text=True, timeout=120)
+    assert bad.returncode == 2 and "--op" in bad.stderr
