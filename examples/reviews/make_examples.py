@@ -16,6 +16,8 @@ between CPUs) decides the bits.
   loop bound) and keeps 10 PSUM accumulators of one bank each, two more than the 8 banks a
   partition has.
 - unsupported-claim: a correct port whose author claims 2.5x; the timings show about 1.8x.
+- kernel-ports/*: manifests of reviews of the NKI kernel itself ([kernel]: kernel-ports/kernels.py,
+  which numeq runs on data/inputs.npz).
 
     python3 examples/reviews/make_examples.py [--out examples/reviews]
 """
@@ -199,6 +201,37 @@ def _float32_in_order(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return acc
 
 
+# kernel-ports/NAME: the kernel of kernel-ports/kernels.py each reviews.
+KERNEL_PORTS = {"correct": ("matmul_port", ""), "bf16-accumulator": ("matmul_bf16_total", ""),
+                "limit": ("matmul_port", ", k_tile = 256")}
+_KERNEL_MANIFEST = """\
+# A review of the NKI kernel itself: numeq runs kernels.py::{function} on the inputs (numeq.nki) and
+# reviews the run. Schema: numeq.review.manifest (numeq review --schema).
+schema = 1
+
+[port]
+name = "kernel-ports/{name}: out-projection GEMM, kernels.py::{function} on trn2"
+
+[operation]
+op = "matmul"
+in_fmt = "bf16"
+out = "fp32"
+tolerance = {{ rtol = 1e-3, atol = 1e-3 }}   # the tolerance the author's test suite used
+
+[inputs]
+a = "../../data/inputs.npz:a"
+b = "../../data/inputs.npz:b"
+
+[kernel]
+file = "../kernels.py"
+function = "{function}"
+args = {{ a_t = {{ array = "../../data/inputs.npz:a", dtype = "bfloat16", transpose = true }}, b = {{ array = "../../data/inputs.npz:b", dtype = "bfloat16" }}{extra} }}
+
+[platforms]
+gpu = "nvidia.h100"
+"""
+
+
 def write(out: Path) -> list[Path]:
     out.mkdir(parents=True, exist_ok=True)
     data = out / "data"
@@ -236,6 +269,12 @@ def write(out: Path) -> list[Path]:
             baseline=", ".join(f"{x:.2f}" for x in base), candidate=", ".join(f"{x:.2f}" for x in cand)),
             encoding="utf-8")
         written += [folder / "outputs.npz", profile, manifest]
+    for name, (function, extra) in KERNEL_PORTS.items():  # reviews of the kernel itself: numeq runs it
+        folder = out / "kernel-ports" / name
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "manifest.toml").write_text(_KERNEL_MANIFEST.format(name=name, function=function, extra=extra),
+                                              encoding="utf-8")
+        written.append(folder / "manifest.toml")
     return written
 
 

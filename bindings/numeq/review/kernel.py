@@ -12,6 +12,7 @@ the kernel on its NeuronCore model (``numeq.nki.run``) and reviews what the run 
 
 from __future__ import annotations
 
+import inspect
 from pathlib import Path
 from typing import Any, Callable
 
@@ -19,10 +20,10 @@ import numpy as np
 
 from .. import nki as _nki
 from .findings import Finding
-from .manifest import OPERATIONS, Manifest, _OPERATIONS
+from .manifest import OPERATIONS, Manifest, ManifestError, _OPERATIONS
 from .targets import target as _target
 
-__all__ = ["review_kernel"]
+__all__ = ["review_kernel", "reviewed", "run_manifest_kernel"]
 
 # Run rules about capacities and efficiency (the memory hierarchy); the rest are instruction limits.
 _MEMORY_RULES = frozenset({"sbuf_capacity", "psum_capacity", "dma_small", "partial_partitions", "psum_gpsimd",
@@ -49,9 +50,6 @@ def review_kernel(kernel: Callable, inputs: dict[str, np.ndarray], op: str, *, k
     the inputs its parameters name). ``outputs`` may give "nki" (hardware or AWS's simulator: then
     compared bit for bit with the run) and "gpu" arrays; the rest are emulated. Returns a
     ``numeq.review.Review`` whose ``run`` is the kernel's run."""
-    from .correctness import check
-    from .run import Review
-
     if op not in OPERATIONS:
         raise ValueError(f"op: unknown operation {op!r}; valid: {', '.join(OPERATIONS)}")
     required, optional, _ = _OPERATIONS[op]
@@ -59,48 +57,75 @@ def review_kernel(kernel: Callable, inputs: dict[str, np.ndarray], op: str, *, k
     if missing:
         raise ValueError(f"inputs: {op} needs {', '.join(required)}; missing {', '.join(missing)}")
     fn = getattr(kernel, "func", kernel)
-    import inspect
-
     parameters = list(inspect.signature(fn).parameters)
     args = dict(kernel_args) if kernel_args is not None else {k: v for k, v in inputs.items() if k in parameters}
     run = _nki.run(kernel, target=target, assume=assume, **args)
-    given = dict(outputs or {})
+    if run.completed and not isinstance(run.outputs, np.ndarray):
+        raise ValueError("kernel: returns several outputs; review_kernel reviews a kernel with one output")
+    first = inputs[required[0]]
+    fmt_in = in_fmt or _format(first, required[0])
+    fmt_out = out or (_format(run.outputs, "the kernel's output") if run.completed else "fp32")
+    given = {k: np.asarray(v) for k, v in (outputs or {}).items()}
+    m = Manifest(Path(inspect.getsourcefile(fn) or "<kernel>"), name or f"NKI kernel {fn.__name__}",
+                 f"numeq ran {fn.__name__} on its NeuronCore model ({target})", op, fmt_in, fmt_out, dict(params or {}),
+                 {k: v for k, v in inputs.items() if k in required + optional}, given, gpu, run.platform,
+                 stated_tolerance=tolerance, target=target)
+    return reviewed(m, run, precision)
+
+
+def run_manifest_kernel(m: Manifest) -> Any:
+    """Run the manifest's [kernel] on its arguments (the Trainium platform's assumption overrides
+    apply to the run)."""
+    from ..nki import _cli
+
+    spec = m.kernel
+    assume = dict(item.split("=", 1) for item in _options(m.trainium_platform))
+    try:
+        with _nki.installed(target=m.target):
+            kernel = _cli._kernel(_cli._import(str(spec.file)), str(spec.file), spec.function)
+            return _nki.run(kernel, target=m.target, assume=assume or None, grid=spec.grid or None, **spec.args)
+    except _cli.UsageFault as e:
+        raise ManifestError(f"{m.path}:{spec.line}: kernel: {e}") from None
+
+
+def _options(platform: str) -> list[str]:
+    inside = platform.partition("[")[2].rstrip("]")
+    return [item.strip() for item in inside.split(",") if item.strip()]
+
+
+def reviewed(m: Manifest, run: Any, precision: bool = True) -> Any:
+    """The review of manifest ``m`` whose NKI kernel ``run`` numeq ran: the NKI output is the run's
+    unless ``m`` gives one (then compared with it bit for bit), the GPU output the GPU platform's
+    emulation unless given; the Trainium platform is the one the trace amounts to."""
+    from .correctness import check
+    from .run import Review, described_parts
+
     findings: list[Finding] = []
     if not run.completed:
         findings.append(Finding("tiling_limits", "fail", "kernel_stopped", "the kernel",
                                 "the kernel stopped at an error the hardware cannot compute past: "
                                 + "; ".join(f"{f.where}: [{f.rule}] {f.message}" for f in run.errors[:3])))
-    nki_out = run.outputs
-    if run.completed and not isinstance(nki_out, np.ndarray):
-        raise ValueError("kernel: returns several outputs; review_kernel reviews a kernel with one output")
-    if "nki" in given and run.completed:
-        same = np.array_equal(np.asarray(given["nki"]).view(np.uint8), np.asarray(nki_out).view(np.uint8)) \
-            if np.asarray(given["nki"]).dtype == np.asarray(nki_out).dtype else False
+    elif "nki" in m.outputs:
+        given, mine = np.asarray(m.outputs["nki"]), np.asarray(run.outputs, dtype=np.float64)
+        same = given.shape == mine.shape and np.array_equal(given.astype(np.float64), mine, equal_nan=True)
         findings.append(Finding("preserved_behaviour", "pass" if same else "info", "run_vs_given", "NKI output",
                                 f"the given NKI output {'equals' if same else 'differs from'} numeq's run of the kernel "
-                                f"bit for bit (platform {run.platform}, assumptions as listed)",
+                                f"value for value (platform {run.platform}; assumptions: "
+                                f"{', '.join(f'{k}={v}' for k, v in run.assumptions.items())})",
                                 "measured: numeq.nki.run on the review's inputs"))
-    first = inputs[required[0]]
-    fmt_in = in_fmt or _format(first, required[0])
-    fmt_out = out or (_format(nki_out, "the kernel's output") if run.completed else "fp32")
-    arrays = {}
-    if run.completed:
-        arrays["nki"] = np.asarray(given.get("nki", nki_out), dtype=np.float64)
-    m = Manifest(Path(inspect.getsourcefile(fn) or "<kernel>"),
-                 name or f"NKI kernel {fn.__name__}", f"numeq ran {fn.__name__} on its NeuronCore model ({target})",
-                 op, fmt_in, fmt_out, dict(params or {}),
-                 {k: v for k, v in inputs.items() if k in required + optional}, arrays, gpu, run.platform,
-                 stated_tolerance=tolerance, target=target)
-    if "gpu" in given:
-        m.outputs["gpu"] = np.asarray(given["gpu"], dtype=np.float64)
     else:
-        m.outputs["gpu"] = np.asarray(m.op().emulate(gpu), dtype=np.float64)
+        m.outputs["nki"] = np.asarray(run.outputs, dtype=np.float64)
+    m.trainium_platform = run.platform
+    if "gpu" not in m.outputs:
+        m.outputs["gpu"] = np.asarray(m.op().emulate(m.gpu_platform), dtype=np.float64)
     c = check(m)
     c.notes[:] = [n for n in c.notes if not n.startswith("no [tiling]")] + [
         f"the Trainium platform read from the kernel's trace: {run.platform} (its K tile per nc_matmul, PSUM groups "
         "and their accumulator, as the run executed them)"]
-    findings = list(c.findings) + findings + _run_findings(run)
-    return Review(m, _target(target), c, None, None, findings, run=run,
+    t = _target(m.target)
+    described, memory, performance = described_parts(m, t)
+    findings = list(c.findings) + findings + _run_findings(run) + described
+    return Review(m, t, c, memory, performance, findings, run=run,
                   precision=run.precision_flow() if precision and run.completed else [])
 
 
@@ -112,7 +137,7 @@ def _run_findings(run: Any) -> list[Finding]:
         criterion = "memory_hierarchy" if f.rule in _MEMORY_RULES else "tiling_limits"
         out.append(Finding(criterion, "fail" if f.severity == "error" else "warn", f.rule, f.where,
                            f"{f.where}: {f.message}" + (f" (x{f.count})" if f.count > 1 else ""), f.source))
-    for criterion in ("tiling_limits", "memory_hierarchy"):
+    for criterion in ("tiling_limits", "memory_hierarchy") if run.completed else ():
         if not any(f.criterion == criterion for f in out):
             out.append(Finding(criterion, "pass", "kernel_run", "the kernel",
                                f"numeq ran the kernel's {len(run.trace)} instructions with no "

@@ -21,8 +21,8 @@ import numpy as np
 from .. import ops
 from .._arrays import formats as _formats
 from ..compare import TIERS
-from .model import (DTYPE_BYTES, ENGINES, MEMORIES, Buffer, Dma, Matmul, Performance, Profile, Stage, Tiling,
-                    Timings)
+from .model import (DTYPE_BYTES, ENGINES, MEMORIES, Buffer, Dma, KernelSpec, Matmul, Performance, Profile, Stage,
+                    Tiling, Timings)
 from .targets import target_names
 
 try:  # the standard library's TOML reader from Python 3.11; tomli (the same parser) before
@@ -48,14 +48,20 @@ tolerance? = { rtol = 2e-2, atol = 1e-5 }   # the standard the port's author sta
 [inputs]                          # the op's inputs by name: "file.npy" or "file.npz:key"
 a = "inputs.npz:a"                # matmul: a, b (c?); softmax, ...: x; attention: q, k, v (mask?)
 
-[outputs]
+[outputs]                         # optional with [kernel] (then each output is emulated where missing)
 gpu = "outputs.npz:gpu"           # the CUDA kernel's output
 nki = "outputs.npz:nki"           # the NKI kernel's output on the device
 simulator? = "outputs.npz:sim"    # the NKI simulator's output
 
+[kernel]                          # optional: the NKI kernel itself, which numeq runs (numeq.nki)
+file = "port.py"                  # the kernel file
+function = "matmul_port"          # the @nki.jit kernel in it
+grid? = [2]                       # its SPMD grid
+args? = { a_t = "inputs.npz:a_t", group = 2 }   # its parameters: arrays ("file.npz:key") or values
+
 [platforms]
 gpu = "nvidia.h100"               # numeq platform names, [assumption=value] overrides allowed
-trainium = "trainium.trn2"
+trainium = "trainium.trn2"        # with [kernel]: optional, its assumptions apply to the run
 accept? = "probabilistic"         # the weakest verdict tier that passes
 failure_probability? = 1e-6
 
@@ -150,6 +156,7 @@ class Manifest:
     performance: Performance | None = None
     target: str = "trn2"
     lines: dict[tuple, int] = field(default_factory=dict, repr=False)
+    kernel: KernelSpec | None = None
 
     @property
     def base(self) -> Path:
@@ -496,17 +503,20 @@ def parse(text: str, path: str | os.PathLike = "manifest.toml") -> Manifest:
     it.done(f" (the inputs of {op_name}: {', '.join(required)}"
             f"{'; optional ' + ', '.join(optional) if optional else ''})")
 
-    ot = top.table("outputs", True)
+    kt = top.table("kernel")
+    kernel = _kernel(kt, base, cache) if kt is not None else None
+    ot = top.table("outputs", kernel is None)
     outputs = {}
-    for n, req in (("gpu", True), ("nki", True), ("simulator", False)):
-        ref = ot.text(n, req)
+    for n, req in (("gpu", kernel is None), ("nki", kernel is None), ("simulator", False)):
+        ref = ot.text(n, req) if ot is not None else None
         if ref is not None:
             outputs[n] = _array(ref, base, ctx, ("outputs", n), cache)
-    ot.done()
+    if ot is not None:
+        ot.done()
 
     pt = top.table("platforms", True)
     gpu = pt.text("gpu")
-    trn = pt.text("trainium")
+    trn = pt.text("trainium", kernel is None, default="trainium.trn2")
     accept = pt.text("accept", False, TIERS[:-1], "probabilistic")
     fp = pt.real("failure_probability", 0.0, 0.5, False, 1e-6, open_low=True)
     pt.done()
@@ -517,7 +527,56 @@ def parse(text: str, path: str | os.PathLike = "manifest.toml") -> Manifest:
     performance = _performance(pf, base) if pf is not None else None
     top.done()
     return Manifest(path, name, description, op_name, in_fmt, out, params, inputs, outputs, gpu, trn, accept, fp,
-                    stated, tiling, performance, tiling.target if tiling else _target_of(trn), ctx.lines)
+                    stated, tiling, performance, tiling.target if tiling else _target_of(trn), ctx.lines, kernel)
+
+
+def _as_dtype(arr: np.ndarray, dtype: str, ctx: _Context, key: tuple) -> np.ndarray:
+    """``arr`` cast to the NKI dtype ``dtype`` (its values must be values of it: no rounding)."""
+    from ..nki._dtypes import dtype_of
+
+    name = ".".join(map(str, key))
+    try:
+        d = dtype_of(dtype, name)
+    except (TypeError, ValueError) as e:
+        ctx.fail(key, str(e))
+    cast = arr.astype(d.storage)
+    if not np.array_equal(cast.astype(np.float64), arr.astype(np.float64), equal_nan=True):
+        ctx.fail(key, f"{name}: the array's values are not all values of {dtype}; the manifest casts without rounding")
+    return cast
+
+
+def _kernel(k: _Table, base: Path, cache: dict) -> KernelSpec:
+    file = k.text("file")
+    path = (base / file).resolve()
+    if not path.is_file():
+        k.ctx.fail(("kernel", "file"), f"kernel.file: no file {file!r} next to the manifest")
+    function = k.text("function")
+    grid = k.get("grid", (list,), "an array of positive integers", False, [])
+    if not all(isinstance(g, int) and not isinstance(g, bool) and 0 < g <= 1 << 16 for g in grid):
+        k.ctx.fail(("kernel", "grid"), f"kernel.grid: expected an array of positive integers, got {grid!r}")
+    raw = k.get("args", (dict,), "a table of the kernel's parameters", False, {})
+    args: dict = {}
+    for name, value in raw.items():
+        key = ("kernel", "args", name)
+        if isinstance(value, dict):  # { array = "file.npz:key", dtype? = "bfloat16", transpose? = false }
+            a = _Table(value, key, k.ctx)
+            arr = _array(a.text("array"), base, k.ctx, key + ("array",), cache)
+            if a.boolean("transpose"):
+                arr = np.ascontiguousarray(arr.T)
+            dtype = a.text("dtype", False)
+            a.done(" (array, dtype, transpose)")
+            if dtype is not None:
+                arr = _as_dtype(arr, dtype, k.ctx, key + ("dtype",))
+            args[name] = arr
+        elif isinstance(value, str) and (".npy" in value or ".npz" in value):
+            args[name] = _array(value, base, k.ctx, key, cache)
+        elif isinstance(value, (bool, int, float, str)):
+            args[name] = value
+        else:
+            k.ctx.fail(key, f"kernel.args.{name}: expected an array (\"file.npz:key\" or {{ array = ..., dtype = "
+                            f"..., transpose = ... }}), a number, a boolean or a string, got {_kind(value)}")
+    k.done()
+    return KernelSpec(path, function, tuple(grid), args, k.ctx.line(("kernel",)))
 
 
 def load(path: str | os.PathLike) -> Manifest:

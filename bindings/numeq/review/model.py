@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from pathlib import Path
 
-__all__ = ["DTYPE_BYTES", "ENGINES", "MEMORIES", "Buffer", "Dma", "Matmul", "Performance", "Profile", "Stage",
-           "Tiling", "Timings"]
+__all__ = ["DTYPE_BYTES", "ENGINES", "MEMORIES", "Buffer", "Dma", "KernelSpec", "Matmul", "Performance", "Profile",
+           "Stage", "Tiling", "Timings"]
 
 MEMORIES = ("sbuf", "psum", "hbm")
 ENGINES = ("tensor", "vector", "scalar", "gpsimd", "sync")
@@ -161,3 +162,16 @@ class Performance:
     confidence: float = 0.95
     line: int = 0
     extra: dict = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class KernelSpec:
+    """The NKI kernel itself ([kernel]): its ``file`` (resolved next to the manifest), the
+    ``function`` (an @nki.jit kernel in it), the SPMD ``grid`` (() without one) and the ``args``
+    it takes by parameter name (arrays read from the manifest's files, or values)."""
+
+    file: Path
+    function: str
+    grid: tuple[int, ...] = ()
+    args: dict = field(default_factory=dict)
+    line: int = 0

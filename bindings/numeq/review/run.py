@@ -92,9 +92,25 @@ class Review:
 def review(manifest: str | os.PathLike | Manifest) -> Review:
     """Review the port ``manifest`` describes (a path to its TOML, or a loaded ``Manifest``)."""
     m = manifest if isinstance(manifest, Manifest) else load(manifest)
+    if m.kernel is not None:  # the kernel itself: numeq runs it (review.kernel)
+        from .kernel import reviewed, run_manifest_kernel
+
+        try:
+            return reviewed(m, run_manifest_kernel(m))
+        except ValueError as e:
+            if isinstance(e, ManifestError):
+                raise
+            raise ManifestError(f"{m.path}:{m.kernel.line}: kernel: {e}") from None
     t = target(m.target)
     c = _correctness.check(m)
-    findings = list(c.findings)
+    findings, memory, performance = described_parts(m, t)
+    return Review(m, t, c, memory, performance, list(c.findings) + findings)
+
+
+def described_parts(m: Manifest, t: Target) -> tuple[list[Finding], dict[str, Any] | None, dict[str, Any] | None]:
+    """The parts of a review the manifest describes: its [tiling] against the target's rules (the
+    findings and the memory use) and its [performance] evidence (the findings and the numbers)."""
+    findings: list[Finding] = []
     memory = None
     if m.tiling is not None:
         findings += _tiling.check(m.tiling, t)
@@ -106,4 +122,4 @@ def review(manifest: str | os.PathLike | Manifest) -> Review:
         except ValueError as e:  # an unreadable profile: the manifest's evidence is bad input
             raise ManifestError(f"{m.path}:{m.performance.line}: performance: {e}") from None
         findings += perf_findings
-    return Review(m, t, c, memory, performance, findings)
+    return findings, memory, performance
