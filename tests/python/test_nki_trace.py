@@ -139,3 +139,46 @@ def _line_of(kernel, text: str) -> int:
 
     lines, start = inspect.getsourcelines(getattr(kernel, "func", kernel))
     return start + next(i for i, line in enumerate(lines) if text in line)
+
+
+def _counts(name: str, *args, **kwargs):
+    m = example(name)
+    inputs = m.inputs()
+    call = (np.ascontiguousarray(inputs[0].T), inputs[1]) if name.startswith("matmul") else inputs
+    r = numeq.nki.run(getattr(m, name), *call, *args, **kwargs)
+    s = r.summary()
+    return inputs, r, {e: u.instructions for e, u in s.engines.items()}, \
+        sorted(ins.bytes for ins in r.trace if ins.engine == "dma"), s.flops
+
+
+def test_matmul_examples_trace_counts() -> None:
+    (a, b), r, per, dma, flops = _counts("matmul_basic")
+    M, K, N = a.shape[0], a.shape[1], b.shape[1]
+    assert per == {"dma": 3, "tensor": 1, "vector": 1}
+    assert dma == sorted([K * M * 2, K * N * 2, M * N * 4]) and flops == 2 * M * N * K
+    for name in ("matmul_nmk", "matmul_kouter"):
+        (a, b), r, per, dma, flops = _counts(name)
+        M, K, N = a.shape[0], a.shape[1], b.shape[1]
+        tiles, ks = (M // 128) * (N // 512), K // 128
+        if name == "matmul_nmk":  # a load and a b load per (n, m, k), a store per (n, m)
+            loads = [128 * 128 * 2] * tiles * ks + [128 * 512 * 2] * tiles * ks
+            assert per == {"dma": tiles * (2 * ks + 1), "tensor": tiles * ks, "vector": tiles}
+        else:  # whole rows of a and b per k, a matmul per (k, m, n)
+            loads = [128 * M * 2] * ks + [128 * N * 2] * ks
+            assert per == {"dma": 2 * ks + tiles, "tensor": tiles * ks, "vector": tiles}
+        assert dma == sorted(loads + [128 * 512 * 4] * tiles) and flops == 2 * M * N * K, name
+
+
+def test_row_examples_trace_counts() -> None:
+    (x,), r, per, dma, flops = _counts("softmax")
+    tiles, C = x.shape[0] // 128, x.shape[1]
+    # per row tile: a load, tensor_reduce, activation (exp with its row sum), reciprocal,
+    # tensor_scalar, a store
+    assert per == {"dma": 2 * tiles, "vector": 3 * tiles, "scalar": tiles} and flops == 0
+    assert dma == sorted([128 * C * 2] * tiles + [128 * C * 4] * tiles)
+    (x, g), r, per, dma, flops = _counts("rmsnorm")
+    tiles, n = x.shape[0] // 128, x.shape[1]
+    # gamma broadcast to 128 partitions once; per tile: a load, two activations (square with its
+    # sum, rsqrt), tensor_scalar, tensor_tensor, a store
+    assert per == {"dma": 1 + 2 * tiles, "scalar": 2 * tiles, "vector": 2 * tiles}
+    assert dma == sorted([128 * n * 2] + [128 * n * 2] * tiles + [128 * n * 4] * tiles)
