@@ -182,3 +182,15 @@ def test_row_examples_trace_counts() -> None:
     # sum, rsqrt), tensor_scalar, tensor_tensor, a store
     assert per == {"dma": 1 + 2 * tiles, "scalar": 2 * tiles, "vector": 2 * tiles}
     assert dma == sorted([128 * n * 2] + [128 * n * 2] * tiles + [128 * n * 4] * tiles)
+
+
+def test_live_memory_follows_the_allocations() -> None:
+    # matmul_kouter keeps (M / 128) * (N / 512) fp32 PSUM accumulators of 128 x 512 (one 2 KiB bank
+    # each) for the whole run; per k it holds a [128, M] and a [128, N] bf16 tile in SBUF.
+    (a, b), r, per, dma, flops = _counts("matmul_kouter")
+    M, N = a.shape[0], b.shape[1]
+    s = r.summary()
+    assert s.memory["psum"]["peak"] == (M // 128) * (N // 512) * 2048
+    assert s.memory["psum"]["banks"] == (M // 128) * (N // 512) and s.memory["psum"]["bank_count"] == 8
+    assert s.memory["sbuf"]["peak"] == M * 2 + N * 2
+    assert s.memory["sbuf"]["curve"][-1][1] == 0 and s.memory["psum"]["curve"][-1][1] == 0

@@ -243,25 +243,35 @@ def check_partitions_used(ctx: Context, name: str, t: Any) -> None:
                      "partitions", _cite(ctx, "partitions"))
 
 
+def live_use(lives: list, memory: str, bank: int, by_bank: bool) -> list[tuple[int, int, Any]]:
+    """The bytes per partition live in ``memory`` (sbuf or psum) as the run went: (step, live bytes
+    after the change, the buffer allocated or freed there), in step order. A buffer is live from
+    its allocation to its last use (PSUM: whole banks of ``bank`` bytes per buffer when
+    ``by_bank``, assumption ``psum_allocation``); one never used takes no memory."""
+    events = []
+    for b in lives:
+        if b.memory.name != memory or b.first_use is None:
+            continue
+        size = b.partition_bytes
+        if memory == "psum" and by_bank:
+            size = -(-size // bank) * bank
+        events.append((b.alloc_step, 1, size, b))
+        events.append((b.last_use, 0, -size, b))
+    events.sort(key=lambda e: (e[0], e[1]))
+    out, live = [], 0
+    for step, _, size, b in events:
+        live += size
+        out.append((step, live, b))
+    return out
+
+
 def capacity(ctx: Context) -> None:
-    """Peak live SBUF and PSUM per partition over the run: a buffer is live from its allocation
-    to its last use (PSUM: whole 2 KiB banks per buffer, assumption ``psum_allocation``)."""
+    """Peak live SBUF and PSUM per partition over the run (``live_use``)."""
     bank = int(ctx.target["psum_bank_bytes"])
     by_bank = ctx.assumptions.get("psum_allocation", "bank") == "bank"
     for memory, limit_key in (("sbuf", "sbuf_partition_bytes"), ("psum", "psum_partition_bytes")):
-        events = []
-        for b in ctx.lives:
-            if b.memory.name != memory or b.first_use is None:
-                continue
-            size = b.partition_bytes
-            if memory == "psum" and by_bank:
-                size = -(-size // bank) * bank
-            events.append((b.alloc_step, 1, size, b))
-            events.append((b.last_use, 0, -size, b))
-        events.sort(key=lambda e: (e[0], e[1]))
-        live, peak, peak_buffer = 0, 0, None
-        for _, _, size, b in events:
-            live += size
+        peak, peak_buffer = 0, None
+        for _, live, b in live_use(ctx.lives, memory, bank, by_bank):
             if live > peak:
                 peak, peak_buffer = live, b
         limit = int(ctx.target[limit_key])

@@ -111,6 +111,7 @@ class Run:
     completed: bool = True
     sites: dict = field(default_factory=dict, repr=False)  # where precision was lost (_precision.Site)
     rerun: Any = field(default=None, repr=False, compare=False)  # rerun(widen=, assume=) -> Run
+    lives: list = field(default_factory=list, repr=False)  # every allocation's Life (memory use over time)
 
     @property
     def errors(self) -> list[Finding]:
@@ -161,7 +162,8 @@ class Run:
         it with the findings."""
         from ._summary import summarise
 
-        return summarise(self.trace, _target(self.target), self.platform, self.findings)
+        return summarise(self.trace, _target(self.target), self.platform, self.findings, self.lives,
+                         self.assumptions.get("psum_allocation", "bank") == "bank")
 
 
 class _RunContext(Context):
@@ -279,7 +281,7 @@ def _execute(fn: Callable, args: tuple, kwargs: dict, target: str, assume: dict 
 
     base_assume = assume
     return Run(outputs, ctx.findings, ctx.trace, _kernel_platform(ctx), target,
-               {k: v["value"] for k, v in ctx.table.items()}, completed, ctx.sites, rerun)
+               {k: v["value"] for k, v in ctx.table.items()}, completed, ctx.sites, rerun, ctx.lives)
 
 
 def _kernel_platform(ctx: _RunContext) -> str:

@@ -57,6 +57,9 @@ class TraceSummary:
     bound_by: str  # the engine with the longest estimated busy time
     lower_bound_s: float
     notes: list[str] = field(default_factory=list)
+    # memory -> {"curve": [(step, live bytes per partition)], "peak", "limit"} (_rules.live_use);
+    # psum also "banks" (peak / bank bytes) and "bank_count".
+    memory: dict = field(default_factory=dict)
 
     @property
     def ridge(self) -> float:
@@ -87,6 +90,9 @@ class TraceSummary:
                      f"{self.hbm_source}): {self.regime}, attainable {self.attainable_flops:.3g} FLOP/s")
         lines.append(f"bound by the {self.bound_by} engine; estimated lower bound on run time "
                      f"{self.lower_bound_s * 1e6:.2f} us (an estimate from the documented per-instruction costs)")
+        for name, use in self.memory.items():
+            banks = f" ({use['banks']:g} of {use['bank_count']} banks)" if "banks" in use else ""
+            lines.append(f"peak live {name.upper()} {use['peak']} B of {use['limit']} B per partition{banks}")
         lines += self.notes
         return "\n".join(lines)
 
@@ -100,7 +106,8 @@ def _bucket(n: int) -> int:
     return 1 << max(0, int(n) - 1).bit_length()
 
 
-def summarise(trace: list, target: Target, platform: str, findings: list) -> TraceSummary:
+def summarise(trace: list, target: Target, platform: str, findings: list, lives: list = (),
+              psum_by_bank: bool = True) -> TraceSummary:
     engines: dict[str, EngineUse] = {}
     sizes: dict[str, dict[int, int]] = {}
     hbm_bytes = 0
@@ -140,6 +147,17 @@ def summarise(trace: list, target: Target, platform: str, findings: list) -> Tra
     notes = []
     if len(flops_by_format) > 1:
         notes.append(f"matmul formats {sorted(flops_by_format)}: the roofline's peak is the {fmt} one (most FLOPs)")
+    from ._rules import live_use
+
+    bank = int(target["psum_bank_bytes"])
+    memory = {}
+    for name, limit in (("sbuf", "sbuf_partition_bytes"), ("psum", "psum_partition_bytes")):
+        curve = [(step, live) for step, live, _ in live_use(list(lives), name, bank, psum_by_bank)]
+        use = {"curve": curve, "peak": max((v for _, v in curve), default=0), "limit": int(target[limit])}
+        if name == "psum":
+            use["banks"] = use["peak"] / bank
+            use["bank_count"] = int(target[limit]) // bank
+        memory[name] = use
     return TraceSummary(target.name, platform, list(findings), engines, sizes, flops, hbm_bytes,
                         flops / hbm_bytes if hbm_bytes else float("inf"), peak.value, peak.cite(), hbm.value,
-                        hbm.cite(), busiest[0], busiest[1].busy_s, notes)
+                        hbm.cite(), busiest[0], busiest[1].busy_s, notes, memory)

@@ -275,6 +275,38 @@ def _memory_plot(review: Any) -> str:
                         "in KiB, PSUM in whole banks.", "SBUF and PSUM use per partition")
 
 
+def _live_plot(review: Any) -> str:
+    """The kernel's live SBUF and PSUM per partition over its instructions (numeq ran it), each
+    against the target's capacity, and its place on the target's roofline."""
+    from matplotlib.figure import Figure
+
+    s = review.run.summary()
+    fig = Figure(figsize=(7.2, 2.6))
+    axes = fig.subplots(1, 3).ravel()
+    for ax, name in zip(axes, ("sbuf", "psum")):
+        use = s.memory[name]
+        steps = [0] + [step for step, _ in use["curve"]] + [len(review.run.trace)]
+        live = [0] + [v for _, v in use["curve"]] + [0]
+        ax.step(steps, [v / 1024 for v in live], where="post", color="C0", linewidth=0.9)
+        ax.axhline(use["limit"] / 1024, color="red", linewidth=1.2)
+        ax.set_ylim(0, max(use["limit"], use["peak"]) / 1024 * 1.1)
+        ax.set_xlabel("instruction")
+        ax.set_title(f"{name.upper()}: peak {use['peak'] / 1024:.3g} of {use['limit'] / 1024:.3g} KiB")
+    ax = axes[2]
+    ridge = s.ridge
+    xs = [ridge / 100, ridge, ridge * 100]
+    ax.loglog(xs, [min(s.peak_flops, x * s.hbm_bytes_per_s) for x in xs], color="black", linewidth=1)
+    if s.flops and s.intensity != float("inf"):
+        ax.plot([s.intensity], [s.attainable_flops], "o", color="C3")
+        ax.annotate(s.regime, (s.intensity, s.attainable_flops), fontsize=6, xytext=(4, -8), textcoords="offset points")
+    ax.set_xlabel("FLOP per HBM byte")
+    ax.set_title("roofline (estimate)")
+    fig.subplots_adjust(left=0.06, right=0.98, bottom=0.2, top=0.85, wspace=0.35)
+    return _figure(fig, "Live SBUF and PSUM per partition (KiB) over the kernel's instructions, a buffer live from its "
+                        "allocation to its last use, against the target's capacity (red); the kernel on the target's "
+                        "roofline (its Tensor FLOPs over its HBM bytes; an estimate).", "The kernel's memory and roofline")
+
+
 def _performance_plots(review: Any) -> str:
     """The timings (every sample, the kept ones and the medians), the bootstrap distribution of the
     speedup with its interval and the claim, and each profile on the target's roofline."""
@@ -383,6 +415,7 @@ def html(review: Any) -> str:
             parts += [_findings_html(_findings(review, _PARTS[1][2])), _memory_plot(review)]
         if review.run is not None:
             parts.append(f"<h3>The kernel's trace (numeq ran it)</h3><pre>{_esc(str(review.run.summary()))}</pre>")
+            parts.append(_live_plot(review))
             if review.precision:
                 parts.append(_h_table(["where", "kind", "format", "length", "share", "detail"],
                                       _precision_rows(review), "Precision flow: where the kernel loses precision"))
