@@ -109,6 +109,7 @@ def test_numeq_review_runs_a_kernel_file(tmp_path) -> None:
                  "memory_hierarchy": "pass"}),
     ("bf16-accumulator", {"preserved_behaviour": "pass", "numerical_standard": "fail", "tiling_limits": "pass"}),
     ("limit", {"tiling_limits": "fail", "memory_hierarchy": "not assessed"}),
+    ("claim", {"preserved_behaviour": "pass", "tiling_limits": "pass", "performance_claim": "fail"}),
 ])
 def test_the_kernel_port_examples_reach_their_rubric(name: str, expected: dict) -> None:
     r = numeq.review.review(EXAMPLES / name / "manifest.toml")
@@ -119,5 +120,11 @@ def test_the_kernel_port_examples_reach_their_rubric(name: str, expected: dict) 
         first = r.precision[0]
         assert (first.kind, first.format, first.length) == ("accumulation", "bf16", 4) and first.share > 0.5
         assert "group_accumulator=bf16" in r.correctness.platforms["nki"]
+    if name == "claim":
+        # The timings agree with the 200x claim; the kernel's trace does not: its 4 nc_matmuls of
+        # max(min(64, M), N) = 256 cycles each at the Tensor Engine's documented clock.
+        (floor,) = [f for f in r.findings if f.rule == "trace_lower_bound" and f.subject == "the claimed speedup"]
+        clock = numeq.review.targets.target("trn2")["tensor_clock_hz"]
+        assert floor.status == "fail" and f"{4 * 256 / clock * 1e6:.3g} us" in floor.message
     if name == "limit":
         assert "partition_dim" in {row["criterion"]: row for row in r.rubric()}["tiling_limits"]["finding"]

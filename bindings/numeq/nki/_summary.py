@@ -54,6 +54,8 @@ class TraceSummary:
     peak_source: str
     hbm_bytes_per_s: float
     hbm_source: str
+    hbm_chip_bytes_per_s: float  # the whole chip's (documented): no core's DMAs move more
+    hbm_chip_source: str
     bound_by: str  # the engine with the longest estimated busy time
     lower_bound_s: float
     notes: list[str] = field(default_factory=list)
@@ -113,6 +115,7 @@ def summarise(trace: list, target: Target, platform: str, findings: list, lives:
     hbm_bytes = 0
     flops_by_format: dict[str, int] = {}
     hbm = target.spec("hbm_bytes_per_s")
+    chip = target.spec("hbm_chip_bytes_per_s")
     for ins in trace:
         e = engines.setdefault(ins.engine, EngineUse())
         e.instructions += 1
@@ -160,4 +163,4 @@ def summarise(trace: list, target: Target, platform: str, findings: list, lives:
         memory[name] = use
     return TraceSummary(target.name, platform, list(findings), engines, sizes, flops, hbm_bytes,
                         flops / hbm_bytes if hbm_bytes else float("inf"), peak.value, peak.cite(), hbm.value,
-                        hbm.cite(), busiest[0], busiest[1].busy_s, notes, memory)
+                        hbm.cite(), chip.value, chip.cite(), busiest[0], busiest[1].busy_s, notes, memory)

@@ -125,8 +125,67 @@ def reviewed(m: Manifest, run: Any, precision: bool = True) -> Any:
     t = _target(m.target)
     described, memory, performance = described_parts(m, t)
     findings = list(c.findings) + findings + _run_findings(run) + described
+    if m.performance is not None and run.completed:
+        findings += _against_the_trace(m.performance, run.summary(), m.base)
     return Review(m, t, c, memory, performance, findings, run=run,
                   precision=run.precision_flow() if precision and run.completed else [])
+
+
+def _against_the_trace(perf: Any, s: Any, base: Path) -> list[Finding]:
+    """The performance evidence beside the trace's estimate: a kernel time (the claim's, baseline
+    median / claimed speedup, or the measured candidate median) below the trace's lower bound is
+    one the kernel cannot reach on the estimate; an engine a profile shows far busier (4x) than
+    the trace's estimate of it is a finding too (the kernel profiled may not be this one, or the
+    estimate misses a cost)."""
+    from statistics import median
+
+    from .performance import _UNIT_SECONDS, load_profile
+
+    out: list[Finding] = []
+    # The floor on documented rates only: each compute engine's cycles at its clock, the DMAs'
+    # bytes at the whole chip's HBM bandwidth (no NeuronCore moves more; the per-core share the
+    # summary's estimate uses is an assumption, so it judges nothing here).
+    floors = {e: u.busy_s for e, u in s.engines.items() if e != "dma"}
+    if "dma" in s.engines:
+        floors["dma"] = s.engines["dma"].bytes / s.hbm_chip_bytes_per_s
+    engine = max(floors, key=floors.get) if floors else "none"
+    bound = floors.get(engine, 0.0)
+    evidence = (f"documented: the {engine} engine's {bound * 1e6:.3g} us from the trace, at the target's documented "
+                f"rates (clocks; the chip's HBM bandwidth for DMA, {s.hbm_chip_source}); the per-instruction costs "
+                "of the SDK 2.26 nki.isa docstrings (an estimate)")
+    times = []
+    tm = perf.timings
+    if tm is not None:
+        unit = _UNIT_SECONDS[tm.unit]
+        if perf.claimed_speedup:
+            times.append(("the claimed speedup", median(tm.baseline) * unit / perf.claimed_speedup,
+                          f"{perf.claimed_speedup:g}x over the baseline's median"))
+        times.append(("the measured candidate", median(tm.candidate) * unit, "its median"))
+    for what, seconds, how in times:
+        below = seconds < bound
+        out.append(Finding("performance_claim", "fail" if below else "info", "trace_lower_bound", what,
+                           f"{what} ({how}) puts the NKI kernel at {seconds * 1e6:.3g} us; its trace needs at least "
+                           f"{bound * 1e6:.3g} us" + (": faster than the kernel can run on the estimate"
+                                                       if below else ""), evidence))
+    for p in perf.profiles:
+        if p.label != "candidate":  # the NKI kernel's profile (the baseline is the GPU's)
+            continue
+        summary = load_profile(base / p.path)
+        total = summary.total_time
+        if not total:
+            continue
+        for engine, use in s.engines.items():
+            field = "dma_active_time_percent" if engine == "dma" else f"{engine}_engine_active_time_percent"
+            percent = getattr(summary, field, None)
+            if percent is None or use.busy_s <= 0:
+                continue
+            busy = percent / 100 * total
+            if busy > 4 * use.busy_s:
+                out.append(Finding("performance_claim", "warn", "profile_vs_trace", f"{p.label}: {engine}",
+                                   f"the profile shows the {engine} engine busy {busy * 1e6:.3g} us, "
+                                   f"{busy / use.busy_s:.1f}x the trace's estimate {use.busy_s * 1e6:.3g} us",
+                                   f"measured: the profile ({p.label}); {evidence}"))
+    return out
 
 
 def _run_findings(run: Any) -> list[Finding]:
