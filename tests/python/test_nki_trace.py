@@ -35,6 +35,7 @@ def test_tiled_matmul_trace_counts_equal_the_loop_structure() -> None:
     assert [ins.iteration for ins in matmuls] == [(i, j, k) for i in range(M // TM) for j in range(N // TN)
                                                    for k in range(ks)]
     assert {ins.partitions for ins in r.trace} == {128}
+    assert [ins.instruction for ins in r.trace[:3]] == ["dma_copy", "dma_copy", "nc_matmul"]
     assert all(ins.where.startswith("matmul_mnk.py:") for ins in r.trace)
 
 

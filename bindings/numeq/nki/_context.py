@@ -50,8 +50,13 @@ class Finding:
     source: str
     count: int = 1
 
+    @property
+    def instruction(self) -> str:
+        """The instruction's NKI name (``name``)."""
+        return self.name
+
     def to_dict(self) -> dict:
-        return asdict(self)
+        return {"instruction": self.name, **asdict(self)}
 
     def __str__(self) -> str:
         times = f" (x{self.count})" if self.count > 1 else ""
