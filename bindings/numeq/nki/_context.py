@@ -50,13 +50,8 @@ class Finding:
     source: str
     count: int = 1
 
-    @property
-    def instruction(self) -> str:
-        """The instruction's NKI name (``name``)."""
-        return self.name
-
     def to_dict(self) -> dict:
-        return {"instruction": self.name, **asdict(self)}
+        return asdict(self)
 
     def __str__(self) -> str:
         times = f" (x{self.count})" if self.count > 1 else ""
@@ -82,8 +77,13 @@ class Instruction:
     partitions: int = 0  # partitions of the first on-chip operand (destination first)
     iteration: tuple = ()  # the indices of the enclosing nl.*_range loops, outermost first
 
+    @property
+    def instruction(self) -> str:
+        """The instruction's NKI name (``name``)."""
+        return self.name
+
     def to_dict(self) -> dict:
-        return asdict(self)
+        return {"instruction": self.name, **asdict(self)}
 
 
 _BASENAMES: dict[str, str | None] = {}  # a code file -> its base name, or None inside numeq.nki
