@@ -128,3 +128,21 @@ def test_the_kernel_port_examples_reach_their_rubric(name: str, expected: dict) 
         assert floor.status == "fail" and f"{4 * 256 / clock * 1e6:.3g} us" in floor.message
     if name == "limit":
         assert "partition_dim" in {row["criterion"]: row for row in r.rubric()}["tiling_limits"]["finding"]
+
+
+def test_a_given_nki_output_is_matched_to_the_assumption_that_reproduces_it() -> None:
+    # The "hardware" output: the kernel run under psum_rounding=toward_zero (an fp32 PSUM output,
+    # where PSUM's rounding shows). The review finds the assumption that reproduces it.
+    m, a, b, args = _psum_groups("float32")
+    hardware = numeq.nki.run(m.matmul_psum_groups, assume={"psum_rounding": "toward_zero"}, **args).outputs
+    r = review_kernel(m.matmul_psum_groups, {"a": a, "b": b}, "matmul", kernel_args=args,
+                      outputs={"nki": hardware}, precision=False)
+    (f,) = [f for f in r.findings if f.rule == "run_vs_given"]
+    assert f.status == "pass" and "under psum_rounding=toward_zero" in f.message
+    assert r.correctness.platforms["nki"] == "trainium.trn2[psum_rounding=toward_zero,psum_group=2]"
+    noise = hardware.copy()
+    noise[0, 0] = np.nextafter(noise[0, 0], np.float32(np.inf))  # one ulp no assumption explains
+    r = review_kernel(m.matmul_psum_groups, {"a": a, "b": b}, "matmul", kernel_args=args,
+                      outputs={"nki": noise}, precision=False)
+    (f,) = [f for f in r.findings if f.rule == "run_vs_given"]
+    assert f.status == "fail"
