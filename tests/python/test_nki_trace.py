@@ -195,3 +195,23 @@ def test_live_memory_follows_the_allocations() -> None:
     assert s.memory["psum"]["banks"] == (M // 128) * (N // 512) and s.memory["psum"]["bank_count"] == 8
     assert s.memory["sbuf"]["peak"] == M * 2 + N * 2
     assert s.memory["sbuf"]["curve"][-1][1] == 0 and s.memory["psum"]["curve"][-1][1] == 0
+
+
+def test_tile_by_tile_examples_trace_counts() -> None:
+    # transpose: per 128 x 128 tile a load, nc_transpose (Tensor Engine), tensor_copy, a store.
+    (x,), r, per, dma, flops = _counts("transpose")
+    tiles = (x.shape[0] // 128) * (x.shape[1] // 128)
+    assert per == {"dma": 2 * tiles, "tensor": tiles, "vector": tiles}
+    assert dma == [128 * 128 * 2] * 2 * tiles
+    # cumsum: a memset of the ones, per row tile a load, the scan, a store.
+    (x,), r, per, dma, flops = _counts("cumsum")
+    tiles, C = x.shape[0] // 128, x.shape[1]
+    assert per == {"vector": 1 + tiles, "dma": 2 * tiles} and dma == [128 * C * 4] * 2 * tiles
+    # spmd_scale_shift: every program of the grid loads, scales and stores its own [128, 512] tile.
+    m = example("spmd_scale_shift")
+    (x,) = m.inputs()
+    r = numeq.nki.run(m.scale_shift[m.GRID], x, m.ALPHA, m.BETA)
+    programs = m.GRID[0] * m.GRID[1]
+    per = {e: u.instructions for e, u in r.summary().engines.items()}
+    assert per == {"dma": 2 * programs, "vector": programs}
+    assert sorted(ins.bytes for ins in r.trace if ins.engine == "dma") == [128 * 512 * 4] * 2 * programs
