@@ -215,3 +215,27 @@ def test_tile_by_tile_examples_trace_counts() -> None:
     per = {e: u.instructions for e, u in r.summary().engines.items()}
     assert per == {"dma": 2 * programs, "vector": programs}
     assert sorted(ins.bytes for ins in r.trace if ins.engine == "dma") == [128 * 512 * 4] * 2 * programs
+
+
+def test_grouped_double_row_and_layernorm_examples_trace_counts() -> None:
+    # psum_groups: per output tile, K / 128 loads of each operand and matmuls, a tensor_copy for
+    # the first group and a tensor_tensor for each later one, a store.
+    m = example("matmul_psum_groups")
+    a, b = m.inputs()
+    r = numeq.nki.run(m.matmul_psum_groups, np.ascontiguousarray(a.T), b, group=m.GROUP)
+    M, K, N = a.shape[0], a.shape[1], b.shape[1]
+    tiles, ks, groups = (M // 128) * (N // 512), K // 128, K // (128 * m.GROUP)
+    per = {e: u.instructions for e, u in r.summary().engines.items()}
+    assert per == {"dma": tiles * (2 * ks + 1), "tensor": tiles * ks, "vector": tiles * groups}
+    # fp8 double_row: 256 rows of K per nc_matmul (two per partition), FLOPs 2 M N K.
+    (a, b), r, per, dma, flops = _counts("matmul_fp8_double_row")
+    M, K, N = a.shape[0], a.shape[1], b.shape[1]
+    assert per == {"dma": 2 * (K // 256) + 1, "tensor": K // 256, "vector": 1} and flops == 2 * M * N * K
+    assert [ins.detail["k"] for ins in r.trace if ins.name == "nc_matmul"] == [256] * (K // 256)
+    assert dma == sorted([256 * M] * (K // 256) + [256 * N] * (K // 256) + [M * N * 4])
+    # layernorm: gamma and beta broadcast once; per row tile a load, bn_stats per 512-column
+    # chunk, bn_aggr, the rsqrt activation, tensor_scalar, two tensor_tensors, a store.
+    (x, g, bt), r, per, dma, flops = _counts("layernorm")
+    tiles, n = x.shape[0] // 128, x.shape[1]
+    chunks = -(-n // 512)
+    assert per == {"dma": 2 + 2 * tiles, "vector": tiles * (chunks + 4), "scalar": tiles}
