@@ -239,3 +239,19 @@ def test_grouped_double_row_and_layernorm_examples_trace_counts() -> None:
     tiles, n = x.shape[0] // 128, x.shape[1]
     chunks = -(-n // 512)
     assert per == {"dma": 2 + 2 * tiles, "vector": tiles * (chunks + 4), "scalar": tiles}
+
+
+def test_precision_flow_lists_sums_and_activation_budgets() -> None:
+    (x,), r, per, dma, flops = _counts("softmax")
+    rows = r.precision_flow(assumptions=[])
+    kinds = {(row.kind, row.format): row for row in rows}
+    total = kinds[("accumulation", "fp32 (free-axis sum)")]
+    assert total.length == x.shape[1] and total.share is None
+    exp = kinds[("activation", "fp32")]
+    # The budget is the platform's own function model (numeq.platforms), not a number written here.
+    import json
+
+    from numeq import _core
+
+    model = {f["function"]: f for f in json.loads(_core.core_platform_json("trainium.trn2"))["functions"]}["exp"]
+    assert f"within {model['ulps']:g} ulps ({model['evidence']}" in exp.detail

@@ -106,14 +106,41 @@ def record_issue(ctx: Any, name: str, where: str, dst: list, srcs: list, detail:
         chain = ctx.psum_chain.get(detail.get("psum"), 1)
         site.length = max(site.length, chain * int(detail.get("k", 0)))
         site.lines.add(where)
-    elif "function" in detail:
+    if srcs and (detail.get("reduce") == "add" or (name == "tensor_reduce" and detail.get("op") == "add")):
+        key = (where, "sum")
+        site = sites.get(key)
+        if site is None:
+            site = sites[key] = Site("accumulation", where, "fp32 (free-axis sum)",
+                                     detail=f"{name}: a free-axis sum by the platform's sum plan (vector_reduce_order)")
+        site.length = max(site.length, srcs[0].free_size())
+        site.lines.add(where)
+    if "function" in detail:
         key = (where, "activation")
         site = sites.get(key)
         if site is None:
-            site = sites[key] = Site("activation", where, "fp32", detail=f"{detail['function']}: the platform's "
-                                     "function model (correctly rounded fp32 plus its error budget, FACTS.md s3)")
+            site = sites[key] = Site("activation", where, "fp32", detail=_function_model(ctx, detail["function"]))
         site.length += dst[0].size if dst else 0
         site.lines.add(where)
+
+
+def _function_model(ctx: Any, function: str) -> str:
+    """What the platform says of activation ``function``: its ulp budget and evidence (the
+    platform's function models), or that it is one IEEE operation or none."""
+    models = getattr(ctx, "_function_models", None)
+    if models is None:
+        import json
+
+        from .. import _core
+
+        platform = json.loads(_core.core_platform_json(ctx.target.platform))
+        models = ctx._function_models = {f["function"]: f for f in platform.get("functions", [])}
+    from ._numerics import _CERTIFIED
+
+    model = models.get(_CERTIFIED.get(function, function))
+    if model is None:
+        return f"{function}: one IEEE fp32 operation (or none): correctly rounded, no budget"
+    return (f"{function}: correctly rounded fp32 within {model['ulps']:g} ulps ({model['evidence']}: "
+            f"{model['source']})")
 
 
 def _arrays(outputs: Any) -> list:

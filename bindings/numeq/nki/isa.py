@@ -543,7 +543,9 @@ add each partition's results, reset_reduce; idle by default) and ``reduce_res`` 
     outs = [dst]
     if reduce_op is not None or reduce_res is not None or reduce_cmd not in (None, "idle"):
         outs += _scalar_registers(ctx, dst, y, reduce_op, reduce_res, reduce_cmd)
-    ctx.issue("scalar", "activation", outs, srcs, flops=dst.size, cycles=cost_elementwise(dst), function=fname)
+    reduce = {"reduce": op_name(reduce_op)} if reduce_op is not None else {}
+    ctx.issue("scalar", "activation", outs, srcs, flops=dst.size, cycles=cost_elementwise(dst), function=fname,
+              **reduce)
     return dst
 
 
