@@ -212,7 +212,7 @@ class Context:
         at = where()
         ins = Instruction(step, engine, name, at, operands[0], operands[1], int(nbytes), int(flops), int(cycles),
                           detail, partitions, tuple(self.loop_indices))
-        if self.rounded or name == "nc_matmul" or "function" in detail or detail.get("op") == "add":
+        if self.rounded or name == "tensor_reduce" or "function" in detail:
             from ._precision import record_issue
 
             record_issue(self, name, at, dst, srcs, detail)

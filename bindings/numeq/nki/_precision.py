@@ -67,13 +67,19 @@ def record_write(ctx: Any, dst: Any, values: np.ndarray, bits: np.ndarray) -> No
     instruction's issue classifies it)."""
     if dst.dtype.format not in _NARROW:
         return
-    from ._numerics import fp32_values
+    v = np.asarray(values)
+    if dst.dtype.format == "bf16" and v.dtype == np.float32:
+        # bf16 keeps the high half of the fp32 pattern: a value changes iff its low half is not 0
+        # (one pass; a NaN with payload bits there counts as rounded, which moves no value).
+        changed = int(np.count_nonzero(np.ascontiguousarray(v).view(np.uint32) & np.uint32(0xFFFF)))
+    else:
+        from ._numerics import fp32_values
 
-    back = fp32_values(bits, dst.dtype)
-    v = np.asarray(values, dtype=np.float32).reshape(back.shape)
-    changed = int(np.count_nonzero(back != v))
-    if changed and np.isnan(v).any():  # a NaN stays a NaN: not a rounding
-        changed -= int(np.count_nonzero(np.isnan(back) & np.isnan(v)))
+        back = fp32_values(bits, dst.dtype)
+        v = v.astype(np.float32).reshape(back.shape)
+        changed = int(np.count_nonzero(back != v))
+        if changed and np.isnan(v).any():  # a NaN stays a NaN: not a rounding
+            changed -= int(np.count_nonzero(np.isnan(back) & np.isnan(v)))
     if changed:
         ctx.rounded.append((dst, changed))
 
@@ -97,15 +103,6 @@ def record_issue(ctx: Any, name: str, where: str, dst: list, srcs: list, detail:
             site.length += changed
         site.lines.add(where)
     ctx.rounded = []
-    if name == "nc_matmul" and dst:
-        key = (dst[0].base.line, "psum")
-        site = sites.get(key)
-        if site is None:
-            site = sites[key] = Site("accumulation", where, "fp32 (PSUM)", tile=dst[0].base.line,
-                                     detail="nc_matmul chain into PSUM")
-        chain = ctx.psum_chain.get(detail.get("psum"), 1)
-        site.length = max(site.length, chain * int(detail.get("k", 0)))
-        site.lines.add(where)
     if srcs and (detail.get("reduce") == "add" or (name == "tensor_reduce" and detail.get("op") == "add")):
         key = (where, "sum")
         site = sites.get(key)
@@ -121,6 +118,26 @@ def record_issue(ctx: Any, name: str, where: str, dst: list, srcs: list, detail:
             site = sites[key] = Site("activation", where, "fp32", detail=_function_model(ctx, detail["function"]))
         site.length += dst[0].size if dst else 0
         site.lines.add(where)
+
+
+def _psum_chains(trace: list) -> list[Site]:
+    """The PSUM accumulation chains of a run, read from its trace: per nc_matmul line, the longest
+    chain's K (its nc_matmuls' K summed from the one that overwrote the PSUM tile)."""
+    sites: dict[str, Site] = {}
+    running: dict = {}  # PSUM (buffer id, offset) -> K summed so far in its chain
+    for ins in trace:
+        if ins.name != "nc_matmul":
+            continue
+        d = ins.detail
+        key = d.get("psum")
+        k = int(d.get("k", 0))
+        running[key] = running.get(key, 0) + k if d.get("accumulate") == "accumulate" else k
+        site = sites.get(ins.where)
+        if site is None:
+            site = sites[ins.where] = Site("accumulation", ins.where, "fp32 (PSUM)", detail="nc_matmul chain into PSUM")
+        site.length = max(site.length, running[key])
+        site.lines.add(ins.where)
+    return list(sites.values())
 
 
 def _function_model(ctx: Any, function: str) -> str:
@@ -174,7 +191,7 @@ def flow(run: Any, rerun: Callable[..., Any], alternatives: dict[str, list]) -> 
     """The precision-flow rows of ``run`` (largest share first; unmeasured rows after, assumptions
     last). ``rerun(widen=..., assume=...)`` runs the kernel again; ``alternatives``: assumption ->
     its other values."""
-    sites = list(run.sites.values())
+    sites = list(run.sites.values()) + _psum_chains(run.trace)
     widenable = sorted({s.tile for s in sites
                         if s.kind in ("narrowing", "accumulation") and s.format in _NARROW and s.on_chip})
     rows: list[PrecisionRow] = []
