@@ -255,3 +255,15 @@ def test_precision_flow_lists_sums_and_activation_budgets() -> None:
 
     model = {f["function"]: f for f in json.loads(_core.core_platform_json("trainium.trn2"))["functions"]}["exp"]
     assert f"within {model['ulps']:g} ulps ({model['evidence']}" in exp.detail
+
+
+def test_older_interface_matmul_trace_counts() -> None:
+    # legacy_matmul (0.1.0 interface): per output tile an nl.zeros (memset), K / 128 nl.loads of
+    # each operand and nl.matmuls (the += joins the PSUM chain: no instruction of its own), an
+    # nl.copy and an nl.store.
+    (a, b), r, per, dma, flops = _counts("legacy_matmul")
+    M, K, N = a.shape[0], a.shape[1], b.shape[1]
+    tiles, ks = (M // 128) * (N // 512), K // 128
+    assert per == {"vector": 2 * tiles, "dma": tiles * (2 * ks + 1), "tensor": tiles * ks}
+    assert dma == sorted([128 * 128 * 2] * tiles * ks + [128 * 512 * 2] * tiles * ks + [128 * 512 * 4] * tiles)
+    assert flops == 2 * M * N * K
