@@ -145,7 +145,7 @@ def _line_of(kernel, text: str) -> int:
 def _counts(name: str, *args, **kwargs):
     m = example(name)
     inputs = m.inputs()
-    call = (np.ascontiguousarray(inputs[0].T), inputs[1]) if name.startswith("matmul") else inputs
+    call = (np.ascontiguousarray(inputs[0].T), inputs[1]) if "matmul" in name else inputs
     r = numeq.nki.run(getattr(m, name), *call, *args, **kwargs)
     s = r.summary()
     return inputs, r, {e: u.instructions for e, u in s.engines.items()}, \
