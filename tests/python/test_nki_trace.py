@@ -267,3 +267,23 @@ def test_older_interface_matmul_trace_counts() -> None:
     assert per == {"vector": 2 * tiles, "dma": tiles * (2 * ks + 1), "tensor": tiles * ks}
     assert dma == sorted([128 * 128 * 2] * tiles * ks + [128 * 512 * 2] * tiles * ks + [128 * 512 * 4] * tiles)
     assert flops == 2 * M * N * K
+
+
+def test_flash_attention_trace_counts() -> None:
+    # Per key block j of J: k and v loads, k's transpose (nc_transpose + tensor_copy back), the
+    # scores matmul, their scaling, the causal affine_select (GpSimd), the row max (and its
+    # maximum with the running one after the first block), -max, exp with its row sum
+    # (activation), p to bf16, p's transpose, the p v matmul, then either two copies (j = 0) or the
+    # rescale (an exp activation, three tensor_tensors, a tensor_scalar), and the max kept. Around
+    # the loop: q's load and transpose, the final division and the store.
+    m = example("flash_attention")
+    q, k, v = m.inputs()
+    r = numeq.nki.run(m.flash_attention, q, k, v, block=m.BLOCK)
+    Lq, d = q.shape
+    L, dv = v.shape
+    J = L // m.BLOCK
+    per = {e: u.instructions for e, u in r.summary().engines.items()}
+    assert per == {"dma": 2 * J + 2, "tensor": 4 * J + 1, "vector": 12 * J - 1, "gpsimd": J, "scalar": 2 * J - 1}
+    matmul_flops = sum(ins.flops for ins in r.trace if ins.name == "nc_matmul")
+    assert matmul_flops == J * 2 * Lq * m.BLOCK * (d + dv)
+    assert [ins.iteration for ins in r.trace if ins.name == "affine_select"] == [(j,) for j in range(J)]
