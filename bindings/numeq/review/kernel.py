@@ -79,7 +79,11 @@ def run_manifest_kernel(m: Manifest) -> Any:
     from ..nki import _cli
 
     spec = m.kernel
-    assume = dict(item.split("=", 1) for item in _options(m.trainium_platform))
+    # The platform's assumption overrides apply to the run; its tiling options (k_tile,
+    # psum_group, ...) are the kernel's own to decide: the run reads them from the trace.
+    known = _nki.assumptions_of(m.target)
+    assume = {k: v for k, v in (item.split("=", 1) for item in _options(m.trainium_platform) if "=" in item)
+              if k in known}
     try:
         with _nki.installed(target=m.target):
             kernel = _cli._kernel(_cli._import(str(spec.file)), str(spec.file), spec.function)
