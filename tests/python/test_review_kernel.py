@@ -146,3 +146,19 @@ def test_a_given_nki_output_is_matched_to_the_assumption_that_reproduces_it() ->
                       outputs={"nki": noise}, precision=False)
     (f,) = [f for f in r.findings if f.rule == "run_vs_given"]
     assert f.status == "fail"
+
+
+def test_a_manifests_assumption_overrides_apply_to_the_run(tmp_path) -> None:
+    # platforms.trainium with a tiling option (the trace decides it) and an assumption (the run
+    # takes it): the run computes under psum_rounding=toward_zero and reports that platform.
+    shutil.copytree(EXAMPLES.parent / "data", tmp_path / "data")
+    (tmp_path / "kernel-ports" / "correct").mkdir(parents=True)
+    shutil.copy(EXAMPLES / "kernels.py", tmp_path / "kernel-ports")
+    text = (EXAMPLES / "correct" / "manifest.toml").read_text().replace(
+        'gpu = "nvidia.h100"', 'gpu = "nvidia.h100"\ntrainium = "trainium.trn2[k_tile=128,psum_rounding=toward_zero]"')
+    (tmp_path / "kernel-ports" / "correct" / "manifest.toml").write_text(text)
+    r = numeq.review.review(tmp_path / "kernel-ports" / "correct" / "manifest.toml")
+    assert r.run.assumptions["psum_rounding"] == "toward_zero"
+    assert r.correctness.platforms["nki"] == "trainium.trn2[psum_rounding=toward_zero]"
+    a, b = r.manifest.inputs["a"], r.manifest.inputs["b"]
+    assert np.array_equal(r.run.outputs, numeq.matmul(a, b, platform=r.run.platform, in_fmt="bf16", out="fp32"))
