@@ -74,17 +74,19 @@ def output_rounding(ctx: Context) -> str:
     return ctx.assumptions.get("output_rounding", "nearest_even")
 
 
-def write(ctx: Context, dst: Any, values: np.ndarray, writer: int = WRITER_OTHER, *, bits: np.ndarray | None = None) -> None:
-    """Store fp32 (or float64) ``values`` into ``dst``: cast into its dtype (or store ``bits``
-    already of dst's storage dtype), mark the bytes written, record PSUM's writer."""
+def write(ctx: Context, dst: Any, values: np.ndarray, writer: int = WRITER_OTHER, *, bits: np.ndarray | None = None,
+          rounding: str | None = None) -> None:
+    """Store fp32 (or float64) ``values`` into ``dst``: cast into its dtype with ``rounding``
+    (default: the target's output rounding; or store ``bits`` already of dst's storage dtype),
+    note a narrowing for the precision flow, mark the bytes written, record PSUM's writer."""
     _rules.check_on_chip(ctx, dst)
     before_write(ctx, dst)
     if bits is None:
         values = np.asarray(values)
         if values.shape != dst.shape:
             values = same_shape(ctx, dst, values)
-        bits = _numerics.cast_into(values, dst.dtype, output_rounding(ctx), seed=ctx.step)
-        if dst.dtype.format in _precision.narrow_formats():
+        bits = _numerics.cast_into(values, dst.dtype, rounding or output_rounding(ctx), seed=ctx.step)
+        if dst.dtype.format in _precision.NARROW:
             _precision.record_write(ctx, dst, values, bits)
     elif bits.shape != dst.shape:
         bits = same_shape(ctx, dst, bits)
@@ -177,7 +179,7 @@ def new_tile(shape: tuple, dtype: Any, memory: str = "sbuf", name: str = "") -> 
     ctx = current()
     line = where()
     d = dtype_of(dtype)
-    if ctx.widen and line in ctx.widen and MEMORIES[memory].on_chip and d.format in _precision.narrow_formats():
+    if ctx.widen and line in ctx.widen and MEMORIES[memory].on_chip and d.format in _precision.NARROW:
         d = dtype_of("float32")  # the precision flow's switch: this tile in fp32
     b = ctx.allocate(Buffer(shape, d, MEMORIES[memory], name, line))
     return b.whole()

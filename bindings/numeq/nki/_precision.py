@@ -19,14 +19,10 @@ from typing import Any, Callable
 
 import numpy as np
 
-__all__ = ["PrecisionRow", "Site", "flow", "narrow_formats", "record_write", "record_issue"]
+__all__ = ["NARROW", "PrecisionRow", "Site", "flow", "record_write", "record_issue"]
 
 # Formats narrower than the fp32 every engine computes in (their tiles can be widened).
-_NARROW = frozenset({"bf16", "fp16", "tf32", "e4m3", "e4m3fn", "e5m2"})
-
-
-def narrow_formats() -> frozenset:
-    return _NARROW
+NARROW = frozenset({"bf16", "fp16", "tf32", "e4m3", "e4m3fn", "e5m2"})
 
 
 @dataclass
@@ -65,7 +61,7 @@ class PrecisionRow:
 def record_write(ctx: Any, dst: Any, values: np.ndarray, bits: np.ndarray) -> None:
     """``_engine.write`` cast fp32 ``values`` into dst's ``bits``: remember how many changed (the
     instruction's issue classifies it)."""
-    if dst.dtype.format not in _NARROW:
+    if dst.dtype.format not in NARROW:
         return
     v = np.asarray(values)
     if dst.dtype.format == "bf16" and v.dtype == np.float32:
@@ -193,7 +189,7 @@ def flow(run: Any, rerun: Callable[..., Any], alternatives: dict[str, list]) -> 
     its other values."""
     sites = list(run.sites.values()) + _psum_chains(run.trace)
     widenable = sorted({s.tile for s in sites
-                        if s.kind in ("narrowing", "accumulation") and s.format in _NARROW and s.on_chip})
+                        if s.kind in ("narrowing", "accumulation") and s.format in NARROW and s.on_chip})
     rows: list[PrecisionRow] = []
     share_of: dict[str, float] = {}
     if widenable:
@@ -204,7 +200,7 @@ def flow(run: Any, rerun: Callable[..., Any], alternatives: dict[str, list]) -> 
             one = _flat(rerun(widen=frozenset({tile})).outputs)
             share_of[tile] = 0.0 if total == 0 else max(0.0, (total - _distance(one, wide)) / total)
     for s in sites:
-        share = share_of.get(s.tile) if s.on_chip and s.kind != "activation" and s.format in _NARROW else None
+        share = share_of.get(s.tile) if s.on_chip and s.kind != "activation" and s.format in NARROW else None
         lines = sorted(s.lines - {s.where})
         detail = s.detail or (f"into the tile allocated at {s.tile}" + (f"; also {', '.join(lines)}" if lines else ""))
         rows.append(PrecisionRow(s.where, s.kind, s.format, s.length, share, detail))

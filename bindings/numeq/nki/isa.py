@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from . import _numerics, _precision, _psum, _rules
+from . import _numerics, _psum, _rules
 from ._alu import alu, op_name
 from ._context import KernelFault, current
 from ._engine import Engine, as_tensor, cost_elementwise, engine_name, mark_written, new_tile, read, write
@@ -109,12 +109,8 @@ def dma_copy(dst: Any = None, src: Any = None, *, dst_rmw_op: Any = None, oob_mo
     elif dst.dtype == src.dtype:
         write(ctx, dst, None, bits=src.data.reshape(dst.shape) if src.shape != dst.shape else src.data)
     else:
-        rounding = ctx.assumptions.get("dma_cast_rounding", "nearest_even")
-        v = _numerics.fp32_values(src.data, src.dtype).reshape(dst.shape)
-        bits = _numerics.cast_into(v, dst.dtype, rounding, seed=ctx.step)
-        if dst.dtype.format in _precision.narrow_formats():
-            _precision.record_write(ctx, dst, v, bits)
-        write(ctx, dst, None, bits=bits)
+        write(ctx, dst, _numerics.fp32_values(src.data, src.dtype).reshape(dst.shape),
+              rounding=ctx.assumptions.get("dma_cast_rounding", "nearest_even"))
     ctx.issue("dma", "dma_copy", [dst], [src], nbytes=src.size * src.dtype.itemsize,
               queue="dma" if queue is None else str(getattr(queue, "name", queue)))
     return dst

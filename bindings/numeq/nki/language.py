@@ -14,7 +14,7 @@ from . import _rules
 from ._context import assigned_name, current
 from ._context import where as _where  # the kernel's line; nl.where is the older interface's select
 from ._dtypes import DTYPES, dtype_of
-from ._precision import narrow_formats
+from ._precision import NARROW
 from ._tensor import MEMORIES, Buffer, Tensor, ds
 
 __all__ = ["ndarray", "zeros", "ds", "affine_range", "sequential_range", "static_range", "program_id",
@@ -88,7 +88,7 @@ def ndarray(shape: Any, dtype: Any, buffer: Any = None, name: str = "", address:
         if shared is not None:
             return shared.whole()
     d = dtype_of(dtype)
-    if ctx.widen and line in ctx.widen and memory.on_chip and d.format in narrow_formats():
+    if ctx.widen and line in ctx.widen and memory.on_chip and d.format in NARROW:
         d = dtype_of("float32")  # the precision flow's switch (_precision): this tile in fp32
     b = ctx.allocate(Buffer(_shape(shape), d, memory, name or assigned_name(), line))
     if memory.name == "shared_hbm":

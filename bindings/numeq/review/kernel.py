@@ -19,6 +19,7 @@ from typing import Any, Callable
 import numpy as np
 
 from .. import nki as _nki
+from .correctness import _split_name
 from .findings import Finding
 from .manifest import OPERATIONS, Manifest, ManifestError, _OPERATIONS
 from .targets import target as _target
@@ -28,15 +29,13 @@ __all__ = ["review_kernel", "reviewed", "run_manifest_kernel"]
 # Run rules about capacities and efficiency (the memory hierarchy); the rest are instruction limits.
 _MEMORY_RULES = frozenset({"sbuf_capacity", "psum_capacity", "dma_small", "partial_partitions", "psum_gpsimd",
                            "matmul_psum_bank", "engine_access", "matmul_output_memory"})
-_FORMAT_OF = {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16", "float8_e4m3": "e4m3",
-              "float8_e4m3fn": "e4m3fn", "float8_e5m2": "e5m2", "int8": "int8"}
 
 
 def _format(a: np.ndarray, what: str) -> str:
-    name = np.dtype(a.dtype).name
-    if name not in _FORMAT_OF:
-        raise ValueError(f"{what}: no numeq format for dtype {name}; valid: {', '.join(_FORMAT_OF)}")
-    return _FORMAT_OF[name]
+    """The numeq format of an array's elements, by numeq.nki's one dtype table."""
+    from ..nki._dtypes import dtype_of
+
+    return dtype_of(np.asarray(a).dtype, what).format
 
 
 def review_kernel(kernel: Callable, inputs: dict[str, np.ndarray], op: str, *, kernel_args: dict | None = None,
@@ -82,7 +81,7 @@ def run_manifest_kernel(m: Manifest) -> Any:
     # The platform's assumption overrides apply to the run; its tiling options (k_tile,
     # psum_group, ...) are the kernel's own to decide: the run reads them from the trace.
     known = _nki.assumptions_of(m.target)
-    assume = {k: v for k, v in (item.split("=", 1) for item in _options(m.trainium_platform) if "=" in item)
+    assume = {k: v for k, v in (item.split("=", 1) for item in _split_name(m.trainium_platform)[1] if "=" in item)
               if k in known}
     try:
         with _nki.installed(target=m.target):
@@ -90,11 +89,6 @@ def run_manifest_kernel(m: Manifest) -> Any:
             return _nki.run(kernel, target=m.target, assume=assume or None, grid=spec.grid or None, **spec.args)
     except _cli.UsageFault as e:
         raise ManifestError(f"{m.path}:{spec.line}: kernel: {e}") from None
-
-
-def _options(platform: str) -> list[str]:
-    inside = platform.partition("[")[2].rstrip("]")
-    return [item.strip() for item in inside.split(",") if item.strip()]
 
 
 def reviewed(m: Manifest, run: Any, precision: bool = True) -> Any:
