@@ -719,7 +719,7 @@ std::optional<xt::xarray<double>> matmul_row_blocks(std::span<const RowBlock> st
 
 bool holds_fp32_values(const ElementType& type) {
   if (type.format == nullptr) return type.bytes <= 2;  // |v| < 2^16: exact in fp32
-  return type.format->name == "fp32" || (!type.format->is_integer() && values_within(*type.format, format_by_name("fp32", "fmt")));
+  return !type.format->is_integer() && values_within(*type.format, formats::fp32);  // fp32 itself included
 }
 
 }  // namespace numeq::core
