@@ -6,6 +6,7 @@ the summary's estimates follow from the documented per-instruction costs and the
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 import numeq.nki
 from nki_support import example
@@ -133,6 +134,57 @@ def test_precision_flow_ranks_the_planted_bf16_accumulation_first() -> None:
     assert len(psum) == 1 and psum[0].length == 128 and psum[0].share is None
     (assumption,) = [row for row in rows if row.kind == "assumption"]
     assert assumption.format == "psum_rounding" and "of 65536 output elements" in assumption.detail
+
+
+def test_precision_flow_against_the_exact_result_measures_the_output_format_and_fp32_arithmetic() -> None:
+    # A correct GEMM with a bf16 output: against the exact product (numpy in float64 on the bf16
+    # inputs, exact here: 128 products of 8-bit significands summed in 53 bits), the output's own
+    # bf16 rounding (2^-9 relative) dwarfs the fp32 PSUM chain's (K u_fp32 ~ 2^-17): widening the
+    # HBM output must take nearly all the error away, and what remains is the PSUM chain's share.
+    nl, nisa = numeq.nki.language, numeq.nki.isa
+    import ml_dtypes
+
+    rng = np.random.default_rng(5)
+    a = rng.standard_normal((128, 64)).astype(ml_dtypes.bfloat16)  # a_t [K, M]
+    b = rng.standard_normal((128, 256)).astype(ml_dtypes.bfloat16)
+
+    @numeq.nki.jit
+    def gemm(a_t, b):
+        out = nl.ndarray((64, 256), nl.bfloat16, buffer=nl.shared_hbm)
+        at = nl.ndarray((128, 64), a_t.dtype, buffer=nl.sbuf)
+        bt = nl.ndarray((128, 256), b.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=at, src=a_t)
+        nisa.dma_copy(dst=bt, src=b)
+        acc = nl.ndarray((64, 256), nl.float32, buffer=nl.psum)
+        nisa.nc_matmul(acc, at, bt)
+        res = nl.ndarray((64, 256), nl.bfloat16, buffer=nl.sbuf)
+        nisa.tensor_copy(dst=res, src=acc)
+        nisa.dma_copy(dst=out, src=res)
+        return out
+
+    exact = a.astype(np.float64).T @ b.astype(np.float64)
+    r = numeq.nki.run(gemm, a, b)
+    rows = r.precision_flow(assumptions=[], reference=exact)
+    psum = [row for row in rows if row.format == "fp32 (PSUM)"]
+    assert len(psum) == 1 and psum[0].share is not None and psum[0].share < 0.05, psum
+    # The SBUF tile rounds to bf16 and the HBM output rounds the same values again: widening the
+    # tile alone removes nothing (share ~0), its rounding by itself is the whole error (alone ~1).
+    first = rows[0]
+    assert (first.kind, first.format, first.where) == ("narrowing", "bf16", _where(gemm, "nisa.tensor_copy")), rows
+    assert first.share < 0.05 and first.alone > 0.95, first
+    # Every bf16 allocation widened (the switch reaches the kernel's HBM output: fp32 now), the
+    # error left is the PSUM chain's: its measured share.
+    lines = {_where(gemm, "res = nl.ndarray"), _where(gemm, "out = nl.ndarray")}
+    widened = r.rerun(widen=frozenset(lines))
+    assert widened.outputs.dtype == np.float32
+    e, e_wide = (float(np.linalg.norm(np.asarray(x, np.float64) - exact)) for x in (r.outputs, widened.outputs))
+    assert 0 < e_wide < e and psum[0].share == pytest.approx(e_wide / e, rel=1e-12)
+    with pytest.raises(ValueError, match="reference"):
+        r.precision_flow(assumptions=[], reference=exact[:10])
+
+
+def _where(kernel, text: str) -> str:
+    return f"test_nki_trace.py:{_line_of(kernel, text)}"
 
 
 def _line_of(kernel, text: str) -> int:

@@ -54,7 +54,7 @@ def test_the_planted_bf16_accumulator_leads_the_precision_flow() -> None:
     m, a, b, args = _psum_groups("bfloat16")
     r = review_kernel(m.matmul_psum_groups, {"a": a, "b": b}, "matmul", kernel_args=args)
     first = r.precision[0]
-    assert (first.kind, first.format) == ("accumulation", "bf16") and first.share > 0.5, first
+    assert (first.kind, first.format) == ("accumulation", "bf16") and first.alone > 0.5, first
     assert "group_accumulator=bf16" in r.run.platform
     assert "| accumulation | bf16 |" in r.markdown()
 
@@ -162,3 +162,33 @@ def test_a_manifests_assumption_overrides_apply_to_the_run(tmp_path) -> None:
     assert r.correctness.platforms["nki"] == "trainium.trn2[psum_rounding=toward_zero]"
     a, b = r.manifest.inputs["a"], r.manifest.inputs["b"]
     assert np.array_equal(r.run.outputs, numeq.matmul(a, b, platform=r.run.platform, in_fmt="bf16", out="fp32"))
+
+
+def test_the_performance_section_puts_the_profile_beside_the_trace(tmp_path) -> None:
+    # A profile of the candidate whose Tensor Engine is busy 10x what the trace's cost formulas
+    # give, and a DMA queue busy as estimated: one finding (the Tensor Engine), and the table puts
+    # each engine's estimate beside the profile's figure.
+    shutil.copytree(EXAMPLES.parent / "data", tmp_path / "data")
+    (tmp_path / "kernel-ports" / "claim").mkdir(parents=True)
+    shutil.copy(EXAMPLES / "kernels.py", tmp_path / "kernel-ports")
+    plain = numeq.review.review(EXAMPLES / "claim" / "manifest.toml")
+    s = plain.run.summary()
+    total = 20e-6
+    tensor_pct = 100 * 10 * s.engines["tensor"].busy_s / total
+    dma_pct = 100 * s.engines["dma"].busy_s / total
+    import json
+
+    (tmp_path / "kernel-ports" / "claim" / "profile.json").write_text(json.dumps(
+        {"summary": [{"total_time": total, "tensor_engine_active_time_percent": tensor_pct,
+                      "dma_active_time_percent": dma_pct}]}))
+    text = (EXAMPLES / "claim" / "manifest.toml").read_text() + '\n[[performance.profiles]]\nlabel = "candidate"\nfile = "profile.json"\n'
+    (tmp_path / "kernel-ports" / "claim" / "manifest.toml").write_text(text)
+    r = numeq.review.review(tmp_path / "kernel-ports" / "claim" / "manifest.toml")
+    (warn,) = [f for f in r.findings if f.rule == "profile_vs_trace"]
+    assert warn.status == "warn" and warn.subject == "candidate: tensor" and "10.0x the trace's estimate" in warn.message
+    rows = {row[0]: row for row in r.beside_trace}
+    assert rows["tensor engine busy"][3] == "10x" and rows["dma engine busy"][3] == "1x"
+    assert rows["vector engine busy"][2] == "-"  # the profile gives no figure for it
+    assert rows["kernel time: the profile"][2] == "20 us"
+    md = r.markdown()
+    assert "| tensor engine busy |" in md and "The performance evidence beside the kernel's trace" in md

@@ -178,9 +178,7 @@ def new_tile(shape: tuple, dtype: Any, memory: str = "sbuf", name: str = "") -> 
 
     ctx = current()
     line = where()
-    d = dtype_of(dtype)
-    if ctx.widen and line in ctx.widen and MEMORIES[memory].on_chip and d.format in _precision.NARROW:
-        d = dtype_of("float32")  # the precision flow's switch: this tile in fp32
+    d = _precision.allocated(ctx, line, dtype_of(dtype))
     b = ctx.allocate(Buffer(shape, d, MEMORIES[memory], name, line))
     return b.whole()
 

@@ -13,7 +13,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from . import _engine, _rules
+from . import _engine, _precision, _rules
 from ._context import KernelFault, _operand as _trace_operand, current, where as _line
 from ._dtypes import dtype_of
 from ._indexing import Gather, out_of_bounds
@@ -297,7 +297,9 @@ def par_dim_ndarray(dims: tuple, marked: list[int], dtype: Any, memory: Any, nam
         raise ValueError(f"shape: one nl.par_dim per shape, got {dims}")
     j, sizes = marked[0], language._shape(dims)
     ctx = current()
-    b = ctx.allocate(Buffer((sizes[j],) + sizes[:j] + sizes[j + 1:], dtype_of(dtype), memory, name, _line()))
+    line = _line()
+    b = ctx.allocate(Buffer((sizes[j],) + sizes[:j] + sizes[j + 1:], _precision.allocated(ctx, line, dtype_of(dtype)),
+                            memory, name, line))
     _rules.check_on_chip(ctx, b.whole())
     perm = list(range(1, j + 1)) + [0] + list(range(j + 1, len(sizes)))
     return _block(b.whole()._apply(lambda a: a.transpose(perm)), j)

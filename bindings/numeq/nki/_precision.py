@@ -3,13 +3,16 @@ values it computed into a narrower destination), each accumulation (a PSUM matmu
 tile accumulated into, ``acc = acc + part``), each activation (with its function model), and each
 assumption the output depends on.
 
-A narrowing or an accumulation into a narrow tile is ranked by its measured share of the output's
-error: the kernel runs again with that tile allocated in fp32 (the switch: ``Context.widen`` holds
-the allocation lines to widen), and the share is how much of the distance between the run's output
-and the output of a run with every such tile widened that this one tile accounts for,
-(E - E_widened) / E. PSUM chains and activations already compute in fp32: they are listed with
-their format and length, no share (nothing narrower to widen). Assumptions are measured by running
-each alternative: the number of output elements whose bits change.
+A narrowing or an accumulation into a narrow tile (on chip, or the kernel's HBM output) is ranked
+by its measured share of the output's error: the kernel runs again with that tile allocated in fp32
+(the switch: ``Context.widen`` holds the allocation lines to widen, ``allocated`` applies it), and
+the share is how much of the output's distance from its target that one tile accounts for,
+(E - E_widened) / E; ``alone`` is the error its rounding causes by itself (every other narrow
+tile widened), which two roundings in a row (a bf16 tile stored to a bf16 output) need. The target is the exact result where the caller gives it (a review knows the
+op), else the run with every narrow tile widened. PSUM chains, free-axis sums and activations
+compute in fp32 (nothing narrower to widen): against an exact result, what remains with every
+narrow tile widened is their share, one site's alone or a row for them together. Assumptions are
+measured by running each alternative: the number of output elements whose bits change.
 """
 
 from __future__ import annotations
@@ -19,10 +22,20 @@ from typing import Any, Callable
 
 import numpy as np
 
-__all__ = ["NARROW", "PrecisionRow", "Site", "flow", "record_write", "record_issue"]
+__all__ = ["NARROW", "PrecisionRow", "Site", "allocated", "flow", "record_write", "record_issue"]
 
 # Formats narrower than the fp32 every engine computes in (their tiles can be widened).
 NARROW = frozenset({"bf16", "fp16", "tf32", "e4m3", "e4m3fn", "e5m2"})
+
+
+def allocated(ctx: Any, line: str, dtype: Any) -> Any:
+    """The dtype a tile allocated at ``line`` gets: its own, or fp32 when the precision flow widens
+    that line (``Context.widen``, the one switch every allocation goes through)."""
+    if ctx.widen and line in ctx.widen and dtype.format in NARROW:
+        from ._dtypes import dtype_of
+
+        return dtype_of("float32")
+    return dtype
 
 
 @dataclass
@@ -43,8 +56,11 @@ class Site:
 @dataclass
 class PrecisionRow:
     """A row of ``Run.precision``: ``where`` "file.py:LINE", ``kind`` (narrowing, accumulation,
-    activation, assumption), ``format``, ``length``, ``share`` of the output's error (None where
-    not measured) and ``detail``."""
+    activation, assumption), ``format``, ``length``, ``share`` of the output's error (the part
+    widening this one tile removes; None where not measured), ``detail``, and ``alone`` (the error
+    this tile's rounding causes by itself, every other narrow tile widened; None where not
+    measured). Two roundings in a row (a bf16 tile stored to a bf16 output) each have a small
+    ``share`` (widening one leaves the other) and a large ``alone``."""
 
     where: str
     kind: str
@@ -52,10 +68,17 @@ class PrecisionRow:
     length: int
     share: float | None
     detail: str = ""
+    alone: float | None = None
+
+    @property
+    def weight(self) -> float:
+        """What the rows are ranked by: the larger of ``share`` and ``alone``."""
+        return max(self.share or 0.0, self.alone or 0.0)
 
     def __str__(self) -> str:
         share = "-" if self.share is None else f"{self.share:.1%}"
-        return f"{self.where}: {self.kind} {self.format} x{self.length}: share {share}; {self.detail}"
+        alone = "" if self.alone is None else f" (alone {self.alone:.1%})"
+        return f"{self.where}: {self.kind} {self.format} x{self.length}: share {share}{alone}; {self.detail}"
 
 
 def record_write(ctx: Any, dst: Any, values: np.ndarray, bits: np.ndarray) -> None:
@@ -183,28 +206,54 @@ def _bits(outputs: Any) -> list:
     return [np.ascontiguousarray(a).view(np.dtype(f"u{a.dtype.itemsize}")) for a in _arrays(outputs)]
 
 
-def flow(run: Any, rerun: Callable[..., Any], alternatives: dict[str, list]) -> list[PrecisionRow]:
+def flow(run: Any, rerun: Callable[..., Any], alternatives: dict[str, list],
+         reference: np.ndarray | None = None) -> list[PrecisionRow]:
     """The precision-flow rows of ``run`` (largest share first; unmeasured rows after, assumptions
     last). ``rerun(widen=..., assume=...)`` runs the kernel again; ``alternatives``: assumption ->
-    its other values."""
+    its other values; ``reference``: the exact result (then shares are of the output's distance
+    from it, and what no widening removes is the fp32 arithmetic's row)."""
     sites = list(run.sites.values()) + _psum_chains(run.trace)
-    widenable = sorted({s.tile for s in sites
-                        if s.kind in ("narrowing", "accumulation") and s.format in NARROW and s.on_chip})
+    # The tiles that rounded a value (rows), and every narrow tile the kernel allocated, on chip or
+    # its HBM output (widened together: a tile whose writes changed nothing may round a wider value).
+    measured = sorted({s.tile for s in sites
+                       if s.kind in ("narrowing", "accumulation") and s.format in NARROW and s.tile != "<input>"})
+    narrow = frozenset(life.line for life in run.lives if life.format in NARROW and life.line != "<input>")
     rows: list[PrecisionRow] = []
-    share_of: dict[str, float] = {}
-    if widenable:
-        base = _flat(run.outputs)
-        wide = _flat(rerun(widen=frozenset(widenable)).outputs)
-        total = _distance(base, wide)
-        for tile in widenable:
-            one = _flat(rerun(widen=frozenset({tile})).outputs)
-            share_of[tile] = 0.0 if total == 0 else max(0.0, (total - _distance(one, wide)) / total)
+    base = _flat(run.outputs)
+    target = None
+    if reference is not None:
+        target = np.asarray(reference, dtype=np.float64).reshape(-1)
+        if target.shape != base.shape:
+            raise ValueError(f"reference: {target.size} elements; the run's outputs have {base.size}")
+    wide = _flat(rerun(widen=narrow).outputs) if narrow else base
+    if target is None:
+        target = wide
+    total, left = _distance(base, target), _distance(wide, target)
+    share_of: dict[Any, tuple[float, float | None]] = {}
+    for tile in measured:
+        one = _distance(_flat(rerun(widen=frozenset({tile})).outputs), target)
+        kept = _distance(_flat(rerun(widen=narrow - {tile}).outputs), target)
+        share_of[tile] = (0.0, 0.0) if total == 0 else (max(0.0, (total - one) / total), max(0.0, (kept - left) / total))
+    fp32 = [s for s in sites if s.format not in NARROW]
+    rest = None
+    if reference is not None and total > 0:
+        rest = left / total  # what widening every narrow tile leaves: the fp32 arithmetic
+        if len(fp32) == 1:  # one fp32 site: the rest is its share
+            share_of[("fp32", fp32[0].where)] = (rest, None)
+            rest = None
     for s in sites:
-        share = share_of.get(s.tile) if s.on_chip and s.kind != "activation" and s.format in NARROW else None
+        share, alone = share_of.get(s.tile if s.format in NARROW else ("fp32", s.where), (None, None))
         lines = sorted(s.lines - {s.where})
         detail = s.detail or (f"into the tile allocated at {s.tile}" + (f"; also {', '.join(lines)}" if lines else ""))
-        rows.append(PrecisionRow(s.where, s.kind, s.format, s.length, share, detail))
-    rows.sort(key=lambda r: (r.share is None, -(r.share or 0.0)))
+        if share is not None and alone is not None and alone - share > 0.25:
+            detail += (f"; widening it alone removes {share:.0%} (another narrow tile rounds its values again), "
+                       f"by itself it causes {alone:.0%}")
+        rows.append(PrecisionRow(s.where, s.kind, s.format, s.length, share, detail, alone))
+    if rest is not None:
+        where = ", ".join(sorted({s.where for s in fp32})) or "no recorded site"
+        rows.append(PrecisionRow("<fp32 arithmetic>", "accumulation" if fp32 else "narrowing", "fp32", len(fp32), rest,
+                                 f"what widening every narrow tile leaves: the fp32 arithmetic at {where} together"))
+    rows.sort(key=lambda r: (r.share is None, -r.weight))
     base_bits = _bits(run.outputs)
     n = sum(b.size for b in base_bits)
     for name, values in alternatives.items():

@@ -132,11 +132,13 @@ class Run:
             e["cycles"] += ins.cycles
         return out
 
-    def precision_flow(self, assumptions: bool | list = True) -> list:
+    def precision_flow(self, assumptions: bool | list = True, reference: Any = None) -> list:
         """Every place the run loses precision (``_precision``), largest measured share of the
         output's error first: narrowings, accumulations, activations, then (``assumptions``: True
         for all, or a list of names) each assumption's alternatives with the output elements they
-        change. Runs the kernel again once per narrow tile and once per alternative."""
+        change. ``reference``: the exact result (its shares are then of the output's distance from
+        it, the fp32 arithmetic's included). Runs the kernel again once per narrow tile and once
+        per alternative."""
         from ._precision import flow
 
         if self.rerun is None or not self.completed:
@@ -147,7 +149,7 @@ class Run:
         if unknown:
             raise ValueError(f"assumptions: unknown {unknown}; valid: {', '.join(table)}")
         alternatives = {n: [v for v in table[n]["alternatives"] if v != self.assumptions[n]] for n in names}
-        return flow(self, self.rerun, alternatives)
+        return flow(self, self.rerun, alternatives, reference)
 
     @functools.cached_property
     def precision(self) -> list:

@@ -68,15 +68,17 @@ def ds(start: int, size: int, step: int = 1) -> DynSlice:
 
 
 class Life:
-    """What the capacity rules need of an allocation, kept after its arrays are freed: its
-    memory, name, line, bytes per partition, and the steps it was allocated at and last used."""
+    """What the capacity rules and the precision flow need of an allocation, kept after its arrays
+    are freed: its memory, name, line, format, bytes per partition, and the steps it was allocated
+    at and last used."""
 
-    __slots__ = ("memory", "name", "line", "partition_bytes", "alloc_step", "first_use", "last_use")
+    __slots__ = ("memory", "name", "line", "format", "partition_bytes", "alloc_step", "first_use", "last_use")
 
     def __init__(self, buffer: "Buffer", partition_bytes: int) -> None:
         self.memory = buffer.memory
         self.name = buffer.name
         self.line = buffer.line
+        self.format = buffer.dtype.format  # the precision flow widens every narrow allocation
         self.partition_bytes = partition_bytes
         self.alloc_step = 0
         self.first_use: int | None = None

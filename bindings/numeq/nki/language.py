@@ -14,7 +14,7 @@ from . import _rules
 from ._context import assigned_name, current
 from ._context import where as _where  # the kernel's line; nl.where is the older interface's select
 from ._dtypes import DTYPES, dtype_of
-from ._precision import NARROW
+from ._precision import allocated
 from ._tensor import MEMORIES, Buffer, Tensor, ds
 
 __all__ = ["ndarray", "zeros", "ds", "affine_range", "sequential_range", "static_range", "program_id",
@@ -81,15 +81,13 @@ def ndarray(shape: Any, dtype: Any, buffer: Any = None, name: str = "", address:
         if marked and marked != [0]:
             return _legacy_index.par_dim_ndarray(tuple(shape), marked, dtype, memory, name)
     line = _where()
+    d = allocated(ctx, line, dtype_of(dtype))  # fp32 where the precision flow widens this line
     if memory.name == "shared_hbm" and ctx.program != tuple(0 for _ in ctx.program):
         # SPMD: every program's shared_hbm tensor allocated at one line is the same tensor (the
         # kernel's output, visible to all programs; nki.language docs).
-        shared = ctx.shared_at(line, _shape(shape), dtype_of(dtype))
+        shared = ctx.shared_at(line, _shape(shape), d)
         if shared is not None:
             return shared.whole()
-    d = dtype_of(dtype)
-    if ctx.widen and line in ctx.widen and memory.on_chip and d.format in NARROW:
-        d = dtype_of("float32")  # the precision flow's switch (_precision): this tile in fp32
     b = ctx.allocate(Buffer(_shape(shape), d, memory, name or assigned_name(), line))
     if memory.name == "shared_hbm":
         ctx.shared_allocated(line, b)

@@ -120,10 +120,20 @@ def reviewed(m: Manifest, run: Any, precision: bool = True) -> Any:
     t = _target(m.target)
     described, memory, performance = described_parts(m, t)
     findings = list(c.findings) + findings + _run_findings(run) + described
+    beside: list[list] = []
     if m.performance is not None and run.completed:
-        findings += _against_the_trace(m.performance, run.summary(), m.base)
+        found, beside = _against_the_trace(m.performance, run.summary(), m.base)
+        findings += found
     return Review(m, t, c, memory, performance, findings, run=run,
-                  precision=run.precision_flow() if precision and run.completed else [])
+                  precision=_precision_flow(m, run) if precision and run.completed else [], beside_trace=beside)
+
+
+def _precision_flow(m: Manifest, run: Any) -> list:
+    """The run's precision flow, its shares measured against the op's exact result (the review
+    knows the op), so the output format's rounding and the fp32 arithmetic get theirs too."""
+    exact = np.asarray(m.op().exact()[0], dtype=np.float64)
+    mine = np.asarray(run.outputs)
+    return run.precision_flow(reference=exact if exact.size == mine.size else None)
 
 
 def _given_against_runs(given: np.ndarray, run: Any) -> tuple[Finding, Any]:
@@ -159,17 +169,19 @@ def _given_against_runs(given: np.ndarray, run: Any) -> tuple[Finding, Any]:
                    "differs from numeq's model in a way no assumption names", evidence), run
 
 
-def _against_the_trace(perf: Any, s: Any, base: Path) -> list[Finding]:
-    """The performance evidence beside the trace's estimate: a kernel time (the claim's, baseline
-    median / claimed speedup, or the measured candidate median) below the trace's lower bound is
-    one the kernel cannot reach on the estimate; an engine a profile shows far busier (4x) than
-    the trace's estimate of it is a finding too (the kernel profiled may not be this one, or the
-    estimate misses a cost)."""
+def _against_the_trace(perf: Any, s: Any, base: Path) -> tuple[list[Finding], list[list]]:
+    """The performance evidence beside the trace's estimate: the findings, and the table that puts
+    them side by side (quantity, the trace's estimate, the evidence, evidence / estimate, where the
+    evidence comes from). A kernel time (the claim's, baseline median / claimed speedup, or the
+    measured candidate median) below the trace's lower bound is one the kernel cannot reach on the
+    estimate; an engine a profile shows far busier (4x) than the trace's estimate of it is a finding
+    too (the kernel profiled may not be this one, or the estimate misses a cost)."""
     from statistics import median
 
     from .performance import _UNIT_SECONDS, load_profile
 
     out: list[Finding] = []
+    rows: list[list] = []
     # The floor on documented rates only: each compute engine's cycles at its clock, the DMAs'
     # bytes at the whole chip's HBM bandwidth (no NeuronCore moves more; the per-core share the
     # summary's estimate uses is an assumption, so it judges nothing here).
@@ -195,6 +207,9 @@ def _against_the_trace(perf: Any, s: Any, base: Path) -> list[Finding]:
                            f"{what} ({how}) puts the NKI kernel at {seconds * 1e6:.3g} us; its trace needs at least "
                            f"{bound * 1e6:.3g} us" + (": faster than the kernel can run on the estimate"
                                                        if below else ""), evidence))
+        rows.append([f"kernel time: {what}", f"at least {bound * 1e6:.3g} us ({engine})", f"{seconds * 1e6:.3g} us",
+                     _ratio(seconds, bound), f"timings ({how})"])
+    profiled: dict[str, float] = {}
     for p in perf.profiles:
         if p.label != "candidate":  # the NKI kernel's profile (the baseline is the GPU's)
             continue
@@ -202,18 +217,31 @@ def _against_the_trace(perf: Any, s: Any, base: Path) -> list[Finding]:
         total = summary.total_time
         if not total:
             continue
-        for engine, use in s.engines.items():
-            field = "dma_active_time_percent" if engine == "dma" else f"{engine}_engine_active_time_percent"
+        if "kernel time: the profile" not in [r[0] for r in rows]:
+            rows.append(["kernel time: the profile", f"at least {bound * 1e6:.3g} us ({engine})",
+                         f"{total * 1e6:.3g} us", _ratio(total, bound), f"profile {p.path}"])
+        for engine_name, use in s.engines.items():
+            field = "dma_active_time_percent" if engine_name == "dma" else f"{engine_name}_engine_active_time_percent"
             percent = getattr(summary, field, None)
             if percent is None or use.busy_s <= 0:
                 continue
-            busy = percent / 100 * total
+            busy = profiled[engine_name] = percent / 100 * total
             if busy > 4 * use.busy_s:
-                out.append(Finding("performance_claim", "warn", "profile_vs_trace", f"{p.label}: {engine}",
-                                   f"the profile shows the {engine} engine busy {busy * 1e6:.3g} us, "
+                out.append(Finding("performance_claim", "warn", "profile_vs_trace", f"{p.label}: {engine_name}",
+                                   f"the profile shows the {engine_name} engine busy {busy * 1e6:.3g} us, "
                                    f"{busy / use.busy_s:.1f}x the trace's estimate {use.busy_s * 1e6:.3g} us",
                                    f"measured: the profile ({p.label}); {evidence}"))
-    return out
+    for engine_name, use in s.engines.items():
+        busy = profiled.get(engine_name)
+        rows.append([f"{engine_name} engine busy", f"{use.busy_s * 1e6:.3g} us",
+                     "-" if busy is None else f"{busy * 1e6:.3g} us",
+                     "-" if busy is None else _ratio(busy, use.busy_s),
+                     "the candidate's profile" if busy is not None else "no profile of the engine"])
+    return out, rows
+
+
+def _ratio(evidence: float, estimate: float) -> str:
+    return f"{evidence / estimate:.3g}x" if estimate > 0 else "-"
 
 
 def _run_findings(run: Any) -> list[Finding]:

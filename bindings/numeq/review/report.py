@@ -123,8 +123,25 @@ def _assessed_md(review: Any, part: tuple, assessed: bool, after: list[str]) -> 
     return out + [_md_table(["result", "rule", "subject", "finding", "evidence"], rows), ""] + after
 
 
+_PRECISION_HEADERS = ["where", "kind", "format", "length", "share", "alone", "detail"]
+_PRECISION_TEXT = ("Where the kernel loses precision, by line, ranked by the share of the output's error (its "
+                   "distance from the exact result) each accounts for, measured: share, the kernel run again with "
+                   "that tile in fp32; alone, with every other narrow tile in fp32. Assumptions with the output "
+                   "elements each alternative changes.")
+
+
+_BESIDE_HEADERS = ["quantity", "the trace's estimate", "the evidence", "evidence / estimate", "evidence from"]
+_BESIDE_TEXT = ("The performance evidence beside the kernel's trace: its lower bound on run time (the busiest "
+                "engine at documented rates) and each engine's estimated busy time (an estimate from the "
+                "per-instruction costs AWS documents).")
+
+
+def _percent(x: float | None) -> str:
+    return "-" if x is None else f"{x:.1%}"
+
+
 def _precision_rows(review: Any) -> list[list]:
-    return [[r.where, r.kind, r.format, r.length, "-" if r.share is None else f"{r.share:.1%}", r.detail]
+    return [[r.where, r.kind, r.format, r.length, _percent(r.share), _percent(r.alone), r.detail]
             for r in review.precision]
 
 
@@ -134,10 +151,8 @@ def _kernel_md(review: Any) -> list[str]:
         return []
     out = ["## The kernel's trace (numeq ran it)", "", "```", str(review.run.summary()), "```", ""]
     if review.precision:
-        out += ["## Precision flow", "", "Where the kernel loses precision, by line, ranked by the share of the "
-                "output's error each accounts for (measured: the kernel run again with that tile in fp32); "
-                "assumptions with the output elements each alternative changes.", ""]
-        out += [_md_table(["where", "kind", "format", "length", "share", "detail"], _precision_rows(review)), ""]
+        out += ["## Precision flow", "", _PRECISION_TEXT, ""]
+        out += [_md_table(_PRECISION_HEADERS, _precision_rows(review)), ""]
     return out
 
 
@@ -158,7 +173,8 @@ def markdown(review: Any) -> str:
     memory = [_memory_md(review.memory), ""] if m.tiling is not None and review.memory else []
     out += _assessed_md(review, _PARTS[1], m.tiling is not None or review.run is not None, memory)
     out += _kernel_md(review)
-    out += _assessed_md(review, _PARTS[2], m.performance is not None, [])
+    beside = [_BESIDE_TEXT, "", _md_table(_BESIDE_HEADERS, review.beside_trace), ""] if review.beside_trace else []
+    out += _assessed_md(review, _PARTS[2], m.performance is not None, beside)
     out += ["## 4. Rubric", ""]
     out += [_md_table(["criterion", "result", "finding", "evidence"],
                       [[r["criterion"], _MARK[r["result"]], r["finding"], r["evidence"]] for r in review.rubric()]), ""]
@@ -417,13 +433,16 @@ def html(review: Any) -> str:
             parts.append(f"<h3>The kernel's trace (numeq ran it)</h3><pre>{_esc(str(review.run.summary()))}</pre>")
             parts.append(_live_plot(review))
             if review.precision:
-                parts.append(_h_table(["where", "kind", "format", "length", "share", "detail"],
-                                      _precision_rows(review), "Precision flow: where the kernel loses precision"))
+                parts.append(_h_table(_PRECISION_HEADERS, _precision_rows(review),
+                                      "Precision flow: " + _PRECISION_TEXT))
         parts.append('</section><section id="performance"><h2>3. Performance</h2>')
         if m.performance is None:
             parts.append('<p class="na">Not assessed: the manifest has no [performance].</p>')
         else:
-            parts += [_findings_html(_findings(review, _PARTS[2][2])), _performance_plots(review),
+            parts.append(_findings_html(_findings(review, _PARTS[2][2])))
+            if review.beside_trace:
+                parts.append(_h_table(_BESIDE_HEADERS, review.beside_trace, _BESIDE_TEXT))
+            parts += [_performance_plots(review),
                       _h_table(["quantity", "value"], _perf_rows(review.performance), "The numbers behind it")]
         parts.append('</section><section id="rubric"><h2>4. Rubric</h2>')
         parts.append(_h_table(["criterion", "asks", "result", "finding", "evidence"],

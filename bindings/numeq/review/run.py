@@ -41,6 +41,7 @@ class Review:
     findings: list[Finding] = field(default_factory=list)
     run: Any = None  # the kernel's numeq.nki.Run, for a review of the kernel itself (review_kernel)
     precision: list = field(default_factory=list)  # its precision flow (numeq.nki Run.precision rows)
+    beside_trace: list = field(default_factory=list)  # the performance evidence beside the trace's estimate
 
     def rubric(self) -> list[dict[str, str]]:
         """One row per criterion: ``criterion``, ``asks``, ``result`` ("pass", "fail" or "not
