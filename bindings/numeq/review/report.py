@@ -16,7 +16,7 @@ import numpy as np
 
 from .. import __version__
 from ..report_html import _CSS, _esc, _figure
-from .findings import CRITERIA, Finding
+from .findings import Finding
 from .model import DTYPE_BYTES as _BYTES
 
 __all__ = ["html", "markdown"]
