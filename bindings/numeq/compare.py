@@ -92,7 +92,8 @@ class Verdict(_Judgement):
 
     Also: ``signature`` (the op's), ``worst_error_over_bound`` and ``max_ulps`` (over every
     element), ``diagnosis`` (one line: why this tier), ``nearest_variant_matches`` and
-    ``variants_searched`` (the variant search), ``message`` (``str(verdict)``).
+    ``variants_searched`` (the variant search), ``also_explained_by`` (other variants with the same
+    bits on this data, beside ``explained_by``), ``message`` (``str(verdict)``).
 
     Example::
 
@@ -137,6 +138,7 @@ class Verdict(_Judgement):
     concentration: str = ""
     bound_source: str = ""
     tolerance_bound: str = "deterministic"
+    also_explained_by: tuple = ()
     message: str = field(default="", repr=False)
 
     def __repr__(self) -> str:
@@ -253,7 +255,8 @@ def _from_core(cls: type, d: dict, **given: Any) -> Any:
 
 
 def _verdict(d: dict) -> Verdict:
-    return _from_core(Verdict, d, tolerance=Tolerance(**d["tolerance"]), worst=[WorstElement(**w) for w in d["worst"]])
+    return _from_core(Verdict, d, tolerance=Tolerance(**d["tolerance"]), worst=[WorstElement(**w) for w in d["worst"]],
+                      also_explained_by=tuple(d["also_explained_by"]))
 
 
 def compare(actual: Any, op: Op, platform: str, *, accept: str = "probabilistic",

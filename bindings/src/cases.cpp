@@ -81,7 +81,7 @@ py::dict verdict_dict(const cases::Verdict& v, const std::string& message) {
   return py::dict(
       "passed"_a = v.passed, "tier"_a = std::string(cases::to_string(v.tier)),
       "accept"_a = std::string(cases::to_string(v.accept)), "explained_by"_a = v.explained_by,
-      "platform"_a = v.platform, "signature"_a = v.signature, "elements"_a = v.elements, "bit_exact"_a = v.bit_exact,
+      "also_explained_by"_a = py::cast(v.also_explained_by), "platform"_a = v.platform, "signature"_a = v.signature, "elements"_a = v.elements, "bit_exact"_a = v.bit_exact,
       "within_bound"_a = v.within_bound, "deterministic_only"_a = v.deterministic_only,
       "violations"_a = v.violations, "special_mismatches"_a = v.special_mismatches,
       "nan_mismatches"_a = v.nan_mismatches, "inf_mismatches"_a = v.inf_mismatches,

@@ -109,6 +109,7 @@ Op matmul(const Array& a, const Array& b, const Array* c, std::string_view in_fm
   if (sc) check_broadcast(*sc, matmul_shape(a, b), "c");
   Op op;
   op.name = "matmul";
+  op.reduction_length = a.shape().back();
   op.signature = "a" + signature_shape(a) + " " + std::string(in_fmt) + " @ b" + signature_shape(b) + " " + std::string(in_fmt) +
                  (sc ? " + c" + signature_shape(*sc) : "") + " -> " + std::string(out.format.name);
   op.out = out;

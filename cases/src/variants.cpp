@@ -157,11 +157,68 @@ std::vector<std::string> sibling_variants(const core::Platform& platform) {
   return out;
 }
 
+// `name` with its [...] items keyed `keys` replaced by `items` (appended in order).
+std::string with_options(const std::string& name, const std::vector<std::string>& keys,
+                         const std::vector<std::string>& items) {
+  const std::string base = base_name(name);
+  std::string inside;
+  const auto open = name.find('[');
+  if (open != std::string::npos && name.back() == ']') {
+    std::string body = name.substr(open + 1, name.size() - open - 2);
+    while (!body.empty()) {
+      const auto comma = body.find(',');
+      const std::string item = body.substr(0, comma);
+      if (std::find(keys.begin(), keys.end(), item.substr(0, item.find('='))) == keys.end())
+        inside += (inside.empty() ? "" : ",") + item;
+      if (comma == std::string::npos) break;
+      body = body.substr(comma + 1);
+    }
+  }
+  for (const std::string& item : items) inside += (inside.empty() ? "" : ",") + item;
+  return inside.empty() ? base : base + "[" + inside + "]";
+}
+
+// A Trainium kernel's tilings of a matmul's K (trainium_platforms.cpp's kernel options): each K
+// tile (the divisors of K, and the usual 32, 64, 128, 256 whose last tile is partial), alone and
+// with PSUM groups of 2, 4, 8 and 16 tiles; those platform_by_name refuses (a tile the instruction cannot
+// contract) are left out. The platform's own tiling is not among them.
+std::vector<std::string> trainium_tilings(const core::Platform& platform, const Op& op) {
+  std::vector<std::string> out;
+  const std::size_t K = op.reduction_length;
+  if (op.name != "matmul" || K == 0 || base_name(platform.name).rfind("trainium", 0) != 0) return out;
+  std::set<std::size_t> tiles;
+  for (std::size_t t = 1; t <= std::min<std::size_t>(K, 256); ++t)
+    if (K % t == 0) tiles.insert(t);
+  for (const std::size_t t : {32u, 64u, 128u, 256u})
+    if (t < K) tiles.insert(t);
+  const std::vector<std::string> keys{"k_tile", "psum_group"};
+  // Larger tiles first: the kernels' usual ones (128, 64) before the rows one at a time.
+  for (auto t = tiles.rbegin(); t != tiles.rend(); ++t) {
+    const std::string tile = "k_tile=" + std::to_string(*t);
+    out.push_back(with_options(platform.name, keys, {tile}));
+    for (const std::size_t g : {2u, 4u, 8u, 16u})
+      if (*t * g < K) out.push_back(with_options(platform.name, keys, {tile, "psum_group=" + std::to_string(g)}));
+  }
+  out.erase(std::remove(out.begin(), out.end(), platform.name), out.end());
+  // Only the tilings the platform takes (k_tile above the instruction's rows is refused).
+  std::erase_if(out, [](const std::string& name) {
+    try {
+      core::platform_by_name(name, "variant");
+      return false;
+    } catch (const numeq::error&) {
+      return true;
+    }
+  });
+  return out;
+}
+
 }  // namespace
 
 std::vector<std::string> platform_variants(const core::Platform& platform, const Op& op) {
   std::vector<std::string> out = assumption_variants(platform, op);
   for (std::string& s : sibling_variants(platform)) out.push_back(std::move(s));
+  // A Trainium kernel's tiling before split-K: the name its author would give the same order.
+  for (std::string& s : trainium_tilings(platform, op)) out.push_back(std::move(s));
   if (op.name == "matmul" || op.name == "dot") {
     const std::string own = platform.name;
     for (const std::size_t k : {2u, 3u, 4u, 8u, 16u}) {
@@ -190,7 +247,11 @@ VariantSearch search_variants(const xt::xarray<double>& actual, const Op& op, co
   };
   std::string best_on_sample;
   std::size_t best_sample_matches = 0;
+  // After the first exact variant, this many more are looked at for the same bits (sample first).
+  constexpr std::size_t kLookFurther = 64;
+  std::size_t further = 0;
   for (const std::string& name : platform_variants(platform, op)) {
+    if (!s.exact.empty() && ++further > kLookFurther) break;
     core::Platform variant;
     try {
       variant = core::platform_by_name(name, "variant");
@@ -211,14 +272,21 @@ VariantSearch search_variants(const xt::xarray<double>& actual, const Op& op, co
       }
       const std::size_t matches = full_matches(variant);
       if (matches == actual.size()) {
-        s.exact = name;
-        return s;
+        // The first variant names the output; up to kAlso more with the same bits on this data
+        // are said beside it (looked for only where the sample rules the rest out cheaply).
+        constexpr std::size_t kAlso = 3;
+        if (s.exact.empty()) s.exact = name;
+        else s.also.push_back(name);
+        if (!small || s.also.size() == kAlso) return s;
+        continue;
       }
+      if (!s.exact.empty()) continue;
       if (matches > s.nearest_matches) s.nearest = name, s.nearest_matches = matches;
     } catch (const numeq::error&) {
       // The variant has no plan for this op's formats (a sibling path without fp32 inputs, say).
     }
   }
+  if (!s.exact.empty()) return s;
   // None exact: the nearest in full, or else the one that explained most of the sample.
   if (s.nearest.empty() && !best_on_sample.empty()) {
     s.nearest = best_on_sample;

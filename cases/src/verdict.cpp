@@ -62,6 +62,7 @@ std::string percent(std::size_t part, std::size_t whole) {
 // their ranges; a range that is one tile of 32, 128 or 512 (or the last, partial one) is named.
 struct Spread {
   std::vector<std::size_t> rows, cols;  // failures per row / column (of the last two axes)
+  std::vector<std::size_t> at;          // the failures' flat indices (the line cover reads them)
   std::size_t count = 0;
 
   explicit Spread(const Array& shape_of) {
@@ -71,6 +72,7 @@ struct Spread {
   }
   void add(std::size_t flat) {
     ++count;
+    at.push_back(flat);
     const std::size_t c = flat % cols.size();
     ++cols[c];
     ++rows[(flat / cols.size()) % rows.size()];
@@ -97,11 +99,44 @@ struct Spread {
     if (used != hi - lo + 1) s += ", " + std::to_string(used) + " of them";
     return s;
   }
+  // "row 59 and columns 59, 79" where a few whole lines hold every failure: a row (column) is a
+  // line when most of its elements fail (a wrong input row spoils its output row; a wrong input
+  // column its output column), and a few is under half of the rows and of the columns (else the
+  // failures are everywhere). Empty when no such cover exists.
+  std::string line_cover() const {
+    const std::size_t R = rows.size(), C = cols.size();
+    if (R < 2 || C < 2) return "";
+    std::vector<bool> row_line(R), col_line(C);
+    std::size_t n_rows = 0, n_cols = 0;
+    for (std::size_t i = 0; i < R; ++i) n_rows += row_line[i] = 2 * rows[i] > C;
+    for (std::size_t j = 0; j < C; ++j) n_cols += col_line[j] = 2 * cols[j] > R;
+    if (n_rows + n_cols == 0 || 2 * n_rows >= R || 2 * n_cols >= C) return "";
+    for (const std::size_t flat : at)
+      if (!col_line[flat % C] && !row_line[(flat / C) % R]) return "";
+    const auto listed = [](const std::vector<bool>& line, std::size_t n, const char* one, const char* many) {
+      if (n == 0) return std::string();
+      std::string s = n == 1 ? one : many;
+      std::size_t shown = 0;
+      for (std::size_t i = 0; i < line.size(); ++i) {
+        if (!line[i]) continue;
+        if (shown == 8) {
+          s += ", ... (" + std::to_string(n) + " in all)";
+          break;
+        }
+        s += (shown++ ? ", " : " ") + std::to_string(i);
+      }
+      return s;
+    };
+    const std::string r = listed(row_line, n_rows, "row", "rows"), c = listed(col_line, n_cols, "column", "columns");
+    return r.empty() ? c : c.empty() ? r : r + " and " + c;
+  }
   std::string text(const char* noun) const {
     if (count == 0) return "";
     const std::string r = range_text(rows, "rows"), c = range_text(cols, "columns");
     const std::string n = std::to_string(count) + " " + noun;
     if (r.empty() && c.empty()) {
+      const std::string lines = line_cover();
+      if (!lines.empty()) return (count == 1 ? "the " : "all ") + n + " lie in " + lines;
       std::size_t used_rows = 0, used_cols = 0;
       for (const std::size_t x : rows) used_rows += x > 0;
       for (const std::size_t x : cols) used_cols += x > 0;
@@ -275,8 +310,8 @@ Verdict compare(const Array& actual, const Op& op, const core::Platform& platfor
   };
 
   // How an element ranks among the worst: failures before the rest; among failures a special
-  // value or a value outside the output format first (no ratio measures them); then error /
-  // bound, descending; then index order. Kept in a heap whose front ranks last (memory O(worst)).
+  // value first (no ratio measures it); then error / bound, descending (a value outside the
+  // output format by its distance too); then index order. Kept in a heap whose front ranks last (memory O(worst)).
   struct Scored {
     bool failure, special;
     double ratio;
@@ -304,7 +339,9 @@ Verdict compare(const Array& actual, const Op& op, const core::Platform& platfor
 
   // An element's error over the bound it is judged against (worst_error_over_bound, the ranking).
   const auto ratio_of = [](const Judged& j, double B) {
-    if (j.cls == Class::special || j.cls == Class::foreign) return kInf;
+    // A value outside the output format fails whatever its distance, but its distance still
+    // ranks it among the failures (the worst list is in error / bound order).
+    if (j.cls == Class::special || (j.cls == Class::foreign && !std::isfinite(j.error))) return kInf;
     if (B > 0 && std::isfinite(B)) return j.error / B;
     if (j.cls == Class::exact) return 0.0;
     return j.error > j.slack ? kInf : 0.0;
@@ -337,7 +374,7 @@ Verdict compare(const Array& actual, const Op& op, const core::Platform& platfor
            if (rank_in_pass_1) {
              const double ratio = ratio_of(j, em.bound.data()[i]);
              c.worst_ratio = std::max(c.worst_ratio, ratio);
-             keep(c.kept, Scored{false, j.cls == Class::special || j.cls == Class::foreign, ratio, i, j.error});
+             keep(c.kept, Scored{false, j.cls == Class::special, ratio, i, j.error});
            }
            switch (j.cls) {
              case Class::exact: ++c.bit_exact; break;
@@ -393,6 +430,7 @@ Verdict compare(const Array& actual, const Op& op, const core::Platform& platfor
     if (!s.exact.empty()) {
       v.tier = Tier::variant;
       v.explained_by = s.exact;
+      v.also_explained_by = s.also;
     } else {
       v.nearest_variant = s.nearest;
       v.nearest_variant_matches = s.nearest_matches;
@@ -422,11 +460,11 @@ Verdict compare(const Array& actual, const Op& op, const core::Platform& platfor
       r.kept.reserve(options.worst);
       for (std::size_t i = begin; i < end; ++i) {
         const Judged j = judge(i, bounds);
-        const bool special = j.cls == Class::special || j.cls == Class::foreign;
+        const bool special = j.cls == Class::special;
         const double ratio = ratio_of(j, bounds.bound.data()[i]);
         // Failing: beyond the accepted bound, special or foreign; or, when only bit-exact (or a
         // variant) is accepted and the verdict is weaker, any element that differs from the emulation.
-        bool failure = special || j.cls == Class::beyond;
+        bool failure = special || j.cls == Class::foreign || j.cls == Class::beyond;
         if (!v.passed && options.accept <= Tier::variant && j.cls != Class::exact) failure = true;
         if (v.passed) failure = false;
         if (failure) {
@@ -493,6 +531,11 @@ Verdict compare(const Array& actual, const Op& op, const core::Platform& platfor
       v.diagnosis = "bit-exact with the variant " + v.explained_by + " on all " + n_text + " elements (" +
                     std::to_string(N - v.bit_exact) + " differ from " + platform.name +
                     "'s default): the hardware computes as this variant does";
+      if (!v.also_explained_by.empty()) {
+        v.diagnosis += "; so do";
+        for (std::size_t j = 0; j < v.also_explained_by.size(); ++j) v.diagnosis += (j ? ", " : " ") + v.also_explained_by[j];
+        v.diagnosis += " (the same bits on this data)";
+      }
       break;
     case Tier::probabilistic:
     case Tier::deterministic: {

@@ -238,6 +238,75 @@ TEST(Variants, AreNamedPlatformsThatMatterToTheOp) {
   EXPECT_NE(std::find(h100.begin(), h100.end(), "nvidia.h100.mma_sync"), h100.end());
 }
 
+// A Trainium kernel's K tiling is searched at any K: an output computed in 64-row K tiles is named
+// by its k_tile, whether or not 64 divides K (no split-K names it where it does not), and every
+// other variant that gives the same bits is said beside it, each re-emulated here.
+TEST(Variants, NameATrainiumKernelsKTileAtAnyK) {
+  for (const std::size_t K : {1000u, 640u, 1024u}) {
+    const Array a = generate(3, {8, K}), b = generate(4, {K, 16});
+    const cases::Op op = cases::matmul(a, b, nullptr, "bf16", Cast{fmts::fp32});
+    const Array device = op.emulate(core::platform_by_name("trainium.trn2[k_tile=64]"), {}).values;
+    const cases::Verdict v = cases::compare(device, op, core::platform_by_name("trainium.trn2"));
+    ASSERT_EQ(v.tier, cases::Tier::variant) << K << "\n" << cases::describe(v);
+    EXPECT_EQ(v.explained_by, "trainium.trn2[k_tile=64]") << K;
+    for (const std::string& other : v.also_explained_by) {
+      EXPECT_TRUE(same_values(device, op.emulate(core::platform_by_name(other), {}).values)) << other;
+      EXPECT_NE(v.diagnosis.find(other), std::string::npos) << v.diagnosis;
+    }
+    if (K == 1024) {  // 16 splits of 64: the split-K orders K as the tiles do
+      EXPECT_NE(std::find(v.also_explained_by.begin(), v.also_explained_by.end(), "trainium.trn2[split_k=16]"),
+                v.also_explained_by.end()) << cases::describe(v);
+    }
+  }
+  // Tiles the instruction cannot contract (256 rows of bf16) are not variants.
+  const Fixture f;
+  for (const std::string& n : cases::platform_variants(core::platform_by_name("trainium.trn2"), f.op))
+    EXPECT_EQ(n.find("k_tile=256"), std::string::npos) << n;
+}
+
+// Failures in one row and two columns (inputs wrong in a row of a and two columns of b) are said
+// to lie there, not "spread over every row and column".
+TEST(Verdict, SaysWhichWholeRowsAndColumnsHoldTheFailures) {
+  const Array a = generate(5, {64, 96}), b = generate(6, {96, 80});
+  const cases::Op op = cases::matmul(a, b, nullptr, "bf16", Cast{fmts::fp32});
+  Array device = op.emulate(core::platform_by_name("nvidia.h100"), {}).values;
+  for (std::size_t i = 0; i < 64; ++i)
+    for (std::size_t j = 0; j < 80; ++j)
+      if (i == 59 || j == 7 || j == 61) device(i, j) = numeq::round_to_format(device(i, j) * 1.5 + 1.0, Cast{fmts::fp32});
+  const cases::Verdict v = cases::compare(device, op, core::platform_by_name("nvidia.h100"));
+  EXPECT_EQ(v.concentration, "all " + std::to_string(v.failures) + " failures lie in row 59 and columns 7, 61")
+      << v.concentration;
+  EXPECT_EQ(v.failures, 64u * 2 + 80 - 2);
+}
+
+// The worst elements are in error / bound order among the failures, values outside the output
+// format included (they fail whatever their distance, and are ranked by it).
+TEST(Verdict, ListsTheWorstInErrorOverBoundOrder) {
+  const Fixture f;
+  const cases::Op op = cases::matmul(f.a, f.b, nullptr, "bf16", Cast{fmts::bf16});
+  Array device = op.emulate(core::platform_by_name("nvidia.h100"), {}).values;
+  // Foreign values (not bf16: a few fp32 ulps off) at small errors, and bf16 values far off.
+  device(0, 0) = std::nextafter(static_cast<float>(device(0, 0)), 1e30f);
+  device(1, 1) = std::nextafter(static_cast<float>(device(1, 1)), -1e30f);
+  device(2, 2) = numeq::round_to_format(device(2, 2) * 64 + 3, Cast{fmts::bf16});
+  device(3, 3) = numeq::round_to_format(device(3, 3) * 4 + 9, Cast{fmts::bf16});
+  cases::CompareOptions o;
+  o.worst = 6;
+  const cases::Verdict v = cases::compare(device, op, core::platform_by_name("nvidia.h100"), o);
+  ASSERT_EQ(v.not_in_format, 2u);
+  ASSERT_GE(v.worst.size(), 4u);
+  for (std::size_t k = 0; k + 1 < v.worst.size(); ++k) {
+    const auto& x = v.worst[k];
+    const auto& y = v.worst[k + 1];
+    if (x.violation != y.violation) {
+      EXPECT_TRUE(x.violation);
+      continue;
+    }
+    EXPECT_GE(x.error / x.bound, y.error / y.bound) << "worst[" << k << "] before worst[" << k + 1 << "]";
+  }
+  for (std::size_t k = 0; k < 4; ++k) EXPECT_TRUE(v.worst[k].violation) << k;
+}
+
 // The port check: h100 and trn2 outputs of one matmul pass; a bug in the Trainium output fails it.
 TEST(Port, GpuAndTrainiumOutputsOfOneKernel) {
   const Fixture f;

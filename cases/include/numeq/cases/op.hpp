@@ -54,6 +54,9 @@ struct Op {
   std::string name;       // "matmul", "sum", ...
   std::string signature;  // e.g. "a[64,128] bf16 @ b[128,32] bf16 -> fp32"
   Cast out;               // the output cast: the reference is rounded into it
+  // The length of the sum each element reduces (K of a matmul or dot; 0 where the op has none the
+  // platform tiles): the variant search's K tiles divide it.
+  std::size_t reduction_length = 0;
   // The exact result as hi + lo (double-double). Operations whose exact value MPFR certifies
   // only to binary64 return it with lo = 0 and set exact_relative_error = 2^-53.
   std::function<reference::ExactValues()> exact;

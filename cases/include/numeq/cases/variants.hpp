@@ -7,6 +7,9 @@
 //     fewest changes first; for an op without a model key, each alternative alone;
 //   - the sibling instruction paths of the same device ("nvidia.h100.mma_sync" beside
 //     "nvidia.h100", "nvidia.b200.tcgen05" beside "nvidia.b200");
+//   - a Trainium kernel's tiling of a matmul: K tiles (k_tile: the divisors of K up to the rows one
+//     nc_matmul contracts, and 32, 64, 128, 256 where they fit) and PSUM groups of 2, 4, 8 and 16
+//     K tiles ("trainium.trn2[k_tile=64]", "trainium.trn2[k_tile=128,psum_group=4]");
 //   - split-K of matmul and dot by 2, 3, 4, 8 and 16, serial and parallel ("nvidia.h100[split_k=4]").
 
 #include <cstddef>
@@ -27,6 +30,7 @@ std::vector<std::string> platform_variants(const core::Platform& platform, const
 
 struct VariantSearch {
   std::string exact;                // the first variant equal to actual on every element; empty if none
+  std::vector<std::string> also;    // other variants equal to actual on every element (at most 3)
   std::string nearest;              // otherwise: the variant equal to actual on the most elements
   std::size_t nearest_matches = 0;  //   and on how many
   std::size_t searched = 0;         // variants tried

@@ -50,6 +50,9 @@ struct Verdict {
   // bit_exact: the platform's name; variant: the variant's platform string (e.g.
   // "trainium.trn2[pe_order=pairwise]", "nvidia.h100[split_k=4]"); empty otherwise.
   std::string explained_by;
+  // variant: other variants whose emulation gives the same bits on this data (at most 3; e.g. a
+  // Trainium k_tile beside the split-K that orders K alike).
+  std::vector<std::string> also_explained_by;
   std::string platform;   // the platform judged against
   std::string signature;  // the op's, e.g. "a[64,128] bf16 @ b[128,32] bf16 -> fp32"
 
@@ -81,8 +84,8 @@ struct Verdict {
   // (bound_source.hpp); empty when the output is bit-exact or explained by a variant.
   std::string bound_source;
 
-  // Failing elements first (special values and values outside the output format before the rest),
-  // then by error / bound, descending; ties in index order.
+  // Failing elements first (special values before the rest), then by error / bound, descending
+  // (a value outside the output format ranked by its distance too); ties in index order.
   std::vector<WorstElement> worst;
   // The bound as a tolerance over every element, and which bound that is: the probabilistic one
   // where it was walked over the whole op, else the deterministic (worst-case) one. The ladder
