@@ -132,6 +132,9 @@ def main(argv: list[str] | None = None) -> int:
     rev.add_argument("--gpu", default="nvidia.h100", help="FILE.py::KERNEL: the GPU platform whose emulation is the "
                                                           "GPU output (default nvidia.h100)")
     rev.add_argument("--target", default="trn2", help="FILE.py::KERNEL: the NeuronCore target (trn2, trn1, inf2)")
+    rev.add_argument("--dtype", metavar="NAME=DTYPE", action="append", default=[],
+                     help="FILE.py::KERNEL: the input array NAME as DTYPE (bfloat16, float8_e4m3, ...): raw bytes (as "
+                          "numpy stores ml_dtypes arrays in .npz) are reinterpreted; repeat for each array")
     rev.add_argument("--schema", action="store_true", help="print the manifest's schema (every table and key) and exit")
     rev.add_argument("--out", default=None, help="folder for review.md and review.html (default: review-<manifest "
                                                  "folder name> in the current folder)")
@@ -205,6 +208,12 @@ def _review(args: argparse.Namespace) -> int:
         return _refuse("review", "give a manifest (TOML), or --schema for its schema")
     if "::" in args.manifest:
         return _review_kernel(args)
+    if args.manifest.endswith(".py"):
+        return _refuse("review", f"{args.manifest}: a kernel file: name the kernel as {args.manifest}::KERNEL "
+                                 "(with --inputs IN.npz and --op OP), or give a review manifest (TOML)")
+    if args.inputs is not None or args.op is not None or args.dtype:
+        return _refuse("review", "--inputs, --op and --dtype go with a kernel FILE.py::KERNEL; a manifest names its "
+                                 "inputs itself")
     try:
         r = review(args.manifest)
     except ManifestError as e:
@@ -236,11 +245,18 @@ def _review_kernel(args: argparse.Namespace) -> int:
                                  "by name) and --op (the operation the kernel computes)")
     try:
         path, name = nki_cli._split_kernel(args.manifest)
-        arrays = nki_cli._load_inputs(args.inputs, {})
+        arrays = nki_cli._load_inputs(args.inputs, nki_cli._pairs(args.dtype, "--dtype"))
         with nki.installed(target=args.target):
             kernel = nki_cli._kernel(nki_cli._import(path), path, name)
-            params = list(inspect.signature(getattr(kernel, "func", kernel)).parameters)
+            signature = inspect.signature(getattr(kernel, "func", kernel))
+            params = list(signature.parameters)
             kernel_args = {k: v for k, v in arrays.items() if k in params}
+            needed = [k for k, q in signature.parameters.items() if q.default is q.empty and k not in arrays
+                      and q.kind in (q.POSITIONAL_OR_KEYWORD, q.POSITIONAL_ONLY, q.KEYWORD_ONLY)]
+            if needed:
+                raise nki_cli.UsageFault(f"--inputs: {args.inputs} holds arrays {', '.join(arrays) or 'none'}; "
+                                         f"{name} takes ({', '.join(params)}): no array {', '.join(needed)} (the op's "
+                                         "inputs and the kernel's parameters, by name, in one file)")
             r = review_kernel(kernel, arrays, args.op, kernel_args=kernel_args, gpu=args.gpu, target=args.target,
                               name=f"{Path(path).name}::{name}")
     except (nki_cli.UsageFault, ValueError, TypeError) as e:

@@ -434,3 +434,23 @@ def test_silent_bug_found_by_compare(example_name: str, kernel: str, planted: An
     assert numeq.compare(correct.outputs, op, correct.platform, accept="bit_exact").passed
     verdict = numeq.compare(bad.outputs, op, correct.platform, variants=False)  # no variant search: fast
     assert not verdict.passed and verdict.tier == "violation", str(verdict)
+
+
+@pytest.mark.parametrize("columns, small", [(64, False), (63, True)])
+def test_dma_small_is_the_targets_overhead_threshold(columns: int, small: bool) -> None:
+    # FACTS.md s3 / the target table: a DMA under dma_overhead_bytes (256 B) per partition is
+    # overhead-bound. 64 fp32 columns move exactly 256 B per partition: no finding; 63: one.
+    from numeq.review.targets import target
+
+    assert target("trn2")["dma_overhead_bytes"] == 256
+
+    @nki.jit
+    def copy(x):
+        out = nl.ndarray(x.shape, x.dtype, buffer=nl.shared_hbm)
+        t = nl.ndarray(x.shape, x.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=t, src=x)
+        nisa.dma_copy(dst=out, src=t)
+        return out
+
+    r = numeq.nki.run(copy, np.ones((128, columns), np.float32))
+    assert ("dma_small" in {f.rule for f in r.warnings}) is small

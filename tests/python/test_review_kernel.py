@@ -104,10 +104,39 @@ def test_numeq_review_runs_a_kernel_file(tmp_path) -> None:
     assert bad.returncode == 2 and "--op" in bad.stderr
 
 
+def test_numeq_review_reads_bf16_inputs_with_dtype(tmp_path) -> None:
+    # bf16 arrays in an .npz are raw bytes: --dtype names them; the op is then bf16, and the
+    # bf16-accumulating kernel fails its review (exit 1) with no stated tolerance.
+    kernel = _kernel_file(tmp_path)
+    rng = np.random.default_rng(4)
+    a = rng.standard_normal((128, 256)).astype(ml_dtypes.bfloat16)
+    b = rng.standard_normal((256, 128)).astype(ml_dtypes.bfloat16)
+    np.savez(tmp_path / "in.npz", a=a, b=b, a_t=np.ascontiguousarray(a.T))
+
+    def review(*extra: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "numeq", "review", *extra, "--quiet"], capture_output=True,
+                              text=True, timeout=300, cwd=tmp_path)
+
+    raw = review(f"{kernel.name}::matmul_bf16_total", "--inputs", "in.npz", "--op", "matmul")
+    assert raw.returncode == 2 and "--dtype a=DTYPE" in raw.stderr
+    typed = [f"--dtype={n}=bfloat16" for n in ("a", "b", "a_t")]
+    out = review(f"{kernel.name}::matmul_bf16_total", "--inputs", "in.npz", "--op", "matmul", "--out", "rev", *typed)
+    assert out.returncode == 1, out.stderr
+    md = (tmp_path / "rev" / "review.md").read_text()
+    assert "bf16 @ b[256,128] bf16" in md and "the kernel sums its PSUM results in bf16" in md
+    ok = review(f"{kernel.name}::matmul_port", "--inputs", "in.npz", "--op", "matmul", "--out", "ok", *typed)
+    assert ok.returncode == 0, ok.stdout + ok.stderr
+    no_kernel = review(kernel.name, "--inputs", "in.npz", "--op", "matmul")
+    assert no_kernel.returncode == 2 and f"{kernel.name}::KERNEL" in no_kernel.stderr
+    np.savez(tmp_path / "ab.npz", a=a, b=b)
+    missing = review(f"{kernel.name}::matmul_port", "--inputs", "ab.npz", "--op", "matmul", *typed[:2])
+    assert missing.returncode == 2 and "no array a_t" in missing.stderr
+
+
 @pytest.mark.parametrize("name, expected", [
     ("correct", {"preserved_behaviour": "pass", "numerical_standard": "pass", "tiling_limits": "pass",
                  "memory_hierarchy": "pass"}),
-    ("bf16-accumulator", {"preserved_behaviour": "pass", "numerical_standard": "fail", "tiling_limits": "pass"}),
+    ("bf16-accumulator", {"preserved_behaviour": "fail", "numerical_standard": "fail", "tiling_limits": "pass"}),
     ("limit", {"tiling_limits": "fail", "memory_hierarchy": "not assessed"}),
     ("claim", {"preserved_behaviour": "pass", "tiling_limits": "pass", "performance_claim": "fail"}),
 ])
@@ -119,7 +148,8 @@ def test_the_kernel_port_examples_reach_their_rubric(name: str, expected: dict) 
         # Only the precision flow names the mistake: the bf16 tile the 4 K tiles are summed in.
         first = r.precision[0]
         assert (first.kind, first.format, first.length) == ("accumulation", "bf16", 4) and first.share > 0.5
-        assert "group_accumulator=bf16" in r.correctness.platforms["nki"]
+        assert r.correctness.platforms["nki"] == "trainium.trn2[psum_group=1]"  # judged with an fp32 accumulator
+        assert "group_accumulator=bf16" in r.run.platform  # what the trace amounts to
     if name == "claim":
         # The timings agree with the 200x claim; the kernel's trace does not: its 4 nc_matmuls of
         # max(min(64, M), N) = 256 cycles each at the Tensor Engine's documented clock.
@@ -192,3 +222,24 @@ def test_the_performance_section_puts_the_profile_beside_the_trace(tmp_path) -> 
     assert rows["kernel time: the profile"][2] == "20 us"
     md = r.markdown()
     assert "| tensor engine busy |" in md and "The performance evidence beside the kernel's trace" in md
+
+
+def test_a_bf16_accumulator_fails_the_standard_without_a_stated_tolerance(tmp_path) -> None:
+    # The author states no tolerance: the kernel's own trace (group_accumulator=bf16) must not
+    # become its standard. Judged against the same tiling with fp32 accumulation, numeq's standard
+    # fails it, and a finding names the accumulator read from the trace.
+    shutil.copytree(EXAMPLES.parent / "data", tmp_path / "data")
+    (tmp_path / "kernel-ports" / "bf16-accumulator").mkdir(parents=True)
+    shutil.copy(EXAMPLES / "kernels.py", tmp_path / "kernel-ports")
+    text = "\n".join(line for line in (EXAMPLES / "bf16-accumulator" / "manifest.toml").read_text().splitlines()
+                     if not line.startswith("tolerance"))
+    (tmp_path / "kernel-ports" / "bf16-accumulator" / "manifest.toml").write_text(text)
+    r = numeq.review.review(tmp_path / "kernel-ports" / "bf16-accumulator" / "manifest.toml")
+    assert r.manifest.stated_tolerance is None
+    results = {row["criterion"]: row["result"] for row in r.rubric()}
+    assert results["numerical_standard"] == "fail" and results["preserved_behaviour"] == "fail", r.rubric()
+    (narrow,) = [f for f in r.findings if f.rule == "narrow_accumulator"]
+    assert "in bf16" in narrow.message and "group_accumulator=bf16" in narrow.message
+    assert "group_accumulator" not in r.correctness.platforms["nki"]
+    (standard,) = [f for f in r.findings if f.rule == "numeq_standard"]
+    assert standard.status == "fail" and "rtol=" in standard.message

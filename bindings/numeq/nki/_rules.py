@@ -232,7 +232,7 @@ def check_dma(ctx: Context, dst: Any, src: Any) -> None:
                  lambda: f"dma moves {per_partition} B per partition ({src.name} -> {dst.name}); below "
                          f"{ctx.limits['dma_small_bytes']} B a transfer is dominated by its fixed cost (at least "
                          f"{int(ctx.target['dma_recommended_bytes'])} B recommended)",
-                 _cite(ctx, "dma_recommended_bytes"))
+                 _cite(ctx, "dma_overhead_bytes"))
 
 
 def check_partitions_used(ctx: Context, name: str, t: Any) -> None:

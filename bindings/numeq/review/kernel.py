@@ -110,6 +110,19 @@ def reviewed(m: Manifest, run: Any, precision: bool = True) -> Any:
         platform = matched.platform  # the given output is judged on the platform of the run that reproduces it
     else:
         m.outputs["nki"] = np.asarray(run.outputs, dtype=np.float64)
+    # The standard is the computation the port owes: the kernel's own tiling with an fp32
+    # accumulator. A narrower one read from the trace is the kernel's mistake, never its standard
+    # (judged against itself, a bf16 accumulator would loosen its own tolerance a thousandfold).
+    traced = platform
+    platform, narrow = _intended(traced)
+    if narrow:
+        findings.append(Finding("numerical_standard", "fail", "narrow_accumulator", "the kernel's trace",
+                                f"the kernel sums its PSUM results in {narrow} (its trace amounts to "
+                                f"{traced}): "
+                                f"its outputs are judged against the same tiling with fp32 accumulation, {platform}, "
+                                "the computation a port of an fp32-accumulating kernel owes; the precision flow names "
+                                "the line", "measured: numeq.nki.run's trace (each nc_matmul's PSUM chain and the "
+                                "tile its result is added into)"))
     m.trainium_platform = platform
     if "gpu" not in m.outputs:
         m.outputs["gpu"] = np.asarray(m.op().emulate(m.gpu_platform), dtype=np.float64)
@@ -126,6 +139,17 @@ def reviewed(m: Manifest, run: Any, precision: bool = True) -> Any:
         findings += found
     return Review(m, t, c, memory, performance, findings, run=run,
                   precision=_precision_flow(m, run) if precision and run.completed else [], beside_trace=beside)
+
+
+def _intended(platform: str) -> tuple[str, str]:
+    """``platform`` (a run's) with its group accumulator back at fp32, and the narrower format the
+    trace used ("" where it used fp32)."""
+    base, items = _split_name(platform)
+    narrow = next((i.split("=", 1)[1] for i in items if i.startswith("group_accumulator=")), "")
+    if not narrow or narrow == "fp32":
+        return platform, ""
+    kept = [i for i in items if not i.startswith("group_accumulator=")]
+    return (f"{base}[{','.join(kept)}]" if kept else base), narrow
 
 
 def _precision_flow(m: Manifest, run: Any) -> list:

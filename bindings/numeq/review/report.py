@@ -433,8 +433,8 @@ def html(review: Any) -> str:
             parts.append(f"<h3>The kernel's trace (numeq ran it)</h3><pre>{_esc(str(review.run.summary()))}</pre>")
             parts.append(_live_plot(review))
             if review.precision:
-                parts.append(_h_table(_PRECISION_HEADERS, _precision_rows(review),
-                                      "Precision flow: " + _PRECISION_TEXT))
+                parts.append("<h3>Precision flow</h3>")
+                parts.append(_h_table(_PRECISION_HEADERS, _precision_rows(review), _PRECISION_TEXT))
         parts.append('</section><section id="performance"><h2>3. Performance</h2>')
         if m.performance is None:
             parts.append('<p class="na">Not assessed: the manifest has no [performance].</p>')
