@@ -13,7 +13,7 @@ from . import _core, _dlpack
 from ._arrays import _FORMAT_OF_DTYPE, _INTAKE, _array, _check_bool, _check_int, _check_real, _check_str
 from .ops import Op, Tolerance
 
-__all__ = ["TIERS", "PortElement", "PortVerdict", "Verdict", "WorstElement", "compare", "compare_port"]
+__all__ = ["TIERS", "Diagnosis", "PortElement", "PortVerdict", "Verdict", "WorstElement", "compare", "compare_port"]
 
 
 class _Judgement:
@@ -62,6 +62,24 @@ class WorstElement:
     violation: bool
 
 
+@dataclass(frozen=True)
+class Diagnosis:
+    """A hypothesis about the mistake behind a failing output, tested on the data
+    (``Verdict.diagnoses``): ``kind`` (narrow_accumulator, missing_k_tile, extra_k_tile,
+    transposed_tile, shifted_tile, wrong_output_format, row_scale, column_scale, integer_wrap,
+    input_range, special_values), ``explains`` (the fraction of the failing elements it
+    reproduces: bit for bit where the mistake is modelled, within the bound or as a measured
+    pattern otherwise), ``detail`` (a sentence) and ``evidence`` (how it was tested)."""
+
+    kind: str
+    explains: float
+    detail: str
+    evidence: str
+
+    def __str__(self) -> str:
+        return f"{self.kind} (explains {self.explains:.0%}): {self.detail}"
+
+
 TIERS = ("bit_exact", "variant", "probabilistic", "deterministic", "violation")
 
 
@@ -93,7 +111,9 @@ class Verdict(_Judgement):
     Also: ``signature`` (the op's), ``worst_error_over_bound`` and ``max_ulps`` (over every
     element), ``diagnosis`` (one line: why this tier), ``nearest_variant_matches`` and
     ``variants_searched`` (the variant search), ``also_explained_by`` (other variants with the same
-    bits on this data, beside ``explained_by``), ``message`` (``str(verdict)``).
+    bits on this data, beside ``explained_by``), ``diagnoses`` (a failing check: ``Diagnosis``
+    hypotheses about the mistake, each tested on the data, strongest first), ``integer_output``
+    (errors are integers, not ulps), ``message`` (``str(verdict)``).
 
     Example::
 
@@ -139,6 +159,8 @@ class Verdict(_Judgement):
     bound_source: str = ""
     tolerance_bound: str = "deterministic"
     also_explained_by: tuple = ()
+    diagnoses: tuple = ()
+    integer_output: bool = False
     message: str = field(default="", repr=False)
 
     def __repr__(self) -> str:
@@ -256,7 +278,8 @@ def _from_core(cls: type, d: dict, **given: Any) -> Any:
 
 def _verdict(d: dict) -> Verdict:
     return _from_core(Verdict, d, tolerance=Tolerance(**d["tolerance"]), worst=[WorstElement(**w) for w in d["worst"]],
-                      also_explained_by=tuple(d["also_explained_by"]))
+                      also_explained_by=tuple(d["also_explained_by"]),
+                      diagnoses=tuple(Diagnosis(**x) for x in d["diagnoses"]))
 
 
 def compare(actual: Any, op: Op, platform: str, *, accept: str = "probabilistic",

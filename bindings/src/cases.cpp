@@ -72,6 +72,14 @@ py::list worst_list(const std::vector<Element>& worst, Fields&& fields) {
   return w;
 }
 
+// The diagnoses of a verdict as dicts (kind, explains, detail, evidence).
+py::list diagnoses_list(const std::vector<cases::Diagnosis>& diagnoses) {
+  py::list out;
+  for (const cases::Diagnosis& d : diagnoses)
+    out.append(py::dict("kind"_a = d.kind, "explains"_a = d.explains, "detail"_a = d.detail, "evidence"_a = d.evidence));
+  return out;
+}
+
 // A verdict as the dict numeq/compare.py reads.
 py::dict verdict_dict(const cases::Verdict& v, const std::string& message) {
   const auto worst = [](const cases::WorstElement& e) {
@@ -91,7 +99,8 @@ py::dict verdict_dict(const cases::Verdict& v, const std::string& message) {
       "nearest_variant_matches"_a = v.nearest_variant_matches, "variants_searched"_a = v.variants_searched,
       "concentration"_a = v.concentration, "bound_source"_a = v.bound_source, "diagnosis"_a = v.diagnosis,
       "message"_a = message, "tolerance"_a = tolerance_dict(v.tolerance),
-      "tolerance_bound"_a = std::string(cases::to_string(v.tolerance_bound)), "worst"_a = worst_list(v.worst, worst));
+      "tolerance_bound"_a = std::string(cases::to_string(v.tolerance_bound)), "worst"_a = worst_list(v.worst, worst),
+      "diagnoses"_a = diagnoses_list(v.diagnoses), "integer_output"_a = v.integer_output);
 }
 
 // A port verdict as the dict numeq/compare.py reads: the two platforms' verdicts (with their

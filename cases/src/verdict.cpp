@@ -82,6 +82,12 @@ struct Spread {
     for (std::size_t i = 0; i < per.size(); ++i)
       if (per[i] > 0) lo = std::min(lo, i), hi = i, ++used;
     if (used == 0 || (lo == 0 && hi + 1 == per.size())) return "";
+    if (used != hi - lo + 1 && used <= 8) {  // a few apart: each of them ("rows 3, 7, 19")
+      std::string s = what;
+      for (std::size_t i = lo, n = 0; i <= hi; ++i)
+        if (per[i] > 0) s += (n++ ? ", " : " ") + std::to_string(i);
+      return s;
+    }
     // "rows 3..7", "column 3"
     const std::string noun = hi > lo ? std::string(what) : std::string(what).substr(0, std::string(what).size() - 1);
     std::string s = noun + " " + std::to_string(lo) + (hi > lo ? ".." + std::to_string(hi) : "");
@@ -483,6 +489,9 @@ Verdict compare(const Array& actual, const Op& op, const core::Platform& platfor
     }
   }
   v.concentration = spread.text(v.failures == 1 ? "failure" : "failures");
+  v.integer_output = op.out.format.is_integer();
+  if (!v.passed && !spread.at.empty())
+    v.diagnoses = diagnose(op, DiagnosisData{actual, em.values, bounds.bound, ex, spread.at, platform, op.out});
   std::sort_heap(kept.begin(), kept.end(), ranks_before);
   for (const Scored& k : kept) {
     const std::size_t i = k.i;
@@ -601,15 +610,23 @@ std::string describe(const Verdict& v) {
   if (!v.nearest_variant.empty())
     s << "\n  nearest variant: " << v.nearest_variant << " equals " << v.nearest_variant_matches << " of " << v.elements
       << " elements (" << v.variants_searched << " variants searched)";
-  s << "\n  " << (v.tolerance_bound == Tier::probabilistic ? "probabilistic" : "worst-case") << " bound as tolerance: max " << number(v.tolerance.max_ulps, 3) << " ulps, rtol " << number(v.tolerance.rtol, 3)
+  if (!v.diagnoses.empty()) s << "\n  diagnoses (each tested on the data, strongest first):";
+  for (const Diagnosis& d : v.diagnoses)
+    s << "\n    " << d.kind << " (explains " << number(100 * d.explains, 3) << "%): " << d.detail << " [" << d.evidence << "]";
+  // Integer outputs: one unit is one integer, so their errors are said as integers, not ulps.
+  const char* unit = v.integer_output ? "" : " ulps";
+  s << "\n  " << (v.tolerance_bound == Tier::probabilistic ? "probabilistic" : "worst-case") << " bound as tolerance: max "
+    << number(v.tolerance.max_ulps, 3) << unit << ", rtol " << number(v.tolerance.rtol, 3)
     << " atol " << number(v.tolerance.atol, 3) << "; worst error/bound " << number(v.worst_error_over_bound, 3)
-    << ", max " << number(v.max_ulps, 3) << " ulps from the reference";
+    << ", max " << number(v.max_ulps, v.integer_output ? 17 : 3) << (v.integer_output ? " from the reference (integers)"
+                                                                    : " ulps from the reference");
   if (!v.worst.empty()) s << "\n  worst elements (by error / bound):";
   for (const WorstElement& w : v.worst) {
     s << "\n  " << (w.violation ? "! [" : "  [");
     for (std::size_t d = 0; d < w.index.size(); ++d) s << (d ? "," : "") << w.index[d];
     s << "] got " << number(w.got) << ", emulated " << number(w.emulated) << ", reference " << number(w.reference)
-      << ", bound " << number(w.bound, 3) << ", error " << number(w.error, 3) << ", " << number(w.ulps, 3) << " ulps";
+      << ", bound " << number(w.bound, 3) << ", error " << number(w.error, v.integer_output ? 17 : 3);
+    if (!v.integer_output) s << ", " << number(w.ulps, 3) << " ulps";
   }
   return s.str();
 }

@@ -29,6 +29,7 @@
 
 #include "numeq/cases/attention.hpp"
 #include "numeq/cases/bound_source.hpp"
+#include "numeq/cases/diagnosis.hpp"
 #include "numeq/cases/emulation.hpp"
 #include "numeq/cases/normalization.hpp"
 #include "numeq/cases/quantized.hpp"
@@ -89,6 +90,10 @@ struct Op {
   // model (bound_source.hpp); flat index (C order) and the element's emulated value. Without it the
   // verdict splits the bound into the output rounding and the op's stages before it.
   std::function<std::vector<BoundShare>(const core::Platform&, std::size_t flat, double emulated)> bound_sources;
+
+  // Optional: the op's models of its kernels' mistakes (diagnosis.hpp), tried on a failing output;
+  // the verdict adds the patterns any output shows.
+  std::function<std::vector<Diagnosis>(const DiagnosisData&)> diagnose;
 
   // The exact result and the reference, computed on first use and kept: every compare, port check
   // and variant search of this op (and of its copies) shares one exact computation. The

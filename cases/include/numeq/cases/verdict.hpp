@@ -24,6 +24,7 @@
 
 #include <xtensor/xarray.hpp>
 
+#include "numeq/cases/diagnosis.hpp"
 #include "numeq/cases/op.hpp"
 #include "numeq/core/platform.hpp"
 #include "numeq/formats/names.hpp"
@@ -94,6 +95,10 @@ struct Verdict {
   Tolerance tolerance;
   Tier tolerance_bound = Tier::deterministic;
   std::string diagnosis;  // one line: what explains the result
+  // A failing check: the hypotheses about the mistake, each tested on the data, strongest first
+  // (diagnosis.hpp); empty when the check passes or nothing tested explains enough of it.
+  std::vector<Diagnosis> diagnoses;
+  bool integer_output = false;  // the output format is an integer one: errors are said in integers
 };
 
 struct CompareOptions {

@@ -1,0 +1,73 @@
+#pragma once
+// Diagnoses of a failing output (Verdict::diagnoses): hypotheses about the mistake that produced
+// it, each tested on the data, never guessed. A hypothesis that models the mistake (a bf16
+// accumulator in a named order, a K tile left out) is recomputed and counted bit for bit (or
+// within the platform's bound where the order it would run in is unknown); a pattern (every
+// failing row off by one factor, errors that are multiples of 2^16, failures exactly where the
+// inputs sit at their format's largest value) is measured on every failing element. Each reports
+// the fraction of the failing elements it explains.
+//
+// Kinds, with the mistake each stands for:
+//   narrow_accumulator   the sum kept in bf16 / fp16 / fp8: sequentially (a textbook loop), or per
+//                        K tile or PSUM group summed into a narrow tile (NKI's acc = acc + part);
+//   missing_k_tile       one K tile never accumulated;    extra_k_tile  one K tile added twice;
+//   transposed_tile      an operand read transposed, or output tiles written transposed;
+//   shifted_tile         an off-by-one index: the output shifted by one row or column;
+//   wrong_output_format  the output rounded into a narrower format than the op writes;
+//   row_scale / column_scale  each failing row (column) off by one factor or one offset
+//                        (a normalisation, scale or eps mistake);
+//   integer_wrap         errors that are multiples of 2^8, 2^16 or 2^32 (a narrow integer wraps);
+//   input_range          failures exactly in the rows / columns whose inputs sit at the input
+//                        format's largest value (a format of another range, or no saturation);
+//   special_values       NaN / Inf not the platform's: traced to the inputs, or to an
+//                        intermediate value beyond a narrower format's range.
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include <xtensor/xarray.hpp>
+
+#include "numeq/core/platform.hpp"
+#include "numeq/formats/rounding.hpp"
+#include "numeq/references/exact.hpp"
+
+namespace numeq::cases {
+
+struct Op;
+
+struct Diagnosis {
+  std::string kind;      // one of the kinds above
+  double explains = 0;   // the fraction of the failing elements (or of the sample examined) it reproduces
+  std::string detail;    // one sentence for the message
+  std::string evidence;  // how it was tested: bit for bit, within the bound, or a pattern, and on what
+};
+
+// What a diagnosis reads: the device's output, the platform's emulation and the bound the check
+// judged by (per element), the exact result, and the failing elements (flat, C order, ascending).
+struct DiagnosisData {
+  const xt::xarray<double>& actual;
+  const xt::xarray<double>& emulated;
+  const xt::xarray<double>& bound;
+  const reference::ExactValues& exact;
+  const std::vector<std::size_t>& failing;
+  const core::Platform& platform;
+  const Cast& out;
+};
+
+// Only a hypothesis that explains at least this fraction of the failing elements is reported.
+inline constexpr double kDiagnosisThreshold = 0.5;
+
+// Every diagnosis of `data` that passes the threshold, strongest first (explains, descending;
+// a model before a pattern at equal strength): the patterns any output shows, then the op's own
+// models (Op::diagnose).
+std::vector<Diagnosis> diagnose(const Op& op, const DiagnosisData& data);
+
+// The models of a 2-D matmul's mistakes (narrow_accumulator, missing_k_tile, extra_k_tile,
+// transposed_tile of an operand, input_range): a [M, K], b [K, N] of in_fmt, c (may be null)
+// broadcast to the result. Op::diagnose of cases::matmul.
+std::vector<Diagnosis> diagnose_matmul(const xt::xarray<double>& a, const xt::xarray<double>& b,
+                                       const xt::xarray<double>* c, const std::string& in_fmt,
+                                       const DiagnosisData& data);
+
+}  // namespace numeq::cases

@@ -1,0 +1,292 @@
+// The models of a matmul kernel's mistakes (diagnosis.hpp): each recomputes the failing elements
+// as the mistaken kernel would, under the platform's own plan, and counts those it reproduces
+// bit for bit (or within the platform's bound, where the mistake's order is unknown). They run on
+// a sample of the failing elements spread evenly over them (at most kSample), one dot product
+// each, so a failing check costs a few hundred dot products per hypothesis, not a matmul.
+
+#include "numeq/cases/diagnosis.hpp"
+
+#include "verdict_text.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "numeq/core/evaluate.hpp"
+#include "numeq/core/plan.hpp"
+#include "numeq/formats/format.hpp"
+
+namespace numeq::cases {
+
+namespace {
+
+using detail::number;
+using detail::same_value;
+using Array = xt::xarray<double>;
+
+constexpr std::size_t kSample = 256;
+
+// The failing elements a model is tried on: at most kSample, spread evenly over them.
+std::vector<std::size_t> spread_sample(const std::vector<std::size_t>& failing) {
+  if (failing.size() <= kSample) return failing;
+  std::vector<std::size_t> s;
+  for (std::size_t j = 0; j < kSample; ++j) s.push_back(failing[j * (failing.size() - 1) / (kSample - 1)]);
+  return s;
+}
+
+struct Matmul {
+  const Array& a;
+  const Array& b;
+  const Array* c;
+  std::size_t M, K, N;
+  std::vector<double> column;  // scratch: one column of b
+
+  std::span<const double> row(std::size_t r) const { return {a.data() + r * K, K}; }
+  std::span<const double> col(std::size_t j) {
+    column.resize(K);
+    for (std::size_t k = 0; k < K; ++k) column[k] = b.data()[k * N + j];
+    return column;
+  }
+  std::optional<double> c_at(std::size_t flat) const {
+    if (!c) return std::nullopt;
+    if (c->size() == N) return c->data()[flat % N];  // a bias
+    if (c->size() == M * N) return c->data()[flat];
+    return c->data()[0];
+  }
+};
+
+std::string sample_words(std::size_t sample, std::size_t failing) {
+  return sample == failing ? "every failing element"
+                           : std::to_string(sample) + " of the " + std::to_string(failing) +
+                                 " failing elements, spread evenly";
+}
+
+// How many of `sample` the plan reproduces bit for bit, each element's a row and b column
+// through `edit` (which may change them: a tile left out) first.
+template <class Edit>
+std::size_t reproduced(Matmul& mm, const DiagnosisData& d, const std::vector<std::size_t>& sample,
+                       const core::Plan& plan, Edit edit) {
+  std::size_t hits = 0;
+  std::vector<double> x, y;
+  for (const std::size_t i : sample) {
+    const std::size_t r = i / mm.N, j = i % mm.N;
+    const std::span<const double> ar = mm.row(r), bc = mm.col(j);
+    x.assign(ar.begin(), ar.end());
+    y.assign(bc.begin(), bc.end());
+    edit(x, y, r, j);
+    hits += same_value(d.actual.data()[i], core::evaluate(x, y, mm.c_at(i), plan));
+  }
+  return hits;
+}
+
+void unchanged(std::vector<double>&, std::vector<double>&, std::size_t, std::size_t) {}
+
+// The op computed with its running sum in a narrow format, in the orders kernels use: one product
+// at a time (a textbook loop; products exact, or rounded to the format as ml_dtypes' operators
+// round them), or each run of T terms reduced by the platform's own plan (a K tile in the PE array
+// or a CUDA main-loop tile; a PSUM group of several tiles) and added into the narrow sum (NKI's
+// acc = acc + part into a bf16 SBUF tile). The narrow sum starts from +0.
+std::optional<Diagnosis> narrow_accumulator(Matmul& mm, const DiagnosisData& d, const core::Plan& own,
+                                            const std::vector<std::size_t>& sample) {
+  struct Hypothesis {
+    core::Plan plan;
+    std::string words;
+  };
+  std::vector<Hypothesis> tries;
+  const auto narrow_sum = [](const Format& f) { return core::Arithmetic{Cast{f}, core::ProductMode::fma, Cast{f}}; };
+  for (const Format* f : {&formats::bf16, &formats::fp16}) {
+    const std::string name(f->name);
+    core::Plan p = own;
+    p.reduction = core::sequential(narrow_sum(*f), true);
+    tries.push_back({p, "a " + name + " running sum, one exact product at a time (a textbook loop)"});
+    core::Arithmetic rounded = narrow_sum(*f);
+    rounded.product = core::ProductMode::rounded;
+    p.reduction = core::sequential(rounded, true);
+    tries.push_back({p, "a " + name + " running sum of products rounded to " + name +
+                            " (a textbook loop in " + name + " arithmetic)"});
+    for (const std::size_t T : {32u, 64u, 128u, 256u, 512u, 1024u, 2048u}) {
+      if (T >= mm.K) break;
+      p.reduction = core::chunked(T, own.reduction, core::sequential(narrow_sum(*f), true));
+      tries.push_back({p, "each run of " + std::to_string(T) + " K terms reduced as the platform does (a K tile, or a "
+                              "PSUM group of tiles), then added into a " + name + " sum (acc = acc + part into a " +
+                              name + " tile)"});
+    }
+  }
+  for (const Format* f : {&formats::e4m3fn, &formats::e5m2}) {
+    core::Plan p = own;
+    p.reduction = core::sequential(narrow_sum(*f), true);
+    tries.push_back({p, "an " + std::string(f->name) + " running sum, one exact product at a time"});
+  }
+  std::optional<Diagnosis> best;
+  for (const Hypothesis& h : tries) {
+    const std::size_t hits = reproduced(mm, d, sample, h.plan, unchanged);
+    const double share = static_cast<double>(hits) / static_cast<double>(sample.size());
+    if (hits && (!best || share > best->explains))
+      best = Diagnosis{"narrow_accumulator", share,
+                       "the op computed with a narrow accumulator reproduces " + number(100 * share, 3) +
+                           "% of the failing elements: " + h.words,
+                       "bit for bit: the platform's plan with its accumulation so (" + core::to_string(h.plan.reduction) +
+                           "), on " + sample_words(sample.size(), d.failing.size())};
+  }
+  return best;
+}
+
+// One K tile never accumulated (missing) or accumulated twice (extra). The tile is found by the
+// exact sums: the failing elements' errors against the exact result set beside each tile's exact
+// partial sum; the best tile is then recomputed under the platform's plan without it (or with it
+// again at the end), bit for bit, and failing that, checked within the platform's bound.
+std::vector<Diagnosis> k_tiles(Matmul& mm, const DiagnosisData& d, const core::Plan& own,
+                               const std::vector<std::size_t>& sample) {
+  std::vector<Diagnosis> out;
+  if (mm.K < 2) return out;
+  const std::size_t ranked = std::min<std::size_t>(sample.size(), 32);
+  // Per ranked element: its error and the prefix sums of its products (exact enough to rank).
+  std::vector<double> error(ranked);
+  std::vector<std::vector<double>> prefix(ranked);
+  for (std::size_t s = 0; s < ranked; ++s) {
+    const std::size_t i = sample[s], r = i / mm.N, j = i % mm.N;
+    error[s] = d.actual.data()[i] - (d.exact.hi.data()[i] + d.exact.lo.data()[i]);
+    prefix[s].assign(mm.K + 1, 0.0);
+    for (std::size_t k = 0; k < mm.K; ++k) prefix[s][k + 1] = prefix[s][k] + mm.a.data()[r * mm.K + k] * mm.b.data()[k * mm.N + j];
+  }
+  for (const int sign : {-1, +1}) {  // -1: the tile is missing (the output lacks its sum); +1: extra
+    double best_score = INFINITY;
+    std::size_t best_T = 0, best_t = 0;
+    for (const std::size_t T : {128u, 64u, 32u, 256u, 512u}) {
+      if (T >= mm.K) continue;
+      for (std::size_t t = 0; t * T < mm.K; ++t) {
+        const std::size_t e = std::min(mm.K, (t + 1) * T);
+        double score = 0;
+        for (std::size_t s = 0; s < ranked; ++s) {
+          const double part = prefix[s][e] - prefix[s][t * T];
+          score += std::abs(error[s] - sign * part) / (std::abs(part) + std::abs(error[s]) + 1e-300);
+        }
+        if (score < best_score) best_score = score, best_T = T, best_t = t;
+      }
+    }
+    if (!best_T) continue;
+    const std::size_t lo = best_t * best_T, hi = std::min(mm.K, lo + best_T);
+    const auto edit = [&](std::vector<double>& x, std::vector<double>& y, std::size_t, std::size_t) {
+      if (sign < 0) {
+        std::fill(x.begin() + static_cast<std::ptrdiff_t>(lo), x.begin() + static_cast<std::ptrdiff_t>(hi), 0.0);
+      } else {  // the tile once more, after the last
+        x.insert(x.end(), x.begin() + static_cast<std::ptrdiff_t>(lo), x.begin() + static_cast<std::ptrdiff_t>(hi));
+        y.insert(y.end(), y.begin() + static_cast<std::ptrdiff_t>(lo), y.begin() + static_cast<std::ptrdiff_t>(hi));
+      }
+    };
+    std::size_t hits = reproduced(mm, d, sample, own, edit);
+    std::string how = "bit for bit: the platform's plan " + std::string(sign < 0 ? "without the tile" : "with the tile "
+                                                                                   "added again after the last");
+    if (static_cast<double>(hits) < kDiagnosisThreshold * static_cast<double>(sample.size())) {
+      hits = 0;  // the order the mistaken kernel adds in is unknown: its exact value, within the bound
+      for (const std::size_t i : sample) {
+        const std::size_t r = i / mm.N, j = i % mm.N;
+        double part = 0;
+        for (std::size_t k = lo; k < hi; ++k) part += mm.a.data()[r * mm.K + k] * mm.b.data()[k * mm.N + j];
+        const double want = d.exact.hi.data()[i] + d.exact.lo.data()[i] + sign * part;
+        const double g = d.actual.data()[i];
+        hits += std::abs(g - want) <= d.bound.data()[i] + std::ldexp(std::abs(g) + std::abs(part), -50);
+      }
+      how = "within the platform's bound: the exact result " + std::string(sign < 0 ? "less" : "plus") +
+            " the tile's exact sum";
+    }
+    if (!hits) continue;
+    const double share = static_cast<double>(hits) / static_cast<double>(sample.size());
+    const bool last = hi == mm.K;
+    const std::string which = (last ? "the last K tile" : "K tile " + std::to_string(best_t)) + " (rows " +
+                              std::to_string(lo) + ".." + std::to_string(hi - 1) + " of K, tiles of " +
+                              std::to_string(best_T) + ")";
+    out.push_back(Diagnosis{sign < 0 ? "missing_k_tile" : "extra_k_tile", share,
+                            which + (sign < 0 ? " never accumulated" : " accumulated twice") + " reproduces " +
+                                number(100 * share, 3) + "% of the failing elements",
+                            how + ", on " + sample_words(sample.size(), d.failing.size())});
+  }
+  return out;
+}
+
+// An operand read transposed (a square one: b [K, K] read as b^T, or a [M, M] as a^T).
+std::optional<Diagnosis> transposed_operand(Matmul& mm, const DiagnosisData& d, const core::Plan& own,
+                                            const std::vector<std::size_t>& sample) {
+  std::optional<Diagnosis> best;
+  for (const bool of_b : {true, false}) {
+    if (of_b ? mm.K != mm.N : mm.M != mm.K) continue;
+    const auto edit = [&](std::vector<double>& x, std::vector<double>& y, std::size_t r, std::size_t j) {
+      if (of_b)
+        for (std::size_t k = 0; k < mm.K; ++k) y[k] = mm.b.data()[j * mm.N + k];  // column j of b^T: row j of b
+      else
+        for (std::size_t k = 0; k < mm.K; ++k) x[k] = mm.a.data()[k * mm.K + r];  // row r of a^T: column r of a
+    };
+    const std::size_t hits = reproduced(mm, d, sample, own, edit);
+    const double share = static_cast<double>(hits) / static_cast<double>(sample.size());
+    if (hits && (!best || share > best->explains))
+      best = Diagnosis{"transposed_tile", share,
+                       std::string(of_b ? "b" : "a") + " read transposed reproduces " + number(100 * share, 3) +
+                           "% of the failing elements",
+                       "bit for bit: the platform's plan on " + std::string(of_b ? "b^T" : "a^T") + ", on " +
+                           sample_words(sample.size(), d.failing.size())};
+  }
+  return best;
+}
+
+// Failures exactly in the rows of a and columns of b that hold inputs at the input format's
+// largest magnitude (or infinite): inputs beyond its range there, which the kernel quantised in a
+// format of another range or without saturation.
+std::optional<Diagnosis> input_range(Matmul& mm, const DiagnosisData& d, const Format& in) {
+  const double top = max_finite(in);
+  std::vector<bool> row(mm.M, false), col(mm.N, false);
+  std::size_t rows = 0, cols = 0;
+  for (std::size_t r = 0; r < mm.M; ++r)
+    for (std::size_t k = 0; k < mm.K && !row[r]; ++k) row[r] = std::abs(mm.a.data()[r * mm.K + k]) >= top;
+  for (std::size_t j = 0; j < mm.N; ++j)
+    for (std::size_t k = 0; k < mm.K && !col[j]; ++k) col[j] = std::abs(mm.b.data()[k * mm.N + j]) >= top;
+  for (const bool x : row) rows += x;
+  for (const bool x : col) cols += x;
+  // Lines covering half the output or more say nothing about where the failures are.
+  if (rows + cols == 0 || 2 * rows >= mm.M || 2 * cols >= mm.N) return std::nullopt;
+  std::size_t hits = 0;
+  for (const std::size_t i : d.failing) hits += row[i / mm.N] || col[i % mm.N];
+  const double share = static_cast<double>(hits) / static_cast<double>(d.failing.size());
+  if (share < 0.9) return std::nullopt;  // a pattern: it must hold for (almost) every failure
+  const auto listed = [](const std::vector<bool>& line, const char* noun) {
+    std::string s;
+    std::size_t n = 0;
+    for (std::size_t i = 0; i < line.size(); ++i)
+      if (line[i] && n++ < 8) s += (s.empty() ? std::string(noun) + " " : ", ") + std::to_string(i);
+    return n > 8 ? s + ", ... (" + std::to_string(n) + ")" : s;
+  };
+  std::string wider;
+  for (const Format* f : {&formats::e4m3, &formats::e4m3fn, &formats::e5m2, &formats::fp16, &formats::bf16}) {
+    if (f->storage_bits == in.storage_bits && max_finite(*f) > top)
+      wider += (wider.empty() ? "" : ", ") + std::string(f->name) + " (max " + number(max_finite(*f), 6) + ")";
+  }
+  const std::string where = listed(row, "rows of a") + (rows && cols ? " and " : "") + listed(col, "columns of b");
+  return Diagnosis{"input_range", share,
+                   std::to_string(hits) + " of the " + std::to_string(d.failing.size()) +
+                       " failing elements lie in the output rows and columns of the inputs at " +
+                       std::string(in.name) + "'s largest magnitude " + number(top, 6) + " (" + where +
+                       "): inputs beyond " + std::string(in.name) + "'s range there, quantised by the kernel " +
+                       (wider.empty() ? std::string("otherwise") : "in a format of wider range (" + wider + ")") +
+                       " or without saturation",
+                   "pattern: every failing element's row of a and column of b"};
+}
+
+}  // namespace
+
+std::vector<Diagnosis> diagnose_matmul(const Array& a, const Array& b, const Array* c, const std::string& in_fmt,
+                                       const DiagnosisData& d) {
+  std::vector<Diagnosis> out;
+  if (a.dimension() != 2 || b.dimension() != 2 || d.failing.empty()) return out;
+  Matmul mm{a, b, c, a.shape()[0], a.shape()[1], b.shape()[1], {}};
+  const core::Plan own = core::plan_for(d.platform, core::Operation::matmul, in_fmt, d.out.format.name);
+  const std::vector<std::size_t> sample = spread_sample(d.failing);
+  if (std::optional<Diagnosis> x = narrow_accumulator(mm, d, own, sample)) out.push_back(std::move(*x));
+  for (Diagnosis& x : k_tiles(mm, d, own, sample)) out.push_back(std::move(x));
+  if (std::optional<Diagnosis> x = transposed_operand(mm, d, own, sample)) out.push_back(std::move(*x));
+  if (std::optional<Diagnosis> x = input_range(mm, d, format_by_name(in_fmt, "in_fmt"))) out.push_back(std::move(*x));
+  return out;
+}
+
+}  // namespace numeq::cases

@@ -1,0 +1,228 @@
+// Diagnoses of failing outputs (cases/diagnosis.hpp, Verdict::diagnoses). Each planted mistake is
+// written here in its textbook form, in plain double arithmetic with an explicit rounding after
+// each step (a bf16 accumulator loop, a K tile left out of the sum, an output shifted by one
+// row, rows scaled, an int16 accumulator wrapping, inputs saturated at a format's largest value),
+// never through the diagnosis code; the verdict must name the mistake first. Correct outputs of
+// another platform, failing only a bit-exact check, get no diagnosis.
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <xtensor/xbuilder.hpp>
+#include <xtensor/xview.hpp>
+
+#include "numeq/cases/generators.hpp"
+#include "numeq/cases/op.hpp"
+#include "numeq/cases/verdict.hpp"
+#include "numeq/core/platform.hpp"
+#include "numeq/formats/cast.hpp"
+
+namespace {
+
+namespace cases = numeq::cases;
+namespace core = numeq::core;
+namespace fmts = numeq::formats;
+using numeq::Cast;
+using Array = xt::xarray<double>;
+
+Array generate(std::uint64_t seed, std::vector<std::size_t> shape, const numeq::Format& f = fmts::bf16,
+               double scale = 1.0) {
+  return cases::generate(cases::Generator{cases::Distribution::normal, seed, scale}, f, shape);
+}
+
+double bf16(double x) { return numeq::round_to_format(x, Cast{fmts::bf16}); }
+double fp32(double x) { return numeq::round_to_format(x, Cast{fmts::fp32}); }
+
+cases::Verdict judged(const Array& device, const cases::Op& op, const std::string& platform,
+                      cases::Tier accept = cases::Tier::probabilistic) {
+  cases::CompareOptions o;
+  o.accept = accept;
+  return cases::compare(device, op, core::platform_by_name(platform), o);
+}
+
+void expect_first(const cases::Verdict& v, const std::string& kind, double at_least = 0.99) {
+  ASSERT_FALSE(v.passed) << cases::describe(v);
+  ASSERT_FALSE(v.diagnoses.empty()) << cases::describe(v);
+  EXPECT_EQ(v.diagnoses.front().kind, kind) << cases::describe(v);
+  EXPECT_GE(v.diagnoses.front().explains, at_least) << cases::describe(v);
+  EXPECT_NE(cases::describe(v).find("diagnoses"), std::string::npos);
+}
+
+struct Gemm {
+  std::size_t M = 24, K = 384, N = 40;
+  Array a = generate(11, {24, 384}), b = generate(12, {384, 40});
+  cases::Op op = cases::matmul(a, b, nullptr, "bf16", Cast{fmts::fp32});
+  double product(std::size_t i, std::size_t j, std::size_t k) const { return a(i, k) * b(k, j); }
+};
+
+// for (k) acc = bf16(acc + a[i,k] * b[k,j]), acc from 0: the textbook bf16 accumulator.
+TEST(Diagnosis, TextbookBf16AccumulatorIsANarrowAccumulator) {
+  const Gemm g;
+  Array out = xt::zeros<double>({g.M, g.N});
+  for (std::size_t i = 0; i < g.M; ++i)
+    for (std::size_t j = 0; j < g.N; ++j) {
+      double acc = 0;
+      for (std::size_t k = 0; k < g.K; ++k) acc = bf16(acc + g.product(i, j, k));
+      out(i, j) = acc;
+    }
+  const cases::Verdict v = judged(out, g.op, "nvidia.h100");
+  expect_first(v, "narrow_accumulator");
+  EXPECT_NE(v.diagnoses.front().detail.find("bf16 running sum"), std::string::npos) << v.diagnoses.front().detail;
+  EXPECT_NE(v.diagnoses.front().evidence.find("bit for bit"), std::string::npos);
+}
+
+// NKI's form: each 128-row K tile's product in fp32 (exact here, then rounded once: the tile's
+// sum is within fp32 of the PE array's), added into a bf16 SBUF tile. The tile sums are those of
+// trainium.trn2 itself, so the diagnosis reproduces them bit for bit.
+TEST(Diagnosis, KTilesSummedInABf16TileAreANarrowAccumulator) {
+  const Gemm g;
+  const core::Platform trn2 = core::platform_by_name("trainium.trn2");
+  Array out = xt::zeros<double>({g.M, g.N});
+  for (std::size_t t = 0; t * 128 < g.K; ++t) {
+    const Array at = xt::view(g.a, xt::all(), xt::range(t * 128, (t + 1) * 128));
+    const Array bt = xt::view(g.b, xt::range(t * 128, (t + 1) * 128), xt::all());
+    const Array part = cases::matmul(at, bt, nullptr, "bf16", Cast{fmts::fp32}).emulate(trn2, {}).values;
+    for (std::size_t i = 0; i < out.size(); ++i) out.data()[i] = bf16(out.data()[i] + part.data()[i]);
+  }
+  const cases::Verdict v = judged(out, g.op, "trainium.trn2");
+  expect_first(v, "narrow_accumulator");
+  EXPECT_NE(v.diagnoses.front().detail.find("128 K terms"), std::string::npos) << v.diagnoses.front().detail;
+}
+
+// A K loop that stops one tile short: the last 128 rows of K never accumulated.
+TEST(Diagnosis, ALoopOneTileShortIsAMissingKTile) {
+  const Gemm g;
+  Array a = g.a;
+  xt::view(a, xt::all(), xt::range(256, 384)) = 0.0;
+  const Array out = cases::matmul(a, g.b, nullptr, "bf16", Cast{fmts::fp32})
+                        .emulate(core::platform_by_name("nvidia.h100"), {}).values;
+  const cases::Verdict v = judged(out, g.op, "nvidia.h100");
+  expect_first(v, "missing_k_tile");
+  EXPECT_NE(v.diagnoses.front().detail.find("the last K tile (rows 256..383"), std::string::npos)
+      << v.diagnoses.front().detail;
+}
+
+// A K tile added twice, in double arithmetic (the mistaken kernel's order is unknown): within the bound.
+TEST(Diagnosis, ATileAddedTwiceIsAnExtraKTile) {
+  const Gemm g;
+  Array out = xt::zeros<double>({g.M, g.N});
+  for (std::size_t i = 0; i < g.M; ++i)
+    for (std::size_t j = 0; j < g.N; ++j) {
+      double s = 0;
+      for (std::size_t k = 0; k < g.K; ++k) s += g.product(i, j, k) * (k >= 128 && k < 256 ? 2 : 1);
+      out(i, j) = fp32(s);
+    }
+  const cases::Verdict v = judged(out, g.op, "nvidia.h100");
+  expect_first(v, "extra_k_tile", 0.9);
+  EXPECT_NE(v.diagnoses.front().detail.find("K tile 1 (rows 128..255"), std::string::npos)
+      << v.diagnoses.front().detail;
+}
+
+// out[i] = c[i + 1]: an off-by-one row index; rows scaled by a per-row factor.
+TEST(Diagnosis, ShiftedRowsAndScaledRowsAreNamed) {
+  const Gemm g;
+  const Array good = g.op.emulate(core::platform_by_name("nvidia.h100"), {}).values;
+  Array shifted = good;
+  for (std::size_t i = 0; i + 1 < g.M; ++i)
+    for (std::size_t j = 0; j < g.N; ++j) shifted(i, j) = good(i + 1, j);
+  expect_first(judged(shifted, g.op, "nvidia.h100"), "shifted_tile");
+  Array scaled = good;
+  for (const std::size_t i : {3u, 7u, 19u})
+    for (std::size_t j = 0; j < g.N; ++j) scaled(i, j) = fp32(good(i, j) * (1.0 + 0.25 * static_cast<double>(i)));
+  const cases::Verdict v = judged(scaled, g.op, "nvidia.h100");
+  expect_first(v, "row_scale");
+  EXPECT_NE(v.diagnoses.front().detail.find("3 rows"), std::string::npos) << v.diagnoses.front().detail;
+  EXPECT_EQ(v.concentration, "all " + std::to_string(v.failures) + " failures lie in rows 3, 7, 19");
+}
+
+// The output stored as bf16 where the op writes fp32.
+TEST(Diagnosis, ANarrowedOutputIsTheWrongOutputFormat) {
+  const Gemm g;
+  Array out = g.op.emulate(core::platform_by_name("nvidia.h100"), {}).values;
+  for (double& x : out) x = bf16(x);
+  expect_first(judged(out, g.op, "nvidia.h100"), "wrong_output_format");
+}
+
+// int8 x int8 summed in an int16 that wraps: errors are multiples of 65536, said in integers.
+TEST(Diagnosis, AnInt16AccumulatorWraps) {
+  const std::size_t M = 8, K = 512, N = 6;
+  Array a(std::vector<std::size_t>{M, K}), b(std::vector<std::size_t>{K, N});
+  std::uint64_t s = 7;
+  const auto next = [&s] { s = s * 6364136223846793005ULL + 1442695040888963407ULL; return static_cast<double>(static_cast<int>(s >> 56) - 128); };
+  for (double& x : a) x = next();
+  for (double& x : b) x = next();
+  const cases::Op op = cases::integer_matmul(a, b);
+  Array out = xt::zeros<double>({M, N});
+  for (std::size_t i = 0; i < M; ++i)
+    for (std::size_t j = 0; j < N; ++j) {
+      std::int16_t acc = 0;
+      for (std::size_t k = 0; k < K; ++k) acc = static_cast<std::int16_t>(acc + static_cast<int>(a(i, k) * b(k, j)));
+      out(i, j) = acc;
+    }
+  const cases::Verdict v = judged(out, op, "trainium.trn2");
+  expect_first(v, "integer_wrap", 0.9);
+  EXPECT_NE(v.diagnoses.front().detail.find("2^16"), std::string::npos) << v.diagnoses.front().detail;
+  EXPECT_TRUE(v.integer_output);
+  EXPECT_EQ(cases::describe(v).find(" ulps"), std::string::npos) << cases::describe(v);
+}
+
+// fp8 inputs the op holds saturated at Trainium e4m3's 240 where the kernel kept e4m3fn's wider
+// range: the failures are exactly the output rows and columns of those inputs.
+TEST(Diagnosis, InputsAtTheFormatsLargestValueAreTheInputRange) {
+  const std::size_t M = 64, K = 64, N = 48;
+  Array a = generate(21, {M, K}, fmts::e4m3, 8.0), b = generate(22, {K, N}, fmts::e4m3, 8.0);
+  for (double& x : a) x = std::min(std::max(x, -224.0), 224.0);
+  for (double& x : b) x = std::min(std::max(x, -224.0), 224.0);
+  Array a_wide = a, b_wide = b;
+  a(9, 4) = 240, a_wide(9, 4) = 416;    // the kernel's e4m3fn value, the op's saturated one
+  b(30, 17) = -240, b_wide(30, 17) = -320;
+  const cases::Op op = cases::matmul(a, b, nullptr, "e4m3", Cast{fmts::fp32});
+  Array out = xt::zeros<double>({M, N});
+  for (std::size_t i = 0; i < M; ++i)
+    for (std::size_t j = 0; j < N; ++j) {
+      double s = 0;
+      for (std::size_t k = 0; k < K; ++k) s += a_wide(i, k) * b_wide(k, j);
+      out(i, j) = fp32(s);
+    }
+  const cases::Verdict v = judged(out, op, "trainium.trn2");
+  expect_first(v, "input_range", 0.9);
+  EXPECT_NE(v.diagnoses.front().detail.find("rows of a 9 and columns of b 17"), std::string::npos)
+      << v.diagnoses.front().detail;
+  EXPECT_NE(v.diagnoses.front().detail.find("e4m3fn (max 448)"), std::string::npos);
+  EXPECT_EQ(v.concentration, "all " + std::to_string(v.failures) + " failures lie in row 9 and column 17");
+}
+
+// An Inf where the exact result is finite and beyond fp16's range: an intermediate overflowed.
+TEST(Diagnosis, InfinitiesTracedToAnOverflow) {
+  const Gemm g;
+  const Array a = g.a * 256.0, b = g.b * 256.0;
+  const cases::Op op = cases::matmul(a, b, nullptr, "bf16", Cast{fmts::fp32});
+  Array out = op.emulate(core::platform_by_name("nvidia.h100"), {}).values;
+  const Array exact = op.exact_values().hi;
+  std::size_t planted = 0;
+  for (std::size_t i = 0; i < out.size(); ++i)
+    if (std::abs(exact.data()[i]) > 65504) out.data()[i] = std::copysign(INFINITY, exact.data()[i]), ++planted;
+  ASSERT_GT(planted, 0u);
+  const cases::Verdict v = judged(out, op, "nvidia.h100");
+  expect_first(v, "special_values");
+  EXPECT_NE(v.diagnoses.front().detail.find("fp16 (max 65504)"), std::string::npos) << v.diagnoses.front().detail;
+}
+
+// Correct outputs get no diagnosis: another platform's output judged bit-exact (it fails, its
+// differences lie within the bound), and a passing check.
+TEST(Diagnosis, CorrectOutputsGetNone) {
+  const Gemm g;
+  const Array trn2 = g.op.emulate(core::platform_by_name("trainium.trn2"), {}).values;
+  const cases::Verdict strict = judged(trn2, g.op, "nvidia.h100", cases::Tier::bit_exact);
+  ASSERT_FALSE(strict.passed);
+  EXPECT_TRUE(strict.diagnoses.empty()) << cases::describe(strict);
+  const cases::Verdict ok = judged(trn2, g.op, "nvidia.h100");
+  EXPECT_TRUE(ok.passed);
+  EXPECT_TRUE(ok.diagnoses.empty());
+}
+
+}  // namespace
