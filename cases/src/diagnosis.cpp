@@ -45,11 +45,21 @@ struct Grid {
 // or made on the way (the exact result is finite: an intermediate value left a narrower format's
 // range, or a division by zero).
 std::optional<Diagnosis> special_values(const DiagnosisData& d) {
-  std::size_t specials = 0, from_inputs = 0, nan = 0;
+  std::size_t specials = 0, from_inputs = 0, nan = 0, beside = 0;
   double largest = 0;
+  const Grid grid(d.actual);
+  std::vector<bool> row_has(grid.rows, false);  // rows along the last axis (leading axes folded in)
+  const auto special = [&](std::size_t i) {
+    return !std::isfinite(d.actual.data()[i]) || !std::isfinite(d.emulated.data()[i]);
+  };
+  for (const std::size_t i : d.failing)
+    if (special(i)) row_has[i / grid.cols] = true;
   for (const std::size_t i : d.failing) {
-    const double g = d.actual.data()[i], e = d.emulated.data()[i];
-    if (std::isfinite(g) && std::isfinite(e)) continue;
+    const double g = d.actual.data()[i];
+    if (!special(i)) {
+      beside += row_has[i / grid.cols];  // a finite failure in a row a special value spoilt (x / Inf = 0)
+      continue;
+    }
     ++specials;
     nan += std::isnan(g);
     const double x = exact_at(d, i);
@@ -57,9 +67,10 @@ std::optional<Diagnosis> special_values(const DiagnosisData& d) {
     else largest = std::max(largest, std::abs(x));
   }
   if (specials == 0) return std::nullopt;
-  Diagnosis r{"special_values", static_cast<double>(specials) / static_cast<double>(d.failing.size()), "", ""};
+  Diagnosis r{"special_values", static_cast<double>(specials + beside) / static_cast<double>(d.failing.size()), "", ""};
   r.detail = count_of(specials, d.failing) + " are NaN or Inf where the platform gives another value (" +
-             std::to_string(nan) + " NaN)";
+             std::to_string(nan) + " NaN)" +
+             (beside ? ", and " + std::to_string(beside) + " more lie in the rows that hold them" : std::string());
   if (from_inputs == specials) {
     r.detail += ": the exact result is itself NaN or Inf there, so the inputs hold NaN or Inf; the platform "
                 "propagates them otherwise";
@@ -75,7 +86,7 @@ std::optional<Diagnosis> special_values(const DiagnosisData& d) {
                                : ": an intermediate value overflowed a narrower format whose range the exact values "
                                  "leave: " + beyond;
   }
-  r.evidence = "measured: every failing element's output, emulation and exact value";
+  r.evidence = "measured: every failing element's output, emulation and exact value, and the rows they lie in";
   return r;
 }
 
@@ -92,7 +103,9 @@ std::optional<Diagnosis> wrong_output_format(const DiagnosisData& d) {
       std::size_t hits = 0;
       for (const std::size_t i : d.failing) {
         const double e = d.emulated.data()[i], g = d.actual.data()[i];
-        hits += !same_value(g, e) && same_value(g, round_to_format(e, cast));
+        const double narrowed = round_to_format(e, cast);
+        // A value that underflows to zero proves nothing (any tiny value does it).
+        hits += !same_value(g, e) && same_value(g, narrowed) && (narrowed != 0 || e == 0);
       }
       const double share = static_cast<double>(hits) / static_cast<double>(d.failing.size());
       if (hits && (!best || share > best->explains))
@@ -207,7 +220,8 @@ std::optional<Diagnosis> line_scale(const DiagnosisData& d, bool rows) {
       if (scale_fits) {
         std::nth_element(ratio.begin(), ratio.begin() + static_cast<std::ptrdiff_t>(ratio.size() / 2), ratio.end());
         c = ratio[ratio.size() / 2];
-        scale_fits = std::isfinite(c) && std::abs(c - 1) > 4 * two_ulps;
+        // A factor 0 is a zeroed line (a division by Inf, a missing write), not a scale mistake.
+        scale_fits = std::isfinite(c) && c != 0 && std::abs(c - 1) > 4 * two_ulps;
       }
       if (offset_fits) {
         std::nth_element(diff.begin(), diff.begin() + static_cast<std::ptrdiff_t>(diff.size() / 2), diff.end());
