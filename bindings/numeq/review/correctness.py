@@ -143,55 +143,6 @@ def _tiles_text(mask: np.ndarray, m_tile: int, n_tile: int) -> str:
             + "; ".join(parts) + more)
 
 
-def _matmul_hypotheses(manifest: Manifest, actual: np.ndarray, failing: np.ndarray, platform: str) -> list[str]:
-    """The kernel mistakes that reproduce the failing elements bit for bit, tried on the rows and
-    columns that hold them (at most 256 of each): K tile t never accumulated, an accumulator in
-    bf16."""
-    a, b = manifest.inputs["a"], manifest.inputs["b"]
-    if a.ndim != 2 or b.ndim != 2 or "c" in manifest.inputs:
-        return []
-    rows, cols = np.nonzero(failing)
-    pick = np.linspace(0, rows.size - 1, min(rows.size, 256)).astype(int)
-    rows, cols = rows[pick], cols[pick]
-    ur, ri = np.unique(rows, return_inverse=True)
-    uc, ci = np.unique(cols, return_inverse=True)
-    a_s = np.asarray(a[ur], dtype=np.float64)
-    b_s = np.asarray(b[:, uc], dtype=np.float64)
-    want = np.asarray(actual, dtype=np.float64)[rows, cols]
-    fmt, out = manifest.in_fmt, manifest.out
-
-    def matches(d: np.ndarray) -> bool:
-        got = d[ri, ci]
-        return bool(np.all((got == want) | (np.isnan(got) & np.isnan(want))))
-
-    found = []
-    t = manifest.tiling
-    k = a.shape[1]
-    tile = (t.k_tile if t and t.k_tile else (256 if "fp8_double_row=on" in platform else 128))
-    starts = list(range(0, k, tile))
-    if len(starts) <= 64:
-        for i, s in enumerate(starts):
-            e = min(k, s + tile)
-            a_drop = a_s.copy()
-            a_drop[:, s:e] = 0.0
-            try:
-                d = _matmul(a_drop, b_s, platform=platform, in_fmt=fmt, out=out)
-            except ValueError:
-                break
-            if matches(d):
-                which = "the last K tile" if i == len(starts) - 1 else f"K tile {i}"
-                found.append(f"{which} (rows {s}..{e - 1} of K) never accumulated: the failing elements equal, bit "
-                             f"for bit, the kernel's plan without it")
-    try:
-        p = bugs.bf16_accumulator_plan(_plan(platform, "matmul", fmt, out).to_dict())
-        if matches(_matmul(a_s, b_s, plan=p, in_fmt=fmt, out=out)):
-            found.append("a bf16 accumulator: the failing elements equal, bit for bit, the kernel's plan with its "
-                         "fp32 accumulations in bf16")
-    except ValueError:
-        pass
-    return found
-
-
 def _relevant_assumptions(platform: str, manifest: Manifest) -> list[str]:
     """The assumptions in force that change the op's plan (matmul, sum: one alternative's plan
     differs), else every one: name=value."""
@@ -293,10 +244,11 @@ def check(manifest: Manifest) -> Correctness:
                                 (t.n_tile if t and t.n_tile else 512)) if failing.any() else ""
             message += f". {v.concentration}" if v.concentration else ""
             message += f". {where}" if where else ""
-            if manifest.op_name == "matmul" and failing.any() and name != "gpu":
-                found = _matmul_hypotheses(manifest, values, failing, platforms[name])
-                message += (". Reproduced by: " + "; ".join(found) + ": a kernel bug") if found else (
-                    ". No modelled kernel mistake (a K tile never accumulated, a bf16 accumulator) reproduces it")
+            if v.diagnoses:  # the mistakes numeq tested on the data, strongest first
+                message += ". Diagnosis: " + "; ".join(f"{d.kind}, explains {d.explains:.0%}: {d.detail} ({d.evidence})"
+                                                      for d in v.diagnoses[:2])
+            elif failing.any():
+                message += ". No modelled kernel mistake reproduces it (numeq.compare's diagnoses)"
             if v.nearest_variant:
                 message += f". Nearest variant: {v.nearest_variant} ({v.nearest_variant_matches} of {v.elements} equal)"
         findings.append(Finding("preserved_behaviour", status, f"verdict_{name}", subject, message,
