@@ -69,7 +69,20 @@ class Diagnosis:
     transposed_tile, shifted_tile, wrong_output_format, row_scale, column_scale, integer_wrap,
     input_range, special_values), ``explains`` (the fraction of the failing elements it
     reproduces: bit for bit where the mistake is modelled, within the bound or as a measured
-    pattern otherwise), ``detail`` (a sentence) and ``evidence`` (how it was tested)."""
+    pattern otherwise), ``detail`` (a sentence) and ``evidence`` (how it was tested).
+
+    Example::
+
+        >>> rng = np.random.default_rng(0)
+        >>> a = numeq.round(rng.standard_normal((16, 256)), "bf16")
+        >>> b = numeq.round(rng.standard_normal((256, 8)), "bf16")
+        >>> op = numeq.ops.matmul(a, b, in_fmt="bf16", out="fp32")
+        >>> short = a.copy(); short[:, 128:] = 0     # a kernel whose K loop stops one tile short
+        >>> out = numeq.matmul(short, b, platform="nvidia.h100", in_fmt="bf16", out="fp32")
+        >>> first = numeq.compare(out, op, "nvidia.h100").diagnoses[0]
+        >>> first.kind, first.explains
+        ('missing_k_tile', 1.0)
+    """
 
     kind: str
     explains: float

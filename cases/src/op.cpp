@@ -144,7 +144,7 @@ Op matmul(const Array& a, const Array& b, const Array* c, std::string_view in_fm
     plan.name.clear();  // it names the platform
     return core::to_json(plan, -1);
   };
-  // Rows of a 2-D product: the rows of a (and of c, broadcast) that hold the elements.
+  // A 2-D product: where one element's bound comes from, and the part of the op holding given elements.
   if (a.dimension() == 2 && b.dimension() == 2) {
     op.bound_sources = [sa, sb, sc, fmt, out](const core::Platform& platform, std::size_t flat, double emulated) {
       const core::Plan plan = core::plan_for(platform, core::Operation::matmul, fmt, out.format.name);
@@ -155,28 +155,56 @@ Op matmul(const Array& a, const Array& b, const Array* c, std::string_view in_fm
                               cij ? &*cij : nullptr, plan, emulated);
     };
     const std::string fmt_name(in_fmt);
+    // The rows of a and the columns of b that hold the elements (a block of failures costs its
+    // block, not its whole rows), or the elements' own dot products where they are scattered:
+    // the variant search and the probabilistic walk run on it.
     op.restrict_to = [sa, sb, sc, fmt_name, out](const std::vector<std::size_t>& elements) {
       const std::size_t M = sa->shape()[0], K = sa->shape()[1], N = sb->shape()[1];
-      std::vector<std::size_t> rows;
-      for (const std::size_t e : elements) rows.push_back(e / N);
-      std::sort(rows.begin(), rows.end());
-      rows.erase(std::unique(rows.begin(), rows.end()), rows.end());
-      Array ra(std::vector<std::size_t>{rows.size(), K});
-      for (std::size_t r = 0; r < rows.size(); ++r)
-        std::copy_n(sa->data() + rows[r] * K, K, ra.data() + r * K);
+      const auto unique_of = [&](auto index) {
+        std::vector<std::size_t> v;
+        for (const std::size_t e : elements) v.push_back(index(e));
+        std::sort(v.begin(), v.end());
+        v.erase(std::unique(v.begin(), v.end()), v.end());
+        return v;
+      };
+      const std::vector<std::size_t> rows = unique_of([N](std::size_t e) { return e / N; });
+      const std::vector<std::size_t> cols = unique_of([N](std::size_t e) { return e % N; });
+      const std::size_t R = rows.size(), C = cols.size(), E = elements.size();
+      // Scattered elements: each its own dot product, as a batch of [1, K] @ [K, 1] products
+      // (where that is much less than their block and its copies stay small).
+      if (4 * E <= R * C && E * K <= (std::size_t{1} << 22)) {
+        Array ea(std::vector<std::size_t>{E, 1, K}), eb(std::vector<std::size_t>{E, K, 1});
+        std::optional<Array> ec;
+        if (sc) ec.emplace(std::vector<std::size_t>{E, 1, 1});
+        const Array full_c = sc ? Array(xt::broadcast(*sc, std::vector<std::size_t>{M, N})) : Array();
+        std::vector<std::size_t> where(E);
+        for (std::size_t j = 0; j < E; ++j) {
+          const std::size_t r = elements[j] / N, c = elements[j] % N;
+          std::copy_n(sa->data() + r * K, K, ea.data() + j * K);
+          for (std::size_t k = 0; k < K; ++k) eb.data()[j * K + k] = sb->data()[k * N + c];
+          if (ec) ec->data()[j] = full_c.data()[elements[j]];
+          where[j] = j;
+        }
+        return std::pair<Op, std::vector<std::size_t>>{matmul(ea, eb, ec ? &*ec : nullptr, fmt_name, out), where};
+      }
+      Array ra(std::vector<std::size_t>{R, K}), rb(std::vector<std::size_t>{K, C});
+      for (std::size_t r = 0; r < R; ++r) std::copy_n(sa->data() + rows[r] * K, K, ra.data() + r * K);
+      for (std::size_t k = 0; k < K; ++k)
+        for (std::size_t c = 0; c < C; ++c) rb.data()[k * C + c] = sb->data()[k * N + cols[c]];
       std::optional<Array> rc;
       if (sc) {
         const Array full = xt::broadcast(*sc, std::vector<std::size_t>{M, N});
-        rc.emplace(std::vector<std::size_t>{rows.size(), N});
-        for (std::size_t r = 0; r < rows.size(); ++r)
-          std::copy_n(full.data() + rows[r] * N, N, rc->data() + r * N);
+        rc.emplace(std::vector<std::size_t>{R, C});
+        for (std::size_t r = 0; r < R; ++r)
+          for (std::size_t c = 0; c < C; ++c) rc->data()[r * C + c] = full.data()[rows[r] * N + cols[c]];
       }
       std::vector<std::size_t> where;
       for (const std::size_t e : elements) {
         const std::size_t r = static_cast<std::size_t>(std::lower_bound(rows.begin(), rows.end(), e / N) - rows.begin());
-        where.push_back(r * N + e % N);
+        const std::size_t c = static_cast<std::size_t>(std::lower_bound(cols.begin(), cols.end(), e % N) - cols.begin());
+        where.push_back(r * C + c);
       }
-      return std::pair<Op, std::vector<std::size_t>>{matmul(ra, *sb, rc ? &*rc : nullptr, fmt_name, out), where};
+      return std::pair<Op, std::vector<std::size_t>>{matmul(ra, rb, rc ? &*rc : nullptr, fmt_name, out), where};
     };
   }
   return op;

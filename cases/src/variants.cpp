@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
+#include <mutex>
 #include <optional>
 #include <set>
 #include <utility>
@@ -215,6 +217,17 @@ std::vector<std::string> trainium_tilings(const core::Platform& platform, const 
 }  // namespace
 
 std::vector<std::string> platform_variants(const core::Platform& platform, const Op& op) {
+  // The list depends on the platform, what of it the op reads, and K: kept per such key, since
+  // naming the assumption variants builds a plan per combination (a failing check's variant
+  // search would otherwise pay it on every call).
+  static std::mutex mutex;
+  static std::map<std::string, std::vector<std::string>> kept;
+  const std::string key = core::to_json(platform, -1) + '\n' + op.name + '\n' + model_key(platform, op) + '\n' +
+                          std::to_string(op.reduction_length);
+  {
+    const std::lock_guard<std::mutex> lock(mutex);
+    if (const auto found = kept.find(key); found != kept.end()) return found->second;
+  }
   std::vector<std::string> out = assumption_variants(platform, op);
   for (std::string& s : sibling_variants(platform)) out.push_back(std::move(s));
   // A Trainium kernel's tiling before split-K: the name its author would give the same order.
@@ -229,6 +242,9 @@ std::vector<std::string> platform_variants(const core::Platform& platform, const
     }
   }
   if (out.size() > max_variants) out.resize(max_variants);
+  const std::lock_guard<std::mutex> lock(mutex);
+  if (kept.size() >= 256) kept.clear();  // a bounded memory of the platforms in use
+  kept.emplace(key, out);
   return out;
 }
 
