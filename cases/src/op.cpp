@@ -438,6 +438,27 @@ Op function(reference::Function f, const Array& x, std::string_view in_fmt, cons
   return op;
 }
 
+namespace {
+
+// The rows (along the last axis; leading axes folded) of x that hold the given flat elements, as
+// a [rows, n] array, and where each element lies in it: the part of a row-wise op (a softmax over
+// the last axis, a normalisation) that the variant search and the probabilistic walk run on.
+std::pair<Array, std::vector<std::size_t>> rows_holding(const Array& x, const std::vector<std::size_t>& elements) {
+  const std::size_t n = x.shape().back();
+  std::vector<std::size_t> rows;
+  for (const std::size_t e : elements) rows.push_back(e / n);
+  std::sort(rows.begin(), rows.end());
+  rows.erase(std::unique(rows.begin(), rows.end()), rows.end());
+  Array part(std::vector<std::size_t>{rows.size(), n});
+  for (std::size_t r = 0; r < rows.size(); ++r) std::copy_n(x.data() + rows[r] * n, n, part.data() + r * n);
+  std::vector<std::size_t> where;
+  for (const std::size_t e : elements)
+    where.push_back(static_cast<std::size_t>(std::lower_bound(rows.begin(), rows.end(), e / n) - rows.begin()) * n + e % n);
+  return {std::move(part), std::move(where)};
+}
+
+}  // namespace
+
 Op softmax(const Array& x, std::ptrdiff_t axis, std::string_view in_fmt, const Cast& out, const SoftmaxOptions& options,
            bool log) {
   check_values(x, floating_format(in_fmt, "in_fmt"), "x");
@@ -467,6 +488,13 @@ Op softmax(const Array& x, std::ptrdiff_t axis, std::string_view in_fmt, const C
   op.emulate = [sx, ax, log, out, options](const core::Platform& platform, const core::BoundOptions&) {
     return log ? cases::log_softmax(*sx, ax, platform, out, options) : cases::softmax(*sx, ax, platform, out, options);
   };
+  if (ax + 1 == static_cast<std::ptrdiff_t>(x.dimension())) {  // rows along the last axis: independent
+    const std::string fmt(in_fmt);
+    op.restrict_to = [sx, fmt, out, options, log](const std::vector<std::size_t>& elements) {
+      auto [part, where] = rows_holding(*sx, elements);
+      return std::pair<Op, std::vector<std::size_t>>{softmax(part, -1, fmt, out, options, log), std::move(where)};
+    };
+  }
   return op;
 }
 
@@ -511,6 +539,12 @@ Op norm(bool centred, const Array& x, const Array* gamma, const Array* beta, dou
   op.emulate = [sx, centred, parameters, out, options](const core::Platform& platform, const core::BoundOptions&) {
     return centred ? cases::layernorm(*sx, parameters(), platform, out, options)
                    : cases::rmsnorm(*sx, parameters(), platform, out, options);
+  };
+  const std::string fmt(in_fmt);
+  op.restrict_to = [sx, sg, sb, eps, fmt, out, options, centred](const std::vector<std::size_t>& elements) {
+    auto [part, where] = rows_holding(*sx, elements);  // each row normalised alone
+    return std::pair<Op, std::vector<std::size_t>>{norm(centred, part, sg.get(), sb.get(), eps, fmt, out, options),
+                                                   std::move(where)};
   };
   return op;
 }

@@ -252,8 +252,15 @@ VariantSearch search_variants(const xt::xarray<double>& actual, const Op& op, co
                               const std::vector<std::size_t>& sample) {
   VariantSearch s;
   // The first look: a smaller op holding the sample, where the op has one.
-  std::optional<std::pair<Op, std::vector<std::size_t>>> small;
+  std::optional<std::pair<Op, std::vector<std::size_t>>> small, tiny;
   if (op.restrict_to && !sample.empty()) small = op.restrict_to(sample);
+  // A glance before the first look: most variants differ on the first few elements already.
+  constexpr std::size_t kGlance = 4;
+  const std::vector<std::size_t> glance(sample.begin(), sample.begin() + static_cast<std::ptrdiff_t>(
+                                                                         std::min(kGlance, sample.size())));
+  if (small && sample.size() > kGlance) tiny = op.restrict_to(glance);
+  std::string best_on_glance;
+  std::size_t best_glance_matches = 0;
   const core::BoundOptions no_bound{};
   const auto full_matches = [&](const core::Platform& variant) {
     const Emulation e = op.emulate(variant, no_bound);
@@ -275,6 +282,17 @@ VariantSearch search_variants(const xt::xarray<double>& actual, const Op& op, co
       continue;  // not a platform in this process
     }
     try {
+      if (tiny) {
+        const Emulation e = tiny->first.emulate(variant, no_bound);
+        std::size_t matches = 0;
+        for (std::size_t j = 0; j < glance.size(); ++j)
+          matches += same_value(actual.data()[glance[j]], e.values.data()[tiny->second[j]]);
+        if (matches > best_glance_matches) best_on_glance = name, best_glance_matches = matches;
+        if (matches < glance.size()) {
+          ++s.searched;
+          continue;  // differs at a glance: not this variant
+        }
+      }
       if (small) {
         const Emulation e = small->first.emulate(variant, no_bound);
         std::size_t matches = 0;
@@ -304,6 +322,7 @@ VariantSearch search_variants(const xt::xarray<double>& actual, const Op& op, co
   }
   if (!s.exact.empty()) return s;
   // None exact: the nearest in full, or else the one that explained most of the sample.
+  if (best_on_sample.empty()) best_on_sample = best_on_glance;  // no variant passed the glance
   if (s.nearest.empty() && !best_on_sample.empty()) {
     s.nearest = best_on_sample;
     s.nearest_matches = full_matches(core::platform_by_name(best_on_sample, "variant"));
