@@ -391,9 +391,10 @@ def speedup(baseline: Sequence[float], candidate: Sequence[float], claimed: floa
     """The speedup baseline / candidate the timings support: the ratio of the medians after
     outlier removal, and a percentile bootstrap interval at ``confidence`` (each series
     resampled independently, ``resamples`` times, ``numpy.random.default_rng(seed)``).
-    ``verdict``: "consistent" (the claim lies in the interval), "not supported" (above it),
-    "understated" (below it: the timings show more), "no claim", or "not assessed" (a series
-    has fewer than ``min_samples`` timings). ``flags``: noisy series (QCD > ``noise_qcd``),
+    ``verdict``: "demonstrated" (the interval's lower end reaches the claim), "not demonstrated"
+    (the claim lies inside the interval: ``chance``, the share of bootstrap ratios that reach it,
+    says how likely the timings make it), "not supported" (above the interval), "no claim", or
+    "not assessed" (a series has fewer than ``min_samples`` timings). ``flags``: noisy series (QCD > ``noise_qcd``),
     outliers removed, a speedup above 2x (claimed or measured) needing scrutiny."""
     if not (isinstance(confidence, (int, float)) and 0.0 < confidence < 1.0):
         raise ValueError(f"confidence: {confidence!r} must lie strictly between 0 and 1 (e.g. 0.95)")
@@ -440,12 +441,16 @@ def speedup(baseline: Sequence[float], candidate: Sequence[float], claimed: floa
     out["bootstrap_histogram"] = {"counts": counts.tolist(), "edges": edges.tolist()}
     if claimed is None:
         out["verdict"] = "no claim"
-    elif claimed > hi:
+        return out
+    # The chance the ratio reaches the claim, as the bootstrap distribution of the medians' ratio
+    # puts it (a claim is a lower bound on the speedup: the timings must show at least that much).
+    out["chance"] = float(np.mean(ratios >= claimed))
+    if claimed > hi:
         out["verdict"] = "not supported"
-    elif claimed < lo:
-        out["verdict"] = "understated"
+    elif claimed <= lo:
+        out["verdict"] = "demonstrated"
     else:
-        out["verdict"] = "consistent"
+        out["verdict"] = "not demonstrated"
     return out
 
 
@@ -468,15 +473,18 @@ def _claim_findings(perf: Performance, sp: dict, subject: str) -> list[Finding]:
         body = f"median ratio {sp['ratio']:.3f}x, {lvl} interval [{lo:.3f}, {hi:.3f}]"
         if v == "no claim":
             f.append(Finding(_CRIT, "info", "claimed_speedup", subject, f"no speedup claimed; the timings show {body}", ev))
-        elif v == "consistent":
+        elif v == "demonstrated":
             f.append(Finding(_CRIT, "pass", "claimed_speedup", subject,
-                             f"claimed {perf.claimed_speedup:g}x is consistent with the evidence: {body}", ev))
+                             f"claimed {perf.claimed_speedup:g}x is demonstrated: the interval's lower end {lo:.3f}x "
+                             f"reaches it; {body}", ev))
         elif v == "not supported":
             f.append(Finding(_CRIT, "fail", "claimed_speedup", subject,
-                             f"claimed {perf.claimed_speedup:g}x is not supported by the evidence: {body}", ev))
+                             f"claimed {perf.claimed_speedup:g}x is not supported by the evidence: {body} (the ratio "
+                             f"reaches it in {sp['chance']:.1%} of the bootstrap resamples)", ev))
         else:
-            f.append(Finding(_CRIT, "warn", "claimed_speedup", subject,
-                             f"claimed {perf.claimed_speedup:g}x is understated: the timings show more, {body}", ev))
+            f.append(Finding(_CRIT, "fail", "claimed_speedup", subject,
+                             f"claimed {perf.claimed_speedup:g}x is not demonstrated: it lies inside the interval, "
+                             f"and the ratio reaches it in {sp['chance']:.1%} of the bootstrap resamples; {body}", ev))
     for fl in sp["flags"]:
         if fl["flag"] == "noisy":
             f.append(Finding(_CRIT, "warn", "timing_noise", f"{subject}: {fl['series']}", fl["message"] +
