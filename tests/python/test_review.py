@@ -303,3 +303,25 @@ def test_cli_schema(tmp_path):
     assert "OPERATIONS: matmul, scaled_fp8_matmul" in p.stdout
     p = _run(cwd=tmp_path)
     assert p.returncode == 2 and "--schema" in p.stderr
+
+
+@pytest.mark.parametrize("stated, term", [("{ rtol = 1e-3, atol = 0.0 }", "atol too small near zero"),
+                                          ("{ rtol = 1e-9, atol = 1e-9 }", "rtol below the platforms' own difference")])
+def test_a_stated_tolerance_at_fault_is_not_the_ports(tmp_path, stated: str, term: str):
+    # The correct port's outputs are each bit-exact with their platforms; the author's tolerance
+    # misses elements (near zero with atol = 0; everywhere with a tolerance below any platform
+    # difference): the finding names the faulty term and the port still passes the standard.
+    shutil.copytree(EXAMPLES / "data", tmp_path / "data")
+    shutil.copytree(EXAMPLES / "correct-port", tmp_path / "correct-port")
+    manifest = tmp_path / "correct-port" / "manifest.toml"
+    text = manifest.read_text().replace("tolerance = { rtol = 2e-2, atol = 1e-5 }", f"tolerance = {stated}")
+    manifest.write_text(text)
+    r = numeq.review.review(manifest)
+    (f,) = _finding(r, "stated_tolerance")
+    assert f.status == "warn" and term in f.message and "not the port, is at fault" in f.message, f.message
+    assert _rubric(r)["numerical_standard"] == "pass"
+    # The oracle of the term: numpy on the outputs themselves.
+    with np.load(EXAMPLES / "correct-port" / "outputs.npz") as o:
+        g, n = o["gpu"].astype(np.float64), o["nki"].astype(np.float64)
+    missed = ~(np.abs(n - g) <= (1e-3 if "1e-3" in stated else 1e-9) * np.abs(g) + (0.0 if "0.0" in stated else 1e-9))
+    assert missed.any() and f"not met on {int(missed.sum())} elements" in f.message
