@@ -325,3 +325,28 @@ def test_a_stated_tolerance_at_fault_is_not_the_ports(tmp_path, stated: str, ter
         g, n = o["gpu"].astype(np.float64), o["nki"].astype(np.float64)
     missed = ~(np.abs(n - g) <= (1e-3 if "1e-3" in stated else 1e-9) * np.abs(g) + (0.0 if "0.0" in stated else 1e-9))
     assert missed.any() and f"not met on {int(missed.sum())} elements" in f.message
+
+
+def test_an_rmsnorm_port_rests_on_the_vector_and_scalar_assumptions_only(tmp_path):
+    # A norm never touches the PE array: the assumptions the review reports are those whose
+    # alternatives change the rmsnorm's output on these inputs (measured here again, by numeq's
+    # op-level emulation under each alternative), and none of the PE array's.
+    x = np.random.default_rng(9).standard_normal((64, 512)).astype(np.float32)
+    op = numeq.ops.rmsnorm(x, eps=1e-5, in_fmt="fp32", out="fp32")
+    np.savez(tmp_path / "io.npz", x=x, gpu=op.emulate("nvidia.h100"), nki=op.emulate("trainium.trn2"))
+    (tmp_path / "manifest.toml").write_text(
+        '[port]\nname = "rmsnorm"\n[operation]\nop = "rmsnorm"\nin_fmt = "fp32"\nout = "fp32"\n'
+        'params = { eps = 1e-5 }\n[inputs]\nx = "io.npz:x"\n[outputs]\ngpu = "io.npz:gpu"\nnki = "io.npz:nki"\n'
+        '[platforms]\ngpu = "nvidia.h100"\ntrainium = "trainium.trn2"\n')
+    r = numeq.review.review(tmp_path / "manifest.toml")
+    (f,) = [f for f in r.findings if f.criterion == "assumptions"]
+    pe = ("pe_order", "products", "pe_rounding", "accumulator_bits", "fp8_double_row", "fp32_matmul", "psum_rounding")
+    assert not any(name in f.message for name in pe), f.message
+    from numeq.platforms import platform_assumptions
+
+    changed = []
+    for a in platform_assumptions("trainium.trn2"):
+        if any(not np.array_equal(op.emulate(f"trainium.trn2[{a['name']}={alt}]"), op.emulate("trainium.trn2"),
+                                  equal_nan=True) for alt in a["alternatives"] if alt != a["value"]):
+            changed.append(f"{a['name']}={a['value']}")
+    assert changed and all(c in f.message for c in changed), (changed, f.message)

@@ -172,31 +172,35 @@ def _faulty_term(st: dict, n: np.ndarray, g: np.ndarray, missed: np.ndarray, sta
 
 
 def _relevant_assumptions(platform: str, manifest: Manifest) -> list[str]:
-    """The assumptions in force that change the op's plan (matmul, sum: one alternative's plan
-    differs), else every one: name=value."""
+    """The assumptions in force that the op's model reads, as name=value: those one of whose
+    alternatives changes what the op computes, judged by the op's plan for matmul and sum, and
+    for any other op by its emulated output on the manifest's inputs (measured: a norm reads the
+    Vector and Scalar engines' assumptions, never the PE array's)."""
     try:
         assumptions = platform_assumptions(platform)
     except ValueError:
         return []
     kind = {"matmul": "matmul", "sum": "sum"}.get(manifest.op_name)
-    if kind is None:
-        return [f"{a['name']}={a['value']}" for a in assumptions]
     base, items = _split_name(platform)
+    op = manifest.op() if kind is None else None
 
-    def reduction(name: str) -> Any:
+    def model(name: str) -> Any:
+        """What of platform ``name`` the op reads: its plan's dict, or its output's bytes."""
         try:
+            if op is not None:
+                return np.asarray(op.emulate(name), dtype=np.float64).tobytes()
             d = _plan(name, kind, manifest.in_fmt, manifest.out).to_dict()
         except ValueError:
             return None
         d.pop("name", None)
         return d
 
-    own = reduction(platform)
+    own = model(platform)
     relevant = []
     for a in assumptions:
         others = [i for i in items if i.split("=", 1)[0] != a["name"]]
         for alt in a["alternatives"]:
-            if alt != a["value"] and reduction(base + "[" + ",".join(others + [f"{a['name']}={alt}"]) + "]") not in (
+            if alt != a["value"] and model(base + "[" + ",".join(others + [f"{a['name']}={alt}"]) + "]") not in (
                     None, own):
                 relevant.append(f"{a['name']}={a['value']}")
                 break
