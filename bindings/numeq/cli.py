@@ -224,7 +224,10 @@ def _review(args: argparse.Namespace) -> int:
 
 def _written(r: Any, out: Any, quiet: bool) -> int:
     """Write review ``r`` into folder ``out``, print its Markdown (unless ``quiet``): the exit status."""
-    paths = r.write(out)
+    try:
+        paths = r.write(out)
+    except OSError as e:
+        return _refuse("review", f"--out: cannot write the review into {str(out)!r}: {e.strerror or e}")
     if not quiet:
         sys.stdout.write(paths["md"].read_text(encoding="utf-8"))
     sys.stderr.write(f"numeq review: wrote {paths['md']} and {paths['html']}\n")
@@ -327,30 +330,36 @@ def _tolerances(args: argparse.Namespace, argv: list[str]) -> int:
                          inputs=inputs, trials=args.trials, seed=args.seed, kind=args.kind,
                          failure_probability=args.failure_probability, bugs=not args.no_bugs,
                          margin=args.margin)
+    try:  # the folder is made before the sweep: an --out that cannot be written is refused at once
+        os.makedirs(args.out, exist_ok=True)
+    except OSError as e:
+        return _refuse("tolerances", f"--out: cannot make the folder {args.out!r}: {e.strerror or e}")
     try:
         rows, meta = sweep(config, executor=args.executor, workers=args.workers, scheduler=args.scheduler,
                            progress=not args.no_progress)
     except ValueError as e:
         return _refuse("tolerances", str(e))
     meta["command"] = "numeq " + " ".join(argv)
-    os.makedirs(args.out, exist_ok=True)
     base = os.path.join(args.out, args.name)
     markdown = render_markdown(rows, meta)
-    if "md" in styles:
-        with open(base + ".md", "w") as f:
-            f.write(markdown)
-    if "csv" in styles:
-        with open(base + ".csv", "w") as f:
-            f.write(render_csv(rows))
-    if "json" in styles:
-        with open(base + ".json", "w") as f:
-            f.write(render_json(rows, meta))
-    if "html" in styles:
-        try:
-            from .report_html import write as write_html
-        except ImportError as e:
-            return _refuse("tolerances", f"html: {e} (pip install 'numeq[reports]')")
-        write_html(rows, meta, base + ".html")
+    try:
+        if "md" in styles:
+            with open(base + ".md", "w") as f:
+                f.write(markdown)
+        if "csv" in styles:
+            with open(base + ".csv", "w") as f:
+                f.write(render_csv(rows))
+        if "json" in styles:
+            with open(base + ".json", "w") as f:
+                f.write(render_json(rows, meta))
+        if "html" in styles:
+            try:
+                from .report_html import write as write_html
+            except ImportError as e:
+                return _refuse("tolerances", f"html: {e} (pip install 'numeq[reports]')")
+            write_html(rows, meta, base + ".html")
+    except OSError as e:
+        return _refuse("tolerances", f"--out: cannot write into {args.out!r}: {e.strerror or e}")
     sys.stdout.write(markdown)
     alarms = sum(r["false_alarms"]["numeq"] for r in rows)
     return 1 if alarms else 0

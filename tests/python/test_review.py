@@ -350,3 +350,47 @@ def test_an_rmsnorm_port_rests_on_the_vector_and_scalar_assumptions_only(tmp_pat
                                   equal_nan=True) for alt in a["alternatives"] if alt != a["value"]):
             changed.append(f"{a['name']}={a['value']}")
     assert changed and all(c in f.message for c in changed), (changed, f.message)
+
+
+def test_any_subset_of_a_profiles_fields_is_reviewed(tmp_path):
+    # neuron-profile summaries vary by version: every field but total_time may be missing. Each
+    # subset gives a review (Markdown and HTML, exit 0 or 1), never a TypeError; a profile without
+    # FLOPs or HBM bytes says which it lacks.
+    shutil.copytree(EXAMPLES / "data", tmp_path / "data")
+    shutil.copytree(EXAMPLES / "correct-port", tmp_path / "correct-port")
+    full = json.loads((EXAMPLES / "correct-port" / "profile.json").read_text())["summary"][0]
+    fields = [k for k in full if k != "total_time"]
+    rng = np.random.default_rng(0)
+    dropped = ("hardware_flops", "hbm_read_bytes", "tensor_engine_active_time_percent", "mfu_estimated_percent")
+    subsets = [[]] + [[f for f in fields if f != drop] for drop in dropped]
+    subsets += [list(rng.choice(fields, size=int(rng.integers(1, len(fields))), replace=False)) for _ in range(2)]
+    for keep in subsets:
+        summary = {"total_time": full["total_time"], **{k: full[k] for k in keep}}
+        (tmp_path / "correct-port" / "profile.json").write_text(json.dumps({"summary": [summary]}))
+        r = numeq.review.review(tmp_path / "correct-port" / "manifest.toml")
+        assert "<svg" in r.html() and "## 4. Rubric" in r.markdown()
+        if "hardware_flops" not in keep:
+            (roof,) = [f for f in r.findings if f.rule == "roofline"]
+            assert "not assessed: the profile lacks hardware_flops" in roof.message, roof.message
+
+
+def test_bad_manifests_and_outs_are_refused_not_failed(tmp_path):
+    # A misspelt platform and a boolean output are a manifest numeq cannot review (exit 2, the key
+    # named), not a failing port; an --out that cannot be written is refused with its reason.
+    shutil.copytree(EXAMPLES / "data", tmp_path / "data")
+    shutil.copytree(EXAMPLES / "correct-port", tmp_path / "port")
+    manifest = tmp_path / "port" / "manifest.toml"
+    text = manifest.read_text()
+    manifest.write_text(text.replace('gpu = "nvidia.h100"', 'gpu = "nvidia.h1000"'))
+    with pytest.raises(numeq.review.ManifestError, match=r"platforms\.gpu: .*unknown platform 'nvidia.h1000'"):
+        numeq.review.review(manifest)
+    with np.load(tmp_path / "port" / "outputs.npz") as o:
+        np.savez(tmp_path / "port" / "bool.npz", gpu=o["gpu"], nki=o["nki"] > 0)
+    manifest.write_text(text.replace("outputs.npz:nki", "bool.npz:nki"))
+    with pytest.raises(numeq.review.ManifestError, match=r"outputs\.nki: .*boolean values"):
+        numeq.review.review(manifest)
+    manifest.write_text(text)
+    (tmp_path / "a-file").write_text("")
+    out = subprocess.run([sys.executable, "-m", "numeq", "review", str(manifest), "--out", str(tmp_path / "a-file" / "x"),
+                          "--quiet"], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 2 and "--out: cannot write the review" in out.stderr and "Traceback" not in out.stderr

@@ -67,8 +67,8 @@ def _error(path: Path) -> tuple[str, int]:
     ('k_tile = 128', 'k_tile = true', "k_tile", ["tiling.k_tile", "got a boolean"]),
     ('shape = [128, 128]\nbufs = 2\n\n[[tiling.buffers]]            # b tile', 'shape = [128, -1]\nbufs = 2\n\n'
      '[[tiling.buffers]]            # b tile', "shape", ["tiling.buffers[0].shape[1]", "expected an integer"]),
-    ('claimed_speedup = 1.5', 'claimed_speedup = -1.5', "claimed_speedup", ["performance.claimed_speedup", "(0, "]),
-    ('claimed_speedup = 1.5', 'claimed_speedup = nan', "claimed_speedup", ["performance.claimed_speedup"]),
+    ('claimed_speedup = 1.4', 'claimed_speedup = -1.5', "claimed_speedup", ["performance.claimed_speedup", "(0, "]),
+    ('claimed_speedup = 1.4', 'claimed_speedup = nan', "claimed_speedup", ["performance.claimed_speedup"]),
     ('unit = "us"', 'unit = "minutes"', "unit", ["performance.timings.unit", "s, ms, us, ns"]),
     ('gpu = "nvidia.h100"', 'gpu = 100', "gpu", ["platforms.gpu", "expected a string, got an integer"]),
 ])

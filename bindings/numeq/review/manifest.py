@@ -18,7 +18,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from .. import ops
+from .. import _core, ops
 from .._arrays import formats as _formats
 from ..compare import TIERS
 from .model import (DTYPE_BYTES, ENGINES, MEMORIES, Buffer, Dma, KernelSpec, Matmul, Performance, Profile, Stage,
@@ -511,12 +511,20 @@ def parse(text: str, path: str | os.PathLike = "manifest.toml") -> Manifest:
         ref = ot.text(n, req) if ot is not None else None
         if ref is not None:
             outputs[n] = _array(ref, base, ctx, ("outputs", n), cache)
+            if outputs[n].dtype.kind == "b":
+                ctx.fail(("outputs", n), f"outputs.{n}: {ref!r} holds boolean values; expected the kernel's numeric "
+                                         "output (real numbers)")
     if ot is not None:
         ot.done()
 
     pt = top.table("platforms", True)
     gpu = pt.text("gpu")
     trn = pt.text("trainium", kernel is None, default="trainium.trn2")
+    for key, platform in (("gpu", gpu), ("trainium", trn)):  # misspelt: a bad manifest, not a failing port
+        try:
+            _core.core_platform_json(platform)
+        except ValueError as e:
+            ctx.fail(("platforms", key), f"platforms.{key}: {e}")
     accept = pt.text("accept", False, TIERS[:-1], "probabilistic")
     fp = pt.real("failure_probability", 0.0, 0.5, False, 1e-6, open_low=True)
     pt.done()

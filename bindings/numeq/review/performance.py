@@ -317,8 +317,9 @@ def roofline(summary: ProfileSummary, target: str | _targets.Target, dtype: str)
     ai = attainable = fraction = None
     bound = None
     if flops is None or nbytes is None:
-        notes.append("no roofline point: the summary lacks " +
-                     " and ".join(n for n, v in (("hardware_flops", flops), ("hbm bytes", nbytes)) if v is None))
+        notes.append("roofline not assessed: the profile lacks " +
+                     " and ".join(n for n, v in (("hardware_flops", flops), ("hbm_read_bytes / hbm_write_bytes", nbytes))
+                                  if v is None))
     elif nbytes == 0 and flops == 0:
         notes.append("no roofline point: the summary counts neither FLOPs nor HBM bytes")
     else:

@@ -372,8 +372,12 @@ def _performance_plots(review: Any) -> str:
                                   "Right: the bootstrap distribution of the median ratio with its interval; a claim "
                                   "outside the interval is not supported by the evidence.",
                              "timings and the bootstrap interval of the speedup"))
+    # A profile that lacks the fields of a roofline point (FLOPs, HBM bytes) is not drawn: its
+    # findings say what it lacks.
+    placed = ("arithmetic_intensity", "achieved_flops_per_s", "fraction_of_attainable", "peak_flops", "bandwidth")
     roofs = [(label, p["roofline"]) for label, p in (perf.get("profiles") or {}).items()
-             if isinstance(p, dict) and isinstance(p.get("roofline"), dict)]
+             if isinstance(p, dict) and isinstance(p.get("roofline"), dict)
+             and all((p["roofline"].get(k) or {}).get("value") is not None for k in placed)]
     if roofs:
         fig = Figure(figsize=(4.2, 3.0))
         ax = fig.subplots()
