@@ -38,6 +38,7 @@ from .platforms import (
 from .reveal import RevealResult, reveal_order
 from .compare import PortVerdict, Verdict, compare, compare_port
 from . import testing  # assert_equivalent, assert_ported, assert_bit_exact (cheap: compare is loaded already)
+from . import examples  # the shipped example ports and NKI kernels (numeq.examples.path)
 from . import review  # numeq review: the rubric review of a CUDA-to-NKI port (matplotlib only when rendering HTML)
 
 __version__ = "0.1.0"

@@ -230,7 +230,11 @@ def _written(r: Any, out: Any, quiet: bool) -> int:
         return _refuse("review", f"--out: cannot write the review into {str(out)!r}: {e.strerror or e}")
     if not quiet:
         sys.stdout.write(paths["md"].read_text(encoding="utf-8"))
-    sys.stderr.write(f"numeq review: wrote {paths['md']} and {paths['html']}\n")
+    if paths["html"] is None:
+        sys.stderr.write(f"numeq review: wrote {paths['md']}; the HTML page needs matplotlib: "
+                         "pip install 'numeq[reports]'\n")
+    else:
+        sys.stderr.write(f"numeq review: wrote {paths['md']} and {paths['html']}\n")
     return 0 if r.passed else 1
 
 

@@ -394,3 +394,15 @@ def test_bad_manifests_and_outs_are_refused_not_failed(tmp_path):
     out = subprocess.run([sys.executable, "-m", "numeq", "review", str(manifest), "--out", str(tmp_path / "a-file" / "x"),
                           "--quiet"], capture_output=True, text=True, timeout=300)
     assert out.returncode == 2 and "--out: cannot write the review" in out.stderr and "Traceback" not in out.stderr
+
+
+def test_numeq_review_without_matplotlib_writes_the_markdown(tmp_path):
+    # matplotlib is the reports extra: without it numeq review writes review.md, says in one line
+    # how to get the HTML, and exits by the rubric (here 0), with no traceback.
+    code = ("import sys; sys.modules['matplotlib'] = None; from numeq.cli import main; "
+            f"sys.exit(main(['review', {str(EXAMPLES / 'correct-port' / 'manifest.toml')!r}, '--out', "
+            f"{str(tmp_path / 'out')!r}, '--quiet']))")
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr
+    assert (tmp_path / "out" / "review.md").is_file() and not (tmp_path / "out" / "review.html").exists()
+    assert "pip install 'numeq[reports]'" in p.stderr and "Traceback" not in p.stderr

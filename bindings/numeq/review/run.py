@@ -80,13 +80,20 @@ class Review:
         from .report import html
         return html(self)
 
-    def write(self, out: str | os.PathLike) -> dict[str, Path]:
-        """Write ``review.md`` and ``review.html`` into the folder ``out`` (created if missing)."""
+    def write(self, out: str | os.PathLike) -> dict[str, Path | None]:
+        """Write ``review.md`` and ``review.html`` into the folder ``out`` (created if missing). The
+        HTML page draws its plots with matplotlib (the ``reports`` extra): without it only the
+        Markdown is written, and ``paths["html"]`` is None."""
         folder = Path(out)
         folder.mkdir(parents=True, exist_ok=True)
-        paths = {"md": folder / "review.md", "html": folder / "review.html"}
+        paths: dict[str, Path | None] = {"md": folder / "review.md", "html": folder / "review.html"}
         paths["md"].write_text(self.markdown(), encoding="utf-8")
-        paths["html"].write_text(self.html(), encoding="utf-8")
+        try:
+            page = self.html()
+        except ImportError:  # matplotlib missing: the Markdown alone (the CLI says how to get the page)
+            paths["html"] = None
+            return paths
+        paths["html"].write_text(page, encoding="utf-8")
         return paths
 
 
