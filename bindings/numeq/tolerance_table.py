@@ -28,7 +28,7 @@ from typing import Any, Callable, Iterable, Sequence
 import numpy as np
 
 from . import ops
-from ._arrays import format_info
+from ._arrays import format_info, formats
 from ._casts import round as numeq_round
 from .catalogue import OPS, Problem, build, formats_for, out_for, refusal
 from .platforms import platform_assumptions, platform_evidence, platforms
@@ -96,6 +96,16 @@ class SweepConfig:
             raise ValueError(f"trials: {self.trials} is outside 1 .. 1000")
         if self.kind not in ops.KINDS:
             raise ValueError(f"kind: unknown bound kind {self.kind!r}; valid: {', '.join(ops.KINDS)}")
+        known_formats = set(formats())
+        for f in self.formats:
+            if f not in known_formats:
+                raise ValueError(f"formats: unknown format {f!r}; valid: {', '.join(sorted(known_formats))}")
+        fp = self.failure_probability
+        if isinstance(fp, bool) or not isinstance(fp, (int, float)) or not 0 < fp < 1:
+            raise ValueError(f"failure_probability: {fp!r} is not a probability in (0, 1) (the chance the "
+                             "probabilistic bound fails for a whole check)")
+        if not (isinstance(self.margin, (int, float)) and self.margin >= 1 and self.margin < float("inf")):
+            raise ValueError(f"margin: {self.margin!r} must be a finite factor >= 1")
         return self
 
 
@@ -206,12 +216,15 @@ def run_problem(problem: Problem, config: SweepConfig) -> list[dict[str, Any]]:
     rows = []
     for platform, against in pairs:
         kw = {"kind": config.kind, "failure_probability": config.failure_probability}
+        # The platforms that cannot model the op were left out above (refusal): an error here is a
+        # row that cannot be computed, said as such, never a row silently missing from the table.
         try:
             calib = [requirement(b, platform, against, **kw) for _, _, b in cal]
             heldr = [requirement(b, platform, against, **kw) for _, _, b in held]
             per_gen = {g: requirement(b, platform, against, **kw) for g, b in others_gen}
-        except (ValueError, NotImplementedError):
-            continue
+        except (ValueError, NotImplementedError) as e:
+            raise ValueError(f"{problem.op} {problem.in_fmt} -> {problem.out} (K={problem.k}) on {platform} against "
+                             f"{against}: the row cannot be computed: {e}") from None
         rows.append(_row(problem, platform, against, calib, heldr, [b for _, _, b in held], per_gen, config))
     elapsed = time.perf_counter() - t0
     for r in rows:

@@ -252,6 +252,9 @@ def tolerance(op: str, in_fmt: str, out: str | None, platforms: Any, *, k: int, 
                         f"valid generators: {', '.join(ops.generators())}")
     for g in gens:
         _check_str(g, "inputs", ops.generators())
+    if not gens and data is None:
+        raise ValueError(f"inputs: no generator given; name at least one (valid: {', '.join(ops.generators())}, "
+                         "or 'all'), or pass data=")
     if not isinstance(seeds, (list, tuple, range)):
         raise TypeError(f"seeds: expected a sequence of non-negative integers, got {type(seeds).__name__}")
     seeds = tuple(_check_int(s, "seeds", 0, (1 << 62)) for s in seeds)

@@ -8,6 +8,7 @@ spacing and ml_dtypes' finfo for the ulp, and the rows of the same sweep run ano
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -169,3 +170,24 @@ def test_cli_bad_arguments(tmp_path: Path, args: list[str], text: str) -> None:
     r = subprocess.run([sys.executable, "-m", "numeq", "tolerances", "--out", str(tmp_path), "--no-progress", *args],
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 2 and text in r.stderr, r.stderr
+
+
+@pytest.mark.parametrize("bad, words", [
+    ({"failure_probability": 0.0}, "failure_probability: 0.0 is not a probability"),
+    ({"failure_probability": 1.0}, "failure_probability: 1.0 is not a probability"),
+    ({"failure_probability": float("nan")}, "failure_probability: nan is not a probability"),
+    ({"failure_probability": -1.0}, "failure_probability: -1.0 is not a probability"),
+    ({"formats": ("bf61",)}, "formats: unknown format 'bf61'; valid: bf16"),
+    ({"margin": 0.5}, "margin: 0.5 must be a finite factor >= 1"),
+])
+def test_a_sweep_that_cannot_give_rows_is_refused_not_empty(bad: dict, words: str) -> None:
+    # Each once wrote an empty table and exited 0 (a broad except dropped the rows).
+    from numeq.tolerance_table import SweepConfig
+
+    with pytest.raises(ValueError, match=re.escape(words)):
+        SweepConfig(ops=("matmul",), **bad).validate()
+
+
+def test_no_input_generator_is_refused() -> None:
+    with pytest.raises(ValueError, match="inputs: no generator given"):
+        numeq.tolerance("sum", in_fmt="bf16", out="fp32", platforms="numpy", k=8, inputs=[])
