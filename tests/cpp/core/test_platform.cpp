@@ -305,6 +305,21 @@ TEST(Platform, BuiltinsCannotBeReplaced) {
   EXPECT_EQ(error_of([&] { core::register_platform(edited); }), "");  // a loaded profile may be reloaded
 }
 
+// A profile named like a variant ("x[a=b]") was registered and then never found: a use of that
+// string reads the platform x with option a=b.
+TEST(Platform, ProfileNamesWithOptionSyntaxAreRefused) {
+  core::Platform mine = core::platform_by_name("cuda_core.fp32");
+  mine.aliases.clear();
+  for (const std::string name : {"trainium.trn2[pe_order=pairwise]", "mine]", "a,b", "k=v"}) {
+    mine.name = name;
+    const std::string e = error_of([&] { core::register_platform(mine); });
+    EXPECT_EQ(e.rfind("profile.name: '" + name + "' holds one of [ ] , =", 0), 0u) << e;
+  }
+  mine.name = "plain.name";
+  mine.aliases = {"alias[x=1]"};
+  EXPECT_EQ(error_of([&] { core::register_platform(mine); }).rfind("profile.aliases[0]: 'alias[x=1]'", 0), 0u);
+}
+
 TEST(Platform, ProfilesWithUnknownKeysAreRefused) {
   const std::string e = error_of([] {
     core::platform_from_json(R"({"name": "mine", "plans": [], "evidnce": []})");
