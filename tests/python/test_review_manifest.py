@@ -128,6 +128,19 @@ def test_corrupt_and_unsupported_arrays(port):
     assert "cannot read 'obj.npy'" in msg
 
 
+def test_only_the_named_members_of_an_archive_are_read(port):
+    # An .npz whose other member numpy refuses to load (an object array, pickle off): a manifest
+    # naming only its numeric members loads; naming the other is the clear error.
+    inputs = port.parent.parent / "data" / "inputs.npz"
+    with np.load(inputs) as d:
+        a, b = d["a"], d["b"]
+    np.savez(inputs, a=a, b=b, junk=np.array([1, None], dtype=object))
+    load(port)
+    _edit(port, 'b = "../data/inputs.npz:b"', 'b = "../data/inputs.npz:junk"')
+    msg, _ = _error(port)
+    assert "inputs.b" in msg and "junk" in msg
+
+
 def test_duplicate_buffer_names(port):
     _edit(port, 'name = "b_tile"', 'name = "a_t"')
     msg, _ = _error(port)

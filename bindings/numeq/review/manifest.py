@@ -365,18 +365,21 @@ def _array(ref: str, base: Path, ctx: _Context, key: tuple, cache: dict) -> np.n
         if path not in cache:
             loaded = np.load(path, allow_pickle=False)
             if isinstance(loaded, np.lib.npyio.NpzFile):
-                with loaded:  # every member read now: the archive is closed before the review runs
-                    loaded = {n: loaded[n] for n in loaded.files}
+                with loaded:  # only the member names now: a member is read when named (an archive's
+                    loaded = list(loaded.files)  # other arrays are never loaded)
             cache[path] = loaded
         data = cache[path]
-        if isinstance(data, dict):
+        if isinstance(data, list):
             if not member:
                 ctx.fail(key, f"{name}: {file!r} is an .npz archive; name the array: "
                               f"\"{file}:NAME\" with NAME one of {', '.join(data)}")
             if member not in data:
                 ctx.fail(key, f"{name}: {file!r} has no array {member!r}; "
                               f"it has: {', '.join(data)}")
-            arr = data[member]
+            if (path, member) not in cache:
+                with np.load(path, allow_pickle=False) as archive:
+                    cache[(path, member)] = archive[member]
+            arr = cache[(path, member)]
         else:
             if member:
                 ctx.fail(key, f"{name}: {file!r} is one array (.npy); drop \":{member}\"")
@@ -384,7 +387,7 @@ def _array(ref: str, base: Path, ctx: _Context, key: tuple, cache: dict) -> np.n
     except ManifestError:
         raise
     except Exception as e:  # a corrupt or truncated .npy/.npz, a pickled object array
-        ctx.fail(key, f"{name}: cannot read {file!r} as a numpy array: {e}")
+        ctx.fail(key, f"{name}: cannot read {ref!r} as a numpy array: {e}")
     if arr.dtype.kind not in "fiub" and arr.dtype.name not in ("bfloat16",) and "float8" not in arr.dtype.name:
         ctx.fail(key, f"{name}: {file!r} holds {arr.dtype} values; expected real numbers")
     return np.asarray(arr)
