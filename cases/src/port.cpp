@@ -50,6 +50,9 @@ PortVerdict compare_port(const xt::xarray<double>& gpu, const xt::xarray<double>
     std::size_t i;
   };
   std::vector<Scored> all;
+  // Elements beyond the bound where each output is its own platform's value: the platforms
+  // themselves differ there (one overflows to Inf, the other does not), not an output.
+  std::size_t platforms_differ = 0, first_platforms_differ = v.elements;
   for (std::size_t i = 0; i < v.elements; ++i) {
     const double g = gpu.data()[i], t = trainium.data()[i], B = bound.data()[i];
     if (same_value(g, t)) {
@@ -61,7 +64,13 @@ PortVerdict compare_port(const xt::xarray<double>& gpu, const xt::xarray<double>
     const bool beyond = !std::isfinite(d) || !std::isfinite(B) || d > B * (1 + 0x1p-50);
     const double ratio = !std::isfinite(d) || !std::isfinite(B) ? std::numeric_limits<double>::infinity()
                                                                  : (B > 0 ? d / B : std::numeric_limits<double>::infinity());
-    if (beyond) ++v.beyond;
+    if (beyond) {
+      ++v.beyond;
+      if (same_value(g, eg.values.data()[i]) && same_value(t, et.values.data()[i])) {
+        ++platforms_differ;
+        first_platforms_differ = std::min(first_platforms_differ, i);
+      }
+    }
     v.max_difference_over_bound = std::max(v.max_difference_over_bound, ratio);
     all.push_back({ratio, i});
   }
@@ -91,7 +100,17 @@ PortVerdict compare_port(const xt::xarray<double>& gpu, const xt::xarray<double>
                   (v.trainium.explained_by.empty() ? "" : " (" + v.trainium.explained_by + ")") + "; ";
   if (v.beyond > 0) {
     d += std::to_string(v.beyond) + " of " + n + " elements differ by more than the cross-platform bound (worst " +
-         number(v.max_difference_over_bound, 3) + "x): at least one output is not what its platform computes";
+         number(v.max_difference_over_bound, 3) + "x)";
+    if (platforms_differ > 0) {
+      const std::size_t i = first_platforms_differ;
+      d += "; at " + std::to_string(platforms_differ) + " of them each output is its own platform's value: the "
+           "platforms themselves differ there (first: element " + std::to_string(i) + " (C order): gpu " +
+           number(gpu.data()[i]) + ", trainium " + number(trainium.data()[i]) +
+           "; a special value on one platform and not the other, an overflow or a NaN, passes only where both agree)";
+    }
+    if (platforms_differ < v.beyond)
+      d += "; at the other " + std::to_string(v.beyond - platforms_differ) + ", at least one output is not what its "
+           "platform computes";
   } else {
     d += std::to_string(v.elements - v.equal) + " of " + n +
          " elements differ, all within the cross-platform bound: the difference is explained by the two platforms' "

@@ -307,6 +307,27 @@ TEST(Verdict, ListsTheWorstInErrorOverBoundOrder) {
   for (std::size_t k = 0; k < 4; ++k) EXPECT_TRUE(v.worst[k].violation) << k;
 }
 
+// Two outputs each bit-exact with its platform, where the platforms differ on a special value:
+// the exact sum 65520 - 2^-10 rounds to 65520 in trn2's fp32 PSUM (then Inf in fp16) and stays
+// below it under h100's truncating fused steps (65504 in fp16). The port check fails there (the
+// cross bound admits no special value one platform alone gives) and says the platforms differ,
+// not that an output is wrong.
+TEST(Port, PlatformsThatDifferOnASpecialValueAreSaidToDiffer) {
+  const Array a = {{65280.0, 240.0, -0x1p-10}, {1.0, 2.0, 3.0}};
+  const Array b = xt::ones<double>({3, 2});
+  const cases::Op op = cases::matmul(a, b, nullptr, "bf16", Cast{fmts::fp16});
+  const core::Platform h100 = core::platform_by_name("nvidia.h100"), trn2 = core::platform_by_name("trainium.trn2");
+  const Array gpu = op.emulate(h100, {}).values, trn = op.emulate(trn2, {}).values;
+  ASSERT_EQ(gpu(0, 0), 65504.0);
+  ASSERT_TRUE(std::isinf(trn(0, 0)));
+  const cases::PortVerdict v = cases::compare_port(gpu, trn, op, h100, trn2);
+  EXPECT_EQ(v.gpu.tier, cases::Tier::bit_exact);
+  EXPECT_EQ(v.trainium.tier, cases::Tier::bit_exact);
+  EXPECT_FALSE(v.passed);
+  EXPECT_NE(v.diagnosis.find("the platforms themselves differ there"), std::string::npos) << v.diagnosis;
+  EXPECT_EQ(v.diagnosis.find("not what its platform computes"), std::string::npos) << v.diagnosis;
+}
+
 // The port check: h100 and trn2 outputs of one matmul pass; a bug in the Trainium output fails it.
 TEST(Port, GpuAndTrainiumOutputsOfOneKernel) {
   const Fixture f;
