@@ -178,24 +178,30 @@ def _json_text(value: Any, parameter: str) -> str:
     if not isinstance(value, str):
         raise TypeError(f"{parameter}: expected JSON text or a dict, got {type(value).__name__}")
     _check_str(value, parameter)
+    value = value[1:] if value.startswith("\ufeff") else value  # a byte-order mark: JSON text may start with one
     if "\\u0000" in value:  # an escaped NUL: find where (malformed JSON is left to the C++ parser's report)
         try:
             _no_nul(json.loads(value), parameter)
         except json.JSONDecodeError:
             pass
+        except RecursionError:
+            raise ValueError(f"{parameter}: JSON nested too deeply to be a platform profile") from None
     return value
 
 
 def _no_nul(node: Any, path: str) -> None:
-    if isinstance(node, str):
-        _check_str(node, path)
-    elif isinstance(node, dict):
-        for key, item in node.items():
-            _check_str(key, path)
-            _no_nul(item, f"{path}.{key}")
-    elif isinstance(node, list):
-        for i, item in enumerate(node):
-            _no_nul(item, f"{path}[{i}]")
+    """No string in ``node`` (keys included) holds a NUL; walked with a stack, any depth."""
+    stack = [(node, path)]
+    while stack:
+        item, where = stack.pop()
+        if isinstance(item, str):
+            _check_str(item, where)
+        elif isinstance(item, dict):
+            for key, value in item.items():
+                _check_str(key, where)
+                stack.append((value, f"{where}.{key}"))
+        elif isinstance(item, list):
+            stack.extend((value, f"{where}[{i}]") for i, value in enumerate(item))
 
 
 def load_platform(source: str | os.PathLike | dict | None = None, *, path: str | os.PathLike | None = None,
@@ -229,7 +235,7 @@ def load_platform(source: str | os.PathLike | dict | None = None, *, path: str |
     parameter = "path" if path is not None else "source"
     where = path if path is not None else source
     if parameter == "source" and isinstance(source, (dict, str)) and (
-            isinstance(source, dict) or source.lstrip().startswith("{")):
+            isinstance(source, dict) or source.lstrip("\ufeff \t\r\n").startswith("{")):
         with _sized("source"), _renamed({"JSON": "source"}):
             return _core.core_register_platform(_json_text(source, "source"))
     if isinstance(where, str):

@@ -259,3 +259,17 @@ def test_split_k_adds_c_in_the_arithmetic_of_the_plan_it_splits(mode):
             assert float(got) == want, (trial, mode)
     if mode == "serial":
         assert differs_from_fp32_c > 100  # the test tells a bf16 c addition from an fp32 one
+
+
+def test_profile_text_edge_cases_are_clear_errors_or_load() -> None:
+    # Found by an independent probe: deep JSON holding an escaped NUL raised RecursionError; a
+    # leading byte-order mark made JSON text look like a file path (and slipped past the NUL check).
+    deep = '{"name": "x", "a": ' + "[" * 50000 + "]" * 50000 + ', "b": "\\u0000"}'
+    for call in (lambda: numeq.load_platform(text=deep), lambda: numeq.load_platform(deep)):
+        with pytest.raises(ValueError, match="JSON nested too deeply"):
+            call()
+    with pytest.raises(ValueError, match=r"source\.name: contains a NUL"):
+        numeq.load_platform('\ufeff{"name": "bad\\u0000name", "plans": []}')
+    profile = json.loads(numeq.platform_json("numpy"))
+    profile["name"] = "probe.bom_profile"
+    assert numeq.load_platform("\ufeff" + json.dumps(profile)) == "probe.bom_profile"
