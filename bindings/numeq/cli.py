@@ -139,6 +139,9 @@ def main(argv: list[str] | None = None) -> int:
     rev.add_argument("--out", default=None, help="folder for review.md and review.html (default: review-<manifest "
                                                  "folder name> in the current folder)")
     rev.add_argument("--quiet", action="store_true", help="do not print the Markdown")
+    rev.add_argument("--allow-outside", action="store_true",
+                     help="let the manifest name files outside its folder (refused by default: a manifest comes "
+                          "from the port's author)")
     nki = sub.add_parser("nki", help="NKI kernels on numeq.nki, the CPU model of the NeuronCore")
     nki_sub = nki.add_subparsers(dest="nki_command", metavar="command")
     from .nki import _cli as nki_cli
@@ -215,10 +218,11 @@ def _review(args: argparse.Namespace) -> int:
         return _refuse("review", "--inputs, --op and --dtype go with a kernel FILE.py::KERNEL; a manifest names its "
                                  "inputs itself")
     try:
-        r = review(args.manifest)
+        r = review(args.manifest, allow_outside=args.allow_outside)
     except ManifestError as e:
         return _refuse("review", str(e))
-    out = Path(args.out) if args.out else Path(f"review-{Path(args.manifest).resolve().parent.name}")
+    where = Path(args.manifest).resolve()  # review-<folder> for a folder's manifest.toml, else review-<file>
+    out = Path(args.out) if args.out else Path(f"review-{where.parent.name if where.stem == 'manifest' else where.stem}")
     return _written(r, out, args.quiet)
 
 

@@ -16,8 +16,8 @@ between CPUs) decides the bits.
   loop bound) and keeps 10 PSUM accumulators of one bank each, two more than the 8 banks a
   partition has.
 - unsupported-claim: a correct port whose author claims 2.5x; the timings show about 1.8x.
-- kernel-ports/*: manifests of reviews of the NKI kernel itself ([kernel]: kernel-ports/kernels.py,
-  which numeq runs on data/inputs.npz).
+- kernel-ports/*.toml: manifests of reviews of the NKI kernel itself ([kernel]: kernel-ports/kernels.py,
+  which numeq runs on kernel-ports/inputs.npz).
 
     python3 examples/reviews/make_examples.py [--out examples/reviews]
 """
@@ -97,8 +97,8 @@ out = "fp32"
 tolerance = {{ rtol = 2e-2, atol = 1e-5 }}   # the tolerance the author's test suite used
 
 [inputs]
-a = "../data/inputs.npz:a"
-b = "../data/inputs.npz:b"
+a = "inputs.npz:a"
+b = "inputs.npz:b"
 
 [outputs]
 gpu = "outputs.npz:gpu"
@@ -201,7 +201,7 @@ def _float32_in_order(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return acc
 
 
-# kernel-ports/NAME: the kernel of kernel-ports/kernels.py each reviews.
+# kernel-ports/NAME.toml: the kernel of kernel-ports/kernels.py each reviews.
 KERNEL_PORTS = {"correct": ("matmul_port", ""), "bf16-accumulator": ("matmul_bf16_total", ""),
                 "limit": ("matmul_port", ", k_tile = 256"), "claim": ("matmul_port", "")}
 _KERNEL_MANIFEST = """\
@@ -219,13 +219,13 @@ out = "fp32"
 tolerance = {{ rtol = 1e-3, atol = 1e-3 }}   # the tolerance the author's test suite used
 
 [inputs]
-a = "../../data/inputs.npz:a"
-b = "../../data/inputs.npz:b"
+a = "inputs.npz:a"
+b = "inputs.npz:b"
 
 [kernel]
-file = "../kernels.py"
+file = "kernels.py"
 function = "{function}"
-args = {{ a_t = {{ array = "../../data/inputs.npz:a", dtype = "bfloat16", transpose = true }}, b = {{ array = "../../data/inputs.npz:b", dtype = "bfloat16" }}{extra} }}
+args = {{ a_t = {{ array = "inputs.npz:a", dtype = "bfloat16", transpose = true }}, b = {{ array = "inputs.npz:b", dtype = "bfloat16" }}{extra} }}
 
 [platforms]
 gpu = "nvidia.h100"
@@ -247,11 +247,8 @@ candidate_label = "NKI kernel, trn2 (as the author timed it)"
 
 def write(out: Path) -> list[Path]:
     out.mkdir(parents=True, exist_ok=True)
-    data = out / "data"
-    data.mkdir(exist_ok=True)
     a = numeq.ops.generate("normal", (M, K), "bf16", seed=11)
     b = numeq.ops.generate("normal", (K, N), "bf16", seed=12)
-    _save(data / "inputs.npz", a=a, b=b)
     gpu = numeq.matmul(a, b, platform="nvidia.h100", in_fmt="bf16", out="fp32")
     nki = numeq.matmul(a, b, platform=KERNEL, in_fmt="bf16", out="fp32")
     simulator = _float32_in_order(a, b)
@@ -260,7 +257,7 @@ def write(out: Path) -> list[Path]:
     cols = slice(N_TILE, 2 * N_TILE)
     buggy[:, cols] = numeq.matmul(a[:, :K - K_TILE], b[:K - K_TILE, cols], platform=KERNEL, in_fmt="bf16",
                                   out="fp32")
-    written = [data / "inputs.npz"]
+    written: list[Path] = []
     rng = np.random.default_rng(2026)
     cases = {
         "correct-port": (nki, _timings(rng, 41.0, 30, 2), _timings(rng, 27.0, 30, 2), 1.4, 4),
@@ -270,6 +267,9 @@ def write(out: Path) -> list[Path]:
     for name, (nki_out, base, cand, claim, psum_bufs) in cases.items():
         folder = out / name
         folder.mkdir(exist_ok=True)
+        # Each port's folder holds every file its manifest reads (numeq review reads nothing outside
+        # the manifest's folder unless the reviewer allows it).
+        _save(folder / "inputs.npz", a=a, b=b)
         _save(folder / "outputs.npz", gpu=gpu, nki=nki_out, simulator=simulator)
         profile = folder / "profile.json"
         profile.write_text(json.dumps(_profile(float(np.median(cand)), 0.42), indent=2) + "\n", encoding="utf-8")
@@ -281,17 +281,19 @@ def write(out: Path) -> list[Path]:
             dmas=_dmas(128, N_TILE, K_TILE, tiles, (M // 128) * (N // N_TILE)), claim=claim,
             baseline=", ".join(f"{x:.2f}" for x in base), candidate=", ".join(f"{x:.2f}" for x in cand)),
             encoding="utf-8")
-        written += [folder / "outputs.npz", profile, manifest]
+        written += [folder / "inputs.npz", folder / "outputs.npz", profile, manifest]
     claim_rng = np.random.default_rng(2027)
     claim = _CLAIM.format(baseline=", ".join(f"{x:.2f}" for x in _timings(claim_rng, 41.0, 30, 2)),
                           candidate=", ".join(f"{x:.3f}" for x in _timings(claim_rng, 0.2, 30, 2)))
+    folder = out / "kernel-ports"  # one folder: the kernel file, its inputs and a manifest per review
+    folder.mkdir(parents=True, exist_ok=True)
+    _save(folder / "inputs.npz", a=a, b=b)
+    written.append(folder / "inputs.npz")
     for name, (function, extra) in KERNEL_PORTS.items():  # reviews of the kernel itself: numeq runs it
-        folder = out / "kernel-ports" / name
-        folder.mkdir(parents=True, exist_ok=True)
-        (folder / "manifest.toml").write_text(_KERNEL_MANIFEST.format(
+        (folder / f"{name}.toml").write_text(_KERNEL_MANIFEST.format(
             name=name, function=function, extra=extra, performance=claim if name == "claim" else ""),
             encoding="utf-8")
-        written.append(folder / "manifest.toml")
+        written.append(folder / f"{name}.toml")
     return written
 
 

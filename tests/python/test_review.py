@@ -89,7 +89,7 @@ def test_buggy_port_names_the_tile_and_the_psum(reviews):
     assert "columns 128..255" in nki.message and "rows 0..127 x cols 128..255" in nki.message
     # The kernel without its last K tile, computed here by numpy on a float32 loop of the plan
     # (128-row tiles summed in fp32, tiles added in fp32): equal on the failing elements.
-    with np.load(EXAMPLES / "data" / "inputs.npz") as d:
+    with np.load(EXAMPLES / "correct-port" / "inputs.npz") as d:
         a, b = d["a"].astype(np.float32), d["b"].astype(np.float32)
     i, j = 5, 200
     acc = np.float32(0)
@@ -201,7 +201,6 @@ def test_plan_follows_the_kernels_k_tile(tmp_path):
     # A kernel that contracts 64 rows of K per nc_matmul (no k_tile key: the stationary tile says
     # so) is judged on 64-row tiles: its output (numeq's trainium.trn2[k_tile=64], checked against
     # a float32 loop in test_trainium.py) is bit-exact there, and the 128-row default is not it.
-    shutil.copytree(EXAMPLES / "data", tmp_path / "data")
     port = tmp_path / "port"
     shutil.copytree(EXAMPLES / "correct-port", port)
     text = (port / "manifest.toml").read_text()
@@ -209,7 +208,7 @@ def test_plan_follows_the_kernels_k_tile(tmp_path):
     text = text.replace("shape = [128, 128]\nbufs = 2\n\n[[tiling.buffers]]            # the fp32",
                         "shape = [64, 128]\nbufs = 2\n\n[[tiling.buffers]]            # the fp32")
     (port / "manifest.toml").write_text(text)
-    with np.load(EXAMPLES / "data" / "inputs.npz") as d:
+    with np.load(EXAMPLES / "correct-port" / "inputs.npz") as d:
         a, b = d["a"], d["b"]
     out = _outputs("correct-port")
     nki = numeq.matmul(a, b, platform="trainium.trn2[k_tile=64]", in_fmt="bf16")
@@ -223,7 +222,6 @@ def test_plan_follows_the_kernels_k_tile(tmp_path):
 
 
 def _port_copy(tmp_path):
-    shutil.copytree(EXAMPLES / "data", tmp_path / "data")
     port = tmp_path / "port"
     shutil.copytree(EXAMPLES / "correct-port", port)
     return port
@@ -233,7 +231,7 @@ def test_variant_is_named_and_measures_the_assumption(tmp_path):
     # An NKI output whose array adds pairwise: bit-exact with that named variant, and the
     # assumption finding says the variant is what the measurement confirms.
     port = _port_copy(tmp_path)
-    with np.load(EXAMPLES / "data" / "inputs.npz") as d:
+    with np.load(EXAMPLES / "correct-port" / "inputs.npz") as d:
         a, b = d["a"], d["b"]
     out = _outputs("correct-port")
     nki = numeq.matmul(a, b, platform="trainium.trn2[pe_order=pairwise]", in_fmt="bf16")
@@ -311,7 +309,6 @@ def test_a_stated_tolerance_at_fault_is_not_the_ports(tmp_path, stated: str, ter
     # The correct port's outputs are each bit-exact with their platforms; the author's tolerance
     # misses elements (near zero with atol = 0; everywhere with a tolerance below any platform
     # difference): the finding names the faulty term and the port still passes the standard.
-    shutil.copytree(EXAMPLES / "data", tmp_path / "data")
     shutil.copytree(EXAMPLES / "correct-port", tmp_path / "correct-port")
     manifest = tmp_path / "correct-port" / "manifest.toml"
     text = manifest.read_text().replace("tolerance = { rtol = 2e-2, atol = 1e-5 }", f"tolerance = {stated}")
@@ -356,7 +353,6 @@ def test_any_subset_of_a_profiles_fields_is_reviewed(tmp_path):
     # neuron-profile summaries vary by version: every field but total_time may be missing. Each
     # subset gives a review (Markdown and HTML, exit 0 or 1), never a TypeError; a profile without
     # FLOPs or HBM bytes says which it lacks.
-    shutil.copytree(EXAMPLES / "data", tmp_path / "data")
     shutil.copytree(EXAMPLES / "correct-port", tmp_path / "correct-port")
     full = json.loads((EXAMPLES / "correct-port" / "profile.json").read_text())["summary"][0]
     fields = [k for k in full if k != "total_time"]
@@ -377,7 +373,6 @@ def test_any_subset_of_a_profiles_fields_is_reviewed(tmp_path):
 def test_bad_manifests_and_outs_are_refused_not_failed(tmp_path):
     # A misspelt platform and a boolean output are a manifest numeq cannot review (exit 2, the key
     # named), not a failing port; an --out that cannot be written is refused with its reason.
-    shutil.copytree(EXAMPLES / "data", tmp_path / "data")
     shutil.copytree(EXAMPLES / "correct-port", tmp_path / "port")
     manifest = tmp_path / "port" / "manifest.toml"
     text = manifest.read_text()

@@ -141,7 +141,7 @@ def test_numeq_review_reads_bf16_inputs_with_dtype(tmp_path) -> None:
     ("claim", {"preserved_behaviour": "pass", "tiling_limits": "pass", "performance_claim": "fail"}),
 ])
 def test_the_kernel_port_examples_reach_their_rubric(name: str, expected: dict) -> None:
-    r = numeq.review.review(EXAMPLES / name / "manifest.toml")
+    r = numeq.review.review(EXAMPLES / f"{name}.toml")
     results = {row["criterion"]: row["result"] for row in r.rubric()}
     assert {k: results[k] for k in expected} == expected, r.rubric()
     if name == "bf16-accumulator":
@@ -181,13 +181,11 @@ def test_a_given_nki_output_is_matched_to_the_assumption_that_reproduces_it() ->
 def test_a_manifests_assumption_overrides_apply_to_the_run(tmp_path) -> None:
     # platforms.trainium with a tiling option (the trace decides it) and an assumption (the run
     # takes it): the run computes under psum_rounding=toward_zero and reports that platform.
-    shutil.copytree(EXAMPLES.parent / "data", tmp_path / "data")
-    (tmp_path / "kernel-ports" / "correct").mkdir(parents=True)
-    shutil.copy(EXAMPLES / "kernels.py", tmp_path / "kernel-ports")
-    text = (EXAMPLES / "correct" / "manifest.toml").read_text().replace(
+    shutil.copytree(EXAMPLES, tmp_path / "kernel-ports")
+    text = (EXAMPLES / "correct.toml").read_text().replace(
         'gpu = "nvidia.h100"', 'gpu = "nvidia.h100"\ntrainium = "trainium.trn2[k_tile=128,psum_rounding=toward_zero]"')
-    (tmp_path / "kernel-ports" / "correct" / "manifest.toml").write_text(text)
-    r = numeq.review.review(tmp_path / "kernel-ports" / "correct" / "manifest.toml")
+    (tmp_path / "kernel-ports" / "correct.toml").write_text(text)
+    r = numeq.review.review(tmp_path / "kernel-ports" / "correct.toml")
     assert r.run.assumptions["psum_rounding"] == "toward_zero"
     assert r.correctness.platforms["nki"] == "trainium.trn2[psum_rounding=toward_zero]"
     a, b = r.manifest.inputs["a"], r.manifest.inputs["b"]
@@ -198,22 +196,20 @@ def test_the_performance_section_puts_the_profile_beside_the_trace(tmp_path) -> 
     # A profile of the candidate whose Tensor Engine is busy 10x what the trace's cost formulas
     # give, and a DMA queue busy as estimated: one finding (the Tensor Engine), and the table puts
     # each engine's estimate beside the profile's figure.
-    shutil.copytree(EXAMPLES.parent / "data", tmp_path / "data")
-    (tmp_path / "kernel-ports" / "claim").mkdir(parents=True)
-    shutil.copy(EXAMPLES / "kernels.py", tmp_path / "kernel-ports")
-    plain = numeq.review.review(EXAMPLES / "claim" / "manifest.toml")
+    shutil.copytree(EXAMPLES, tmp_path / "kernel-ports")
+    plain = numeq.review.review(EXAMPLES / "claim.toml")
     s = plain.run.summary()
     total = 20e-6
     tensor_pct = 100 * 10 * s.engines["tensor"].busy_s / total
     dma_pct = 100 * s.engines["dma"].busy_s / total
     import json
 
-    (tmp_path / "kernel-ports" / "claim" / "profile.json").write_text(json.dumps(
+    (tmp_path / "kernel-ports" / "profile.json").write_text(json.dumps(
         {"summary": [{"total_time": total, "tensor_engine_active_time_percent": tensor_pct,
                       "dma_active_time_percent": dma_pct}]}))
-    text = (EXAMPLES / "claim" / "manifest.toml").read_text() + '\n[[performance.profiles]]\nlabel = "candidate"\nfile = "profile.json"\n'
-    (tmp_path / "kernel-ports" / "claim" / "manifest.toml").write_text(text)
-    r = numeq.review.review(tmp_path / "kernel-ports" / "claim" / "manifest.toml")
+    text = (EXAMPLES / "claim.toml").read_text() + '\n[[performance.profiles]]\nlabel = "candidate"\nfile = "profile.json"\n'
+    (tmp_path / "kernel-ports" / "claim.toml").write_text(text)
+    r = numeq.review.review(tmp_path / "kernel-ports" / "claim.toml")
     (warn,) = [f for f in r.findings if f.rule == "profile_vs_trace"]
     assert warn.status == "warn" and warn.subject == "candidate: tensor" and "10.0x the trace's estimate" in warn.message
     rows = {row[0]: row for row in r.beside_trace}
@@ -228,13 +224,11 @@ def test_a_bf16_accumulator_fails_the_standard_without_a_stated_tolerance(tmp_pa
     # The author states no tolerance: the kernel's own trace (group_accumulator=bf16) must not
     # become its standard. Judged against the same tiling with fp32 accumulation, numeq's standard
     # fails it, and a finding names the accumulator read from the trace.
-    shutil.copytree(EXAMPLES.parent / "data", tmp_path / "data")
-    (tmp_path / "kernel-ports" / "bf16-accumulator").mkdir(parents=True)
-    shutil.copy(EXAMPLES / "kernels.py", tmp_path / "kernel-ports")
-    text = "\n".join(line for line in (EXAMPLES / "bf16-accumulator" / "manifest.toml").read_text().splitlines()
+    shutil.copytree(EXAMPLES, tmp_path / "kernel-ports")
+    text = "\n".join(line for line in (EXAMPLES / "bf16-accumulator.toml").read_text().splitlines()
                      if not line.startswith("tolerance"))
-    (tmp_path / "kernel-ports" / "bf16-accumulator" / "manifest.toml").write_text(text)
-    r = numeq.review.review(tmp_path / "kernel-ports" / "bf16-accumulator" / "manifest.toml")
+    (tmp_path / "kernel-ports" / "bf16-accumulator.toml").write_text(text)
+    r = numeq.review.review(tmp_path / "kernel-ports" / "bf16-accumulator.toml")
     assert r.manifest.stated_tolerance is None
     results = {row["criterion"]: row["result"] for row in r.rubric()}
     assert results["numerical_standard"] == "fail" and results["preserved_behaviour"] == "fail", r.rubric()

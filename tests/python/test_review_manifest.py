@@ -24,7 +24,6 @@ CORRECT = EXAMPLES / "correct-port" / "manifest.toml"
 def port(tmp_path: Path) -> Path:
     """A copy of the correct example (manifest, outputs, profile, shared inputs) to edit."""
     shutil.copytree(EXAMPLES / "correct-port", tmp_path / "port")
-    shutil.copytree(EXAMPLES / "data", tmp_path / "data")
     return tmp_path / "port" / "manifest.toml"
 
 
@@ -87,7 +86,7 @@ def test_unknown_key_lists_valid_ones(port):
     assert "tiling.k_tiles: unknown key" in msg and "k_tile" in msg and "psum_group" in msg
     assert port.read_text().splitlines()[line - 1].startswith("k_tiles")
     _edit(port, "k_tiles = 64\n", "")
-    _edit(port, 'a = "../data/inputs.npz:a"', 'a = "../data/inputs.npz:a"\nx = "../data/inputs.npz:a"')
+    _edit(port, 'a = "inputs.npz:a"', 'a = "inputs.npz:a"\nx = "inputs.npz:a"')
     msg, _ = _error(port)
     assert "inputs.x: unknown key" in msg and "the inputs of matmul: a, b; optional c" in msg
 
@@ -100,10 +99,10 @@ def test_missing_required(port):
 
 
 @pytest.mark.parametrize("old,new,words", [
-    ('a = "../data/inputs.npz:a"', 'a = "../data/inputs.npz:z"', ["has no array 'z'", "a, b"]),
-    ('a = "../data/inputs.npz:a"', 'a = "../data/inputs.npz"', ["is an .npz archive; name the array"]),
-    ('a = "../data/inputs.npz:a"', 'a = "../data/nothing.npy"', ["no file '../data/nothing.npy'"]),
-    ('a = "../data/inputs.npz:a"', 'a = ":a"', ["names no file"]),
+    ('a = "inputs.npz:a"', 'a = "inputs.npz:z"', ["has no array 'z'", "a, b"]),
+    ('a = "inputs.npz:a"', 'a = "inputs.npz"', ["is an .npz archive; name the array"]),
+    ('a = "inputs.npz:a"', 'a = "nothing.npy"', ["no file 'nothing.npy'"]),
+    ('a = "inputs.npz:a"', 'a = ":a"', ["names no file"]),
 ])
 def test_array_references(port, old, new, words):
     _edit(port, old, new)
@@ -131,12 +130,12 @@ def test_corrupt_and_unsupported_arrays(port):
 def test_only_the_named_members_of_an_archive_are_read(port):
     # An .npz whose other member numpy refuses to load (an object array, pickle off): a manifest
     # naming only its numeric members loads; naming the other is the clear error.
-    inputs = port.parent.parent / "data" / "inputs.npz"
+    inputs = port.parent / "inputs.npz"
     with np.load(inputs) as d:
         a, b = d["a"], d["b"]
     np.savez(inputs, a=a, b=b, junk=np.array([1, None], dtype=object))
     load(port)
-    _edit(port, 'b = "../data/inputs.npz:b"', 'b = "../data/inputs.npz:junk"')
+    _edit(port, 'b = "inputs.npz:b"', 'b = "inputs.npz:junk"')
     msg, _ = _error(port)
     assert "inputs.b" in msg and "junk" in msg
 
@@ -180,7 +179,6 @@ def test_fuzz_mutations_give_manifest_errors_only(tmp_path_factory, data):
     # Delete, duplicate or replace a random span of the text: the result loads or raises
     # ManifestError; nothing else escapes (no KeyError, TypeError, IndexError, ...).
     folder = tmp_path_factory.mktemp("fuzz")
-    shutil.copytree(EXAMPLES / "data", folder / "data")
     port = folder / "port"
     shutil.copytree(EXAMPLES / "correct-port", port)
     text = _TEXT
@@ -200,3 +198,23 @@ def test_fuzz_mutations_give_manifest_errors_only(tmp_path_factory, data):
         load(port / "manifest.toml")
     except ManifestError:
         pass
+
+
+@pytest.mark.parametrize("ref", ["../outside.npz:a", "{abs}:a", "sub/../../outside.npz:a"])
+def test_files_outside_the_manifests_folder_are_refused(port, ref):
+    # A manifest comes from a port's author: it may name only files in its own folder (or below),
+    # unless the reviewer allows more; a kernel file and a profile alike.
+    outside = port.parent.parent / "outside.npz"
+    with np.load(port.parent / "inputs.npz") as d:
+        np.savez(outside, a=d["a"], b=d["b"])
+    _edit(port, 'a = "inputs.npz:a"', f'a = "{ref.format(abs=outside)}"')
+    msg, _ = _error(port)
+    assert "inputs.a:" in msg and "lies outside the manifest's folder" in msg and "--allow-outside" in msg
+    assert load(port, allow_outside=True).inputs["a"].shape == (128, 512)
+
+
+def test_a_profile_outside_the_folder_is_refused(port):
+    (port.parent.parent / "p.json").write_text((port.parent / "profile.json").read_text())
+    _edit(port, 'file = "profile.json"', 'file = "../p.json"')
+    msg, _ = _error(port)
+    assert "performance.profiles" in msg and "lies outside the manifest's folder" in msg

@@ -20,12 +20,14 @@ _ROOTS = (_HERE, _HERE.parents[2] / "examples")  # installed beside this file; a
 
 
 def names() -> list[str]:
-    """The shipped examples: "reviews/<port>" for each port review, "reviews/kernel-ports/<port>",
+    """The shipped examples: "reviews/<port>" for each port review's folder (its manifest.toml),
+    "reviews/kernel-ports" (reviews of an NKI kernel itself: a manifest per review, NAME.toml),
     and "nki" (the example NKI kernels)."""
     root = next((r for r in _ROOTS if (r / "reviews").is_dir()), None)
     if root is None:
         return []
-    found = [f"reviews/{p.parent.relative_to(root / 'reviews').as_posix()}" for p in sorted((root / "reviews").rglob("manifest.toml"))]
+    folders = sorted({p.parent for p in (root / "reviews").rglob("*.toml")})
+    found = [f"reviews/{f.relative_to(root / 'reviews').as_posix()}" for f in folders]
     return found + (["nki"] if (root / "nki").is_dir() else [])
 
 

@@ -336,6 +336,19 @@ class _Table:
 class _Context:
     source: str
     lines: dict[tuple, int]
+    root: Path | None = None  # every file the manifest names lies under it (None: anywhere)
+
+    def file(self, base: Path, file: str, key: tuple) -> Path:
+        """The file ``file`` names, relative to the manifest's folder ``base``; one outside
+        ``root`` (an absolute path, a climb with ..) is refused: a manifest comes from a port's
+        author, and the reviewer's run reads only what lies beside it unless allowed."""
+        path = (base / file).resolve()
+        if self.root is not None and not path.is_relative_to(self.root):
+            name = ".".join(map(str, key))
+            self.fail(key, f"{name}: {file!r} lies outside the manifest's folder {str(self.root)!r}; numeq reads only "
+                           "files in it (or below it) unless the reviewer allows more (numeq review --allow-outside, "
+                           "numeq.review.review(..., allow_outside=True))")
+        return path
 
     def fail(self, key: tuple, message: str) -> None:
         line = _line_of(self.lines, key)
@@ -358,7 +371,7 @@ def _array(ref: str, base: Path, ctx: _Context, key: tuple, cache: dict) -> np.n
     name = ".".join(map(str, key))
     if not file:
         ctx.fail(key, f"{name}: {ref!r} names no file; write \"file.npy\" or \"file.npz:name\"")
-    path = (base / file).resolve()
+    path = ctx.file(base, file, key)
     if not path.is_file():
         ctx.fail(key, f"{name}: no file {file!r} next to the manifest")
     try:
@@ -454,16 +467,17 @@ def _performance(p: _Table, base: Path) -> Performance:
     profiles = []
     for q in p.tables("profiles"):
         profiles.append(Profile(q.text("label", choices=("baseline", "candidate")), q.text("file"), p.ctx.line(q.path)))
-        if not (base / profiles[-1].path).is_file():
+        if not p.ctx.file(base, profiles[-1].path, q.path + ("file",)).is_file():
             p.ctx.fail(q.path + ("file",), f"{q._name('file')}: no file {profiles[-1].path!r} next to the manifest")
         q.done()
     p.done()
     return Performance(claim, timings, tuple(profiles), confidence, p.ctx.line(p.path))
 
 
-def parse(text: str, path: str | os.PathLike = "manifest.toml") -> Manifest:
+def parse(text: str, path: str | os.PathLike = "manifest.toml", *, allow_outside: bool = False) -> Manifest:
     """The manifest in ``text``; ``path`` places it (relative file names resolve next to it) and
-    names it in errors."""
+    names it in errors. Every file it names must lie in its folder (or below) unless
+    ``allow_outside``."""
     path = Path(path)
     source = str(path)
     if not isinstance(text, str):
@@ -472,7 +486,7 @@ def parse(text: str, path: str | os.PathLike = "manifest.toml") -> Manifest:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
         raise ManifestError(f"{source}: not valid TOML: {e}") from None
-    ctx = _Context(source, _key_lines(text))
+    ctx = _Context(source, _key_lines(text), None if allow_outside else path.parent.resolve())
     top = _Table(data, (), ctx)
     top.integer("schema", 1, 1, False)
 
@@ -558,7 +572,7 @@ def _as_dtype(arr: np.ndarray, dtype: str, ctx: _Context, key: tuple) -> np.ndar
 
 def _kernel(k: _Table, base: Path, cache: dict) -> KernelSpec:
     file = k.text("file")
-    path = (base / file).resolve()
+    path = k.ctx.file(base, file, ("kernel", "file"))
     if not path.is_file():
         k.ctx.fail(("kernel", "file"), f"kernel.file: no file {file!r} next to the manifest")
     function = k.text("function")
@@ -590,8 +604,9 @@ def _kernel(k: _Table, base: Path, cache: dict) -> KernelSpec:
     return KernelSpec(path, function, tuple(grid), args, k.ctx.line(("kernel",)))
 
 
-def load(path: str | os.PathLike) -> Manifest:
-    """The manifest at ``path`` (a TOML file), validated."""
+def load(path: str | os.PathLike, *, allow_outside: bool = False) -> Manifest:
+    """The manifest at ``path`` (a TOML file), validated; the files it names must lie in its folder
+    (or below) unless ``allow_outside``."""
     p = Path(path)
     if not p.is_file():
         raise ManifestError(f"manifest: no file {str(path)!r}")
@@ -599,4 +614,4 @@ def load(path: str | os.PathLike) -> Manifest:
         text = p.read_text(encoding="utf-8")
     except UnicodeDecodeError as e:
         raise ManifestError(f"{path}: not UTF-8 text: {e}") from None
-    return parse(text, p)
+    return parse(text, p, allow_outside=allow_outside)

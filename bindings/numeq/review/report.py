@@ -93,12 +93,16 @@ def _glance(review: Any) -> str:
 
 def _perf_rows(perf: dict[str, Any] | None) -> list[list[Any]]:
     """The performance numbers as (quantity, value) rows: every scalar of the assessment's dict,
-    nested dicts flattened with dotted names, arrays summarised by their length."""
+    nested dicts flattened with dotted names, arrays summarised by their length. A profile's fields
+    numeq does not use (its summary's ``extra``) stay out: a report copies no file's contents
+    beyond the fields it judges by."""
     rows: list[list[Any]] = []
 
     def walk(prefix: str, d: Any) -> None:
         if isinstance(d, dict):
             for k, v in d.items():
+                if k == "extra" and prefix.endswith(".summary"):
+                    continue
                 walk(f"{prefix}.{k}" if prefix else str(k), v)
         elif isinstance(d, (list, tuple, np.ndarray)):
             if len(d) <= 4 and all(isinstance(x, (int, float, str, np.floating, np.integer)) for x in d):

@@ -97,9 +97,11 @@ class Review:
         return paths
 
 
-def review(manifest: str | os.PathLike | Manifest) -> Review:
-    """Review the port ``manifest`` describes (a path to its TOML, or a loaded ``Manifest``)."""
-    m = manifest if isinstance(manifest, Manifest) else load(manifest)
+def review(manifest: str | os.PathLike | Manifest, *, allow_outside: bool = False) -> Review:
+    """Review the port ``manifest`` describes (a path to its TOML, or a loaded ``Manifest``). The
+    files a manifest names must lie in its folder (or below) unless ``allow_outside`` (a manifest
+    comes from a port's author). A ``[kernel]`` is the author's Python code: the review runs it."""
+    m = manifest if isinstance(manifest, Manifest) else load(manifest, allow_outside=allow_outside)
     if m.kernel is not None:  # the kernel itself: numeq runs it (review.kernel)
         from .kernel import reviewed, run_manifest_kernel
 
