@@ -114,7 +114,9 @@ class Verdict(_Judgement):
     ``passed`` when the tier is ``accept`` or stronger; ``bool(verdict)`` is ``passed``. Counts
     (``bit_exact``, ``within_bound`` (probabilistic), ``deterministic_only``, ``violations`` with
     ``special_mismatches`` (``nan_mismatches``, ``inf_mismatches``) and ``not_in_format``;
-    ``failures``: the elements that keep the check from passing); ``concentration``: where the
+    ``failures``: the elements that keep the check from passing; ``unwalked``: elements within the
+    worst-case bound whose probabilistic bound was not walked, a violation being certain already);
+    ``concentration``: where the
     failures lie; ``bound_source``: which step of the platform's model the first worst element's
     bound comes from (shares of the worst-case bound); ``tolerance``: the bound as rtol / atol / ulps over every
     element, of the bound ``tolerance_bound`` names (``"probabilistic"`` where that bound was
@@ -174,6 +176,7 @@ class Verdict(_Judgement):
     also_explained_by: tuple = ()
     diagnoses: tuple = ()
     integer_output: bool = False
+    unwalked: int = 0
     message: str = field(default="", repr=False)
 
     def __repr__(self) -> str:

@@ -91,7 +91,7 @@ py::dict verdict_dict(const cases::Verdict& v, const std::string& message) {
       "accept"_a = std::string(cases::to_string(v.accept)), "explained_by"_a = v.explained_by,
       "also_explained_by"_a = py::cast(v.also_explained_by), "platform"_a = v.platform, "signature"_a = v.signature, "elements"_a = v.elements, "bit_exact"_a = v.bit_exact,
       "within_bound"_a = v.within_bound, "deterministic_only"_a = v.deterministic_only,
-      "violations"_a = v.violations, "special_mismatches"_a = v.special_mismatches,
+      "violations"_a = v.violations, "unwalked"_a = v.unwalked, "special_mismatches"_a = v.special_mismatches,
       "nan_mismatches"_a = v.nan_mismatches, "inf_mismatches"_a = v.inf_mismatches,
       "not_in_format"_a = v.not_in_format, "failures"_a = v.failures,
       "worst_error_over_bound"_a = v.worst_error_over_bound, "max_ulps"_a = v.max_ulps,

@@ -292,10 +292,10 @@ void register_platform(const Platform& platform) {
     const std::string field = i == 0 ? "profile.name" : "profile.aliases[" + std::to_string(i - 1) + "]";
     // A name with the platform string's option syntax would be registered and never found: a use of
     // "x[a=b]" reads x with option a=b (platform_by_name).
-    if (names[i].find_first_of("[],=") != std::string::npos)
-      throw numeq::error(field + ": '" + names[i] + "' holds one of [ ] , = (the options of a platform string: "
+    if (names[i].find_first_of("[]") != std::string::npos)
+      throw numeq::error(field + ": '" + names[i] + "' holds [ or ] (they open a platform string's options: "
                          "'name[assumption=value]' is the platform 'name' with that option); load the profile under "
-                         "a plain name and give options where it is used");
+                         "a name without them and give options where it is used");
     for (const Platform& b : builtins)
       if (b.name == names[i] || std::find(b.aliases.begin(), b.aliases.end(), names[i]) != b.aliases.end())
         throw numeq::error(field + ": '" + names[i] + "' is the built-in platform " + b.name +

@@ -307,14 +307,16 @@ TEST(Platform, BuiltinsCannotBeReplaced) {
 
 // A profile named like a variant ("x[a=b]") was registered and then never found: a use of that
 // string reads the platform x with option a=b.
-TEST(Platform, ProfileNamesWithOptionSyntaxAreRefused) {
+TEST(Platform, ProfileNamesWithOptionBracketsAreRefused) {
   core::Platform mine = core::platform_by_name("cuda_core.fp32");
   mine.aliases.clear();
-  for (const std::string name : {"trainium.trn2[pe_order=pairwise]", "mine]", "a,b", "k=v"}) {
+  for (const std::string name : {"trainium.trn2[pe_order=pairwise]", "mine]", "[x"}) {
     mine.name = name;
     const std::string e = error_of([&] { core::register_platform(mine); });
-    EXPECT_EQ(e.rfind("profile.name: '" + name + "' holds one of [ ] , =", 0), 0u) << e;
+    EXPECT_EQ(e.rfind("profile.name: '" + name + "' holds [ or ]", 0), 0u) << e;
   }
+  mine.name = "fitted.n=16,F=25";  // = and , outside brackets name nothing: numeq.fit writes such names
+  EXPECT_EQ(error_of([&] { core::register_platform(mine); }), "");
   mine.name = "plain.name";
   mine.aliases = {"alias[x=1]"};
   EXPECT_EQ(error_of([&] { core::register_platform(mine); }).rfind("profile.aliases[0]: 'alias[x=1]'", 0), 0u);

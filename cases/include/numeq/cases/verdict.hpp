@@ -62,6 +62,8 @@ struct Verdict {
   std::size_t within_bound = 0;        // not bit-exact, within the probabilistic bound
   std::size_t deterministic_only = 0;  // beyond the probabilistic bound, within the deterministic one
   std::size_t violations = 0;          // beyond the deterministic bound, special or foreign values
+  std::size_t unwalked = 0;            // differ within the deterministic bound, the probabilistic walk cut off
+                                       // (a violation was certain: the check fails whatever it says)
   std::size_t special_mismatches = 0;  // violations: NaN / +-Inf (or an infinite bound) not the platform's
   std::size_t nan_mismatches = 0;      //   of which the device or the platform gives NaN
   std::size_t inf_mismatches = 0;      //   of which the device or the platform gives +-Inf (no NaN)
