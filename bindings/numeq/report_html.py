@@ -61,8 +61,10 @@ _HOW_TO_READ = (
     "Each row judges one operation (its formats and reduction length K) computed by one platform, "
     "either against the exact result (against = exact) or against another platform's output (the "
     "cross-platform form, e.g. a GPU against Trainium). The tolerance is numeq's error bound for that "
-    "platform, in three forms: ulps of the output format; atol + rtol*|ref| per element; and Neuron's "
-    "max-normalised max_rtol*max|ref|. A probabilistic tolerance fails a correct output with at most the "
+    "platform, in three forms: ulps of the output format; atol + rtol*|ref| per element (the atol "
+    "calibrated on the row's input family at unit scale; at any other scale use atol_rel*max|ref|, "
+    "assert_close_kwargs(reference=ref)); and Neuron's max-normalised max_rtol*max|ref|. A probabilistic "
+    "tolerance fails a correct output with at most the "
     "stated probability per check; a deterministic one never does. Observed is the worst error over every "
     "seed and input generator, and its ratio to the tolerance (at most 1 when the tolerance holds). False "
     "alarms count correct outputs a scheme rejected; detection counts planted bugs a scheme caught "
@@ -177,7 +179,8 @@ def _tier(r: dict) -> str:
 def _tolerance(r: dict) -> str:
     t = r.get("tolerance")
     return (f"{_esc(_num(_get(t, 'ulps')))} ulps<br>rtol {_esc(_num(_get(t, 'rtol')))}, "
-            f"atol {_esc(_num(_get(t, 'atol')))}<br>max_rtol {_esc(_num(_get(t, 'max_rtol')))}")
+            f"atol {_esc(_num(_get(t, 'atol')))} (= {_esc(_num(_get(t, 'atol_rel')))} max|ref|)"
+            f"<br>max_rtol {_esc(_num(_get(t, 'max_rtol')))}")
 
 
 def _observed(r: dict) -> str:

@@ -424,7 +424,9 @@ def as_table_rows(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
         flat.append({
             "problem": r["problem"], "platform": r["platform"], "against": r["against"], "k": r["k"],
             "tier": r["tier"], "failure_probability": r["failure_probability"],
-            "ulps": t["ulps"], "rtol": t["rtol"], "atol": t["atol"], "max_rtol": t["max_rtol"],
+            "calibrated_on": f"{', '.join(r.get('inputs', []))}, unit scale",
+            "ulps": t["ulps"], "rtol": t["rtol"], "atol": t["atol"], "atol_rel": t.get("atol_rel", float("nan")),
+            "max_rtol": t["max_rtol"],
             "observed_max_ulps": o["max_ulps"], "observed_over_tolerance": o["max_over_tolerance"],
             "false_alarms_numeq": fa["numeq"], "false_alarms_torch": fa["torch"], "false_alarms_rtol_2e-2": fa["rtol_2e-2"],
             "detected_numeq": f"{det['numeq'][0]}/{det['numeq'][1]}", "detected_torch": f"{det['torch'][0]}/{det['torch'][1]}",
@@ -440,10 +442,36 @@ def as_table_rows(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 _MD_COLUMNS = [("problem", "problem"), ("platform", "platform"), ("against", "against"), ("tier", "tier"),
-               ("ulps", "ulps"), ("rtol", "rtol"), ("atol", "atol"), ("max_rtol", "max-norm rtol"),
+               ("calibrated_on", "calibrated on"), ("ulps", "ulps"), ("rtol", "rtol"), ("atol", "atol"),
+               ("atol_rel", "atol / max|ref|"), ("max_rtol", "max-norm rtol"),
                ("observed_over_tolerance", "worst / tol"), ("false_alarms_numeq", "FA numeq"),
                ("false_alarms_torch", "FA torch"), ("false_alarms_rtol_2e-2", "FA 2e-2"),
                ("detected_numeq", "bugs numeq"), ("detected_torch", "bugs torch"), ("detected_rtol_2e-2", "bugs 2e-2")]
+
+
+# What every column of the table means (the Markdown's legend, the HTML's "how to read").
+LEGEND = {
+    "problem": "the operation, its input and output formats, K (the reduction length) and shape",
+    "platform": "the platform whose output is judged (against the exact result, or the first of a pair)",
+    "against": "exact (the correctly rounded exact result) or the second platform of a cross-platform pair",
+    "tier": "probabilistic (the tolerance fails a correct output with at most the row's probability per "
+            "check) or deterministic (a worst-case bound: never)",
+    "calibrated_on": "the input family (numeq.ops.generators) and scale the tolerance's draws used: atol holds at "
+                     "that scale only; rtol, ulps, atol / max|ref| and the max-normalised form hold at any scale",
+    "ulps": "the bound in units in the last place of the output format at the expected value",
+    "rtol": "the relative term of |x - ref| <= atol + rtol * |ref|, the pair with the least total allowance",
+    "atol": "the absolute term of that pair, at the calibration scale (N(0,1)-like inputs)",
+    "atol_rel": "the absolute term as a fraction of max|ref|: for the inputs at hand use atol = atol_rel * "
+                "max|ref| (numeq.tolerance(...).assert_close_kwargs(reference=ref)), which holds at any input scale",
+    "max_rtol": "the max-normalised form |x - ref| <= max_rtol * max|ref| (Neuron's), scale-free",
+    "observed_over_tolerance": "the worst error on held-out draws over the tolerance (at most 1 when it holds)",
+    "false_alarms_numeq": "held-out correct outputs numeq's tolerance rejected (must be 0)",
+    "false_alarms_torch": "held-out correct outputs torch.testing's default tolerance rejected",
+    "false_alarms_rtol_2e-2": "held-out correct outputs a flat rtol = 2e-2 rejected",
+    "detected_numeq": "planted kernel bugs (numeq.bugs) numeq's tolerance caught, caught / planted",
+    "detected_torch": "planted bugs torch.testing's defaults caught",
+    "detected_rtol_2e-2": "planted bugs a flat rtol = 2e-2 caught",
+}
 
 
 def _cell(v: Any) -> str:
@@ -468,7 +496,9 @@ def render_markdown(rows: Sequence[dict[str, Any]], meta: dict[str, Any]) -> str
     for r in flat:
         lines.append("| " + " | ".join(_cell(r[k]) for k, _ in _MD_COLUMNS) + " |")
     alarms = sum(r["false_alarms_numeq"] for r in flat)
-    lines += ["", f"numeq false alarms: {alarms} (must be 0).", "", "## Rubric sentences", ""]
+    lines += ["", f"numeq false alarms: {alarms} (must be 0).", "", "## Legend", ""]
+    lines += [f"- **{head}**: {LEGEND[key]}" for key, head in _MD_COLUMNS]
+    lines += ["", "## Rubric sentences", ""]
     lines += [f"- {r['rubric']}" for r in flat]
     return "\n".join(lines) + "\n"
 

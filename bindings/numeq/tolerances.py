@@ -125,7 +125,10 @@ class ProblemTolerance:
     Fields: ``problem`` (text), ``platform``, ``against``, ``inputs`` (the generators drawn),
     ``draws``; ``ulps`` (in ulps of the output at the expected value), ``rtol`` and ``atol``
     (``|x - y| <= atol + rtol * |y|`` per element, the pair with the least total allowance over
-    the draws), ``max_rtol`` (``|x - y| <= max_rtol * max|y|`` per check); ``tier``
+    the draws), ``atol_rel`` (the atol as a fraction of the draws' max|y|: the absolute term at
+    any input scale is ``atol_rel * max|y|`` of the data at hand, which
+    ``assert_close_kwargs(reference=y)`` gives; ``atol`` itself holds at the calibration scale
+    only), ``max_rtol`` (``|x - y| <= max_rtol * max|y|`` per check); ``tier``
     (``"probabilistic"`` or ``"deterministic"``, the verdict ladder's tier the bound is) and
     ``failure_probability`` (per check; 0 when deterministic); ``unbounded`` (elements left out:
     no finite bound).
@@ -151,15 +154,28 @@ class ProblemTolerance:
     tier: str
     failure_probability: float
     unbounded: int
+    atol_rel: float = 0.0
 
-    def assert_close_kwargs(self) -> dict[str, float]:
+    def assert_close_kwargs(self, reference: Any = None) -> dict[str, float]:
         """``rtol`` and ``atol`` as keyword arguments of ``numpy.testing.assert_allclose`` and
-        ``torch.testing.assert_close``.
+        ``torch.testing.assert_close``: the calibrated atol, or, given the ``reference`` the
+        output is compared with (the expected values), the atol for those inputs' scale
+        (``atol_rel * max|reference|``): an atol calibrated on N(0, 1) inputs fails correct
+        outputs of inputs scaled by 4 (and is loose for inputs scaled by 1/4).
 
-        >>> numeq.tolerance("sum", "bf16", "fp32", "numpy", k=64).assert_close_kwargs()["rtol"] >= 0
+        >>> t = numeq.tolerance("sum", "bf16", "fp32", "numpy", k=64)
+        >>> t.assert_close_kwargs()["rtol"] >= 0
+        True
+        >>> t.assert_close_kwargs(reference=np.array([4.0, -8.0]))["atol"] == t.atol_rel * 8.0
         True
         """
-        return {"rtol": self.rtol, "atol": self.atol}
+        if reference is None:
+            return {"rtol": self.rtol, "atol": self.atol}
+        ref = np.asarray(reference, dtype=np.float64)
+        finite = np.abs(ref[np.isfinite(ref)])
+        if finite.size == 0:
+            raise ValueError("reference: holds no finite value to scale the atol by")
+        return {"rtol": self.rtol, "atol": self.atol_rel * float(finite.max())}
 
     def to_dict(self) -> dict[str, Any]:
         """The fields as a JSON-able dict.
@@ -185,7 +201,8 @@ DEFAULT_MARGIN = 2.0
 def fit(requirements: Sequence[Requirement], out: str, margin: float = DEFAULT_MARGIN) -> dict[str, float]:
     """The three forms covering every element of every requirement: ``ulps``, ``rtol``/``atol``
     (numeq's least-allowance fit, ``cases::tolerance``, over all draws' elements together, each
-    element's need taken at the worst position in its binade) and ``max_rtol`` (the largest
+    element's need taken at the worst position in its binade; ``atol_rel``, the atol over the
+    smallest draw's max|expected|, its form at any input scale) and ``max_rtol`` (the largest
     need / max|expected| of any draw).
 
     ``requirements``: from ``requirement``; ``out``: the output format; ``margin``: every form
@@ -193,7 +210,7 @@ def fit(requirements: Sequence[Requirement], out: str, margin: float = DEFAULT_M
 
     >>> b = numeq.catalogue.build(numeq.catalogue.Problem("sum", "bf16", "fp32", k=64, shape=(4,)), "normal", 0)
     >>> sorted(numeq.tolerances.fit([numeq.tolerances.requirement(b, "numpy")], "fp32"))
-    ['atol', 'max_rtol', 'rtol', 'ulps']
+    ['atol', 'atol_rel', 'max_rtol', 'rtol', 'ulps']
     """
     m = _check_real(margin, "margin", finite=True)
     if m < 1:
@@ -201,7 +218,13 @@ def fit(requirements: Sequence[Requirement], out: str, margin: float = DEFAULT_M
     # C++'s cases::fit_tolerance (family_tolerance.hpp), the one implementation.
     draws = [(np.ascontiguousarray(r.need, dtype=np.float64), np.ascontiguousarray(r.expected, dtype=np.float64))
              for r in requirements]
-    return {k: float(v) for k, v in _core.cases_fit_tolerance(draws, out, m).items()}
+    forms = {k: float(v) for k, v in _core.cases_fit_tolerance(draws, out, m).items()}
+    # The atol as a fraction of the draws' output magnitude (the smallest draw's max|expected|, so
+    # every draw is covered): atol_rel * max|y| is the absolute term at any input scale.
+    scales = [float(np.max(np.abs(e[np.isfinite(e)]))) for _, e in draws if np.isfinite(e).any()]
+    smallest = min((x for x in scales if x > 0), default=0.0)
+    forms["atol_rel"] = forms["atol"] / smallest if smallest > 0 else 0.0
+    return forms
 
 
 def _platform_pair(platforms: Any) -> tuple[str, str]:
