@@ -383,7 +383,12 @@ def _dask(todo: list[Problem], config: SweepConfig, workers: int | None, schedul
         cluster = LocalCluster(n_workers=workers or 2, threads_per_worker=1, processes=True, dashboard_address=None)
         client = Client(cluster)
     else:
-        client = Client(scheduler)
+        try:  # a scheduler that does not answer is the argument's fault, said as such (no traceback)
+            client = Client(scheduler, timeout=10)
+        except (OSError, TimeoutError, ValueError) as e:
+            raise ValueError(f"scheduler: cannot reach the dask scheduler {scheduler!r} within 10 s ({e}); give the "
+                             "address a running scheduler listens on (tcp://HOST:8786), or leave --scheduler out "
+                             "for a local cluster") from None
     try:
         futures = client.map(run_problem, todo, config=config, pure=False)
         index = {f.key: i for i, f in enumerate(futures)}

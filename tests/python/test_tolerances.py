@@ -217,3 +217,13 @@ def test_the_scaled_atol_holds_at_any_input_scale() -> None:
     assert fixed_alarms > 0  # the calibrated atol alone does not carry over (why the scaled form exists)
     with pytest.raises(ValueError, match="reference: holds no finite value"):
         t.assert_close_kwargs(reference=np.array([np.inf, np.nan]))
+
+
+def test_an_unreachable_dask_scheduler_is_a_clear_refusal(tmp_path) -> None:
+    # It printed a traceback after 30 s: now the scheduler argument is named, exit status 2.
+    pytest.importorskip("distributed")
+    p = subprocess.run([sys.executable, "-m", "numeq", "tolerances", "--ops", "sum", "--formats", "fp32",
+                        "--executor", "dask", "--scheduler", "tcp://127.0.0.1:9", "--no-progress", "--out",
+                        str(tmp_path)], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 2 and "scheduler: cannot reach the dask scheduler" in p.stderr
+    assert "Traceback" not in p.stderr
