@@ -226,6 +226,16 @@ def _as_numpy(x: Any, parameter: str) -> Any:
                     "memory and, for bfloat16, convert it to float32 (which holds every bfloat16 value exactly)")
 
 
+def _check_shape(actual: Any, op: Op, parameter: str) -> None:
+    """A numpy array of another shape than the op's result is refused before it is converted to
+    float64 (a wrongly shaped large output would cost a float64 copy first)."""
+    if isinstance(actual, np.ndarray):
+        want = tuple(op._op.result_shape())
+        if actual.shape != want:
+            raise ValueError(f"{parameter}: shape {actual.shape} differs from the result of {op.signature}, "
+                             f"{want}")  # Python's tuple text: the C++ check's (shape_text) too
+
+
 def _actual_values(actual: Any, parameter: str = "actual") -> np.ndarray:
     """C-order float64 values of a device's output, or TypeError / ValueError naming ``parameter``.
 
@@ -327,6 +337,7 @@ def compare(actual: Any, op: Op, platform: str, *, accept: str = "probabilistic"
         raise TypeError(f"op: expected a numeq.ops.Op (numeq.ops.matmul(...), ...), got {type(op).__name__}")
     _check_str(platform, "platform")
     accept, failure_probability, variants, worst = _check_options(accept, failure_probability, variants, worst)
+    _check_shape(actual, op, "actual")
     values = _actual_values(actual)
     d = _core.cases_compare(values, op._op, platform, accept, failure_probability, bool(variants), int(worst))
     return _verdict(d)
@@ -426,6 +437,8 @@ def compare_port(gpu_output: Any, trainium_output: Any, op: Op, gpu_platform: st
     _check_str(gpu_platform, "gpu_platform")
     _check_str(trainium_platform, "trainium_platform")
     accept, failure_probability, variants, worst = _check_options(accept, failure_probability, variants, worst)
+    _check_shape(gpu_output, op, "gpu_output")
+    _check_shape(trainium_output, op, "trainium_output")
     g = _actual_values(gpu_output, "gpu_output")
     t = _actual_values(trainium_output, "trainium_output")
     d = _core.cases_compare_port(g, t, op._op, gpu_platform, trainium_platform, accept, failure_probability, variants,

@@ -143,6 +143,17 @@ void bind_cases(py::module_& m) {
              }
              return py::make_tuple(to_numpy(std::move(r.hi)), to_numpy(std::move(r.lo)), op.exact_relative_error);
            })
+      .def("result_shape",
+           [](const cases::Op& op) {
+             double relative_error = 0;
+             const numeq::reference::ExactValues* r = nullptr;
+             {
+               py::gil_scoped_release release;
+               r = &op.check_exact(relative_error);  // kept: the check that follows reads it again
+             }
+             return py::tuple(py::cast(std::vector<std::size_t>(r->hi.shape().begin(), r->hi.shape().end())));
+           },
+           "the shape of the op's result (its exact values', computed once and kept)")
       .def("check_exact",
            [](const cases::Op& op) {
              numeq::reference::ExactValues r;
