@@ -181,7 +181,7 @@ class ProblemTolerance:
         """The fields as a JSON-able dict.
 
         >>> sorted(numeq.tolerance("sum", "fp32", "fp32", "numpy", k=64).to_dict())[:3]
-        ['against', 'atol', 'draws']
+        ['against', 'atol', 'atol_rel']
         """
         d = asdict(self)
         d["inputs"] = list(self.inputs)

@@ -128,8 +128,9 @@ std::optional<Diagnosis> narrow_accumulator(Matmul& mm, const DiagnosisData& d, 
       best = Diagnosis{"narrow_accumulator", share,
                        "the op computed with a narrow accumulator reproduces " + number(100 * share, 3) +
                            "% of the failing elements: " + h.words,
-                       "bit for bit: the platform's plan with its accumulation so (" + core::to_string(h.plan.reduction) +
-                           "), on " + sample_words(sample.size(), d.failing.size())};
+                       "bit for bit: the platform's plan with its sum kept so, on " +
+                           sample_words(sample.size(), d.failing.size()) +
+                           " (the narrow sum's rounding decides the bits: any fp32 order inside a run gives them)"};
   }
   return best;
 }

@@ -43,6 +43,13 @@ std::vector<std::size_t> unravel(std::size_t flat, const Array& shape_of) {
   return index;
 }
 
+// "[3,13]": an element's index as the worst-element list and the diagnosis write it.
+std::string index_text(const std::vector<std::size_t>& index) {
+  std::string s = "[";
+  for (std::size_t d = 0; d < index.size(); ++d) s += (d ? "," : "") + std::to_string(index[d]);
+  return s + "]";
+}
+
 // Whether x is a value of the output format (numeq::ValueTest; integers: an integer in its
 // range). A zero is judged by its value: -0 from a device is the zero of a format without -0 (fnuz).
 struct Holds {
@@ -457,7 +464,9 @@ Verdict compare(const Array& actual, const Op& op, const core::Platform& platfor
       v.tier = Tier::variant;
       v.explained_by = s.exact;
       v.also_explained_by = s.also;
-    } else {
+    } else if (s.nearest_matches > N - not_exact.size()) {
+      // Only a variant that equals the output on more elements than the platform itself does says
+      // something (an integer op's variants all equal the exact result where the output does).
       v.nearest_variant = s.nearest;
       v.nearest_variant_matches = s.nearest_matches;
     }
@@ -540,14 +549,7 @@ Verdict compare(const Array& actual, const Op& op, const core::Platform& platfor
     const std::vector<BoundShare> shares = op.bound_sources ? op.bound_sources(platform, i, w.emulated)
                                                             : output_rounding_shares(op.out, w.emulated, w.bound);
     const std::string text = describe(shares);
-    if (!text.empty()) {
-      std::string at;
-      for (std::size_t d = 0; d < w.index.size(); ++d) {
-        if (d) at.push_back(',');
-        at.append(std::to_string(w.index[d]));
-      }
-      v.bound_source = "at [" + at + "]: " + text;
-    }
+    if (!text.empty()) v.bound_source = "at " + index_text(w.index) + ": " + text;
   }
 
   // The diagnosis: one line.
@@ -584,7 +586,7 @@ Verdict compare(const Array& actual, const Op& op, const core::Platform& platfor
         const std::size_t i = first_foreign;
         parts.push_back(std::to_string(v.not_in_format) + " of " + n_text +
                         " elements of actual are not values of the output format " + std::string(op.out.format.name) +
-                        " (first: element " + std::to_string(i) + " (C order) = " + number(actual.data()[i]) +
+                        " (first: element " + index_text(unravel(i, actual)) + " = " + number(actual.data()[i]) +
                         "): the device output is in another format than the op's out; round it into " +
                         std::string(op.out.format.name) + " or build the op with the format the device writes");
       }
@@ -592,7 +594,7 @@ Verdict compare(const Array& actual, const Op& op, const core::Platform& platfor
         const std::size_t i = first_special;
         parts.push_back(std::to_string(v.special_mismatches) + " of " + n_text +
                         " elements: special value differs from " + platform.name + "'s (first: element " +
-                        std::to_string(i) + " (C order): got " + number(actual.data()[i]) + ", the platform gives " +
+                        index_text(unravel(i, actual)) + ": got " + number(actual.data()[i]) + ", the platform gives " +
                         number(em.values.data()[i]) + " with bound " + number(em.bound.data()[i]) +
                         "; NaN and +-Inf, and any value where the bound is infinite, must equal the platform's own)");
       }
@@ -645,9 +647,7 @@ std::string describe(const Verdict& v) {
                                                                     : " ulps from the reference");
   if (!v.worst.empty()) s << "\n  worst elements (by error / bound):";
   for (const WorstElement& w : v.worst) {
-    s << "\n  " << (w.violation ? "! [" : "  [");
-    for (std::size_t d = 0; d < w.index.size(); ++d) s << (d ? "," : "") << w.index[d];
-    s << "] got " << number(w.got) << ", emulated " << number(w.emulated) << ", reference " << number(w.reference)
+    s << "\n  " << (w.violation ? "! " : "  ") << index_text(w.index) << " got " << number(w.got) << ", emulated " << number(w.emulated) << ", reference " << number(w.reference)
       << ", bound " << number(w.bound, 3) << ", error " << number(w.error, v.integer_output ? 17 : 3);
     if (!v.integer_output) s << ", " << number(w.ulps, 3) << " ulps";
   }
