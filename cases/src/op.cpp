@@ -488,6 +488,9 @@ Op softmax(const Array& x, std::ptrdiff_t axis, std::string_view in_fmt, const C
   op.emulate = [sx, ax, log, out, options](const core::Platform& platform, const core::BoundOptions&) {
     return log ? cases::log_softmax(*sx, ax, platform, out, options) : cases::softmax(*sx, ax, platform, out, options);
   };
+  op.diagnose = [sx, ax, log, options](const DiagnosisData& data) {
+    return diagnose_softmax(*sx, ax, log, options, data);
+  };
   if (ax + 1 == static_cast<std::ptrdiff_t>(x.dimension())) {  // rows along the last axis: independent
     const std::string fmt(in_fmt);
     op.restrict_to = [sx, fmt, out, options, log](const std::vector<std::size_t>& elements) {

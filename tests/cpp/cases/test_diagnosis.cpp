@@ -212,6 +212,24 @@ TEST(Diagnosis, InfinitiesTracedToAnOverflow) {
   EXPECT_NE(v.diagnoses.front().detail.find("fp16 (max 65504)"), std::string::npos) << v.diagnoses.front().detail;
 }
 
+// A softmax of raw logits, exp(x_j) / sum exp(x_l) in fp32 (no max subtracted): it overflows in
+// the rows with large logits; the diagnosis names the missing subtraction bit for bit.
+TEST(Diagnosis, ASoftmaxWithoutItsMaxIsNamed) {
+  Array x = generate(31, {6, 48}, fmts::fp32, 4.0);
+  for (std::size_t r = 0; r < 3; ++r) x(r, 7 * r) = 100.0;  // e^100 overflows fp32 (its max is e^88.7)
+  const cases::Op op = cases::softmax(x, -1, "fp32", Cast{fmts::fp32});
+  Array out = xt::zeros<double>({6, 48});
+  for (std::size_t r = 0; r < 6; ++r) {
+    float sum = 0;
+    std::vector<float> e(48);
+    for (std::size_t j = 0; j < 48; ++j) sum += e[j] = std::exp(static_cast<float>(x(r, j)));
+    for (std::size_t j = 0; j < 48; ++j) out(r, j) = e[j] / sum;
+  }
+  const cases::Verdict v = judged(out, op, "trainium.trn2");
+  ASSERT_GT(v.special_mismatches, 0u) << cases::describe(v);
+  expect_first(v, "missing_max_subtraction", 0.5);
+}
+
 // Correct outputs get no diagnosis: another platform's output judged bit-exact (it fails, its
 // differences lie within the bound), and a passing check.
 TEST(Diagnosis, CorrectOutputsGetNone) {

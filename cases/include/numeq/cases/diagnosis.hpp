@@ -20,7 +20,9 @@
 //   input_range          failures exactly in the rows / columns whose inputs sit at the input
 //                        format's largest value (a format of another range, or no saturation);
 //   special_values       NaN / Inf not the platform's: traced to the inputs, or to an
-//                        intermediate value beyond a narrower format's range.
+//                        intermediate value beyond a narrower format's range;
+//   missing_max_subtraction, narrow_intermediate  a softmax's exp of the raw logits, or its
+//                        computation in fp16 / bf16.
 
 #include <cstddef>
 #include <string>
@@ -69,5 +71,12 @@ std::vector<Diagnosis> diagnose(const Op& op, const DiagnosisData& data);
 std::vector<Diagnosis> diagnose_matmul(const xt::xarray<double>& a, const xt::xarray<double>& b,
                                        const xt::xarray<double>* c, const std::string& in_fmt,
                                        const DiagnosisData& data);
+
+// The models of a softmax's mistakes (missing_max_subtraction: exp of the raw logits;
+// narrow_intermediate: the computation in fp16 or bf16), x along `axis` with the op's own
+// options. Op::diagnose of cases::softmax and log_softmax.
+struct SoftmaxOptions;
+std::vector<Diagnosis> diagnose_softmax(const xt::xarray<double>& x, std::ptrdiff_t axis, bool log,
+                                        const SoftmaxOptions& own, const DiagnosisData& data);
 
 }  // namespace numeq::cases
