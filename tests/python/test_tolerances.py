@@ -36,8 +36,8 @@ def within(x: np.ndarray, y: np.ndarray, rtol: float, atol: float) -> np.ndarray
     ("layernorm", "fp16", "cuda_core.fp32", 512),
 ])
 def test_tolerance_holds_on_fresh_draws(op: str, fmt: str, platform: str, k: int) -> None:
-    # Calibrated on seeds 0 and 1 (the default: the table's); a correct output of seeds 100..107 (unseen) lies within it, against
-    # the exact result rounded once (numeq's reference).
+    # Calibrated on seeds 0 and 1 (the default: the table's); a correct output of seeds 100..107
+    # (unseen) lies within it, against the exact result rounded once (numeq's reference).
     shape = (8, 8) if op == "matmul" else (8,)
     t = numeq.tolerance(op, fmt, None, platform, k=k, shape=shape)
     assert t.draws == 2 and t.failure_probability <= 1e-6
