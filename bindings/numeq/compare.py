@@ -67,7 +67,7 @@ class Diagnosis:
     """A hypothesis about the mistake behind a failing output, tested on the data
     (``Verdict.diagnoses``): ``kind`` (narrow_accumulator, missing_k_tile, extra_k_tile,
     transposed_tile, shifted_tile, wrong_output_format, row_scale, column_scale, integer_wrap,
-    input_range, special_values, missing_max_subtraction, narrow_intermediate), ``explains`` (the fraction of the failing elements it
+    input_range, special_values, missing_max_subtraction, narrow_intermediate, wrong_eps), ``explains`` (the fraction of the failing elements it
     reproduces: bit for bit where the mistake is modelled, within the bound or as a measured
     pattern otherwise), ``detail`` (a sentence) and ``evidence`` (how it was tested).
 

@@ -543,6 +543,9 @@ Op norm(bool centred, const Array& x, const Array* gamma, const Array* beta, dou
     return centred ? cases::layernorm(*sx, parameters(), platform, out, options)
                    : cases::rmsnorm(*sx, parameters(), platform, out, options);
   };
+  op.diagnose = [sx, centred, parameters, options](const DiagnosisData& data) {
+    return diagnose_norm(*sx, parameters(), centred, options, data);
+  };
   const std::string fmt(in_fmt);
   op.restrict_to = [sx, sg, sb, eps, fmt, out, options, centred](const std::vector<std::size_t>& elements) {
     auto [part, where] = rows_holding(*sx, elements);  // each row normalised alone

@@ -115,6 +115,17 @@ def test_rmsnorm_with_eps_added_after_the_rsqrt() -> None:
     assert "constant factor" in first.detail and "32 rows" in first.detail
 
 
+def test_rmsnorm_with_another_eps() -> None:
+    # eps = 1e-3 where the op (and the GPU kernel) use 1e-6: rows of small magnitude change most.
+    rng = np.random.default_rng(7)
+    x = (rng.standard_normal((32, 256)) * np.logspace(-1.7, 0.6, 32)[:, None]).astype(np.float32)
+    op = numeq.ops.rmsnorm(x, eps=1e-6, in_fmt="fp32", out="fp32")
+    ms = np.mean(x.astype(np.float64) ** 2, axis=-1, keepdims=True)
+    wrong = (x / np.sqrt(ms + 1e-3)).astype(np.float32)
+    first = _first(numeq.compare(wrong, op, "trainium.trn2"), "wrong_eps")
+    assert "eps = 0.001 where the op's eps is 1e-06" in first.detail
+
+
 def test_int8_gemm_with_a_wrapping_int16_accumulator() -> None:
     rng = np.random.default_rng(4)
     a = rng.integers(-128, 128, (32, 512)).astype(np.int8)

@@ -22,7 +22,8 @@
 //   special_values       NaN / Inf not the platform's: traced to the inputs, or to an
 //                        intermediate value beyond a narrower format's range;
 //   missing_max_subtraction, narrow_intermediate  a softmax's exp of the raw logits, or its
-//                        computation in fp16 / bf16.
+//                        computation in fp16 / bf16;
+//   wrong_eps            a normalisation with another eps than the op's.
 
 #include <cstddef>
 #include <string>
@@ -32,6 +33,7 @@
 
 #include "numeq/core/platform.hpp"
 #include "numeq/formats/rounding.hpp"
+#include "numeq/references/composite.hpp"
 #include "numeq/references/exact.hpp"
 
 namespace numeq::cases {
@@ -78,5 +80,11 @@ std::vector<Diagnosis> diagnose_matmul(const xt::xarray<double>& a, const xt::xa
 struct SoftmaxOptions;
 std::vector<Diagnosis> diagnose_softmax(const xt::xarray<double>& x, std::ptrdiff_t axis, bool log,
                                         const SoftmaxOptions& own, const DiagnosisData& data);
+
+// The models of a normalisation's mistakes (wrong_eps: the usual eps values tried, within the
+// bound). Op::diagnose of cases::layernorm and rmsnorm.
+struct NormOptions;
+std::vector<Diagnosis> diagnose_norm(const xt::xarray<double>& x, const reference::NormParameters& own, bool centred,
+                                     const NormOptions& options, const DiagnosisData& data);
 
 }  // namespace numeq::cases

@@ -1,0 +1,122 @@
+// The models of row-wise kernels' mistakes (diagnosis.hpp). A softmax: the row's maximum never
+// subtracted (exp of the raw logits: it overflows where the logits are large), and the
+// exponentials or the whole computation in a narrower format than the op's (an fp16 or bf16
+// intermediate); each the platform's own softmax emulation with that one choice changed, counted
+// bit for bit on the failing elements. A normalisation: another eps than the op's, the usual
+// ones tried, counted within the platform's bound (a kernel's own order rarely matches bit for bit).
+
+#include "numeq/cases/diagnosis.hpp"
+
+#include "verdict_text.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "numeq/cases/normalization.hpp"
+#include "numeq/formats/error.hpp"
+#include "numeq/formats/format.hpp"
+
+namespace numeq::cases {
+
+std::vector<Diagnosis> diagnose_softmax(const xt::xarray<double>& x, std::ptrdiff_t axis, bool log,
+                                        const SoftmaxOptions& own, const DiagnosisData& d) {
+  struct Hypothesis {
+    SoftmaxOptions options;
+    std::string kind, words;
+  };
+  std::vector<Hypothesis> tries;
+  for (const Format* f : {&own.compute, &formats::fp16, &formats::bf16}) {
+    if (f != &own.compute && *f == own.compute) continue;
+    if (own.variant != SoftmaxVariant::plain) {
+      SoftmaxOptions o = own;
+      o.variant = SoftmaxVariant::plain;
+      o.compute = *f;
+      tries.push_back({o, "missing_max_subtraction",
+                       "exp of the raw logits, the row's maximum never subtracted (computed in " + std::string(f->name) +
+                           "): it overflows where the logits are large"});
+    }
+    if (*f != own.compute) {
+      SoftmaxOptions o = own;
+      o.compute = *f;
+      tries.push_back({o, "narrow_intermediate",
+                       "the softmax computed in " + std::string(f->name) + " where the op computes in " +
+                           std::string(own.compute.name) + " (its exponentials and sum rounded to " +
+                           std::string(f->name) + ")"});
+    }
+  }
+  std::vector<Diagnosis> out;
+  for (const Hypothesis& h : tries) {
+    Emulation e;
+    try {
+      e = log ? log_softmax(x, axis, d.platform, d.out, h.options) : softmax(x, axis, d.platform, d.out, h.options);
+    } catch (const numeq::error&) {
+      continue;  // the platform has no such path
+    }
+    std::size_t hits = 0;
+    for (const std::size_t i : d.failing) hits += detail::same_value(d.actual.data()[i], e.values.data()[i]);
+    if (!hits) continue;
+    const double share = static_cast<double>(hits) / static_cast<double>(d.failing.size());
+    out.push_back({h.kind, share,
+                   std::to_string(hits) + " of the " + std::to_string(d.failing.size()) + " failing elements are " +
+                       h.words,
+                   "bit for bit: the platform's softmax with that one choice changed, on every failing element"});
+  }
+  return out;
+}
+
+std::vector<Diagnosis> diagnose_norm(const xt::xarray<double>& x, const reference::NormParameters& own, bool centred,
+                                     const NormOptions& options, const DiagnosisData& d) {
+  std::vector<Diagnosis> out;
+  std::optional<Diagnosis> best;
+  // The rows holding failures (at most 16, spread evenly), each normalised alone: the part of the
+  // op every hypothesis is emulated on.
+  const std::size_t n = x.shape().back();
+  std::vector<std::size_t> rows;
+  for (const std::size_t i : d.failing)
+    if (rows.empty() || rows.back() != i / n) rows.push_back(i / n);
+  constexpr std::size_t kRows = 16;
+  if (rows.size() > kRows) {
+    std::vector<std::size_t> spread;
+    for (std::size_t j = 0; j < kRows; ++j) spread.push_back(rows[j * (rows.size() - 1) / (kRows - 1)]);
+    rows = std::move(spread);
+  }
+  xt::xarray<double> part(std::vector<std::size_t>{rows.size(), n});
+  for (std::size_t r = 0; r < rows.size(); ++r) std::copy_n(x.data() + rows[r] * n, n, part.data() + r * n);
+  std::vector<std::pair<std::size_t, std::size_t>> at;  // (flat in the op, flat in the part) of the failures there
+  for (const std::size_t i : d.failing) {
+    const auto r = std::lower_bound(rows.begin(), rows.end(), i / n);
+    if (r != rows.end() && *r == i / n) at.emplace_back(i, static_cast<std::size_t>(r - rows.begin()) * n + i % n);
+  }
+  for (const double eps : {0.0, 1e-12, 1e-8, 1e-6, 1e-5, 1e-4, 1e-3, 1e-2, 1e-1}) {
+    if (eps == own.eps) continue;
+    reference::NormParameters p = own;
+    p.eps = eps;
+    Emulation e;
+    try {
+      e = centred ? layernorm(part, p, d.platform, d.out, options) : rmsnorm(part, p, d.platform, d.out, options);
+    } catch (const numeq::error&) {
+      continue;
+    }
+    std::size_t hits = 0;
+    for (const auto& [i, j] : at) {
+      const double g = d.actual.data()[i], y = e.values.data()[j];
+      hits += detail::same_value(g, y) || std::abs(g - y) <= 2 * d.bound.data()[i];
+    }
+    const double share = at.empty() ? 0.0 : static_cast<double>(hits) / static_cast<double>(at.size());
+    if (hits && (!best || share > best->explains))
+      best = Diagnosis{"wrong_eps", share,
+                       std::to_string(hits) + " of the " + std::to_string(at.size()) + " failing elements of the " +
+                           std::to_string(rows.size()) + " rows examined are the " +
+                           (centred ? "layernorm" : "rmsnorm") + " with eps = " + detail::number(eps, 3) +
+                           " where the op's eps is " + detail::number(own.eps, 3),
+                       "within the platform's bound: its emulation with that eps, on the failing elements of " +
+                           std::to_string(rows.size()) + " failing rows"};
+  }
+  if (best) out.push_back(std::move(*best));
+  return out;
+}
+
+}  // namespace numeq::cases
