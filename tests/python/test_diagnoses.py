@@ -177,3 +177,18 @@ def test_correct_outputs_get_no_diagnosis(platform: str) -> None:
     strict = numeq.compare(out, op, platform, accept="bit_exact")
     assert not strict.passed and strict.diagnoses == ()
     assert numeq.compare(out, op, platform).diagnoses == ()
+
+
+def test_a_transposed_operand_and_a_tile_added_twice() -> None:
+    # b [K, K] read as b^T (a square weight loaded with the wrong stride), and a loop that adds
+    # K tile 2 twice (its range overlapping the next), each written in numpy here.
+    rng = np.random.default_rng(8)
+    a = rng.standard_normal((32, 256)).astype(bf16)
+    b = rng.standard_normal((256, 256)).astype(bf16)
+    op = numeq.ops.matmul(a, b, in_fmt="bf16", out="fp32")
+    transposed = numeq.matmul(a, np.ascontiguousarray(b.T), platform="nvidia.h100", in_fmt="bf16", out="fp32")
+    _first(numeq.compare(transposed, op, "nvidia.h100"), "transposed_tile")
+    a64, b64 = a.astype(np.float64), b.astype(np.float64)
+    twice = (a64 @ b64 + a64[:, 128:192] @ b64[128:192, :]).astype(np.float32)  # K tile 2 of 64 again
+    first = _first(numeq.compare(twice, op, "nvidia.h100"), "extra_k_tile", 0.9)
+    assert "K tile 2 (rows 128..191 of K, tiles of 64)" in first.detail
