@@ -192,3 +192,14 @@ def test_a_transposed_operand_and_a_tile_added_twice() -> None:
     twice = (a64 @ b64 + a64[:, 128:192] @ b64[128:192, :]).astype(np.float32)  # K tile 2 of 64 again
     first = _first(numeq.compare(twice, op, "nvidia.h100"), "extra_k_tile", 0.9)
     assert "K tile 2 (rows 128..191 of K, tiles of 64)" in first.detail
+
+
+@pytest.mark.parametrize("op_name", ["softmax", "layernorm", "rmsnorm"])
+def test_correct_row_ops_get_no_diagnosis(op_name: str) -> None:
+    # Another platform's correct output, failing only a bit-exact check: the softmax and norm
+    # models (tried within their bounds too) must not claim it.
+    x = np.random.default_rng(12).standard_normal((16, 128)).astype(np.float32)
+    op = numeq.ops.softmax(x, in_fmt="fp32", out="fp32") if op_name == "softmax" else \
+        getattr(numeq.ops, op_name)(x, eps=1e-5, in_fmt="fp32", out="fp32")
+    strict = numeq.compare(op.emulate("nvidia.h100"), op, "trainium.trn2", accept="bit_exact")
+    assert not strict.passed and strict.diagnoses == (), strict.message
