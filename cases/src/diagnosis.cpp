@@ -28,18 +28,11 @@ using Array = xt::xarray<double>;
 // failing check on a large output stays near the cost of a passing one).
 constexpr std::size_t kPatternSample = 2048;
 
-std::vector<std::size_t> pattern_sample(const std::vector<std::size_t>& failing) {
-  if (failing.size() <= kPatternSample) return failing;
-  std::vector<std::size_t> s(kPatternSample);
-  for (std::size_t j = 0; j < kPatternSample; ++j) s[j] = failing[j * (failing.size() - 1) / (kPatternSample - 1)];
-  return s;
-}
-
 // How many of `elements` satisfy `hit`; on the sample first, on all only where the sample reaches
 // the threshold (0 otherwise: the pattern is not reported).
 template <class Hit>
 std::size_t counted(const std::vector<std::size_t>& failing, const Hit& hit) {
-  const std::vector<std::size_t> sample = pattern_sample(failing);
+  const std::vector<std::size_t> sample = detail::spread_evenly(failing, kPatternSample);
   std::size_t on_sample = 0;
   for (const std::size_t i : sample) on_sample += hit(i);
   if (sample.size() == failing.size()) return on_sample;

@@ -29,14 +29,6 @@ using Array = xt::xarray<double>;
 
 constexpr std::size_t kSample = 256;
 
-// The failing elements a model is tried on: at most kSample, spread evenly over them.
-std::vector<std::size_t> spread_sample(const std::vector<std::size_t>& failing) {
-  if (failing.size() <= kSample) return failing;
-  std::vector<std::size_t> s;
-  for (std::size_t j = 0; j < kSample; ++j) s.push_back(failing[j * (failing.size() - 1) / (kSample - 1)]);
-  return s;
-}
-
 struct Matmul {
   const Array& a;
   const Array& b;
@@ -251,19 +243,13 @@ std::optional<Diagnosis> input_range(Matmul& mm, const DiagnosisData& d, const F
   for (const std::size_t i : d.failing) hits += row[i / mm.N] || col[i % mm.N];
   const double share = static_cast<double>(hits) / static_cast<double>(d.failing.size());
   if (share < 0.9) return std::nullopt;  // a pattern: it must hold for (almost) every failure
-  const auto listed = [](const std::vector<bool>& line, const char* noun) {
-    std::string s;
-    std::size_t n = 0;
-    for (std::size_t i = 0; i < line.size(); ++i)
-      if (line[i] && n++ < 8) s += (s.empty() ? std::string(noun) + " " : ", ") + std::to_string(i);
-    return n > 8 ? s + ", ... (" + std::to_string(n) + ")" : s;
-  };
   std::string wider;
   for (const Format* f : {&formats::e4m3, &formats::e4m3fn, &formats::e5m2, &formats::fp16, &formats::bf16}) {
     if (f->storage_bits == in.storage_bits && max_finite(*f) > top)
       wider += (wider.empty() ? "" : ", ") + std::string(f->name) + " (max " + number(max_finite(*f), 6) + ")";
   }
-  const std::string where = listed(row, "rows of a") + (rows && cols ? " and " : "") + listed(col, "columns of b");
+  const std::string where = detail::listed(row, "rows of a", "rows of a") + (rows && cols ? " and " : "") +
+                            detail::listed(col, "columns of b", "columns of b");
   return Diagnosis{"input_range", share,
                    std::to_string(hits) + " of the " + std::to_string(d.failing.size()) +
                        " failing elements lie in the output rows and columns of the inputs at " +
@@ -282,7 +268,7 @@ std::vector<Diagnosis> diagnose_matmul(const Array& a, const Array& b, const Arr
   if (a.dimension() != 2 || b.dimension() != 2 || d.failing.empty()) return out;
   Matmul mm{a, b, c, a.shape()[0], a.shape()[1], b.shape()[1], {}};
   const core::Plan own = core::plan_for(d.platform, core::Operation::matmul, in_fmt, d.out.format.name);
-  const std::vector<std::size_t> sample = spread_sample(d.failing);
+  const std::vector<std::size_t> sample = detail::spread_evenly(d.failing, kSample);
   if (std::optional<Diagnosis> x = narrow_accumulator(mm, d, own, sample)) out.push_back(std::move(*x));
   for (Diagnosis& x : k_tiles(mm, d, own, sample)) out.push_back(std::move(x));
   if (std::optional<Diagnosis> x = transposed_operand(mm, d, own, sample)) out.push_back(std::move(*x));

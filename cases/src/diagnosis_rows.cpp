@@ -92,12 +92,7 @@ std::vector<Diagnosis> diagnose_norm(const xt::xarray<double>& x, const referenc
   std::vector<std::size_t> rows;
   for (const std::size_t i : d.failing)
     if (rows.empty() || rows.back() != i / n) rows.push_back(i / n);
-  constexpr std::size_t kRows = 16;
-  if (rows.size() > kRows) {
-    std::vector<std::size_t> spread;
-    for (std::size_t j = 0; j < kRows; ++j) spread.push_back(rows[j * (rows.size() - 1) / (kRows - 1)]);
-    rows = std::move(spread);
-  }
+  rows = detail::spread_evenly(rows, 16);
   xt::xarray<double> part(std::vector<std::size_t>{rows.size(), n});
   for (std::size_t r = 0; r < rows.size(); ++r) std::copy_n(x.data() + rows[r] * n, n, part.data() + r * n);
   std::vector<std::pair<std::size_t, std::size_t>> at;  // (flat in the op, flat in the part) of the failures there

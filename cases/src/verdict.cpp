@@ -90,10 +90,9 @@ struct Spread {
       if (per[i] > 0) lo = std::min(lo, i), hi = i, ++used;
     if (used == 0 || (lo == 0 && hi + 1 == per.size())) return "";
     if (used != hi - lo + 1 && used <= 8) {  // a few apart: each of them ("rows 3, 7, 19")
-      std::string s = what;
-      for (std::size_t i = lo, n = 0; i <= hi; ++i)
-        if (per[i] > 0) s += (n++ ? ", " : " ") + std::to_string(i);
-      return s;
+      std::vector<bool> marked(per.size());
+      for (std::size_t i = 0; i < per.size(); ++i) marked[i] = per[i] > 0;
+      return detail::listed(marked, what, what);
     }
     // "rows 3..7", "column 3"
     const std::string noun = hi > lo ? std::string(what) : std::string(what).substr(0, std::string(what).size() - 1);
@@ -126,21 +125,7 @@ struct Spread {
     if (n_rows + n_cols == 0 || 2 * n_rows >= R || 2 * n_cols >= C) return "";
     for (const std::size_t flat : at)
       if (!col_line[flat % C] && !row_line[(flat / C) % R]) return "";
-    const auto listed = [](const std::vector<bool>& line, std::size_t n, const char* one, const char* many) {
-      if (n == 0) return std::string();
-      std::string s = n == 1 ? one : many;
-      std::size_t shown = 0;
-      for (std::size_t i = 0; i < line.size(); ++i) {
-        if (!line[i]) continue;
-        if (shown == 8) {
-          s += ", ... (" + std::to_string(n) + " in all)";
-          break;
-        }
-        s += (shown++ ? ", " : " ") + std::to_string(i);
-      }
-      return s;
-    };
-    const std::string r = listed(row_line, n_rows, "row", "rows"), c = listed(col_line, n_cols, "column", "columns");
+    const std::string r = detail::listed(row_line, "row", "rows"), c = detail::listed(col_line, "column", "columns");
     return r.empty() ? c : c.empty() ? r : r + " and " + c;
   }
   std::string text(const char* noun) const {

@@ -1,11 +1,14 @@
 #pragma once
-// What the verdict, the port check and the variant search share: output equality as a device's
-// output is judged (NaN matches any NaN, zeros by sign) and numbers as the messages write them.
+// What the verdict, the port check, the variant search and the diagnoses share: output equality
+// as a device's output is judged (NaN matches any NaN, zeros by sign), numbers and index lists as
+// the messages write them, and an even sample of a list.
 
 #include <cmath>
+#include <cstddef>
 #include <iomanip>
 #include <sstream>
 #include <string>
+#include <vector>
 
 namespace numeq::cases::detail {
 
@@ -18,6 +21,31 @@ inline std::string number(double x, int precision = 17) {
   std::ostringstream s;
   s << std::setprecision(precision) << x;
   return s.str();
+}
+
+// The marked indices after their noun, at most 8 of them: "row 59", "rows 3, 7, 19",
+// "columns 1, 2, ... (12 in all)"; empty when none is marked.
+inline std::string listed(const std::vector<bool>& marked, const std::string& one, const std::string& many) {
+  std::size_t n = 0;
+  for (const bool m : marked) n += m;
+  if (n == 0) return "";
+  std::string s = n == 1 ? one : many;
+  std::size_t shown = 0;
+  for (std::size_t i = 0; i < marked.size(); ++i) {
+    if (!marked[i]) continue;
+    if (shown == 8) return s + ", ... (" + std::to_string(n) + " in all)";
+    s += (shown++ ? ", " : " ") + std::to_string(i);
+  }
+  return s;
+}
+
+// At most n of `items`, spread evenly over them (the first and the last kept); all when fewer.
+inline std::vector<std::size_t> spread_evenly(const std::vector<std::size_t>& items, std::size_t n) {
+  if (items.size() <= n) return items;
+  if (n < 2) return {items.begin(), items.begin() + static_cast<std::ptrdiff_t>(n)};
+  std::vector<std::size_t> s(n);
+  for (std::size_t j = 0; j < n; ++j) s[j] = items[j * (items.size() - 1) / (n - 1)];
+  return s;
 }
 
 }  // namespace numeq::cases::detail
