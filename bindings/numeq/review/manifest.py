@@ -157,6 +157,7 @@ class Manifest:
     target: str = "trn2"
     lines: dict[tuple, int] = field(default_factory=dict, repr=False)
     kernel: KernelSpec | None = None
+    _op: Any = field(default=None, repr=False, compare=False)  # op(), built once: its exact result kept
 
     @property
     def base(self) -> Path:
@@ -168,7 +169,10 @@ class Manifest:
         return _line_of(self.lines, key)
 
     def op(self) -> Any:
-        """The numeq op both kernels compute, on the manifest's inputs."""
+        """The numeq op both kernels compute, on the manifest's inputs (built once: every part of
+        the review shares its exact result)."""
+        if self._op is not None:
+            return self._op
         required, optional, build = _OPERATIONS[self.op_name]
         args = [self.inputs[n] for n in required]
         kw = {n: self.inputs[n] for n in optional if n in self.inputs}
@@ -176,7 +180,8 @@ class Manifest:
             kw.update(in_fmt=self.in_fmt, out=self.out)
         kw.update(self.params)
         try:
-            return build(*args, **kw)
+            self._op = build(*args, **kw)
+            return self._op
         except (ValueError, TypeError) as e:
             raise ManifestError(f"{self.path}:{self.line('operation')}: operation: numeq.ops.{self.op_name} "
                                 f"refuses the manifest's inputs or params: {e}") from None
