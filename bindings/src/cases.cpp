@@ -162,9 +162,16 @@ void bind_cases(py::module_& m) {
                py::gil_scoped_release release;
                r = op.check_exact(relative_error);
              }
-             return py::make_tuple(to_numpy(std::move(r.hi)), to_numpy(std::move(r.lo)), relative_error);
+             py::object radius = py::none();
+             if (!r.radius.empty()) {
+               xt::xarray<double> radii = xt::zeros<double>(r.hi.shape());
+               std::copy(r.radius.begin(), r.radius.end(), radii.begin());
+               radius = to_numpy(std::move(radii));
+             }
+             return py::make_tuple(to_numpy(std::move(r.hi)), to_numpy(std::move(r.lo)), relative_error, radius);
            },
-           "the exact values a check measures against (Op::check_exact): (hi, lo, relative error)")
+           "the exact values a check measures against (Op::check_exact): (hi, lo, relative error, radius or None: "
+           "|exact - (hi + lo)| <= relative error |hi| + radius)")
       .def("reference",
            [](const cases::Op& op) {
              xt::xarray<double> r;

@@ -35,7 +35,8 @@ Requirement requirement(const Op& op, const Emulation& platform, const Emulation
       // The reference's own distance to the exact value, with the slack of its two subtractions
       // and the exact value's own stated error (check_exact).
       const double hi = ex->hi.data()[i];
-      const double d = (std::abs((expected - hi) - ex->lo.data()[i]) + std::abs(hi) * exact_error) * (1 + 0x1p-50);
+      const double radius = ex->radius.empty() ? 0.0 : ex->radius[i];
+      const double d = (std::abs((expected - hi) - ex->lo.data()[i]) + std::abs(hi) * exact_error + radius) * (1 + 0x1p-50);
       need = platform.bound.data()[i] + d;
       judged = platform.values.data()[i];
     }

@@ -72,18 +72,30 @@ const Array& Op::reference_values() const {
       double relative_error = 0;  // reference_from_exact knows it (the op sets both)
       const reference::ExactValues& ex = check_exact(relative_error);
       Array r(ex.hi.shape());
-      std::atomic<bool> settled{true};
-      parallel_for(
-          r.size(),
-          [&](std::size_t begin, std::size_t end) {
-            for (std::size_t i = begin; i < end && settled.load(std::memory_order_relaxed); ++i) {
-              const std::optional<double> v = reference_from_exact(ex.hi.data()[i], ex.lo.data()[i]);
-              if (!v) settled.store(false, std::memory_order_relaxed);
-              else r.data()[i] = *v;
-            }
-          },
-          1 << 14);
-      cache->reference = settled.load() ? std::move(r) : reference();
+      // Elements left open, in index order (per slice, slices merged in order).
+      std::vector<std::size_t> open;
+      for (std::vector<std::size_t>& part : parallel_states<std::vector<std::size_t>>(
+               r.size(),
+               [&](std::size_t begin, std::size_t end, std::vector<std::size_t>& left) {
+                 for (std::size_t i = begin; i < end; ++i) {
+                   const std::optional<double> v = reference_from_exact(
+                       ex.hi.data()[i], ex.lo.data()[i], ex.radius.empty() ? 0.0 : ex.radius[i]);
+                   if (v) r.data()[i] = *v;
+                   else left.push_back(i);
+                 }
+               },
+               1 << 14))
+        open.insert(open.end(), part.begin(), part.end());
+      // A few open elements take reference_at; many (or no reference_at) the whole reference.
+      if (open.empty()) {
+        cache->reference = std::move(r);
+      } else if (reference_at && open.size() <= r.size() / 8) {
+        const std::vector<double> values = reference_at(open);
+        for (std::size_t n = 0; n < open.size(); ++n) r.data()[open[n]] = values[n];
+        cache->reference = std::move(r);
+      } else {
+        cache->reference = reference();
+      }
     } else {
       cache->reference = reference();
     }
@@ -127,7 +139,7 @@ Op matmul(const Array& a, const Array& b, const Array* c, std::string_view in_fm
                           (out.rounding == Rounding::nearest_even || out.rounding == Rounding::nearest_away ||
                            out.rounding == Rounding::toward_zero || out.rounding == Rounding::upward);
   if (from_exact)
-    op.reference_from_exact = [out](double hi, double lo) { return round_quotient(hi, lo, out); };
+    op.reference_from_exact = [out](double hi, double lo, double) { return round_quotient(hi, lo, out); };
   op.diagnose = [sa, sb, sc, fmt](const DiagnosisData& data) { return diagnose_matmul(*sa, *sb, sc.get(), fmt, data); };
   op.emulate = [sa, sb, sc, fmt, out](const core::Platform& platform, const core::BoundOptions& options) {
     const core::Plan plan = core::plan_for(platform, core::Operation::matmul, fmt, out.format.name);
@@ -391,22 +403,22 @@ const Cast kBinary64{formats::fp64};
 constexpr reference::Within kCheckWithin{0x1p-40};
 
 // The reference from an exact value known to a relative error e (certified() above: the MPFR
-// value rounded to nearest in binary64, e = 2^-53; an enclosure's midpoint, Op::exact_within):
-// the exact value lies within e |exact| <= 2 e |hi| of hi, inside [hi - 2e|hi|, hi + 2e|hi|]
-// widened by a neighbour on each side (the products and differences are rounded). Every
+// value rounded to nearest in binary64, e = 2^-53; an enclosure's midpoint, Op::exact_within) or
+// within a radius r (ExactValues::radius): the exact value lies within e |exact| + r <= 2 e |hi| + r
+// of hi, inside [hi - 2e|hi| - r, hi + 2e|hi| + r] widened by a neighbour on each side (the products and differences are rounded). Every
 // deterministic rounding into out is monotone, so where both ends round to the same value the
 // exact value rounds to it too; elsewhere (hi next to a rounding boundary of out, a zero whose
 // sign the ends do not settle, a non-finite hi) nullopt, and the op's reference() rounds the
 // exact value itself. Stochastic rounding and subnormal inputs read as zero (flush_inputs,
 // flush_both) take reference() always.
-std::function<std::optional<double>(double, double)> certified_reference(const Cast& out, double relative_error) {
+std::function<std::optional<double>(double, double, double)> certified_reference(const Cast& out, double relative_error) {
   if (out.rounding == Rounding::stochastic || out.subnormals == Subnormals::flush_inputs ||
       out.subnormals == Subnormals::flush_both)
     return nullptr;
   // FastRound built once (it answers most ends), the kernel for the rest.
-  return [out, relative_error, fast = FastRound(out)](double hi, double) -> std::optional<double> {
+  return [out, relative_error, fast = FastRound(out)](double hi, double, double radius) -> std::optional<double> {
     if (!std::isfinite(hi)) return std::nullopt;
-    const double reach = 2 * relative_error * std::abs(hi);
+    const double reach = next_up(2 * relative_error * std::abs(hi) + radius);
     const auto rounded = [&](double x) {
       double r = 0;
       return fast(x, r) ? r : round_to_format_by_kernel(x, out, 0);
@@ -597,8 +609,36 @@ Op attention(const Array& q, const Array& k, const Array& v, const Array* mask, 
   op.out = out;
   op.exact_relative_error = 0x1p-53;
   op.exact = [sq, sk, sv, parameters] { return certified(reference::attention(*sq, *sk, *sv, parameters(), kBinary64)); };
+  // A check measures against enclosures with radii (about 2^-46 of the values' scale, far below any
+  // bound of an output of at most 24 significant bits); the radius is the check's slack.
+  op.exact_within = [sq, sk, sv, parameters] {
+    reference::EnclosedValues e = reference::attention_enclosed(*sq, *sk, *sv, parameters());
+    reference::ExactValues r;
+    r.lo = xt::zeros<double>(e.mid.shape());
+    r.hi = std::move(e.mid);
+    r.radius = std::move(e.radius);
+    return r;
+  };
+  op.exact_within_error = 0;
   op.reference = [sq, sk, sv, parameters, out] { return reference::attention(*sq, *sk, *sv, parameters(), out); };
-  op.reference_from_exact = certified_reference(out, op.exact_relative_error);
+  op.reference_from_exact = certified_reference(out, 0);
+  // The open elements' rows only (certified_reference is null for stochastic rounding, whose
+  // draws follow the full result's indices).
+  op.reference_at = [sq, sk, sv, parameters, out](const std::vector<std::size_t>& elements) {
+    const std::size_t dv = sv->shape()[sv->dimension() - 1];
+    std::vector<std::size_t> rows;
+    for (const std::size_t e : elements)
+      if (rows.empty() || rows.back() != e / dv) rows.push_back(e / dv);
+    const Array part = reference::attention(*sq, *sk, *sv, parameters(), out, rows);
+    std::vector<double> values;
+    values.reserve(elements.size());
+    std::size_t row = 0;
+    for (const std::size_t e : elements) {
+      while (rows[row] != e / dv) ++row;
+      values.push_back(part.data()[row * dv + e % dv]);
+    }
+    return values;
+  };
   const std::string fmt(in_fmt);
   op.emulate = [sq, sk, sv, parameters, fmt, out, options](const core::Platform& platform, const core::BoundOptions&) {
     return cases::attention(*sq, *sk, *sv, parameters(), platform, fmt, out, options);

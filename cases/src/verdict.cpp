@@ -286,9 +286,10 @@ Verdict compare(const Array& actual, const Op& op, const core::Platform& platfor
     const double d = g - hi;
     const double error = std::abs(d - lo);
     // What the comparison itself may lose: the exact value's own error (binary64 rounding of MPFR
-    // results, an enclosure's width: check_exact) and the two subtractions above, each at most
+    // results, an enclosure's width or radius: check_exact) and the two subtractions above, each at most
     // 2^-53 relative.
-    const double slack = std::abs(hi) * exact_error + (std::abs(d) + error) * 0x1p-52;
+    const double radius = ex.radius.empty() ? 0.0 : ex.radius[i];
+    const double slack = std::abs(hi) * exact_error + radius + (std::abs(d) + error) * 0x1p-52;
     return {error > B + slack ? Class::beyond : Class::probabilistic, error, slack};
   };
 

@@ -3,6 +3,7 @@
 
 #include "numeq/references/composite.hpp"
 
+#include "attention_fast.hpp"
 #include "composite_rows.hpp"
 
 namespace numeq::reference {
@@ -53,8 +54,14 @@ std::uint64_t integer_sqrt_or_zero(std::uint64_t d) {
 
 }  // namespace
 
-xt::xarray<double> attention(const xt::xarray<double>& q, const xt::xarray<double>& k, const xt::xarray<double>& v,
-                             const AttentionParameters& parameters, const Cast& out) {
+namespace {
+
+// The rows of attention into `out` (enclosed: binary64 enclosures with radii into `radius`);
+// `only`: null, or the rows (flat over the batch and query dimensions) to compute, in order, into
+// a result of shape {only->size(), dv}.
+xt::xarray<double> attention_rows(const xt::xarray<double>& q, const xt::xarray<double>& k, const xt::xarray<double>& v,
+                                  const AttentionParameters& parameters, const Cast& out, double* radius,
+                                  const std::vector<std::size_t>* only = nullptr) {
   check_attention_shapes(q, k, v, parameters.mask);
   const std::size_t nd = q.dimension();
   const std::size_t lq = q.shape()[nd - 2];
@@ -75,14 +82,25 @@ xt::xarray<double> attention(const xt::xarray<double>& q, const xt::xarray<doubl
   const bool rational_scale = parameters.scale.has_value() || root != 0;
   const double approx_scale = parameters.scale ? *parameters.scale : 1.0 / std::sqrt(static_cast<double>(d));
   const double* qs = q.data();
-  const double* ks = k.data();
   const double* vs = v.data();
   const double* ms = parameters.mask ? parameters.mask->data() : nullptr;
-  const std::size_t rows = dv == 0 ? 0 : batches * lq;
-  return run_rows(shape, rows, out, "attention", 0.0, [&](std::size_t row_index, const RowOutput& row) {
+  std::size_t rows = dv == 0 ? 0 : batches * lq;
+  if (only != nullptr) {
+    for (const std::size_t r : *only)
+      if (r >= rows) throw numeq::error("rows: row " + std::to_string(r) + " is beyond the " + std::to_string(rows) +
+                                        " rows (batch x query) of the result");
+    shape = {only->size(), dv};
+    rows = dv == 0 ? 0 : only->size();
+  }
+  const AttentionFastPath fast(q, k, v, parameters, out, radius != nullptr);
+  const double* ks = k.data();
+  // An enclosed result's values are binary64 patterns (run_rows: within > 0).
+  const double within = radius != nullptr ? 0x1p-53 : 0.0;
+  return run_rows(shape, rows, out, "attention", within, [&](std::size_t out_row, const RowOutput& row) {
+    const std::size_t row_index = only != nullptr ? (*only)[out_row] : out_row;
     const std::size_t b = row_index / lq;
     const std::size_t i = row_index % lq;
-    const std::size_t base = row_index * dv;
+    const std::size_t base = out_row * dv;  // where the row's elements go
     const double* qi = qs + row_index * d;
     const double* kb = ks + b * lk * d;
     const double* vb = vs + b * lk * dv;
@@ -99,11 +117,33 @@ xt::xarray<double> attention(const xt::xarray<double>& q, const xt::xarray<doubl
       const double m = mi ? mi[j] : 0.0;
       if (m == -kInf) continue;
       if (std::isnan(m) || m == kInf) undefined = true;
-      for (std::size_t c = 0; c < d; ++c) undefined = undefined || !std::isfinite(kb[j * d + c]);
+      undefined = undefined || !fast.key_finite(b, j);
       keys.push_back(j);
     }
     for (std::size_t c = 0; c < d; ++c) undefined = undefined || !std::isfinite(qi[c]);
     if (undefined || keys.empty()) return nan_row();
+    // Columns with non-finite values among the taking-part keys are decided now.
+    std::vector<std::size_t> pending;
+    for (std::size_t c = 0; c < dv; ++c) {
+      if (fast.column_finite(b, c)) {
+        pending.push_back(base + c);
+        continue;
+      }
+      bool nan = false, pos = false, neg = false;
+      for (const std::size_t j : keys) {
+        const double value = vb[j * dv + c];
+        nan = nan || std::isnan(value);
+        pos = pos || value == kInf;
+        neg = neg || value == -kInf;
+      }
+      if (nan || (pos && neg)) fill(c, kNaN);
+      else if (pos) fill(c, kInf);
+      else if (neg) fill(c, -kInf);
+      else pending.push_back(base + c);
+    }
+    // The fast path decides what it can; Ziv's loop in MPFR the rest.
+    fast.decide_row(row_index, base, keys, pending, row);
+    if (pending.empty()) return;
     Scratch& s = scratch();
     s.reserve(lk);
     // Exact scores' parts: D_j = q_i . k_j and the mask entry m_j.
@@ -120,21 +160,6 @@ xt::xarray<double> attention(const xt::xarray<double>& q, const xt::xarray<doubl
         mpfr_set(best, approx, MPFR_RNDN);
         ref = j;
       }
-    }
-    // Columns with non-finite values among the taking-part keys are decided now.
-    std::vector<std::size_t> pending;
-    for (std::size_t c = 0; c < dv; ++c) {
-      bool nan = false, pos = false, neg = false;
-      for (const std::size_t j : keys) {
-        const double value = vb[j * dv + c];
-        nan = nan || std::isnan(value);
-        pos = pos || value == kInf;
-        neg = neg || value == -kInf;
-      }
-      if (nan || (pos && neg)) fill(c, kNaN);
-      else if (pos) fill(c, kInf);
-      else if (neg) fill(c, -kInf);
-      else pending.push_back(base + c);
     }
     // Groups of keys with exactly equal scores. With a rational scale the score itself is exact
     // (scale D_j + m_j, or root * score = D_j + root m_j for scale 1/root); with an irrational
@@ -266,7 +291,33 @@ xt::xarray<double> attention(const xt::xarray<double>& q, const xt::xarray<doubl
       settle_zero_sign(r, false);
     };
     certify_row(pending, row, prepare, enclose, "attention");
-  });
+  }, radius);
+}
+
+}  // namespace
+
+xt::xarray<double> attention(const xt::xarray<double>& q, const xt::xarray<double>& k, const xt::xarray<double>& v,
+                             const AttentionParameters& parameters, const Cast& out) {
+  return attention_rows(q, k, v, parameters, out, nullptr);
+}
+
+xt::xarray<double> attention(const xt::xarray<double>& q, const xt::xarray<double>& k, const xt::xarray<double>& v,
+                             const AttentionParameters& parameters, const Cast& out,
+                             const std::vector<std::size_t>& rows) {
+  return attention_rows(q, k, v, parameters, out, nullptr, &rows);
+}
+
+EnclosedValues attention_enclosed(const xt::xarray<double>& q, const xt::xarray<double>& k,
+                                  const xt::xarray<double>& v, const AttentionParameters& parameters) {
+  std::size_t elements = 1;
+  for (std::size_t x = 0; x + 1 < q.dimension(); ++x) elements *= q.shape()[x];
+  elements *= v.dimension() > 0 ? v.shape()[v.dimension() - 1] : 0;
+  std::vector<double> radius(elements, 0.0);
+  EnclosedValues r;
+  r.mid = attention_rows(q, k, v, parameters, kBinary64, radius.data());
+  if (r.mid.size() != radius.size()) throw numeq::error("attention: internal error: radius size");
+  r.radius = std::move(radius);
+  return r;
 }
 
 }  // namespace numeq::reference

@@ -10,12 +10,13 @@ namespace numeq::reference::rows {
 // and reports the first NaN-into-no-NaN element.
 xt::xarray<double> run_rows(const std::vector<std::size_t>& shape, std::size_t rows, const Cast& out,
                             const char* what, double within,
-                            const std::function<void(std::size_t, const RowOutput&)>& row_fn) {
+                            const std::function<void(std::size_t, const RowOutput&)>& row_fn,
+                            double* radius) {
   validate(out, "out");
   xt::xarray<double> result = xt::empty<double>(shape);
   const std::size_t n = result.size();
   std::vector<std::uint64_t> bits(n, 0);
-  const RowOutput row{out, random_stream_key(out.seed), out.rounding == Rounding::stochastic, bits.data(), within};
+  const RowOutput row{out, random_stream_key(out.seed), out.rounding == Rounding::stochastic, bits.data(), within, radius};
   // Each row costs microseconds to milliseconds (MPFR), so even a few rows pay for threads.
   parallel_for(
       rows,

@@ -23,6 +23,7 @@
 #include "numeq/formats/parallel.hpp"
 #include "numeq/formats/random.hpp"
 #include "numeq/formats/round_and_pack.hpp"
+#include "numeq/references/accumulator.hpp"
 #include "numeq/references/composite.hpp"
 #include "numeq/references/mpfr_value.hpp"
 
@@ -117,8 +118,29 @@ inline void exact_sum(Mpfr& r, const double* x, std::size_t n, std::size_t strid
   for (std::size_t i = 0; i < n; ++i) require_exact(mpfr_add_d(r, r, x[i * stride], MPFR_RNDN));
 }
 
-// sum_i a[i] * b[i] exactly, into r (a, b contiguous).
+// sum_i a[i] * b[i] exactly, into r (a, b contiguous, finite). Each product splits exactly into
+// p + e (p = fl(a b), e by an fma: exact while p is finite and at least 2^-960, Boldo and Muller,
+// IEEE TC 60(2), 2011), two doubles the long accumulator (numeq::LongAccumulator, the one exact
+// accumulator) adds exactly; MPFR gets its sum, cut to the bits it has (mpfr_min_prec: exact) so
+// that later exact steps work on a short number. Products outside that range go through MPFR.
 inline void exact_dot(Mpfr& r, const double* a, const double* b, std::size_t n) {
+  thread_local LongAccumulator sum;
+  sum.clear();
+  bool split = true;
+  for (std::size_t i = 0; i < n && split; ++i) {
+    const double p = a[i] * b[i];
+    if (!std::isfinite(p) || (p == 0 ? a[i] != 0 && b[i] != 0 : std::fabs(p) < 0x1p-960)) {
+      split = false;
+      break;
+    }
+    sum.add(p);
+    sum.add(std::fma(a[i], b[i], -p));
+  }
+  if (split) {
+    to_mpfr(sum, r);
+    if (!mpfr_zero_p(r)) require_exact(mpfr_prec_round(r, std::max<mpfr_prec_t>(MPFR_PREC_MIN, mpfr_min_prec(r)), MPFR_RNDN));
+    return;
+  }
   BitSpan sa;
   BitSpan sb;
   for (std::size_t i = 0; i < n; ++i) {
@@ -173,6 +195,9 @@ struct RowOutput {
   bool stochastic;
   std::uint64_t* bits;        // the result patterns, indexed by output element (C order)
   double within = 0;          // the enclosed result's relative error; 0: a rounded result
+  // Enclosed results with a radius per element (composite.hpp, Enclosure): where not null, any
+  // finite enclosure decides its element, as its midpoint and radius (out is binary64).
+  double* radius = nullptr;
   std::uint64_t random(std::size_t index) const { return stochastic ? random_bits_at(key, index) : 0; }
 };
 
@@ -185,6 +210,13 @@ struct RowOutput {
 // ends round to the same pattern of row.out, which is then the correctly rounded result (every
 // rounding mode is monotone); it settles exact points and zeros the width test leaves.
 inline bool decide(const RowOutput& row, std::size_t i, const fast::Enclosure& e) {
+  if (row.radius != nullptr && std::isfinite(e.lo) && std::isfinite(e.hi) && e.lo <= e.hi) {
+    const double mid = 0.5 * e.lo + 0.5 * e.hi;
+    // The larger distance to an end, rounded up (the midpoint's own rounding is inside it).
+    row.radius[i] = std::max(next_up(e.hi - mid), next_up(mid - e.lo));
+    row.bits[i] = std::bit_cast<std::uint64_t>(mid);
+    return true;
+  }
   if (row.within > 0 && std::isfinite(e.lo) && std::isfinite(e.hi) && e.lo <= e.hi &&
       std::signbit(e.lo) == std::signbit(e.hi)) {
     const double smaller = std::min(std::fabs(e.lo), std::fabs(e.hi));
@@ -219,9 +251,15 @@ inline void certify_row(std::vector<std::size_t>& pending, const RowOutput& row,
       const std::uint64_t random = row.random(e);
       const std::uint64_t lo = round_mpfr(r.lo.value, row.out, random, r.lo.open ? Nudge::above : Nudge::none);
       const std::uint64_t hi = round_mpfr(r.hi.value, row.out, random, r.hi.open ? Nudge::below : Nudge::none);
-      if (lo == hi)
+      if (lo == hi) {
         row.bits[e] = lo;
-      else
+        // An enclosed result's MPFR element is the correctly rounded double: within half an ulp
+        // (2^-53 relative, or 2^-1075 below the normal range).
+        if (row.radius != nullptr) {
+          const double value = std::bit_cast<double>(lo);
+          row.radius[e] = std::isfinite(value) ? std::fabs(value) * 0x1p-52 + 0x1p-1074 : 0.0;
+        }
+      } else
         pending[kept++] = e;
     }
     pending.resize(kept);
@@ -287,9 +325,11 @@ inline void interval_sum(Interval& r, std::vector<Interval>& v, const std::vecto
 
 // Runs row_fn(row, begin) over every row on parallel_for threads, gathers patterns into values
 // and reports the first NaN-into-no-NaN element.
+// radius: null, or (enclosed results with radii) room for one radius per element, zeroed.
 xt::xarray<double> run_rows(const std::vector<std::size_t>& shape, std::size_t rows, const Cast& out,
                             const char* what, double within,
-                            const std::function<void(std::size_t, const RowOutput&)>& row_fn);
+                            const std::function<void(std::size_t, const RowOutput&)>& row_fn,
+                            double* radius = nullptr);
 
 // The binary64 cast of enclosed results (Within): its rounded values are within 2^-53.
 inline const Cast kBinary64{formats::fp64};

@@ -27,6 +27,7 @@
 #include <cmath>
 #include <limits>
 
+#include "numeq/formats/cpu_dispatch.hpp"
 #include "numeq/formats/fast_round.hpp"
 #include "numeq/formats/round_and_pack.hpp"
 
@@ -542,6 +543,21 @@ bool suits(const Cast& out) {
   // The exponent range check keeps round_end's stand-ins for infinitesimals and for values beyond
   // every format valid (every format with at most 40 bits has a far narrower range than this).
   return f.is_signed && looked_at <= 40 && f.emin() >= -1022 && f.emin() + (1 << f.exponent_bits) < 1100;
+}
+
+// exp_approx over many arguments in [-700, 700] (fast_functions.hpp): the same reduction and
+// polynomial, so the same bound, with 2^k built from its bits for every k (|k| <= 1010: normal)
+// so that the loop has no branch and vectorises. k comes from the shifter's low bits: adding
+// 1.5 * 2^52 leaves k in the significand's low bits as a two's-complement integer.
+NUMEQ_X86_64_V3_CLONE void exp_many(const double* x, std::size_t n, double* y) {
+  constexpr double shifter = 0x1.8p52;
+  for (std::size_t i = 0; i < n; ++i) {
+    const double t = x[i] * kLog2e + shifter;
+    const double k = t - shifter;
+    const double r = (x[i] - k * kLn2Hi) - k * kLn2Lo;
+    const auto k_bits = std::bit_cast<std::uint64_t>(t) - std::bit_cast<std::uint64_t>(shifter);
+    y[i] = exp_poly(r) * std::bit_cast<double>((k_bits + 1023) << 52);
+  }
 }
 
 std::optional<Enclosure> enclose(Function f, double x) {

@@ -7,6 +7,7 @@
 // evaluation with a rigorous error bound, an accurate slow path only when the rounding test
 // fails: Sibidanov, Zimmermann, Glondu, "The CORE-MATH project", ARITH 2022).
 
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 
@@ -30,6 +31,12 @@ struct Enclosure {
 // nullopt where the fast path has none (reciprocal of |x| outside [2^-1020, 2^1020]; an exp
 // whose scaled result overflows a double, within an ulp of ln(DBL_MAX)).
 std::optional<Enclosure> enclose(Function f, double x);
+
+// e^x[i] into y[i] for n arguments, each in [-700, 700] (vectorised; the composite operations'
+// weights): |y - e^x| <= kExpManyError |y|, every result normal (e^-700 > 2^-1011). The bound is
+// exp_approx's 64 u doubled, as every fast enclosure's (fast_functions.cpp, kMargin).
+inline constexpr double kExpManyError = 128 * 0x1p-53;
+void exp_many(const double* x, std::size_t n, double* y);
 
 // Whether the fast path can be used for `out` at all: a signed format and an effective precision
 // (significand bits, plus the random bits stochastic rounding looks at) that a double enclosure

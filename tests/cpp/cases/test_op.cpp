@@ -506,7 +506,7 @@ TEST(Op, MatmulReferenceFromTheExactValueEqualsTheRoundedAccumulator) {
         const reference::ExactValues ex = op.exact();
         const Array ref = op.reference();
         for (std::size_t i = 0; i < ref.size(); ++i) {
-          const double got = op.reference_from_exact(ex.hi.data()[i], ex.lo.data()[i]).value();
+          const double got = op.reference_from_exact(ex.hi.data()[i], ex.lo.data()[i], 0).value();
           EXPECT_TRUE(got == ref.data()[i] && std::signbit(got) == std::signbit(ref.data()[i]))
               << in << " -> " << f->name << " " << numeq::to_string(r) << " element " << i << ": " << got << " vs "
               << ref.data()[i];
@@ -553,7 +553,7 @@ TEST(Op, CertifiedReferenceFromTheExactValueEqualsMpfrs) {
           const double g = got.data()[i], w = want.data()[i];
           EXPECT_TRUE((std::isnan(g) && std::isnan(w)) || (g == w && std::signbit(g) == std::signbit(w)))
               << op.signature << " " << numeq::to_string(r) << " element " << i << ": " << g << " vs " << w;
-          all = all && op.reference_from_exact(op.exact_values().hi.data()[i], 0).has_value();
+          all = all && op.reference_from_exact(op.exact_values().hi.data()[i], 0, 0).has_value();
         }
         ++(all ? from_exact : whole);
       }

@@ -252,6 +252,142 @@ TEST(Attention, ExactCausalSpecialAndSpreadCases) {
   std::printf("attention cases: %zu comparisons\n", n);
 }
 
+// ---------------------------------------------------------------------------------------------
+// long rows, enclosures with radii, row subsets (the fast path of attention_fast.cpp)
+// ---------------------------------------------------------------------------------------------
+
+reference::AttentionParameters parameters_of(const Attention& a) {
+  reference::AttentionParameters p;
+  p.scale = a.scale;
+  p.causal = a.causal;
+  p.mask = a.mask ? &*a.mask : nullptr;
+  return p;
+}
+
+// Rows as long as real attention's (d = 64, hundreds of keys) in a narrow input format: the fast
+// path's compensated sums over many terms, against the oracle in every cast.
+Attention long_attention(std::mt19937_64& rng, const Format& f, std::size_t lk, bool causal, bool with_mask) {
+  Attention a;
+  a.batch = {2};
+  a.lq = 3;
+  a.lk = lk;
+  a.d = 64;
+  a.dv = 5;
+  std::normal_distribution<double> normal(0.0, 1.0);
+  auto fill = [&](std::size_t rows, std::size_t cols, double scale) {
+    std::vector<double> x(a.batches() * rows * cols);
+    for (double& e : x) e = round_to_format(scale * normal(rng), Cast{f});
+    return xt::xarray<double>(xt::adapt(x, a.shape(rows, cols)));
+  };
+  a.q = fill(a.lq, a.d, 1.0);
+  a.k = fill(a.lk, a.d, 1.0);
+  a.v = fill(a.lk, a.dv, 3.0);
+  a.causal = causal;
+  if (with_mask) {
+    std::vector<double> m(a.batches() * a.lq * a.lk);
+    for (double& x : m) x = rng() % 7 == 0 ? -kInf : static_cast<double>(static_cast<int>(rng() % 9) - 4) / 8.0;
+    a.mask = xt::xarray<double>(xt::adapt(m, a.shape(a.lq, a.lk)));
+  }
+  return a;
+}
+
+TEST(AttentionLongRows, EveryCastAgainstTheOracle) {
+  std::mt19937_64 rng(64);
+  std::size_t n = 0;
+  for (const Format* f : kInputFormats)
+    for (const std::size_t lk : {std::size_t{96}, std::size_t{300}})
+      for (const bool causal : {false, true}) {
+        const Attention a = long_attention(rng, *f, lk, causal, lk == 300);
+        n += check_all("long attention " + std::string(f->name), attention_oracle(a),
+                       [&](const Cast& c) { return run_attention(a, c); },
+                       [&](std::size_t k) { return describe_attention(a, k); });
+      }
+  EXPECT_GT(n, 0u);
+}
+
+// |exact - mid| <= radius for every element of attention_enclosed (NaN and infinities exactly the
+// oracle's, radius 0), and the radius tight: at most `tight` times the batch's largest |v| (on
+// scores of a few units, the fast path's radius is about 2^-45 of it; scores thousands apart carry
+// their own rounding, u |delta|, into the weights) or half an ulp of binary64 (the MPFR loop's).
+void check_enclosed(const Attention& a, const std::string& what, std::size_t& checked, double tight) {
+  const reference::EnclosedValues e = reference::attention_enclosed(a.q, a.k, a.v, parameters_of(a));
+  const std::vector<Big> want = attention_oracle(a);
+  ASSERT_EQ(e.mid.size(), want.size()) << what;
+  ASSERT_EQ(e.radius.size(), want.size()) << what;
+  Big diff;
+  for (std::size_t i = 0; i < want.size(); ++i) {
+    const double mid = e.mid.data()[i], radius = e.radius[i];
+    const mpfr_srcptr exact = want[i].v;
+    ++checked;
+    if (mpfr_nan_p(exact)) {
+      EXPECT_TRUE(std::isnan(mid) && radius == 0) << what << " element " << i << ": " << describe_attention(a, i);
+      continue;
+    }
+    if (mpfr_inf_p(exact)) {
+      EXPECT_TRUE(std::isinf(mid) && (mid > 0) == (mpfr_sgn(exact) > 0) && radius == 0) << what << " element " << i;
+      continue;
+    }
+    mpfr_sub_d(diff.v, exact, mid, MPFR_RNDN);  // exact at the oracle's precision
+    mpfr_abs(diff.v, diff.v, MPFR_RNDN);
+    EXPECT_LE(mpfr_cmp_d(diff.v, radius), 0) << what << " element " << i << ": mid " << mid << " radius " << radius
+                                             << " exact " << mpfr_get_d(exact, MPFR_RNDN) << "; "
+                                             << describe_attention(a, i);
+    const std::size_t row = i / a.dv, b = row / a.lq, c = i % a.dv;
+    double v_max = 0;
+    for (std::size_t j = 0; j < a.lk; ++j) v_max = std::max(v_max, std::fabs(a.v.data()[(b * a.lk + j) * a.dv + c]));
+    EXPECT_LE(radius, tight * v_max + 0x1p-52 * std::fabs(mid) + 0x1p-1066) << what << " element " << i;
+  }
+}
+
+TEST(AttentionEnclosed, EveryElementWithinItsRadius) {
+  std::mt19937_64 rng(65);
+  std::size_t checked = 0;
+  for (const Format* f : kInputFormats) {
+    for (std::size_t trial = 0; trial < scaled(40); ++trial)
+      check_enclosed(random_attention(rng, *f, trial, trial % 5 == 4), "random " + std::string(f->name), checked, 0x1p-24);
+    check_enclosed(long_attention(rng, *f, 200, false, true), "long " + std::string(f->name), checked, 0x1p-40);
+    check_enclosed(long_attention(rng, *f, 200, true, false), "long causal " + std::string(f->name), checked, 0x1p-40);
+  }
+  EXPECT_GT(checked, 1000u);
+}
+
+// The fast path decides the enclosed elements: its midpoints are rarely the correctly rounded
+// binary64 values, so a fast path that never ran would leave them all equal.
+TEST(AttentionEnclosed, TheFastPathTakesPart) {
+  std::mt19937_64 rng(66);
+  const Attention a = long_attention(rng, formats::bf16, 256, false, false);
+  const reference::EnclosedValues e = reference::attention_enclosed(a.q, a.k, a.v, parameters_of(a));
+  const xt::xarray<double> certified = run_attention(a, make(formats::fp64));
+  std::size_t differ = 0;
+  for (std::size_t i = 0; i < certified.size(); ++i) differ += same_value(e.mid.data()[i], certified.data()[i]) ? 0 : 1;
+  EXPECT_GT(differ, certified.size() / 4);
+}
+
+// attention(..., rows) gives exactly those rows of the full result, in the order asked.
+TEST(AttentionRows, ASubsetOfRowsEqualsTheFullResultsRows) {
+  std::mt19937_64 rng(67);
+  for (const bool causal : {false, true}) {
+    const Attention a = long_attention(rng, formats::bf16, 40, causal, !causal);
+    for (const Format* out : {&formats::fp32, &formats::bf16, &formats::fp64}) {
+      const Cast cast = make(*out);
+      const xt::xarray<double> full = run_attention(a, cast);
+      const std::vector<std::size_t> rows = {5, 0, 3, 3};
+      const xt::xarray<double> part = reference::attention(a.q, a.k, a.v, parameters_of(a), cast, rows);
+      ASSERT_EQ(part.shape()[0], rows.size());
+      ASSERT_EQ(part.shape()[1], a.dv);
+      for (std::size_t r = 0; r < rows.size(); ++r)
+        for (std::size_t c = 0; c < a.dv; ++c)
+          EXPECT_TRUE(same_value(part(r, c), full.data()[rows[r] * a.dv + c])) << "row " << rows[r] << " col " << c;
+    }
+    try {
+      (void)reference::attention(a.q, a.k, a.v, parameters_of(a), make(formats::fp32), std::vector<std::size_t>{6});
+      ADD_FAILURE() << "row 6 of 6 accepted";
+    } catch (const numeq::error& err) {
+      EXPECT_NE(std::string(err.what()).find("rows: row 6"), std::string::npos) << err.what();
+    }
+  }
+}
+
 [[maybe_unused]] ::testing::Environment* const g_env =
     ::testing::AddGlobalTestEnvironment(new CountReport("test_composite_attention"));
 

@@ -64,7 +64,8 @@ struct Op {
   double exact_relative_error = 0;
   // Optional: the exact result to within a proven relative error (reference::Within), where
   // exact() pays for certifying every element's binary64 rounding and this does not (softmax,
-  // log_softmax, the normalisations: their fast enclosures, 2^-40). Checks take it (check_exact).
+  // log_softmax, the normalisations: their fast enclosures, 2^-40; attention: a radius per
+  // element, ExactValues::radius, with exact_within_error 0). Checks take it (check_exact).
   std::function<reference::ExactValues()> exact_within;
   double exact_within_error = 0;
   // The exact result rounded correctly into `out`.
@@ -72,9 +73,12 @@ struct Op {
   // Optional: one element of the reference from check_exact()'s (hi, lo), where hi + lo settles
   // the rounding (nullopt where it does not: an MPFR-certified hi or an enclosure's midpoint next
   // to a rounding boundary of out); the reference then costs one pass over the exact result
-  // instead of a second exact computation. Where any element gives nullopt, reference() computes
-  // the whole reference.
-  std::function<std::optional<double>(double hi, double lo)> reference_from_exact;
+  // instead of a second exact computation. Where an element gives nullopt, reference_at computes
+  // those elements, or else reference() the whole reference.
+  std::function<std::optional<double>(double hi, double lo, double radius)> reference_from_exact;
+  // Optional: the reference at the given flat indices only (in their order), for the elements
+  // reference_from_exact leaves open; without it those cost the whole reference().
+  std::function<std::vector<double>(const std::vector<std::size_t>& elements)> reference_at;
   // The platform's result and its bound.
   std::function<Emulation(const core::Platform&, const core::BoundOptions&)> emulate;
   // Optional: what of a platform this op's emulation reads, as text (a matmul: its plan's JSON);

@@ -113,5 +113,26 @@ struct AttentionParameters {
 xt::xarray<double> attention(const xt::xarray<double>& q, const xt::xarray<double>& k,
                              const xt::xarray<double>& v, const AttentionParameters& parameters,
                              const Cast& out);
+// Only the given rows (flat over the batch and query dimensions, in C order: row r holds the
+// elements [r dv, (r + 1) dv) of the full result), into shape {rows.size(), dv}: what a check
+// needs where its enclosures leave a few elements' rounding open (cases::Op::reference_at).
+// Stochastic rounding draws by the compact result's index, so callers use it for deterministic
+// roundings.
+xt::xarray<double> attention(const xt::xarray<double>& q, const xt::xarray<double>& k,
+                             const xt::xarray<double>& v, const AttentionParameters& parameters,
+                             const Cast& out, const std::vector<std::size_t>& rows);
+
+// Attention's exact result as enclosures, for a check (cases::Op::exact_within): each element a
+// double mid and a radius with |exact - mid| <= radius, the fast path's enclosure where it has a
+// finite one (about 2^-46 |v| wide: its exp's width, e^x to 2^-47), else the correctly rounded
+// binary64 value (radius: half its ulp); NaN and infinite results have radius 0. A relative
+// enclosure (Within) would send every output near zero (weights of values of both signs that
+// nearly cancel) to the MPFR loop; a radius holds there at no cost.
+struct EnclosedValues {
+  xt::xarray<double> mid;
+  std::vector<double> radius;  // one per element of mid, C order
+};
+EnclosedValues attention_enclosed(const xt::xarray<double>& q, const xt::xarray<double>& k,
+                                  const xt::xarray<double>& v, const AttentionParameters& parameters);
 
 }  // namespace numeq::reference

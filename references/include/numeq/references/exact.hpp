@@ -21,10 +21,12 @@
 namespace numeq::reference {
 
 // What a reduction hands back: the rounded values (NaN where the format gives NaN) or the exact
-// values as double-doubles (hi, lo).
+// values as double-doubles (hi, lo). radius: empty, or (an enclosed result, composite.hpp's
+// attention_enclosed) one per element of hi (C order) with |exact - (hi + lo)| <= radius[i].
 struct ExactValues {
   xt::xarray<double> hi;
   xt::xarray<double> lo;
+  std::vector<double> radius = {};
 };
 
 // Sum of x along `axis` (negative counts from the end), rounded once into `out`.
