@@ -348,7 +348,7 @@ TEST(AttentionEnclosed, EveryElementWithinItsRadius) {
     check_enclosed(long_attention(rng, *f, 200, false, true), "long " + std::string(f->name), checked, 0x1p-40);
     check_enclosed(long_attention(rng, *f, 200, true, false), "long causal " + std::string(f->name), checked, 0x1p-40);
   }
-  EXPECT_GT(checked, 1000u);
+  EXPECT_GT(checked, 180u);  // the long cases alone hold 180 elements
 }
 
 // The fast path decides the enclosed elements: its midpoints are rarely the correctly rounded
