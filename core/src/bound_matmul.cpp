@@ -42,6 +42,9 @@ namespace {
 // differ only within the inflation the caller applies: every order of a non-negative sum is
 // covered by it).
 constexpr std::size_t kKC = 256, kMB = 64;
+// K beyond this is summed in chunks (matmul_bound_of_kind); a multiple of kKC.
+constexpr std::size_t kChunkK = std::size_t{1} << 16;
+static_assert(kChunkK % kKC == 0);
 
 // GCC/Clang vector extensions: the micro-kernel states its registers explicitly (the
 // auto-vectoriser spills a [4][16] accumulator array to the stack).
@@ -201,72 +204,92 @@ xt::xarray<double> matmul_bound_of_kind(const xt::xarray<double>& a, const xt::x
   const BlockKernel kernel = block_kernel();
   const std::size_t kNR = kernel.nr, kMR = kernel.mr;
   const std::size_t strips = (N + kNR - 1) / kNR, ldc = strips * kNR;
-  std::vector<double> packed(b_matrices * strips * K * kNR, 0.0);
-  std::vector<double> packed_unit(need_magnitude ? packed.size() : 0, 0.0);
-  parallel_for(b_matrices * strips, [&](std::size_t begin, std::size_t end) {
-    for (std::size_t q = begin; q < end; ++q) {
-      const std::size_t s_idx = q / strips, s = q % strips;
-      double* out = packed.data() + q * K * kNR;
-      for (std::size_t k = 0; k < K; ++k)
-        for (std::size_t j = 0; j < kNR; ++j) {
-          const std::size_t col = s * kNR + j;
-          if (col >= N) continue;
-          const double v = std::fabs(b.data()[s_idx * K * N + k * N + col]);
-          out[k * kNR + j] = std::isfinite(v) ? v : 0.0;
-        }
-      if (need_magnitude) std::copy(out, out + K * kNR, packed_unit.data() + q * K * kNR);
-    }
-  }, 16);
+  // Long K goes in chunks of kChunkK (a multiple of kKC, so each block's sums keep the order one
+  // pass gives, bit for bit): the packed |b| and each block's rows hold one chunk, the blocks'
+  // sums C stay for the next chunk. A dot product of K = 2^26 then holds its inputs and a few
+  // megabytes, not its |b| padded to a panel of kNR columns and kMB rows of weighted |a|.
+  const std::size_t chunk = std::min(K, kChunkK), chunks = (K + chunk - 1) / chunk;
   const std::size_t row_blocks = (M + kMB - 1) / kMB;
-  parallel_for(matrices * row_blocks, [&](std::size_t begin, std::size_t end) {
-    std::vector<double> X(kMB * K), C(kMB * ldc), Cm, apack(((kMB + kMR - 1) / kMR) * kKC * kMR);
-    std::vector<double> Xu;
-    if (need_magnitude) {
-      Cm.resize(kMB * ldc);
-      Xu.resize(kMB * K);
-    }
-    for (std::size_t task = begin; task < end; ++task) {
-      const std::size_t t = task / row_blocks, m0 = (task % row_blocks) * kMB;
-      const std::size_t rows = std::min(kMB, M - m0);
-      const double* arows = a.data() + (a_of[t] * M + m0) * K;
-      for (std::size_t r = 0; r < rows; ++r)
-        for (std::size_t k = 0; k < K; ++k) {
-          const double v = std::fabs(arows[r * K + k]);
-          const double fv = std::isfinite(v) ? v : 0.0;
-          X[r * K + k] = w.W[k] * fv;  // rounded to nearest: inside the inflation's K + 8
-          if (need_magnitude) Xu[r * K + k] = fv;
-        }
-      std::fill(C.begin(), C.end(), 0.0);
-      kernel.run(X.data(), K, packed.data() + b_of[t] * strips * K * kNR, strips, C.data(), ldc, rows, apack.data());
+  // A block holds at most kMB rows, and never more than a has.
+  const std::size_t rows_held = std::min(kMB, M);
+  const std::size_t tasks = matrices * row_blocks;
+  // Sums kept across chunks (only when there are several: one chunk sums each block at once).
+  std::vector<double> kept_C(chunks > 1 ? tasks * rows_held * ldc : 0, 0.0);
+  std::vector<double> kept_Cm(chunks > 1 && need_magnitude ? kept_C.size() : 0, 0.0);
+  std::vector<double> packed(b_matrices * strips * chunk * kNR, 0.0);
+  std::vector<double> packed_unit(need_magnitude ? packed.size() : 0, 0.0);
+  for (std::size_t piece = 0; piece < chunks; ++piece) {
+    const std::size_t k0 = piece * chunk, kc = std::min(chunk, K - k0);
+    const bool last = piece + 1 == chunks;
+    parallel_for(b_matrices * strips, [&](std::size_t begin, std::size_t end) {
+      for (std::size_t q = begin; q < end; ++q) {
+        const std::size_t s_idx = q / strips, s = q % strips;
+        double* out = packed.data() + q * kc * kNR;
+        for (std::size_t k = 0; k < kc; ++k)
+          for (std::size_t j = 0; j < kNR; ++j) {
+            const std::size_t col = s * kNR + j;
+            if (col >= N) continue;
+            const double v = std::fabs(b.data()[s_idx * K * N + (k0 + k) * N + col]);
+            out[k * kNR + j] = std::isfinite(v) ? v : 0.0;
+          }
+        if (need_magnitude) std::copy(out, out + kc * kNR, packed_unit.data() + q * kc * kNR);
+      }
+    }, 16);
+    parallel_for(tasks, [&](std::size_t begin, std::size_t end) {
+      std::vector<double> X(rows_held * kc), local_C(chunks > 1 ? 0 : rows_held * ldc), local_Cm,
+          apack(((kMB + kMR - 1) / kMR) * kKC * kMR);
+      std::vector<double> Xu;
       if (need_magnitude) {
-        std::fill(Cm.begin(), Cm.end(), 0.0);
-        kernel.run(Xu.data(), K, packed_unit.data() + b_of[t] * strips * K * kNR, strips, Cm.data(), ldc, rows,
-               apack.data());
+        local_Cm.resize(chunks > 1 ? 0 : rows_held * ldc);
+        Xu.resize(rows_held * kc);
       }
-      for (std::size_t r = 0; r < rows; ++r) {
-        const std::size_t ra = a_of[t] * M + m0 + r;
-        for (std::size_t n = 0; n < N; ++n) {
-          const std::size_t qb = b_of[t] * N + n;
-          const std::size_t i = (t * M + m0 + r) * N + n;
-          double pre = add_up(add_up(inflate(C[r * ldc + n], K), row_term[ra]), add_up(col_term[qb], w.absolute));
-          bool nonfinite = row_bad[ra] || col_bad[qb];
-          double cm = 0;
-          if (c) {
-            cm = std::fabs(fc.data()[i]);
-            nonfinite = nonfinite || !std::isfinite(cm);
-            pre = add_up(pre, mul_up(w.init, cm));
+      for (std::size_t task = begin; task < end; ++task) {
+        const std::size_t t = task / row_blocks, m0 = (task % row_blocks) * kMB;
+        const std::size_t rows = std::min(kMB, M - m0);
+        const double* arows = a.data() + (a_of[t] * M + m0) * K;
+        for (std::size_t r = 0; r < rows; ++r)
+          for (std::size_t k = 0; k < kc; ++k) {
+            const double v = std::fabs(arows[r * K + k0 + k]);
+            const double fv = std::isfinite(v) ? v : 0.0;
+            X[r * kc + k] = w.W[k0 + k] * fv;  // rounded to nearest: inside the inflation's K + 8
+            if (need_magnitude) Xu[r * kc + k] = fv;
           }
-          double magnitude = 0;
-          if (w.finite_overflow) {
-            const double sum_abs = need_magnitude ? inflate(Cm[r * ldc + n], K) : up(pre / w_min);
-            magnitude = add_up(add_up(add_up(sum_abs, pre), cm), w.initial);
+        double* C = chunks > 1 ? kept_C.data() + task * rows_held * ldc : local_C.data();
+        double* Cm = need_magnitude ? (chunks > 1 ? kept_Cm.data() + task * rows_held * ldc : local_Cm.data()) : nullptr;
+        if (chunks == 1) {
+          std::fill(C, C + rows_held * ldc, 0.0);
+          if (Cm) std::fill(Cm, Cm + rows_held * ldc, 0.0);
+        }
+        kernel.run(X.data(), kc, packed.data() + b_of[t] * strips * kc * kNR, strips, C, ldc, rows, apack.data());
+        if (need_magnitude)
+          kernel.run(Xu.data(), kc, packed_unit.data() + b_of[t] * strips * kc * kNR, strips, Cm, ldc, rows,
+                     apack.data());
+        if (!last) continue;
+        for (std::size_t r = 0; r < rows; ++r) {
+          const std::size_t ra = a_of[t] * M + m0 + r;
+          for (std::size_t n = 0; n < N; ++n) {
+            const std::size_t qb = b_of[t] * N + n;
+            const std::size_t i = (t * M + m0 + r) * N + n;
+            double pre = add_up(add_up(inflate(C[r * ldc + n], K), row_term[ra]), add_up(col_term[qb], w.absolute));
+            bool nonfinite = row_bad[ra] || col_bad[qb];
+            double cm = 0;
+            if (c) {
+              cm = std::fabs(fc.data()[i]);
+              nonfinite = nonfinite || !std::isfinite(cm);
+              pre = add_up(pre, mul_up(w.init, cm));
+            }
+            double magnitude = 0;
+            if (w.finite_overflow) {
+              const double sum_abs = need_magnitude ? inflate(Cm[r * ldc + n], K) : up(pre / w_min);
+              magnitude = add_up(add_up(add_up(sum_abs, pre), cm), w.initial);
+            }
+            result.data()[i] =
+                finish(w, emulated.data()[i], pre, magnitude, nonfinite, row_over[ra] || col_over[qb]);
           }
-          result.data()[i] =
-              finish(w, emulated.data()[i], pre, magnitude, nonfinite, row_over[ra] || col_over[qb]);
         }
       }
-    }
-  }, 1);
+    }, 1);
+  }
   return result;
 }
 
