@@ -255,6 +255,19 @@ TEST(Bound, Tightness) {
   EXPECT_GE(fz.worst_ratio, 0.25);
 }
 
+// K beyond one chunk of the worst-case bound's sums (2^16 terms, bound_matmul.cpp): the bound
+// summed chunk by chunk still holds against the exact products, on two row blocks and few columns
+// (a dot product's shape), with and without a bias.
+TEST(Bound, LongKIsSummedInChunksAndStillHolds) {
+  const Plan h100 = plan_for(platform_by_name("nvidia.h100"), Operation::matmul, "bf16", "fp32");
+  const Plan trn2 = plan_for(platform_by_name("trainium.trn2"), Operation::matmul, "bf16", "fp32");
+  const std::size_t K = 2 * (std::size_t{1} << 16) + 700;
+  Tally t = check_matmul(h100, formats::bf16, Distribution::normal, 71, 1, K, 1, false);
+  t.merge(check_matmul(trn2, formats::bf16, Distribution::uniform, 72, 66, K, 3, true));
+  EXPECT_EQ(t.violations, 0u);
+  EXPECT_GT(t.worst_ratio, 0.0);
+}
+
 // A kernel that accumulates in bf16 where the plan says fp32 must be caught.
 TEST(Bound, PlantedBugIsDetected) {
   const Plan fp32_plan = plan_for(platform_by_name("cuda_core.fp32"), Operation::matmul, "bf16", "fp32");
