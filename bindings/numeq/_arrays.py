@@ -225,7 +225,14 @@ def _array(x: Any, parameter: str) -> np.ndarray:
 
 
 def _as_source(x: Any, parameter: str = "x") -> tuple[np.ndarray, str, bool]:
-    """(array whose elements are fp32/fp64 values or bit patterns, source format, was_scalar)."""
+    """(array whose elements are fp32/fp64 values or bit patterns, source format, was_scalar).
+    A copy too large for memory (a broadcast view of 10^12 elements) is a MemoryError naming the
+    parameter."""
+    with _sized(parameter):
+        return _source_of(x, parameter)
+
+
+def _source_of(x: Any, parameter: str) -> tuple[np.ndarray, str, bool]:
     a = _native(_array(x, parameter))
     scalar = a.ndim == 0 and not isinstance(x, np.ndarray)
     dt = a.dtype
@@ -263,6 +270,11 @@ def _native(a: np.ndarray) -> np.ndarray:
 def _int64_array(value: Any, parameter: str) -> np.ndarray:
     """int64 copy of an integer-valued argument (zero points, codes): integer dtypes, or floats
     that hold integers; values beyond int64 are refused, never wrapped."""
+    with _sized(parameter):
+        return _int64_of(value, parameter)
+
+
+def _int64_of(value: Any, parameter: str) -> np.ndarray:
     a = _native(_array(value, parameter))
     if a.dtype.kind == "f" or a.dtype in _FORMAT_OF_DTYPE:
         f = a.astype(np.float64)
@@ -283,7 +295,8 @@ def _real_array(value: Any, parameter: str) -> np.ndarray:
     a = _array(value, parameter)
     if a.dtype.kind not in "iufb" and a.dtype not in _FORMAT_OF_DTYPE:
         raise TypeError(f"{parameter}: expected real numbers, got dtype {a.dtype}")
-    return _native(a).astype(np.float64)
+    with _sized(parameter):
+        return _native(a).astype(np.float64)
 
 
 def _result(values: np.ndarray, scalar: bool) -> Any:

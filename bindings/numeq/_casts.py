@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 
 from . import _core
-from ._arrays import _BITS_DTYPE, _NUMPY_TYPES, _array, _as_source, _check_format, _check_str, _native, _result
+from ._arrays import _BITS_DTYPE, _NUMPY_TYPES, _array, _as_source, _check_format, _check_str, _native, _result, _sized
 from ._cast_keywords import CastKeywords, takes_cast_keywords
 
 
@@ -16,7 +16,8 @@ def _cast(x: Any, fmt: str, cast: CastKeywords, want_values: bool, want_bits: bo
     """(values, bits, was_scalar) of x cast into fmt: the one call behind round, encode and cast."""
     _check_str(fmt, "fmt")
     a, source, scalar = _as_source(x)
-    values, bits = _core.cast(a, source, fmt, *cast, want_values, want_bits)
+    with _sized("x"):
+        values, bits = _core.cast(a, source, fmt, *cast, want_values, want_bits)
     return values, bits, scalar
 
 

@@ -22,7 +22,7 @@ import functools
 import numpy as np
 
 from . import _core
-from ._arrays import _FORMAT_OF_DTYPE, FORMAT_NAMES, _as_source, _check_format, _check_str, _info, _renamed
+from ._arrays import _FORMAT_OF_DTYPE, FORMAT_NAMES, _as_source, _check_format, _check_str, _info, _renamed, _sized
 from ._cast_keywords import CastKeywords, takes_cast_keywords
 
 GELU_APPROXIMATIONS = ("none", "tanh")
@@ -51,7 +51,14 @@ def _holds_every_value(inner: str, outer: str) -> bool:
 def _input_values(x: Any, in_fmt: str | None, subnormals: str, parameter: str = "x",
                   fmt_parameter: str = "in_fmt") -> tuple[np.ndarray, bool]:
     """C-contiguous float64 values of x (checked to lie in in_fmt, inputs flushed as asked), and
-    whether x was a scalar. Shared by every numeq.reference function."""
+    whether x was a scalar. Shared by every numeq.reference function. A copy too large for memory
+    is a MemoryError naming the parameter."""
+    with _sized(parameter):
+        return _input_values_of(x, in_fmt, subnormals, parameter, fmt_parameter)
+
+
+def _input_values_of(x: Any, in_fmt: str | None, subnormals: str, parameter: str,
+                     fmt_parameter: str) -> tuple[np.ndarray, bool]:
     if (subnormals == "keep" and type(x) is np.ndarray and x.ndim > 0 and x.dtype in _FORMAT_OF_DTYPE
             and x.dtype != np.float64 and x.flags.c_contiguous and x.flags.aligned and x.dtype.isnative
             and (in_fmt is None or (isinstance(in_fmt, str) and in_fmt in FORMAT_NAMES))):

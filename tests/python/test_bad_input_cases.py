@@ -19,6 +19,7 @@ from bad_input_matrix import A, B, CODES, Q3, X, _profile
 # The cases issue 14 reported, one by one (the matrix covers their classes)
 # ---------------------------------------------------------------------------------------------
 _A2 = np.ones((2, 2))
+_HUGE_VIEW = np.broadcast_to(np.float32(1.5), (10**6, 10**6))
 REPORTED = [
     ("reference.sum axis=2**63", lambda: numeq.reference.sum(X, axis=2**63), ValueError, "axis:"),
     ("round seed=2**64", lambda: numeq.round(X, "bf16", rounding="stochastic", seed=2**64), ValueError, "seed:"),
@@ -47,6 +48,16 @@ REPORTED = [
     ("zero point 0.5", lambda: numeq.quantize(X, scale=1.0, zero_point=0.5), ValueError, "zero_point:"),
     ("masked array", lambda: numeq.round(np.ma.masked_array(X, mask=X > 1), "bf16"), TypeError, "x:"),
     ("generate 10**10 values", lambda: numeq.ops.generate("normal", (10**10, 10**10)), MemoryError, "shape:"),
+    # A broadcast view of 10^12 elements costs nothing until numeq copies it (issue 32: the
+    # MemoryError named no parameter).
+    ("a view too large to copy (round)", lambda: numeq.round(_HUGE_VIEW, "bf16"), MemoryError, "x:"),
+    ("a view too large to copy (ops.matmul)", lambda: numeq.ops.matmul(_HUGE_VIEW, _A2), MemoryError, "a:"),
+    ("a view too large to copy (matmul b)", lambda: numeq.matmul(_A2, _HUGE_VIEW, platform="nvidia.h100"),
+     MemoryError, "b:"),
+    ("a view too large to copy (softmax)", lambda: numeq.reference.softmax(_HUGE_VIEW), MemoryError, "x:"),
+    ("a view too large to copy (attention v)",
+     lambda: numeq.ops.attention(Q3, Q3, np.broadcast_to(np.float64(1.5), (1, 3, 10**12))),
+     MemoryError, "v:"),
 ]
 
 
