@@ -275,12 +275,15 @@ VariantSearch search_variants(const xt::xarray<double>& actual, const Op& op, co
   std::size_t further = 0;
   for (const std::string& name : platform_variants(platform, op)) {
     if (!s.exact.empty() && ++further > kLookFurther) break;
-    core::Platform variant;
+    // The process's parsed platform, shared (a copy per variant cost a failing check more than
+    // its glance at the variant).
+    std::shared_ptr<const core::Platform> shared;
     try {
-      variant = core::platform_by_name(name, "variant");
+      shared = core::shared_platform(name, "variant");
     } catch (const numeq::error&) {
       continue;  // not a platform in this process
     }
+    const core::Platform& variant = *shared;
     try {
       if (tiny) {
         const Emulation e = tiny->first.emulate(variant, no_bound);
@@ -323,9 +326,13 @@ VariantSearch search_variants(const xt::xarray<double>& actual, const Op& op, co
   if (!s.exact.empty()) return s;
   // None exact: the nearest in full, or else the one that explained most of the sample.
   if (best_on_sample.empty()) best_on_sample = best_on_glance;  // no variant passed the glance
-  if (s.nearest.empty() && !best_on_sample.empty()) {
+  // The nearest in full costs a whole emulation: only for a variant that reproduced some of the
+  // sampled differing elements (one that reproduced none rarely beats the platform's own matches,
+  // the only case the verdict names it).
+  const std::size_t sampled_matches = best_sample_matches > 0 ? best_sample_matches : best_glance_matches;
+  if (s.nearest.empty() && !best_on_sample.empty() && sampled_matches > 0) {
     s.nearest = best_on_sample;
-    s.nearest_matches = full_matches(core::platform_by_name(best_on_sample, "variant"));
+    s.nearest_matches = full_matches(*core::shared_platform(best_on_sample, "variant"));
   }
   return s;
 }

@@ -275,8 +275,11 @@ Verdict compare(const Array& actual, const Op& op, const core::Platform& platfor
     if (any_foreign && !std::isnan(g) && !holds(g))
       return {Class::foreign, std::isfinite(g) && std::isfinite(hi) ? std::abs((g - hi) - lo) : kInf, 0};
     // Integer outputs have one zero: -0 from a float computation is the code 0.
+    // The exact value's own uncertainty (binary64 rounding of MPFR results, an enclosure's width
+    // or radius: check_exact): an error within it measures nothing.
+    const double own = std::isfinite(hi) ? std::abs(hi) * exact_error + (ex.radius.empty() ? 0.0 : ex.radius[i]) : 0.0;
     if (same_value(g, e) || (op.out.format.is_integer() && g == e))
-      return {Class::exact, std::isfinite(g) && std::isfinite(hi) ? std::abs((g - hi) - lo) : 0, 0};
+      return {Class::exact, std::isfinite(g) && std::isfinite(hi) ? std::abs((g - hi) - lo) : 0, own};
     // Special values: where the emulation gives NaN or +-Inf, or its bound is infinite or NaN (an
     // overflow, a non-finite input), or where the device or the exact value is not finite, only
     // the platform's own value explains the output (NaN matches any NaN: the case above). An
@@ -288,8 +291,7 @@ Verdict compare(const Array& actual, const Op& op, const core::Platform& platfor
     // What the comparison itself may lose: the exact value's own error (binary64 rounding of MPFR
     // results, an enclosure's width or radius: check_exact) and the two subtractions above, each at most
     // 2^-53 relative.
-    const double radius = ex.radius.empty() ? 0.0 : ex.radius[i];
-    const double slack = std::abs(hi) * exact_error + radius + (std::abs(d) + error) * 0x1p-52;
+    const double slack = own + (std::abs(d) + error) * 0x1p-52;
     return {error > B + slack ? Class::beyond : Class::probabilistic, error, slack};
   };
 
@@ -357,7 +359,9 @@ Verdict compare(const Array& actual, const Op& op, const core::Platform& platfor
     // A value outside the output format fails whatever its distance, but its distance still
     // ranks it among the failures (the worst list is in error / bound order).
     if (j.cls == Class::special || (j.cls == Class::foreign && !std::isfinite(j.error))) return kInf;
-    if (B > 0 && std::isfinite(B)) return j.error / B;
+    // What lies beyond the comparison's own slack (an exact value known to a radius: a
+    // bit-exact element of a bound near 0 must not rank as the worst).
+    if (B > 0 && std::isfinite(B)) return std::max(0.0, j.error - j.slack) / B;
     if (j.cls == Class::exact) return 0.0;
     return j.error > j.slack ? kInf : 0.0;
   };
@@ -559,8 +563,13 @@ Verdict compare(const Array& actual, const Op& op, const core::Platform& platfor
       const bool prob = v.tier == Tier::probabilistic;
       v.diagnosis = std::to_string(N - v.bit_exact) + " of " + n_text + " elements differ from " + platform.name +
                     "'s emulation and no variant explains them bit for bit; " +
-                    (prob ? "all lie within the probabilistic bound (fails with probability <= " +
-                                number(v.failure_probability, 3) + ")"
+                    (prob ? (v.failure_probability > 0
+                                 ? "all lie within the probabilistic bound (fails with probability <= " +
+                                       number(v.failure_probability, 3) + ")"
+                                 // An op whose model has no probabilistic bound: its worst-case one
+                                 // serves (it never fails).
+                                 : std::string("all lie within the platform's bound (this op's model bounds the "
+                                               "worst case only: it never fails)"))
                           : std::to_string(det_only) +
                                 " lie beyond the probabilistic bound but within the worst-case bound: suspicious "
                                 "(farther from the exact result than the platform's arithmetic makes likely)");
