@@ -141,6 +141,9 @@ Op matmul(const Array& a, const Array& b, const Array* c, std::string_view in_fm
   if (from_exact)
     op.reference_from_exact = [out](double hi, double lo, double) { return round_quotient(hi, lo, out); };
   op.diagnose = [sa, sb, sc, fmt](const DiagnosisData& data) { return diagnose_matmul(*sa, *sb, sc.get(), fmt, data); };
+  op.values = [sa, sb, sc, fmt, out](const core::Platform& platform) {
+    return core::matmul(*sa, *sb, sc.get(), core::plan_for(platform, core::Operation::matmul, fmt, out.format.name));
+  };
   op.emulate = [sa, sb, sc, fmt, out](const core::Platform& platform, const core::BoundOptions& options) {
     const core::Plan plan = core::plan_for(platform, core::Operation::matmul, fmt, out.format.name);
     Emulation e;

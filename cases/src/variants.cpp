@@ -261,11 +261,14 @@ VariantSearch search_variants(const xt::xarray<double>& actual, const Op& op, co
   if (small && sample.size() > kGlance) tiny = op.restrict_to(glance);
   std::string best_on_glance;
   std::size_t best_glance_matches = 0;
-  const core::BoundOptions no_bound{};
+  // Bits only: the op's values where it has them (no bound walked), else its emulation's.
+  const auto values_of = [](const Op& o, const core::Platform& variant) {
+    return o.values ? o.values(variant) : o.emulate(variant, core::BoundOptions{}).values;
+  };
   const auto full_matches = [&](const core::Platform& variant) {
-    const Emulation e = op.emulate(variant, no_bound);
+    const xt::xarray<double> e = values_of(op, variant);
     std::size_t matches = 0;
-    for (std::size_t i = 0; i < actual.size(); ++i) matches += same_value(actual.data()[i], e.values.data()[i]);
+    for (std::size_t i = 0; i < actual.size(); ++i) matches += same_value(actual.data()[i], e.data()[i]);
     return matches;
   };
   std::string best_on_sample;
@@ -286,10 +289,10 @@ VariantSearch search_variants(const xt::xarray<double>& actual, const Op& op, co
     const core::Platform& variant = *shared;
     try {
       if (tiny) {
-        const Emulation e = tiny->first.emulate(variant, no_bound);
+        const xt::xarray<double> e = values_of(tiny->first, variant);
         std::size_t matches = 0;
         for (std::size_t j = 0; j < glance.size(); ++j)
-          matches += same_value(actual.data()[glance[j]], e.values.data()[tiny->second[j]]);
+          matches += same_value(actual.data()[glance[j]], e.data()[tiny->second[j]]);
         if (matches > best_glance_matches) best_on_glance = name, best_glance_matches = matches;
         if (matches < glance.size()) {
           ++s.searched;
@@ -297,10 +300,10 @@ VariantSearch search_variants(const xt::xarray<double>& actual, const Op& op, co
         }
       }
       if (small) {
-        const Emulation e = small->first.emulate(variant, no_bound);
+        const xt::xarray<double> e = values_of(small->first, variant);
         std::size_t matches = 0;
         for (std::size_t j = 0; j < sample.size(); ++j)
-          matches += same_value(actual.data()[sample[j]], e.values.data()[small->second[j]]);
+          matches += same_value(actual.data()[sample[j]], e.data()[small->second[j]]);
         ++s.searched;
         if (matches > best_sample_matches) best_on_sample = name, best_sample_matches = matches;
         if (matches < sample.size()) continue;  // differs somewhere: not this variant

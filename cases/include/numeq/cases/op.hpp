@@ -81,6 +81,9 @@ struct Op {
   std::function<std::vector<double>(const std::vector<std::size_t>& elements)> reference_at;
   // The platform's result and its bound.
   std::function<Emulation(const core::Platform&, const core::BoundOptions&)> emulate;
+  // Optional: the platform's result alone (the variant search compares bits, not bounds); without
+  // it emulate() serves.
+  std::function<xt::xarray<double>(const core::Platform&)> values;
   // Optional: what of a platform this op's emulation reads, as text (a matmul: its plan's JSON);
   // two platforms with the same key emulate it alike, so the variant search tries one of them.
   // Without it the whole platform is the key.
