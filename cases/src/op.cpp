@@ -588,6 +588,7 @@ Op attention(const Array& q, const Array& k, const Array& v, const Array* mask, 
              std::string_view in_fmt, const Cast& out, const AttentionOptions& options) {
   const Format& fin = floating_format(in_fmt, "in_fmt");
   floating_format(out.format.name, "out");
+  reference::check_attention_shapes(q, k, v, mask);  // now, not at the op's first use
   check_values(q, fin, "q");
   check_values(k, fin, "k");
   check_values(v, fin, "v");

@@ -14,6 +14,16 @@ using namespace rows;
 
 // ---- attention ----
 
+// Whether sqrt(d) is an integer (then the default scale 1/sqrt(d) is the rational 1/root).
+std::uint64_t integer_sqrt_or_zero(std::uint64_t d) {
+  auto r = static_cast<std::uint64_t>(std::sqrt(static_cast<double>(d)));
+  while (r * r > d) --r;
+  while ((r + 1) * (r + 1) <= d) ++r;
+  return r * r == d ? r : 0;
+}
+
+}  // namespace
+
 void check_attention_shapes(const xt::xarray<double>& q, const xt::xarray<double>& k, const xt::xarray<double>& v,
                             const xt::xarray<double>* mask) {
   auto dims = [](const xt::xarray<double>& a) {
@@ -43,16 +53,6 @@ void check_attention_shapes(const xt::xarray<double>& q, const xt::xarray<double
                                 ", got " + dims(*mask));
   }
 }
-
-// Whether sqrt(d) is an integer (then the default scale 1/sqrt(d) is the rational 1/root).
-std::uint64_t integer_sqrt_or_zero(std::uint64_t d) {
-  auto r = static_cast<std::uint64_t>(std::sqrt(static_cast<double>(d)));
-  while (r * r > d) --r;
-  while ((r + 1) * (r + 1) <= d) ++r;
-  return r * r == d ? r : 0;
-}
-
-}  // namespace
 
 namespace {
 

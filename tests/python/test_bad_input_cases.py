@@ -55,6 +55,10 @@ REPORTED = [
     ("a view too large to copy (matmul b)", lambda: numeq.matmul(_A2, _HUGE_VIEW, platform="nvidia.h100"),
      MemoryError, "b:"),
     ("a view too large to copy (softmax)", lambda: numeq.reference.softmax(_HUGE_VIEW), MemoryError, "x:"),
+    # Found by a new-user trial (issue 32): an attention op was built on mismatched shapes and
+    # failed only at its first use.
+    ("ops.attention k of another d", lambda: numeq.ops.attention(Q3, Q3[..., :1], Q3), ValueError, "k:"),
+    ("ops.attention v of another Lk", lambda: numeq.ops.attention(Q3, Q3, Q3[:, :2]), ValueError, "v:"),
     ("a view too large to copy (attention v)",
      lambda: numeq.ops.attention(Q3, Q3, np.broadcast_to(np.float64(1.5), (1, 3, 10**12))),
      MemoryError, "v:"),

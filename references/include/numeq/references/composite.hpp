@@ -109,7 +109,11 @@ struct AttentionParameters {
 };
 
 // q[B..., Lq, d], k[B..., Lk, d], v[B..., Lk, dv] with equal batch dimensions B... (the Python
-// layer broadcasts them); the result is [B..., Lq, dv].
+// layer broadcasts them); the result is [B..., Lq, dv]. check_attention_shapes throws
+// numeq::error naming the first argument whose shape does not fit (what attention checks first;
+// an op built on these inputs checks it when built).
+void check_attention_shapes(const xt::xarray<double>& q, const xt::xarray<double>& k, const xt::xarray<double>& v,
+                            const xt::xarray<double>* mask);
 xt::xarray<double> attention(const xt::xarray<double>& q, const xt::xarray<double>& k,
                              const xt::xarray<double>& v, const AttentionParameters& parameters,
                              const Cast& out);
