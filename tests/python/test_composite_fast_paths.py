@@ -3,7 +3,8 @@ rounded outward, Ziv's test, the MPFR loop for what they cannot decide) against 
 alone (NUMEQ_FUNCTIONS=mpfr, in a second process): the same bits on rows of every kind (wide
 spreads that underflow, constant and nearly constant rows, single entries, -Inf entries, large
 magnitudes, signed zeros, affine parameters that make results cross zero), inputs bf16 / fp16 /
-fp32, outputs bf16 / fp16 / fp32 in every rounding mode, stochastic included."""
+fp32, outputs bf16 / fp16 / fp32 in every rounding mode, stochastic included. Attention's fast
+path likewise, on long, causal and masked rows."""
 
 from __future__ import annotations
 
@@ -99,3 +100,60 @@ def test_fast_path_equals_the_mpfr_path(tmp_path: Path) -> None:
                             assert same.all(), (key, op, o, r, affine, np.argwhere(~same)[:3])
                             checked += got.size
     assert checked > 500_000
+
+
+def _attention_cases() -> dict[str, tuple[np.ndarray, np.ndarray, np.ndarray, str, dict]]:
+    """q, k, v, their format and keywords: long rows as real attention has them (d = 64), causal
+    and masked rows, a given scale, constant and zero value columns, scores far apart."""
+    rng = np.random.default_rng(11)
+    cases = {}
+    for fmt in ("bf16", "fp16", "fp32"):
+        q, k, v = (numeq.round(rng.standard_normal((2, 48, 64)), fmt) for _ in range(3))
+        cases[f"plain_{fmt}"] = (q, k, v, fmt, {})
+        cases[f"causal_{fmt}"] = (q, k, v, fmt, {"causal": True})
+        mask = rng.random((2, 48, 48)) > 0.3
+        cases[f"mask_{fmt}"] = (q, k, v, fmt, {"mask": mask})
+        v2 = v.copy()
+        v2[..., 0] = 0.75
+        v2[..., 1] = 0.0
+        cases[f"columns_{fmt}"] = (q, k, v2, fmt, {"scale": 0.25})
+        wide = numeq.round(rng.standard_normal((1, 8, 16)) * 6, fmt)
+        cases[f"wide_{fmt}"] = (wide, wide, numeq.round(rng.standard_normal((1, 8, 5)), fmt), fmt, {"scale": 3.0})
+    return cases
+
+
+def _run_attention(case: tuple, out: str, rounding: str) -> np.ndarray:
+    q, k, v, fmt, kw = case
+    return numeq.reference.attention(q, k, v, in_fmt=fmt, out=out, rounding=rounding, seed=5, **kw)
+
+
+_ATTENTION_SCRIPT = """
+import importlib.util, sys, numpy as np
+spec = importlib.util.spec_from_file_location("fast_paths", sys.argv[2])
+m = importlib.util.module_from_spec(spec); spec.loader.exec_module(m)
+out = {}
+for key, case in m._attention_cases().items():
+    for o in ("bf16", "fp16", "fp32"):
+        for r in m.ROUNDINGS:
+            out[f"{key}|{o}|{r}"] = m._run_attention(case, o, r)
+np.savez(sys.argv[1], **out)
+"""
+
+
+def test_attention_fast_path_equals_the_mpfr_path(tmp_path: Path) -> None:
+    """Attention's fast path (compensated scores and sums, the vectorised exp) against the MPFR
+    path alone: the same bits in every output format and rounding mode."""
+    env = dict(os.environ, NUMEQ_FUNCTIONS="mpfr", PYTHONPATH=str(Path(numeq.__file__).parents[1]))
+    subprocess.run([sys.executable, "-c", _ATTENTION_SCRIPT, str(tmp_path / "mpfr.npz"), __file__],
+                   env=env, check=True, timeout=900)
+    checked = 0
+    with np.load(tmp_path / "mpfr.npz") as want:
+        for key, case in _attention_cases().items():
+            for o in ("bf16", "fp16", "fp32"):
+                for r in ROUNDINGS:
+                    got = _run_attention(case, o, r)
+                    w = want[f"{key}|{o}|{r}"]
+                    same = (got == w) & (np.signbit(got) == np.signbit(w)) | (np.isnan(got) & np.isnan(w))
+                    assert same.all(), (key, o, r, np.argwhere(~same)[:3])
+                    checked += got.size
+    assert checked > 300_000
