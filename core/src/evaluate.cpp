@@ -406,16 +406,32 @@ void for_row_blocks(std::size_t M, std::size_t begin, std::size_t end, std::size
   }
 }
 
+// Element i of a matmul's result from its fp32 chain's value v (fp32_chains, fp32_streamed).
+struct Fp32ChainOutput {
+  const Plan& plan;
+  const xt::xarray<double>* fc;
+  std::uint64_t key = random_stream_key(plan.output.seed);
+  bool stochastic = plan.output.rounding == Rounding::stochastic;
+  bool plain_output = host_fp32(plan.output) && host_fp32(outer_cast(plan));
+  bool fc_floats = fc != nullptr && all_floats(fc->data(), fc->size());
+
+  double operator()(float v, std::size_t i) const {
+    // The chain's value is an fp32 value: an fp32 nearest-even output keeps it; c (an fp32 value)
+    // is added with the host's float addition, exactly add_rounded's result.
+    if (plain_output && (!fc || fc_floats))
+      return fc ? static_cast<double>(v + static_cast<float>(fc->data()[i])) : static_cast<double>(v);
+    return finish(static_cast<double>(v), fc ? std::optional<double>(fc->data()[i]) : std::nullopt, plan,
+                  stochastic ? random_bits_at(key, i) : 0);
+  }
+};
+
 // result (matrices x M x N) = a @ b (+ fc, null for none) by the fp32 chain kernels under
 // `tiling`: a holds fp32 values as doubles (row-major, or laid out as row_step and k_step say:
 // kernels::fp32_fma_rows), b its matrices packed.
 void fp32_chains(const double* a, const std::vector<kernels::PackedB32>& packed, const BatchOperands& operands,
                  std::size_t M, std::size_t K, std::size_t N, const xt::xarray<double>* fc, const Plan& plan,
                  const kernels::Fp32Tiling& tiling, double* result, std::size_t row_step = 0, std::size_t k_step = 1) {
-  const std::uint64_t key = random_stream_key(plan.output.seed);
-  const bool stochastic = plan.output.rounding == Rounding::stochastic;
-  const bool plain_output = host_fp32(plan.output) && host_fp32(outer_cast(plan));
-  const bool fc_floats = fc != nullptr && all_floats(fc->data(), fc->size());
+  const Fp32ChainOutput output{plan, fc};
   const std::size_t unit = kernels::fp32_row_group(), most = 8, units = (M + unit - 1) / unit;
   parallel_for(operands.a_of.size() * units, [&](std::size_t begin, std::size_t end) {
     std::vector<float> acc(most * unit * N);
@@ -425,18 +441,39 @@ void fp32_chains(const double* a, const std::vector<kernels::PackedB32>& packed,
       for (std::size_t r = 0; r < rows; ++r)
         for (std::size_t n = 0; n < N; ++n) {
           const std::size_t i = (t * M + m0 + r) * N + n;
-          const double v = static_cast<double>(acc[r * N + n]);
-          // The chain's value is an fp32 value: an fp32 nearest-even output keeps it; c (an
-          // fp32 value) is added with the host's float addition, exactly add_rounded's result.
-          if (plain_output && (!fc || fc_floats)) {
-            result[i] = fc ? static_cast<double>(acc[r * N + n] + static_cast<float>(fc->data()[i])) : v;
-          } else {
-            result[i] = finish(v, fc ? std::optional<double>(fc->data()[i]) : std::nullopt, plan,
-                               stochastic ? random_bits_at(key, i) : 0);
-          }
+          result[i] = output(acc[r * N + n], i);
         }
     });
   }, std::max<std::size_t>(1, (std::size_t{1} << 16) / std::max<std::size_t>(1, K * N * unit)));
+}
+
+// K from which fp32_streamed takes a product with few outputs.
+constexpr std::size_t kStreamFp32K = std::size_t{1} << 16;
+
+// Long K with few outputs, one unit of K at a time: a PSUM group of tiles (grouped tiling), or one
+// tile. Each unit's sum is what the kernel gives for it (a group's tiles summed as PSUM sums them,
+// a tile's reduction); the units are then added in order in fp32, as the kernel adds its groups
+// (or its tiles) one after another, so the bits are fp32_chains' (tested). Only one unit of b is
+// packed at a time: a dot product of K = 2^26 holds its inputs and a few kilobytes, not its b
+// padded to a panel of nr columns and its a to mr rows.
+void fp32_streamed(const double* a, const double* b, const BatchOperands& operands, std::size_t M, std::size_t K,
+                   std::size_t N, const xt::xarray<double>* fc, const Plan& plan, const kernels::Fp32Tiling& tiling,
+                   std::size_t unit, double* result) {
+  const std::size_t matrices = operands.a_of.size(), b_matrices = b == nullptr ? 0 : *std::max_element(
+                                                                       operands.b_of.begin(), operands.b_of.end()) + 1;
+  std::vector<float> total(matrices * M * N), part(M * N);
+  std::vector<kernels::PackedB32> packed(b_matrices);
+  for (std::size_t k0 = 0; k0 < K; k0 += unit) {
+    const std::size_t kc = std::min(unit, K - k0);
+    for (std::size_t s = 0; s < b_matrices; ++s) packed[s] = kernels::pack_b32(b + s * K * N + k0 * N, kc, N);
+    for (std::size_t t = 0; t < matrices; ++t) {
+      kernels::fp32_fma_rows(a + operands.a_of[t] * M * K + k0, M, packed[operands.b_of[t]], part.data(), N, tiling, K, 1);
+      float* to = total.data() + t * M * N;
+      for (std::size_t i = 0; i < M * N; ++i) to[i] = k0 == 0 ? part[i] : to[i] + part[i];  // binary32, nearest even
+    }
+  }
+  const Fp32ChainOutput output{plan, fc};
+  for (std::size_t i = 0; i < total.size(); ++i) result[i] = output(total[i], i);
 }
 
 }  // namespace
@@ -585,6 +622,12 @@ xt::xarray<double> matmul(const xt::xarray<double>& a, const xt::xarray<double>&
   const std::size_t b_matrices = K * N == 0 ? 0 : b.size() / (K * N);
   const std::optional<kernels::Fp32Tiling> tiling = fp32_tiling(plan);
   if (kernels::enabled() && tiling && all_floats(a.data(), a.size()) && all_floats(b.data(), b.size()) && M * N * K > 0) {
+    // Long K, few outputs (a dot product, a GEMV): streamed unit by unit where the tiling has units.
+    const std::size_t unit = tiling->tile == 0 || tiling->tile >= K ? 0 : tiling->tile * std::max<std::size_t>(1, tiling->group);
+    if (unit != 0 && K >= kStreamFp32K && matrices * M * N <= 256) {
+      fp32_streamed(a.data(), b.data(), operands, M, K, N, c ? &fc : nullptr, plan, *tiling, unit, result.data());
+      return result;
+    }
     std::vector<kernels::PackedB32> packed(b_matrices);
     for (std::size_t s = 0; s < b_matrices; ++s) packed[s] = kernels::pack_b32(b.data() + s * K * N, K, N);
     fp32_chains(a.data(), packed, operands, M, K, N, c ? &fc : nullptr, plan, *tiling, result.data());

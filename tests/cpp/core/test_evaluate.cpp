@@ -675,3 +675,29 @@ TEST(Evaluate, EmptyReductionsGiveCOrZero) {
 }
 
 }  // namespace
+
+namespace {
+
+// K past the fp32 chain kernels' streaming point (2^16, evaluate.cpp: one PSUM group or tile of
+// K at a time for products with few outputs) under every Trainium tiling: the walk's bits.
+TEST(MatmulKernels, LongKWithFewOutputsStreamsBitForBit) {
+  std::mt19937_64 g(2027);
+  std::normal_distribution<double> normal;
+  const std::size_t K = (std::size_t{1} << 16) + 1000;
+  for (const char* name : {"trainium.trn2", "trainium.trn2[k_tile=64]", "trainium.trn2[k_tile=32,psum_group=3]",
+                           "trainium.trn2[pe_order=pairwise,k_tile=37]", "trainium.trn1"}) {
+    const std::string in = std::string(name) == "trainium.trn1" ? "fp32" : "bf16";
+    const core::Plan plan = core::plan_for(core::platform_by_name(name), core::Operation::matmul, in, "fp32");
+    const Cast cast{numeq::format_by_name(in)};
+    for (const auto& [M, N] : {std::pair<std::size_t, std::size_t>{1, 1}, {2, 3}}) {
+      xt::xarray<double> a = xt::xarray<double>::from_shape({M, K}), b = xt::xarray<double>::from_shape({K, N});
+      for (double& x : a) x = numeq::round_to_format(normal(g), cast);
+      for (double& x : b) x = numeq::round_to_format(normal(g), cast);
+      const xt::xarray<double> c = xt::ones<double>({N}) * 0.25;
+      expect_kernels_match_walk(a, b, nullptr, plan, std::string(name) + " " + std::to_string(M) + "x" + std::to_string(N));
+      expect_kernels_match_walk(a, b, &c, plan, std::string(name) + " with c");
+    }
+  }
+}
+
+}  // namespace
