@@ -530,7 +530,10 @@ Verdict compare(const Array& actual, const Op& op, const core::Platform& platfor
   // The tolerance that the bound amounts to, over every element: the probabilistic bound's where
   // it was walked everywhere, else the worst-case bound's (an output explained bit for bit, or a
   // probabilistic walk of the differing rows only, does not walk the rest).
-  const bool tolerance_probabilistic = options.accept != Tier::deterministic && probabilistic_everywhere;
+  // (An op whose model bounds the worst case only, failure probability 0, has no probabilistic
+  // bound to speak of: its tolerance is the worst-case one.)
+  const bool tolerance_probabilistic =
+      options.accept != Tier::deterministic && probabilistic_everywhere && em.failure_probability > 0;
   v.tolerance = tolerance(tolerance_probabilistic ? em.bound : det.bound, ref, op.out.format);
   v.tolerance_bound = tolerance_probabilistic ? Tier::probabilistic : Tier::deterministic;
   if (!v.worst.empty() && v.tier != Tier::bit_exact && v.tier != Tier::variant) {
