@@ -210,11 +210,13 @@ xt::xarray<double> matmul_bound_of_kind(const xt::xarray<double>& a, const xt::x
   // megabytes, not its |b| padded to a panel of kNR columns and kMB rows of weighted |a|.
   const std::size_t chunk = std::min(K, kChunkK), chunks = (K + chunk - 1) / chunk;
   const std::size_t row_blocks = (M + kMB - 1) / kMB;
-  // A block holds at most kMB rows, and never more than a has.
+  // A block holds at most kMB rows, and never more than a has; its sums C are written in whole
+  // panels of kMR rows (block_rows), so they hold rows_held rounded up to kMR.
   const std::size_t rows_held = std::min(kMB, M);
+  const std::size_t c_rows = (rows_held + kMR - 1) / kMR * kMR;
   const std::size_t tasks = matrices * row_blocks;
   // Sums kept across chunks (only when there are several: one chunk sums each block at once).
-  std::vector<double> kept_C(chunks > 1 ? tasks * rows_held * ldc : 0, 0.0);
+  std::vector<double> kept_C(chunks > 1 ? tasks * c_rows * ldc : 0, 0.0);
   std::vector<double> kept_Cm(chunks > 1 && need_magnitude ? kept_C.size() : 0, 0.0);
   std::vector<double> packed(b_matrices * strips * chunk * kNR, 0.0);
   std::vector<double> packed_unit(need_magnitude ? packed.size() : 0, 0.0);
@@ -236,11 +238,11 @@ xt::xarray<double> matmul_bound_of_kind(const xt::xarray<double>& a, const xt::x
       }
     }, 16);
     parallel_for(tasks, [&](std::size_t begin, std::size_t end) {
-      std::vector<double> X(rows_held * kc), local_C(chunks > 1 ? 0 : rows_held * ldc), local_Cm,
+      std::vector<double> X(rows_held * kc), local_C(chunks > 1 ? 0 : c_rows * ldc), local_Cm,
           apack(((kMB + kMR - 1) / kMR) * kKC * kMR);
       std::vector<double> Xu;
       if (need_magnitude) {
-        local_Cm.resize(chunks > 1 ? 0 : rows_held * ldc);
+        local_Cm.resize(chunks > 1 ? 0 : c_rows * ldc);
         Xu.resize(rows_held * kc);
       }
       for (std::size_t task = begin; task < end; ++task) {
@@ -254,11 +256,11 @@ xt::xarray<double> matmul_bound_of_kind(const xt::xarray<double>& a, const xt::x
             X[r * kc + k] = w.W[k0 + k] * fv;  // rounded to nearest: inside the inflation's K + 8
             if (need_magnitude) Xu[r * kc + k] = fv;
           }
-        double* C = chunks > 1 ? kept_C.data() + task * rows_held * ldc : local_C.data();
-        double* Cm = need_magnitude ? (chunks > 1 ? kept_Cm.data() + task * rows_held * ldc : local_Cm.data()) : nullptr;
+        double* C = chunks > 1 ? kept_C.data() + task * c_rows * ldc : local_C.data();
+        double* Cm = need_magnitude ? (chunks > 1 ? kept_Cm.data() + task * c_rows * ldc : local_Cm.data()) : nullptr;
         if (chunks == 1) {
-          std::fill(C, C + rows_held * ldc, 0.0);
-          if (Cm) std::fill(Cm, Cm + rows_held * ldc, 0.0);
+          std::fill(C, C + c_rows * ldc, 0.0);
+          if (Cm) std::fill(Cm, Cm + c_rows * ldc, 0.0);
         }
         kernel.run(X.data(), kc, packed.data() + b_of[t] * strips * kc * kNR, strips, C, ldc, rows, apack.data());
         if (need_magnitude)
