@@ -1,4 +1,4 @@
-"""The NKI kernels of the kernel-based port reviews (``numeq review`` runs them; see README.md):
+"""The NKI kernels of the kernel-based port reviews (``numeq review`` runs them; see docs/reviews.md):
 the out-projection GEMM out[M, N] = a_t.T @ b of examples/reviews, fp32 output.
 
 - ``matmul_port``: K in tiles of ``k_tile`` rows accumulated in one PSUM tile per output tile:
