@@ -68,9 +68,11 @@ def set_num_threads(n: int) -> None:
     _core.set_num_threads(_check_int(n, "n", 0, INT32[1]))
 
 
-ROUNDINGS = ("nearest_even", "nearest_away", "toward_zero", "upward", "downward", "odd", "stochastic")
-OVERFLOWS = ("ieee", "saturate")
-SUBNORMALS = ("keep", "flush_outputs", "flush_inputs", "flush_both")
+# The modes as the C++ core names them (its one table per enum, formats/names.hpp; the extension
+# gives each list as the text its error messages quote).
+ROUNDINGS = tuple(_core.roundings().split(", "))
+OVERFLOWS = tuple(_core.overflows().split(", "))
+SUBNORMALS = tuple(_core.subnormal_modes().split(", "))
 
 __all__ = [
     "OVERFLOWS",
