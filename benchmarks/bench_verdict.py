@@ -33,7 +33,7 @@ from typing import Any, Callable
 import numpy as np
 
 import numeq
-from numeq.compare import TIERS
+from numeq.verdicts import TIERS
 
 Op = numeq.ops.Op
 

@@ -21,8 +21,8 @@ from . import tolerances
 from .tolerances import ProblemTolerance, tolerance
 from . import bugs  # planted kernel bugs on catalogue problems
 from ._arrays import INT32, _check_int
-from .fit import FitResult, Probes, assumption_candidates, fit, probes, tensor_core_candidates
-from .platforms import (
+from .fitting import FitResult, Probes, assumption_candidates, fit, probes, tensor_core_candidates
+from .machines import (
     Plan,
     dot,
     load_platform,
@@ -36,7 +36,7 @@ from .platforms import (
     sum,
 )
 from .reveal import RevealResult, reveal_order
-from .compare import PortVerdict, Verdict, compare, compare_port
+from .verdicts import PortVerdict, Verdict, compare, compare_port
 from . import testing  # assert_equivalent, assert_ported, assert_bit_exact (cheap: compare is loaded already)
 from . import examples  # the shipped example ports and NKI kernels (numeq.examples.path)
 from . import review  # numeq review: the rubric review of a CUDA-to-NKI port (matplotlib only when rendering HTML)

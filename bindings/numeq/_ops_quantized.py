@@ -12,7 +12,7 @@ from ._arrays import (INT32, INT64, SIZE, _array, _check_format, _check_int, _ch
                       _int64_array, _real_array, _renamed)
 from ._cast_keywords import check_cast_keywords
 from ._op import Op, _c64, _out
-from .platforms import _float64_values as _values  # the catalogue takes float64 values
+from .machines import _float64_values as _values  # the catalogue takes float64 values
 
 def scaled_fp8_matmul(a: Any, b: Any, scale_a: Any, scale_b: Any, *, scaling: str = "per_tensor",
                       in_fmt: str | None = None, out: str = "fp32") -> Op:

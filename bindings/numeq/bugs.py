@@ -33,10 +33,10 @@ from . import catalogue, ops
 from ._arrays import _check_str, format_info
 from ._casts import round as _round
 from .catalogue import Built, Problem
-from .platforms import matmul as _matmul
-from .platforms import plan as _plan
-from .platforms import platforms as _platforms
-from .platforms import sum as _sum
+from .machines import matmul as _matmul
+from .machines import plan as _plan
+from .machines import platforms as _platforms
+from .machines import sum as _sum
 
 __all__ = ["BUGS", "Bug", "bf16_accumulator_plan", "by_name", "for_problem"]
 

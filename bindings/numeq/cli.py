@@ -179,7 +179,7 @@ def main(argv: list[str] | None = None) -> int:
         else:
             sys.stdout.write(render_markdown(rows))
     if args.command == "platforms":
-        from .platforms import platform_evidence, platform_json, platforms
+        from .machines import platform_evidence, platform_json, platforms
 
         if args.name is None:
             for name in platforms():

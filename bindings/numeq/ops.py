@@ -23,8 +23,8 @@ from . import _core
 from ._arrays import SIZE, UINT64, _array, _check_bool, _check_int, _check_real, _check_str, _renamed
 from ._op import KINDS, Emulation, Op, Tolerance, _c64, _out  # noqa: F401 (KINDS, Emulation, Tolerance: re-exported)
 from ._ops_quantized import cast, dequantize, int8_matmul, quantize, scaled_fp8_matmul  # noqa: F401 (re-exported)
-from .platforms import _axes, _layout
-from .platforms import _float64_values as _values  # the catalogue takes float64 values
+from .machines import _axes, _layout
+from .machines import _float64_values as _values  # the catalogue takes float64 values
 from .reference import _attention_mask, _attention_scores_shape
 
 __all__ = ["Emulation", "Op", "Tolerance", "attention", "cast", "dequantize", "quantize", "function", "int8_matmul", "scaled_fp8_matmul", "generate", "generators", "layernorm", "log_softmax", "matmul",

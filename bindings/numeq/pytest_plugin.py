@@ -37,7 +37,7 @@ import pytest
 MARKER = "numeq"
 INI = "numeq_platforms"
 _MARKER_KEYWORDS = ("platform", "platforms")
-_TIERS = ("bit_exact", "variant", "probabilistic", "deterministic", "violation")  # numeq.compare.TIERS' order
+_TIERS = ("bit_exact", "variant", "probabilistic", "deterministic", "violation")  # numeq.verdicts.TIERS' order
 _RECORDS = pytest.StashKey[list]()
 _INI_PLATFORMS = pytest.StashKey[list]()
 _WORKER_KEY = "numeq_checks"  # pytest-xdist: a worker's records, sent to the controller
@@ -246,7 +246,7 @@ class NumeqCheck:
     def __call__(self, actual: Any, op: Any, platform: str | None = None, *, accept: str = "probabilistic",
                  failure_probability: float = 1e-6, variants: bool = True, msg: str | None = None) -> Any:
         __tracebackhide__ = True
-        from .compare import compare
+        from .verdicts import compare
         from .testing import _check_msg, _failure_text, _values
 
         msg = _check_msg(msg)
@@ -265,7 +265,7 @@ class NumeqCheck:
              accept: str = "probabilistic", failure_probability: float = 1e-6, variants: bool = True,
              msg: str | None = None) -> Any:
         __tracebackhide__ = True
-        from .compare import compare_port
+        from .verdicts import compare_port
         from .testing import _check_msg, _failure_text, _values
 
         msg = _check_msg(msg)

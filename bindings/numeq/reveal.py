@@ -18,7 +18,7 @@ import numpy as np
 
 from . import _core
 from ._arrays import _NUMPY_TYPES, SIZE, _check_format, _check_int, _check_str
-from .platforms import Plan
+from .machines import Plan
 
 _KINDS = ("sum", "dot")
 _PRODUCTS = ("fma", "rounded")

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from ._arrays import _check_str
-from .compare import TIERS, PortVerdict, Verdict, _actual_values, compare, compare_port
+from .verdicts import TIERS, PortVerdict, Verdict, _actual_values, compare, compare_port
 
 __all__ = ["ACCEPT", "assert_bit_exact", "assert_equivalent", "assert_ported"]
 

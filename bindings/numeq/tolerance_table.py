@@ -31,7 +31,7 @@ from . import ops
 from ._arrays import format_info, formats
 from ._casts import round as numeq_round
 from .catalogue import OPS, Problem, build, formats_for, out_for, refusal
-from .platforms import platform_assumptions, platform_evidence, platforms
+from .machines import platform_assumptions, platform_evidence, platforms
 from .tolerances import Requirement, fit, requirement, tier_of, ulp_of
 
 __all__ = ["SweepConfig", "TORCH_DEFAULTS", "problems", "run_problem", "sweep"]

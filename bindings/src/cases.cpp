@@ -1,6 +1,6 @@
 // numeq._core operation catalogue: Op objects (cases/op.hpp), their emulations with bounds,
 // tolerances and verdicts, and the seeded input generators (cases/generators.hpp).
-// numeq/ops.py and numeq/compare.py give them their Python shape.
+// numeq/ops.py and numeq/verdicts.py give them their Python shape.
 
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
@@ -33,7 +33,7 @@ namespace {
 
 namespace cases = numeq::cases;
 namespace core = numeq::core;
-// The dicts numeq/compare.py, numeq/_op.py and numeq/tolerances.py read are one expression each,
+// The dicts numeq/verdicts.py, numeq/_op.py and numeq/tolerances.py read are one expression each,
 // pybind11's keyword constructor: py::dict("key"_a = value, ...), each field named once.
 using namespace py::literals;
 
@@ -80,7 +80,7 @@ py::list diagnoses_list(const std::vector<cases::Diagnosis>& diagnoses) {
   return out;
 }
 
-// A verdict as the dict numeq/compare.py reads.
+// A verdict as the dict numeq/verdicts.py reads.
 py::dict verdict_dict(const cases::Verdict& v, const std::string& message) {
   const auto worst = [](const cases::WorstElement& e) {
     return py::dict("got"_a = e.got, "emulated"_a = e.emulated, "reference"_a = e.reference, "exact"_a = e.exact,
@@ -103,7 +103,7 @@ py::dict verdict_dict(const cases::Verdict& v, const std::string& message) {
       "diagnoses"_a = diagnoses_list(v.diagnoses), "integer_output"_a = v.integer_output);
 }
 
-// A port verdict as the dict numeq/compare.py reads: the two platforms' verdicts (with their
+// A port verdict as the dict numeq/verdicts.py reads: the two platforms' verdicts (with their
 // messages) and the elements where the two outputs differ beyond their cross-platform bound.
 py::dict port_verdict_dict(const cases::PortVerdict& v, const std::string& message, const std::string& gpu_message,
                            const std::string& trainium_message) {

@@ -1,5 +1,5 @@
 // numeq._core machine models: platforms, plans (as JSON text) and the plan evaluator
-// (core/plan.hpp, platform.hpp, evaluate.hpp). numeq/platforms.py gives them their Python shape.
+// (core/plan.hpp, platform.hpp, evaluate.hpp). numeq/machines.py gives them their Python shape.
 
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>

@@ -18,8 +18,8 @@ import numpy as np
 import numeq
 
 # The modules a user imports; names come from their __all__ or, without one, from what they define.
-PUBLIC_MODULES = ("numeq", "numeq.ops", "numeq.catalogue", "numeq.tolerances", "numeq.bugs", "numeq.reference", "numeq.compare", "numeq.testing",
-                  "numeq.platforms", "numeq.fit", "numeq.reveal")
+PUBLIC_MODULES = ("numeq", "numeq.ops", "numeq.catalogue", "numeq.tolerances", "numeq.bugs", "numeq.reference", "numeq.verdicts", "numeq.testing",
+                  "numeq.machines", "numeq.fitting", "numeq.reveal")
 
 # Parameters whose choices are one of numeq's constants: the docstring names the constant or every choice.
 CHOICES = {
@@ -37,7 +37,7 @@ def _public() -> dict[str, object]:
     found: dict[str, object] = {}
     seen: set[int] = set()
     for module_name in PUBLIC_MODULES:
-        module = importlib.import_module(module_name)  # numeq.compare the module, not the function
+        module = importlib.import_module(module_name)
         names = getattr(module, "__all__", None)
         if names is None:
             names = [n for n, v in vars(module).items()
@@ -72,9 +72,9 @@ def _parameters(obj: object) -> list[inspect.Parameter]:
 
 def test_the_public_api_is_enumerated():
     # a sanity check of the enumeration itself: each kind of object is found
-    for name in ("numeq.round", "numeq.compare.compare", "numeq.compare.Verdict", "numeq.ops.matmul",
+    for name in ("numeq.round", "numeq.verdicts.compare", "numeq.verdicts.Verdict", "numeq.ops.matmul",
                  "numeq.ops.Op.emulate", "numeq.reference.exp", "numeq.testing.assert_equivalent",
-                 "numeq.platforms.Plan.to_json", "numeq.fit.fit", "numeq.reveal.reveal_order"):
+                 "numeq.machines.Plan.to_json", "numeq.fitting.fit", "numeq.reveal.reveal_order"):
         assert name in PUBLIC or any(k.endswith(name.rsplit(".", 1)[1]) for k in PUBLIC), name
     assert len(PUBLIC) > 80
 

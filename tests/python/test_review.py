@@ -339,7 +339,7 @@ def test_an_rmsnorm_port_rests_on_the_vector_and_scalar_assumptions_only(tmp_pat
     (f,) = [f for f in r.findings if f.criterion == "assumptions"]
     pe = ("pe_order", "products", "pe_rounding", "accumulator_bits", "fp8_double_row", "fp32_matmul", "psum_rounding")
     assert not any(name in f.message for name in pe), f.message
-    from numeq.platforms import platform_assumptions
+    from numeq.machines import platform_assumptions
 
     changed = []
     for a in platform_assumptions("trainium.trn2"):

@@ -22,7 +22,7 @@ import numpy as np
 from .. import _casts, _core
 import importlib
 
-_platforms = importlib.import_module("numeq.platforms")  # the module (numeq.platforms is also a function)
+_platforms = importlib.import_module("numeq.machines")
 from .. import reference as _reference
 from ._dtypes import DType
 

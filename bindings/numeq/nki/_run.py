@@ -18,7 +18,7 @@ import numpy as np
 
 import importlib
 
-_platforms = importlib.import_module("numeq.platforms")  # the module (numeq.platforms is also a function)
+_platforms = importlib.import_module("numeq.machines")
 from ..review.targets import target as _target
 from . import _rules
 from ._context import Context, Finding, Instruction, KernelFault, running, active

@@ -17,10 +17,10 @@ from typing import Any
 import numpy as np
 
 from .. import bugs
-from ..compare import PortVerdict, Verdict, compare, compare_port
-from ..platforms import matmul as _matmul
-from ..platforms import plan as _plan
-from ..platforms import platform_assumptions
+from ..verdicts import PortVerdict, Verdict, compare, compare_port
+from ..machines import matmul as _matmul
+from ..machines import plan as _plan
+from ..machines import platform_assumptions
 from .findings import Finding
 from .manifest import Manifest
 

@@ -20,7 +20,7 @@ import numpy as np
 
 from .. import _core, ops
 from .._arrays import formats as _formats
-from ..compare import TIERS
+from ..verdicts import TIERS
 from .model import (DTYPE_BYTES, ENGINES, MEMORIES, Buffer, Dma, KernelSpec, Matmul, Performance, Profile, Stage,
                     Tiling, Timings)
 from .targets import target_names

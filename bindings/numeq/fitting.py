@@ -24,9 +24,9 @@ from typing import Any, Mapping, Sequence, Union
 import numpy as np
 
 from ._arrays import SIZE, UINT64, _array, _check_format, _check_int, _check_str, _renamed
-from .platforms import Plan, dot, matmul, plan, platform_assumptions, platform_json
-from .platforms import platforms as platform_names
-from .platforms import sum as sum_
+from .machines import Plan, dot, matmul, plan, platform_assumptions, platform_json
+from .machines import platforms as platform_names
+from .machines import sum as sum_
 
 Candidate = Union[str, Plan]
 
