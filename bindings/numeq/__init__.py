@@ -21,7 +21,7 @@ from . import tolerances
 from .tolerances import ProblemTolerance, tolerance
 from . import bugs  # planted kernel bugs on catalogue problems
 from ._arrays import INT32, _check_int
-from .fitting import FitResult, Probes, assumption_candidates, fit, probes, tensor_core_candidates
+from .fitting import FitResult, Probes, assumption_candidates, fit, fit_platform, probes, tensor_core_candidates
 from .machines import (
     Plan,
     dot,
@@ -95,6 +95,7 @@ __all__ = [
     "dot",
     "encode",
     "fit",
+    "fit_platform",
     "format_info",
     "formats",
     "load_platform",

@@ -5,7 +5,7 @@ them apart, and fitting measured outputs bit for bit.
     probe = numeq.probes("trainium.trn1", in_fmt="bf16")                  # inputs + NKI kernel
     probe.write("probe-trn1")         # a.npy, b_t.npy, probe_kernel.py, expected/<candidate>.npy
     ... run probe_kernel.py on the device; it writes d.npy ...
-    result = numeq.fit(cands, (probe.a, probe.b), "probe-trn1/d.npy", in_fmt="bf16", write="fitted.json")
+    result = numeq.fit_platform(cands, (probe.a, probe.b), "probe-trn1/d.npy", in_fmt="bf16", write="fitted.json")
 
 A candidate is a platform name (variants "name[assumption=value,...]" included) or a Plan;
 ``fit`` evaluates each on the inputs with numeq's emulation and keeps those that reproduce every
@@ -15,6 +15,7 @@ output bit for bit (NaN == NaN, zeros told apart by sign).
 from __future__ import annotations
 
 import itertools
+import warnings
 import json
 import os
 from dataclasses import dataclass, field
@@ -192,7 +193,7 @@ class FitResult:
         >>> a = numeq.round(rng.standard_normal((64, 256)), "fp16")
         >>> b = numeq.round(rng.standard_normal((64, 256)), "fp16")
         >>> measured = numeq.dot(a, b, platform="nvidia.h100", in_fmt="fp16")
-        >>> result = numeq.fit(["nvidia.h100", "nvidia.v100"], (a, b), measured, in_fmt="fp16")
+        >>> result = numeq.fit_platform(["nvidia.h100", "nvidia.v100"], (a, b), measured, in_fmt="fp16")
         >>> result.explaining, result.total, result.unexplained.size
         (['nvidia.h100'], 64, 0)
     """
@@ -211,7 +212,7 @@ class FitResult:
 
             >>> a = numeq.round(np.random.default_rng(0).standard_normal((64, 256)), "fp16")
             >>> measured = numeq.dot(a, a, platform="nvidia.h100", in_fmt="fp16")
-            >>> print(numeq.fit(["nvidia.h100", "nvidia.v100"], (a, a), measured, in_fmt="fp16").summary())
+            >>> print(numeq.fit_platform(["nvidia.h100", "nvidia.v100"], (a, a), measured, in_fmt="fp16").summary())
             1 of 2 candidates reproduce all 64 outputs
                     64/64  nvidia.h100
                      0/64  nvidia.v100
@@ -266,7 +267,7 @@ def _as_candidates(candidates: Any) -> dict[str, Candidate]:
     return out
 
 
-def fit(candidates: Any, inputs: Any, outputs: Any, *, op: str = "dot", in_fmt: str | None = None,
+def fit_platform(candidates: Any, inputs: Any, outputs: Any, *, op: str = "dot", in_fmt: str | None = None,
         out: str = "fp32", write: str | Path | None = None) -> FitResult:
     """Which candidates reproduce measured ``outputs`` bit for bit on ``inputs``.
 
@@ -288,7 +289,7 @@ def fit(candidates: Any, inputs: Any, outputs: Any, *, op: str = "dot", in_fmt: 
         >>> a = numeq.round(rng.standard_normal((64, 256)), "fp16")
         >>> b = numeq.round(rng.standard_normal((64, 256)), "fp16")
         >>> measured = numeq.dot(a, b, platform="nvidia.h100", in_fmt="fp16")   # stands for a GPU's outputs
-        >>> result = numeq.fit(["nvidia.h100", "nvidia.v100", "nvidia.a100"], (a, b), measured, in_fmt="fp16")
+        >>> result = numeq.fit_platform(["nvidia.h100", "nvidia.v100", "nvidia.a100"], (a, b), measured, in_fmt="fp16")
         >>> result.best, result.explaining
         ('nvidia.h100', ['nvidia.h100'])
     """
@@ -343,7 +344,7 @@ def _write_profile(result: FitResult, path: Path, op: str, in_fmt: str | None, o
     winner = result.explaining[0] if result.explaining else result.best
     cand = result.candidates[winner]
     evidence = {"parameter": f"{op} {in_fmt} -> {out}: {winner}", "kind": "measured",
-                "source": f"numeq.fit: reproduces {result.matches[winner]}/{result.total} outputs of {source}"
+                "source": f"numeq.fit_platform: reproduces {result.matches[winner]}/{result.total} outputs of {source}"
                           + (f"; equally explained by: {', '.join(x for x in result.explaining if x != winner)}"
                              if len(result.explaining) > 1 else "")}
     if isinstance(cand, str):
@@ -373,7 +374,7 @@ accumulation, without any other arithmetic. K is contracted in tiles of {tile} r
 each, accumulated into the same PSUM tile in program order (sequential_range keeps that order).
 Written for the neuronxcc.nki API of Neuron SDK 2.2x (nki.isa.nc_matmul(stationary, moving)
 returning a PSUM tile); newer SDKs take nc_matmul(dst, stationary, moving, accumulate=True).
-Then, on the host: numeq.fit(numeq.assumption_candidates("{platform}", in_fmt="{in_fmt}"),
+Then, on the host: numeq.fit_platform(numeq.assumption_candidates("{platform}", in_fmt="{in_fmt}"),
 (A, B), "d.npy", op="matmul", in_fmt="{in_fmt}").
 """
 import numpy as np
@@ -409,7 +410,7 @@ _NKI_SUM_KERNEL = '''"""numeq probe kernel for {platform}: row sums through the 
 Reads x.npy ([P, F] with P <= 128 rows on the partitions; {in_fmt} values stored as float32) and
 writes d.npy ([P], float32): each row summed along the free axis by one nisa.tensor_reduce in
 fp32, the order numeq's vector_reduce_order assumption leaves open. Written for the
-neuronxcc.nki API of Neuron SDK 2.2x. Then: numeq.fit(numeq.assumption_candidates("{platform}",
+neuronxcc.nki API of Neuron SDK 2.2x. Then: numeq.fit_platform(numeq.assumption_candidates("{platform}",
 op="sum", in_fmt="{in_fmt}", out="{in_fmt}"), ("x.npy",), "d.npy", op="sum", in_fmt="{in_fmt}").
 """
 import numpy as np
@@ -618,3 +619,14 @@ def probes(platform: str, *, op: str = "matmul", in_fmt: str = "bf16", out: str 
                 raise ValueError(f"k: the probe kernel contracts whole 128-row tiles; {k} is not a multiple of 128")
             kernel = _NKI_KERNEL.format(platform=base, in_fmt=in_fmt, tile=128, nki_dtype=_NKI_DTYPES[in_fmt])
     return Probes(platform, in_fmt, out, a, b, cands, expected, indistinct, kernel)
+
+
+def fit(*args: Any, **kwargs: Any) -> FitResult:
+    """Deprecated name of ``numeq.fit_platform`` (one release): "fit" also meant fitting a
+    tolerance form (``numeq.tolerances.fit_tolerance``). Warns, then calls ``fit_platform``."""
+    warnings.warn("numeq.fit is deprecated: use numeq.fit_platform (the same function)", DeprecationWarning,
+                  stacklevel=2)
+    return fit_platform(*args, **kwargs)
+
+
+fit.__deprecated_name_of__ = "fit_platform"  # type: ignore[attr-defined]

@@ -32,7 +32,7 @@ from ._arrays import format_info, formats
 from ._casts import round as numeq_round
 from .catalogue import OPS, Problem, build, formats_for, out_for, refusal
 from .machines import platform_assumptions, platform_evidence, platforms
-from .tolerances import Requirement, fit, requirement, tier_of, ulp_of
+from .tolerances import Requirement, fit_tolerance, requirement, tier_of, ulp_of
 
 __all__ = ["SweepConfig", "TORCH_DEFAULTS", "problems", "run_problem", "sweep"]
 
@@ -235,7 +235,7 @@ def run_problem(problem: Problem, config: SweepConfig) -> list[dict[str, Any]]:
 def _row(problem: Problem, platform: str, against: str, calib: list[Requirement], held: list[Requirement],
          held_built: list[Any], per_gen: dict[str, Requirement], config: SweepConfig) -> dict[str, Any]:
     out = problem.out
-    tol = fit(calib, out, config.margin)
+    tol = fit_tolerance(calib, out, config.margin)
     rtol, atol = tol["rtol"], tol["atol"]
     torch_tol = TORCH_DEFAULTS.get(out, (0.0, 0.0))
     schemes = {"numeq": (rtol, atol), "torch": torch_tol, "rtol_2e-2": HAND_PICKED}

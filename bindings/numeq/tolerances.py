@@ -19,6 +19,8 @@ bench_bound_tightness: the worst observed error comes within 3x to 14x of the bo
 
 from __future__ import annotations
 
+import warnings
+
 from dataclasses import asdict, dataclass
 from typing import Any, Sequence
 
@@ -198,7 +200,7 @@ class ProblemTolerance:
 DEFAULT_MARGIN = 2.0
 
 
-def fit(requirements: Sequence[Requirement], out: str, margin: float = DEFAULT_MARGIN) -> dict[str, float]:
+def fit_tolerance(requirements: Sequence[Requirement], out: str, margin: float = DEFAULT_MARGIN) -> dict[str, float]:
     """The three forms covering every element of every requirement: ``ulps``, ``rtol``/``atol``
     (numeq's least-allowance fit, ``cases::tolerance``, over all draws' elements together, each
     element's need taken at the worst position in its binade; ``atol_rel``, the atol over the
@@ -209,7 +211,7 @@ def fit(requirements: Sequence[Requirement], out: str, margin: float = DEFAULT_M
     is multiplied by it (``DEFAULT_MARGIN``: why).
 
     >>> b = numeq.catalogue.build(numeq.catalogue.Problem("sum", "bf16", "fp32", k=64, shape=(4,)), "normal", 0)
-    >>> sorted(numeq.tolerances.fit([numeq.tolerances.requirement(b, "numpy")], "fp32"))
+    >>> sorted(numeq.tolerances.fit_tolerance([numeq.tolerances.requirement(b, "numpy")], "fp32"))
     ['atol', 'atol_rel', 'max_rtol', 'rtol', 'ulps']
     """
     m = _check_real(margin, "margin", finite=True)
@@ -295,7 +297,7 @@ def tolerance(op: str, in_fmt: str, out: str | None, platforms: Any, *, k: int, 
     with _renamed({"platform": "platforms", "against": "platforms"}):
         reqs = [requirement(b, platform, against, kind=kind, failure_probability=failure_probability, lam=lam)
                 for b in draws]
-    forms = fit(reqs, out, margin)
+    forms = fit_tolerance(reqs, out, margin)
     fp = max((r.failure_probability for r in reqs), default=0.0)
     return ProblemTolerance(problem=problem.text(), platform=platform, against=against, inputs=gens, draws=len(draws),
                             tier=tier_of(kind, fp), failure_probability=fp,
@@ -312,3 +314,13 @@ def tier_of(kind: str, failure_probability: float) -> str:
     ('deterministic', 'probabilistic')
     """
     return "probabilistic" if kind == "probabilistic" and failure_probability > 0 else "deterministic"
+
+def fit(requirements: Sequence[Requirement], out: str, margin: float = DEFAULT_MARGIN) -> dict[str, float]:
+    """Deprecated name of ``fit_tolerance`` (one release): "fit" also meant fitting a platform
+    (``numeq.fit_platform``). Warns, then calls ``fit_tolerance``."""
+    warnings.warn("numeq.tolerances.fit is deprecated: use numeq.tolerances.fit_tolerance (the same function)",
+                  DeprecationWarning, stacklevel=2)
+    return fit_tolerance(requirements, out, margin)
+
+
+fit.__deprecated_name_of__ = "fit_tolerance"  # type: ignore[attr-defined]

@@ -21,7 +21,7 @@ const std::string kArch =
     "aws-neuron-sdk nki/guides/architecture/trainium_inferentia2_arch.rst and trainium2_arch.rst; "
     "nki.isa.nc_matmul docstring (FACTS.md s3)";
 const std::string kDataTypes = "aws-neuron-sdk about-neuron/arch/neuron-features/data-types.rst, rounding-modes.rst (FACTS.md s3)";
-const std::string kNothingPublished = "not documented by AWS (FACTS.md s3); settle it with numeq.probes and numeq.fit";
+const std::string kNothingPublished = "not documented by AWS (FACTS.md s3); settle it with numeq.probes and numeq.fit_platform";
 
 // The assumptions of a generation, every one at its default (the first alternative).
 std::vector<Assumption> default_assumptions(bool trn2) {

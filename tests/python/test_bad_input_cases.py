@@ -33,7 +33,7 @@ REPORTED = [
     ("NUL in a name", lambda: numeq.round(X, "bf16\x00x"), ValueError, "fmt:"),
     ("ragged list", lambda: numeq.round([[1.0, 2.0], [3.0]], "bf16"), ValueError, "x:"),
     ("string scale", lambda: numeq.quantize(X, scale="0.5"), TypeError, "scale:"),
-    ("fit([1], ...)", lambda: numeq.fit([1], (X.astype(np.float32),), np.zeros(2), op="sum"), TypeError, "candidates"),
+    ("fit([1], ...)", lambda: numeq.fit_platform([1], (X.astype(np.float32),), np.zeros(2), op="sum"), TypeError, "candidates"),
     ("non-broadcasting c", lambda: numeq.matmul(A, B, c=np.ones(3), platform="nvidia.h100", in_fmt="bf16"),
      ValueError, "c:"),
     ("load_platform of a missing file", lambda: numeq.load_platform("no-such-profile.json"), ValueError, "source:"),

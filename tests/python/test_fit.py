@@ -34,7 +34,7 @@ def test_generic_tensor_core_fit_recovers_each_gpu(gpu, fmt, platform, in_fmt):
     k = a.shape[1]
     cands = numeq.tensor_core_candidates(in_fmt, "fp32", n=(2, 4, 8, 16, 32), fraction_bits=range(12, 28),
                                          structure="chain")
-    result = numeq.fit(cands, (a, b, c), d["fp32"], in_fmt=in_fmt)
+    result = numeq.fit_platform(cands, (a, b, c), d["fp32"], in_fmt=in_fmt)
     assert result.total == 5000 and result.explaining, result.summary()
     step = numeq.plan(platform, "dot", in_fmt, "fp32").to_dict()["reduction"]["fused"]
     profile = (f"n={step['n']},F={step['fraction_bits']},step={step['output']['format']} "
@@ -55,13 +55,13 @@ def test_fit_reports_rows_no_candidate_explains():
     # (FACTS.md s2), whether c enters the step or is added after it; two interleaved halves do.
     a, b, c, d = _vectors("H100", "E4M3", rows=2000)
     inputs = (a, b, numeq.round(c, "fp16"))
-    result = numeq.fit(numeq.tensor_core_candidates("e4m3fn", "fp16", n=(16, 32), fraction_bits=range(20, 27),
+    result = numeq.fit_platform(numeq.tensor_core_candidates("e4m3fn", "fp16", n=(16, 32), fraction_bits=range(20, 27),
                                                     structure=("chain", "c_last")),
                        inputs, d["fp16"], in_fmt="e4m3fn", out="fp16")
     assert result.explaining == []
     assert 0 < result.unexplained.size < 2000
     assert "explained by no candidate" in result.summary()
-    halves = numeq.fit(numeq.tensor_core_candidates("e4m3fn", "fp16", n=(16, 32), fraction_bits=(25,),
+    halves = numeq.fit_platform(numeq.tensor_core_candidates("e4m3fn", "fp16", n=(16, 32), fraction_bits=(25,),
                                                     structure="halves"),
                        inputs, d["fp16"], in_fmt="e4m3fn", out="fp16")
     assert halves.explaining == ["n=16,F=25,step=fp16 nearest_even,structure=halves"], halves.summary()
@@ -73,7 +73,7 @@ def _b200_fp8_fit(fmt: str, in_fmt: str, out: str, rows: int):
     in that grid (the grid's plan must be the built-in one, bit for bit of its JSON)."""
     a, b, c, d = _vectors("B200", fmt, rows=rows)
     cands = numeq.tensor_core_candidates(in_fmt, out)
-    result = numeq.fit(cands, (a, b, numeq.round(c, "fp16") if out == "fp16" else c), d[out], in_fmt=in_fmt, out=out)
+    result = numeq.fit_platform(cands, (a, b, numeq.round(c, "fp16") if out == "fp16" else c), d[out], in_fmt=in_fmt, out=out)
     builtin = numeq.plan("nvidia.b200", "dot", in_fmt, out).to_dict()
     step = builtin["reduction"]["children"][0]["children"][0]["fused"]
     label = f"n={step['n']},F={step['fraction_bits']},step={step['output']['format']} {step['output']['rounding']}," \
@@ -136,7 +136,7 @@ def test_trainium_probes_tell_every_alternative_apart(trn1_probes):
 def test_trainium_fit_recovers_the_alternative_that_produced_the_data(trn1_probes, which):
     p = trn1_probes
     label = list(p.candidates)[which]
-    result = numeq.fit(p.candidates, (p.a, p.b), p.expected[label], op="matmul", in_fmt="bf16")
+    result = numeq.fit_platform(p.candidates, (p.a, p.b), p.expected[label], op="matmul", in_fmt="bf16")
     assert result.explaining == [label]
     assert result.unexplained.size == 0
 
@@ -147,7 +147,7 @@ def test_fp8_double_row_is_settled_by_probes():
     p = numeq.probes("trainium.trn2", in_fmt="e4m3", m=16, n=16, k=512, candidates=cands)
     assert p.indistinct == []
     label = "fp8_double_row=on,psum_rounding=nearest_even"
-    assert numeq.fit(cands, (p.a, p.b), p.expected[label], op="matmul", in_fmt="e4m3").explaining == [label]
+    assert numeq.fit_platform(cands, (p.a, p.b), p.expected[label], op="matmul", in_fmt="e4m3").explaining == [label]
 
 
 def test_probe_files_and_kernel(tmp_path):
@@ -166,7 +166,7 @@ def test_probe_files_and_kernel(tmp_path):
     # The measured file goes straight back into fit (here: a candidate's own output).
     measured = np.load(d / "expected" / "1.npy")
     np.save(d / "d.npy", measured)
-    result = numeq.fit(cands, (d / "a.npy", d / "b.npy"), d / "d.npy", op="matmul", in_fmt="bf16")
+    result = numeq.fit_platform(cands, (d / "a.npy", d / "b.npy"), d / "d.npy", op="matmul", in_fmt="bf16")
     assert result.explaining == [names["1"]["label"]]
 
 
@@ -174,18 +174,18 @@ def test_fit_writes_a_loadable_profile(tmp_path, trn1_probes):
     p = trn1_probes
     label = list(p.candidates)[5]
     out = tmp_path / "fitted.json"
-    numeq.fit(p.candidates, (p.a, p.b), p.expected[label], op="matmul", in_fmt="bf16", write=out)
+    numeq.fit_platform(p.candidates, (p.a, p.b), p.expected[label], op="matmul", in_fmt="bf16", write=out)
     name = numeq.load_platform(out)
     assert name == "trainium.trn1.fitted"
     fitted = {a["name"]: a["value"] for a in numeq.platform_assumptions(name)}
     assert {k: fitted[k] for k in _params(label)} == _params(label)
     got = numeq.matmul(p.a, p.b, platform=name, in_fmt="bf16", out="fp32")
     np.testing.assert_array_equal(got, p.expected[label])
-    assert "numeq.fit: reproduces 1024/1024" in numeq.platform_evidence(name)
+    assert "numeq.fit_platform: reproduces 1024/1024" in numeq.platform_evidence(name)
     # A fitted plan (not a platform) becomes a profile of its own.
     a, b, c, d = _vectors("H100", "bf16", rows=500)
     out2 = tmp_path / "tc.json"
-    numeq.fit(numeq.tensor_core_candidates("bf16", n=(16,), fraction_bits=(24, 25)), (a, b, c), d["fp32"],
+    numeq.fit_platform(numeq.tensor_core_candidates("bf16", n=(16,), fraction_bits=(24, 25)), (a, b, c), d["fp32"],
               in_fmt="bf16", write=out2)
     fitted = numeq.load_platform(out2)
     got = numeq.dot(a, b, c=c, platform=fitted, in_fmt="bf16", out="fp32")
@@ -198,14 +198,14 @@ def test_bad_input_names_the_file(tmp_path):
     b = np.ones((128, 3), dtype=np.float32)
     np.save(tmp_path / "d.npy", np.zeros((4, 4), dtype=np.float32))
     with pytest.raises(ValueError, match=r"d\.npy holds shape \(4, 4\).*shape \(4, 3\)"):
-        numeq.fit(cands, (a, b), tmp_path / "d.npy", op="matmul", in_fmt="bf16")
+        numeq.fit_platform(cands, (a, b), tmp_path / "d.npy", op="matmul", in_fmt="bf16")
     (tmp_path / "bad.npy").write_text("not an array")
     with pytest.raises(ValueError, match=r"outputs: cannot read .*bad\.npy"):
-        numeq.fit(cands, (a, b), tmp_path / "bad.npy", op="matmul", in_fmt="bf16")
+        numeq.fit_platform(cands, (a, b), tmp_path / "bad.npy", op="matmul", in_fmt="bf16")
     with pytest.raises(ValueError, match="candidates: empty"):
-        numeq.fit({}, (a, b), np.zeros((4, 3)), op="matmul", in_fmt="bf16")
+        numeq.fit_platform({}, (a, b), np.zeros((4, 3)), op="matmul", in_fmt="bf16")
     with pytest.raises(ValueError, match="op: unknown operation 'conv'"):
-        numeq.fit(cands, (a, b), np.zeros((4, 3)), op="conv")
+        numeq.fit_platform(cands, (a, b), np.zeros((4, 3)), op="conv")
     with pytest.raises(ValueError, match="names: trainium.trn1 has no assumption 'colour'"):
         numeq.assumption_candidates("trainium.trn1", names=["colour"])
     with pytest.raises(ValueError, match="has no assumptions"):
@@ -234,7 +234,22 @@ def test_sum_probes_settle_the_vector_engine_order(tmp_path):
     for j in range(x.shape[1]):
         seq = (seq + x[:, j]).astype(np.float32)
     np.save(d / "d.npy", seq)
-    result = numeq.fit(cands, (d / "x.npy",), d / "d.npy", op="sum", in_fmt="fp32")
+    result = numeq.fit_platform(cands, (d / "x.npy",), d / "d.npy", op="sum", in_fmt="fp32")
     assert result.explaining == ["vector_reduce_order=sequential"]
     with pytest.raises(ValueError, match=r"inputs: expected \(x,\)"):
-        numeq.fit(cands, (x, x), seq, op="sum", in_fmt="fp32")
+        numeq.fit_platform(cands, (x, x), seq, op="sum", in_fmt="fp32")
+
+
+def test_the_old_names_warn_and_give_the_same_results():
+    """numeq.fit (now fit_platform) and numeq.tolerances.fit (now fit_tolerance) stay one release
+    as aliases that warn (issue 33: one meaning per name)."""
+    x = numeq.round(np.random.default_rng(3).standard_normal((4, 64)), "fp32")
+    measured = np.sum(x.astype(np.float32), axis=-1, dtype=np.float32).astype(np.float64)
+    new = numeq.fit_platform({"numpy": "numpy"}, (x,), measured, op="sum", in_fmt="fp32")
+    with pytest.warns(DeprecationWarning, match="fit_platform"):
+        old = numeq.fit({"numpy": "numpy"}, (x,), measured, op="sum", in_fmt="fp32")
+    assert old.explaining == new.explaining and old.matches == new.matches
+    b = numeq.catalogue.build(numeq.catalogue.Problem("sum", "bf16", "fp32", k=64, shape=(4,)), "normal", 0)
+    reqs = [numeq.tolerances.requirement(b, "numpy")]
+    with pytest.warns(DeprecationWarning, match="fit_tolerance"):
+        assert numeq.tolerances.fit(reqs, "fp32") == numeq.tolerances.fit_tolerance(reqs, "fp32")

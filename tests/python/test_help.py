@@ -46,6 +46,8 @@ def _public() -> dict[str, object]:
             value = getattr(module, name)
             if inspect.ismodule(value) or not callable(value) or id(value) in seen:
                 continue
+            if getattr(value, "__deprecated_name_of__", None):  # an old name kept one release (its own test)
+                continue
             seen.add(id(value))
             found[f"{module_name}.{name}"] = value
             if inspect.isclass(value):
@@ -74,7 +76,7 @@ def test_the_public_api_is_enumerated():
     # a sanity check of the enumeration itself: each kind of object is found
     for name in ("numeq.round", "numeq.verdicts.compare", "numeq.verdicts.Verdict", "numeq.ops.matmul",
                  "numeq.ops.Op.emulate", "numeq.reference.exp", "numeq.testing.assert_equivalent",
-                 "numeq.machines.Plan.to_json", "numeq.fitting.fit", "numeq.reveal.reveal_order"):
+                 "numeq.machines.Plan.to_json", "numeq.fitting.fit_platform", "numeq.reveal.reveal_order"):
         assert name in PUBLIC or any(k.endswith(name.rsplit(".", 1)[1]) for k in PUBLIC), name
     assert len(PUBLIC) > 80
 

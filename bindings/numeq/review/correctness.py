@@ -228,7 +228,7 @@ def _assumptions_finding(platform: str, manifest: Manifest, verdicts: dict[str, 
     return Finding("assumptions", "warn", "assumptions_unconfirmed", f"NKI output vs {platform}",
                    f"the NKI verdict ({v.tier}) rests on a bound computed from assumed, unconfirmed parameters "
                    f"({listed}); no modelled variant reproduces the output bit for bit. Settle them with "
-                   "numeq.probes and numeq.fit on the device", "assumed: FACTS s3 (not documented by AWS)")
+                   "numeq.probes and numeq.fit_platform on the device", "assumed: FACTS s3 (not documented by AWS)")
 
 
 def check(manifest: Manifest) -> Correctness:
@@ -319,7 +319,7 @@ def _standard(manifest: Manifest, op: Any, trn: str, verdicts: dict[str, Verdict
     any, is checked on the outputs and against what a bf16-accumulation kernel would give (a
     standard that lets that kernel through is too loose to defend)."""
     from ..catalogue import Built
-    from ..tolerances import fit, requirement, tier_of
+    from ..tolerances import fit_tolerance, requirement, tier_of
 
     fp = manifest.failure_probability
     out: dict[str, Any] = {}
@@ -330,7 +330,7 @@ def _standard(manifest: Manifest, op: Any, trn: str, verdicts: dict[str, Verdict
         try:
             req = requirement(Built(op, {}, {}), manifest.gpu_platform, trn, kind="probabilistic",
                               failure_probability=fp)
-            forms = fit([req], manifest.out, 1.0)
+            forms = fit_tolerance([req], manifest.out, 1.0)
         except ValueError as e:
             findings.append(Finding("numerical_standard", "info", "numeq_standard", "NKI output vs GPU output",
                                     f"numeq cannot state a cross-platform tolerance for this op: {e}"))

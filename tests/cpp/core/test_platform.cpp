@@ -315,7 +315,7 @@ TEST(Platform, ProfileNamesWithOptionBracketsAreRefused) {
     const std::string e = error_of([&] { core::register_platform(mine); });
     EXPECT_EQ(e.rfind("profile.name: '" + name + "' holds [ or ]", 0), 0u) << e;
   }
-  mine.name = "fitted.n=16,F=25";  // = and , outside brackets name nothing: numeq.fit writes such names
+  mine.name = "fitted.n=16,F=25";  // = and , outside brackets name nothing: numeq.fit_platform writes such names
   EXPECT_EQ(error_of([&] { core::register_platform(mine); }), "");
   mine.name = "plain.name";
   mine.aliases = {"alias[x=1]"};
