@@ -387,7 +387,7 @@ def numpy_reduction(x: Any, *, axis: Any = None, in_fmt: str | None = None, comp
 
 def sum(x: Any, *, axis: Any = -1, platform: str | None = None, plan: Plan | str | dict | None = None,  # noqa: A001
         fmt: str | None = None) -> np.ndarray:
-    """x summed over ``axis`` (an int, a tuple of ints, or None: every axis) as the platform (or
+    """Emulate: x summed over ``axis`` (an int, a tuple of ints, or None: every axis) as the platform (or
     plan) sums, e.g. platform="numpy" for np.sum; float64 values of the emulated result. ``fmt``:
     the format of x's values and of the sum (default: the array's own, float32 -> fp32).
 
@@ -423,7 +423,7 @@ def sum(x: Any, *, axis: Any = -1, platform: str | None = None, plan: Plan | str
 
 def dot(a: Any, b: Any, *, c: Any = None, platform: str | None = None, plan: Plan | str | dict | None = None,
         in_fmt: str | None = None, out: str = "fp32") -> np.ndarray:
-    """a . b along the last axis (leading axes broadcast) (+ c), as the platform computes it;
+    """Emulate: a . b along the last axis (leading axes broadcast) (+ c), as the platform computes it;
     float64 values of the emulated result.
 
     Give ``platform`` (a name of ``platforms()``) or ``plan`` (a ``Plan``, its JSON or dict), as
@@ -479,7 +479,9 @@ def _check_c(c_shape: tuple, result_shape: Any) -> None:
 
 def matmul(a: Any, b: Any, *, c: Any = None, platform: str | None = None, plan: Plan | str | dict | None = None,
            in_fmt: str | None = None, out: str = "fp32") -> np.ndarray:
-    """a[..., M, K] @ b[..., K, N] (+ c), as the platform computes it; float64 values.
+    """Emulate: a[..., M, K] @ b[..., K, N] (+ c), as the platform computes it, bit for bit; float64
+    values. (The exact product: ``numeq.reference.matmul``; the op with reference, emulation and
+    bound together: ``numeq.ops.matmul``.)
 
     Give ``platform`` (a name of ``platforms()``, optionally with ``[...]`` assumptions or
     ``[split_k=N]``) or ``plan`` (a ``Plan``, its JSON or dict). ``in_fmt``: the format of a's and b's
