@@ -459,8 +459,8 @@ constexpr std::size_t kStreamFp32K = std::size_t{1} << 16;
 void fp32_streamed(const double* a, const double* b, const BatchOperands& operands, std::size_t M, std::size_t K,
                    std::size_t N, const xt::xarray<double>* fc, const Plan& plan, const kernels::Fp32Tiling& tiling,
                    std::size_t unit, double* result) {
-  const std::size_t matrices = operands.a_of.size(), b_matrices = b == nullptr ? 0 : *std::max_element(
-                                                                       operands.b_of.begin(), operands.b_of.end()) + 1;
+  const std::size_t matrices = operands.a_of.size();
+  const std::size_t b_matrices = *std::max_element(operands.b_of.begin(), operands.b_of.end()) + 1;
   std::vector<float> total(matrices * M * N), part(M * N);
   std::vector<kernels::PackedB32> packed(b_matrices);
   for (std::size_t k0 = 0; k0 < K; k0 += unit) {

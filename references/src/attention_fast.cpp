@@ -46,24 +46,29 @@ double compensated_error(double res, double magnitude, double factor) {
   return upward_sum(upward_sum(upward_product(2 * u, std::fabs(res)), upward_product(factor, magnitude)), 0x1p-1073);
 }
 
+// One step of the compensated sum (header comment): s += x y by TwoSum, the product's fma
+// residual and the sum's error into c, |fl(x y)| into m. Inlined into the loops below, which
+// run it across contiguous lanes so that it vectorises.
+[[gnu::always_inline]] inline void compensated_step(double x, double y, double& s, double& c, double& m) {
+  const double p = x * y;
+  const double pe = std::fma(x, y, -p);
+  const double t = s + p;
+  const double bv = t - s, av = t - bv;
+  const double se = (s - av) + (p - bv);
+  s = t;
+  c += pe + se;
+  m += std::fabs(p);
+}
+
 // Scores of one query row against keys [0, n) of a batch: key_t is [d][stride] (k transposed).
-// s, c, m as in the header comment; the loop runs over keys, contiguous, so that it vectorises.
+// The loop runs over keys, contiguous.
 NUMEQ_X86_64_V3_CLONE void compensated_scores(const double* q, const double* key_t, std::size_t d, std::size_t stride,
                                               std::size_t n, double* s, double* c, double* m) {
   for (std::size_t j = 0; j < n; ++j) s[j] = c[j] = m[j] = 0;
   for (std::size_t x = 0; x < d; ++x) {
     const double qx = q[x];
     const double* kr = key_t + x * stride;
-    for (std::size_t j = 0; j < n; ++j) {
-      const double p = qx * kr[j];
-      const double pe = std::fma(qx, kr[j], -p);
-      const double t = s[j] + p;
-      const double bv = t - s[j], av = t - bv;
-      const double se = (s[j] - av) + (p - bv);
-      s[j] = t;
-      c[j] += pe + se;
-      m[j] += std::fabs(p);
-    }
+    for (std::size_t j = 0; j < n; ++j) compensated_step(qx, kr[j], s[j], c[j], m[j]);
   }
 }
 
@@ -72,18 +77,8 @@ NUMEQ_X86_64_V3_CLONE void compensated_weighted_sum(const double* w, const std::
                                                     const double* v, std::size_t dv, double* s, double* c, double* m) {
   for (std::size_t x = 0; x < dv; ++x) s[x] = c[x] = m[x] = 0;
   for (std::size_t j = 0; j < n; ++j) {
-    const double wj = w[j];
     const double* vr = v + keys[j] * dv;
-    for (std::size_t x = 0; x < dv; ++x) {
-      const double p = wj * vr[x];
-      const double pe = std::fma(wj, vr[x], -p);
-      const double t = s[x] + p;
-      const double bv = t - s[x], av = t - bv;
-      const double se = (s[x] - av) + (p - bv);
-      s[x] = t;
-      c[x] += pe + se;
-      m[x] += std::fabs(p);
-    }
+    for (std::size_t x = 0; x < dv; ++x) compensated_step(w[j], vr[x], s[x], c[x], m[x]);
   }
 }
 

@@ -127,7 +127,7 @@ inline void exact_dot(Mpfr& r, const double* a, const double* b, std::size_t n) 
   thread_local LongAccumulator sum;
   sum.clear();
   bool split = true;
-  for (std::size_t i = 0; i < n && split; ++i) {
+  for (std::size_t i = 0; i < n; ++i) {
     const double p = a[i] * b[i];
     if (!std::isfinite(p) || (p == 0 ? a[i] != 0 && b[i] != 0 : std::fabs(p) < 0x1p-960)) {
       split = false;

@@ -158,9 +158,12 @@ double nearest_integer(double x) {
 // x: Sterbenz), k kLn2Lo errs by u |k kLn2Lo| + |k| 2^-86 < 2^-74, the subtraction by u |r|:
 // |dr| < 0.35 u + 2^-74, a relative error below 0.36 u in e^r. With exp_poly: < 56 u, and the
 // scaling by 2^k is exact (normal) or adds the subnormal absolute error.
+// x - k ln 2 by Cody and Waite's two-part constant (the bound above): exp_approx's and exp_many's.
+[[gnu::always_inline]] inline double exp_reduced(double x, double k) { return (x - k * kLn2Hi) - k * kLn2Lo; }
+
 Approx exp_approx(double x) {
   const double k = nearest_integer(x * kLog2e);
-  const double r = (x - k * kLn2Hi) - k * kLn2Lo;
+  const double r = exp_reduced(x, k);
   return {scale2(exp_poly(r), static_cast<int>(k)), 64 * u, 4 * tiny};
 }
 
@@ -554,7 +557,7 @@ NUMEQ_X86_64_V3_CLONE void exp_many(const double* x, std::size_t n, double* y) {
   for (std::size_t i = 0; i < n; ++i) {
     const double t = x[i] * kLog2e + shifter;
     const double k = t - shifter;
-    const double r = (x[i] - k * kLn2Hi) - k * kLn2Lo;
+    const double r = exp_reduced(x[i], k);
     const auto k_bits = std::bit_cast<std::uint64_t>(t) - std::bit_cast<std::uint64_t>(shifter);
     y[i] = exp_poly(r) * std::bit_cast<double>((k_bits + 1023) << 52);
   }
