@@ -7,7 +7,8 @@ from typing import Any
 
 import numpy as np
 
-from . import _core
+from . import _core, _registry
+from ._registry import _integer_codes
 from ._arrays import (INT32, INT64, SIZE, _array, _check_format, _check_int, _check_real, _check_str,
                       _int64_array, _real_array, _renamed)
 from ._cast_keywords import check_cast_keywords
@@ -47,9 +48,8 @@ def scaled_fp8_matmul(a: Any, b: Any, scale_a: Any, scale_b: Any, *, scaling: st
             raise ValueError(f"{name}: scales are fp32 values: finite and at most {np.finfo(np.float32).max:g} in "
                              "magnitude")
     with _renamed({"long accumulator": "a, b, scale_a, scale_b"}):
-        return Op(_core.cases_scaled_fp8_matmul(np.ascontiguousarray(av, dtype=np.float64),
-                                                np.ascontiguousarray(bv, dtype=np.float64), sa, sb, fa, scaling,
-                                                _out(out, "fp32")))
+        return _registry.build("scaled_fp8_matmul", {"a": av, "b": bv, "scale_a": sa, "scale_b": sb},
+                               {"scaling": scaling}, fa, _out(out, "fp32"))
 
 
 def int8_matmul(a: Any, b: Any, *, overflow: str = "error", requantize: dict[str, Any] | None = None) -> Op:
@@ -68,21 +68,10 @@ def int8_matmul(a: Any, b: Any, *, overflow: str = "error", requantize: dict[str
                [ 381.,  381.]])
     """
     _check_str(overflow, "overflow")
-    av = _array(a, "a")
-    bv = _array(b, "b")
-    for x, name in ((av, "a"), (bv, "b")):
-        if x.dtype.kind not in "iuf":
-            raise TypeError(f"{name}: expected an integer array, got dtype {x.dtype}")
-        if x.dtype.kind == "f" and not (np.all(np.isfinite(x)) and np.array_equal(x, np.round(x))):
-            raise ValueError(f"{name}: expected integer codes, got non-integral values")
-        lo, hi = (int(x.min()), int(x.max())) if x.size else (0, 0)
-        if lo < -128 or hi > 255 or (lo < 0 and hi > 127):
-            raise ValueError(f"{name}: expected int8 codes [-128, 127] or uint8 codes [0, 255], got values in "
-                             f"[{lo}, {hi}]")
-    a64 = np.ascontiguousarray(av, dtype=np.float64)
-    b64 = np.ascontiguousarray(bv, dtype=np.float64)
+    a64 = _integer_codes(a, "a")
+    b64 = _integer_codes(b, "b")
     if requantize is None:
-        return Op(_core.cases_int8_matmul(a64, b64, overflow))
+        return _registry.build("int8_matmul", {"a": a64, "b": b64}, {"overflow": overflow}, "int8", None)
     if not isinstance(requantize, dict):
         raise TypeError(f"requantize: expected a dict (multiplier, zero_point, out, rounding, range), got "
                         f"{type(requantize).__name__}")

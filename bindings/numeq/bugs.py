@@ -24,12 +24,12 @@ Example::
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import numpy as np
 
-from . import catalogue, ops
+from . import _registry, catalogue, ops
 from ._arrays import _check_str, format_info
 from ._casts import round as _round
 from .catalogue import Built, Problem
@@ -42,7 +42,6 @@ __all__ = ["BUGS", "Bug", "bf16_accumulator_plan", "by_name", "for_problem"]
 
 # The K tile a GEMM kernel loads per main-loop step (128 along K: CUTLASS's and NKI's usual tile).
 TILE = 128
-_GEMMS = ("matmul", "scaled_fp8_matmul", "int8_matmul")
 # numeq's documented refusals (no plan for a format, no model of an op): the bug does not apply.
 _REFUSALS = (ValueError, NotImplementedError)
 
@@ -136,13 +135,15 @@ def _why_dropped(problem: Problem, platform: str) -> str | None:
 
 
 def _dropped(built: Built, problem: Problem, platform: str) -> np.ndarray:
+    # Every input's K axis (the registry's catalogue_shape says where it is) zeroed from the last
+    # tile on: both GEMM operands, so an Inf or NaN in the dropped tile of one never meets the other.
     start = _last_tile(problem.k)
     inputs = {name: np.array(value, copy=True) for name, value in built.inputs.items()}
-    if problem.op == "sum":
-        inputs["x"][..., start:] = 0
-    else:  # both operands zeroed: an Inf or NaN in the dropped tile of one never meets the other
-        inputs["a"][:, start:] = 0
-        inputs["b"][start:, :] = 0
+    for spec in _registry.spec(problem.op).inputs:
+        if spec.name in inputs and -1 in spec.catalogue_shape:
+            index = [slice(None)] * inputs[spec.name].ndim
+            index[spec.catalogue_shape.index(-1)] = slice(start, None)
+            inputs[spec.name][tuple(index)] = 0
     return catalogue.op_for(problem, inputs, built.params).emulate(platform)
 
 
@@ -250,7 +251,8 @@ def _check_problem(problem: Any) -> Problem:
 @dataclass(frozen=True)
 class Bug:
     """A planted kernel bug: ``name`` (one of the names of ``BUGS``), ``description`` (what the
-    buggy kernel does, in one sentence) and ``ops`` (the catalogue ops it applies to).
+    buggy kernel does, in one sentence) and ``ops`` (the catalogue ops it applies to: the op
+    registry's rows that list it).
 
     Example::
 
@@ -263,10 +265,13 @@ class Bug:
 
     name: str
     description: str
-    ops: tuple[str, ...]
+    ops: tuple[str, ...] = field(init=False)
 
     def __post_init__(self) -> None:
         _check_str(self.name, "name", tuple(_IMPL))
+        # The ops it applies to: the registry's rows that name it (cases/registry.hpp, OpSpec::bugs).
+        object.__setattr__(self, "ops", tuple(s.name for s in _registry.specs()
+                                               if s.catalogue is not None and self.name in s.bugs))
 
     def why_not(self, problem: Problem, platform: str) -> str | None:
         """Why the bug does not apply to ``problem`` (a ``numeq.catalogue.Problem``) on
@@ -329,33 +334,35 @@ class Bug:
 
 def _check_built(built: Built, problem: Problem) -> None:
     """``built`` holds the inputs of ``problem``'s op (names, and K where the op reduces over it)."""
-    want = {"attention": ("k", "q", "v")}.get(problem.op, ("a", "b") if problem.op in _GEMMS else ("x",))
+    drawn = [i for i in _registry.spec(problem.op).inputs if i.catalogue_shape]
+    want = tuple(sorted(i.name for i in drawn))
     if tuple(sorted(built.inputs)) != want:
         raise ValueError(f"built: inputs {sorted(built.inputs)} are not those of {problem.op} ({', '.join(want)}); "
                          "pass numeq.catalogue.build(problem, ...)")
-    first = built.inputs[want[0]] if problem.op != "attention" else built.inputs["k"]
-    k_axis = -2 if problem.op == "attention" else -1
+    # The first input with a K axis (the registry's catalogue_shape marks it -1).
+    with_k = next(i for i in drawn if -1 in i.catalogue_shape)
+    first = built.inputs[with_k.name]
+    k_axis = with_k.catalogue_shape.index(-1) - len(with_k.catalogue_shape)
     if first.shape[k_axis] != problem.k:
         raise ValueError(f"built: K = {first.shape[k_axis]} in its inputs, the problem's is {problem.k}; "
                          "pass numeq.catalogue.build(problem, ...)")
 
 
 BUGS: tuple[Bug, ...] = (
-    Bug("bf16_accumulator", "A GEMM that keeps its running sum in bf16 instead of the platform's fp32 accumulator.",
-        ("matmul",)),
-    Bug("bf16_sum_accumulator", "A sum reduction that keeps its running sum in bf16 instead of fp32.", ("sum",)),
+    Bug("bf16_accumulator", "A GEMM that keeps its running sum in bf16 instead of the platform's fp32 accumulator."),
+    Bug("bf16_sum_accumulator", "A sum reduction that keeps its running sum in bf16 instead of fp32."),
     Bug("dropped_k_tile", f"A kernel whose main loop stops one K tile early: the last tile of {TILE} "
-        "(or the partial tail) is never accumulated.", ("matmul", "scaled_fp8_matmul", "int8_matmul", "sum")),
-    Bug("transposed_operand", "A GEMM that reads the square operand b transposed: a @ b.T.", _GEMMS),
-    Bug("wrong_fp8_scale", "A scaled fp8 GEMM that applies twice the scale of a.", ("scaled_fp8_matmul",)),
+        "(or the partial tail) is never accumulated."),
+    Bug("transposed_operand", "A GEMM that reads the square operand b transposed: a @ b.T."),
+    Bug("wrong_fp8_scale", "A scaled fp8 GEMM that applies twice the scale of a."),
     Bug("softmax_without_max", "Softmax as exp(x) / sum(exp(x)) with no max subtracted: an exp past the fp32 "
-        "range makes its row Inf / Inf.", ("softmax",)),
+        "range makes its row Inf / Inf."),
     Bug("one_pass_variance", "Layernorm whose variance is E[x^2] - E[x]^2 in fp32, cancelling where the mean "
-        "is large against the spread.", ("layernorm",)),
+        "is large against the spread."),
     Bug("flash_without_rescale", "Flash attention whose running softmax denominator is not rescaled when the "
-        "running maximum grows.", ("attention",)),
+        "running maximum grows."),
     Bug("missing_output_cast", "A kernel that stores its fp32 result without the cast into the narrower output "
-        "format.", tuple(op for op in catalogue.OPS if op != "int8_matmul")),
+        "format."),
 )
 
 

@@ -23,37 +23,14 @@ from typing import Any
 
 import numpy as np
 
-from . import ops
+from . import _registry, ops
 from ._arrays import _check_int, _check_str
 
 __all__ = ["OPS", "Built", "Problem", "build", "default_shape", "formats_for", "k_meaning", "op_for", "out_for",
            "refusal"]
 
-# Each op: the input formats it takes, its default output format (None: the input format), the
-# default of its other dimensions, and what K means for it.
-_SPEC: dict[str, dict[str, Any]] = {
-    "matmul": {"formats": ("fp32", "bf16", "fp16", "e4m3fn", "e5m2"), "out": "fp32", "shape": (64, 64),
-               "k": "the contraction length: a[M, K] @ b[K, N], shape (M, N)"},
-    "scaled_fp8_matmul": {"formats": ("e4m3fn", "e5m2"), "out": "fp32", "shape": (64, 64),
-                          "k": "the contraction length: (a * 0.5) @ (b * 0.125), a[M, K], b[K, N], shape (M, N)"},
-    "int8_matmul": {"formats": ("int8",), "out": "int32", "shape": (64, 64),
-                    "k": "the contraction length: int8 a[M, K] @ b[K, N] into int32, shape (M, N)"},
-    "sum": {"formats": ("fp32", "bf16", "fp16"), "out": "fp32", "shape": (64,),
-            "k": "the summed length: x[R, K] summed over K, shape (R,)"},
-    "softmax": {"formats": ("fp32", "bf16", "fp16"), "out": None, "shape": (64,),
-                "k": "the row length: softmax of x[R, K] over K, shape (R,)"},
-    "layernorm": {"formats": ("fp32", "bf16", "fp16"), "out": None, "shape": (64,),
-                  "k": "the normalised length: x[R, K], shape (R,)"},
-    "rmsnorm": {"formats": ("fp32", "bf16", "fp16"), "out": None, "shape": (64,),
-                "k": "the normalised length: x[R, K], shape (R,)"},
-    "gelu": {"formats": ("fp32", "bf16", "fp16"), "out": None, "shape": (64,),
-             "k": "the row width (elementwise: no reduction): x[R, K], shape (R,)"},
-    "silu": {"formats": ("fp32", "bf16", "fp16"), "out": None, "shape": (64,),
-             "k": "the row width (elementwise: no reduction): x[R, K], shape (R,)"},
-    "attention": {"formats": ("fp32", "bf16", "fp16"), "out": None, "shape": (1, 64, 64),
-                  "k": "the key length: q[B, Lq, d], k and v [B, K, d], shape (B, Lq, d)"},
-}
-
+# The catalogue's ops: the registry's rows with a catalogue setup (cases/registry.hpp), in its order.
+_SPEC: dict[str, Any] = {s.name: s for s in ops.specs() if s.catalogue is not None}
 OPS: tuple[str, ...] = tuple(_SPEC)
 
 
@@ -70,7 +47,7 @@ def formats_for(op: str) -> tuple[str, ...]:
     >>> numeq.catalogue.formats_for("scaled_fp8_matmul")
     ('e4m3fn', 'e5m2')
     """
-    return _SPEC[_check_op(op)]["formats"]
+    return _SPEC[_check_op(op)].catalogue.formats
 
 
 def out_for(op: str, in_fmt: str) -> str:
@@ -80,8 +57,8 @@ def out_for(op: str, in_fmt: str) -> str:
     >>> numeq.catalogue.out_for("softmax", "bf16"), numeq.catalogue.out_for("matmul", "bf16")
     ('bf16', 'fp32')
     """
-    out = _SPEC[_check_op(op)]["out"]
-    return in_fmt if out is None else out
+    out = _SPEC[_check_op(op)].catalogue.out
+    return out or in_fmt
 
 
 def default_shape(op: str) -> tuple[int, ...]:
@@ -90,7 +67,7 @@ def default_shape(op: str) -> tuple[int, ...]:
     >>> numeq.catalogue.default_shape("attention")
     (1, 64, 64)
     """
-    return _SPEC[_check_op(op)]["shape"]
+    return _SPEC[_check_op(op)].catalogue.shape
 
 
 def k_meaning(op: str) -> str:
@@ -99,7 +76,7 @@ def k_meaning(op: str) -> str:
     >>> numeq.catalogue.k_meaning("sum")
     'the summed length: x[R, K] summed over K, shape (R,)'
     """
-    return _SPEC[_check_op(op)]["k"]
+    return _SPEC[_check_op(op)].catalogue.k_meaning
 
 
 @dataclass(frozen=True)
@@ -140,14 +117,11 @@ class Problem:
         """The problem in one line, with its dimensions.
 
         >>> numeq.catalogue.Problem("matmul", "e4m3fn", "fp32", k=8192).text()
-        'matmul(a[64,8192] e4m3fn @ b[8192,64] e4m3fn) -> fp32'
+        'matmul(a[64,8192], b[8192,64] e4m3fn) -> fp32'
         """
-        s, k, f = self.shape, self.k, self.in_fmt
-        if self.op in ("matmul", "scaled_fp8_matmul", "int8_matmul"):
-            return f"{self.op}(a[{s[0]},{k}] {f} @ b[{k},{s[1]}] {f}) -> {self.out}"
-        if self.op == "attention":
-            return f"attention(q[{s[0]},{s[1]},{s[2]}], k/v[{s[0]},{k},{s[2]}] {f}) -> {self.out}"
-        return f"{self.op}(x[{s[0]},{k}] {f}) -> {self.out}"
+        drawn = [(i.name, _dims(i.catalogue_shape, self.shape, self.k)) for i in _SPEC[self.op].inputs
+                 if i.catalogue_shape]
+        return f"{self.op}({', '.join(f'{n}[{_text(d)}]' for n, d in drawn)} {self.in_fmt}) -> {self.out}"
 
 
 @dataclass(frozen=True)
@@ -186,40 +160,23 @@ def op_for(problem: Problem, inputs: dict[str, np.ndarray], params: dict[str, An
     >>> numeq.catalogue.op_for(p, {"x": np.array([[1.0, 2.0, 3.0, 4.0]])}).reference().tolist()
     [10.0]
     """
-    p, f = problem, problem.in_fmt
-    out = p.out if out is None else out
-    params = dict(_DEFAULT_PARAMS.get(p.op, {}), **(params or {}))
-    if p.op == "matmul":
-        return ops.matmul(inputs["a"], inputs["b"], in_fmt=f, out=out)
-    if p.op == "scaled_fp8_matmul":
-        return ops.scaled_fp8_matmul(inputs["a"], inputs["b"], params["scale_a"], params["scale_b"], in_fmt=f, out=out)
-    if p.op == "int8_matmul":
-        return ops.int8_matmul(inputs["a"], inputs["b"])
-    if p.op == "attention":
-        # Flash blocks of 64 queries (FlashAttention-2's usual tile), fewer when Lq is smaller.
-        rows = params.get("block_rows", min(64, p.shape[1]))
-        return ops.attention(inputs["q"], inputs["k"], inputs["v"], in_fmt=f, out=out, variant=params["variant"],
-                             block_rows=rows)
-    x = inputs["x"]
-    if p.op == "sum":
-        return ops.sum(x, in_fmt=f, out=out)
-    if p.op == "softmax":
-        return ops.softmax(x, in_fmt=f, out=out, variant=params["variant"])
-    if p.op == "layernorm":
-        return ops.layernorm(x, in_fmt=f, out=out, eps=params["eps"], variant=params["variant"])
-    if p.op == "rmsnorm":
-        return ops.rmsnorm(x, in_fmt=f, out=out, eps=params["eps"])
-    return ops.function(p.op, x, in_fmt=f, out=out)
+    p = problem
+    s = _SPEC[p.op]
+    given = dict(_registry.catalogue_params(p.op, p.shape, p.k), **(params or {}))
+    inputs = dict(inputs, **{k: v for k, v in given.items() if k in {i.name for i in s.inputs}})
+    params = {k: v for k, v in given.items() if k not in inputs}
+    if s.format_keywords:
+        return _registry.call(s, dict(inputs, **params, in_fmt=p.in_fmt, out=p.out if out is None else out))
+    return _registry.call(s, dict(inputs, **params))
 
 
-# The parameters each op is built with unless told otherwise (Built.params records them).
-_DEFAULT_PARAMS: dict[str, dict[str, Any]] = {
-    "scaled_fp8_matmul": {"scale_a": 0.5, "scale_b": 0.125},
-    "attention": {"variant": "flash"},
-    "softmax": {"variant": "max_subtracted"},
-    "layernorm": {"eps": 1e-5, "variant": "two_pass"},
-    "rmsnorm": {"eps": 1e-6},
-}
+def _dims(catalogue_shape: tuple[int, ...], shape: tuple[int, ...], k: int) -> tuple[int, ...]:
+    """An input's dimensions from the registry's catalogue_shape: -1 is K, i the problem's i-th."""
+    return tuple(k if d < 0 else shape[d] for d in catalogue_shape)
+
+
+def _text(dims: tuple[int, ...]) -> str:
+    return ",".join(map(str, dims))
 
 
 def build(problem: Problem, generator: str, seed: int) -> Built:
@@ -236,18 +193,12 @@ def build(problem: Problem, generator: str, seed: int) -> Built:
     seed = _check_int(seed, "seed", 0, (1 << 63) - 1)
     s, k, f = p.shape, p.k, p.in_fmt
 
-    def gen(shape: tuple[int, ...], i: int) -> np.ndarray:
-        return ops.generate(generator, shape, f, seed=seed + i)
-
-    if p.op in ("matmul", "scaled_fp8_matmul"):
-        inputs = {"a": gen((s[0], k), 0), "b": gen((k, s[1]), 1)}
-    elif p.op == "int8_matmul":
-        inputs = {"a": _int8_codes(generator, (s[0], k), seed), "b": _int8_codes(generator, (k, s[1]), seed + 1)}
-    elif p.op == "attention":
-        inputs = {"q": gen((s[0], s[1], s[2]), 0), "k": gen((s[0], k, s[2]), 1), "v": gen((s[0], k, s[2]), 2)}
-    else:
-        inputs = {"x": gen((s[0], k), 0)}
-    params = dict(_DEFAULT_PARAMS.get(p.op, {}))
+    inputs: dict[str, np.ndarray] = {}
+    for i, spec in enumerate(x for x in _SPEC[p.op].inputs if x.catalogue_shape):  # input i draws with seed + i
+        shape = _dims(spec.catalogue_shape, s, k)
+        inputs[spec.name] = (_int8_codes(generator, shape, seed + i) if spec.role == "codes"
+                             else ops.generate(generator, shape, f, seed=seed + i))
+    params = _registry.catalogue_params(p.op, s, k)
     return Built(op_for(p, inputs, params), inputs, params)
 
 
@@ -264,6 +215,7 @@ def refusal(problem: Problem, platform: str, out: str | None = None) -> str | No
     'in_fmt'
     """
     s = problem.shape
+    # Every dimension 1 but a query axis (attention's Lq: its flash blocks divide it).
     small = (1, s[1], s[2]) if problem.op == "attention" else tuple(1 for _ in s)
     tiny = Problem(problem.op, problem.in_fmt, problem.out, problem.k, small)
     try:

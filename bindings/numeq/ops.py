@@ -19,7 +19,8 @@ from typing import Any
 
 import numpy as np
 
-from . import _core
+from . import _core, _registry
+from ._registry import OpSpec, spec, specs  # noqa: F401 (re-exported: the registry's rows)
 from ._arrays import SIZE, UINT64, _array, _check_bool, _check_int, _check_real, _check_str, _renamed
 from ._op import KINDS, Emulation, Op, Tolerance, _c64, _out  # noqa: F401 (KINDS, Emulation, Tolerance: re-exported)
 from ._ops_quantized import cast, dequantize, int8_matmul, quantize, scaled_fp8_matmul  # noqa: F401 (re-exported)
@@ -27,10 +28,13 @@ from .machines import _axes, _layout
 from .machines import _float64_values as _values  # the catalogue takes float64 values
 from .reference import _attention_mask, _attention_scores_shape
 
-__all__ = ["Emulation", "Op", "Tolerance", "attention", "cast", "dequantize", "quantize", "function", "int8_matmul", "scaled_fp8_matmul", "generate", "generators", "layernorm", "log_softmax", "matmul",
-           "max", "mean", "rmsnorm", "softmax", "sum"] + ["exp", "tanh", "sigmoid", "gelu", "gelu_tanh", "silu",
-                                                          "rsqrt", "reciprocal"]
+__all__ = ["Emulation", "Op", "OpSpec", "Tolerance", "attention", "cast", "dequantize", "quantize", "function",
+           "int8_matmul", "scaled_fp8_matmul", "generate", "generators", "layernorm", "log_softmax", "matmul", "max",
+           "mean", "rmsnorm", "softmax", "spec", "specs", "sum"]
 
+
+# The elementwise functions: the registry's rows of family "function".
+_FUNCTIONS = tuple(s.name for s in specs() if s.family == "function")
 
 # What the docstring of every catalogue op over x says of its format keywords ("{formats}" in it)
 # and of ``compute`` ("{compute}"): one text for all of them.
@@ -39,6 +43,7 @@ _DOC_TEXTS = {
                   "(default: in_fmt); ``rounding``: how the reference rounds into ``out``, one of "
                   "``numeq.ROUNDINGS``."),
     "{compute}": "``compute``: the format the platform computes in.",
+    "{functions}": ", ".join(f"``{name}``" for name in _FUNCTIONS),
 }
 
 
@@ -78,21 +83,15 @@ def matmul(a: Any, b: Any, *, c: Any = None, in_fmt: str | None = None, out: str
     bv, fb = _values(b, in_fmt, "b")
     if in_fmt is None and fa != fb:
         raise ValueError(f"in_fmt: a holds {fa} values and b {fb}; pass in_fmt (the format both are values of)")
-    cv = None if c is None else np.ascontiguousarray(_values(c, None, "c")[0], dtype=np.float64)
+    cv = None if c is None else _values(c, None, "c")[0]
     _check_str(rounding, "rounding")
-    return Op(_core.cases_matmul(np.ascontiguousarray(av, dtype=np.float64), np.ascontiguousarray(bv, dtype=np.float64),
-                                 cv, fa, _out(out, "fp32"), rounding))
+    return _registry.build("matmul", {"a": av, "b": bv, "c": cv}, {}, fa, _out(out, "fp32"), rounding)
 
 
 def _reduce(kind: str, x: Any, axis: Any, in_fmt: str | None, out: str | None, rounding: str, compute: str) -> Op:
-    values, f = _values(x, in_fmt, "x")
-    axes = _axes(axis, np.ndim(values))
-    _check_str(compute, "compute")
-    _check_str(rounding, "rounding")
-    strides, buffered = _layout(x)  # numpy's order follows x's own layout (numeq.numpy_reduction)
-    return Op(_core.cases_reduce(kind, np.ascontiguousarray(values, dtype=np.float64),
-                                 [int(axis)] if axes is None else axes, strides, buffered, f, _out(out, f),
-                                 rounding, compute))
+    # numpy's order follows x's own layout (numeq.numpy_reduction): the row reads it (InputSpec.layout)
+    return _registry.call(_registry.spec(kind), {"x": x, "axis": axis, "in_fmt": in_fmt, "out": out,
+                                                 "rounding": rounding, "compute": compute})
 
 
 @_documented
@@ -157,8 +156,7 @@ def function(name: str, x: Any, *, in_fmt: str | None = None, out: str | None = 
     """f(x) elementwise as the platform's function model computes it (correctly rounded in fp32 then
     cast, or within the platform's documented / assumed ulp budget: the bound carries it).
 
-    ``name``: ``exp``, ``exp2``, ``log``, ``tanh``, ``sigmoid``, ``gelu``, ``gelu_tanh``, ``silu``,
-    ``softplus``, ``sqrt``, ``rsqrt`` or ``reciprocal``. {formats}
+    ``name``: one of {functions}. {formats}
 
     Example::
 
@@ -169,51 +167,21 @@ def function(name: str, x: Any, *, in_fmt: str | None = None, out: str | None = 
         'bit_exact'
     """
     _check_str(name, "name")
-    values, f = _values(x, in_fmt, "x")
-    _check_str(rounding, "rounding")
-    with _renamed({"function": "name"}):
-        return Op(_core.cases_function(name, _c64(values), f, _out(out, f), rounding))
+    if name not in _FUNCTIONS:
+        raise ValueError(f"name: unknown function {name!r}; valid: {', '.join(_FUNCTIONS)}")
+    return _registry.call(_registry.spec(name), {"x": x, "in_fmt": in_fmt, "out": out, "rounding": rounding})
 
 
-def _function(name: str) -> Any:
-    def op(x: Any, *, in_fmt: str | None = None, out: str | None = None, rounding: str = "nearest_even") -> Op:
-        return function(name, x, in_fmt=in_fmt, out=out, rounding=rounding)
-    op.__name__ = op.__qualname__ = name
-    op.__doc__ = (
-        f"{name}(x) elementwise: numeq.ops.function('{name}', x, ...).\n\n"
-        "{formats}\n\n"
-        "Example::\n\n"
-        f"    >>> op = numeq.ops.{name}(np.array([0.5, 2.0], dtype=np.float32))\n"
-        "    >>> op.reference().shape\n"
-        "    (2,)\n"
-        "    >>> numeq.compare(op.emulate(\"trainium.trn2\"), op, \"trainium.trn2\").tier\n"
-        "    'bit_exact'\n"
-    )
-    return _documented(op)
-
-
-exp = _function("exp")
-tanh = _function("tanh")
-sigmoid = _function("sigmoid")
-gelu = _function("gelu")
-gelu_tanh = _function("gelu_tanh")
-silu = _function("silu")
-rsqrt = _function("rsqrt")
-reciprocal = _function("reciprocal")
 
 
 def _softmax(x: Any, axis: int, in_fmt: str | None, out: str | None, rounding: str, variant: str, block: int,
              compute: str, log: bool, reciprocal: bool = False) -> Op:
-    axis = _check_int(axis, "axis")
     block = _check_int(block, "block", *SIZE)
-    _check_str(variant, "variant")
-    _check_str(compute, "compute")
-    _check_str(rounding, "rounding")
-    values, f = _values(x, in_fmt, "x")
-    if not isinstance(reciprocal, (bool, np.bool_)):
-        raise TypeError(f"reciprocal: expected True or False, got {reciprocal!r}")
-    return Op(_core.cases_softmax(np.ascontiguousarray(values, dtype=np.float64), int(axis), f, _out(out, f), rounding,
-                                  variant, int(block), compute, log, bool(reciprocal)))
+    arguments = {"x": x, "axis": axis, "in_fmt": in_fmt, "out": out, "rounding": rounding, "variant": variant,
+                 "block": block, "compute": compute}
+    if not log:
+        arguments["reciprocal"] = reciprocal
+    return _registry.call(_registry.spec("log_softmax" if log else "softmax"), arguments)
 
 
 @_documented
@@ -259,15 +227,11 @@ def log_softmax(x: Any, *, axis: int = -1, in_fmt: str | None = None, out: str |
 
 def _norm(centred: bool, x: Any, gamma: Any, beta: Any, eps: float, in_fmt: str | None, out: str | None,
           rounding: str, variant: str, compute: str) -> Op:
-    values, f = _values(x, in_fmt, "x")
-    g = None if gamma is None else np.ascontiguousarray(_values(gamma, None, "gamma")[0], dtype=np.float64)
-    b = None if beta is None else np.ascontiguousarray(_values(beta, None, "beta")[0], dtype=np.float64)
-    eps = _check_real(eps, "eps")
-    _check_str(variant, "variant")
-    _check_str(compute, "compute")
-    _check_str(rounding, "rounding")
-    return Op(_core.cases_norm(centred, np.ascontiguousarray(values, dtype=np.float64), g, b, float(eps), f,
-                               _out(out, f), rounding, variant, compute))
+    arguments = {"x": x, "gamma": gamma, "beta": beta, "eps": eps, "in_fmt": in_fmt, "out": out,
+                 "rounding": rounding, "compute": compute}
+    if centred:
+        arguments["variant"] = variant
+    return _registry.call(_registry.spec("layernorm" if centred else "rmsnorm"), arguments)
 
 
 @_documented
@@ -347,9 +311,9 @@ def attention(q: Any, k: Any, v: Any, *, mask: Any = None, causal: bool = False,
     cast_p = _check_bool(cast_p, "cast_p")
     _check_str(variant, "variant")
     _check_str(rounding, "rounding")
-    return Op(_core.cases_attention(*(np.ascontiguousarray(t, dtype=np.float64) for t in (qv, kv, vv)), m, bool(causal),
-                                    None if scale is None else float(scale), fq, _out(out, fq), rounding, variant,
-                                    int(block_rows), int(block_cols), bool(cast_p)))
+    return _registry.build("attention", {"q": qv, "k": kv, "v": vv, "mask": m},
+                           {"causal": causal, "scale": scale, "variant": variant, "block_rows": block_rows,
+                            "block_cols": block_cols, "cast_p": cast_p}, fq, _out(out, fq), rounding)
 
 
 def generators() -> list[str]:
@@ -391,3 +355,13 @@ def generate(generator: str, shape: Any, fmt: str = "fp32", *, seed: int = 0, sc
         return _core.cases_generate(generator, seed, scale, fmt, dims)
     except MemoryError:
         raise MemoryError(f"shape: {tuple(dims)} needs more memory than this machine has") from None
+
+
+# Every registered op without a function written above gets one here, its signature and docstring
+# read from its registry row (numeq._registry.function): an op added to the C++ registry is a
+# numeq.ops function with no Python written for it.
+for _spec in specs():
+    if _spec.name not in globals():
+        globals()[_spec.name] = _registry.function(_spec)
+        __all__.append(_spec.name)
+del _spec

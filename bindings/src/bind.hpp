@@ -22,5 +22,7 @@ void bind_core(pybind11::module_& m);
 void bind_reveal(pybind11::module_& m);
 // numeq.ops and numeq.compare: the operation catalogue, bounds and verdicts (cases.cpp).
 void bind_cases(pybind11::module_& m);
+// numeq.ops: the op registry's rows and the one builder of a registered op (registry.cpp).
+void bind_registry(pybind11::module_& m);
 
 }  // namespace numeq_bindings

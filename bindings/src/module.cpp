@@ -68,4 +68,5 @@ PYBIND11_MODULE(_core, m) {
   numeq_bindings::bind_core(m);
   numeq_bindings::bind_reveal(m);
   numeq_bindings::bind_cases(m);
+  numeq_bindings::bind_registry(m);
 }

@@ -160,7 +160,7 @@ def _rows() -> dict[str, Row]:
                              "compute": "str"})
     r["ops.function"] = (ops.function, {"name": "exp", "x": X},
                          {"name": "str", "x": "array", "in_fmt": "optstr", "out": "optstr", "rounding": "str"})
-    for name in ("exp", "tanh", "sigmoid", "gelu", "gelu_tanh", "silu", "rsqrt", "reciprocal"):
+    for name in (s.name for s in ops.specs() if s.family == "function"):  # every elementwise row of the registry
         r[f"ops.{name}"] = (getattr(ops, name), {"x": X},
                             {"x": "array", "in_fmt": "optstr", "out": "optstr", "rounding": "str"})
     for name in ("softmax", "log_softmax"):
@@ -197,6 +197,8 @@ def _rows() -> dict[str, Row]:
     r["ops.generate"] = (ops.generate, {"generator": "normal", "shape": (2, 3)},
                          {"generator": "str", "shape": "ints", "fmt": "str", "seed": "int", "scale": "real"})
     r["ops.generators"] = (ops.generators, {}, {})
+    r["ops.spec"] = (ops.spec, {"name": "rmsnorm"}, {"name": "str"})
+    r["ops.specs"] = (ops.specs, {}, {})
     r["Op.exact"] = (lambda: _op().exact(), {}, {})
     r["Op.reference"] = (lambda: _op().reference(), {}, {})
     for method in ("emulation", "bound", "tolerance"):
@@ -223,6 +225,7 @@ NOT_ROWS = {
     "ops.Op": "built by the numeq.ops constructors (its methods have rows)",
     "ops.Tolerance": "result type of Op.tolerance",
     "ops.Emulation": "result type of Op.emulation",
+    "ops.OpSpec": "result type of numeq.ops.spec (a registry row)",
     "ProblemTolerance": "result type of numeq.tolerance",
 }
 

@@ -102,32 +102,13 @@ class ManifestError(ValueError):
     """A manifest that cannot be reviewed: the message names the file, the line and the key."""
 
 
-# Each operation: its required inputs, its optional inputs, and how numeq.ops builds it.
-_FUNCTIONS = ("exp", "exp2", "log", "tanh", "sigmoid", "gelu", "gelu_tanh", "silu", "softplus", "sqrt", "rsqrt",
-              "reciprocal")
-
-
-def _function_op(name: str) -> Callable[..., Any]:
-    return lambda x, **kw: ops.function(name, x, **kw)
-
-
+# Each operation: its required inputs, its optional inputs, and how numeq.ops builds it; every
+# registered op (the op registry, numeq.ops.specs()) is one.
 _OPERATIONS: dict[str, tuple[tuple[str, ...], tuple[str, ...], Callable[..., Any]]] = {
-    "matmul": (("a", "b"), ("c",), ops.matmul),
-    "scaled_fp8_matmul": (("a", "b", "scale_a", "scale_b"), (), ops.scaled_fp8_matmul),
-    "int8_matmul": (("a", "b"), (), ops.int8_matmul),
-    "sum": (("x",), (), ops.sum),
-    "mean": (("x",), (), ops.mean),
-    "max": (("x",), (), ops.max),
-    "softmax": (("x",), (), ops.softmax),
-    "log_softmax": (("x",), (), ops.log_softmax),
-    "layernorm": (("x",), ("gamma", "beta"), ops.layernorm),
-    "rmsnorm": (("x",), ("gamma", "beta"), ops.rmsnorm),
-    "attention": (("q", "k", "v"), ("mask",), ops.attention),
-    **{f: (("x",), (), _function_op(f)) for f in _FUNCTIONS},
-}
+    s.name: (s.required(), s.optional(), getattr(ops, s.name)) for s in ops.specs()}
 OPERATIONS: tuple[str, ...] = tuple(_OPERATIONS)
 SCHEMA += "\nOPERATIONS: " + ", ".join(OPERATIONS) + "\n"
-_NO_FORMAT_KEYWORDS = ("int8_matmul",)
+_NO_FORMAT_KEYWORDS = tuple(s.name for s in ops.specs() if not s.format_keywords)
 
 
 @dataclass
