@@ -435,6 +435,28 @@ std::function<std::optional<double>(double, double, double)> certified_reference
 
 }  // namespace
 
+Op sum_of_squares(const Array& x, std::string_view in_fmt, const Cast& out, std::string_view compute) {
+  const Format& fin = floating_format(in_fmt, "in_fmt");
+  const Format& fc = floating_format(compute, "compute");
+  check_values(x, fin, "x");
+  if (fin.precision() > 26)
+    throw numeq::error("in_fmt: '" + std::string(in_fmt) + "' squares need more than binary64's 53 bits");
+  // Squares in binary64 are exact for inputs of at most 26 bits; each must be a value of compute.
+  Array squares = x * x;
+  for (std::size_t i = 0; i < squares.size(); ++i) {
+    const double s = squares.data()[i];
+    if (!std::isnan(s) && round_to_format(s, Cast{fc}) != s)
+      throw numeq::error("x: element " + std::to_string(i) + " (C order) = " + std::to_string(x.data()[i]) +
+                         ": its square is not exact in compute '" + std::string(compute) +
+                         "'; sum_of_squares models kernels whose squares compute holds");
+  }
+  Op op = reduce(Reduction::sum, squares, std::vector<std::ptrdiff_t>{-1}, compute, out, compute);
+  op.name = "sum_of_squares";
+  op.signature = "sum_of_squares(x" + signature_shape(x) + " " + std::string(in_fmt) + ") in " +
+                 std::string(compute) + " -> " + std::string(out.format.name);
+  return op;
+}
+
 Op function(reference::Function f, const Array& x, std::string_view in_fmt, const Cast& out) {
   check_values(x, floating_format(in_fmt, "in_fmt"), "x");
   floating_format(out.format.name, "out");

@@ -142,6 +142,13 @@ Op reduce(Reduction kind, const xt::xarray<double>& x, const std::vector<std::pt
           std::string_view in_fmt, const Cast& out, std::string_view compute = "fp32",
           const std::vector<std::ptrdiff_t>& strides = {}, bool buffered = false);
 
+// The sum of squares of x along its last axis, as a kernel computes it: each square in `compute`,
+// summed by the platform's sum plan for compute, cast into out. Every square must be exact in
+// compute (fp16 into fp32 always is; bf16 where no square leaves fp32's range): numeq::error
+// naming the first element whose square is not; its exact result is the exact sum of squares.
+Op sum_of_squares(const xt::xarray<double>& x, std::string_view in_fmt, const Cast& out,
+                  std::string_view compute = "fp32");
+
 // f(x) elementwise under the platform's function model (cases/elementwise.hpp); the exact value
 // is MPFR's, correctly rounded to binary64.
 Op function(reference::Function f, const xt::xarray<double>& x, std::string_view in_fmt, const Cast& out);
