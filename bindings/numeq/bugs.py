@@ -257,8 +257,8 @@ class Bug:
     Example::
 
         >>> bug = numeq.bugs.by_name("dropped_k_tile")
-        >>> bug.ops
-        ('matmul', 'scaled_fp8_matmul', 'int8_matmul', 'sum')
+        >>> bug.ops[:3]
+        ('matmul', 'scaled_fp8_matmul', 'int8_matmul')
         >>> bug.applies(numeq.catalogue.Problem("matmul", "bf16", "fp32", k=128), "nvidia.h100")
         False
     """

@@ -159,7 +159,7 @@ std::vector<OpSpec> rows() {
     s.doc = "the sum of squares of x along its last axis: squares in `compute`, summed by its sum plan";
     s.inputs = {input("x", "[..., K]", {0, K}, "the rows")};
     s.params = {compute_param()};
-    s.catalogue = {{"fp16", "bf16"}, "fp32", {64}, {4}, "the row length: x[R, K], shape (R,)", true, nullptr};
+    s.catalogue = {kNarrowFloats, "fp32", {64}, {4}, "the row length: x[R, K], shape (R,)", true, nullptr};
     s.bugs = {"dropped_k_tile", "missing_output_cast"};
     s.build = [](const OpArguments& a) { return sum_of_squares(a.input("x"), a.in_fmt, a.out, a.text("compute")); };
     r.push_back(std::move(s));

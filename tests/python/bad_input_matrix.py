@@ -194,6 +194,21 @@ def _rows() -> dict[str, Row]:
     r["ops.dequantize"] = (ops.dequantize, {"codes": CODES, "fmt": "int8", "scale": 0.5, "zero_point": 1},
                            {"codes": "codes", "fmt": "str", "scale": "array", "zero_point": "codes", "axis": "int",
                             "block": "int", "out": "str"})
+    # Every other registry row (an op added to the C++ registry with no Python of its own) is
+    # fuzzed from its row: inputs by role, parameters by type, the format keywords.
+    kind_of = {"integer": "int", "real": "real", "boolean": "bool", "text": "str", "axes": "optint"}
+    for spec in ops.specs():
+        if f"ops.{spec.name}" in r:
+            continue
+        good = {i.name: (np.array([[1, -2, 3]], dtype=np.int8) if i.role == "codes" else X)
+                for i in spec.inputs if i.required}
+        kinds = {i.name: ("codes" if i.role == "codes" else "array") for i in spec.inputs}
+        kinds.update({p.name: ("opt" if p.default is None else "") + kind_of[p.type] for p in spec.params})
+        if spec.format_keywords:
+            kinds.update({"in_fmt": "optstr", "out": "optstr", "rounding": "str"})
+            if spec.catalogue is not None:  # X's values are values of every catalogue format
+                good["in_fmt"] = spec.catalogue.formats[0]
+        r[f"ops.{spec.name}"] = (getattr(ops, spec.name), good, kinds)
     r["ops.generate"] = (ops.generate, {"generator": "normal", "shape": (2, 3)},
                          {"generator": "str", "shape": "ints", "fmt": "str", "seed": "int", "scale": "real"})
     r["ops.generators"] = (ops.generators, {}, {})

@@ -32,6 +32,7 @@ CASES = [
     ("dropped_k_tile", Problem("scaled_fp8_matmul", "e4m3fn", "fp32", 256, (8, 16)), "normal"),
     ("dropped_k_tile", Problem("int8_matmul", "int8", "int32", 256, (8, 16)), "normal"),
     ("dropped_k_tile", Problem("sum", "fp32", "fp32", 200, (8,)), "normal"),
+    ("dropped_k_tile", Problem("sum_of_squares", "bf16", "fp32", 200, (8,)), "normal"),
     ("transposed_operand", Problem("matmul", "bf16", "fp32", 32, (8, 32)), "normal"),
     ("transposed_operand", Problem("scaled_fp8_matmul", "e4m3fn", "fp32", 16, (8, 16)), "normal"),
     ("transposed_operand", Problem("int8_matmul", "int8", "int32", 32, (8, 32)), "normal"),
@@ -97,9 +98,9 @@ def test_dropped_k_tile_is_the_op_on_zeroed_inputs(problem):
     start = 128 * ((problem.k - 1) // 128)  # 300 -> 256: the partial tail; 256 -> 128
     for platform, built, wrong, _ in _planted("dropped_k_tile", problem, "normal"):
         x = {n: v.copy() for n, v in built.inputs.items()}
-        if problem.op == "sum":
+        if problem.op in ("sum", "sum_of_squares"):
             x["x"][:, start:] = 0
-            expected = numeq.ops.sum(x["x"], in_fmt=problem.in_fmt, out=problem.out)
+            expected = getattr(numeq.ops, problem.op)(x["x"], in_fmt=problem.in_fmt, out=problem.out)
         elif problem.op == "int8_matmul":
             expected = None  # exact: numpy's integer GEMM over the first tiles
             assert np.array_equal(wrong, x["a"][:, :start].astype(np.int64) @ x["b"][:start].astype(np.int64))

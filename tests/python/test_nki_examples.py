@@ -14,7 +14,8 @@ errs by at most gamma_{n-1} * sum |terms| (Higham eq. 4.4).
 from __future__ import annotations
 
 import functools
-from typing import Any
+import math
+from typing import Any, Callable
 
 import ml_dtypes
 import numpy as np
@@ -89,13 +90,46 @@ def test_matmul_within_the_fp32_summation_bound(name: str) -> None:
 
 
 @pytest.mark.parametrize("name,platform,in_fmt", FP32_MATMULS)
-def test_matmul_law(name: str, platform: str, in_fmt: str) -> None:
+def test_matmul_run_reports_its_platform(name: str, platform: str, in_fmt: str) -> None:
     (a, b), run = ran(name)
     assert run.platform == platform
     if name == "matmul_psum_groups":  # the platform option is the kernel's structure: GROUP tiles
         assert platform == f"trainium.trn2[psum_group={example(name).GROUP}]"
-    emulated = numeq.matmul(a, b, platform=run.platform, in_fmt=in_fmt, out="fp32")
-    assert np.array_equal(run.outputs, emulated)
+
+
+# --- the law: each kernel that computes a registered op ----------------------------------------
+# Example -> (the registered op it computes: a row of numeq.ops.specs(), the op's inputs by role
+# from the example's inputs, its parameters from the example module and inputs). The law: the
+# run's output is, bit for bit, numeq.ops.<op>(...).emulate(run.platform), with out="fp32".
+REGISTERED: dict[str, tuple[str, Callable[..., dict], Callable[..., dict]]] = {
+    **{name: ("matmul", lambda m, a, b: {"a": a, "b": b}, (lambda f: lambda m, a, b: {"in_fmt": f})(in_fmt))
+       for name, _, in_fmt in FP32_MATMULS},
+    # each exp times the rounded reciprocal of its row sum: the catalogue's reciprocal form
+    "softmax": ("softmax", lambda m, x: {"x": x}, lambda m, x: {"variant": "max_subtracted", "reciprocal": True}),
+    "rmsnorm": ("rmsnorm", lambda m, x, g: {"x": x, "gamma": g[0]}, lambda m, x, g: {"eps": m.EPS}),
+    "layernorm": ("layernorm", lambda m, x, g, b: {"x": x, "gamma": g[0], "beta": b[0]},
+                  lambda m, x, g, b: {"eps": m.EPS, "variant": "bn_stats"}),
+    "sum_of_squares": ("sum_of_squares", lambda m, x: {"x": x}, lambda m, x: {}),
+    # the scores' K is d = 64, one tile; one query block of all Lq rows, key blocks of BLOCK
+    "flash_attention": ("attention", lambda m, q, k, v: {"q": q, "k": k, "v": v},
+                        lambda m, q, k, v: {"causal": True, "variant": "flash", "block_rows": q.shape[0],
+                                            "block_cols": m.BLOCK}),
+}
+
+
+@pytest.mark.parametrize("name", REGISTERED)
+def test_kernel_gives_its_registered_ops_emulation(name: str) -> None:
+    op_name, inputs_of, params_of = REGISTERED[name]
+    spec = numeq.ops.spec(op_name)  # a registry row: its inputs and parameters are the op's
+    args, run = ran(name)
+    no_errors(run)
+    m = example(name)
+    inputs, params = inputs_of(m, *args), params_of(m, *args)
+    assert set(spec.required()) <= set(inputs) <= {i.name for i in spec.inputs}
+    assert set(params) - {"in_fmt"} <= {p.name for p in spec.params}
+    op = getattr(numeq.ops, op_name)(**inputs, **params, out="fp32")
+    emulated = op.emulate(run.platform)
+    assert np.array_equal(run.outputs.reshape(emulated.shape), emulated)
 
 
 def test_loop_orders_agree_bit_for_bit() -> None:
@@ -147,12 +181,11 @@ def test_softmax_within_bound() -> None:
     assert np.all(np.abs(run.outputs - exact) <= bound)
 
 
-def test_softmax_law() -> None:
-    # The kernel multiplies each exp by the reciprocal of the row sum: the catalogue's reciprocal
-    # form. The one-division form differs in some elements (so the law tells the two apart).
+def test_softmax_law_tells_the_reciprocal_form_apart() -> None:
+    # The law holds for the reciprocal form (REGISTERED); the one-division form differs in some
+    # elements, so the law tells the two apart.
     (x,), run = ran("softmax")
     op = numeq.ops.softmax(x, out="fp32", variant="max_subtracted", reciprocal=True)
-    assert np.array_equal(run.outputs, op.emulate(run.platform))
     divided = numeq.ops.softmax(x, out="fp32", variant="max_subtracted").emulate(run.platform)
     assert not np.array_equal(run.outputs, divided)
     exact = numeq.reference.softmax(x, out="fp64")
@@ -169,13 +202,6 @@ def test_rmsnorm_within_bound() -> None:
     exact = numeq.reference.rmsnorm(x, gamma=g[0], eps=m.EPS, out="fp64")
     bound = (x.shape[1] / 2 + 4) * U32 * 1.01 * np.abs(exact)
     assert np.all(np.abs(run.outputs - exact) <= bound)
-
-
-def test_rmsnorm_law() -> None:
-    (x, g), run = ran("rmsnorm")
-    m = example("rmsnorm")
-    emulated = numeq.ops.rmsnorm(x, gamma=g[0], eps=m.EPS, out="fp32").emulate(run.platform)
-    assert np.array_equal(run.outputs, emulated)
 
 
 def layernorm_bound(x: np.ndarray, g: np.ndarray, b: np.ndarray, exact: np.ndarray, eps: float) -> np.ndarray:
@@ -202,11 +228,15 @@ def test_layernorm_within_bound() -> None:
     assert np.all(np.abs(run.outputs - exact) <= layernorm_bound(x, g, b, exact, m.EPS))
 
 
-def test_layernorm_law() -> None:
-    (x, g, b), run = ran("layernorm")
-    m = example("layernorm")
-    op = numeq.ops.layernorm(x, gamma=g[0], beta=b[0], eps=m.EPS, out="fp32", variant="bn_stats")
-    assert np.array_equal(run.outputs, op.emulate(run.platform))
+def test_sum_of_squares_within_bound() -> None:
+    """Each bf16 square is exact in fp32 (16 significand bits, within range); n positive terms
+    summed in fp32 in any order err by at most gamma_{n-1} times their sum (Higham eq. 4.4)."""
+    (x,), run = ran("sum_of_squares")
+    no_errors(run)
+    exact = np.array([math.fsum(v * v for v in row) for row in x.astype(np.float64).tolist()])
+    error = np.abs(run.outputs[:, 0].astype(np.float64) - exact)
+    assert np.all(error <= gamma(x.shape[1] - 1) * exact)
+    assert np.max(error) > 0  # fp32 sums of 512 squares do round
 
 
 def test_cumsum_within_bound_and_each_prefix_is_the_platform_sum() -> None:
@@ -260,15 +290,11 @@ def test_flash_attention_within_bound() -> None:
     assert np.max(error / bound) > 0.1  # the bf16 cast of p shows: the bound is not vacuous here
 
 
-def test_flash_attention_law() -> None:
+def test_flash_attention_run_reports_its_platform() -> None:
     (q, k, v), run = ran("flash_attention")
-    m = example("flash_attention")
     # The scores' K is d = 64, one tile: k_tile=64. O = a O + p v adds each block's PSUM result into
     # an SBUF accumulator, which the run reads as PSUM groups of one tile (psum_group=1).
     assert run.platform == "trainium.trn2[k_tile=64,psum_group=1]"
-    op = numeq.ops.attention(q, k, v, causal=True, out="fp32", variant="flash", block_rows=q.shape[0],
-                             block_cols=m.BLOCK)
-    assert np.array_equal(run.outputs, op.emulate(run.platform))
 
 
 def test_transpose_is_bit_exact() -> None:

@@ -35,10 +35,24 @@ def test_numpy_platform_is_numpys_fp32_sum_of_squares(fmt, dtype):
     assert np.all(np.abs(op.emulate("nvidia.h100") - op.reference()) <= op.bound("nvidia.h100"))
 
 
-def test_a_square_outside_compute_is_refused_by_name():
-    x = np.array([[2.0 ** 70, 1.0]])
-    with pytest.raises(ValueError, match=r"x: element 0 .*square is not exact in compute 'fp32'"):
-        numeq.ops.sum_of_squares(x, in_fmt="bf16")
+def test_fp32_squares_round_and_the_bound_holds_them():
+    # fp32 inputs: each square rounds into fp32 (numpy's x * x), the plan sums the rounded squares;
+    # the exact result is the exact squares' sum, and the bound covers both roundings.
+    x = np.random.default_rng(1).standard_normal((8, 1000)).astype(np.float32)
+    op = numeq.ops.sum_of_squares(x, out="fp32")
+    assert numeq.compare(np.sum(x * x, axis=-1, dtype=np.float32), op, "numpy").tier == "bit_exact"
+    exact = np.array([float(sum(Fraction(float(v)) ** 2 for v in row)) for row in x.tolist()])
+    assert np.array_equal(op.exact()[0], exact)
+    for platform in ("numpy", "nvidia.h100", "trainium.trn2"):
+        error = np.abs(op.emulate(platform) - exact)
+        assert np.all(error <= op.bound(platform))
+        assert np.max(error / op.bound(platform)) > 1e-3  # the bound is not vacuous
+
+
+def test_a_square_past_fp32_is_inf_in_the_emulation_and_the_reference():
+    x = numeq.round(np.array([[2.0 ** 70, 1.0]]), "bf16")
+    op = numeq.ops.sum_of_squares(x, in_fmt="bf16", out="fp32")
+    assert np.isinf(op.emulate("numpy")[0]) and np.isinf(op.reference()[0])
 
 
 def test_catalogue_bugs_and_manifest_know_it():

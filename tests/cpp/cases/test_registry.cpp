@@ -111,7 +111,7 @@ TEST(Registry, BuildByNameIsTheFactory) {
   for (std::size_t i = 0; i < e1.size(); ++i) EXPECT_EQ(e1.data()[i], e2.data()[i]) << i;
 }
 
-// The exact sums of the matmul and sum rows against MPFR: sum of exact products at 2000 bits,
+// The exact sums of the matmul, sum and sum_of_squares rows against MPFR: sum of exact products at 2000 bits,
 // rounded once to binary64 (2000 bits hold these sums exactly: 64 products of 24-bit values).
 double mpfr_dot(const double* a, std::size_t stride_a, const double* b, std::size_t stride_b, std::size_t n) {
   mpfr_t acc, p;
@@ -127,7 +127,7 @@ double mpfr_dot(const double* a, std::size_t stride_a, const double* b, std::siz
   return out;
 }
 
-TEST(Registry, MatmulAndSumRowsAreExactAgainstMpfr) {
+TEST(Registry, MatmulSumAndSumOfSquaresRowsAreExactAgainstMpfr) {
   {
     const cases::OpSpec& s = cases::op_spec("matmul");
     const cases::OpArguments a = catalogue_arguments(s, 11);
@@ -146,6 +146,16 @@ TEST(Registry, MatmulAndSumRowsAreExactAgainstMpfr) {
     const std::size_t r = x.shape()[0], k = x.shape()[1];
     for (std::size_t i = 0; i < r; ++i)
       EXPECT_EQ(op.exact_values().hi(i), mpfr_dot(x.data() + i * k, 1, nullptr, 0, k)) << i;
+  }
+  {
+    // fp32 inputs: their squares round in the kernel, never in the exact result.
+    cases::OpArguments a = catalogue_arguments(cases::op_spec("sum_of_squares"), 13);
+    a.in_fmt = "fp32";
+    const cases::Op op = cases::build_op("sum_of_squares", a);
+    const Array& x = a.inputs.at("x");
+    const std::size_t r = x.shape()[0], k = x.shape()[1];
+    for (std::size_t i = 0; i < r; ++i)
+      EXPECT_EQ(op.exact_values().hi(i), mpfr_dot(x.data() + i * k, 1, x.data() + i * k, 1, k)) << i;
   }
 }
 

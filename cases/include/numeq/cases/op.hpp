@@ -142,10 +142,10 @@ Op reduce(Reduction kind, const xt::xarray<double>& x, const std::vector<std::pt
           std::string_view in_fmt, const Cast& out, std::string_view compute = "fp32",
           const std::vector<std::ptrdiff_t>& strides = {}, bool buffered = false);
 
-// The sum of squares of x along its last axis, as a kernel computes it: each square in `compute`,
-// summed by the platform's sum plan for compute, cast into out. Every square must be exact in
-// compute (fp16 into fp32 always is; bf16 where no square leaves fp32's range): numeq::error
-// naming the first element whose square is not; its exact result is the exact sum of squares.
+// The sum of squares of x along its last axis, as a kernel computes it: each square rounded into
+// `compute`, summed by the platform's sum plan for compute, cast into out. The exact result is
+// the exact squares' sum; the bound adds each row's squaring errors (exactly known from the data:
+// 0 for bf16 and fp16 into fp32) to the plan's bound. in_fmt of at most 26 bits (fp32 and below).
 Op sum_of_squares(const xt::xarray<double>& x, std::string_view in_fmt, const Cast& out,
                   std::string_view compute = "fp32");
 
