@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from . import _registry, ops
+from . import _core, _registry, ops
 from ._arrays import _check_int, _check_str
 
 __all__ = ["OPS", "Built", "Problem", "build", "default_shape", "formats_for", "k_meaning", "op_for", "out_for",
@@ -143,12 +143,6 @@ class Built:
     params: dict[str, Any]
 
 
-def _int8_codes(generator: str, shape: tuple[int, ...], seed: int) -> np.ndarray:
-    # The generator's values scaled by 16, rounded to integers and clamped into int8 (NaN to 0).
-    x = np.nan_to_num(ops.generate(generator, shape, "fp32", seed=seed, scale=16.0), nan=0.0, posinf=127, neginf=-128)
-    return np.clip(np.rint(x), -128, 127).astype(np.int8)
-
-
 def op_for(problem: Problem, inputs: dict[str, np.ndarray], params: dict[str, Any] | None = None,
            out: str | None = None) -> Any:
     """``problem``'s op on given ``inputs`` (by name, as ``Built.inputs``) with ``params`` (as
@@ -193,11 +187,11 @@ def build(problem: Problem, generator: str, seed: int) -> Built:
     seed = _check_int(seed, "seed", 0, (1 << 63) - 1)
     s, k, f = p.shape, p.k, p.in_fmt
 
-    inputs: dict[str, np.ndarray] = {}
-    for i, spec in enumerate(x for x in _SPEC[p.op].inputs if x.catalogue_shape):  # input i draws with seed + i
-        shape = _dims(spec.catalogue_shape, s, k)
-        inputs[spec.name] = (_int8_codes(generator, shape, seed + i) if spec.role == "codes"
-                             else ops.generate(generator, shape, f, seed=seed + i))
+    # The draw is C++'s (cases::catalogue_inputs, the one the tolerance fits draw): input i from
+    # seed + i; integer codes come back as int8.
+    drawn = _core.op_catalogue_inputs(p.op, f, list(s), k, generator, seed)
+    codes = {i.name for i in _SPEC[p.op].inputs if i.role == "codes"}
+    inputs = {name: (v.astype(np.int8) if name in codes else v) for name, v in drawn.items()}
     params = _registry.catalogue_params(p.op, s, k)
     return Built(op_for(p, inputs, params), inputs, params)
 

@@ -24,6 +24,7 @@ from typing import Any, Mapping, Sequence, Union
 
 import numpy as np
 
+from . import _core
 from ._arrays import SIZE, UINT64, _array, _check_format, _check_int, _check_str, _renamed
 from .machines import Plan, dot, matmul, plan, platform_assumptions, platform_json
 from .machines import platforms as platform_names
@@ -53,50 +54,18 @@ def assumption_candidates(platform: str, *, op: str = "matmul", in_fmt: str = "b
     """
     for value, parameter in ((platform, "platform"), (op, "op"), (in_fmt, "in_fmt"), (out, "out")):
         _check_str(value, parameter)
-    base = platform.split("[", 1)[0].strip()
-    with _renamed({"name": "platform"}):
-        assumptions = platform_assumptions(base)
-    if not assumptions:
-        raise ValueError(f"platform: {base} has no assumptions to choose among; give candidates as plans or names")
-    by_name = {a["name"]: a for a in assumptions}
-    def arithmetic(p: Plan) -> dict:  # the plan without its name (which names the variant)
-        return {key: value for key, value in p.to_dict().items() if key != "name"}
-
-    if names is None:
-        default = arithmetic(plan(base, op, in_fmt, out))
-        names = []
-        for a in assumptions:
-            for alternative in a["alternatives"][1:]:
-                try:
-                    if arithmetic(plan(f"{base}[{a['name']}={alternative}]", op, in_fmt, out)) != default:
-                        names.append(a["name"])
-                        break
-                except ValueError:
-                    continue
-    for n in names:
-        if n not in by_name:
-            raise ValueError(f"names: {base} has no assumption {n!r}; valid: {', '.join(by_name)}")
-    out_map: dict[str, str] = {}
-    for values in itertools.product(*(by_name[n]["alternatives"] for n in names)):
-        variant = f"{base}[{','.join(f'{n}={v}' for n, v in zip(names, values))}]" if names else base
-        try:
-            plan(variant, op, in_fmt, out)
-        except ValueError:
-            continue  # a combination the platform refuses
-        label = ",".join(f"{n}={v}" for n, v in zip(names, values)) or "default"
-        out_map[label] = variant
-    return out_map
+    if names is not None:
+        if isinstance(names, str) or not isinstance(names, (list, tuple)):
+            raise TypeError(f"names: expected a sequence of assumption names, got {type(names).__name__}")
+        names = [_check_str(n, "names") for n in names]
+    # C++'s core::assumption_candidates (platform.hpp): the combinations, their labels, the
+    # refusals left out.
+    return dict(_core.core_assumption_candidates(platform, op, in_fmt, out, names))
 
 
 # How an instruction's products and its accumulator c meet (tensor_core_candidates ``structure``):
-# "chain": steps of n products along K, c the first step's c, each step's result the next one's c
-# (FACTS.md s2: every fp16/bf16/tf32 set of the vectors, H100 fp8 -> fp32); "c_last": an
-# instruction of n products is one step from zero, c added after it by one nearest-even addition
-# in the accumulator's format, instructions chained through it; "halves": an instruction of 2n
-# products, k mod 4 in {0, 1} in one step from zero, {2, 3} in a second fed with the first's
-# result, c added last as in c_last (mma.sync.m16n8k32 with fp8 operands: H100 fp8 -> fp16,
-# B200 fp8 -> fp32 and -> fp16).
-_STRUCTURES = ("chain", "c_last", "halves")
+# C++'s names (core/tensor_core.hpp says what each is and which measurements it matches).
+_STRUCTURES = tuple(_core.core_tensor_core_structures())
 
 
 def tensor_core_candidates(in_fmt: str, out: str = "fp32", *, n: Sequence[int] = (4, 8, 16, 32),
@@ -147,31 +116,17 @@ def tensor_core_candidates(in_fmt: str, out: str = "fp32", *, n: Sequence[int] =
             raise ValueError(f"structure: unknown {st!r}; valid: {', '.join(_STRUCTURES)}")
     if out == "fp16" and tuple(step_output) == ("fp32 toward_zero", "fp32 nearest_even", "e8m13 toward_zero"):
         step_output = ("fp16 nearest_even", "fp16 toward_zero")
+    # The plans are C++'s (core/tensor_core.hpp: the one builder, shared with the built-in NVIDIA
+    # platforms); each is read back through Plan, whose checks name the field.
+    built = _core.core_tensor_core_candidates(in_fmt, out, [int(x) for x in n], [int(x) for x in fraction_bits],
+                                              [tuple(so.split()) for so in step_output], list(structure))
     plans: dict[str, Plan] = {}
-    c_format = "fp16" if out == "fp16" else "fp32"
-    for steps, bits, so, st in itertools.product(n, fraction_bits, step_output, structure):
-        fmt, rounding = so.split()
-        steps = int(steps)
-        step = {"n": steps, "fraction_bits": int(bits), "alignment": "truncate", "max_exponent": "encoded",
-                "zeros": "fp32_emin", "a_format": in_fmt, "b_format": in_fmt, "c_format": c_format,
-                "output": {"format": fmt, "rounding": rounding}, "overflow": "infinity", "zero_sign": "positive"}
-        out_fmt = "fp32" if fmt == "e8m13" else fmt
-        reduction: dict = {"kind": "fused", "fused": step}
-        if st != "chain":
-            size = steps if st == "c_last" else 2 * steps
-            if st == "halves":
-                order = [k for k in range(size) if k % 4 < 2] + [k for k in range(size) if k % 4 >= 2]
-                reduction = {"kind": "permute", "size": size, "order": order, "children": [reduction]}
-            add = {"kind": "sequential",
-                   "arithmetic": {"product": "fma", "accumulate": {"format": out_fmt, "rounding": "nearest_even"}}}
-            reduction = {"kind": "chunked", "size": size, "children": [reduction, add]}
-        label = f"n={steps},F={bits},step={fmt} {rounding},structure={st}"
-        fused = "plan.reduction.fused." if st == "chain" else "plan.reduction.children[0]."
+    for label, text in built:
+        chain = "structure=chain" in label
+        fused = "plan.reduction.fused." if chain else "plan.reduction.children[0]."
         with _renamed({fused + "n": "n", fused + "fraction_bits": "fraction_bits",
                        fused + "output.format": "step_output", fused + "output.rounding": "step_output"}):
-            plans[label] = Plan({"name": f"generic tensor core {label}", "reduction": reduction,
-                                 "c_placement": "first",
-                                 "output": {"format": out_fmt, "rounding": "nearest_even"}})
+            plans[label] = Plan(text)
     return plans
 
 

@@ -28,7 +28,7 @@ import numpy as np
 
 from . import _core, ops
 from ._arrays import _check_int, _check_real, _check_str, _renamed
-from .catalogue import Built, Problem, build, out_for
+from .catalogue import Built, Problem, out_for
 
 __all__ = ["DEFAULT_MARGIN", "ProblemTolerance", "Requirement", "fit", "requirement", "tier_of", "tolerance", "ulp_of"]
 
@@ -220,13 +220,9 @@ def fit_tolerance(requirements: Sequence[Requirement], out: str, margin: float =
     # C++'s cases::fit_tolerance (family_tolerance.hpp), the one implementation.
     draws = [(np.ascontiguousarray(r.need, dtype=np.float64), np.ascontiguousarray(r.expected, dtype=np.float64))
              for r in requirements]
-    forms = {k: float(v) for k, v in _core.cases_fit_tolerance(draws, out, m).items()}
-    # The atol as a fraction of the draws' output magnitude (the smallest draw's max|expected|, so
-    # every draw is covered): atol_rel * max|y| is the absolute term at any input scale.
-    scales = [float(np.max(np.abs(e[np.isfinite(e)]))) for _, e in draws if np.isfinite(e).any()]
-    smallest = min((x for x in scales if x > 0), default=0.0)
-    forms["atol_rel"] = forms["atol"] / smallest if smallest > 0 else 0.0
-    return forms
+    # atol_rel: the atol over the smallest draw's max|expected| (so every draw is covered);
+    # atol_rel * max|y| is the absolute term at any input scale.
+    return {k: float(v) for k, v in _core.cases_fit_tolerance(draws, out, m).items()}
 
 
 def _platform_pair(platforms: Any) -> tuple[str, str]:
@@ -287,21 +283,30 @@ def tolerance(op: str, in_fmt: str, out: str | None, platforms: Any, *, k: int, 
     seeds = tuple(_check_int(s, "seeds", 0, (1 << 62)) for s in seeds)
     if not seeds and data is None:
         raise ValueError("seeds: at least one calibration seed is needed (or pass data=)")
-    if data is not None:
-        if not isinstance(data, ops.Op):
-            raise TypeError(f"data: expected a numeq.ops.Op built on your inputs, got {type(data).__name__}")
-        draws = [Built(data, {}, {})]
-        gens = ("data",)
-    else:
-        draws = [build(problem, g, s) for g in gens for s in seeds]
+    _check_str(kind, "kind", ops.KINDS)
+    fp = _check_real(failure_probability, "failure_probability", finite=True)
+    if kind == "probabilistic" and lam is None and not 0 < fp < 1:
+        raise ValueError(f"failure_probability: {fp!r} is not in (0, 1); the probabilistic bound fails with at most "
+                         "this probability per check")
+    lam = None if lam is None else _check_real(lam, "lam", finite=True)
+    m = _check_real(margin, "margin", finite=True)
+    if m < 1:
+        raise ValueError(f"margin: {m!r} is below 1 (the tolerance would not cover the calibration draws' own needs)")
+    # Every draw, its emulations, requirements and the fit: one call into C++ (cases::family_tolerance
+    # over the registry's catalogue draws, cases/registry.hpp).
     with _renamed({"platform": "platforms", "against": "platforms"}):
-        reqs = [requirement(b, platform, against, kind=kind, failure_probability=failure_probability, lam=lam)
-                for b in draws]
-    forms = fit_tolerance(reqs, out, margin)
-    fp = max((r.failure_probability for r in reqs), default=0.0)
-    return ProblemTolerance(problem=problem.text(), platform=platform, against=against, inputs=gens, draws=len(draws),
-                            tier=tier_of(kind, fp), failure_probability=fp,
-                            unbounded=sum(r.unbounded for r in reqs), **forms)
+        if data is not None:
+            if not isinstance(data, ops.Op):
+                raise TypeError(f"data: expected a numeq.ops.Op built on your inputs, got {type(data).__name__}")
+            gens = ("data",)
+            f = _core.cases_family_tolerance_of(data._op, platform, against, kind, fp, lam, m)
+        else:
+            f = _core.cases_family_tolerance(op, in_fmt, out, list(problem.shape), problem.k, list(gens), list(seeds),
+                                             platform, against, kind, fp, lam, m)
+    return ProblemTolerance(problem=problem.text(), platform=platform, against=against, inputs=gens, draws=f["draws"],
+                            ulps=f["ulps"], rtol=f["rtol"], atol=f["atol"], max_rtol=f["max_rtol"], tier=f["tier"],
+                            failure_probability=f["failure_probability"], unbounded=f["unbounded"],
+                            atol_rel=f["atol_rel"])
 
 
 def tier_of(kind: str, failure_probability: float) -> str:

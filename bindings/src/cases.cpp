@@ -279,7 +279,8 @@ void bind_cases(py::module_& m) {
           rs.push_back(std::move(r));
         }
         const cases::ToleranceForms f = cases::fit_tolerance(rs, numeq::format_by_name(out, "out"), margin);
-        return py::dict("ulps"_a = f.ulps, "rtol"_a = f.rtol, "atol"_a = f.atol, "max_rtol"_a = f.max_rtol);
+        return py::dict("ulps"_a = f.ulps, "rtol"_a = f.rtol, "atol"_a = f.atol, "max_rtol"_a = f.max_rtol,
+                        "atol_rel"_a = f.atol_rel);
       },
       py::arg("draws"), py::arg("out"), py::arg("margin"));
   m.def(

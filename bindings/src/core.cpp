@@ -19,6 +19,7 @@
 #include "numeq/core/evaluate.hpp"
 #include "numeq/core/numpy_reduction.hpp"
 #include "numeq/core/platform.hpp"
+#include "numeq/core/tensor_core.hpp"
 #include "numeq/formats/error.hpp"
 
 namespace numeq_bindings {
@@ -84,6 +85,44 @@ void bind_core(py::module_& m) {
         return core::to_json(plan);
       },
       py::arg("platform"), py::arg("op"), py::arg("in_fmt"), py::arg("out"), py::arg("split_k"), py::arg("split_mode"));
+  // numeq.assumption_candidates: core::assumption_candidates as (label, platform) pairs.
+  m.def(
+      "core_assumption_candidates",
+      [](const std::string& platform, const std::string& op, const std::string& in_fmt, const std::string& out,
+         const std::optional<std::vector<std::string>>& names) {
+        std::vector<std::pair<std::string, std::string>> out_pairs;
+        for (const core::AssumptionCandidate& c :
+             core::assumption_candidates(platform, core::operation_by_name(op), in_fmt, out, names))
+          out_pairs.emplace_back(c.label, c.platform);
+        return out_pairs;
+      },
+      py::arg("platform"), py::arg("op"), py::arg("in_fmt"), py::arg("out"), py::arg("names"));
+  m.def("core_tensor_core_structures", [] {
+    std::vector<std::string> names;
+    for (const auto& [value, name] : numeq::enum_names<core::TensorCoreStructure>) names.emplace_back(name);
+    return names;
+  });
+  // numeq.tensor_core_candidates: core::tensor_core_candidates' labelled plans, as JSON.
+  m.def(
+      "core_tensor_core_candidates",
+      [](const std::string& in_fmt, const std::string& out, const std::vector<int>& n,
+         const std::vector<int>& fraction_bits, const std::vector<std::pair<std::string, std::string>>& step_outputs,
+         const std::vector<std::string>& structures) {
+        std::vector<numeq::Cast> casts;
+        for (const auto& [fmt, rounding] : step_outputs)
+          casts.push_back(numeq::Cast{numeq::plan_format_by_name(fmt, "step_output"),
+                                      numeq::rounding_by_name(rounding, "step_output")});
+        std::vector<core::TensorCoreStructure> st;
+        for (const std::string& name : structures) st.push_back(core::tensor_core_structure_by_name(name));
+        std::vector<std::pair<std::string, std::string>> out_plans;
+        for (const core::TensorCoreCandidate& c :
+             core::tensor_core_candidates(numeq::format_by_name(in_fmt, "in_fmt"), numeq::format_by_name(out, "out"), n,
+                                          fraction_bits, casts, st))
+          out_plans.emplace_back(c.label, core::to_json(c.plan));
+        return out_plans;
+      },
+      py::arg("in_fmt"), py::arg("out"), py::arg("n"), py::arg("fraction_bits"), py::arg("step_outputs"),
+      py::arg("structures"));
   m.def(
       "core_sum",
       [](const py::array& x, std::ptrdiff_t axis, const std::string& plan_text) {

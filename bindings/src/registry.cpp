@@ -6,6 +6,8 @@
 #include <pybind11/stl.h>
 
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <utility>
@@ -13,7 +15,10 @@
 
 #include "bind.hpp"
 #include "conversions.hpp"
+#include "numeq/cases/family_tolerance.hpp"
 #include "numeq/cases/registry.hpp"
+#include "numeq/core/bound.hpp"
+#include "numeq/core/platform.hpp"
 #include "numeq/formats/error.hpp"
 
 namespace numeq_bindings {
@@ -79,6 +84,32 @@ py::dict spec_dict(const cases::OpSpec& s) {
                   "bugs"_a = s.bugs);
 }
 
+// A family tolerance as the dict numeq/tolerances.py reads (its forms, tier, draws).
+py::dict family_dict(const cases::FamilyTolerance& f) {
+  return py::dict("ulps"_a = f.forms.ulps, "rtol"_a = f.forms.rtol, "atol"_a = f.forms.atol,
+                  "max_rtol"_a = f.forms.max_rtol, "atol_rel"_a = f.forms.atol_rel,
+                  "tier"_a = std::string(to_string(f.tier)), "failure_probability"_a = f.failure_probability,
+                  "draws"_a = f.draws, "unbounded"_a = f.unbounded);
+}
+
+// cases::family_tolerance over `draws` ops, one call: platform (and against, unless "exact").
+py::dict family(const std::function<cases::Op(std::uint64_t)>& draw, std::size_t draws, const std::string& platform,
+                const std::string& against, const std::string& kind, double failure_probability,
+                std::optional<double> lam, double margin) {
+  const auto p = numeq::core::shared_platform(platform, "platform");
+  std::shared_ptr<const numeq::core::Platform> a;
+  if (against != "exact") a = numeq::core::shared_platform(against, "against");
+  std::vector<std::uint64_t> seeds(draws);
+  for (std::size_t i = 0; i < draws; ++i) seeds[i] = i;
+  cases::FamilyTolerance f;
+  {
+    py::gil_scoped_release release;
+    f = cases::family_tolerance(draw, seeds, *p, a.get(), numeq::core::bound_kind_by_name(kind, "kind"),
+                                failure_probability, margin, lam);
+  }
+  return family_dict(f);
+}
+
 }  // namespace
 
 void bind_registry(py::module_& m) {
@@ -98,6 +129,47 @@ void bind_registry(py::module_& m) {
         return out;
       },
       py::arg("name"), py::arg("dims"), py::arg("k"));
+  // The catalogue's draw of an op: its inputs by name (numeq.catalogue.build).
+  m.def(
+      "op_catalogue_inputs",
+      [](const std::string& name, const std::string& in_fmt, const std::vector<std::size_t>& dims, std::size_t k,
+         const std::string& generator, std::uint64_t seed) {
+        py::dict out;
+        for (auto& [key, values] : cases::catalogue_inputs(name, in_fmt, dims, k,
+                                                           cases::distribution_by_name(generator, "generator"), seed))
+          out[py::str(key)] = to_numpy(std::move(values));
+        return out;
+      },
+      py::arg("name"), py::arg("in_fmt"), py::arg("dims"), py::arg("k"), py::arg("generator"), py::arg("seed"));
+  // numeq.tolerance: a catalogue problem's tolerance over every (generator, seed) draw, in one call.
+  m.def(
+      "cases_family_tolerance",
+      [](const std::string& name, const std::string& in_fmt, const std::string& out,
+         const std::vector<std::size_t>& dims, std::size_t k, const std::vector<std::string>& generators,
+         const std::vector<std::uint64_t>& seeds, const std::string& platform, const std::string& against,
+         const std::string& kind, double failure_probability, std::optional<double> lam, double margin) {
+        std::vector<std::pair<cases::Distribution, std::uint64_t>> draws;
+        for (const std::string& g : generators)
+          for (std::uint64_t s : seeds) draws.emplace_back(cases::distribution_by_name(g, "inputs"), s);
+        cases::catalogue_inputs(name, in_fmt, dims, k, cases::Distribution::normal, 0);  // checks name and dims
+        const auto draw = [&](std::uint64_t i) {
+          return cases::catalogue_op(name, in_fmt, out, dims, k, draws[i].first, draws[i].second);
+        };
+        return family(draw, draws.size(), platform, against, kind, failure_probability, lam, margin);
+      },
+      py::arg("name"), py::arg("in_fmt"), py::arg("out"), py::arg("dims"), py::arg("k"), py::arg("generators"),
+      py::arg("seeds"), py::arg("platform"), py::arg("against"), py::arg("kind"), py::arg("failure_probability"),
+      py::arg("lam"), py::arg("margin"));
+  // The same over one op on the caller's inputs (numeq.tolerance(data=op)).
+  m.def(
+      "cases_family_tolerance_of",
+      [](const cases::Op& op, const std::string& platform, const std::string& against, const std::string& kind,
+         double failure_probability, std::optional<double> lam, double margin) {
+        return family([&](std::uint64_t) { return op; }, 1, platform, against, kind, failure_probability, lam,
+                      margin);
+      },
+      py::arg("op"), py::arg("platform"), py::arg("against"), py::arg("kind"), py::arg("failure_probability"),
+      py::arg("lam"), py::arg("margin"));
   m.def(
       "op_build",
       [](const std::string& name, const py::dict& inputs, const py::dict& layouts, const py::dict& params,

@@ -62,15 +62,16 @@ ToleranceForms fit_tolerance(const std::vector<Requirement>& draws, const Format
   ToleranceForms f;
   if (total == 0) {
     const double nan = std::numeric_limits<double>::quiet_NaN();
-    return {nan, nan, nan, nan};
+    return {nan, nan, nan, nan, 0};
   }
   xt::xarray<double> fitted = xt::zeros<double>({total});
   xt::xarray<double> expected = xt::zeros<double>({total});
   const double eps = out.is_integer() ? 0.0 : std::ldexp(1.0, -out.mantissa_bits);
   const UlpOf ulp_of_out(out);
   std::size_t j = 0;
+  double smallest_top = std::numeric_limits<double>::infinity();  // over draws with a positive finite max|y|
   for (const Requirement& r : draws) {
-    double top = 0, most = 0;
+    double top = 0, most = 0, finite_top = 0;
     for (std::size_t i = 0; i < r.need.size(); ++i, ++j) {
       const double y = r.expected[i], need = r.need[i];
       const double ulp = ulp_of_out(y);
@@ -79,8 +80,10 @@ ToleranceForms fit_tolerance(const std::vector<Requirement>& draws, const Format
       fitted.data()[j] = out.is_integer() ? need : std::max(need, need / ulp * eps * std::abs(y));
       expected.data()[j] = y;
       top = std::max(top, std::abs(y));
+      if (std::isfinite(y)) finite_top = std::max(finite_top, std::abs(y));
       most = std::max(most, need);
     }
+    if (finite_top > 0) smallest_top = std::min(smallest_top, finite_top);
     if (!r.need.empty()) f.max_rtol = std::max(f.max_rtol, top > 0 ? most / top : std::numeric_limits<double>::infinity());
   }
   const Tolerance t = tolerance(fitted, expected, out);
@@ -88,15 +91,18 @@ ToleranceForms fit_tolerance(const std::vector<Requirement>& draws, const Format
   f.atol = t.atol * margin;
   f.ulps *= margin;
   f.max_rtol *= margin;
+  f.atol_rel = std::isfinite(smallest_top) ? f.atol / smallest_top : 0.0;
   return f;
 }
 
 FamilyTolerance family_tolerance(const std::function<Op(std::uint64_t seed)>& draw,
                                  const std::vector<std::uint64_t>& seeds, const core::Platform& platform,
                                  const core::Platform* against, core::BoundKind kind, double failure_probability,
-                                 double margin) {
+                                 double margin, std::optional<double> lambda) {
   if (seeds.empty()) throw numeq::error("seeds: at least one calibration draw is needed");
-  if (kind == core::BoundKind::probabilistic && !(failure_probability > 0 && failure_probability < 1))
+  if (lambda && !(*lambda > 0 && std::isfinite(*lambda)))
+    throw numeq::error("lam: expected a positive finite lambda, got " + std::to_string(*lambda));
+  if (kind == core::BoundKind::probabilistic && !lambda && !(failure_probability > 0 && failure_probability < 1))
     throw numeq::error("failure_probability: " + std::to_string(failure_probability) +
                        " is not in (0, 1); the probabilistic bound fails with at most this per draw");
   FamilyTolerance out;
@@ -107,8 +113,10 @@ FamilyTolerance family_tolerance(const std::function<Op(std::uint64_t seed)>& dr
     fmt = op.out.format;
     core::BoundOptions o;
     o.kind = kind;
-    // The draw's failure probability spread over its elements (a union bound).
-    if (kind == core::BoundKind::probabilistic)
+    // The draw's failure probability spread over its elements (a union bound), or lambda's.
+    if (lambda)
+      o.lambda = *lambda;
+    else if (kind == core::BoundKind::probabilistic)
       o.failure_probability = failure_probability / static_cast<double>(std::max<std::size_t>(1, op.reference_values().size()));
     const Emulation e = op.emulate(platform, o);
     if (against) {

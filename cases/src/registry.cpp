@@ -3,6 +3,7 @@
 #include "numeq/cases/registry.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <string>
 #include <utility>
@@ -399,6 +400,52 @@ Op build_op(std::string_view name, OpArguments arguments) {
   }
   for (const ParamSpec& p : spec.params) arguments.params.emplace(p.name, p.default_value);
   return spec.build(arguments);
+}
+
+std::map<std::string, Array, std::less<>> catalogue_inputs(std::string_view name, std::string_view in_fmt,
+                                                          const std::vector<std::size_t>& dims, std::size_t k,
+                                                          Distribution distribution, std::uint64_t seed) {
+  const OpSpec& spec = op_spec(name);
+  if (spec.catalogue.formats.empty()) throw numeq::error("op: " + spec.name + " is not in the catalogue");
+  if (dims.size() != spec.catalogue.shape.size())
+    throw numeq::error("shape: " + spec.name + " takes " + std::to_string(spec.catalogue.shape.size()) +
+                       " dimensions besides K (" + spec.catalogue.k_meaning + "), got " + std::to_string(dims.size()));
+  std::map<std::string, Array, std::less<>> out;
+  std::uint64_t i = 0;
+  for (const InputSpec& in : spec.inputs) {
+    if (in.catalogue_shape.empty()) continue;
+    std::vector<std::size_t> shape;
+    for (int d : in.catalogue_shape) shape.push_back(d < 0 ? k : dims[static_cast<std::size_t>(d)]);
+    if (in.role == InputRole::codes) {
+      Array x = generate(Generator{distribution, seed + i, 16.0}, formats::fp32, shape);
+      for (double& v : x) v = std::isnan(v) ? 0.0 : std::clamp(std::nearbyint(v), -128.0, 127.0);
+      out.emplace(in.name, std::move(x));
+    } else {
+      out.emplace(in.name, generate(Generator{distribution, seed + i, 1.0}, format_by_name(in_fmt, "in_fmt"), shape));
+    }
+    ++i;
+  }
+  return out;
+}
+
+Op catalogue_op(std::string_view name, std::string_view in_fmt, std::string_view out,
+                const std::vector<std::size_t>& dims, std::size_t k, Distribution distribution, std::uint64_t seed) {
+  const OpSpec& spec = op_spec(name);
+  OpArguments a;
+  a.inputs = catalogue_inputs(name, in_fmt, dims, k, distribution, seed);
+  if (spec.catalogue.params)
+    for (auto& [key, value] : spec.catalogue.params(dims, k)) {
+      const bool is_input = std::any_of(spec.inputs.begin(), spec.inputs.end(),
+                                        [&](const InputSpec& s) { return s.name == key; });
+      if (is_input) {
+        a.inputs.emplace(key, Array(std::get<double>(value)));  // a scalar input (scaled_fp8_matmul's scales)
+      } else {
+        a.params.emplace(key, std::move(value));
+      }
+    }
+  a.in_fmt = std::string(in_fmt);
+  if (spec.format_keywords) a.out = Cast{format_by_name(out, "out")};
+  return build_op(name, std::move(a));
 }
 
 }  // namespace numeq::cases

@@ -7,6 +7,7 @@
 
 #include "builtin_platforms.hpp"
 #include "numeq/core/fused.hpp"
+#include "numeq/core/tensor_core.hpp"
 #include "numeq/formats/format.hpp"
 
 namespace numeq::core {
@@ -29,30 +30,14 @@ struct Entry {
   bool mma_sync_fp8 = false;
 };
 
-// mma.sync.m16n8k32 with fp8 operands, per instruction of 32 products: products k mod 4 in
-// {0, 1} go through one step of `half.n` from 0, products {2, 3} through a second fed with the
-// first's result (the bytes 0-1 and 2-3 of each 32-bit register of four fp8 values), and the
-// accumulator c is added last by one nearest-even addition in the accumulator's format;
-// instructions chain along K through the accumulator. [measured] H100 fp8 -> fp16, B200 fp8 ->
-// fp32 and -> fp16 (fused.hpp).
-PlanNode mma_sync_fp8_reduction(const FusedStep& half) {
-  const std::size_t k = 2 * static_cast<std::size_t>(half.n);
-  std::vector<std::size_t> order;
-  for (std::size_t i = 0; i < k; ++i)
-    if (i % 4 < 2) order.push_back(i);
-  for (std::size_t i = 0; i < k; ++i)
-    if (i % 4 >= 2) order.push_back(i);
-  const Arithmetic add{Cast{half.output.format, Rounding::nearest_even}};
-  return chunked(k, permute(k, order, fused(half)), sequential(add));
-}
-
 Plan chain_plan(const std::string& platform, const Entry& e, Operation op) {
   Plan p;
   p.name = platform + " " + std::string(to_string(op)) + " " + e.in_fmt + " -> " + e.out_fmt;
   p.input_a = e.input_cast;
   p.input_b = e.input_cast;
-  // mma.sync fp8: the outer chain starts from c (c + d2 per instruction).
-  p.reduction = e.mma_sync_fp8 ? mma_sync_fp8_reduction(e.step) : fused(e.step);
+  // mma.sync fp8: the outer chain starts from c (c + d2 per instruction); `step` is one half
+  // (tensor_core.hpp, structure halves).
+  p.reduction = tensor_core_reduction(e.step, e.mma_sync_fp8 ? TensorCoreStructure::halves : TensorCoreStructure::chain);
   p.c_placement = CPlacement::first;
   // The chain's own result is a value of its accumulator (fp32, or fp16 for fp16 accumulators);
   // an epilogue cast, when there is one, rounds it once more (CUTLASS's default converter rounds
@@ -235,7 +220,7 @@ std::vector<Platform> nvidia_platforms() {
       for (const Operation op : {Operation::dot, Operation::matmul}) {
         Plan p;
         p.name = sync.name + " " + std::string(to_string(op)) + " " + fmt + " -> fp16";
-        p.reduction = mma_sync_fp8_reduction(half);
+        p.reduction = tensor_core_reduction(half, TensorCoreStructure::halves);
         p.c_placement = CPlacement::first;  // the outer chain starts from c: c + d2 per instruction
         p.output = Cast{formats::fp16};
         sync.plans.push_back(PlanEntry{op, fmt, "fp16", p});

@@ -110,6 +110,36 @@ TEST(FamilyTolerance, OverAFamily) {
   EXPECT_THROW(cases::family_tolerance(draw, {0}, trn2, nullptr, core::BoundKind::probabilistic, 0.0), numeq::error);
 }
 
+TEST(FamilyTolerance, LambdaInsteadOfAFailureProbability) {
+  // Higham and Mary's lambda per element in place of the per-draw failure probability: a larger
+  // lambda gives a wider tolerance that fails less often; a lambda <= 0 is refused by name.
+  const core::Platform trn2 = core::platform_by_name("trainium.trn2");
+  const cases::FamilyTolerance narrow =
+      cases::family_tolerance(draw, {0, 1}, trn2, nullptr, core::BoundKind::probabilistic, 1e-6, 2.0, 3.0);
+  const cases::FamilyTolerance wide =
+      cases::family_tolerance(draw, {0, 1}, trn2, nullptr, core::BoundKind::probabilistic, 1e-6, 2.0, 8.0);
+  EXPECT_EQ(narrow.tier, cases::Tier::probabilistic);
+  EXPECT_GT(narrow.failure_probability, wide.failure_probability);
+  EXPECT_LT(narrow.forms.ulps, wide.forms.ulps);
+  try {
+    cases::family_tolerance(draw, {0}, trn2, nullptr, core::BoundKind::probabilistic, 1e-6, 2.0, -1.0);
+    ADD_FAILURE() << "lam -1 accepted";
+  } catch (const numeq::error& e) {
+    EXPECT_NE(std::string(e.what()).find("lam:"), std::string::npos) << e.what();
+  }
+}
+
+TEST(FamilyTolerance, AtolRelativeToTheSmallestDrawsScale) {
+  // Two draws of max|y| 4 and 2 (an Inf left out of the scale): atol_rel = atol / 2.
+  cases::Requirement a, b;
+  a.need = {1e-3, 1e-3};
+  a.expected = {4.0, -1.0};
+  b.need = {1e-3, 1e-3};
+  b.expected = {2.0, std::numeric_limits<double>::infinity()};
+  const cases::ToleranceForms f = cases::fit_tolerance({a, b}, fmts::fp32, 1.0);
+  EXPECT_EQ(f.atol_rel, f.atol / 2.0);
+}
+
 TEST(FamilyTolerance, Refusals) {
   EXPECT_THROW(cases::fit_tolerance({}, fmts::fp32, 0.5), numeq::error);
   const cases::ToleranceForms empty = cases::fit_tolerance({}, fmts::fp32);

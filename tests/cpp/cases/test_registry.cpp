@@ -9,11 +9,13 @@
 #include <mpfr.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <set>
 #include <string>
 #include <vector>
 
+#include "numeq/cases/generators.hpp"
 #include "numeq/cases/registry.hpp"
 #include "numeq/core/platform.hpp"
 #include "numeq/formats/error.hpp"
@@ -157,6 +159,26 @@ TEST(Registry, MatmulSumAndSumOfSquaresRowsAreExactAgainstMpfr) {
     for (std::size_t i = 0; i < r; ++i)
       EXPECT_EQ(op.exact_values().hi(i), mpfr_dot(x.data() + i * k, 1, x.data() + i * k, 1, k)) << i;
   }
+}
+
+// The catalogue's draw: deterministic per (generator, seed), input i from seed + i (a redraw of
+// one input alone gives the same values), codes integral within int8, and catalogue_op the op
+// built_op makes of that draw.
+TEST(Registry, CatalogueDrawsAreSeededPerInput) {
+  const auto draw = cases::catalogue_inputs("matmul", "bf16", {3, 5}, 64, cases::Distribution::normal, 40);
+  EXPECT_EQ(draw.at("a"), cases::generate({cases::Distribution::normal, 40, 1.0}, numeq::formats::bf16, {3, 64}));
+  EXPECT_EQ(draw.at("b"), cases::generate({cases::Distribution::normal, 41, 1.0}, numeq::formats::bf16, {64, 5}));
+  const auto codes = cases::catalogue_inputs("int8_matmul", "int8", {3, 5}, 64, cases::Distribution::lognormal, 1);
+  for (const auto& [name, x] : codes)
+    for (double v : x) EXPECT_TRUE(v == std::nearbyint(v) && v >= -128 && v <= 127) << name << " " << v;
+  const cases::Op op = cases::catalogue_op("matmul", "bf16", "fp32", {3, 5}, 64, cases::Distribution::normal, 40);
+  cases::OpArguments a;
+  a.inputs = draw;
+  a.in_fmt = "bf16";
+  a.out = numeq::Cast{numeq::formats::fp32};
+  EXPECT_EQ(op.reference_values(), cases::build_op("matmul", a).reference_values());
+  EXPECT_THROW(cases::catalogue_inputs("mean", "fp32", {3}, 8, cases::Distribution::normal, 0), numeq::error);
+  EXPECT_THROW(cases::catalogue_inputs("matmul", "bf16", {3}, 8, cases::Distribution::normal, 0), numeq::error);
 }
 
 // What build_op refuses, and that each message names the parameter and the valid choices.

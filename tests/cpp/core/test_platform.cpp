@@ -336,3 +336,33 @@ TEST(Platform, ProfilesWithUnknownKeysAreRefused) {
 }
 
 }  // namespace
+
+namespace {
+
+// core::assumption_candidates: the combinations a fit tries among a platform's assumptions.
+TEST(AssumptionCandidates, CombinationsLabelledAndRefusalsLeftOut) {
+  namespace core = numeq::core;
+  const auto pe = core::assumption_candidates("trainium.trn2", core::Operation::matmul, "bf16", "fp32",
+                                              std::vector<std::string>{"pe_order"});
+  const core::Platform trn2 = core::platform_by_name("trainium.trn2");
+  const auto assumption = std::find_if(trn2.assumptions.begin(), trn2.assumptions.end(),
+                                       [](const core::Assumption& a) { return a.name == "pe_order"; });
+  ASSERT_NE(assumption, trn2.assumptions.end());
+  ASSERT_EQ(pe.size(), assumption->alternatives.size());
+  for (std::size_t i = 0; i < pe.size(); ++i) {
+    EXPECT_EQ(pe[i].label, "pe_order=" + assumption->alternatives[i]);
+    EXPECT_EQ(pe[i].platform, "trainium.trn2[" + pe[i].label + "]");
+  }
+  // Without names: only assumptions that change the matmul plan, every combination a distinct
+  // platform string that builds.
+  const auto all = core::assumption_candidates("trainium.trn2", core::Operation::matmul, "bf16", "fp32", std::nullopt);
+  ASSERT_GT(all.size(), pe.size());
+  for (const auto& c : all) EXPECT_NO_THROW(core::plan_for(core::platform_by_name(c.platform), core::Operation::matmul, "bf16", "fp32")) << c.platform;
+  EXPECT_THROW(core::assumption_candidates("nvidia.h100", core::Operation::matmul, "bf16", "fp32", std::nullopt),
+               numeq::error);
+  EXPECT_THROW(core::assumption_candidates("trainium.trn2", core::Operation::matmul, "bf16", "fp32",
+                                           std::vector<std::string>{"pe_ordre"}),
+               numeq::error);
+}
+
+}  // namespace

@@ -19,6 +19,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <vector>
 
 #include "numeq/cases/emulation.hpp"
@@ -43,6 +44,9 @@ Requirement requirement(const Op& op, const Emulation& platform, const Emulation
 
 struct ToleranceForms {
   double ulps = 0, rtol = 0, atol = 0, max_rtol = 0;
+  // atol over the smallest draw's max|expected| (finite values; 0 when none is positive): the
+  // absolute term at any input scale is atol_rel * max|y| of the data at hand.
+  double atol_rel = 0;
 };
 
 // The forms covering every element of every draw, times `margin` (>= 1; numeq::error naming
@@ -53,7 +57,8 @@ ToleranceForms fit_tolerance(const std::vector<Requirement>& draws, const Format
 // family's inputs for one seed (e.g. cases::generate with that seed, then cases::matmul); each of
 // `seeds` is one calibration draw. `platform` against the reference, or `against`'s output against
 // `platform`'s. `kind` probabilistic: the bound fails with at most `failure_probability` per draw
-// (spread over its elements); the tier is probabilistic only where the bound can fail.
+// (spread over its elements), or, where `lambda` is given, at Higham and Mary's lambda per
+// element instead; the tier is probabilistic only where the bound can fail.
 struct FamilyTolerance {
   ToleranceForms forms;
   Tier tier = Tier::deterministic;
@@ -64,6 +69,7 @@ struct FamilyTolerance {
 FamilyTolerance family_tolerance(const std::function<Op(std::uint64_t seed)>& draw,
                                  const std::vector<std::uint64_t>& seeds, const core::Platform& platform,
                                  const core::Platform* against, core::BoundKind kind = core::BoundKind::probabilistic,
-                                 double failure_probability = 1e-6, double margin = 2.0);
+                                 double failure_probability = 1e-6, double margin = 2.0,
+                                 std::optional<double> lambda = std::nullopt);
 
 }  // namespace numeq::cases

@@ -24,6 +24,7 @@
 
 #include <xtensor/xarray.hpp>
 
+#include "numeq/cases/generators.hpp"
 #include "numeq/cases/op.hpp"
 #include "numeq/formats/rounding.hpp"
 
@@ -126,5 +127,19 @@ const OpSpec& op_spec(std::string_view name, std::string_view parameter = "op");
 // text outside a parameter's choices are numeq::error naming them and the valid choices;
 // parameters left out take their defaults.
 Op build_op(std::string_view name, OpArguments arguments);
+
+// The catalogue's draw of `name` at other dimensions `dims` and reduction length `k` (the
+// problems of numeq.catalogue, numeq tolerances, numeq.bugs): its drawn inputs (InputSpec::
+// catalogue_shape) from `distribution`, input i (in the row's order) with seed + i, values of
+// in_fmt; integer codes are the distribution's fp32 values times 16, rounded to nearest even and
+// clamped into int8 (NaN to 0).
+std::map<std::string, xt::xarray<double>, std::less<>> catalogue_inputs(std::string_view name,
+                                                                        std::string_view in_fmt,
+                                                                        const std::vector<std::size_t>& dims,
+                                                                        std::size_t k, Distribution distribution,
+                                                                        std::uint64_t seed);
+// That draw built into its op with the catalogue's params (CatalogueSpec::params), output `out`.
+Op catalogue_op(std::string_view name, std::string_view in_fmt, std::string_view out,
+                const std::vector<std::size_t>& dims, std::size_t k, Distribution distribution, std::uint64_t seed);
 
 }  // namespace numeq::cases

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -117,6 +118,21 @@ Plan plan_for(const Platform& platform, Operation op, std::string_view in_fmt, s
 // reduced independently, each rounded to `partial`, then summed in order in `partial` arithmetic
 // (CUTLASS parallel split-K's reduction kernel). FACTS.md s2 [code].
 Plan with_split_k(const Plan& plan, std::size_t parts, SplitMode mode, const Cast& partial = Cast{});
+
+// The candidates a fit tries among a platform's assumptions (numeq.assumption_candidates): every
+// combination of the alternatives of the assumptions `names` of `platform` (nullopt: those of which
+// one alternative alone changes its plan for (op, in_fmt -> out_fmt)), the first name's
+// alternatives slowest, each as its label "name=value,..." ("default" with no names) and its
+// platform string "base[name=value,...]". Combinations the platform refuses (an error building
+// the variant or its plan) are left out. numeq::error naming `platform` when it has no
+// assumptions, or `names` for a name it does not have.
+struct AssumptionCandidate {
+  std::string label;
+  std::string platform;
+};
+std::vector<AssumptionCandidate> assumption_candidates(std::string_view platform, Operation op,
+                                                       std::string_view in_fmt, std::string_view out_fmt,
+                                                       const std::optional<std::vector<std::string>>& names);
 
 std::string to_json(const Platform& platform, int indent = 2);
 Platform platform_from_json(std::string_view text, std::string_view parameter = "profile");
