@@ -18,7 +18,8 @@ from ._quantize import block_dequantize, block_quantize, dequantize, mx_quantize
 from . import _core, ops, reference
 from . import catalogue  # the catalogue as problems (op, formats, K, shape) for sweeps
 from . import tolerances
-from .tolerances import ProblemTolerance, tolerance
+from ._op import Tolerance
+from .tolerances import tolerance
 from . import bugs  # planted kernel bugs on catalogue problems
 from ._arrays import INT32, _check_int
 from .fitting import FitResult, Probes, assumption_candidates, fit, fit_platform, probes, tensor_core_candidates
@@ -106,7 +107,7 @@ __all__ = [
     "catalogue",
     "tolerance",
     "tolerances",
-    "ProblemTolerance",
+    "Tolerance",
     "bugs",
     "ops",
     "plan",
@@ -126,3 +127,14 @@ __all__ = [
     "tensor_core_candidates",
     "testing",
 ]
+
+
+def __getattr__(name: str) -> object:
+    # ProblemTolerance: the name numeq.tolerance's result had (one release); it is numeq.Tolerance.
+    if name == "ProblemTolerance":
+        import warnings
+
+        warnings.warn("numeq.ProblemTolerance is deprecated: use numeq.Tolerance (the same type, which "
+                      "numeq.tolerance and Op.tolerance both return)", DeprecationWarning, stacklevel=2)
+        return Tolerance
+    raise AttributeError(f"module 'numeq' has no attribute {name!r}")

@@ -3,7 +3,9 @@ factories that build an Op are in ops.py and _ops_quantized.py."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import math
+import warnings
+from dataclasses import asdict, dataclass
 from typing import Any
 
 import numpy as np
@@ -14,29 +16,110 @@ from ._arrays import _check_format, _check_real, _check_str
 KINDS = ("deterministic", "probabilistic")
 
 
+def _tier(kind: str, failure_probability: float) -> str:
+    # The verdict ladder's tier of a bound (numeq.tolerances.tier_of says why).
+    return "probabilistic" if kind == "probabilistic" and failure_probability > 0 else "deterministic"
+
+
 @dataclass(frozen=True)
 class Tolerance:
-    """A bound as tolerances: ``max_abs`` (largest bound), ``max_ulps`` (largest bound in ulps of the
-    output format), and the (rtol, atol) pair of ``|x - ref| <= atol + rtol*|ref|`` that covers every
-    element's bound with the least total allowance on the given data; ``rtol_only`` / ``atol_only``
-    are the one-parameter forms.
+    """numeq's one tolerance: how far an output may lie from what it is compared with, derived from
+    numeq's bound, in every form a rubric or a test cites. ``numeq.tolerance`` makes one for a
+    problem over draws of an input family; ``Op.tolerance`` for one op's own inputs.
+
+    What it is of: ``problem`` (its text: the problem, or the op's signature), ``platform`` (whose
+    output is judged), ``against`` ("exact": the correctly rounded reference; or a second
+    platform's output), ``inputs`` (the generators drawn; ("data",) for given inputs), ``draws``,
+    ``tier`` ("probabilistic" or "deterministic": the verdict ladder's tier the bound is),
+    ``failure_probability`` (per check; 0 when deterministic), ``unbounded`` (elements left out:
+    no finite bound).
+
+    Its forms, each covering every element:
+      ``ulps``       in ulps of the output format at the expected value;
+      ``rtol``, ``atol``  ``|x - y| <= atol + rtol |y|``, the pair with the least total allowance;
+      ``atol_rel``   ``atol`` over the data's max|y|: the absolute term at any input scale;
+      ``max_rtol``   ``|x - y| <= max_rtol max|y|`` (Neuron's max-normalised form);
+      ``max_abs``    the largest allowance; ``rtol_only``, ``atol_only``: one parameter alone.
 
     Example::
 
         >>> x = numeq.round(np.random.default_rng(0).standard_normal((4, 64)), "bf16")
         >>> t = numeq.ops.sum(x, in_fmt="bf16", out="fp32").tolerance("trainium.trn2")
-        >>> t.max_abs > 0, t.max_ulps > 0
-        (True, True)
+        >>> t.max_abs > 0, t.ulps > 0, t.against, t.inputs
+        (True, True, 'exact', ('data',))
         >>> bool(t.atol_only >= t.max_abs)
         True
+        >>> numeq.tolerance("softmax", "bf16", None, "trainium.trn2", k=256).tier
+        'deterministic'
     """
 
-    max_abs: float
-    max_ulps: float
+    problem: str
+    platform: str
+    against: str
+    inputs: tuple[str, ...]
+    draws: int
+    ulps: float
     rtol: float
     atol: float
-    rtol_only: float
-    atol_only: float
+    max_rtol: float
+    tier: str
+    failure_probability: float
+    unbounded: int
+    atol_rel: float = 0.0
+    max_abs: float = 0.0
+    rtol_only: float = 0.0
+    atol_only: float = 0.0
+
+    @property
+    def max_ulps(self) -> float:
+        """Deprecated name of ``ulps`` (one release): Op.tolerance's Tolerance called it so."""
+        warnings.warn("Tolerance.max_ulps is deprecated: use Tolerance.ulps (the same value)", DeprecationWarning,
+                      stacklevel=2)
+        return self.ulps
+
+    def assert_close_kwargs(self, reference: Any = None) -> dict[str, float]:
+        """``rtol`` and ``atol`` as keyword arguments of ``numpy.testing.assert_allclose`` and
+        ``torch.testing.assert_close``: the calibrated atol, or, given the ``reference`` the
+        output is compared with (the expected values), the atol for those inputs' scale
+        (``atol_rel * max|reference|``): an atol calibrated on N(0, 1) inputs fails correct
+        outputs of inputs scaled by 4 (and is loose for inputs scaled by 1/4).
+
+        >>> t = numeq.tolerance("sum", "bf16", "fp32", "numpy", k=64)
+        >>> t.assert_close_kwargs()["rtol"] >= 0
+        True
+        >>> t.assert_close_kwargs(reference=np.array([4.0, -8.0]))["atol"] == t.atol_rel * 8.0
+        True
+        """
+        if reference is None:
+            return {"rtol": self.rtol, "atol": self.atol}
+        ref = np.asarray(reference, dtype=np.float64)
+        finite = np.abs(ref[np.isfinite(ref)])
+        if finite.size == 0:
+            raise ValueError("reference: holds no finite value to scale the atol by")
+        return {"rtol": self.rtol, "atol": self.atol_rel * float(finite.max())}
+
+    def to_dict(self) -> dict[str, Any]:
+        """The fields as a JSON-able dict.
+
+        >>> sorted(numeq.tolerance("sum", "fp32", "fp32", "numpy", k=64).to_dict())[:3]
+        ['against', 'atol', 'atol_only']
+        """
+        d = asdict(self)
+        d["inputs"] = list(self.inputs)
+        return d
+
+
+def _tolerance_of_bound(forms: dict, *, problem: str, platform: str, tier: str,
+                        failure_probability: float) -> Tolerance:
+    """The Tolerance of one bound on one op's inputs, from cases::tolerance's forms (the C++
+    extension's dict): Op.tolerance's, and a Verdict's ``tolerance``."""
+    top = forms["max_reference"]
+    return Tolerance(problem=problem, platform=platform, against="exact", inputs=("data",), draws=1,
+                     ulps=forms["max_ulps"], rtol=forms["rtol"], atol=forms["atol"],
+                     max_rtol=forms["max_abs"] / top if top > 0 else math.inf, tier=tier,
+                     failure_probability=failure_probability, unbounded=int(forms["unbounded"]),
+                     atol_rel=forms["atol"] / top if top > 0 else 0.0, max_abs=forms["max_abs"],
+                     rtol_only=forms["rtol_only"], atol_only=forms["atol_only"])
 
 
 @dataclass(frozen=True)
@@ -201,7 +284,8 @@ class Op:
         return self.emulation(platform, kind=kind, lam=lam, failure_probability=failure_probability).bound
 
     def tolerance(self, platform: str, kind: str = "deterministic", lam: float = 6.0) -> Tolerance:
-        """The platform's bound as tolerances against this op's reference.
+        """The platform's bound as a ``Tolerance`` against this op's reference, on these inputs
+        (``inputs == ("data",)``, one draw, no margin).
 
         ``platform``, ``kind``, ``lam``: as ``bound``.
 
@@ -209,11 +293,13 @@ class Op:
 
             >>> x = numeq.round(np.random.default_rng(0).standard_normal((4, 64)), "bf16")
             >>> t = numeq.ops.sum(x, in_fmt="bf16", out="fp32").tolerance("trainium.trn2")
-            >>> bool(t.max_abs > 0)
-            True
+            >>> bool(t.max_abs > 0), t.tier
+            (True, 'deterministic')
         """
-        bound = self.bound(platform, kind, lam)
-        return Tolerance(**_core.cases_tolerance(bound, self.reference(), self.out))
+        e = self.emulation(platform, kind=kind, lam=lam)
+        return _tolerance_of_bound(_core.cases_tolerance(e.bound, self.reference(), self.out), problem=self.signature,
+                                   platform=platform, tier=_tier(kind, e.failure_probability),
+                                   failure_probability=e.failure_probability)
 
     def cross_bound(self, platform_a: str, platform_b: str, kind: str = "deterministic", lam: float = 6.0,
                     failure_probability: float = 0.0) -> np.ndarray:

@@ -21,16 +21,17 @@ from __future__ import annotations
 
 import warnings
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any, Sequence
 
 import numpy as np
 
 from . import _core, ops
 from ._arrays import _check_int, _check_real, _check_str, _renamed
+from ._op import Tolerance, _tier
 from .catalogue import Built, Problem, out_for
 
-__all__ = ["DEFAULT_MARGIN", "ProblemTolerance", "Requirement", "fit", "requirement", "tier_of", "tolerance", "ulp_of"]
+__all__ = ["DEFAULT_MARGIN", "Requirement", "Tolerance", "fit", "requirement", "tier_of", "tolerance", "ulp_of"]
 
 
 def ulp_of(values: np.ndarray, fmt: str) -> np.ndarray:
@@ -119,77 +120,6 @@ def requirement(built: Built, platform: str, against: str = "exact", *, kind: st
     return Requirement(need, expected, judged, int(unbounded), float(probability) if kind == "probabilistic" else 0.0)
 
 
-@dataclass(frozen=True)
-class ProblemTolerance:
-    """The tolerance of one problem between a platform and the exact result (``against="exact"``)
-    or a second platform, over draws of an input family.
-
-    Fields: ``problem`` (text), ``platform``, ``against``, ``inputs`` (the generators drawn),
-    ``draws``; ``ulps`` (in ulps of the output at the expected value), ``rtol`` and ``atol``
-    (``|x - y| <= atol + rtol * |y|`` per element, the pair with the least total allowance over
-    the draws), ``atol_rel`` (the atol as a fraction of the draws' max|y|: the absolute term at
-    any input scale is ``atol_rel * max|y|`` of the data at hand, which
-    ``assert_close_kwargs(reference=y)`` gives; ``atol`` itself holds at the calibration scale
-    only), ``max_rtol`` (``|x - y| <= max_rtol * max|y|`` per check); ``tier``
-    (``"probabilistic"`` or ``"deterministic"``, the verdict ladder's tier the bound is) and
-    ``failure_probability`` (per check; 0 when deterministic); ``unbounded`` (elements left out:
-    no finite bound).
-
-    Example::
-
-        >>> t = numeq.tolerance("matmul", "bf16", "fp32", "trainium.trn2", k=512, shape=(8, 8))
-        >>> t.tier, t.atol > 0, t.max_rtol > 0
-        ('probabilistic', True, True)
-        >>> t.assert_close_kwargs() == {"rtol": t.rtol, "atol": t.atol}
-        True
-    """
-
-    problem: str
-    platform: str
-    against: str
-    inputs: tuple[str, ...]
-    draws: int
-    ulps: float
-    rtol: float
-    atol: float
-    max_rtol: float
-    tier: str
-    failure_probability: float
-    unbounded: int
-    atol_rel: float = 0.0
-
-    def assert_close_kwargs(self, reference: Any = None) -> dict[str, float]:
-        """``rtol`` and ``atol`` as keyword arguments of ``numpy.testing.assert_allclose`` and
-        ``torch.testing.assert_close``: the calibrated atol, or, given the ``reference`` the
-        output is compared with (the expected values), the atol for those inputs' scale
-        (``atol_rel * max|reference|``): an atol calibrated on N(0, 1) inputs fails correct
-        outputs of inputs scaled by 4 (and is loose for inputs scaled by 1/4).
-
-        >>> t = numeq.tolerance("sum", "bf16", "fp32", "numpy", k=64)
-        >>> t.assert_close_kwargs()["rtol"] >= 0
-        True
-        >>> t.assert_close_kwargs(reference=np.array([4.0, -8.0]))["atol"] == t.atol_rel * 8.0
-        True
-        """
-        if reference is None:
-            return {"rtol": self.rtol, "atol": self.atol}
-        ref = np.asarray(reference, dtype=np.float64)
-        finite = np.abs(ref[np.isfinite(ref)])
-        if finite.size == 0:
-            raise ValueError("reference: holds no finite value to scale the atol by")
-        return {"rtol": self.rtol, "atol": self.atol_rel * float(finite.max())}
-
-    def to_dict(self) -> dict[str, Any]:
-        """The fields as a JSON-able dict.
-
-        >>> sorted(numeq.tolerance("sum", "fp32", "fp32", "numpy", k=64).to_dict())[:3]
-        ['against', 'atol', 'atol_rel']
-        """
-        d = asdict(self)
-        d["inputs"] = list(self.inputs)
-        return d
-
-
 # How far the tolerance sits above the largest need of the calibration draws. Parts of the need
 # are computed exactly from the data (tf32 and other input casts: numeq's bound evaluates their
 # contribution, it does not bound it), so for those a correct output's error reaches its need,
@@ -237,7 +167,7 @@ def _platform_pair(platforms: Any) -> tuple[str, str]:
 def tolerance(op: str, in_fmt: str, out: str | None, platforms: Any, *, k: int, shape: Sequence[int] | None = None,
               inputs: str | Sequence[str] = "normal", kind: str = "probabilistic", failure_probability: float = 1e-6,
               lam: float | None = None, seeds: Sequence[int] = (0, 1), data: Any = None,
-              margin: float = DEFAULT_MARGIN) -> ProblemTolerance:
+              margin: float = DEFAULT_MARGIN) -> Tolerance:
     """The tolerance of a catalogue problem for a platform or between two platforms.
 
     ``op``: a catalogue op (``numeq.catalogue.OPS``); ``in_fmt``: its input format
@@ -303,10 +233,10 @@ def tolerance(op: str, in_fmt: str, out: str | None, platforms: Any, *, k: int, 
         else:
             f = _core.cases_family_tolerance(op, in_fmt, out, list(problem.shape), problem.k, list(gens), list(seeds),
                                              platform, against, kind, fp, lam, m)
-    return ProblemTolerance(problem=problem.text(), platform=platform, against=against, inputs=gens, draws=f["draws"],
-                            ulps=f["ulps"], rtol=f["rtol"], atol=f["atol"], max_rtol=f["max_rtol"], tier=f["tier"],
-                            failure_probability=f["failure_probability"], unbounded=f["unbounded"],
-                            atol_rel=f["atol_rel"])
+    return Tolerance(problem=problem.text(), platform=platform, against=against, inputs=gens, draws=f["draws"],
+                     ulps=f["ulps"], rtol=f["rtol"], atol=f["atol"], max_rtol=f["max_rtol"], tier=f["tier"],
+                     failure_probability=f["failure_probability"], unbounded=f["unbounded"], atol_rel=f["atol_rel"],
+                     max_abs=f["max_abs"], rtol_only=f["rtol_only"], atol_only=f["atol_only"])
 
 
 def tier_of(kind: str, failure_probability: float) -> str:
@@ -318,7 +248,7 @@ def tier_of(kind: str, failure_probability: float) -> str:
     >>> numeq.tolerances.tier_of("probabilistic", 0.0), numeq.tolerances.tier_of("probabilistic", 1e-7)
     ('deterministic', 'probabilistic')
     """
-    return "probabilistic" if kind == "probabilistic" and failure_probability > 0 else "deterministic"
+    return _tier(kind, failure_probability)
 
 def fit(requirements: Sequence[Requirement], out: str, margin: float = DEFAULT_MARGIN) -> dict[str, float]:
     """Deprecated name of ``fit_tolerance`` (one release): "fit" also meant fitting a platform
@@ -329,3 +259,12 @@ def fit(requirements: Sequence[Requirement], out: str, margin: float = DEFAULT_M
 
 
 fit.__deprecated_name_of__ = "fit_tolerance"  # type: ignore[attr-defined]
+
+
+def __getattr__(name: str) -> Any:
+    # ProblemTolerance: the name numeq.tolerance's result had (one release); it is numeq.Tolerance.
+    if name == "ProblemTolerance":
+        warnings.warn("numeq.tolerances.ProblemTolerance is deprecated: use numeq.Tolerance (the same type, which "
+                      "numeq.tolerance and Op.tolerance both return)", DeprecationWarning, stacklevel=2)
+        return Tolerance
+    raise AttributeError(f"module 'numeq.tolerances' has no attribute {name!r}")

@@ -11,6 +11,7 @@ import numpy as np
 
 from . import _core, _dlpack
 from ._arrays import _FORMAT_OF_DTYPE, _INTAKE, _array, _check_bool, _check_int, _check_real, _check_str
+from ._op import _tolerance_of_bound
 from .ops import Op, Tolerance
 
 __all__ = ["TIERS", "Diagnosis", "PortElement", "PortVerdict", "Verdict", "WorstElement", "compare", "compare_port"]
@@ -303,7 +304,11 @@ def _from_core(cls: type, d: dict, **given: Any) -> Any:
 
 
 def _verdict(d: dict) -> Verdict:
-    return _from_core(Verdict, d, tolerance=Tolerance(**d["tolerance"]), worst=[WorstElement(**w) for w in d["worst"]],
+    tolerance = _tolerance_of_bound(d["tolerance"], problem=d["signature"], platform=d["platform"],
+                                    tier=d["tolerance_bound"],
+                                    failure_probability=d["failure_probability"] if d["tolerance_bound"] == "probabilistic"
+                                    else 0.0)
+    return _from_core(Verdict, d, tolerance=tolerance, worst=[WorstElement(**w) for w in d["worst"]],
                       also_explained_by=tuple(d["also_explained_by"]),
                       diagnoses=tuple(Diagnosis(**x) for x in d["diagnoses"]))
 

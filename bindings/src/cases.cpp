@@ -56,7 +56,8 @@ cases::Int32Overflow int32_overflow_by_name(const std::string& name) {
 
 py::dict tolerance_dict(const cases::Tolerance& t) {
   return py::dict("max_abs"_a = t.max_abs, "max_ulps"_a = t.max_ulps, "rtol"_a = t.rtol, "atol"_a = t.atol,
-                  "rtol_only"_a = t.rtol_only, "atol_only"_a = t.atol_only);
+                  "rtol_only"_a = t.rtol_only, "atol_only"_a = t.atol_only, "max_reference"_a = t.max_reference,
+                  "unbounded"_a = t.unbounded);
 }
 
 py::tuple emulation_tuple(cases::Emulation&& e) {
@@ -280,7 +281,8 @@ void bind_cases(py::module_& m) {
         }
         const cases::ToleranceForms f = cases::fit_tolerance(rs, numeq::format_by_name(out, "out"), margin);
         return py::dict("ulps"_a = f.ulps, "rtol"_a = f.rtol, "atol"_a = f.atol, "max_rtol"_a = f.max_rtol,
-                        "atol_rel"_a = f.atol_rel);
+                        "atol_rel"_a = f.atol_rel, "max_abs"_a = f.max_abs, "rtol_only"_a = f.rtol_only,
+                        "atol_only"_a = f.atol_only);
       },
       py::arg("draws"), py::arg("out"), py::arg("margin"));
   m.def(

@@ -87,7 +87,8 @@ py::dict spec_dict(const cases::OpSpec& s) {
 // A family tolerance as the dict numeq/tolerances.py reads (its forms, tier, draws).
 py::dict family_dict(const cases::FamilyTolerance& f) {
   return py::dict("ulps"_a = f.forms.ulps, "rtol"_a = f.forms.rtol, "atol"_a = f.forms.atol,
-                  "max_rtol"_a = f.forms.max_rtol, "atol_rel"_a = f.forms.atol_rel,
+                  "max_rtol"_a = f.forms.max_rtol, "atol_rel"_a = f.forms.atol_rel, "max_abs"_a = f.forms.max_abs,
+                  "rtol_only"_a = f.forms.rtol_only, "atol_only"_a = f.forms.atol_only,
                   "tier"_a = std::string(to_string(f.tier)), "failure_probability"_a = f.failure_probability,
                   "draws"_a = f.draws, "unbounded"_a = f.unbounded);
 }

@@ -62,7 +62,7 @@ ToleranceForms fit_tolerance(const std::vector<Requirement>& draws, const Format
   ToleranceForms f;
   if (total == 0) {
     const double nan = std::numeric_limits<double>::quiet_NaN();
-    return {nan, nan, nan, nan, 0};
+    return {nan, nan, nan, nan, 0, nan, nan, nan};
   }
   xt::xarray<double> fitted = xt::zeros<double>({total});
   xt::xarray<double> expected = xt::zeros<double>({total});
@@ -92,6 +92,9 @@ ToleranceForms fit_tolerance(const std::vector<Requirement>& draws, const Format
   f.ulps *= margin;
   f.max_rtol *= margin;
   f.atol_rel = std::isfinite(smallest_top) ? f.atol / smallest_top : 0.0;
+  f.max_abs = t.max_abs * margin;
+  f.rtol_only = t.rtol_only * margin;
+  f.atol_only = t.atol_only * margin;
   return f;
 }
 

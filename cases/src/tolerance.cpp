@@ -212,7 +212,8 @@ Tolerance tolerance(const Array& bound, const Array& reference, const Format& ou
   // the sum of |reference| (the only order-dependent figure) is the same on any thread count.
   struct Block {
     std::size_t count = 0;
-    double sum_r = 0, max_abs = 0, r_top = 0, b_zero = 0, max_ulps = 0, rtol_only = 0;
+    double sum_r = 0, max_abs = 0, r_top = 0, b_zero = 0, max_ulps = 0, rtol_only = 0, r_max = 0;
+    std::size_t unbounded = 0;
   };
   constexpr std::size_t kBlock = 8192;
   std::vector<Block> blocks((n + kBlock - 1) / kBlock);
@@ -220,8 +221,10 @@ Tolerance tolerance(const Array& bound, const Array& reference, const Format& ou
     for (std::size_t k = first; k < last; ++k) {
       Block& s = blocks[k];
       for (std::size_t i = k * kBlock; i < std::min(n, (k + 1) * kBlock); ++i) {
+        if (!std::isfinite(bp[i])) ++s.unbounded;
         if (!used(i)) continue;
         const double bi = bp[i], ri = std::abs(rp[i]);
+        s.r_max = std::max(s.r_max, ri);
         ++s.count;
         s.sum_r += ri;
         if (s.count == 1 || bi > s.max_abs) s.max_abs = bi, s.r_top = ri;
@@ -237,7 +240,9 @@ Tolerance tolerance(const Array& bound, const Array& reference, const Format& ou
   double r_top = 0;   // the smallest |reference| among the largest bounds
   double b_zero = 0;  // the largest bound of a zero reference (and 0)
   for (const Block& s : blocks) {
+    t.unbounded += s.unbounded;
     if (s.count == 0) continue;
+    t.max_reference = std::max(t.max_reference, s.r_max);
     if (count == 0 || s.max_abs > t.max_abs) t.max_abs = s.max_abs, r_top = s.r_top;
     else if (s.max_abs == t.max_abs) r_top = std::min(r_top, s.r_top);
     count += s.count;

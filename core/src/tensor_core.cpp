@@ -42,6 +42,15 @@ std::vector<TensorCoreCandidate> tensor_core_candidates(const Format& in, const 
                                                         const std::vector<Cast>& step_outputs,
                                                         const std::vector<TensorCoreStructure>& structures) {
   const Format c = out == formats::fp16 ? formats::fp16 : formats::fp32;
+  // Checked before any plan is built: a halves instruction holds 2n positions.
+  for (int steps : n)
+    if (steps < 1 || steps > max_products)
+      throw numeq::error("n: " + std::to_string(steps) + " products per step is outside 1 .. " +
+                         std::to_string(max_products));
+  for (int bits : fraction_bits)
+    if (bits < 0 || bits > max_fraction_bits)
+      throw numeq::error("fraction_bits: " + std::to_string(bits) + " is outside 0 .. " +
+                         std::to_string(max_fraction_bits));
   std::vector<TensorCoreCandidate> plans;
   for (int steps : n)
     for (int bits : fraction_bits)

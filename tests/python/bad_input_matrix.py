@@ -241,7 +241,7 @@ NOT_ROWS = {
     "ops.Tolerance": "result type of Op.tolerance",
     "ops.Emulation": "result type of Op.emulation",
     "ops.OpSpec": "result type of numeq.ops.spec (a registry row)",
-    "ProblemTolerance": "result type of numeq.tolerance",
+    "Tolerance": "result type of numeq.tolerance and Op.tolerance",
 }
 
 

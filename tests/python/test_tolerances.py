@@ -243,3 +243,30 @@ def test_numeq_tolerance_gives_the_tables_numbers() -> None:
         assert calls[0] == calls[1]
         for form in ("ulps", "rtol", "atol", "atol_rel", "max_rtol"):
             assert getattr(calls[0], form) == r["tolerance"][form], (r["problem"], r["platform"], r["against"], form)
+
+
+def test_one_tolerance_type_from_a_problem_and_from_an_op():
+    # numeq.tolerance (a problem over draws) and Op.tolerance (one op's own inputs) return the same
+    # type with the same forms; with margin 1 and the op's own inputs as data the two agree on the
+    # forms they both state from the same bound.
+    t = numeq.tolerance("sum", "bf16", "fp32", "trainium.trn2", k=256, shape=(8,))
+    b = numeq.catalogue.build(numeq.catalogue.Problem("sum", "bf16", "fp32", k=256, shape=(8,)), "normal", 0)
+    o = b.op.tolerance("trainium.trn2")
+    d = numeq.tolerance("sum", "bf16", "fp32", "trainium.trn2", k=256, data=b.op, margin=1.0, kind="deterministic")
+    assert type(t) is type(o) is type(d) is numeq.Tolerance is numeq.ops.Tolerance
+    assert (o.inputs, o.draws, o.against, d.inputs) == (("data",), 1, "exact", ("data",))
+    # the reference's own rounding is part of a check's need against the reference, not of the
+    # op's bound against the exact result: d covers o
+    assert d.max_abs >= o.max_abs and d.ulps >= o.ulps
+    for form in ("ulps", "rtol", "atol", "max_rtol", "atol_rel", "max_abs", "rtol_only", "atol_only"):
+        assert getattr(t, form) >= 0 and getattr(o, form) >= 0, form
+
+
+def test_old_names_warn_and_are_the_one_type():
+    with pytest.warns(DeprecationWarning, match="numeq.Tolerance"):
+        assert numeq.ProblemTolerance is numeq.Tolerance
+    with pytest.warns(DeprecationWarning, match="numeq.Tolerance"):
+        assert numeq.tolerances.ProblemTolerance is numeq.Tolerance
+    o = numeq.ops.sum(np.ones((2, 8), dtype=np.float32)).tolerance("numpy")
+    with pytest.warns(DeprecationWarning, match="ulps"):
+        assert o.max_ulps == o.ulps

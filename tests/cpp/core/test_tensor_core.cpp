@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "numeq/core/platform.hpp"
@@ -71,6 +72,20 @@ TEST(TensorCore, HalvesFeedProductsByRegisterBytes) {
   // bytes 0-1 of each 32-bit register of four fp8 values first, then bytes 2-3
   EXPECT_EQ((std::vector<std::size_t>(order.begin(), order.begin() + 4)), (std::vector<std::size_t>{0, 1, 4, 5}));
   EXPECT_EQ((std::vector<std::size_t>(order.begin() + 16, order.begin() + 20)), (std::vector<std::size_t>{2, 3, 6, 7}));
+}
+
+TEST(TensorCore, StepsBeyondWhatAStepTakesAreRefusedBeforeAnyPlan) {
+  const numeq::Cast rz{numeq::formats::fp32, numeq::Rounding::toward_zero};
+  for (const auto& [n, f, word] : {std::tuple{core::max_products + 1, 24, "n:"}, std::tuple{0, 24, "n:"},
+                                   std::tuple{16, core::max_fraction_bits + 1, "fraction_bits:"}}) {
+    try {
+      core::tensor_core_candidates(numeq::formats::bf16, numeq::formats::fp32, {n}, {f}, {rz},
+                                   {core::TensorCoreStructure::halves});
+      ADD_FAILURE() << n << " " << f;
+    } catch (const numeq::error& e) {
+      EXPECT_EQ(std::string(e.what()).rfind(word, 0), 0u) << e.what();
+    }
+  }
 }
 
 TEST(TensorCore, StructureNamesAreRefusedByName) {

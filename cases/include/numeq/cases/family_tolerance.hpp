@@ -47,6 +47,9 @@ struct ToleranceForms {
   // atol over the smallest draw's max|expected| (finite values; 0 when none is positive): the
   // absolute term at any input scale is atol_rel * max|y| of the data at hand.
   double atol_rel = 0;
+  // The one-parameter forms over every element of every draw (cases::Tolerance's), times margin:
+  // the largest need, the smallest rtol alone and the smallest atol alone.
+  double max_abs = 0, rtol_only = 0, atol_only = 0;
 };
 
 // The forms covering every element of every draw, times `margin` (>= 1; numeq::error naming

@@ -216,6 +216,8 @@ struct Tolerance {
   // allowance sum_i (atol + rtol |reference_i|) on the given data.
   double rtol = 0;
   double atol = 0;
+  double max_reference = 0;   // max_i |reference_i| over the elements that take part
+  std::size_t unbounded = 0;  // elements whose bound is not finite (left out of every form)
 };
 // ulp_out(x): the spacing of `out` at |x| (the subnormal spacing below the smallest normal; at
 // max_finite above it). Non-finite bounds are skipped (a NaN bound is no bound).

@@ -40,7 +40,8 @@ PlanNode tensor_core_reduction(const FusedStep& step, TensorCoreStructure struct
 // format and rounding; e8m13 allowed) and `structures`, as a labelled plan: "n=16,F=25,step=fp32
 // toward_zero,structure=halves". Steps truncate, take the encoded maximum exponent, zeros at fp32's
 // emin, overflow to infinity, positive zero sums (the measured NVIDIA behaviour, FACTS.md s2);
-// c and the output are the accumulator format (fp16 for out = fp16, else fp32).
+// c and the output are the accumulator format (fp16 for out = fp16, else fp32). numeq::error
+// naming `n` or `fraction_bits` for a value outside what a step takes (fused.hpp's limits).
 struct TensorCoreCandidate {
   std::string label;
   Plan plan;
