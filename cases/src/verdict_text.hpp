@@ -1,14 +1,20 @@
 #pragma once
 // What the verdict, the port check, the variant search and the diagnoses share: output equality
-// as a device's output is judged (NaN matches any NaN, zeros by sign), numbers and index lists as
-// the messages write them, and an even sample of a list.
+// as a device's output is judged (NaN matches any NaN, zeros by sign), numbers, indices and index
+// lists as the messages write them, an even sample of a list; and the verdict's one-line
+// diagnosis (verdict_words.cpp, with describe).
 
 #include <cmath>
 #include <cstddef>
 #include <iomanip>
 #include <sstream>
 #include <string>
+#include <string_view>
 #include <vector>
+
+namespace numeq::cases {
+struct Verdict;
+}
 
 namespace numeq::cases::detail {
 
@@ -22,6 +28,24 @@ inline std::string number(double x, int precision = 17) {
   s << std::setprecision(precision) << x;
   return s.str();
 }
+
+// "[3,13]": an element's index as the worst-element list and the diagnosis write it.
+inline std::string index_text(const std::vector<std::size_t>& index) {
+  std::string s = "[";
+  for (std::size_t d = 0; d < index.size(); ++d) s += (d ? "," : "") + std::to_string(index[d]);
+  return s + "]";
+}
+
+// The first element of a kind of failure, as the diagnosis names it (index empty: none).
+struct FirstFailure {
+  std::string index;
+  double got = 0, emulated = 0, bound = 0;
+};
+
+// The verdict's one line: why this tier, from its counts; `foreign` and `special` are the first
+// element outside the output format and the first special-value mismatch.
+std::string diagnosis_line(const Verdict& v, const std::string& platform, std::string_view out_format,
+                           std::size_t det_only, const FirstFailure& foreign, const FirstFailure& special);
 
 // The marked indices after their noun, at most 8 of them: "row 59", "rows 3, 7, 19",
 // "columns 1, 2, ... (12 in all)"; empty when none is marked.
