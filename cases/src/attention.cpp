@@ -144,85 +144,68 @@ void emit(const Tracked& y, const Cast& out, const core::OutputCastBound& out_bo
 
 }  // namespace
 
-AttentionVariant attention_variant_by_name(std::string_view name, std::string_view parameter) {
-  return by_name(enum_names<AttentionVariant>, name, parameter, "attention variant");
-}
+namespace {
 
-Emulation attention(const xt::xarray<double>& q, const xt::xarray<double>& k, const xt::xarray<double>& v,
-                    const reference::AttentionParameters& parameters, const core::Platform& platform,
-                    std::string_view in_fmt, const Cast& out, const AttentionOptions& options) {
-  validate(out, "out");
-  const Sizes n = check_shapes(q, k, v, parameters.mask);
-  const bool flash = options.variant == AttentionVariant::flash;
-  if (flash) {
-    check_block(options.block_rows, n.lq, "block_rows", "Lq");
-    check_block(options.block_cols, n.lk, "block_cols", "Lk");
-  }
-  Machine mc;
-  const detail::Compute& C = mc.compute;
-  // plan_for names in_fmt and lists the platform's matmuls when it has none for in_fmt.
-  mc.qk = core::plan_for(platform, core::Operation::matmul, in_fmt, "fp32");
-  const Format& in = format_by_name(in_fmt, "in_fmt");
-  mc.p_cast = options.cast_p ? Cast{in} : C.cast;
-  mc.pv = options.cast_p ? mc.qk : core::plan_for(platform, core::Operation::matmul, "fp32", "fp32");
-  mc.sum = core::plan_for(platform, core::Operation::sum, "fp32", "fp32");
-  mc.exp = detail::function_step(platform, Function::exp, C);
-  check_values(q, "q", in);
-  check_values(k, "k", in);
-  check_values(v, "v", in);
-
-  // The scale in fp32, tracked against the exact one: a given double is exact; 1/sqrt(d) in
-  // binary64 is within 2^-52 relative of the real number (two correctly rounded operations).
-  Tracked scale;
+// The scale in fp32, tracked against the exact one: a given double is exact; 1/sqrt(d) in
+// binary64 is within 2^-52 relative of the real number (two correctly rounded operations).
+Tracked attention_scale(const reference::AttentionParameters& parameters, const Sizes& n, const detail::Compute& C) {
   if (parameters.scale) {
     if (!std::isfinite(*parameters.scale))
       throw numeq::error("scale: must be finite, got " + std::to_string(*parameters.scale));
-    scale = detail::input(*parameters.scale, C);
-  } else {
-    if (n.d == 0) throw numeq::error("q: the default scale 1/sqrt(d) needs d >= 1 (q has d = 0); pass a scale");
-    const double s = 1.0 / std::sqrt(static_cast<double>(n.d));
-    scale = detail::input(s, C);
-    scale.bound = (scale.bound + s * 0x1p-51) * (1 + 0x1p-50);
+    return detail::input(*parameters.scale, C);
+  }
+  if (n.d == 0) throw numeq::error("q: the default scale 1/sqrt(d) needs d >= 1 (q has d = 0); pass a scale");
+  const double s = 1.0 / std::sqrt(static_cast<double>(n.d));
+  Tracked scale = detail::input(s, C);
+  scale.bound = (scale.bound + s * 0x1p-51) * (1 + 0x1p-50);
+  return scale;
+}
+
+// What both variants read of the problem's rows: the scores S = Q K^T under the plan with their
+// bound from the plan's walker (exact inputs), which keys take part, each row's tracked scores
+// and the range of its exact result.
+struct Rows {
+  const Sizes& n;
+  const reference::AttentionParameters& parameters;
+  const detail::Compute& C;
+  Tracked scale;
+  const xt::xarray<double>& v;
+  const double* qs;
+  const double* vs;
+  const double* ms;  // the additive mask, or nullptr
+  xt::xarray<double> S, S_bound;
+  std::vector<char> key_finite;  // per (batch, key): k and v finite
+
+  Rows(const xt::xarray<double>& q, const xt::xarray<double>& k, const xt::xarray<double>& values,
+       const reference::AttentionParameters& p, const Sizes& sizes, const Machine& mc, const Tracked& s)
+      : n(sizes), parameters(p), C(mc.compute), scale(s), v(values), qs(q.data()), vs(values.data()),
+        ms(p.mask ? p.mask->data() : nullptr) {
+    const std::size_t nd = q.dimension();
+    std::vector<std::size_t> kt_shape(k.shape().begin(), k.shape().end());
+    std::swap(kt_shape[nd - 1], kt_shape[nd - 2]);
+    xt::xarray<double> kt = xt::xarray<double>::from_shape(kt_shape);
+    for (std::size_t b = 0; b < n.batches; ++b)
+      for (std::size_t j = 0; j < n.lk; ++j)
+        for (std::size_t c = 0; c < n.d; ++c) kt.data()[(b * n.d + c) * n.lk + j] = k.data()[(b * n.lk + j) * n.d + c];
+    S = core::matmul(q, kt, nullptr, mc.qk);
+    S_bound = core::matmul_bound(q, kt, nullptr, mc.qk, S);
+    const double* ks = k.data();
+    key_finite.assign(n.batches * n.lk, 1);
+    for (std::size_t key = 0; key < key_finite.size(); ++key) {
+      bool f = true;
+      for (std::size_t c = 0; c < n.d; ++c) f = f && std::isfinite(ks[key * n.d + c]);
+      for (std::size_t c = 0; c < n.dv; ++c) f = f && std::isfinite(vs[key * n.dv + c]);
+      key_finite[key] = f;
+    }
   }
 
-  std::vector<std::size_t> out_shape(q.shape().begin(), q.shape().end());
-  out_shape.back() = n.dv;
-  Emulation result;
-  result.values = xt::xarray<double>::from_shape(out_shape);
-  result.bound = xt::xarray<double>::from_shape(out_shape);
-  if (result.values.size() == 0) return result;
-  const std::size_t rows = n.batches * n.lq;
-
-  // S = Q K^T under the plan; its bound from the plan's walker (exact inputs).
-  const std::size_t nd = q.dimension();
-  std::vector<std::size_t> kt_shape(k.shape().begin(), k.shape().end());
-  std::swap(kt_shape[nd - 1], kt_shape[nd - 2]);
-  xt::xarray<double> kt = xt::xarray<double>::from_shape(kt_shape);
-  for (std::size_t b = 0; b < n.batches; ++b)
-    for (std::size_t j = 0; j < n.lk; ++j)
-      for (std::size_t c = 0; c < n.d; ++c) kt.data()[(b * n.d + c) * n.lk + j] = k.data()[(b * n.lk + j) * n.d + c];
-  const xt::xarray<double> S = core::matmul(q, kt, nullptr, mc.qk);
-  const xt::xarray<double> S_bound = core::matmul_bound(q, kt, nullptr, mc.qk, S);
-
-  // Which keys take part, and whether each row's inputs are all finite (else no claim).
-  const double* qs = q.data();
-  const double* ks = k.data();
-  const double* vs = v.data();
-  const double* ms = parameters.mask ? parameters.mask->data() : nullptr;
-  std::vector<char> key_finite(n.batches * n.lk, 1);
-  for (std::size_t key = 0; key < key_finite.size(); ++key) {
-    bool f = true;
-    for (std::size_t c = 0; c < n.d; ++c) f = f && std::isfinite(ks[key * n.d + c]);
-    for (std::size_t c = 0; c < n.dv; ++c) f = f && std::isfinite(vs[key * n.dv + c]);
-    key_finite[key] = f;
-  }
-  auto takes_part = [&](std::size_t row, std::size_t j) {
+  bool takes_part(std::size_t row, std::size_t j) const {
     if (parameters.causal && j > row % n.lq) return false;
     return !(ms != nullptr && ms[row * n.lk + j] == -kInf);
-  };
+  }
   // The row's scores x_j = scale S_j (+ mask_j) in fp32, tracked; excluded keys left untouched.
   // Returns whether the row makes a claim (finite inputs, at least one taking-part key).
-  auto scores = [&](std::size_t row, std::vector<Tracked>& x) {
+  bool scores(std::size_t row, std::vector<Tracked>& x) const {
     const std::size_t b = row / n.lq;
     bool claim = false, finite = true;
     for (std::size_t c = 0; c < n.d; ++c) finite = finite && std::isfinite(qs[row * n.d + c]);
@@ -239,9 +222,9 @@ Emulation attention(const xt::xarray<double>& q, const xt::xarray<double>& k, co
       x[j] = s;
     }
     return claim && finite;
-  };
+  }
   // The range of the exact result's column c: the taking-part v_jc.
-  auto v_range = [&](std::size_t row, std::vector<double>& lo, std::vector<double>& hi) {
+  void v_range(std::size_t row, std::vector<double>& lo, std::vector<double>& hi) const {
     const std::size_t b = row / n.lq;
     std::fill(lo.begin(), lo.end(), kInf);
     std::fill(hi.begin(), hi.end(), -kInf);
@@ -253,81 +236,115 @@ Emulation attention(const xt::xarray<double>& q, const xt::xarray<double>& k, co
         hi[c] = std::max(hi[c], vj[c]);
       }
     }
-  };
-  double* values = result.values.data();
-  double* bounds = result.bound.data();
-  const core::OutputCastBound out_bound(out), p_bound(mc.p_cast), pv_bound(mc.pv.output);
-
-  if (!flash) {
-    // ---- naive: softmax over the whole row, P cast, one GEMM --------------------------------
-    const core::ReductionWeights w_sum = core::reduction_weights(mc.sum, n.lk, false);
-    const core::ReductionWeights w_pv = core::reduction_weights(mc.pv, n.lk, false);
-    std::vector<std::size_t> p_shape(out_shape);
-    p_shape.back() = n.lk;
-    xt::xarray<double> P = xt::xarray<double>::from_shape(p_shape);
-    std::vector<Tracked> Pt(rows * n.lk);
-    std::vector<char> claim(rows);
-    parallel_for(
-        rows,
-        [&](std::size_t begin, std::size_t end) {
-          std::vector<Tracked> x(n.lk), e(n.lk);
-          for (std::size_t row = begin; row < end; ++row) {
-            claim[row] = scores(row, x);
-            // Max-subtracted softmax (Blanchard, D. Higham, N. Higham, IMA J. Numer. Anal.
-            // 41(4), 2021): the maximum is an exact constant of the emulation and its exact
-            // counterpart alike (softmax does not depend on the shift).
-            double m = -kInf;
-            for (std::size_t j = 0; j < n.lk; ++j)
-              if (takes_part(row, j)) m = std::max(m, x[j].value);
-            for (std::size_t j = 0; j < n.lk; ++j)
-              e[j] = takes_part(row, j) ? detail::apply(mc.exp, detail::sub(x[j], detail::exact(m), C)) : detail::exact(0);
-            const Tracked s = detail::reduce(e, mc.sum, w_sum);
-            for (std::size_t j = 0; j < n.lk; ++j) {
-              Tracked p = takes_part(row, j) ? detail::div(e[j], s, C) : detail::exact(0);
-              if (!(mc.p_cast == C)) {
-                // The cast of P: core::with_output_cast states its rounding for any value within
-                // the bound (a device's P), not only the emulation's.
-                const double r = round_to_format(p.value, mc.p_cast);
-                p = Tracked{r, p_bound(r, p.bound)};
-              }
-              Pt[row * n.lk + j] = p;
-              P.data()[row * n.lk + j] = p.value;
-            }
-          }
-        },
-        2);
-    const xt::xarray<double> O = core::matmul(P, v, nullptr, mc.pv);
-    parallel_for(
-        rows,
-        [&](std::size_t begin, std::size_t end) {
-          RowWeights rw;
-          std::vector<double> pre(n.dv), lo(n.dv), hi(n.dv);
-          for (std::size_t row = begin; row < end; ++row) {
-            const std::size_t b = row / n.lq;
-            row_weights(Pt.data() + row * n.lk, n.lk, w_pv, rw);
-            std::fill(pre.begin(), pre.end(), rw.row_constant);
-            for (std::size_t j = 0; j < n.lk; ++j) {
-              const double cj = rw.coefficient[j];
-              if (cj == 0) continue;
-              const double* vj = vs + (b * n.lk + j) * n.dv;
-              for (std::size_t c = 0; c < n.dv; ++c) pre[c] += cj * std::abs(vj[c]);
-            }
-            v_range(row, lo, hi);
-            for (std::size_t c = 0; c < n.dv; ++c) {
-              const std::size_t at = row * n.dv + c;
-              const double o = O.data()[at];
-              const double pb = pre[c] * safety(n.lk);
-              Tracked y{o, std::isfinite(o) && std::isfinite(pb) ? pv_bound(o, pb) : kInf};
-              if (lo[c] > hi[c]) y = Tracked{kNaN, kNaN};  // no taking-part key: softmax of only -Inf
-              emit(y, out, out_bound, at, claim[row], lo[c], hi[c], values, bounds);
-            }
-          }
-        },
-        2);
-    return result;
   }
+};
 
-  // ---- flash: FlashAttention-2's Algorithm 1 (arXiv:2307.08691) ------------------------------
+// Where a variant writes its result: values and bounds, with the casts' bounds.
+struct Output {
+  double* values;
+  double* bounds;
+  const Cast& out;
+  core::OutputCastBound out_bound, p_bound, pv_bound;
+};
+
+// ---- naive: softmax over the whole row, P cast, one GEMM ----------------------------------------
+void naive_attention(const Rows& problem, const Machine& mc, const std::vector<std::size_t>& out_shape, Output& dst) {
+  const Sizes& n = problem.n;
+  const xt::xarray<double>& v = problem.v;
+  const detail::Compute& C = mc.compute;
+  const std::size_t rows = n.batches * n.lq;
+  const double* vs = problem.vs;
+  const auto takes_part = [&](std::size_t row, std::size_t j) { return problem.takes_part(row, j); };
+  const auto scores = [&](std::size_t row, std::vector<Tracked>& x) { return problem.scores(row, x); };
+  const auto v_range = [&](std::size_t row, std::vector<double>& lo, std::vector<double>& hi) {
+    problem.v_range(row, lo, hi);
+  };
+  const core::OutputCastBound &out_bound = dst.out_bound, &p_bound = dst.p_bound, &pv_bound = dst.pv_bound;
+  const Cast& out = dst.out;
+  double* values = dst.values;
+  double* bounds = dst.bounds;
+  const core::ReductionWeights w_sum = core::reduction_weights(mc.sum, n.lk, false);
+  const core::ReductionWeights w_pv = core::reduction_weights(mc.pv, n.lk, false);
+  std::vector<std::size_t> p_shape(out_shape);
+  p_shape.back() = n.lk;
+  xt::xarray<double> P = xt::xarray<double>::from_shape(p_shape);
+  std::vector<Tracked> Pt(rows * n.lk);
+  std::vector<char> claim(rows);
+  parallel_for(
+      rows,
+      [&](std::size_t begin, std::size_t end) {
+        std::vector<Tracked> x(n.lk), e(n.lk);
+        for (std::size_t row = begin; row < end; ++row) {
+          claim[row] = scores(row, x);
+          // Max-subtracted softmax (Blanchard, D. Higham, N. Higham, IMA J. Numer. Anal.
+          // 41(4), 2021): the maximum is an exact constant of the emulation and its exact
+          // counterpart alike (softmax does not depend on the shift).
+          double m = -kInf;
+          for (std::size_t j = 0; j < n.lk; ++j)
+            if (takes_part(row, j)) m = std::max(m, x[j].value);
+          for (std::size_t j = 0; j < n.lk; ++j)
+            e[j] = takes_part(row, j) ? detail::apply(mc.exp, detail::sub(x[j], detail::exact(m), C)) : detail::exact(0);
+          const Tracked s = detail::reduce(e, mc.sum, w_sum);
+          for (std::size_t j = 0; j < n.lk; ++j) {
+            Tracked p = takes_part(row, j) ? detail::div(e[j], s, C) : detail::exact(0);
+            if (!(mc.p_cast == C)) {
+              // The cast of P: core::with_output_cast states its rounding for any value within
+              // the bound (a device's P), not only the emulation's.
+              const double r = round_to_format(p.value, mc.p_cast);
+              p = Tracked{r, p_bound(r, p.bound)};
+            }
+            Pt[row * n.lk + j] = p;
+            P.data()[row * n.lk + j] = p.value;
+          }
+        }
+      },
+      2);
+  const xt::xarray<double> O = core::matmul(P, v, nullptr, mc.pv);
+  parallel_for(
+      rows,
+      [&](std::size_t begin, std::size_t end) {
+        RowWeights rw;
+        std::vector<double> pre(n.dv), lo(n.dv), hi(n.dv);
+        for (std::size_t row = begin; row < end; ++row) {
+          const std::size_t b = row / n.lq;
+          row_weights(Pt.data() + row * n.lk, n.lk, w_pv, rw);
+          std::fill(pre.begin(), pre.end(), rw.row_constant);
+          for (std::size_t j = 0; j < n.lk; ++j) {
+            const double cj = rw.coefficient[j];
+            if (cj == 0) continue;
+            const double* vj = vs + (b * n.lk + j) * n.dv;
+            for (std::size_t c = 0; c < n.dv; ++c) pre[c] += cj * std::abs(vj[c]);
+          }
+          v_range(row, lo, hi);
+          for (std::size_t c = 0; c < n.dv; ++c) {
+            const std::size_t at = row * n.dv + c;
+            const double o = O.data()[at];
+            const double pb = pre[c] * safety(n.lk);
+            Tracked y{o, std::isfinite(o) && std::isfinite(pb) ? pv_bound(o, pb) : kInf};
+            if (lo[c] > hi[c]) y = Tracked{kNaN, kNaN};  // no taking-part key: softmax of only -Inf
+            emit(y, out, out_bound, at, claim[row], lo[c], hi[c], values, bounds);
+          }
+        }
+      },
+      2);
+}
+
+// ---- flash: FlashAttention-2's Algorithm 1 (arXiv:2307.08691) ---------------------------------
+void flash_attention(const Rows& problem, const Machine& mc, const AttentionOptions& options, Output& dst) {
+  const Sizes& n = problem.n;
+  const detail::Compute& C = mc.compute;
+  const reference::AttentionParameters& parameters = problem.parameters;
+  const std::size_t rows = n.batches * n.lq;
+  const double* vs = problem.vs;
+  const auto takes_part = [&](std::size_t row, std::size_t j) { return problem.takes_part(row, j); };
+  const auto scores = [&](std::size_t row, std::vector<Tracked>& x) { return problem.scores(row, x); };
+  const auto v_range = [&](std::size_t row, std::vector<double>& lo, std::vector<double>& hi) {
+    problem.v_range(row, lo, hi);
+  };
+  const core::OutputCastBound &out_bound = dst.out_bound, &p_bound = dst.p_bound, &pv_bound = dst.pv_bound;
+  const Cast& out = dst.out;
+  double* values = dst.values;
+  double* bounds = dst.bounds;
   const std::size_t br = options.block_rows, bc = options.block_cols;
   const core::ReductionWeights w_sum = core::reduction_weights(mc.sum, bc, false);
   const core::ReductionWeights w_pv = core::reduction_weights(mc.pv, bc, true);
@@ -456,6 +473,51 @@ Emulation attention(const xt::xarray<double>& q, const xt::xarray<double>& k, co
         }
       },
       2);
+}
+
+}  // namespace
+
+AttentionVariant attention_variant_by_name(std::string_view name, std::string_view parameter) {
+  return by_name(enum_names<AttentionVariant>, name, parameter, "attention variant");
+}
+
+Emulation attention(const xt::xarray<double>& q, const xt::xarray<double>& k, const xt::xarray<double>& v,
+                    const reference::AttentionParameters& parameters, const core::Platform& platform,
+                    std::string_view in_fmt, const Cast& out, const AttentionOptions& options) {
+  validate(out, "out");
+  const Sizes n = check_shapes(q, k, v, parameters.mask);
+  const bool flash = options.variant == AttentionVariant::flash;
+  if (flash) {
+    check_block(options.block_rows, n.lq, "block_rows", "Lq");
+    check_block(options.block_cols, n.lk, "block_cols", "Lk");
+  }
+  Machine mc;
+  const detail::Compute& C = mc.compute;
+  // plan_for names in_fmt and lists the platform's matmuls when it has none for in_fmt.
+  mc.qk = core::plan_for(platform, core::Operation::matmul, in_fmt, "fp32");
+  const Format& in = format_by_name(in_fmt, "in_fmt");
+  mc.p_cast = options.cast_p ? Cast{in} : C.cast;
+  mc.pv = options.cast_p ? mc.qk : core::plan_for(platform, core::Operation::matmul, "fp32", "fp32");
+  mc.sum = core::plan_for(platform, core::Operation::sum, "fp32", "fp32");
+  mc.exp = detail::function_step(platform, Function::exp, C);
+  check_values(q, "q", in);
+  check_values(k, "k", in);
+  check_values(v, "v", in);
+  const Tracked scale = attention_scale(parameters, n, C);
+
+  std::vector<std::size_t> out_shape(q.shape().begin(), q.shape().end());
+  out_shape.back() = n.dv;
+  Emulation result;
+  result.values = xt::xarray<double>::from_shape(out_shape);
+  result.bound = xt::xarray<double>::from_shape(out_shape);
+  if (result.values.size() == 0) return result;
+  const Rows problem(q, k, v, parameters, n, mc, scale);
+  Output dst{result.values.data(), result.bound.data(), out, core::OutputCastBound(out),
+             core::OutputCastBound(mc.p_cast), core::OutputCastBound(mc.pv.output)};
+  if (flash)
+    flash_attention(problem, mc, options, dst);
+  else
+    naive_attention(problem, mc, out_shape, dst);
   return result;
 }
 
