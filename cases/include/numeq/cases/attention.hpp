@@ -56,7 +56,7 @@
 //          (FlashAttention-2's CUDA kernel walks the key blocks from the last to the first; the
 //          paper's Algorithm 1, modelled here, walks them in order.)
 //
-// Bounds are propagated through every stage in the same pass (cases/src/tracked.hpp: every
+// Bounds are propagated through every stage in the same pass (cases/src/catalogue/tracked.hpp: every
 // intermediate carries a bound on its distance to its exact counterpart): the S bound from the
 // plan's bound walker, the scale and mask roundings, exp's budget plus its Lipschitz constant
 // over the argument's interval, the sums' plan weights, the P cast's rounding, the second GEMM

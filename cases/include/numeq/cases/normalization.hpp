@@ -14,7 +14,7 @@
 //   * subtractions, products and divisions round once into the compute format (IEEE 754).
 // The bound is propagated through the stages in the same pass: every intermediate carries its
 // value and a bound on its distance to the exact counterpart (Wilkinson's running error analysis,
-// made rigorous for finite perturbations: cases/src/tracked.hpp), and the output cast is added by
+// made rigorous for finite perturbations: cases/src/catalogue/tracked.hpp), and the output cast is added by
 // core::with_output_cast. It covers any device that follows the same stages with functions within
 // their budgets and sums of the plan's structure, not just the emulation.
 //

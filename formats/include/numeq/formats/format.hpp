@@ -233,7 +233,7 @@ namespace detail {
 // spacing). emin and mantissa_bits are the format's, passed so that per-element loops keep them in
 // registers. Above the largest finite value the top binade's spacing just continues; the two
 // callers decide what lies there: cases::UlpOf (errors measured in ulps of a result) clamps to
-// max_finite first, the running bounds' ulp (cases/src/tracked.hpp) answers +Inf, no finite
+// max_finite first, the running bounds' ulp (cases/src/catalogue/tracked.hpp) answers +Inf, no finite
 // spacing.
 [[gnu::always_inline]] constexpr double binade_spacing(double a, int emin, int mantissa_bits) {
   const int field = static_cast<int>(std::bit_cast<std::uint64_t>(a) >> 52) - 1023;
