@@ -56,13 +56,8 @@ std::vector<TensorCoreCandidate> tensor_core_candidates(const Format& in, const 
     for (int bits : fraction_bits)
       for (const Cast& so : step_outputs)
         for (TensorCoreStructure st : structures) {
-          FusedStep s;
-          s.n = steps;
-          s.fraction_bits = bits;
-          s.a_format = in;
-          s.b_format = in;
-          s.c_format = c;
-          s.output = so;
+          // The measured defaults otherwise (fused.hpp: truncation, encoded exponents, zeros at emin).
+          const FusedStep s = nvidia::detail::make(steps, bits, in, c, so);
           const std::string label = "n=" + std::to_string(steps) + ",F=" + std::to_string(bits) + ",step=" +
                                     std::string(so.format.name) + " " + std::string(to_string(so.rounding)) +
                                     ",structure=" + std::string(to_string(st));

@@ -254,15 +254,6 @@ void naive_attention(const Rows& problem, const Machine& mc, const std::vector<s
   const detail::Compute& C = mc.compute;
   const std::size_t rows = n.batches * n.lq;
   const double* vs = problem.vs;
-  const auto takes_part = [&](std::size_t row, std::size_t j) { return problem.takes_part(row, j); };
-  const auto scores = [&](std::size_t row, std::vector<Tracked>& x) { return problem.scores(row, x); };
-  const auto v_range = [&](std::size_t row, std::vector<double>& lo, std::vector<double>& hi) {
-    problem.v_range(row, lo, hi);
-  };
-  const core::OutputCastBound &out_bound = dst.out_bound, &p_bound = dst.p_bound, &pv_bound = dst.pv_bound;
-  const Cast& out = dst.out;
-  double* values = dst.values;
-  double* bounds = dst.bounds;
   const core::ReductionWeights w_sum = core::reduction_weights(mc.sum, n.lk, false);
   const core::ReductionWeights w_pv = core::reduction_weights(mc.pv, n.lk, false);
   std::vector<std::size_t> p_shape(out_shape);
@@ -275,23 +266,23 @@ void naive_attention(const Rows& problem, const Machine& mc, const std::vector<s
       [&](std::size_t begin, std::size_t end) {
         std::vector<Tracked> x(n.lk), e(n.lk);
         for (std::size_t row = begin; row < end; ++row) {
-          claim[row] = scores(row, x);
+          claim[row] = problem.scores(row, x);
           // Max-subtracted softmax (Blanchard, D. Higham, N. Higham, IMA J. Numer. Anal.
           // 41(4), 2021): the maximum is an exact constant of the emulation and its exact
           // counterpart alike (softmax does not depend on the shift).
           double m = -kInf;
           for (std::size_t j = 0; j < n.lk; ++j)
-            if (takes_part(row, j)) m = std::max(m, x[j].value);
+            if (problem.takes_part(row, j)) m = std::max(m, x[j].value);
           for (std::size_t j = 0; j < n.lk; ++j)
-            e[j] = takes_part(row, j) ? detail::apply(mc.exp, detail::sub(x[j], detail::exact(m), C)) : detail::exact(0);
+            e[j] = problem.takes_part(row, j) ? detail::apply(mc.exp, detail::sub(x[j], detail::exact(m), C)) : detail::exact(0);
           const Tracked s = detail::reduce(e, mc.sum, w_sum);
           for (std::size_t j = 0; j < n.lk; ++j) {
-            Tracked p = takes_part(row, j) ? detail::div(e[j], s, C) : detail::exact(0);
+            Tracked p = problem.takes_part(row, j) ? detail::div(e[j], s, C) : detail::exact(0);
             if (!(mc.p_cast == C)) {
               // The cast of P: core::with_output_cast states its rounding for any value within
               // the bound (a device's P), not only the emulation's.
               const double r = round_to_format(p.value, mc.p_cast);
-              p = Tracked{r, p_bound(r, p.bound)};
+              p = Tracked{r, dst.p_bound(r, p.bound)};
             }
             Pt[row * n.lk + j] = p;
             P.data()[row * n.lk + j] = p.value;
@@ -315,14 +306,14 @@ void naive_attention(const Rows& problem, const Machine& mc, const std::vector<s
             const double* vj = vs + (b * n.lk + j) * n.dv;
             for (std::size_t c = 0; c < n.dv; ++c) pre[c] += cj * std::abs(vj[c]);
           }
-          v_range(row, lo, hi);
+          problem.v_range(row, lo, hi);
           for (std::size_t c = 0; c < n.dv; ++c) {
             const std::size_t at = row * n.dv + c;
             const double o = O.data()[at];
             const double pb = pre[c] * safety(n.lk);
-            Tracked y{o, std::isfinite(o) && std::isfinite(pb) ? pv_bound(o, pb) : kInf};
+            Tracked y{o, std::isfinite(o) && std::isfinite(pb) ? dst.pv_bound(o, pb) : kInf};
             if (lo[c] > hi[c]) y = Tracked{kNaN, kNaN};  // no taking-part key: softmax of only -Inf
-            emit(y, out, out_bound, at, claim[row], lo[c], hi[c], values, bounds);
+            emit(y, dst.out, dst.out_bound, at, claim[row], lo[c], hi[c], dst.values, dst.bounds);
           }
         }
       },
@@ -336,15 +327,6 @@ void flash_attention(const Rows& problem, const Machine& mc, const AttentionOpti
   const reference::AttentionParameters& parameters = problem.parameters;
   const std::size_t rows = n.batches * n.lq;
   const double* vs = problem.vs;
-  const auto takes_part = [&](std::size_t row, std::size_t j) { return problem.takes_part(row, j); };
-  const auto scores = [&](std::size_t row, std::vector<Tracked>& x) { return problem.scores(row, x); };
-  const auto v_range = [&](std::size_t row, std::vector<double>& lo, std::vector<double>& hi) {
-    problem.v_range(row, lo, hi);
-  };
-  const core::OutputCastBound &out_bound = dst.out_bound, &p_bound = dst.p_bound, &pv_bound = dst.pv_bound;
-  const Cast& out = dst.out;
-  double* values = dst.values;
-  double* bounds = dst.bounds;
   const std::size_t br = options.block_rows, bc = options.block_cols;
   const core::ReductionWeights w_sum = core::reduction_weights(mc.sum, bc, false);
   const core::ReductionWeights w_pv = core::reduction_weights(mc.pv, bc, true);
@@ -358,7 +340,7 @@ void flash_attention(const Rows& problem, const Machine& mc, const AttentionOpti
       [&](std::size_t begin, std::size_t end) {
         for (std::size_t row = begin; row < end; ++row) {
           x[row].assign(n.lk, detail::exact(0));
-          claim[row] = scores(row, x[row]);
+          claim[row] = problem.scores(row, x[row]);
         }
       },
       2);
@@ -384,7 +366,7 @@ void flash_attention(const Rows& problem, const Machine& mc, const AttentionOpti
               const bool skipped = parameters.causal && j0 > last_query;
               double mb = -kInf;
               for (std::size_t j = j0; j < j0 + bc; ++j)
-                if (takes_part(row, j)) mb = std::max(mb, x[row][j].value);
+                if (problem.takes_part(row, j)) mb = std::max(mb, x[row][j].value);
               const double m_new = std::max(m[row], mb);
               if (skipped || m_new == -kInf) {
                 // No block at all, or nothing so far: (m, l, O) stay (-Inf, 0, 0) exactly
@@ -397,7 +379,7 @@ void flash_attention(const Rows& problem, const Machine& mc, const AttentionOpti
               for (std::size_t t = 0; t < bc; ++t) {
                 const std::size_t j = j0 + t;
                 Tracked e = detail::exact(0);
-                if (takes_part(row, j)) e = detail::apply(mc.exp, detail::sub(x[row][j], detail::exact(m_new), C));
+                if (problem.takes_part(row, j)) e = detail::apply(mc.exp, detail::sub(x[row][j], detail::exact(m_new), C));
                 p[t] = e;
               }
               const Tracked rowsum = detail::reduce(std::span<const Tracked>(p, bc), mc.sum, w_sum);
@@ -414,7 +396,7 @@ void flash_attention(const Rows& problem, const Machine& mc, const AttentionOpti
               for (std::size_t t = 0; t < bc; ++t) {
                 if (!(mc.p_cast == C)) {
                   const double r = round_to_format(p[t].value, mc.p_cast);
-                  p[t] = Tracked{r, p_bound(r, p[t].bound)};
+                  p[t] = Tracked{r, dst.p_bound(r, p[t].bound)};
                 }
                 Pj(i, t) = p[t].value;
               }
@@ -447,7 +429,7 @@ void flash_attention(const Rows& problem, const Machine& mc, const AttentionOpti
                 const double pb = (pre[c] + w_pv.init * (std::abs(acc.value) + 2 * acc.bound) + acc.bound) * safety(bc);
                 const double o = Oj(i, c);
                 O[row * n.dv + c] =
-                    Tracked{o, std::isfinite(o) && std::isfinite(pb) ? pv_bound(o, pb) : kInf};
+                    Tracked{o, std::isfinite(o) && std::isfinite(pb) ? dst.pv_bound(o, pb) : kInf};
               }
             }
           },
@@ -460,7 +442,7 @@ void flash_attention(const Rows& problem, const Machine& mc, const AttentionOpti
       [&](std::size_t begin, std::size_t end) {
         std::vector<double> lo(n.dv), hi(n.dv);
         for (std::size_t row = begin; row < end; ++row) {
-          v_range(row, lo, hi);
+          problem.v_range(row, lo, hi);
           const Tracked inverse = options.reciprocal ? detail::div(detail::exact(1), l[row], C) : Tracked{};
           for (std::size_t c = 0; c < n.dv; ++c) {
             const std::size_t at = row * n.dv + c;
@@ -468,7 +450,7 @@ void flash_attention(const Rows& problem, const Machine& mc, const AttentionOpti
             Tracked y = detail::exact(0);
             if (lo[c] <= hi[c])
               y = options.reciprocal ? detail::mul(O[at], inverse, C) : detail::div(O[at], l[row], C);
-            emit(y, out, out_bound, at, claim[row], lo[c], hi[c], values, bounds);
+            emit(y, dst.out, dst.out_bound, at, claim[row], lo[c], hi[c], dst.values, dst.bounds);
           }
         }
       },
