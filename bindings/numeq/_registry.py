@@ -55,7 +55,8 @@ class ParamSpec:
 class CatalogueSpec:
     """How the catalogue draws a registered op: input ``formats``, default ``out`` ("": the input
     format), other dimensions ``shape`` (and ``table_shape`` for numeq tolerances), what K means
-    (``k_meaning``), and whether K is a reduction length (``reduces``; False: a row width)."""
+    (``k_meaning``), whether K is a reduction length (``reduces``; False: a row width), and the
+    input ``generators`` that draw a meaningful problem of it."""
 
     formats: tuple[str, ...]
     out: str
@@ -63,6 +64,7 @@ class CatalogueSpec:
     table_shape: tuple[int, ...]
     k_meaning: str
     reduces: bool
+    generators: tuple[str, ...]
 
 
 @dataclass(frozen=True)
@@ -115,7 +117,8 @@ def _read(row: dict) -> OpSpec:
         tuple(ParamSpec(p["name"], p["type"], p["default"], tuple(p["choices"]), p["doc"]) for p in row["params"]),
         row["format_keywords"], row["default_out"],
         None if cat is None else CatalogueSpec(tuple(cat["formats"]), cat["out"], tuple(cat["shape"]),
-                                               tuple(cat["table_shape"]), cat["k_meaning"], cat["reduces"]),
+                                               tuple(cat["table_shape"]), cat["k_meaning"], cat["reduces"],
+                                               tuple(cat["generators"])),
         tuple(row["bugs"]))
 
 

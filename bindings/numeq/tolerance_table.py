@@ -205,9 +205,14 @@ def run_problem(problem: Problem, config: SweepConfig) -> list[dict[str, Any]]:
     t0 = time.perf_counter()
     seeds_cal = [config.seed + i for i in range(config.trials)]
     seeds_held = [config.seed + config.trials + i for i in range(config.trials)]
-    cal = [(g, s, build(problem, g, s)) for g in config.inputs for s in seeds_cal]
-    held = [(g, s, build(problem, g, s)) for g in config.inputs for s in seeds_held]
-    others_gen = [(g, build(problem, g, seeds_held[0])) for g in ops.generators()]
+    # The generators that draw a meaningful problem of the op (its registry row's).
+    allowed = ops.spec(problem.op).catalogue.generators
+    inputs = [g for g in config.inputs if g in allowed]
+    if not inputs:
+        return []
+    cal = [(g, s, build(problem, g, s)) for g in inputs for s in seeds_cal]
+    held = [(g, s, build(problem, g, s)) for g in inputs for s in seeds_held]
+    others_gen = [(g, build(problem, g, seeds_held[0])) for g in allowed]
     # Which platforms model the op: a one-row trial per platform (catalogue.refusal), not a
     # whole emulation of the first draw.
     gpus = [p for p in config.gpus if refusal(problem, p) is None]

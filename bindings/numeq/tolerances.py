@@ -197,7 +197,8 @@ def tolerance(op: str, in_fmt: str, out: str | None, platforms: Any, *, k: int, 
     out = out_for(op, in_fmt) if out is None else out
     problem = Problem(op, in_fmt, out, _check_int(k, "k", 1, 1 << 24), tuple(shape) if shape else ())
     if isinstance(inputs, str):
-        gens = tuple(ops.generators()) if inputs == "all" else (inputs,)
+        # "all": every generator that draws a meaningful problem of the op (its registry row's)
+        gens = ops.spec(op).catalogue.generators if inputs == "all" else (inputs,)
     elif isinstance(inputs, (list, tuple)):
         gens = tuple(inputs)
     else:

@@ -75,10 +75,13 @@ py::dict spec_dict(const cases::OpSpec& s) {
     params.append(py::dict("name"_a = p.name, "type"_a = std::string(to_string(p.type)),
                            "default"_a = param_object(p.default_value), "choices"_a = p.choices, "doc"_a = p.doc));
   py::object catalogue = py::none();
+  py::list generators;
+  for (cases::Distribution d : s.catalogue.generators.empty() ? cases::all_distributions() : s.catalogue.generators)
+    generators.append(std::string(to_string(d)));
   if (!s.catalogue.formats.empty())
     catalogue = py::dict("formats"_a = s.catalogue.formats, "out"_a = s.catalogue.out, "shape"_a = s.catalogue.shape,
                          "table_shape"_a = s.catalogue.table_shape, "k_meaning"_a = s.catalogue.k_meaning,
-                         "reduces"_a = s.catalogue.reduces);
+                         "reduces"_a = s.catalogue.reduces, "generators"_a = generators);
   return py::dict("name"_a = s.name, "doc"_a = s.doc, "family"_a = s.family, "inputs"_a = inputs, "params"_a = params,
                   "format_keywords"_a = s.format_keywords, "default_out"_a = s.default_out, "catalogue"_a = catalogue,
                   "bugs"_a = s.bugs);

@@ -95,3 +95,16 @@ def test_registry_functions_refuse_bad_arguments_by_name():
         numeq.ops.spec("sqr")
     with pytest.raises(ValueError, match="variant: unknown value 'fast'"):
         numeq.ops.softmax(x, variant="fast")
+
+
+def test_a_generator_that_draws_nothing_meaningful_is_refused_and_left_out():
+    # subnormal_rich values times 16 round to int8 code 0 everywhere: the registry leaves it out
+    # of int8_matmul's generators; the catalogue refuses it by name, and "all" skips it.
+    s = numeq.ops.spec("int8_matmul")
+    assert "subnormal_rich" not in s.catalogue.generators
+    assert set(numeq.ops.spec("matmul").catalogue.generators) == set(numeq.ops.generators())
+    p = numeq.catalogue.Problem("int8_matmul", "int8", "int32", k=64, shape=(2, 2))
+    with pytest.raises(ValueError, match="generator: subnormal_rich .* valid for it: normal"):
+        numeq.catalogue.build(p, "subnormal_rich", 0)
+    t = numeq.tolerance("int8_matmul", "int8", None, "nvidia.h100", k=64, shape=(2, 2), inputs="all")
+    assert t.inputs == s.catalogue.generators

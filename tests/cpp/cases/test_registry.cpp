@@ -178,6 +178,15 @@ TEST(Registry, CatalogueDrawsAreSeededPerInput) {
   a.out = numeq::Cast{numeq::formats::fp32};
   EXPECT_EQ(op.reference_values(), cases::build_op("matmul", a).reference_values());
   EXPECT_THROW(cases::catalogue_inputs("mean", "fp32", {3}, 8, cases::Distribution::normal, 0), numeq::error);
+  // subnormal_rich values times 16 round to code 0: no meaningful integer GEMM, refused by name.
+  for (double c : cases::generate({cases::Distribution::subnormal_rich, 1, 16.0}, numeq::formats::fp32, {64}))
+    EXPECT_EQ(std::nearbyint(c), 0.0);
+  try {
+    cases::catalogue_inputs("int8_matmul", "int8", {3, 5}, 64, cases::Distribution::subnormal_rich, 1);
+    ADD_FAILURE() << "subnormal_rich int8 codes accepted";
+  } catch (const numeq::error& e) {
+    EXPECT_EQ(std::string(e.what()).rfind("generator: subnormal_rich", 0), 0u) << e.what();
+  }
   EXPECT_THROW(cases::catalogue_inputs("matmul", "bf16", {3}, 8, cases::Distribution::normal, 0), numeq::error);
 }
 

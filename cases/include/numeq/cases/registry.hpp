@@ -77,6 +77,8 @@ struct CatalogueSpec {
   // The parameters (or scalar inputs) it is built with, from its dimensions and K.
   std::function<std::map<std::string, ParamValue, std::less<>>(const std::vector<std::size_t>& dims, std::size_t k)>
       params;
+  // The input generators that draw a meaningful problem of it (empty: every one).
+  std::vector<Distribution> generators;
 };
 
 // One input's memory layout as numpy holds it (strides in bytes; buffered: numpy copies it).
@@ -132,7 +134,8 @@ Op build_op(std::string_view name, OpArguments arguments);
 // problems of numeq.catalogue, numeq tolerances, numeq.bugs): its drawn inputs (InputSpec::
 // catalogue_shape) from `distribution`, input i (in the row's order) with seed + i, values of
 // in_fmt; integer codes are the distribution's fp32 values times 16, rounded to nearest even and
-// clamped into int8 (NaN to 0).
+// clamped into int8 (NaN to 0). numeq::error naming `generator` for a distribution the row's
+// CatalogueSpec::generators leaves out.
 std::map<std::string, xt::xarray<double>, std::less<>> catalogue_inputs(std::string_view name,
                                                                         std::string_view in_fmt,
                                                                         const std::vector<std::size_t>& dims,
