@@ -301,6 +301,28 @@ class Op:
                                    platform=platform, tier=_tier(kind, e.failure_probability),
                                    failure_probability=e.failure_probability)
 
+    def variants(self, platform: str) -> list[str]:
+        """The named variants of ``platform`` that ``numeq.compare`` searches for this op, in the
+        order it tries them (the platform itself not among them): combinations of the platform's
+        assumptions that change what the op reads, sibling instruction paths, a Trainium kernel's
+        K tiles and PSUM groups, split-K. Each is a platform name ``numeq.compare`` and
+        ``emulate`` take; a verdict of tier ``variant`` names one of them.
+
+        ``platform``: a name of ``numeq.platforms()``.
+
+        Example::
+
+            >>> rng = np.random.default_rng(0)
+            >>> a = numeq.round(rng.standard_normal((4, 256)), "bf16")
+            >>> b = numeq.round(rng.standard_normal((256, 4)), "bf16")
+            >>> op = numeq.ops.matmul(a, b, in_fmt="bf16", out="fp32")
+            >>> v = op.variants("trainium.trn2")
+            >>> "trainium.trn2[k_tile=64]" in v, len(v) > 10
+            (True, True)
+        """
+        _check_str(platform, "platform")
+        return list(_core.cases_platform_variants(self._op, platform))
+
     def cross_bound(self, platform_a: str, platform_b: str, kind: str = "deterministic", lam: float = 6.0,
                     failure_probability: float = 0.0) -> np.ndarray:
         """Per element: |result on platform_a - result on platform_b| <= this (bound_a + bound_b).

@@ -365,3 +365,14 @@ for _spec in specs():
         globals()[_spec.name] = _registry.function(_spec)
         __all__.append(_spec.name)
 del _spec
+
+
+def __getattr__(name: str) -> Any:
+    # A misspelt op: the error lists the registered ones, closest first.
+    import difflib
+
+    names = [s.name for s in specs()]
+    close = difflib.get_close_matches(name, names, n=3)
+    hint = f"; did you mean {', '.join(close)}?" if close else ""
+    raise AttributeError(f"module 'numeq.ops' has no attribute {name!r}{hint} (the registered ops: "
+                         f"{', '.join(names)})")

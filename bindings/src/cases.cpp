@@ -291,6 +291,13 @@ void bind_cases(py::module_& m) {
         return tolerance_dict(cases::tolerance(to_xarray(bound), to_xarray(reference), numeq::format_by_name(out, "out")));
       },
       py::arg("bound"), py::arg("reference"), py::arg("out"));
+  // Op.variants: the named variants the verdict's search tries (cases::platform_variants).
+  m.def(
+      "cases_platform_variants",
+      [](const cases::Op& op, const std::string& platform) {
+        return cases::platform_variants(*core::shared_platform(platform, "platform"), op);
+      },
+      py::arg("op"), py::arg("platform"));
   m.def(
       "cases_cross_bound",
       [](const cases::Op& op, const std::string& platform_a, const std::string& platform_b, const std::string& kind,

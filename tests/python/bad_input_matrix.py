@@ -221,6 +221,7 @@ def _rows() -> dict[str, Row]:
                               getattr(_op(), m)(platform, kind=kind, lam=lam))(method),
                              {"platform": "nvidia.h100"}, {"platform": "str", "kind": "str", "lam": "real"})
     r["Op.emulate"] = (lambda platform: _op().emulate(platform), {"platform": "nvidia.h100"}, {"platform": "str"})
+    r["Op.variants"] = (lambda platform: _op().variants(platform), {"platform": "nvidia.h100"}, {"platform": "str"})
     r["Op.cross_bound"] = (lambda platform_a, platform_b, kind="deterministic", lam=6.0:
                            _op().cross_bound(platform_a, platform_b, kind, lam),
                            {"platform_a": "nvidia.h100", "platform_b": "nvidia.a100"},

@@ -17,3 +17,21 @@ def test_a_wrongly_shaped_output_is_refused_before_any_copy() -> None:
         numeq.compare(huge, op, "numpy")
     with pytest.raises(ValueError, match=r"^trainium_output: shape \(3,\) differs"):
         numeq.compare_port(np.zeros((4, 2), np.float32), np.zeros(3, np.float32), op, "numpy", "numpy")
+
+
+def test_op_variants_are_what_the_search_tries():
+    # A device that tiles K by 64 (a Trainium kernel's choice): compare names that variant, and it
+    # is one of Op.variants; every variant listed is a platform the op emulates.
+    rng = np.random.default_rng(4)
+    a = numeq.round(rng.standard_normal((8, 512)), "bf16")
+    b = numeq.round(rng.standard_normal((512, 8)), "bf16")
+    op = numeq.ops.matmul(a, b, in_fmt="bf16", out="fp32")
+    names = op.variants("trainium.trn2")
+    assert "trainium.trn2" not in names and len(set(names)) == len(names)
+    device = op.emulate("trainium.trn2[k_tile=64]")
+    v = numeq.compare(device, op, "trainium.trn2")
+    assert v.tier == "variant" and v.explained_by in names
+    for name in names[:: max(1, len(names) // 12)]:
+        assert op.emulate(name).shape == (8, 8)
+    with pytest.raises(ValueError, match="platform"):
+        op.variants("trainium.trn9")

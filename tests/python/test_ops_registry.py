@@ -108,3 +108,17 @@ def test_a_generator_that_draws_nothing_meaningful_is_refused_and_left_out():
         numeq.catalogue.build(p, "subnormal_rich", 0)
     t = numeq.tolerance("int8_matmul", "int8", None, "nvidia.h100", k=64, shape=(2, 2), inputs="all")
     assert t.inputs == s.catalogue.generators
+
+
+def test_new_user_errors_name_what_to_change():
+    x = numeq.ops.generate("normal", (2, 64), "bf16", seed=0)
+    # a platform without a sum plan for compute names compute, not the plan table's in_fmt
+    with pytest.raises(ValueError, match=r"^compute: platform nvidia.h100 has no sum for bf16"):
+        numeq.ops.sum_of_squares(x, in_fmt="bf16", compute="bf16").emulate("nvidia.h100")
+    # float64 values taken as fp64: the message says to pass in_fmt
+    with pytest.raises(ValueError, match="pass in_fmt"):
+        numeq.ops.sum_of_squares(x)
+    # a misspelt op suggests the registered ones
+    with pytest.raises(AttributeError, match="did you mean sum_of_squares"):
+        numeq.ops.sumofsquares  # noqa: B018
+    assert numeq.ops.sum_of_squares(x, in_fmt="bf16").signature.endswith("-> fp32")

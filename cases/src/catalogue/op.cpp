@@ -231,6 +231,18 @@ Reduction reduction_by_name(std::string_view name, std::string_view parameter) {
   return by_name(enum_names<Reduction>, name, parameter, "reduction");
 }
 
+// The platform's sum plan for `compute` -> `compute`; a platform without one is an error naming
+// `compute` (the reduction's own parameter), not the plan table's in_fmt.
+core::Plan compute_sum_plan(const core::Platform& platform, const std::string& compute) {
+  try {
+    return core::plan_for(platform, core::Operation::sum, compute, compute);
+  } catch (const numeq::error& e) {
+    std::string what = e.what();
+    if (what.rfind("in_fmt: ", 0) == 0) what = what.substr(8);
+    throw numeq::error("compute: " + what);
+  }
+}
+
 Op reduce(Reduction kind, const Array& x, std::ptrdiff_t axis, std::string_view in_fmt, const Cast& out,
           std::string_view compute) {
   if (x.dimension() == 0) throw numeq::error("x: a reduction needs at least one dimension, got a 0-d array");
@@ -336,7 +348,7 @@ Op reduce(Reduction kind, const Array& x, const std::vector<std::ptrdiff_t>& axe
   op.model_key = [kind, compute_name](const core::Platform& platform) -> std::string {
     if (kind == Reduction::max) return "max";
     if (platform.name == "numpy") return "numpy";
-    core::Plan plan = core::plan_for(platform, core::Operation::sum, compute_name, compute_name);
+    core::Plan plan = compute_sum_plan(platform, compute_name);
     plan.name.clear();
     return core::to_json(plan, -1);
   };
@@ -360,7 +372,7 @@ Op reduce(Reduction kind, const Array& x, const std::vector<std::ptrdiff_t>& axe
         terms = std::make_shared<const Array>(core::gather_reduced(*original, order.axes));
         plan = std::move(order.plan);
       } else {
-        plan = core::plan_for(platform, core::Operation::sum, compute_name, compute_name);
+        plan = compute_sum_plan(platform, compute_name);
       }
       e.values = core::sum(*terms, ax, plan);
       e.bound = core::sum_bound(*terms, ax, plan, e.values, options);
@@ -440,7 +452,9 @@ Op sum_of_squares(const Array& x, std::string_view in_fmt, const Cast& out, std:
   const Format& fc = floating_format(compute, "compute");
   check_values(x, fin, "x");
   if (fin.precision() > 26)
-    throw numeq::error("in_fmt: '" + std::string(in_fmt) + "': squares of more than 26 bits are not exact in binary64");
+    throw numeq::error("in_fmt: '" + std::string(in_fmt) +
+                       "': squares of more than 26 bits are not exact in binary64; pass in_fmt, the format x's "
+                       "values are of (float64 arrays are taken as fp64: bf16, fp16 and fp32 values need in_fmt)");
   if (x.dimension() == 0) throw numeq::error("x: a reduction needs at least one dimension, got a 0-d array");
   // x^2 in binary64 is exact (at most 52 bits; fp32's range squared stays inside binary64's). The
   // kernel rounds each square into compute, then sums them by the platform's sum plan: the plan's

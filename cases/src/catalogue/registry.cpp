@@ -162,6 +162,7 @@ std::vector<OpSpec> rows() {
     s.name = "sum_of_squares";
     s.family = "reduction";
     s.doc = "the sum of squares of x along its last axis: squares in `compute`, summed by its sum plan";
+    s.default_out = "fp32";  // a kernel's row sums of squares are fp32 (RMSNorm's first step)
     s.inputs = {input("x", "[..., K]", {0, K}, "the rows")};
     s.params = {compute_param()};
     s.catalogue = {kNarrowFloats, "fp32", {64}, {4}, "the row length: x[R, K], shape (R,)", true, nullptr};
