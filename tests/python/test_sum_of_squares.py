@@ -63,3 +63,13 @@ def test_catalogue_bugs_and_manifest_know_it():
     dropped = numeq.bugs.by_name("dropped_k_tile").output(built, p, "trainium.trn2")
     assert not numeq.compare(dropped, built.op, "trainium.trn2").passed
     assert "sum_of_squares" in manifest.OPERATIONS
+
+
+def test_a_dropped_tile_is_named_by_the_verdict():
+    # numeq.bugs' dropped_k_tile on a sum of squares: the verdict names the mistake that reproduces it.
+    p = numeq.catalogue.Problem("sum_of_squares", "bf16", "fp32", k=1000)
+    built = numeq.catalogue.build(p, "normal", seed=3)
+    wrong = numeq.bugs.by_name("dropped_k_tile").output(built, p, "trainium.trn2")
+    v = numeq.compare(wrong, built.op, "trainium.trn2")
+    assert not v.passed and v.diagnoses and v.diagnoses[0].kind == "missing_k_tile"
+    assert "the last K tile (terms 896..999" in v.diagnoses[0].detail

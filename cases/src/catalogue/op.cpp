@@ -309,6 +309,8 @@ Op reduce(Reduction kind, const Array& x, const std::vector<std::ptrdiff_t>& axe
     case Reduction::sum:
       op.exact = [sx, ax] { return reference::sum_exact(*sx, ax); };
       op.reference = [sx, ax, out] { return reference::sum(*sx, ax, out); };
+      // sx holds each element's terms along its last axis, in the result's C order.
+      op.diagnose = [sx](const DiagnosisData& data) { return diagnose_reduction(*sx, data); };
       break;
     case Reduction::mean:
       op.exact_relative_error = 0x1p-53;  // the double nearest to (hi + lo) / n
@@ -488,10 +490,12 @@ Op sum_of_squares(const Array& x, std::string_view in_fmt, const Cast& out, std:
     for (std::size_t r = 0; r < e.bound.size(); ++r) e.bound.data()[r] += (*extra)[r];
     return e;
   };
-  // The sum's row restriction, bound sources and diagnoses speak of the rounded squares' sum.
+  // The sum's row restriction and bound sources speak of the rounded squares' sum; its
+  // diagnoses read the exact squares.
   op.restrict_to = nullptr;
   op.bound_sources = nullptr;
-  op.diagnose = nullptr;
+  const auto exact_squares = std::make_shared<const Array>(squares);
+  op.diagnose = [exact_squares](const DiagnosisData& data) { return diagnose_reduction(*exact_squares, data); };
   op.cache = std::make_shared<OpCache>();
   op.name = "sum_of_squares";
   op.signature = "sum_of_squares(x" + signature_shape(x) + " " + std::string(in_fmt) + ") in " +

@@ -123,6 +123,34 @@ TEST(Diagnosis, ATileAddedTwiceIsAnExtraKTile) {
 }
 
 // out[i] = c[i + 1]: an off-by-one row index; rows scaled by a per-row factor.
+// A sum (and a sum of squares) whose loop stops one tile short: the last 128 terms of each row
+// never added, computed in double (the mistaken kernel's order is unknown): named within the bound.
+TEST(Diagnosis, ASumOneTileShortIsAMissingKTile) {
+  const Array x = generate(21, {16, 300}, fmts::fp32);
+  const cases::Op sum = cases::reduce(cases::Reduction::sum, x, -1, "fp32", Cast{fmts::fp32});
+  Array out = xt::zeros<double>({16});
+  for (std::size_t r = 0; r < 16; ++r) {
+    double s = 0;
+    for (std::size_t k = 0; k < 256; ++k) s += x(r, k);
+    out(r) = fp32(s);
+  }
+  for (const char* platform : {"trainium.trn2", "nvidia.h100", "numpy"}) {
+    const cases::Verdict v = judged(out, sum, platform);
+    expect_first(v, "missing_k_tile");
+    EXPECT_NE(v.diagnoses.front().detail.find("the last K tile (terms 256..299"), std::string::npos)
+        << v.diagnoses.front().detail;
+  }
+  const cases::Op squares = cases::sum_of_squares(generate(22, {16, 512}), "bf16", Cast{fmts::fp32});
+  const Array y = generate(22, {16, 512});
+  Array short_out = xt::zeros<double>({16});
+  for (std::size_t r = 0; r < 16; ++r) {
+    double s = 0;
+    for (std::size_t k = 0; k < 384; ++k) s += y(r, k) * y(r, k);
+    short_out(r) = fp32(s);
+  }
+  expect_first(judged(short_out, squares, "trainium.trn2"), "missing_k_tile");
+}
+
 TEST(Diagnosis, ShiftedRowsAndScaledRowsAreNamed) {
   const Gemm g;
   const Array good = g.op.emulate(core::platform_by_name("nvidia.h100"), {}).values;

@@ -74,6 +74,11 @@ std::vector<Diagnosis> diagnose_matmul(const xt::xarray<double>& a, const xt::xa
                                        const xt::xarray<double>* c, const std::string& in_fmt,
                                        const DiagnosisData& data);
 
+// The models of a sum's mistakes (missing_k_tile, extra_k_tile), `terms` [..., K] summed along
+// the last axis into the result's elements in C order. Op::diagnose of cases::reduce's sum and of
+// sum_of_squares (its exact squares).
+std::vector<Diagnosis> diagnose_reduction(const xt::xarray<double>& terms, const DiagnosisData& data);
+
 // The models of a softmax's mistakes (missing_max_subtraction: exp of the raw logits;
 // narrow_intermediate: the computation in fp16 or bf16), x along `axis` with the op's own
 // options. Op::diagnose of cases::softmax and log_softmax.
