@@ -392,8 +392,9 @@ Op build_op(std::string_view name, OpArguments arguments) {
     if (i.required && !arguments.inputs.count(i.name))
       throw numeq::error(i.name + ": " + spec.name + " needs this input (" + i.shape + ")");
   for (auto& [given, value] : arguments.params) {
+    const std::string& name_given = given;  // a structured binding is not captured by a lambda before C++20's fix
     const auto p = std::find_if(spec.params.begin(), spec.params.end(),
-                                [&](const ParamSpec& s) { return s.name == given; });
+                                [&](const ParamSpec& s) { return s.name == name_given; });
     if (p == spec.params.end())
       throw numeq::error(given + ": " + spec.name + " has no parameter of that name; its parameters: " +
                          (param_names.empty() ? std::string("none") : joined(param_names)));
@@ -447,8 +448,9 @@ Op catalogue_op(std::string_view name, std::string_view in_fmt, std::string_view
   a.inputs = catalogue_inputs(name, in_fmt, dims, k, distribution, seed);
   if (spec.catalogue.params)
     for (auto& [key, value] : spec.catalogue.params(dims, k)) {
+      const std::string& param = key;  // structured bindings are not captured by lambdas (clang)
       const bool is_input = std::any_of(spec.inputs.begin(), spec.inputs.end(),
-                                        [&](const InputSpec& s) { return s.name == key; });
+                                        [&](const InputSpec& s) { return s.name == param; });
       if (is_input) {
         a.inputs.emplace(key, Array(std::get<double>(value)));  // a scalar input (scaled_fp8_matmul's scales)
       } else {
