@@ -6,6 +6,7 @@
 
 #include "numeq/cases/diagnosis.hpp"
 
+#include "tile_search.hpp"
 #include "verdict_text.hpp"
 
 #include <algorithm>
@@ -151,20 +152,8 @@ std::vector<Diagnosis> k_tiles(Matmul& mm, const DiagnosisData& d, const core::P
     for (std::size_t k = 0; k < mm.K; ++k) prefix[s][k + 1] = prefix[s][k] + mm.a.data()[r * mm.K + k] * mm.b.data()[k * mm.N + j];
   }
   for (const int sign : {-1, +1}) {  // -1: the tile is missing (the output lacks its sum); +1: extra
-    double best_score = INFINITY;
-    std::size_t best_T = 0, best_t = 0;
-    for (const std::size_t T : {128u, 64u, 32u, 256u, 512u}) {
-      if (T >= mm.K) continue;
-      for (std::size_t t = 0; t * T < mm.K; ++t) {
-        const std::size_t e = std::min(mm.K, (t + 1) * T);
-        double score = 0;
-        for (std::size_t s = 0; s < ranked; ++s) {
-          const double part = prefix[s][e] - prefix[s][t * T];
-          score += std::abs(error[s] - sign * part) / (std::abs(part) + std::abs(error[s]) + 1e-300);
-        }
-        if (score < best_score) best_score = score, best_T = T, best_t = t;
-      }
-    }
+    const detail::TileGuess guess = detail::likeliest_tile(error, prefix, mm.K, sign);
+    const std::size_t best_T = guess.size, best_t = guess.index;
     if (!best_T) continue;
     const std::size_t lo = best_t * best_T, hi = std::min(mm.K, lo + best_T);
     const auto edit = [&](std::vector<double>& x, std::vector<double>& y, std::size_t, std::size_t) {
