@@ -137,6 +137,7 @@ TEST(Diagnosis, ASumOneTileShortIsAMissingKTile) {
   for (const char* platform : {"trainium.trn2", "nvidia.h100", "numpy"}) {
     const cases::Verdict v = judged(out, sum, platform);
     expect_first(v, "missing_k_tile");
+    if (v.diagnoses.empty()) continue;  // expect_first has failed the test
     EXPECT_NE(v.diagnoses.front().detail.find("the last K tile (terms 256..299"), std::string::npos)
         << v.diagnoses.front().detail;
   }
