@@ -77,7 +77,7 @@ std::vector<OpSpec> rows() {
                       InputRole::own, false)};
     s.default_out = "fp32";
     s.catalogue = {{"fp32", "bf16", "fp16", "e4m3fn", "e5m2"}, "fp32", {64, 64}, {8, 8},
-                   "the contraction length: a[M, K] @ b[K, N], shape (M, N)", true, nullptr};
+                   "the contraction length: a[M, K] @ b[K, N], shape (M, N)", true, nullptr, {}};
     s.bugs = {"bf16_accumulator", "dropped_k_tile", "transposed_operand", "missing_output_cast"};
     s.build = [](const OpArguments& a) {
       return matmul(a.input("a"), a.input("b"), a.optional_input("c"), a.in_fmt, a.out);
@@ -99,7 +99,7 @@ std::vector<OpSpec> rows() {
                    "the contraction length: (a * 0.5) @ (b * 0.125), a[M, K], b[K, N], shape (M, N)", true,
                    [](const std::vector<std::size_t>&, std::size_t) {
                      return Params{{"scale_a", 0.5}, {"scale_b", 0.125}};
-                   }};
+                   }, {}};
     s.bugs = {"dropped_k_tile", "transposed_operand", "wrong_fp8_scale", "missing_output_cast"};
     s.build = [](const OpArguments& a) {
       ScaledMatmulOptions o;
@@ -120,7 +120,7 @@ std::vector<OpSpec> rows() {
     s.format_keywords = false;
     s.default_out = "int32";
     s.catalogue = {{"int8"}, "int32", {64, 64}, {8, 8},
-                   "the contraction length: int8 a[M, K] @ b[K, N] into int32, shape (M, N)", true, nullptr};
+                   "the contraction length: int8 a[M, K] @ b[K, N] into int32, shape (M, N)", true, nullptr, {}};
     // subnormal_rich values times 16 round to code 0 everywhere: a GEMM of zeros exercises nothing.
     s.catalogue.generators = {Distribution::normal,           Distribution::uniform,      Distribution::lognormal,
                               Distribution::outlier_channels, Distribution::cancellation, Distribution::near_overflow,
@@ -146,7 +146,7 @@ std::vector<OpSpec> rows() {
                 compute_param()};
     if (kind == Reduction::sum) {
       s.catalogue = {kNarrowFloats, "fp32", {64}, {4}, "the summed length: x[R, K] summed over K, shape (R,)", true,
-                     nullptr};
+                     nullptr, {}};
       s.bugs = {"bf16_sum_accumulator", "dropped_k_tile", "missing_output_cast"};
     }
     s.build = [kind](const OpArguments& a) {
@@ -165,7 +165,7 @@ std::vector<OpSpec> rows() {
     s.default_out = "fp32";  // a kernel's row sums of squares are fp32 (RMSNorm's first step)
     s.inputs = {input("x", "[..., K]", {0, K}, "the rows")};
     s.params = {compute_param()};
-    s.catalogue = {kNarrowFloats, "fp32", {64}, {4}, "the row length: x[R, K], shape (R,)", true, nullptr};
+    s.catalogue = {kNarrowFloats, "fp32", {64}, {4}, "the row length: x[R, K], shape (R,)", true, nullptr, {}};
     s.bugs = {"dropped_k_tile", "missing_output_cast"};
     s.build = [](const OpArguments& a) { return sum_of_squares(a.input("x"), a.in_fmt, a.out, a.text("compute")); };
     r.push_back(std::move(s));
@@ -186,7 +186,7 @@ std::vector<OpSpec> rows() {
       s.catalogue = {kNarrowFloats, "", {64}, {2}, "the row length: softmax of x[R, K] over K, shape (R,)", true,
                      [](const std::vector<std::size_t>&, std::size_t) {
                        return Params{{"variant", std::string("max_subtracted")}};
-                     }};
+                     }, {}};
       s.bugs = {"softmax_without_max", "missing_output_cast"};
     }
     s.build = [log](const OpArguments& a) {
@@ -221,7 +221,7 @@ std::vector<OpSpec> rows() {
                      Params p{{"eps", eps}};
                      if (centred) p.emplace("variant", std::string("two_pass"));
                      return p;
-                   }};
+                   }, {}};
     s.bugs = centred ? std::vector<std::string>{"one_pass_variance", "missing_output_cast"}
                      : std::vector<std::string>{"missing_output_cast"};
     s.build = [centred](const OpArguments& a) {
@@ -258,7 +258,7 @@ std::vector<OpSpec> rows() {
                    [](const std::vector<std::size_t>& dims, std::size_t) {
                      return Params{{"variant", std::string("flash")},
                                    {"block_rows", static_cast<std::int64_t>(std::min<std::size_t>(64, dims[1]))}};
-                   }};
+                   }, {}};
     s.bugs = {"flash_without_rescale", "missing_output_cast"};
     s.build = [](const OpArguments& a) {
       AttentionOptions o;
@@ -283,7 +283,7 @@ std::vector<OpSpec> rows() {
     s.inputs = {input("x", "any shape", {0, K}, "the arguments")};
     if (f == reference::Function::gelu || f == reference::Function::silu) {
       s.catalogue = {kNarrowFloats, "", {64}, {2}, "the row width (elementwise: no reduction): x[R, K], shape (R,)",
-                     false, nullptr};
+                     false, nullptr, {}};
       s.bugs = {"missing_output_cast"};
     }
     s.build = [f = f](const OpArguments& a) { return function(f, a.input("x"), a.in_fmt, a.out); };
