@@ -190,6 +190,24 @@ TEST(Registry, CatalogueDrawsAreSeededPerInput) {
   EXPECT_THROW(cases::catalogue_inputs("matmul", "bf16", {3}, 8, cases::Distribution::normal, 0), numeq::error);
 }
 
+// docs/cpp.md's example: an online softmax by name, its parameters given and defaulted.
+TEST(Registry, TheDocsExampleBuildsAnOnlineSoftmax) {
+  const Array x = numeq_test::generate(cases::Distribution::normal, 5, numeq::formats::bf16, {4, 256});
+  cases::OpArguments args;
+  args.inputs.emplace("x", x);
+  args.params.emplace("variant", std::string("online"));
+  args.params.emplace("block", std::int64_t{64});
+  args.in_fmt = "bf16";
+  args.out = numeq::Cast{numeq::formats::bf16};
+  const cases::Op op = cases::build_op("softmax", args);
+  cases::SoftmaxOptions o;
+  o.variant = cases::SoftmaxVariant::online;
+  o.block = 64;
+  const cases::Op direct = cases::softmax(x, -1, "bf16", numeq::Cast{numeq::formats::bf16}, o);
+  EXPECT_EQ(op.signature, direct.signature);
+  EXPECT_NE(op.signature.find("online"), std::string::npos) << op.signature;
+}
+
 // What build_op refuses, and that each message names the parameter and the valid choices.
 void expect_error(const std::string& op, cases::OpArguments a, const std::vector<std::string>& words) {
   try {
