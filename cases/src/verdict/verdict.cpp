@@ -59,9 +59,11 @@ struct Spread {
   std::vector<std::size_t> rows, cols;  // failures per row / column (of the last two axes)
   std::vector<std::size_t> at;          // the failures' flat indices (the line cover reads them)
   std::size_t count = 0;
+  bool one_axis = false;                // a 1-D result: its elements, not rows and columns
 
   explicit Spread(const Array& shape_of) {
     const std::size_t d = shape_of.dimension();
+    one_axis = d <= 1;
     rows.assign(d >= 2 ? shape_of.shape()[d - 2] : 1, 0);
     cols.assign(d >= 1 ? shape_of.shape()[d - 1] : 1, 0);
   }
@@ -118,8 +120,15 @@ struct Spread {
   }
   std::string text(const char* noun) const {
     if (count == 0) return "";
-    const std::string r = range_text(rows, "rows"), c = range_text(cols, "columns");
     const std::string n = std::to_string(count) + " " + noun;
+    if (one_axis) {  // "all 16 failures lie in elements 896..999", else spread over some of them
+      const std::string e = range_text(cols, "elements");
+      if (!e.empty()) return (count == 1 ? "the " : "all ") + n + " lie in " + e;
+      std::size_t used = 0;
+      for (const std::size_t x : cols) used += x > 0;
+      return n + " spread over " + std::to_string(used) + " of " + std::to_string(cols.size()) + " elements";
+    }
+    const std::string r = range_text(rows, "rows"), c = range_text(cols, "columns");
     if (r.empty() && c.empty()) {
       const std::string lines = line_cover();
       if (!lines.empty()) return (count == 1 ? "the " : "all ") + n + " lie in " + lines;

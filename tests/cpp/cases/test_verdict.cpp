@@ -279,6 +279,20 @@ TEST(Verdict, SaysWhichWholeRowsAndColumnsHoldTheFailures) {
   EXPECT_EQ(v.failures, 64u * 2 + 80 - 2);
 }
 
+// A 1-D result (a sum per row) says which elements hold the failures, not "rows and columns".
+TEST(Verdict, SaysWhichElementsOfA1DResultHoldTheFailures) {
+  const Array x = generate(7, {40, 128});
+  const cases::Op op = cases::reduce(cases::Reduction::sum, x, -1, "fp32", Cast{fmts::fp32});
+  Array device = op.emulate(core::platform_by_name("nvidia.h100"), {}).values;
+  for (std::size_t i = 3; i <= 7; ++i) device(i) = numeq::round_to_format(device(i) * 1.5 + 1.0, Cast{fmts::fp32});
+  const cases::Verdict v = cases::compare(device, op, core::platform_by_name("nvidia.h100"));
+  EXPECT_EQ(v.concentration, "all 5 failures lie in elements 3..7") << v.concentration;
+  device(20) = numeq::round_to_format(device(20) * 1.5 + 1.0, Cast{fmts::fp32});
+  device(35) = numeq::round_to_format(device(35) * 1.5 + 1.0, Cast{fmts::fp32});
+  EXPECT_EQ(cases::compare(device, op, core::platform_by_name("nvidia.h100")).concentration,
+            "all 7 failures lie in elements 3, 4, 5, 6, 7, 20, 35");
+}
+
 // The worst elements are in error / bound order among the failures, values outside the output
 // format included (they fail whatever their distance, and are ranked by it).
 TEST(Verdict, ListsTheWorstInErrorOverBoundOrder) {
