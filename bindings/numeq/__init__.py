@@ -130,11 +130,4 @@ __all__ = [
 
 
 def __getattr__(name: str) -> object:
-    # ProblemTolerance: the name numeq.tolerance's result had (one release); it is numeq.Tolerance.
-    if name == "ProblemTolerance":
-        import warnings
-
-        warnings.warn("numeq.ProblemTolerance is deprecated: use numeq.Tolerance (the same type, which "
-                      "numeq.tolerance and Op.tolerance both return)", DeprecationWarning, stacklevel=2)
-        return Tolerance
-    raise AttributeError(f"module 'numeq' has no attribute {name!r}")
+    return tolerances._deprecated_name("numeq", name)

@@ -262,10 +262,15 @@ def fit(requirements: Sequence[Requirement], out: str, margin: float = DEFAULT_M
 fit.__deprecated_name_of__ = "fit_tolerance"  # type: ignore[attr-defined]
 
 
-def __getattr__(name: str) -> Any:
-    # ProblemTolerance: the name numeq.tolerance's result had (one release); it is numeq.Tolerance.
+def _deprecated_name(module: str, name: str) -> Any:
+    """numeq's and numeq.tolerances' names kept one release: ProblemTolerance, the name
+    numeq.tolerance's result had, is numeq.Tolerance (warns). Anything else: AttributeError."""
     if name == "ProblemTolerance":
-        warnings.warn("numeq.tolerances.ProblemTolerance is deprecated: use numeq.Tolerance (the same type, which "
-                      "numeq.tolerance and Op.tolerance both return)", DeprecationWarning, stacklevel=2)
+        warnings.warn(f"{module}.ProblemTolerance is deprecated: use numeq.Tolerance (the same type, which "
+                      "numeq.tolerance and Op.tolerance both return)", DeprecationWarning, stacklevel=3)
         return Tolerance
-    raise AttributeError(f"module 'numeq.tolerances' has no attribute {name!r}")
+    raise AttributeError(f"module {module!r} has no attribute {name!r}")
+
+
+def __getattr__(name: str) -> Any:
+    return _deprecated_name("numeq.tolerances", name)
