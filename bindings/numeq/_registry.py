@@ -189,9 +189,11 @@ def _param(p: ParamSpec, value: Any) -> Any:
         return _check_real(value, p.name)
     if p.type == "boolean":
         return _check_bool(value, p.name)
-    if p.type == "axes":
-        axes = _axes(value, 0) if value is not None else None
-        return None if value is None else (int(value) if axes is None else axes)
+    if p.type == "axes":  # None: every axis (C++ reads none so); an int stays one axis
+        if value is None:
+            return None
+        axes = _axes(value, 0)
+        return int(value) if axes is None else axes
     return _check_str(value, p.name, p.choices or None)
 
 

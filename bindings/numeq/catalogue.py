@@ -156,12 +156,12 @@ def op_for(problem: Problem, inputs: dict[str, np.ndarray], params: dict[str, An
     """
     p = problem
     s = _SPEC[p.op]
-    given = dict(_registry.catalogue_params(p.op, p.shape, p.k), **(params or {}))
-    inputs = dict(inputs, **{k: v for k, v in given.items() if k in {i.name for i in s.inputs}})
-    params = {k: v for k, v in given.items() if k not in inputs}
+    # call reads each input and parameter by name; the catalogue's params (scaled_fp8_matmul's
+    # scales are scalar inputs) give way to the caller's.
+    arguments = {**inputs, **_registry.catalogue_params(p.op, p.shape, p.k), **(params or {})}
     if s.format_keywords:
-        return _registry.call(s, dict(inputs, **params, in_fmt=p.in_fmt, out=p.out if out is None else out))
-    return _registry.call(s, dict(inputs, **params))
+        arguments.update(in_fmt=p.in_fmt, out=p.out if out is None else out)
+    return _registry.call(s, arguments)
 
 
 def _dims(catalogue_shape: tuple[int, ...], shape: tuple[int, ...], k: int) -> tuple[int, ...]:

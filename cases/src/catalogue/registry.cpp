@@ -307,8 +307,8 @@ std::string joined(const std::vector<std::string>& names) {
   return out;
 }
 
-// Whether `v` is a value of type `t` (an integer serves where a real is asked for).
-bool fits(ParamType t, ParamValue& v) {
+// Whether `v` is a value of type `t`; an integer given for a real is turned into one.
+bool take_as(ParamType t, ParamValue& v) {
   if (std::holds_alternative<std::monostate>(v)) return true;
   switch (t) {
     case ParamType::integer: return std::holds_alternative<std::int64_t>(v);
@@ -398,7 +398,7 @@ Op build_op(std::string_view name, OpArguments arguments) {
     if (p == spec.params.end())
       throw numeq::error(given + ": " + spec.name + " has no parameter of that name; its parameters: " +
                          (param_names.empty() ? std::string("none") : joined(param_names)));
-    if (!fits(p->type, value))
+    if (!take_as(p->type, value))
       throw numeq::error(given + ": expected " + std::string(to_string(p->type)) + " for " + spec.name);
     if (const auto* t = std::get_if<std::string>(&value);
         t && !p->choices.empty() && std::find(p->choices.begin(), p->choices.end(), *t) == p->choices.end())
