@@ -1,9 +1,9 @@
 #pragma once
-// Matmul kernels for two common plans (private to numeq_core; evaluate.cpp picks them). Each
+// Matmul kernels for two common plans (private to numeq_core; matmul.cpp picks them). Each
 // computes, per output element, exactly the chain the plan states, in the plan's order; they only
 // lay out independent chains (different output columns) side by side in vector registers, so
 // results are those of the element-by-element walk bit for bit, whatever the blocking or the
-// thread count (tests/cpp/core/test_evaluate.cpp compares them with the walk on awkward shapes).
+// thread count (tests/cpp/core/test_matmul.cpp compares them with the walk on awkward shapes).
 //
 //  * fp32 fma chains (cuda_core.fp32): acc = fma(a[i,k], b[k,j], acc) for k = 0 .. K-1 from +0,
 //    one IEEE binary32 fused multiply-add (one rounding, nearest even) per step. A block of rows
@@ -127,7 +127,7 @@ struct PackedBFused {
 void pack_b_fused(const FusedCols& k, const double* b, const std::int32_t* eb, std::size_t K, std::size_t N,
                   PackedBFused& out);
 
-// Whether this CPU runs the fused-chain kernel (AVX-512); otherwise evaluate.cpp walks the plan.
+// Whether this CPU runs the fused-chain kernel (AVX-512); otherwise matmul.cpp walks the plan.
 bool fused_cols_available();
 
 // The chains of rows x N elements: a (rows x K), ea its exponents, c0 (rows x N, row stride ldc)

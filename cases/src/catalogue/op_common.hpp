@@ -1,6 +1,7 @@
 #pragma once
 // What the Op factories share (private to cases/): input checks, the matmul shape and
-// broadcasting rules, the exactly rounded quotient. op.cpp and op_quantized.cpp use them.
+// broadcasting rules, the exactly rounded quotient. op.cpp, op_reduction.cpp and op_quantized.cpp
+// use them.
 
 #include <algorithm>
 #include <cmath>
