@@ -222,9 +222,11 @@ Op sum_of_squares(const Array& x, std::string_view in_fmt, const Cast& out, std:
   const Array squares = x * x;
   Array rounded = squares;
   for (double& v : rounded) v = round_to_format(v, Cast{fc});
+  // The op is the exact squares' sum (its exact value and reference) emulated as the rounded
+  // squares' sum (its model and emulation; the bound grown by the squaring errors below).
   const std::vector<std::ptrdiff_t> last{-1};
-  Op op = reduce(Reduction::sum, rounded, last, compute, out, compute);
-  const Op truth = reduce(Reduction::sum, squares, last, "fp64", out, "fp64");
+  Op op = reduce(Reduction::sum, squares, last, "fp64", out, "fp64");
+  const Op rounded_sum = reduce(Reduction::sum, rounded, last, compute, out, compute);
   // Each row's squaring errors, sum_i |fl(x_i^2) - x_i^2|: each difference is exact (Sterbenz:
   // fl(q) is within a factor 2 of q, or q's underflow to 0 leaves q itself); their binary64 sum,
   // n positive terms, is within gamma_{n-1} of the true one, covered by 2 n 2^-53 and rounded up.
@@ -236,25 +238,18 @@ Op sum_of_squares(const Array& x, std::string_view in_fmt, const Cast& out, std:
     (*extra)[r] = e == 0 ? 0 : std::nextafter(e * (1 + 2.0 * static_cast<double>(k) * 0x1p-53),
                                                std::numeric_limits<double>::infinity());
   }
-  op.exact = truth.exact;
-  op.exact_relative_error = truth.exact_relative_error;
-  op.exact_within = truth.exact_within;
-  op.exact_within_error = truth.exact_within_error;
-  op.reference = truth.reference;
-  op.reference_from_exact = truth.reference_from_exact;
-  op.reference_at = truth.reference_at;
-  op.emulate = [inner = op.emulate, extra](const core::Platform& p, const core::BoundOptions& o) {
+  op.model_key = rounded_sum.model_key;
+  op.emulate = [inner = rounded_sum.emulate, extra](const core::Platform& p, const core::BoundOptions& o) {
     Emulation e = inner(p, o);
     for (std::size_t r = 0; r < e.bound.size(); ++r) e.bound.data()[r] += (*extra)[r];
     return e;
   };
-  // The sum's row restriction and bound sources speak of the rounded squares' sum; its
-  // diagnoses read the exact squares.
+  // Neither sum's row restriction nor bound sources describe this op (one sum's exact value, the
+  // other's emulation); its diagnoses read the exact squares.
   op.restrict_to = nullptr;
   op.bound_sources = nullptr;
   const auto exact_squares = std::make_shared<const Array>(squares);
   op.diagnose = [exact_squares](const DiagnosisData& data) { return diagnose_reduction(*exact_squares, data); };
-  op.cache = std::make_shared<OpCache>();
   op.name = "sum_of_squares";
   op.signature = "sum_of_squares(x" + signature_shape(x) + " " + std::string(in_fmt) + ") in " +
                  std::string(compute) + " -> " + std::string(out.format.name);
