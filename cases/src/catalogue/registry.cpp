@@ -45,6 +45,15 @@ ParamSpec boolean(std::string name, bool default_value, std::string doc) {
 // The format a platform computes in (any floating format's name; the factory checks it).
 ParamSpec compute_param() { return text("compute", "fp32", {}, "the format the platform computes in"); }
 
+// A catalogue row with its name, family and one-line doc; the caller fills in the rest.
+OpSpec spec(std::string name, std::string family, std::string doc) {
+  OpSpec s;
+  s.name = std::move(name);
+  s.family = std::move(family);
+  s.doc = std::move(doc);
+  return s;
+}
+
 InputSpec input(std::string name, std::string shape, std::vector<int> catalogue_shape, std::string doc,
                 InputRole role = InputRole::values, bool required = true) {
   InputSpec s;
@@ -67,10 +76,8 @@ std::vector<OpSpec> rows() {
   std::vector<OpSpec> r;
 
   {
-    OpSpec s;
-    s.name = "matmul";
-    s.family = "matmul";
-    s.doc = "a @ b (+ c) under the platform's matmul plan for (in_fmt, out)";
+    OpSpec s = spec("matmul", "matmul",
+                    "a @ b (+ c) under the platform's matmul plan for (in_fmt, out)");
     s.inputs = {input("a", "[..., M, K]", {0, K}, "the left operand"),
                 input("b", "[..., K, N]", {K, 1}, "the right operand"),
                 input("c", "[N] or broadcast to the result", {}, "a bias or accumulator, values of the output format",
@@ -85,10 +92,8 @@ std::vector<OpSpec> rows() {
     r.push_back(std::move(s));
   }
   {
-    OpSpec s;
-    s.name = "scaled_fp8_matmul";
-    s.family = "matmul";
-    s.doc = "(a * scale_a) @ (b * scale_b) for fp8 a and b with fp32 scales laid out per `scaling`";
+    OpSpec s = spec("scaled_fp8_matmul", "matmul",
+                    "(a * scale_a) @ (b * scale_b) for fp8 a and b with fp32 scales laid out per `scaling`");
     s.inputs = {input("a", "[M, K]", {0, K}, "the left fp8 operand"),
                 input("b", "[K, N]", {K, 1}, "the right fp8 operand"),
                 input("scale_a", "as `scaling` lays it out", {}, "a's fp32 scales", InputRole::own),
@@ -110,10 +115,8 @@ std::vector<OpSpec> rows() {
     r.push_back(std::move(s));
   }
   {
-    OpSpec s;
-    s.name = "int8_matmul";
-    s.family = "matmul";
-    s.doc = "integer a @ b (int8 / uint8 codes) accumulated in int32, exactly";
+    OpSpec s = spec("int8_matmul", "matmul",
+                    "integer a @ b (int8 / uint8 codes) accumulated in int32, exactly");
     s.inputs = {input("a", "[M, K]", {0, K}, "the left operand's codes", InputRole::codes),
                 input("b", "[K, N]", {K, 1}, "the right operand's codes", InputRole::codes)};
     s.params = {text("overflow", "error", names_of<Int32Overflow>(), "a partial sum outside int32")};
@@ -134,12 +137,11 @@ std::vector<OpSpec> rows() {
   }
   // The reductions: sum, mean, max (op.hpp, reduce).
   for (Reduction kind : {Reduction::sum, Reduction::mean, Reduction::max}) {
-    OpSpec s;
-    s.name = std::string(to_string(kind));
-    s.family = "reduction";
-    s.doc = kind == Reduction::sum    ? "x summed over `axis` as the platform's sum plan for `compute` sums it"
-            : kind == Reduction::mean ? "the sum over `axis` divided by its length, as numpy forms it"
-                                      : "the largest element along `axis` (exact; NaN propagates)";
+    OpSpec s = spec(std::string(to_string(kind)), "reduction",
+                    kind == Reduction::sum ? "x summed over `axis` as the platform's sum plan for `compute` sums it"
+                    : kind == Reduction::mean
+                        ? "the sum over `axis` divided by its length, as numpy forms it"
+                        : "the largest element along `axis` (exact; NaN propagates)");
     s.inputs = {input("x", "[..., K]", {0, K}, "the reduced array")};
     s.inputs.front().layout = true;
     s.params = {{"axis", ParamType::axes, std::int64_t{-1}, {}, "an int, a list of ints, or none: every axis"},
@@ -158,10 +160,8 @@ std::vector<OpSpec> rows() {
     r.push_back(std::move(s));
   }
   {
-    OpSpec s;
-    s.name = "sum_of_squares";
-    s.family = "reduction";
-    s.doc = "the sum of squares of x along its last axis: squares in `compute`, summed by its sum plan";
+    OpSpec s = spec("sum_of_squares", "reduction",
+                    "the sum of squares of x along its last axis: squares in `compute`, summed by its sum plan");
     s.default_out = "fp32";  // a kernel's row sums of squares are fp32 (RMSNorm's first step)
     s.inputs = {input("x", "[..., K]", {0, K}, "the rows")};
     s.params = {compute_param()};
@@ -171,14 +171,13 @@ std::vector<OpSpec> rows() {
     r.push_back(std::move(s));
   }
   for (bool log : {false, true}) {
-    OpSpec s;
-    s.name = log ? "log_softmax" : "softmax";
-    s.family = "normalisation";
-    s.doc = log ? "log-softmax along `axis` computed in `compute`" : "softmax along `axis` computed in `compute`";
+    OpSpec s = spec(log ? "log_softmax" : "softmax", "normalisation",
+                    log ? "log-softmax along `axis` computed in `compute`"
+                        : "softmax along `axis` computed in `compute`");
     s.inputs = {input("x", "[..., K]", {0, K}, "the logits")};
     s.params = {integer("axis", -1, "the axis normalised over"),
                 text("variant", "max_subtracted", names_of<SoftmaxVariant>(),
-                     "plain (no max subtracted), max_subtracted, or online (blocks of `block`)"),
+                    "plain (no max subtracted), max_subtracted, or online (blocks of `block`)"),
                 integer("block", 0, "the online variant's block length"), compute_param()};
     if (!log) {
       s.params.push_back(boolean("reciprocal", false,
@@ -202,11 +201,9 @@ std::vector<OpSpec> rows() {
     r.push_back(std::move(s));
   }
   for (bool centred : {true, false}) {
-    OpSpec s;
-    s.name = centred ? "layernorm" : "rmsnorm";
-    s.family = "normalisation";
-    s.doc = centred ? "layernorm over the last axis: (x - mean) / sqrt(var + eps) (* gamma) (+ beta)"
-                    : "RMSNorm over the last axis: x * rsqrt(mean(x^2) + eps) (* gamma) (+ beta)";
+    OpSpec s = spec(centred ? "layernorm" : "rmsnorm", "normalisation",
+                    centred ? "layernorm over the last axis: (x - mean) / sqrt(var + eps) (* gamma) (+ beta)"
+                            : "RMSNorm over the last axis: x * rsqrt(mean(x^2) + eps) (* gamma) (+ beta)");
     s.inputs = {input("x", "[..., n]", {0, K}, "the normalised rows"),
                 input("gamma", "[n]", {}, "the scale (none: 1)", InputRole::own, false),
                 input("beta", "[n]", {}, "the shift (none: 0)", InputRole::own, false)};
@@ -236,10 +233,8 @@ std::vector<OpSpec> rows() {
     r.push_back(std::move(s));
   }
   {
-    OpSpec s;
-    s.name = "attention";
-    s.family = "attention";
-    s.doc = "scaled dot-product attention softmax(scale q k^T + mask) v, naive or flash";
+    OpSpec s = spec("attention", "attention",
+                    "scaled dot-product attention softmax(scale q k^T + mask) v, naive or flash");
     s.inputs = {input("q", "[..., Lq, d]", {0, 1, 2}, "the queries"),
                 input("k", "[..., Lk, d]", {0, K, 2}, "the keys"),
                 input("v", "[..., Lk, dv]", {0, K, 2}, "the values"),
@@ -248,7 +243,7 @@ std::vector<OpSpec> rows() {
     s.params = {boolean("causal", false, "query i sees keys j <= i"),
                 real("scale", std::monostate{}, "the scores' scale (none: 1/sqrt(d))"),
                 text("variant", "naive", names_of<AttentionVariant>(),
-                     "naive (S, softmax, P cast to in_fmt, P V) or flash (FlashAttention-2 blocks)"),
+                    "naive (S, softmax, P cast to in_fmt, P V) or flash (FlashAttention-2 blocks)"),
                 integer("block_rows", 64, "flash: queries per block"),
                 integer("block_cols", 64, "flash: keys per block"),
                 boolean("cast_p", true, "P cast to in_fmt before P V (false: kept in fp32)")};
@@ -276,10 +271,8 @@ std::vector<OpSpec> rows() {
   }
   // The elementwise functions (references/functions.hpp): one row each.
   for (const auto& [f, name] : enum_names<reference::Function>) {
-    OpSpec s;
-    s.name = std::string(name);
-    s.family = "function";
-    s.doc = s.name + "(x) elementwise under the platform's function model";
+    OpSpec s = spec(std::string(name), "function",
+                    std::string(name) + "(x) elementwise under the platform's function model");
     s.inputs = {input("x", "any shape", {0, K}, "the arguments")};
     if (f == reference::Function::gelu || f == reference::Function::silu) {
       s.catalogue = {kNarrowFloats, "", {64}, {2}, "the row width (elementwise: no reduction): x[R, K], shape (R,)",
