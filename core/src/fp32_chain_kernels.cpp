@@ -158,6 +158,22 @@ constexpr int kAvx512Mr = 12, kAvx512Nr = 2 * Avx512Floats::width;
 using Pair32 = void (*)(const float* ap, const float* bp, std::size_t kc, float* c, std::size_t ldc, float* stack);
 constexpr std::size_t kMaxLevels = 64;
 
+#ifdef NUMEQ_KERNELS_X86
+// A tile body of plain C++ (pair_tile and pair_chain_tile below at a level's panel shape) compiled
+// for one instruction set: the compiler lays its columns out in that set's vectors. The portable
+// kernel is the body itself at the portable shape.
+template <Pair32 Body>
+[[gnu::target("avx2,fma")]] void on_avx2(const float* ap, const float* bp, std::size_t kc, float* c, std::size_t ldc,
+                                        float* stack) {
+  Body(ap, bp, kc, c, ldc, stack);
+}
+template <Pair32 Body>
+[[gnu::target("avx512f")]] void on_avx512(const float* ap, const float* bp, std::size_t kc, float* c,
+                                         std::size_t ldc, float* stack) {
+  Body(ap, bp, kc, c, ldc, stack);
+}
+#endif
+
 // The plain C++ body (IEEE binary32 multiply, std::fma, addition: nearest even, MXCSR's default),
 // for the portable kernel, and compiled for AVX2 + FMA for that level's panels (the compiler
 // lays the columns out in its vectors).
@@ -191,16 +207,7 @@ template <int MR, int NR>
   for (int r = 0; r < MR; ++r) std::copy(x + r * NR, x + (r + 1) * NR, c + r * ldc);
 }
 
-void pair_portable(const float* ap, const float* bp, std::size_t kc, float* c, std::size_t ldc, float* stack) {
-  pair_tile<kPortableMr, kPortableNr>(ap, bp, kc, c, ldc, stack);
-}
-
 #ifdef NUMEQ_KERNELS_X86
-[[gnu::target("avx2,fma")]] void pair_avx2(const float* ap, const float* bp, std::size_t kc, float* c,
-                                          std::size_t ldc, float* stack) {
-  pair_tile<kAvx2Mr, kAvx2Nr>(ap, bp, kc, c, ldc, stack);
-}
-
 // AVX-512 by hand (twice the speed of the plain body compiled for it): the 24 vectors of a leaf
 // stay in registers. vmulps and vfmadd231ps: IEEE binary32 multiply and fused multiply-add,
 // rounded as MXCSR says (nearest even); vaddps the same for addition (Intel SDM).
@@ -259,22 +266,6 @@ template <int MR, int NR>
   for (int r = 0; r < MR; ++r) std::copy(acc + r * NR, acc + (r + 1) * NR, c + r * ldc);
 }
 
-void pair_chain_portable(const float* ap, const float* bp, std::size_t kc, float* c, std::size_t ldc, float* stack) {
-  pair_chain_tile<kPortableMr, kPortableNr>(ap, bp, kc, c, ldc, stack);
-}
-
-#ifdef NUMEQ_KERNELS_X86
-[[gnu::target("avx2,fma")]] void pair_chain_avx2(const float* ap, const float* bp, std::size_t kc, float* c,
-                                                std::size_t ldc, float* stack) {
-  pair_chain_tile<kAvx2Mr, kAvx2Nr>(ap, bp, kc, c, ldc, stack);
-}
-
-[[gnu::target("avx512f")]] void pair_chain_avx512(const float* ap, const float* bp, std::size_t kc, float* c,
-                                                 std::size_t ldc, float* stack) {
-  pair_chain_tile<kAvx512Mr, kAvx512Nr>(ap, bp, kc, c, ldc, stack);
-}
-#endif
-
 struct Shape32 {
   int mr, nr;
   Micro32 micro;
@@ -284,11 +275,14 @@ struct Shape32 {
 
 Shape32 shape32(int l) {
 #ifdef NUMEQ_KERNELS_X86
-  if (l == avx512) return {kAvx512Mr, kAvx512Nr, micro_avx512, pair_avx512, pair_chain_avx512};
-  if (l == avx2) return {kAvx2Mr, kAvx2Nr, micro_avx2, pair_avx2, pair_chain_avx2};
+  if (l == avx512)
+    return {kAvx512Mr, kAvx512Nr, micro_avx512, pair_avx512, on_avx512<pair_chain_tile<kAvx512Mr, kAvx512Nr>>};
+  if (l == avx2)
+    return {kAvx2Mr, kAvx2Nr, micro_avx2, on_avx2<pair_tile<kAvx2Mr, kAvx2Nr>>, on_avx2<pair_chain_tile<kAvx2Mr, kAvx2Nr>>};
 #endif
   (void)l;
-  return {kPortableMr, kPortableNr, micro_portable, pair_portable, pair_chain_portable};
+  return {kPortableMr, kPortableNr, micro_portable, pair_tile<kPortableMr, kPortableNr>,
+          pair_chain_tile<kPortableMr, kPortableNr>};
 }
 
 }  // namespace
