@@ -52,12 +52,6 @@ struct Matmul {
   }
 };
 
-std::string sample_words(std::size_t sample, std::size_t failing) {
-  return sample == failing ? "every failing element"
-                           : std::to_string(sample) + " of the " + std::to_string(failing) +
-                                 " failing elements, spread evenly";
-}
-
 // How many of `sample` the plan reproduces bit for bit, each element's a row and b column
 // through `edit` (which may change them: a tile left out) first.
 template <class Edit>
@@ -127,7 +121,7 @@ std::optional<Diagnosis> narrow_accumulator(Matmul& mm, const DiagnosisData& d, 
                        "the op computed with a narrow accumulator reproduces " + number(100 * share, 3) +
                            "% of the failing elements: " + h.words,
                        "bit for bit: the platform's plan with its sum kept so, on " +
-                           sample_words(sample.size(), d.failing.size()) +
+                           detail::sample_words(sample.size(), d.failing.size()) +
                            " (the narrow sum's rounding decides the bits: any fp32 order inside a run gives them)"};
   }
   return best;
@@ -189,7 +183,7 @@ std::vector<Diagnosis> k_tiles(Matmul& mm, const DiagnosisData& d, const core::P
     out.push_back(Diagnosis{sign < 0 ? "missing_k_tile" : "extra_k_tile", share,
                             which + (sign < 0 ? " never accumulated" : " accumulated twice") + " reproduces " +
                                 number(100 * share, 3) + "% of the failing elements",
-                            how + ", on " + sample_words(sample.size(), d.failing.size())});
+                            how + ", on " + detail::sample_words(sample.size(), d.failing.size())});
   }
   return out;
 }
@@ -213,7 +207,7 @@ std::optional<Diagnosis> transposed_operand(Matmul& mm, const DiagnosisData& d, 
                        std::string(of_b ? "b" : "a") + " read transposed reproduces " + number(100 * share, 3) +
                            "% of the failing elements",
                        "bit for bit: the platform's plan on " + std::string(of_b ? "b^T" : "a^T") + ", on " +
-                           sample_words(sample.size(), d.failing.size())};
+                           detail::sample_words(sample.size(), d.failing.size())};
   }
   return best;
 }

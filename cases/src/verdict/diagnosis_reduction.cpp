@@ -50,10 +50,7 @@ std::vector<Diagnosis> diagnose_reduction(const xt::xarray<double>& terms, const
     const std::string which = (hi == K ? "the last K tile" : "K tile " + std::to_string(best_t)) + " (terms " +
                               std::to_string(lo) + ".." + std::to_string(hi - 1) + " of K, tiles of " +
                               std::to_string(best_T) + ")";
-    const std::string on = sample.size() == d.failing.size()
-                               ? "every failing element"
-                               : std::to_string(sample.size()) + " of the " + std::to_string(d.failing.size()) +
-                                     " failing elements, spread evenly";
+    const std::string on = detail::sample_words(sample.size(), d.failing.size());
     out.push_back(Diagnosis{sign < 0 ? "missing_k_tile" : "extra_k_tile", share,
                             which + (sign < 0 ? " never added" : " added twice") + " reproduces " +
                                 detail::number(100 * share, 3) + "% of the failing elements",

@@ -1,8 +1,8 @@
 #pragma once
 // What the verdict, the port check, the variant search and the diagnoses share: output equality
 // as a device's output is judged (NaN matches any NaN, zeros by sign), numbers, indices and index
-// lists as the messages write them, an even sample of a list; and the verdict's one-line
-// diagnosis (verdict_words.cpp, with describe).
+// lists as the messages write them, an even sample of a list and the words that name it; and the
+// verdict's one-line diagnosis (verdict_words.cpp, with describe).
 
 #include <cmath>
 #include <cstddef>
@@ -70,6 +70,14 @@ inline std::vector<std::size_t> spread_evenly(const std::vector<std::size_t>& it
   std::vector<std::size_t> s(n);
   for (std::size_t j = 0; j < n; ++j) s[j] = items[j * (items.size() - 1) / (n - 1)];
   return s;
+}
+
+// What a diagnosis was tried on, as its evidence says it: "every failing element", or "64 of the
+// 900 failing elements, spread evenly" (spread_evenly's sample).
+inline std::string sample_words(std::size_t sample, std::size_t failing) {
+  return sample == failing ? "every failing element"
+                           : std::to_string(sample) + " of the " + std::to_string(failing) +
+                                 " failing elements, spread evenly";
 }
 
 }  // namespace numeq::cases::detail
