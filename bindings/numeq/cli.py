@@ -17,6 +17,7 @@ import sys
 from typing import Any
 
 from . import _core
+from .nki.machine.targets import DEFAULT_TARGET
 
 
 def _hex(value: int | None, storage_bits: int) -> str:
@@ -131,7 +132,7 @@ def main(argv: list[str] | None = None) -> int:
     rev.add_argument("--op", default=None, help="FILE.py::KERNEL: the operation the kernel computes (matmul, softmax, ...)")
     rev.add_argument("--gpu", default="nvidia.h100", help="FILE.py::KERNEL: the GPU platform whose emulation is the "
                                                           "GPU output (default nvidia.h100)")
-    rev.add_argument("--target", default="trn2", help="FILE.py::KERNEL: the NeuronCore target (trn2, trn1, inf2)")
+    rev.add_argument("--target", default=DEFAULT_TARGET, help="FILE.py::KERNEL: the NeuronCore target (trn2, trn1, inf2)")
     rev.add_argument("--dtype", metavar="NAME=DTYPE", action="append", default=[],
                      help="FILE.py::KERNEL: the input array NAME as DTYPE (bfloat16, float8_e4m3, ...): raw bytes (as "
                           "numpy stores ml_dtypes arrays in .npz) are reinterpreted; repeat for each array")

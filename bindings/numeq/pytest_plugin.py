@@ -41,7 +41,7 @@ _TIERS = ("bit_exact", "variant", "probabilistic", "deterministic", "violation")
 _RECORDS = pytest.StashKey[list]()
 _INI_PLATFORMS = pytest.StashKey[list]()
 _WORKER_KEY = "numeq_checks"  # pytest-xdist: a worker's records, sent to the controller
-_NKI_TARGETS = ("trn2", "trn1", "inf2")  # numeq.review.targets' names, the current generation first
+
 _NKI = pytest.StashKey[dict]()  # {"target", "stack" (the installed() context), "runs"}
 
 
@@ -72,7 +72,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--numeq-report", dest="numeq_report", metavar="PATH", default=None,
                     help="write every numeq check of the session to PATH.json and/or PATH.html (by PATH's suffix; "
                          "both when PATH has none)")
-    group.addoption("--numeq-nki", dest="numeq_nki", metavar="TARGET", nargs="?", const="trn2", default=None,
+    group.addoption("--numeq-nki", dest="numeq_nki", metavar="TARGET", nargs="?", const=_DEFAULT, default=None,
                     help="run the session's NKI kernels on numeq.nki: `import nki` / `neuronxcc.nki` resolve to "
                          "numeq from collection on (numeq.nki.installed); TARGET: trn2 (the default), trn1 or inf2; "
                          "write --numeq-nki=TARGET (a bare value after --numeq-nki is read as the target)")
@@ -129,13 +129,21 @@ def pytest_configure(config: pytest.Config) -> None:
 # ---------------------------------------------------------------------------------------------
 # --numeq-nki: NKI test suites on numeq.nki
 # ---------------------------------------------------------------------------------------------
+# A bare --numeq-nki: the machine room's default target (read when the option is used: loading the
+# plugin imports nothing of numeq).
+_DEFAULT = "default"
+
+
 def _install_nki(config: pytest.Config, target: Any) -> None:
     """Enter ``numeq.nki.installed(target=target)`` for the rest of the run (once); left in the
     config's cleanup, which pytest runs at the end of the session."""
     if target is None or _NKI in config.stash:
         return
-    if target not in _NKI_TARGETS:
-        raise pytest.UsageError(f"--numeq-nki: unknown target {target!r}; valid: {', '.join(_NKI_TARGETS)} (write "
+    from .nki.machine.targets import DEFAULT_TARGET, target_names
+
+    target = DEFAULT_TARGET if target == _DEFAULT else target
+    if target not in target_names():
+        raise pytest.UsageError(f"--numeq-nki: unknown target {target!r}; valid: {', '.join(target_names())} (write "
                                 "--numeq-nki=TARGET: a bare word after --numeq-nki is read as the target, not a path)")
     from .nki import installed
 

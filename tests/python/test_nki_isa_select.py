@@ -504,9 +504,10 @@ def test_dma_transpose_shapes_and_older_form():
 
 
 def test_dma_compute(monkeypatch):
-    from numeq.nki import _run
+    from numeq.nki.machine.assumptions import ASSUMPTIONS, Assumption
 
-    monkeypatch.setitem(_run.ASSUMPTIONS, "dma_compute_order", (("sequential", "pairwise"), "order", "test"))
+    monkeypatch.setitem(ASSUMPTIONS, "dma_compute_order", Assumption("dma_compute_order", ("sequential", "pairwise"),
+                                                                     "order", "test"))
     xs = [f32(rng.standard_normal((4, 6)) * 10.0 ** k) for k in range(5)]
 
     @nki.jit

@@ -203,16 +203,16 @@ PROMOTION_TABLE = [  # nki.api.shared.rst (SDK 2.26), "NKI Type Promotion", ever
 
 @pytest.mark.parametrize("a,b,expected", PROMOTION_TABLE)
 def test_promotion_table(a, b, expected):
-    from numeq.nki._dtypes import dtype_of
+    from numeq.nki.machine.dtypes import dtype_of
 
-    assert nki._legacy.promote(dtype_of(a), dtype_of(b)).name == expected
-    assert nki._legacy.promote(dtype_of(b), dtype_of(a)).name == expected
+    assert nki.front.tiles.promote(dtype_of(a), dtype_of(b)).name == expected
+    assert nki.front.tiles.promote(dtype_of(b), dtype_of(a)).name == expected
 
 
 def test_weak_scalars():
-    from numeq.nki._dtypes import dtype_of
+    from numeq.nki.machine.dtypes import dtype_of
 
-    promote = nki._legacy.promote
+    promote = nki.front.tiles.promote
     assert promote(dtype_of(np.int8), 2).name == "int32"
     assert promote(dtype_of(np.float16), 1.2).name == "float32"
     assert promote(dtype_of(np.float16), np.float16(2)).name == "float16"

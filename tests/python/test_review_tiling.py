@@ -80,8 +80,8 @@ def test_realistic_tiling_is_clean_and_well_formed(t):
         assert f.status in STATUSES and f.evidence and f.subject and f.message
     rules = {f.rule for f in fs}
     for r in ("partition_dim", "partition_start", "psum_capacity", "sbuf_capacity", "matmul_contraction",
-              "matmul_stationary_free", "matmul_moving_free", "matmul_output", "psum_bank", "stage_free_size",
-              "dma_size", "dma_partitions", "dma_stride", "matmul_fp32_rate"):
+              "matmul_stationary_free", "matmul_moving_free", "matmul_output_memory", "matmul_psum_bank", "stage_free_size",
+              "dma_small", "dma_partitions", "partial_partitions", "dma_stride", "matmul_fp32"):
         assert len(rule(fs, r)) == 1, r  # one summarising pass per rule
     assert ("engine_port_sharing" in rules) == (t in V2)
     # Instruction limits vs memory hierarchy.
@@ -181,15 +181,16 @@ def test_partition_start_pass_and_negative(t):
 @pytest.mark.parametrize("double_row", [False, True])
 def test_matmul_contraction(t, k, dt, double_row):
     fs = run(t, **mm_parts(k=k, dt=dt, double_row=double_row))
-    if double_row:
-        ok = t == "trn2" and dt in ("e4m3", "e5m2") and k <= K_DOUBLE_ROW
-    else:
-        ok = k <= K_MAX
+    # double_row on a target without the mode, or on inputs other than fp8: the perf-mode rule (the
+    # run's rule for the same fault); K beyond what the mode contracts: the contraction rule.
+    mode_ok = not double_row or (t == "trn2" and dt in ("e4m3", "e5m2"))
+    k_ok = k <= (K_DOUBLE_ROW if double_row and t == "trn2" else K_MAX)
+    assert bool(rule(fs, "matmul_perf_mode", "fail")) != mode_ok
     bad = rule(fs, "matmul_contraction", "fail")
-    assert bool(bad) != ok
+    assert bool(bad) != k_ok
     assert all(f.subject == "matmul mm0 (line 40)" for f in bad)
-    assert bool(rule(fs, "matmul_contraction", "pass")) == ok
-    if ok:
+    assert bool(rule(fs, "matmul_contraction", "pass")) == k_ok
+    if mode_ok and k_ok:
         assert not fails(fs)
 
 
@@ -198,7 +199,7 @@ def test_double_row_inputs_packed(t):
     """K = 256 fp8 rows in double_row on trn2: 128 partitions of two rows each (assumed packing)."""
     parts = mm_parts(k=256, m=128, n=512, dt="e4m3", double_row=True)
     fs = run(t, **parts)
-    assert {f.rule for f in fails(fs)} == (set() if t == "trn2" else {"matmul_contraction", "partition_dim"})
+    assert {f.rule for f in fails(fs)} == (set() if t == "trn2" else {"matmul_perf_mode", "matmul_contraction", "partition_dim"})
     if t == "trn2":
         assert "stat" in rule(fs, "partition_dim", "pass")[0].message
         memory = tiling.memory_use(Tiling(t, **parts), t)
@@ -227,10 +228,10 @@ def test_matmul_free_sizes_and_bank(t, m, n):
     assert bool(rule(fs, "matmul_stationary_free", "fail")) == (m > M_MAX)
     assert bool(rule(fs, "matmul_moving_free", "fail")) == (n > N_MAX)
     # fp32 [m, n] output: n * 4 bytes per partition within one 2 KiB bank.
-    assert bool(rule(fs, "psum_bank", "fail")) == (n * 4 > PSUM_BANK)
-    assert not rule(fs, "matmul_output", "fail")
+    assert bool(rule(fs, "matmul_psum_bank", "fail")) == (n * 4 > PSUM_BANK)
+    assert not rule(fs, "matmul_output_memory", "fail")
     spec_of = {"matmul_stationary_free": "matmul_stationary_free", "matmul_moving_free": "matmul_moving_free",
-               "psum_bank": "psum_bank_bytes"}
+               "matmul_psum_bank": "psum_bank_bytes"}
     # The [m, n] output with m > 128 also spans too many partitions.
     assert {f.rule for f in fails(fs)} - set(spec_of) == ({"partition_dim"} if m > PARTITIONS else set())
     for f in fails(fs):
@@ -244,11 +245,11 @@ def test_matmul_output(t):
     assert not fails(run(t, **mm_parts()))
     for kw, word in (({"out_dt": "bf16"}, "fp32"), ({"out_shape": (128, 256)}, "[128, 512]"),
                      ({"out_shape": (64, 512)}, "[128, 512]")):
-        bad = rule(run(t, **mm_parts(**kw)), "matmul_output", "fail")
+        bad = rule(run(t, **mm_parts(**kw)), "matmul_output_memory", "fail")
         assert len(bad) == 1 and word in bad[0].message and bad[0].subject == "matmul mm0 (line 40)"
     parts = mm_parts()
     bufs = parts["buffers"][:2] + (B("out", "sbuf", "fp32", (128, 512)),)
-    bad = rule(run(t, buffers=bufs, matmuls=parts["matmuls"]), "matmul_output", "fail")
+    bad = rule(run(t, buffers=bufs, matmuls=parts["matmuls"]), "matmul_output_memory", "fail")
     assert len(bad) == 1 and "PSUM" in bad[0].message
     bufs = (B("stat", "psum", "fp32", (128, 128)),) + parts["buffers"][1:]
     bad = rule(run(t, buffers=bufs, matmuls=parts["matmuls"]), "matmul_operands", "fail")
@@ -271,8 +272,8 @@ def test_matmul_unknown_names(t):
 @pytest.mark.parametrize("dt,warn", [("fp32", True), ("tf32", False), ("bf16", False), ("fp16", False)])
 def test_fp32_matmul_rate(t, dt, warn):
     fs = run(t, **mm_parts(dt=dt))
-    w = rule(fs, "matmul_fp32_rate", "warn")
-    assert bool(w) == warn and bool(rule(fs, "matmul_fp32_rate", "pass")) == (not warn)
+    w = rule(fs, "matmul_fp32", "warn")
+    assert bool(w) == warn and bool(rule(fs, "matmul_fp32", "pass")) == (not warn)
     assert not fails(fs)
     if warn:
         assert w[0].subject == "matmul mm0 (line 40)" and "bf16" in w[0].message
@@ -283,9 +284,9 @@ def test_fp32_matmul_rate(t, dt, warn):
 def test_matmul_input_formats(t):
     parts = mm_parts()
     mixed = (B("stat", "sbuf", "fp32", (128, 128)),) + parts["buffers"][1:]
-    assert rule(run(t, buffers=mixed, matmuls=parts["matmuls"]), "matmul_dtypes", "fail")
+    assert rule(run(t, buffers=mixed, matmuls=parts["matmuls"]), "matmul_dtype", "fail")
     ints = (B("stat", "sbuf", "int32", (128, 128)),) + parts["buffers"][1:]
-    bad = rule(run(t, buffers=ints, matmuls=parts["matmuls"]), "matmul_dtypes", "fail")
+    bad = rule(run(t, buffers=ints, matmuls=parts["matmuls"]), "matmul_dtype", "fail")
     assert bad and "int32" in bad[0].message and "bf16" in bad[0].message
 
 
@@ -429,13 +430,13 @@ def test_engine_port_sharing(t, a, b, memory, clash):
 @pytest.mark.parametrize("nbytes", [64, 255, 256, 2047, 2048, 4095, 4096, 65536])
 def test_dma_size(t, nbytes):
     fs = run(t, buffers=STAGE_BUFS, dmas=(Dma("ld", "xs", "load", nbytes, 128, line=100),))
-    warn = rule(fs, "dma_size", "warn")
+    warn = rule(fs, "dma_small", "warn")
     assert bool(warn) == (nbytes < DMA_RECOMMENDED) and not fails(fs)
     if warn:
         assert warn[0].subject == "dma ld (line 100)" and f"{nbytes} B" in warn[0].message
         assert ("overhead-bound" in warn[0].message) == (nbytes < DMA_OVERHEAD)
     else:
-        (p,) = rule(fs, "dma_size", "pass")
+        (p,) = rule(fs, "dma_small", "pass")
         assert ("ld" in p.message) == (nbytes < DMA_TARGET)  # named when below the 4 KiB target
 
 
@@ -443,7 +444,7 @@ def test_dma_size(t, nbytes):
 @pytest.mark.parametrize("parts", [1, 64, 127, 128, 129])
 def test_dma_partitions(t, parts):
     fs = run(t, buffers=STAGE_BUFS, dmas=(Dma("st", "xs", "store", 4096, parts, line=101),))
-    assert bool(rule(fs, "dma_partitions", "warn")) == (parts < PARTITIONS)
+    assert bool(rule(fs, "partial_partitions", "warn")) == (parts < PARTITIONS)  # the run's rule too
     assert bool(rule(fs, "dma_partitions", "fail")) == (parts > PARTITIONS)
     assert all(f.subject == "dma st (line 101)" for f in fs if f.status != "pass")
 
@@ -520,16 +521,19 @@ def test_property_matmul(t, k, k2, m, n, dt, double_row, out_dt):
     fs = tiling.check(Tiling(t, **parts), targets.target(t))
     expected = set()
     fp8 = dt == "e4m3"
-    if k2 or (double_row and (t != "trn2" or not fp8 or k + k2 > K_DOUBLE_ROW)) or (not double_row and k + k2 > K_MAX):
+    if double_row and (t != "trn2" or not fp8):
+        expected.add("matmul_perf_mode")  # no double_row mode on the target, or inputs it does not take
+    k_max = K_DOUBLE_ROW if double_row and t == "trn2" else K_MAX
+    if k2 or k + k2 > k_max:
         expected.add("matmul_contraction")
     if m > M_MAX:
         expected.add("matmul_stationary_free")
     if n > N_MAX:
         expected.add("matmul_moving_free")
     if out_dt != "fp32":
-        expected.add("matmul_output")
+        expected.add("matmul_output_memory")
     if n * BYTES[out_dt] > PSUM_BANK:
-        expected.add("psum_bank")
+        expected.add("matmul_psum_bank")
     # trn2's fp8 double_row inputs with K > 128 rows: assumed packed two rows per partition.
     pack = 2 if (t == "trn2" and double_row and fp8) else 1
     rows = [k, k + k2]
@@ -543,8 +547,8 @@ def test_property_matmul(t, k, k2, m, n, dt, double_row, out_dt):
     if out_bytes > PSUM or math.ceil(out_bytes / PSUM_BANK) > PSUM_BANKS:
         expected.add("psum_capacity")
     assert {f.rule for f in fails(fs)} == expected
-    assert all(f.subject == "matmul mm0 (line 40)" for f in fails(fs) if f.rule.startswith(("matmul", "psum_bank")))
-    assert bool(rule(fs, "matmul_fp32_rate", "warn")) == (dt == "fp32")
+    assert all(f.subject == "matmul mm0 (line 40)" for f in fails(fs) if f.rule.startswith("matmul"))
+    assert bool(rule(fs, "matmul_fp32", "warn")) == (dt == "fp32")
 
 
 names_st = st.sampled_from(["b1", "b2", "b3", "b4", "nope"])

@@ -27,10 +27,13 @@ Example::
 from __future__ import annotations
 
 from . import isa, language, typing
-from ._context import Finding, Instruction, KernelFault, Unsupported
+from .machine.context import Finding, Instruction, KernelFault, Unsupported
 from ._install import installed
 from ._run import ASSUMPTIONS, Kernel, Run, assumptions_of, jit, run, simulate, simulate_kernel
-from ._rules import RULES
+from .machine.rules import RULES
+from . import front
+
+front.install()
 
 __all__ = ["ASSUMPTIONS", "Finding", "Instruction", "Kernel", "KernelFault", "RULES", "Run", "Unsupported",
            "assumptions_of", "installed", "isa", "jit", "language", "run", "simulate", "simulate_kernel", "typing"]

@@ -25,10 +25,12 @@ from typing import Any, Callable
 
 import numpy as np
 
+from .machine.targets import DEFAULT_TARGET
+
 __all__ = ["add_arguments", "main", "UsageFault"]
 
 # The targets in the order the help lists them: the current generation first.
-_TARGET_ORDER = ("trn2", "trn1", "inf2")
+
 _RUN_KEYWORDS = ("target", "assume", "grid")  # numeq.nki.run's own keywords
 
 
@@ -37,10 +39,9 @@ class UsageFault(Exception):
 
 
 def _targets() -> list[str]:
-    from ..review.targets import target_names
+    from .machine.targets import target_names
 
-    names = target_names()
-    return [t for t in _TARGET_ORDER if t in names] + [t for t in names if t not in _TARGET_ORDER]
+    return target_names()
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -55,7 +56,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="write the outputs: output_0, output_1, ... (the names, when the kernel returns a dict); "
                              "bfloat16 and fp8 outputs are stored as numpy stores ml_dtypes arrays (raw bytes: read "
                              "them back with .view(ml_dtypes.bfloat16) ...)")
-    parser.add_argument("--target", default="trn2", choices=targets,
+    parser.add_argument("--target", default=DEFAULT_TARGET, choices=targets,
                         help=f"the NeuronCore target: {', '.join(targets)} (default: %(default)s)")
     parser.add_argument("--assume", metavar="NAME=VALUE", action="append", default=[],
                         help="set an assumption (repeatable); numeq.nki.assumptions_of(TARGET) lists each with its "
@@ -149,7 +150,7 @@ def _import(path: str) -> Any:
     try:
         spec.loader.exec_module(module)
     except Exception as e:
-        from ._context import Unsupported
+        from .machine.context import Unsupported
 
         if isinstance(e, Unsupported):
             raise
@@ -194,7 +195,7 @@ def _raw(d: Any) -> bool:
 
 
 def _load_inputs(path: str | None, dtypes: dict[str, str]) -> dict[str, np.ndarray]:
-    from ._dtypes import DTYPES, dtype_of
+    from .machine.dtypes import DTYPES, dtype_of
 
     if path is None:
         if dtypes:
@@ -357,7 +358,7 @@ def _refuse(message: str) -> int:
 def main(args: argparse.Namespace) -> int:
     """``numeq nki run``; the exit status (see the module doc)."""
     from . import installed, run as nki_run
-    from ._context import Unsupported
+    from .machine.context import Unsupported
 
     try:
         path, name = _split_kernel(args.kernel)

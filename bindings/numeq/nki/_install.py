@@ -11,6 +11,8 @@ import sys
 import types
 from typing import Iterator
 
+from .machine.targets import DEFAULT_TARGET
+
 __all__ = ["installed", "settings", "MODULE_NAMES"]
 
 _settings: list[dict] = []
@@ -42,10 +44,10 @@ MODULE_NAMES = ("nki", "nki.language", "nki.isa", "nki.isa.constants", "nki.typi
 
 
 @contextlib.contextmanager
-def installed(target: str = "trn2", assume: dict | None = None) -> Iterator[list]:
+def installed(target: str = DEFAULT_TARGET, assume: dict | None = None) -> Iterator[list]:
     """Inside the block NKI's module names are numeq's; yields the list of ``Run`` objects of the
     kernels called in it."""
-    from ..review.targets import target as _target
+    from .machine.targets import target as _target
     from ._run import _chosen
 
     _target(target)

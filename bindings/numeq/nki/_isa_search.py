@@ -10,12 +10,12 @@ from typing import Any
 
 import numpy as np
 
-from . import _rules
-from ._context import Context, current
-from ._engine import as_tensor, cost_elementwise, read, write
-from ._isa_args import REQUIRED, Form, alu_fn, bind, constraint, destination, flat, generation, raw, reduce_name, \
+from .machine import rules as _rules
+from .machine.context import Context, current
+from .instructions.access import as_tensor, cost_elementwise, read, write
+from .instructions.operands import REQUIRED, Form, alu_fn, bind, constraint, destination, flat, generation, raw, reduce_name, \
     shape_fault
-from ._tensor import Tensor
+from .machine.memory import Tensor
 
 __all__ = ["max8", "nc_find_index8", "nc_match_replace8", "nonzero_with_count", "dma_transpose", "dma_compute"]
 
@@ -285,7 +285,7 @@ def dma_compute(*args: Any, **kwargs: Any) -> Any:
     with np.errstate(all="ignore"):
         terms = [np.multiply(read(ctx, s, f"srcs[{i}]", "dma").reshape(-1), np.float32(c), dtype=np.float32)
                  for i, (s, c) in enumerate(zip(srcs, scales))]
-        order = ctx.assumptions.get("dma_compute_order", "sequential")
+        order = ctx.assumptions["dma_compute_order"]
         while len(terms) > 1:
             if order == "pairwise":
                 terms = [f(terms[i], terms[i + 1]) if i + 1 < len(terms) else terms[i] for i in range(0, len(terms), 2)]

@@ -14,13 +14,13 @@ from typing import Any
 
 import numpy as np
 
-from . import _rules
-from ._alu import op_name
-from ._context import Context, KernelFault, current
-from ._engine import as_tensor, cost_elementwise, new_tile, read, write
-from ._isa_args import (FP32_MIN, REQUIRED, Cmd, Form, accumulate, alu_fn, bind, command, constraint, destination,
+from .machine import rules as _rules
+from .machine.alu import op_name
+from .machine.context import Context, KernelFault, current
+from .instructions.access import as_tensor, cost_elementwise, new_tile, read, write
+from .instructions.operands import (FP32_MIN, REQUIRED, Cmd, Form, accumulate, alu_fn, bind, command, constraint, destination,
                         doc, flat, generation, lanes, per_partition, raw, reduce_name, shape_fault, write_where)
-from ._tensor import Tensor
+from .machine.memory import Tensor
 
 __all__ = ["iota", "affine_select", "range_select", "select_reduce", "tensor_copy_predicated", "nc_stream_shuffle",
            "dropout"]
@@ -180,7 +180,7 @@ def _select_into(ctx: Context, dst: Tensor, on_true: Tensor, chosen: np.ndarray,
     dtypes agree, else through fp32."""
     chosen = chosen.reshape(dst.shape[0], -1)
     if dst.dtype == on_true.dtype:
-        from ._numerics import cast_into
+        from .machine.arithmetic import cast_into
 
         bits = flat(raw(ctx, on_true, parameter, engine))
         fill = cast_into(np.broadcast_to(np.asarray(on_false, dtype=np.float32), bits.shape).copy(), dst.dtype)
@@ -368,7 +368,7 @@ def nc_stream_shuffle(*args: Any, **kwargs: Any) -> Any:
                                                     "partition")
     sp, dp = src.shape[0], dst.shape[0]
     active = -(-max(sp, dp) // 32) * 32
-    from ..review.targets import start_partitions
+    from .machine.targets import start_partitions
 
     for t, name in ((src, "src"), (dst, "dst")):
         first = t.partitions()[0]

@@ -12,11 +12,12 @@ from typing import Any
 
 import numpy as np
 
-from . import _numerics, _rules
-from ._alu import op_name
-from ._context import current
-from ._engine import as_tensor, cost_elementwise, read, write
-from ._isa_args import (REQUIRED, Cmd, Form, accumulate, alu_fn, bind, command, constraint, destination, flat,
+from .machine import arithmetic as _numerics
+from .machine import rules as _rules
+from .machine.alu import op_name
+from .machine.context import current
+from .instructions.access import as_tensor, cost_elementwise, read, write
+from .instructions.operands import (REQUIRED, Cmd, Form, accumulate, alu_fn, bind, command, constraint, destination, flat,
                         lanes, per_partition, raw, reduce_name, shape_fault, vector_accumulator)
 
 __all__ = ["bn_stats", "bn_aggr", "tensor_tensor_scan", "tensor_scalar_cumulative", "scalar_tensor_tensor",
@@ -167,7 +168,7 @@ def tensor_tensor_scan(*args: Any, **kwargs: Any) -> Any:
                                                      "elements per partition")
     r = per_partition(ctx, v["initial"], x0.shape[0], "tensor_tensor_scan", "initial")[:, 0]
     f0, f1 = alu_fn(v["op0"], "op0"), alu_fn(v["op1"], "op1")
-    carry = ctx.assumptions.get("scan_carry", "fp32")
+    carry = ctx.assumptions["scan_carry"]
     out = np.empty_like(x0)
     with np.errstate(all="ignore"):
         for i in range(x0.shape[1]):
@@ -353,7 +354,7 @@ def tensor_partition_reduce(*args: Any, **kwargs: Any) -> Any:
         raise shape_fault(ctx, "tensor_partition_reduce", f"dst {dst.name} has shape {dst.shape}; the reduction of "
                                                           f"{data.name} {data.shape} is one partition of "
                                                           f"{data.free_size()} elements")
-    order = ctx.assumptions.get("partition_reduce_order", "sequential")
+    order = ctx.assumptions["partition_reduce_order"]
     if op.startswith("bitwise"):
         if data.dtype.kind != "int":
             constraint(ctx, "tensor_partition_reduce", f"{op} works on integer bits; data {data.name} is {data.dtype}",
@@ -399,7 +400,7 @@ def activation_reduce(*args: Any, **kwargs: Any) -> Any:
         Form("current", (("dst", "tensor", REQUIRED), ("op", "op", REQUIRED), ("data", "tensor", REQUIRED)) + tail, 7),
         Form("0.1.0", (("op", "op", REQUIRED), ("data", "tensor", REQUIRED)) + tail, 2, returns=True)])
     op = reduce_name(v["reduce_op"], "reduce_op")
-    if ctx.target.core == "NeuronCore-v2" and op != "add":
+    if ctx.target.generation == 2 and op != "add":
         constraint(ctx, "activation_reduce", f"reduce_op {op}: NeuronCore-v2 reduces with add only")
     data = as_tensor(v["data"], "data")
     common = dict(op=v["op"], data=data, bias=v["bias"], scale=v["scale"], reduce_op=op,

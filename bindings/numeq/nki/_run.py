@@ -2,9 +2,9 @@
 spelling: outputs only) and ``jit`` (the ``@nki.jit`` decorator: a kernel callable directly inside
 a run, with numpy arrays under ``installed()``, and over an SPMD grid as ``kernel[g0, g1]``).
 
-The target's assumptions are every undocumented behaviour the instructions rest on: the Trainium
-platform's (PE order, products, PSUM rounding, ...) and the instruction layer's own below; each is
-named, has alternatives, and is switchable per run with ``assume={name: value}``.
+The target's assumptions (``machine.assumptions``) are every undocumented behaviour the
+instructions rest on; each is named, has alternatives, and is switchable per run with
+``assume={name: value}``.
 """
 
 from __future__ import annotations
@@ -19,81 +19,15 @@ import numpy as np
 import importlib
 
 _platforms = importlib.import_module("numeq.machines")
-from ..review.targets import target as _target
-from . import _rules
-from ._context import Context, Finding, Instruction, KernelFault, running, active
+from .machine.assumptions import ASSUMPTIONS, assumptions_of, chosen as _chosen
+from .machine.targets import DEFAULT_TARGET, target as _target
+from .machine import rules as _rules
+from .machine.context import Context, Finding, Instruction, KernelFault, running, active
 from ._summary import TraceSummary
-from ._dtypes import dtype_of
-from ._tensor import MEMORIES, Buffer, Tensor
+from .machine.dtypes import dtype_of
+from .machine.memory import MEMORIES, Buffer, Tensor
 
 __all__ = ["Run", "jit", "run", "simulate", "simulate_kernel", "ASSUMPTIONS", "assumptions_of"]
-
-# The instruction layer's own assumptions: name -> (alternatives, the default first; what it means;
-# why it is one).
-ASSUMPTIONS: dict[str, tuple[tuple[str, ...], str, str]] = {
-    "matmul_accumulate": (("first_write", "after_read", "always", "never"),
-                          "how nc_matmul without accumulate= treats PSUM: first_write overwrites a location no matmul "
-                          "has written since its allocation and adds to later ones; after_read also overwrites a "
-                          "location whose matmul result another instruction has read since; always adds; never "
-                          "overwrites",
-                          "nki.isa.nc_matmul docs (0.3.0+): accumulate=None is auto, the first write to a PSUM "
-                          "location overwrites and later writes accumulate; what a location is across a tile's "
-                          "reuse is the compiler's inference, not documented (FACTS.md s3)"),
-    "activation_affine": (("rounded", "fused"),
-                          "activation's data * scale + bias: each operation rounded to fp32, or one rounding",
-                          "nki.isa.activation docs give the formula, not its rounding (FACTS.md s3)"),
-    "tensor_scalar_fusion": (("rounded", "fused"),
-                             "tensor_scalar's two operators: the first result rounded to fp32, or one rounding of "
-                             "both (where both are + - *)",
-                             "nki.isa.tensor_scalar docs give the formula, not its rounding (FACTS.md s3)"),
-    "scan_carry": (("fp32", "dtype"),
-                   "tensor_tensor_scan's running value between elements: kept in fp32, or rounded to data0's dtype "
-                   "at each step",
-                   "the docstring's pseudocode keeps the carry in data0.dtype; the engines compute in fp32 (nki.isa "
-                   "docs; FACTS.md s3)"),
-    "partition_reduce_order": (("sequential", "pairwise"),
-                               "the order in which GpSimd tensor_partition_reduce combines partitions, in fp32",
-                               "nki.isa.tensor_partition_reduce docs give no order"),
-    "dma_cast_rounding": (("nearest_even", "toward_zero"),
-                          "the rounding of a DMA's dtype cast (through fp32)",
-                          "docs: DMA casts go through fp32; their rounding is not stated (FACTS.md s3)"),
-    "memset_rounding": (("nearest_even", "toward_zero"),
-                        "the rounding of memset's value into the destination's dtype",
-                        "nki.isa.memset docs: the value is a compile-time constant of dst's type; how a float is "
-                        "narrowed is not stated"),
-    "dma_compute_order": (("sequential", "pairwise"),
-                          "the order in which dma_compute adds more than two sources, in fp32",
-                          "nki.isa.dma_compute docs give the formula, not the order"),
-    "psum_allocation": (("bank", "bytes"),
-                        "PSUM capacity counted in whole 2 KiB banks per tile, or in bytes",
-                        "the allocator's granularity is not documented; matmul results occupy banks"),
-}
-
-
-def assumptions_of(target_name: str) -> dict[str, dict]:
-    """Every assumption of a target: the platform's and the instruction layer's, each as
-    {value, alternatives, meaning, source}."""
-    t = _target(target_name)
-    out = {}
-    for a in _platforms.platform_assumptions(t.platform):
-        out[a["name"]] = {"value": a["value"], "alternatives": list(a["alternatives"]), "meaning": a["meaning"],
-                          "source": a["source"]}
-    for name, (alts, meaning, source) in ASSUMPTIONS.items():
-        out[name] = {"value": alts[0], "alternatives": list(alts), "meaning": meaning, "source": source}
-    return out
-
-
-def _chosen(target_name: str, assume: dict | None) -> dict[str, dict]:
-    table = assumptions_of(target_name)
-    for key, value in (assume or {}).items():
-        if key not in table:
-            raise ValueError(f"assume: {target_name} has no assumption {key!r}; valid: {', '.join(table)}")
-        value = str(value).lower() if isinstance(value, bool) else str(value)
-        if value not in table[key]["alternatives"]:
-            raise ValueError(f"assume: {key} cannot be {value!r}; valid: {', '.join(table[key]['alternatives'])}")
-        table[key]["value"] = value
-    return table
-
 
 @dataclass
 class Run:
@@ -139,7 +73,7 @@ class Run:
         change. ``reference``: the exact result (its shares are then of the output's distance from
         it, the fp32 arithmetic's included). Runs the kernel again once per narrow tile and once
         per alternative."""
-        from ._precision import flow
+        from .machine.precision import flow
 
         if self.rerun is None or not self.completed:
             raise ValueError("precision: the run did not complete (or was not made by numeq.nki.run)")
@@ -165,7 +99,7 @@ class Run:
         from ._summary import summarise
 
         return summarise(self.trace, _target(self.target), self.platform, self.findings, self.lives,
-                         self.assumptions.get("psum_allocation", "bank") == "bank")
+                         self.assumptions["psum_allocation"] == "bank")
 
 
 class _RunContext(Context):
@@ -190,7 +124,7 @@ class _RunContext(Context):
         if key not in self._tile_platforms:
             # The instruction's K as the plan's tile (the platform's default tile needs no option).
             extra: dict[str, Any] = {} if k == (256 if double_row else 128) else {"k_tile": k}
-            if double_row and self.assumptions.get("fp8_double_row") != "on":
+            if double_row and self.assumptions["fp8_double_row"] != "on":
                 extra = {"fp8_double_row": "on", **extra}
             self._tile_platforms[key] = self._platform(extra)
         return self._tile_platforms[key]
@@ -263,7 +197,7 @@ def _execute(fn: Callable, args: tuple, kwargs: dict, target: str, assume: dict 
                 result = r if result is None else result
         except KernelFault:
             completed = False
-        from ._psum import settle_all
+        from .machine.psum import settle_all
 
         settle_all(ctx)
         _rules.capacity(ctx)
@@ -292,7 +226,7 @@ def _kernel_platform(ctx: _RunContext) -> str:
     ks = [ins.detail["k"] for ins in ctx.trace if ins.name == "nc_matmul"]
     extra: dict[str, Any] = {}
     double = any(ins.detail.get("double_row") for ins in ctx.trace if ins.name == "nc_matmul")
-    if double and ctx.assumptions.get("fp8_double_row") != "on":
+    if double and ctx.assumptions["fp8_double_row"] != "on":
         extra["fp8_double_row"] = "on"
     if ks:
         full = max(ks)
@@ -317,7 +251,7 @@ def _defaults(target: str | None, assume: dict | None) -> tuple[str, dict | None
 
     settings = _install.settings()
     if target is None:
-        target = settings["target"] if settings else "trn2"
+        target = settings["target"] if settings else DEFAULT_TARGET
     if assume is None and settings:
         assume = settings["assume"]
     return target, assume

@@ -16,7 +16,7 @@ roofline's peak is the Tensor Engine's for the kernel's dominant matmul format (
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from ..review.targets import Target, peak_flops
+from .machine.targets import Target, peak_flops
 
 __all__ = ["EngineUse", "TraceSummary", "summarise"]
 
@@ -150,7 +150,7 @@ def summarise(trace: list, target: Target, platform: str, findings: list, lives:
     notes = []
     if len(flops_by_format) > 1:
         notes.append(f"matmul formats {sorted(flops_by_format)}: the roofline's peak is the {fmt} one (most FLOPs)")
-    from ._rules import live_use
+    from .machine.rules import live_use
 
     bank = int(target["psum_bank_bytes"])
     memory = {}

@@ -15,11 +15,13 @@ from typing import Any
 
 import numpy as np
 
-from . import _numerics, _psum, _rules
-from ._alu import alu, op_name
-from ._context import KernelFault, current
-from ._engine import Engine, as_tensor, cost_elementwise, engine_name, mark_written, new_tile, read, write
-from ._tensor import WRITER_MATMUL, WRITER_MEMSET, WRITER_OTHER, WRITER_READ, Tensor
+from .machine import arithmetic as _numerics
+from .machine import psum as _psum
+from .machine import rules as _rules
+from .machine.alu import alu, op_name
+from .machine.context import KernelFault, current
+from .instructions.access import Engine, as_tensor, cost_elementwise, engine_name, mark_written, new_tile, read, write
+from .machine.memory import WRITER_MATMUL, WRITER_MEMSET, WRITER_OTHER, WRITER_READ, Tensor
 
 __all__ = [
     "dge_mode", "get_nc_version", "matmul_perf_mode", "nc_version", "oob_mode", "reduce_cmd",
@@ -64,7 +66,7 @@ class nc_version:  # noqa: N801
 
 def get_nc_version() -> int:
     """The current target's NeuronCore generation (nc_version.gen2 for trn1/inf2, gen3 for trn2)."""
-    return nc_version.gen3 if current().target.name == "trn2" else nc_version.gen2
+    return current().target.generation
 
 
 # Older releases' engine constants.
@@ -73,7 +75,7 @@ tensor_engine, vector_engine, scalar_engine, gpsimd_engine, unknown_engine = (
 
 
 def _stale(keyword: str, meaning: str) -> None:
-    from ._context import where
+    from .machine.context import where
 
     warnings.warn(f"{where()}: {keyword} is a keyword of an earlier NKI release; numeq.nki reads it as {meaning}",
                   DeprecationWarning, stacklevel=3)
@@ -110,7 +112,7 @@ def dma_copy(dst: Any = None, src: Any = None, *, dst_rmw_op: Any = None, oob_mo
         write(ctx, dst, None, bits=src.data.reshape(dst.shape) if src.shape != dst.shape else src.data)
     else:
         write(ctx, dst, _numerics.fp32_values(src.data, src.dtype).reshape(dst.shape),
-              rounding=ctx.assumptions.get("dma_cast_rounding", "nearest_even"))
+              rounding=ctx.assumptions["dma_cast_rounding"])
     ctx.issue("dma", "dma_copy", [dst], [src], nbytes=src.size * src.dtype.itemsize,
               queue="dma" if queue is None else str(getattr(queue, "name", queue)))
     return dst
@@ -147,7 +149,7 @@ def tensor_copy(*args: Any, engine: Any = None, dtype: Any = None, name: str = "
         ctx.find("psum_gpsimd", "warning", f"tensor_copy on GpSimd evacuates {src.name} from PSUM",
                  "documented: NKI architecture guides (GpSimd has no PSUM port)")
     values = read(ctx, src, "src", eng, rows=True)
-    if dst.dtype == src.dtype and not (eng == "scalar" and ctx.target.core == "NeuronCore-v2"):
+    if dst.dtype == src.dtype and not (eng == "scalar" and ctx.target.generation == 2):
         write(ctx, dst, None, bits=src.data)
     else:  # ScalarE on NeuronCore-v2 goes through fp32 even for the same dtype (nki.isa docs)
         write(ctx, dst, values)
@@ -225,7 +227,7 @@ def nc_matmul(*args: Any, is_stationary_onezero: bool = False, is_moving_onezero
     a = _matmul_operand(ctx, stationary, "stationary", fmt).reshape(k, m)
     b = _matmul_operand(ctx, moving, "moving", fmt).reshape(k, n)
     if double_row and not {stationary.dtype.format, moving.dtype.format} <= {"e4m3", "e5m2", "e4m3fn"}:
-        raise KernelFault(ctx.find("matmul_dtype", "error", f"nc_matmul perf_mode=double_row on {stationary.dtype} x "
+        raise KernelFault(ctx.find("matmul_perf_mode", "error", f"nc_matmul perf_mode=double_row on {stationary.dtype} x "
                                    f"{moving.dtype}: double_row takes fp8 inputs only",
                                    "documented: nki.isa.nc_matmul docstring (perf_mode=double_row: FP8 only)"))
     if double_row and fmt not in ("e4m3", "e5m2"):
@@ -428,7 +430,7 @@ def tensor_scalar(*args: Any, engine: Any = None, dtype: Any = None, name: str =
     r = alu(vals["op0"], first, x) if vals["reverse0"] else alu(vals["op0"], x, first)
     if vals["op1"] is not None:
         second = _operand(ctx, vals["operand1"], x.shape, eng)
-        if ctx.assumptions.get("tensor_scalar_fusion", "rounded") == "fused":
+        if ctx.assumptions["tensor_scalar_fusion"] == "fused":
             r = _fused_two(vals, x, first, second, r)
         else:
             r = alu(vals["op1"], second, r) if vals["reverse1"] else alu(vals["op1"], r, second)
@@ -518,7 +520,7 @@ add each partition's results, reset_reduce; idle by default) and ``reduce_res`` 
     x = read(ctx, data, "data", "scalar", rows=True)
     s = _operand(ctx, scale, x.shape, "scalar")
     b = _operand(ctx, bias, x.shape, "scalar") if bias is not None else None
-    if ctx.assumptions.get("activation_affine", "rounded") == "fused" and b is not None:
+    if ctx.assumptions["activation_affine"] == "fused" and b is not None:
         # x * scale is exact in binary64 (fp32 operands); one rounding of it plus the bias.
         arg = _numerics.sum_rounded([x.astype(np.float64) * np.asarray(s, dtype=np.float64), b]).reshape(x.shape)
     else:
@@ -550,7 +552,7 @@ def _scalar_registers(ctx: Any, dst: Tensor, y: np.ndarray, reduce_op: Any, redu
     Scalar engine's per-partition fp32 registers, reduce / reset_reduce add each partition's
     results to them (sums in the platform's vector_reduce_order), and reduce_res, if given,
     receives the registers [P, 1]. The registers persist across activation instructions."""
-    from ._isa_args import accumulate, command, lanes, vector_accumulator
+    from .instructions.operands import accumulate, command, lanes, vector_accumulator
 
     op = op_name(reduce_op) if reduce_op is not None else "add"
     if op != "add":
@@ -605,7 +607,7 @@ __all__ += list(_extra_module.__all__)
 # compute each element from the same element (or partition) of their operands, and on those that
 # reduce the free axes (rows=True). Instructions whose result depends on element coordinates
 # (iota, affine_select) or that read other partitions keep raising Unsupported for mask=.
-from ._legacy_mask import accepting_mask as _accepting_mask  # noqa: E402
+from .front.masks import accepting_mask as _accepting_mask  # noqa: E402
 
 for _name in ("tensor_copy", "tensor_tensor", "tensor_scalar", "activation", "reciprocal", "scalar_tensor_tensor",
               "tensor_copy_predicated"):
@@ -620,7 +622,7 @@ def __getattr__(name: str) -> Any:
     # from inside numeq.
     if name.startswith("_"):
         raise AttributeError(name)
-    from ._context import Unsupported, active, where
+    from .machine.context import Unsupported, active, where
 
     raise Unsupported(f"{where() if active() else '<import>'}: numeq.nki does not implement nki.isa.{name}; see the "
                       "README's table of NKI names")

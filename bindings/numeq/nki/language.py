@@ -10,12 +10,12 @@ from typing import Any
 
 import numpy as np
 
-from . import _rules
-from ._context import assigned_name, current
-from ._context import where as _where  # the kernel's line; nl.where is the older interface's select
-from ._dtypes import DTYPES, dtype_of
-from ._precision import allocated
-from ._tensor import MEMORIES, Buffer, Tensor, ds
+from .machine import rules as _rules
+from .machine.context import assigned_name, current
+from .machine.context import where as _where  # the kernel's line; nl.where is the older interface's select
+from .machine.dtypes import DTYPES, dtype_of
+from .machine.precision import allocated
+from .machine.memory import MEMORIES, Buffer, Tensor, ds
 
 __all__ = ["ndarray", "zeros", "ds", "affine_range", "sequential_range", "static_range", "program_id",
            "num_programs", "program_ndim", "tile_size", "sbuf", "psum", "hbm", "shared_hbm", "private_hbm"]
@@ -212,11 +212,11 @@ class _TileSize:
     """``nl.tile_size``: the target's tile limits (from the review's target table)."""
 
     def _t(self) -> Any:
-        from ..review.targets import target
+        from .machine.targets import DEFAULT_TARGET, target
 
-        from ._context import active
+        from .machine.context import active
 
-        return current().target if active() else target("trn2")
+        return current().target if active() else target(DEFAULT_TARGET)
 
     @property
     def pmax(self) -> int:
@@ -271,7 +271,7 @@ class _TileSize:
         # psum_min_align, sbuf_min_align: named by NKI without values (nki.language.tile_size docs).
         if name.startswith("_"):
             raise AttributeError(name)
-        from ._context import Unsupported
+        from .machine.context import Unsupported
 
         raise Unsupported(f"numeq.nki does not know nl.tile_size.{name} (its value is not documented)")
 
@@ -308,7 +308,8 @@ for _n in _UNARY:
 bypass = Op("bypass", 2)
 average = Op("average", 2)  # tensor_partition_reduce's mean across partitions
 
-from . import _legacy, _legacy_index  # noqa: E402,F401 - the older interface (its import installs tile operators)
+from .front import tiles as _legacy  # noqa: E402 - the older interface (its import installs tile operators)
+from .front import index_expressions as _legacy_index  # noqa: E402
 
 
 def __getattr__(name: str) -> Any:
@@ -316,7 +317,7 @@ def __getattr__(name: str) -> Any:
 
     if name in getattr(_legacy, "__all__", ()):
         return getattr(_legacy, name)
-    from ._context import Unsupported, active
+    from .machine.context import Unsupported, active
 
     if name.startswith("_"):
         raise AttributeError(name)

@@ -16,7 +16,8 @@ Example::
 
 from __future__ import annotations
 
-from . import findings, model, targets
+from . import findings, model
+from ..nki.machine import targets as targets
 from .findings import CRITERIA, Finding
 from .manifest import Manifest, ManifestError, load, parse
 from .run import Review, review

@@ -22,7 +22,7 @@ from .. import nki as _nki
 from .correctness import _split_name
 from .findings import Finding
 from .manifest import OPERATIONS, Manifest, ManifestError, _OPERATIONS
-from .targets import target as _target
+from ..nki.machine.targets import target as _target
 
 __all__ = ["review_kernel", "reviewed", "run_manifest_kernel"]
 
@@ -33,7 +33,7 @@ _MEMORY_RULES = frozenset({"sbuf_capacity", "psum_capacity", "dma_small", "parti
 
 def _format(a: np.ndarray, what: str) -> str:
     """The numeq format of an array's elements, by numeq.nki's one dtype table."""
-    from ..nki._dtypes import dtype_of
+    from ..nki.machine.dtypes import dtype_of
 
     return dtype_of(np.asarray(a).dtype, what).format
 

@@ -23,7 +23,7 @@ from .._arrays import formats as _formats
 from ..verdicts import TIERS
 from .model import (DTYPE_BYTES, ENGINES, MEMORIES, Buffer, Dma, KernelSpec, Matmul, Performance, Profile, Stage,
                     Tiling, Timings)
-from .targets import target_names
+from ..nki.machine.targets import target_names
 
 try:  # the standard library's TOML reader from Python 3.11; tomli (the same parser) before
     import tomllib
@@ -543,7 +543,7 @@ def parse(text: str, path: str | os.PathLike = "manifest.toml", *, allow_outside
 
 def _as_dtype(arr: np.ndarray, dtype: str, ctx: _Context, key: tuple) -> np.ndarray:
     """``arr`` cast to the NKI dtype ``dtype`` (its values must be values of it: no rounding)."""
-    from ..nki._dtypes import dtype_of
+    from ..nki.machine.dtypes import dtype_of
 
     name = ".".join(map(str, key))
     try:

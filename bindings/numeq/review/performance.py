@@ -62,7 +62,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from . import targets as _targets
+from ..nki.machine import targets as _targets
 from .findings import Finding
 from .model import Performance
 

@@ -20,7 +20,7 @@ from . import performance as _performance
 from . import tiling as _tiling
 from .findings import CRITERIA, Finding, criterion_status
 from .manifest import Manifest, ManifestError, load
-from .targets import Target, target
+from ..nki.machine.targets import Target, target
 
 __all__ = ["Review", "review"]
 

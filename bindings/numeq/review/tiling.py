@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 
-from . import targets as _targets
+from ..nki.machine import targets as _targets
 from .findings import Finding
 from .model import DTYPE_BYTES, ENGINES, MEMORIES, Buffer, Dma, Matmul, Stage, Tiling
 
@@ -279,9 +279,10 @@ def _matmul_rules(tiling: Tiling, buffers: dict[str, Buffer], t: _targets.Target
 
         # double_row: the matmul's own flag, or the tiling's (every matmul of the kernel).
         double = m.double_row or tiling.double_row
+        if double:
+            tick("matmul_perf_mode")
         if double and not has_double:
-            tick("matmul_contraction")
-            fail("matmul_contraction", m, f"double_row is requested but {t.name} ({t.core}) has no double_row mode "
+            fail("matmul_perf_mode", m, f"double_row is requested but {t.name} ({t.core}) has no double_row mode "
                  "(fp8 on NeuronCore-v3 only)", k_spec.cite())
         if st is not None and mv is not None:
             # Contraction: K is the partition axis of both inputs.
@@ -302,7 +303,7 @@ def _matmul_rules(tiling: Tiling, buffers: dict[str, Buffer], t: _targets.Target
                 not_fp8 = [f"{r} {b.name} is {b.dtype}" for r, b in (("stationary", st), ("moving", mv))
                            if b.dtype not in _FP8]
                 if not_fp8:
-                    fail("matmul_contraction", m, f"double_row takes fp8 inputs ({', '.join(_FP8)}); "
+                    fail("matmul_perf_mode", m, f"double_row takes fp8 inputs ({', '.join(_FP8)}); "
                          + ", ".join(not_fp8), d_spec.cite())
                 if k > d_max:
                     fail("matmul_contraction", m, f"K = {k} exceeds the {d_max} rows one double_row nc_matmul "
@@ -315,15 +316,15 @@ def _matmul_rules(tiling: Tiling, buffers: dict[str, Buffer], t: _targets.Target
                      k_spec.cite())
 
             # Input formats: the Tensor Engine's, fp32/tf32 only with each other.
-            tick("matmul_dtypes")
+            tick("matmul_dtype")
             for r, b in (("stationary", st), ("moving", mv)):
                 try:
                     _targets.peak_flops(t, b.dtype)
                 except ValueError as e:
-                    fail("matmul_dtypes", m, f"{r} {b.name}: {e}", k_spec.cite())
+                    fail("matmul_dtype", m, f"{r} {b.name}: {e}", k_spec.cite())
             wide = {"fp32", "tf32"}
             if (st.dtype in wide) != (mv.dtype in wide):
-                fail("matmul_dtypes", m, f"stationary {st.name} is {st.dtype} and moving {mv.name} is {mv.dtype}; "
+                fail("matmul_dtype", m, f"stationary {st.name} is {st.dtype} and moving {mv.name} is {mv.dtype}; "
                      "fp32/tf32 inputs pair only with each other", k_spec.cite())
             if "fp32" in (st.dtype, mv.dtype):
                 fp32_inputs.append(m)
@@ -339,22 +340,22 @@ def _matmul_rules(tiling: Tiling, buffers: dict[str, Buffer], t: _targets.Target
                      f"{free_max[rule]}{why}", t.spec(rule).cite())
 
         if ps is not None:
-            tick("matmul_output")
+            tick("matmul_output_memory")
             if ps.memory != "psum":
-                fail("matmul_output", m, f"output {ps.name} is in {ps.memory.upper()}; nc_matmul writes PSUM",
+                fail("matmul_output_memory", m, f"output {ps.name} is in {ps.memory.upper()}; nc_matmul writes PSUM",
                      k_spec.cite())
             if ps.dtype != "fp32":
-                fail("matmul_output", m, f"output {ps.name} is {ps.dtype}; the Tensor Engine accumulates and "
+                fail("matmul_output_memory", m, f"output {ps.name} is {ps.dtype}; the Tensor Engine accumulates and "
                      "writes its PSUM output in fp32 (cast when copying out of PSUM)", k_spec.cite())
             if st is not None and mv is not None:
                 want_m, want_n = st.free_elements, mv.free_elements
                 if ps.partitions != want_m or ps.free_elements != want_n:
-                    fail("matmul_output", m, f"output {ps.name} {_shape(ps)} is {ps.partitions} partitions x "
+                    fail("matmul_output_memory", m, f"output {ps.name} {_shape(ps)} is {ps.partitions} partitions x "
                          f"{ps.free_elements}; stationary {st.name} x moving {mv.name} gives [M, N] = "
                          f"[{want_m}, {want_n}]", k_spec.cite())
-            tick("psum_bank")
+            tick("matmul_psum_bank")
             if ps.bytes_per_partition > bank_bytes:
-                fail("psum_bank", m, f"output {ps.name} takes {ps.bytes_per_partition} B per partition "
+                fail("matmul_psum_bank", m, f"output {ps.name} takes {ps.bytes_per_partition} B per partition "
                      f"({ps.free_elements} x {ps.dtype}); one matmul writes at most one PSUM bank of "
                      f"{bank_bytes} B", bank_spec.cite())
 
@@ -365,11 +366,12 @@ def _matmul_rules(tiling: Tiling, buffers: dict[str, Buffer], t: _targets.Target
                                f"{_count(checked.get('matmul_contraction', 0), 'matmul')} checked "
                                f"(largest K = {k_seen})",
                                k_spec.cite()),
-        "matmul_dtypes": ("matmul inputs are Tensor Engine formats", k_spec.cite()),
+        "matmul_perf_mode": ("double_row matmuls have fp8 inputs on a target with the mode", k_spec.cite()),
+        "matmul_dtype": ("matmul inputs are Tensor Engine formats", k_spec.cite()),
         **{rule: (f"{r} free size {size} <= {free_max[rule]} (largest {free_seen[rule]})", t.spec(rule).cite())
            for rule, (r, size, _) in free_sizes.items()},
-        "matmul_output": ("outputs are fp32 PSUM tiles of shape [M, N]", k_spec.cite()),
-        "psum_bank": (f"each matmul output fits one PSUM bank of {bank_bytes} B per partition", bank_spec.cite()),
+        "matmul_output_memory": ("outputs are fp32 PSUM tiles of shape [M, N]", k_spec.cite()),
+        "matmul_psum_bank": (f"each matmul output fits one PSUM bank of {bank_bytes} B per partition", bank_spec.cite()),
     }
     for rule, (message, evidence) in passes.items():
         if checked.get(rule) and not bad.get(rule):
@@ -378,12 +380,12 @@ def _matmul_rules(tiling: Tiling, buffers: dict[str, Buffer], t: _targets.Target
     rate = t.spec("fp32_matmul_rate")
     if fp32_inputs:
         for m in fp32_inputs:
-            out.append(Finding(_LIMITS, "warn", "matmul_fp32_rate", _subject("matmul", m),
+            out.append(Finding(_LIMITS, "warn", "matmul_fp32", _subject("matmul", m),
                                f"{m.name}: fp32 inputs run at {t['fp32_matmul_rate']:g}x the bf16 rate "
                                f"({t['peak_flops_fp32'] / 1e12:g} vs {t['peak_flops_bf16'] / 1e12:g} TFLOPS on "
                                f"{t.name}); use bf16 (or tf32) inputs if the numerics allow", rate.cite()))
-    elif checked.get("matmul_dtypes"):
-        out.append(Finding(_LIMITS, "pass", "matmul_fp32_rate", "matmuls",
+    elif checked.get("matmul_dtype"):
+        out.append(Finding(_LIMITS, "pass", "matmul_fp32", "matmuls",
                            "no matmul takes fp32 inputs (which run at a quarter of the bf16 rate)", rate.cite()))
     return out
 
@@ -485,7 +487,7 @@ def _dma_rules(tiling: Tiling, buffers: dict[str, Buffer], t: _targets.Target) -
     aim = _int(t, "dma_target_bytes")
     parts_spec, parts = t.spec("partitions"), _int(t, "partitions")
     stride_spec, stride_max = t.spec("sbuf_stride_bytes"), _int(t, "sbuf_stride_bytes")
-    flagged = {"dma_buffer": 0, "dma_size": 0, "dma_partitions": 0, "dma_stride": 0}
+    flagged = {"dma_buffer": 0, "dma_small": 0, "dma_partitions": 0, "partial_partitions": 0, "dma_stride": 0}
     between: list[Dma] = []
 
     def add(status: str, rule: str, d: Dma, message: str, evidence: str) -> None:
@@ -498,10 +500,10 @@ def _dma_rules(tiling: Tiling, buffers: dict[str, Buffer], t: _targets.Target) -
             add("fail", "dma_buffer", d, f"buffer {d.buffer!r} is not a buffer; buffers: {valid}", "manifest")
         b = d.bytes_per_partition
         if b < overhead:
-            add("warn", "dma_size", d, f"{b} B per partition per transfer is overhead-bound (< {overhead} B); "
+            add("warn", "dma_small", d, f"{b} B per partition per transfer is overhead-bound (< {overhead} B); "
                 f"aim for {_size(aim)}", over_spec.cite())
         elif b < recommended:
-            add("warn", "dma_size", d, f"{b} B per partition per transfer is below the recommended minimum of "
+            add("warn", "dma_small", d, f"{b} B per partition per transfer is below the recommended minimum of "
                 f"{_size(recommended)} (target {_size(aim)})", rec_spec.cite())
         elif b < aim:
             between.append(d)
@@ -509,7 +511,7 @@ def _dma_rules(tiling: Tiling, buffers: dict[str, Buffer], t: _targets.Target) -
             add("fail", "dma_partitions", d, f"spans {d.partitions} partitions; SBUF/PSUM have {parts}",
                 parts_spec.cite())
         elif d.partitions < parts:
-            add("warn", "dma_partitions", d, f"uses {d.partitions} of {parts} partitions; the DMA guide recommends "
+            add("warn", "partial_partitions", d, f"uses {d.partitions} of {parts} partitions; the DMA guide recommends "
                 f"transfers spanning all {parts}", over_spec.cite())
         if d.stride_bytes > stride_max:
             add("warn", "dma_stride", d, f"innermost stride {d.stride_bytes} B exceeds {stride_max} B, which halves "
@@ -518,16 +520,18 @@ def _dma_rules(tiling: Tiling, buffers: dict[str, Buffer], t: _targets.Target) -
     if not flagged["dma_buffer"]:
         out.append(Finding(_MEMORY, "pass", "dma_buffer", "dmas", f"all {_count(n, 'DMA')} name existing buffers",
                            "manifest"))
-    if not flagged["dma_size"]:
+    if not flagged["dma_small"]:
         note = (f" ({len(between)} of them below the {_size(aim)} target: {_names(between)})" if between
                 else f" (all at or above the {_size(aim)} target)")
-        out.append(Finding(_MEMORY, "pass", "dma_size", "dmas",
+        out.append(Finding(_MEMORY, "pass", "dma_small", "dmas",
                            f"all {_count(n, 'DMA')} move >= {_size(recommended)} per partition per transfer{note}",
                            f"{rec_spec.cite()}; target: {tgt_spec.cite()}"))
     if not flagged["dma_partitions"]:
         out.append(Finding(_MEMORY, "pass", "dma_partitions", "dmas",
-                           f"all {_count(n, 'DMA')} span all {parts} partitions",
-                           parts_spec.cite()))
+                           f"all {_count(n, 'DMA')} span at most the {parts} partitions", parts_spec.cite()))
+    if not flagged["partial_partitions"]:
+        out.append(Finding(_MEMORY, "pass", "partial_partitions", "dmas",
+                           f"all {_count(n, 'DMA')} span all {parts} partitions", over_spec.cite()))
     if not flagged["dma_stride"]:
         out.append(Finding(_MEMORY, "pass", "dma_stride", "dmas",
                            f"all {_count(n, 'DMA')} have innermost strides <= {stride_max} B", stride_spec.cite()))

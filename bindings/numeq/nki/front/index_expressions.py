@@ -13,11 +13,13 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from . import _engine, _precision, _rules
-from ._context import KernelFault, _operand as _trace_operand, current, where as _line
-from ._dtypes import dtype_of
-from ._indexing import Gather, out_of_bounds
-from ._tensor import WRITER_OTHER, Buffer, Tensor
+from ..instructions import access as _engine
+from ..machine import precision as _precision
+from ..machine import rules as _rules
+from ..machine.context import KernelFault, _operand as _trace_operand, current, where as _line
+from ..machine.dtypes import dtype_of
+from ..machine.views import Gather, out_of_bounds
+from ..machine.memory import WRITER_OTHER, Buffer, Tensor
 
 __all__ = ["IndexExpr", "Predicate", "Grid", "arange", "mgrid", "par_dim", "index"]
 
@@ -291,7 +293,7 @@ def par_dim_ndarray(dims: tuple, marked: list[int], dtype: Any, memory: Any, nam
     """``nl.ndarray`` of a shape with ``nl.par_dim`` after block dims (SBUF / PSUM): the partition
     dim is stored first, so each block is a tile of whole partitions (the capacity and partition
     checks then see the real layout); the view puts the dims back in the kernel's order."""
-    from . import language
+    from .. import language
 
     if len(marked) > 1:
         raise ValueError(f"shape: one nl.par_dim per shape, got {dims}")

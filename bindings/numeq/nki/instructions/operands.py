@@ -20,11 +20,11 @@ from typing import Any, Callable
 
 import numpy as np
 
-from . import _numerics
-from ._alu import ALU, op_name
-from ._context import Context, KernelFault, current, where
-from ._engine import as_tensor, new_tile, read, write
-from ._tensor import Tensor
+from ..machine import arithmetic as _numerics
+from ..machine.alu import ALU, op_name
+from ..machine.context import Context, KernelFault, current, where
+from .access import as_tensor, new_tile, read, write
+from ..machine.memory import Tensor
 
 __all__ = ["REQUIRED", "Form", "bind", "Cmd", "command", "FP32_MIN", "constraint", "generation", "per_partition",
            "flat", "alu_fn", "reduce_name", "lanes",
@@ -173,8 +173,7 @@ def constraint(ctx: Context, instruction: str, message: str, source: str | None 
 def generation(ctx: Context, instruction: str, first: int) -> None:
     """An instruction the target's NeuronCore generation does not have (``first``: the first one
     that does)."""
-    have = int(ctx.target.core.rsplit("v", 1)[1])
-    if have < first:
+    if ctx.target.generation < first:
         ctx.find("target_generation", "error", f"{instruction} is available on NeuronCore-v{first} and newer; the "
                  f"target {ctx.target.name} is {ctx.target.core}", doc(instruction))
 
@@ -276,7 +275,7 @@ def fold(ctx: Context, op: str, start: np.ndarray, x: np.ndarray) -> np.ndarray:
     min (order-free)."""
     if x.shape[1] == 0:
         return start
-    if op == "add" and ctx.assumptions.get("vector_reduce_order", "sequential") != "sequential":
+    if op == "add" and ctx.assumptions["vector_reduce_order"] != "sequential":
         return np.add(start, _numerics.reduce_fp32(x, "add", ctx.sum_platform()), dtype=np.float32)
     if op in ("add", "multiply"):
         ufunc = np.add if op == "add" else np.multiply
@@ -324,7 +323,7 @@ def write_where(ctx: Context, dst: Tensor, chosen: np.ndarray, values: np.ndarra
     their data, written mask and PSUM writer (a predicated write leaves them unmodified)."""
     chosen = np.broadcast_to(chosen.reshape(dst.shape) if chosen.size == dst.size else chosen, dst.shape)
     if dst.base.id in ctx.pending:  # a pending matmul chain there: its values are what stays
-        from ._psum import settle
+        from ..machine.psum import settle
 
         settle(ctx, dst.base)
     old_mask = dst.mask.copy()  # first: made now, the mask zeroes bytes nothing wrote (Buffer.mask)

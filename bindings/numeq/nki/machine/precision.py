@@ -32,7 +32,7 @@ def allocated(ctx: Any, line: str, dtype: Any) -> Any:
     """The dtype a tile allocated at ``line`` gets: its own, or fp32 when the precision flow widens
     that line (``Context.widen``, the one switch every allocation goes through)."""
     if ctx.widen and line in ctx.widen and dtype.format in NARROW:
-        from ._dtypes import dtype_of
+        from .dtypes import dtype_of
 
         return dtype_of("float32")
     return dtype
@@ -92,7 +92,7 @@ def record_write(ctx: Any, dst: Any, values: np.ndarray, bits: np.ndarray) -> No
         # (one pass; a NaN with payload bits there counts as rounded, which moves no value).
         changed = int(np.count_nonzero(np.ascontiguousarray(v).view(np.uint32) & np.uint32(0xFFFF)))
     else:
-        from ._numerics import fp32_values
+        from .arithmetic import fp32_values
 
         back = fp32_values(bits, dst.dtype)
         v = v.astype(np.float32).reshape(back.shape)
@@ -166,11 +166,11 @@ def _function_model(ctx: Any, function: str) -> str:
     if models is None:
         import json
 
-        from .. import _core
+        from ... import _core
 
         platform = json.loads(_core.core_platform_json(ctx.target.platform))
         models = ctx._function_models = {f["function"]: f for f in platform.get("functions", [])}
-    from ._numerics import _CERTIFIED
+    from .arithmetic import _CERTIFIED
 
     model = models.get(_CERTIFIED.get(function, function))
     if model is None:

@@ -19,12 +19,12 @@ from typing import Any
 
 import numpy as np
 
-from .. import _casts, _core
+from ... import _casts, _core
 import importlib
 
 _platforms = importlib.import_module("numeq.machines")
-from .. import reference as _reference
-from ._dtypes import DType
+from ... import reference as _reference
+from .dtypes import DType
 
 __all__ = ["accumulate_fp32", "cast_into", "fp32_values", "matmul_tile", "reduce_fp32", "function_fp32"]
 

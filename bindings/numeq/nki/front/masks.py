@@ -15,10 +15,10 @@ from __future__ import annotations
 import functools
 from typing import Any, Callable
 
-from ._context import current
-from ._engine import new_tile
-from ._legacy_index import _Clipped, _bbox, _grid_shape, _mask_array, _retarget
-from ._tensor import Tensor
+from ..machine.context import current
+from ..instructions.access import new_tile
+from .index_expressions import _Clipped, _bbox, _grid_shape, _mask_array, _retarget
+from ..machine.memory import Tensor
 
 __all__ = ["accepting_mask"]
 

@@ -18,7 +18,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from ._dtypes import DType, dtype_of, storage_dtype
+from .dtypes import DType, dtype_of, storage_dtype
 
 __all__ = ["Buffer", "Memory", "Tensor", "MEMORIES", "ds", "DynSlice", "WRITER_NONE", "WRITER_MATMUL",
            "WRITER_MEMSET", "WRITER_OTHER", "WRITER_READ"]
@@ -247,7 +247,7 @@ class Tensor:
                       None if self._writer is None else f(self._writer), self.dtype)
 
     def __getitem__(self, key: Any) -> "Tensor":
-        from . import _indexing
+        from . import views as _indexing
 
         index = _indexing.normalise(key, self.shape, self)
         if isinstance(index, _indexing.Gather):
@@ -255,7 +255,7 @@ class Tensor:
         return self._apply(lambda a: a[index])
 
     def __setitem__(self, key: Any, value: Any) -> None:
-        from . import _indexing
+        from . import views as _indexing
 
         _indexing.assign(self, key, value)
 
@@ -264,7 +264,7 @@ class Tensor:
         """An access pattern over the buffer's storage: ``pattern`` = [[step, count], ...]
         outermost first, steps in elements; ``offset`` None starts at this view's first element, an
         int at that element of the buffer (see ``_indexing.access_pattern``)."""
-        from ._indexing import access_pattern
+        from .views import access_pattern
 
         return access_pattern(self, pattern, offset, *args, **kwargs)
 

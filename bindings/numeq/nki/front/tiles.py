@@ -19,13 +19,16 @@ from typing import Any, Callable
 import ml_dtypes
 import numpy as np
 
-from . import _psum, _engine, _numerics, _rules
-from ._context import KernelFault, current
-from ._dtypes import DTYPES, DType, dtype_of
-from ._legacy_index import (Grid, IndexExpr, Predicate, _bbox, _Clipped, _fresh, _grid_shape, _is_index,
+from ..machine import psum as _psum
+from ..instructions import access as _engine
+from ..machine import arithmetic as _numerics
+from ..machine import rules as _rules
+from ..machine.context import KernelFault, current
+from ..machine.dtypes import DTYPES, DType, dtype_of
+from .index_expressions import (Grid, IndexExpr, Predicate, _bbox, _Clipped, _fresh, _grid_shape, _is_index,
                             _mask_array, _masked, _retarget, _same_view, _sub, arange, index,
                             mgrid, par_dim)
-from ._tensor import WRITER_MATMUL, Tensor
+from ..machine.memory import WRITER_MATMUL, Tensor
 
 __all__ = ["IndexExpr", "Predicate", "Grid", "arange", "mgrid", "par_dim", "load", "store", "copy", "transpose",
            "matmul", "empty_like", "sum", "max", "min", "mean", "prod", "var", "all", "where", "static_cast",
@@ -35,7 +38,7 @@ _ball = builtins.all
 
 
 def _isa():
-    from . import isa
+    from .. import isa
 
     return isa
 
@@ -239,7 +242,7 @@ def _binary(op: Any, x: Any, y: Any, dtype: Any = None, mask: Any = None, out: T
     """x <op> y for tiles (broadcasting as numpy's) and numbers: tensor_tensor, or tensor_scalar
     where one side is a number or a per-partition [P, 1] tile; in fp32, cast to ``dtype`` or the
     promoted dtype (comparisons: bool)."""
-    from ._alu import op_name
+    from ..machine.alu import op_name
 
     name = op_name(op)
     tiles = [t for t in (x, y) if isinstance(t, Tensor)]
@@ -489,7 +492,7 @@ def device_print(prefix: str, x: Any, *, mask: Any = None, **kwargs: Any) -> Non
 def empty_like(a: Any, dtype: Any = None, *, buffer: Any = None, name: str = "", **kwargs: Any) -> Tensor:
     """A new tensor of ``a``'s shape and dtype (or ``dtype``) in ``buffer`` (default: SBUF, as the
     0.1.0 docs say); its contents start undefined."""
-    from . import language
+    from .. import language
 
     a = _engine.as_tensor(a, "a")
     return language.ndarray(a.shape, dtype or a.dtype, buffer=buffer, name=name, **kwargs)
@@ -609,7 +612,7 @@ def _unary(name: str, x: Tensor) -> Tensor:
 
 def _install_language() -> None:
     """nl.fp32 holds nl.fp32.min (the language module's own name, extended here)."""
-    from . import language
+    from .. import language
 
     f32 = DTYPES["float32"]
     language.fp32 = _FP32(f32.name, f32.format, f32.storage, f32.kind)
@@ -620,5 +623,3 @@ max = _reduction("maximum", "max")  # noqa: A001
 min = _reduction("minimum", "min")  # noqa: A001
 prod = _reduction("multiply", "prod")
 mean, var, all = _mean, _var, _all  # noqa: A001
-_install_operators()
-_install_language()

@@ -14,10 +14,13 @@ from typing import Any
 
 import numpy as np
 
-from . import _numerics, _precision, _psum, _rules
-from ._context import Context, KernelFault, current
-from ._dtypes import dtype_of
-from ._tensor import MEMORIES, WRITER_MATMUL, WRITER_OTHER, WRITER_READ, Buffer, Tensor
+from ..machine import arithmetic as _numerics
+from ..machine import precision as _precision
+from ..machine import psum as _psum
+from ..machine import rules as _rules
+from ..machine.context import Context, KernelFault, current
+from ..machine.dtypes import dtype_of
+from ..machine.memory import MEMORIES, WRITER_MATMUL, WRITER_OTHER, WRITER_READ, Buffer, Tensor
 
 __all__ = ["ENGINES", "engine_name", "read", "write", "new_tile", "cost_elementwise", "as_tensor", "same_shape"]
 
@@ -71,7 +74,7 @@ def read(ctx: Context, t: Any, parameter: str, engine: str = "vector", rows: boo
 
 
 def output_rounding(ctx: Context) -> str:
-    return ctx.assumptions.get("output_rounding", "nearest_even")
+    return ctx.assumptions["output_rounding"]
 
 
 def write(ctx: Context, dst: Any, values: np.ndarray, writer: int = WRITER_OTHER, *, bits: np.ndarray | None = None,
@@ -174,7 +177,7 @@ def same_shape(ctx: Context, dst: Tensor, values: np.ndarray) -> np.ndarray:
 
 def new_tile(shape: tuple, dtype: Any, memory: str = "sbuf", name: str = "") -> Tensor:
     """A fresh tile (the older interface's value-returning instructions allocate their result)."""
-    from ._context import where
+    from ..machine.context import where
 
     ctx = current()
     line = where()

@@ -1,7 +1,7 @@
 """How kernels index tensors: integers, slices, ``nl.ds``, ``...`` and ``.ap()`` access patterns,
 each checked against the tensor's bounds (an index out of bounds is a finding and stops the
 instruction: numpy would clip a slice silently). Index expressions of the older interface
-(``nl.arange`` / ``nl.mgrid``) are read by ``_legacy`` into the same views.
+(``nl.arange`` / ``nl.mgrid``) are read by the front (``front.tiles``) into the same views.
 """
 
 from __future__ import annotations
@@ -22,16 +22,20 @@ class Gather:
 
 
 def out_of_bounds(t: Any, message: str) -> Exception:
-    from ._context import current
+    from .context import current
 
     return current().fail("index_bounds", f"{t.name}: {message}",
                           source="documented: NKI tensors are indexed within their shape (nki.language docs)")
 
 
-def _legacy_index(key: Any, shape: tuple, t: Any) -> Any:
-    from . import _legacy
+# The older interface's front gives these when it is installed (``front.install``): an index
+# expression (``nl.arange`` / ``nl.mgrid``) read into a view, and ``t[key] = value``. The machine
+# room imports nothing above it.
+FRONT: dict[str, Any] = {}
 
-    return _legacy.index(key, shape, t)
+
+def _legacy_index(key: Any, shape: tuple, t: Any) -> Any:
+    return FRONT["index"](key, shape, t)
 
 
 def normalise(key: Any, shape: tuple[int, ...], t: Any) -> Any:
@@ -115,9 +119,9 @@ def access_pattern(t: Any, pattern: Sequence[Sequence[int]] | None = None, offse
     the buffer's start; ``dtype`` reads the storage as another dtype (steps and counts in its
     elements). On SBUF / PSUM the first pair addresses partitions: its step must be the storage's
     elements per partition."""
-    from ._context import current
-    from ._dtypes import dtype_of
-    from ._tensor import Tensor
+    from .context import current
+    from .dtypes import dtype_of
+    from .memory import Tensor
 
     if pattern is None:
         pattern = kwargs.pop("ap", None)
@@ -165,6 +169,4 @@ def access_pattern(t: Any, pattern: Sequence[Sequence[int]] | None = None, offse
 def assign(t: Any, key: Any, value: Any) -> None:
     """``t[key] = value`` (the older interface writes tiles by assignment): a copy through the
     Vector engine's rules (same dtype: bits; otherwise through fp32)."""
-    from . import _legacy
-
-    _legacy.assign(t, key, value)
+    FRONT["assign"](t, key, value)

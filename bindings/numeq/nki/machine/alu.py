@@ -86,7 +86,7 @@ def alu(op: Any, x: np.ndarray, y: Any, parameter: str = "op") -> np.ndarray:
     name = op_name(op, parameter)
     f = ALU.get(name)
     if f is None:
-        from ._context import current
+        from .context import current
 
         raise current().unsupported(f"the ALU operator {name!r} (known: {', '.join(ALU)})")
     with np.errstate(all="ignore"):

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from . import _numerics
+from . import arithmetic as _numerics
 
 __all__ = ["defer", "release", "settle", "settle_all", "transfer"]
 

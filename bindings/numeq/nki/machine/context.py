@@ -17,7 +17,8 @@ import gc
 
 __all__ = ["Context", "Finding", "Instruction", "KernelFault", "Unsupported", "current", "running", "where"]
 
-_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
+# numeq.nki's own folder: frames there are numeq's, the first frame outside it is the kernel's.
+_PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 class Unsupported(NotImplementedError):
@@ -214,7 +215,7 @@ class Context:
         ins = Instruction(step, engine, name, at, operands[0], operands[1], int(nbytes), int(flops), int(cycles),
                           detail, partitions, tuple(self.loop_indices))
         if self.rounded or name == "tensor_reduce" or "function" in detail:
-            from ._precision import record_issue
+            from .precision import record_issue
 
             record_issue(self, name, at, dst, srcs, detail)
         self.trace.append(ins)

@@ -1,58 +1,96 @@
-"""The hardware's limits, checked as each instruction runs. Every number comes from the review's
-target table (``numeq.review.targets``: each value with its evidence and source); each rule here
-says what breaks it, with the kernel's line and the numbers involved.
+"""The rule book (``RULES``: one id per NeuronCore limit, shared by runs and manifest reviews) and
+the checks a run makes as each instruction runs. Every number comes from the target table
+(``machine.targets``: each value with its evidence and source); each finding says what breaks
+it, with the kernel's line and the numbers involved.
 
 Errors: the hardware or the compiler rejects it, or it computes garbage. Warnings: it runs, slowly.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
-from ._context import Context, KernelFault
-from ._tensor import WRITER_OTHER
-from ..review.targets import start_partitions
+from .context import Context, KernelFault
+from .memory import WRITER_OTHER
+from .targets import start_partitions
 
-__all__ = ["RULES", "check_on_chip", "check_read", "check_matmul", "check_dma", "capacity", "check_engine_access"]
+__all__ = ["RULES", "Rule", "review_status", "check_on_chip", "check_read", "check_matmul", "check_dma", "capacity", "check_engine_access"]
 
-# rule -> (severity, what it checks). The README's table of rules is this one.
-RULES: dict[str, tuple[str, str]] = {
-    "partition_dim": ("error", "an SBUF/PSUM tile's partition dimension (dim 0) exceeds the target's partitions"),
-    "partition_start": ("error", "a partial-partition access starts where the hardware cannot (over 64 partitions "
-                                 "at 0; 33-64 at 0 or 64; up to 32 at 0, 32, 64 or 96)"),
-    "matmul_contraction": ("error", "nc_matmul contracts more rows of K than one instruction takes"),
-    "matmul_stationary_free": ("error", "nc_matmul's stationary free size (M) exceeds the limit"),
-    "matmul_moving_free": ("error", "nc_matmul's moving free size (N) exceeds the limit"),
-    "matmul_dtype": ("error", "nc_matmul input dtypes the Tensor Engine does not take, or mixes"),
-    "matmul_output_memory": ("error", "an nc_matmul result is not written to PSUM"),
-    "matmul_psum_bank": ("error", "an nc_matmul result does not fit one 2 KiB fp32 PSUM bank"),
-    "psum_capacity": ("error", "live PSUM per partition exceeds its 8 banks (16 KiB)"),
-    "sbuf_capacity": ("error", "live SBUF per partition exceeds what the target holds"),
-    "engine_access": ("error", "an engine reads or writes a memory it cannot reach (GpSimd and PSUM), or both "
-                               "tensor_tensor operands are in PSUM"),
-    "read_uninitialised": ("error", "an instruction reads bytes no instruction wrote"),
-    "accumulate_non_matmul": ("error", "nc_matmul accumulates into PSUM that holds a non-matmul result"),
-    "index_bounds": ("error", "an index or access pattern reaches outside the tensor"),
-    "shape_mismatch": ("error", "an instruction's operands do not have the shapes it needs"),
-    "output_unwritten": ("error", "a kernel output holds bytes no instruction wrote"),
-    "bn_stats_free": ("error", "bn_stats reads more elements per partition than one instruction takes (512)"),
-    "instruction_constraint": ("error", "an operand breaks a documented limit of its instruction (dtype, size, "
-                                        "operator, value, memory)"),
-    "target_generation": ("error", "the instruction needs a newer NeuronCore than the target has"),
-    "accumulator_undefined": ("error", "an instruction continues a Vector-engine accumulator that was never reset "
-                                       "or that an idle instruction left undefined"),
-    "activation_range": ("error", "an activation function's input lies outside its documented valid range (the "
-                                  "Scalar engine's polynomial gives garbage there)"),
-    "dma_small": ("warning", "a DMA moves fewer bytes per partition than the efficiency threshold"),
-    "matmul_fp32": ("warning", "nc_matmul on fp32 inputs runs at a quarter of the bf16 rate"),
-    "partial_partitions": ("warning", "a compute instruction uses fewer than all partitions"),
-    "accumulate_after_read": ("warning", "nc_matmul without accumulate= writes a PSUM tile whose matmul result was "
-                                         "already read: whether it starts a new sum rests on the matmul_accumulate "
-                                         "assumption"),
-    "psum_gpsimd": ("warning", "GpSimd evacuates PSUM (it cannot on NeuronCore-v2/-v3; use Vector or Scalar)"),
+class Rule(NamedTuple):
+    """One limit of the NeuronCore, as both a kernel's run and a manifest review check it:
+    ``severity`` ("error": the hardware or compiler rejects it or it computes garbage; a review's
+    "fail". "warning": it runs, slowly; a review's "warn"), ``meaning``, and ``checked_by``
+    (``run``: numeq.nki as the kernel runs; ``manifest``: ``numeq review MANIFEST``'s tiling
+    check). A finding cites the target value its numbers come from (``Target.spec(key).cite()``)."""
+
+    severity: str
+    meaning: str
+    checked_by: tuple[str, ...] = ("run", "manifest")
+
+
+_RUN, _MANIFEST = ("run",), ("manifest",)
+
+# The one rule book: rule id -> Rule. One id per limit, used by runs and manifest reviews alike
+# (docs/nki.md's table of rules is this one).
+RULES: dict[str, Rule] = {
+    "partition_dim": Rule("error", "an SBUF/PSUM tile's partition dimension (dim 0) exceeds the target's partitions"),
+    "partition_start": Rule("error", "a partial-partition access starts where the hardware cannot (over 64 partitions "
+                                     "at 0; 33-64 at 0 or 64; up to 32 at 0, 32, 64 or 96)"),
+    "matmul_contraction": Rule("error", "nc_matmul contracts more rows of K than one instruction takes, or K differs "
+                                        "between its operands"),
+    "matmul_stationary_free": Rule("error", "nc_matmul's stationary free size (M) exceeds the limit"),
+    "matmul_moving_free": Rule("error", "nc_matmul's moving free size (N) exceeds the limit"),
+    "matmul_dtype": Rule("error", "nc_matmul input dtypes the Tensor Engine does not take, or mixes"),
+    "matmul_perf_mode": Rule("error", "nc_matmul asks for a performance mode (double_row) the target lacks, or on "
+                                      "inputs the mode does not take (fp8 only)"),
+    "matmul_output_memory": Rule("error", "an nc_matmul result is not written to an fp32 PSUM tile"),
+    "matmul_psum_bank": Rule("error", "an nc_matmul result does not fit one 2 KiB fp32 PSUM bank"),
+    "psum_capacity": Rule("error", "live PSUM per partition exceeds its 8 banks (16 KiB)"),
+    "sbuf_capacity": Rule("error", "live SBUF per partition exceeds what the target holds"),
+    "bn_stats_free": Rule("error", "bn_stats reads more elements per partition than one instruction takes (512)"),
+    "engine_access": Rule("error", "an engine reads or writes a memory it cannot reach (GpSimd and PSUM; the Tensor "
+                                   "Engine reads SBUF only), or both tensor_tensor operands are in PSUM", _RUN),
+    "read_uninitialised": Rule("error", "an instruction reads bytes no instruction wrote", _RUN),
+    "accumulate_non_matmul": Rule("error", "nc_matmul accumulates into PSUM that holds a non-matmul result", _RUN),
+    "index_bounds": Rule("error", "an index or access pattern reaches outside the tensor", _RUN),
+    "shape_mismatch": Rule("error", "an instruction's operands do not have the shapes it needs", _RUN),
+    "output_unwritten": Rule("error", "a kernel output holds bytes no instruction wrote", _RUN),
+    "instruction_constraint": Rule("error", "an operand breaks a documented limit of its instruction (dtype, size, "
+                                            "operator, value, memory)", _RUN),
+    "target_generation": Rule("error", "the instruction needs a newer NeuronCore than the target has", _RUN),
+    "accumulator_undefined": Rule("error", "an instruction continues a Vector-engine accumulator that was never reset "
+                                           "or that an idle instruction left undefined", _RUN),
+    "activation_range": Rule("error", "an activation function's input lies outside its documented valid range (the "
+                                      "Scalar engine's polynomial gives garbage there)", _RUN),
+    "dma_small": Rule("warning", "a DMA moves fewer bytes per partition than the efficiency threshold"),
+    "matmul_fp32": Rule("warning", "nc_matmul on fp32 inputs runs at a quarter of the bf16 rate"),
+    "partial_partitions": Rule("warning", "an instruction or DMA uses fewer than all partitions"),
+    "accumulate_after_read": Rule("warning", "nc_matmul without accumulate= writes a PSUM tile whose matmul result was "
+                                             "already read: whether it starts a new sum rests on the matmul_accumulate "
+                                             "assumption", _RUN),
+    "psum_gpsimd": Rule("warning", "GpSimd evacuates PSUM (it cannot on NeuronCore-v2/-v3; use Vector or Scalar)",
+                        _RUN),
+    # What only a manifest states (a run sees the instructions themselves).
+    "buffer_valid": Rule("error", "a manifest buffer is malformed (memory, dtype, shape) or named twice", _MANIFEST),
+    "matmul_operands": Rule("error", "a manifest matmul names a buffer that does not exist, or reads its inputs from "
+                                     "outside SBUF", _MANIFEST),
+    "stage_operands": Rule("error", "a manifest stage names a buffer that does not exist, or an engine's operand in a "
+                                    "memory it cannot reach", _MANIFEST),
+    "stage_free_size": Rule("error", "a Vector/Scalar/GpSimd stage's free size exceeds its memory's limit", _MANIFEST),
+    "dma_buffer": Rule("error", "a manifest DMA names a buffer that does not exist", _MANIFEST),
+    "dma_partitions": Rule("error", "a manifest DMA spans more partitions than SBUF/PSUM have", _MANIFEST),
+    "dma_stride": Rule("warning", "a DMA's innermost stride exceeds the 16 B that keeps full access bandwidth",
+                       _MANIFEST),
+    "engine_port_sharing": Rule("warning", "two engines that share an SBUF or PSUM port on NeuronCore-v2 run "
+                                           "concurrently", _MANIFEST),
 }
+
+
+def review_status(rule: str) -> str:
+    """A broken rule's status in a manifest review: "fail" for an error, "warn" for a warning."""
+    return "fail" if RULES[rule].severity == "error" else "warn"
 
 
 def _cite(ctx: Context, key: str) -> str:
@@ -96,7 +134,7 @@ def check_read(ctx: Context, t: Any, settle: bool = True, rows: bool = False) ->
     never stored (AWS's 0.1.0 rmsnorm and layernorm examples). A finding is made where undefined
     values reach something else: a partly written partition, or a destination of other rows."""
     if settle and t.base.id in ctx.pending:
-        from ._psum import settle as compute_pending
+        from .psum import settle as compute_pending
 
         compute_pending(ctx, t.base)
     if t.base.complete or t.mask.min() == t.base.full:
@@ -138,7 +176,7 @@ def check_matmul(ctx: Context, dst: Any, stationary: Any, moving: Any, k: int, m
                  double_row: bool) -> None:
     tgt, lim = ctx.target, ctx.limits
     if double_row and "matmul_contraction_double_row" not in tgt:
-        raise KernelFault(ctx.find("matmul_dtype", "error", f"nc_matmul perf_mode=double_row: {ctx.target.name} "
+        raise KernelFault(ctx.find("matmul_perf_mode", "error", f"nc_matmul perf_mode=double_row: {ctx.target.name} "
                                    f"({ctx.target.core}) has no double_row mode (NeuronCore-v3 and later)",
                                    "documented: nki.isa.nc_matmul docstring (perf_mode)"))
     kmax = int(tgt["matmul_contraction_double_row"]) if double_row else lim["matmul_contraction"]
@@ -268,7 +306,7 @@ def live_use(lives: list, memory: str, bank: int, by_bank: bool) -> list[tuple[i
 def capacity(ctx: Context) -> None:
     """Peak live SBUF and PSUM per partition over the run (``live_use``)."""
     bank = int(ctx.target["psum_bank_bytes"])
-    by_bank = ctx.assumptions.get("psum_allocation", "bank") == "bank"
+    by_bank = ctx.assumptions["psum_allocation"] == "bank"
     for memory, limit_key in (("sbuf", "sbuf_partition_bytes"), ("psum", "psum_partition_bytes")):
         peak, peak_buffer = 0, None
         for _, live, b in live_use(ctx.lives, memory, bank, by_bank):

@@ -1,0 +1,20 @@
+"""The older NKI interface (``neuronxcc.nki`` 0.1.0 - 0.3.x) as a front onto the same instructions:
+tile operations (``nl.load``, ``nl.store``, ``nl.matmul``, tile arithmetic: ``tiles``), index
+expressions (``nl.arange``, ``nl.mgrid``: ``index_expressions``) and instruction masks
+(``mask=``: ``masks``). ``install()`` puts it in place once, when ``numeq.nki`` is imported.
+"""
+
+from __future__ import annotations
+
+from ..machine import views
+from . import tiles
+
+__all__ = ["install"]
+
+
+def install() -> None:
+    """Index expressions and tile assignment in the machine room's views, the tile operators on
+    its tensors, ``nl.fp32.min`` in the language module."""
+    views.FRONT.update(index=tiles.index, assign=tiles.assign)
+    tiles._install_operators()
+    tiles._install_language()

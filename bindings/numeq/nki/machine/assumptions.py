@@ -1,0 +1,106 @@
+"""The NeuronCore's undocumented behaviours, each a named assumption: one typed table.
+
+A run's assumptions are the Trainium platform's (PE order, products, PSUM rounding, the
+function model ... : ``numeq.machines.platform_assumptions``, stated with the platform in C++)
+and the instruction layer's own, below. Each has alternatives (the default first: the one place
+a default is stated), a meaning and its source; every run prints the values it used, and each is
+switchable per run with ``assume={name: value}``.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+
+from .targets import target as _target
+
+_platforms = importlib.import_module("numeq.machines")
+
+__all__ = ["ASSUMPTIONS", "Assumption", "assumptions_of", "chosen"]
+
+
+@dataclass(frozen=True)
+class Assumption:
+    """One undocumented behaviour: ``alternatives`` (the default first), ``meaning`` (what each
+    alternative decides) and ``source`` (what the documentation says, and why it is open)."""
+
+    name: str
+    alternatives: tuple[str, ...]
+    meaning: str
+    source: str
+
+    @property
+    def default(self) -> str:
+        return self.alternatives[0]
+
+
+def _table(*rows: Assumption) -> dict[str, Assumption]:
+    return {a.name: a for a in rows}
+
+
+# The instruction layer's own assumptions (the platform's come from numeq.machines).
+ASSUMPTIONS: dict[str, Assumption] = _table(
+    Assumption("matmul_accumulate", ("first_write", "after_read", "always", "never"),
+               "how nc_matmul without accumulate= treats PSUM: first_write overwrites a location no matmul has "
+               "written since its allocation and adds to later ones; after_read also overwrites a location whose "
+               "matmul result another instruction has read since; always adds; never overwrites",
+               "nki.isa.nc_matmul docs (0.3.0+): accumulate=None is auto, the first write to a PSUM location "
+               "overwrites and later writes accumulate; what a location is across a tile's reuse is the compiler's "
+               "inference, not documented (FACTS.md s3)"),
+    Assumption("activation_affine", ("rounded", "fused"),
+               "activation's data * scale + bias: each operation rounded to fp32, or one rounding",
+               "nki.isa.activation docs give the formula, not its rounding (FACTS.md s3)"),
+    Assumption("tensor_scalar_fusion", ("rounded", "fused"),
+               "tensor_scalar's two operators: the first result rounded to fp32, or one rounding of both (where "
+               "both are + - *)",
+               "nki.isa.tensor_scalar docs give the formula, not its rounding (FACTS.md s3)"),
+    Assumption("scan_carry", ("fp32", "dtype"),
+               "tensor_tensor_scan's running value between elements: kept in fp32, or rounded to data0's dtype at "
+               "each step",
+               "the docstring's pseudocode keeps the carry in data0.dtype; the engines compute in fp32 (nki.isa "
+               "docs; FACTS.md s3)"),
+    Assumption("partition_reduce_order", ("sequential", "pairwise"),
+               "the order in which GpSimd tensor_partition_reduce combines partitions, in fp32",
+               "nki.isa.tensor_partition_reduce docs give no order"),
+    Assumption("dma_cast_rounding", ("nearest_even", "toward_zero"),
+               "the rounding of a DMA's dtype cast (through fp32)",
+               "docs: DMA casts go through fp32; their rounding is not stated (FACTS.md s3)"),
+    Assumption("memset_rounding", ("nearest_even", "toward_zero"),
+               "the rounding of memset's value into the destination's dtype",
+               "nki.isa.memset docs: the value is a compile-time constant of dst's type; how a float is narrowed "
+               "is not stated"),
+    Assumption("dma_compute_order", ("sequential", "pairwise"),
+               "the order in which dma_compute adds more than two sources, in fp32",
+               "nki.isa.dma_compute docs give the formula, not the order"),
+    Assumption("psum_allocation", ("bank", "bytes"),
+               "PSUM capacity counted in whole 2 KiB banks per tile, or in bytes",
+               "the allocator's granularity is not documented; matmul results occupy banks"),
+)
+
+
+def assumptions_of(target_name: str) -> dict[str, dict]:
+    """Every assumption of a target: the platform's and the instruction layer's, each as
+    {value, alternatives, meaning, source}, the value at its default."""
+    t = _target(target_name)
+    out = {}
+    for a in _platforms.platform_assumptions(t.platform):
+        out[a["name"]] = {"value": a["value"], "alternatives": list(a["alternatives"]), "meaning": a["meaning"],
+                          "source": a["source"]}
+    for a in ASSUMPTIONS.values():
+        out[a.name] = {"value": a.default, "alternatives": list(a.alternatives), "meaning": a.meaning,
+                       "source": a.source}
+    return out
+
+
+def chosen(target_name: str, assume: dict | None) -> dict[str, dict]:
+    """``assumptions_of(target_name)`` with ``assume``'s values set (each checked: its name and
+    value among the alternatives)."""
+    table = assumptions_of(target_name)
+    for key, value in (assume or {}).items():
+        if key not in table:
+            raise ValueError(f"assume: {target_name} has no assumption {key!r}; valid: {', '.join(table)}")
+        value = str(value).lower() if isinstance(value, bool) else str(value)
+        if value not in table[key]["alternatives"]:
+            raise ValueError(f"assume: {key} cannot be {value!r}; valid: {', '.join(table[key]['alternatives'])}")
+        table[key]["value"] = value
+    return table

@@ -1,0 +1,213 @@
+"""The NeuronCore targets a port review checks against: one table per target (trn1, inf2, trn2),
+every value with its unit, its meaning, its evidence tag and its source, as the platforms carry
+theirs.
+
+Evidence tags: ``documented`` (AWS's Neuron documentation says so), ``derived`` (computed from
+documented values; the rule is stated), ``assumed`` (nobody has published it; numeq's choice is
+named so the report can say the verdict rests on it). Sources are the NKI architecture guides
+and performance guides of the aws-neuron-sdk documentation, as summarised with their paths in
+the project's FACTS (s3, "Limits and rates a tiling and performance review checks").
+
+Example::
+
+    >>> t = numeq.review.targets.target("trn2")
+    >>> t["sbuf_partition_bytes"], t.spec("sbuf_partition_bytes").evidence
+    (229376.0, 'documented')
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["DEFAULT_TARGET", "TARGETS", "Spec", "Target", "peak_flops", "start_partitions", "target", "target_names"]
+
+_ARCH_V2 = "aws-neuron-sdk nki/guides/architecture/trainium_inferentia2_arch.rst"
+_ARCH_V3 = "aws-neuron-sdk nki/guides/architecture/trainium2_arch.rst"
+_HW_TRN1 = "aws-neuron-sdk about-neuron/arch/neuron-hardware/trainium.rst"
+_HW_INF2 = "aws-neuron-sdk about-neuron/arch/neuron-hardware/inferentia2.rst"
+_HW_TRN2 = "aws-neuron-sdk about-neuron/arch/neuron-hardware/trainium2.rst"
+_MATMUL = "nki.isa.nc_matmul docstring"
+_DMA = "aws-neuron-sdk nki/guides/nki-dma-bandwidth-guide.rst"
+_PERF = "aws-neuron-sdk nki/guides/nki_perf_guide.rst"
+_VECTOR = "nki.isa tensor instruction docstrings (free-size limits), nki.isa.bn_stats docstring"
+
+
+@dataclass(frozen=True)
+class Spec:
+    """One value of a target table: ``value`` (in ``unit``), ``meaning``, ``evidence``
+    ("documented", "derived" or "assumed") and ``source``."""
+
+    value: float
+    unit: str
+    meaning: str
+    evidence: str
+    source: str
+
+    def cite(self) -> str:
+        """``"documented: <source>"``: the evidence column of a finding."""
+        return f"{self.evidence}: {self.source}"
+
+
+@dataclass(frozen=True)
+class Target:
+    """A NeuronCore target: ``name`` ("trn1", "inf2", "trn2"), ``generation`` (its NeuronCore
+    generation, ``core`` its name), ``platform`` (the numeq platform whose arithmetic it runs) and ``specs`` (name ->
+    ``Spec``); ``target[name]`` is the value, ``target.spec(name)`` the whole entry."""
+
+    name: str
+    generation: int  # the NeuronCore generation: 2 (trn1, inf2), 3 (trn2): nki.isa.nc_version's gen2, gen3
+    platform: str
+    specs: dict[str, Spec] = field(default_factory=dict)
+
+    @property
+    def core(self) -> str:
+        """"NeuronCore-v2", "NeuronCore-v3": the generation as AWS's architecture pages name it."""
+        return f"NeuronCore-v{self.generation}"
+
+    def __getitem__(self, key: str) -> float:
+        return self.spec(key).value
+
+    def __contains__(self, key: object) -> bool:
+        return key in self.specs
+
+    def spec(self, key: str) -> Spec:
+        if key not in self.specs:
+            raise KeyError(f"target {self.name} has no value {key!r}; it has: {', '.join(sorted(self.specs))}")
+        return self.specs[key]
+
+    def rows(self) -> list[dict[str, Any]]:
+        """The table as rows (name, value, unit, meaning, evidence, source), for reports."""
+        return [{"name": k, "value": s.value, "unit": s.unit, "meaning": s.meaning, "evidence": s.evidence,
+                 "source": s.source} for k, s in self.specs.items()]
+
+
+def _doc(value: float, unit: str, meaning: str, source: str) -> Spec:
+    return Spec(float(value), unit, meaning, "documented", source)
+
+
+def _derived(value: float, unit: str, meaning: str, source: str) -> Spec:
+    return Spec(float(value), unit, meaning, "derived", source)
+
+
+def _assumed(value: float, unit: str, meaning: str, source: str) -> Spec:
+    return Spec(float(value), unit, meaning, "assumed", source)
+
+
+def _common(arch: str) -> dict[str, Spec]:
+    """What NeuronCore-v2 and -v3 share: the partition count, PSUM, the matmul and
+    Vector/Scalar instruction limits, the DMA efficiency rules and the perf guide's thresholds."""
+    return {
+        "partitions": _doc(128, "partitions", "SBUF and PSUM partitions; a tile's partition dimension is at most this",
+                           arch),
+        "psum_partition_bytes": _doc(16 * 1024, "B", "PSUM per partition (2 MiB = 128 x 16 KiB)", arch),
+        "psum_banks": _doc(8, "banks", "PSUM banks per partition", arch),
+        "psum_bank_bytes": _doc(2048, "B", "one PSUM bank per partition: 512 fp32, the most one matmul writes", arch),
+        "matmul_contraction": _doc(128, "rows", "rows of K (the partition axis) one nc_matmul contracts",
+                                   f"{arch}; {_MATMUL}"),
+        "matmul_stationary_free": _doc(128, "elements", "free size of the stationary tile (M of one nc_matmul)",
+                                       f"{arch}; {_MATMUL}"),
+        "matmul_moving_free": _doc(512, "elements", "free size of the moving tile (N of one nc_matmul; one PSUM bank "
+                                   "of fp32)", f"{arch}; {_MATMUL}"),
+        "fp32_matmul_rate": _doc(0.25, "x bf16", "fp32 matmul inputs run at a quarter of the bf16 rate",
+                                 f"{arch}; {_MATMUL}"),
+        "vector_free_sbuf": _doc(65536, "elements", "free size of a Vector/Scalar/GpSimd tile in SBUF", _VECTOR),
+        "vector_free_psum": _doc(4096, "elements", "free size of a Vector/Scalar/GpSimd tile in PSUM", _VECTOR),
+        "bn_stats_free": _doc(512, "elements", "free size of one bn_stats instruction", _VECTOR),
+        "sbuf_stride_bytes": _doc(16, "B", "an innermost free-axis stride above this halves SBUF/PSUM access "
+                                  "bandwidth", arch),
+        "dma_engines": _doc(16, "engines", "DMA engines per NeuronCore", _DMA),
+        "dma_overhead_bytes": _doc(256, "B", "a DMA transfer moving fewer bytes per partition is dominated by "
+                                   "its fixed overhead", _DMA),
+        "dma_recommended_bytes": _doc(2048, "B", "the minimum recommended bytes per partition per DMA transfer",
+                                      _DMA),
+        "dma_target_bytes": _doc(4096, "B", "the bytes per partition per DMA transfer to aim for", _DMA),
+        "compute_bound_active_percent": _doc(90, "%", "an engine active at least this share of the time is the "
+                                             "bottleneck (compute-bound)", _PERF),
+        "memory_bound_mbu_percent": _doc(60, "%", "a kernel at or above this memory-bandwidth utilisation is "
+                                         "memory-bound", _PERF),
+    }
+
+
+def _v2(name: str, hardware: str) -> Target:
+    s = _common(_ARCH_V2)
+    s.update({
+        "sbuf_partition_bytes": _doc(192 * 1024, "B", "SBUF per partition (24 MiB = 128 x 192 KiB)", _ARCH_V2),
+        "tensor_clock_hz": _doc(2.8e9, "Hz", "Tensor Engine clock", _ARCH_V2),
+        "vector_clock_hz": _doc(1.12e9, "Hz", "Vector Engine clock", _ARCH_V2),
+        "scalar_clock_hz": _doc(1.4e9, "Hz", "Scalar Engine clock", _ARCH_V2),
+        "gpsimd_clock_hz": _doc(1.4e9, "Hz", "GpSimd Engine clock", _ARCH_V2),
+        "peak_flops_bf16": _doc(92e12, "FLOP/s", "Tensor Engine peak, bf16/fp16/tf32 (128 x 128 PEs x 2 x clock)",
+                                _ARCH_V2),
+        "peak_flops_fp8": _doc(92e12, "FLOP/s", "Tensor Engine peak, cfp8 (the bf16 rate on NeuronCore-v2)", _ARCH_V2),
+        "peak_flops_fp32": _doc(23e12, "FLOP/s", "Tensor Engine peak, fp32 inputs", _ARCH_V2),
+        "hbm_chip_bytes_per_s": _doc(820e9, "B/s", "HBM bandwidth per chip", hardware),
+        "cores_per_chip": _doc(2, "cores", "NeuronCores per chip", hardware),
+        "hbm_bytes_per_s": _assumed(410e9, "B/s", "HBM bandwidth one NeuronCore attains: the chip's shared evenly "
+                                    "by its cores", f"{hardware}; the per-core share is not documented"),
+        "shared_sbuf_vector_gpsimd": _doc(1, "flag", "Vector and GpSimd cannot access SBUF at once; Vector and "
+                                          "Scalar cannot access PSUM at once (NeuronCore-v2 only)", _ARCH_V2),
+    })
+    return Target(name, 2, "trainium.trn1", s)
+
+
+def _v3() -> Target:
+    s = _common(_ARCH_V3)
+    s.update({
+        "sbuf_partition_bytes": _doc(224 * 1024, "B", "SBUF per partition (28 MiB = 128 x 224 KiB)", _ARCH_V3),
+        "matmul_contraction_double_row": _doc(256, "rows", "rows of K one fp8 nc_matmul contracts in double_row "
+                                              "mode (K padded to even)", f"{_ARCH_V3}; {_MATMUL}"),
+        "tensor_clock_hz": _doc(2.4e9, "Hz", "Tensor Engine clock", _ARCH_V3),
+        "vector_clock_hz": _doc(0.96e9, "Hz", "Vector Engine clock", _ARCH_V3),
+        "scalar_clock_hz": _doc(1.2e9, "Hz", "Scalar Engine clock", _ARCH_V3),
+        "gpsimd_clock_hz": _doc(1.2e9, "Hz", "GpSimd Engine clock", _ARCH_V3),
+        "peak_flops_bf16": _doc(79e12, "FLOP/s", "Tensor Engine peak, bf16/fp16/tf32", _ARCH_V3),
+        "peak_flops_fp8": _doc(158e12, "FLOP/s", "Tensor Engine peak, fp8 e4m3/e5m2 (double_row)", _ARCH_V3),
+        "peak_flops_fp32": _doc(20e12, "FLOP/s", "Tensor Engine peak, fp32 inputs", _ARCH_V3),
+        "hbm_chip_bytes_per_s": _doc(2.9e12, "B/s", "HBM bandwidth per chip (3 TB/s in the NKI guide)", _HW_TRN2),
+        "cores_per_chip": _doc(8, "cores", "NeuronCores per chip", _HW_TRN2),
+        "hbm_bytes_per_s": _assumed(2.9e12 / 8, "B/s", "HBM bandwidth one NeuronCore attains: the chip's shared evenly "
+                                    "by its cores", f"{_HW_TRN2}; the per-core share is not documented"),
+    })
+    return Target("trn2", 3, "trainium.trn2", s)
+
+
+# The current generation first (the order every list of targets is given in).
+TARGETS: dict[str, Target] = {"trn2": _v3(), "trn1": _v2("trn1", _HW_TRN1), "inf2": _v2("inf2", _HW_INF2)}
+# The target a run, a review or the pytest option takes when none is named: the current generation.
+DEFAULT_TARGET = "trn2"
+
+
+def target_names() -> list[str]:
+    return list(TARGETS)
+
+
+def target(name: str) -> Target:
+    """The table of target ``name`` ("trn1", "inf2" or "trn2")."""
+    if not isinstance(name, str) or name not in TARGETS:
+        raise ValueError(f"target: unknown NeuronCore target {name!r}; valid: {', '.join(TARGETS)}")
+    return TARGETS[name]
+
+
+# Tensor Engine input formats by the peak that applies to them.
+_PEAK_OF = {"bf16": "peak_flops_bf16", "fp16": "peak_flops_bf16", "tf32": "peak_flops_bf16",
+            "fp32": "peak_flops_fp32", "e4m3": "peak_flops_fp8", "e5m2": "peak_flops_fp8"}
+
+
+def peak_flops(t: Target, dtype: str) -> Spec:
+    """The Tensor Engine's peak for matmul inputs of ``dtype`` (numeq format names: bf16, fp16,
+    tf32, fp32, e4m3, e5m2)."""
+    if dtype not in _PEAK_OF:
+        raise ValueError(f"dtype: the Tensor Engine of {t.name} takes {', '.join(_PEAK_OF)}, not {dtype!r}")
+    return t.spec(_PEAK_OF[dtype])
+
+
+def start_partitions(count: int) -> tuple[int, ...]:
+    """The partitions an access of ``count`` partitions may start at (partial-partition access
+    rule of the NKI architecture guides): more than 64 partitions start at 0; 33-64 at 0 or 64;
+    32 or fewer at 0, 32, 64 or 96."""
+    if count > 64:
+        return (0,)
+    if count > 32:
+        return (0, 64)
+    return (0, 32, 64, 96)
