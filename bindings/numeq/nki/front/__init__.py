@@ -6,15 +6,22 @@ expressions (``nl.arange``, ``nl.mgrid``: ``index_expressions``) and instruction
 
 from __future__ import annotations
 
+from .. import isa
+from ..instructions.table import INSTRUCTIONS
 from ..machine import views
 from . import tiles
+from .masks import accepting_mask
 
 __all__ = ["install"]
 
 
 def install() -> None:
     """Index expressions and tile assignment in the machine room's views, the tile operators on
-    its tensors, ``nl.fp32.min`` in the language module."""
+    its tensors, ``nl.fp32.min`` in the language module, ``mask=`` on the instructions whose row
+    accepts it (elementwise ones, and those reducing the free axes)."""
     views.FRONT.update(index=tiles.index, assign=tiles.assign)
+    for name, spec in INSTRUCTIONS.items():
+        if spec.mask != "none" and not hasattr(getattr(isa, name), "__wrapped__"):
+            setattr(isa, name, accepting_mask(getattr(isa, name), rows=spec.mask == "rows"))
     tiles._install_operators()
     tiles._install_language()

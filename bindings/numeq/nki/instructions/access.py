@@ -22,32 +22,7 @@ from ..machine.context import Context, KernelFault, current
 from ..machine.dtypes import dtype_of
 from ..machine.memory import MEMORIES, WRITER_MATMUL, WRITER_OTHER, WRITER_READ, Buffer, Tensor
 
-__all__ = ["ENGINES", "engine_name", "read", "write", "new_tile", "cost_elementwise", "as_tensor", "same_shape"]
-
-ENGINES = ("tensor", "vector", "scalar", "gpsimd", "dma", "unknown")
-
-
-class Engine:
-    """``nisa.engine``-style identifiers (``nisa.vector_engine`` ... in older releases)."""
-
-    def __init__(self, name: str) -> None:
-        self.name = name
-
-    def __repr__(self) -> str:
-        return f"engine.{self.name}"
-
-
-def engine_name(engine: Any, default: str) -> str:
-    """The engine an ``engine=`` keyword names (an Engine, a string, or None: ``default``)."""
-    if engine is None:
-        return default
-    name = getattr(engine, "name", engine)
-    name = {"act": "scalar", "activation": "scalar", "pool": "gpsimd", "pe": "tensor", "sync": "dma",
-            "unknown": default}.get(name, name)
-    if name not in ENGINES:
-        raise ValueError(f"engine: unknown engine {engine!r}; valid: {', '.join(ENGINES)}")
-    return name
-
+__all__ = ["read", "write", "new_tile", "cost_elementwise", "as_tensor", "same_shape"]
 
 def as_tensor(x: Any, parameter: str) -> Tensor:
     if isinstance(x, Tensor):

@@ -10,7 +10,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-__all__ = ["ALU", "alu", "op_name"]
+__all__ = ["ALU", "COMPARISONS", "alu", "op_name"]
 
 _f32 = np.float32
 
@@ -66,6 +66,10 @@ ALU: dict[str, Callable[[np.ndarray, np.ndarray], np.ndarray]] = {
     "arith_shift_right": _bitwise(np.right_shift),
     "logical_shift_right": _bitwise(np.right_shift),
 }
+
+
+# The comparison operators (1.0 or 0.0): what affine_select and range_select compare with.
+COMPARISONS = ("equal", "not_equal", "greater", "greater_equal", "less", "less_equal")
 
 
 # numpy functions the older interface passes as operators (np.max, np.amax, np.sum ...; 0.1.0 docs).

@@ -194,7 +194,9 @@ class Context:
 
     # --- the trace -----------------------------------------------------------------------------
     def issue(self, engine: str, name: str, dst: list, srcs: list, nbytes: int = 0, flops: int = 0,
-              cycles: int = 0, **detail: Any) -> Instruction:
+              cycles: int = 0, sums: bool = False, **detail: Any) -> Instruction:
+        """Record an instruction (``sums``: it adds along the free axis in fp32, a precision-flow
+        site; the instruction table's row says when)."""
         self.undefined_rows = None  # the instruction is done: its undefined partitions are written
         self.step = step = self.step + 1
         operands = []
@@ -214,10 +216,10 @@ class Context:
         at = where()
         ins = Instruction(step, engine, name, at, operands[0], operands[1], int(nbytes), int(flops), int(cycles),
                           detail, partitions, tuple(self.loop_indices))
-        if self.rounded or name == "tensor_reduce" or "function" in detail:
+        if self.rounded or sums or "function" in detail:
             from .precision import record_issue
 
-            record_issue(self, name, at, dst, srcs, detail)
+            record_issue(self, name, at, dst, srcs, detail, sums)
         self.trace.append(ins)
         return ins
 

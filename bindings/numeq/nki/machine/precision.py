@@ -103,8 +103,9 @@ def record_write(ctx: Any, dst: Any, values: np.ndarray, bits: np.ndarray) -> No
         ctx.rounded.append((dst, changed))
 
 
-def record_issue(ctx: Any, name: str, where: str, dst: list, srcs: list, detail: dict) -> None:
-    """Classify what the instruction just issued lost (``Context.issue``)."""
+def record_issue(ctx: Any, name: str, where: str, dst: list, srcs: list, detail: dict, sums: bool = False) -> None:
+    """Classify what the instruction just issued lost (``Context.issue``; ``sums``: it added along
+    the free axis in fp32, as its row in the instruction table says)."""
     sites = ctx.sites
     for t, changed in ctx.rounded:
         key = (t.base.line, "tile")
@@ -122,7 +123,7 @@ def record_issue(ctx: Any, name: str, where: str, dst: list, srcs: list, detail:
             site.length += changed
         site.lines.add(where)
     ctx.rounded = []
-    if srcs and (detail.get("reduce") == "add" or (name == "tensor_reduce" and detail.get("op") == "add")):
+    if srcs and sums:
         key = (where, "sum")
         site = sites.get(key)
         if site is None:

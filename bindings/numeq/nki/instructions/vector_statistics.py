@@ -1,9 +1,9 @@
-"""Statistics, scans and fused arithmetic of the Vector and GpSimd engines: ``bn_stats``,
-``bn_aggr``, ``tensor_tensor_scan``, ``tensor_scalar_cumulative``, ``scalar_tensor_tensor``,
-``tensor_scalar_reduce``, ``tensor_partition_reduce`` and the Scalar engine's
-``activation_reduce``. All compute in fp32 (nki.isa docs: inputs cast to fp32, results cast to
-dst's dtype), one IEEE operation at a time (numpy float32 ufuncs, correctly rounded), in the order
-each instruction's documentation states; where it states none, the order is a named assumption.
+"""The Vector engine's statistics, scans and fused arithmetic (``bn_stats``, ``bn_aggr``,
+``tensor_tensor_scan``, ``tensor_scalar_cumulative``, ``tensor_scalar_reduce``,
+``scalar_tensor_tensor``): rows of the instruction table. All compute in fp32 (nki.isa docs: inputs
+cast to fp32, results cast to dst's dtype), one IEEE operation at a time (numpy float32 ufuncs,
+correctly rounded), in the order each instruction's documentation states; where it states none,
+the order is a named assumption.
 """
 
 from __future__ import annotations
@@ -12,21 +12,18 @@ from typing import Any
 
 import numpy as np
 
-from .machine import arithmetic as _numerics
-from .machine import rules as _rules
-from .machine.alu import op_name
-from .machine.context import current
-from .instructions.access import as_tensor, cost_elementwise, read, write
-from .instructions.operands import (REQUIRED, Cmd, Form, accumulate, alu_fn, bind, command, constraint, destination, flat,
-                        lanes, per_partition, raw, reduce_name, shape_fault, vector_accumulator)
+from ..machine import arithmetic as _numerics
+from ..machine.alu import op_name
+from .access import as_tensor, cost_elementwise, read, write
+from .forms import REQUIRED, Form
+from .operands import (Cmd, accumulate, alu_fn, command, constraint, destination, flat, lanes, per_partition, reduce_name,
+                       shape_fault, vector_accumulator)
+from .path import Call
+from .table import instruction
 
-__all__ = ["bn_stats", "bn_aggr", "tensor_tensor_scan", "tensor_scalar_cumulative", "scalar_tensor_tensor",
-           "tensor_scalar_reduce", "tensor_partition_reduce", "activation_reduce"]
 
 _f32 = np.float32
 
-
-# --- bn_stats / bn_aggr ----------------------------------------------------------------------------
 
 def _welford(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(mean, M2) of each row of fp32 x [P, n] by Welford's update in fp32, one IEEE operation at
@@ -43,17 +40,17 @@ def _welford(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return mean, m2
 
 
-def bn_stats(*args: Any, **kwargs: Any) -> Any:
+@instruction("bn_stats", engine="vector", forms=[
+    Form("current", (("dst", "tensor", REQUIRED), ("data", "tensor", REQUIRED)), 2),
+    Form("0.1.0", (("data", "tensor", REQUIRED),), 1, returns=True)], mask="rows")
+def bn_stats(c: Call) -> Any:
     """dst[P, 6] = (count, mean, variance * count) of the even-position elements of each
     partition, then the same of the odd-position ones, on the Vector engine in fp32 (nki.isa
     bn_stats docstring). At most ``nl.tile_size.bn_stats_fmax`` (512) elements per partition.
     Within the instruction the statistics follow Welford's update (the hardware's order is not
     documented; the operation catalogue's layernorm assumes the same, so a kernel and the op-level
     emulation agree). Older form ``bn_stats(data, dtype=)`` returns a new tile."""
-    ctx = current()
-    form, v, dtype = bind("bn_stats", args, kwargs, [
-        Form("current", (("dst", "tensor", REQUIRED), ("data", "tensor", REQUIRED)), 2),
-        Form("0.1.0", (("data", "tensor", REQUIRED),), 1, returns=True)])
+    ctx, form, v, dtype = c.ctx, c.form, c.args, c.dtype
     data = as_tensor(v["data"], "data")
     x = flat(read(ctx, data, "data", rows=True))
     limit = int(ctx.target["bn_stats_free"])
@@ -73,7 +70,7 @@ def bn_stats(*args: Any, **kwargs: Any) -> Any:
         out[:, 3 * parity + 1] = mean
         out[:, 3 * parity + 2] = m2
     write(ctx, dst, out)
-    ctx.issue("vector", "bn_stats", [dst], [data], flops=5 * x.size, cycles=cost_elementwise(data))
+    c.issue([dst], [data], flops=5 * x.size, cycles=cost_elementwise(data))
     return dst
 
 
@@ -113,16 +110,16 @@ def _merge_naive(parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]]) -> tupl
     return mean, var
 
 
-def bn_aggr(*args: Any, **kwargs: Any) -> Any:
+@instruction("bn_aggr", engine="vector", forms=[
+    Form("current", (("dst", "tensor", REQUIRED), ("data", "tensor", REQUIRED)), 2),
+    Form("0.1.0", (("data", "tensor", REQUIRED),), 1, returns=True)], mask="rows", assumptions=('bn_aggr_merge',))
+def bn_aggr(c: Call) -> Any:
     """dst[P, 2] = (mean, population variance) of each partition, merging the (count, mean,
     variance * count) triples of one or more ``bn_stats`` results in order, on the Vector engine
     in fp32 (nki.isa bn_aggr docstring). The merge formula is not documented: the platform's
     ``bn_aggr_merge`` assumption (``chan``: Chan-Golub-LeVeque updates; ``naive``: E[x^2] - mean^2).
     Older form ``bn_aggr(data, dtype=)`` returns a new tile."""
-    ctx = current()
-    form, v, dtype = bind("bn_aggr", args, kwargs, [
-        Form("current", (("dst", "tensor", REQUIRED), ("data", "tensor", REQUIRED)), 2),
-        Form("0.1.0", (("data", "tensor", REQUIRED),), 1, returns=True)])
+    ctx, form, v, dtype = c.ctx, c.form, c.args, c.dtype
     data = as_tensor(v["data"], "data")
     x = flat(read(ctx, data, "data", rows=True))
     if x.shape[1] == 0 or x.shape[1] % 3:
@@ -137,27 +134,22 @@ def bn_aggr(*args: Any, **kwargs: Any) -> Any:
     mean, var = _merge_chan(parts) if merge == "chan" else _merge_naive(parts)
     write(ctx, dst, np.stack([mean, var], axis=1))
     n = x.shape[1]
-    ctx.issue("vector", "bn_aggr", [dst], [data], flops=4 * n * x.shape[0], cycles=max(64, 13 * (n // 3)),
+    c.issue([dst], [data], flops=4 * n * x.shape[0], cycles=max(64, 13 * (n // 3)),
               merge=merge)
     return dst
 
 
-# --- scans ---------------------------------------------------------------------------------------
-
-def tensor_tensor_scan(*args: Any, **kwargs: Any) -> Any:
+@instruction("tensor_tensor_scan", engine="vector", forms=[
+    Form("current", (("dst", "tensor", REQUIRED), ("data0", "tensor", REQUIRED), ("data1", "tensor", REQUIRED)) + ((("initial", "value", REQUIRED), ("op0", "op", REQUIRED), ("op1", "op", REQUIRED), ("reverse0", "any", False), ("reverse1", "any", False))), 8),
+    Form("0.1.0", (("data0", "tensor", REQUIRED), ("data1", "tensor", REQUIRED)) + ((("initial", "value", REQUIRED), ("op0", "op", REQUIRED), ("op1", "op", REQUIRED), ("reverse0", "any", False), ("reverse1", "any", False))), 7, returns=True)], assumptions=('scan_carry',), sums=('op0', 'op1'))
+def tensor_tensor_scan(c: Call) -> Any:
     """Per partition, along the flattened free axis: r[0] = op1(op0(data0[0], initial), data1[0]),
     r[i] = op1(op0(data0[i], r[i-1]), data1[i]) on the Vector engine in fp32; ``reverse0`` makes
     data0 op0's rhs, ``reverse1`` makes data1 op1's lhs (nki.isa tensor_tensor_scan docstring).
     ``initial``: a number or a (P, 1) tile. The carry r[i-1]: assumption ``scan_carry`` (``fp32``;
     ``dtype``: rounded to data0's dtype each step, as the docstring's numpy pseudocode stores it).
     Older form without dst returns a new tile."""
-    ctx = current()
-    tail = (("initial", "value", REQUIRED), ("op0", "op", REQUIRED), ("op1", "op", REQUIRED),
-            ("reverse0", "any", False), ("reverse1", "any", False))
-    form, v, dtype = bind("tensor_tensor_scan", args, kwargs, [
-        Form("current", (("dst", "tensor", REQUIRED), ("data0", "tensor", REQUIRED), ("data1", "tensor", REQUIRED))
-             + tail, 8),
-        Form("0.1.0", (("data0", "tensor", REQUIRED), ("data1", "tensor", REQUIRED)) + tail, 7, returns=True)])
+    ctx, form, v, dtype = c.ctx, c.form, c.args, c.dtype
     d0, d1 = as_tensor(v["data0"], "data0"), as_tensor(v["data1"], "data1")
     if d0.base.memory.name == "psum" and d1.base.memory.name == "psum":
         ctx.find("engine_access", "error", f"tensor_tensor_scan reads both {d0.name} and {d1.name} from PSUM; at most "
@@ -179,7 +171,7 @@ def tensor_tensor_scan(*args: Any, **kwargs: Any) -> Any:
             out[:, i] = r
     dst = destination(v, form, d0.shape, dtype, d0.dtype)
     write(ctx, dst, out)
-    ctx.issue("vector", "tensor_tensor_scan", [dst], [d0, d1], flops=2 * x0.size,
+    c.issue([dst], [d0, d1], flops=2 * x0.size,
               cycles=max(64, 2 * x0.shape[1]), op0=op_name(v["op0"]), op1=op_name(v["op1"]), carry=carry)
     return dst
 
@@ -187,16 +179,14 @@ def tensor_tensor_scan(*args: Any, **kwargs: Any) -> Any:
 _CUMULATIVE_OPS = ("add", "subtract", "multiply", "maximum", "minimum")
 
 
-def tensor_scalar_cumulative(*args: Any, **kwargs: Any) -> Any:
+@instruction("tensor_scalar_cumulative", engine="vector", forms=[
+    Form("current", (("dst", "tensor", REQUIRED), ("src", "tensor", REQUIRED), ("op0", "op", REQUIRED), ("op1", "op", REQUIRED), ("imm0", "value", REQUIRED), ("imm1", "value?", None), ("reduce_cmd", "any", Cmd.reset_reduce)), 7)], sums='op1')
+def tensor_scalar_cumulative(c: Call) -> Any:
     """An inclusive scan per partition along the flattened free axis, on the Vector engine in fp32
     (nki.isa tensor_scalar_cumulative docstring): reg = op1(op0(src[i], imm0), reg); dst[i] = reg.
     The register is the Vector accumulator: ``reduce_cmd`` reset_reduce starts it at op1's identity
     (0, 1, -inf, +inf), ``reduce`` continues it, ``load_reduce`` starts it at ``imm1``."""
-    ctx = current()
-    form, v, _ = bind("tensor_scalar_cumulative", args, kwargs, [
-        Form("current", (("dst", "tensor", REQUIRED), ("src", "tensor", REQUIRED), ("op0", "op", REQUIRED),
-                         ("op1", "op", REQUIRED), ("imm0", "value", REQUIRED), ("imm1", "value?", None),
-                         ("reduce_cmd", "any", Cmd.reset_reduce)), 7)])
+    ctx, v = c.ctx, c.args
     src, dst = as_tensor(v["src"], "src"), as_tensor(v["dst"], "dst")
     for t, p in ((src, "src"), (dst, "dst")):
         if t.dtype.name in ("int32", "uint32", "tfloat32"):
@@ -228,24 +218,20 @@ def tensor_scalar_cumulative(*args: Any, **kwargs: Any) -> Any:
             out[:, i] = reg
     vector_accumulator(ctx).values[rows] = reg
     write(ctx, dst, out)
-    ctx.issue("vector", "tensor_scalar_cumulative", [dst], [src], flops=2 * x.size, cycles=cost_elementwise(src),
+    c.issue([dst], [src], flops=2 * x.size, cycles=cost_elementwise(src),
               op0=op_name(v["op0"]), op1=op1)
     return dst
 
 
-# --- fused arithmetic ----------------------------------------------------------------------------
-
-def scalar_tensor_tensor(*args: Any, **kwargs: Any) -> Any:
+@instruction("scalar_tensor_tensor", engine="vector", forms=[
+    Form("current", (("dst", "tensor", REQUIRED), ("data", "tensor", REQUIRED)) + ((("op0", "op", REQUIRED), ("operand0", "value", REQUIRED), ("op1", "op", REQUIRED), ("operand1", "tensor", REQUIRED), ("reverse0", "any", False), ("reverse1", "any", False))), 8),
+    Form("0.1.0", (("data", "tensor", REQUIRED),) + ((("op0", "op", REQUIRED), ("operand0", "value", REQUIRED), ("op1", "op", REQUIRED), ("operand1", "tensor", REQUIRED), ("reverse0", "any", False), ("reverse1", "any", False))), 0, returns=True)], mask="elements")
+def scalar_tensor_tensor(c: Call) -> Any:
     """dst = (data op0 operand0) op1 operand1 on the Vector engine: two fp32 operations back to
     back, the first result rounded to fp32 (nki.isa scalar_tensor_tensor docstring: equivalent to
     a tensor_scalar then a tensor_tensor). ``operand0``: a number or a (P, 1) tile; ``operand1``: a
     tile of data's size; ``reverse0`` / ``reverse1`` swap an operator's operands."""
-    ctx = current()
-    tail = (("op0", "op", REQUIRED), ("operand0", "value", REQUIRED), ("op1", "op", REQUIRED),
-            ("operand1", "tensor", REQUIRED), ("reverse0", "any", False), ("reverse1", "any", False))
-    form, v, dtype = bind("scalar_tensor_tensor", args, kwargs, [
-        Form("current", (("dst", "tensor", REQUIRED), ("data", "tensor", REQUIRED)) + tail, 8),
-        Form("0.1.0", (("data", "tensor", REQUIRED),) + tail, 0, returns=True)])
+    ctx, form, v, dtype = c.ctx, c.form, c.args, c.dtype
     data, operand1 = as_tensor(v["data"], "data"), as_tensor(v["operand1"], "operand1")
     if data.base.memory.name == "psum" and operand1.base.memory.name == "psum":
         ctx.find("engine_access", "error", f"scalar_tensor_tensor reads both {data.name} and {operand1.name} from "
@@ -265,7 +251,7 @@ def scalar_tensor_tensor(*args: Any, **kwargs: Any) -> Any:
     n = x.shape[1]
     fast = (data.dtype.name == operand1.dtype.name == "bfloat16" and op_name(v["op0"]) == "subtract"
             and op_name(v["op1"]) == "multiply" and n % 2 == 0)
-    ctx.issue("vector", "scalar_tensor_tensor", [dst], [data, operand1], flops=2 * x.size,
+    c.issue([dst], [data, operand1], flops=2 * x.size,
               cycles=n if fast else 2 * n, op0=op_name(v["op0"]), op1=op_name(v["op1"]))
     return dst
 
@@ -273,20 +259,16 @@ def scalar_tensor_tensor(*args: Any, **kwargs: Any) -> Any:
 _REDUCE_OPS = ("add", "multiply", "maximum", "minimum")
 
 
-def tensor_scalar_reduce(*args: Any, **kwargs: Any) -> Any:
+@instruction("tensor_scalar_reduce", engine="vector", forms=[
+    Form("current", (("dst", "tensor", REQUIRED),) + ((("data", "tensor", REQUIRED), ("op0", "op", REQUIRED), ("operand0", "value?", REQUIRED), ("reduce_op", "op", REQUIRED))) + ( ("reduce_res", "tensor?", None), ("reverse0", "any", False), ("reduce_cmd", "any", Cmd.reset_reduce), ("reduce_init", "value?", None), ("reduce_res_negate", "any", False)), 10),
+    Form("0.1.0", ((("data", "tensor", REQUIRED), ("op0", "op", REQUIRED), ("operand0", "value?", REQUIRED), ("reduce_op", "op", REQUIRED))) + (("reduce_res", "tensor", REQUIRED), ("reverse0", "any", False)), 0, returns=True)], assumptions=('vector_reduce_order',), sums='reduce_op')
+def tensor_scalar_reduce(c: Call) -> Any:
     """dst = data op0 operand0 (fp32, as tensor_scalar with one operator) on the Vector engine, and
     the fp32 results reduced over every free axis by ``reduce_op`` (add, multiply, max, min) through
     the Vector accumulator (``reduce_cmd``: reset_reduce, reduce, load_reduce with ``reduce_init``)
     into ``reduce_res`` [P, 1] (negated if ``reduce_res_negate``; None keeps it in the accumulator)
     (nki.isa tensor_scalar_reduce docstring). The reduction reads the fp32 results before dst's cast."""
-    ctx = current()
-    head = (("data", "tensor", REQUIRED), ("op0", "op", REQUIRED), ("operand0", "value?", REQUIRED),
-            ("reduce_op", "op", REQUIRED))
-    form, v, dtype = bind("tensor_scalar_reduce", args, kwargs, [
-        Form("current", (("dst", "tensor", REQUIRED),) + head + (
-            ("reduce_res", "tensor?", None), ("reverse0", "any", False), ("reduce_cmd", "any", Cmd.reset_reduce),
-            ("reduce_init", "value?", None), ("reduce_res_negate", "any", False)), 10),
-        Form("0.1.0", head + (("reduce_res", "tensor", REQUIRED), ("reverse0", "any", False)), 0, returns=True)])
+    ctx, form, v, dtype = c.ctx, c.form, c.args, c.dtype
     data = as_tensor(v["data"], "data")
     x = flat(read(ctx, data, "data", rows=True))
     if v["reverse0"]:
@@ -316,97 +298,6 @@ def tensor_scalar_reduce(*args: Any, **kwargs: Any) -> Any:
                                                            f"element per partition for {x.shape[0]} partitions")
         write(ctx, res, (np.negative(acc) if v.get("reduce_res_negate") else acc).reshape(-1, 1))
         outs.append(res)
-    ctx.issue("vector", "tensor_scalar_reduce", outs, [data], flops=2 * x.size, cycles=cost_elementwise(data) + 64,
+    c.issue(outs, [data], flops=2 * x.size, cycles=cost_elementwise(data) + 64,
               op0=op_name(v["op0"]), reduce_op=op, reduce_cmd=cmd.name)
-    return dst
-
-
-# --- across partitions ---------------------------------------------------------------------------
-
-def _pairwise_rows(x: np.ndarray, f: Any) -> np.ndarray:
-    """Neighbouring rows combined level by level (an odd last row goes up unchanged)."""
-    while x.shape[0] > 1:
-        half = x.shape[0] // 2
-        combined = f(x[0:2 * half:2], x[1:2 * half:2])
-        x = np.concatenate([combined, x[2 * half:]], axis=0) if x.shape[0] % 2 else combined
-    return x[0]
-
-
-def tensor_partition_reduce(*args: Any, **kwargs: Any) -> Any:
-    """dst[1, F] = op over the partitions of data[P, F] on the GpSimd engine (nki.isa
-    tensor_partition_reduce docstring; the one-partition result is the 2.26 example's shape):
-    ``add`` / ``average`` in fp32 in the order of assumption ``partition_reduce_order``
-    (``sequential``: partition 0, 1, 2, ... one add each; ``pairwise``: neighbours level by level),
-    ``average`` the sum divided by P (one fp32 division); ``maximum`` exactly; ``bitwise_or`` /
-    ``bitwise_and`` on the stored integer bits. Older form ``tensor_partition_reduce(op, data)``."""
-    ctx = current()
-    form, v, dtype = bind("tensor_partition_reduce", args, kwargs, [
-        Form("current", (("dst", "tensor", REQUIRED), ("op", "op", REQUIRED), ("data", "tensor", REQUIRED)), 3),
-        Form("0.1.0", (("op", "op", REQUIRED), ("data", "tensor", REQUIRED)), 2, returns=True)])
-    data = as_tensor(v["data"], "data")
-    op = reduce_name(v["op"], "op")
-    if op not in ("add", "average", "maximum", "bitwise_or", "bitwise_and"):
-        constraint(ctx, "tensor_partition_reduce", f"op {op} is not one of add, average, max, bitwise_or, bitwise_and")
-        raise ctx.unsupported(f"nisa.tensor_partition_reduce with op={op}")
-    dst = destination(v, form, (1,) + tuple(data.shape[1:]), dtype, data.dtype)
-    _rules.check_engine_access(ctx, "gpsimd", [dst, data], "tensor_partition_reduce")
-    if dst.shape[0] != 1 or dst.free_size() != data.free_size():
-        raise shape_fault(ctx, "tensor_partition_reduce", f"dst {dst.name} has shape {dst.shape}; the reduction of "
-                                                          f"{data.name} {data.shape} is one partition of "
-                                                          f"{data.free_size()} elements")
-    order = ctx.assumptions["partition_reduce_order"]
-    if op.startswith("bitwise"):
-        if data.dtype.kind != "int":
-            constraint(ctx, "tensor_partition_reduce", f"{op} works on integer bits; data {data.name} is {data.dtype}",
-                       "documented: nki.language ALU operators (bitvec operators take integer dtypes)")
-            raise ctx.unsupported(f"nisa.tensor_partition_reduce({op}) of {data.dtype} data")
-        bits = flat(raw(ctx, data, "data", "gpsimd"))
-        f = np.bitwise_or if op == "bitwise_or" else np.bitwise_and
-        r = f.reduce(bits, axis=0)
-        if dst.dtype == data.dtype:
-            write(ctx, dst, None, bits=r.reshape(1, -1))
-        else:
-            write(ctx, dst, r.astype(np.float64).reshape(1, -1))
-    else:
-        x = flat(read(ctx, data, "data", "gpsimd"))
-        with np.errstate(all="ignore"):
-            if op == "maximum":
-                r = np.max(x, axis=0)
-            elif order == "pairwise":
-                r = _pairwise_rows(x, lambda a, b: np.add(a, b, dtype=_f32))
-            else:
-                r = np.add.accumulate(x, axis=0, dtype=_f32)[-1]
-            if op == "average":
-                r = np.divide(r, _f32(x.shape[0]), dtype=_f32)
-        write(ctx, dst, r.reshape(1, -1))
-    ctx.issue("gpsimd", "tensor_partition_reduce", [dst], [data], flops=data.size,
-              cycles=cost_elementwise(data), op=op, order=order)
-    return dst
-
-
-# --- Scalar engine -------------------------------------------------------------------------------
-
-def activation_reduce(*args: Any, **kwargs: Any) -> Any:
-    """dst = op(data * scale + bias) on the Scalar engine and reduce_res[P, 1] = reduce_op of each
-    partition's fp32 results (nki.isa activation_reduce docstring: activation with
-    reduce_cmd=reset_reduce); the arithmetic is ``isa.activation``'s. On NeuronCore-v2 reduce_op
-    must be add."""
-    from . import isa
-
-    ctx = current()
-    tail = (("reduce_op", "op", REQUIRED), ("reduce_res", "tensor", REQUIRED), ("bias", "value?", None),
-            ("scale", "value", 1.0))
-    form, v, dtype = bind("activation_reduce", args, kwargs, [
-        Form("current", (("dst", "tensor", REQUIRED), ("op", "op", REQUIRED), ("data", "tensor", REQUIRED)) + tail, 7),
-        Form("0.1.0", (("op", "op", REQUIRED), ("data", "tensor", REQUIRED)) + tail, 2, returns=True)])
-    op = reduce_name(v["reduce_op"], "reduce_op")
-    if ctx.target.generation == 2 and op != "add":
-        constraint(ctx, "activation_reduce", f"reduce_op {op}: NeuronCore-v2 reduces with add only")
-    data = as_tensor(v["data"], "data")
-    common = dict(op=v["op"], data=data, bias=v["bias"], scale=v["scale"], reduce_op=op,
-                  reduce_res=v["reduce_res"], reduce_cmd="reset_reduce")
-    dst = isa.activation(**common, dtype=dtype) if form.returns else isa.activation(dst=v["dst"], **common)
-    ins = ctx.trace[-1]
-    ins.name = "activation_reduce"
-    ins.cycles += 64  # max(MIN_II, N) + MIN_II (SDK 2.26 activation_reduce docstring)
     return dst

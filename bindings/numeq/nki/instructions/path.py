@@ -1,0 +1,106 @@
+"""The one path every instruction takes: bind the call to one of the row's argument forms (the
+older interface's ``mask=`` by the row's mask kind), resolve its engine, check the target has it,
+run the row's semantics, then trace it with its cost and its precision-flow sites. The semantics
+read operands and write destinations through ``access`` (checks, casts, narrowing records) and
+report what they did through ``Call.issue``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from ..machine.alu import op_name
+from ..machine.context import Instruction, current
+from ..machine.engines import engine_name
+from ..machine.memory import Tensor
+from .forms import Form, bind
+from .operands import destination, doc
+from .table import INSTRUCTIONS, InstructionSpec
+
+__all__ = ["Call", "entry", "public_functions"]
+
+_SUM_OPERATORS = frozenset({"add", "average", "sum", "mean"})
+
+
+class Call:
+    """One instruction call bound to its row: ``ctx`` (the run), ``spec`` (the row), ``form`` (the
+    argument form it matched), ``args`` (its arguments by name), ``dtype`` (the older form's
+    ``dtype=``) and ``engine`` (the engine it runs on)."""
+
+    __slots__ = ("ctx", "spec", "form", "args", "dtype", "engine")
+
+    def __init__(self, ctx: Any, spec: InstructionSpec, form: Form, args: dict, dtype: Any, engine: str) -> None:
+        self.ctx, self.spec, self.form, self.args, self.dtype, self.engine = ctx, spec, form, args, dtype, engine
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    def destination(self, shape: tuple, default_dtype: Any) -> Tensor:
+        """``dst`` of the current form, or the older form's new SBUF tile of ``shape``."""
+        return destination(self.args, self.form, shape, self.dtype, default_dtype)
+
+    def source(self) -> str:
+        """The row's documentation, as findings cite it."""
+        return self.spec.source or doc(self.spec.name)
+
+    def issue(self, outs: list, srcs: list, *, nbytes: int = 0, flops: int = 0, cycles: int = 0,
+              engine: str | None = None, name: str | None = None, **detail: Any) -> Instruction:
+        """Record the instruction in the trace (its engine and name from the row; an add through the
+        row's ``sums`` parameter is a free-axis sum site of the precision flow)."""
+        sums = self.spec.sums
+        if sums:
+            sums = sums == "always" or _is_sum(self.args.get(sums))
+        return self.ctx.issue(engine or self.engine, name or self.spec.name, outs, srcs, nbytes, flops, cycles,
+                              sums=bool(sums), **detail)
+
+
+def _is_sum(op: Any) -> bool:
+    if op is None:
+        return False
+    try:
+        return op_name(op) in _SUM_OPERATORS
+    except TypeError:
+        return False
+
+
+def entry(spec: InstructionSpec) -> Callable:
+    """The public ``nki.isa`` function of row ``spec``."""
+    semantics, forms, name = spec.semantics, list(spec.forms), spec.name
+    takes_engine = bool(spec.engines)
+
+    def instruction(*args: Any, **kwargs: Any) -> Any:
+        ctx = current()
+        engine = kwargs.pop("engine", None) if takes_engine else None
+        form, values, dtype = bind(name, args, kwargs, forms)
+        eng = engine_name(engine, spec.engine) if takes_engine else spec.engine
+        if takes_engine and eng not in spec.engines:
+            raise ValueError(f"engine: nisa.{name} runs on {', '.join(spec.engines)}, not {eng}")
+        if ctx.target.generation < spec.since:
+            ctx.find("target_generation", "error", f"{name} is available on NeuronCore-v{spec.since} and newer; the "
+                     f"target {ctx.target.name} is {ctx.target.core}", spec.source or doc(name))
+        return semantics(Call(ctx, spec, form, values, dtype, eng))
+
+    instruction.__name__ = instruction.__qualname__ = name
+    instruction.__doc__ = spec.doc or semantics.__doc__
+    instruction.__module__ = "numeq.nki.isa"
+    return instruction
+
+
+_PUBLIC: dict[str, Callable] = {}
+
+
+def public_functions() -> dict[str, Callable]:
+    """``nki.isa``'s instruction functions, one per row of the table (made once)."""
+    if not _PUBLIC:
+        from . import (dma_engine, gpsimd_engine, scalar_engine, tensor_engine, vector_engine,  # noqa: F401 - rows
+                       vector_select, vector_statistics)
+
+        _PUBLIC.update((name, entry(spec)) for name, spec in sorted(INSTRUCTIONS.items()))
+    return _PUBLIC
+
+
+def call(name: str, *args: Any, **kwargs: Any) -> Any:
+    """Instruction ``name`` called as a kernel calls it (an instruction defined as another with more
+    arguments: activation_reduce as activation)."""
+    return _PUBLIC[name](*args, **kwargs)

@@ -1,0 +1,117 @@
+"""The Scalar (activation) engine's instructions: ``activation`` and ``activation_reduce``: rows of
+the instruction table. Functions by the platform's function model (fp32 correctly rounded; the
+``scalar_activation_ulps`` budget bounds the hardware's difference).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ..machine import arithmetic as _numerics
+from ..machine import rules as _rules
+from ..machine.alu import alu, op_name
+from ..machine.memory import Tensor
+from .access import as_tensor, cost_elementwise, new_tile, read, write
+from .forms import REQUIRED, Form
+from .operands import (accumulate, command, constraint, lanes, reduce_name, vector_accumulator)
+from .path import Call, call
+from .table import instruction
+from .vector_engine import scalar_operand
+
+
+@instruction("activation", engine="scalar", mask="elements", sums="reduce_op", assumptions=("activation_affine",),
+             forms=[
+    Form("current", (("dst", "tensor", REQUIRED), ("op", "op", REQUIRED), ("data", "tensor", REQUIRED),
+     ("bias", "value?", None), ("scale", "value", 1.0), ("reduce_op", "op?", None),
+     ("reduce_res", "tensor?", None), ("reduce_cmd", "any", None)), 3),
+    Form("0.1.0", (("op", "op", REQUIRED), ("data", "tensor", REQUIRED),
+     ("bias", "value?", None), ("scale", "value", 1.0), ("reduce_op", "op?", None),
+     ("reduce_res", "tensor?", None), ("reduce_cmd", "any", None)), 2, returns=True)])
+def activation(c: Call) -> Any:
+    """dst = f(data * scale + bias) on the Scalar engine: ``scale`` a number or a [P, 1] tensor,
+    ``bias`` a [P, 1] tensor; f by the platform's function model (fp32 correctly rounded; the
+    ``scalar_activation_ulps`` budget bounds the hardware's difference). Between ``data * scale``
+    and ``+ bias``: assumption ``activation_affine`` (``rounded``: each rounded to fp32; ``fused``:
+    one rounding). ``reduce_cmd`` drives the Scalar engine's per-partition registers (reset, reduce:
+add each partition's results, reset_reduce; idle by default) and ``reduce_res`` receives them."""
+    ctx, vals, dst = c.ctx, c.args, c.args.get("dst")
+    scale, bias = vals["scale"], vals["bias"]
+    reduce_op, reduce_res, reduce_cmd = vals["reduce_op"], vals["reduce_res"], vals["reduce_cmd"]
+    data = as_tensor(vals["data"], "data")
+    fname = op_name(vals["op"])
+    x = read(ctx, data, "data", "scalar", rows=True)
+    s = scalar_operand(ctx, scale, x.shape, "scalar")
+    b = scalar_operand(ctx, bias, x.shape, "scalar") if bias is not None else None
+    if ctx.assumptions["activation_affine"] == "fused" and b is not None:
+        # x * scale is exact in binary64 (fp32 operands); one rounding of it plus the bias.
+        arg = _numerics.sum_rounded([x.astype(np.float64) * np.asarray(s, dtype=np.float64), b]).reshape(x.shape)
+    else:
+        arg = x if (np.isscalar(s) and s == 1.0) else alu("multiply", x, s)
+        if b is not None:
+            arg = alu("add", arg, b)
+    _rules.check_activation_range(ctx, fname, arg)
+    try:
+        y = _numerics.function_fp32(fname, arg)
+    except KeyError:
+        raise ctx.unsupported(f"the activation function {fname!r} (known: {', '.join(_numerics.function_names())})") \
+            from None
+    if dst is None:
+        dst = new_tile(data.shape, c.dtype or data.dtype)
+    dst = as_tensor(dst, "dst")
+    write(ctx, dst, y)
+    srcs = [data]
+    outs = [dst]
+    if reduce_op is not None or reduce_res is not None or reduce_cmd not in (None, "idle"):
+        outs += _scalar_registers(ctx, dst, y, reduce_op, reduce_res, reduce_cmd)
+    reduce = {"reduce": op_name(reduce_op)} if reduce_op is not None else {}
+    c.issue(outs, srcs, flops=dst.size, cycles=cost_elementwise(dst), function=fname,
+              **reduce)
+    return dst
+
+def _scalar_registers(ctx: Any, dst: Tensor, y: np.ndarray, reduce_op: Any, reduce_res: Any, reduce_cmd: Any) -> list:
+    """activation's reduction (nki.isa.activation pseudocode): reset / reset_reduce zero the
+    Scalar engine's per-partition fp32 registers, reduce / reset_reduce add each partition's
+    results to them (sums in the platform's vector_reduce_order), and reduce_res, if given,
+    receives the registers [P, 1]. The registers persist across activation instructions."""
+    op = op_name(reduce_op) if reduce_op is not None else "add"
+    if op != "add":
+        raise ctx.unsupported(f"activation's reduce_op {op!r} (the docs take nl.add)")
+    cmd = command("idle" if reduce_cmd is None else reduce_cmd)
+    rows = lanes(dst)
+    accumulate(ctx, "activation", rows, cmd, op, y.reshape(y.shape[0], -1), engine="scalar")
+    if reduce_res is None:
+        return []
+    red = as_tensor(reduce_res, "reduce_res")
+    acc = vector_accumulator(ctx, "scalar")
+    if not acc.defined[rows].all():
+        ctx.find("accumulator_undefined", "error", "activation writes reduce_res from the Scalar engine's registers, "
+                 "which no activation has reset (reduce_cmd=reset_reduce, or activation_reduce)",
+                 "documented: nki.isa.activation docstring (reduce_cmd defaults to idle; reduce_res receives the "
+                 "registers)")
+    regs = np.where(acc.defined[rows], acc.values[rows], np.float32(np.nan)).astype(np.float32)
+    write(ctx, red, regs.reshape(-1, 1))
+    return [red]
+
+
+@instruction("activation_reduce", engine="scalar", forms=[
+    Form("current", (("dst", "tensor", REQUIRED), ("op", "op", REQUIRED), ("data", "tensor", REQUIRED)) + ((("reduce_op", "op", REQUIRED), ("reduce_res", "tensor", REQUIRED), ("bias", "value?", None), ("scale", "value", 1.0))), 7),
+    Form("0.1.0", (("op", "op", REQUIRED), ("data", "tensor", REQUIRED)) + ((("reduce_op", "op", REQUIRED), ("reduce_res", "tensor", REQUIRED), ("bias", "value?", None), ("scale", "value", 1.0))), 2, returns=True)], assumptions=('activation_affine',), sums='reduce_op')
+def activation_reduce(c: Call) -> Any:
+    """dst = op(data * scale + bias) on the Scalar engine and reduce_res[P, 1] = reduce_op of each
+    partition's fp32 results (nki.isa activation_reduce docstring: activation with
+    reduce_cmd=reset_reduce); the arithmetic is ``isa.activation``'s. On NeuronCore-v2 reduce_op
+    must be add."""
+    ctx, form, v, dtype = c.ctx, c.form, c.args, c.dtype
+    op = reduce_name(v["reduce_op"], "reduce_op")
+    if ctx.target.generation == 2 and op != "add":
+        constraint(ctx, "activation_reduce", f"reduce_op {op}: NeuronCore-v2 reduces with add only")
+    data = as_tensor(v["data"], "data")
+    common = dict(op=v["op"], data=data, bias=v["bias"], scale=v["scale"], reduce_op=op,
+                  reduce_res=v["reduce_res"], reduce_cmd="reset_reduce")
+    dst = call("activation", **common, dtype=dtype) if form.returns else call("activation", dst=v["dst"], **common)
+    ins = ctx.trace[-1]
+    ins.name = "activation_reduce"
+    ins.cycles += 64  # max(MIN_II, N) + MIN_II (SDK 2.26 activation_reduce docstring)
+    return dst

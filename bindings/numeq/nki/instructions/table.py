@@ -1,0 +1,72 @@
+"""The NeuronCore's instruction table: one row (``InstructionSpec``) per ``nki.isa`` instruction,
+the op registry's twin. A row says what the instruction is (name, engine, the engines ``engine=``
+may choose, its argument forms per API generation, whether the older interface's ``mask=``
+applies, the first NeuronCore generation that has it, the assumptions its semantics read, which
+parameter makes it an fp32 sum, its documentation) and names its semantics: a small function of
+one bound call (``path.Call``). Everything else an instruction needs (binding, checks, the
+generation, masks, tracing, precision sites) is the generic path's, done once for every row.
+
+Adding an instruction is a row and its semantics, in the module of the engine that runs it::
+
+    @instruction("tensor_abs", engine="vector", forms=(Form("current", (("dst", "tensor", REQUIRED),
+                 ("data", "tensor", REQUIRED)), 2),), doc="dst = |data| in fp32")
+    def tensor_abs(c: Call) -> Tensor: ...
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from .forms import Form
+
+__all__ = ["INSTRUCTIONS", "InstructionSpec", "instruction"]
+
+MASKS = ("none", "elements", "rows")
+
+
+@dataclass(frozen=True)
+class InstructionSpec:
+    """One row of the instruction table.
+
+    ``engine``: the engine it runs on when ``engine=`` is not given; ``engines``: those ``engine=``
+    may choose (empty: the keyword is not taken). ``forms``: the argument forms, the current
+    generation first. ``mask``: the older interface's ``mask=`` ("none"; "elements": each element
+    computed from the same element of its operands; "rows": the free axes reduced).
+    ``since``: the first NeuronCore generation that has it (nki.isa's nc_version). ``assumptions``:
+    the named assumptions the semantics read. ``sums``: the parameter holding the operator that
+    makes it an fp32 sum where it is add (a precision-flow site), or "" where it sums nothing, or
+    "always". ``doc`` and ``source``: what it computes and where AWS documents it."""
+
+    name: str
+    engine: str
+    semantics: Callable[..., Any]
+    forms: tuple[Form, ...]
+    engines: tuple[str, ...] = ()
+    mask: str = "none"
+    since: int = 2
+    assumptions: tuple[str, ...] = ()
+    sums: str = ""
+    doc: str = ""
+    source: str = ""
+
+    def __post_init__(self) -> None:
+        if self.mask not in MASKS:
+            raise ValueError(f"{self.name}: mask {self.mask!r}; valid: {', '.join(MASKS)}")
+        if not self.forms:
+            raise ValueError(f"{self.name}: an instruction has at least one argument form")
+
+
+INSTRUCTIONS: dict[str, InstructionSpec] = {}
+
+
+def instruction(name: str, *, engine: str, forms: tuple[Form, ...] | list[Form], **row: Any) -> Callable:
+    """Register the decorated semantics function as instruction ``name`` (a row of the table)."""
+
+    def register(semantics: Callable) -> Callable:
+        if name in INSTRUCTIONS:
+            raise ValueError(f"instruction {name!r} is already in the table")
+        INSTRUCTIONS[name] = InstructionSpec(name, engine, semantics, tuple(forms), **row)
+        return semantics
+
+    return register

@@ -1,0 +1,192 @@
+"""The Tensor Engine's instructions: ``nc_matmul`` (the PE array and PSUM accumulation) and
+``nc_transpose``: rows of the instruction table. One nc_matmul computes through the Trainium
+platform's PE-array plan for its tile of K, then PSUM's fp32 accumulation; a K loop of them into
+one PSUM tile is computed when the tile is read (``machine.psum``), the same values at the op-level
+emulation's speed.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ..machine import arithmetic as _numerics
+from ..machine import psum as _psum
+from ..machine import rules as _rules
+from ..machine.context import KernelFault
+from ..machine.memory import WRITER_MATMUL, WRITER_READ, Tensor
+from .access import as_tensor, mark_written, new_tile, read, write
+from .forms import REQUIRED, Form
+from .path import Call
+from .table import instruction
+
+
+@instruction("nc_matmul", engine="tensor", assumptions=("matmul_accumulate", "psum_rounding"), forms=[
+    Form("current", (("dst", "tensor", REQUIRED), ("stationary", "tensor", REQUIRED), ("moving", "tensor", REQUIRED),
+     ("is_stationary_onezero", "any", False), ("is_moving_onezero", "any", False), ("is_transpose", "any", False),
+     ("tile_position", "any", None), ("tile_size", "any", None), ("perf_mode", "any", None), ("accumulate", "any", None)), 3),
+    Form("0.1.0", (("stationary", "tensor", REQUIRED), ("moving", "tensor", REQUIRED),
+     ("is_stationary_onezero", "any", False), ("is_moving_onezero", "any", False), ("is_transpose", "any", False),
+     ("tile_position", "any", None), ("tile_size", "any", None), ("perf_mode", "any", None), ("accumulate", "any", None)), 2, returns=True)])
+def nc_matmul(c: Call) -> Any:
+    """dst[M, N] (PSUM, fp32) <- stationary[K, M]^T @ moving[K, N]: the Trainium platform's PE-array
+    plan for one tile of K, then PSUM accumulation in fp32 (``accumulate``: True adds, False
+    overwrites, None: the target's ``matmul_accumulate`` assumption). Older form
+    ``nc_matmul(stationary, moving)`` returns a new PSUM tile."""
+    ctx, v = c.ctx, c.args
+    dst, stationary, moving = v.get("dst"), v["stationary"], v["moving"]
+    tile_position, tile_size, perf_mode, accumulate = v["tile_position"], v["tile_size"], v["perf_mode"], v["accumulate"]
+    is_transpose = v["is_transpose"]
+    stationary, moving = as_tensor(stationary, "stationary"), as_tensor(moving, "moving")
+    if tile_position or tile_size:
+        raise ctx.unsupported("nisa.nc_matmul(tile_position=, tile_size=) (PE tiling)")
+    if is_transpose:
+        return _transpose(c, dst, moving, "tensor")
+    double_row = _double_row(perf_mode)
+    k, m, n = _matmul_sizes(ctx, stationary, moving, double_row)
+    if dst is None:  # the older form: a new PSUM tile
+        dst = new_tile((m, n), "float32", "psum")
+    dst = as_tensor(dst, "dst")
+    _rules.check_on_chip(ctx, stationary)  # the partition rules first: K rows are partitions
+    _rules.check_on_chip(ctx, moving)
+    _rules.check_matmul(ctx, dst, stationary, moving, k, m, n, double_row)
+    # double_row (nki.isa.nc_matmul): stationary [128, 2, M], moving [128, 2, N] contract over the
+    # partition and the first free axis, einsum('kli,klj->ij'); row (k, l) of the flattened K is
+    # 2k + l, so each PE's two products are neighbours, as the platform's double_row plan pairs them.
+    fmt = _matmul_format(stationary.dtype.format, moving.dtype.format)
+    a = _matmul_operand(ctx, stationary, "stationary", fmt).reshape(k, m)
+    b = _matmul_operand(ctx, moving, "moving", fmt).reshape(k, n)
+    if double_row and not {stationary.dtype.format, moving.dtype.format} <= {"e4m3", "e5m2", "e4m3fn"}:
+        raise KernelFault(ctx.find("matmul_perf_mode", "error", f"nc_matmul perf_mode=double_row on {stationary.dtype} x "
+                                   f"{moving.dtype}: double_row takes fp8 inputs only",
+                                   "documented: nki.isa.nc_matmul docstring (perf_mode=double_row: FP8 only)"))
+    if double_row and fmt not in ("e4m3", "e5m2"):
+        raise ctx.unsupported(f"nc_matmul double_row on {stationary.dtype} x {moving.dtype} (numeq's double_row "
+                              "plan takes two fp8 operands of one format)")
+    if a.shape[1] * b.shape[1] != dst.size or dst.shape[0] != m:
+        raise KernelFault(ctx.find("shape_mismatch", "error", f"nc_matmul result [{m}, {n}] does not fit {dst.name} "
+                                   f"{dst.shape}", "documented: nki.isa.nc_matmul docstring"))
+    adds = _accumulating(ctx, dst, accumulate)
+    some, every = (bool(adds), bool(adds)) if adds.ndim == 0 else (bool(adds.any()), bool(adds.all()))
+    if some:
+        _rules.check_accumulate(ctx, dst, adds)
+        _rules.check_read(ctx, dst, settle=False)  # poison only: adding onto a pending chain extends it
+    mode = "accumulate" if every else "overwrite" if not some else "mixed"
+    if mode != "mixed" and dst.dtype.format == "fp32":
+        # Computed when the PSUM tile is read (_psum: the chain in one call of the platform plan).
+        _psum.defer(ctx, dst, (a, stationary), (b, moving), fmt, k, double_row, mode == "accumulate")
+        mark_written(ctx, dst, WRITER_MATMUL)
+    else:
+        tile = _numerics.matmul_tile(a, b, fmt, ctx.tile_platform(k, double_row)).reshape(dst.shape)
+        if adds.any():
+            old = _numerics.fp32_values(dst.data, dst.dtype)
+            summed = _numerics.accumulate_fp32(old, tile, ctx.assumptions["psum_rounding"])
+            tile = summed if adds.all() else np.where(adds, summed, tile)
+        write(ctx, dst, tile, WRITER_MATMUL)
+    key = (dst.base.id, dst.element_offset())
+    ctx.psum_chain[key] = ctx.psum_chain.get(key, 0) + 1 if mode == "accumulate" else 1
+    cycles = max(min(64, m), n) * (4 if "fp32" in (stationary.dtype.format, moving.dtype.format) else 1)
+    c.issue([dst], [stationary, moving], flops=2 * k * m * n, cycles=cycles,
+              k=k, m=m, n=n, accumulate=mode, psum=(dst.base.id, dst.element_offset()),
+              in_fmt=fmt, double_row=double_row)
+    return dst
+
+
+def _double_row(perf_mode: Any) -> bool:
+    name = getattr(perf_mode, "name", perf_mode)
+    return name is not None and "double_row" in str(name)
+
+
+def _matmul_operand(ctx: Any, t: Tensor, parameter: str, fmt: str) -> np.ndarray:
+    """An nc_matmul operand's values: its stored array where it is all written and of the
+    instruction's format (numeq's matmul reads bf16 / fp8 arrays in place), else fp32 values (NaN
+    where nothing wrote)."""
+    if t.dtype.format == fmt:
+        _rules.check_on_chip(ctx, t)
+        _rules.check_read(ctx, t)
+        if t.base.complete or t.mask.min() == t.base.full:
+            return t.data
+    return read(ctx, t, parameter, "tensor")
+
+
+def _matmul_sizes(ctx: Any, stationary: Tensor, moving: Tensor, double_row: bool) -> tuple[int, int, int]:
+    """(K, M, N) of one nc_matmul; double_row contracts the partition and the first free axis."""
+    if not double_row:
+        if stationary.shape[0] != moving.shape[0]:
+            raise KernelFault(ctx.find("shape_mismatch", "error", f"nc_matmul: stationary has {stationary.shape[0]} "
+                                       f"rows of K (partitions) and moving {moving.shape[0]}",
+                                       "documented: nki.isa.nc_matmul docstring"))
+        return stationary.shape[0], stationary.free_size(), moving.free_size()
+    if stationary.ndim < 3 or moving.ndim < 3 or stationary.shape[1] != 2 or moving.shape[1] != 2 \
+            or stationary.shape[0] != moving.shape[0]:
+        raise KernelFault(ctx.find("shape_mismatch", "error", f"nc_matmul double_row takes stationary [K/2, 2, M] and "
+                                   f"moving [K/2, 2, N]; got {stationary.shape} and {moving.shape}",
+                                   "documented: nki.isa.nc_matmul docstring (perf_mode=double_row)"))
+    return 2 * stationary.shape[0], stationary.free_size() // 2, moving.free_size() // 2
+
+
+def _matmul_format(a: str, b: str) -> str:
+    """The format the PE plan reads both operands in: theirs when they agree; for a mix, one that
+    holds both exactly (e4m3 x e5m2: fp16; any other mix: fp32, whose products of these inputs
+    are exact)."""
+    if a == b:
+        return a
+    if {a, b} <= {"e4m3", "e5m2"}:
+        return "fp16"
+    return "fp32"
+
+
+def _accumulating(ctx: Any, dst: Tensor, accumulate: Any) -> np.ndarray:
+    """Which elements of dst the matmul adds into (the rest it overwrites): as ``accumulate=``
+    states, else by the ``matmul_accumulate`` assumption. Its default, ``first_write``, is the
+    documented auto mode (nki.isa.nc_matmul, accumulate=None): the first matmul write to a PSUM
+    location overwrites, later ones add. ``after_read`` also overwrites a location whose matmul
+    result another instruction has read since (a tile reused after its evacuation)."""
+    rule = ctx.assumptions["matmul_accumulate"] if accumulate is None else ("always" if accumulate else "never")
+    if rule == "always":
+        return np.bool_(True)
+    if rule == "never" or not dst.base.tracks_writer:
+        return np.bool_(False)
+    low = high = dst.base.writer_all
+    if low is None:
+        w = dst.writer
+        low, high = w.min(), w.max()
+    if accumulate is None and low <= WRITER_READ <= high and (low == high or (w == WRITER_READ).any()):
+        # The answer turns on the assumption: the tile was evacuated and is written again with no
+        # accumulate= to say whether this starts a new sum (AWS's simulator warns here too).
+        _rules.accumulate_after_read(ctx, dst)
+    if low == high:  # one writer for the whole tile (the common case): one answer, a scalar
+        return np.bool_(low == WRITER_MATMUL) if rule == "after_read" else np.bool_(low & 1)
+    if rule == "after_read":
+        return w == WRITER_MATMUL
+    return (w & 1).astype(bool)
+
+
+@instruction("nc_transpose", engine="tensor", engines=("tensor", "vector"), forms=[
+    Form("current", (("dst", "tensor", REQUIRED), ("data", "tensor", REQUIRED)), 2),
+    Form("0.1.0", (("data", "tensor", REQUIRED),), 1, returns=True)])
+def nc_transpose(c: Call) -> Any:
+    """dst[F, P] = data[P, F]: on the Tensor Engine (a matmul with an identity into PSUM:
+    bit-accurate from NeuronCore-v3; on v2 through fp32 products, nki.isa docs) or the Vector
+    engine (32 x 32 blocks)."""
+    return _transpose(c, c.args.get("dst"), as_tensor(c.args["data"], "data"), c.engine)
+
+
+def _transpose(c: Call, dst: Any, data: Tensor, eng: str) -> Any:
+    """dst = data transposed on engine ``eng`` (nc_transpose, and nc_matmul(is_transpose=True))."""
+    ctx = c.ctx
+    values = read(ctx, data, "data", eng).reshape(data.shape[0], data.free_size())
+    if dst is None:
+        dst = new_tile((values.shape[1], values.shape[0]), data.dtype if eng != "tensor" else data.dtype,
+                       "psum" if eng == "tensor" else "sbuf")
+    dst = as_tensor(dst, "dst")
+    if eng == "tensor" and dst.base.memory.name != "psum":
+        ctx.find("matmul_output_memory", "error", f"nc_transpose on the Tensor Engine writes {dst.name} in "
+                 f"{dst.base.memory}; its result goes to PSUM", "documented: nki.isa.nc_transpose docstring")
+    if dst.dtype == data.dtype:
+        write(ctx, dst, None, bits=np.ascontiguousarray(data.data.reshape(values.shape).T))
+    else:
+        write(ctx, dst, values.T)
+    c.issue([dst], [data], cycles=max(64, values.shape[0]), engine=eng)
+    return dst
