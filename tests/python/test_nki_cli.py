@@ -436,6 +436,18 @@ def test_the_readme_table_is_true():
     assert not wrong, "\n".join(wrong) + "\n(python3 tests/python/test_nki_cli.py prints the true table)"
 
 
+def test_the_docs_table_of_instructions_is_the_instruction_table():
+    """Every row of numeq.nki's instruction table is an implemented nki.isa instruction of docs/nki.md's
+    table, and every instruction the docs call implemented is a row (enums and queries aside)."""
+    from numeq.nki.instructions.table import INSTRUCTIONS
+
+    documented = {n for module, row, impl, _ in _readme_table()
+                  if module == "nki.isa" and row != "enums, classes, queries" for n in impl}
+    assert documented == set(INSTRUCTIONS), sorted(documented ^ set(INSTRUCTIONS))
+    for name, spec in INSTRUCTIONS.items():
+        assert getattr(numeq.nki.isa, name).__name__ == name and spec.forms and (spec.doc or spec.semantics.__doc__)
+
+
 def test_an_unsupported_name_raises_on_access_or_use():
     for module, _, _, unsup in _readme_table():
         mod = importlib.import_module(_MODULES[module])

@@ -43,4 +43,4 @@ def __getattr__(name: str):
     # nki.baremetal, nki.benchmark, nki.profile ... : names of AWS's package numeq does not implement.
     if name.startswith("_"):  # private names and submodules being imported
         raise AttributeError(name)
-    raise Unsupported(f"numeq.nki does not implement nki.{name}; see the README's table of NKI names")
+    raise Unsupported(f"numeq.nki does not implement nki.{name}; see docs/nki.md's table of NKI names")

@@ -322,4 +322,4 @@ def __getattr__(name: str) -> Any:
     if name.startswith("_"):
         raise AttributeError(name)
     raise Unsupported(f"{_where() if active() else '<import>'}: numeq.nki does not implement nki.language.{name}; "
-                      "see the README's table of NKI names")
+                      "see docs/nki.md's table of NKI names")

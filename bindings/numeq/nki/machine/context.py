@@ -190,7 +190,7 @@ class Context:
         return KernelFault(self.find(rule, "error", message, source))
 
     def unsupported(self, what: str) -> Unsupported:
-        return Unsupported(f"{where()}: numeq.nki does not implement {what}; see the README's table of NKI names")
+        return Unsupported(f"{where()}: numeq.nki does not implement {what}; see docs/nki.md's table of NKI names")
 
     # --- the trace -----------------------------------------------------------------------------
     def issue(self, engine: str, name: str, dst: list, srcs: list, nbytes: int = 0, flops: int = 0,
