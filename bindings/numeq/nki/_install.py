@@ -48,7 +48,7 @@ def installed(target: str = DEFAULT_TARGET, assume: dict | None = None) -> Itera
     """Inside the block NKI's module names are numeq's; yields the list of ``Run`` objects of the
     kernels called in it."""
     from .machine.targets import target as _target
-    from ._run import _chosen
+    from .machine.assumptions import chosen as _chosen
 
     _target(target)
     _chosen(target, assume)  # checks the names and values now, not at the first kernel call

@@ -14,6 +14,12 @@ from __future__ import annotations
 
 from typing import Any
 
+# Each engine's module registers its rows of the instruction table (imported under private names:
+# nki.isa.vector_engine and its kin are NKI's engine constants).
+from .instructions import dma_engine as _dma_rows, gpsimd_engine as _gpsimd_rows  # noqa: F401
+from .instructions import scalar_engine as _scalar_rows, tensor_engine as _tensor_rows  # noqa: F401
+from .instructions import vector_engine as _vector_rows, vector_select as _select_rows  # noqa: F401
+from .instructions import vector_statistics as _statistics_rows  # noqa: F401
 from .instructions.path import public_functions
 from .machine.context import current
 from .machine.engines import Engine

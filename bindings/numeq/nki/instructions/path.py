@@ -91,11 +91,9 @@ _PUBLIC: dict[str, Callable] = {}
 
 
 def public_functions() -> dict[str, Callable]:
-    """``nki.isa``'s instruction functions, one per row of the table (made once)."""
+    """``nki.isa``'s instruction functions, one per row of the table (made once, when the engine
+    modules have registered their rows: ``nki.isa`` imports them first)."""
     if not _PUBLIC:
-        from . import (dma_engine, gpsimd_engine, scalar_engine, tensor_engine, vector_engine,  # noqa: F401 - rows
-                       vector_select, vector_statistics)
-
         _PUBLIC.update((name, entry(spec)) for name, spec in sorted(INSTRUCTIONS.items()))
     return _PUBLIC
 
