@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 
 from numeq.review import performance as P
-from numeq.review.findings import Finding
+from numeq.review.findings import ReviewFinding
 from numeq.review.model import Performance, Profile, Timings
 
 LONG = os.environ.get("NUMEQ_LONG_TESTS") == "1"
@@ -376,7 +376,7 @@ def by_rule(findings, rule):
 
 def test_assess_claim_pass_and_fail(tmp_path):
     ok, data = P.assess(perf_case(tmp_path, 2.0), "trn1", dtype="bf16", base_dir=tmp_path)
-    assert all(isinstance(f, Finding) and f.criterion == "performance_claim" for f in ok)
+    assert all(isinstance(f, ReviewFinding) and f.criterion == "performance_claim" for f in ok)
     # 2.0x is the true ratio: inside the interval, not demonstrated
     (inside,) = by_rule(ok, "claimed_speedup")
     assert inside.status == "fail" and "not demonstrated" in inside.message and "bootstrap resamples" in inside.message

@@ -25,7 +25,7 @@ from .machine import rules as _rules
 from .machine.context import Context, Finding, Instruction, KernelFault, running, active
 from ._summary import TraceSummary
 from .machine.dtypes import dtype_of
-from .machine.memory import MEMORIES, Buffer, Tensor
+from .machine.memory import MEMORIES, Allocation, Tensor
 
 __all__ = ["Run", "jit", "run", "simulate", "simulate_kernel", "ASSUMPTIONS", "assumptions_of"]
 
@@ -149,7 +149,7 @@ def _kernel_arguments(ctx: Context, fn: Callable, args: tuple, kwargs: dict) -> 
                 raise TypeError(f"{name}: masked arrays are not kernel inputs; pass a plain array")
             d = dtype_of(arr.dtype, name)
             data = np.array(arr, dtype=d.storage, copy=True, order="C")
-            t = ctx.allocate(Buffer(arr.shape, d, MEMORIES["shared_hbm"], name, "<input>", data=data)).whole()
+            t = ctx.allocate(Allocation(arr.shape, d, MEMORIES["shared_hbm"], name, "<input>", data=data)).whole()
             tensors.append((x, t))
             return t
         return x

@@ -15,7 +15,7 @@ from .machine.context import assigned_name, current
 from .machine.context import where as _where  # the kernel's line; nl.where is the older interface's select
 from .machine.dtypes import DTYPES, dtype_of
 from .machine.precision import allocated
-from .machine.memory import MEMORIES, Buffer, Tensor, ds
+from .machine.memory import MEMORIES, Allocation, Tensor, ds
 
 __all__ = ["ndarray", "zeros", "ds", "affine_range", "sequential_range", "static_range", "program_id",
            "num_programs", "program_ndim", "tile_size", "sbuf", "psum", "hbm", "shared_hbm", "private_hbm"]
@@ -88,7 +88,7 @@ def ndarray(shape: Any, dtype: Any, buffer: Any = None, name: str = "", address:
         shared = ctx.shared_at(line, _shape(shape), d)
         if shared is not None:
             return shared.whole()
-    b = ctx.allocate(Buffer(_shape(shape), d, memory, name or assigned_name(), line))
+    b = ctx.allocate(Allocation(_shape(shape), d, memory, name or assigned_name(), line))
     if memory.name == "shared_hbm":
         ctx.shared_allocated(line, b)
 
@@ -280,7 +280,7 @@ tile_size = _TileSize()
 
 
 # --- ALU operators and activation functions ------------------------------------------------------
-class Op:
+class Operator:
     """An ALU operator or activation function identifier (``nl.add``, ``nl.exp``): passed to
     nisa instructions as ``op=``, and callable as the older interface's tile operation."""
 
@@ -302,11 +302,11 @@ _BINARY = ("add", "subtract", "multiply", "divide", "maximum", "minimum", "power
 _UNARY = ("exp", "log", "tanh", "sigmoid", "silu", "gelu", "gelu_apprx_tanh", "rsqrt", "sqrt", "reciprocal",
           "softplus", "relu", "copy", "identity", "square", "abs", "negative", "sign", "exp2")
 for _n in _BINARY:
-    globals()[_n] = Op(_n, 2)
+    globals()[_n] = Operator(_n, 2)
 for _n in _UNARY:
-    globals()[_n] = Op(_n, 1)
-bypass = Op("bypass", 2)
-average = Op("average", 2)  # tensor_partition_reduce's mean across partitions
+    globals()[_n] = Operator(_n, 1)
+bypass = Operator("bypass", 2)
+average = Operator("average", 2)  # tensor_partition_reduce's mean across partitions
 
 from .front import tiles as _legacy  # noqa: E402 - the older interface (its import installs tile operators)
 from .front import index_expressions as _legacy_index  # noqa: E402

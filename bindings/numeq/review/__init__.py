@@ -18,9 +18,9 @@ from __future__ import annotations
 
 from . import findings, model
 from ..nki.machine import targets as targets
-from .findings import CRITERIA, Finding
+from .findings import CRITERIA, ReviewFinding
 from .manifest import Manifest, ManifestError, load, parse
 from .run import Review, review
 
-__all__ = ["CRITERIA", "Finding", "Manifest", "ManifestError", "Review", "findings", "load", "model", "parse",
+__all__ = ["CRITERIA", "ReviewFinding", "Manifest", "ManifestError", "Review", "findings", "load", "model", "parse",
            "review", "targets"]

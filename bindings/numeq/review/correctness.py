@@ -21,7 +21,7 @@ from ..verdicts import PortVerdict, Verdict, compare, compare_port
 from ..machines import matmul as _matmul
 from ..machines import plan as _plan
 from ..machines import platform_assumptions
-from .findings import Finding
+from .findings import ReviewFinding
 from .manifest import Manifest
 
 __all__ = ["Correctness", "check", "kernel_platform"]
@@ -90,7 +90,7 @@ class Correctness:
     notes: list[str]
     verdicts: dict[str, Verdict]
     port: PortVerdict | None
-    findings: list[Finding] = field(default_factory=list)
+    findings: list[ReviewFinding] = field(default_factory=list)
     errors: dict[str, np.ndarray] = field(default_factory=dict)
     tolerance: dict[str, Any] = field(default_factory=dict)
     signature: str = ""
@@ -207,25 +207,25 @@ def _relevant_assumptions(platform: str, manifest: Manifest) -> list[str]:
     return relevant
 
 
-def _assumptions_finding(platform: str, manifest: Manifest, verdicts: dict[str, Verdict]) -> Finding:
+def _assumptions_finding(platform: str, manifest: Manifest, verdicts: dict[str, Verdict]) -> ReviewFinding:
     """What the Trainium verdict rests on: the assumptions in force that change the op's model,
     confirmed (a bit-exact output measures them) or only assumed (a bound-based verdict)."""
     assumed = _relevant_assumptions(platform, manifest)
     v = verdicts.get("nki")
     listed = ", ".join(assumed) if assumed else "none"
     if v is None:
-        return Finding("assumptions", "info", "assumptions", platform, f"assumptions in force: {listed}")
+        return ReviewFinding("assumptions", "info", "assumptions", platform, f"assumptions in force: {listed}")
     if v.tier in ("bit_exact", "variant"):
         which = v.explained_by or v.platform
-        return Finding("assumptions", "pass", "assumptions_measured", f"NKI output vs {which}",
+        return ReviewFinding("assumptions", "pass", "assumptions_measured", f"NKI output vs {which}",
                        f"the NKI output is bit-exact with {which}: the Trainium model it rests on (assumptions "
                        f"{listed}{'; the variant changes some' if v.tier == 'variant' else ''}) is confirmed by "
                        "this measurement, not only assumed", "measured: the NKI kernel's output")
     if not v.passed:
-        return Finding("assumptions", "info", "assumptions_irrelevant", f"NKI output vs {platform}",
+        return ReviewFinding("assumptions", "info", "assumptions_irrelevant", f"NKI output vs {platform}",
                        f"the NKI output fails ({v.tier}) under every modelled alternative of the assumptions in force "
                        f"({listed}): the failure does not rest on them", "numeq.compare's variant search")
-    return Finding("assumptions", "warn", "assumptions_unconfirmed", f"NKI output vs {platform}",
+    return ReviewFinding("assumptions", "warn", "assumptions_unconfirmed", f"NKI output vs {platform}",
                    f"the NKI verdict ({v.tier}) rests on a bound computed from assumed, unconfirmed parameters "
                    f"({listed}); no modelled variant reproduces the output bit for bit. Settle them with "
                    "numeq.probes and numeq.fit_platform on the device", "assumed: FACTS s3 (not documented by AWS)")
@@ -235,12 +235,12 @@ def check(manifest: Manifest) -> Correctness:
     """The correctness part of the review of ``manifest``."""
     op = manifest.op()
     trn, notes = kernel_platform(manifest.trainium_platform, manifest)
-    findings: list[Finding] = []
+    findings: list[ReviewFinding] = []
     try:
         plan_text = str(_plan(trn, "matmul", manifest.in_fmt, manifest.out)) if manifest.op_name in (
             "matmul",) else trn
     except ValueError as e:
-        findings.append(Finding("preserved_behaviour", "fail", "kernel_plan", "tiling",
+        findings.append(ReviewFinding("preserved_behaviour", "fail", "kernel_plan", "tiling",
                                 f"the kernel's tiling cannot be modelled on {manifest.trainium_platform}: {e}; "
                                 "judged against the platform's default tiles instead"))
         trn, plan_text = manifest.trainium_platform, manifest.trainium_platform
@@ -255,7 +255,7 @@ def check(manifest: Manifest) -> Correctness:
         try:
             v = compare(actual, op, platforms[name], accept=accept, failure_probability=fp)
         except ValueError as e:
-            findings.append(Finding("preserved_behaviour", "fail", "verdict", _OUTPUT_NAMES[name],
+            findings.append(ReviewFinding("preserved_behaviour", "fail", "verdict", _OUTPUT_NAMES[name],
                                     f"{_OUTPUT_NAMES[name]} cannot be judged against {platforms[name]}: {e}"))
             continue
         verdicts[name] = v
@@ -283,7 +283,7 @@ def check(manifest: Manifest) -> Correctness:
                 message += ". No modelled kernel mistake reproduces it (numeq.compare's diagnoses)"
             if v.nearest_variant:
                 message += f". Nearest variant: {v.nearest_variant} ({v.nearest_variant_matches} of {v.elements} equal)"
-        findings.append(Finding("preserved_behaviour", status, f"verdict_{name}", subject, message,
+        findings.append(ReviewFinding("preserved_behaviour", status, f"verdict_{name}", subject, message,
                                 f"numeq.compare, accept={accept}, failure probability {fp:g}"))
     port = None
     if "gpu" in verdicts and "nki" in verdicts:
@@ -300,7 +300,7 @@ def check(manifest: Manifest) -> Correctness:
                     f"{port.max_difference_over_bound:.3g}); {port.equal} of {port.elements} elements equal")
         else:
             text = f"port check fails: {port.diagnosis}"
-        findings.append(Finding("preserved_behaviour", "pass" if port.passed else "fail", "port_check",
+        findings.append(ReviewFinding("preserved_behaviour", "pass" if port.passed else "fail", "port_check",
                                 f"GPU output ({manifest.gpu_platform}) vs NKI output ({trn})", text,
                                 "numeq.compare_port: each output's ladder and |gpu - nki| <= bound_gpu + bound_nki"))
     findings.append(_assumptions_finding(trn, manifest, verdicts))
@@ -311,7 +311,7 @@ def check(manifest: Manifest) -> Correctness:
 
 
 def _standard(manifest: Manifest, op: Any, trn: str, verdicts: dict[str, Verdict], port: PortVerdict | None,
-              findings: list[Finding]) -> dict[str, Any]:
+              findings: list[ReviewFinding]) -> dict[str, Any]:
     """The numerical standard, stated as a tolerance and checked: numeq's cross-platform bound on
     these inputs (the NKI output against the GPU's, probabilistic, the manifest's failure
     probability) in the forms a test suite uses (rtol/atol, ulps, max-normalised), from the same
@@ -332,7 +332,7 @@ def _standard(manifest: Manifest, op: Any, trn: str, verdicts: dict[str, Verdict
                               failure_probability=fp)
             forms = fit_tolerance([req], manifest.out, 1.0)
         except ValueError as e:
-            findings.append(Finding("numerical_standard", "info", "numeq_standard", "NKI output vs GPU output",
+            findings.append(ReviewFinding("numerical_standard", "info", "numeq_standard", "NKI output vs GPU output",
                                     f"numeq cannot state a cross-platform tolerance for this op: {e}"))
             forms = None
         if forms is not None:
@@ -345,7 +345,7 @@ def _standard(manifest: Manifest, op: Any, trn: str, verdicts: dict[str, Verdict
             met = beyond == 0 and (port is None or port.passed)
             out = {"rtol": forms["rtol"], "atol": forms["atol"], "ulps": forms["ulps"], "max_rtol": forms["max_rtol"],
                    "tier": tier, "failure_probability": req.failure_probability, "beyond": beyond, "worst": worst}
-            findings.append(Finding(
+            findings.append(ReviewFinding(
                 "numerical_standard", "pass" if met else "fail", "numeq_standard", "NKI output vs GPU output",
                 f"standard: |nki - gpu| <= atol + rtol*|gpu| with rtol={forms['rtol']:.3g}, atol={forms['atol']:.3g} "
                 f"({forms['ulps']:.3g} ulps of {manifest.out}; max-normalised {forms['max_rtol']:.3g}): numeq's "
@@ -390,7 +390,7 @@ def _standard(manifest: Manifest, op: Any, trn: str, verdicts: dict[str, Verdict
                     text += "; it catches a bf16-accumulator kernel on these inputs"
             except ValueError:
                 pass
-        findings.append(Finding("numerical_standard", status, "stated_tolerance", "operation.tolerance", text,
+        findings.append(ReviewFinding("numerical_standard", status, "stated_tolerance", "operation.tolerance", text,
                                 f"stated by the port's author (manifest line {manifest.line('operation', 'tolerance')})"))
         out["stated"] = st
     return out

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-__all__ = ["CRITERIA", "STATUSES", "Finding", "criterion_status"]
+__all__ = ["CRITERIA", "STATUSES", "ReviewFinding", "criterion_status"]
 
 # The rubric's criteria, in the order the report lists them, with what each asks.
 CRITERIA: dict[str, str] = {
@@ -27,7 +27,7 @@ STATUSES = ("pass", "fail", "warn", "info")
 
 
 @dataclass(frozen=True)
-class Finding:
+class ReviewFinding:
     """One finding: ``criterion`` (a key of ``CRITERIA``), ``status`` (one of ``STATUSES``),
     ``rule`` (a short name of the rule or check), ``subject`` (the buffer, instruction, output or
     timing series it names), ``message`` (the finding in words) and ``evidence`` (where the rule's
@@ -50,7 +50,7 @@ class Finding:
         return asdict(self)
 
 
-def criterion_status(findings: list[Finding], criterion: str) -> str:
+def criterion_status(findings: list[ReviewFinding], criterion: str) -> str:
     """The rubric's cell for ``criterion``: "fail" if any finding fails, else "pass" if any
     judges it (pass or warn), else "not assessed"."""
     mine = [f for f in findings if f.criterion == criterion]

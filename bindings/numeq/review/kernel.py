@@ -20,7 +20,7 @@ import numpy as np
 
 from .. import nki as _nki
 from .correctness import _split_name
-from .findings import Finding
+from .findings import ReviewFinding
 from .manifest import OPERATIONS, Manifest, ManifestError, _OPERATIONS
 from ..nki.machine.targets import target as _target
 
@@ -98,10 +98,10 @@ def reviewed(m: Manifest, run: Any, precision: bool = True) -> Any:
     from .correctness import check
     from .run import Review, described_parts
 
-    findings: list[Finding] = []
+    findings: list[ReviewFinding] = []
     platform = run.platform
     if not run.completed:
-        findings.append(Finding("tiling_limits", "fail", "kernel_stopped", "the kernel",
+        findings.append(ReviewFinding("tiling_limits", "fail", "kernel_stopped", "the kernel",
                                 "the kernel stopped at an error the hardware cannot compute past: "
                                 + "; ".join(f"{f.where}: [{f.rule}] {f.message}" for f in run.errors[:3])))
     elif "nki" in m.outputs:
@@ -116,7 +116,7 @@ def reviewed(m: Manifest, run: Any, precision: bool = True) -> Any:
     traced = platform
     platform, narrow = _intended(traced)
     if narrow:
-        findings.append(Finding("numerical_standard", "fail", "narrow_accumulator", "the kernel's trace",
+        findings.append(ReviewFinding("numerical_standard", "fail", "narrow_accumulator", "the kernel's trace",
                                 f"the kernel sums its PSUM results in {narrow} (its trace amounts to "
                                 f"{traced}): "
                                 f"its outputs are judged against the same tiling with fp32 accumulation, {platform}, "
@@ -160,7 +160,7 @@ def _precision_flow(m: Manifest, run: Any) -> list:
     return run.precision_flow(reference=exact if exact.size == mine.size else None)
 
 
-def _given_against_runs(given: np.ndarray, run: Any) -> tuple[Finding, Any]:
+def _given_against_runs(given: np.ndarray, run: Any) -> tuple[ReviewFinding, Any]:
     """The given NKI output (hardware, AWS's simulator) against numeq's run, value for value; when
     they differ, against the run under each single change of an assumption: the one that
     reproduces it is a measurement of the hardware ("equals numeq's run under
@@ -173,7 +173,7 @@ def _given_against_runs(given: np.ndarray, run: Any) -> tuple[Finding, Any]:
 
     evidence = "measured: numeq.nki.run on the review's inputs"
     if same(run.outputs):
-        return Finding("preserved_behaviour", "pass", "run_vs_given", "NKI output",
+        return ReviewFinding("preserved_behaviour", "pass", "run_vs_given", "NKI output",
                        f"the given NKI output equals numeq's run of the kernel value for value (platform "
                        f"{run.platform}, every assumption at its default)", evidence), run
     table = assumptions_of(run.target)
@@ -183,17 +183,17 @@ def _given_against_runs(given: np.ndarray, run: Any) -> tuple[Finding, Any]:
                 continue
             other = run.rerun(assume={name: value})
             if other.completed and same(other.outputs):
-                return Finding("preserved_behaviour", "pass", "run_vs_given", "NKI output",
+                return ReviewFinding("preserved_behaviour", "pass", "run_vs_given", "NKI output",
                                f"the given NKI output equals numeq's run of the kernel under {name}={value} value for "
                                f"value (not under the default {name}={run.assumptions.get(name)}): a measurement of "
                                "the hardware's behaviour there", evidence), other
-    return Finding("preserved_behaviour", "fail", "run_vs_given", "NKI output",
+    return ReviewFinding("preserved_behaviour", "fail", "run_vs_given", "NKI output",
                    "the given NKI output differs from numeq's run of the kernel under the default assumptions and under "
                    "every single change of one: the kernel run is not the one that produced it, or the hardware "
                    "differs from numeq's model in a way no assumption names", evidence), run
 
 
-def _against_the_trace(perf: Any, s: Any, base: Path) -> tuple[list[Finding], list[list]]:
+def _against_the_trace(perf: Any, s: Any, base: Path) -> tuple[list[ReviewFinding], list[list]]:
     """The performance evidence beside the trace's estimate: the findings, and the table that puts
     them side by side (quantity, the trace's estimate, the evidence, evidence / estimate, where the
     evidence comes from). A kernel time (the claim's, baseline median / claimed speedup, or the
@@ -204,7 +204,7 @@ def _against_the_trace(perf: Any, s: Any, base: Path) -> tuple[list[Finding], li
 
     from .performance import _UNIT_SECONDS, load_profile
 
-    out: list[Finding] = []
+    out: list[ReviewFinding] = []
     rows: list[list] = []
     # The floor on documented rates only: each compute engine's cycles at its clock, the DMAs'
     # bytes at the whole chip's HBM bandwidth (no NeuronCore moves more; the per-core share the
@@ -227,7 +227,7 @@ def _against_the_trace(perf: Any, s: Any, base: Path) -> tuple[list[Finding], li
         times.append(("the measured candidate", median(tm.candidate) * unit, "its median"))
     for what, seconds, how in times:
         below = seconds < bound
-        out.append(Finding("performance_claim", "fail" if below else "info", "trace_lower_bound", what,
+        out.append(ReviewFinding("performance_claim", "fail" if below else "info", "trace_lower_bound", what,
                            f"{what} ({how}) puts the NKI kernel at {seconds * 1e6:.3g} us; its trace needs at least "
                            f"{bound * 1e6:.3g} us" + (": faster than the kernel can run on the estimate"
                                                        if below else ""), evidence))
@@ -251,7 +251,7 @@ def _against_the_trace(perf: Any, s: Any, base: Path) -> tuple[list[Finding], li
                 continue
             busy = profiled[engine_name] = percent / 100 * total
             if busy > 4 * use.busy_s:
-                out.append(Finding("performance_claim", "warn", "profile_vs_trace", f"{p.label}: {engine_name}",
+                out.append(ReviewFinding("performance_claim", "warn", "profile_vs_trace", f"{p.label}: {engine_name}",
                                    f"the profile shows the {engine_name} engine busy {busy * 1e6:.3g} us, "
                                    f"{busy / use.busy_s:.1f}x the trace's estimate {use.busy_s * 1e6:.3g} us",
                                    f"measured: the profile ({p.label}); {evidence}"))
@@ -268,17 +268,17 @@ def _ratio(evidence: float, estimate: float) -> str:
     return f"{evidence / estimate:.3g}x" if estimate > 0 else "-"
 
 
-def _run_findings(run: Any) -> list[Finding]:
+def _run_findings(run: Any) -> list[ReviewFinding]:
     """The run's findings as review findings: errors fail, warnings warn; a clean run passes both
     criteria, measured on the instructions it checked."""
     out = []
     for f in run.findings:
         criterion = "memory_hierarchy" if f.rule in _MEMORY_RULES else "tiling_limits"
-        out.append(Finding(criterion, "fail" if f.severity == "error" else "warn", f.rule, f.where,
+        out.append(ReviewFinding(criterion, "fail" if f.severity == "error" else "warn", f.rule, f.where,
                            f"{f.where}: {f.message}" + (f" (x{f.count})" if f.count > 1 else ""), f.source))
     for criterion in ("tiling_limits", "memory_hierarchy") if run.completed else ():
         if not any(f.criterion == criterion for f in out):
-            out.append(Finding(criterion, "pass", "kernel_run", "the kernel",
+            out.append(ReviewFinding(criterion, "pass", "kernel_run", "the kernel",
                                f"numeq ran the kernel's {len(run.trace)} instructions with no "
                                f"{'limit' if criterion == 'tiling_limits' else 'capacity or efficiency rule'} broken",
                                "measured: numeq.nki.run, the target's limits checked as it ran"))

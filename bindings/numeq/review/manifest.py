@@ -21,7 +21,7 @@ import numpy as np
 from .. import _core, ops
 from .._arrays import formats as _formats
 from ..verdicts import TIERS
-from .model import (DTYPE_BYTES, ENGINES, MEMORIES, Buffer, Dma, KernelSpec, Matmul, Performance, Profile, Stage,
+from .model import (FORMAT_BYTES, MANIFEST_ENGINES, MANIFEST_MEMORIES, Buffer, Dma, KernelSpec, Matmul, Performance, Profile, Stage,
                     Tiling, Timings)
 from ..nki.machine.targets import target_names
 
@@ -405,13 +405,13 @@ def _tiling(t: _Table, default_target: str) -> Tiling:
     tiles = {k: t.integer(k, 1, 1 << 24, False) for k in ("m_tile", "n_tile", "k_tile")}
     group = t.integer("psum_group", 1, 65536, False)
     double_row = t.boolean("fp8_double_row")
-    dtypes = tuple(DTYPE_BYTES)
+    dtypes = tuple(FORMAT_BYTES)
     buffers, matmuls, dmas, stages = [], [], [], []
     for b in t.tables("buffers"):
         name = b.text("name")
         shape = b.shape("shape")
         pd = b.integer("partition_dim", 0, len(shape) - 1, False, 0)
-        buffers.append(Buffer(name, b.text("memory", choices=MEMORIES), b.text("dtype", choices=dtypes), shape, pd,
+        buffers.append(Buffer(name, b.text("memory", choices=MANIFEST_MEMORIES), b.text("dtype", choices=dtypes), shape, pd,
                               b.integer("start_partition", 0, 127, False, 0), b.integer("bufs", 1, 64, False, 1),
                               t.ctx.line(b.path)))
         b.done()
@@ -431,7 +431,7 @@ def _tiling(t: _Table, default_target: str) -> Tiling:
                         t.ctx.line(d.path)))
         d.done()
     for s in t.tables("stages"):
-        stages.append(Stage(s.text("name"), s.text("engine", choices=ENGINES), s.text("instruction"), s.names("operands"),
+        stages.append(Stage(s.text("name"), s.text("engine", choices=MANIFEST_ENGINES), s.text("instruction"), s.names("operands"),
                             s.integer("free_size", 1, 1 << 31, False), t.ctx.line(s.path)))
         s.done()
     t.done()

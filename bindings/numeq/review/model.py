@@ -13,20 +13,21 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
-__all__ = ["DTYPE_BYTES", "ENGINES", "MEMORIES", "Buffer", "Dma", "KernelSpec", "Matmul", "Performance", "Profile",
-           "Stage", "Tiling", "Timings"]
+from ..nki.machine.dtypes import FORMAT_BYTES
 
-MEMORIES = ("sbuf", "psum", "hbm")
-ENGINES = ("tensor", "vector", "scalar", "gpsimd", "sync")
-# Bytes per element of the dtypes a NKI kernel's buffers hold (numeq format names).
-DTYPE_BYTES = {"fp32": 4, "tf32": 4, "bf16": 2, "fp16": 2, "e4m3": 1, "e5m2": 1, "e4m3fn": 1, "int8": 1,
-               "uint8": 1, "int32": 4}
+__all__ = ["FORMAT_BYTES", "MANIFEST_ENGINES", "MANIFEST_MEMORIES", "Buffer", "Dma", "KernelSpec", "Matmul",
+           "Performance", "Profile", "Stage", "Tiling", "Timings"]
+
+# A manifest's words for where a buffer lives and which engine (or DMA queue) runs a stage; buffers'
+# bytes per element come from numeq.nki's one dtype table (machine.dtypes' FORMAT_BYTES).
+MANIFEST_MEMORIES = ("sbuf", "psum", "hbm")
+MANIFEST_ENGINES = ("tensor", "vector", "scalar", "gpsimd", "sync")
 
 
 @dataclass(frozen=True)
 class Buffer:
     """A tensor of the kernel: ``memory`` ("sbuf", "psum", "hbm"), ``dtype`` (a key of
-    ``DTYPE_BYTES``), ``shape``, ``partition_dim`` (the axis of ``shape`` on the SBUF/PSUM
+    ``FORMAT_BYTES``), ``shape``, ``partition_dim`` (the axis of ``shape`` on the SBUF/PSUM
     partitions), ``start_partition`` (where a partial-partition tile starts) and ``bufs`` (copies
     alive at once: 2 for double buffering)."""
 
@@ -52,7 +53,7 @@ class Buffer:
     @property
     def bytes_per_partition(self) -> int:
         """Bytes one copy takes in each partition."""
-        return self.free_elements * DTYPE_BYTES[self.dtype]
+        return self.free_elements * FORMAT_BYTES[self.dtype]
 
 
 @dataclass(frozen=True)
@@ -88,7 +89,7 @@ class Dma:
 
 @dataclass(frozen=True)
 class Stage:
-    """One engine instruction of the kernel: ``engine`` (one of ``ENGINES``), ``instruction``
+    """One engine instruction of the kernel: ``engine`` (one of ``MANIFEST_ENGINES``), ``instruction``
     (the nki.isa name: activation, tensor_reduce, tensor_tensor, tensor_copy, bn_stats,
     bn_aggr, ...), ``operands`` (buffer names) and ``free_size`` (elements per partition one
     instruction processes; None: the first operand's)."""

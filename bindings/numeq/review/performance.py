@@ -63,7 +63,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from ..nki.machine import targets as _targets
-from .findings import Finding
+from .findings import ReviewFinding
 from .model import Performance
 
 __all__ = ["FAR_BELOW_ATTAINABLE", "IQR_FENCE", "MIN_SAMPLES", "NOISY_QCD", "SCRUTINY_SPEEDUP", "ProfileSummary",
@@ -461,49 +461,49 @@ def speedup(baseline: Sequence[float], candidate: Sequence[float], claimed: floa
 _CRIT = "performance_claim"
 
 
-def _claim_findings(perf: Performance, sp: dict, subject: str) -> list[Finding]:
-    f: list[Finding] = []
+def _claim_findings(perf: Performance, sp: dict, subject: str) -> list[ReviewFinding]:
+    f: list[ReviewFinding] = []
     ev = f"measured: {sp['baseline']['n']} + {sp['candidate']['n']} timings; {_NKI_LIBRARY}; percentile bootstrap"
     lvl = f"{100 * sp['confidence']:g}%"
     v = sp["verdict"]
     if v == "not assessed":
         msg = f"speedup not assessed: {sp['reason']} (median ratio {sp['ratio']:.3f})"
-        f.append(Finding(_CRIT, "info", "claimed_speedup", subject, msg, ev))
+        f.append(ReviewFinding(_CRIT, "info", "claimed_speedup", subject, msg, ev))
     else:
         lo, hi = sp["interval"]
         body = f"median ratio {sp['ratio']:.3f}x, {lvl} interval [{lo:.3f}, {hi:.3f}]"
         if v == "no claim":
-            f.append(Finding(_CRIT, "info", "claimed_speedup", subject, f"no speedup claimed; the timings show {body}", ev))
+            f.append(ReviewFinding(_CRIT, "info", "claimed_speedup", subject, f"no speedup claimed; the timings show {body}", ev))
         elif v == "demonstrated":
-            f.append(Finding(_CRIT, "pass", "claimed_speedup", subject,
+            f.append(ReviewFinding(_CRIT, "pass", "claimed_speedup", subject,
                              f"claimed {perf.claimed_speedup:g}x is demonstrated: the interval's lower end {lo:.3f}x "
                              f"reaches it; {body}", ev))
         elif v == "not supported":
-            f.append(Finding(_CRIT, "fail", "claimed_speedup", subject,
+            f.append(ReviewFinding(_CRIT, "fail", "claimed_speedup", subject,
                              f"claimed {perf.claimed_speedup:g}x is not supported by the evidence: {body} (the ratio "
                              f"reaches it in {sp['chance']:.1%} of the bootstrap resamples)", ev))
         else:
-            f.append(Finding(_CRIT, "fail", "claimed_speedup", subject,
+            f.append(ReviewFinding(_CRIT, "fail", "claimed_speedup", subject,
                              f"claimed {perf.claimed_speedup:g}x is not demonstrated: it lies inside the interval, "
                              f"and the ratio reaches it in {sp['chance']:.1%} of the bootstrap resamples; {body}", ev))
     for fl in sp["flags"]:
         if fl["flag"] == "noisy":
-            f.append(Finding(_CRIT, "warn", "timing_noise", f"{subject}: {fl['series']}", fl["message"] +
+            f.append(ReviewFinding(_CRIT, "warn", "timing_noise", f"{subject}: {fl['series']}", fl["message"] +
                              f" (the middle half of the runs spans more than {100 * NOISY_QCD:g}% of the median)",
                              _NKI_LIBRARY))
         elif fl["flag"] == "outliers":
-            f.append(Finding(_CRIT, "info", "timing_outliers", f"{subject}: {fl['series']}", fl["message"], _NKI_LIBRARY))
+            f.append(ReviewFinding(_CRIT, "info", "timing_outliers", f"{subject}: {fl['series']}", fl["message"], _NKI_LIBRARY))
         else:
-            f.append(Finding(_CRIT, "warn", "large_speedup", subject, fl["message"], f"documented: {_KERNELBENCH}"))
+            f.append(ReviewFinding(_CRIT, "warn", "large_speedup", subject, fl["message"], f"documented: {_KERNELBENCH}"))
     return f
 
 
-def _profile_findings(label: str, path: str, r: dict) -> list[Finding]:
+def _profile_findings(label: str, path: str, r: dict) -> list[ReviewFinding]:
     subject = f"profile {label} ({path})"
-    f: list[Finding] = []
+    f: list[ReviewFinding] = []
     frac = r["fraction_of_attainable"]["value"]
     if r["bound"] is None:
-        f.append(Finding(_CRIT, "info", "roofline", subject, "; ".join(r["notes"]) or "no roofline point", _MEASURED))
+        f.append(ReviewFinding(_CRIT, "info", "roofline", subject, "; ".join(r["notes"]) or "no roofline point", _MEASURED))
     else:
         ach, att = r["achieved_flops_per_s"]["value"], r["attainable_flops_per_s"]["value"]
         ai = r["arithmetic_intensity"]["value"]
@@ -516,15 +516,15 @@ def _profile_findings(label: str, path: str, r: dict) -> list[Finding]:
         if status == "warn":
             msg += f"; below {100 * FAR_BELOW_ATTAINABLE:g}% of attainable"
         ev = (f"{_MEASURED}; peak {r['peak_flops']['evidence']}; bandwidth {r['bandwidth']['evidence']}")
-        f.append(Finding(_CRIT, status, "roofline", subject, msg, ev))
+        f.append(ReviewFinding(_CRIT, status, "roofline", subject, msg, ev))
     pv = r["profile_verdict"]
     if pv is not None:
-        f.append(Finding(_CRIT, "info", "profile_bound", subject, pv["verdict"], pv["evidence"]))
+        f.append(ReviewFinding(_CRIT, "info", "profile_bound", subject, pv["verdict"], pv["evidence"]))
     return f
 
 
 def assess(perf: Performance, target: str | _targets.Target, *, dtype: str,
-           base_dir: str | os.PathLike = ".") -> tuple[list[Finding], dict]:
+           base_dir: str | os.PathLike = ".") -> tuple[list[ReviewFinding], dict]:
     """Review the performance evidence: the claimed speedup against the timings, a roofline of
     each profile (paths relative to ``base_dir``), and, with a baseline and a candidate profile,
     their time ratio against the timings' interval. Returns the findings (criterion
@@ -534,7 +534,7 @@ def assess(perf: Performance, target: str | _targets.Target, *, dtype: str,
         raise ValueError(f"perf: expected numeq.review.model.Performance, got {type(perf).__name__}")
     t = _resolve_target(target)
     _targets.peak_flops(t, dtype)  # validates dtype before anything is read
-    findings: list[Finding] = []
+    findings: list[ReviewFinding] = []
     data: dict[str, Any] = {"target": t.name, "dtype": dtype, "claimed_speedup": perf.claimed_speedup,
                             "timings": None, "profiles": {}}
     sp = None
@@ -543,7 +543,7 @@ def assess(perf: Performance, target: str | _targets.Target, *, dtype: str,
         msg = ("no timings supplied: the claimed speedup "
                f"{perf.claimed_speedup:g}x is not assessed" if perf.claimed_speedup is not None
                else "no timings and no claimed speedup: not assessed")
-        findings.append(Finding(_CRIT, "info", "claimed_speedup", "timings", msg, "measured: nothing supplied"))
+        findings.append(ReviewFinding(_CRIT, "info", "claimed_speedup", "timings", msg, "measured: nothing supplied"))
     else:
         if tm.unit not in _UNIT_SECONDS:
             raise ValueError(f"timings.unit: {tm.unit!r} is not one of {', '.join(_UNIT_SECONDS)}")
@@ -571,5 +571,5 @@ def assess(perf: Performance, target: str | _targets.Target, *, dtype: str,
             lo, hi = sp["interval"]
             where = "inside" if lo <= pr <= hi else "outside"
             msg += f", {where} the timings' interval [{lo:.3f}, {hi:.3f}]"
-        findings.append(Finding(_CRIT, "info", "profile_ratio", "profiles baseline / candidate", msg, _MEASURED))
+        findings.append(ReviewFinding(_CRIT, "info", "profile_ratio", "profiles baseline / candidate", msg, _MEASURED))
     return findings, data

@@ -16,8 +16,8 @@ import numpy as np
 
 from .. import __version__
 from ..report_html import _CSS, _esc, _figure
-from .findings import Finding
-from .model import DTYPE_BYTES as _BYTES
+from .findings import ReviewFinding
+from .model import FORMAT_BYTES as _BYTES
 
 __all__ = ["html", "markdown"]
 
@@ -53,7 +53,7 @@ def _num(x: Any, digits: int = 3) -> str:
     return str(x)
 
 
-def _findings(review: Any, criteria: tuple[str, ...]) -> list[Finding]:
+def _findings(review: Any, criteria: tuple[str, ...]) -> list[ReviewFinding]:
     return [f for f in review.findings if f.criterion in criteria]
 
 
@@ -227,7 +227,7 @@ def _status_cell(status: str) -> tuple[str, str]:
     return (_MARK[status], {"not assessed": "na"}.get(status, status))
 
 
-def _findings_html(findings: list[Finding]) -> str:
+def _findings_html(findings: list[ReviewFinding]) -> str:
     if not findings:
         return "<p>No findings.</p>"
     rows = [[_status_cell(f.status), f.rule, f.subject, (f.message, "finding"), f.evidence] for f in findings]

@@ -18,7 +18,7 @@ from typing import Any
 from . import correctness as _correctness
 from . import performance as _performance
 from . import tiling as _tiling
-from .findings import CRITERIA, Finding, criterion_status
+from .findings import CRITERIA, ReviewFinding, criterion_status
 from .manifest import Manifest, ManifestError, load
 from ..nki.machine.targets import Target, target
 
@@ -38,7 +38,7 @@ class Review:
     correctness: _correctness.Correctness
     memory: dict[str, Any] | None
     performance: dict[str, Any] | None
-    findings: list[Finding] = field(default_factory=list)
+    findings: list[ReviewFinding] = field(default_factory=list)
     run: Any = None  # the kernel's numeq.nki.Run, for a review of the kernel itself (review_kernel)
     precision: list = field(default_factory=list)  # its precision flow (numeq.nki Run.precision rows)
     beside_trace: list = field(default_factory=list)  # the performance evidence beside the trace's estimate
@@ -117,10 +117,10 @@ def review(manifest: str | os.PathLike | Manifest, *, allow_outside: bool = Fals
     return Review(m, t, c, memory, performance, list(c.findings) + findings)
 
 
-def described_parts(m: Manifest, t: Target) -> tuple[list[Finding], dict[str, Any] | None, dict[str, Any] | None]:
+def described_parts(m: Manifest, t: Target) -> tuple[list[ReviewFinding], dict[str, Any] | None, dict[str, Any] | None]:
     """The parts of a review the manifest describes: its [tiling] against the target's rules (the
     findings and the memory use) and its [performance] evidence (the findings and the numbers)."""
-    findings: list[Finding] = []
+    findings: list[ReviewFinding] = []
     memory = None
     if m.tiling is not None:
         findings += _tiling.check(m.tiling, t)

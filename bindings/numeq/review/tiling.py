@@ -18,8 +18,8 @@ import math
 from collections.abc import Iterable
 
 from ..nki.machine import targets as _targets
-from .findings import Finding
-from .model import DTYPE_BYTES, ENGINES, MEMORIES, Buffer, Dma, Matmul, Stage, Tiling
+from .findings import ReviewFinding
+from .model import FORMAT_BYTES, MANIFEST_ENGINES, MANIFEST_MEMORIES, Buffer, Dma, Matmul, Stage, Tiling
 
 __all__ = ["check", "memory_use"]
 
@@ -81,10 +81,10 @@ def _int(t: _targets.Target, key: str) -> int:
 # ---------------------------------------------------------------------------------------------
 def _buffer_problem(b: Buffer) -> str | None:
     """Why ``b`` cannot be measured (None: it can)."""
-    if b.memory not in MEMORIES:
-        return f"memory {b.memory!r} is not one of {', '.join(MEMORIES)}"
-    if b.dtype not in DTYPE_BYTES:
-        return f"dtype {b.dtype!r} is not one of {', '.join(DTYPE_BYTES)}"
+    if b.memory not in MANIFEST_MEMORIES:
+        return f"memory {b.memory!r} is not one of {', '.join(MANIFEST_MEMORIES)}"
+    if b.dtype not in FORMAT_BYTES:
+        return f"dtype {b.dtype!r} is not one of {', '.join(FORMAT_BYTES)}"
     shape = b.shape
     if not isinstance(shape, tuple) or not shape or not all(isinstance(d, int) and d > 0 for d in shape):
         return f"shape {shape!r} must be a non-empty tuple of positive integers"
@@ -97,7 +97,7 @@ def _buffer_problem(b: Buffer) -> str | None:
     return None
 
 
-def _valid_buffers(tiling: Tiling, t: _targets.Target, out: list[Finding] | None) -> dict[str, Buffer]:
+def _valid_buffers(tiling: Tiling, t: _targets.Target, out: list[ReviewFinding] | None) -> dict[str, Buffer]:
     """The buffers by name that the rules can measure; malformed or repeated ones are reported
     into ``out`` (when given) and left out."""
     good: dict[str, Buffer] = {}
@@ -109,7 +109,7 @@ def _valid_buffers(tiling: Tiling, t: _targets.Target, out: list[Finding] | None
         seen.add(b.name)
         if problem is not None:
             if out is not None:
-                out.append(Finding(_LIMITS, "fail", "buffer_valid", _subject("buffer", b), f"{b.name}: {problem}",
+                out.append(ReviewFinding(_LIMITS, "fail", "buffer_valid", _subject("buffer", b), f"{b.name}: {problem}",
                                    "manifest"))
             continue
         good[b.name] = b
@@ -155,8 +155,8 @@ def _psum_banks(b: Buffer, bank_bytes: int) -> int:
 # ---------------------------------------------------------------------------------------------
 # Rules on buffers: partitions, partial-partition starts, SBUF and PSUM capacity
 # ---------------------------------------------------------------------------------------------
-def _partition_rules(buffers: dict[str, Buffer], t: _targets.Target, packed: dict[str, int]) -> list[Finding]:
-    out: list[Finding] = []
+def _partition_rules(buffers: dict[str, Buffer], t: _targets.Target, packed: dict[str, int]) -> list[ReviewFinding]:
+    out: list[ReviewFinding] = []
     chip = _on_chip(buffers)
     if not chip:
         return out
@@ -164,13 +164,13 @@ def _partition_rules(buffers: dict[str, Buffer], t: _targets.Target, packed: dic
     parts = _int(t, "partitions")
     over = [b for b in chip if _partitions(b, packed) > parts]
     for b in over:
-        out.append(Finding(_LIMITS, "fail", "partition_dim", _subject("buffer", b),
+        out.append(ReviewFinding(_LIMITS, "fail", "partition_dim", _subject("buffer", b),
                            f"{b.name} ({b.memory.upper()}, shape {_shape(b)}, partition axis {b.partition_dim}) spans "
                            f"{b.partitions} partitions; a tile spans at most {parts}", spec.cite()))
     if not over:
         note = (f" ({', '.join(packed)}: fp8 double_row inputs, two rows of K per partition, assumed)"
                 if packed else "")
-        out.append(Finding(_LIMITS, "pass", "partition_dim", "SBUF/PSUM buffers",
+        out.append(ReviewFinding(_LIMITS, "pass", "partition_dim", "SBUF/PSUM buffers",
                            f"all {_count(len(chip), 'SBUF/PSUM buffer')} span <= {parts} partitions{note}",
                            spec.cite() + (f"; {_PACKING}" if packed else "")))
 
@@ -186,19 +186,19 @@ def _partition_rules(buffers: dict[str, Buffer], t: _targets.Target, packed: dic
             starts = " or ".join(str(a) for a in allowed)
             why = (f"runs past partition {parts - 1} ({s} + {n} > {parts})" if s in allowed
                    else f"may start at partition {starts}, not {s}")
-            out.append(Finding(_LIMITS, "fail", "partition_start", _subject("buffer", b),
+            out.append(ReviewFinding(_LIMITS, "fail", "partition_start", _subject("buffer", b),
                                f"{b.name}: a tile of {n} partitions {why}", spec.cite()))
     if fitting and not bad:
         partial = sum(1 for b in fitting if _partitions(b, packed) < parts)
-        out.append(Finding(_LIMITS, "pass", "partition_start", "SBUF/PSUM buffers",
+        out.append(ReviewFinding(_LIMITS, "pass", "partition_start", "SBUF/PSUM buffers",
                            f"all {_count(len(fitting), 'SBUF/PSUM buffer')} start at an allowed partition "
                            f"({partial} of them partial: > 64 partitions start at 0, 33-64 at 0/64, <= 32 at "
                            "0/32/64/96)", spec.cite()))
     return out
 
 
-def _capacity_rules(buffers: dict[str, Buffer], t: _targets.Target, packed: dict[str, int]) -> list[Finding]:
-    out: list[Finding] = []
+def _capacity_rules(buffers: dict[str, Buffer], t: _targets.Target, packed: dict[str, int]) -> list[ReviewFinding]:
+    out: list[ReviewFinding] = []
     psum = _on_chip(buffers, "psum")
     if psum:
         cap_spec, banks_spec = t.spec("psum_partition_bytes"), t.spec("psum_banks")
@@ -210,11 +210,11 @@ def _capacity_rules(buffers: dict[str, Buffer], t: _targets.Target, packed: dict
         summary = f"PSUM buffers total {_size(total)} of {_size(cap)} per partition ({used} of {banks} banks)"
         evidence = f"{cap_spec.cite()}; banks: {banks_spec.cite()}"
         if total > cap or used > banks:
-            out.append(Finding(_MEMORY, "fail", "psum_capacity",
+            out.append(ReviewFinding(_MEMORY, "fail", "psum_capacity",
                                "PSUM buffers " + ", ".join(_subject("", b).strip() for b in psum),
                                f"{detail}; {summary}: over-subscribed", evidence))
         else:
-            out.append(Finding(_MEMORY, "pass", "psum_capacity", "PSUM buffers", f"{detail}; {summary}", evidence))
+            out.append(ReviewFinding(_MEMORY, "pass", "psum_capacity", "PSUM buffers", f"{detail}; {summary}", evidence))
 
     sbuf = _on_chip(buffers, "sbuf")
     if sbuf:
@@ -226,12 +226,12 @@ def _capacity_rules(buffers: dict[str, Buffer], t: _targets.Target, packed: dict
             largest = sorted(sbuf, key=lambda b: -_bytes(b, packed))[:3]
             rest = len(sbuf) - len(largest)
             more = f"; and {rest} smaller" if rest else ""
-            out.append(Finding(_MEMORY, "fail", "sbuf_capacity",
+            out.append(ReviewFinding(_MEMORY, "fail", "sbuf_capacity",
                                "SBUF buffers " + ", ".join(_subject("", b).strip() for b in largest),
                                f"{summary}: over by {_size(total - cap)}; largest: "
                                f"{'; '.join(_copies(b, packed) for b in largest)}{more}", spec.cite()))
         else:
-            out.append(Finding(_MEMORY, "pass", "sbuf_capacity", "SBUF buffers",
+            out.append(ReviewFinding(_MEMORY, "pass", "sbuf_capacity", "SBUF buffers",
                                f"{summary} ({len(sbuf)} buffers)", spec.cite()))
     return out
 
@@ -239,8 +239,8 @@ def _capacity_rules(buffers: dict[str, Buffer], t: _targets.Target, packed: dict
 # ---------------------------------------------------------------------------------------------
 # nc_matmul
 # ---------------------------------------------------------------------------------------------
-def _matmul_rules(tiling: Tiling, buffers: dict[str, Buffer], t: _targets.Target) -> list[Finding]:
-    out: list[Finding] = []
+def _matmul_rules(tiling: Tiling, buffers: dict[str, Buffer], t: _targets.Target) -> list[ReviewFinding]:
+    out: list[ReviewFinding] = []
     k_spec, bank_spec = t.spec("matmul_contraction"), t.spec("psum_bank_bytes")
     k_max = _int(t, "matmul_contraction")
     bank_bytes = _int(t, "psum_bank_bytes")
@@ -251,7 +251,7 @@ def _matmul_rules(tiling: Tiling, buffers: dict[str, Buffer], t: _targets.Target
 
     def fail(rule: str, m: Matmul, message: str, evidence: str, status: str = "fail") -> None:
         bad[rule] = bad.get(rule, 0) + 1
-        out.append(Finding(_LIMITS, status, rule, _subject("matmul", m), f"{m.name}: {message}", evidence))
+        out.append(ReviewFinding(_LIMITS, status, rule, _subject("matmul", m), f"{m.name}: {message}", evidence))
 
     def tick(rule: str) -> None:
         checked[rule] = checked.get(rule, 0) + 1
@@ -375,17 +375,17 @@ def _matmul_rules(tiling: Tiling, buffers: dict[str, Buffer], t: _targets.Target
     }
     for rule, (message, evidence) in passes.items():
         if checked.get(rule) and not bad.get(rule):
-            out.append(Finding(_LIMITS, "pass", rule, "matmuls", message, evidence))
+            out.append(ReviewFinding(_LIMITS, "pass", rule, "matmuls", message, evidence))
 
     rate = t.spec("fp32_matmul_rate")
     if fp32_inputs:
         for m in fp32_inputs:
-            out.append(Finding(_LIMITS, "warn", "matmul_fp32", _subject("matmul", m),
+            out.append(ReviewFinding(_LIMITS, "warn", "matmul_fp32", _subject("matmul", m),
                                f"{m.name}: fp32 inputs run at {t['fp32_matmul_rate']:g}x the bf16 rate "
                                f"({t['peak_flops_fp32'] / 1e12:g} vs {t['peak_flops_bf16'] / 1e12:g} TFLOPS on "
                                f"{t.name}); use bf16 (or tf32) inputs if the numerics allow", rate.cite()))
     elif checked.get("matmul_dtype"):
-        out.append(Finding(_LIMITS, "pass", "matmul_fp32", "matmuls",
+        out.append(ReviewFinding(_LIMITS, "pass", "matmul_fp32", "matmuls",
                            "no matmul takes fp32 inputs (which run at a quarter of the bf16 rate)", rate.cite()))
     return out
 
@@ -393,24 +393,24 @@ def _matmul_rules(tiling: Tiling, buffers: dict[str, Buffer], t: _targets.Target
 # ---------------------------------------------------------------------------------------------
 # Vector / Scalar / GpSimd stages
 # ---------------------------------------------------------------------------------------------
-def _stage_rules(tiling: Tiling, buffers: dict[str, Buffer], t: _targets.Target) -> list[Finding]:
-    out: list[Finding] = []
+def _stage_rules(tiling: Tiling, buffers: dict[str, Buffer], t: _targets.Target) -> list[ReviewFinding]:
+    out: list[ReviewFinding] = []
     valid = ", ".join(buffers) if buffers else "(none)"
     sbuf_spec, psum_spec, bn_spec = t.spec("vector_free_sbuf"), t.spec("vector_free_psum"), t.spec("bn_stats_free")
     sbuf_max, psum_max, bn_max = _int(t, "vector_free_sbuf"), _int(t, "vector_free_psum"), _int(t, "bn_stats_free")
     bad_ops = bad_free = bad_bn = 0
     free_checked = bn_checked = 0
     for s in tiling.stages:
-        if s.engine not in ENGINES:
+        if s.engine not in MANIFEST_ENGINES:
             bad_ops += 1
-            out.append(Finding(_LIMITS, "fail", "stage_operands", _subject("stage", s),
-                               f"{s.name}: engine {s.engine!r} is not one of {', '.join(ENGINES)}", "manifest"))
+            out.append(ReviewFinding(_LIMITS, "fail", "stage_operands", _subject("stage", s),
+                               f"{s.name}: engine {s.engine!r} is not one of {', '.join(MANIFEST_ENGINES)}", "manifest"))
         ops: list[Buffer] = []
         for name in s.operands:
             b = buffers.get(name)
             if b is None:
                 bad_ops += 1
-                out.append(Finding(_LIMITS, "fail", "stage_operands", _subject("stage", s),
+                out.append(ReviewFinding(_LIMITS, "fail", "stage_operands", _subject("stage", s),
                                    f"{s.name} ({s.instruction}): operand {name!r} is not a buffer; buffers: {valid}",
                                    "manifest"))
             else:
@@ -430,25 +430,25 @@ def _stage_rules(tiling: Tiling, buffers: dict[str, Buffer], t: _targets.Target)
         if free > limit:
             bad_free += 1
             via = f" (operand {in_psum[0].name} is in PSUM)" if in_psum else ""
-            out.append(Finding(_LIMITS, "fail", "stage_free_size", _subject("stage", s),
+            out.append(ReviewFinding(_LIMITS, "fail", "stage_free_size", _subject("stage", s),
                                f"{s.name} ({s.engine} {s.instruction}): free size {free} elements exceeds the {limit} "
                                f"a {s.engine} instruction takes in {where}{via}; tile the free axis", spec.cite()))
         if s.instruction == "bn_stats":
             bn_checked += 1
             if free > bn_max:
                 bad_bn += 1
-                out.append(Finding(_LIMITS, "fail", "bn_stats_free", _subject("stage", s),
+                out.append(ReviewFinding(_LIMITS, "fail", "bn_stats_free", _subject("stage", s),
                                    f"{s.name}: bn_stats over {free} elements; one bn_stats takes at most {bn_max} "
                                    "(split the free axis and merge with bn_aggr)", bn_spec.cite()))
     if not bad_ops:
-        out.append(Finding(_LIMITS, "pass", "stage_operands", "stages",
+        out.append(ReviewFinding(_LIMITS, "pass", "stage_operands", "stages",
                            f"all {_count(len(tiling.stages), 'stage')} name existing buffers", "manifest"))
     if free_checked and not bad_free:
-        out.append(Finding(_LIMITS, "pass", "stage_free_size", "stages",
+        out.append(ReviewFinding(_LIMITS, "pass", "stage_free_size", "stages",
                            f"all {_count(free_checked, 'Vector/Scalar/GpSimd stage')} within the free-size limits "
                            f"({sbuf_max} in SBUF, {psum_max} in PSUM)", f"{sbuf_spec.cite()}"))
     if bn_checked and not bad_bn:
-        out.append(Finding(_LIMITS, "pass", "bn_stats_free", "stages",
+        out.append(ReviewFinding(_LIMITS, "pass", "bn_stats_free", "stages",
                            f"all {_count(bn_checked, 'bn_stats stage')} within {bn_max} elements", bn_spec.cite()))
 
     # NeuronCore-v2: Vector and GpSimd share SBUF access, Vector and Scalar share PSUM access.
@@ -464,13 +464,13 @@ def _stage_rules(tiling: Tiling, buffers: dict[str, Buffer], t: _targets.Target)
             sa, sb = touching(a, memory), touching(b, memory)
             if sa and sb:
                 clashes += 1
-                out.append(Finding(_MEMORY, "warn", "engine_port_sharing",
+                out.append(ReviewFinding(_MEMORY, "warn", "engine_port_sharing",
                                    ", ".join(_subject("stage", s) for s in sa + sb),
                                    f"{a} stages ({_names(sa)}) and {b} stages ({_names(sb)}) both access "
                                    f"{memory.upper()}; on {t.core} they cannot access it at once, so they serialise",
                                    spec.cite()))
         if not clashes:
-            out.append(Finding(_MEMORY, "pass", "engine_port_sharing", "stages",
+            out.append(ReviewFinding(_MEMORY, "pass", "engine_port_sharing", "stages",
                                f"no Vector/GpSimd SBUF or Vector/Scalar PSUM sharing on {t.core}", spec.cite()))
     return out
 
@@ -478,8 +478,8 @@ def _stage_rules(tiling: Tiling, buffers: dict[str, Buffer], t: _targets.Target)
 # ---------------------------------------------------------------------------------------------
 # DMA
 # ---------------------------------------------------------------------------------------------
-def _dma_rules(tiling: Tiling, buffers: dict[str, Buffer], t: _targets.Target) -> list[Finding]:
-    out: list[Finding] = []
+def _dma_rules(tiling: Tiling, buffers: dict[str, Buffer], t: _targets.Target) -> list[ReviewFinding]:
+    out: list[ReviewFinding] = []
     valid = ", ".join(buffers) if buffers else "(none)"
     over_spec, rec_spec, tgt_spec = (t.spec("dma_overhead_bytes"), t.spec("dma_recommended_bytes"),
                                      t.spec("dma_target_bytes"))
@@ -492,7 +492,7 @@ def _dma_rules(tiling: Tiling, buffers: dict[str, Buffer], t: _targets.Target) -
 
     def add(status: str, rule: str, d: Dma, message: str, evidence: str) -> None:
         flagged[rule] += 1
-        out.append(Finding(_MEMORY, status, rule, _subject("dma", d), f"{d.name} ({d.direction} {d.buffer}): "
+        out.append(ReviewFinding(_MEMORY, status, rule, _subject("dma", d), f"{d.name} ({d.direction} {d.buffer}): "
                            + message, evidence))
 
     for d in tiling.dmas:
@@ -518,22 +518,22 @@ def _dma_rules(tiling: Tiling, buffers: dict[str, Buffer], t: _targets.Target) -
                 "the access bandwidth; make the innermost axis contiguous", stride_spec.cite())
     n = len(tiling.dmas)
     if not flagged["dma_buffer"]:
-        out.append(Finding(_MEMORY, "pass", "dma_buffer", "dmas", f"all {_count(n, 'DMA')} name existing buffers",
+        out.append(ReviewFinding(_MEMORY, "pass", "dma_buffer", "dmas", f"all {_count(n, 'DMA')} name existing buffers",
                            "manifest"))
     if not flagged["dma_small"]:
         note = (f" ({len(between)} of them below the {_size(aim)} target: {_names(between)})" if between
                 else f" (all at or above the {_size(aim)} target)")
-        out.append(Finding(_MEMORY, "pass", "dma_small", "dmas",
+        out.append(ReviewFinding(_MEMORY, "pass", "dma_small", "dmas",
                            f"all {_count(n, 'DMA')} move >= {_size(recommended)} per partition per transfer{note}",
                            f"{rec_spec.cite()}; target: {tgt_spec.cite()}"))
     if not flagged["dma_partitions"]:
-        out.append(Finding(_MEMORY, "pass", "dma_partitions", "dmas",
+        out.append(ReviewFinding(_MEMORY, "pass", "dma_partitions", "dmas",
                            f"all {_count(n, 'DMA')} span at most the {parts} partitions", parts_spec.cite()))
     if not flagged["partial_partitions"]:
-        out.append(Finding(_MEMORY, "pass", "partial_partitions", "dmas",
+        out.append(ReviewFinding(_MEMORY, "pass", "partial_partitions", "dmas",
                            f"all {_count(n, 'DMA')} span all {parts} partitions", over_spec.cite()))
     if not flagged["dma_stride"]:
-        out.append(Finding(_MEMORY, "pass", "dma_stride", "dmas",
+        out.append(ReviewFinding(_MEMORY, "pass", "dma_stride", "dmas",
                            f"all {_count(n, 'DMA')} have innermost strides <= {stride_max} B", stride_spec.cite()))
     return out
 
@@ -547,7 +547,7 @@ def _resolve(target: _targets.Target | str) -> _targets.Target:
     return _targets.target(target)
 
 
-def check(tiling: Tiling, target: _targets.Target | str) -> list[Finding]:
+def check(tiling: Tiling, target: _targets.Target | str) -> list[ReviewFinding]:
     """Every hardware rule of ``target`` (a ``numeq.review.targets.Target`` or its name) on
     ``tiling``: the instruction limits under "tiling_limits", capacities and DMA efficiency under
     "memory_hierarchy". Hard limits broken are "fail" (one per offender), performance rules missed
@@ -555,7 +555,7 @@ def check(tiling: Tiling, target: _targets.Target | str) -> list[Finding]:
     if not isinstance(tiling, Tiling):
         raise TypeError(f"tiling: expected a numeq.review.model.Tiling, got {type(tiling).__name__}")
     t = _resolve(target)
-    out: list[Finding] = []
+    out: list[ReviewFinding] = []
     buffers = _valid_buffers(tiling, t, out)
     packed = _packed(tiling, buffers, t)
     out += _partition_rules(buffers, t, packed)

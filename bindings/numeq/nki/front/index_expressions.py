@@ -19,7 +19,7 @@ from ..machine import rules as _rules
 from ..machine.context import KernelFault, _operand as _trace_operand, current, where as _line
 from ..machine.dtypes import dtype_of
 from ..machine.views import Gather, out_of_bounds
-from ..machine.memory import WRITER_OTHER, Buffer, Tensor
+from ..machine.memory import WRITER_OTHER, Allocation, Tensor
 
 __all__ = ["IndexExpr", "Predicate", "Grid", "arange", "mgrid", "par_dim", "index"]
 
@@ -300,7 +300,7 @@ def par_dim_ndarray(dims: tuple, marked: list[int], dtype: Any, memory: Any, nam
     j, sizes = marked[0], language._shape(dims)
     ctx = current()
     line = _line()
-    b = ctx.allocate(Buffer((sizes[j],) + sizes[:j] + sizes[j + 1:], _precision.allocated(ctx, line, dtype_of(dtype)),
+    b = ctx.allocate(Allocation((sizes[j],) + sizes[:j] + sizes[j + 1:], _precision.allocated(ctx, line, dtype_of(dtype)),
                             memory, name, line))
     _rules.check_on_chip(ctx, b.whole())
     perm = list(range(1, j + 1)) + [0] + list(range(j + 1, len(sizes)))
@@ -496,7 +496,7 @@ def _masked(mask: Any, dst: Tensor, operands: list, run: Callable) -> None:
         run(d, ops)
         return
     ctx = current()
-    scratch = Buffer(d.shape, d.dtype, d.base.memory, d.name, _line()).whole()
+    scratch = Allocation(d.shape, d.dtype, d.base.memory, d.name, _line()).whole()
     saved = []
     for o in ops:  # masked-out operand elements never reach dst: the instruction may read them
         if isinstance(o, Tensor) and o.shape == keep.shape:

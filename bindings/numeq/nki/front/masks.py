@@ -81,7 +81,7 @@ def _masked_call(fn: Callable, rows: bool, args: tuple, kwargs: dict, mask: Any)
     full = (grid[0],) + (tuple(result.shape[1:]) if rows else tuple(grid[1:]))
     place = (box[0],) + ((slice(None),) * (len(full) - 1) if rows else tuple(box[1:]))
     out = new_tile(full, result.dtype, result.base.memory.name)
-    _ = out.base.mask  # made first: it zeroes the uninitialised bytes (Buffer.mask), before the copy
+    _ = out.base.mask  # made first: it zeroes the uninitialised bytes (Allocation.mask), before the copy
     target = out[place]
     target.data[...] = result.data.reshape(target.shape)
     target.mask[...] = result.mask.reshape(target.shape)

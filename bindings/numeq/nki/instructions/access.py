@@ -20,7 +20,7 @@ from ..machine import psum as _psum
 from ..machine import rules as _rules
 from ..machine.context import Context, KernelFault, current
 from ..machine.dtypes import dtype_of
-from ..machine.memory import MEMORIES, WRITER_MATMUL, WRITER_OTHER, WRITER_READ, Buffer, Tensor
+from ..machine.memory import MEMORIES, WRITER_MATMUL, WRITER_OTHER, WRITER_READ, Allocation, Tensor
 
 __all__ = ["read", "write", "new_tile", "cost_elementwise", "as_tensor", "same_shape"]
 
@@ -83,7 +83,7 @@ def write(ctx: Context, dst: Any, values: np.ndarray, writer: int = WRITER_OTHER
 def before_write(ctx: Context, dst: Any) -> None:
     """What must happen before any instruction changes dst's bytes: a pending matmul chain in it
     is computed, and so is one that reads it (it keeps the operand by reference, _psum). A
-    first write to part of a tile made uninitialised zeroes the rest (Buffer.mask)."""
+    first write to part of a tile made uninitialised zeroes the rest (Allocation.mask)."""
     base = dst.base
     if base._uninitialised:
         if not base.covered_by(dst):
@@ -157,7 +157,7 @@ def new_tile(shape: tuple, dtype: Any, memory: str = "sbuf", name: str = "") -> 
     ctx = current()
     line = where()
     d = _precision.allocated(ctx, line, dtype_of(dtype))
-    b = ctx.allocate(Buffer(shape, d, MEMORIES[memory], name, line))
+    b = ctx.allocate(Allocation(shape, d, MEMORIES[memory], name, line))
     return b.whole()
 
 

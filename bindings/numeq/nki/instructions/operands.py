@@ -225,7 +225,7 @@ def write_where(ctx: Context, dst: Tensor, chosen: np.ndarray, values: np.ndarra
         from ..machine.psum import settle
 
         settle(ctx, dst.base)
-    old_mask = dst.mask.copy()  # first: made now, the mask zeroes bytes nothing wrote (Buffer.mask)
+    old_mask = dst.mask.copy()  # first: made now, the mask zeroes bytes nothing wrote (Allocation.mask)
     old_data = dst.data.copy()
     old_writer = None if dst.writer is None else dst.writer.copy()
     if values is not None:

@@ -78,7 +78,7 @@ _NUMPY_NAMES = {"max": "maximum", "amax": "maximum", "min": "minimum", "amin": "
 
 
 def op_name(op: Any, parameter: str = "op") -> str:
-    """The name of an ALU operator given as ``nl.add`` (an Op), ``np.add`` / ``np.max`` or a string."""
+    """The name of an ALU operator given as ``nl.add`` (an Operator), ``np.add`` / ``np.max`` or a string."""
     name = getattr(op, "op_name", None) or getattr(op, "__name__", None) or op
     if not isinstance(name, str):
         raise TypeError(f"{parameter}: expected an ALU operator such as nl.add, got {op!r}")

@@ -20,7 +20,7 @@ from typing import Any
 import ml_dtypes
 import numpy as np
 
-__all__ = ["DType", "DTYPES", "dtype_of", "storage_dtype"]
+__all__ = ["DType", "DTYPES", "FORMAT_BYTES", "dtype_of", "storage_dtype"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -97,6 +97,10 @@ DTYPES: dict[str, DType] = {d.name: d for d in (
 _ALIASES = {"fp32": "float32", "tf32": "tfloat32", "bf16": "bfloat16", "fp16": "float16", "half": "float16",
             "float": "float32", "e4m3": "float8_e4m3", "fp8_e4m3": "float8_e4m3", "e4m3fn": "float8_e4m3fn",
             "e5m2": "float8_e5m2", "fp8_e5m2": "float8_e5m2", "bool_": "bool"}
+# Bytes per element by numeq format name (fp32, bf16, e4m3, int8 ...): what a manifest review's
+# buffers are measured in.
+FORMAT_BYTES: dict[str, int] = {d.format: d.itemsize for d in DTYPES.values()}
+
 _BY_NUMPY = {np.dtype(d.storage): d for d in reversed(DTYPES.values())}  # float32 -> float32, not tfloat32
 _BY_NUMPY[np.dtype(np.bool_)] = DTYPES["bool"]
 _BY_NUMPY[np.dtype(np.uint8)] = DTYPES["uint8"]

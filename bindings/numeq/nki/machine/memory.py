@@ -1,4 +1,4 @@
-"""Tensors of the NeuronCore model: an allocation (``Buffer``) in one memory and the views kernels
+"""Tensors of the NeuronCore model: an allocation (``Allocation``) in one memory and the views kernels
 take of it (``Tensor``: slices, ``nl.ds``, ``.ap()`` access patterns, ``.reshape``, ``.view``).
 
 Every buffer carries, beside its data, a mask of the bytes some instruction wrote: contents start
@@ -20,7 +20,7 @@ import numpy as np
 
 from .dtypes import DType, dtype_of, storage_dtype
 
-__all__ = ["Buffer", "Memory", "Tensor", "MEMORIES", "ds", "DynSlice", "WRITER_NONE", "WRITER_MATMUL",
+__all__ = ["Allocation", "Memory", "Tensor", "MEMORIES", "ds", "DynSlice", "WRITER_NONE", "WRITER_MATMUL",
            "WRITER_MEMSET", "WRITER_OTHER", "WRITER_READ"]
 
 
@@ -74,7 +74,7 @@ class Life:
 
     __slots__ = ("memory", "name", "line", "format", "partition_bytes", "alloc_step", "first_use", "last_use")
 
-    def __init__(self, buffer: "Buffer", partition_bytes: int) -> None:
+    def __init__(self, buffer: "Allocation", partition_bytes: int) -> None:
         self.memory = buffer.memory
         self.name = buffer.name
         self.line = buffer.line
@@ -97,7 +97,7 @@ def _storage(dtype: DType) -> tuple:
     return _STORAGE[dtype.name]
 
 
-class Buffer:
+class Allocation:
     """One allocation: its memory, dtype, shape, name, the kernel line that made it, the data and
     the written-bytes mask (and, in PSUM, each element's last writer).
 
@@ -118,7 +118,7 @@ class Buffer:
         # On chip, uninitialised: tiles are made by the thousand and nearly all are written whole
         # by their first instruction, and zeroing fresh pages cost the 2048^3 matmul kernel a
         # tenth of its time. Such bytes are never seen: they are unwritten until an instruction
-        # writes them, and the first look at an unwritten buffer's mask zeroes them (Buffer.mask),
+        # writes them, and the first look at an unwritten buffer's mask zeroes them (Allocation.mask),
         # (and a first write to part of it zeroes the rest, _engine.before_write), so that bits
         # copied from it are the same on every run. HBM tensors (outputs) start zero.
         self.data = (np.empty if memory.on_chip else np.zeros)(shape, dtype=st) if data is None else data
@@ -182,13 +182,13 @@ class Tensor:
 
     __slots__ = ("base", "data", "shape", "_mask", "_writer", "dtype", "checked", "_parts", "_offset")
 
-    def __init__(self, base: Buffer, data: np.ndarray, mask: np.ndarray | None, writer: np.ndarray | None,
+    def __init__(self, base: Allocation, data: np.ndarray, mask: np.ndarray | None, writer: np.ndarray | None,
                  dtype: DType) -> None:
         self.base = base
         self.data = data
         self.shape: tuple[int, ...] = data.shape  # a view's shape never changes (views are new Tensors)
-        self._mask = mask  # None: taken from the buffer's mask when asked for (Buffer.mask)
-        self._writer = writer  # None: taken from the buffer's when asked for (Buffer.writer)
+        self._mask = mask  # None: taken from the buffer's mask when asked for (Allocation.mask)
+        self._writer = writer  # None: taken from the buffer's when asked for (Allocation.writer)
         self.dtype = dtype
         self.checked = False  # the partition rules hold for this view (_rules.check_on_chip)
         self._parts: tuple[int, int, int] | None = None
