@@ -1,5 +1,6 @@
 // numeq._core operation catalogue: Op objects (cases/op.hpp), their emulations with bounds,
-// tolerances and verdicts, and the seeded input generators (cases/generators.hpp).
+// tolerances and verdicts, the seeded input generators (cases/generators.hpp) and the Vector
+// engine's statistics for numeq.nki (cases/bn_stats.hpp).
 // numeq/ops.py and numeq/verdicts.py give them their Python shape.
 
 #include <pybind11/numpy.h>
@@ -15,6 +16,7 @@
 #include "bind.hpp"
 #include "conversions.hpp"
 #include "intake.hpp"
+#include "numeq/cases/bn_stats.hpp"
 #include "numeq/cases/generators.hpp"
 #include "numeq/cases/op.hpp"
 #include "numeq/cases/family_tolerance.hpp"
@@ -36,6 +38,16 @@ namespace core = numeq::core;
 // The dicts numeq/verdicts.py, numeq/_op.py and numeq/tolerances.py read are one expression each,
 // pybind11's keyword constructor: py::dict("key"_a = value, ...), each field named once.
 using namespace py::literals;
+
+// x as a float32 array: each element a value of a format of at most 24 significand bits (or
+// NaN, Inf), exact in binary32.
+py::array_t<float> as_float32(const xt::xarray<double>& x) {
+  std::vector<py::ssize_t> shape(x.shape().begin(), x.shape().end());
+  py::array_t<float> out(shape);
+  float* to = out.mutable_data();
+  for (std::size_t i = 0; i < x.size(); ++i) to[i] = static_cast<float>(x.data()[i]);
+  return out;
+}
 
 core::BoundOptions bound_options(const std::string& kind, double lambda, double failure_probability = 0) {
   core::BoundOptions o;
@@ -370,6 +382,36 @@ void bind_cases(py::module_& m) {
     for (cases::Distribution d : cases::all_distributions()) names.emplace_back(cases::to_string(d));
     return names;
   });
+  // The Vector engine's statistics as values (cases/bn_stats.hpp), for numeq.nki's bn_stats and
+  // bn_aggr: float32 arrays, as the instructions write fp32 (every result is a value of `compute`,
+  // at most 24 significand bits: exact in binary32).
+  m.def(
+      "cases_bn_stats",
+      [](const Values& x, const std::string& compute) {
+        const xt::xarray<double> rows = to_xarray(x);
+        const numeq::Format& format = numeq::format_by_name(compute, "compute");
+        xt::xarray<double> out;
+        {
+          py::gil_scoped_release release;
+          out = cases::bn_stats(rows, format);
+        }
+        return as_float32(out);
+      },
+      py::arg("x"), py::arg("compute") = "fp32");
+  m.def(
+      "cases_bn_aggr",
+      [](const Values& stats, const std::string& merge, const std::string& compute) {
+        const xt::xarray<double> triples = to_xarray(stats);
+        const cases::BnAggrMerge how = cases::bn_aggr_merge_by_name(merge, "merge");
+        const numeq::Format& format = numeq::format_by_name(compute, "compute");
+        xt::xarray<double> out;
+        {
+          py::gil_scoped_release release;
+          out = cases::bn_aggr(triples, how, format);
+        }
+        return as_float32(out);
+      },
+      py::arg("stats"), py::arg("merge") = "chan", py::arg("compute") = "fp32");
 }
 
 }  // namespace numeq_bindings

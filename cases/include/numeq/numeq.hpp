@@ -27,6 +27,7 @@
 #include "numeq/core/reveal.hpp"
 #include "numeq/core/trainium.hpp"
 // cases: the operation catalogue, its inputs and verdicts
+#include "numeq/cases/bn_stats.hpp"
 #include "numeq/cases/elementwise.hpp"
 #include "numeq/cases/emulation.hpp"
 #include "numeq/cases/generators.hpp"

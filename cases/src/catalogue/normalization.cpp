@@ -20,6 +20,7 @@
 #include "numeq/formats/names.hpp"
 #include "numeq/formats/parallel.hpp"
 #include "numeq/formats/shape.hpp"
+#include "moments.hpp"
 #include "tracked.hpp"
 
 namespace numeq::cases {
@@ -40,14 +41,8 @@ struct Machine {
 };
 
 Machine machine(const core::Platform& platform, const Format& compute) {
-  // Products of two compute values must be exact in binary64 and quotients correctly rounded
-  // through it (tracked.hpp: Figueroa's condition 53 >= 2p + 2).
-  if (compute.is_integer() || compute.precision() > 24)
-    throw numeq::error("compute: " + std::string(compute.name) +
-                       " cannot be a compute format (a floating format of at most 24 significand bits: fp32, bf16, "
-                       "fp16, ...)");
   Machine m;
-  m.compute = Cast{compute};
+  m.compute = detail::compute_cast(compute);
   const std::string name(compute.name);
   m.sum = core::plan_for(platform, core::Operation::sum, name, name);
   m.exp = detail::function_step(platform, Function::exp, m.compute);
@@ -235,55 +230,6 @@ void check_norm_parameters(const xt::xarray<double>& x, const reference::NormPar
   }
 }
 
-struct Moments {
-  Tracked count, mean, m2;  // m2 = sum of squared deviations (var * count)
-};
-
-// Welford's update over xs[first], xs[first + step], ... (Welford, Technometrics 4(3), 1962):
-// mean_k = mean_{k-1} + (x - mean_{k-1}) / k, M2_k = M2_{k-1} + (x - mean_{k-1})(x - mean_k),
-// each step's exact counterpart the same update in real arithmetic.
-Moments welford(const std::vector<Tracked>& xs, std::size_t first, std::size_t end, std::size_t step, const detail::Compute& C) {
-  Tracked mean = detail::exact(0), m2 = detail::exact(0);
-  std::size_t k = 0;
-  for (std::size_t j = first; j < end; j += step) {
-    ++k;
-    const Tracked delta = detail::sub(xs[j], mean, C);
-    mean = detail::add(mean, detail::div(delta, detail::input(static_cast<double>(k), C), C), C);
-    m2 = detail::add(m2, detail::mul(delta, detail::sub(xs[j], mean, C), C), C);
-  }
-  return {detail::input(static_cast<double>(k), C), mean, m2};
-}
-
-// bn_aggr's merge of (count, mean, M2) statistics in order, in the compute format.
-std::pair<Tracked, Tracked> bn_aggregate(const std::vector<Moments>& parts, std::size_t n, bool chan, const detail::Compute& C) {
-  const Tracked total = detail::input(static_cast<double>(n), C);
-  if (chan) {
-    // Chan, Golub, LeVeque (1983), pairwise update: n = na + nb, delta = mean_b - mean_a,
-    // mean = mean_a + delta nb / n, M2 = M2_a + M2_b + delta^2 na nb / n.
-    Moments acc = parts.front();
-    double na = acc.count.value;
-    for (std::size_t i = 1; i < parts.size(); ++i) {
-      const Moments& b = parts[i];
-      const double nb = b.count.value, nn = na + nb;
-      const Tracked tn = detail::input(nn, C);
-      const Tracked delta = detail::sub(b.mean, acc.mean, C);
-      acc.mean = detail::add(acc.mean, detail::mul(delta, detail::div(b.count, tn, C), C), C);
-      const Tracked weight = detail::div(detail::input(na * nb, C), tn, C);
-      acc.m2 = detail::add(detail::add(acc.m2, b.m2, C), detail::mul(detail::mul(delta, delta, C), weight, C), C);
-      na = nn;
-    }
-    return {acc.mean, detail::div(acc.m2, total, C)};
-  }
-  // naive: mean = sum n_i mean_i / n; E[x^2] = sum (M2_i + n_i mean_i^2) / n; var = E[x^2] - mean^2.
-  Tracked s = detail::exact(0), q = detail::exact(0);
-  for (const Moments& p : parts) {
-    s = detail::add(s, detail::mul(p.mean, p.count, C), C);
-    q = detail::add(q, detail::add(p.m2, detail::mul(detail::mul(p.mean, p.mean, C), p.count, C), C), C);
-  }
-  const Tracked mean = detail::div(s, total, C);
-  return {mean, detail::sub(detail::div(q, total, C), detail::mul(mean, mean, C), C)};
-}
-
 std::string assumption_of(const core::Platform& platform, const std::string& name) {
   for (const core::Assumption& a : platform.assumptions)
     if (a.name == name) return a.value;
@@ -300,13 +246,13 @@ Emulation normalize(const xt::xarray<double>& x, const reference::NormParameters
   const Rows rows = rows_along(x, x.dimension() - 1);
   const detail::Compute& C = mc.compute;
   const LayernormVariant variant = kind == Norm::rms ? LayernormVariant::two_pass : options.variant;
-  bool chan = true;
+  BnAggrMerge merge = BnAggrMerge::chan;
   if (variant == LayernormVariant::bn_stats) {
-    const std::string merge = assumption_of(platform, "bn_aggr_merge");
-    if (merge.empty())
+    const std::string name = assumption_of(platform, "bn_aggr_merge");
+    if (name.empty())
       throw numeq::error("variant: bn_stats needs a platform with the bn_aggr_merge assumption (trainium.*); " +
                          platform.name + " has none");
-    chan = merge == "chan";
+    merge = bn_aggr_merge_by_name(name, "bn_aggr_merge");
   }
   Emulation result = shaped_like(x);
   if (rows.n == 0) return result;
@@ -333,18 +279,18 @@ Emulation normalize(const xt::xarray<double>& x, const reference::NormParameters
             }
             var = detail::div(detail::reduce(t, mc.sum, w), n, C);
           } else if (variant == LayernormVariant::welford) {
-            const Moments mo = welford(xs, 0, rows.n, 1, C);
+            const detail::Moments mo = detail::welford(xs, 0, rows.n, 1, C);
             mean = mo.mean;
             var = detail::div(mo.m2, n, C);
           } else {
             // bn_stats: free size at most 512 per instruction, even and odd elements apart.
-            std::vector<Moments> parts;
+            std::vector<detail::Moments> parts;
             for (std::size_t c = 0; c < rows.n; c += 512) {
               const std::size_t stop = std::min(rows.n, c + 512);
               for (std::size_t parity = 0; parity < 2 && c + parity < stop; ++parity)
-                parts.push_back(welford(xs, c + parity, stop, 2, C));
+                parts.push_back(detail::welford(xs, c + parity, stop, 2, C));
             }
-            std::tie(mean, var) = bn_aggregate(parts, rows.n, chan, C);
+            std::tie(mean, var) = detail::bn_aggregate(parts, merge, C);
           }
           const Tracked r = detail::apply(mc.rsqrt, detail::add(var, eps, C));
           for (std::size_t j = 0; j < rows.n; ++j) {

@@ -40,7 +40,7 @@
 //              merged in order by bn_aggr as the platform's assumption bn_aggr_merge says: chan
 //              (the pairwise update of Chan, Golub and LeVeque) or naive (sum of counts * means and
 //              of var * count + count * mean^2, then E[x^2] - mean^2). Needs a platform with that
-//              assumption (trainium.*).
+//              assumption (trainium.*). The instructions' arithmetic, as values: bn_stats.hpp.
 // then y = (x - mean) * rsqrt(var + eps) (* gamma) (+ beta), eps cast into the compute format.
 // rmsnorm: y = x * rsqrt(sum(x^2) / n + eps) (* gamma) (+ beta).
 //
