@@ -13,9 +13,10 @@ from ..machine import arithmetic as _numerics
 from ..machine import rules as _rules
 from ..machine.alu import alu, op_name
 from ..machine.memory import Tensor
+from ..machine.registers import accumulate, command, vector_accumulator
 from .access import as_tensor, cost_elementwise, new_tile, read, write
 from .forms import REQUIRED, Form
-from .operands import (accumulate, command, constraint, lanes, reduce_name, vector_accumulator)
+from .operands import constraint, lanes, reduce_name
 from .path import Call, call
 from .table import instruction
 from .vector_engine import scalar_operand

@@ -15,10 +15,11 @@ import numpy as np
 from ..machine.alu import COMPARISONS, op_name
 from ..machine.context import Context, KernelFault
 from ..machine.memory import Tensor
+from ..machine.registers import Cmd, accumulate, command
 from .access import as_tensor, cost_elementwise, read, write
 from .forms import REQUIRED, Form
-from .operands import (FP32_MIN, Cmd, accumulate, alu_fn, command, constraint, destination, doc, flat, lanes,
-                       per_partition, raw, reduce_name, shape_fault, write_where)
+from .operands import (FP32_MIN, alu_fn, constraint, destination, doc, flat, lanes, per_partition, raw, reduce_name,
+                       shape_fault, write_where)
 from .path import Call
 from .table import instruction
 

@@ -14,10 +14,10 @@ import numpy as np
 
 from ..machine import arithmetic as _numerics
 from ..machine.alu import op_name
+from ..machine.registers import Cmd, accumulate, command, vector_accumulator
 from .access import as_tensor, cost_elementwise, read, write
 from .forms import REQUIRED, Form
-from .operands import (Cmd, accumulate, alu_fn, command, constraint, destination, flat, lanes, per_partition, reduce_name,
-                       shape_fault, vector_accumulator)
+from .operands import alu_fn, constraint, destination, flat, lanes, per_partition, reduce_name, shape_fault
 from .path import Call
 from .table import instruction
 
