@@ -1,12 +1,13 @@
 #!/usr/bin/env python3
-"""Cast throughput: numeq.encode vs ml_dtypes ``astype`` vs a plain copy of the same bytes.
+"""Cast throughput: numeq.encode and numeq.round vs ml_dtypes ``astype`` vs a plain copy of the same bytes.
 
     python benchmarks/bench_casts.py [--log2n 26] [--repeat 5]
 
 2^log2n float32 values (standard normal, fixed seed) are converted to bf16, e4m3fn and e5m2:
 numeq nearest-even with overflow "ieee" (the work ml_dtypes does), numeq saturating (e4m3fn, the
-OFP8 mode ml_dtypes lacks), numeq stochastic rounding, and ml_dtypes ``x.astype(dtype)``; numeq
-single-threaded (set_num_threads(1)) and with every thread (set_num_threads(0)). Before timing,
+OFP8 mode ml_dtypes lacks), numeq stochastic rounding, numeq.round's float64 values of the
+nearest-even cast, and ml_dtypes ``x.astype(dtype)``; numeq single-threaded
+(set_num_threads(1)) and with every thread (set_num_threads(0)). Before timing,
 numeq's and ml_dtypes' results are checked to be bit-identical, so both sides do the same work.
 Reported: best of --repeat runs, in ns per element, and the ratios ml_dtypes / numeq,
 numeq / copy and stochastic / nearest. (OPENBLAS_CORETYPE, if set, does not affect astype.)
@@ -62,15 +63,15 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     for name, dtype, _ in TARGETS:
         ml_ns = ns(best_of(lambda: x.astype(dtype), args.repeat))
-        variants = [("nearest", dict())]
+        variants = [("nearest", numeq.encode, dict()), ("nearest, values", numeq.round, dict())]
         if name == "e4m3fn":
-            variants.append(("nearest saturate", dict(overflow="saturate")))
-        variants.append(("stochastic", dict(rounding="stochastic", seed=1)))
-        for label, kw in variants:
+            variants.append(("nearest saturate", numeq.encode, dict(overflow="saturate")))
+        variants.append(("stochastic", numeq.encode, dict(rounding="stochastic", seed=1)))
+        for label, cast, kw in variants:
             times = {}
             for threads in (1, 0):
                 numeq.set_num_threads(threads)
-                times[threads] = ns(best_of(lambda: numeq.encode(x, name, **kw), args.repeat))
+                times[threads] = ns(best_of(lambda: cast(x, name, **kw), args.repeat))
             numeq.set_num_threads(0)
             rows.append((name, label, ml_ns, times[1], times[0]))
 
@@ -86,7 +87,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{name:8} {label:17} {ml_col} {t1:9.3f} {tall:9.3f} {ml_ns / t1:9.2f} {ml_ns / tall:9.2f} "
               f"{t1 / copy_ns:9.2f} {sr}")
     print("\nml_dtypes column: x.astype(dtype) (nearest-even, non-saturating; ml_dtypes has no saturating mode);"
-          "\nml/nq ratios > 1: numeq faster. stoch/near: single-threaded stochastic / nearest time.")
+          "\nml/nq ratios > 1: numeq faster. numeq rows: numeq.encode (bit patterns, as astype gives), 'values':"
+          "\nnumeq.round (float64 values: 8 bytes written per element, astype 1 or 2; copy: float32 x.copy())."
+          "\nstoch/near: single-threaded stochastic / nearest time.")
     return 0
 
 

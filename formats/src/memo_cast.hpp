@@ -55,11 +55,13 @@
 // setting and many seeds and random_bits; the opt-in exhaustive test covers all 2^32 inputs.
 
 #include <algorithm>
+#include <bit>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <string_view>
 #include <type_traits>
 #include <vector>
@@ -90,7 +92,25 @@ struct MemoTable {
   std::vector<std::uint16_t> patterns;  // deterministic: by class (top 9 + m bits) * 4 + position; + 1 pad
   std::vector<std::uint32_t> pairs;     // stochastic: by class (top 9 + m bits) * 2 + (low != 0): T | A << 16
   std::vector<double> values;           // by pattern: its value (decode_bits)
+  // Every pattern the table answers is the top half of an fp32 whose value is decode_bits' (bf16):
+  // the vector paths then widen pattern << 16 (exact, NaN sign kept) instead of gathering values.
+  bool values_by_widening = false;
 };
+
+// Whether, for every pattern p in `answers` (those the table can give), the value the vector paths
+// would gather, values[p] (decode_bits), is bit for bit the binary32 pattern p << 16 widened to
+// binary64. IEEE 754 widening is exact, and the hardware's (cvtss2sd, vcvtps2pd) keeps a quiet
+// NaN's sign and payload; decode_bits gives the quiet NaN of payload 0, which the canonical
+// pattern widens to. True for every bf16 table; 8-bit tables (2 KiB of values) keep the gather.
+template <class Answers>
+bool widens_to_values(const std::vector<double>& values, const Answers& answers) {
+  if (values.size() != std::size_t{1} << 16) return false;
+  for (const std::uint32_t p : answers) {
+    const double widened = static_cast<double>(std::bit_cast<float>((p & 0xFFFFu) << 16));
+    if (std::bit_cast<std::uint64_t>(widened) != std::bit_cast<std::uint64_t>(values[p & 0xFFFFu])) return false;
+  }
+  return true;
+}
 
 inline bool eligible(const Format& source, const Cast& cast) {
   const Format& f = cast.format;
@@ -143,6 +163,19 @@ inline std::shared_ptr<const MemoTable> table_for(const Cast& cast) {
   table->values.resize(std::size_t{1} << cast.format.storage_bits);
   for (std::size_t bits = 0; bits < table->values.size(); ++bits)
     table->values[bits] = decode_bits(cast.format, bits);
+  // A stochastic pair holds both answers (T | A << 16); the last deterministic entry is padding.
+  if (cast.rounding == Rounding::stochastic) {
+    std::vector<std::uint32_t> answers;
+    answers.reserve(2 * table->pairs.size());
+    for (const std::uint32_t pair : table->pairs) {
+      answers.push_back(pair & 0xFFFFu);
+      answers.push_back(pair >> 16);
+    }
+    table->values_by_widening = widens_to_values(table->values, answers);
+  } else {
+    table->values_by_widening =
+        widens_to_values(table->values, std::span<const std::uint16_t>(table->patterns.data(), n));
+  }
   // A handful of casts are used in practice; the bound only guards against unbounded growth.
   if (cache.size() >= 64) cache.erase(cache.begin());
   cache.push_back(table);
@@ -247,6 +280,7 @@ template <class Out>
   const __m256i pattern_mask = _mm256_set1_epi32(sizeof(Out) == 1 ? 0xFF : 0xFFFF);
   const int* patterns = reinterpret_cast<const int*>(table.patterns.data());
   const double* decoded = table.values.data();
+  const bool widen = table.values_by_widening;
   std::size_t i = begin;
   for (; i + 8 <= end; i += 8) {
     const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(in + i));
@@ -264,7 +298,11 @@ template <class Out>
       else
         _mm_storeu_si128(reinterpret_cast<__m128i*>(bits + i), words);
     }
-    if (values != nullptr) {
+    if (values != nullptr && widen) {
+      const __m256 top = _mm256_castsi256_ps(_mm256_slli_epi32(p, 16));
+      _mm256_storeu_pd(values + i, _mm256_cvtps_pd(_mm256_castps256_ps128(top)));
+      _mm256_storeu_pd(values + i + 4, _mm256_cvtps_pd(_mm256_extractf128_ps(top, 1)));
+    } else if (values != nullptr) {
       _mm256_storeu_pd(values + i, _mm256_i32gather_pd(decoded, _mm256_castsi256_si128(p), 8));
       _mm256_storeu_pd(values + i + 4, _mm256_i32gather_pd(decoded, _mm256_extracti128_si256(p, 1), 8));
     }
@@ -282,16 +320,23 @@ template <class Out>
   return _mm512_mask_or_epi32(twice, _mm512_test_epi32_mask(x, below_mask), twice, _mm512_set1_epi32(1));
 }
 
+// Patterns p (the low 16 bits of each lane; the high 16 may hold a neighbouring entry) stored as
+// bits and / or values: values widened from p << 16 where the table allows it (MemoTable::
+// values_by_widening), else gathered from its decoded values.
 template <class Out>
 [[gnu::target("avx512f,avx512bw,avx512vl,avx512dq"), gnu::always_inline]] inline void store_patterns_avx512(
-    Out* bits, double* values, const double* decoded, std::size_t i, __m512i p) {
+    Out* bits, double* values, const double* decoded, bool widen, std::size_t i, __m512i p) {
   if (bits != nullptr) {
     if constexpr (sizeof(Out) == 1)
       _mm_storeu_si128(reinterpret_cast<__m128i*>(bits + i), _mm512_cvtepi32_epi8(p));
     else
       _mm256_storeu_si256(reinterpret_cast<__m256i*>(bits + i), _mm512_cvtepi32_epi16(p));
   }
-  if (values != nullptr) {
+  if (values != nullptr && widen) {
+    const __m512 top = _mm512_castsi512_ps(_mm512_slli_epi32(p, 16));
+    _mm512_storeu_pd(values + i, _mm512_cvtps_pd(_mm512_castps512_ps256(top)));
+    _mm512_storeu_pd(values + i + 8, _mm512_cvtps_pd(_mm512_extractf32x8_ps(top, 1)));
+  } else if (values != nullptr) {
     const __m512i index = _mm512_and_si512(p, _mm512_set1_epi32(sizeof(Out) == 1 ? 0xFF : 0xFFFF));
     _mm512_storeu_pd(values + i, _mm512_i32gather_pd(_mm512_castsi512_si256(index), decoded, 8));
     _mm512_storeu_pd(values + i + 8, _mm512_i32gather_pd(_mm512_extracti64x4_epi64(index, 1), decoded, 8));
@@ -305,12 +350,13 @@ template <class Out>
   const __m512i rest_mask = _mm512_set1_epi32(static_cast<int>((std::uint32_t{1} << (table.low_bits - 1)) - 1));
   const void* patterns = table.patterns.data();
   const double* decoded = table.values.data();
+  const bool widen = table.values_by_widening;
   std::size_t i = begin;
   for (; i + 16 <= end; i += 16) {
     const __m512i x = _mm512_loadu_si512(in + i);
     const __m512i key = memo_keys_avx512(x, shift, rest_mask);
     // 32 bits read at each 16-bit entry (scale 2); the low 16 are the pattern.
-    store_patterns_avx512(bits, values, decoded, i, _mm512_i32gather_epi32(key, patterns, 2));
+    store_patterns_avx512(bits, values, decoded, widen, i, _mm512_i32gather_epi32(key, patterns, 2));
   }
   nearest_scalar(in, bits, values, table, i, end);
 }
@@ -359,6 +405,7 @@ template <class Out, bool WideRange>
   const __m512i step = _mm512_set1_epi64(static_cast<long long>(16 * splitmix64_gamma));
   const std::uint32_t* pairs = table.pairs.data();
   const double* decoded = table.values.data();
+  const bool widen = table.values_by_widening;
   std::size_t i = begin;
   for (; i + 16 <= end; i += 16) {
     const __m512i x = _mm512_loadu_si512(in + i);
@@ -396,7 +443,7 @@ template <class Out, bool WideRange>
     // (random & M) > ~(D & M), on the top 32 bits (ternarylogic 0x3F: ~(a & b)).
     const __m512i not_d = _mm512_ternarylogic_epi32(top, mask, mask, 0x3F);
     const __mmask16 away = _mm512_cmpgt_epu32_mask(_mm512_and_si512(random, mask), not_d);
-    store_patterns_avx512(bits, values, decoded, i, _mm512_mask_srli_epi32(entry, away, entry, 16));
+    store_patterns_avx512(bits, values, decoded, widen, i, _mm512_mask_srli_epi32(entry, away, entry, 16));
     if (wide) {
       // R > 32: lanes with q > 32 may have discarded bits in the low half; the scalar comparison.
       for (__mmask16 slow = _mm512_cmpgt_epi32_mask(d, left_base); slow != 0; slow &= static_cast<__mmask16>(slow - 1)) {

@@ -119,8 +119,9 @@ std::size_t memo_mismatches(const std::vector<float>& inputs, std::size_t offset
       const xt::xarray<double> values = numeq::round(view, cast);
       for (std::size_t i = 0; i < length; ++i) {
         const double w = numeq::decode_bits(cast.format, want[i]);
-        if (bits_of(values.data()[i]) != bits_of(w) && !(std::isnan(values.data()[i]) && std::isnan(w)) &&
-            mismatches++ < 3)
+        // Bit for bit, NaNs too: the vector paths widen bf16 patterns instead of reading the table
+        // of decoded values (memo_cast.hpp, values_by_widening), and must give decode_bits' NaN.
+        if (bits_of(values.data()[i]) != bits_of(w) && mismatches++ < 3)
           ADD_FAILURE() << isa << " threads " << threads << ": value of element " << i << " input 0x" << std::hex
                         << std::bit_cast<std::uint32_t>(data[i]);
       }
@@ -139,9 +140,7 @@ TEST_F(ArrayTest, MemoisedFloatCastsMatchTheKernel) {
         for (const auto subnormals : {numeq::Subnormals::keep, numeq::Subnormals::flush_inputs,
                                       numeq::Subnormals::flush_outputs, numeq::Subnormals::flush_both}) {
           const Cast cast{*f, static_cast<Rounding>(r), overflow, subnormals};
-          // Values are checked for the first setting of each mode (they come from the same patterns).
-          const bool values = overflow == numeq::Overflow::ieee && subnormals == numeq::Subnormals::keep;
-          EXPECT_EQ(memo_mismatches(inputs, 0, inputs.size(), cast, values, "classes"), 0u) << f->name;
+          EXPECT_EQ(memo_mismatches(inputs, 0, inputs.size(), cast, true, "classes"), 0u) << f->name;
         }
   }
 }
