@@ -268,6 +268,17 @@ template <class Out>
 
 #if NUMEQ_MEMO_X86
 
+// Where a vector path puts values (null: none) and how it makes them from patterns: widened from
+// p << 16 where the table allows it (MemoTable::values_by_widening), else gathered from its
+// decoded values.
+struct ValueOutput {
+  double* values;
+  const double* decoded;
+  bool widen;
+  ValueOutput(double* out, const MemoTable& table)
+      : values(out), decoded(table.values.data()), widen(table.values_by_widening) {}
+};
+
 // ---- AVX2: 8 lanes, deterministic roundings ----
 
 template <class Out>
@@ -279,8 +290,7 @@ template <class Out>
   const __m256i one = _mm256_set1_epi32(1);
   const __m256i pattern_mask = _mm256_set1_epi32(sizeof(Out) == 1 ? 0xFF : 0xFFFF);
   const int* patterns = reinterpret_cast<const int*>(table.patterns.data());
-  const double* decoded = table.values.data();
-  const bool widen = table.values_by_widening;
+  const ValueOutput out(values, table);
   std::size_t i = begin;
   for (; i + 8 <= end; i += 8) {
     const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(in + i));
@@ -298,13 +308,13 @@ template <class Out>
       else
         _mm_storeu_si128(reinterpret_cast<__m128i*>(bits + i), words);
     }
-    if (values != nullptr && widen) {
+    if (values != nullptr && out.widen) {
       const __m256 top = _mm256_castsi256_ps(_mm256_slli_epi32(p, 16));
       _mm256_storeu_pd(values + i, _mm256_cvtps_pd(_mm256_castps256_ps128(top)));
       _mm256_storeu_pd(values + i + 4, _mm256_cvtps_pd(_mm256_extractf128_ps(top, 1)));
     } else if (values != nullptr) {
-      _mm256_storeu_pd(values + i, _mm256_i32gather_pd(decoded, _mm256_castsi256_si128(p), 8));
-      _mm256_storeu_pd(values + i + 4, _mm256_i32gather_pd(decoded, _mm256_extracti128_si256(p, 1), 8));
+      _mm256_storeu_pd(values + i, _mm256_i32gather_pd(out.decoded, _mm256_castsi256_si128(p), 8));
+      _mm256_storeu_pd(values + i + 4, _mm256_i32gather_pd(out.decoded, _mm256_extracti128_si256(p, 1), 8));
     }
   }
   nearest_scalar(in, bits, values, table, i, end);
@@ -321,25 +331,25 @@ template <class Out>
 }
 
 // Patterns p (the low 16 bits of each lane; the high 16 may hold a neighbouring entry) stored as
-// bits and / or values: values widened from p << 16 where the table allows it (MemoTable::
-// values_by_widening), else gathered from its decoded values.
+// bits and / or values.
 template <class Out>
 [[gnu::target("avx512f,avx512bw,avx512vl,avx512dq"), gnu::always_inline]] inline void store_patterns_avx512(
-    Out* bits, double* values, const double* decoded, bool widen, std::size_t i, __m512i p) {
+    Out* bits, const ValueOutput& out, std::size_t i, __m512i p) {
+  double* const values = out.values;
   if (bits != nullptr) {
     if constexpr (sizeof(Out) == 1)
       _mm_storeu_si128(reinterpret_cast<__m128i*>(bits + i), _mm512_cvtepi32_epi8(p));
     else
       _mm256_storeu_si256(reinterpret_cast<__m256i*>(bits + i), _mm512_cvtepi32_epi16(p));
   }
-  if (values != nullptr && widen) {
+  if (values != nullptr && out.widen) {
     const __m512 top = _mm512_castsi512_ps(_mm512_slli_epi32(p, 16));
     _mm512_storeu_pd(values + i, _mm512_cvtps_pd(_mm512_castps512_ps256(top)));
     _mm512_storeu_pd(values + i + 8, _mm512_cvtps_pd(_mm512_extractf32x8_ps(top, 1)));
   } else if (values != nullptr) {
     const __m512i index = _mm512_and_si512(p, _mm512_set1_epi32(sizeof(Out) == 1 ? 0xFF : 0xFFFF));
-    _mm512_storeu_pd(values + i, _mm512_i32gather_pd(_mm512_castsi512_si256(index), decoded, 8));
-    _mm512_storeu_pd(values + i + 8, _mm512_i32gather_pd(_mm512_extracti64x4_epi64(index, 1), decoded, 8));
+    _mm512_storeu_pd(values + i, _mm512_i32gather_pd(_mm512_castsi512_si256(index), out.decoded, 8));
+    _mm512_storeu_pd(values + i + 8, _mm512_i32gather_pd(_mm512_extracti64x4_epi64(index, 1), out.decoded, 8));
   }
 }
 
@@ -349,14 +359,13 @@ template <class Out>
   const __m128i shift = _mm_cvtsi32_si128(table.low_bits - 1);
   const __m512i rest_mask = _mm512_set1_epi32(static_cast<int>((std::uint32_t{1} << (table.low_bits - 1)) - 1));
   const void* patterns = table.patterns.data();
-  const double* decoded = table.values.data();
-  const bool widen = table.values_by_widening;
+  const ValueOutput out(values, table);
   std::size_t i = begin;
   for (; i + 16 <= end; i += 16) {
     const __m512i x = _mm512_loadu_si512(in + i);
     const __m512i key = memo_keys_avx512(x, shift, rest_mask);
     // 32 bits read at each 16-bit entry (scale 2); the low 16 are the pattern.
-    store_patterns_avx512(bits, values, decoded, widen, i, _mm512_i32gather_epi32(key, patterns, 2));
+    store_patterns_avx512(bits, out, i, _mm512_i32gather_epi32(key, patterns, 2));
   }
   nearest_scalar(in, bits, values, table, i, end);
 }
@@ -404,8 +413,7 @@ template <class Out, bool WideRange>
   __m512i state1 = _mm512_add_epi64(state0, _mm512_set1_epi64(static_cast<long long>(8 * splitmix64_gamma)));
   const __m512i step = _mm512_set1_epi64(static_cast<long long>(16 * splitmix64_gamma));
   const std::uint32_t* pairs = table.pairs.data();
-  const double* decoded = table.values.data();
-  const bool widen = table.values_by_widening;
+  const ValueOutput out(values, table);
   std::size_t i = begin;
   for (; i + 16 <= end; i += 16) {
     const __m512i x = _mm512_loadu_si512(in + i);
@@ -443,14 +451,14 @@ template <class Out, bool WideRange>
     // (random & M) > ~(D & M), on the top 32 bits (ternarylogic 0x3F: ~(a & b)).
     const __m512i not_d = _mm512_ternarylogic_epi32(top, mask, mask, 0x3F);
     const __mmask16 away = _mm512_cmpgt_epu32_mask(_mm512_and_si512(random, mask), not_d);
-    store_patterns_avx512(bits, values, decoded, widen, i, _mm512_mask_srli_epi32(entry, away, entry, 16));
+    store_patterns_avx512(bits, out, i, _mm512_mask_srli_epi32(entry, away, entry, 16));
     if (wide) {
       // R > 32: lanes with q > 32 may have discarded bits in the low half; the scalar comparison.
       for (__mmask16 slow = _mm512_cmpgt_epi32_mask(d, left_base); slow != 0; slow &= static_cast<__mmask16>(slow - 1)) {
         const std::size_t j = i + static_cast<std::size_t>(__builtin_ctz(slow));
         const std::uint16_t pattern = stochastic_pick(table, s, in[j], random_bits_at(s.key, j));
         if (bits != nullptr) bits[j] = static_cast<Out>(pattern);
-        if (values != nullptr) values[j] = decoded[pattern];
+        if (values != nullptr) values[j] = out.decoded[pattern];
       }
     }
   }
