@@ -12,7 +12,7 @@ from ..machine import arithmetic as _numerics
 from ..machine import rules as _rules
 from ..machine.context import KernelFault
 from .access import as_tensor, read, write
-from .forms import REQUIRED, Form
+from .forms import Form
 from .operands import (alu_fn, constraint, destination, raw, reduce_name, shape_fault)
 from .path import Call
 from .table import instruction
@@ -20,8 +20,8 @@ from ..machine.alu import alu
 
 
 @instruction("dma_copy", engine="dma", assumptions=("dma_cast_rounding",), forms=[
-    Form("current", (("dst", "tensor", REQUIRED), ("src", "tensor", REQUIRED), ("dst_rmw_op", "op?", None),
-                     ("oob_mode", "any", None), ("dge_mode", "any", None), ("engine", "any", None)), 2)])
+    Form("current", "dst: tensor, src: tensor, *, dst_rmw_op: op? = None, oob_mode = None, dge_mode = None,"
+                     "engine = None")])
 def dma_copy(c: Call) -> Any:
     """dst = src through a DMA engine; a dtype change goes through fp32 (nki.isa.dma_copy docs:
     DMA casts via fp32), rounding to nearest even (assumption ``dma_cast_rounding``).
@@ -52,8 +52,9 @@ _TRANSPOSE_AXES = {2: (1, 0), 3: (2, 1, 0), 4: (3, 1, 2, 0)}
 
 
 @instruction("dma_transpose", engine="dma", forms=[
-    Form("current", (("dst", "tensor", REQUIRED), ("src", "tensor", REQUIRED), ("axes", "any", None), ("priority", "any", None), ("dge_mode", "any", "unknown"), ("oob_mode", "any", "error")), 6),
-    Form("0.1.0", (("src", "tensor", REQUIRED), ("axes", "any", None)), 1, returns=True)])
+    Form("current", "dst: tensor, src: tensor, axes = None, priority = None, dge_mode = 'unknown',"
+                     "oob_mode = 'error'"),
+    Form("0.1.0", "src: tensor, *, axes = None", returns=True)])
 def dma_transpose(c: Call) -> Any:
     """dst = src permuted by the DMA engines: 2-D (1, 0), 3-D (2, 1, 0), 4-D (3, 1, 2, 0), the only
     permutations ``axes`` may name; bits move unchanged (src and dst share a dtype); dst in SBUF,
@@ -99,9 +100,10 @@ def dma_transpose(c: Call) -> Any:
     return dst
 
 
-@instruction("dma_compute", engine="dma", forms=[
-    Form("current", (("dst", "tensor", REQUIRED), ("srcs", "list", REQUIRED), ("reduce_op", "op", REQUIRED), ("scales", "list?", None), ("unique_indices", "any", True), ("oob_mode", "any", "error")), 6),
-    Form("0.2.0", (("dst", "tensor", REQUIRED), ("srcs", "list", REQUIRED), ("scales", "list?", REQUIRED), ("reduce_op", "op", REQUIRED)), 4)], assumptions=('dma_compute_order',), sums='always')
+@instruction("dma_compute", engine="dma", assumptions=("dma_compute_order",), sums="always", forms=[
+    Form("current", "dst: tensor, srcs: list, reduce_op: op, scales: list? = None, unique_indices = True,"
+                     "oob_mode = 'error'"),
+    Form("0.2.0", "dst: tensor, srcs: list, scales: list?, reduce_op: op")])
 def dma_compute(c: Call) -> Any:
     """dst = srcs[0] * scales[0] + srcs[1] * scales[1] + ... in fp32 inside the DMA engines, cast
     into dst's dtype (nki.isa dma_compute docstring: only ``nl.add``, every scale 1.0, at most 16

@@ -10,6 +10,7 @@ scalar or a tensor) telling the forms apart, as a reader of the kernel would.
 
 from __future__ import annotations
 
+import ast
 import warnings
 from dataclasses import dataclass
 from typing import Any
@@ -17,24 +18,61 @@ from typing import Any
 import numpy as np
 
 from ..machine.context import current, where
+from ..machine.dtypes import FP32_MIN
 from ..machine.memory import Tensor
+from ..machine.registers import Cmd
 
 __all__ = ["REQUIRED", "Form", "bind"]
 
 REQUIRED = object()
 
 
-@dataclass(frozen=True)
+# Defaults a signature may name that are not Python literals.
+_NAMED_DEFAULTS: dict[str, Any] = {f"reduce_cmd.{c.name}": c for c in Cmd}
+_NAMED_DEFAULTS["fp32.min"] = FP32_MIN
+KINDS = ("tensor", "op", "value", "int", "list", "any")
+
+
+@dataclass(frozen=True, init=False)
 class Form:
-    """One argument form of an instruction: ``label`` (which release), ``params`` as (name, kind,
-    default) with kinds ``tensor``, ``op``, ``value`` (a number or a tensor), ``int``, ``list``,
-    ``any`` (a trailing ``?`` also takes None), how many may come ``positional``ly, and whether
-    the form ``returns`` a new tile (the older interface: no dst)."""
+    """One argument form of an instruction: ``label`` (which release) and its signature, written
+    as a Python signature with kinds for annotations: ``"dst: tensor, data: tensor, *, scale:
+    value = 1.0"``. Kinds: ``tensor``, ``op`` (an ALU operator or activation function), ``value`` (a
+    number or a tensor), ``int``, ``list``, ``any``; a trailing ``?`` also takes None. Parameters
+    before ``*`` may come positionally. ``returns``: the form returns a new tile (the older
+    interface: no dst). ``params`` holds (name, kind, default) with ``REQUIRED`` for no default."""
 
     label: str
     params: tuple
     positional: int
-    returns: bool = False
+    returns: bool
+
+    def __init__(self, label: str, signature: str, returns: bool = False) -> None:
+        params, positional = _parse(signature)
+        object.__setattr__(self, "label", label)
+        object.__setattr__(self, "params", params)
+        object.__setattr__(self, "positional", positional)
+        object.__setattr__(self, "returns", returns)
+
+
+def _parse(signature: str) -> tuple[tuple, int]:
+    """(params, how many may be positional) of a signature string (see ``Form``)."""
+    params, positional = [], None
+    for part in (p.strip() for p in signature.split(",")):
+        if part == "*":
+            positional = len(params)
+            continue
+        head, eq, default_text = part.partition("=")
+        name, _, kind = (x.strip() for x in head.partition(":"))
+        kind = kind or "any"
+        if kind.rstrip("?") not in KINDS:
+            raise ValueError(f"signature {signature!r}: {name} has kind {kind!r}; valid: {', '.join(KINDS)}")
+        default: Any = REQUIRED
+        if eq:
+            text = default_text.strip()
+            default = _NAMED_DEFAULTS[text] if text in _NAMED_DEFAULTS else ast.literal_eval(text)
+        params.append((name, kind, default))
+    return tuple(params), len(params) if positional is None else positional
 
 
 def _fits(kind: str, v: Any) -> bool:

@@ -15,7 +15,7 @@ from ..machine.alu import COMPARISONS, op_name
 from ..machine.context import Context
 from ..machine.memory import Tensor
 from .access import as_tensor, cost_elementwise, new_tile, read, write
-from .forms import REQUIRED, Form
+from .forms import Form
 from .operands import (constraint, destination, flat, raw, reduce_name, shape_fault)
 from .path import Call
 from .table import instruction
@@ -32,9 +32,9 @@ def _pairwise_rows(x: np.ndarray, f: Any) -> np.ndarray:
     return x[0]
 
 
-@instruction("tensor_partition_reduce", engine="gpsimd", forms=[
-    Form("current", (("dst", "tensor", REQUIRED), ("op", "op", REQUIRED), ("data", "tensor", REQUIRED)), 3),
-    Form("0.1.0", (("op", "op", REQUIRED), ("data", "tensor", REQUIRED)), 2, returns=True)], assumptions=('partition_reduce_order',), sums='op')
+@instruction("tensor_partition_reduce", engine="gpsimd", assumptions=("partition_reduce_order",), sums="op", forms=[
+    Form("current", "dst: tensor, op: op, data: tensor"),
+    Form("0.1.0", "op: op, data: tensor", returns=True)])
 def tensor_partition_reduce(c: Call) -> Any:
     """dst[1, F] = op over the partitions of data[P, F] on the GpSimd engine (nki.isa
     tensor_partition_reduce docstring; the one-partition result is the 2.26 example's shape):
@@ -145,9 +145,8 @@ def _expression(ctx: Context, expr: Any, instruction: str) -> np.ndarray:
 
 
 @instruction("iota", engine="gpsimd", forms=[
-    Form("current", (("dst", "tensor", REQUIRED), ("pattern", "list", REQUIRED), ("offset", "int", 0),
-                     ("channel_multiplier", "int", 0)), 4),
-    Form("0.1.0", (("expr", "any", REQUIRED), ("dtype", "any", None)), 2, returns=True)])
+    Form("current", "dst: tensor, pattern: list, offset: int = 0, channel_multiplier: int = 0"),
+    Form("0.1.0", "expr, dtype = None", returns=True)])
 def iota(c: Call) -> Any:
     """dst[p, w, z, y, x] = offset + p * channel_multiplier + w*step_w + z*step_z + y*step_y +
     x*step_x on the GpSimd engine, in int32 arithmetic, cast into dst's dtype (one rounding; nki.isa
@@ -179,9 +178,11 @@ def _memory_sbuf(ctx: Context, instruction: str, t: Tensor, parameter: str) -> N
 
 
 @instruction("affine_select", engine="gpsimd", forms=[
-    Form("current", (("dst", "tensor", REQUIRED), ("pattern", "list", REQUIRED), ("channel_multiplier", "int", REQUIRED), ("on_true_tile", "tensor", REQUIRED), ("on_false_value", "value", REQUIRED), ("cmp_op", "op", "equal"), ("offset", "int", 0)), 7),
-    Form("0.2.0", (("dst", "tensor", REQUIRED), ("pattern", "list", REQUIRED), ("offset", "int", REQUIRED), ("channel_multiplier", "int", REQUIRED), ("on_true_tile", "tensor", REQUIRED), ("on_false_value", "value", REQUIRED), ("cmp_op", "op", "equal")), 7),
-    Form("0.1.0", (("pred", "any", REQUIRED), ("on_true_tile", "tensor", REQUIRED), ("on_false_value", "value", REQUIRED)), 3, returns=True)])
+    Form("current", "dst: tensor, pattern: list, channel_multiplier: int, on_true_tile: tensor,"
+                     "on_false_value: value, cmp_op: op = 'equal', offset: int = 0"),
+    Form("0.2.0", "dst: tensor, pattern: list, offset: int, channel_multiplier: int, on_true_tile: tensor,"
+                     "on_false_value: value, cmp_op: op = 'equal'"),
+    Form("0.1.0", "pred, on_true_tile: tensor, on_false_value: value", returns=True)])
 def affine_select(c: Call) -> Any:
     """dst = on_true_tile where cmp_op(offset + p * channel_multiplier + sum_k i_k * step_k, 0),
     else on_false_value, on the GpSimd engine: the affine value in int32 arithmetic as iota's, the
@@ -241,8 +242,8 @@ def _select_into(ctx: Context, dst: Tensor, on_true: Tensor, chosen: np.ndarray,
         write(ctx, dst, np.where(chosen, x, on_false).astype(np.float32).reshape(dst.shape))
 
 
-@instruction("nonzero_with_count", engine="gpsimd", forms=[
-    Form("current", (("dst", "tensor", REQUIRED), ("src", "tensor", REQUIRED), ("index_offset", "int", 0), ("padding_val", "int", -1)), 4)], since=3)
+@instruction("nonzero_with_count", engine="gpsimd", since=3, forms=[
+    Form("current", "dst: tensor, src: tensor, index_offset: int = 0, padding_val: int = -1")])
 def nonzero_with_count(c: Call) -> Any:
     """On the GpSimd engine (NeuronCore-v3+), each of its 8 cores reads its first partition (16k,
     k = 0..7) of src [P, T] and writes its first partition of dst [P, T + 1]: the positions of the

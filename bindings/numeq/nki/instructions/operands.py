@@ -14,10 +14,9 @@ from .access import as_tensor, new_tile, read, write
 from .forms import Form
 from ..machine.memory import Tensor
 
-__all__ = ["FP32_MIN", "constraint", "generation", "per_partition", "flat", "alu_fn", "reduce_name", "lanes",
+__all__ = ["constraint", "generation", "per_partition", "flat", "alu_fn", "reduce_name", "lanes",
            "write_where", "raw", "destination", "doc"]
 
-FP32_MIN = np.float32(np.finfo(np.float32).min)  # nl.fp32.min: bit pattern 0xff7fffff
 
 
 def destination(vals: dict, form: Form, shape: tuple, dtype: Any, default_dtype: Any) -> Tensor:

@@ -50,7 +50,8 @@ class Call:
         row's ``sums`` parameter is a free-axis sum site of the precision flow)."""
         sums = self.spec.sums
         if sums:
-            sums = sums == "always" or _is_sum(self.args.get(sums))
+            names = (sums,) if isinstance(sums, str) else sums
+            sums = sums == "always" or any(_is_sum(self.args.get(p)) for p in names)
         return self.ctx.issue(engine or self.engine, name or self.spec.name, outs, srcs, nbytes, flops, cycles,
                               sums=bool(sums), **detail)
 

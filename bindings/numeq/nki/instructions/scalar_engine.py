@@ -15,21 +15,19 @@ from ..machine.alu import alu, op_name
 from ..machine.memory import Tensor
 from ..machine.registers import accumulate, command, vector_accumulator
 from .access import as_tensor, cost_elementwise, new_tile, read, write
-from .forms import REQUIRED, Form
+from .forms import Form
 from .operands import constraint, lanes, reduce_name
 from .path import Call, call
 from .table import instruction
 from .vector_engine import scalar_operand
 
 
-@instruction("activation", engine="scalar", mask="elements", sums="reduce_op", assumptions=("activation_affine",),
-             forms=[
-    Form("current", (("dst", "tensor", REQUIRED), ("op", "op", REQUIRED), ("data", "tensor", REQUIRED),
-     ("bias", "value?", None), ("scale", "value", 1.0), ("reduce_op", "op?", None),
-     ("reduce_res", "tensor?", None), ("reduce_cmd", "any", None)), 3),
-    Form("0.1.0", (("op", "op", REQUIRED), ("data", "tensor", REQUIRED),
-     ("bias", "value?", None), ("scale", "value", 1.0), ("reduce_op", "op?", None),
-     ("reduce_res", "tensor?", None), ("reduce_cmd", "any", None)), 2, returns=True)])
+@instruction("activation", engine="scalar", mask="elements", assumptions=("activation_affine",),
+             sums="reduce_op", forms=[
+    Form("current", "dst: tensor, op: op, data: tensor, *, bias: value? = None, scale: value = 1.0,"
+                     "reduce_op: op? = None, reduce_res: tensor? = None, reduce_cmd = None"),
+    Form("0.1.0", "op: op, data: tensor, *, bias: value? = None, scale: value = 1.0, reduce_op: op? = None,"
+                     "reduce_res: tensor? = None, reduce_cmd = None", returns=True)])
 def activation(c: Call) -> Any:
     """dst = f(data * scale + bias) on the Scalar engine: ``scale`` a number or a [P, 1] tensor,
     ``bias`` a [P, 1] tensor; f by the platform's function model (fp32 correctly rounded; the
@@ -96,9 +94,11 @@ def _scalar_registers(ctx: Any, dst: Tensor, y: np.ndarray, reduce_op: Any, redu
     return [red]
 
 
-@instruction("activation_reduce", engine="scalar", forms=[
-    Form("current", (("dst", "tensor", REQUIRED), ("op", "op", REQUIRED), ("data", "tensor", REQUIRED)) + ((("reduce_op", "op", REQUIRED), ("reduce_res", "tensor", REQUIRED), ("bias", "value?", None), ("scale", "value", 1.0))), 7),
-    Form("0.1.0", (("op", "op", REQUIRED), ("data", "tensor", REQUIRED)) + ((("reduce_op", "op", REQUIRED), ("reduce_res", "tensor", REQUIRED), ("bias", "value?", None), ("scale", "value", 1.0))), 2, returns=True)], assumptions=('activation_affine',), sums='reduce_op')
+@instruction("activation_reduce", engine="scalar", assumptions=("activation_affine",), sums="reduce_op", forms=[
+    Form("current", "dst: tensor, op: op, data: tensor, reduce_op: op, reduce_res: tensor, bias: value? = None,"
+                     "scale: value = 1.0"),
+    Form("0.1.0", "op: op, data: tensor, *, reduce_op: op, reduce_res: tensor, bias: value? = None,"
+                     "scale: value = 1.0", returns=True)])
 def activation_reduce(c: Call) -> Any:
     """dst = op(data * scale + bias) on the Scalar engine and reduce_res[P, 1] = reduce_op of each
     partition's fp32 results (nki.isa activation_reduce docstring: activation with

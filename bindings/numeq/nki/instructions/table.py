@@ -8,9 +8,14 @@ generation, masks, tracing, precision sites) is the generic path's, done once fo
 
 Adding an instruction is a row and its semantics, in the module of the engine that runs it::
 
-    @instruction("tensor_abs", engine="vector", forms=(Form("current", (("dst", "tensor", REQUIRED),
-                 ("data", "tensor", REQUIRED)), 2),), doc="dst = |data| in fp32")
-    def tensor_abs(c: Call) -> Tensor: ...
+    @instruction("tensor_abs", engine="vector", mask="elements", forms=[
+        Form("current", "dst: tensor, data: tensor")])
+    def tensor_abs(c: Call) -> Tensor:
+        # dst = |data|: the sign cleared in fp32 (exact), cast into dst's dtype.
+        data, dst = as_tensor(c.args["data"], "data"), as_tensor(c.args["dst"], "dst")
+        write(c.ctx, dst, np.abs(read(c.ctx, data, "data", c.engine, rows=True)))
+        c.issue([dst], [data], flops=dst.size, cycles=cost_elementwise(dst))
+        return dst
 """
 
 from __future__ import annotations
@@ -34,9 +39,9 @@ class InstructionSpec:
     generation first. ``mask``: the older interface's ``mask=`` ("none"; "elements": each element
     computed from the same element of its operands; "rows": the free axes reduced).
     ``since``: the first NeuronCore generation that has it (nki.isa's nc_version). ``assumptions``:
-    the named assumptions the semantics read. ``sums``: the parameter holding the operator that
-    makes it an fp32 sum where it is add (a precision-flow site), or "" where it sums nothing, or
-    "always". ``doc`` and ``source``: what it computes and where AWS documents it."""
+    the named assumptions the semantics read. ``sums``: the parameter (or parameters) holding the
+    operator that makes it an fp32 sum where it is add (a precision-flow site), "always", or ""
+    where it sums nothing. ``doc`` and ``source``: what it computes and where AWS documents it."""
 
     name: str
     engine: str
@@ -46,7 +51,7 @@ class InstructionSpec:
     mask: str = "none"
     since: int = 2
     assumptions: tuple[str, ...] = ()
-    sums: str = ""
+    sums: str | tuple[str, ...] = ""
     doc: str = ""
     source: str = ""
 

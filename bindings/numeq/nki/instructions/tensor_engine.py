@@ -17,18 +17,18 @@ from ..machine import rules as _rules
 from ..machine.context import KernelFault
 from ..machine.memory import WRITER_MATMUL, WRITER_READ, Tensor
 from .access import as_tensor, mark_written, new_tile, read, write
-from .forms import REQUIRED, Form
+from .forms import Form
 from .path import Call
 from .table import instruction
 
 
 @instruction("nc_matmul", engine="tensor", assumptions=("matmul_accumulate", "psum_rounding"), forms=[
-    Form("current", (("dst", "tensor", REQUIRED), ("stationary", "tensor", REQUIRED), ("moving", "tensor", REQUIRED),
-     ("is_stationary_onezero", "any", False), ("is_moving_onezero", "any", False), ("is_transpose", "any", False),
-     ("tile_position", "any", None), ("tile_size", "any", None), ("perf_mode", "any", None), ("accumulate", "any", None)), 3),
-    Form("0.1.0", (("stationary", "tensor", REQUIRED), ("moving", "tensor", REQUIRED),
-     ("is_stationary_onezero", "any", False), ("is_moving_onezero", "any", False), ("is_transpose", "any", False),
-     ("tile_position", "any", None), ("tile_size", "any", None), ("perf_mode", "any", None), ("accumulate", "any", None)), 2, returns=True)])
+    Form("current", "dst: tensor, stationary: tensor, moving: tensor, *, is_stationary_onezero = False,"
+                     "is_moving_onezero = False, is_transpose = False, tile_position = None, tile_size = None,"
+                     "perf_mode = None, accumulate = None"),
+    Form("0.1.0", "stationary: tensor, moving: tensor, *, is_stationary_onezero = False,"
+                     "is_moving_onezero = False, is_transpose = False, tile_position = None, tile_size = None,"
+                     "perf_mode = None, accumulate = None", returns=True)])
 def nc_matmul(c: Call) -> Any:
     """dst[M, N] (PSUM, fp32) <- stationary[K, M]^T @ moving[K, N]: the Trainium platform's PE-array
     plan for one tile of K, then PSUM accumulation in fp32 (``accumulate``: True adds, False
@@ -164,8 +164,8 @@ def _accumulating(ctx: Any, dst: Tensor, accumulate: Any) -> np.ndarray:
 
 
 @instruction("nc_transpose", engine="tensor", engines=("tensor", "vector"), forms=[
-    Form("current", (("dst", "tensor", REQUIRED), ("data", "tensor", REQUIRED)), 2),
-    Form("0.1.0", (("data", "tensor", REQUIRED),), 1, returns=True)])
+    Form("current", "dst: tensor, data: tensor"),
+    Form("0.1.0", "data: tensor", returns=True)])
 def nc_transpose(c: Call) -> Any:
     """dst[F, P] = data[P, F]: on the Tensor Engine (a matmul with an identity into PSUM:
     bit-accurate from NeuronCore-v3; on v2 through fp32 products, nki.isa docs) or the Vector

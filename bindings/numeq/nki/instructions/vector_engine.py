@@ -18,7 +18,7 @@ from ..machine.alu import alu, op_name
 from ..machine.context import KernelFault
 from ..machine.memory import WRITER_MEMSET, WRITER_OTHER, Tensor
 from .access import as_tensor, cost_elementwise, new_tile, read, write
-from .forms import REQUIRED, Form
+from .forms import Form
 from .path import Call
 from .table import instruction
 
@@ -26,8 +26,8 @@ _ELEMENTWISE_ENGINES = ("vector", "scalar", "gpsimd")
 
 
 @instruction("tensor_copy", engine="vector", engines=_ELEMENTWISE_ENGINES, mask="elements", forms=[
-    Form("current", (("dst", "tensor", REQUIRED), ("src", "tensor", REQUIRED)), 2),
-    Form("0.1.0", (("src", "tensor", REQUIRED),), 1, returns=True)])
+    Form("current", "dst: tensor, src: tensor"),
+    Form("0.1.0", "src: tensor", returns=True)])
 def tensor_copy(c: Call) -> Any:
     """dst = src on an engine: the same dtype copies the bits; another dtype casts through fp32
     with the output rounding (nki.isa.tensor_copy docs). Older form: ``tensor_copy(src, dtype=)``
@@ -53,8 +53,8 @@ def tensor_copy(c: Call) -> Any:
 
 
 @instruction("memset", engine="vector", engines=_ELEMENTWISE_ENGINES, assumptions=("memset_rounding",), forms=[
-    Form("current", (("dst", "tensor", REQUIRED), ("value", "value", 0), ("dtype", "any", None)), 3),
-    Form("0.1.0", (("shape", "any", REQUIRED), ("value", "value", 0), ("dtype", "any", None)), 3, returns=True)])
+    Form("current", "dst: tensor, value: value = 0, dtype = None"),
+    Form("0.1.0", "shape, value: value = 0, dtype = None", returns=True)])
 def memset(c: Call) -> Any:
     """Every element of dst = value, cast into dst's dtype (nearest even: assumption
     ``memset_cast``). Older form ``memset(shape=, value=, dtype=)`` returns a new SBUF tile."""
@@ -75,10 +75,8 @@ def memset(c: Call) -> Any:
 
 
 @instruction("tensor_tensor", engine="vector", engines=_ELEMENTWISE_ENGINES, mask="elements", forms=[
-    Form("current", (("dst", "tensor", REQUIRED), ("data1", "tensor", REQUIRED), ("data2", "tensor", REQUIRED),
-                     ("op", "op", REQUIRED)), 4),
-    Form("0.1.0", (("data1", "tensor", REQUIRED), ("data2", "tensor", REQUIRED), ("op", "op", REQUIRED)), 3,
-         returns=True)])
+    Form("current", "dst: tensor, data1: tensor, data2: tensor, op: op"),
+    Form("0.1.0", "data1: tensor, data2: tensor, op: op", returns=True)])
 def tensor_tensor(c: Call) -> Any:
     """dst = data1 <op> data2, elementwise in fp32, cast into dst (nki.isa.tensor_tensor)."""
     ctx, vals, dst, op = c.ctx, c.args, c.args.get("dst"), c.args["op"]
@@ -124,12 +122,10 @@ def scalar_operand(ctx: Any, operand: Any, shape: tuple, eng: str) -> Any:
 
 @instruction("tensor_scalar", engine="vector", engines=_ELEMENTWISE_ENGINES, mask="elements",
              assumptions=("tensor_scalar_fusion",), forms=[
-    Form("current", (("dst", "tensor", REQUIRED), ("data", "tensor", REQUIRED),
-     ("op0", "op", REQUIRED), ("operand0", "value", REQUIRED), ("reverse0", "any", False), ("op1", "op?", None),
-     ("operand1", "value?", None), ("reverse1", "any", False)), 8),
-    Form("0.1.0", (("data", "tensor", REQUIRED),
-     ("op0", "op", REQUIRED), ("operand0", "value", REQUIRED), ("reverse0", "any", False), ("op1", "op?", None),
-     ("operand1", "value?", None), ("reverse1", "any", False)), 7, returns=True)])
+    Form("current", "dst: tensor, data: tensor, op0: op, operand0: value, reverse0 = False, op1: op? = None,"
+                     "operand1: value? = None, reverse1 = False"),
+    Form("0.1.0", "data: tensor, op0: op, operand0: value, reverse0 = False, op1: op? = None,"
+                     "operand1: value? = None, reverse1 = False", returns=True)])
 def tensor_scalar(c: Call) -> Any:
     """dst = (data op0 operand0) op1 operand1, in fp32; ``reverse0`` / ``reverse1`` swap an
     operator's operands. Between the two operators the value is rounded to fp32 (assumption
@@ -176,11 +172,10 @@ def _fused_two(vals: dict, x: np.ndarray, a: Any, b: Any, rounded: np.ndarray) -
     return _numerics.sum_rounded(terms)
 
 
-@instruction("tensor_reduce", engine="vector", engines=_ELEMENTWISE_ENGINES, mask="rows", sums="op",
-             assumptions=("vector_reduce_order",), forms=[
-    Form("current", (("dst", "tensor", REQUIRED), ("op", "op", REQUIRED), ("data", "tensor", REQUIRED),
-                     ("axis", "any", REQUIRED), ("negate", "any", False), ("keepdims", "any", False)), 4),
-    Form("0.1.0", (("op", "op", REQUIRED), ("data", "tensor", REQUIRED), ("axis", "any", REQUIRED), ("negate", "any", False), ("keepdims", "any", False)), 3, returns=True)])
+@instruction("tensor_reduce", engine="vector", engines=_ELEMENTWISE_ENGINES, mask="rows",
+             assumptions=("vector_reduce_order",), sums="op", forms=[
+    Form("current", "dst: tensor, op: op, data: tensor, axis, *, negate = False, keepdims = False"),
+    Form("0.1.0", "op: op, data: tensor, axis, *, negate = False, keepdims = False", returns=True)])
 def tensor_reduce(c: Call) -> Any:
     """dst = reduce(op, data, axis) over free axes, in fp32: sums in the platform's order
     (``vector_reduce_order``), max / min exactly; ``negate`` negates the result."""
@@ -211,8 +206,8 @@ def tensor_reduce(c: Call) -> Any:
 
 
 @instruction("reciprocal", engine="vector", mask="elements", forms=[
-    Form("current", (("dst", "tensor", REQUIRED), ("data", "tensor", REQUIRED)), 2),
-    Form("0.1.0", (("data", "tensor", REQUIRED),), 1, returns=True)])
+    Form("current", "dst: tensor, data: tensor"),
+    Form("0.1.0", "data: tensor", returns=True)])
 def reciprocal(c: Call) -> Any:
     """dst = 1 / data in fp32 (the Vector engine's reciprocal: correctly rounded here; the
     hardware's error is the platform's function budget)."""

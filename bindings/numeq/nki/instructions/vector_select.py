@@ -13,12 +13,13 @@ from typing import Any
 import numpy as np
 
 from ..machine.alu import COMPARISONS, op_name
+from ..machine.dtypes import FP32_MIN
 from ..machine.context import Context, KernelFault
 from ..machine.memory import Tensor
 from ..machine.registers import Cmd, accumulate, command
 from .access import as_tensor, cost_elementwise, read, write
-from .forms import REQUIRED, Form
-from .operands import (FP32_MIN, alu_fn, constraint, destination, doc, flat, lanes, per_partition, raw, reduce_name,
+from .forms import Form
+from .operands import (alu_fn, constraint, destination, doc, flat, lanes, per_partition, raw, reduce_name,
                        shape_fault, write_where)
 from .path import Call
 from .table import instruction
@@ -47,9 +48,13 @@ def _reduce_out(ctx: Context, instruction: str, cmd: Cmd, rows: np.ndarray, sele
     return [res]
 
 
-@instruction("range_select", engine="vector", forms=[
-    Form("current", (("dst", "tensor", REQUIRED),) + ((("on_true_tile", "tensor", REQUIRED), ("comp_op0", "op", REQUIRED), ("comp_op1", "op", REQUIRED), ("bound0", "value", REQUIRED), ("bound1", "value", REQUIRED))) + ( ("reduce_cmd", "any", Cmd.reset_reduce), ("reduce_res", "tensor?", None), ("reduce_op", "op", "maximum"), ("range_start", "int", 0), ("on_false_value", "value", FP32_MIN)), 11),
-    Form("0.1.0", ((("on_true_tile", "tensor", REQUIRED), ("comp_op0", "op", REQUIRED), ("comp_op1", "op", REQUIRED), ("bound0", "value", REQUIRED), ("bound1", "value", REQUIRED))) + (("reduce_cmd", "any", Cmd.idle), ("reduce_res", "tensor?", None), ("reduce_op", "op", "maximum"), ("range_start", "int", 0), ("on_false_value", "value", FP32_MIN)), 0, returns=True)], since=3)
+@instruction("range_select", engine="vector", since=3, forms=[
+    Form("current", "dst: tensor, on_true_tile: tensor, comp_op0: op, comp_op1: op, bound0: value, bound1: value,"
+                     "reduce_cmd = reduce_cmd.reset_reduce, reduce_res: tensor? = None,"
+                     "reduce_op: op = 'maximum', range_start: int = 0, on_false_value: value = fp32.min"),
+    Form("0.1.0", "*, on_true_tile: tensor, comp_op0: op, comp_op1: op, bound0: value, bound1: value,"
+                     "reduce_cmd = reduce_cmd.idle, reduce_res: tensor? = None, reduce_op: op = 'maximum',"
+                     "range_start: int = 0, on_false_value: value = fp32.min", returns=True)])
 def range_select(c: Call) -> Any:
     """On the Vector engine (NeuronCore-v3+): idx = range_start + (flattened free index) in fp32,
     keep = comp_op0(idx, bound0) & comp_op1(idx, bound1), dst = keep ? on_true_tile : on_false_value
@@ -93,7 +98,9 @@ def range_select(c: Call) -> Any:
 
 
 @instruction("select_reduce", engine="vector", forms=[
-    Form("current", (("dst", "tensor", REQUIRED), ("predicate", "tensor", REQUIRED), ("on_true", "tensor", REQUIRED), ("on_false", "value", REQUIRED), ("reduce_res", "tensor?", None), ("reduce_cmd", "any", Cmd.idle), ("reduce_op", "op", "maximum"), ("reverse_pred", "any", False)), 8)])
+    Form("current", "dst: tensor, predicate: tensor, on_true: tensor, on_false: value,"
+                     "reduce_res: tensor? = None, reduce_cmd = reduce_cmd.idle, reduce_op: op = 'maximum',"
+                     "reverse_pred = False")])
 def select_reduce(c: Call) -> Any:
     """dst = predicate ? on_true : on_false on the Vector engine (``reverse_pred`` inverts it; a
     nonzero predicate element is true), on_false a number or a (P, 1) tile; with reduce_cmd other
@@ -127,8 +134,8 @@ def select_reduce(c: Call) -> Any:
     return dst
 
 
-@instruction("tensor_copy_predicated", engine="vector", forms=[
-    Form("current", (("dst", "tensor", REQUIRED), ("src", "value", REQUIRED), ("predicate", "tensor", REQUIRED), ("reverse_pred", "any", False)), 4)], mask="elements")
+@instruction("tensor_copy_predicated", engine="vector", mask="elements", forms=[
+    Form("current", "dst: tensor, src: value, predicate: tensor, reverse_pred = False")])
 def tensor_copy_predicated(c: Call) -> Any:
     """dst = src where predicate (nonzero; ``reverse_pred``: where zero) on the Vector engine; dst
     elsewhere unmodified (nki.isa tensor_copy_predicated docstring). src a tile of dst's dtype
@@ -169,7 +176,7 @@ def tensor_copy_predicated(c: Call) -> Any:
 
 
 @instruction("nc_stream_shuffle", engine="vector", forms=[
-    Form("current", (("dst", "tensor", REQUIRED), ("src", "tensor", REQUIRED), ("shuffle_mask", "list", REQUIRED)), 3)])
+    Form("current", "dst: tensor, src: tensor, shuffle_mask: list")])
 def nc_stream_shuffle(c: Call) -> Any:
     """Within each 32-partition quadrant, dst partition i = src partition shuffle_mask[i] of the
     same quadrant (255: dst partition i unmodified), bit for bit, on the Vector engine; the same
@@ -220,8 +227,8 @@ def nc_stream_shuffle(c: Call) -> Any:
 
 
 @instruction("dropout", engine="vector", forms=[
-    Form("current", (("dst", "tensor", REQUIRED), ("data", "tensor", REQUIRED), ("prob", "value", REQUIRED)), 3),
-    Form("0.1.0", (("data", "tensor", REQUIRED), ("prob", "value", REQUIRED)), 2, returns=True)])
+    Form("current", "dst: tensor, data: tensor, prob: value"),
+    Form("0.1.0", "data: tensor, prob: value", returns=True)])
 def dropout(c: Call) -> Any:
     """dst = data with each element replaced by 0 with probability ``prob`` (a number or a (P, 1)
     tile), on the Vector engine, without rescaling (nki.isa dropout docstring). Only its
@@ -269,9 +276,9 @@ def _eight(ctx: Context, instruction: str, t: Tensor, parameter: str, partitions
                                             f"partition for {partitions} partitions")
 
 
-@instruction("max8", engine="vector", forms=[
-    Form("current", (("dst", "tensor", REQUIRED), ("src", "tensor", REQUIRED)), 2),
-    Form("0.1.0", (("src", "tensor", REQUIRED),), 0, returns=True)], mask="rows")
+@instruction("max8", engine="vector", mask="rows", forms=[
+    Form("current", "dst: tensor, src: tensor"),
+    Form("0.1.0", "*, src: tensor", returns=True)])
 def max8(c: Call) -> Any:
     """dst[P, 8] = the 8 largest fp32 values of each partition of src, in descending order, on the
     Vector engine (nki.isa max8 docstring; src up to 3-D with 8..16384 elements per partition).
@@ -322,8 +329,8 @@ def _matches(x: np.ndarray, vals: np.ndarray, order: range) -> tuple[np.ndarray,
 
 
 @instruction("nc_find_index8", engine="vector", forms=[
-    Form("current", (("dst", "tensor", REQUIRED), ("data", "tensor", REQUIRED), ("vals", "tensor", REQUIRED)), 3),
-    Form("0.1.0", (("data", "tensor", REQUIRED), ("vals", "tensor", REQUIRED)), 0, returns=True)])
+    Form("current", "dst: tensor, data: tensor, vals: tensor"),
+    Form("0.1.0", "*, data: tensor, vals: tensor", returns=True)])
 def nc_find_index8(c: Call) -> Any:
     """dst[P, 8] = the index of the first occurrence in each partition of data of each of that
     partition's 8 vals, compared as fp32 values; a value not present gives the all-ones sentinel;
@@ -344,8 +351,8 @@ def nc_find_index8(c: Call) -> Any:
 
 
 @instruction("nc_match_replace8", engine="vector", forms=[
-    Form("current", (("dst", "tensor", REQUIRED), ("data", "tensor", REQUIRED)) + ((("vals", "tensor", REQUIRED), ("imm", "value", REQUIRED), ("dst_idx", "tensor?", None))), 5),
-    Form("0.1.0", (("data", "tensor", REQUIRED),) + ((("vals", "tensor", REQUIRED), ("imm", "value", REQUIRED), ("dst_idx", "tensor?", None))), 0, returns=True)])
+    Form("current", "dst: tensor, data: tensor, vals: tensor, imm: value, dst_idx: tensor? = None"),
+    Form("0.1.0", "*, data: tensor, vals: tensor, imm: value, dst_idx: tensor? = None", returns=True)])
 def nc_match_replace8(c: Call) -> Any:
     """dst = data with the first occurrence of each of the 8 vals of each partition replaced by
     ``imm`` (fp32 compare; values through fp32 into dst's dtype), on the Vector engine; repeated

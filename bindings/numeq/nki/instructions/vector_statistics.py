@@ -16,7 +16,7 @@ from ..machine import arithmetic as _numerics
 from ..machine.alu import op_name
 from ..machine.registers import Cmd, accumulate, command, vector_accumulator
 from .access import as_tensor, cost_elementwise, read, write
-from .forms import REQUIRED, Form
+from .forms import Form
 from .operands import alu_fn, constraint, destination, flat, lanes, per_partition, reduce_name, shape_fault
 from .path import Call
 from .table import instruction
@@ -40,9 +40,9 @@ def _welford(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return mean, m2
 
 
-@instruction("bn_stats", engine="vector", forms=[
-    Form("current", (("dst", "tensor", REQUIRED), ("data", "tensor", REQUIRED)), 2),
-    Form("0.1.0", (("data", "tensor", REQUIRED),), 1, returns=True)], mask="rows")
+@instruction("bn_stats", engine="vector", mask="rows", forms=[
+    Form("current", "dst: tensor, data: tensor"),
+    Form("0.1.0", "data: tensor", returns=True)])
 def bn_stats(c: Call) -> Any:
     """dst[P, 6] = (count, mean, variance * count) of the even-position elements of each
     partition, then the same of the odd-position ones, on the Vector engine in fp32 (nki.isa
@@ -110,9 +110,9 @@ def _merge_naive(parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]]) -> tupl
     return mean, var
 
 
-@instruction("bn_aggr", engine="vector", forms=[
-    Form("current", (("dst", "tensor", REQUIRED), ("data", "tensor", REQUIRED)), 2),
-    Form("0.1.0", (("data", "tensor", REQUIRED),), 1, returns=True)], mask="rows", assumptions=('bn_aggr_merge',))
+@instruction("bn_aggr", engine="vector", mask="rows", assumptions=("bn_aggr_merge",), forms=[
+    Form("current", "dst: tensor, data: tensor"),
+    Form("0.1.0", "data: tensor", returns=True)])
 def bn_aggr(c: Call) -> Any:
     """dst[P, 2] = (mean, population variance) of each partition, merging the (count, mean,
     variance * count) triples of one or more ``bn_stats`` results in order, on the Vector engine
@@ -139,9 +139,11 @@ def bn_aggr(c: Call) -> Any:
     return dst
 
 
-@instruction("tensor_tensor_scan", engine="vector", forms=[
-    Form("current", (("dst", "tensor", REQUIRED), ("data0", "tensor", REQUIRED), ("data1", "tensor", REQUIRED)) + ((("initial", "value", REQUIRED), ("op0", "op", REQUIRED), ("op1", "op", REQUIRED), ("reverse0", "any", False), ("reverse1", "any", False))), 8),
-    Form("0.1.0", (("data0", "tensor", REQUIRED), ("data1", "tensor", REQUIRED)) + ((("initial", "value", REQUIRED), ("op0", "op", REQUIRED), ("op1", "op", REQUIRED), ("reverse0", "any", False), ("reverse1", "any", False))), 7, returns=True)], assumptions=('scan_carry',), sums=('op0', 'op1'))
+@instruction("tensor_tensor_scan", engine="vector", assumptions=("scan_carry",), sums=("op0", "op1"), forms=[
+    Form("current", "dst: tensor, data0: tensor, data1: tensor, initial: value, op0: op, op1: op,"
+                     "reverse0 = False, reverse1 = False"),
+    Form("0.1.0", "data0: tensor, data1: tensor, initial: value, op0: op, op1: op, reverse0 = False,"
+                     "reverse1 = False", returns=True)])
 def tensor_tensor_scan(c: Call) -> Any:
     """Per partition, along the flattened free axis: r[0] = op1(op0(data0[0], initial), data1[0]),
     r[i] = op1(op0(data0[i], r[i-1]), data1[i]) on the Vector engine in fp32; ``reverse0`` makes
@@ -179,8 +181,9 @@ def tensor_tensor_scan(c: Call) -> Any:
 _CUMULATIVE_OPS = ("add", "subtract", "multiply", "maximum", "minimum")
 
 
-@instruction("tensor_scalar_cumulative", engine="vector", forms=[
-    Form("current", (("dst", "tensor", REQUIRED), ("src", "tensor", REQUIRED), ("op0", "op", REQUIRED), ("op1", "op", REQUIRED), ("imm0", "value", REQUIRED), ("imm1", "value?", None), ("reduce_cmd", "any", Cmd.reset_reduce)), 7)], sums='op1')
+@instruction("tensor_scalar_cumulative", engine="vector", sums="op1", forms=[
+    Form("current", "dst: tensor, src: tensor, op0: op, op1: op, imm0: value, imm1: value? = None,"
+                     "reduce_cmd = reduce_cmd.reset_reduce")])
 def tensor_scalar_cumulative(c: Call) -> Any:
     """An inclusive scan per partition along the flattened free axis, on the Vector engine in fp32
     (nki.isa tensor_scalar_cumulative docstring): reg = op1(op0(src[i], imm0), reg); dst[i] = reg.
@@ -223,9 +226,11 @@ def tensor_scalar_cumulative(c: Call) -> Any:
     return dst
 
 
-@instruction("scalar_tensor_tensor", engine="vector", forms=[
-    Form("current", (("dst", "tensor", REQUIRED), ("data", "tensor", REQUIRED)) + ((("op0", "op", REQUIRED), ("operand0", "value", REQUIRED), ("op1", "op", REQUIRED), ("operand1", "tensor", REQUIRED), ("reverse0", "any", False), ("reverse1", "any", False))), 8),
-    Form("0.1.0", (("data", "tensor", REQUIRED),) + ((("op0", "op", REQUIRED), ("operand0", "value", REQUIRED), ("op1", "op", REQUIRED), ("operand1", "tensor", REQUIRED), ("reverse0", "any", False), ("reverse1", "any", False))), 0, returns=True)], mask="elements")
+@instruction("scalar_tensor_tensor", engine="vector", mask="elements", forms=[
+    Form("current", "dst: tensor, data: tensor, op0: op, operand0: value, op1: op, operand1: tensor,"
+                     "reverse0 = False, reverse1 = False"),
+    Form("0.1.0", "*, data: tensor, op0: op, operand0: value, op1: op, operand1: tensor, reverse0 = False,"
+                     "reverse1 = False", returns=True)])
 def scalar_tensor_tensor(c: Call) -> Any:
     """dst = (data op0 operand0) op1 operand1 on the Vector engine: two fp32 operations back to
     back, the first result rounded to fp32 (nki.isa scalar_tensor_tensor docstring: equivalent to
@@ -259,9 +264,12 @@ def scalar_tensor_tensor(c: Call) -> Any:
 _REDUCE_OPS = ("add", "multiply", "maximum", "minimum")
 
 
-@instruction("tensor_scalar_reduce", engine="vector", forms=[
-    Form("current", (("dst", "tensor", REQUIRED),) + ((("data", "tensor", REQUIRED), ("op0", "op", REQUIRED), ("operand0", "value?", REQUIRED), ("reduce_op", "op", REQUIRED))) + ( ("reduce_res", "tensor?", None), ("reverse0", "any", False), ("reduce_cmd", "any", Cmd.reset_reduce), ("reduce_init", "value?", None), ("reduce_res_negate", "any", False)), 10),
-    Form("0.1.0", ((("data", "tensor", REQUIRED), ("op0", "op", REQUIRED), ("operand0", "value?", REQUIRED), ("reduce_op", "op", REQUIRED))) + (("reduce_res", "tensor", REQUIRED), ("reverse0", "any", False)), 0, returns=True)], assumptions=('vector_reduce_order',), sums='reduce_op')
+@instruction("tensor_scalar_reduce", engine="vector", assumptions=("vector_reduce_order",), sums="reduce_op", forms=[
+    Form("current", "dst: tensor, data: tensor, op0: op, operand0: value?, reduce_op: op,"
+                     "reduce_res: tensor? = None, reverse0 = False, reduce_cmd = reduce_cmd.reset_reduce,"
+                     "reduce_init: value? = None, reduce_res_negate = False"),
+    Form("0.1.0", "*, data: tensor, op0: op, operand0: value?, reduce_op: op, reduce_res: tensor,"
+                     "reverse0 = False", returns=True)])
 def tensor_scalar_reduce(c: Call) -> Any:
     """dst = data op0 operand0 (fp32, as tensor_scalar with one operator) on the Vector engine, and
     the fp32 results reduced over every free axis by ``reduce_op`` (add, multiply, max, min) through

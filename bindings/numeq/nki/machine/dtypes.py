@@ -20,7 +20,7 @@ from typing import Any
 import ml_dtypes
 import numpy as np
 
-__all__ = ["DType", "DTYPES", "FORMAT_BYTES", "dtype_of", "storage_dtype"]
+__all__ = ["DType", "DTYPES", "FORMAT_BYTES", "FP32_MIN", "dtype_of", "storage_dtype"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -97,6 +97,9 @@ DTYPES: dict[str, DType] = {d.name: d for d in (
 _ALIASES = {"fp32": "float32", "tf32": "tfloat32", "bf16": "bfloat16", "fp16": "float16", "half": "float16",
             "float": "float32", "e4m3": "float8_e4m3", "fp8_e4m3": "float8_e4m3", "e4m3fn": "float8_e4m3fn",
             "e5m2": "float8_e5m2", "fp8_e5m2": "float8_e5m2", "bool_": "bool"}
+# nl.fp32.min, the most negative finite fp32 (bit pattern 0xff7fffff): what range_select fills.
+FP32_MIN = np.float32(np.finfo(np.float32).min)
+
 # Bytes per element by numeq format name (fp32, bf16, e4m3, int8 ...): what a manifest review's
 # buffers are measured in.
 FORMAT_BYTES: dict[str, int] = {d.format: d.itemsize for d in DTYPES.values()}
