@@ -6,11 +6,10 @@ expressions (``nl.arange``, ``nl.mgrid``: ``index_expressions``) and instruction
 
 from __future__ import annotations
 
-from .. import isa
-from ..instructions.table import INSTRUCTIONS
+from ..instructions import path
 from ..machine import views
 from . import tiles
-from .masks import accepting_mask
+from .masks import masked_call
 
 __all__ = ["install"]
 
@@ -20,8 +19,6 @@ def install() -> None:
     its tensors, ``nl.fp32.min`` in the language module, ``mask=`` on the instructions whose row
     accepts it (elementwise ones, and those reducing the free axes)."""
     views.FRONT.update(index=tiles.index, assign=tiles.assign)
-    for name, spec in INSTRUCTIONS.items():
-        if spec.mask != "none" and not hasattr(getattr(isa, name), "__wrapped__"):
-            setattr(isa, name, accepting_mask(getattr(isa, name), rows=spec.mask == "rows"))
+    path.MASKED["call"] = masked_call
     tiles._install_operators()
     tiles._install_language()

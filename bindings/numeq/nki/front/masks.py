@@ -12,7 +12,6 @@ partitions and its own free shape).
 
 from __future__ import annotations
 
-import functools
 from typing import Any, Callable
 
 from ..machine.context import current
@@ -20,23 +19,14 @@ from ..instructions.access import new_tile
 from .index_expressions import _Clipped, _bbox, _grid_shape, _mask_array, _retarget
 from ..machine.memory import Tensor
 
-__all__ = ["accepting_mask"]
+__all__ = ["masked_call"]
 
 
-def accepting_mask(fn: Callable, rows: bool = False) -> Callable:
-    """``fn`` taking ``mask=`` as the older interface does (``rows``: its result reduces the free
-    axes)."""
-
-    @functools.wraps(fn)
-    def instruction(*args: Any, mask: Any = None, **kwargs: Any) -> Any:
-        if mask is None:
-            return fn(*args, **kwargs)
-        return _masked_call(fn, rows, args, kwargs, mask)
-
-    return instruction
-
-
-def _masked_call(fn: Callable, rows: bool, args: tuple, kwargs: dict, mask: Any) -> Any:
+def masked_call(fn: Callable, rows: bool, args: tuple, kwargs: dict) -> Any:
+    """``fn(*args, **kwargs)`` under the ``mask=`` among ``kwargs`` (``rows``: the instruction's result
+    reduces the free axes): the operands cut to the mask's box, the result placed in it."""
+    kwargs = dict(kwargs)
+    mask = kwargs.pop("mask")
     ctx = current()
     name = f"nisa.{fn.__name__}(mask=)"
     if "dst" in kwargs:

@@ -126,22 +126,45 @@ def _signature(name: str, form: Form) -> str:
     return f"nisa.{name}({', '.join(parts)})"
 
 
+def _stale_dtype(name: str) -> None:
+    warnings.warn(f"{where()}: nisa.{name}(dtype=) is a keyword of an earlier NKI release; numeq.nki writes the "
+                  "destination's dtype", DeprecationWarning, stacklevel=4)
+
+
+# (instruction, the keywords' names, the arguments' types) -> (form, its parameter names, its defaults):
+# a call of the same shape as one seen binds without trying the forms again (``_fits`` reads types only).
+_BOUND: dict[tuple, tuple[Form, tuple, dict]] = {}
+
+
 def bind(name: str, args: tuple, kwargs: dict, forms: list[Form]) -> tuple[Form, dict, Any]:
     """Match a call against ``forms`` (first match wins): (the form, its arguments by name, the
     ``dtype=`` keyword). ``mask=`` (the older interface's predicate) is not implemented; ``name=``
     labels the instruction and changes nothing."""
-    kwargs = dict(kwargs)
-    kwargs.pop("name", None)
-    dtype = kwargs.pop("dtype", None)
-    if kwargs.pop("mask", None) is not None:
-        raise current().unsupported(f"nisa.{name}(mask=) (the older interface's instruction masks)")
+    dtype = None
+    if "name" in kwargs or "dtype" in kwargs or "mask" in kwargs:
+        kwargs = dict(kwargs)
+        kwargs.pop("name", None)
+        dtype = kwargs.pop("dtype", None)
+        if kwargs.pop("mask", None) is not None:
+            raise current().unsupported(f"nisa.{name}(mask=) (the older interface's instruction masks)")
+    key = (name, tuple(kwargs), tuple(map(type, args)), tuple(map(type, kwargs.values())))
+    bound = _BOUND.get(key)
+    if bound is not None:
+        form, names, defaults = bound
+        vals = dict(defaults)
+        vals.update(zip(names, args))
+        vals.update(kwargs)
+        if dtype is not None and not form.returns:
+            _stale_dtype(name)
+        return form, vals, dtype
     reasons = []
     for form in forms:
         vals, why = _try(form, args, kwargs)
         if vals is not None:
+            _BOUND[key] = (form, tuple(p[0] for p in form.params),
+                           {p[0]: p[2] for p in form.params if p[2] is not REQUIRED})
             if dtype is not None and not form.returns:
-                warnings.warn(f"{where()}: nisa.{name}(dtype=) is a keyword of an earlier NKI release; numeq.nki "
-                              "writes the destination's dtype", DeprecationWarning, stacklevel=3)
+                _stale_dtype(name)
             return form, vals, dtype
         reasons.append(why)
     unknown = [r for r in reasons if r.startswith("unknown keyword")]

@@ -53,7 +53,7 @@ class Call:
             names = (sums,) if isinstance(sums, str) else sums
             sums = sums == "always" or any(_is_sum(self.args.get(p)) for p in names)
         return self.ctx.issue(engine or self.engine, name or self.spec.name, outs, srcs, nbytes, flops, cycles,
-                              sums=bool(sums), **detail)
+                              bool(sums), detail)
 
 
 def _is_sum(op: Any) -> bool:
@@ -65,20 +65,29 @@ def _is_sum(op: Any) -> bool:
         return False
 
 
+# The older interface's ``mask=`` (front.masks), given by ``front.install()``: the machinery below
+# the front only knows that a row takes it.
+MASKED: dict[str, Callable] = {}
+
+
 def entry(spec: InstructionSpec) -> Callable:
     """The public ``nki.isa`` function of row ``spec``."""
-    semantics, forms, name = spec.semantics, list(spec.forms), spec.name
-    takes_engine = bool(spec.engines)
+    semantics, forms, name, default_engine = spec.semantics, list(spec.forms), spec.name, spec.engine
+    takes_engine, takes_mask, since = bool(spec.engines), spec.mask != "none", spec.since
 
     def instruction(*args: Any, **kwargs: Any) -> Any:
         ctx = current()
-        engine = kwargs.pop("engine", None) if takes_engine else None
+        eng = default_engine
+        if kwargs:
+            if takes_mask and kwargs.get("mask") is not None:
+                return MASKED["call"](instruction, spec.mask == "rows", args, kwargs)
+            if takes_engine and "engine" in kwargs:
+                eng = engine_name(kwargs.pop("engine"), default_engine)
+                if eng not in spec.engines:
+                    raise ValueError(f"engine: nisa.{name} runs on {', '.join(spec.engines)}, not {eng}")
         form, values, dtype = bind(name, args, kwargs, forms)
-        eng = engine_name(engine, spec.engine) if takes_engine else spec.engine
-        if takes_engine and eng not in spec.engines:
-            raise ValueError(f"engine: nisa.{name} runs on {', '.join(spec.engines)}, not {eng}")
-        if ctx.target.generation < spec.since:
-            ctx.find("target_generation", "error", f"{name} is available on NeuronCore-v{spec.since} and newer; the "
+        if since > 2 and ctx.target.generation < since:
+            ctx.find("target_generation", "error", f"{name} is available on NeuronCore-v{since} and newer; the "
                      f"target {ctx.target.name} is {ctx.target.core}", spec.source or doc(name))
         return semantics(Call(ctx, spec, form, values, dtype, eng))
 

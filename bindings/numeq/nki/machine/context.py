@@ -15,6 +15,8 @@ from typing import Any, Iterator
 import contextlib
 import gc
 
+import numpy as np
+
 __all__ = ["Context", "Finding", "Instruction", "KernelFault", "Unsupported", "current", "running", "where"]
 
 # numeq.nki's own folder: frames there are numeq's, the first frame outside it is the kernel's.
@@ -194,9 +196,11 @@ class Context:
 
     # --- the trace -----------------------------------------------------------------------------
     def issue(self, engine: str, name: str, dst: list, srcs: list, nbytes: int = 0, flops: int = 0,
-              cycles: int = 0, sums: bool = False, **detail: Any) -> Instruction:
+              cycles: int = 0, sums: bool = False, detail: dict | None = None) -> Instruction:
         """Record an instruction (``sums``: it adds along the free axis in fp32, a precision-flow
-        site; the instruction table's row says when)."""
+        site; the instruction table's row says when; ``detail``: what else the trace keeps)."""
+        if detail is None:
+            detail = {}
         self.undefined_rows = None  # the instruction is done: its undefined partitions are written
         self.step = step = self.step + 1
         operands = []
@@ -268,12 +272,17 @@ def running(ctx: Context) -> Iterator[Context]:
     # short-lived objects (tiles, views, trace records; freed by reference counting, no cycles
     # among them), and the collector's passes over the growing trace cost a 2048^3 matmul kernel
     # 3% of its time. It resumes, as it was, when the run ends.
+    # Floating-point exceptions are values, not warnings, on the engines (Inf, NaN): numpy's are
+    # ignored for the run once, not per instruction (an errstate block costs a small instruction
+    # a tenth of its time).
     collecting = gc.isenabled()
     gc.disable()
+    floating = np.seterr(all="ignore")
     _stack.append(ctx)
     try:
         yield ctx
     finally:
         _stack.pop()
+        np.seterr(**floating)
         if collecting:
             gc.enable()
