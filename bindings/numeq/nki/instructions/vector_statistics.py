@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from ... import _core
 from ..machine import arithmetic as _numerics
 from ..machine.alu import op_name
 from ..machine.registers import Cmd, accumulate, command, vector_accumulator
@@ -23,21 +24,6 @@ from .table import instruction
 
 
 _f32 = np.float32
-
-
-def _welford(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(mean, M2) of each row of fp32 x [P, n] by Welford's update in fp32, one IEEE operation at
-    a time: mean_k = mean + (x_k - mean) / k, M2_k = M2 + (x_k - mean)(x_k - mean_k) (the operation
-    catalogue's layernorm ``bn_stats`` variant computes the same; an empty row gives 0, 0)."""
-    mean = np.zeros(x.shape[0], dtype=_f32)
-    m2 = np.zeros(x.shape[0], dtype=_f32)
-    with np.errstate(all="ignore"):
-        for k in range(1, x.shape[1] + 1):
-            xk = x[:, k - 1]
-            delta = np.subtract(xk, mean, dtype=_f32)
-            mean = np.add(mean, np.divide(delta, _f32(k), dtype=_f32), dtype=_f32)
-            m2 = np.add(m2, np.multiply(delta, np.subtract(xk, mean, dtype=_f32), dtype=_f32), dtype=_f32)
-    return mean, m2
 
 
 @instruction("bn_stats", engine="vector", mask="rows", forms=[
@@ -62,52 +48,11 @@ def bn_stats(c: Call) -> Any:
     if dst.shape[0] != x.shape[0] or dst.free_size() != 6:
         raise shape_fault(ctx, "bn_stats", f"dst {dst.name} has shape {dst.shape}; it takes 6 elements per partition "
                                            f"for {x.shape[0]} partitions")
-    out = np.empty((x.shape[0], 6), dtype=_f32)
-    for parity in (0, 1):
-        part = x[:, parity::2]
-        mean, m2 = _welford(part)
-        out[:, 3 * parity] = part.shape[1]
-        out[:, 3 * parity + 1] = mean
-        out[:, 3 * parity + 2] = m2
-    write(ctx, dst, out)
+    # Welford's update over each half in fp32: numeq's one implementation (cases/bn_stats.hpp), the
+    # operation catalogue's layernorm bn_stats variant computes with the same.
+    write(ctx, dst, _core.cases_bn_stats(x))
     c.issue([dst], [data], flops=5 * x.size, cycles=cost_elementwise(data))
     return dst
-
-
-def _merge_chan(parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:
-    """Chan, Golub and LeVeque's pairwise update (1983), the parts merged in order, in fp32:
-    n = na + nb, delta = mean_b - mean_a, mean += delta * (nb / n), M2 = (M2_a + M2_b) + delta^2 *
-    (na * nb / n); variance = M2 / n (population)."""
-    na, mean, m2 = parts[0]
-    na = na.astype(np.float64)
-    with np.errstate(all="ignore"):
-        for nb, mean_b, m2_b in parts[1:]:
-            nb64 = nb.astype(np.float64)
-            nn = na + nb64
-            tn = nn.astype(_f32)
-            delta = np.subtract(mean_b, mean, dtype=_f32)
-            mean = np.add(mean, np.multiply(delta, np.divide(nb, tn, dtype=_f32), dtype=_f32), dtype=_f32)
-            weight = np.divide((na * nb64).astype(_f32), tn, dtype=_f32)
-            m2 = np.add(np.add(m2, m2_b, dtype=_f32),
-                        np.multiply(np.multiply(delta, delta, dtype=_f32), weight, dtype=_f32), dtype=_f32)
-            na = nn
-        return mean, np.divide(m2, na.astype(_f32), dtype=_f32)
-
-
-def _merge_naive(parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:
-    """The mean of the parts' means and E[x^2] - mean^2, in fp32, parts in order:
-    s += mean_i * n_i; q += M2_i + (mean_i * mean_i) * n_i; mean = s / n; var = q / n - mean^2."""
-    total = sum(p[0].astype(np.float64) for p in parts).astype(_f32)
-    with np.errstate(all="ignore"):
-        s = q = None
-        for n, mean, m2 in parts:
-            ds = np.multiply(mean, n, dtype=_f32)
-            dq = np.add(m2, np.multiply(np.multiply(mean, mean, dtype=_f32), n, dtype=_f32), dtype=_f32)
-            s = ds if s is None else np.add(s, ds, dtype=_f32)
-            q = dq if q is None else np.add(q, dq, dtype=_f32)
-        mean = np.divide(s, total, dtype=_f32)
-        var = np.subtract(np.divide(q, total, dtype=_f32), np.multiply(mean, mean, dtype=_f32), dtype=_f32)
-    return mean, var
 
 
 @instruction("bn_aggr", engine="vector", mask="rows", assumptions=("bn_aggr_merge",), forms=[
@@ -129,10 +74,10 @@ def bn_aggr(c: Call) -> Any:
     if dst.shape[0] != x.shape[0] or dst.free_size() != 2:
         raise shape_fault(ctx, "bn_aggr", f"dst {dst.name} has shape {dst.shape}; it takes 2 elements per partition "
                                           f"for {x.shape[0]} partitions")
-    parts = [(x[:, i], x[:, i + 1], x[:, i + 2]) for i in range(0, x.shape[1], 3)]
     merge = ctx.assumptions["bn_aggr_merge"]
-    mean, var = _merge_chan(parts) if merge == "chan" else _merge_naive(parts)
-    write(ctx, dst, np.stack([mean, var], axis=1))
+    # The triples merged in order in fp32 (cases/bn_stats.hpp: chan, Chan-Golub-LeVeque's pairwise
+    # update; naive, E[x^2] - mean^2), numeq's one implementation of both.
+    write(ctx, dst, _core.cases_bn_aggr(x, merge))
     n = x.shape[1]
     c.issue([dst], [data], flops=4 * n * x.shape[0], cycles=max(64, 13 * (n // 3)),
               merge=merge)
