@@ -1,6 +1,6 @@
 """``nki.language`` on numeq: dtypes, memories, tensor allocation, loops, SPMD ids, tile sizes, the
 ALU and activation identifiers (``nl.add``, ``nl.exp`` ...), and the older interface's tile
-operations (``nl.load``, ``nl.store``, ``nl.matmul``, ``nl.arange`` ..., from ``_legacy``).
+operations (``nl.load``, ``nl.store``, ``nl.matmul``, ``nl.arange`` ..., from the front).
 """
 
 from __future__ import annotations
@@ -79,7 +79,7 @@ def ndarray(shape: Any, dtype: Any, buffer: Any = None, name: str = "", address:
         # The older interface's nl.par_dim after block dims (nl.ndarray((4, nl.par_dim(128), 512))).
         marked = [i for i, s in enumerate(shape) if getattr(s, "_nki_par_dim", False)]
         if marked and marked != [0]:
-            return _legacy_index.par_dim_ndarray(tuple(shape), marked, dtype, memory, name)
+            return FRONT["index_expressions"].par_dim_ndarray(tuple(shape), marked, dtype, memory, name)
     line = _where()
     d = allocated(ctx, line, dtype_of(dtype))  # fp32 where the precision flow widens this line
     if memory.name == "shared_hbm" and ctx.program != tuple(0 for _ in ctx.program):
@@ -293,7 +293,7 @@ class Operator:
         return f"nl.{self.op_name}"
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        return _legacy.apply(self, *args, **kwargs)
+        return FRONT["tiles"].apply(self, *args, **kwargs)
 
 
 _BINARY = ("add", "subtract", "multiply", "divide", "maximum", "minimum", "power", "equal", "not_equal", "greater",
@@ -308,15 +308,16 @@ for _n in _UNARY:
 bypass = Operator("bypass", 2)
 average = Operator("average", 2)  # tensor_partition_reduce's mean across partitions
 
-from .front import tiles as _legacy  # noqa: E402 - the older interface (its import installs tile operators)
-from .front import index_expressions as _legacy_index  # noqa: E402
+# The older interface's tile operations and index expressions (front.tiles, front.index_expressions),
+# given by front.install(): this module imports nothing of the front.
+FRONT: dict[str, Any] = {}
 
 
 def __getattr__(name: str) -> Any:
-    # Older-interface names live in _legacy; anything else is a name numeq does not implement.
-
-    if name in getattr(_legacy, "__all__", ()):
-        return getattr(_legacy, name)
+    # Older-interface names live in the front; anything else is a name numeq does not implement.
+    tiles = FRONT.get("tiles")
+    if tiles is not None and name in tiles.__all__:
+        return getattr(tiles, name)
     from .machine.context import Unsupported, active
 
     if name.startswith("_"):

@@ -6,9 +6,10 @@ expressions (``nl.arange``, ``nl.mgrid``: ``index_expressions``) and instruction
 
 from __future__ import annotations
 
+from .. import language
 from ..instructions import path
 from ..machine import views
-from . import tiles
+from . import index_expressions, tiles
 from .masks import masked_call
 
 __all__ = ["install"]
@@ -19,6 +20,7 @@ def install() -> None:
     its tensors, ``nl.fp32.min`` in the language module, ``mask=`` on the instructions whose row
     accepts it (elementwise ones, and those reducing the free axes)."""
     views.FRONT.update(index=tiles.index, assign=tiles.assign)
+    language.FRONT.update(tiles=tiles, index_expressions=index_expressions)
     path.MASKED["call"] = masked_call
     tiles._install_operators()
     tiles._install_language()

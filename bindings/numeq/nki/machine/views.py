@@ -121,7 +121,6 @@ def access_pattern(t: Any, pattern: Sequence[Sequence[int]] | None = None, offse
     elements per partition."""
     from .context import current
     from .dtypes import dtype_of
-    from .memory import Tensor
 
     if pattern is None:
         pattern = kwargs.pop("ap", None)
@@ -162,8 +161,10 @@ def access_pattern(t: Any, pattern: Sequence[Sequence[int]] | None = None, offse
         return np.lib.stride_tricks.as_strided(flat[start:], shape=shape,
                                                strides=tuple(s * a.itemsize for s, _ in pairs), writeable=True)
 
-    return Tensor(base, strided(whole.data), strided(whole.mask),
-                  None if whole.writer is None else strided(whole.writer), d)
+    # A plain view, of the class the allocation's whole view has (memory.Tensor: this module serves
+    # its indexing, so it does not import it).
+    return type(whole)(base, strided(whole.data), strided(whole.mask),
+                       None if whole.writer is None else strided(whole.writer), d)
 
 
 def assign(t: Any, key: Any, value: Any) -> None:
