@@ -23,6 +23,7 @@ from .instructions import vector_statistics as _statistics_rows  # noqa: F401
 from .instructions.path import public_functions
 from .machine.context import current
 from .machine.engines import Engine
+from .machine.context import Unsupported as _Unsupported, active as _active, where as _where
 
 __all__ = ["dge_mode", "engine", "get_nc_version", "matmul_perf_mode", "nc_version", "oob_mode", "reduce_cmd"]
 
@@ -81,7 +82,5 @@ def __getattr__(name: str) -> Any:
     # from inside numeq.
     if name.startswith("_"):
         raise AttributeError(name)
-    from .machine.context import Unsupported, active, where
-
-    raise Unsupported(f"{where() if active() else '<import>'}: numeq.nki does not implement nki.isa.{name}; see "
+    raise _Unsupported(f"{_where() if _active() else '<import>'}: numeq.nki does not implement nki.isa.{name}; see "
                       "docs/nki.md's table of NKI names")

@@ -16,6 +16,9 @@ from .machine.context import where as _where  # the kernel's line; nl.where is t
 from .machine.dtypes import DTYPES, dtype_of
 from .machine.precision import allocated
 from .machine.memory import MEMORIES, Allocation, Tensor, ds
+from . import isa as _isa
+from .machine.context import Unsupported as _Unsupported, active as _active
+from .machine.targets import DEFAULT_TARGET as _DEFAULT_TARGET, target as _target
 
 __all__ = ["ndarray", "zeros", "ds", "affine_range", "sequential_range", "static_range", "program_id",
            "num_programs", "program_ndim", "tile_size", "sbuf", "psum", "hbm", "shared_hbm", "private_hbm"]
@@ -100,18 +103,14 @@ def ndarray(shape: Any, dtype: Any, buffer: Any = None, name: str = "", address:
 
 def zeros(shape: Any, dtype: Any, buffer: Any = None, name: str = "", **kwargs: Any) -> Tensor:
     """A new tensor filled with zeros (a memset on the Vector engine)."""
-    from . import isa
-
     t = ndarray(shape, dtype, buffer=buffer, name=name, **kwargs)
-    isa.memset(t, 0)
+    _isa.memset(t, 0)
     return t
 
 
 def full(shape: Any, fill_value: Any, dtype: Any, buffer: Any = None, name: str = "", **kwargs: Any) -> Tensor:
-    from . import isa
-
     t = ndarray(shape, dtype, buffer=buffer, name=name, **kwargs)
-    isa.memset(t, fill_value)
+    _isa.memset(t, fill_value)
     return t
 
 
@@ -212,11 +211,7 @@ class _TileSize:
     """``nl.tile_size``: the target's tile limits (from the review's target table)."""
 
     def _t(self) -> Any:
-        from .machine.targets import DEFAULT_TARGET, target
-
-        from .machine.context import active
-
-        return current().target if active() else target(DEFAULT_TARGET)
+        return current().target if _active() else _target(_DEFAULT_TARGET)
 
     @property
     def pmax(self) -> int:
@@ -271,9 +266,7 @@ class _TileSize:
         # psum_min_align, sbuf_min_align: named by NKI without values (nki.language.tile_size docs).
         if name.startswith("_"):
             raise AttributeError(name)
-        from .machine.context import Unsupported
-
-        raise Unsupported(f"numeq.nki does not know nl.tile_size.{name} (its value is not documented)")
+        raise _Unsupported(f"numeq.nki does not know nl.tile_size.{name} (its value is not documented)")
 
 
 tile_size = _TileSize()
@@ -318,9 +311,7 @@ def __getattr__(name: str) -> Any:
     tiles = FRONT.get("tiles")
     if tiles is not None and name in tiles.__all__:
         return getattr(tiles, name)
-    from .machine.context import Unsupported, active
-
     if name.startswith("_"):
         raise AttributeError(name)
-    raise Unsupported(f"{_where() if active() else '<import>'}: numeq.nki does not implement nki.language.{name}; "
+    raise _Unsupported(f"{_where() if _active() else '<import>'}: numeq.nki does not implement nki.language.{name}; "
                       "see docs/nki.md's table of NKI names")

@@ -20,6 +20,7 @@ from ..machine.context import KernelFault, _operand as _trace_operand, current, 
 from ..machine.dtypes import dtype_of
 from ..machine.views import Gather, out_of_bounds
 from ..machine.memory import WRITER_OTHER, Allocation, Tensor
+from .. import language
 
 __all__ = ["IndexExpr", "Predicate", "Grid", "arange", "mgrid", "par_dim", "index"]
 
@@ -293,8 +294,6 @@ def par_dim_ndarray(dims: tuple, marked: list[int], dtype: Any, memory: Any, nam
     """``nl.ndarray`` of a shape with ``nl.par_dim`` after block dims (SBUF / PSUM): the partition
     dim is stored first, so each block is a tile of whole partitions (the capacity and partition
     checks then see the real layout); the view puts the dims back in the kernel's order."""
-    from .. import language
-
     if len(marked) > 1:
         raise ValueError(f"shape: one nl.par_dim per shape, got {dims}")
     j, sizes = marked[0], language._shape(dims)

@@ -29,6 +29,9 @@ from .index_expressions import (Grid, IndexExpr, Predicate, _bbox, _Clipped, _fr
                             _mask_array, _masked, _retarget, _same_view, _sub, arange, index,
                             mgrid, par_dim)
 from ..machine.memory import WRITER_MATMUL, Tensor
+from .. import isa
+from ..machine.alu import op_name
+from .. import language
 
 __all__ = ["IndexExpr", "Predicate", "Grid", "arange", "mgrid", "par_dim", "load", "store", "copy", "transpose",
            "matmul", "empty_like", "sum", "max", "min", "mean", "prod", "var", "all", "where", "static_cast",
@@ -38,8 +41,6 @@ _ball = builtins.all
 
 
 def _isa():
-    from .. import isa
-
     return isa
 
 
@@ -242,8 +243,6 @@ def _binary(op: Any, x: Any, y: Any, dtype: Any = None, mask: Any = None, out: T
     """x <op> y for tiles (broadcasting as numpy's) and numbers: tensor_tensor, or tensor_scalar
     where one side is a number or a per-partition [P, 1] tile; in fp32, cast to ``dtype`` or the
     promoted dtype (comparisons: bool)."""
-    from ..machine.alu import op_name
-
     name = op_name(op)
     tiles = [t for t in (x, y) if isinstance(t, Tensor)]
     if not tiles:
@@ -492,8 +491,6 @@ def device_print(prefix: str, x: Any, *, mask: Any = None, **kwargs: Any) -> Non
 def empty_like(a: Any, dtype: Any = None, *, buffer: Any = None, name: str = "", **kwargs: Any) -> Tensor:
     """A new tensor of ``a``'s shape and dtype (or ``dtype``) in ``buffer`` (default: SBUF, as the
     0.1.0 docs say); its contents start undefined."""
-    from .. import language
-
     a = _engine.as_tensor(a, "a")
     return language.ndarray(a.shape, dtype or a.dtype, buffer=buffer, name=name, **kwargs)
 
@@ -612,8 +609,6 @@ def _unary(name: str, x: Tensor) -> Tensor:
 
 def _install_language() -> None:
     """nl.fp32 holds nl.fp32.min (the language module's own name, extended here)."""
-    from .. import language
-
     f32 = DTYPES["float32"]
     language.fp32 = _FP32(f32.name, f32.format, f32.storage, f32.kind)
 

@@ -21,6 +21,7 @@ from ..machine import rules as _rules
 from ..machine.context import Context, KernelFault, current
 from ..machine.dtypes import dtype_of
 from ..machine.memory import MEMORIES, WRITER_MATMUL, WRITER_OTHER, WRITER_READ, Allocation, Tensor
+from ..machine.context import where
 
 __all__ = ["read", "write", "new_tile", "cost_elementwise", "as_tensor", "same_shape"]
 
@@ -152,8 +153,6 @@ def same_shape(ctx: Context, dst: Tensor, values: np.ndarray) -> np.ndarray:
 
 def new_tile(shape: tuple, dtype: Any, memory: str = "sbuf", name: str = "") -> Tensor:
     """A fresh tile (the older interface's value-returning instructions allocate their result)."""
-    from ..machine.context import where
-
     ctx = current()
     line = where()
     d = _precision.allocated(ctx, line, dtype_of(dtype))

@@ -19,6 +19,7 @@ from .forms import Form
 from .operands import (constraint, destination, flat, raw, reduce_name, shape_fault)
 from .path import Call
 from .table import instruction
+from ..machine.arithmetic import cast_into
 
 _f32 = np.float32
 
@@ -232,8 +233,6 @@ def _select_into(ctx: Context, dst: Tensor, on_true: Tensor, chosen: np.ndarray,
     dtypes agree, else through fp32."""
     chosen = chosen.reshape(dst.shape[0], -1)
     if dst.dtype == on_true.dtype:
-        from ..machine.arithmetic import cast_into
-
         bits = flat(raw(ctx, on_true, parameter, engine))
         fill = cast_into(np.broadcast_to(np.asarray(on_false, dtype=np.float32), bits.shape).copy(), dst.dtype)
         write(ctx, dst, None, bits=np.where(chosen, bits, fill).reshape(dst.shape))

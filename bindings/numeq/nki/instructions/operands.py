@@ -13,6 +13,7 @@ from ..machine.context import Context, KernelFault, current
 from .access import as_tensor, new_tile, read, write
 from .forms import Form
 from ..machine.memory import Tensor
+from ..machine.psum import settle
 
 __all__ = ["constraint", "generation", "per_partition", "flat", "alu_fn", "reduce_name", "lanes",
            "write_where", "raw", "destination", "doc"]
@@ -116,8 +117,6 @@ def write_where(ctx: Context, dst: Tensor, chosen: np.ndarray, values: np.ndarra
     their data, written mask and PSUM writer (a predicated write leaves them unmodified)."""
     chosen = np.broadcast_to(chosen.reshape(dst.shape) if chosen.size == dst.size else chosen, dst.shape)
     if dst.base.id in ctx.pending:  # a pending matmul chain there: its values are what stays
-        from ..machine.psum import settle
-
         settle(ctx, dst.base)
     old_mask = dst.mask.copy()  # first: made now, the mask zeroes bytes nothing wrote (Allocation.mask)
     old_data = dst.data.copy()

@@ -23,6 +23,7 @@ from .operands import (alu_fn, constraint, destination, doc, flat, lanes, per_pa
                        shape_fault, write_where)
 from .path import Call
 from .table import instruction
+from ..machine.targets import start_partitions
 
 
 def _reduce_out(ctx: Context, instruction: str, cmd: Cmd, rows: np.ndarray, selected: np.ndarray,
@@ -197,8 +198,6 @@ def nc_stream_shuffle(c: Call) -> Any:
                                                     "partition")
     sp, dp = src.shape[0], dst.shape[0]
     active = -(-max(sp, dp) // 32) * 32
-    from ..machine.targets import start_partitions
-
     for t, name in ((src, "src"), (dst, "dst")):
         first = t.partitions()[0]
         if first not in start_partitions(active):

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any, Callable
 
 import numpy as np
+from .context import current
 
 __all__ = ["ALU", "COMPARISONS", "alu", "op_name"]
 
@@ -90,8 +91,6 @@ def alu(op: Any, x: np.ndarray, y: Any, parameter: str = "op") -> np.ndarray:
     name = op_name(op, parameter)
     f = ALU.get(name)
     if f is None:
-        from .context import current
-
         raise current().unsupported(f"the ALU operator {name!r} (known: {', '.join(ALU)})")
     # Inside a run numpy's floating-point warnings are off (context.running).
     return f(x if isinstance(x, np.ndarray) else np.asarray(x, dtype=np.float32),

@@ -16,6 +16,7 @@ import contextlib
 import gc
 
 import numpy as np
+from .precision import record_issue
 
 __all__ = ["Context", "Finding", "Instruction", "KernelFault", "Unsupported", "current", "running", "where"]
 
@@ -221,8 +222,6 @@ class Context:
         ins = Instruction(step, engine, name, at, operands[0], operands[1], int(nbytes), int(flops), int(cycles),
                           detail, partitions, tuple(self.loop_indices))
         if self.rounded or sums or "function" in detail:
-            from .precision import record_issue
-
             record_issue(self, name, at, dst, srcs, detail, sums)
         self.trace.append(ins)
         return ins

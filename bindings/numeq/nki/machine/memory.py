@@ -19,6 +19,8 @@ from typing import Any, Sequence
 import numpy as np
 
 from .dtypes import DType, dtype_of, storage_dtype
+from . import views as _indexing
+from .views import access_pattern
 
 __all__ = ["Allocation", "Memory", "Tensor", "MEMORIES", "ds", "DynSlice", "WRITER_NONE", "WRITER_MATMUL",
            "WRITER_MEMSET", "WRITER_OTHER", "WRITER_READ"]
@@ -247,16 +249,12 @@ class Tensor:
                       None if self._writer is None else f(self._writer), self.dtype)
 
     def __getitem__(self, key: Any) -> "Tensor":
-        from . import views as _indexing
-
         index = _indexing.normalise(key, self.shape, self)
         if isinstance(index, _indexing.Gather):
             return index.view(self)
         return self._apply(lambda a: a[index])
 
     def __setitem__(self, key: Any, value: Any) -> None:
-        from . import views as _indexing
-
         _indexing.assign(self, key, value)
 
     def ap(self, pattern: Sequence[Sequence[int]] | None = None, offset: int | None = None, *args: Any,
@@ -264,8 +262,6 @@ class Tensor:
         """An access pattern over the buffer's storage: ``pattern`` = [[step, count], ...]
         outermost first, steps in elements; ``offset`` None starts at this view's first element, an
         int at that element of the buffer (see ``_indexing.access_pattern``)."""
-        from .views import access_pattern
-
         return access_pattern(self, pattern, offset, *args, **kwargs)
 
     def reshape(self, *shape: Any) -> "Tensor":

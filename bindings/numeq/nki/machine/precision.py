@@ -21,6 +21,11 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import numpy as np
+from .dtypes import dtype_of
+from .arithmetic import fp32_values
+import json
+from ... import _core
+from .arithmetic import _CERTIFIED
 
 __all__ = ["NARROW", "PrecisionRow", "Site", "allocated", "flow", "record_write", "record_issue"]
 
@@ -32,8 +37,6 @@ def allocated(ctx: Any, line: str, dtype: Any) -> Any:
     """The dtype a tile allocated at ``line`` gets: its own, or fp32 when the precision flow widens
     that line (``Context.widen``, the one switch every allocation goes through)."""
     if ctx.widen and line in ctx.widen and dtype.format in NARROW:
-        from .dtypes import dtype_of
-
         return dtype_of("float32")
     return dtype
 
@@ -92,8 +95,6 @@ def record_write(ctx: Any, dst: Any, values: np.ndarray, bits: np.ndarray) -> No
         # (one pass; a NaN with payload bits there counts as rounded, which moves no value).
         changed = int(np.count_nonzero(np.ascontiguousarray(v).view(np.uint32) & np.uint32(0xFFFF)))
     else:
-        from .arithmetic import fp32_values
-
         back = fp32_values(bits, dst.dtype)
         v = v.astype(np.float32).reshape(back.shape)
         changed = int(np.count_nonzero(back != v))
@@ -165,14 +166,8 @@ def _function_model(ctx: Any, function: str) -> str:
     platform's function models), or that it is one IEEE operation or none."""
     models = getattr(ctx, "_function_models", None)
     if models is None:
-        import json
-
-        from ... import _core
-
         platform = json.loads(_core.core_platform_json(ctx.target.platform))
         models = ctx._function_models = {f["function"]: f for f in platform.get("functions", [])}
-    from .arithmetic import _CERTIFIED
-
     model = models.get(_CERTIFIED.get(function, function))
     if model is None:
         return f"{function}: one IEEE fp32 operation (or none): correctly rounded, no budget"

@@ -15,6 +15,7 @@ import numpy as np
 from .context import Context, KernelFault
 from .memory import WRITER_OTHER
 from .targets import start_partitions
+from .psum import settle as compute_pending
 
 __all__ = ["RULES", "Rule", "review_status", "check_on_chip", "check_read", "check_matmul", "check_dma", "capacity", "check_engine_access"]
 
@@ -134,8 +135,6 @@ def check_read(ctx: Context, t: Any, settle: bool = True, rows: bool = False) ->
     never stored (AWS's 0.1.0 rmsnorm and layernorm examples). A finding is made where undefined
     values reach something else: a partly written partition, or a destination of other rows."""
     if settle and t.base.id in ctx.pending:
-        from .psum import settle as compute_pending
-
         compute_pending(ctx, t.base)
     if t.base.complete or t.mask.min() == t.base.full:
         return

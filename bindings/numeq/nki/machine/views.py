@@ -10,6 +10,8 @@ import operator
 from typing import Any, Sequence
 
 import numpy as np
+from .context import current
+from .dtypes import dtype_of
 
 __all__ = ["Gather", "access_pattern", "assign", "normalise", "out_of_bounds"]
 
@@ -22,8 +24,6 @@ class Gather:
 
 
 def out_of_bounds(t: Any, message: str) -> Exception:
-    from .context import current
-
     return current().fail("index_bounds", f"{t.name}: {message}",
                           source="documented: NKI tensors are indexed within their shape (nki.language docs)")
 
@@ -119,9 +119,6 @@ def access_pattern(t: Any, pattern: Sequence[Sequence[int]] | None = None, offse
     the buffer's start; ``dtype`` reads the storage as another dtype (steps and counts in its
     elements). On SBUF / PSUM the first pair addresses partitions: its step must be the storage's
     elements per partition."""
-    from .context import current
-    from .dtypes import dtype_of
-
     if pattern is None:
         pattern = kwargs.pop("ap", None)
     if args:
