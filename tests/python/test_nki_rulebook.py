@@ -86,3 +86,26 @@ def test_every_rule_either_checker_emits_is_in_the_book_with_its_severity():
     for r, severities in seen_run.items():
         assert r in nki.RULES and "run" in nki.RULES[r].checked_by, r
         assert severities == {nki.RULES[r].severity}, (r, severities)
+
+
+@pytest.mark.parametrize("both_in_psum", [False, True])
+def test_two_operands_in_psum_break_engine_access(both_in_psum):
+    """tensor_tensor reads two tiles; at most one may be in PSUM (nki.isa.tensor_tensor docstring)."""
+    @nki.jit
+    def add(a):
+        x = nl.ndarray((128, 64), nl.float32, buffer=nl.psum)
+        y = nl.ndarray((128, 64), nl.float32, buffer=nl.psum if both_in_psum else nl.sbuf)
+        nisa.memset(x, 1.0)
+        nisa.memset(y, 2.0)
+        z = nl.ndarray((128, 64), nl.float32, buffer=nl.sbuf)
+        nisa.tensor_tensor(dst=z, data1=x, data2=y, op=nl.add)
+        out = nl.ndarray((128, 64), nl.float32, buffer=nl.shared_hbm)
+        nisa.dma_copy(dst=out, src=z)
+        return out
+
+    r = nki.run(add, np.zeros((1,), np.float32))
+    found = [f for f in r.findings if f.rule == "engine_access"]
+    assert bool(found) == both_in_psum, r.findings
+    assert np.all(r.outputs == 3.0)
+    if found:
+        assert "x and y" in found[0].message and found[0].severity == nki.RULES["engine_access"].severity

@@ -70,10 +70,20 @@ def _is_sum(op: Any) -> bool:
 MASKED: dict[str, Callable] = {}
 
 
+def _one_psum_operand(ctx: Any, spec: InstructionSpec, values: dict) -> None:
+    """The row's operands of which at most one may be in PSUM (nki.isa docstrings of the
+    instructions that read two tiles: one may be in PSUM)."""
+    in_psum = [values[p] for p in spec.one_psum
+               if isinstance(values.get(p), Tensor) and values[p].base.memory.name == "psum"]
+    if len(in_psum) > 1:
+        ctx.find("engine_access", "error", f"{spec.name} reads {' and '.join(t.name for t in in_psum)} from PSUM; at "
+                 "most one operand may be in PSUM", spec.source or doc(spec.name))
+
+
 def entry(spec: InstructionSpec) -> Callable:
     """The public ``nki.isa`` function of row ``spec``."""
     semantics, forms, name, default_engine = spec.semantics, list(spec.forms), spec.name, spec.engine
-    takes_engine, takes_mask, since = bool(spec.engines), spec.mask != "none", spec.since
+    takes_engine, takes_mask, since, one_psum = bool(spec.engines), spec.mask != "none", spec.since, spec.one_psum
 
     def instruction(*args: Any, **kwargs: Any) -> Any:
         ctx = current()
@@ -86,6 +96,8 @@ def entry(spec: InstructionSpec) -> Callable:
                 if eng not in spec.engines:
                     raise ValueError(f"engine: nisa.{name} runs on {', '.join(spec.engines)}, not {eng}")
         form, values, dtype = bind(name, args, kwargs, forms)
+        if one_psum:
+            _one_psum_operand(ctx, spec, values)
         if since > 2 and ctx.target.generation < since:
             ctx.find("target_generation", "error", f"{name} is available on NeuronCore-v{since} and newer; the "
                      f"target {ctx.target.name} is {ctx.target.core}", spec.source or doc(name))

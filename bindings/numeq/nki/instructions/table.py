@@ -41,7 +41,8 @@ class InstructionSpec:
     ``since``: the first NeuronCore generation that has it (nki.isa's nc_version). ``assumptions``:
     the named assumptions the semantics read. ``sums``: the parameter (or parameters) holding the
     operator that makes it an fp32 sum where it is add (a precision-flow site), "always", or ""
-    where it sums nothing. ``doc`` and ``source``: what it computes and where AWS documents it."""
+    where it sums nothing. ``one_psum``: operands of which at most one may be in PSUM (the engine
+    has one PSUM read port). ``doc`` and ``source``: what it computes and where AWS documents it."""
 
     name: str
     engine: str
@@ -52,6 +53,7 @@ class InstructionSpec:
     since: int = 2
     assumptions: tuple[str, ...] = ()
     sums: str | tuple[str, ...] = ""
+    one_psum: tuple[str, ...] = ()
     doc: str = ""
     source: str = ""
 

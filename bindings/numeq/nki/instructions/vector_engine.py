@@ -74,7 +74,8 @@ def memset(c: Call) -> Any:
     return dst
 
 
-@instruction("tensor_tensor", engine="vector", engines=_ELEMENTWISE_ENGINES, mask="elements", forms=[
+@instruction("tensor_tensor", engine="vector", one_psum=("data1", "data2"), engines=_ELEMENTWISE_ENGINES,
+             mask="elements", forms=[
     Form("current", "dst: tensor, data1: tensor, data2: tensor, op: op"),
     Form("0.1.0", "data1: tensor, data2: tensor, op: op", returns=True)])
 def tensor_tensor(c: Call) -> Any:
@@ -82,9 +83,6 @@ def tensor_tensor(c: Call) -> Any:
     ctx, vals, dst, op = c.ctx, c.args, c.args.get("dst"), c.args["op"]
     d1, d2 = as_tensor(vals["data1"], "data1"), as_tensor(vals["data2"], "data2")
     eng = c.engine
-    if d1.base.memory.name == "psum" and d2.base.memory.name == "psum":
-        ctx.find("engine_access", "error", f"tensor_tensor reads both {d1.name} and {d2.name} from PSUM; at most one "
-                 "operand may be in PSUM", "documented: nki.isa.tensor_tensor docstring")
     _rules.check_engine_access(ctx, eng, [d1, d2] + ([dst] if isinstance(dst, Tensor) else []), "tensor_tensor")
     x, y = read(ctx, d1, "data1", eng, rows=True), read(ctx, d2, "data2", eng, rows=True)
     if y.shape != x.shape and y.size == x.size:

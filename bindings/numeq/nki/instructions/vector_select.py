@@ -98,7 +98,7 @@ def range_select(c: Call) -> Any:
     return dst
 
 
-@instruction("select_reduce", engine="vector", forms=[
+@instruction("select_reduce", engine="vector", one_psum=("on_true", "predicate"), forms=[
     Form("current", "dst: tensor, predicate: tensor, on_true: tensor, on_false: value,"
                      "reduce_res: tensor? = None, reduce_cmd = reduce_cmd.idle, reduce_op: op = 'maximum',"
                      "reverse_pred = False")])
@@ -115,9 +115,6 @@ def select_reduce(c: Call) -> Any:
     if on_true.dtype.name in ("tfloat32", "int32", "uint32"):
         constraint(ctx, "select_reduce", f"on_true {on_true.name} is {on_true.dtype}; any dtype but tfloat32, int32 "
                    "and uint32")
-    if pred_t.base.memory.name == "psum" and on_true.base.memory.name == "psum":
-        ctx.find("engine_access", "error", f"select_reduce reads both {on_true.name} and {pred_t.name} from PSUM; at "
-                 "most one may be in PSUM", doc("select_reduce"))
     x = flat(read(ctx, on_true, "on_true", rows=True))
     pred = flat(raw(ctx, pred_t, "predicate")) != 0
     if pred.shape != x.shape or dst.shape[0] != x.shape[0] or dst.free_size() != x.shape[1]:
@@ -135,7 +132,7 @@ def select_reduce(c: Call) -> Any:
     return dst
 
 
-@instruction("tensor_copy_predicated", engine="vector", mask="elements", forms=[
+@instruction("tensor_copy_predicated", engine="vector", one_psum=("src", "predicate"), mask="elements", forms=[
     Form("current", "dst: tensor, src: value, predicate: tensor, reverse_pred = False")])
 def tensor_copy_predicated(c: Call) -> Any:
     """dst = src where predicate (nonzero; ``reverse_pred``: where zero) on the Vector engine; dst
@@ -155,9 +152,6 @@ def tensor_copy_predicated(c: Call) -> Any:
     srcs = [pred_t]
     if isinstance(src, Tensor):
         srcs.insert(0, src)
-        if src.base.memory.name == "psum" and pred_t.base.memory.name == "psum":
-            ctx.find("engine_access", "error", f"tensor_copy_predicated reads both {src.name} and {pred_t.name} from "
-                     "PSUM; at most one may be in PSUM", doc("tensor_copy_predicated"))
         if src.size != dst.size or src.shape[0] != dst.shape[0]:
             raise shape_fault(ctx, "tensor_copy_predicated", f"src {src.shape} and dst {dst.shape} differ")
         if src.dtype != dst.dtype:

@@ -84,7 +84,8 @@ def bn_aggr(c: Call) -> Any:
     return dst
 
 
-@instruction("tensor_tensor_scan", engine="vector", assumptions=("scan_carry",), sums=("op0", "op1"), forms=[
+@instruction("tensor_tensor_scan", engine="vector", one_psum=("data0", "data1"), assumptions=("scan_carry",),
+             sums=("op0", "op1"), forms=[
     Form("current", "dst: tensor, data0: tensor, data1: tensor, initial: value, op0: op, op1: op,"
                      "reverse0 = False, reverse1 = False"),
     Form("0.1.0", "data0: tensor, data1: tensor, initial: value, op0: op, op1: op, reverse0 = False,"
@@ -98,9 +99,6 @@ def tensor_tensor_scan(c: Call) -> Any:
     Older form without dst returns a new tile."""
     ctx, form, v, dtype = c.ctx, c.form, c.args, c.dtype
     d0, d1 = as_tensor(v["data0"], "data0"), as_tensor(v["data1"], "data1")
-    if d0.base.memory.name == "psum" and d1.base.memory.name == "psum":
-        ctx.find("engine_access", "error", f"tensor_tensor_scan reads both {d0.name} and {d1.name} from PSUM; at most "
-                 "one may be in PSUM", "documented: nki.isa.tensor_tensor_scan docstring")
     x0, x1 = flat(read(ctx, d0, "data0", rows=True)), flat(read(ctx, d1, "data1", rows=True))
     if x0.shape != x1.shape:
         raise shape_fault(ctx, "tensor_tensor_scan", f"data0 {d0.shape} and data1 {d1.shape} differ in partitions or "
@@ -171,7 +169,7 @@ def tensor_scalar_cumulative(c: Call) -> Any:
     return dst
 
 
-@instruction("scalar_tensor_tensor", engine="vector", mask="elements", forms=[
+@instruction("scalar_tensor_tensor", engine="vector", one_psum=("data", "operand1"), mask="elements", forms=[
     Form("current", "dst: tensor, data: tensor, op0: op, operand0: value, op1: op, operand1: tensor,"
                      "reverse0 = False, reverse1 = False"),
     Form("0.1.0", "*, data: tensor, op0: op, operand0: value, op1: op, operand1: tensor, reverse0 = False,"
@@ -183,9 +181,6 @@ def scalar_tensor_tensor(c: Call) -> Any:
     tile of data's size; ``reverse0`` / ``reverse1`` swap an operator's operands."""
     ctx, form, v, dtype = c.ctx, c.form, c.args, c.dtype
     data, operand1 = as_tensor(v["data"], "data"), as_tensor(v["operand1"], "operand1")
-    if data.base.memory.name == "psum" and operand1.base.memory.name == "psum":
-        ctx.find("engine_access", "error", f"scalar_tensor_tensor reads both {data.name} and {operand1.name} from "
-                 "PSUM; at most one may be in PSUM", "documented: nki.isa.scalar_tensor_tensor docstring")
     x = flat(read(ctx, data, "data", rows=True))
     y = flat(read(ctx, operand1, "operand1", rows=True))
     if y.shape != x.shape:
