@@ -437,15 +437,32 @@ def test_the_readme_table_is_true():
 
 
 def test_the_docs_table_of_instructions_is_the_instruction_table():
-    """Every row of numeq.nki's instruction table is an implemented nki.isa instruction of docs/nki.md's
-    table, and every instruction the docs call implemented is a row (enums and queries aside)."""
+    """The nki.isa instructions of docs/nki.md's table (enums and queries aside) are the rows of
+    numeq.nki's instruction table: those it calls implemented are the rows with semantics, those it
+    says raise are the rows without, which a kernel can import and name."""
     from numeq.nki.instructions.table import INSTRUCTIONS
 
-    documented = {n for module, row, impl, _ in _readme_table()
-                  if module == "nki.isa" and row != "enums, classes, queries" for n in impl}
-    assert documented == set(INSTRUCTIONS), sorted(documented ^ set(INSTRUCTIONS))
+    rows = [(impl, unsup) for module, row, impl, unsup in _readme_table()
+            if module == "nki.isa" and row != "enums, classes, queries"]
+    implemented = {n for impl, _ in rows for n in impl}
+    unsupported = {n for _, unsup in rows for n in unsup}
+    with_semantics = {n for n, spec in INSTRUCTIONS.items() if spec.implemented}
+    assert implemented == with_semantics, sorted(implemented ^ with_semantics)
+    assert unsupported == set(INSTRUCTIONS) - with_semantics, sorted(unsupported ^ (set(INSTRUCTIONS) - with_semantics))
     for name, spec in INSTRUCTIONS.items():
-        assert getattr(numeq.nki.isa, name).__name__ == name and spec.forms and (spec.doc or spec.semantics.__doc__)
+        assert getattr(numeq.nki.isa, name).__name__ == name
+        if spec.implemented:
+            assert spec.forms and (spec.doc or spec.semantics.__doc__), name
+
+
+def test_an_unimplemented_instruction_imports_and_raises_with_the_kernels_line_when_called():
+    from numeq.nki.isa import nc_matmul_mx  # a kernel file naming it imports
+
+    def kernel():
+        nc_matmul_mx()  # the line the message names
+    line = inspect.getsourcelines(kernel)[1] + 1
+    with pytest.raises(numeq.nki.Unsupported, match=rf"test_nki_cli.py:{line}: .*nki.isa.nc_matmul_mx"):
+        numeq.nki.run(kernel)
 
 
 def test_an_unsupported_name_raises_on_access_or_use():

@@ -20,6 +20,7 @@ from .instructions import dma_engine as _dma_rows, gpsimd_engine as _gpsimd_rows
 from .instructions import scalar_engine as _scalar_rows, tensor_engine as _tensor_rows  # noqa: F401
 from .instructions import vector_engine as _vector_rows, vector_select as _select_rows  # noqa: F401
 from .instructions import vector_statistics as _statistics_rows  # noqa: F401
+from .instructions import unimplemented as _unimplemented_rows  # noqa: F401
 from .instructions.path import public_functions
 from .machine.context import current
 from .machine.engines import Engine

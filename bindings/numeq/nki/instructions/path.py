@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from ..machine.alu import op_name
-from ..machine.context import Instruction, current
+from ..machine.context import Instruction, Unsupported, active, current, where
 from ..machine.engines import engine_name
 from ..machine.memory import Tensor
 from .forms import Form, bind
@@ -80,8 +80,24 @@ def _one_psum_operand(ctx: Any, spec: InstructionSpec, values: dict) -> None:
                  "most one operand may be in PSUM", spec.source or doc(spec.name))
 
 
+def _unsupported_entry(spec: InstructionSpec) -> Callable:
+    """The public function of a row numeq does not implement: importable, raising when called."""
+    name = spec.name
+
+    def instruction(*args: Any, **kwargs: Any) -> Any:
+        raise Unsupported(f"{where() if active() else '<kernel>'}: numeq.nki does not implement nki.isa.{name} "
+                          f"({spec.source}); see docs/nki.md's table of NKI names")
+
+    return instruction
+
+
 def entry(spec: InstructionSpec) -> Callable:
     """The public ``nki.isa`` function of row ``spec``."""
+    if not spec.implemented:
+        instruction = _unsupported_entry(spec)
+        instruction.__name__ = instruction.__qualname__ = spec.name
+        instruction.__module__ = "numeq.nki.isa"
+        return instruction
     semantics, forms, name, default_engine = spec.semantics, list(spec.forms), spec.name, spec.engine
     takes_engine, takes_mask, since, one_psum = bool(spec.engines), spec.mask != "none", spec.since, spec.one_psum
 

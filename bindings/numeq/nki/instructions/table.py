@@ -25,7 +25,7 @@ from typing import Any, Callable
 
 from .forms import Form
 
-__all__ = ["INSTRUCTIONS", "InstructionSpec", "instruction"]
+__all__ = ["INSTRUCTIONS", "InstructionSpec", "instruction", "unimplemented"]
 
 MASKS = ("none", "elements", "rows")
 
@@ -46,7 +46,7 @@ class InstructionSpec:
 
     name: str
     engine: str
-    semantics: Callable[..., Any]
+    semantics: Callable[..., Any] | None  # None: NKI documents it, numeq does not implement it yet
     forms: tuple[Form, ...]
     engines: tuple[str, ...] = ()
     mask: str = "none"
@@ -60,8 +60,12 @@ class InstructionSpec:
     def __post_init__(self) -> None:
         if self.mask not in MASKS:
             raise ValueError(f"{self.name}: mask {self.mask!r}; valid: {', '.join(MASKS)}")
-        if not self.forms:
+        if self.semantics is not None and not self.forms:
             raise ValueError(f"{self.name}: an instruction has at least one argument form")
+
+    @property
+    def implemented(self) -> bool:
+        return self.semantics is not None
 
 
 INSTRUCTIONS: dict[str, InstructionSpec] = {}
@@ -77,3 +81,11 @@ def instruction(name: str, *, engine: str, forms: tuple[Form, ...] | list[Form],
         return semantics
 
     return register
+
+
+def unimplemented(name: str, source: str, since: int = 2) -> None:
+    """A row for an instruction NKI documents (``source``) and numeq does not implement yet: a kernel
+    can import and name it; calling it raises ``numeq.nki.Unsupported`` with the kernel's line."""
+    if name in INSTRUCTIONS:
+        raise ValueError(f"instruction {name!r} is already in the table")
+    INSTRUCTIONS[name] = InstructionSpec(name, "unknown", None, (), since=since, source=source)
