@@ -31,9 +31,19 @@ def as_tensor(x: Any, parameter: str) -> Tensor:
     raise TypeError(f"{parameter}: expected an NKI tensor (nl.ndarray or a view of one), got {type(x).__name__}")
 
 
+_F32 = np.dtype(np.float32)
+
+
 def read(ctx: Context, t: Any, parameter: str, engine: str = "vector", rows: bool = False) -> np.ndarray:
     """The fp32 values of operand ``t`` (checked: partitions, engine access, poison; ``rows``: the
     instruction works partition by partition, see ``_rules.check_read``)."""
+    if type(t) is Tensor and t.checked:
+        # The common case, decided at once: an on-chip view already checked, of an SBUF tile every
+        # byte of which is written and no matmul chain is pending in (what the checks below pass).
+        base = t.base
+        if base.complete and not base.tracks_writer and base.id not in ctx.pending:
+            data = t.data
+            return data if data.dtype is _F32 else _numerics.fp32_values(data, t.dtype)
     t = as_tensor(t, parameter)
     if not t.base.memory.on_chip and engine != "dma":
         _rules.off_chip(ctx, t, engine, parameter)
@@ -58,6 +68,16 @@ def write(ctx: Context, dst: Any, values: np.ndarray, writer: int = WRITER_OTHER
     """Store fp32 (or float64) ``values`` into ``dst``: cast into its dtype with ``rounding``
     (default: the target's output rounding; or store ``bits`` already of dst's storage dtype),
     note a narrowing for the precision flow, mark the bytes written, record PSUM's writer."""
+    base = dst.base
+    if (bits is None and rounding is None and dst.checked and type(values) is np.ndarray and values.dtype is _F32
+            and dst.dtype.format == "fp32" and values.shape == dst.shape and ctx.nearest_output and base.complete
+            and not base.tracks_writer and not base._uninitialised and ctx.undefined_rows is None
+            and base.id not in ctx.pending and base.id not in ctx.pinned):
+        # The common case, decided at once: fp32 values into a checked, wholly written fp32 SBUF
+        # tile (no cast, no narrowing, nothing pending: what the path below does for it).
+        dst.data[...] = values
+        base.dirty = True
+        return
     _rules.check_on_chip(ctx, dst)
     before_write(ctx, dst)
     if bits is None:

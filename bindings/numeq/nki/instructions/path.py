@@ -7,10 +7,11 @@ report what they did through ``Call.issue``.
 
 from __future__ import annotations
 
+import sys
 from typing import Any, Callable
 
 from ..machine.alu import op_name
-from ..machine.context import Instruction, Unsupported, active, current, where
+from ..machine.context import Instruction, Unsupported, active, current, kernel_line, where
 from ..machine.engines import engine_name
 from ..machine.memory import Tensor
 from .forms import Form, bind
@@ -114,10 +115,14 @@ def entry(spec: InstructionSpec) -> Callable:
         form, values, dtype = bind(name, args, kwargs, forms)
         if one_psum:
             _one_psum_operand(ctx, spec, values)
-        if since > 2 and ctx.target.generation < since:
-            ctx.find("target_generation", "error", f"{name} is available on NeuronCore-v{since} and newer; the "
-                     f"target {ctx.target.name} is {ctx.target.core}", spec.source or doc(name))
-        return semantics(Call(ctx, spec, form, values, dtype, eng))
+        ctx.at = kernel_line(sys._getframe(1))  # None when numeq itself called it (the front)
+        try:
+            if since > 2 and ctx.target.generation < since:
+                ctx.find("target_generation", "error", f"{name} is available on NeuronCore-v{since} and newer; the "
+                         f"target {ctx.target.name} is {ctx.target.core}", spec.source or doc(name))
+            return semantics(Call(ctx, spec, form, values, dtype, eng))
+        finally:
+            ctx.at = None
 
     instruction.__name__ = instruction.__qualname__ = name
     instruction.__doc__ = spec.doc or semantics.__doc__

@@ -121,6 +121,25 @@ def assigned_name() -> str:
 _WHERE: dict[tuple[str, int], str] = {}  # (base name, line) -> "file.py:LINE", made once per line
 
 
+_LINE_OF_CODE: dict[Any, str | None] = {}  # a code object -> its file's base name, None inside numeq.nki
+
+
+def kernel_line(frame: Any) -> str | None:
+    """The "file.py:LINE" of ``frame`` when it is the kernel's (outside numeq.nki), else None: an
+    instruction called straight from the kernel knows its line without walking the stack."""
+    code = frame.f_code
+    name = _LINE_OF_CODE.get(code, 0)
+    if name == 0:
+        name = _LINE_OF_CODE[code] = _basename(code.co_filename)
+    if name is None:
+        return None
+    key = (name, frame.f_lineno)
+    text = _WHERE.get(key)
+    if text is None:
+        text = _WHERE[key] = f"{name}:{frame.f_lineno}"
+    return text
+
+
 def where() -> str:
     """The kernel's "file.py:LINE" that called into numeq.nki (the first frame outside it)."""
     f = sys._getframe(1)
@@ -148,6 +167,8 @@ class Context:
         # Below this a DMA is overhead-bound (FACTS.md s3: < 256 B per partition; the target table's).
         self.limits["dma_small_bytes"] = int(target["dma_overhead_bytes"])
         self.assumptions = assumptions  # name -> value (every assumption, defaults filled in)
+        # Whether results are stored rounding to nearest even (the instruction path's fast case).
+        self.nearest_output = assumptions["output_rounding"] == "nearest_even"
         self.cites: dict[str, str] = {}  # target key -> its source, as findings cite it (_rules._cite)
         self.loop_indices: list[int] = []  # the running nl.*_range loops' current indices (language._Loop)
         # The precision flow (_precision): where values were rounded, and the tiles to allocate in
@@ -156,6 +177,7 @@ class Context:
         self.rounded: list = []
         self.widen: frozenset = frozenset()
         self.findings: list[Finding] = []
+        self.at: str | None = None  # the kernel's line of the instruction running, when it called it directly
         self._finding_at: dict[tuple[str, str], Finding] = {}
         self.trace: list[Instruction] = []
         self.lives: list = []  # every allocation's Life (the capacity rules), not its arrays
@@ -178,7 +200,7 @@ class Context:
     def find(self, rule: str, severity: str, message: Any, source: str, at: str | None = None) -> Finding:
         """Record a finding at the kernel's line (``at``); ``message`` may be a callable giving
         the text, made only the first time the rule fires at that line (hot warnings)."""
-        at = at or where()
+        at = at or self.at or where()
         key = (rule, at)
         f = self._finding_at.get(key)
         if f is not None:
@@ -218,7 +240,7 @@ class Context:
                     partitions = t.partitions()[1]
                 described.append((base.name, base.memory.name, t.data.shape, t.dtype.name))
             operands.append(described)
-        at = where()
+        at = self.at or where()
         ins = Instruction(step, engine, name, at, operands[0], operands[1], int(nbytes), int(flops), int(cycles),
                           detail, partitions, tuple(self.loop_indices))
         if self.rounded or sums or "function" in detail:
