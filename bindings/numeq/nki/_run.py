@@ -223,9 +223,11 @@ def _execute(fn: Callable, args: tuple, kwargs: dict, target: str, assume: dict 
 def _kernel_platform(ctx: _RunContext) -> str:
     """The op-level platform the kernel's matmuls amount to: the K tile its nc_matmuls contract
     (``k_tile``) when every instruction but an output tile's last contracts the same K."""
-    ks = [ins.detail["k"] for ins in ctx.trace if ins.name == "nc_matmul"]
+    # The PE-array matmuls: the instructions whose trace record says where in PSUM they accumulate.
+    matmuls = [ins for ins in ctx.trace if "psum" in ins.detail]
+    ks = [ins.detail["k"] for ins in matmuls]
     extra: dict[str, Any] = {}
-    double = any(ins.detail.get("double_row") for ins in ctx.trace if ins.name == "nc_matmul")
+    double = any(ins.detail.get("double_row") for ins in matmuls)
     if double and ctx.assumptions["fp8_double_row"] != "on":
         extra["fp8_double_row"] = "on"
     if ks:

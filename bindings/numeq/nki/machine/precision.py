@@ -147,7 +147,7 @@ def _psum_chains(trace: list) -> list[Site]:
     sites: dict[str, Site] = {}
     running: dict = {}  # PSUM (buffer id, offset) -> K summed so far in its chain
     for ins in trace:
-        if ins.name != "nc_matmul":
+        if "psum" not in ins.detail:  # a PE-array matmul into PSUM records where it accumulates
             continue
         d = ins.detail
         key = d.get("psum")
