@@ -18,16 +18,19 @@ B, Mm, Dma, Tiling = model.Buffer, model.Matmul, model.Dma, model.Tiling
 STATUS = {"error": "fail", "warning": "warn"}
 
 
-def manifest_rules(target: str, k: int, n: int, dt: str, double_row: bool, out_memory: str = "psum",
-                   dma_bytes: int = 4096, dma_partitions: int = 128) -> dict[str, str]:
+def manifest_findings(target: str, k: int, n: int, dt: str, double_row: bool, out_memory: str = "psum",
+                      dma_bytes: int = 4096, dma_partitions: int = 128) -> list:
     bufs = (B("stat", "sbuf", dt, (k, 128)), B("mov", "sbuf", dt, (k, n)), B("out", out_memory, "fp32", (128, n)))
     parts = {"buffers": bufs, "matmuls": (Mm("mm", "stat", "mov", "out", double_row=double_row),),
              "dmas": (Dma("ld", "mov", "load", dma_bytes, dma_partitions),)}
-    found = tiling.check(Tiling(target, **parts), targets.target(target))
-    return {f.rule: f.status for f in found if f.status != "pass"}
+    return [f for f in tiling.check(Tiling(target, **parts), targets.target(target)) if f.status != "pass"]
 
 
-def run_rules(target: str, k: int, n: int, dt, double_row: bool, out_memory=nl.psum, columns: int = 1024) -> dict:
+def manifest_rules(*args, **kwargs) -> dict[str, str]:
+    return {f.rule: f.status for f in manifest_findings(*args, **kwargs)}
+
+
+def run_findings(target: str, k: int, n: int, dt, double_row: bool, out_memory=nl.psum) -> list:
     @nki.jit
     def kernel(a, b):
         shape_a = (k // 2, 2, 128) if double_row else (k, 128)
@@ -45,8 +48,11 @@ def run_rules(target: str, k: int, n: int, dt, double_row: bool, out_memory=nl.p
     numpy_dtype = np.dtype(nl.float32.storage) if dt is nl.float32 else dt.storage
     a = rng.standard_normal((k, 128)).astype(numpy_dtype)
     b = rng.standard_normal((k, n)).astype(numpy_dtype)
-    r = nki.run(kernel, a, b, target=target)
-    return {f.rule: f.severity for f in r.findings}
+    return nki.run(kernel, a, b, target=target).findings
+
+
+def run_rules(*args, **kwargs) -> dict[str, str]:
+    return {f.rule: f.severity for f in run_findings(*args, **kwargs)}
 
 
 CASES = [  # (what breaks, target, K, N, dtype, double_row, the shared rule)
@@ -62,10 +68,12 @@ NL = {"bf16": nl.bfloat16, "e4m3": nl.float8_e4m3, "fp32": nl.float32}
 @pytest.mark.parametrize("what, target, k, n, dt, double_row, shared", CASES, ids=[c[0] for c in CASES])
 def test_a_run_and_a_manifest_name_the_same_limit_alike(what, target, k, n, dt, double_row, shared):
     rule = nki.RULES[shared]
-    in_manifest = manifest_rules(target, k, n, dt, double_row)
-    in_run = run_rules(target, k, n, NL[dt], double_row)
-    assert in_manifest.get(shared) == STATUS[rule.severity], (what, in_manifest)
-    assert in_run.get(shared) == rule.severity, (what, in_run)
+    in_manifest = {f.rule: f for f in manifest_findings(target, k, n, dt, double_row)}
+    in_run = {f.rule: f for f in run_findings(target, k, n, NL[dt], double_row)}
+    assert shared in in_manifest and in_manifest[shared].status == STATUS[rule.severity], (what, in_manifest)
+    assert shared in in_run and in_run[shared].severity == rule.severity, (what, in_run)
+    # The same evidence: both cite the target value (or document) the limit comes from.
+    assert in_run[shared].source == in_manifest[shared].evidence, (in_run[shared].source, in_manifest[shared].evidence)
 
 
 def test_every_rule_either_checker_emits_is_in_the_book_with_its_severity():

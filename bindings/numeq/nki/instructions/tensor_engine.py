@@ -60,7 +60,7 @@ def nc_matmul(c: Call) -> Any:
     if double_row and not {stationary.dtype.format, moving.dtype.format} <= {"e4m3", "e5m2", "e4m3fn"}:
         raise KernelFault(ctx.find("matmul_perf_mode", "error", f"nc_matmul perf_mode=double_row on {stationary.dtype} x "
                                    f"{moving.dtype}: double_row takes fp8 inputs only",
-                                   "documented: nki.isa.nc_matmul docstring (perf_mode=double_row: FP8 only)"))
+                                   ctx.target.spec("matmul_contraction_double_row").cite()))
     if double_row and fmt not in ("e4m3", "e5m2"):
         raise ctx.unsupported(f"nc_matmul double_row on {stationary.dtype} x {moving.dtype} (numeq's double_row "
                               "plan takes two fp8 operands of one format)")

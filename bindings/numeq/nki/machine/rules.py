@@ -177,7 +177,7 @@ def check_matmul(ctx: Context, dst: Any, stationary: Any, moving: Any, k: int, m
     if double_row and "matmul_contraction_double_row" not in tgt:
         raise KernelFault(ctx.find("matmul_perf_mode", "error", f"nc_matmul perf_mode=double_row: {ctx.target.name} "
                                    f"({ctx.target.core}) has no double_row mode (NeuronCore-v3 and later)",
-                                   "documented: nki.isa.nc_matmul docstring (perf_mode)"))
+                                   _cite(ctx, "matmul_contraction")))
     kmax = int(tgt["matmul_contraction_double_row"]) if double_row else lim["matmul_contraction"]
     if k > kmax:
         # The hardware rejects it and numeq's PE plan has no such tile: the run stops here.
