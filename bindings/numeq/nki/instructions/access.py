@@ -69,15 +69,24 @@ def write(ctx: Context, dst: Any, values: np.ndarray, writer: int = WRITER_OTHER
     (default: the target's output rounding; or store ``bits`` already of dst's storage dtype),
     note a narrowing for the precision flow, mark the bytes written, record PSUM's writer."""
     base = dst.base
-    if (bits is None and rounding is None and dst.checked and type(values) is np.ndarray and values.dtype is _F32
-            and dst.dtype.format == "fp32" and values.shape == dst.shape and ctx.nearest_output and base.complete
-            and not base.tracks_writer and not base._uninitialised and ctx.undefined_rows is None
+    if (dst.checked and not base.tracks_writer and ctx.undefined_rows is None
+            and (base.complete or (dst.data is base.data and base._mask is None))
             and base.id not in ctx.pending and base.id not in ctx.pinned):
-        # The common case, decided at once: fp32 values into a checked, wholly written fp32 SBUF
-        # tile (no cast, no narrowing, nothing pending: what the path below does for it).
-        dst.data[...] = values
-        base.dirty = True
-        return
+        # The common cases, decided at once (what the path below does for them): into a checked
+        # SBUF tile wholly written before, or written whole now, with nothing pending in it, either
+        # bits of its own dtype or fp32 values into an fp32 tile (no cast, no narrowing).
+        if bits is not None:
+            fast = bits.shape == dst.shape
+        else:
+            fast = (rounding is None and type(values) is np.ndarray and values.dtype is _F32
+                    and dst.dtype.format == "fp32" and values.shape == dst.shape and ctx.nearest_output)
+            bits = values if fast else None
+        if fast:
+            dst.data[...] = bits
+            base._uninitialised = False
+            base.complete = True
+            base.dirty = True
+            return
     _rules.check_on_chip(ctx, dst)
     before_write(ctx, dst)
     if bits is None:
