@@ -43,7 +43,7 @@ class Run:
     target: str
     assumptions: dict[str, str]
     completed: bool = True
-    sites: dict = field(default_factory=dict, repr=False)  # where precision was lost (_precision.Site)
+    sites: dict = field(default_factory=dict, repr=False)  # where precision was lost (machine.precision.Site)
     rerun: Any = field(default=None, repr=False, compare=False)  # rerun(widen=, assume=) -> Run
     lives: list = field(default_factory=list, repr=False)  # every allocation's Life (memory use over time)
 
@@ -67,7 +67,7 @@ class Run:
         return out
 
     def precision_flow(self, assumptions: bool | list = True, reference: Any = None) -> list:
-        """Every place the run loses precision (``_precision``), largest measured share of the
+        """Every place the run loses precision (``machine.precision``), largest measured share of the
         output's error first: narrowings, accumulations, activations, then (``assumptions``: True
         for all, or a list of names) each assumption's alternatives with the output elements they
         change. ``reference``: the exact result (its shares are then of the output's distance from

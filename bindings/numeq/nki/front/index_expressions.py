@@ -307,7 +307,7 @@ def par_dim_ndarray(dims: tuple, marked: list[int], dtype: Any, memory: Any, nam
 
 
 class _View(Gather):
-    """The view an index expression key selects (``_indexing.normalise`` hands it the tensor)."""
+    """The view an index expression key selects (``views.normalise`` hands it the tensor)."""
 
     def __init__(self, f: Callable, grid: tuple, valid: tuple | None, message: str, line: str) -> None:
         self.f, self.grid, self.valid, self.message, self.line = f, grid, valid, message, line
@@ -507,7 +507,7 @@ def _masked(mask: Any, dst: Tensor, operands: list, run: Callable) -> None:
         for o, mk in saved:
             o.mask[...] = mk
     _engine.settled(ctx, scratch)
-    _engine.before_write(ctx, d)
+    access.before_write(ctx, d)
     d.data[keep] = scratch.data[keep]
     d.mask[keep] = scratch.mask[keep]
     d.base.complete = False  # masked-out elements of d stay as they were

@@ -65,7 +65,7 @@ def assign(t: Tensor, key: Any, value: Any) -> None:
         if value.dtype == view.dtype and value.base.memory is view.base.memory and _fresh(ctx, value):
             _rules.check_on_chip(ctx, view)
             _engine.settled(ctx, value)
-            _engine.before_write(ctx, view)
+            access.before_write(ctx, view)
             view.data[...] = value.data.reshape(view.shape)
             view.mask[...] = value.mask.reshape(view.shape)
             if not value.base.complete:
@@ -545,7 +545,7 @@ def _accumulate(ctx: Any, dst: Tensor, tile: Tensor) -> None:
                                    f"shape {tile.shape}", "documented: nki.isa.nc_matmul docstring"))
     _rules.check_accumulate(ctx, dst, np.ones(dst.shape, dtype=bool))
     if dst.shape == tile.shape and _psum.transfer(ctx, tile, dst):
-        # The matmul joins dst's pending chain (computed when dst is read, _psum).
+        # The matmul joins dst's pending chain (computed when dst is read, machine.psum).
         _rules.check_read(ctx, dst, settle=False)
         _engine.mark_written(ctx, dst, WRITER_MATMUL)
     else:

@@ -80,7 +80,7 @@ def per_partition(ctx: Context, x: Any, partitions: int, instruction: str, param
 
 
 def alu_fn(op: Any, parameter: str) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
-    """The fp32 ALU function of operator ``op`` (``_alu.ALU``)."""
+    """The fp32 ALU function of operator ``op`` (``machine.alu.ALU``)."""
     name = op_name(op, parameter)
     f = ALU.get(name) or ALU.get(_REDUCE_ALIASES.get(name, ""))
     if f is None:

@@ -74,7 +74,7 @@ def nc_matmul(c: Call) -> Any:
         _rules.check_read(ctx, dst, settle=False)  # poison only: adding onto a pending chain extends it
     mode = "accumulate" if every else "overwrite" if not some else "mixed"
     if mode != "mixed" and dst.dtype.format == "fp32":
-        # Computed when the PSUM tile is read (_psum: the chain in one call of the platform plan).
+        # Computed when the PSUM tile is read (machine.psum: the chain in one call of the platform plan).
         _psum.defer(ctx, dst, (a, stationary), (b, moving), fmt, k, double_row, mode == "accumulate")
         mark_written(ctx, dst, WRITER_MATMUL)
     else:

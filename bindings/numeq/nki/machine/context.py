@@ -171,7 +171,7 @@ class Context:
         self.nearest_output = assumptions["output_rounding"] == "nearest_even"
         self.cites: dict[str, str] = {}  # target key -> its source, as findings cite it (_rules._cite)
         self.loop_indices: list[int] = []  # the running nl.*_range loops' current indices (language._Loop)
-        # The precision flow (_precision): where values were rounded, and the tiles to allocate in
+        # The precision flow (machine.precision): where values were rounded, and the tiles to allocate in
         # fp32 instead (by allocation line) when the kernel runs again to measure a share.
         self.sites: dict = {}
         self.rounded: list = []
@@ -194,7 +194,7 @@ class Context:
         # Partitions of the current instruction's operands no instruction wrote (_rules.check_read).
         self.undefined_rows: Any = None  # SBUF buffer id -> PSUM buffer ids whose pending chains read it
         self._shared: dict[str, list] = {}
-        self._shared_seen: dict[tuple, int] = {}  # PSUM buffer id -> its matmul chains not yet computed (_psum)
+        self._shared_seen: dict[tuple, int] = {}  # PSUM buffer id -> its matmul chains not yet computed (machine.psum)
 
     # --- findings ------------------------------------------------------------------------------
     def find(self, rule: str, severity: str, message: Any, source: str, at: str | None = None) -> Finding:

@@ -121,7 +121,7 @@ class Allocation:
         # by their first instruction, and zeroing fresh pages cost the 2048^3 matmul kernel a
         # tenth of its time. Such bytes are never seen: they are unwritten until an instruction
         # writes them, and the first look at an unwritten buffer's mask zeroes them (Allocation.mask),
-        # (and a first write to part of it zeroes the rest, _engine.before_write), so that bits
+        # (and a first write to part of it zeroes the rest, access.before_write), so that bits
         # copied from it are the same on every run. HBM tensors (outputs) start zero.
         self.data = (np.empty if memory.on_chip else np.zeros)(shape, dtype=st) if data is None else data
         self._uninitialised = data is None and memory.on_chip
@@ -261,7 +261,7 @@ class Tensor:
            **kwargs: Any) -> "Tensor":
         """An access pattern over the buffer's storage: ``pattern`` = [[step, count], ...]
         outermost first, steps in elements; ``offset`` None starts at this view's first element, an
-        int at that element of the buffer (see ``_indexing.access_pattern``)."""
+        int at that element of the buffer (see ``views.access_pattern``)."""
         return access_pattern(self, pattern, offset, *args, **kwargs)
 
     def reshape(self, *shape: Any) -> "Tensor":

@@ -85,7 +85,7 @@ class PrecisionRow:
 
 
 def record_write(ctx: Any, dst: Any, values: np.ndarray, bits: np.ndarray) -> None:
-    """``_engine.write`` cast fp32 ``values`` into dst's ``bits``: remember how many changed (the
+    """``access.write`` cast fp32 ``values`` into dst's ``bits``: remember how many changed (the
     instruction's issue classifies it)."""
     if dst.dtype.format not in NARROW:
         return

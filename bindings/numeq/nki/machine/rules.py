@@ -131,7 +131,7 @@ def check_read(ctx: Context, t: Any, settle: bool = True, rows: bool = False) ->
     ``rows``: the instruction computes each partition from the same partition of its operands (the
     Vector and Scalar engines' elementwise and free-axis work). Then whole partitions no instruction
     wrote are no error: their results stay undefined in the destination (``ctx.undefined_rows``,
-    applied by ``_engine.write``), as the rows a masked load left out of a tile are computed and
+    applied by ``access.write``), as the rows a masked load left out of a tile are computed and
     never stored (AWS's 0.1.0 rmsnorm and layernorm examples). A finding is made where undefined
     values reach something else: a partly written partition, or a destination of other rows."""
     if settle and t.base.id in ctx.pending:

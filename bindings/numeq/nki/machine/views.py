@@ -17,7 +17,7 @@ __all__ = ["Gather", "access_pattern", "assign", "normalise", "out_of_bounds"]
 
 
 class Gather:
-    """An index the older interface may give that no strided view expresses (hook for _legacy)."""
+    """An index the older interface may give that no strided view expresses (the front gives its views)."""
 
     def view(self, t: Any) -> Any:  # pragma: no cover - overridden
         raise NotImplementedError
