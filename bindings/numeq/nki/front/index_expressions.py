@@ -507,7 +507,7 @@ def _masked(mask: Any, dst: Tensor, operands: list, run: Callable) -> None:
         for o, mk in saved:
             o.mask[...] = mk
     _engine.settled(ctx, scratch)
-    access.before_write(ctx, d)
+    _engine.before_write(ctx, d)
     d.data[keep] = scratch.data[keep]
     d.mask[keep] = scratch.mask[keep]
     d.base.complete = False  # masked-out elements of d stay as they were

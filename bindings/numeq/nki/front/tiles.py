@@ -65,7 +65,7 @@ def assign(t: Tensor, key: Any, value: Any) -> None:
         if value.dtype == view.dtype and value.base.memory is view.base.memory and _fresh(ctx, value):
             _rules.check_on_chip(ctx, view)
             _engine.settled(ctx, value)
-            access.before_write(ctx, view)
+            _engine.before_write(ctx, view)
             view.data[...] = value.data.reshape(view.shape)
             view.mask[...] = value.mask.reshape(view.shape)
             if not value.base.complete:
