@@ -18,6 +18,7 @@ import math
 from collections.abc import Iterable
 
 from ..nki.machine import targets as _targets
+from ..nki.machine.rules import review_status
 from .findings import ReviewFinding
 from .model import FORMAT_BYTES, MANIFEST_ENGINES, MANIFEST_MEMORIES, Buffer, Dma, Matmul, Stage, Tiling
 
@@ -31,6 +32,11 @@ _FP8 = ("e4m3", "e5m2")
 _PACKING = "assumed: two fp8 rows of K per partition in double_row (the SBUF layout is not documented)"
 # Engines whose instructions take the Vector/Scalar/GpSimd free-size limits.
 _VECTOR_ENGINES = ("vector", "scalar", "gpsimd")
+
+
+def _broken(criterion: str, rule: str, subject: str, message: str, evidence: str) -> ReviewFinding:
+    """A finding of a broken rule: "fail" or "warn" as the rule book's severity says."""
+    return ReviewFinding(criterion, review_status(rule), rule, subject, message, evidence)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -109,7 +115,7 @@ def _valid_buffers(tiling: Tiling, t: _targets.Target, out: list[ReviewFinding] 
         seen.add(b.name)
         if problem is not None:
             if out is not None:
-                out.append(ReviewFinding(_LIMITS, "fail", "buffer_valid", _subject("buffer", b), f"{b.name}: {problem}",
+                out.append(_broken(_LIMITS, "buffer_valid", _subject("buffer", b), f"{b.name}: {problem}",
                                    "manifest"))
             continue
         good[b.name] = b
@@ -164,7 +170,7 @@ def _partition_rules(buffers: dict[str, Buffer], t: _targets.Target, packed: dic
     parts = _int(t, "partitions")
     over = [b for b in chip if _partitions(b, packed) > parts]
     for b in over:
-        out.append(ReviewFinding(_LIMITS, "fail", "partition_dim", _subject("buffer", b),
+        out.append(_broken(_LIMITS, "partition_dim", _subject("buffer", b),
                            f"{b.name} ({b.memory.upper()}, shape {_shape(b)}, partition axis {b.partition_dim}) spans "
                            f"{b.partitions} partitions; a tile spans at most {parts}", spec.cite()))
     if not over:
@@ -186,7 +192,7 @@ def _partition_rules(buffers: dict[str, Buffer], t: _targets.Target, packed: dic
             starts = " or ".join(str(a) for a in allowed)
             why = (f"runs past partition {parts - 1} ({s} + {n} > {parts})" if s in allowed
                    else f"may start at partition {starts}, not {s}")
-            out.append(ReviewFinding(_LIMITS, "fail", "partition_start", _subject("buffer", b),
+            out.append(_broken(_LIMITS, "partition_start", _subject("buffer", b),
                                f"{b.name}: a tile of {n} partitions {why}", spec.cite()))
     if fitting and not bad:
         partial = sum(1 for b in fitting if _partitions(b, packed) < parts)
@@ -210,11 +216,12 @@ def _capacity_rules(buffers: dict[str, Buffer], t: _targets.Target, packed: dict
         summary = f"PSUM buffers total {_size(total)} of {_size(cap)} per partition ({used} of {banks} banks)"
         evidence = f"{cap_spec.cite()}; banks: {banks_spec.cite()}"
         if total > cap or used > banks:
-            out.append(ReviewFinding(_MEMORY, "fail", "psum_capacity",
+            out.append(ReviewFinding(_MEMORY, review_status("psum_capacity"), "psum_capacity",
                                "PSUM buffers " + ", ".join(_subject("", b).strip() for b in psum),
                                f"{detail}; {summary}: over-subscribed", evidence))
         else:
-            out.append(ReviewFinding(_MEMORY, "pass", "psum_capacity", "PSUM buffers", f"{detail}; {summary}", evidence))
+            out.append(ReviewFinding(_MEMORY, "pass", "psum_capacity", "PSUM buffers", f"{detail}; {summary}",
+                                     evidence))
 
     sbuf = _on_chip(buffers, "sbuf")
     if sbuf:
@@ -226,7 +233,7 @@ def _capacity_rules(buffers: dict[str, Buffer], t: _targets.Target, packed: dict
             largest = sorted(sbuf, key=lambda b: -_bytes(b, packed))[:3]
             rest = len(sbuf) - len(largest)
             more = f"; and {rest} smaller" if rest else ""
-            out.append(ReviewFinding(_MEMORY, "fail", "sbuf_capacity",
+            out.append(ReviewFinding(_MEMORY, review_status("sbuf_capacity"), "sbuf_capacity",
                                "SBUF buffers " + ", ".join(_subject("", b).strip() for b in largest),
                                f"{summary}: over by {_size(total - cap)}; largest: "
                                f"{'; '.join(_copies(b, packed) for b in largest)}{more}", spec.cite()))
@@ -249,9 +256,9 @@ def _matmul_rules(tiling: Tiling, buffers: dict[str, Buffer], t: _targets.Target
     bad: dict[str, int] = {}  # rule -> offenders
     checked: dict[str, int] = {}
 
-    def fail(rule: str, m: Matmul, message: str, evidence: str, status: str = "fail") -> None:
+    def fail(rule: str, m: Matmul, message: str, evidence: str) -> None:
         bad[rule] = bad.get(rule, 0) + 1
-        out.append(ReviewFinding(_LIMITS, status, rule, _subject("matmul", m), f"{m.name}: {message}", evidence))
+        out.append(_broken(_LIMITS, rule, _subject("matmul", m), f"{m.name}: {message}", evidence))
 
     def tick(rule: str) -> None:
         checked[rule] = checked.get(rule, 0) + 1
@@ -371,7 +378,8 @@ def _matmul_rules(tiling: Tiling, buffers: dict[str, Buffer], t: _targets.Target
         **{rule: (f"{r} free size {size} <= {free_max[rule]} (largest {free_seen[rule]})", t.spec(rule).cite())
            for rule, (r, size, _) in free_sizes.items()},
         "matmul_output_memory": ("outputs are fp32 PSUM tiles of shape [M, N]", k_spec.cite()),
-        "matmul_psum_bank": (f"each matmul output fits one PSUM bank of {bank_bytes} B per partition", bank_spec.cite()),
+        "matmul_psum_bank": (f"each matmul output fits one PSUM bank of {bank_bytes} B per partition",
+                             bank_spec.cite()),
     }
     for rule, (message, evidence) in passes.items():
         if checked.get(rule) and not bad.get(rule):
@@ -380,7 +388,7 @@ def _matmul_rules(tiling: Tiling, buffers: dict[str, Buffer], t: _targets.Target
     rate = t.spec("fp32_matmul_rate")
     if fp32_inputs:
         for m in fp32_inputs:
-            out.append(ReviewFinding(_LIMITS, "warn", "matmul_fp32", _subject("matmul", m),
+            out.append(_broken(_LIMITS, "matmul_fp32", _subject("matmul", m),
                                f"{m.name}: fp32 inputs run at {t['fp32_matmul_rate']:g}x the bf16 rate "
                                f"({t['peak_flops_fp32'] / 1e12:g} vs {t['peak_flops_bf16'] / 1e12:g} TFLOPS on "
                                f"{t.name}); use bf16 (or tf32) inputs if the numerics allow", rate.cite()))
@@ -403,14 +411,15 @@ def _stage_rules(tiling: Tiling, buffers: dict[str, Buffer], t: _targets.Target)
     for s in tiling.stages:
         if s.engine not in MANIFEST_ENGINES:
             bad_ops += 1
-            out.append(ReviewFinding(_LIMITS, "fail", "stage_operands", _subject("stage", s),
-                               f"{s.name}: engine {s.engine!r} is not one of {', '.join(MANIFEST_ENGINES)}", "manifest"))
+            out.append(_broken(_LIMITS, "stage_operands", _subject("stage", s),
+                               f"{s.name}: engine {s.engine!r} is not one of {', '.join(MANIFEST_ENGINES)}",
+                               "manifest"))
         ops: list[Buffer] = []
         for name in s.operands:
             b = buffers.get(name)
             if b is None:
                 bad_ops += 1
-                out.append(ReviewFinding(_LIMITS, "fail", "stage_operands", _subject("stage", s),
+                out.append(_broken(_LIMITS, "stage_operands", _subject("stage", s),
                                    f"{s.name} ({s.instruction}): operand {name!r} is not a buffer; buffers: {valid}",
                                    "manifest"))
             else:
@@ -430,14 +439,14 @@ def _stage_rules(tiling: Tiling, buffers: dict[str, Buffer], t: _targets.Target)
         if free > limit:
             bad_free += 1
             via = f" (operand {in_psum[0].name} is in PSUM)" if in_psum else ""
-            out.append(ReviewFinding(_LIMITS, "fail", "stage_free_size", _subject("stage", s),
+            out.append(_broken(_LIMITS, "stage_free_size", _subject("stage", s),
                                f"{s.name} ({s.engine} {s.instruction}): free size {free} elements exceeds the {limit} "
                                f"a {s.engine} instruction takes in {where}{via}; tile the free axis", spec.cite()))
         if s.instruction == "bn_stats":
             bn_checked += 1
             if free > bn_max:
                 bad_bn += 1
-                out.append(ReviewFinding(_LIMITS, "fail", "bn_stats_free", _subject("stage", s),
+                out.append(_broken(_LIMITS, "bn_stats_free", _subject("stage", s),
                                    f"{s.name}: bn_stats over {free} elements; one bn_stats takes at most {bn_max} "
                                    "(split the free axis and merge with bn_aggr)", bn_spec.cite()))
     if not bad_ops:
@@ -464,7 +473,7 @@ def _stage_rules(tiling: Tiling, buffers: dict[str, Buffer], t: _targets.Target)
             sa, sb = touching(a, memory), touching(b, memory)
             if sa and sb:
                 clashes += 1
-                out.append(ReviewFinding(_MEMORY, "warn", "engine_port_sharing",
+                out.append(ReviewFinding(_MEMORY, review_status("engine_port_sharing"), "engine_port_sharing",
                                    ", ".join(_subject("stage", s) for s in sa + sb),
                                    f"{a} stages ({_names(sa)}) and {b} stages ({_names(sb)}) both access "
                                    f"{memory.upper()}; on {t.core} they cannot access it at once, so they serialise",
@@ -490,31 +499,31 @@ def _dma_rules(tiling: Tiling, buffers: dict[str, Buffer], t: _targets.Target) -
     flagged = {"dma_buffer": 0, "dma_small": 0, "dma_partitions": 0, "partial_partitions": 0, "dma_stride": 0}
     between: list[Dma] = []
 
-    def add(status: str, rule: str, d: Dma, message: str, evidence: str) -> None:
+    def add(rule: str, d: Dma, message: str, evidence: str) -> None:
         flagged[rule] += 1
-        out.append(ReviewFinding(_MEMORY, status, rule, _subject("dma", d), f"{d.name} ({d.direction} {d.buffer}): "
+        out.append(_broken(_MEMORY, rule, _subject("dma", d), f"{d.name} ({d.direction} {d.buffer}): "
                            + message, evidence))
 
     for d in tiling.dmas:
         if d.buffer not in buffers:
-            add("fail", "dma_buffer", d, f"buffer {d.buffer!r} is not a buffer; buffers: {valid}", "manifest")
+            add("dma_buffer", d, f"buffer {d.buffer!r} is not a buffer; buffers: {valid}", "manifest")
         b = d.bytes_per_partition
         if b < overhead:
-            add("warn", "dma_small", d, f"{b} B per partition per transfer is overhead-bound (< {overhead} B); "
+            add("dma_small", d, f"{b} B per partition per transfer is overhead-bound (< {overhead} B); "
                 f"aim for {_size(aim)}", over_spec.cite())
         elif b < recommended:
-            add("warn", "dma_small", d, f"{b} B per partition per transfer is below the recommended minimum of "
+            add("dma_small", d, f"{b} B per partition per transfer is below the recommended minimum of "
                 f"{_size(recommended)} (target {_size(aim)})", rec_spec.cite())
         elif b < aim:
             between.append(d)
         if d.partitions > parts:
-            add("fail", "dma_partitions", d, f"spans {d.partitions} partitions; SBUF/PSUM have {parts}",
+            add("dma_partitions", d, f"spans {d.partitions} partitions; SBUF/PSUM have {parts}",
                 parts_spec.cite())
         elif d.partitions < parts:
-            add("warn", "partial_partitions", d, f"uses {d.partitions} of {parts} partitions; the DMA guide recommends "
+            add("partial_partitions", d, f"uses {d.partitions} of {parts} partitions; the DMA guide recommends "
                 f"transfers spanning all {parts}", over_spec.cite())
         if d.stride_bytes > stride_max:
-            add("warn", "dma_stride", d, f"innermost stride {d.stride_bytes} B exceeds {stride_max} B, which halves "
+            add("dma_stride", d, f"innermost stride {d.stride_bytes} B exceeds {stride_max} B, which halves "
                 "the access bandwidth; make the innermost axis contiguous", stride_spec.cite())
     n = len(tiling.dmas)
     if not flagged["dma_buffer"]:

@@ -112,17 +112,22 @@ def _try(form: Form, args: tuple, kwargs: dict) -> tuple[dict | None, str]:
                 return None, f"missing {n}"
             vals[n] = default
         elif not _fits(kind, vals[n]):
-            return None, f"{n} is not a {kind.rstrip('?')}"
+            kind = kind.rstrip("?")
+            return None, f"{n} is not {'an' if kind[0] in 'aeiou' else 'a'} {kind}"
     return vals, ""
 
 
 def _signature(name: str, form: Form) -> str:
+    """How a call of ``form`` reads: ``nisa.iota(dst, pattern, offset=0, channel_multiplier=0)``."""
     parts = []
     for i, (n, _, default) in enumerate(form.params):
         if i == form.positional:
             parts.append("*")
-        parts.append(n if default is REQUIRED else f"{n}=reduce_cmd.{default.name}" if hasattr(default, "name")
-                     else f"{n}={default!r}")
+        if default is REQUIRED:
+            parts.append(n)
+        else:
+            named = next((text for text, v in _NAMED_DEFAULTS.items() if v is default), None)
+            parts.append(f"{n}={named or repr(default)}")
     return f"nisa.{name}({', '.join(parts)})"
 
 
@@ -171,4 +176,4 @@ def bind(name: str, args: tuple, kwargs: dict, forms: list[Form]) -> tuple[Form,
     if len(unknown) == len(forms):
         raise current().unsupported(f"nisa.{name}'s keyword {unknown[0].split()[-1]!r}")
     tried = "; or ".join(f"{_signature(name, f)} ({f.label}: {r})" for f, r in zip(forms, reasons))
-    raise TypeError(f"{name}: the call matches no form of nisa.{name}: expected {tried}")
+    raise TypeError(f"{where()}: nisa.{name}: the call matches no form: expected {tried}")

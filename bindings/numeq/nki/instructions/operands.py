@@ -1,4 +1,4 @@
-"""What the instructions' semantics share: per-partition operands,
+"""What the instructions' semantics share: the older form's destination, per-partition operands,
 partial writes and the findings their documented limits raise.
 """
 
@@ -10,14 +10,13 @@ import numpy as np
 
 from ..machine.alu import ALU, op_name
 from ..machine.context import Context, KernelFault, current
-from .access import as_tensor, new_tile, read, write
-from .forms import Form
 from ..machine.memory import Tensor
 from ..machine.psum import settle
+from .access import as_tensor, new_tile, read, write
+from .forms import Form
 
-__all__ = ["constraint", "generation", "per_partition", "flat", "alu_fn", "reduce_name", "lanes",
+__all__ = ["constraint", "per_partition", "flat", "alu_fn", "reduce_name", "lanes",
            "write_where", "raw", "destination", "doc"]
-
 
 
 def destination(vals: dict, form: Form, shape: tuple, dtype: Any, default_dtype: Any) -> Tensor:
@@ -36,14 +35,6 @@ def doc(instruction: str) -> str:
 def constraint(ctx: Context, instruction: str, message: str, source: str | None = None) -> None:
     """An operand outside what the instruction documents (a dtype, a size, an operator, a value)."""
     ctx.find("instruction_constraint", "error", f"{instruction}: {message}", source or doc(instruction))
-
-
-def generation(ctx: Context, instruction: str, first: int) -> None:
-    """An instruction the target's NeuronCore generation does not have (``first``: the first one
-    that does)."""
-    if ctx.target.generation < first:
-        ctx.find("target_generation", "error", f"{instruction} is available on NeuronCore-v{first} and newer; the "
-                 f"target {ctx.target.name} is {ctx.target.core}", doc(instruction))
 
 
 def shape_fault(ctx: Context, instruction: str, message: str) -> KernelFault:

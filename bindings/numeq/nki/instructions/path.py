@@ -33,17 +33,9 @@ class Call:
     def __init__(self, ctx: Any, spec: InstructionSpec, form: Form, args: dict, dtype: Any, engine: str) -> None:
         self.ctx, self.spec, self.form, self.args, self.dtype, self.engine = ctx, spec, form, args, dtype, engine
 
-    @property
-    def name(self) -> str:
-        return self.spec.name
-
     def destination(self, shape: tuple, default_dtype: Any) -> Tensor:
         """``dst`` of the current form, or the older form's new SBUF tile of ``shape``."""
         return destination(self.args, self.form, shape, self.dtype, default_dtype)
-
-    def source(self) -> str:
-        """The row's documentation, as findings cite it."""
-        return self.spec.source or doc(self.spec.name)
 
     def issue(self, outs: list, srcs: list, *, nbytes: int = 0, flops: int = 0, cycles: int = 0,
               engine: str | None = None, name: str | None = None, **detail: Any) -> Instruction:

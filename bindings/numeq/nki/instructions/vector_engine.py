@@ -87,15 +87,16 @@ def tensor_tensor(c: Call) -> Any:
     x, y = read(ctx, d1, "data1", eng, rows=True), read(ctx, d2, "data2", eng, rows=True)
     if y.shape != x.shape and y.size == x.size:
         y = y.reshape(x.shape)
+    op = op_name(op)  # once: the ALU, the PSUM-group pattern and the trace read it
     result = alu(op, x, y)
     if dst is None:
         dst = new_tile(d1.shape, c.dtype or d1.dtype)
     dst = as_tensor(dst, "dst")
-    _group_sum(ctx, op_name(op), dst, d1, d2)
+    _group_sum(ctx, op, dst, d1, d2)
     write(ctx, dst, result)
-    c.issue([dst], [d1, d2], flops=dst.size, cycles=cost_elementwise(dst),
-              op=op_name(op))
+    c.issue([dst], [d1, d2], flops=dst.size, cycles=cost_elementwise(dst), op=op)
     return dst
+
 
 def _group_sum(ctx: Any, op: str, dst: Tensor, d1: Tensor, d2: Tensor) -> None:
     """Record the PSUM-group pattern: an SBUF accumulator += a PSUM tile of chained matmuls (the
