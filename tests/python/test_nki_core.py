@@ -489,15 +489,24 @@ def test_installed_resolves_nki_modules_and_restores_them():
     assert {name: sys.modules.get(name) for name in before} == before
 
 
-def test_unimplemented_names_raise_unsupported_with_the_kernel_line():
+def test_unimplemented_names_exist_and_raise_unsupported_with_the_kernel_line_when_called():
     @nki.jit
     def k(a):
-        nisa.no_such_instruction(a)
+        nisa.builtin_custom_op(a)
         return a
 
-    with pytest.raises(nki.Unsupported, match=r"test_nki_core.py:\d+: .*nki.isa.no_such_instruction"):
+    @nki.jit
+    def k2(a):
+        nl.atomic_rmw(a, value=a, op=nl.add)
+        return a
+
+    with pytest.raises(nki.Unsupported, match=r"test_nki_core.py:\d+: .*nki.isa.builtin_custom_op"):
         nki.simulate(k)(np.zeros(1, np.float32))
-    with pytest.raises(nki.Unsupported, match="nki.language.no_such_function"):
+    with pytest.raises(nki.Unsupported, match=r"test_nki_core.py:\d+: .*nki.language.atomic_rmw"):
+        nki.simulate(k2)(np.zeros(1, np.float32))
+    # A name NKI does not document is not there, as on AWS's package: hasattr is False.
+    assert not hasattr(nl, "no_such_function") and not hasattr(nisa, "no_such_instruction")
+    with pytest.raises(AttributeError, match="no attribute 'no_such_function'"):
         nl.no_such_function  # noqa: B018
 
 

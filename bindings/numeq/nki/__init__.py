@@ -26,21 +26,48 @@ Example::
 
 from __future__ import annotations
 
-from . import isa, language, typing
+from . import collectives, compiler, isa, language, typing
 from .machine.context import Finding, Instruction, KernelFault, Unsupported
+from .machine.memory import Tensor as tensor  # nki.tensor: the older interface's tensor type (annotations)
 from ._install import installed
 from ._run import ASSUMPTIONS, Kernel, Run, assumptions_of, jit, run, simulate, simulate_kernel
 from .machine.rules import RULES
+from .machine.targets import target_from_environment
+from .placeholders import placeholders_of as _placeholders_of
 from . import front
 
 front.install()
 
+# nki.trace: the older releases' name of the kernel decorator (the SDK's own examples use it).
+trace = jit
+
 __all__ = ["ASSUMPTIONS", "Finding", "Instruction", "Kernel", "KernelFault", "RULES", "Run", "Unsupported",
-           "assumptions_of", "installed", "isa", "jit", "language", "run", "simulate", "simulate_kernel", "typing"]
+           "assumptions_of", "compiler", "cpu_simulate", "installed", "isa", "jit", "language", "run", "simulate",
+           "simulate_kernel", "tensor", "trace", "typing"]
+
+# nki.baremetal, nki.benchmark, nki.profile ...: documented, they compile for or measure on a device.
+globals().update(_placeholders_of("nki"))
 
 
-def __getattr__(name: str):
-    # nki.baremetal, nki.benchmark, nki.profile ... : names of AWS's package numeq does not implement.
-    if name.startswith("_"):  # private names and submodules being imported
-        raise AttributeError(name)
-    raise Unsupported(f"numeq.nki does not implement nki.{name}; see docs/nki.md's table of NKI names")
+class _ByCores:
+    """``nki.cpu_simulate(kernel)[cores](**inputs)``: the entry AWS's test harnesses call (nki-library's
+    simulation mode), ``cores`` the logical NeuronCores (LNC) the kernel is launched on."""
+
+    def __init__(self, kernel: object) -> None:
+        self._kernel = kernel
+
+    def __getitem__(self, cores: object):
+        if isinstance(cores, bool) or not isinstance(cores, int) or cores < 1:
+            raise ValueError(f"cores: cpu_simulate(kernel)[cores] takes a positive int (1 or 2 logical NeuronCores), "
+                             f"got {cores!r}")
+        kernel = self._kernel if cores == 1 else Kernel(getattr(self._kernel, "func", self._kernel))[cores]
+        return simulate(kernel, target=target_from_environment())
+
+    def __call__(self, *args: object, **kwargs: object):
+        return self[1](*args, **kwargs)
+
+
+def cpu_simulate(kernel: object) -> _ByCores:
+    """Run ``kernel`` on numeq as AWS's CPU simulator entry does: ``cpu_simulate(k)[lnc](**inputs)``
+    (or ``cpu_simulate(k)(**inputs)`` on one core); the outputs as numpy arrays."""
+    return _ByCores(kernel)

@@ -22,25 +22,49 @@ def settings() -> dict | None:
     return _settings[-1] if _settings else None
 
 
-def _modules() -> dict[str, types.ModuleType]:
-    from .. import nki as package
-    from . import isa, language, typing as nki_typing
+def _module(name: str, doc: str, names: dict) -> types.ModuleType:
+    mod = types.ModuleType(name, doc)
+    for key, value in names.items():
+        setattr(mod, key, value)
+    mod.__all__ = sorted(names)  # type: ignore[attr-defined]
+    return mod
 
-    constants = types.ModuleType("nki.isa.constants")
-    for name in ("engine", "dge_mode", "oob_mode", "reduce_cmd", "matmul_perf_mode", "nc_version"):
-        setattr(constants, name, getattr(isa, name))
-    mods = {
-        "nki": package, "nki.language": language, "nki.isa": isa, "nki.isa.constants": constants,
-        "nki.typing": nki_typing,
-        "neuronxcc": types.ModuleType("neuronxcc"), "neuronxcc.nki": package, "neuronxcc.nki.language": language,
-        "neuronxcc.nki.isa": isa, "neuronxcc.nki.isa.constants": constants, "neuronxcc.nki.typing": nki_typing,
+
+def _modules() -> dict[str, types.ModuleType]:
+    """NKI's module names (as AWS's package and its CPU simulator lay them out) -> numeq's modules."""
+    from .. import nki as package
+    from . import collectives, compiler, isa, language, typing as nki_typing
+    from .machine.dtypes import DTYPES, PENDING_DTYPES
+    from .machine.memory import Tensor
+
+    constants = _module("nki.isa.constants", "nki.isa's enumerations.", {
+        name: getattr(isa, name) for name in ("engine", "dge_mode", "oob_mode", "reduce_cmd", "matmul_perf_mode",
+                                              "nc_version", "dma_engine")})
+    dtypes = _module("nki.language.dtypes", "NKI's dtypes (nki.dtype).", {**DTYPES, **PENDING_DTYPES})
+    tensor = _module("nki.tensor", "NKI's tensor type.", {"NkiTensor": Tensor, "tensor": Tensor})
+    builtin = _module("nki.builtin", "The names NKI kernels reach without an import: nki.language's.",
+                      {name: getattr(language, name) for name in language.__all__})
+    nki_modules = {
+        "": package, ".language": language, ".isa": isa, ".isa.constants": constants, ".typing": nki_typing,
+        ".compiler": compiler, ".compiler.sbuf": compiler.sbuf, ".compiler.psum": compiler.psum,
+        ".collectives": collectives, ".language.dtypes": dtypes, ".dtype": dtypes, ".tensor": tensor,
+        ".builtin": builtin,
     }
-    mods["neuronxcc"].nki = package  # type: ignore[attr-defined]
+    mods: dict[str, types.ModuleType] = {}
+    # ``nki`` (the current interface), ``neuronxcc.nki`` (the older one) and ``nki_cpu_simulator.nki``
+    # (the module names of AWS's CPU simulator, which nki-library's simulation harness imports).
+    for prefix in ("nki", "neuronxcc.nki", "nki_cpu_simulator.nki"):
+        for suffix, mod in nki_modules.items():
+            mods[prefix + suffix] = mod
+    for parent in ("neuronxcc", "nki_cpu_simulator"):
+        mods[parent] = _module(parent, f"{parent} on numeq: its nki package is numeq.nki.", {"nki": package})
     return mods
 
 
-MODULE_NAMES = ("nki", "nki.language", "nki.isa", "nki.isa.constants", "nki.typing", "neuronxcc", "neuronxcc.nki",
-                "neuronxcc.nki.language", "neuronxcc.nki.isa", "neuronxcc.nki.isa.constants", "neuronxcc.nki.typing")
+MODULE_NAMES = tuple(f"{prefix}{suffix}" for prefix in ("nki", "neuronxcc.nki", "nki_cpu_simulator.nki")
+                     for suffix in ("", ".language", ".isa", ".isa.constants", ".typing", ".compiler",
+                                    ".compiler.sbuf", ".compiler.psum", ".collectives", ".language.dtypes", ".dtype",
+                                    ".tensor", ".builtin")) + ("neuronxcc", "nki_cpu_simulator")
 
 
 @contextlib.contextmanager

@@ -12,6 +12,7 @@ result (PSUM for the Tensor Engine, SBUF otherwise) and returns it.
 
 from __future__ import annotations
 
+import enum
 from typing import Any
 
 # Each engine's module registers its rows of the instruction table (imported under private names:
@@ -20,13 +21,16 @@ from .instructions import dma_engine as _dma_rows, gpsimd_engine as _gpsimd_rows
 from .instructions import scalar_engine as _scalar_rows, tensor_engine as _tensor_rows  # noqa: F401
 from .instructions import vector_engine as _vector_rows, vector_select as _select_rows  # noqa: F401
 from .instructions import vector_statistics as _statistics_rows  # noqa: F401
+from .instructions import vector_random as _random_rows  # noqa: F401
 from .instructions import unimplemented as _unimplemented_rows  # noqa: F401
 from .instructions.path import public_functions
 from .machine.context import current
+from .machine.dtypes import FP32_MIN
 from .machine.engines import Engine
-from .machine.context import Unsupported as _Unsupported, active as _active, where as _where
+from .placeholders import placeholders_of as _placeholders_of
 
-__all__ = ["dge_mode", "engine", "get_nc_version", "matmul_perf_mode", "nc_version", "oob_mode", "reduce_cmd"]
+__all__ = ["NkiValidationError", "dge_mode", "dma_engine", "engine", "fp32", "get_nc_version", "matmul_perf_mode",
+           "nc_version", "oob_mode", "reduce_cmd"]
 
 
 class engine:  # noqa: N801 - NKI's spelling (nisa.engine.vector, ...)
@@ -59,13 +63,34 @@ class reduce_cmd:  # noqa: N801
     idle, reset, reduce, reset_reduce, load_reduce = "idle", "reset", "reduce", "reset_reduce", "load_reduce"
 
 
-class nc_version:  # noqa: N801
-    gen2, gen3, gen4 = 2, 3, 4
+class nc_version(enum.IntEnum):  # noqa: N801
+    """NeuronCore version (nki.isa API reference: an Enum; gen2 trn1/inf2, gen3 trn2, gen4 trn3).
+    An IntEnum: AWS's own kernels compare it with ints and with each other
+    (``get_nc_version() >= nisa.nc_version.gen3``, ``get_nc_version() >= 3``)."""
+
+    gen2 = 2
+    gen3 = 3
+    gen4 = 4
 
 
-def get_nc_version() -> int:
+def get_nc_version() -> nc_version:
     """The current target's NeuronCore generation (nc_version.gen2 for trn1/inf2, gen3 for trn2)."""
-    return current().target.generation
+    return nc_version(current().target.generation)
+
+
+class dma_engine(enum.Enum):  # noqa: N801
+    """DMA transfer engine (nki.isa API reference): the shared DMA, or GpSimd's own."""
+
+    dma = 1
+    gpsimd_dma = 2
+
+
+class NkiValidationError(Exception):
+    """Raised when hardware constraints are violated (nki.isa API reference)."""
+
+
+class fp32:  # noqa: N801 - the older interface's nisa.fp32.min (SDK 2.26 nki.isa reference)
+    min = float(FP32_MIN)
 
 
 # Older releases' engine constants.
@@ -76,12 +101,10 @@ tensor_engine, vector_engine, scalar_engine, gpsimd_engine, unknown_engine = (
 # The instructions: one public function per row of the table.
 globals().update(public_functions())
 __all__ += sorted(public_functions())
+# Documented classes and functions numeq does not model yet: they exist, using one raises.
+globals().update(_placeholders_of("nki.isa"))
 
 
 def __getattr__(name: str) -> Any:
-    # An ISA name numeq does not implement: say so, with the kernel's line, never an AttributeError
-    # from inside numeq.
-    if name.startswith("_"):
-        raise AttributeError(name)
-    raise _Unsupported(f"{_where() if _active() else '<import>'}: numeq.nki does not implement nki.isa.{name}; see "
-                      "docs/nki.md's table of NKI names")
+    raise AttributeError(f"module 'nki.isa' has no attribute {name!r} (numeq.nki: not a documented NKI name; see "
+                         "docs/nki.md's table of NKI names)")

@@ -13,12 +13,16 @@ import numpy as np
 from .machine import rules as _rules
 from .machine.context import assigned_name, current
 from .machine.context import where as _where  # the kernel's line; nl.where is the older interface's select
-from .machine.dtypes import DTYPES, dtype_of
+from .machine.dtypes import DTYPES, PENDING_DTYPES, DType, dtype_of
 from .machine.precision import allocated
-from .machine.memory import MEMORIES, Allocation, Tensor, ds
+from .machine.memory import MEMORIES, Allocation, Memory, Tensor, ds
 from . import isa as _isa
+from .instructions.access import write as _write
+from .machine import randomness as _randomness
 from .machine.context import Unsupported as _Unsupported, active as _active
 from .machine.targets import DEFAULT_TARGET as _DEFAULT_TARGET, target as _target
+from .placeholders import placeholders_of as _placeholders_of
+from .compiler import no_reorder  # nl.no_reorder: program order, what numeq runs anyway
 
 __all__ = ["ndarray", "zeros", "ds", "affine_range", "sequential_range", "static_range", "program_id",
            "num_programs", "program_ndim", "tile_size", "sbuf", "psum", "hbm", "shared_hbm", "private_hbm"]
@@ -29,6 +33,24 @@ float8_e4m3, float8_e4m3fn, float8_e5m2 = (DTYPES[n] for n in ("float8_e4m3", "f
 int8, uint8, int16, uint16, int32, uint32 = (DTYPES[n] for n in ("int8", "uint8", "int16", "uint16", "int32", "uint32"))
 bool_ = DTYPES["bool"]
 fp32, bf16, fp16, tf32 = float32, bfloat16, float16, tfloat32
+# Trainium3's MX dtypes: named here, refused as a tile's dtype until numeq computes them.
+float8_e5m2_x4, float8_e4m3fn_x4, float4_e2m1fn_x4, float8_e8m0fnu = (
+    PENDING_DTYPES[n] for n in ("float8_e5m2_x4", "float8_e4m3fn_x4", "float4_e2m1fn_x4", "float8_e8m0fnu"))
+
+# The types kernels annotate with and test against (nki.language API reference: nl.NkiTensor, the
+# MemoryRegion of nl.sbuf ..., a dtype; nl.tensor and nl.dtype are the spellings AWS's own kernels use).
+NkiTensor = tensor = Tensor
+MemoryRegion = Memory
+dtype = DType
+
+
+class NKIObject:
+    """AWS's base class for kernel dataclasses and configuration objects (nki.language API
+    reference: ``NKIObject(**kwargs)``): keyword arguments become attributes."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        for key, value in kwargs.items():
+            setattr(self, key, value)
 
 sbuf, psum, hbm, shared_hbm, private_hbm = (MEMORIES[n] for n in ("sbuf", "psum", "hbm", "shared_hbm", "private_hbm"))
 
@@ -126,6 +148,46 @@ def ndarray_like(a: Tensor, dtype: Any = None, buffer: Any = None, name: str = "
     return ndarray(a.shape, dtype or a.dtype, buffer=buffer or a.buffer, name=name)
 
 
+# --- random numbers and constants ----------------------------------------------------------------
+def rand(shape: Any, dtype: Any = float32, buffer: Any = None, name: str = "") -> Tensor:
+    """A new tile of values uniform in [0, 1), from the Vector engine's generator (the named
+    assumption ``random_generator``), cast into ``dtype`` (nki.language.rand docs; the older
+    interface's dtype defaults to float32)."""
+    ctx = current()
+    t = ndarray(shape, dtype, buffer=buffer, name=name)
+    _write(ctx, t, _randomness.uniform(ctx, "vector", t.shape))
+    ctx.issue("vector", "rand", [t], [], cycles=max(64, t.free_size()))
+    return t
+
+
+def random_seed(seed: Any, **kwargs: Any) -> None:
+    """Seed the generator of ``rand`` / ``dropout`` from a [1, 1] 32-bit tile (nisa.set_rng_seed)."""
+    if kwargs.get("mask") is not None:
+        raise current().unsupported("nl.random_seed(mask=)")
+    _isa.set_rng_seed(seed)
+
+
+def dropout(x: Tensor, rate: Any, dtype: Any = None, **kwargs: Any) -> Tensor:
+    """x with each element zeroed with probability ``rate`` (a number or a (P, 1) tile), in a new
+    tile (nisa.dropout)."""
+    if kwargs.get("mask") is not None:
+        raise current().unsupported("nl.dropout(mask=)")
+    return _isa.dropout(x, rate) if dtype is None else _isa.dropout(x, rate, dtype=dtype)
+
+
+def shared_identity_matrix(n: int, dtype: Any = uint8, dst: Tensor | None = None, **kwargs: Any) -> Tensor:
+    """An n x n identity matrix (1 on the diagonal, exact in every dtype) in SBUF, or written into
+    ``dst`` (nki.language.shared_identity_matrix docs)."""
+    ctx = current()
+    n = operator.index(n)
+    t = ndarray((n, n), dtype, buffer=sbuf) if dst is None else dst
+    if tuple(t.shape) != (n, n):
+        raise ValueError(f"dst: shared_identity_matrix({n}) writes an ({n}, {n}) tile, got {t.shape}")
+    _write(ctx, t, np.eye(n, dtype=np.float32))
+    ctx.issue("dma", "shared_identity_matrix", [t], [], nbytes=n * n * t.dtype.itemsize)
+    return t
+
+
 # --- loops ---------------------------------------------------------------------------------------
 class _Loop:
     """An ``nl.*_range`` loop: a range whose iteration the trace records (``Instruction.iteration``:
@@ -177,6 +239,17 @@ def sequential_range(*args: Any, **kwargs: Any) -> _Loop:
 
 def static_range(*args: Any, **kwargs: Any) -> _Loop:
     return _range(*args, **kwargs)
+
+
+def dynamic_range(start: Any, stop: Any = None, step: int = 1) -> _Loop:
+    """A loop whose bounds the device reads at run time (nki.language API reference): with int
+    bounds numeq runs it as any other loop; register bounds need the register file (not yet)."""
+    for name, v in (("start", start), ("stop", stop)):
+        if v is not None and not isinstance(v, (int, np.integer)):
+            raise current().unsupported(f"nl.dynamic_range with a {type(v).__name__} {name} (registers)")
+    if not isinstance(step, (int, np.integer)) or step <= 0:
+        raise ValueError(f"step: nl.dynamic_range takes a compile-time positive int step, got {step!r}")
+    return _Loop(range(start, stop, step) if stop is not None else range(0, start, step))
 
 
 # --- SPMD ----------------------------------------------------------------------------------------
@@ -291,27 +364,37 @@ class Operator:
 
 _BINARY = ("add", "subtract", "multiply", "divide", "maximum", "minimum", "power", "equal", "not_equal", "greater",
            "greater_equal", "less", "less_equal", "logical_and", "logical_or", "logical_xor", "bitwise_and",
-           "bitwise_or", "bitwise_xor", "left_shift", "right_shift", "mod", "abs_max")
+           "bitwise_or", "bitwise_xor", "left_shift", "right_shift", "mod", "abs_max", "abs_min", "fmod")
 _UNARY = ("exp", "log", "tanh", "sigmoid", "silu", "gelu", "gelu_apprx_tanh", "rsqrt", "sqrt", "reciprocal",
-          "softplus", "relu", "copy", "identity", "square", "abs", "negative", "sign", "exp2")
+          "softplus", "relu", "copy", "identity", "square", "abs", "negative", "sign", "exp2",
+          # documented identifiers the ALU and the function model may not compute yet: they exist
+          # (kernels keep them in tables), an instruction using one says whether numeq has it.
+          "invert", "logical_not", "ceil", "floor", "trunc", "gelu_apprx_sigmoid", "gelu_dx",
+          "gelu_apprx_sigmoid_dx", "silu_dx", "mish", "erf", "erf_dx", "sin", "cos", "tan", "arctan")
 for _n in _BINARY:
     globals()[_n] = Operator(_n, 2)
 for _n in _UNARY:
     globals()[_n] = Operator(_n, 1)
 bypass = Operator("bypass", 2)
 average = Operator("average", 2)  # tensor_partition_reduce's mean across partitions
+prelu = Operator("prelu", 2)  # nki.language API reference: an ALU identifier
 
 # The older interface's tile operations and index expressions (front.tiles, front.index_expressions),
 # given by front.install(): this module imports nothing of the front.
 FRONT: dict[str, Any] = {}
 
 
+# Documented names numeq does not compute yet: they exist, calling one raises (placeholders).
+globals().update((_n, _v) for _n, _v in _placeholders_of("nki.language").items() if _n not in globals())
+
+
 def __getattr__(name: str) -> Any:
-    # Older-interface names live in the front; anything else is a name numeq does not implement.
+    # Older-interface names live in the front. ``nl.bool`` (AWS's kernels' spelling of nl.bool_) is
+    # served here so that this module's own code keeps Python's bool. Any other name is not NKI's.
     tiles = FRONT.get("tiles")
     if tiles is not None and name in tiles.__all__:
         return getattr(tiles, name)
-    if name.startswith("_"):
-        raise AttributeError(name)
-    raise _Unsupported(f"{_where() if _active() else '<import>'}: numeq.nki does not implement nki.language.{name}; "
-                      "see docs/nki.md's table of NKI names")
+    if name == "bool":
+        return bool_
+    raise AttributeError(f"module 'nki.language' has no attribute {name!r} (numeq.nki: not a documented NKI name; "
+                         "see docs/nki.md's table of NKI names)")

@@ -14,7 +14,7 @@ _TRN3 = "documented: nki.isa API reference (NeuronCore-v4, Trainium3)"
 _EARLIER = "documented: nki.isa API reference of earlier releases (removed since)"
 
 for _name in ("nc_n_gather", "local_gather", "register_alloc", "register_move", "register_load", "register_store",
-              "rng", "set_rng_seed", "rand_set_state", "rand_get_state", "sequence_bounds", "topk"):
+              "rand_set_state", "rand_get_state", "sequence_bounds", "topk"):
     unimplemented(_name, _API)
 for _name in ("sendrecv", "core_barrier"):  # two logical cores (LNC=2)
     unimplemented(_name, _API)

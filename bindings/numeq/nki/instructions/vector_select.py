@@ -1,6 +1,6 @@
 """The Vector engine's selects, searches and moves: ``range_select``, ``select_reduce``,
 ``tensor_copy_predicated``, ``nc_stream_shuffle`` (cross-partition moves within 32-partition
-quadrants), ``dropout`` where its result is deterministic, ``max8``, ``nc_find_index8``,
+quadrants), ``max8``, ``nc_find_index8``,
 ``nc_match_replace8``: rows of the instruction table. A select moves a value, it computes
 nothing: the chosen element goes through fp32 and is cast into dst's dtype (a bit copy where the
 documentation says so).
@@ -216,37 +216,6 @@ def nc_stream_shuffle(c: Call) -> Any:
     else:
         write_where(ctx, dst, chosen, values=flat(read(ctx, src, "src"))[rows].reshape(dst.shape))
     c.issue([dst], [src], cycles=cost_elementwise(src), moved=int((source >= 0).sum()))
-    return dst
-
-
-@instruction("dropout", engine="vector", forms=[
-    Form("current", "dst: tensor, data: tensor, prob: value"),
-    Form("0.1.0", "data: tensor, prob: value", returns=True)])
-def dropout(c: Call) -> Any:
-    """dst = data with each element replaced by 0 with probability ``prob`` (a number or a (P, 1)
-    tile), on the Vector engine, without rescaling (nki.isa dropout docstring). Only its
-    deterministic cases run: prob 0 (every element kept) and prob 1 (every element zeroed), each
-    documented; between them the result depends on the engine's random generator, which is not
-    documented, and the call raises Unsupported."""
-    ctx, form, v, dtype = c.ctx, c.form, c.args, c.dtype
-    data = as_tensor(v["data"], "data")
-    x = flat(read(ctx, data, "data", rows=True))
-    prob = per_partition(ctx, v["prob"], x.shape[0], "dropout", "prob")
-    if not np.all((prob == 0) | (prob == 1)):
-        raise ctx.unsupported("nisa.dropout with a drop probability other than 0 or 1 (the Vector engine's random "
-                              "generator is not documented, so which elements it drops cannot be emulated)")
-    dst = destination(v, form, data.shape, dtype, data.dtype)
-    if dst.dtype != data.dtype and (not form.returns or data.dtype.kind == "int"):
-        constraint(ctx, "dropout", f"dst {dst.name} is {dst.dtype} and data {data.name} {data.dtype}; the output "
-                   "keeps data's dtype")
-    if dst.shape[0] != x.shape[0] or dst.free_size() != x.shape[1]:
-        raise shape_fault(ctx, "dropout", f"dst {dst.shape} and data {data.shape} differ")
-    if dst.dtype == data.dtype:  # kept elements keep their bits; dropped ones are +0
-        bits = flat(data.data)
-        write(ctx, dst, None, bits=np.where(prob == 1, np.zeros((), dtype=bits.dtype), bits).reshape(dst.shape))
-    else:
-        write(ctx, dst, np.where(prob == 1, np.float32(0), x).astype(np.float32).reshape(dst.shape))
-    c.issue([dst], [data], cycles=cost_elementwise(data))
     return dst
 
 

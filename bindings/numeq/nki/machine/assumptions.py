@@ -72,6 +72,21 @@ ASSUMPTIONS: dict[str, Assumption] = _table(
     Assumption("dma_compute_order", ("sequential", "pairwise"),
                "the order in which dma_compute adds more than two sources, in fp32",
                "nki.isa.dma_compute docs give the formula, not the order"),
+    Assumption("random_generator", ("xorwow_lanes", "pcg64"),
+               "the engines' random numbers (nl.rand, nl.dropout, nisa.rng, nisa.dropout): xorwow_lanes runs one "
+               "XORWOW generator per partition lane (Marsaglia 2003), its five state words and counter drawn from "
+               "splitmix64 of (seed, lane), the lane's numbers in order along the free axis, a uniform value taken "
+               "as the top 24 bits times 2^-24; pcg64 draws the tile from numpy's PCG64 seeded with the seed. The "
+               "seed is nl.random_seed's / nisa.set_rng_seed's value, 0 before the kernel sets one",
+               "nki.isa rand_set_state / rand_get_state docs name XORWOW and a per-lane state (6 words on GpSimd, "
+               "24 on Vector); how a 32-bit seed fills the state, the order of numbers within a tile and the "
+               "conversion to [0, 1) are not documented"),
+    Assumption("integer_overflow", ("wrap", "saturate"),
+               "tensor_tensor's native int32/uint32 arithmetic on GpSimd where a result leaves the destination's "
+               "range: wrap keeps its low 32 bits (two's complement), saturate clips it to the range",
+               "nki.isa.tensor_tensor docs: with int32/uint32 tiles GpSimd \"uses native integer arithmetic. This "
+               "ensures exact results for all 32-bit integer values\"; what an overflowing result becomes is not "
+               "stated"),
     Assumption("psum_allocation", ("bank", "bytes"),
                "PSUM capacity counted in whole 2 KiB banks per tile, or in bytes",
                "the allocator's granularity is not documented; matmul results occupy banks"),

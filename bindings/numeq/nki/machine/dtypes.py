@@ -20,7 +20,7 @@ from typing import Any
 import ml_dtypes
 import numpy as np
 
-__all__ = ["DType", "DTYPES", "FORMAT_BYTES", "FP32_MIN", "dtype_of", "storage_dtype"]
+__all__ = ["DType", "DTYPES", "FORMAT_BYTES", "FP32_MIN", "PENDING_DTYPES", "dtype_of", "storage_dtype"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -42,6 +42,11 @@ class DType:
     @property
     def itemsize(self) -> int:
         return np.dtype(self.storage).itemsize
+
+    @property
+    def pending(self) -> bool:
+        """A documented dtype numeq does not compute yet (``PENDING_DTYPES``)."""
+        return self.kind == "pending"
 
     @property
     def is_float(self) -> bool:
@@ -93,6 +98,18 @@ DTYPES: dict[str, DType] = {d.name: d for d in (
     _int("uint32", np.uint32),
     DType("bool", "uint8", np.uint8, "int"),
 )}
+# Dtypes NKI documents for Trainium3's MX matmuls that numeq does not compute yet (nki.language API
+# reference: "4x packed ... elements, custom data type for nki.isa.nc_matmul_mx on NeuronCore-v4";
+# float8_e8m0fnu "used as power-of-two shared scale factor in MX quantization"). They exist, so a
+# kernel's tables and annotations can name them; a tile of one is refused where it is made
+# (``pending``). ``storage`` is the word that holds one element (four packed values, or one scale).
+PENDING_DTYPES: dict[str, DType] = {d.name: d for d in (
+    DType("float8_e5m2_x4", "", np.uint32, "pending"),
+    DType("float8_e4m3fn_x4", "", np.uint32, "pending"),
+    DType("float4_e2m1fn_x4", "", np.uint16, "pending"),
+    DType("float8_e8m0fnu", "", np.uint8, "pending"),
+)}
+
 # Other spellings kernels use for the same dtypes (numpy's and numeq's names, NKI's older ones).
 _ALIASES = {"fp32": "float32", "tf32": "tfloat32", "bf16": "bfloat16", "fp16": "float16", "half": "float16",
             "float": "float32", "e4m3": "float8_e4m3", "fp8_e4m3": "float8_e4m3", "e4m3fn": "float8_e4m3fn",
@@ -117,6 +134,8 @@ def dtype_of(x: Any, parameter: str = "dtype") -> DType:
         name = _ALIASES.get(x, x)
         if name in DTYPES:
             return DTYPES[name]
+        if name in PENDING_DTYPES:
+            return PENDING_DTYPES[name]
         raise ValueError(f"{parameter}: unknown dtype {x!r}; valid: {', '.join(DTYPES)}")
     try:
         np_dtype = np.dtype(x)

@@ -17,6 +17,8 @@ Example::
 
 from __future__ import annotations
 
+import os
+
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -180,6 +182,31 @@ DEFAULT_TARGET = "trn2"
 
 def target_names() -> list[str]:
     return list(TARGETS)
+
+
+# Where AWS's tools name the target: NEURON_PLATFORM_TARGET_OVERRIDE (nki.jit API reference:
+# "trn1|inf2|gen2", "trn2|gen3", "trn3|gen4") and NKI_NC_VERSION (the NeuronCore generation,
+# nki.isa.nc_version's member name, as nki-library's simulation harness sets it).
+_ENVIRONMENT = ("NEURON_PLATFORM_TARGET_OVERRIDE", "NKI_NC_VERSION")
+_TARGET_SPELLINGS = {"trn1": "trn1", "inf2": "inf2", "gen2": "trn1", "trn2": "trn2", "gen3": "trn2",
+                     "trn3": "trn3", "gen4": "trn3"}
+
+
+def target_from_environment(environ: Any = None) -> str | None:
+    """The target AWS's environment variables name (the first of ``_ENVIRONMENT`` set), or None."""
+    environ = os.environ if environ is None else environ
+    for variable in _ENVIRONMENT:
+        value = environ.get(variable)
+        if value:
+            name = _TARGET_SPELLINGS.get(value.strip().lower())
+            if name is None:
+                raise ValueError(f"{variable}={value!r}: unknown NeuronCore target; valid: "
+                                 f"{', '.join(_TARGET_SPELLINGS)}")
+            if name not in TARGETS:
+                raise ValueError(f"{variable}={value!r} names {name} (NeuronCore-v4), which numeq.nki does not model "
+                                 f"yet; valid: {', '.join(k for k, v in _TARGET_SPELLINGS.items() if v in TARGETS)}")
+            return name
+    return None
 
 
 def target(name: str) -> Target:

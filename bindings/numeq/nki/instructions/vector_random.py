@@ -1,0 +1,74 @@
+"""The engines' random numbers as rows of the instruction table: ``rng`` (32 random bits per
+element), ``set_rng_seed``, ``dropout``. The generator, its seeding and the bits-to-[0, 1) map
+are the named assumption ``random_generator`` (machine.randomness); the instructions' documented
+parts (dtypes, shapes, prob 0 keeps and prob 1 drops every element, no rescaling) are exact.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ..machine import randomness
+from .access import as_tensor, cost_elementwise, read, write
+from .forms import Form
+from .operands import constraint, destination, flat, per_partition, shape_fault
+from .path import Call
+from .table import instruction
+
+_RANDOM = ("random_generator",)
+
+
+@instruction("rng", engine="vector", engines=("vector", "gpsimd"), assumptions=_RANDOM, forms=[
+    Form("current", "dst: tensor")])
+def rng(c: Call) -> Any:
+    """dst = 32 random bits per element, truncated to dst's integer type (its least significant
+    bits; nki.isa.rng docs)."""
+    ctx, dst = c.ctx, as_tensor(c.args["dst"], "dst")
+    if dst.dtype.kind != "int" or dst.dtype.name == "bool":
+        constraint(ctx, "rng", f"dst {dst.name} is {dst.dtype}; it takes int8, int16, int32, uint8, uint16 or uint32")
+    bits = randomness.random_bits(ctx, c.engine, dst.shape)
+    write(ctx, dst, None, bits=bits.astype(dst.dtype.storage))  # C's conversion: the low bits
+    c.issue([dst], [], cycles=cost_elementwise(dst))
+    return dst
+
+
+@instruction("set_rng_seed", engine="vector", assumptions=_RANDOM, forms=[Form("current", "src_seeds: tensor")])
+def set_rng_seed(c: Call) -> None:
+    """Seed the Vector engine's generator from a [1, 1] 32-bit tile (nki.isa.set_rng_seed docs)."""
+    ctx, src = c.ctx, as_tensor(c.args["src_seeds"], "src_seeds")
+    if src.size != 1 or src.dtype.itemsize != 4:
+        constraint(ctx, "set_rng_seed", f"src_seeds {src.name} is {src.shape} {src.dtype}; it takes one 32-bit value")
+    read(ctx, src, "src_seeds")
+    word = np.ascontiguousarray(src.data).reshape(-1)[:1]
+    randomness.reseed(ctx, "vector", int(word.view(np.uint32)[0]) if word.itemsize == 4 else int(word[0]))
+    c.issue([], [src], cycles=64)
+
+
+@instruction("dropout", engine="vector", assumptions=_RANDOM, forms=[
+    Form("current", "dst: tensor, data: tensor, prob: value"),
+    Form("0.1.0", "data: tensor, prob: value", returns=True)])
+def dropout(c: Call) -> Any:
+    """dst = data with each element replaced by 0 with probability ``prob`` (a number or a (P, 1)
+    tile: one probability per partition), on the Vector engine, without rescaling (nki.isa.dropout
+    docs). An element is dropped where the generator's uniform value u in [0, 1) is below prob: prob
+    1 drops every element and prob 0 keeps every one, as documented, whatever the generator."""
+    ctx, form, v, dtype = c.ctx, c.form, c.args, c.dtype
+    data = as_tensor(v["data"], "data")
+    x = flat(read(ctx, data, "data", rows=True))
+    prob = per_partition(ctx, v["prob"], x.shape[0], "dropout", "prob")
+    dst = destination(v, form, data.shape, dtype, data.dtype)
+    if dst.dtype != data.dtype and (not form.returns or data.dtype.kind == "int"):
+        constraint(ctx, "dropout", f"dst {dst.name} is {dst.dtype} and data {data.name} {data.dtype}; the output "
+                   "keeps data's dtype")
+    if dst.shape[0] != x.shape[0] or dst.free_size() != x.shape[1]:
+        raise shape_fault(ctx, "dropout", f"dst {dst.shape} and data {data.shape} differ")
+    dropped = randomness.uniform(ctx, "vector", x.shape) < prob
+    if dst.dtype == data.dtype:  # kept elements keep their bits; dropped ones are +0
+        bits = flat(data.data)
+        write(ctx, dst, None, bits=np.where(dropped, np.zeros((), dtype=bits.dtype), bits).reshape(dst.shape))
+    else:
+        write(ctx, dst, np.where(dropped, np.float32(0), x).astype(np.float32).reshape(dst.shape))
+    c.issue([dst], [data], cycles=cost_elementwise(data))
+    return dst

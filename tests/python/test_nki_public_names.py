@@ -1,0 +1,207 @@
+"""A kernel file mentions NKI names long before it calls them: every documented name can be
+imported, named, subclassed, annotated and tested with hasattr; only a call of something numeq
+does not compute raises Unsupported. Written the way AWS's own kernel files mention them
+(nki-library's configuration classes, dtype tables, collectives imports, direct allocation)."""
+
+from __future__ import annotations
+
+import dataclasses
+import textwrap
+
+import numpy as np
+import pytest
+
+from numeq import nki
+from numeq.nki.machine.targets import target_from_environment
+
+nl, nisa = nki.language, nki.isa
+
+
+def _module_file(tmp_path, source: str):
+    path = tmp_path / "kernel_module.py"
+    path.write_text(textwrap.dedent(source), encoding="utf-8")
+    namespace: dict = {}
+    with nki.installed():
+        exec(compile(path.read_text(), str(path), "exec"), namespace)
+    return namespace
+
+
+def test_a_kernel_module_that_mentions_unimplemented_names_imports(tmp_path):
+    ns = _module_file(tmp_path, """
+        from dataclasses import dataclass
+        import nki
+        import nki.isa as nisa
+        import nki.language as nl
+        from nki.isa.constants import oob_mode, dge_mode
+        from nki.collectives import ReplicaGroup
+        from nki.language import NKIObject
+        import neuronxcc.nki.compiler as ncc
+
+        # a module-level table naming Trainium3 dtypes and documented activation functions
+        MX_DTYPES = {"fp8": nl.float8_e4m3fn_x4, "fp4": nl.float4_e2m1fn_x4, "scale": nl.float8_e8m0fnu}
+        ACTIVATIONS = {"gelu": nl.gelu_apprx_sigmoid, "erf": nl.erf, "mish": nl.mish}
+
+        @dataclass
+        class TileConfig(nl.NKIObject):
+            rows: int = 128
+            dtype: nki.dtype = nl.bfloat16
+
+        def helper(t: nl.tensor, d: nki.dtype) -> nl.NkiTensor:
+            return t
+
+        HAS_MX = hasattr(nisa, "nc_matmul_mx") and hasattr(nl, "float8_e4m3fn_x4")
+        BUFFER = ncc.sbuf.mod_alloc(base_addr=0, num_free_tiles=(2,))
+    """)
+    assert ns["HAS_MX"] and ns["TileConfig"]().rows == 128 and ns["TileConfig"](rows=64).rows == 64
+    assert str(ns["MX_DTYPES"]["fp8"]) == "float8_e4m3fn_x4" and ns["BUFFER"].name == "sbuf"
+    assert not hasattr(nl, "no_such_name") and not hasattr(nisa, "no_such_instruction")
+
+
+def test_nkiobject_takes_keywords_as_attributes_and_placeholder_classes_subclass():
+    o = nl.NKIObject(a=1, b="x")
+    assert (o.a, o.b) == (1, "x")
+
+    class Group(nki.collectives.ReplicaGroup):  # a subclass with its own __init__ is the author's
+        def __init__(self, ranks):
+            self.ranks = ranks
+
+    assert Group([0, 1]).ranks == [0, 1]
+    with pytest.raises(nki.Unsupported, match="nki.collectives.ReplicaGroup"):
+        nki.collectives.ReplicaGroup()
+
+
+def test_a_call_of_an_unimplemented_name_raises_at_the_kernels_line():
+    @nki.jit
+    def k(a):
+        t = nl.ndarray((1, 4), nl.float8_e4m3fn_x4, buffer=nl.sbuf)
+        return t
+
+    with pytest.raises(nki.Unsupported, match=r"test_nki_public_names.py:\d+: .*float8_e4m3fn_x4"):
+        nki.simulate(k)(np.zeros((1, 4), np.float32))
+
+
+def test_nc_version_is_an_enum_that_compares_with_ints():
+    @nki.jit
+    def k(a):
+        v = nisa.get_nc_version()
+        assert v == nisa.nc_version.gen3 and v >= 3 and v >= nisa.nc_version.gen2 and v.name == "gen3"
+        return a
+
+    nki.simulate(k)(np.zeros((1, 1), np.float32))
+    assert [m.name for m in nisa.nc_version] == ["gen2", "gen3", "gen4"]
+
+
+def test_the_target_comes_from_aws_environment_variables():
+    assert target_from_environment({}) is None
+    assert target_from_environment({"NKI_NC_VERSION": "gen2"}) == "trn1"
+    assert target_from_environment({"NEURON_PLATFORM_TARGET_OVERRIDE": "trn2", "NKI_NC_VERSION": "gen2"}) == "trn2"
+    assert target_from_environment({"NEURON_PLATFORM_TARGET_OVERRIDE": "inf2"}) == "inf2"
+    with pytest.raises(ValueError, match="NKI_NC_VERSION='gen9': unknown NeuronCore target; valid: trn1"):
+        target_from_environment({"NKI_NC_VERSION": "gen9"})
+    with pytest.raises(ValueError, match="numeq.nki does not model yet"):
+        target_from_environment({"NEURON_PLATFORM_TARGET_OVERRIDE": "trn3"})
+
+
+def test_compiler_directives_leave_the_kernel_and_its_values_unchanged():
+    def f(a):
+        return a
+
+    for directive in (nki.compiler.skip_middle_end_transformations, nki.compiler.enable_stack_allocator,
+                      nki.compiler.force_auto_alloc):
+        assert directive(f) is f and directive()(f) is f
+    with pytest.raises(TypeError, match="base_addr is required"):
+        nki.compiler.sbuf.mod_alloc(num_free_tiles=(2,))
+    with pytest.raises(TypeError, match="base_bank is required"):
+        nki.compiler.psum.mod_alloc(base_addr=0)
+
+
+# --- random numbers ------------------------------------------------------------------------------
+def _rand_kernel(seed):
+    @nki.jit
+    def k():
+        out = nl.ndarray((128, 256), nl.float32, buffer=nl.shared_hbm)
+        if seed is not None:
+            s = nl.full((1, 1), seed, dtype=nl.int32, buffer=nl.sbuf)
+            nl.random_seed(s)
+        t = nl.rand((128, 256), dtype=nl.float32)
+        nisa.dma_copy(dst=out, src=t)
+        return out
+    return k
+
+
+def test_rand_is_uniform_in_0_1_and_reproducible_from_its_seed():
+    a = nki.run(_rand_kernel(42)).outputs
+    b = nki.run(_rand_kernel(42)).outputs
+    c = nki.run(_rand_kernel(7)).outputs
+    assert np.array_equal(a, b) and not np.array_equal(a, c)
+    assert a.min() >= 0.0 and a.max() < 1.0
+    # top 24 bits times 2^-24: every value is a multiple of 2^-24 (exact in fp32)
+    assert np.all(np.ldexp(a.astype(np.float64), 24) == np.round(np.ldexp(a.astype(np.float64), 24)))
+    # uniform: mean 1/2, variance 1/12 within 5 standard errors over 32768 draws
+    n = a.size
+    assert abs(a.mean() - 0.5) < 5 * np.sqrt(1 / 12 / n)
+    assert abs(a.var() - 1 / 12) < 5 * np.sqrt(1 / 180 / n)
+    # both generators of the named assumption run, and differ
+    pcg = nki.run(_rand_kernel(42), assume={"random_generator": "pcg64"}).outputs
+    assert not np.array_equal(a, pcg) and 0 <= pcg.min() and pcg.max() < 1
+
+
+def _xorwow(x, y, z, w, v, d, count):
+    """Marsaglia's XORWOW (J. Stat. Softw. 8(14), 2003), in Python ints."""
+    out, m = [], 0xFFFFFFFF
+    for _ in range(count):
+        t = (x ^ (x >> 2)) & m
+        x, y, z, w = y, z, w, v
+        v = (v ^ ((v << 4) & m)) ^ (t ^ ((t << 1) & m))
+        d = (d + 362437) & m
+        out.append((v + d) & m)
+    return out
+
+
+def test_rng_bits_are_each_lanes_xorwow_sequence_truncated_to_the_low_bits():
+    from numeq.nki.machine.randomness import _xorwow_state
+
+    @nki.jit
+    def k():
+        wide = nl.ndarray((4, 6), nl.uint32, buffer=nl.sbuf)
+        s = nl.full((1, 1), 5, dtype=nl.int32, buffer=nl.sbuf)
+        nisa.set_rng_seed(s)
+        nisa.rng(wide)
+        narrow = nl.ndarray((4, 6), nl.uint8, buffer=nl.sbuf)
+        nisa.set_rng_seed(s)
+        nisa.rng(narrow)
+        o1 = nl.ndarray((4, 6), nl.uint32, buffer=nl.shared_hbm)
+        o2 = nl.ndarray((4, 6), nl.uint8, buffer=nl.shared_hbm)
+        nisa.dma_copy(dst=o1, src=wide)
+        nisa.dma_copy(dst=o2, src=narrow)
+        return o1, o2
+
+    wide, narrow = nki.run(k).outputs
+    state = _xorwow_state(5, 128)
+    for p in range(4):
+        assert wide[p].tolist() == _xorwow(*(int(w) for w in state[p]), 6)
+    assert np.array_equal(narrow, (wide & 0xFF).astype(np.uint8))
+
+
+def test_dropout_drops_at_the_documented_rate_without_rescaling():
+    x = np.linspace(1, 2, 128 * 512, dtype=np.float32).reshape(128, 512)
+    prob = np.linspace(0, 1, 128, dtype=np.float32).reshape(128, 1)
+
+    @nki.jit
+    def k(x, prob):
+        t = nl.ndarray(x.shape, nl.float32, buffer=nl.sbuf)
+        p = nl.ndarray(prob.shape, nl.float32, buffer=nl.sbuf)
+        nisa.dma_copy(dst=t, src=x)
+        nisa.dma_copy(dst=p, src=prob)
+        d = nl.ndarray(x.shape, nl.float32, buffer=nl.sbuf)
+        nisa.dropout(d, t, p)
+        out = nl.ndarray(x.shape, nl.float32, buffer=nl.shared_hbm)
+        nisa.dma_copy(dst=out, src=d)
+        return out
+
+    d = nki.run(k, x, prob).outputs
+    kept = d != 0
+    assert np.array_equal(d[kept], x[kept])  # no rescaling
+    rate = 1 - kept.mean(axis=1)
+    assert rate[0] == 0 and rate[-1] == 1
+    assert np.all(np.abs(rate - prob[:, 0]) < 5 * np.sqrt(prob[:, 0] * (1 - prob[:, 0]) / 512) + 1e-9)
