@@ -205,3 +205,32 @@ def test_dropout_drops_at_the_documented_rate_without_rescaling():
     rate = 1 - kept.mean(axis=1)
     assert rate[0] == 0 and rate[-1] == 1
     assert np.all(np.abs(rate - prob[:, 0]) < 5 * np.sqrt(prob[:, 0] * (1 - prob[:, 0]) / 512) + 1e-9)
+
+
+def test_the_dtype_helpers_aws_suites_import_cast_as_cpp_static_cast():
+    import ml_dtypes
+
+    with nki.installed():
+        import neuron_dtypes as dt
+        from neuronxcc.starfish.support.dtype import static_cast
+        from nki.isa import constants
+        import nki as aws_nki
+
+    assert static_cast is dt.static_cast and constants.oob_mode is nisa.oob_mode
+    assert aws_nki.dtype.bfloat16 == nl.bfloat16 and aws_nki.language.dtypes.float8_e4m3fn_x4.pending
+    x = np.random.default_rng(3).standard_normal(4096).astype(np.float32) * np.float32(300)
+    for dtype in (ml_dtypes.bfloat16, np.float16, ml_dtypes.float8_e4m3fn, ml_dtypes.float8_e5m2, ml_dtypes.float8_e4m3):
+        got = dt.static_cast(x, dtype)
+        want = x.astype(dtype)  # ml_dtypes: round to nearest even, IEEE overflow
+        assert got.dtype == np.dtype(dtype)
+        assert np.array_equal(got.view(np.uint8 if got.itemsize == 1 else np.uint16),
+                              want.view(np.uint8 if want.itemsize == 1 else np.uint16)), dtype
+    assert dt.static_cast(np.array([2.9, -2.9, 0.5]), np.int32).tolist() == [2, -2, 0]
+    assert dt.static_cast(np.array([300, -1]), np.uint8).tolist() == [44, 255]
+    with pytest.raises(ValueError, match="outside int8"):
+        dt.static_cast(np.array([1.0, 200.0]), np.int8)
+    with pytest.raises(NotImplementedError, match="float8_e4m3fn_x4"):
+        dt.static_cast(x, dt.float8_e4m3fn_x4)
+    assert dt.sizeinbytes(np.float32) == 4 and dt.sizeinbytes(ml_dtypes.bfloat16) == 2
+    assert dt.is_float_type(ml_dtypes.bfloat16) and not dt.is_float_type(np.int8)
+    assert float(dt.finfo(ml_dtypes.float8_e4m3fn).max) == 448.0

@@ -38,6 +38,9 @@ from . import front
 
 front.install()
 
+# nki.dtype: the dtypes module (AWS's kernels annotate ``dtype: nki.dtype``).
+dtype = language.dtypes
+
 # nki.trace: the older releases' name of the kernel decorator (the SDK's own examples use it).
 trace = jit
 

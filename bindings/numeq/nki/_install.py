@@ -33,14 +33,10 @@ def _module(name: str, doc: str, names: dict) -> types.ModuleType:
 def _modules() -> dict[str, types.ModuleType]:
     """NKI's module names (as AWS's package and its CPU simulator lay them out) -> numeq's modules."""
     from .. import nki as package
-    from . import collectives, compiler, isa, language, typing as nki_typing
-    from .machine.dtypes import DTYPES, PENDING_DTYPES
+    from . import collectives, compiler, isa, language, neuron_dtypes, typing as nki_typing
     from .machine.memory import Tensor
 
-    constants = _module("nki.isa.constants", "nki.isa's enumerations.", {
-        name: getattr(isa, name) for name in ("engine", "dge_mode", "oob_mode", "reduce_cmd", "matmul_perf_mode",
-                                              "nc_version", "dma_engine")})
-    dtypes = _module("nki.language.dtypes", "NKI's dtypes (nki.dtype).", {**DTYPES, **PENDING_DTYPES})
+    constants, dtypes = isa.constants, language.dtypes
     tensor = _module("nki.tensor", "NKI's tensor type.", {"NkiTensor": Tensor, "tensor": Tensor})
     builtin = _module("nki.builtin", "The names NKI kernels reach without an import: nki.language's.",
                       {name: getattr(language, name) for name in language.__all__})
@@ -58,13 +54,21 @@ def _modules() -> dict[str, types.ModuleType]:
             mods[prefix + suffix] = mod
     for parent in ("neuronxcc", "nki_cpu_simulator"):
         mods[parent] = _module(parent, f"{parent} on numeq: its nki package is numeq.nki.", {"nki": package})
+    # The dtype helpers AWS's test suites import (numeq.nki.neuron_dtypes), under both their names.
+    mods["neuron_dtypes"] = neuron_dtypes
+    mods["neuronxcc.starfish.support.dtype"] = neuron_dtypes
+    mods["neuronxcc.starfish.support"] = _module("neuronxcc.starfish.support", "", {"dtype": neuron_dtypes})
+    mods["neuronxcc.starfish"] = _module("neuronxcc.starfish", "", {"support": mods["neuronxcc.starfish.support"]})
+    mods["neuronxcc"].starfish = mods["neuronxcc.starfish"]  # type: ignore[attr-defined]
     return mods
 
 
 MODULE_NAMES = tuple(f"{prefix}{suffix}" for prefix in ("nki", "neuronxcc.nki", "nki_cpu_simulator.nki")
                      for suffix in ("", ".language", ".isa", ".isa.constants", ".typing", ".compiler",
                                     ".compiler.sbuf", ".compiler.psum", ".collectives", ".language.dtypes", ".dtype",
-                                    ".tensor", ".builtin")) + ("neuronxcc", "nki_cpu_simulator")
+                                    ".tensor", ".builtin")) + (
+    "neuronxcc", "nki_cpu_simulator", "neuron_dtypes", "neuronxcc.starfish", "neuronxcc.starfish.support",
+    "neuronxcc.starfish.support.dtype")
 
 
 @contextlib.contextmanager

@@ -13,6 +13,7 @@ result (PSUM for the Tensor Engine, SBUF otherwise) and returns it.
 from __future__ import annotations
 
 import enum
+import types
 from typing import Any
 
 # Each engine's module registers its rows of the instruction table (imported under private names:
@@ -92,6 +93,12 @@ class NkiValidationError(Exception):
 class fp32:  # noqa: N801 - the older interface's nisa.fp32.min (SDK 2.26 nki.isa reference)
     min = float(FP32_MIN)
 
+
+# nki.isa.constants: the enumerations as a submodule (``from nki.isa.constants import oob_mode``,
+# ``from nki.isa import constants``).
+constants = types.ModuleType("nki.isa.constants", "nki.isa's enumerations.")
+for _name in ("engine", "dge_mode", "oob_mode", "reduce_cmd", "matmul_perf_mode", "nc_version", "dma_engine"):
+    setattr(constants, _name, globals()[_name])
 
 # Older releases' engine constants.
 tensor_engine, vector_engine, scalar_engine, gpsimd_engine, unknown_engine = (

@@ -6,6 +6,7 @@ operations (``nl.load``, ``nl.store``, ``nl.matmul``, ``nl.arange`` ..., from th
 from __future__ import annotations
 
 import operator
+import types as _types
 from typing import Any
 
 import numpy as np
@@ -36,6 +37,11 @@ fp32, bf16, fp16, tf32 = float32, bfloat16, float16, tfloat32
 # Trainium3's MX dtypes: named here, refused as a tile's dtype until numeq computes them.
 float8_e5m2_x4, float8_e4m3fn_x4, float4_e2m1fn_x4, float8_e8m0fnu = (
     PENDING_DTYPES[n] for n in ("float8_e5m2_x4", "float8_e4m3fn_x4", "float4_e2m1fn_x4", "float8_e8m0fnu"))
+
+# nki.language.dtypes (also nki.dtype): the dtypes as a submodule, as AWS's package lays them out.
+dtypes = _types.ModuleType("nki.language.dtypes", "NKI's dtypes.")
+for _d in (*DTYPES.values(), *PENDING_DTYPES.values()):
+    setattr(dtypes, _d.name, _d)
 
 # The types kernels annotate with and test against (nki.language API reference: nl.NkiTensor, the
 # MemoryRegion of nl.sbuf ..., a dtype; nl.tensor and nl.dtype are the spellings AWS's own kernels use).
