@@ -1,8 +1,8 @@
-"""The Tensor Engine's instructions: ``nc_matmul`` (the PE array and PSUM accumulation) and
-``nc_transpose``: rows of the instruction table. One nc_matmul computes through the Trainium
-platform's PE-array plan for its tile of K, then PSUM's fp32 accumulation; a K loop of them into
-one PSUM tile is computed when the tile is read (``machine.psum``), the same values at the op-level
-emulation's speed.
+"""The Tensor Engine's instructions: ``nc_matmul`` (the PE array and PSUM accumulation, and its
+transpose mode) and ``nc_transpose``: rows of the instruction table. One nc_matmul computes
+through the Trainium platform's PE-array plan for its tile of K, then PSUM's fp32 accumulation; a
+K loop of them into one PSUM tile is computed when the tile is read (``machine.psum``), the same
+values at the op-level emulation's speed.
 """
 
 from __future__ import annotations
@@ -32,8 +32,10 @@ from .table import instruction
 def nc_matmul(c: Call) -> Any:
     """dst[M, N] (PSUM, fp32) <- stationary[K, M]^T @ moving[K, N]: the Trainium platform's PE-array
     plan for one tile of K, then PSUM accumulation in fp32 (``accumulate``: True adds, False
-    overwrites, None: the target's ``matmul_accumulate`` assumption). Older form
-    ``nc_matmul(stationary, moving)`` returns a new PSUM tile."""
+    overwrites, None: the target's ``matmul_accumulate`` assumption). ``is_transpose=True``: from
+    NeuronCore-v3 the transpose mode (``_transpose_mode``: stationary's bits transposed through an
+    identity moving tile); on NeuronCore-v2, which has no transpose mode, the same matmul as
+    without it. Older form ``nc_matmul(stationary, moving)`` returns a new PSUM tile."""
     ctx, v = c.ctx, c.args
     dst, stationary, moving = v.get("dst"), v["stationary"], v["moving"]
     tile_position, tile_size, perf_mode, accumulate = v["tile_position"], v["tile_size"], v["perf_mode"], v["accumulate"]
@@ -41,9 +43,11 @@ def nc_matmul(c: Call) -> Any:
     stationary, moving = as_tensor(stationary, "stationary"), as_tensor(moving, "moving")
     if tile_position or tile_size:
         raise ctx.unsupported("nisa.nc_matmul(tile_position=, tile_size=) (PE tiling)")
-    if is_transpose:
-        return _transpose(c, dst, moving, "tensor")
     double_row = _double_row(perf_mode)
+    if is_transpose and ctx.target.generation >= 3:
+        return _transpose_mode(c, dst, stationary, moving, accumulate, double_row)
+    # NeuronCore-v2 has no transpose mode: is_transpose=True only labels the instruction for the
+    # profiler, and the PE array computes stationary^T @ moving as any matmul (nki.isa.nc_matmul).
     k, m, n = _matmul_sizes(ctx, stationary, moving, double_row)
     if dst is None:  # the older form: a new PSUM tile
         dst = new_tile((m, n), "float32", "psum")
@@ -89,7 +93,63 @@ def nc_matmul(c: Call) -> Any:
     cycles = max(min(64, m), n) * (4 if "fp32" in (stationary.dtype.format, moving.dtype.format) else 1)
     c.issue([dst], [stationary, moving], flops=2 * k * m * n, cycles=cycles,
               k=k, m=m, n=n, accumulate=mode, psum=(dst.base.id, dst.element_offset()),
-              in_fmt=fmt, double_row=double_row)
+              in_fmt=fmt, double_row=double_row, **({"transpose": True} if is_transpose else {}))
+    return dst
+
+
+_TRANSPOSE_SOURCE = ("documented: nki.isa.nc_matmul docstring (transpose mode: the tile to transpose is the "
+                     "stationary tile, an identity matrix the moving tile; bit-accurate from NeuronCore-v3) and "
+                     "nki.isa.nc_transpose docstring (dst has data's dtype)")
+
+
+def _transpose_mode(c: Call, dst: Any, stationary: Tensor, moving: Tensor, accumulate: Any, double_row: bool) -> Any:
+    """nc_matmul(is_transpose=True) on NeuronCore-v3 and later: the Tensor Engine's transpose mode.
+    dst[M, N] = stationary[K, M]^T @ moving[K, N] with moving an identity (the documented use;
+    the first N columns of the K x K identity: N = K transposes the whole tile), computed as
+    "bit-accurate data transpose, which can transpose tensors with NaN/Inf values properly": each
+    element of dst holds the bits of its element of stationary. dst is a PSUM tile of stationary's
+    dtype (nc_transpose: "The output dst tile must have the same data type as that of data"; the
+    Trainium2 guide: "FP16/BF16 PSUM output for FP16/BF16 transpose"). The operands are checked as
+    any nc_matmul's (SBUF inputs, a PSUM dst, sizes, input dtypes). A transpose overwrites dst:
+    it sums nothing (``accumulate=True`` is refused)."""
+    ctx = c.ctx
+    if double_row:
+        raise ctx.unsupported("nc_matmul(is_transpose=True, perf_mode=double_row)")
+    if accumulate:
+        raise ctx.unsupported("nc_matmul(is_transpose=True, accumulate=True) (transpose mode moves data; what "
+                              "adding it into PSUM does is not documented)")
+    k, m, n = _matmul_sizes(ctx, stationary, moving, False)
+    if dst is None:  # the older form: a new PSUM tile of the transposed tile's dtype
+        dst = new_tile((m, n), stationary.dtype, "psum")
+    dst = as_tensor(dst, "dst")
+    _rules.check_on_chip(ctx, stationary)
+    _rules.check_on_chip(ctx, moving)
+    _rules.check_matmul(ctx, dst, stationary, moving, k, m, n, False)
+    if dst.dtype != stationary.dtype:
+        raise KernelFault(ctx.find("matmul_output_memory", "error", f"nc_matmul(is_transpose=True) writes {dst.name} "
+                                   f"of {dst.dtype}; transpose mode writes the transposed tile's dtype, "
+                                   f"{stationary.dtype} (stationary {stationary.name})", _TRANSPOSE_SOURCE))
+    if dst.shape[0] != m or dst.free_size() != n:
+        raise KernelFault(ctx.find("shape_mismatch", "error", f"nc_matmul(is_transpose=True): the transpose of "
+                                   f"stationary {stationary.name} {list(stationary.shape)} through moving {moving.name} "
+                                   f"{list(moving.shape)} is [{m}, {n}]; dst {dst.name} is {list(dst.shape)}",
+                                   _TRANSPOSE_SOURCE))
+    ident = read(ctx, moving, "moving", "tensor").reshape(k, n)
+    if n > k or not np.array_equal(ident, np.eye(k, n, dtype=np.float32)):
+        raise KernelFault(ctx.find("instruction_constraint", "error", f"nc_matmul(is_transpose=True): moving "
+                                   f"{moving.name} {list(moving.shape)} is not an identity matrix (the first {n} "
+                                   f"columns of the {k} x {k} identity); transpose mode passes stationary's elements "
+                                   "through, which the documentation states for an identity moving tile only",
+                                   _TRANSPOSE_SOURCE))
+    read(ctx, stationary, "stationary", "tensor")  # the checks (unwritten bytes) before its bits move
+    bits = np.ascontiguousarray(stationary.data.reshape(k, m).T[:, :n] if n < k else
+                                stationary.data.reshape(k, m).T)
+    write(ctx, dst, None, WRITER_MATMUL, bits=bits.reshape(dst.shape))
+    ctx.psum_chain.pop((dst.base.id, dst.element_offset()), None)  # a transpose starts no sum
+    # Transpose mode takes half the cycles of an fp32 matmul (Trainium2 guide: "2x speedup in FP32
+    # transpose"); it computes no FLOPs (the profiler counts transposes apart).
+    cycles = max(min(64, m), n) * (2 if "fp32" in (stationary.dtype.format, moving.dtype.format) else 1)
+    c.issue([dst], [stationary, moving], cycles=cycles, k=k, m=m, n=n, transpose=True)
     return dst
 
 
