@@ -14,11 +14,12 @@ import numpy as np
 
 from ..machine import arithmetic as _numerics
 from ..machine import rules as _rules
-from ..machine.alu import alu, op_name
+from ..machine.alu import INTEGER_NATIVE, alu, bitvec_alu, integer_alu, into_integer, is_bitvec, is_unary, op_name
 from ..machine.context import KernelFault
 from ..machine.memory import WRITER_MEMSET, WRITER_OTHER, Tensor
 from .access import as_tensor, cost_elementwise, new_tile, read, write
 from .forms import Form
+from .operands import constraint
 from .path import Call
 from .table import instruction
 
@@ -74,28 +75,115 @@ def memset(c: Call) -> Any:
     return dst
 
 
-@instruction("tensor_tensor", engine="vector", one_psum=("data1", "data2"), engines=_ELEMENTWISE_ENGINES,
-             mask="elements", forms=[
+@instruction("tensor_tensor", engine="unknown", one_psum=("data1", "data2"), engines=_ELEMENTWISE_ENGINES,
+             mask="elements", assumptions=("integer_overflow",), forms=[
     Form("current", "dst: tensor, data1: tensor, data2: tensor, op: op"),
     Form("0.1.0", "data1: tensor, data2: tensor, op: op", returns=True)])
 def tensor_tensor(c: Call) -> Any:
-    """dst = data1 <op> data2, elementwise in fp32, cast into dst (nki.isa.tensor_tensor)."""
-    ctx, vals, dst, op = c.ctx, c.args, c.args.get("dst"), c.args["op"]
+    """dst = data1 <op> data2, elementwise (nki.isa.tensor_tensor). Arithmetic operators
+    compute in fp32 and cast into dst, except where data1, data2 and dst are all int32 / uint32 on
+    GpSimd: native integer arithmetic, exact (``machine.alu.integer_alu``; a result outside dst's
+    range as assumption ``integer_overflow`` says). Without ``engine=`` such tiles run on GpSimd
+    unless one is in PSUM (then the Vector engine, in fp32), ``nl.power`` runs on GpSimd, the rest
+    on the Vector engine. Bitvec operators act on the integer tiles' bit patterns."""
+    ctx, vals, dst = c.ctx, c.args, c.args.get("dst")
     d1, d2 = as_tensor(vals["data1"], "data1"), as_tensor(vals["data2"], "data2")
-    eng = c.engine
-    _rules.check_engine_access(ctx, eng, [d1, d2] + ([dst] if isinstance(dst, Tensor) else []), "tensor_tensor")
-    x, y = read(ctx, d1, "data1", eng, rows=True), read(ctx, d2, "data2", eng, rows=True)
-    if y.shape != x.shape and y.size == x.size:
-        y = y.reshape(x.shape)
-    op = op_name(op)  # once: the ALU, the PSUM-group pattern and the trace read it
-    result = alu(op, x, y)
+    op = op_name(vals["op"])  # once: the ALU, the PSUM-group pattern and the trace read it
     if dst is None:
         dst = new_tile(d1.shape, c.dtype or d1.dtype)
     dst = as_tensor(dst, "dst")
-    _group_sum(ctx, op, dst, d1, d2)
-    write(ctx, dst, result)
-    c.issue([dst], [d1, d2], flops=dst.size, cycles=cost_elementwise(dst), op=op)
+    if is_unary(op):  # computed on data1 (data2 unread but for the checks)
+        constraint(ctx, "tensor_tensor", f"op {op} takes one operand; tensor_tensor takes a binary operator (a unary "
+                   "one goes to tensor_scalar with operand0=None, or activation)")
+    eng = c.engine if c.engine != "unknown" else _tensor_tensor_engine(op, d1, d2, dst)
+    _rules.check_engine_access(ctx, eng, [d1, d2, dst], "tensor_tensor")
+    if is_bitvec(op) and _integer(ctx, "tensor_tensor", op, (("data1", d1), ("data2", d2), ("dst", dst))):
+        x, y = _patterns(ctx, d1, "data1", eng), _patterns(ctx, d2, "data2", eng)
+        if y.shape != x.shape and y.size == x.size:
+            y = y.reshape(x.shape)
+        bits = 8 * max(d1.dtype.itemsize, d2.dtype.itemsize)
+        _shift_counts(ctx, "tensor_tensor", op, y, bits)
+        _write_integers(ctx, dst, bitvec_alu(op, x, y, bits), "wrap")
+    elif eng == "gpsimd" and op in INTEGER_NATIVE and all(t.dtype.name in _INT32 for t in (d1, d2, dst)):
+        x, y = _integers(ctx, d1, "data1", eng), _integers(ctx, d2, "data2", eng)
+        if y.shape != x.shape and y.size == x.size:
+            y = y.reshape(x.shape)
+        _write_integers(ctx, dst, integer_alu(op, x, y), ctx.assumptions["integer_overflow"])
+    else:
+        x, y = read(ctx, d1, "data1", eng, rows=True), read(ctx, d2, "data2", eng, rows=True)
+        if y.shape != x.shape and y.size == x.size:
+            y = y.reshape(x.shape)
+        result = alu(op, x, y)
+        _group_sum(ctx, op, dst, d1, d2)
+        write(ctx, dst, result)
+    c.issue([dst], [d1, d2], flops=dst.size, cycles=cost_elementwise(dst), engine=eng, op=op)
     return dst
+
+
+_INT32 = ("int32", "uint32")
+
+
+def _tensor_tensor_engine(op: str, d1: Tensor, d2: Tensor, dst: Tensor) -> str:
+    """The engine of a tensor_tensor without ``engine=`` (nki.isa.tensor_tensor docstring): int32 /
+    uint32 tiles "default to GpSimd Engine, which uses native integer arithmetic", falling back to
+    the Vector engine "when any operand resides in PSUM"; nl.power "runs on the GpSimd engine";
+    everything else on the Vector engine."""
+    if op in ("power", "pow"):
+        return "gpsimd"
+    tiles = (d1, d2, dst)
+    if not is_bitvec(op) and all(t.dtype.name in _INT32 for t in tiles) \
+            and not any(t.base.memory.name == "psum" for t in tiles):
+        return "gpsimd"
+    return "vector"
+
+
+def _integer(ctx: Any, instruction: str, op: str, tiles: tuple) -> bool:
+    """Whether every tile of a bitvec operation is of an integer dtype; where one is not, a finding
+    (nki.api.shared.rst: bitvec operators "expect integer data types and treat input elements as
+    bit patterns"; numeq then acts on the tiles' fp32 values as integers, as before)."""
+    floats = [f"{p} {t.name} is {t.dtype}" for p, t in tiles if isinstance(t, Tensor) and t.dtype.kind != "int"]
+    if floats:
+        constraint(ctx, instruction, f"the bitvec operator {op} takes integer tiles; {', '.join(floats)}",
+                   "documented: nki.isa docs, supported math operators (bitvec operators: integer dtypes, bit "
+                   "patterns)")
+    return not floats
+
+
+def _integers(ctx: Any, t: Tensor, parameter: str, eng: str) -> np.ndarray:
+    """An integer tile's stored integers as int64 (after the checks ``read`` makes)."""
+    read(ctx, t, parameter, eng, rows=True)
+    return t.data.astype(np.int64)
+
+
+def _patterns(ctx: Any, t: Tensor, parameter: str, eng: str) -> np.ndarray:
+    """An integer tile's stored bit patterns as non-negative int64 ("bit patterns without any data
+    type casting": an int8 -1 is 0xff), after the checks ``read`` makes."""
+    read(ctx, t, parameter, eng, rows=True)
+    data = t.data
+    return data.view(np.dtype(f"u{data.dtype.itemsize}")).astype(np.int64)
+
+
+def _shift_counts(ctx: Any, instruction: str, op: str, counts: Any, bits: int) -> None:
+    """Shift counts outside 0..bits-1 (a negative count read as its pattern): nothing documents
+    the result."""
+    if op not in ("left_shift", "right_shift", "logical_shift_right", "arith_shift_right"):
+        return
+    counts = np.asarray(counts, dtype=np.int64)
+    if counts.size and (counts.min() < 0 or counts.max() >= bits):
+        constraint(ctx, instruction, f"{op} by {int(counts.min())}..{int(counts.max())} bits of {bits}-bit patterns: counts outside "
+                   f"0..{bits - 1} have no documented result (numeq shifts every bit out)",
+                   "documented: nki.language left_shift / right_shift (no result stated for such counts)")
+
+
+def _write_integers(ctx: Any, dst: Tensor, values: np.ndarray, overflow: str) -> None:
+    """Exact integer results into dst: its integers (low bits kept, or saturated), or, into a
+    float dst, the values cast as any other write."""
+    if dst.dtype.kind == "int":
+        if values.shape != dst.shape and values.size == dst.size:
+            values = values.reshape(dst.shape)
+        write(ctx, dst, None, bits=into_integer(values, dst.dtype, overflow))
+    else:
+        write(ctx, dst, np.asarray(values, dtype=np.float64))
 
 
 def _group_sum(ctx: Any, op: str, dst: Tensor, d1: Tensor, d2: Tensor) -> None:
@@ -112,43 +200,94 @@ def _group_sum(ctx: Any, op: str, dst: Tensor, d1: Tensor, d2: Tensor) -> None:
 
 def scalar_operand(ctx: Any, operand: Any, shape: tuple, eng: str) -> Any:
     """A tensor_scalar operand: a Python / numpy scalar, or a [P, 1] tensor broadcast along the
-    free axis (a per-partition scalar)."""
+    free axis (a per-partition scalar); None (a unary operator's) reads as 0."""
     if isinstance(operand, Tensor):
         v = read(ctx, operand, "operand", eng, rows=True)
         return v.reshape(v.shape[0], *([1] * (len(shape) - 1))) if v.ndim else v
-    return np.float32(operand)
+    return np.float32(0 if operand is None else operand)
+
+
+def _integer_operand(ctx: Any, operand: Any, shape: tuple, eng: str, parameter: str) -> Any:
+    """A bitvec tensor_scalar operand as integers: an int, or a [P, 1] integer tile's stored
+    integers broadcast along the free axis."""
+    if isinstance(operand, Tensor):
+        if operand.dtype.kind != "int":
+            constraint(ctx, "tensor_scalar", f"the bitvec {parameter} {operand.name} is {operand.dtype}; bitvec "
+                       "operators take integer data", _BITVEC_SOURCE)
+            v = read(ctx, operand, parameter, eng, rows=True).astype(np.int64)
+        else:
+            v = _integers(ctx, operand, parameter, eng)
+        return v.reshape(v.shape[0], *([1] * (len(shape) - 1))) if v.ndim else v
+    if operand is None:
+        return np.int64(0)
+    if isinstance(operand, (float, np.floating)) and not float(operand).is_integer():
+        constraint(ctx, "tensor_scalar", f"the bitvec {parameter} {operand!r} is not an integer", _BITVEC_SOURCE)
+    return np.int64(int(operand))
+
+
+_BITVEC_SOURCE = ("documented: nki.isa.tensor_scalar docstring (bitvec operators: Vector Engine, integer "
+                  "input/output types, bit patterns)")
 
 
 @instruction("tensor_scalar", engine="vector", engines=_ELEMENTWISE_ENGINES, mask="elements",
              assumptions=("tensor_scalar_fusion",), forms=[
-    Form("current", "dst: tensor, data: tensor, op0: op, operand0: value, reverse0 = False, op1: op? = None,"
+    Form("current", "dst: tensor, data: tensor, op0: op, operand0: value?, reverse0 = False, op1: op? = None,"
                      "operand1: value? = None, reverse1 = False"),
-    Form("0.1.0", "data: tensor, op0: op, operand0: value, reverse0 = False, op1: op? = None,"
+    Form("0.1.0", "data: tensor, op0: op, operand0: value?, reverse0 = False, op1: op? = None,"
                      "operand1: value? = None, reverse1 = False", returns=True)])
 def tensor_scalar(c: Call) -> Any:
     """dst = (data op0 operand0) op1 operand1, in fp32; ``reverse0`` / ``reverse1`` swap an
     operator's operands. Between the two operators the value is rounded to fp32 (assumption
     ``tensor_scalar_fusion``: ``rounded``, or ``fused``: one rounding of the exact result where
-    both operators are + - or *)."""
+    both operators are + - or *). A unary operator (nl.abs ...) takes operand None or 0. Bitvec
+    operators (both or neither, on the Vector engine) act on integer tiles' bit patterns and
+    integer operands (nki.isa.tensor_scalar docstring)."""
     ctx, vals, dst = c.ctx, c.args, c.args.get("dst")
     data = as_tensor(vals["data"], "data")
     eng = c.engine
-    x = read(ctx, data, "data", eng, rows=True)
-    first = scalar_operand(ctx, vals["operand0"], x.shape, eng)
-    r = alu(vals["op0"], first, x) if vals["reverse0"] else alu(vals["op0"], x, first)
-    if vals["op1"] is not None:
-        second = scalar_operand(ctx, vals["operand1"], x.shape, eng)
-        if ctx.assumptions["tensor_scalar_fusion"] == "fused":
-            r = _fused_two(vals, x, first, second, r)
-        else:
-            r = alu(vals["op1"], second, r) if vals["reverse1"] else alu(vals["op1"], r, second)
+    ops = [op_name(vals["op0"], "op0")] + ([] if vals["op1"] is None else [op_name(vals["op1"], "op1")])
+    for i, name in enumerate(ops):
+        operand = vals[f"operand{i}"]
+        if is_unary(name) and operand is not None and (isinstance(operand, Tensor) or operand != 0):
+            constraint(ctx, "tensor_scalar", f"op{i} {name} takes one operand; operand{i} must be None or 0, got "
+                       f"{operand.name if isinstance(operand, Tensor) else operand!r}")
+        elif operand is None and not is_unary(name):
+            raise TypeError(f"operand{i}: tensor_scalar's op{i} {name} takes an operand (a number or a "
+                            f"[{data.shape[0] if data.ndim else 1}, 1] tile)")
+    bitvec = [is_bitvec(name) for name in ops]
     if dst is None:
         dst = new_tile(data.shape, c.dtype or data.dtype)
     dst = as_tensor(dst, "dst")
-    write(ctx, dst, r)
+    if any(bitvec):
+        if not all(bitvec):
+            constraint(ctx, "tensor_scalar", f"op0 {ops[0]} and op1 {ops[1]} mix a bitvec and an arithmetic "
+                       "operator; both must be of one type", _BITVEC_SOURCE)
+        if eng != "vector":
+            constraint(ctx, "tensor_scalar", f"bitvec operators run on the Vector engine, not {eng}", _BITVEC_SOURCE)
+    if all(bitvec) and _integer(ctx, "tensor_scalar", ops[0], (("data", data), ("dst", dst))):
+        # Patterns of data's width; an operand (an int, or a tile's integers) taken modulo 2^width.
+        x = _patterns(ctx, data, "data", eng)
+        bits = 8 * data.dtype.itemsize
+        r = x
+        for i, name in enumerate(ops):
+            operand = _integer_operand(ctx, vals[f"operand{i}"], x.shape, eng, f"operand{i}")
+            lhs, rhs = (operand, r) if vals[f"reverse{i}"] else (r, operand)
+            _shift_counts(ctx, "tensor_scalar", name, rhs, bits)
+            r = bitvec_alu(name, lhs, rhs, bits)
+        _write_integers(ctx, dst, np.broadcast_to(r, x.shape), "wrap")
+    else:
+        x = read(ctx, data, "data", eng, rows=True)
+        first = scalar_operand(ctx, vals["operand0"], x.shape, eng)
+        r = alu(vals["op0"], first, x) if vals["reverse0"] else alu(vals["op0"], x, first)
+        if vals["op1"] is not None:
+            second = scalar_operand(ctx, vals["operand1"], x.shape, eng)
+            if ctx.assumptions["tensor_scalar_fusion"] == "fused":
+                r = _fused_two(vals, x, first, second, r)
+            else:
+                r = alu(vals["op1"], second, r) if vals["reverse1"] else alu(vals["op1"], r, second)
+        write(ctx, dst, r)
     c.issue([dst], [data], flops=dst.size * (2 if vals["op1"] is not None else 1),
-              cycles=cost_elementwise(dst), op0=op_name(vals["op0"]),
-              op1=None if vals["op1"] is None else op_name(vals["op1"]))
+              cycles=cost_elementwise(dst), op0=ops[0], op1=ops[1] if len(ops) > 1 else None)
     return dst
 
 def _fused_two(vals: dict, x: np.ndarray, a: Any, b: Any, rounded: np.ndarray) -> np.ndarray:
