@@ -1,11 +1,13 @@
-"""numeq.nki's ALU operators on integers and the operators of AWS's operator table.
+"""numeq.nki's ALU operators on integers and the operators of AWS's operator table, and
+tensor_tensor's shape rule.
 
 Oracles are written here from the documentation, independently of numeq: Python integers (or
 numpy int64) then a wrap modulo 2^32 for native integer arithmetic, the stored bit patterns for
 bitvec operators, float64 numpy rounded once to fp32 for fp32 arithmetic.
 
 Sources: nki.isa.tensor_tensor ("int32/uint32 types: When all input/output tiles are int32 or
-uint32, the operation defaults to GpSimd Engine, which uses native integer arithmetic"),
+uint32, the operation defaults to GpSimd Engine, which uses native integer arithmetic"; "The two
+tiles must have the same partition axis size and the same number of elements per partition"),
 nki.isa.tensor_scalar (bitvec operators on the Vector engine, integer types, bit patterns; a unary
 operator takes operand0 None or 0), nki.api.shared.rst's table of supported math operators
 (right_shift is the logical shift), nki.language.abs_max / abs_min (the signed value of the larger
@@ -263,3 +265,30 @@ def test_mod_has_the_divisors_sign_and_fmod_the_dividends():
     np.testing.assert_array_equal(nki.run(binary(nl.mod), a, b).outputs, [[1.0, 2.0, -2.0, -1.0, 1.5]])
     np.testing.assert_array_equal(nki.run(binary(nl.Operator("fmod", 2)), a, b).outputs,
                                   [[1.0, -1.0, 1.0, -1.0, 1.5]])
+
+
+# --- tensor_tensor's shape rule ----------------------------------------------------------------------
+
+def _pair(shape1, shape2, dst_shape):
+    def kernel(a, b):
+        r = nl.ndarray(dst_shape, a.dtype, buffer=nl.sbuf)
+        nisa.tensor_tensor(dst=r, data1=sbuf(a), data2=sbuf(b), op=nl.add)
+        return hbm(r)
+    return nki.run(kernel, np.ones(shape1, np.float32), np.ones(shape2, np.float32))
+
+
+@pytest.mark.parametrize("shape1, shape2, dst_shape, named", [
+    ((128, 4), (64, 8), (128, 4), ["[128, 4]", "[64, 8]"]),       # same size, other partitions
+    ((128, 512), (1, 512), (128, 512), ["[128, 512]", "[1, 512]"]),  # no partition broadcast
+    ((128, 4), (128, 1), (128, 4), ["[128, 4]", "[128, 1]"]),     # no free-axis broadcast (tensor_scalar's)
+    ((128, 4), (128, 4), (128, 8), ["[128, 8]", "[128, 4]"])])    # dst of another size
+def test_tensor_tensor_operands_of_other_layouts_fail_naming_the_shapes(shape1, shape2, dst_shape, named):
+    r = _pair(shape1, shape2, dst_shape)
+    assert not r.completed
+    [f] = errors(r, "shape_mismatch")
+    assert all(s in f.message for s in named), f.message
+
+
+def test_tensor_tensor_takes_the_same_elements_per_partition_in_another_free_shape():
+    r = _pair((128, 4, 8), (128, 32), (128, 2, 16))
+    assert r.completed and r.errors == [] and (r.outputs == 2.0).all()

@@ -19,7 +19,7 @@ from ..machine.context import KernelFault
 from ..machine.memory import WRITER_MEMSET, WRITER_OTHER, Tensor
 from .access import as_tensor, cost_elementwise, new_tile, read, write
 from .forms import Form
-from .operands import constraint
+from .operands import constraint, shape_fault
 from .path import Call
 from .table import instruction
 
@@ -80,7 +80,8 @@ def memset(c: Call) -> Any:
     Form("current", "dst: tensor, data1: tensor, data2: tensor, op: op"),
     Form("0.1.0", "data1: tensor, data2: tensor, op: op", returns=True)])
 def tensor_tensor(c: Call) -> Any:
-    """dst = data1 <op> data2, elementwise (nki.isa.tensor_tensor). Arithmetic operators
+    """dst = data1 <op> data2, elementwise (nki.isa.tensor_tensor). data1, data2 and dst have "the
+    same partition axis size and the same number of elements per partition". Arithmetic operators
     compute in fp32 and cast into dst, except where data1, data2 and dst are all int32 / uint32 on
     GpSimd: native integer arithmetic, exact (``machine.alu.integer_alu``; a result outside dst's
     range as assumption ``integer_overflow`` says). Without ``engine=`` such tiles run on GpSimd
@@ -92,6 +93,7 @@ def tensor_tensor(c: Call) -> Any:
     if dst is None:
         dst = new_tile(d1.shape, c.dtype or d1.dtype)
     dst = as_tensor(dst, "dst")
+    _same_elements(ctx, d1, d2, dst)
     if is_unary(op):  # computed on data1 (data2 unread but for the checks)
         constraint(ctx, "tensor_tensor", f"op {op} takes one operand; tensor_tensor takes a binary operator (a unary "
                    "one goes to tensor_scalar with operand0=None, or activation)")
@@ -135,6 +137,27 @@ def _tensor_tensor_engine(op: str, d1: Tensor, d2: Tensor, dst: Tensor) -> str:
             and not any(t.base.memory.name == "psum" for t in tiles):
         return "gpsimd"
     return "vector"
+
+
+def _same_elements(ctx: Any, d1: Tensor, d2: Tensor, dst: Tensor) -> None:
+    """"The two tiles must have the same partition axis size and the same number of elements per
+    partition" (nki.isa.tensor_tensor docstring), and dst, the elementwise result, as well. The
+    older interface's tile operators (``a + b`` of numeq's front, which broadcasts as numpy does)
+    call it with broadcastable operands: the check is for the kernel's own calls."""
+    if ctx.at is None:
+        return
+    def layout(t: Tensor) -> tuple[int, int]:
+        return (t.shape[0] if t.ndim else 1), t.free_size()
+    (p1, f1), (p2, f2), (pd, fd) = layout(d1), layout(d2), layout(dst)
+    if (p1, f1) != (p2, f2):
+        raise shape_fault(ctx, "tensor_tensor", f"data1 {d1.name} {list(d1.shape)} ({p1} partitions x {f1} elements) "
+                                                f"and data2 {d2.name} {list(d2.shape)} ({p2} x {f2}) differ; the two "
+                                                "tiles have the same partition axis size and the same number of "
+                                                "elements per partition (tensor_scalar broadcasts a [P, 1] operand)")
+    if (pd, fd) != (p1, f1):
+        raise shape_fault(ctx, "tensor_tensor", f"dst {dst.name} {list(dst.shape)} ({pd} partitions x {fd} elements) "
+                                                f"does not hold the elementwise result of data1 {d1.name} "
+                                                f"{list(d1.shape)} and data2 {d2.name} {list(d2.shape)} ({p1} x {f1})")
 
 
 def _integer(ctx: Any, instruction: str, op: str, tiles: tuple) -> bool:
