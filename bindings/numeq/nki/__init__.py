@@ -26,6 +26,8 @@ Example::
 
 from __future__ import annotations
 
+import types as _types
+
 from . import collectives, compiler, isa, language, typing
 from .machine.context import Finding, Instruction, KernelFault, Unsupported
 from .machine.memory import Tensor as tensor  # nki.tensor: the older interface's tensor type (annotations)
@@ -37,6 +39,11 @@ from .placeholders import placeholders_of as _placeholders_of
 from . import front
 
 front.install()
+
+# nki.builtin: the names a kernel reaches without an import (AWS's CPU simulator exposes the module;
+# nki-library's harness installs it as ``builtins.builtin``): nki.language's.
+builtin = _types.ModuleType("nki.builtin", "The names NKI kernels reach without an import: nki.language's.")
+builtin.__dict__.update((name, getattr(language, name)) for name in language.__all__)
 
 # nki.dtype: the dtypes module (AWS's kernels annotate ``dtype: nki.dtype``).
 dtype = language.dtypes

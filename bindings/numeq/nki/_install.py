@@ -38,8 +38,7 @@ def _modules() -> dict[str, types.ModuleType]:
 
     constants, dtypes = isa.constants, language.dtypes
     tensor = _module("nki.tensor", "NKI's tensor type.", {"NkiTensor": Tensor, "tensor": Tensor})
-    builtin = _module("nki.builtin", "The names NKI kernels reach without an import: nki.language's.",
-                      {name: getattr(language, name) for name in language.__all__})
+    builtin = package.builtin
     nki_modules = {
         "": package, ".language": language, ".isa": isa, ".isa.constants": constants, ".typing": nki_typing,
         ".compiler": compiler, ".compiler.sbuf": compiler.sbuf, ".compiler.psum": compiler.psum,

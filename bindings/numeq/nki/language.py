@@ -281,6 +281,48 @@ def num_programs(axes: Any = None) -> Any:
     return grid[axes] if axes < len(grid) else 1
 
 
+class SpmdDim(int):
+    """A dimension of the older interface's SPMD launch grid that names how its programs spread
+    over physical NeuronCores (``kernel[nl.nc(2), 2]``, ``kernel[nl.spmd_dim(nl.nc(2), 2), 2]`` or
+    ``kernel[nl.nc(2) * 2, 2]``: neuronxcc.nki.language nc / spmd_dim docs). Its value is the
+    dimension's size; ``cores`` is the NeuronCores it spreads over. Which core runs a program changes
+    no value (each program computes alone), so numeq runs them in grid order."""
+
+    cores: int
+
+    def __new__(cls, size: int, cores: int) -> "SpmdDim":
+        d = super().__new__(cls, size)
+        d.cores = cores
+        return d
+
+    def __mul__(self, other: Any) -> "SpmdDim":
+        return SpmdDim(int(self) * operator.index(other), self.cores)
+
+    __rmul__ = __mul__
+
+    def __repr__(self) -> str:
+        return f"spmd_dim({int(self)}, cores={self.cores})"
+
+
+def nc(cores: int) -> SpmdDim:
+    """A launch-grid dimension of ``cores`` programs, one per physical NeuronCore."""
+    cores = operator.index(cores)
+    if cores < 1:
+        raise ValueError(f"cores: nl.nc takes a positive number of NeuronCores, got {cores}")
+    return SpmdDim(cores, cores)
+
+
+def spmd_dim(*dims: Any) -> SpmdDim:
+    """A launch-grid dimension of the product of ``dims`` (``nl.nc(n)`` among them names the cores)."""
+    if not dims:
+        raise TypeError("dims: nl.spmd_dim takes at least one dimension (nl.nc(n) or an int)")
+    size, cores = 1, 1
+    for d in dims:
+        size *= operator.index(d)
+        cores *= getattr(d, "cores", 1)
+    return SpmdDim(size, cores)
+
+
 def program_ndim() -> int:
     return len(current().grid)
 

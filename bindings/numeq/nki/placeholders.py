@@ -33,9 +33,6 @@ PLACEHOLDERS: tuple[tuple[str, str, str, str], ...] = (
         "load_transpose2d")),
     *(("nki.language", n, "function", _OLDER) for n in (
         "all_reduce", "atomic_rmw", "gemm_grid", "gemm_stationary_grid", "loop_reduce")),
-    # the older interface's SPMD grid for more than one NeuronCore (nl.spmd_dim(nl.nc(2), n)).
-    ("nki.language", "nc", "function", _OLDER),
-    ("nki.language", "spmd_dim", "function", _OLDER),
     # nki.isa: classes of the register and instruction interface (NeuronCore registers: issue 41).
     ("nki.isa", "VirtualRegister", "class", _API),
     ("nki.isa", "NkiInstruction", "class", _API),

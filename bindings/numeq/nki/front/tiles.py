@@ -173,6 +173,12 @@ def store(dst: Any, value: Any, *, mask: Any = None, **kwargs: Any) -> None:
     docstring: "an extra copy will be performed")."""
     _no_keywords("nl.store", kwargs)
     dst = _engine.as_tensor(dst, "dst")
+    if isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, bool):
+        # A number stored is every element of dst set to it ("effectively a memset": the SDK's
+        # nl.store example NKI_EXAMPLE_16): staged in an SBUF tile of dst's shape and dtype.
+        staged = _new(_grid_shape(dst), dst.dtype)
+        _isa().memset(staged, value)
+        value = staged
     value = _engine.as_tensor(value, "value")
     grid = _grid_shape(dst)
     if value.base.memory.name == "psum":

@@ -54,7 +54,7 @@ _TRANSPOSE_AXES = {2: (1, 0), 3: (2, 1, 0), 4: (3, 1, 2, 0)}
 @instruction("dma_transpose", engine="dma", forms=[
     Form("current", "dst: tensor, src: tensor, axes = None, priority = None, dge_mode = 'unknown',"
                      "oob_mode = 'error'"),
-    Form("0.1.0", "src: tensor, *, axes = None", returns=True)])
+    Form("0.1.0", "src: tensor, *, axes = None, dge_mode = 'unknown'", returns=True)])
 def dma_transpose(c: Call) -> Any:
     """dst = src permuted by the DMA engines: 2-D (1, 0), 3-D (2, 1, 0), 4-D (3, 1, 2, 0), the only
     permutations ``axes`` may name; bits move unchanged (src and dst share a dtype); dst in SBUF,

@@ -109,7 +109,8 @@ def select_reduce(c: Call) -> Any:
     ``reduce_res`` (nki.isa select_reduce docstring). predicate: int8, uint8, int16 or uint16."""
     ctx, v = c.ctx, c.args
     dst, pred_t, on_true = (as_tensor(v[n], n) for n in ("dst", "predicate", "on_true"))
-    if pred_t.dtype.name not in ("int8", "uint8", "int16", "uint16"):
+    # bool_ is "Boolean (True or False) stored as a byte" (nki.language dtypes): a uint8 to the engine.
+    if pred_t.dtype.name not in ("int8", "uint8", "int16", "uint16", "bool"):
         constraint(ctx, "select_reduce", f"predicate {pred_t.name} is {pred_t.dtype}; it takes int8, uint8, int16 or "
                    "uint16")
     if on_true.dtype.name in ("tfloat32", "int32", "uint32"):
@@ -141,7 +142,8 @@ def tensor_copy_predicated(c: Call) -> Any:
     ctx, v = c.ctx, c.args
     dst, pred_t = as_tensor(v["dst"], "dst"), as_tensor(v["predicate"], "predicate")
     src = v["src"]
-    if pred_t.dtype.name not in ("uint8", "uint16", "uint32"):
+    # bool_ is "Boolean (True or False) stored as a byte" (nki.language dtypes): a uint8 to the engine.
+    if pred_t.dtype.name not in ("uint8", "uint16", "uint32", "bool"):
         constraint(ctx, "tensor_copy_predicated", f"predicate {pred_t.name} is {pred_t.dtype}; it takes uint8, uint16 "
                    "or uint32")
     pred = flat(raw(ctx, pred_t, "predicate")) != 0
