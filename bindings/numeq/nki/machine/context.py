@@ -14,11 +14,12 @@ from typing import Any, Iterator
 
 import contextlib
 import gc
+import itertools
 
 import numpy as np
 from .precision import record_issue
 
-__all__ = ["Context", "Finding", "Instruction", "KernelFault", "Unsupported", "current", "running", "where"]
+__all__ = ["Context", "Finding", "Instruction", "KernelFault", "TooLarge", "Unsupported", "current", "running", "where"]
 
 # numeq.nki's own folder: frames there are numeq's, the first frame outside it is the kernel's.
 _PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -26,6 +27,13 @@ _PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 class Unsupported(NotImplementedError):
     """An NKI name or keyword numeq does not implement; the message names it and the kernel's line."""
+
+
+class TooLarge(ValueError):
+    """A tensor refused before it is made: it exceeds what the target holds (the message names the
+    tensor, its shape, its bytes and the limit with its source). On-chip tiles beyond SBUF or PSUM are
+    ``KernelFault`` (the rule book's capacity rules); this is an HBM tensor beyond the chip's HBM,
+    or a grid beyond what numeq runs."""
 
 
 class KernelFault(RuntimeError):
@@ -184,6 +192,9 @@ class Context:
         self.grid = grid
         self.program = tuple(0 for _ in grid)
         self.step = 0
+        # Allocation ids (PSUM chains are keyed on them, unnamed tiles are named by them) count from 1
+        # in each run, so that the same kernel on the same inputs traces the same in any process.
+        self.ids = itertools.count(1)
         # (PSUM buffer id, element offset) -> nc_matmuls in the current accumulation chain there, and
         # the (chain length, SBUF accumulator format) of each PSUM group added into SBUF: the run's
         # platform reads them (psum_group, group_accumulator).

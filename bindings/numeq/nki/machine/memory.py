@@ -19,8 +19,10 @@ from typing import Any, Sequence
 import numpy as np
 
 from .dtypes import DType, dtype_of, storage_dtype
+from . import context as _context
 from . import views as _indexing
 from .views import access_pattern
+from .targets import DEFAULT_TARGET, target as _target
 
 __all__ = ["Allocation", "Memory", "Tensor", "MEMORIES", "ds", "DynSlice", "WRITER_NONE", "WRITER_MATMUL",
            "WRITER_MEMSET", "WRITER_OTHER", "WRITER_READ"]
@@ -49,7 +51,60 @@ MEMORIES["hbm"] = MEMORIES["private_hbm"]  # nl.hbm is an alias of private_hbm (
 # element holds a matmul result.
 WRITER_NONE, WRITER_MATMUL, WRITER_MEMSET, WRITER_OTHER, WRITER_READ = 0, 1, 2, 4, 5
 
-_ids = itertools.count(1)
+_ids = itertools.count(1)  # allocations made outside a run (a run numbers its own: Context.ids)
+
+# HBM per chip, by target: the most one HBM tensor can hold (documented: AWS's Neuron hardware pages,
+# about-neuron/arch/neuron-hardware/trainium.rst: 32 GiB per Trainium chip; inferentia2.rst: 32 GiB
+# per Inferentia2 chip; trainium2.rst: 96 GiB per Trainium2 chip). A larger HBM tensor is refused
+# before numeq allocates it (TooLarge).
+HBM_CHIP_BYTES = {"trn1": 32 * 2 ** 30, "inf2": 32 * 2 ** 30, "trn2": 96 * 2 ** 30}
+_HBM_SOURCE = {"trn1": "about-neuron/arch/neuron-hardware/trainium.rst",
+               "inf2": "about-neuron/arch/neuron-hardware/inferentia2.rst",
+               "trn2": "about-neuron/arch/neuron-hardware/trainium2.rst"}
+# On chip: each memory's bytes per partition in the target table.
+_PER_PARTITION = {"sbuf": "sbuf_partition_bytes", "psum": "psum_partition_bytes"}
+
+
+def _size(n: int) -> str:
+    for unit, scale in (("TiB", 2 ** 40), ("GiB", 2 ** 30), ("MiB", 2 ** 20), ("KiB", 2 ** 10)):
+        if n >= scale:
+            return f"{n / scale:.4g} {unit}"
+    return f"{n} B"
+
+
+def refuse_oversized(ctx: Any, shape: tuple, dtype: DType, memory: "Memory", name: str, line: str) -> None:
+    """Refuse, before any array is made, an allocation no target memory holds: an SBUF / PSUM tile
+    whose bytes per partition exceed the memory's (``KernelFault``, the rule book's sbuf_capacity /
+    psum_capacity), or whose partition dim exceeds the partitions while the tile exceeds the whole
+    memory (partition_dim); an HBM tensor beyond the chip's HBM (``TooLarge``, naming ``shape``)."""
+    tgt = ctx.target if ctx is not None else _target(DEFAULT_TARGET)
+    what = f"{memory.name} tensor {name + ' ' if name else ''}of shape {shape} ({dtype})"
+    at = line if line and not line.startswith("<") else None
+    if memory.on_chip:
+        key = _PER_PARTITION[memory.name]
+        limit = int(tgt[key])
+        partitions = int(tgt["partitions"])
+        per_partition = math.prod(shape[1:]) * dtype.itemsize if shape else dtype.itemsize
+        if per_partition > limit:
+            message = (f"{what} takes {per_partition} B per partition; {tgt.name}'s {memory.name.upper()} holds "
+                       f"{limit} B per partition (refused before allocation)")
+            if ctx is None:
+                raise _context.TooLarge(f"shape: {message}")
+            raise _context.KernelFault(ctx.find(f"{memory.name}_capacity", "error", message,
+                                                tgt.spec(key).cite(), at=at))
+        if shape and shape[0] > partitions and shape[0] * per_partition > partitions * limit:
+            message = f"{name or what} has {shape[0]} partitions (dim 0); the target has {partitions}"
+            if ctx is None:
+                raise _context.TooLarge(f"shape: {message}")
+            raise _context.KernelFault(ctx.find("partition_dim", "error", message, tgt.spec("partitions").cite(),
+                                                at=at))
+        return
+    limit = HBM_CHIP_BYTES.get(tgt.name)
+    nbytes = math.prod(shape) * dtype.itemsize
+    if limit is not None and nbytes > limit:
+        raise _context.TooLarge(f"shape: {what} takes {_size(nbytes)} ({nbytes} B); {tgt.name}'s HBM holds {_size(limit)} "
+                       f"per chip (documented: {_HBM_SOURCE[tgt.name]}); a tensor of at most {limit} B fits")
+
 
 
 class DynSlice:
@@ -109,7 +164,8 @@ class Allocation:
 
     def __init__(self, shape: Sequence[int], dtype: DType, memory: Memory, name: str, line: str,
                  data: np.ndarray | None = None) -> None:
-        self.id = next(_ids)
+        ctx = _context._stack[-1] if _context._stack else None
+        self.id = next(ctx.ids if ctx is not None else _ids)
         self.shape = shape = shape if type(shape) is tuple and all(type(s) is int for s in shape) else \
             tuple(int(s) for s in shape)
         self.dtype = dtype
@@ -123,11 +179,24 @@ class Allocation:
         # writes them, and the first look at an unwritten buffer's mask zeroes them (Allocation.mask),
         # (and a first write to part of it zeroes the rest, access.before_write), so that bits
         # copied from it are the same on every run. HBM tensors (outputs) start zero.
-        self.data = (np.empty if memory.on_chip else np.zeros)(shape, dtype=st) if data is None else data
-        self._uninitialised = data is None and memory.on_chip
+        given = data is not None
+        if not given:
+            # Nothing is made before the target could hold it (an SBUF tile of 2**40 bytes per
+            # partition is a finding, not numpy's "Unable to allocate" or a host swapped to a halt).
+            refuse_oversized(ctx, shape, dtype, memory, name, line)
+            try:
+                data = (np.empty if memory.on_chip else np.zeros)(shape, dtype=st)
+            except MemoryError:
+                raise MemoryError(f"numeq cannot hold the {memory.name} tensor {self.name} of shape {shape} "
+                                  f"({dtype}, {_size(math.prod(shape) * st.itemsize)}) in this host's memory") from None
+            self.data = data
+            self._uninitialised = memory.on_chip
+        else:
+            self.data = data
+            self._uninitialised = False
         self._mask: np.ndarray | None = None
         # complete: every byte written (reads skip the mask).
-        self.complete = data is not None
+        self.complete = given
         self._address: int | None = None
         # PSUM: what last wrote each element. While one code holds for every element, writer_all
         # says it and no array exists (most PSUM tiles are written whole by their matmuls and read
