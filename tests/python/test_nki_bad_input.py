@@ -109,6 +109,63 @@ def test_an_hbm_tensor_beyond_the_chips_hbm_is_refused_naming_shape(target, limi
     assert isinstance(e.value, numeq.nki.machine.context.TooLarge)
 
 
+# --- 2. the grid ----------------------------------------------------------------------------------------
+
+def _counting():
+    programs = []
+
+    def k(a):
+        programs.append(tuple(nl.program_id(i) for i in range(nl.program_ndim())))
+        out = nl.ndarray(a.shape, a.dtype, buffer=nl.shared_hbm)
+        t = nl.ndarray(a.shape, a.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=t, src=a)
+        nisa.dma_copy(dst=out, src=t)
+        return out
+
+    return k, programs
+
+
+@pytest.mark.parametrize("grid", [(0,), 0, (2, 0), (-1,), -3, (2.7,), 2.7, 2.0, (True,), True, "2", (None,),
+                                  (10 ** 6,), (2 ** 20, 2 ** 20)])
+def test_a_bad_grid_is_a_value_error_naming_grid(grid):
+    k, programs = _counting()
+    with pytest.raises(ValueError, match=r"^grid: .*valid: positive ints .*at most 65536 programs"):
+        nki.run(k, np.ones((4, 4), np.float32), grid=grid)
+    with pytest.raises(ValueError, match=r"^grid: "):
+        nki.jit(k)[grid]
+    assert programs == []  # nothing ran
+
+
+@pytest.mark.parametrize("grid,count", [(3, 3), ((2, 2), 4), ([2, 3], 6), (np.int64(2), 2), ((), 1), (None, 1)])
+def test_a_good_grid_runs_each_program_once(grid, count):
+    k, programs = _counting()
+    r = nki.run(k, np.ones((4, 4), np.float32), grid=grid)
+    assert r.completed and len(programs) == count and len(set(programs)) == count
+    k2, programs2 = _counting()
+    if not (grid is None or isinstance(grid, tuple) and not grid):
+        nki.run(nki.jit(k2)[tuple(grid) if isinstance(grid, list) else grid], np.ones((4, 4), np.float32))
+        assert sorted(programs2) == sorted(programs)
+
+
+def test_max_programs_is_named():
+    assert numeq.nki._run.MAX_PROGRAMS == 65536
+
+
+# --- 3. kernels that never run ----------------------------------------------------------------------
+
+def test_a_generator_kernel_is_refused():
+    def gen_kernel(a):
+        out = nl.ndarray(a.shape, a.dtype, buffer=nl.shared_hbm)
+        yield out
+
+    async def async_kernel(a):
+        return a
+
+    for k in (gen_kernel, nki.jit(gen_kernel), async_kernel):
+        with pytest.raises(TypeError, match=r"^kernel: .*(generator|coroutine) function"):
+            nki.run(k, np.ones((4, 4), np.float32))
+
+
 # --- 5. traces reproducible in one process -----------------------------------------------------------
 
 @pytest.mark.parametrize("name", ["matmul_mnk", "matmul_psum_groups", "legacy_matmul"])
@@ -135,3 +192,59 @@ def test_unnamed_tiles_are_numbered_per_run():
     assert names[0][0] == "sbuf_3"  # the input a is 1, out 2, the unnamed tile 3
 
 
+# --- 6. memory after a run is released --------------------------------------------------------------
+
+def _big_kernel():
+    def k(a):
+        out = nl.ndarray(a.shape, a.dtype, buffer=nl.shared_hbm)
+        for i in nl.affine_range(2):
+            t = nl.ndarray((128, 8192), nl.float32, buffer=nl.sbuf)  # 4 MiB tiles
+            nisa.dma_copy(dst=t, src=a)
+            u = nl.ndarray((128, 8192), nl.float32, buffer=nl.sbuf)
+            nisa.tensor_tensor(dst=u, data1=t, data2=t, op=nl.add)
+            nisa.dma_copy(dst=out, src=u)
+        return out
+
+    return k
+
+
+def _held_after_each(call, runs: int = 30) -> list[int]:
+    """Bytes traced after each of ``runs`` calls, the garbage collector off (what reference counting
+    alone frees: a pytest suite runs long stretches between the collector's full passes)."""
+    gc.collect()
+    enabled = gc.isenabled()
+    gc.disable()
+    tracemalloc.start()
+    try:
+        held = []
+        for _ in range(runs):
+            call()
+            held.append(tracemalloc.get_traced_memory()[0])
+    finally:
+        tracemalloc.stop()
+        if enabled:
+            gc.enable()
+    return held
+
+
+def test_a_run_dropped_frees_its_memory():
+    k, a = _big_kernel(), np.ones((128, 8192), np.float32)
+
+    def once():
+        r = nki.run(k, a)
+        assert r.completed and r.outputs.shape == a.shape
+        del r
+
+    held = _held_after_each(once)
+    assert max(held[5:]) - held[4] < 2 * MiB, [h // MiB for h in held]  # each run makes ~28 MiB of arrays
+
+
+def test_a_session_long_installed_block_holds_one_whole_run():
+    k, a = nki.jit(_big_kernel()), np.ones((128, 8192), np.float32)
+    with nki.installed() as runs:
+        held = _held_after_each(lambda: k(a))
+        assert len(runs) == 30 and all(r.completed and not r.errors for r in runs)
+        assert runs[-1].trace and not runs[-1].released and all(r.released and not r.trace for r in runs[:-1])
+        with pytest.raises(ValueError, match="released"):
+            runs[0].precision_flow()
+    assert max(held[5:]) - held[4] < 2 * MiB, [h // MiB for h in held]

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import functools
 import inspect
+import math
+import operator
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -22,12 +24,57 @@ _platforms = importlib.import_module("numeq.machines")
 from .machine.assumptions import ASSUMPTIONS, assumptions_of, chosen as _chosen
 from .machine.targets import DEFAULT_TARGET, target as _target
 from .machine import rules as _rules
-from .machine.context import Context, Finding, Instruction, KernelFault, running, active
+from .machine.context import Context, Finding, Instruction, KernelFault, TooLarge, running, active
 from ._summary import TraceSummary
 from .machine.dtypes import dtype_of
 from .machine.memory import MEMORIES, Allocation, Tensor
 
-__all__ = ["Run", "jit", "run", "simulate", "simulate_kernel", "ASSUMPTIONS", "assumptions_of"]
+__all__ = ["Run", "jit", "run", "simulate", "simulate_kernel", "ASSUMPTIONS", "assumptions_of", "MAX_PROGRAMS"]
+
+# The most SPMD programs one run takes: numeq runs a grid's programs one after another on the CPU,
+# so a grid is bounded by time, not by the hardware (NKI documents no bound on the launch grid).
+# numeq's own limit, named so that a grid of 10**9 is refused at once, not run for days.
+MAX_PROGRAMS = 65536
+
+
+def check_grid(grid: Any) -> tuple[int, ...]:
+    """The SPMD grid as a tuple of ints: None or () for no grid, an int, or a tuple / list of ints,
+    each at least 1, at most ``MAX_PROGRAMS`` programs in all. Anything else is a ValueError naming
+    ``grid`` (a float such as 2.7 is not rounded; a bool is not a size)."""
+    if grid is None:
+        return ()
+    dims = tuple(grid) if isinstance(grid, (tuple, list)) else (grid,)
+    valid = f"valid: positive ints (kernel[4], kernel[2, 2]), at most {MAX_PROGRAMS} programs in all (MAX_PROGRAMS)"
+    out = []
+    for g in dims:
+        if isinstance(g, (bool, np.bool_)) or not isinstance(g, (int, np.integer)):
+            raise ValueError(f"grid: {grid!r} holds {g!r} ({type(g).__name__}), not an int; {valid}")
+        g = operator.index(g)
+        if g < 1:
+            raise ValueError(f"grid: {grid!r} holds {g}; a grid's sizes are at least 1 (a grid of 0 programs runs "
+                             f"nothing); {valid}")
+        out.append(g)
+    programs = math.prod(out)
+    if programs > MAX_PROGRAMS:
+        raise TooLarge(f"grid: {grid!r} is {programs} programs; numeq runs at most {MAX_PROGRAMS} (MAX_PROGRAMS: it "
+                       f"runs them one after another); {valid}")
+    return tuple(out)
+
+
+def check_kernel(fn: Any, name: str = "") -> None:
+    """A kernel is a plain function that returns its outputs: a generator function (a ``def`` with
+    ``yield``) or a coroutine function runs nothing when called, so it is refused (TypeError naming
+    ``kernel``), as is a kernel that is not callable."""
+    label = name or getattr(fn, "__name__", repr(fn))
+    if not callable(fn):
+        raise TypeError(f"kernel: {label} is a {type(fn).__name__}, not a function; valid: an @nki.jit kernel or "
+                        "a function")
+    kind = ("a generator function (its body holds yield)" if inspect.isgeneratorfunction(fn)
+            else "an async generator function" if inspect.isasyncgenfunction(fn)
+            else "a coroutine function (async def)" if inspect.iscoroutinefunction(fn) else "")
+    if kind:
+        raise TypeError(f"kernel: {label} is {kind}: calling it runs none of its body; an NKI kernel is a plain "
+                        "function (def, no yield, no async) that returns its outputs")
 
 @dataclass
 class Run:
@@ -46,6 +93,16 @@ class Run:
     sites: dict = field(default_factory=dict, repr=False)  # where precision was lost (machine.precision.Site)
     rerun: Any = field(default=None, repr=False, compare=False)  # rerun(widen=, assume=) -> Run
     lives: list = field(default_factory=list, repr=False)  # every allocation's Life (memory use over time)
+    released: bool = field(default=False, repr=False, compare=False)  # release() dropped the bulky parts
+
+    def release(self) -> None:
+        """Drop what is bulky (the outputs, the trace, the precision sites, the allocations' lives and
+        the rerun, which holds the inputs), keeping the findings, target, platform, assumptions and
+        whether it completed. ``installed()`` releases a block's earlier runs as each kernel call
+        starts, so that a session-long block (``pytest --numeq-nki``) holds one whole run at a time."""
+        self.outputs, self.trace, self.sites, self.lives, self.rerun = None, [], {}, [], None
+        self.__dict__.pop("precision", None)
+        self.released = True
 
     @property
     def errors(self) -> list[Finding]:
@@ -75,6 +132,9 @@ class Run:
         per alternative."""
         from .machine.precision import flow
 
+        if self.released:
+            raise ValueError("precision: this run was released (installed() keeps the latest kernel call's run "
+                             "whole); run the kernel with numeq.nki.run for a run of your own")
         if self.rerun is None or not self.completed:
             raise ValueError("precision: the run did not complete (or was not made by numeq.nki.run)")
         table = assumptions_of(self.target)
@@ -163,26 +223,26 @@ def _kernel_arguments(ctx: Context, fn: Callable, args: tuple, kwargs: dict) -> 
     return new_args, new_kwargs, tensors
 
 
-def _outputs(ctx: Context, result: Any) -> Any:
-    def out(x: Any) -> Any:
-        if isinstance(x, Tensor):
-            if not np.all(x.mask == x.base.full):
-                ctx.find("output_unwritten", "error", f"output {x.name} holds {int(np.count_nonzero(x.mask != x.base.full))} "
-                         f"of {x.size} elements no instruction wrote", "documented: tensors start undefined "
-                         "(nki.language.ndarray docs)", at=x.base.line)
-            return np.array(x.data, copy=True)
-        if isinstance(x, (tuple, list)):
-            return type(x)(out(v) for v in x)
-        if isinstance(x, dict):
-            return {k: out(v) for k, v in x.items()}
-        return x
-
-    return out(result)
+def _outputs(ctx: Context, x: Any) -> Any:
+    """The kernel's return value with its tensors copied out as arrays (a module function, not a
+    recursive closure: a closure that names itself is a reference cycle, which kept the run's
+    context and its tensors alive after the run until the garbage collector's next pass)."""
+    if isinstance(x, Tensor):
+        if not x.base.complete and not np.all(x.mask == x.base.full):
+            ctx.find("output_unwritten", "error", f"output {x.name} holds {int(np.count_nonzero(x.mask != x.base.full))} "
+                     f"of {x.size} elements no instruction wrote", "documented: tensors start undefined "
+                     "(nki.language.ndarray docs)", at=x.base.line)
+        return np.array(x.data, copy=True)
+    if isinstance(x, (tuple, list)):
+        return type(x)(_outputs(ctx, v) for v in x)
+    if isinstance(x, dict):
+        return {k: _outputs(ctx, v) for k, v in x.items()}
+    return x
 
 
 def _execute(fn: Callable, args: tuple, kwargs: dict, target: str, assume: dict | None, grid: tuple,
              widen: frozenset = frozenset()) -> Run:
-    grid = tuple(int(g) for g in (grid or ()))
+    grid = check_grid(grid)
     ctx = _RunContext(target, assume, grid)
     ctx.widen = widen
     completed = True
@@ -194,6 +254,11 @@ def _execute(fn: Callable, args: tuple, kwargs: dict, target: str, assume: dict 
             for p in programs:
                 ctx.program = p
                 r = fn(*a, **k)
+                if inspect.isgenerator(r) or inspect.iscoroutine(r) or inspect.isasyncgen(r):
+                    r.close()  # never started: closing runs nothing
+                    raise TypeError(f"kernel: {getattr(fn, '__name__', fn)} returned a "
+                                    f"{type(r).__name__} without running its body; an NKI kernel is a plain "
+                                    "function that returns its outputs")
                 result = r if result is None else result
         except KernelFault:
             completed = False
@@ -266,11 +331,10 @@ def run(kernel: Any, *arrays: Any, target: str | None = None, assume: dict | Non
     (default: the enclosing ``installed()``'s, else trn2); ``assume``: {assumption: value}."""
     target, assume = _defaults(target, assume)
     fn = getattr(kernel, "func", kernel)
+    check_kernel(fn)
     if grid is None:
         grid = getattr(kernel, "grid", None)
-    if isinstance(grid, int):
-        grid = (grid,)
-    return _execute(fn, arrays, kernel_kwargs, target, assume, tuple(grid or ()))
+    return _execute(fn, arrays, kernel_kwargs, target, assume, check_grid(grid))
 
 
 def _outputs_or_fault(r: Run) -> Any:
@@ -306,8 +370,7 @@ class Kernel:
         functools.update_wrapper(self, func)
 
     def __getitem__(self, grid: Any) -> "Kernel":
-        g = grid if isinstance(grid, tuple) else (grid,)
-        return Kernel(self.func, tuple(int(x) for x in g), self.options)
+        return Kernel(self.func, check_grid(grid), self.options)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         if active():
@@ -319,8 +382,11 @@ class Kernel:
             raise RuntimeError(f"{self.func.__name__}: an @nki.jit kernel runs on numeq through "
                                "numeq.nki.simulate(kernel)(...), numeq.nki.run(kernel, ...) or inside "
                                "numeq.nki.installed()")
+        runs = settings["runs"]
+        if runs and isinstance(runs[-1], Run):
+            runs[-1].release()  # the block keeps every call's findings, the latest call's run whole
         r = run(self, *args, target=settings["target"], assume=settings["assume"], **kwargs)
-        settings["runs"].append(r)
+        runs.append(r)
         return _outputs_or_fault(r)
 
 
