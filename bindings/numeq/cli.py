@@ -269,9 +269,14 @@ def _review_kernel(args: argparse.Namespace) -> int:
                 raise nki_cli.UsageFault(f"--inputs: {args.inputs} holds arrays {', '.join(arrays) or 'none'}; "
                                          f"{name} takes ({', '.join(params)}): no array {', '.join(needed)} (the op's "
                                          "inputs and the kernel's parameters, by name, in one file)")
-            r = review_kernel(kernel, arrays, args.op, kernel_args=kernel_args, gpu=args.gpu, target=args.target,
-                              name=f"{Path(path).name}::{name}")
-    except (nki_cli.UsageFault, ValueError, TypeError) as e:
+            try:
+                r = review_kernel(kernel, arrays, args.op, kernel_args=kernel_args, gpu=args.gpu, target=args.target,
+                                  name=f"{Path(path).name}::{name}")
+            except (SystemExit, KeyboardInterrupt) as e:
+                # A kernel returns its outputs; one that exits (or is interrupted) left nothing to review.
+                return _refuse("review", f"the kernel {name} raised {type(e).__name__}({', '.join(map(repr, e.args))}) "
+                                         "while it ran; numeq cannot review it")
+    except (nki_cli.UsageFault, ValueError, TypeError, MemoryError) as e:
         return _refuse("review", str(e))
     out = Path(args.out) if args.out else Path(f"review-{name}")
     return _written(r, out, args.quiet)

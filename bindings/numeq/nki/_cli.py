@@ -18,9 +18,11 @@ import ast
 import importlib.util
 import inspect
 import json
+import math
 import os
 import sys
 import traceback
+import zipfile
 from typing import Any, Callable
 
 import numpy as np
@@ -104,16 +106,46 @@ def _assumptions(target: str, items: list[str]) -> dict[str, str]:
 
 
 def _grid(text: str | None) -> tuple[int, ...]:
+    from ._run import MAX_PROGRAMS, check_grid
+
     if text is None:
         return ()
+    valid = f"expected positive integers separated by commas (e.g. 4 or 2,2), at most {MAX_PROGRAMS} programs in all"
     try:
         grid = tuple(int(g) for g in text.split(","))
     except ValueError:
-        raise UsageFault(f"--grid: expected positive integers separated by commas (e.g. 4 or 2,2), got {text!r}") \
-            from None
+        raise UsageFault(f"--grid: {valid}, got {text!r}") from None
     if not grid or any(g < 1 for g in grid):
-        raise UsageFault(f"--grid: expected positive integers separated by commas (e.g. 4 or 2,2), got {text!r}")
-    return grid
+        raise UsageFault(f"--grid: {valid}, got {text!r}")
+    try:
+        return check_grid(grid)
+    except ValueError as e:
+        raise UsageFault(f"--{e}") from None
+
+
+def _writable(option: str, path: str | None) -> str | None:
+    """``path`` if numeq can write it, checked before the kernel runs (a run can take minutes):
+    its folder exists, it is not a folder, and a file there can be opened for writing. An existing
+    file is opened for update (not truncated); a new one is made and removed again."""
+    if path is None:
+        return None
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder):
+        raise UsageFault(f"{option}: no such folder {folder!r} for {path!r}")
+    if os.path.isdir(path):
+        raise UsageFault(f"{option}: {path!r} is a folder; give a file path")
+    try:
+        if os.path.exists(path):
+            with open(path, "r+b"):
+                pass
+        else:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+            os.close(fd)
+            os.remove(path)
+    except OSError as e:
+        raise UsageFault(f"{option}: cannot write {path!r} ({e.strerror or e}); give a path in a folder you can "
+                         "write") from None
+    return path
 
 
 def _literal(text: str) -> Any:
@@ -149,6 +181,9 @@ def _import(path: str) -> Any:
     sys.modules[module_name] = module  # dataclasses and pickling look their module up here
     try:
         spec.loader.exec_module(module)
+    except (SystemExit, KeyboardInterrupt) as e:
+        raise UsageFault(f"FILE.py::KERNEL: importing {path} raised {type(e).__name__}({_args(e)}) (the file exits "
+                         "or is interrupted as it loads); numeq cannot run it") from None
     except Exception as e:
         from .machine.context import Unsupported
 
@@ -159,6 +194,10 @@ def _import(path: str) -> Any:
         sys.path.remove(folder)
         sys.modules.pop(module_name, None)
     return module
+
+
+def _args(e: BaseException) -> str:
+    return ", ".join(repr(a) for a in e.args)
 
 
 def _kernels_in(module: Any) -> list[str]:
@@ -194,26 +233,122 @@ def _raw(d: Any) -> bool:
     return np.dtype(d.storage).kind == "V"
 
 
-def _load_inputs(path: str | None, dtypes: dict[str, str]) -> dict[str, np.ndarray]:
+_NPY_MAGIC = b"\x93NUMPY"
+
+
+class _Inputs:
+    """An .npz file's members as its zip directory lists them (name -> ZipInfo): nothing is
+    decompressed until ``read``, so unknown or malformed members are refused first."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        with open(path, "rb") as f:
+            head = f.read(len(_NPY_MAGIC))
+        if head == _NPY_MAGIC:
+            raise UsageFault(f"--inputs: {path} holds one array (.npy); give an .npz of named arrays (numpy.savez)")
+        try:
+            self.zip = zipfile.ZipFile(path)
+            infos = self.zip.infolist()
+        except (zipfile.BadZipFile, zipfile.LargeZipFile, OSError, ValueError, EOFError) as e:
+            raise UsageFault(f"--inputs: {path} is not a numpy .npz file ({e})") from None
+        self.members: dict[str, zipfile.ZipInfo] = {}
+        for info in infos:
+            if not info.filename.endswith(".npy") or info.is_dir():
+                self.close()
+                raise UsageFault(f"--inputs: {path} holds {info.filename!r}, which is not an array; an .npz holds "
+                                 "arrays only, NAME.npy each (numpy.savez)")
+            name = info.filename[:-4]
+            if name in self.members:
+                self.close()
+                raise UsageFault(f"--inputs: {path} holds two members named {name!r}; the file is corrupt")
+            if info.flag_bits & 0x1:
+                self.close()
+                raise UsageFault(f"--inputs: {path}: member {name!r} is encrypted; numpy's .npz members are not")
+            self.members[name] = info
+
+    @property
+    def names(self) -> list[str]:
+        return list(self.members)
+
+    def close(self) -> None:
+        self.zip.close()
+
+    def read(self, name: str) -> np.ndarray:
+        """One member: its header checked (no pickled objects; the bytes it declares are the bytes it
+        holds) before the array is made, then its data read and checked (the zip's CRC)."""
+        info, path = self.members[name], self.path
+        fmt = np.lib.format
+        shape: Any = "?"
+        dtype: Any = "?"
+        try:
+            with self.zip.open(info) as f:
+                version = fmt.read_magic(f)
+                if version == (1, 0):
+                    shape, fortran, dtype = fmt.read_array_header_1_0(f)
+                elif version in ((2, 0), (3, 0)):
+                    shape, fortran, dtype = fmt.read_array_header_2_0(f)
+                else:
+                    raise ValueError(f"unknown .npy format version {version}")
+                if dtype.hasobject:
+                    raise UsageFault(f"--inputs: array {name} of {path} holds Python objects (a pickled {dtype} "
+                                     "array); numeq never unpickles (allow_pickle=False): save numeric arrays of an "
+                                     "NKI dtype")
+                nbytes = math.prod(shape) * dtype.itemsize
+                held = info.file_size - f.tell()
+                if held != nbytes:
+                    raise UsageFault(f"--inputs: array {name} of {path} declares shape {shape} of {dtype} "
+                                     f"({nbytes} B) but holds {held} B: the file is corrupt")
+                raw = np.empty(nbytes, dtype=np.uint8)
+                view, at = memoryview(raw), 0
+                while at < nbytes:
+                    n = f.readinto(view[at:at + (1 << 24)])
+                    if not n:
+                        raise EOFError(f"the data ends after {at} of {nbytes} B")
+                    at += n
+                if f.read(1):
+                    raise ValueError("data past the array's end")
+        except UsageFault:
+            raise
+        except MemoryError:
+            raise UsageFault(f"--inputs: array {name} of {path} ({dtype}, shape {shape}) does not fit in this host's "
+                             "memory") from None
+        except (zipfile.BadZipFile, OSError, ValueError, EOFError) as e:
+            raise UsageFault(f"--inputs: array {name} of {path} cannot be read: {e} (the file is corrupt)") from None
+        except Exception as e:  # zlib.error, lzma / bz2 errors of a damaged member
+            raise UsageFault(f"--inputs: array {name} of {path} cannot be read: {type(e).__name__}: {e} (the file "
+                             "is corrupt)") from None
+        a = raw.view(dtype) if nbytes else np.empty(0, dtype=dtype)
+        a = a.reshape(shape, order="F" if fortran else "C")
+        if dtype.byteorder not in ("=", "|") and dtype.byteorder != ("<" if sys.byteorder == "little" else ">"):
+            a = a.astype(dtype.newbyteorder("="))  # the same values in this machine's byte order
+        return a
+
+
+def _load_inputs(path: str | None, dtypes: dict[str, str],
+                 accept: Callable[[list[str]], None] | None = None) -> dict[str, np.ndarray]:
+    """The arrays of .npz ``path`` by name, ``--dtype`` applied. ``accept(names)`` sees the member
+    names from the zip directory before any member is decompressed (and may refuse them)."""
     from .machine.dtypes import DTYPES, dtype_of
 
     if path is None:
         if dtypes:
             raise UsageFault(f"--dtype: names input arrays ({', '.join(dtypes)}), but --inputs gives none")
+        if accept is not None:
+            accept([])
         return {}
     if not os.path.isfile(path):
         raise UsageFault(f"--inputs: no such file {path!r}")
+    inputs = _Inputs(path)
     try:
-        loaded = np.load(path, allow_pickle=False)
-    except (OSError, ValueError) as e:
-        raise UsageFault(f"--inputs: {path} is not a numpy .npz file ({e})") from None
-    if not isinstance(loaded, np.lib.npyio.NpzFile):
-        raise UsageFault(f"--inputs: {path} holds one array (.npy); give an .npz of named arrays (numpy.savez)")
-    with loaded:
-        arrays = {name: loaded[name] for name in loaded.files}
-    unknown = sorted(set(dtypes) - set(arrays))
-    if unknown:
-        raise UsageFault(f"--dtype: {path} has no array {', '.join(unknown)}; its arrays: {', '.join(arrays)}")
+        unknown = sorted(set(dtypes) - set(inputs.names))
+        if unknown:
+            raise UsageFault(f"--dtype: {path} has no array {', '.join(unknown)}; its arrays: "
+                             f"{', '.join(inputs.names)}")
+        if accept is not None:
+            accept(inputs.names)
+        arrays = {name: inputs.read(name) for name in inputs.names}
+    finally:
+        inputs.close()
     for name, spelling in dtypes.items():
         try:
             d = dtype_of(spelling, f"--dtype {name}")
@@ -226,6 +361,8 @@ def _load_inputs(path: str | None, dtypes: dict[str, str]) -> dict[str, np.ndarr
                 raise UsageFault(f"--dtype: {name} holds {a.dtype.itemsize}-byte elements; {d} takes "
                                  f"{storage.itemsize}")
             arrays[name] = a.view(storage)
+        elif a.dtype.kind not in "biuf":
+            raise UsageFault(f"--dtype: {name} holds {a.dtype} values, which are not numbers to round to {d}")
         elif d.kind == "int" and a.dtype.kind == "f":
             info = np.iinfo(storage)
             if not np.all((a == np.round(a)) & (a >= info.min) & (a <= info.max)):
@@ -240,6 +377,37 @@ def _load_inputs(path: str | None, dtypes: dict[str, str]) -> dict[str, np.ndarr
                              f"bfloat16 and fp8 arrays so in .npz); say which dtype with --dtype {name}=DTYPE "
                              f"(valid: {', '.join(valid)})")
     return arrays
+
+
+def _nki_dtypes(arrays: dict[str, np.ndarray], inputs: str | None) -> None:
+    """Every array a kernel gets is of an NKI dtype. NKI has no float64 (nki.language's dtypes:
+    float32, bfloat16, float16, tfloat32, fp8, ints, bool), and AWS's simulator takes numpy arrays
+    of NKI dtypes; numeq does not round a float64 array silently: --dtype NAME=float32 says to."""
+    from .machine.dtypes import DTYPES, dtype_of
+
+    for name, a in arrays.items():
+        try:
+            dtype_of(a.dtype, name)
+        except (TypeError, ValueError):
+            fix = {"f": "float32", "i": "int32", "u": "uint32"}.get(a.dtype.kind)
+            how = (f"; save it as one, or give --dtype {name}={fix} (values rounded to nearest even)"
+                   if fix == "float32" else f"; save it as one, or give --dtype {name}={fix}" if fix else "")
+            raise UsageFault(f"--inputs: array {name} of {inputs} is {a.dtype}, not an NKI dtype (NKI kernels, and "
+                             f"AWS's simulator, take arrays of {', '.join(DTYPES)}){how}") from None
+
+
+def _known_names(fn: Callable, kernel_name: str, names: list[str], kwargs: dict[str, Any],
+                 inputs: str | None) -> None:
+    """The .npz's member names (from its zip directory, before any is decompressed) are kernel
+    parameters, unless the kernel takes **kwargs."""
+    params = list(inspect.signature(fn).parameters.values())
+    if any(p.kind == p.VAR_KEYWORD for p in params):
+        return
+    accepted = [p.name for p in params if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
+    extra = [n for n in names if n not in accepted]
+    if extra:
+        raise UsageFault(f"--inputs: {inputs} holds arrays [{', '.join(names)}]; {kernel_name} takes "
+                         f"({', '.join(accepted)}): no parameter {', '.join(extra)}")
 
 
 def _arguments(fn: Callable, kernel_name: str, arrays: dict[str, np.ndarray], kwargs: dict[str, Any],
@@ -358,27 +526,44 @@ def _refuse(message: str) -> int:
 def main(args: argparse.Namespace) -> int:
     """``numeq nki run``; the exit status (see the module doc)."""
     from . import installed, run as nki_run
-    from .machine.context import Unsupported
+    from ._run import check_kernel
+    from .machine.context import TooLarge, Unsupported
 
     try:
         path, name = _split_kernel(args.kernel)
         assume = _assumptions(args.target, args.assume)
         grid = _grid(args.grid)
-        for option, file in (("--out", args.out), ("--trace", args.trace)):
-            folder = os.path.dirname(os.path.abspath(file)) if file else None
-            if folder and not os.path.isdir(folder):
-                raise UsageFault(f"{option}: no such folder {folder!r} for {file!r}")
+        # Where the results go is checked before the kernel runs (a run can take minutes).
+        out = None if args.out is None else args.out if args.out.endswith(".npz") else args.out + ".npz"
+        _writable("--out", out)  # numpy.savez's own rule: .npz added
+        _writable("--trace", args.trace)
         kwargs = {k: _literal(v) for k, v in _pairs(args.kwarg, "--kwarg").items()}
-        arrays = _load_inputs(args.inputs, _pairs(args.dtype, "--dtype"))
+        dtypes = _pairs(args.dtype, "--dtype")
         with installed(target=args.target, assume=assume):
             module = _import(path)
             kernel = _kernel(module, path, name)
             fn = getattr(kernel, "func", kernel)
+            try:
+                check_kernel(fn, name)
+            except TypeError as e:
+                raise UsageFault(str(e)) from None
+            arrays = _load_inputs(args.inputs, dtypes,
+                                  accept=lambda names: _known_names(fn, name, names, kwargs, args.inputs))
+            _nki_dtypes(arrays, args.inputs)
             positional, keywords = _arguments(fn, name, arrays, kwargs, args.inputs)
             try:
                 r = nki_run(kernel, *positional, target=args.target, assume=assume, grid=grid or None, **keywords)
             except (Unsupported, UsageFault):
                 raise
+            except (SystemExit, KeyboardInterrupt) as e:
+                # A kernel returns its outputs; one that exits (or is interrupted) gave none to judge.
+                return _refuse(f"the kernel {name} raised {type(e).__name__}({_args(e)}) while it ran: no outputs, "
+                               "no findings; numeq cannot run it")
+            except MemoryError as e:
+                return _refuse(f"the kernel {name}: {e}; numeq cannot run it")
+            except TooLarge as e:
+                sys.stderr.write(f"numeq nki run: the kernel {name} asks for more than the target holds: {e}\n")
+                return 1
             except Exception:
                 sys.stderr.write(f"numeq nki run: the kernel {name} raised:\n{traceback.format_exc()}")
                 return 1
@@ -388,16 +573,18 @@ def main(args: argparse.Namespace) -> int:
         return _refuse(f"{e} (numeq cannot run this kernel)")
     outputs = _named_outputs(r.outputs) if r.completed else {}
     _report(args.kernel, r, assume, outputs, sys.stdout)
-    if args.out is not None:
-        if outputs:
-            out = args.out if args.out.endswith(".npz") else args.out + ".npz"  # numpy.savez's own rule
-            np.savez(out, **outputs)
-            sys.stdout.write(f"wrote {out}\n")
-        else:
-            sys.stdout.write(f"no outputs to write to {args.out}\n")
-    if args.trace is not None:
-        with open(args.trace, "w", encoding="utf-8") as f:
-            json.dump(_trace_document(args.kernel, r), f, indent=1, default=_json_value)
-            f.write("\n")
-        sys.stdout.write(f"wrote {args.trace}\n")
+    try:
+        if out is not None:
+            if outputs:
+                np.savez(out, **outputs)
+                sys.stdout.write(f"wrote {out}\n")
+            else:
+                sys.stdout.write(f"no outputs to write to {out}\n")
+        if args.trace is not None:
+            with open(args.trace, "w", encoding="utf-8") as f:
+                json.dump(_trace_document(args.kernel, r), f, indent=1, default=_json_value)
+                f.write("\n")
+            sys.stdout.write(f"wrote {args.trace}\n")
+    except OSError as e:
+        return _refuse(f"cannot write {e.filename or 'the results'!r}: {e.strerror or e}")
     return 1 if r.errors else 0

@@ -22,6 +22,7 @@ from .. import nki as _nki
 from .correctness import _split_name
 from .findings import ReviewFinding
 from .manifest import OPERATIONS, Manifest, ManifestError, _OPERATIONS
+from ..nki._run import check_kernel as _check_kernel
 from ..nki.machine.targets import target as _target
 
 __all__ = ["review_kernel", "reviewed", "run_manifest_kernel"]
@@ -83,12 +84,48 @@ def run_manifest_kernel(m: Manifest) -> Any:
     known = _nki.assumptions_of(m.target)
     assume = {k: v for k, v in (item.split("=", 1) for item in _split_name(m.trainium_platform)[1] if "=" in item)
               if k in known}
+    where = f"{m.path}:{spec.line}"
     try:
         with _nki.installed(target=m.target):
             kernel = _cli._kernel(_cli._import(str(spec.file)), str(spec.file), spec.function)
-            return _nki.run(kernel, target=m.target, assume=assume or None, grid=spec.grid or None, **spec.args)
+            fn = getattr(kernel, "func", kernel)
+            try:
+                _check_kernel(fn, spec.function)
+            except TypeError as e:
+                raise ManifestError(f"{where}: kernel.function: {e}") from None
+            _check_args(fn, spec, where)
+            try:
+                return _nki.run(kernel, target=m.target, assume=assume or None, grid=spec.grid or None, **spec.args)
+            except (SystemExit, KeyboardInterrupt) as e:
+                # A kernel returns its outputs; one that exits (or is interrupted) left nothing to review.
+                raise ManifestError(f"{where}: kernel: {spec.function} raised {type(e).__name__}"
+                                    f"({', '.join(map(repr, e.args))}) while it ran; numeq cannot review it") from None
+            except MemoryError as e:
+                raise ManifestError(f"{where}: kernel: {spec.function}: {e}") from None
     except _cli.UsageFault as e:
-        raise ManifestError(f"{m.path}:{spec.line}: kernel: {e}") from None
+        raise ManifestError(f"{where}: kernel: {e}") from None
+
+
+def _check_args(fn: Callable, spec: Any, where: str) -> None:
+    """A manifest's ``[kernel] args`` name the kernel's parameters, and give every parameter
+    without a default (unless the kernel takes ``**kwargs`` / ``*args``)."""
+    params = list(inspect.signature(fn).parameters.values())
+    named = [p for p in params if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
+    names = [p.name for p in named if p.kind != p.POSITIONAL_ONLY]
+    signature = f"{spec.function} takes ({', '.join(p.name for p in named)})"
+    if not any(p.kind == p.VAR_KEYWORD for p in params):
+        unknown = [k for k in spec.args if k not in names]
+        if unknown:
+            raise ManifestError(f"{where}: kernel.args.{unknown[0]}: {signature}: no parameter "
+                                f"{', '.join(unknown)}; valid: {', '.join(names) or '(none)'}")
+    run_keywords = [k for k in spec.args if k in ("target", "assume", "grid")]
+    if run_keywords:
+        raise ManifestError(f"{where}: kernel.args.{run_keywords[0]}: a parameter named as numeq.nki.run's own "
+                            "keyword (target, assume, grid) cannot be passed; rename it in the kernel")
+    missing = [p.name for p in named if p.default is p.empty and p.name not in spec.args]
+    if missing:
+        raise ManifestError(f"{where}: kernel.args: {signature}: no value for {', '.join(missing)} (give each "
+                            "parameter without a default in [kernel] args)")
 
 
 def reviewed(m: Manifest, run: Any, precision: bool = True) -> Any:
