@@ -229,8 +229,13 @@ def _outputs(ctx: Context, x: Any) -> Any:
     context and its tensors alive after the run until the garbage collector's next pass)."""
     if isinstance(x, Tensor):
         if not x.base.complete and not np.all(x.mask == x.base.full):
-            ctx.find("output_unwritten", "error", f"output {x.name} holds {int(np.count_nonzero(x.mask != x.base.full))} "
-                     f"of {x.size} elements no instruction wrote", "documented: tensors start undefined "
+            # Nothing written is an error; a part written (a scatter, a masked store: AWS's own
+            # examples return such outputs, their callers reading the part written) is a warning.
+            unwritten = int(np.count_nonzero(x.mask != x.base.full))
+            rule, severity = ("output_unwritten", "error") if unwritten == x.size else ("output_partly_written",
+                                                                                      "warning")
+            ctx.find(rule, severity, f"output {x.name} holds {unwritten} of {x.size} elements no instruction wrote "
+                     "(they hold whatever the memory held)", "documented: tensors start undefined "
                      "(nki.language.ndarray docs)", at=x.base.line)
         return np.array(x.data, copy=True)
     if isinstance(x, (tuple, list)):

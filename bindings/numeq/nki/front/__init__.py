@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from .. import language
 from ..instructions import path
-from ..machine import views
+from ..machine import indirect, views
 from . import index_expressions, tiles
 from .masks import masked_call
 
@@ -16,10 +16,11 @@ __all__ = ["install"]
 
 
 def install() -> None:
-    """Index expressions and tile assignment in the machine room's views, the tile operators on
+    """Index expressions, tile assignment and indirect access patterns (``t.ap(vector_offset=)``,
+    machine.indirect) in the machine room's views, the tile operators on
     its tensors, ``nl.fp32.min`` in the language module, ``mask=`` on the instructions whose row
     accepts it (elementwise ones, and those reducing the free axes)."""
-    views.FRONT.update(index=tiles.index, assign=tiles.assign)
+    views.FRONT.update(index=tiles.index, assign=tiles.assign, indirect_pattern=indirect.indirect_pattern)
     language.FRONT.update(tiles=tiles, index_expressions=index_expressions)
     path.MASKED["call"] = masked_call
     tiles._install_operators()

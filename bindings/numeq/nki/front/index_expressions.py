@@ -14,6 +14,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from ..instructions import access as _engine
+from ..machine import indirect as _indirect
 from ..machine import precision as _precision
 from ..machine import rules as _rules
 from ..machine.context import KernelFault, _operand as _trace_operand, current, where as _line
@@ -346,6 +347,8 @@ def index(key: tuple, shape: tuple, t: Tensor) -> Gather:
         raise ctx.unsupported("operand masking (a tile indexed by a predicate, t[i_f <= 64])")
     if len(items) > len(shape):
         raise out_of_bounds(t, f"{len(items)} indices for a tensor of shape {shape}")
+    if any(isinstance(k, Tensor) for k in items):
+        return _IndirectKey(items)
     for d, k in enumerate(items):
         if not _is_index(k):
             raise TypeError(f"{t.name}: index {k!r} on axis {d}: nl.arange / nl.mgrid expressions index together "
@@ -405,6 +408,36 @@ def index(key: tuple, shape: tuple, t: Tensor) -> Gather:
     tail = tuple(shape[len(items):])
     message = "; ".join(clipped)
     return _View(f, grid + tail, (box + tuple(slice(0, n) for n in tail)) if clipped else None, message, _line())
+
+
+class _IndirectKey(Gather):
+    """``t[idx_tile, i_f]``: an SBUF tile of indices where an index expression would stand (the
+    older interface's indirect load and store; machine.indirect): the tile's values index that
+    axis, one per partition of the grid, the index expressions the others."""
+
+    def __init__(self, items: list) -> None:
+        self.items = items
+
+    def view(self, t: Tensor) -> Tensor:
+        exprs = [k for k in self.items if isinstance(k, IndexExpr)]
+        tail = t.shape[len(self.items):]  # axes the key leaves out follow whole, as new grid axes
+        nd = _bmax([e.ndim for e in exprs] + [2]) + len(tail)
+        values: list = []
+        for k in self.items:
+            if isinstance(k, Tensor):
+                values.append(np.zeros((k.shape[0],) + (1,) * (nd - 1), np.int64))  # its extent; values later
+            elif isinstance(k, IndexExpr):
+                values.append(k.aligned(nd - len(tail)).values().reshape(k.aligned(nd - len(tail)).shape
+                                                                         + (1,) * len(tail)))
+            elif _is_index(k):
+                values.append(np.full((1,) * nd, operator.index(k), np.int64))  # noqa: E501
+            else:
+                raise TypeError(f"{t.name}: index {k!r}: with an index tile, the other axes take nl.arange / "
+                                "nl.mgrid expressions or integers")
+        for j, n in enumerate(tail):
+            axis = nd - len(tail) + j
+            values.append(np.arange(n, dtype=np.int64).reshape([n if a == axis else 1 for a in range(nd)]))
+        return _indirect.indirect_index(t, self.items + [None] * len(tail), values)
 
 
 def _affine_view(items: list, grid: tuple, shape: tuple, t: Tensor) -> "_View":

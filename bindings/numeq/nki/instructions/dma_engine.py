@@ -17,6 +17,8 @@ from .operands import (alu_fn, constraint, destination, raw, reduce_name, shape_
 from .path import Call
 from .table import instruction
 from ..machine.alu import alu
+from ..machine.indirect import Indirect, gather, scatter
+from .operands import write_where
 
 
 @instruction("dma_copy", engine="dma", assumptions=("dma_cast_rounding",), forms=[
@@ -29,6 +31,11 @@ def dma_copy(c: Call) -> Any:
     ctx, dst, src, dst_rmw_op = c.ctx, c.args["dst"], c.args["src"], c.args["dst_rmw_op"]
     queue = c.args["engine"]  # the engine whose queue issues the transfer
     dst, src = as_tensor(dst, "dst"), as_tensor(src, "src")
+    if isinstance(src, Indirect) or isinstance(dst, Indirect):
+        _indirect_copy(c, dst, src, dst_rmw_op)
+        c.issue([dst], [src], nbytes=src.size * src.dtype.itemsize,
+                  queue="dma" if queue is None else str(getattr(queue, "name", queue)), indirect=True)
+        return dst
     _rules.check_on_chip(ctx, src)
     _rules.check_read(ctx, src)
     if dst.size != src.size:
@@ -46,6 +53,48 @@ def dma_copy(c: Call) -> Any:
     c.issue([dst], [src], nbytes=src.size * src.dtype.itemsize,
               queue="dma" if queue is None else str(getattr(queue, "name", queue)))
     return dst
+
+
+def _indirect_copy(c: Call, dst: Any, src: Any, dst_rmw_op: Any) -> None:
+    """A gather (src addressed by an index tile) or a scatter (dst so addressed): machine.indirect.
+    Elements out of bounds are an error finding, or not transferred with oob_mode=skip (the rest
+    of dst keeps its contents); a dtype change goes through fp32 (dma_cast_rounding);
+    ``dst_rmw_op`` combines with what dst holds, element by element, in fp32."""
+    ctx, oob = c.ctx, c.args["oob_mode"]
+    if isinstance(src, Indirect) and isinstance(dst, Indirect):
+        raise ctx.unsupported("dma_copy with both src and dst addressed indirectly")
+    if dst.size != src.size:
+        raise KernelFault(ctx.find("shape_mismatch", "error", f"dma_copy: {src.name} {src.shape} -> {dst.name} "
+                                   f"{dst.shape} differ in size", "documented: nki.isa.dma_copy docstring"))
+    rounding = ctx.assumptions["dma_cast_rounding"]
+
+    def into_dst(values: np.ndarray) -> np.ndarray:  # fp32 values -> dst's storage bits
+        return _numerics.cast_into(values, dst.dtype, rounding)
+
+    if isinstance(src, Indirect):
+        bits, inside = gather(ctx, src, oob)
+        bits, inside = bits.reshape(dst.shape), inside.reshape(dst.shape)
+        if dst_rmw_op is not None:
+            values = alu(dst_rmw_op, read(ctx, dst, "dst"), _numerics.fp32_values(bits, src.dtype), "dst_rmw_op")
+            bits = into_dst(values)
+        elif dst.dtype != src.dtype:
+            bits = into_dst(_numerics.fp32_values(bits, src.dtype))
+        if inside.all():
+            write(ctx, dst, None, bits=bits)
+        else:
+            write_where(ctx, dst, inside, bits=bits)
+        return
+    _rules.check_read(ctx, src)
+    if dst_rmw_op is None:
+        bits = src.data if dst.dtype == src.dtype else into_dst(read(ctx, src, "src"))
+        scatter(ctx, dst, bits, oob)
+        return
+    new = read(ctx, src, "src")
+
+    def combine(old_bits: np.ndarray, values: np.ndarray) -> np.ndarray:  # dst = dst <op> src, in fp32
+        return into_dst(alu(dst_rmw_op, _numerics.fp32_values(old_bits, dst.dtype), values, "dst_rmw_op"))
+
+    scatter(ctx, dst, new, oob, combine)
 
 
 _TRANSPOSE_AXES = {2: (1, 0), 3: (2, 1, 0), 4: (3, 1, 2, 0)}

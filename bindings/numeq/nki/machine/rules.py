@@ -57,7 +57,10 @@ RULES: dict[str, Rule] = {
     "accumulate_non_matmul": Rule("error", "nc_matmul accumulates into PSUM that holds a non-matmul result", _RUN),
     "index_bounds": Rule("error", "an index or access pattern reaches outside the tensor", _RUN),
     "shape_mismatch": Rule("error", "an instruction's operands do not have the shapes it needs", _RUN),
-    "output_unwritten": Rule("error", "a kernel output holds bytes no instruction wrote", _RUN),
+    "output_unwritten": Rule("error", "a kernel output no instruction wrote", _RUN),
+    "indirect_index": Rule("error", "the indices of an indirect DMA are not integers in an on-chip tile", _RUN),
+    "output_partly_written": Rule("warning", "a kernel output holds elements no instruction wrote (its caller must "
+                                  "read only the part written)", _RUN),
     "instruction_constraint": Rule("error", "an operand breaks a documented limit of its instruction (dtype, size, "
                                             "operator, value, memory)", _RUN),
     "target_generation": Rule("error", "the instruction needs a newer NeuronCore than the target has", _RUN),

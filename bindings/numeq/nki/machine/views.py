@@ -123,10 +123,8 @@ def access_pattern(t: Any, pattern: Sequence[Sequence[int]] | None = None, offse
         pattern = kwargs.pop("ap", None)
     if args:
         raise TypeError("ap: takes pattern and offset positionally; the rest by keyword")
-    for dynamic in ("scalar_offset", "vector_offset", "indirect_dim"):
-        if kwargs.get(dynamic) is not None and not (dynamic == "indirect_dim" and kwargs[dynamic] == 0):
-            raise current().unsupported(f"tensor.ap({dynamic}=) (dynamic access patterns)")
-        kwargs.pop(dynamic, None)
+    vector_offset, scalar_offset = kwargs.pop("vector_offset", None), kwargs.pop("scalar_offset", None)
+    indirect_dim = kwargs.pop("indirect_dim", 0)
     dtype = kwargs.pop("dtype", None)
     if kwargs:
         raise TypeError(f"ap: unknown keyword(s) {', '.join(sorted(kwargs))}; valid: pattern, offset, dtype, "
@@ -140,6 +138,13 @@ def access_pattern(t: Any, pattern: Sequence[Sequence[int]] | None = None, offse
     ratio = base.dtype.itemsize / d.itemsize
     flat_n = int(base.data.size * ratio)
     start = int(t.element_offset() * ratio) if offset is None else operator.index(offset)
+    if vector_offset is not None or scalar_offset is not None:
+        # Indirect addressing (nki.isa.dma_copy docs): addresses chosen at run time, their bounds
+        # checked when the DMA runs (machine.indirect).
+        if dtype is not None:
+            raise current().unsupported("tensor.ap(dtype=) together with an indirect offset")
+        return FRONT["indirect_pattern"](t, pairs, start, vector_offset=vector_offset, scalar_offset=scalar_offset,
+                                         indirect_dim=indirect_dim)
     lo = start + sum(min(0, s * (c - 1)) for s, c in pairs)
     hi = start + sum(max(0, s * (c - 1)) for s, c in pairs)
     if any(c <= 0 for _, c in pairs) or lo < 0 or hi >= flat_n:
