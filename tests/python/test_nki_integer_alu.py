@@ -228,8 +228,9 @@ def test_abs_max_and_abs_min_keep_the_sign_and_give_y_on_a_tie():
     np.testing.assert_array_equal(hi.outputs, np.where(np.abs(a) > np.abs(b), a, b))
     np.testing.assert_array_equal(lo.outputs, np.where(np.abs(a) < np.abs(b), a, b))
     assert hi.outputs[0, 0] == -5.0 and hi.outputs[0, 2] == -1.0 and lo.outputs[0, 1] == 3.0
-    # "Available only on NeuronCore-v4 (trn3) and newer": every numeq target is older.
-    assert [f.rule for f in hi.errors] == ["target_generation"]
+    # "Available only on NeuronCore-v4 (trn3) and newer" (current docs; SDK 2.26's operator table
+    # lists it for every generation): a warning on every numeq target.
+    assert not hi.errors and "operator_generation" in [f.rule for f in hi.warnings]
     ints = nki.run(binary(nl.abs_max), np.array([[-7, 6, -(2 ** 31)]], np.int32), np.array([[6, -7, 5]], np.int32))
     np.testing.assert_array_equal(ints.outputs, [[-7, -7, -(2 ** 31)]])
 

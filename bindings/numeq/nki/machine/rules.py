@@ -59,6 +59,8 @@ RULES: dict[str, Rule] = {
     "shape_mismatch": Rule("error", "an instruction's operands do not have the shapes it needs", _RUN),
     "output_unwritten": Rule("error", "a kernel output no instruction wrote", _RUN),
     "indirect_index": Rule("error", "the indices of an indirect DMA are not integers in an on-chip tile", _RUN),
+    "operator_generation": Rule("warning", "an ALU operator the current docs give to a newer NeuronCore than the "
+                                "target (older docs list it for every generation)", _RUN),
     "output_partly_written": Rule("warning", "a kernel output holds elements no instruction wrote (its caller must "
                                   "read only the part written)", _RUN),
     "instruction_constraint": Rule("error", "an operand breaks a documented limit of its instruction (dtype, size, "
