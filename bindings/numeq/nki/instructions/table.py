@@ -85,7 +85,10 @@ def instruction(name: str, *, engine: str, forms: tuple[Form, ...] | list[Form],
 
 def unimplemented(name: str, source: str, since: int = 2) -> None:
     """A row for an instruction NKI documents (``source``) and numeq does not implement yet: a kernel
-    can import and name it; calling it raises ``numeq.nki.Unsupported`` with the kernel's line."""
+    can import and name it; calling it raises ``numeq.nki.Unsupported`` with the kernel's line. A
+    row with semantics registered first (an engine module implementing it) is kept."""
     if name in INSTRUCTIONS:
+        if INSTRUCTIONS[name].implemented:
+            return
         raise ValueError(f"instruction {name!r} is already in the table")
     INSTRUCTIONS[name] = InstructionSpec(name, "unknown", None, (), since=since, source=source)
