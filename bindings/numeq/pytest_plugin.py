@@ -12,7 +12,8 @@ without installing, load it with ``-p numeq.pytest_plugin``).
   (machine-readable) and/or PATH.html (one self-contained page); a PATH without a suffix writes
   both;
 - a terminal summary line: ``numeq: N checks, tiers: bit_exact a, variant b, ...``;
-- ``--numeq-nki[=TARGET]`` (TARGET trn2, trn1 or inf2; trn2 when given without one): the whole run
+- ``--numeq-nki[=TARGET]`` (TARGET trn2, trn1 or inf2; without one, each run takes the target AWS's
+  environment variables name, NEURON_PLATFORM_TARGET_OVERRIDE or NKI_NC_VERSION, else trn2): the whole run
   inside ``numeq.nki.installed(target=TARGET)``, from the loading of the first conftest.py on, so
   an NKI test suite (``import nki``, ``from neuronxcc import nki``, ``@nki.jit`` kernels called with
   numpy arrays, ``nki.simulate(kernel)(...)``, ``nki.simulate_kernel(kernel, ...)``) runs on numeq.
@@ -139,10 +140,11 @@ def _install_nki(config: pytest.Config, target: Any) -> None:
     config's cleanup, which pytest runs at the end of the session."""
     if target is None or _NKI in config.stash:
         return
-    from .nki.machine.targets import DEFAULT_TARGET, target_names
+    from .nki.machine.targets import target_names
 
-    target = DEFAULT_TARGET if target == _DEFAULT else target
-    if target not in target_names():
+    # A bare --numeq-nki: each run's target from AWS's environment variables, else trn2 (_run._defaults).
+    target = None if target == _DEFAULT else target
+    if target is not None and target not in target_names():
         raise pytest.UsageError(f"--numeq-nki: unknown target {target!r}; valid: {', '.join(target_names())} (write "
                                 "--numeq-nki=TARGET: a bare word after --numeq-nki is read as the target, not a path)")
     from .nki import installed
@@ -414,7 +416,8 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
         runs = nki["runs"]
         errors = sum(len(r.errors) for r in runs)
         warnings = sum(len(r.warnings) for r in runs)
-        terminalreporter.write_line(f"numeq.nki ({nki['target']}): {len(runs)} @nki.jit kernel calls, "
+        targets = ", ".join(sorted({r.target for r in runs}))  # each run's (AWS's variables may differ per test)
+        terminalreporter.write_line(f"numeq.nki ({targets}): {len(runs)} @nki.jit kernel calls, "
                                     f"{errors} error findings, {warnings} warning findings")
         seen: set[tuple[str, str]] = set()
         for f in (f for r in runs for f in r.findings):  # each rule at each kernel line once

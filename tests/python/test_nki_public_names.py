@@ -234,3 +234,25 @@ def test_the_dtype_helpers_aws_suites_import_cast_as_cpp_static_cast():
     assert dt.sizeinbytes(np.float32) == 4 and dt.sizeinbytes(ml_dtypes.bfloat16) == 2
     assert dt.is_float_type(ml_dtypes.bfloat16) and not dt.is_float_type(np.int8)
     assert float(dt.finfo(ml_dtypes.float8_e4m3fn).max) == 448.0
+
+
+def test_a_run_takes_its_target_from_aws_environment_unless_one_is_named(monkeypatch):
+    @nki.jit
+    def version(a):
+        out = nl.ndarray((1, 1), nl.int32, buffer=nl.shared_hbm)
+        t = nl.ndarray((1, 1), nl.int32, buffer=nl.sbuf)
+        nisa.memset(t, int(nisa.get_nc_version()))
+        nisa.dma_copy(dst=out, src=t)
+        return out
+
+    x = np.zeros((1, 1), np.float32)
+    monkeypatch.setenv("NKI_NC_VERSION", "gen2")
+    with nki.installed():  # as a bare `pytest --numeq-nki`: AWS's variable decides
+        assert int(version(x)[0, 0]) == 2
+        assert int(nki.cpu_simulate(version)[1](a=x)[0, 0]) == 2
+    with nki.installed(target="trn2"):  # a named target wins
+        assert int(version(x)[0, 0]) == 3
+    monkeypatch.delenv("NKI_NC_VERSION")
+    with nki.installed():
+        assert int(version(x)[0, 0]) == 3  # trn2 by default
+    assert nki.run(version, x, target="trn1").target == "trn1"

@@ -34,7 +34,6 @@ from .machine.memory import Tensor as tensor  # nki.tensor: the older interface'
 from ._install import installed
 from ._run import ASSUMPTIONS, Kernel, Run, assumptions_of, jit, run, simulate, simulate_kernel
 from .machine.rules import RULES
-from .machine.targets import target_from_environment
 from .placeholders import placeholders_of as _placeholders_of
 from . import front
 
@@ -71,7 +70,7 @@ class _ByCores:
             raise ValueError(f"cores: cpu_simulate(kernel)[cores] takes a positive int (1 or 2 logical NeuronCores), "
                              f"got {cores!r}")
         kernel = self._kernel if cores == 1 else Kernel(getattr(self._kernel, "func", self._kernel))[cores]
-        return simulate(kernel, target=target_from_environment())
+        return simulate(kernel)  # the target: installed()'s, else AWS's environment variables, else trn2
 
     def __call__(self, *args: object, **kwargs: object):
         return self[1](*args, **kwargs)

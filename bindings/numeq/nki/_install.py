@@ -71,14 +71,18 @@ MODULE_NAMES = tuple(f"{prefix}{suffix}" for prefix in ("nki", "neuronxcc.nki", 
 
 
 @contextlib.contextmanager
-def installed(target: str = DEFAULT_TARGET, assume: dict | None = None) -> Iterator[list]:
+def installed(target: str | None = None, assume: dict | None = None) -> Iterator[list]:
     """Inside the block NKI's module names are numeq's; yields the list of ``Run`` objects of the
-    kernels called in it."""
+    kernels called in it (each call's findings; the latest call's run whole, earlier ones released
+    to their findings so that a long block holds one run's memory). ``target``: every kernel's, or
+    None: the one AWS's environment variables name at each call (NEURON_PLATFORM_TARGET_OVERRIDE,
+    NKI_NC_VERSION), else trn2."""
     from .machine.targets import target as _target
     from .machine.assumptions import chosen as _chosen
 
-    _target(target)
-    _chosen(target, assume)  # checks the names and values now, not at the first kernel call
+    if target is not None:
+        _target(target)
+    _chosen(target or DEFAULT_TARGET, assume)  # checks the names and values now, not at the first call
     saved = {name: sys.modules.get(name) for name in MODULE_NAMES}
     runs: list = []
     sys.modules.update(_modules())

@@ -22,7 +22,7 @@ import importlib
 
 _platforms = importlib.import_module("numeq.machines")
 from .machine.assumptions import ASSUMPTIONS, assumptions_of, chosen as _chosen
-from .machine.targets import DEFAULT_TARGET, target as _target
+from .machine.targets import DEFAULT_TARGET, target as _target, target_from_environment
 from .machine import rules as _rules
 from .machine.context import Context, Finding, Instruction, KernelFault, TooLarge, running, active
 from ._summary import TraceSummary
@@ -318,12 +318,15 @@ def _kernel_platform(ctx: _RunContext) -> str:
 
 def _defaults(target: str | None, assume: dict | None) -> tuple[str, dict | None]:
     """The target and assumptions of a run: as given, else those of the enclosing ``installed()``
-    block (or the pytest option), else trn2 with every assumption at its default."""
+    block (or the pytest option) when it names one, else the one AWS's environment variables name
+    (NEURON_PLATFORM_TARGET_OVERRIDE, NKI_NC_VERSION: ``targets.target_from_environment``, read at
+    each run, as nki-library's harness sets NKI_NC_VERSION per test), else trn2; every assumption
+    at its default unless given."""
     from . import _install
 
     settings = _install.settings()
     if target is None:
-        target = settings["target"] if settings else DEFAULT_TARGET
+        target = (settings or {}).get("target") or target_from_environment() or DEFAULT_TARGET
     if assume is None and settings:
         assume = settings["assume"]
     return target, assume
