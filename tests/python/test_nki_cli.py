@@ -498,6 +498,9 @@ def test_an_unsupported_name_raises_on_access_or_use():
                     numeq.nki.isa.memset(t, 1.0)
                     numeq.nki.isa.activation(dst=t, op=obj, data=t)
                     numeq.nki.isa.tensor_tensor(dst=t, data1=t, data2=t, op=obj)
+            elif getattr(obj, "_numeq_decorator", False):  # a device decorator: the decorated kernel raises
+                def use(obj=obj):
+                    obj()(lambda: None)()
             else:
                 def use(obj=obj):
                     obj()

@@ -256,3 +256,15 @@ def test_a_run_takes_its_target_from_aws_environment_unless_one_is_named(monkeyp
     with nki.installed():
         assert int(version(x)[0, 0]) == 3  # trn2 by default
     assert nki.run(version, x, target="trn1").target == "trn1"
+
+
+def test_device_decorators_decorate_and_refuse_only_when_the_kernel_is_called():
+    def kernel(a):
+        return a
+
+    timed = nki.benchmark(warmup=5, iters=10)(kernel)  # test modules do this at import
+    bare = nki.baremetal(kernel)
+    for f in (timed, bare, nki.profile()(kernel)):
+        with pytest.raises(nki.Unsupported, match=r"test_nki_public_names.py:\d+: nki.\w+\(kernel\) runs the kernel "
+                                                  r"on a NeuronDevice"):
+            f(np.zeros(1))

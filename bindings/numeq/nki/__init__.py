@@ -26,10 +26,15 @@ Example::
 
 from __future__ import annotations
 
+import functools
+import os
+import sys
 import types as _types
+from typing import Any
 
 from . import collectives, compiler, isa, language, typing
 from .machine.context import Finding, Instruction, KernelFault, Unsupported
+from .machine.context import active as _active, where as _where
 from .machine.memory import Tensor as tensor  # nki.tensor: the older interface's tensor type (annotations)
 from ._install import installed
 from ._run import ASSUMPTIONS, Kernel, Run, assumptions_of, jit, run, simulate, simulate_kernel
@@ -52,10 +57,46 @@ trace = jit
 
 __all__ = ["ASSUMPTIONS", "Finding", "Instruction", "Kernel", "KernelFault", "RULES", "Run", "Unsupported",
            "assumptions_of", "compiler", "cpu_simulate", "installed", "isa", "jit", "language", "run", "simulate",
-           "simulate_kernel", "tensor", "trace", "typing"]
+           "simulate_kernel", "tensor", "trace", "typing", "baremetal", "benchmark", "profile"]
 
-# nki.baremetal, nki.benchmark, nki.profile ...: documented, they compile for or measure on a device.
+# Documented names numeq does not model (nki.FrameworkKernel): they exist, using one raises.
 globals().update(_placeholders_of("nki"))
+
+
+def _on_device(decorator: str) -> Any:
+    """``@nki.baremetal`` / ``@nki.benchmark(...)`` / ``@nki.profile(...)`` (SDK 2.26 nki API
+    reference): decorators that compile a kernel for a NeuronDevice and run or time it there.
+    Decorating works (test modules decorate at import); calling the decorated kernel raises
+    ``Unsupported``, at the caller's line: numeq has no device (``nki.simulate`` runs it on numeq)."""
+
+    def make(kernel: Any = None, **options: Any) -> Any:
+        def wrap(k: Any) -> Any:
+            name = getattr(k, "__name__", type(k).__name__)
+
+            @functools.wraps(getattr(k, "func", k))
+            def on_device(*args: Any, **kwargs: Any) -> Any:
+                at = _where() if _active() else _caller()
+                raise Unsupported(f"{at}: nki.{decorator}({name}) runs the kernel on a NeuronDevice, which numeq does "
+                                  "not have; nki.simulate(kernel)(...) runs it on numeq (docs/nki.md)")
+
+            on_device.options = options  # type: ignore[attr-defined]
+            return on_device
+
+        return wrap if kernel is None else wrap(kernel)
+
+    make.__name__ = make.__qualname__ = decorator
+    make.__doc__ = _on_device.__doc__
+    make._numeq_placeholder = True  # type: ignore[attr-defined]  # docs/nki.md lists it as raising
+    make._numeq_decorator = True  # type: ignore[attr-defined]
+    return make
+
+
+def _caller() -> str:
+    frame = sys._getframe(2)
+    return f"{os.path.basename(frame.f_code.co_filename)}:{frame.f_lineno}"
+
+
+baremetal, benchmark, profile = _on_device("baremetal"), _on_device("benchmark"), _on_device("profile")
 
 
 class _ByCores:

@@ -37,10 +37,6 @@ PLACEHOLDERS: tuple[tuple[str, str, str, str], ...] = (
     ("nki.isa", "VirtualRegister", "class", _API),
     ("nki.isa", "NkiInstruction", "class", _API),
     ("nki.isa", "get_nc_sub_version", "function", _API),
-    # nki: the older interface's decorators that compile for, or measure on, a device.
-    ("nki", "baremetal", "function", _OLDER),
-    ("nki", "benchmark", "function", _OLDER),
-    ("nki", "profile", "function", _OLDER),
     ("nki", "FrameworkKernel", "class", _OLDER),
     # nki.collectives: the collective communication API (Trainium3 and two cores: issue 44).
     ("nki.collectives", "ReplicaGroup", "class", _API),
