@@ -87,6 +87,15 @@ ASSUMPTIONS: dict[str, Assumption] = _table(
                "nki.isa.tensor_tensor docs: with int32/uint32 tiles GpSimd \"uses native integer arithmetic. This "
                "ensures exact results for all 32-bit integer values\"; what an overflowing result becomes is not "
                "stated"),
+    Assumption("matmul_column_tiling", ("supported", "row_only"),
+               "whether nc_matmul takes PE column tiling (tile_size's column_size 32 or 64, a start_column other "
+               "than 0): supported takes it as row tiling is taken; row_only refuses it (a matmul_tile error), "
+               "as the docstring's parameter lines state",
+               "nki.isa.nc_matmul docstring, Tiling mode: \"Column tiling mode slices the 128 PE columns in the "
+               "same fashion\" (also SDK 2.26's PE tiling, the Trainium2 guide's \"Column tiling mode\" and AWS's "
+               "example test, tile_position=(.., 64), tile_size=(64, 64)); yet its :param: lines say "
+               "\"start_column must be 0\" and \"column_size must be 128\", the words of nc_matmul_mx, which "
+               "\"supports only row tiling mode\""),
     Assumption("psum_allocation", ("bank", "bytes"),
                "PSUM capacity counted in whole 2 KiB banks per tile, or in bytes",
                "the allocator's granularity is not documented; matmul results occupy banks"),

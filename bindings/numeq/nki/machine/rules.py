@@ -65,6 +65,9 @@ RULES: dict[str, Rule] = {
                                   "read only the part written)", _RUN),
     "instruction_constraint": Rule("error", "an operand breaks a documented limit of its instruction (dtype, size, "
                                             "operator, value, memory)", _RUN),
+    "matmul_tile": Rule("error", "nc_matmul's tile_position / tile_size name no PE tile: one set without the "
+                                 "other, a size the array is not split into (128, 64, 32), a start not a multiple "
+                                 "of its size or past the array, or column tiling with double_row", _RUN),
     "target_generation": Rule("error", "the instruction needs a newer NeuronCore than the target has", _RUN),
     "accumulator_undefined": Rule("error", "an instruction continues a Vector-engine accumulator that was never reset "
                                            "or that an idle instruction left undefined", _RUN),
