@@ -22,7 +22,8 @@ from .path import Call
 from .table import instruction
 
 
-@instruction("nc_matmul", engine="tensor", assumptions=("matmul_accumulate", "psum_rounding"), forms=[
+@instruction("nc_matmul", engine="tensor", assumptions=("matmul_accumulate", "psum_rounding", "matmul_column_tiling"),
+             forms=[
     Form("current", "dst: tensor, stationary: tensor, moving: tensor, *, is_stationary_onezero = False,"
                      "is_moving_onezero = False, is_transpose = False, tile_position = None, tile_size = None,"
                      "perf_mode = None, accumulate = None"),
@@ -35,17 +36,23 @@ def nc_matmul(c: Call) -> Any:
     overwrites, None: the target's ``matmul_accumulate`` assumption). ``is_transpose=True``: from
     NeuronCore-v3 the transpose mode (``_transpose_mode``: stationary's bits transposed through an
     identity moving tile); on NeuronCore-v2, which has no transpose mode, the same matmul as
-    without it. Older form ``nc_matmul(stationary, moving)`` returns a new PSUM tile."""
+    without it. Older form ``nc_matmul(stationary, moving)`` returns a new PSUM tile.
+
+    ``tile_position=(start_row, start_column)``, ``tile_size=(row_size, column_size)``: PE tiling
+    (``_pe_tile``), several small matmuls side by side on the 128 x 128 PE array. A tiled matmul
+    computes the values of the same matmul on the whole array: the platform's plan for its K, then
+    PSUM, through the path (and the PSUM chains) any nc_matmul takes; the documentation offers
+    tiling for throughput and says nothing of other values. Its trace row keeps the tile and
+    counts the Tensor Engine's cycles by the share of the array the tile holds (``_tile_cycles``)."""
     ctx, v = c.ctx, c.args
     dst, stationary, moving = v.get("dst"), v["stationary"], v["moving"]
     tile_position, tile_size, perf_mode, accumulate = v["tile_position"], v["tile_size"], v["perf_mode"], v["accumulate"]
     is_transpose = v["is_transpose"]
     stationary, moving = as_tensor(stationary, "stationary"), as_tensor(moving, "moving")
-    if tile_position or tile_size:
-        raise ctx.unsupported("nisa.nc_matmul(tile_position=, tile_size=) (PE tiling)")
     double_row = _double_row(perf_mode)
+    tile = _pe_tile(ctx, tile_position, tile_size, double_row)
     if is_transpose and ctx.target.generation >= 3:
-        return _transpose_mode(c, dst, stationary, moving, accumulate, double_row)
+        return _transpose_mode(c, dst, stationary, moving, accumulate, double_row, tile)
     # NeuronCore-v2 has no transpose mode: is_transpose=True only labels the instruction for the
     # profiler, and the PE array computes stationary^T @ moving as any matmul (nki.isa.nc_matmul).
     k, m, n = _matmul_sizes(ctx, stationary, moving, double_row)
@@ -55,6 +62,7 @@ def nc_matmul(c: Call) -> Any:
     _rules.check_on_chip(ctx, stationary)  # the partition rules first: K rows are partitions
     _rules.check_on_chip(ctx, moving)
     _rules.check_matmul(ctx, dst, stationary, moving, k, m, n, double_row)
+    _check_tile_fit(ctx, tile, stationary, moving, m)
     # double_row (nki.isa.nc_matmul): stationary [128, 2, M], moving [128, 2, N] contract over the
     # partition and the first free axis, einsum('kli,klj->ij'); row (k, l) of the flattened K is
     # 2k + l, so each PE's two products are neighbours, as the platform's double_row plan pairs them.
@@ -91,10 +99,138 @@ def nc_matmul(c: Call) -> Any:
     key = (dst.base.id, dst.element_offset())
     ctx.psum_chain[key] = ctx.psum_chain.get(key, 0) + 1 if mode == "accumulate" else 1
     cycles = max(min(64, m), n) * (4 if "fp32" in (stationary.dtype.format, moving.dtype.format) else 1)
-    c.issue([dst], [stationary, moving], flops=2 * k * m * n, cycles=cycles,
+    c.issue([dst], [stationary, moving], flops=2 * k * m * n, cycles=_tile_cycles(cycles, tile),
               k=k, m=m, n=n, accumulate=mode, psum=(dst.base.id, dst.element_offset()),
-              in_fmt=fmt, double_row=double_row, **({"transpose": True} if is_transpose else {}))
+              in_fmt=fmt, double_row=double_row, **({"transpose": True} if is_transpose else {}),
+              **_tile_detail(tile, cycles))
     return dst
+
+
+# PE tiling (nki.isa.nc_matmul docstring, "Tiling mode"; SDK 2.26's nc_matmul, "PE tiling").
+_TILING = "documented: nki.isa.nc_matmul docstring (Tiling mode"
+_TILE_SIZES = ("Row tiling mode slices the 128 PE rows into 2x 64 row tiles (NeuronCore-v2 or newer), or 4x 32 row "
+               "tiles (NeuronCore-v3 or newer). Column tiling mode slices the 128 PE columns in the same fashion")
+_TILE_BOTH = "tile_position and tile_size must both be set to enable tiling mode"
+_TILE_START = ("The start_row must be a multiple of row_size specified in tile_size and must not exceed 128. "
+               "Similarly, the start_column must be a multiple of column_size and must not exceed 128")
+_TILE_VALUES = "The values in tile_position and tile_size tuples can be integers or affine expressions"
+
+
+def _pe_tile(ctx: Any, tile_position: Any, tile_size: Any, double_row: bool) -> tuple[int, int, int, int] | None:
+    """The PE tile of one nc_matmul, ``(start_row, start_column, row_size, column_size)``, or None
+    for the whole array (neither argument set: None, or the current signature's default ``()``).
+    The docstring's rules, each a finding naming the parameter:
+
+    - both set, each a pair of integers (else ``matmul_tile``, and the run stops: there is no tile);
+    - each size 128, 64 or 32: 2x 64 from NeuronCore-v2, 4x 32 from NeuronCore-v3 (a size the
+      array is not split into: ``matmul_tile``; 32 on NeuronCore-v2: ``target_generation``), rows
+      and columns "in the same fashion", set independently;
+    - each start a multiple of its size, and the tile inside the 128 x 128 array ("must not exceed
+      128" read as the tile's last row or column: a start of 128 names no PE; ``matmul_tile``);
+    - column tiling (a column size under 128) not with ``perf_mode=double_row`` (``matmul_tile``);
+    - under assumption ``matmul_column_tiling=row_only`` (the docstring's :param: lines) a column
+      size other than 128 or a start column other than 0 is ``matmul_tile``.
+
+    Not checked, the documentation being silent: where the operands and dst lie relative to the
+    tile (nki-library's column-tiled kernels write dst from partition start_column; AWS's example
+    loads each operand at partition 0 whatever its row tile), and the v4 tensor-indirection rule
+    (``tile_position`` (0, 0) with ``.indirect()``: numeq has no NeuronCore-v4 target)."""
+    unset_position = tile_position is None or (isinstance(tile_position, (tuple, list)) and not tile_position)
+    unset_size = tile_size is None or (isinstance(tile_size, (tuple, list)) and not tile_size)
+    if unset_position and unset_size:
+        return None
+    if unset_position or unset_size:
+        given, missing = ("tile_size", "tile_position") if unset_position else ("tile_position", "tile_size")
+        raise KernelFault(ctx.find("matmul_tile", "error", f"nc_matmul: {given}={tile_size if unset_position else tile_position!r} "
+                                   f"without {missing}=: {_TILE_BOTH}", f"{_TILING}: \"{_TILE_BOTH}\")"))
+    start_row, start_column = _pair(ctx, tile_position, "tile_position")
+    rows, columns = _pair(ctx, tile_size, "tile_size")
+    full = {"row": ctx.limits["matmul_contraction"], "column": ctx.limits["matmul_stationary_free"]}
+    for axis, start, size in (("row", start_row, rows), ("column", start_column, columns)):
+        array = full[axis]
+        if size not in (array, array // 2, array // 4):
+            ctx.find("matmul_tile", "error", f"nc_matmul tile_size={tuple(tile_size)!r}: {axis}_size {size}; the "
+                     f"{array} PE {axis}s split into tiles of {array}, {array // 2} or {array // 4}",
+                     f"{_TILING}: \"{_TILE_SIZES}\")")
+            continue
+        if size == array // 4 and ctx.target.generation < 3:
+            ctx.find("target_generation", "error", f"nc_matmul tile_size={tuple(tile_size)!r}: {axis} tiles of "
+                     f"{size} are NeuronCore-v3 and newer; the target {ctx.target.name} is {ctx.target.core} "
+                     f"(tiles of {array // 2} or {array})", f"{_TILING}: \"{_TILE_SIZES}\"; SDK 2.26: \"Both the "
+                     "row and column sizes in tile_size cannot be 32 for NeuronCore-v2\")")
+        if start % size or start < 0 or start + size > array:
+            ctx.find("matmul_tile", "error", f"nc_matmul tile_position={tuple(tile_position)!r}: start_{axis} "
+                     f"{start} with {axis}_size {size}; a start is a multiple of its size and the tile lies in the "
+                     f"{array} PE {axis}s (starts {', '.join(map(str, range(0, array, size)))})",
+                     f"{_TILING}: \"{_TILE_START}\")")
+    if columns < full["column"] and double_row:
+        ctx.find("matmul_tile", "error", f"nc_matmul perf_mode=double_row with tile_size={tuple(tile_size)!r}: "
+                 "double_row cannot be combined with column tiling", f"{_TILING}: \"double_row performance mode "
+                 "cannot be combined with Tensor Engine column tiling mode\"; Trainium2 architecture guide)")
+    if (columns != full["column"] or start_column) and ctx.assumptions["matmul_column_tiling"] == "row_only":
+        ctx.find("matmul_tile", "error", f"nc_matmul tile_position={tuple(tile_position)!r}, "
+                 f"tile_size={tuple(tile_size)!r}: column tiling, which assumption matmul_column_tiling=row_only "
+                 "refuses", "documented: nki.isa.nc_matmul docstring (:param tile_position: \"start_column must be "
+                 "0\"; :param tile_size: \"column_size must be 128\"); assumption matmul_column_tiling")
+    return start_row, start_column, rows, columns
+
+
+def _pair(ctx: Any, value: Any, parameter: str) -> tuple[int, int]:
+    """``value`` as two ints: a tuple or list of two integers (Python or numpy; not bool)."""
+    if isinstance(value, (tuple, list)) and len(value) == 2 and \
+            all(isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_)) for v in value):
+        return int(value[0]), int(value[1])
+    raise KernelFault(ctx.find("matmul_tile", "error", f"nc_matmul {parameter}={value!r}: a pair of integers "
+                               f"({'start_row, start_column' if parameter == 'tile_position' else 'row_size, column_size'})",
+                               f"{_TILING}: \"{_TILE_VALUES}\")"))
+
+
+def _check_tile_fit(ctx: Any, tile: tuple | None, stationary: Tensor, moving: Tensor, m: int) -> None:
+    """The operands fit the PE tile: the partition size of stationary and moving (rows of K; in
+    double_row each partition is one PE row of two products) at most row_size, stationary's free
+    size M at most column_size (``matmul_contraction``, ``matmul_stationary_free``, as the whole
+    array's limits are: the tile is one instruction's array). Past the whole array's limits
+    ``check_matmul`` has spoken already, and a size the array is not split into ``_pe_tile``."""
+    if tile is None:
+        return
+    _, _, rows, columns = tile
+    partitions, most_rows, most_columns = stationary.shape[0], ctx.limits["matmul_contraction"], \
+        ctx.limits["matmul_stationary_free"]
+    if rows not in (most_rows, most_rows // 2, most_rows // 4):  # no tile of the array: _pe_tile said so
+        rows = most_rows
+    if columns not in (most_columns, most_columns // 2, most_columns // 4):
+        columns = most_columns
+    if rows < partitions <= most_rows:
+        ctx.find("matmul_contraction", "error", f"nc_matmul tile_size=({rows}, {columns}): stationary {stationary.name} "
+                 f"and moving {moving.name} span {partitions} partitions (K); the PE tile has {rows} rows",
+                 f"{_TILING}: the partition dimension sizes of the stationary and moving tiles \"must not exceed ... "
+                 "row_size specified in tile_size when tiling mode is on\")")
+    if columns < m <= most_columns:
+        ctx.find("matmul_stationary_free", "error", f"nc_matmul tile_size=({rows}, {columns}): stationary "
+                 f"{stationary.name} has free size M = {m}; the PE tile has {columns} columns",
+                 f"{_TILING}: \"The free dimension size of stationary must not exceed ... column_size in tile_size "
+                 "when tiling mode is on\"; \"The stationary tile size must not exceed the chosen tile_size\")")
+
+
+def _tile_cycles(cycles: int, tile: tuple | None) -> int:
+    """The Tensor Engine cycles a trace row counts for an nc_matmul: the instruction's estimate
+    (SDK 2.26: max(min(64, M), N), 4x fp32) on the whole array; on a PE tile, that estimate times
+    the tile's share of the array, rounded up. Tiles exist to run side by side (nki.isa.nc_matmul:
+    "allow multiple nc_matmul instructions ... to run in parallel"), so a full set of tiles counts
+    one whole-array matmul's time; the engine's summed cycles stay the lower bound the run summary
+    takes them for (an array left part empty runs longer than they say). The unscaled estimate is
+    the row's ``tile_cycles``. How tiles overlap is not documented."""
+    if tile is None:
+        return cycles
+    _, _, rows, columns = tile
+    return -(-cycles * rows * columns // (128 * 128))
+
+
+def _tile_detail(tile: tuple | None, cycles: int) -> dict:
+    if tile is None:
+        return {}
+    start_row, start_column, rows, columns = tile
+    return {"tile_position": (start_row, start_column), "tile_size": (rows, columns), "tile_cycles": cycles}
 
 
 _TRANSPOSE_SOURCE = ("documented: nki.isa.nc_matmul docstring (transpose mode: the tile to transpose is the "
@@ -102,7 +238,8 @@ _TRANSPOSE_SOURCE = ("documented: nki.isa.nc_matmul docstring (transpose mode: t
                      "nki.isa.nc_transpose docstring (dst has data's dtype)")
 
 
-def _transpose_mode(c: Call, dst: Any, stationary: Tensor, moving: Tensor, accumulate: Any, double_row: bool) -> Any:
+def _transpose_mode(c: Call, dst: Any, stationary: Tensor, moving: Tensor, accumulate: Any, double_row: bool,
+                    tile: tuple | None = None) -> Any:
     """nc_matmul(is_transpose=True) on NeuronCore-v3 and later: the Tensor Engine's transpose mode.
     dst[M, N] = stationary[K, M]^T @ moving[K, N] with moving an identity (the documented use;
     the first N columns of the K x K identity: N = K transposes the whole tile), computed as
@@ -125,6 +262,7 @@ def _transpose_mode(c: Call, dst: Any, stationary: Tensor, moving: Tensor, accum
     _rules.check_on_chip(ctx, stationary)
     _rules.check_on_chip(ctx, moving)
     _rules.check_matmul(ctx, dst, stationary, moving, k, m, n, False)
+    _check_tile_fit(ctx, tile, stationary, moving, m)
     if dst.dtype != stationary.dtype:
         raise KernelFault(ctx.find("matmul_output_memory", "error", f"nc_matmul(is_transpose=True) writes {dst.name} "
                                    f"of {dst.dtype}; transpose mode writes the transposed tile's dtype, "
@@ -149,7 +287,8 @@ def _transpose_mode(c: Call, dst: Any, stationary: Tensor, moving: Tensor, accum
     # Transpose mode takes half the cycles of an fp32 matmul (Trainium2 guide: "2x speedup in FP32
     # transpose"); it computes no FLOPs (the profiler counts transposes apart).
     cycles = max(min(64, m), n) * (2 if "fp32" in (stationary.dtype.format, moving.dtype.format) else 1)
-    c.issue([dst], [stationary, moving], cycles=cycles, k=k, m=m, n=n, transpose=True)
+    c.issue([dst], [stationary, moving], cycles=_tile_cycles(cycles, tile), k=k, m=m, n=n, transpose=True,
+            **_tile_detail(tile, cycles))
     return dst
 
 
