@@ -34,7 +34,6 @@ PLACEHOLDERS: tuple[tuple[str, str, str, str], ...] = (
     *(("nki.language", n, "function", _OLDER) for n in (
         "all_reduce", "atomic_rmw", "gemm_grid", "gemm_stationary_grid", "loop_reduce")),
     # nki.isa: classes of the register and instruction interface (NeuronCore registers: issue 41).
-    ("nki.isa", "VirtualRegister", "class", _API),
     ("nki.isa", "NkiInstruction", "class", _API),
     ("nki.isa", "get_nc_sub_version", "function", _API),
     ("nki", "FrameworkKernel", "class", _OLDER),

@@ -99,6 +99,28 @@ ASSUMPTIONS: dict[str, Assumption] = _table(
     Assumption("psum_allocation", ("bank", "bytes"),
                "PSUM capacity counted in whole 2 KiB banks per tile, or in bytes",
                "the allocator's granularity is not documented; matmul results occupy banks"),
+    Assumption("register_overflow", ("wrap", "error"),
+               "a value that does not fit where it goes: an immediate of register_alloc / register_move or an "
+               "integer element register_load reads outside a register's signed 32 bits (int32), or a register's "
+               "value outside the integer dtype register_store writes: wrap keeps its low bits (two's complement: "
+               "a uint32 0xFFFFFFFF loads as -1, 300 stores into uint8 as 44); error stops the run with an "
+               "instruction_constraint finding. A register is read as a signed int32 (loop bounds, scalar_offset)",
+               "nki.isa.register_alloc docs: \"64x 32-bit registers per engine sequencer\"; register_load / "
+               "register_store: \"a single scalar value (up to 32-bit)\"; whether a register is signed and what a "
+               "value too wide becomes are not documented"),
+    Assumption("register_unwritten", ("error", "zero"),
+               "reading a register that nisa.register_alloc() (no value) left uninitialized and nothing wrote since "
+               "(a loop bound, a while_loop condition, scalar_offset, register_move / register_store from it): error "
+               "stops the run with a read_uninitialised finding; zero reads 0",
+               "nki.isa.register_alloc docs: None \"allocate an uninitialized register\"; what it holds is not "
+               "documented"),
+    Assumption("register_float", ("truncate", "bits"),
+               "register_load from / register_store into a float tile: truncate loads the element's value truncated "
+               "toward zero (a NaN or infinity stops the run) and stores the register's value rounded into the "
+               "float dtype; bits loads the element's bit pattern (zero-extended below 32 bits, read as int32) and "
+               "stores the register's low bits",
+               "nki.isa.register_load / register_store docs: \"a single scalar value (up to 32-bit)\"; their "
+               "examples use int32 tiles; what a float element becomes is not documented"),
 )
 
 

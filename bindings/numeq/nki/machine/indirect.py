@@ -100,13 +100,21 @@ def indirect_pattern(t: Any, pairs: Sequence[tuple[int, int]], start: int, *, ve
         addr += (idx * stride).reshape((shape[0],) + (1,) * (len(shape) - 1))
         index = vector_offset
     else:
-        if not isinstance(scalar_offset, Tensor):
-            raise ctx.unsupported("ap(scalar_offset=) from a register (the register file)")
-        idx = _index_values(ctx, scalar_offset, "scalar_offset").reshape(-1)
-        if idx.size != 1:
-            raise KernelFault(ctx.find("shape_mismatch", "error", f"scalar_offset {scalar_offset.name} holds "
-                                       f"{idx.size} values; it takes one (a 1x1 tile)", _SOURCE))
-        addr += int(idx[0]) * stride
+        if isinstance(scalar_offset, Tensor):
+            idx = _index_values(ctx, scalar_offset, "scalar_offset").reshape(-1)
+            if idx.size != 1:
+                raise KernelFault(ctx.find("shape_mismatch", "error", f"scalar_offset {scalar_offset.name} holds "
+                                           f"{idx.size} values; it takes one (a 1x1 tile)", _SOURCE))
+            offset = int(idx[0])
+        else:
+            # A VirtualRegister from nisa.register_alloc() (dma_copy docs: "either a 1x1 SBUF tensor or a
+            # VirtualRegister"): its value now, as a tile's is read now.
+            from ..instructions.registers import VirtualRegister, scalar_offset_value
+            if not isinstance(scalar_offset, VirtualRegister):
+                raise TypeError(f"scalar_offset: expected a 1x1 SBUF tile or a VirtualRegister, got "
+                                f"{type(scalar_offset).__name__}")
+            offset = scalar_offset_value(ctx, scalar_offset)
+        addr += offset * stride
         index = scalar_offset
     return _make(t, addr, index)
 
