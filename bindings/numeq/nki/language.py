@@ -23,6 +23,8 @@ from .machine import randomness as _randomness
 from .machine.context import Unsupported as _Unsupported, active as _active
 from .machine.targets import DEFAULT_TARGET as _DEFAULT_TARGET, target as _target
 from .placeholders import placeholders_of as _placeholders_of
+from .instructions.registers import VirtualRegister as _VirtualRegister, new_register as _new_register
+from .instructions.registers import register_value as _register_value
 from .compiler import no_reorder  # nl.no_reorder: program order, what numeq runs anyway
 
 __all__ = ["ndarray", "zeros", "ds", "affine_range", "sequential_range", "static_range", "program_id",
@@ -247,15 +249,103 @@ def static_range(*args: Any, **kwargs: Any) -> _Loop:
     return _range(*args, **kwargs)
 
 
-def dynamic_range(start: Any, stop: Any = None, step: int = 1) -> _Loop:
-    """A loop whose bounds the device reads at run time (nki.language API reference): with int
-    bounds numeq runs it as any other loop; register bounds need the register file (not yet)."""
-    for name, v in (("start", start), ("stop", stop)):
-        if v is not None and not isinstance(v, (int, np.integer)):
-            raise current().unsupported(f"nl.dynamic_range with a {type(v).__name__} {name} (registers)")
-    if not isinstance(step, (int, np.integer)) or step <= 0:
+def dynamic_range(start: Any, stop: Any = None, step: int = 1) -> Any:
+    """A loop whose bounds the device reads at run time (nki.language.dynamic_range docs: start and
+    stop may be VirtualRegisters, step is a compile-time positive int; it yields integer values from
+    start to stop). With int bounds numeq runs it as any other loop; a register bound is read when
+    the loop starts (assumption ``register_loop_bound``: or the stop again before each iteration)."""
+    if isinstance(step, bool) or not isinstance(step, (int, np.integer)) or step <= 0:
         raise ValueError(f"step: nl.dynamic_range takes a compile-time positive int step, got {step!r}")
-    return _Loop(range(start, stop, step) if stop is not None else range(0, start, step))
+    for name, v in (("start", start), ("stop", stop)):
+        if v is not None and not isinstance(v, (int, np.integer, _VirtualRegister)):
+            raise TypeError(f"{name}: nl.dynamic_range takes an int or a VirtualRegister, got {type(v).__name__}")
+    if stop is None:
+        start, stop = 0, start
+    if isinstance(start, _VirtualRegister) or isinstance(stop, _VirtualRegister):
+        return _DynamicLoop(start, stop, int(step))
+    return _Loop(range(start, stop, step))
+
+
+class _DynamicLoop:
+    """A loop over registers' bounds (``nl.dynamic_range``, ``nl.fori_loop``): read when iteration
+    starts (or the stop before each test: ``register_loop_bound``), each index recorded as
+    ``_Loop``'s are (``Context.loop_indices``)."""
+
+    __slots__ = ("start", "stop", "step")
+
+    def __init__(self, start: Any, stop: Any, step: int) -> None:
+        self.start, self.stop, self.step = start, stop, step
+
+    def __iter__(self) -> Any:
+        ctx = current()
+        again = isinstance(self.stop, _VirtualRegister) and ctx.assumptions["register_loop_bound"] == "each_iteration"
+        i = _register_value(ctx, self.start, "start")
+        stop = _register_value(ctx, self.stop, "stop")
+        indices = ctx.loop_indices
+        depth = len(indices)
+        indices.append(0)
+        try:
+            while i < stop:
+                indices[depth] = i
+                yield i
+                i += self.step
+                if again:
+                    stop = _register_value(ctx, self.stop, "stop")
+        finally:
+            del indices[depth:]
+
+    def __len__(self) -> int:
+        raise TypeError("nl.dynamic_range with a VirtualRegister bound has no length before it runs")
+
+    def __repr__(self) -> str:
+        return f"dynamic_range({self.start!r}, {self.stop!r}, {self.step})"
+
+
+def fori_loop(lower: Any, upper: Any, body_fun: Any, step: int = 1) -> None:
+    """``body_fun(i)`` for i from lower to upper (exclusive) by step (nki.language.fori_loop docs:
+    lower and upper ints or VirtualRegisters, step a compile-time positive int; the body receives i
+    as a VirtualRegister passed by value, so writing it does not change the loop; returns None).
+    Register bounds are read as ``nl.dynamic_range``'s (``register_loop_bound``)."""
+    if isinstance(step, bool) or not isinstance(step, (int, np.integer)) or step <= 0:
+        raise ValueError(f"step: nl.fori_loop takes a compile-time positive int step, got {step!r}")
+    for name, v in (("lower", lower), ("upper", upper)):
+        if isinstance(v, bool) or not isinstance(v, (int, np.integer, _VirtualRegister)):
+            raise TypeError(f"{name}: nl.fori_loop takes an int or a VirtualRegister, got {type(v).__name__}")
+    if not callable(body_fun):
+        raise TypeError(f"body_fun: nl.fori_loop takes a callable (i: VirtualRegister) -> None, got {body_fun!r}")
+    ctx = current()
+    for i in _DynamicLoop(lower, upper, int(step)):
+        body_fun(_new_register(ctx, i, "i"))
+
+
+def while_loop(init: Any, body_fun: Any) -> None:
+    """While the condition register is nonzero, tested before each iteration (nki.language.while_loop
+    docs: ``r = init; while r != 0: r = body_fun(r)``): the body receives the current condition as a
+    VirtualRegister passed by value and returns the next condition register; returns None. The
+    iterations are recorded as loop indices 0, 1, ... (``Context.loop_indices``)."""
+    if not isinstance(init, _VirtualRegister):
+        raise TypeError(f"init: nl.while_loop takes the initial condition register (a VirtualRegister), got "
+                        f"{type(init).__name__}")
+    if not callable(body_fun):
+        raise TypeError(f"body_fun: nl.while_loop takes a callable (r: VirtualRegister) -> VirtualRegister, got "
+                        f"{body_fun!r}")
+    ctx = current()
+    condition = _register_value(ctx, init, "init")
+    indices = ctx.loop_indices
+    depth = len(indices)
+    indices.append(0)
+    try:
+        count = 0
+        while condition != 0:
+            indices[depth] = count
+            nxt = body_fun(_new_register(ctx, condition, "r"))
+            if not isinstance(nxt, _VirtualRegister):
+                raise TypeError(f"body_fun: nl.while_loop's body returns the next condition register (a "
+                                f"VirtualRegister), got {type(nxt).__name__}")
+            condition = _register_value(ctx, nxt, "the condition body_fun returned")
+            count += 1
+    finally:
+        del indices[depth:]
 
 
 # --- SPMD ----------------------------------------------------------------------------------------

@@ -121,6 +121,13 @@ ASSUMPTIONS: dict[str, Assumption] = _table(
                "stores the register's low bits",
                "nki.isa.register_load / register_store docs: \"a single scalar value (up to 32-bit)\"; their "
                "examples use int32 tiles; what a float element becomes is not documented"),
+    Assumption("register_loop_bound", ("entry", "each_iteration"),
+               "when nl.fori_loop and nl.dynamic_range read a VirtualRegister bound: entry reads both bounds once, "
+               "when the loop starts; each_iteration reads the upper bound again before each iteration's test (a "
+               "body that writes the bound register changes the trip count)",
+               "nki.language.fori_loop docs: \"roughly equivalent to ... for i in range(lower, upper, step)\" "
+               "(Python reads range's bounds once); dynamic_range docs: \"The loop runs on device with dynamic "
+               "bounds\"; when the sequencer reads the bound register is not documented"),
 )
 
 
