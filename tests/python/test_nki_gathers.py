@@ -1,5 +1,5 @@
 """numeq.nki's gathers: nisa.nc_n_gather, nisa.local_gather, nisa.sequence_bounds and the older
-interface's nl.gather_flattened and nl.load_transpose2d (their tests come with them). Each oracle is written here from the
+interface's nl.gather_flattened and nl.load_transpose2d. Each oracle is written here from the
 docstring it tests (nki.isa / nki.language API reference; local_gather's and sequence_bounds'
 NumPy equivalents), in plain numpy or Python loops, never by calling numeq; comparisons are
 bit for bit (a gather moves stored bits).
@@ -520,8 +520,118 @@ def test_sequence_bounds_documented_limits():
     assert f.where == line_of("<dst shape>")
 
 
+# --- nl.gather_flattened, nl.load_transpose2d ---------------------------------------------------------
+
+def test_gather_flattened_docstring_example():
+    """SDK 2.26's nl.gather_flattened docstring: data (2, 2, 2), indices (2, 2, 2) -> the values
+    it lists."""
+    data = np.arange(1, 9, dtype=np.float32).reshape(2, 2, 2)
+    idx = np.array([[[0, 1], [1, 3]], [[3, 3], [1, 0]]], np.uint32)
+
+    @nki.jit
+    def k(data, idx):
+        out = nl.gather_flattened(nl.load(data), nl.load(idx))
+        o = nl.ndarray(out.shape, out.dtype, buffer=nl.shared_hbm)
+        nl.store(o, out)
+        return (o,)
+
+    r = nki.run(k, data, idx)
+    assert r.errors == []
+    assert r.outputs[0].tolist() == [[[1., 2.], [2., 4.]], [[8., 8.], [6., 5.]]]
+    assert [i.name for i in r.trace if i.engine == "gpsimd"] == ["nc_n_gather"]
+
+
+def test_gather_flattened_dtype_and_axis():
+    data = rng.standard_normal((8, 3, 7)).astype(np.float32)
+    idx = rng.integers(0, 21, (8, 12)).astype(np.uint32)
+
+    @nki.jit
+    def k(data, idx):
+        g = nl.gather_flattened(data=nl.load(data), indices=nl.load(idx), dtype=nl.bfloat16)
+        o = nl.ndarray(g.shape, g.dtype, buffer=nl.shared_hbm)
+        nl.store(o, g)
+        return (o,)
+
+    r = nki.run(k, data, idx)
+    assert r.errors == []
+    expect = np.take_along_axis(data.reshape(8, -1), idx.astype(np.int64), axis=1)
+    assert bit_equal(r.outputs[0], expect.astype(ml_dtypes.bfloat16))  # one rounding, to nearest even
+
+    @nki.jit
+    def axis1(data, idx):
+        return nl.gather_flattened(nl.load(data), nl.load(idx), axis=1)
+
+    with pytest.raises(nki.Unsupported, match="axis=1"):
+        nki.run(axis1, data, idx)
+
+    @nki.jit
+    def out_of_range(data, idx):
+        g = nl.gather_flattened(nl.load(data), nl.load(idx))  # <nl oob>
+        o = nl.ndarray(g.shape, g.dtype, buffer=nl.shared_hbm)
+        nl.store(o, g)
+        return (o,)
+
+    bad = idx.copy()
+    bad[0, 0] = 21
+    (f,) = errors(nki.run(out_of_range, data, bad), "index_bounds")
+    assert f.where == line_of("<nl oob>")
+
+
+@pytest.mark.parametrize("dtype", [np.float32, ml_dtypes.bfloat16, np.int32, np.uint8])
+def test_load_transpose2d(dtype):
+    src = (rng.standard_normal((40, 96)) * 50).astype(dtype)
+
+    @nki.jit
+    def k(src):
+        t = nl.load_transpose2d(src)
+        o = nl.ndarray(t.shape, t.dtype, buffer=nl.shared_hbm)
+        nl.store(o, t)
+        return (o,)
+
+    r = nki.run(k, src)
+    assert r.errors == []
+    assert bit_equal(r.outputs[0], np.ascontiguousarray(src.T))
+    assert [i.name for i in r.trace if i.engine == "dma"][:2] == ["dma_transpose", "dma_copy"]
+
+
+def test_load_transpose2d_dtype_and_limits():
+    src = rng.standard_normal((24, 64)).astype(np.float32)
+
+    @nki.jit
+    def cast(src):
+        t = nl.load_transpose2d(src, dtype=nl.bfloat16)
+        o = nl.ndarray(t.shape, t.dtype, buffer=nl.shared_hbm)
+        nl.store(o, t)
+        return (o,)
+
+    r = nki.run(cast, src)
+    assert r.errors == []
+    assert bit_equal(r.outputs[0], np.ascontiguousarray(src.T).astype(ml_dtypes.bfloat16))
+
+    @nki.jit
+    def from_sbuf(src):
+        t = nl.load_transpose2d(nl.load(src))  # <from sbuf>
+        o = nl.ndarray(t.shape, t.dtype, buffer=nl.shared_hbm)
+        nl.store(o, t)
+        return (o,)
+
+    r = nki.run(from_sbuf, src)
+    (f,) = errors(r, "instruction_constraint")
+    assert f.where == line_of("<from sbuf>") and "HBM" in f.message
+    assert bit_equal(r.outputs[0], np.ascontiguousarray(src.T))
+
+    @nki.jit
+    def three_d(src):
+        return nl.load_transpose2d(src)  # <3-D>
+
+    (f,) = errors(nki.run(three_d, np.ones((2, 3, 4), np.float32)), "shape_mismatch")
+    assert f.where == line_of("<3-D>") and "2-D" in f.message
+
+
 def test_rows_and_names_are_implemented():
     from numeq.nki.instructions.table import INSTRUCTIONS
 
     for name in ("nc_n_gather", "local_gather", "sequence_bounds"):
         assert INSTRUCTIONS[name].implemented and INSTRUCTIONS[name].engine == "gpsimd"
+    for name in ("gather_flattened", "load_transpose2d"):
+        assert not getattr(getattr(nl, name), "_numeq_placeholder", False)

@@ -35,7 +35,8 @@ from .. import language
 
 __all__ = ["IndexExpr", "Predicate", "Grid", "arange", "mgrid", "par_dim", "load", "store", "copy", "transpose",
            "matmul", "empty_like", "sum", "max", "min", "mean", "prod", "var", "all", "where", "static_cast",
-           "broadcast_to", "expand_dims", "device_print", "bfp16", "finfo", "promote", "apply", "index", "assign"]
+           "broadcast_to", "expand_dims", "device_print", "bfp16", "finfo", "promote", "apply", "index", "assign",
+           "gather_flattened", "load_transpose2d"]
 
 _ball = builtins.all
 
@@ -192,6 +193,64 @@ def store(dst: Any, value: Any, *, mask: Any = None, **kwargs: Any) -> None:
                                              f"into {dst.name}{list(grid)}", "documented: nki.language.store"))
         value = value.reshape(grid)
     _masked(mask, dst, [value], lambda o, s: _isa().dma_copy(dst=o, src=s[0]))
+
+
+_LANGUAGE_DOC = "documented: nki.language.{} docstring"
+
+
+def load_transpose2d(src: Any, dtype: Any = None, *, mask: Any = None, **kwargs: Any) -> Tensor:
+    """``nl.load_transpose2d``: HBM ``src`` [N, M] 2D-transposed into a new SBUF tile [M, N] (one
+    dma_transpose; nki.language.load_transpose2d docstring: "Load a tensor from device memory (HBM)
+    and 2D-transpose the data before storing into on-chip memory (SBUF)"). ``dtype`` (default:
+    src's) casts as ``nl.load(dtype=)`` does, through fp32 in a DMA: dma_transpose moves bits
+    unchanged, so the transposed tile is then copied by dma_copy into a tile of ``dtype``
+    (numeq's reading: the docstring names the cast, not the engine making it). ``src`` not in HBM
+    or not 2-D is a finding; M is the new tile's partition dimension (at most 128, SDK 2.26's note)."""
+    _no_keywords("nl.load_transpose2d", kwargs)
+    if mask is not None:
+        raise current().unsupported("nl.load_transpose2d(mask=)")
+    src = _tile(src, "src")
+    ctx = current()
+    source = _LANGUAGE_DOC.format("load_transpose2d")
+    if src.ndim != 2:
+        raise KernelFault(ctx.find("shape_mismatch", "error", f"nl.load_transpose2d: src {src.name} has shape "
+                                   f"{src.shape}; it takes a 2-D tensor", source))
+    if src.base.memory.on_chip:
+        ctx.find("instruction_constraint", "error", f"nl.load_transpose2d: src {src.name} is in "
+                 f"{src.base.memory.name}; it loads from device memory (HBM)", source)
+    out = _new((src.shape[1], src.shape[0]), src.dtype)
+    _isa().dma_transpose(dst=out, src=src)
+    d = _dtype(dtype, src.dtype)
+    if d == src.dtype:
+        return out
+    cast = _new(out.shape, d)
+    _isa().dma_copy(dst=cast, src=out)
+    return cast
+
+
+def gather_flattened(data: Any, indices: Any, axis: Any = 0, dtype: Any = None, *, mask: Any = None,
+                     **kwargs: Any) -> Tensor:
+    """``nl.gather_flattened``: a new SBUF tile of ``indices``' shape, element j of partition p
+    holding element indices[p, j] of data's partition p, data's free dims flattened (one
+    nc_n_gather on the GpSimd engine: its checks, uint32 indices, out-of-range ones a finding;
+    nki.language.gather_flattened docstring: "using the index value to select from the free
+    dimension of data"; SDK 2.26's: the NumPy take_along_axis of the flattened tiles). ``dtype``
+    (default: data's) is a tensor_copy of the gathered tile into that dtype. ``axis``: the
+    docstring documents only the gather along the flattened free dimension, which ``axis=0`` (the
+    default) is taken to name; numeq refuses any other."""
+    _no_keywords("nl.gather_flattened", kwargs)
+    if mask is not None:
+        raise current().unsupported("nl.gather_flattened(mask=)")
+    if axis != 0:
+        raise current().unsupported(f"nl.gather_flattened(axis={axis!r}) (only the gather along the flattened free "
+                                    "dimension, axis=0, is documented)")
+    data, indices = _tile(data, "data"), _tile(indices, "indices")
+    out = _new(tuple(indices.shape), data.dtype)
+    _isa().nc_n_gather(dst=out, data=data, indices=indices)
+    d = _dtype(dtype, data.dtype)
+    if d == data.dtype:
+        return out
+    return _isa().tensor_copy(out, dtype=d)
 
 
 def copy(src: Any, *, mask: Any = None, dtype: Any = None, **kwargs: Any) -> Tensor:
