@@ -268,3 +268,19 @@ def test_device_decorators_decorate_and_refuse_only_when_the_kernel_is_called():
         with pytest.raises(nki.Unsupported, match=r"test_nki_public_names.py:\d+: nki.\w+\(kernel\) runs the kernel "
                                                   r"on a NeuronDevice"):
             f(np.zeros(1))
+
+
+def test_a_device_decorated_kernel_still_simulates():
+    @nki.jit
+    def double(a):
+        out = nl.ndarray(a.shape, a.dtype, buffer=nl.shared_hbm)
+        t = nl.ndarray(a.shape, a.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=t, src=a[nl.program_id(0)])
+        nisa.tensor_scalar(dst=t, data=t, op0=nl.multiply, operand0=2.0)
+        nisa.dma_copy(dst=out, src=t)
+        return out
+
+    bare = nki.baremetal(double)
+    x = np.arange(8, dtype=np.float32).reshape(2, 4)
+    assert np.array_equal(nki.simulate_kernel(bare[1], x[None, 1]), 2 * x[1:2])
+    assert np.array_equal(nki.simulate(bare)(x[None, 0]), 2 * x[0:1])

@@ -26,7 +26,6 @@ Example::
 
 from __future__ import annotations
 
-import functools
 import os
 import sys
 import types as _types
@@ -63,37 +62,45 @@ __all__ = ["ASSUMPTIONS", "Finding", "Instruction", "Kernel", "KernelFault", "RU
 globals().update(_placeholders_of("nki"))
 
 
+class DeviceKernel(Kernel):
+    """A kernel decorated by ``nki.baremetal`` / ``nki.benchmark`` / ``nki.profile`` (SDK 2.26 nki API
+    reference: compile for a NeuronDevice and run or time it there). It indexes as a kernel does
+    (``kernel[grid]``) and ``nki.simulate`` / ``simulate_kernel`` / ``run`` run it on numeq; called
+    itself it raises ``Unsupported`` at the caller's line: numeq has no device."""
+
+    def __init__(self, func: Any, grid: tuple = (), options: dict | None = None, decorator: str = "baremetal") -> None:
+        super().__init__(func, grid, options)
+        self.decorator = decorator
+
+    def __getitem__(self, grid: Any) -> "DeviceKernel":
+        k = super().__getitem__(grid)
+        return DeviceKernel(k.func, k.grid, k.options, self.decorator)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if _active():  # a helper kernel called inside a run
+            return self.func(*args, **kwargs)
+        frame = sys._getframe(1)
+        at = f"{os.path.basename(frame.f_code.co_filename)}:{frame.f_lineno}"
+        raise Unsupported(f"{at}: nki.{self.decorator}({self.func.__name__}) runs the kernel on a NeuronDevice, which "
+                          "numeq does not have; nki.simulate(kernel)(...) runs it on numeq (docs/nki.md)")
+
+
 def _on_device(decorator: str) -> Any:
-    """``@nki.baremetal`` / ``@nki.benchmark(...)`` / ``@nki.profile(...)`` (SDK 2.26 nki API
-    reference): decorators that compile a kernel for a NeuronDevice and run or time it there.
-    Decorating works (test modules decorate at import); calling the decorated kernel raises
-    ``Unsupported``, at the caller's line: numeq has no device (``nki.simulate`` runs it on numeq)."""
+    """The decorator ``nki.<decorator>``: bare (``@nki.baremetal``) or with options
+    (``nki.benchmark(warmup=5, iters=10)(kernel)``); gives a ``DeviceKernel``."""
 
     def make(kernel: Any = None, **options: Any) -> Any:
-        def wrap(k: Any) -> Any:
-            name = getattr(k, "__name__", type(k).__name__)
-
-            @functools.wraps(getattr(k, "func", k))
-            def on_device(*args: Any, **kwargs: Any) -> Any:
-                at = _where() if _active() else _caller()
-                raise Unsupported(f"{at}: nki.{decorator}({name}) runs the kernel on a NeuronDevice, which numeq does "
-                                  "not have; nki.simulate(kernel)(...) runs it on numeq (docs/nki.md)")
-
-            on_device.options = options  # type: ignore[attr-defined]
-            return on_device
+        def wrap(k: Any) -> DeviceKernel:
+            return DeviceKernel(getattr(k, "func", k), getattr(k, "grid", ()), {**getattr(k, "options", {}), **options},
+                                decorator)
 
         return wrap if kernel is None else wrap(kernel)
 
     make.__name__ = make.__qualname__ = decorator
-    make.__doc__ = _on_device.__doc__
+    make.__doc__ = DeviceKernel.__doc__
     make._numeq_placeholder = True  # type: ignore[attr-defined]  # docs/nki.md lists it as raising
     make._numeq_decorator = True  # type: ignore[attr-defined]
     return make
-
-
-def _caller() -> str:
-    frame = sys._getframe(2)
-    return f"{os.path.basename(frame.f_code.co_filename)}:{frame.f_lineno}"
 
 
 baremetal, benchmark, profile = _on_device("baremetal"), _on_device("benchmark"), _on_device("profile")

@@ -104,6 +104,9 @@ def _shape(shape: Any) -> tuple[int, ...]:
 def ndarray(shape: Any, dtype: Any, buffer: Any = None, name: str = "", address: Any = None, **kwargs: Any) -> Tensor:
     """A new tensor in ``buffer`` (nl.sbuf by default; nl.psum, nl.hbm, nl.shared_hbm): its contents
     start undefined (reading them before a write is a finding)."""
+    # lazy_initialization= (the older interface's creation functions, nki-samples' kernels): when the
+    # compiler fills a tile (eagerly or at its first use), not what it holds: no effect on values.
+    kwargs.pop("lazy_initialization", None)
     if kwargs:
         raise current().unsupported(f"nl.ndarray's keyword(s) {', '.join(sorted(kwargs))}")
     ctx = current()

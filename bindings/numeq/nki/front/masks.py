@@ -14,12 +14,25 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+import numpy as np
+
 from ..machine.context import current
 from ..instructions.access import new_tile
-from .index_expressions import _Clipped, _bbox, _grid_shape, _mask_array, _retarget
+from .index_expressions import Predicate, _Clipped, _bbox, _grid_shape, _mask_array, _retarget
 from ..machine.memory import Tensor
 
-__all__ = ["masked_call"]
+__all__ = ["NOTHING", "masked_call"]
+
+
+class _Nothing:
+    """The result of a value-returning instruction whose mask holds nowhere: assigning it
+    (``t[key] = nisa.op(..., mask=m)``) writes nothing, as the compiler emits no instruction."""
+
+    def __repr__(self) -> str:
+        return "<the result of an instruction whose mask= holds nowhere>"
+
+
+NOTHING = _Nothing()
 
 
 def masked_call(fn: Callable, rows: bool, args: tuple, kwargs: dict) -> Any:
@@ -38,12 +51,14 @@ def masked_call(fn: Callable, rows: bool, args: tuple, kwargs: dict) -> Any:
     m = _mask_array(mask, grid)
     box = _bbox(m)
     if box is None:
-        return None  # the mask holds nowhere: no instruction (and no result)
+        return NOTHING  # the mask holds nowhere: no instruction, and nothing to assign
     if not m[box].all():
         raise ctx.unsupported(f"{name} with a mask that is not a box of the operand grid")
     originals: list[Tensor] = []
 
     def cut_to_box(x: Any) -> Any:
+        if isinstance(x, Predicate):  # a predicate over the grid (affine_select's pred): its box
+            return Predicate(np.broadcast_to(x.array, grid)[tuple(box)])
         if not isinstance(x, Tensor) or not x.ndim:
             return x
         g = tuple(_grid_shape(x))

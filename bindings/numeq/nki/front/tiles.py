@@ -32,6 +32,7 @@ from ..machine.memory import WRITER_MATMUL, Tensor
 from .. import isa
 from ..machine.alu import op_name
 from .. import language
+from . import masks as _masks
 
 __all__ = ["IndexExpr", "Predicate", "Grid", "arange", "mgrid", "par_dim", "load", "store", "copy", "transpose",
            "matmul", "empty_like", "sum", "max", "min", "mean", "prod", "var", "all", "where", "static_cast",
@@ -50,6 +51,8 @@ def assign(t: Tensor, key: Any, value: Any) -> None:
     with the output rounding); a scalar is a memset. A result the last instruction just made is
     written there directly, as the compiler places it."""
     ctx = current()
+    if value is _masks.NOTHING:  # an instruction whose mask holds nowhere: nothing is written
+        return
     view = t[key]
     if isinstance(view, _Clipped):
         raise view.fault()
@@ -67,12 +70,22 @@ def assign(t: Tensor, key: Any, value: Any) -> None:
             _rules.check_on_chip(ctx, view)
             _engine.settled(ctx, value)
             _engine.before_write(ctx, view)
-            view.data[...] = value.data.reshape(view.shape)
-            view.mask[...] = value.mask.reshape(view.shape)
-            if not value.base.complete:
-                view.base.complete = False  # the mask now may hold unwritten bytes
+            if value.base.complete:
+                view.data[...] = value.data.reshape(view.shape)
+                view.mask[...] = value.mask.reshape(view.shape)
+                written = None
+            else:
+                # A result written in part (an instruction under mask=): only its written elements
+                # land in the view; the rest keeps what the view held, as the compiler writes a
+                # masked instruction's result straight into the destination.
+                written = value.mask.reshape(view.shape) == value.base.full
+                view.data[written] = value.data.reshape(view.shape)[written]
+                view.mask[written] = value.base.full
             if view.writer is not None and value.writer is not None:
-                view.writer[...] = value.writer.reshape(view.shape)
+                if written is None:
+                    view.writer[...] = value.writer.reshape(view.shape)
+                else:
+                    view.writer[written] = value.writer.reshape(view.shape)[written]
                 view.base.writer_all = None
             if ctx.trace[-1].name == "nc_matmul":
                 ctx.psum_chain[(view.base.id, view.element_offset())] = 1

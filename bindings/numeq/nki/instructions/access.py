@@ -181,7 +181,12 @@ def same_shape(ctx: Context, dst: Tensor, values: np.ndarray) -> np.ndarray:
 
 
 def new_tile(shape: tuple, dtype: Any, memory: str = "sbuf", name: str = "") -> Tensor:
-    """A fresh tile (the older interface's value-returning instructions allocate their result)."""
+    """A fresh tile (the older interface's value-returning instructions allocate their result). On
+    SBUF / PSUM at least 2-D: the partition axis and one free axis, so a reduction of every free axis
+    is (P, 1), not (P,) (NKI language guide: "SBUF and PSUM tensors are always at least 2-D")."""
+    shape = tuple(int(s) for s in shape)
+    if len(shape) < 2 and MEMORIES[memory].on_chip:
+        shape = shape + (1,) * (2 - len(shape))
     ctx = current()
     line = where()
     d = _precision.allocated(ctx, line, dtype_of(dtype))

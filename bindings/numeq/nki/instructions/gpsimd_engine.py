@@ -50,7 +50,10 @@ def tensor_partition_reduce(c: Call) -> Any:
         constraint(ctx, "tensor_partition_reduce", f"op {op} is not one of add, average, max, bitwise_or, bitwise_and")
         raise ctx.unsupported(f"nisa.tensor_partition_reduce with op={op}")
     dst = destination(v, form, (1,) + tuple(data.shape[1:]), dtype, data.dtype)
-    _rules.check_engine_access(ctx, "gpsimd", [dst, data], "tensor_partition_reduce")
+    _rules.check_engine_access(ctx, "gpsimd", [dst, data], "tensor_partition_reduce",
+                               staged=(data,) if form.returns else ())
+    # A PSUM data of the older form reaches GpSimd through the compiler's copy (check_engine_access).
+    reader = "vector" if form.returns and data.base.memory.name == "psum" else "gpsimd"
     if dst.shape[0] != 1 or dst.free_size() != data.free_size():
         raise shape_fault(ctx, "tensor_partition_reduce", f"dst {dst.name} has shape {dst.shape}; the reduction of "
                                                           f"{data.name} {data.shape} is one partition of "
@@ -61,7 +64,7 @@ def tensor_partition_reduce(c: Call) -> Any:
             constraint(ctx, "tensor_partition_reduce", f"{op} works on integer bits; data {data.name} is {data.dtype}",
                        "documented: nki.language ALU operators (bitvec operators take integer dtypes)")
             raise ctx.unsupported(f"nisa.tensor_partition_reduce({op}) of {data.dtype} data")
-        bits = flat(raw(ctx, data, "data", "gpsimd"))
+        bits = flat(raw(ctx, data, "data", reader))
         f = np.bitwise_or if op == "bitwise_or" else np.bitwise_and
         r = f.reduce(bits, axis=0)
         if dst.dtype == data.dtype:
@@ -69,7 +72,7 @@ def tensor_partition_reduce(c: Call) -> Any:
         else:
             write(ctx, dst, r.astype(np.float64).reshape(1, -1))
     else:
-        x = flat(read(ctx, data, "data", "gpsimd"))
+        x = flat(read(ctx, data, "data", reader))
         with np.errstate(all="ignore"):
             if op == "maximum":
                 r = np.max(x, axis=0)
@@ -178,7 +181,7 @@ def _memory_sbuf(ctx: Context, instruction: str, t: Tensor, parameter: str) -> N
 
 
 
-@instruction("affine_select", engine="gpsimd", forms=[
+@instruction("affine_select", engine="gpsimd", mask="elements", forms=[
     Form("current", "dst: tensor, pattern: list, channel_multiplier: int, on_true_tile: tensor,"
                      "on_false_value: value, cmp_op: op = 'equal', offset: int = 0"),
     Form("0.2.0", "dst: tensor, pattern: list, offset: int, channel_multiplier: int, on_true_tile: tensor,"
@@ -201,7 +204,8 @@ def affine_select(c: Call) -> Any:
     dst = destination(v, form, on_true.shape, dtype, on_true.dtype)
     _memory_sbuf(ctx, "affine_select", dst, "dst")
     _memory_sbuf(ctx, "affine_select", on_true, "on_true_tile")
-    _rules.check_engine_access(ctx, "gpsimd", [dst, on_true], "affine_select")
+    _rules.check_engine_access(ctx, "gpsimd", [dst, on_true], "affine_select",
+                               staged=(on_true,) if form.returns else ())
     if form.returns:
         pred = _expression(ctx, v["pred"], "affine_select")
         try:
@@ -221,7 +225,10 @@ def affine_select(c: Call) -> Any:
             raise ctx.unsupported(f"nisa.affine_select with cmp_op={cmp}")
         affine = _affine(ctx, "affine_select", v["pattern"], v["offset"], v["channel_multiplier"], dst)
         chosen = getattr(np, cmp)(affine, 0)
-    _select_into(ctx, dst, on_true, chosen, np.float32(v["on_false_value"]), "on_true_tile", "gpsimd")
+    # A PSUM on_true of the older form reaches GpSimd through the compiler's copy (check_engine_access).
+    staged = form.returns and on_true.base.memory.name == "psum"
+    _select_into(ctx, dst, on_true, chosen, np.float32(v["on_false_value"]), "on_true_tile",
+                 "vector" if staged else "gpsimd")
     c.issue([dst], [on_true], cycles=_GPSIMD_START + dst.free_size(),
               kept=int(np.count_nonzero(chosen)))
     return dst
