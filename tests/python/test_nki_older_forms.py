@@ -75,3 +75,51 @@ def test_lazy_initialization_changes_no_value():
         return out
 
     assert (nki.run(k).outputs == 3.0).all()
+
+
+def test_nonzero_with_count_on_a_tile_written_in_partition_0_only():
+    # As nki-library's find_nonzero_indices_with_count does: one row loaded into partition 0, the
+    # instruction's other cores read unwritten partitions (their results are never read).
+    @nki.jit
+    def k(x):
+        T = x.shape[-1]
+        src = nl.ndarray((128, T), nl.float32, buffer=nl.sbuf)
+        res = nl.ndarray((128, T + 1), nl.int32, buffer=nl.sbuf)
+        out = nl.ndarray((1, T + 1), nl.int32, buffer=nl.shared_hbm)
+        nisa.dma_copy(dst=src[0, :], src=x[...])
+        nisa.nonzero_with_count(dst=res, src=src, index_offset=0, padding_val=-1)
+        nisa.dma_copy(dst=out[0, :], src=res[0, :])
+        return out
+
+    x = np.zeros((1, 64), np.float32)
+    x[0, [3, 10, 11, 63]] = [1.0, -2.0, 0.5, 7.0]
+    r = nki.run(k, x)
+    assert not r.errors, r.errors
+    want = np.full(65, -1)
+    want[:4] = [3, 10, 11, 63]
+    want[64] = 4
+    assert np.array_equal(r.outputs[0], want)
+
+
+def test_a_dma_may_write_any_partition_a_compute_engine_may_not_start_anywhere():
+    @nki.jit
+    def k(x):
+        t = nl.ndarray((128, 8), nl.float32, buffer=nl.sbuf)
+        nisa.memset(t, 0.0)
+        nisa.dma_copy(dst=t[5:6, :], src=x)  # one row at partition 5: a DMA, allowed
+        out = nl.ndarray((128, 8), nl.float32, buffer=nl.shared_hbm)
+        nisa.dma_copy(dst=out, src=t)
+        return out
+
+    @nki.jit
+    def compute(x):
+        t = nl.ndarray((128, 8), nl.float32, buffer=nl.sbuf)
+        nisa.memset(t, 0.0)
+        nisa.tensor_scalar(dst=t[5:6, :], data=t[5:6, :], op0=nl.add, operand0=1.0)  # an engine at 5
+        return x
+
+    x = np.arange(8, dtype=np.float32).reshape(1, 8)
+    r = nki.run(k, x)
+    assert not r.findings or "partition_start" not in [f.rule for f in r.findings]
+    assert np.array_equal(r.outputs[5], x[0]) and not r.outputs[[0, 6]].any()
+    assert "partition_start" in [f.rule for f in nki.run(compute, x).errors]

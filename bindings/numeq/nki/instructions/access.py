@@ -37,7 +37,7 @@ _F32 = np.dtype(np.float32)
 def read(ctx: Context, t: Any, parameter: str, engine: str = "vector", rows: bool = False) -> np.ndarray:
     """The fp32 values of operand ``t`` (checked: partitions, engine access, poison; ``rows``: the
     instruction works partition by partition, see ``_rules.check_read``)."""
-    if type(t) is Tensor and t.checked:
+    if type(t) is Tensor and t.checked is True:
         # The common case, decided at once: an on-chip view already checked, of an SBUF tile every
         # byte of which is written and no matmul chain is pending in (what the checks below pass).
         base = t.base
@@ -69,7 +69,7 @@ def write(ctx: Context, dst: Any, values: np.ndarray, writer: int = WRITER_OTHER
     (default: the target's output rounding; or store ``bits`` already of dst's storage dtype),
     note a narrowing for the precision flow, mark the bytes written, record PSUM's writer."""
     base = dst.base
-    if (dst.checked and not base.tracks_writer and ctx.undefined_rows is None
+    if (dst.checked is True and not base.tracks_writer and ctx.undefined_rows is None
             and (base.complete or (dst.data is base.data and base._mask is None))
             and base.id not in ctx.pending and base.id not in ctx.pinned):
         # The common cases, decided at once (what the path below does for them): into a checked

@@ -14,12 +14,12 @@ from ..machine import rules as _rules
 from ..machine.alu import COMPARISONS, op_name
 from ..machine.context import Context
 from ..machine.memory import Tensor
-from .access import as_tensor, cost_elementwise, new_tile, read, write
+from .access import as_tensor, cost_elementwise, new_tile, read, settled, write
 from .forms import Form
-from .operands import (constraint, destination, flat, raw, reduce_name, shape_fault)
+from .operands import (constraint, destination, flat, raw, reduce_name, shape_fault, write_where)
 from .path import Call
 from .table import instruction
-from ..machine.arithmetic import cast_into
+from ..machine.arithmetic import cast_into, fp32_values
 
 _f32 = np.float32
 
@@ -268,20 +268,36 @@ def nonzero_with_count(c: Call) -> Any:
     if dst.shape[0] != src.shape[0] or dst.free_size() != t + 1:
         raise shape_fault(ctx, "nonzero_with_count", f"dst {dst.shape} must have src's {src.shape[0]} partitions and "
                                                      f"{t + 1} elements per partition (src's {t} plus the count)")
+    # Each core reads and writes its own first partition: the instruction's own per-core access,
+    # held to no partial-partition start rule; the views as wholes are the kernel's.
+    _rules.check_on_chip(ctx, src)
+    _rules.check_on_chip(ctx, dst)
     s_first, _, s_step = src.partitions()
     d_first, _, d_step = dst.partitions()
+    bits = flat(settled(ctx, src).data)
+    values = bits if src.dtype.kind == "int" else fp32_values(bits, src.dtype)
+    written = (np.ones(src.shape[0], bool) if src.base.complete
+               else (flat(src.mask) == src.base.full).all(axis=1))
+    out = np.zeros((dst.shape[0], t + 1), np.float64)
+    chosen = np.zeros((dst.shape[0], t + 1), bool)
+    garbage = []
     cores = 0
     for r in range(src.shape[0]):
         ps, pd = s_first + r * s_step, d_first + r * d_step
         if ps % 16 or pd % 16:
             continue
-        row = src[r:r + 1]
-        x = flat(raw(ctx, row, "src", "gpsimd") if src.dtype.kind == "int" else read(ctx, row, "src", "gpsimd"))[0]
-        hits = np.flatnonzero(x != 0).astype(np.int64) + int(v["index_offset"])
-        out = np.full(t + 1, int(v["padding_val"]), dtype=np.int64)
-        out[:hits.size] = hits
-        out[t] = hits.size
-        write(ctx, dst[r:r + 1], out.astype(np.float64).reshape(dst[r:r + 1].shape))
         cores += 1
+        if not written[r]:
+            garbage.append(r)  # a core reading an unwritten partition writes garbage: dst's row stays unwritten
+            continue
+        hits = np.flatnonzero(values[r] != 0).astype(np.int64) + int(v["index_offset"])
+        out[r] = int(v["padding_val"])
+        out[r, :hits.size] = hits
+        out[r, t] = hits.size
+        chosen[r] = True
+    write_where(ctx, dst, chosen, values=out.reshape(dst.shape))
+    if garbage:
+        dst.mask[garbage] = 0
+        dst.base.complete = False
     c.issue([dst], [src], cycles=cost_elementwise(src), cores=cores)
     return dst

@@ -108,6 +108,7 @@ def entry(spec: InstructionSpec) -> Callable:
         if one_psum:
             _one_psum_operand(ctx, spec, values)
         ctx.at = kernel_line(sys._getframe(1))  # None when numeq itself called it (the front)
+        outer, ctx.engine = ctx.engine, eng
         try:
             if since > 2 and ctx.target.generation < since:
                 ctx.find("target_generation", "error", f"{name} is available on NeuronCore-v{since} and newer; the "
@@ -115,6 +116,7 @@ def entry(spec: InstructionSpec) -> Callable:
             return semantics(Call(ctx, spec, form, values, dtype, eng))
         finally:
             ctx.at = None
+            ctx.engine = outer
 
     instruction.__name__ = instruction.__qualname__ = name
     instruction.__doc__ = spec.doc or semantics.__doc__

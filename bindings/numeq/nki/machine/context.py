@@ -186,6 +186,7 @@ class Context:
         self.widen: frozenset = frozenset()
         self.findings: list[Finding] = []
         self.at: str | None = None  # the kernel's line of the instruction running, when it called it directly
+        self.engine: str | None = None  # the engine of the instruction running (the rules that differ by engine)
         self._finding_at: dict[tuple[str, str], Finding] = {}
         self.trace: list[Instruction] = []
         self.lives: list = []  # every allocation's Life (the capacity rules), not its arrays

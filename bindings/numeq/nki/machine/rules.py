@@ -111,8 +111,13 @@ def _cite(ctx: Context, key: str) -> str:
 
 
 def check_on_chip(ctx: Context, t: Any) -> None:
-    """Partition-axis rules for an SBUF / PSUM view."""
-    if t.checked or not t.base.memory.on_chip:
+    """Partition-axis rules for an SBUF / PSUM view. Where a partial-partition access may start is
+    a compute engine's rule (the engines read 32-partition quadrants; FACTS.md s3): a DMA, which
+    moves bytes to any partition (the DMA docs state no such rule; AWS's kernels write single rows
+    at any partition), is not held to it. ``t.checked``: True once every rule held, "dma" once the
+    rules a DMA keeps held."""
+    dma = ctx.engine == "dma"
+    if t.checked is True or (dma and t.checked) or not t.base.memory.on_chip:
         return
     first, count, _ = t.partitions()
     limit = ctx.limits["partitions"]
@@ -126,6 +131,9 @@ def check_on_chip(ctx: Context, t: Any) -> None:
         raise KernelFault(ctx.find("partition_dim", "error",
                                    f"a view of {t.name} has {t.shape[0]} rows on its partition axis (dim 0); the "
                                    f"target has {limit} partitions", _cite(ctx, "partitions")))
+    if dma:
+        t.checked = "dma"
+        return
     t.checked = True
     if count < limit and first not in start_partitions(count):
         ctx.find("partition_start", "error",
