@@ -284,3 +284,21 @@ def test_a_device_decorated_kernel_still_simulates():
     x = np.arange(8, dtype=np.float32).reshape(2, 4)
     assert np.array_equal(nki.simulate_kernel(bare[1], x[None, 1]), 2 * x[1:2])
     assert np.array_equal(nki.simulate(bare)(x[None, 0]), 2 * x[0:1])
+
+
+def test_shared_constant_from_an_array_or_a_npy_file(tmp_path):
+    table = np.arange(128 * 8, dtype=np.float32).reshape(128, 8) / 7
+    np.save(tmp_path / "table.npy", table)
+
+    @nki.jit
+    def k(path):
+        out = nl.ndarray((128, 8), nl.float32, buffer=nl.shared_hbm)
+        t = nl.ndarray((128, 8), nl.float32, buffer=nl.sbuf)
+        nisa.dma_copy(dst=t, src=nl.shared_constant(path if path is not None else table))
+        nisa.dma_copy(dst=out, src=t)
+        return out
+
+    assert np.array_equal(nki.run(k, str(tmp_path / "table.npy")).outputs, table)
+    assert np.array_equal(nki.run(k, None).outputs, table)
+    with pytest.raises(ValueError, match="constant: cannot read the .npy file"):
+        nki.simulate(k)(str(tmp_path / "missing.npy"))

@@ -392,15 +392,21 @@ def test_register_load_takes_one_element():
         nki.simulate(k)(np.zeros((1, 2), np.int32))
 
 
-def test_register_alloc_takes_an_int_or_none():
+def test_register_alloc_takes_an_int_none_or_a_one_element_tile():
     @nki.jit
     def k(x):
-        t = nl.zeros((1, 1), dtype=nl.int32, buffer=nl.sbuf)
+        nisa.register_alloc(1.5)
+        return x
+
+    @nki.jit
+    def two(x):
+        t = nl.zeros((1, 2), dtype=nl.int32, buffer=nl.sbuf)
         nisa.register_alloc(t)
         return x
 
     with pytest.raises(TypeError, match="register_load"):
         nki.run(k, np.zeros((1, 1), np.float32))
+    assert nki.run(two, np.zeros((1, 1), np.float32)).errors  # a register holds one element
 
 
 def test_a_register_is_not_a_python_int_and_belongs_to_its_run():
@@ -471,3 +477,19 @@ def test_an_unwritten_register_as_scalar_offset_is_an_error():
 
     with pytest.raises(nki.KernelFault, match=r"\[read_uninitialised\] scalar_offset: register reg"):
         nki.simulate(k)(np.zeros((8, 4), np.float32))
+
+
+def test_a_register_allocated_from_a_one_element_tile_holds_its_value():
+    # AWS's nki-library writes nisa.register_alloc(tile[0, 0]) (moe_tkg): the register starts with it.
+    @nki.jit
+    def k(x):
+        t = nl.ndarray((1, 1), nl.int32, buffer=nl.sbuf)
+        nisa.dma_copy(dst=t, src=x)
+        reg = nisa.register_alloc(t[0, 0])
+        out_sb = nl.ndarray((1, 1), nl.int32, buffer=nl.sbuf)
+        nisa.register_store(out_sb, reg)
+        out = nl.ndarray((1, 1), nl.int32, buffer=nl.shared_hbm)
+        nisa.dma_copy(dst=out, src=out_sb)
+        return out
+
+    assert int(nki.run(k, np.array([[41]], np.int32)).outputs[0, 0]) == 41

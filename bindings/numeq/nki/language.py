@@ -199,6 +199,29 @@ def shared_identity_matrix(n: int, dtype: Any = uint8, dst: Tensor | None = None
     return t
 
 
+def shared_constant(constant: Any) -> Tensor:
+    """A shared-HBM tensor holding ``constant`` (a numpy array, or the path of a ``.npy`` file), as
+    the compiler embeds it in the binary and loads it before the kernel runs (nki.language API
+    reference: "Create a tensor in shared HBM initialized with constant data"). Its dtype is the
+    array's NKI dtype (float32, float16, bfloat16, int32 ... as the docs list); the same values in
+    every program of an SPMD grid."""
+    ctx = current()
+    if isinstance(constant, (str, bytes)) or hasattr(constant, "__fspath__"):
+        try:
+            array = np.load(constant, allow_pickle=False)
+        except (OSError, ValueError) as e:
+            raise ValueError(f"constant: cannot read the .npy file {constant!r} ({e})") from None
+    else:
+        array = np.asarray(constant)
+    if array.dtype == np.float64:
+        raise ValueError("constant: float64 is not an NKI dtype; give a float32 (or narrower) array")
+    d = dtype_of(array.dtype, "constant")
+    line = _where()
+    data = np.array(array, dtype=np.dtype(d.storage), copy=True, order="C")  # the kernel's own copy
+    return ctx.allocate(Allocation(tuple(array.shape), d, MEMORIES["shared_hbm"], assigned_name() or "constant", line,
+                                   data=data)).whole()
+
+
 # --- loops ---------------------------------------------------------------------------------------
 class _Loop:
     """An ``nl.*_range`` loop: a range whose iteration the trace records (``Instruction.iteration``:

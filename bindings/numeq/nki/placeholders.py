@@ -29,7 +29,7 @@ _OLDER = "neuronxcc.nki API reference (SDK 2.26, general/nki/api)"
 PLACEHOLDERS: tuple[tuple[str, str, str, str], ...] = (
     # nki.language: documented functions numeq does not compute yet.
     *(("nki.language", n, "function", _API) for n in (
-        "softmax", "rms_norm", "shared_constant")),
+        "softmax", "rms_norm")),
     *(("nki.language", n, "function", _OLDER) for n in (
         "all_reduce", "atomic_rmw", "gemm_grid", "gemm_stationary_grid", "loop_reduce")),
     # nki.isa: classes of the register and instruction interface (NeuronCore registers: issue 41).

@@ -29,7 +29,7 @@ from ..machine.memory import Tensor
 from .access import as_tensor, settled, write
 from .forms import Form
 from .operands import constraint, doc
-from .path import Call
+from .path import Call, call
 from .table import instruction
 
 __all__ = ["VirtualRegister", "read_register", "write_register", "register_value", "new_register"]
@@ -165,6 +165,13 @@ def register_alloc(c: Call) -> VirtualRegister:
     register_alloc docs). The compiler places it on an engine sequencer; numeq traces it on no
     engine."""
     x = c.args["x"]
+    if isinstance(x, Tensor):
+        # A one-element tile: the register starts with its value. Not in the docstring (None or an
+        # int), but AWS's own nki-library allocates registers so (moe_tkg: register_alloc(t[0, 0])):
+        # register_alloc, then register_load of the tile.
+        reg = call("register_alloc")
+        call("register_load", reg, x)
+        return reg
     if x is not None and (isinstance(x, bool) or not isinstance(x, (int, np.integer))):
         raise TypeError(f"x: nisa.register_alloc takes None (an uninitialized register) or an int (its initial value), "
                         f"got {type(x).__name__}; load a tile's value with nisa.register_load")
