@@ -24,21 +24,46 @@ from typing import Any, Sequence
 import numpy as np
 
 from .context import KernelFault, current
-from .memory import Tensor
+from .memory import Tensor, _remap
+from .tensor_views import _fault, _indirect_rule, _what
+from .views import Gather, index_dim_map, normalise
 
-__all__ = ["Indirect", "gather", "indirect_index", "indirect_pattern", "scatter"]
+__all__ = ["Indirect", "dynamic_select", "gather", "indirect_index", "indirect_pattern", "scatter", "vector_select"]
 
 _SOURCE = "documented: nki.isa.dma_copy docs (indirect addressing; oob_mode)"
+_SOURCE_SELECT = "documented: nki.language NkiTensor.select / vector_select docstrings"
 
 
 class Indirect(Tensor):
     """A view addressed at run time (see the module doc): ``addr`` the storage element of each
-    element, ``index`` the tile whose values chose them."""
+    element, ``index`` the tile whose values chose them, ``layout`` the static pattern (a read-only
+    array that only says where: its pointer and strides are the view's offset and strides with the
+    index at 0, never read), ``why`` what put an element out of bounds where the index did."""
 
-    __slots__ = ("addr", "index")
+    __slots__ = ("addr", "index", "layout", "why")
+
+    def _geometry(self) -> np.ndarray:
+        return self.data if self.layout is None else self.layout
+
+    def _apply(self, f, dim_map: dict | None = None, values=None) -> "Indirect":
+        """The same view ``f`` of the layout, and of the addresses and the copied elements (by
+        ``values`` where it differs: a merge of dims copies those arrays, never the storage)."""
+        g = f if values is None else values
+        view = Indirect(self.base, g(self.data), None, None, self.dtype)
+        view.addr, view.index, view.why = g(self.addr), self.index, self.why
+        view.layout = None if self.layout is None else f(self.layout)
+        view.indirection = _remap(self.indirection, dim_map)
+        view.checked = False
+        return view
 
     def __getitem__(self, key: Any) -> Tensor:
-        raise current().unsupported("indexing an indirect view again (index the tensor once, with the index tile)")
+        index = normalise(key, self.shape, self)
+        if isinstance(index, Gather):
+            raise current().unsupported("an index expression on an indirect view (index the tensor once, with the "
+                                        "index tile)")
+        mapping, narrowed = index_dim_map(index, self.shape)
+        _indirect_rule(self, "indexing", narrowed, f"index {key!r}")
+        return self._apply(lambda a: a[index], mapping)
 
 
 def _index_values(ctx: Any, t: Any, parameter: str) -> np.ndarray:
@@ -56,7 +81,29 @@ def _index_values(ctx: Any, t: Any, parameter: str) -> np.ndarray:
     return np.asarray(t.data).astype(np.int64)
 
 
-def _make(t: Any, addr: np.ndarray, index: Any) -> Indirect:
+def _layout(t: Any, start: int, shape: tuple[int, ...], strides: Sequence[int]) -> np.ndarray:
+    """A read-only array whose pointer is element ``start`` of ``t``'s buffer and whose strides are
+    ``strides`` (elements): where a static pattern lies, for strides / offset / get_pattern. It may
+    reach past the buffer (an index may be what keeps an access inside), so it is never read."""
+    item = t.data.itemsize
+    holder = type("_Layout", (), {})()
+    holder.__array_interface__ = {"shape": tuple(shape), "typestr": f"|u{item}", "version": 3,
+                                  "data": (t.base.address + start * item, True),
+                                  "strides": tuple(s * item for s in strides)}
+    holder.keep = t.base.data
+    return np.asarray(holder)
+
+
+def _addresses(start: int, shape: tuple[int, ...], strides: Sequence[int]) -> np.ndarray:
+    """The storage element of each element of the pattern (int64, ``shape``)."""
+    addr = np.full(shape, start, np.int64)
+    for axis, (count, step) in enumerate(zip(shape, strides)):
+        addr += (np.arange(count, dtype=np.int64) * step).reshape((count,) + (1,) * (len(shape) - axis - 1))
+    return addr
+
+
+def _make(t: Any, addr: np.ndarray, index: Any, dims: tuple[int, ...] = (), layout: np.ndarray | None = None,
+          why: str | None = None) -> Indirect:
     base = t.base
     if base.memory.on_chip:
         raise current().unsupported(f"indirect addressing of {base.memory} tensor {t.name} (the tensor indexed "
@@ -66,9 +113,101 @@ def _make(t: Any, addr: np.ndarray, index: Any) -> Indirect:
     data = np.zeros(addr.shape, flat.dtype)
     data[inside] = flat[addr[inside]]
     view = Indirect(base, data, None, None, t.dtype)
-    view.addr, view.index = addr, index
+    view.addr, view.index, view.layout, view.why = addr, index, layout, why
+    view.indirection = (dims, index)
     view.checked = False
     return view
+
+
+def _static(t: Any, method: str) -> tuple[int, tuple[int, ...]]:
+    """(offset, strides) of plain view ``t`` in elements of its buffer, for a select by an index."""
+    if t.indirection is not None:
+        raise ValueError(f"{method}: {_what(t)} is already an indirect view; only one dynamic select per tensor "
+                         "(is_indirect() guards)")
+    if t.data.itemsize != t.base.data.itemsize:
+        raise current().unsupported(f"{method} of a view read as another dtype's size ({t.name} as {t.dtype})")
+    return t.element_offset(), t.strides
+
+
+def dynamic_select(t: Any, dim: int, index: Any) -> Tensor:
+    """``t.select(dim, index)`` with an index chosen at run time (NkiTensor.select: "dynamic indirect
+    selection where the index is resolved at runtime"): ``index`` a (1, 1) SBUF tile or a
+    VirtualRegister, read now (the instruction that takes the view follows). The view is
+    ``t[:, .., i]`` (dim removed) at the value i. On HBM an Indirect view, its addresses checked
+    when the DMA runs (an i outside dim's size puts every element out of bounds: oob_mode decides);
+    on SBUF / PSUM (dim must not be 0) a view of the element i selects, which compute engines read
+    and write as any view (an i outside the dim is an index_bounds finding now)."""
+    ctx = current()
+    offset, strides = _static(t, "select")
+    if dim == 0 and t.base.memory.on_chip:
+        raise _fault("partition_dim", "select", f"select: a dynamic select of dim 0 of {_what(t)}: on SBUF / "
+                                                "PSUM dim 0 is the partition dim, which a dynamic select may not "
+                                                "address")
+    i = _scalar_index(ctx, index, "select index")
+    n = t.shape[dim]
+    key = (slice(None),) * dim
+    if t.base.memory.on_chip:
+        if not 0 <= i < n:
+            raise _fault("index_bounds", "select", f"{t.name}: select(dim={dim}, index) read index {i} from "
+                                                   f"{getattr(index, 'name', index)}; dim {dim} has size {n}")
+        view = t[key + (i,)]
+        view.indirection = ((), index)
+        return view
+    static = t[key + (0,)]  # the pattern with the index at 0: shape, strides and offset of the view
+    addr = _addresses(static.element_offset(), static.shape, static.strides)
+    why = None
+    if 0 <= i < n:
+        addr += i * strides[dim]
+    else:
+        addr[...] = -1
+        why = f"select(dim={dim}) read index {i}; dim {dim} of {t.name} has size {n}"
+    layout = _layout(t, static.element_offset(), static.shape, static.strides)
+    return _make(t, addr, index, (), layout, why)
+
+
+def _scalar_index(ctx: Any, index: Any, parameter: str) -> int:
+    """The one value of a (1, 1) index tile, or a VirtualRegister's value."""
+    if isinstance(index, Tensor):
+        values = _index_values(ctx, index, parameter).reshape(-1)
+        if values.size != 1:
+            raise KernelFault(ctx.find("shape_mismatch", "error", f"{parameter} {index.name} holds {values.size} "
+                                       f"values (shape {index.shape}); a dynamic select takes one (a (1, 1) tile)",
+                                       _SOURCE_SELECT))
+        return int(values[0])
+    from ..instructions.registers import VirtualRegister, scalar_offset_value
+    if not isinstance(index, VirtualRegister):
+        raise TypeError(f"select: index must be an int, a (1, 1) SBUF tile or a VirtualRegister, got "
+                        f"{type(index).__name__}")
+    return int(scalar_offset_value(ctx, index))
+
+
+def vector_select(t: Any, vector_offset: Any) -> Indirect:
+    """``t.vector_select(0, vector_offset)`` (NkiTensor.vector_select): partition p of the view is
+    element vector_offset[p] of dim 0 of HBM tensor ``t`` (the rest of the dims as ``t``'s); the
+    view has vector_offset.shape[0] partitions and is indirect in dim 0. An index outside dim 0's
+    size puts that partition's elements out of bounds (oob_mode decides when the DMA runs)."""
+    ctx = current()
+    if t.base.memory.on_chip:
+        raise ValueError(f"vector_select: {_what(t)} is on chip; vector_select is supported on HBM tensors only")
+    offset, strides = _static(t, "vector_select")
+    if not isinstance(vector_offset, Tensor):
+        raise TypeError(f"vector_offset: expected an SBUF tile of indices, got {type(vector_offset).__name__}")
+    idx = _index_values(ctx, vector_offset, "vector_offset")
+    if vector_offset.ndim != 2 or vector_offset.shape[1] != 1:
+        raise KernelFault(ctx.find("shape_mismatch", "error", f"vector_offset {vector_offset.name} has shape "
+                                   f"{vector_offset.shape}; it takes (num_partitions, 1)", _SOURCE_SELECT))
+    idx = idx.reshape(-1)
+    shape = (idx.size,) + t.shape[1:]
+    addr = _addresses(offset, shape, (0,) + strides[1:])
+    n = t.shape[0]
+    inside = (idx >= 0) & (idx < n)
+    addr += (np.where(inside, idx, 0) * strides[0]).reshape((idx.size,) + (1,) * (len(shape) - 1))
+    why = None
+    if not inside.all():
+        addr[~inside] = -1
+        bad = int(np.flatnonzero(~inside)[0])
+        why = f"vector_offset[{bad}] is {int(idx[bad])}; dim 0 of {t.name} has size {n}"
+    return _make(t, addr, vector_offset, (0,), _layout(t, offset, shape, strides), why)
 
 
 def indirect_pattern(t: Any, pairs: Sequence[tuple[int, int]], start: int, *, vector_offset: Any = None,
@@ -116,7 +255,12 @@ def indirect_pattern(t: Any, pairs: Sequence[tuple[int, int]], start: int, *, ve
             offset = scalar_offset_value(ctx, scalar_offset)
         addr += offset * stride
         index = scalar_offset
-    return _make(t, addr, index)
+    steps = [step for step, _ in pairs]
+    if vector_offset is not None and steps:
+        steps[0] = stride  # the partition's index scales by the indirect dim's stride, not the pattern's step
+    dims = (0,) if vector_offset is not None else ()
+    layout = _layout(t, start, shape, steps) if t.data.itemsize == t.base.data.itemsize else None
+    return _make(t, addr, index, dims, layout)
 
 
 def indirect_index(t: Any, items: list, grid_values: list) -> Indirect:
@@ -140,7 +284,7 @@ def indirect_index(t: Any, items: list, grid_values: list) -> Indirect:
             v = idx.reshape((shape[0],) + (1,) * (len(shape) - 1))
             index = k
         addr = addr + v * strides[d]
-    return _make(t, np.ascontiguousarray(np.broadcast_to(addr, shape)), index)
+    return _make(t, np.ascontiguousarray(np.broadcast_to(addr, shape)), index, (0,) if index is not None else ())
 
 
 def _inside(ctx: Any, view: Indirect, oob_mode: Any) -> np.ndarray:
@@ -153,8 +297,10 @@ def _inside(ctx: Any, view: Indirect, oob_mode: Any) -> np.ndarray:
         raise ValueError(f"oob_mode: {oob_mode!r}; valid: nisa.oob_mode.error, nisa.oob_mode.skip")
     if mode == "error" and not inside.all():
         bad = view.addr[~inside]
+        why = f"; {view.why}" if view.why else ""
         raise KernelFault(ctx.find("index_bounds", "error", f"indirect access of {view.name}: element {int(bad[0])} "
-                                   f"is outside its {n} elements ({bad.size} such; index tile {view.index.name}); "
+                                   f"is outside its {n} elements ({bad.size} such; index tile "
+                                   f"{getattr(view.index, 'name', view.index)}{why}); "
                                    "oob_mode=nisa.oob_mode.skip skips them", _SOURCE))
     return inside
 

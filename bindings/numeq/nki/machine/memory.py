@@ -22,6 +22,7 @@ from .dtypes import DType, dtype_of, storage_dtype
 from . import context as _context
 from . import views as _indexing
 from .views import access_pattern
+from . import tensor_views as _tensor_views
 from .targets import DEFAULT_TARGET, target as _target
 
 __all__ = ["Allocation", "Memory", "Tensor", "MEMORIES", "ds", "DynSlice", "WRITER_NONE", "WRITER_MATMUL",
@@ -251,7 +252,7 @@ class Tensor:
     """A view of a buffer, as NKI kernels hold it: ``shape``, ``dtype``, ``buffer`` (the memory),
     ``name``; indexing, ``.ap()``, ``.reshape`` and ``.view`` give further views."""
 
-    __slots__ = ("base", "data", "shape", "_mask", "_writer", "dtype", "checked", "_parts", "_offset")
+    __slots__ = ("base", "data", "shape", "_mask", "_writer", "dtype", "checked", "_parts", "_offset", "indirection")
 
     def __init__(self, base: Allocation, data: np.ndarray, mask: np.ndarray | None, writer: np.ndarray | None,
                  dtype: DType) -> None:
@@ -264,6 +265,8 @@ class Tensor:
         self.checked = False  # the partition rules hold for this view (_rules.check_on_chip)
         self._parts: tuple[int, int, int] | None = None
         self._offset: int | None = None
+        # None: addressed statically; else (the dims an index chose, the index): is_indirect()
+        self.indirection: tuple[tuple[int, ...], Any] | None = None
 
     # --- what kernels read -------------------------------------------------------------------
     @property
@@ -312,16 +315,26 @@ class Tensor:
         return np.ndarray(data.shape, np.dtype(f"u{data.itemsize}"), whole,
                           data.__array_interface__["data"][0] - base.address, data.strides)
 
-    # --- views -------------------------------------------------------------------------------
-    def _apply(self, f) -> "Tensor":
-        return Tensor(self.base, f(self.data), None if self._mask is None else f(self._mask),
-                      None if self._writer is None else f(self._writer), self.dtype)
+    # --- views (nki.language NkiTensor: each shares this view's storage) -------------------------
+    def _apply(self, f, dim_map: dict | None = None, values=None) -> "Tensor":
+        """The view ``f`` makes of data, mask and writer codes (numpy views: writes land in the
+        buffer). ``dim_map`` (old dim -> new dim) carries an indirect view's indexed dims; ``values``
+        is for the arrays of an Indirect view that hold values rather than storage (its override)."""
+        v = Tensor(self.base, f(self.data), None if self._mask is None else f(self._mask),
+                   None if self._writer is None else f(self._writer), self.dtype)
+        if self.indirection is not None:
+            v.indirection = _remap(self.indirection, dim_map)
+        return v
 
     def __getitem__(self, key: Any) -> "Tensor":
         index = _indexing.normalise(key, self.shape, self)
         if isinstance(index, _indexing.Gather):
             return index.view(self)
-        return self._apply(lambda a: a[index])
+        if self.indirection is None:
+            return self._apply(lambda a: a[index])
+        mapping, narrowed = _indexing.index_dim_map(index, self.shape)
+        _tensor_views._indirect_rule(self, "indexing", narrowed, f"index {key!r}")
+        return self._apply(lambda a: a[index], mapping)
 
     def __setitem__(self, key: Any, value: Any) -> None:
         _indexing.assign(self, key, value)
@@ -333,35 +346,83 @@ class Tensor:
         int at that element of the buffer (see ``views.access_pattern``)."""
         return access_pattern(self, pattern, offset, *args, **kwargs)
 
-    def reshape(self, *shape: Any) -> "Tensor":
-        """The same elements in another shape (the view must be contiguous, as NKI's is)."""
-        if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
-            shape = tuple(shape[0])
-        shape = tuple(operator.index(s) for s in shape)
+    def reshape(self, *args: Any, **kwargs: Any) -> "Tensor":
+        """``reshape(shape)`` / ``reshape(shape=...)`` (AWS's keyword) / ``reshape(n0, n1, ...)``: the
+        same elements in another shape, a view of the current layout (see ``tensor_views.reshape``)."""
+        return _tensor_views.reshape(self, args, kwargs)
 
-        def reshaped(a: np.ndarray) -> np.ndarray:
-            v = a.view()
-            try:
-                v.shape = shape
-            except (AttributeError, ValueError) as e:
-                raise ValueError(f"reshape: cannot view {self.name} of shape {self.shape} as {shape} without "
-                                 f"copying ({e})") from None
-            return v
+    def permute(self, *dims: Any, **kwargs: Any) -> "Tensor":
+        """Dims reordered: ``permute((0, 2, 1))`` (or ``dims=``, or the dims positionally)."""
+        if kwargs:
+            if dims or set(kwargs) != {"dims"}:
+                raise TypeError(f"permute: takes dims once; got {sorted(kwargs)}")
+            dims = (kwargs["dims"],)
+        if len(dims) == 1 and hasattr(dims[0], "__iter__"):
+            dims = tuple(dims[0])
+        return _tensor_views.permute(self, dims)
 
-        return self._apply(reshaped)
+    def broadcast(self, dim: int, size: int) -> "Tensor":
+        """Size-1 dim ``dim`` repeated ``size`` times (stride 0)."""
+        return _tensor_views.broadcast(self, dim, size)
+
+    def expand_dim(self, dim: int) -> "Tensor":
+        """A new size-1 dim at position ``dim``."""
+        return _tensor_views.expand_dim(self, dim)
+
+    def squeeze_dim(self, dim: int) -> "Tensor":
+        """Size-1 dim ``dim`` removed."""
+        return _tensor_views.squeeze_dim(self, dim)
+
+    def reshape_dim(self, dim: int, shape: Sequence[int]) -> "Tensor":
+        """Dim ``dim`` split into ``shape`` (one -1 inferred)."""
+        return _tensor_views.reshape_dim(self, dim, shape)
+
+    def flatten_dims(self, start_dim: int, end_dim: int) -> "Tensor":
+        """Dims start_dim..end_dim (inclusive, contiguous in memory) merged into one."""
+        return _tensor_views.flatten_dims(self, start_dim, end_dim)
+
+    def rearrange(self, src_pattern: Any, dst_pattern: Any, fixed_sizes: dict | None = None) -> "Tensor":
+        """einops-style split, reorder and merge (``(('b', ('h', 'w')), ('b', 'w', 'h'), {'h': 4})``)."""
+        return _tensor_views.rearrange(self, src_pattern, dst_pattern, fixed_sizes)
+
+    def slice(self, dim: int, start: int, end: int, step: int = 1) -> "Tensor":
+        """Elements start..end-1 (every step-th) of dim ``dim``."""
+        return _tensor_views.slice_dim(self, dim, start, end, step)
+
+    def select(self, dim: int, index: Any) -> "Tensor":
+        """Element ``index`` of dim ``dim`` (an int), or the one an index tile / register holds at
+        run time (an indirect view)."""
+        return _tensor_views.select(self, dim, index)
+
+    def vector_select(self, dim: int, vector_offset: Any) -> "Tensor":
+        """Partition p of the result is element vector_offset[p] of dim 0 (an HBM gather view)."""
+        return _tensor_views.vector_select(self, dim, vector_offset)
+
+    def indirect(self, index: Any, num_elem: int | None = None) -> "Tensor":
+        """Tensor Indirection (NeuronCore-v4 and later: a target_generation finding on numeq's targets)."""
+        return _tensor_views.indirect(self, index, num_elem)
 
     def view(self, dtype: Any) -> "Tensor":
-        """The same bytes read as ``dtype`` (a bitcast; the last axis scales by the itemsizes)."""
+        """The same bytes read as ``dtype`` (a bitcast; the last axis scales by the itemsizes; it
+        must be contiguous, and the view not indirect)."""
         d = dtype_of(dtype, "dtype")
+        if self.indirection is not None:
+            raise ValueError(f"view: {self.name} is an indirect view (dynamic select / vector_select / .ap() with an "
+                             "offset tile); view(dtype) is not supported after one")
         st = storage_dtype(d)
         mask_type = np.dtype(f"u{st.itemsize}")
+        if st.itemsize != self.data.itemsize and self.ndim and self.shape[-1] != 1 and self.strides[-1] != 1:
+            raise ValueError(f"view: dtype={d}: the last dim of {self.name} (shape {self.shape}, strides "
+                             f"{self.strides}) is not contiguous; a bitcast to another size needs it contiguous")
         try:
             data = self.data.view(st)
             mask = None if self._mask is None else self._mask.view(mask_type)
         except ValueError as e:
-            raise ValueError(f"view: cannot read {self.name} of shape {self.shape} as {d} ({e})") from None
+            raise ValueError(f"view: cannot read {self.name} of shape {self.shape} as dtype={d} ({e})") from None
         writer = None if self._writer is None else self._writer.view(mask_type)
         return Tensor(self.base, data, mask, writer, d)
+
+    reinterpret_cast = view
 
     def bitcast(self, dtype: Any) -> "Tensor":
         return self.view(dtype)
@@ -370,10 +431,11 @@ class Tensor:
     def element_offset(self) -> int:
         """The element offset of this view's first element from its buffer's start."""
         if self._offset is None:
-            if self.data is self.base.data:
+            g = self._geometry()
+            if g is self.base.data:
                 self._offset = 0
             else:
-                self._offset = (self.data.__array_interface__["data"][0] - self.base.address) // self.base.data.itemsize
+                self._offset = (g.__array_interface__["data"][0] - self.base.address) // self.base.data.itemsize
         return self._offset
 
     def partitions(self) -> tuple[int, int, int]:
@@ -394,28 +456,56 @@ class Tensor:
                 self._parts = (first, self.data.shape[0], self.data.strides[0] // row if row else 0)
         return self._parts
 
+    def _geometry(self) -> np.ndarray:
+        """The array whose pointer and strides are this view's place in the buffer (its data; an
+        Indirect view's data is a copy, and its layout says where the static pattern lies)."""
+        return self.data
+
     @property
     def strides(self) -> tuple[int, ...]:
-        """Strides in elements (NKI's NkiTensor.strides)."""
-        return tuple(s // self.data.itemsize for s in self.data.strides)
+        """Strides in elements of the view's dtype (NkiTensor.strides: element [i0, ..] lies at
+        offset + sum(strides[k] * i_k) of the storage)."""
+        g = self._geometry()
+        return tuple(s // g.itemsize for s in g.strides)
 
     @property
     def offset(self) -> int:
-        """Elements from the buffer's start to this view's first element."""
-        return self.element_offset()
+        """Elements (of the view's dtype) from the storage's start to the view's first element."""
+        g = self._geometry()
+        if g is self.base.data:
+            return 0
+        return (g.__array_interface__["data"][0] - self.base.address) // g.itemsize
 
     @property
     def itemsize(self) -> int:
         return self.dtype.itemsize
 
     def get_pattern(self) -> list[list[int]]:
+        """The view as ``[[stride, count], ...]``, one pair per dim in order (what ``.ap()`` takes)."""
         return [[s, n] for s, n in zip(self.strides, self.shape)]
 
     def is_contiguous(self) -> bool:
-        return bool(self.data.flags.c_contiguous)
+        """Whether each dim of size above 1 has the stride of the product of the sizes inside it
+        (row-major, no gaps); on SBUF / PSUM dim 0, the partition dim, is not counted."""
+        strides, shape = self.strides, self.shape
+        first = 1 if self.base.memory.on_chip else 0
+        return all(shape[d] == 1 or strides[d] == math.prod(shape[d + 1:]) for d in range(first, len(shape)))
+
+    def is_indirect(self) -> bool:
+        """Whether an index chose this view's addresses (a dynamic select, vector_select, or
+        ``.ap()`` with scalar_offset / vector_offset)."""
+        return self.indirection is not None
 
     def free_size(self) -> int:
         return math.prod(self.data.shape[1:]) if self.data.ndim else 1
 
     # Arithmetic and in-place operators belong to the older interface (tiles as values); the
     # language module installs them.
+
+
+def _remap(indirection: tuple, dim_map: dict | None) -> tuple:
+    """An indirect view's (dims, index) after a view maps its dims (None: unchanged)."""
+    dims, index = indirection
+    if dim_map is None:
+        return indirection
+    return tuple(dim_map[d] for d in dims if dim_map.get(d) is not None), index

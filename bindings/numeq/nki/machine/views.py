@@ -13,7 +13,7 @@ import numpy as np
 from .context import current
 from .dtypes import dtype_of
 
-__all__ = ["Gather", "access_pattern", "assign", "normalise", "out_of_bounds"]
+__all__ = ["Gather", "access_pattern", "assign", "index_dim_map", "normalise", "out_of_bounds"]
 
 
 class Gather:
@@ -67,8 +67,10 @@ def normalise(key: Any, shape: tuple[int, ...], t: Any) -> Any:
             step = 1 if step is None else operator.index(step)
             if step <= 0:
                 raise out_of_bounds(t, f"slice step must be positive, got {step} on axis {dim}")
-            start = 0 if start is None else operator.index(start)
-            stop = n if stop is None else operator.index(stop)
+            # A negative start / stop counts from the end (NkiTensor.__getitem__: "negative
+            # indices"); what then lies outside the axis is out of bounds, never clipped.
+            start = 0 if start is None else _from_end(operator.index(start), n)
+            stop = n if stop is None else _from_end(operator.index(stop), n)
             if start < 0 or stop > n or start > stop:
                 raise out_of_bounds(t, f"slice {start}:{stop} of axis {dim} (size {n}) is out of bounds")
             out.append(slice(start, stop, step))
@@ -83,11 +85,39 @@ def normalise(key: Any, shape: tuple[int, ...], t: Any) -> Any:
                 i = operator.index(k)
             except TypeError:
                 raise TypeError(f"{t.name}: index {k!r} on axis {dim} is not an int, slice, nl.ds or '...'") from None
-            if i < 0 or i >= n:
+            if i < -n or i >= n:
                 raise out_of_bounds(t, f"index {i} of axis {dim} (size {n}) is out of bounds")
+            i = _from_end(i, n)
             out.append(i)
         dim += 1
     return _keep_dims(out, t)
+
+
+def _from_end(i: int, n: int) -> int:
+    return i + n if i < 0 else i
+
+
+def index_dim_map(index: tuple, shape: tuple[int, ...]) -> tuple[dict[int, int], list[int]]:
+    """For a normalised index: (old dim -> its dim in the view, for the dims the view keeps; the
+    old dims the index narrows: an int, or a slice short of the whole axis)."""
+    mapping: dict[int, int] = {}
+    narrowed: list[int] = []
+    old = new = 0
+    for k in index:
+        if k is None:
+            new += 1
+            continue
+        if isinstance(k, slice):
+            if (k.start, k.stop, k.step) != (0, shape[old], 1):
+                narrowed.append(old)
+            mapping[old] = new
+            new += 1
+        else:
+            narrowed.append(old)
+        old += 1
+    for d in range(old, len(shape)):
+        mapping[d] = new + d - old
+    return mapping, narrowed
 
 
 def _keep_dims(index: list, t: Any) -> tuple:
@@ -139,6 +169,9 @@ def access_pattern(t: Any, pattern: Sequence[Sequence[int]] | None = None, offse
     flat_n = int(base.data.size * ratio)
     start = int(t.element_offset() * ratio) if offset is None else operator.index(offset)
     if vector_offset is not None or scalar_offset is not None:
+        if t.indirection is not None:
+            raise ValueError(f"ap: {t.name} is already an indirect view; indirect views cannot be re-indirected "
+                             "(scalar_offset / vector_offset)")
         # Indirect addressing (nki.isa.dma_copy docs): addresses chosen at run time, their bounds
         # checked when the DMA runs (machine.indirect).
         if dtype is not None:
