@@ -123,6 +123,17 @@ _EXAMPLES = {
     "sqrt": (1.4142135381698608, 1.4140625),
     "rsqrt": (0.7071067690849304, 0.70703125),
     "reciprocal": (0.5, 0.5),
+"erf": (0.9953222870826721, 0.99609375),
+    "erf_dx": (0.02066698484122753, 0.0206298828125),
+    "sin": (0.9092974066734314, 0.91015625),
+    "cos": (-0.416146844625473, -0.416015625),
+    "tan": (-2.185039758682251, -2.1875),
+    "atan": (1.1071487665176392, 1.109375),
+    "mish": (1.9439589977264404, 1.9453125),
+    "gelu_sigmoid": (1.935658574104309, 1.9375),
+    "gelu_dx": (1.0852317810058594, 1.0859375),
+    "silu_dx": (1.0907841920852661, 1.09375),
+    "gelu_sigmoid_dx": (1.0738153457641602, 1.0703125),
 }
 
 
@@ -164,6 +175,19 @@ softplus = _make("softplus", "log(1 + e^x)")
 sqrt = _make("sqrt", "sqrt x (sqrt(-0) = -0)")
 rsqrt = _make("rsqrt", "1 / sqrt x (IEEE 754-2019 rSqrt: rsqrt(+-0) = +-Inf)")
 reciprocal = _make("reciprocal", "1 / x")
+# NKI's remaining activation functions (the NKI API reference's activation table), each the
+# mathematical function rounded once (references/functions.hpp states them and their specials).
+erf = _make("erf", "erf x = 2/sqrt(pi) int_0^x e^-t^2 dt")
+erf_dx = _make("erf_dx", "erf'(x) = 2/sqrt(pi) e^-x^2")
+sin = _make("sin", "sin x (radians, any range; sin(+-Inf) = NaN)")
+cos = _make("cos", "cos x (radians, any range; cos(+-Inf) = NaN)")
+tan = _make("tan", "tan x (radians, any range; tan(+-Inf) = NaN)")
+atan = _make("atan", "arctan x in (-pi/2, pi/2) (atan(+-Inf) = +-pi/2 rounded)")
+mish = _make("mish", "x * tanh(softplus(x))")
+gelu_sigmoid = _make("gelu_sigmoid", "x * sigmoid(1.702 x), 1.702 exactly (NKI's gelu_apprx_sigmoid)")
+gelu_dx = _make("gelu_dx", "gelu'(x) = Phi(x) + x phi(x) (the erf GELU's derivative)")
+silu_dx = _make("silu_dx", "silu'(x) = s + x s (1 - s), s = sigmoid(x)")
+gelu_sigmoid_dx = _make("gelu_sigmoid_dx", "gelu_sigmoid'(x) = silu_dx(1.702 x)")
 
 
 # What the docstring of every numeq.reference function that rounds into ``out`` says of its
@@ -207,15 +231,26 @@ def gelu(x: Any, approximate: str = "none", *, in_fmt: str | None = None, out: s
 
 
 __all__ = [
+    "atan",
+    "cos",
+    "erf",
+    "erf_dx",
     "exp",
     "exp2",
     "gelu",
+    "gelu_dx",
+    "gelu_sigmoid",
+    "gelu_sigmoid_dx",
     "log",
+    "mish",
     "reciprocal",
     "rsqrt",
     "sigmoid",
     "silu",
+    "silu_dx",
+    "sin",
     "softplus",
     "sqrt",
+    "tan",
     "tanh",
 ]

@@ -1,7 +1,8 @@
 """Exact and certified reference results (``numeq.reference``).
 
 Exact reductions (sum, dot, matmul), correctly rounded functions (exp, exp2, log, tanh, sigmoid,
-gelu, silu, softplus, sqrt, rsqrt, reciprocal) and composite operations (softmax, log_softmax,
+gelu, silu, softplus, sqrt, rsqrt, reciprocal; erf, erf_dx, sin, cos, tan, atan, mish, gelu_sigmoid,
+gelu_dx, silu_dx, gelu_sigmoid_dx) and composite operations (softmax, log_softmax,
 layernorm, rmsnorm, attention), each output element correctly rounded (MPFR intervals in a Ziv
 loop; references/composite.hpp documents the definitions and special values).
 
@@ -25,16 +26,27 @@ from ._arrays import _FORMAT_OF_DTYPE, _array, _check_bool, _check_format, _chec
 from ._arrays import format_info
 from ._reference_functions import _input_values, _reference
 from ._reference_functions import (
+    atan,
+    cos,
+    erf,
+    erf_dx,
     exp,
     exp2,
     gelu,
+    gelu_dx,
+    gelu_sigmoid,
+    gelu_sigmoid_dx,
     log,
+    mish,
     reciprocal,
     rsqrt,
     sigmoid,
     silu,
+    silu_dx,
+    sin,
     softplus,
     sqrt,
+    tan,
     tanh,
 )
 
@@ -42,9 +54,10 @@ if TYPE_CHECKING:
     from ._cast_keywords import CastKeywords
 
 __all__ = [
-    "attention", "dot", "dot_exact", "exp", "exp2", "gelu", "layernorm", "log", "log_softmax", "matmul",
-    "matmul_exact", "reciprocal", "rmsnorm", "rsqrt", "sigmoid", "silu", "softmax", "softplus", "sqrt", "sum",
-    "sum_exact", "tanh",
+    "atan", "attention", "cos", "dot", "dot_exact", "erf", "erf_dx", "exp", "exp2", "gelu", "gelu_dx",
+    "gelu_sigmoid", "gelu_sigmoid_dx", "layernorm", "log", "log_softmax", "matmul", "matmul_exact", "mish",
+    "reciprocal", "rmsnorm", "rsqrt", "sigmoid", "silu", "silu_dx", "sin", "softmax", "softplus", "sqrt", "sum",
+    "sum_exact", "tan", "tanh",
 ]
 
 

@@ -28,9 +28,10 @@ using detail::json;
 using detail::Reader;
 
 // numeq::reference::Function's names, in its order (references/functions.hpp).
-constexpr std::array<std::string_view, 12> kFunctionNames{"exp",       "exp2", "log",      "tanh",
-                                                          "sigmoid",   "gelu", "gelu_tanh", "silu",
-                                                          "softplus",  "sqrt", "rsqrt",    "reciprocal"};
+constexpr std::array<std::string_view, 23> kFunctionNames{
+    "exp",     "exp2",         "log",     "tanh",    "sigmoid",        "gelu",   "gelu_tanh", "silu",
+    "softplus", "sqrt",        "rsqrt",   "reciprocal", "erf",         "erf_dx", "sin",       "cos",
+    "tan",     "atan",         "mish",    "gelu_sigmoid", "gelu_dx",   "silu_dx", "gelu_sigmoid_dx"};
 
 std::mutex& registry_mutex() {
   static std::mutex m;

@@ -586,6 +586,18 @@ std::optional<Enclosure> enclose(Function f, double x) {
     case Function::rsqrt: return sqrt_enclosure(x, true);
     case Function::reciprocal: return reciprocal_enclosure(x);
     case Function::gelu: return gelu_enclosure(x);
+    // No fast enclosure (yet): the MPFR loop decides these.
+    case Function::erf:
+    case Function::erf_dx:
+    case Function::sin:
+    case Function::cos:
+    case Function::tan:
+    case Function::atan:
+    case Function::mish:
+    case Function::gelu_sigmoid:
+    case Function::gelu_dx:
+    case Function::silu_dx:
+    case Function::gelu_sigmoid_dx: return std::nullopt;
   }
   return std::nullopt;
 }

@@ -28,7 +28,7 @@ namespace numeq::reference {
 
 namespace {
 
-constexpr std::array<std::string_view, 12> kNames = names_array(enum_names<Function>);
+constexpr std::array<std::string_view, 23> kNames = names_array(enum_names<Function>);
 
 // Ziv's loop gives up here: 2^16 bits is far beyond the distance of any non-representable value
 // of these functions at a double argument from a rounding boundary in practice; reaching it
@@ -80,6 +80,27 @@ std::optional<double> special_value(Function f, double x) {
       if (x == 0) return neg ? -inf : inf;
       if (is_inf) return neg ? -0.0 : 0.0;
       break;
+    case Function::erf:
+      if (is_inf) return neg ? -1.0 : 1.0;
+      break;
+    case Function::erf_dx:
+      if (is_inf) return 0.0;
+      break;
+    case Function::sin:
+    case Function::cos:
+    case Function::tan:
+      if (is_inf) return nan;
+      break;
+    case Function::atan: break;  // atan(+-Inf) = +-pi/2, rounded by the MPFR loop
+    case Function::mish:
+    case Function::gelu_sigmoid:
+      if (is_inf) return neg ? -0.0 : inf;  // x * (something -> 0+) approaches 0 from below
+      break;
+    case Function::gelu_dx:
+    case Function::silu_dx:
+    case Function::gelu_sigmoid_dx:
+      if (is_inf) return neg ? -0.0 : 1.0;  // negative for x << 0 (e.g. silu_dx ~ e^x (1 + x))
+      break;
   }
   return std::nullopt;
 }
@@ -87,7 +108,7 @@ std::optional<double> special_value(Function f, double x) {
 // Per-thread MPFR storage, reused across elements and Ziv rounds.
 struct Workspace {
   Interval x{64};  // the argument: exact (53 bits fit)
-  std::array<Interval, 8> t;
+  std::array<Interval, 12> t;
   Interval r;
 
   void set_precision(mpfr_prec_t p) {
@@ -107,6 +128,51 @@ void sigmoid_of(Interval& out, const Interval& z, Workspace& w) {
   w.t[6].set_si(1);
   ia::add(w.t[7], w.t[5], w.t[6]);
   ia::recip(out, w.t[7]);
+}
+
+// out = softplus(x) = max(x, 0) + log1p(e^-|x|) (no overflow of e^x, no cancellation), using
+// t[8..9] (out must be another).
+void softplus_of(Interval& out, const Interval& X, double x, Workspace& w) {
+  auto& t = w.t;
+  if (x >= 0) {
+    ia::neg(t[8], X);
+    ia::exp(t[9], t[8]);
+    ia::log1p(t[8], t[9]);
+    ia::add(out, X, t[8]);
+  } else {
+    ia::exp(t[9], X);
+    ia::log1p(out, t[9]);
+  }
+}
+
+// out = silu_dx(y) = s + y s (1 - s), s = sigmoid(y), for an interval y of one sign (nonneg: y >= 0),
+// using t[8..11]. With e = e^-|y|: y >= 0 gives 1 + e (y - 1 - e) / (1 + e)^2, y < 0 gives
+// e (1 + e + y) / (1 + e)^2 (s = 1/(1 + e) or e/(1 + e)). Each is 1 + d or d with d's sign known
+// from its factors even where e underflows MPFR's exponent range (its ends then 0 open and the
+// smallest positive number), so tails round on the right side of 1 and of 0.
+void silu_dx_of(Interval& out, const Interval& Y, bool nonneg, Workspace& w) {
+  auto& t = w.t;
+  if (nonneg) {
+    ia::neg(t[8], Y);
+    ia::exp(t[9], t[8]);          // e
+    t[10].set_si(1);
+    ia::add(t[11], t[9], t[10]);  // 1 + e
+    ia::mul(t[8], t[11], t[11]);  // (1 + e)^2
+    ia::sub(t[11], Y, t[10]);     // y - 1
+    ia::sub(t[10], t[11], t[9]);  // y - 1 - e
+    ia::mul(t[11], t[9], t[10]);
+    ia::div(t[9], t[11], t[8]);   // d
+    t[10].set_si(1);
+    ia::add(out, t[10], t[9]);
+  } else {
+    ia::exp(t[9], Y);             // e
+    t[10].set_si(1);
+    ia::add(t[11], t[9], t[10]);  // 1 + e
+    ia::mul(t[8], t[11], t[11]);  // (1 + e)^2
+    ia::add(t[10], t[11], Y);     // 1 + e + y
+    ia::mul(t[11], t[9], t[10]);
+    ia::div(out, t[11], t[8]);
+  }
 }
 
 // An enclosure of f(x) at the workspace's precision, into w.r.
@@ -154,18 +220,76 @@ void enclose(Function f, double x, Workspace& w) {
       sigmoid_of(t[1], t[0], w);
       ia::mul(r, X, t[1]);
       return;
-    case Function::softplus:
-      // log(1 + e^x) = max(x, 0) + log1p(e^-|x|): no overflow of e^x, no cancellation.
-      if (x >= 0) {
+    case Function::softplus: softplus_of(r, X, x, w); return;
+    case Function::erf: ia::erf(r, X); return;
+    case Function::erf_dx:
+      // 2/sqrt(pi) e^-x^2
+      ia::mul(t[0], X, X);
+      ia::neg(t[1], t[0]);
+      ia::exp(t[2], t[1]);
+      ia::pi(t[0]);
+      ia::sqrt(t[1], t[0]);
+      ia::recip(t[0], t[1]);
+      ia::mul_2si(t[1], t[0], 1);
+      ia::mul(r, t[1], t[2]);
+      return;
+    case Function::sin: ia::sin(r, X); return;
+    case Function::cos: ia::cos(r, X); return;
+    case Function::tan: ia::tan(r, X); return;
+    case Function::atan: ia::atan(r, X); return;
+    case Function::mish:
+      softplus_of(t[0], X, x, w);
+      ia::tanh(t[1], t[0]);
+      ia::mul(r, X, t[1]);
+      return;
+    case Function::gelu_sigmoid:
+      ia::scale(t[0], X, 1702, 1000);
+      sigmoid_of(t[1], t[0], w);
+      ia::mul(r, X, t[1]);
+      return;
+    case Function::silu_dx: silu_dx_of(r, X, x >= 0, w); return;
+    case Function::gelu_sigmoid_dx:
+      // d/dx x sigmoid(k x) = sigmoid(k x) + k x sigmoid'(k x) = silu_dx(k x), k = 1702/1000
+      ia::scale(t[0], X, 1702, 1000);
+      silu_dx_of(r, t[0], x >= 0, w);
+      return;
+    case Function::gelu_dx: {
+      // Phi(x) + x phi(x) = 1 + d(x) (x >= 0) or -d(-x) (x < 0), d(u) = u phi(u) - Q(u) for
+      // u = |x|, Q(u) = erfc(u / sqrt 2) / 2 the upper tail. For u >= 1, d(u) > 0: Q(u) < phi(u)/u
+      // (Mills' ratio bound; Gordon, Ann. Math. Stat. 12, 1941) <= u phi(u). Where phi and Q
+      // underflow MPFR's range that sign is imposed on the lower end of d (0, open).
+      const Interval* U = &X;
+      if (x < 0) {
         ia::neg(t[0], X);
-        ia::exp(t[1], t[0]);
-        ia::log1p(t[2], t[1]);
-        ia::add(r, X, t[2]);
+        U = &t[0];
+      }
+      ia::mul(t[1], *U, *U);
+      ia::mul_2si(t[2], t[1], -1);
+      ia::neg(t[3], t[2]);
+      ia::exp(t[1], t[3]);           // e^-u^2/2
+      ia::pi(t[2]);
+      ia::mul_2si(t[3], t[2], 1);
+      ia::sqrt(t[2], t[3]);          // sqrt(2 pi)
+      ia::div(t[3], t[1], t[2]);     // phi(u)
+      ia::mul(t[1], *U, t[3]);       // u phi(u)
+      t[2].set_si(2);
+      ia::sqrt(t[3], t[2]);
+      ia::div(t[2], *U, t[3]);
+      ia::erfc(t[3], t[2]);
+      ia::mul_2si(t[2], t[3], -1);   // Q(u)
+      ia::sub(t[3], t[1], t[2]);     // d(u)
+      if (std::fabs(x) >= 1 && mpfr_sgn(t[3].lo.value.get()) <= 0) {
+        mpfr_set_zero(t[3].lo.value.get(), 1);
+        t[3].lo.open = true;
+      }
+      if (x >= 0) {
+        t[1].set_si(1);
+        ia::add(r, t[1], t[3]);
       } else {
-        ia::exp(t[1], X);
-        ia::log1p(r, t[1]);
+        ia::neg(r, t[3]);
       }
       return;
+    }
   }
 }
 

@@ -6,6 +6,7 @@
 #include <array>
 #include <climits>
 #include <cstdint>
+#include <string>
 
 #include "numeq/formats/error.hpp"
 #include "numeq/formats/round_and_pack.hpp"
@@ -236,6 +237,23 @@ void log(Interval& r, const Interval& a) { increasing(r, a, mpfr_log); }
 void log1p(Interval& r, const Interval& a) { increasing(r, a, mpfr_log1p); }
 void tanh(Interval& r, const Interval& a) { increasing(r, a, mpfr_tanh); }
 void erf(Interval& r, const Interval& a) { increasing(r, a, mpfr_erf); }
+void atan(Interval& r, const Interval& a) { increasing(r, a, mpfr_atan); }
+
+namespace {
+
+void at_point(Interval& r, const Interval& a, Unary f, const char* name) {
+  if (!a.is_point())
+    throw numeq::error(std::string("reference: interval ") + name + " takes an exactly known argument");
+  r.lo.open = f(r.lo.value, a.lo.value, MPFR_RNDD) != 0;
+  r.hi.open = f(r.hi.value, a.hi.value, MPFR_RNDU) != 0;
+}
+
+}  // namespace
+
+void sin(Interval& r, const Interval& a) { at_point(r, a, mpfr_sin, "sin"); }
+void cos(Interval& r, const Interval& a) { at_point(r, a, mpfr_cos, "cos"); }
+void tan(Interval& r, const Interval& a) { at_point(r, a, mpfr_tan, "tan"); }
+
 void sqrt(Interval& r, const Interval& a) { increasing(r, a, mpfr_sqrt); }
 void erfc(Interval& r, const Interval& a) { decreasing(r, a, mpfr_erfc); }
 void rec_sqrt(Interval& r, const Interval& a) { decreasing(r, a, mpfr_rec_sqrt); }

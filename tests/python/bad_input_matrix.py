@@ -145,7 +145,9 @@ def _rows() -> dict[str, Row]:
     r["reference.attention"] = (ref.attention, {"q": Q3, "k": Q3, "v": Q3},
                                 {"q": "array", "k": "array", "v": "array", "mask": "array", "causal": "bool",
                                  "scale": "optreal", **REF_OUT})
-    for name in ("exp", "exp2", "log", "tanh", "sigmoid", "silu", "softplus", "sqrt", "rsqrt", "reciprocal"):
+    for name in ("exp", "exp2", "log", "tanh", "sigmoid", "silu", "softplus", "sqrt", "rsqrt", "reciprocal",
+                 "erf", "erf_dx", "sin", "cos", "tan", "atan", "mish", "gelu_sigmoid", "gelu_dx", "silu_dx",
+                 "gelu_sigmoid_dx"):
         r[f"reference.{name}"] = (getattr(ref, name), {"x": X}, {"x": "array", **REF_OUT})
     r["reference.gelu"] = (ref.gelu, {"x": X}, {"x": "array", "approximate": "str", **REF_OUT})
 

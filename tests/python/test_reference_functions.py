@@ -51,13 +51,38 @@ def _mp(name: str, x: float):
     if name == "gelu_tanh":
         y = mpmath.sqrt(2 / mpmath.pi) * (v + C * v**3)
         return v / (1 + mpmath.exp(-2 * y))
+    if name in _ACTIVATIONS:
+        return _ACTIVATIONS[name](v)
     raise AssertionError(name)
+
+
+def _silu_dx(v):
+    s = 1 / (1 + mpmath.exp(-v))
+    return s + v * s * (1 - s)
+
+
+K = mpmath.mpf(1702) / 1000
+# The functions NKI's activation table adds (references/functions.hpp), from their definitions.
+_ACTIVATIONS = {
+    "erf": mpmath.erf,
+    "erf_dx": lambda v: 2 / mpmath.sqrt(mpmath.pi) * mpmath.exp(-v * v),
+    "sin": mpmath.sin,
+    "cos": mpmath.cos,
+    "tan": mpmath.tan,
+    "atan": mpmath.atan,
+    "mish": lambda v: v * mpmath.tanh(mpmath.log1p(mpmath.exp(v))),
+    "gelu_sigmoid": lambda v: v / (1 + mpmath.exp(-K * v)),
+    "gelu_dx": lambda v: mpmath.ncdf(v) + v * mpmath.npdf(v),
+    "silu_dx": _silu_dx,
+    "gelu_sigmoid_dx": lambda v: _silu_dx(K * v),
+}
 
 
 def _want(name: str, x: float, out: str) -> float:
     v = _mp(name, x)
     if v == 0:
-        return math.copysign(0.0, x) if name in ("tanh", "gelu", "gelu_tanh", "silu", "sqrt") else 0.0
+        return math.copysign(0.0, x) if name in ("tanh", "gelu", "gelu_tanh", "silu", "sqrt", "erf", "sin", "tan",
+                                                 "atan", "mish", "gelu_sigmoid") else 0.0
     man, exp = mpmath.mpf(abs(v)).man_exp  # man_exp carries no sign: put it back below
     # Far outside every format's range (gelu(-2e4) is about -1e-77000000), any value of the same
     # sign rounds alike: stand-ins keep the Fraction arithmetic small.
@@ -99,7 +124,7 @@ def test_every_bf16_input(name):
 
 
 NAMES = ["exp", "exp2", "log", "tanh", "sigmoid", "gelu", "gelu_tanh", "silu", "softplus", "sqrt", "rsqrt",
-         "reciprocal"]
+         "reciprocal"] + list(_ACTIVATIONS)
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -142,3 +167,28 @@ def test_errors():
         rf.exp(np.ones(2), out="nope")
     with pytest.raises(ValueError, match="rounding"):
         rf.exp(np.ones(2), rounding="nope")
+
+
+@pytest.mark.parametrize("name", ["erf", "sin", "mish", "silu_dx"])
+def test_every_bf16_input_activations(name):
+    xs = _finite_domain(name, ALL_BF16.astype(np.float64))
+    got = _call(name, xs.astype(ml_dtypes.bfloat16), out="bf16")
+    for x, g in zip(xs.tolist(), got.tolist()):
+        assert same_float(g, _want(name, x, "bf16")), (name, x, g)
+
+
+def test_activation_specials():
+    inf, nan = math.inf, math.nan
+    assert rf.erf(inf) == 1.0 and rf.erf(-inf) == -1.0 and rf.erf_dx(-inf) == 0.0
+    assert all(math.isnan(getattr(rf, n)(inf)) for n in ("sin", "cos", "tan"))
+    assert rf.atan(-inf) == -float(np.float32(math.pi / 2)) and rf.atan(inf, out="fp64") == math.pi / 2
+    assert rf.cos(-0.0) == 1.0 and math.copysign(1, rf.sin(-0.0)) < 0 and math.copysign(1, rf.mish(-0.0)) < 0
+    for n in ("gelu_dx", "silu_dx", "gelu_sigmoid_dx"):
+        assert getattr(rf, n)(0.0) == 0.5 and getattr(rf, n)(inf) == 1.0
+        assert getattr(rf, n)(-inf) == 0.0 and math.copysign(1, getattr(rf, n)(-inf)) < 0
+    assert rf.mish(inf) == inf and rf.gelu_sigmoid(-inf) == 0.0 and math.isnan(rf.erf(nan))
+    # Tails of the derivatives: on the right side of 1 and of 0 in directed modes (far beyond
+    # MPFR's exponent range for e^-x^2 at 1e30).
+    assert rf.gelu_dx(1e30, rounding="upward") > 1.0 and rf.gelu_dx(1e30, rounding="downward") == 1.0
+    assert rf.silu_dx(-1e30, rounding="downward") < 0 and rf.silu_dx(-1e30) == 0.0
+    assert rf.gelu_sigmoid_dx(3e38, rounding="toward_zero") == 1.0

@@ -50,6 +50,17 @@ double derivative_bound(reference::Function f, double lo, double hi) {
     case F::silu: d = 1.1; break;      // max of s(x)(1 + x(1 - s(x))) is 1.0998 (x = 2.40)
     case F::gelu: d = 1.13; break;     // max of Phi(x) + x phi(x) is 1.1289 (x = sqrt 2)
     case F::gelu_tanh: d = 1.15; break;  // the tanh form's derivative stays within 0.2% of gelu's
+    case F::erf: d = 1.13; break;        // 2/sqrt(pi) = 1.1284 (x = 0)
+    case F::erf_dx: d = 0.97; break;     // 2/sqrt(pi) sqrt 2 e^-1/2 = 0.9679 (x = 1/sqrt 2)
+    case F::sin:
+    case F::cos:
+    case F::atan: d = 1; break;
+    case F::tan: break;                  // unbounded near its poles: no bound propagated
+    case F::mish: d = 1.09; break;       // max of mish' is 1.0885 (x = 1.2)
+    case F::gelu_sigmoid: d = 1.1; break;  // silu'(1.702 x), whose max is 1.0998
+    case F::gelu_dx: d = 0.8; break;     // max |phi(x) (2 - x^2)| is 2 phi(0) = 0.7979
+    case F::silu_dx: d = 0.51; break;    // max |silu''| is 1/2 (x = 0)
+    case F::gelu_sigmoid_dx: d = 0.86; break;  // 1.702 / 2 = 0.851 (x = 0)
   }
   return std::isnan(d) ? kInf : d * (1 + 0x1p-40);
 }

@@ -31,6 +31,20 @@
 //   gelu_tanh(x) = x/2 * (1 + tanh(sqrt(2/pi) * (x + 0.044715 x^3)))  with 0.044715 = 44715/10^6
 //                  exactly (evaluated as x * sigmoid(2 y), the same number)
 //   softplus(x) = log(1 + e^x)   sqrt(x)   rsqrt(x) = 1 / sqrt x   reciprocal(x) = 1 / x
+//   erf(x) = 2/sqrt(pi) int_0^x e^-t^2 dt       erf_dx(x) = 2/sqrt(pi) e^-x^2
+//   sin(x), cos(x), tan(x) (x in radians, no range limit)   atan(x) in (-pi/2, pi/2)
+//   mish(x) = x * tanh(softplus(x))
+//   gelu_sigmoid(x) = x * sigmoid(1.702 x)  with 1.702 = 1702/1000 exactly (the sigmoid
+//                  approximation of GELU: NKI's gelu_apprx_sigmoid, x * torch.sigmoid(1.702 * x)
+//                  in nki-library's torch references)
+//   gelu_dx(x) = Phi(x) + x phi(x)   (d/dx gelu; Phi(x) = erfc(-x/sqrt 2)/2, phi(x) = e^-x^2/2 / sqrt(2 pi))
+//   silu_dx(x) = s + x s (1 - s), s = sigmoid(x)   (d/dx silu)
+//   gelu_sigmoid_dx(x) = silu_dx(1.702 x)          (d/dx gelu_sigmoid)
+//   The derivatives are evaluated as 1 + d (x >= 0) or d (x < 0) with d's sign fixed by the
+//   algebra (e.g. silu_dx = 1 + e (x - 1 - e) / (1 + e)^2 and e (1 + e + x) / (1 + e)^2, e = e^-|x|),
+//   so that tails below MPFR's exponent range still round on the right side of 1 or 0.
+//   sin, cos and tan are not monotone: they are evaluated at the (exact) argument, each end rounded
+//   outward by MPFR (its sin/cos/tan reduce any double argument exactly).
 //
 // Special values (IEEE 754-2019 s9.2 where it defines the function, the limit otherwise):
 //   NaN -> NaN (every function).
@@ -40,6 +54,11 @@
 //   sigmoid:    +Inf -> 1, -Inf -> +0.
 //   gelu, gelu_tanh, silu: +Inf -> +Inf, -Inf -> -0 (the limit is approached from below), +-0 -> +-0.
 //   softplus:   +Inf -> +Inf, -Inf -> +0.
+//   mish, gelu_sigmoid: +Inf -> +Inf, -Inf -> -0, +-0 -> +-0.
+//   gelu_dx, silu_dx, gelu_sigmoid_dx: +Inf -> 1, -Inf -> -0 (approached from below), +-0 -> 1/2.
+//   erf:        +-Inf -> +-1, +-0 -> +-0.    erf_dx: +-Inf -> +0.
+//   sin, tan:   +-Inf -> NaN, +-0 -> +-0.    cos: +-Inf -> NaN, +-0 -> 1.
+//   atan:       +-Inf -> +-pi/2 rounded (as any other argument), +-0 -> +-0.
 //   sqrt:       +Inf -> +Inf, -0 -> -0, x < 0 (and -Inf) -> NaN.
 //   rsqrt:      +Inf -> +0, +0 -> +Inf, -0 -> -Inf (s9.2 rSqrt), x < 0 (and -Inf) -> NaN.
 //   reciprocal: +-Inf -> +-0, +-0 -> +-Inf.
@@ -71,7 +90,18 @@ enum class Function : std::uint8_t {
   softplus,
   sqrt,
   rsqrt,
-  reciprocal
+  reciprocal,
+  erf,
+  erf_dx,
+  sin,
+  cos,
+  tan,
+  atan,
+  mish,
+  gelu_sigmoid,
+  gelu_dx,
+  silu_dx,
+  gelu_sigmoid_dx
 };
 
 std::string_view function_name(Function f);

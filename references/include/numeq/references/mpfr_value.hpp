@@ -124,10 +124,16 @@ void log(Interval& r, const Interval& a);     // a > 0
 void log1p(Interval& r, const Interval& a);   // a > -1
 void tanh(Interval& r, const Interval& a);
 void erf(Interval& r, const Interval& a);
+void atan(Interval& r, const Interval& a);
 void sqrt(Interval& r, const Interval& a);    // a >= 0
 // Decreasing functions.
 void erfc(Interval& r, const Interval& a);
 void rec_sqrt(Interval& r, const Interval& a);  // a > 0
+// Functions that are not monotone, at an exactly known argument (a.is_point(); numeq::error
+// otherwise): each end is the function rounded outward at that point.
+void sin(Interval& r, const Interval& a);
+void cos(Interval& r, const Interval& a);
+void tan(Interval& r, const Interval& a);
 // Constants.
 void pi(Interval& r);
 
