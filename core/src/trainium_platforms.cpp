@@ -286,7 +286,12 @@ Platform build_trainium(const std::string& base, const std::vector<Assumption>& 
   // documented valid ranges (rsqrt [2^-87, 2^97], reciprocal +-[2^-42, 2^42], log [2^-64, 2^64])
   // are not modelled: outside them the hardware extrapolates (FACTS.md s3).
   const double ulps = std::stod(value_of(assumptions, "scalar_activation_ulps"));
-  for (const char* f : {"exp", "tanh", "sigmoid", "gelu", "gelu_tanh", "silu", "rsqrt", "reciprocal", "log", "softplus"})
+  // The activation table of the NKI API reference (nki.api.shared, "Accepted op by Scalar Engine")
+  // lists erf, erf_dx, sin, arctan, mish, gelu_apprx_sigmoid, gelu_dx, silu_dx and
+  // gelu_apprx_sigmoid_dx as well; sin's range is [-pi, pi], arctan's [-pi/2, pi/2] (outside, sin
+  // "extrapolates a cubic": numeq.nki's assumption activation_sin_outside).
+  for (const char* f : {"exp", "tanh", "sigmoid", "gelu", "gelu_tanh", "silu", "rsqrt", "reciprocal", "log", "softplus",
+                        "erf", "erf_dx", "sin", "atan", "mish", "gelu_sigmoid", "gelu_dx", "silu_dx", "gelu_sigmoid_dx"})
     p.functions.push_back(FunctionModel{f, FunctionModelKind::ulp_budget, ulps, "fp32", EvidenceKind::assumed,
                                         "assumption scalar_activation_ulps = " + value_of(assumptions, "scalar_activation_ulps") +
                                             ": ScalarE functions are piecewise polynomials with no published error "

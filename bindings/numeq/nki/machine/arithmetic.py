@@ -26,7 +26,8 @@ _platforms = importlib.import_module("numeq.machines")
 from ... import reference as _reference
 from .dtypes import DType
 
-__all__ = ["accumulate_fp32", "cast_into", "fp32_values", "matmul_tile", "reduce_fp32", "function_fp32"]
+__all__ = ["accumulate_fp32", "cast_into", "fp32_values", "matmul_tile", "reduce_fp32", "function_fp32",
+           "language_function_fp32", "sin_outside_range"]
 
 
 def fp32_values(data: np.ndarray, dtype: DType) -> np.ndarray:
@@ -126,9 +127,23 @@ def reduce_fp32(x: np.ndarray, op: str, platform: str) -> np.ndarray:
 
 # Activation functions by NKI name -> numeq's certified reference function (fp32 correctly
 # rounded: the platform's function model, FACTS.md s3 "correctly rounded fp32 plus an error budget").
+# The names are the NKI API reference's activation table ("Accepted op by Scalar Engine",
+# nki.api.shared); gelu_apprx_sigmoid is x * sigmoid(1.702 x), the form of nki-library's torch
+# references (moe_cte_torch_utils.py: ``x * torch.sigmoid(1.702 * x)``).
 _CERTIFIED = {"exp": "exp", "log": "log", "tanh": "tanh", "sigmoid": "sigmoid", "silu": "silu",
               "gelu": "gelu", "gelu_apprx_tanh": "gelu_tanh", "rsqrt": "rsqrt", "sqrt": "sqrt",
-              "reciprocal": "reciprocal", "softplus": "softplus", "exp2": "exp2"}
+              "reciprocal": "reciprocal", "softplus": "softplus", "exp2": "exp2",
+              "erf": "erf", "erf_dx": "erf_dx", "sin": "sin", "arctan": "atan", "mish": "mish",
+              "gelu_apprx_sigmoid": "gelu_sigmoid", "gelu_dx": "gelu_dx", "silu_dx": "silu_dx",
+              "gelu_apprx_sigmoid_dx": "gelu_sigmoid_dx"}
+
+# nl.cos / nl.tan are nki.language tile functions ("Similar to numpy.cos"), not in the activation
+# table: their references, for the tile functions (which, as nl.sin, reduce the argument first).
+_LANGUAGE_ONLY = {"cos": "cos", "tan": "tan"}
+
+# The documented valid range of sin as the activation function, read in fp32: [-PI, PI] with PI
+# the fp32 nearest pi (3.1415927 > pi), so that every fp32 value the docs' range holds is inside.
+SIN_RANGE = float(np.float32(np.pi))
 
 
 def _exact_fp32(name: str, x: np.ndarray) -> np.ndarray | None:
@@ -152,15 +167,57 @@ def function_names() -> tuple[str, ...]:
     return tuple(_CERTIFIED) + ("copy", "identity", "relu", "square", "abs", "negative", "sign")
 
 
-def function_fp32(name: str, x: np.ndarray) -> np.ndarray:
-    """f(x) for fp32 ``x``: exact where f is one IEEE operation, else correctly rounded to fp32."""
+def _certified(reference: str, x: np.ndarray) -> np.ndarray:
+    if reference == "gelu_tanh":
+        y = _reference.gelu(x, approximate="tanh", in_fmt="fp32", out="fp32")
+    else:
+        y = getattr(_reference, reference)(x, in_fmt="fp32", out="fp32")
+    return np.asarray(y, dtype=np.float64).astype(np.float32).reshape(x.shape)
+
+
+def sin_outside_range(x: np.ndarray) -> np.ndarray:
+    """The cubic the Scalar engine's sin extrapolates beyond [-PI, PI] (assumption
+    activation_sin_outside = documented_cubic): sin's Taylor cubic at +-pi, -u + u^3/6 with
+    u = x - pi (x > PI) or x + pi (x < -PI), evaluated in binary64 and rounded once to fp32. The
+    docs fix one value, "sin(9.0) returns ~27.65" (nki.api.shared, note under the activation table);
+    this cubic gives 27.652 there, and matches sin to third order where the range ends."""
+    xd = x.astype(np.float64)
+    u = np.where(xd > 0, xd - np.pi, xd + np.pi)
+    return (-u + u * u * u / 6).astype(np.float32)
+
+
+def _sin_outside_assumption() -> str:
+    from .context import active, current
+    if active():
+        return current().assumptions.get("activation_sin_outside", "documented_cubic")
+    return "documented_cubic"
+
+
+def function_fp32(name: str, x: np.ndarray, sin_outside: str | None = None) -> np.ndarray:
+    """f(x) for fp32 ``x``: exact where f is one IEEE operation, else correctly rounded to fp32.
+    ``sin`` beyond its documented range [-PI, PI]: assumption activation_sin_outside
+    (``sin_outside``; default: the running kernel's value, else documented_cubic)."""
     exact = _exact_fp32(name, x)
     if exact is not None:
         return exact
     if name not in _CERTIFIED:
         raise KeyError(name)
-    if name == "gelu_apprx_tanh":
-        y = _reference.gelu(x, approximate="tanh", in_fmt="fp32", out="fp32")
-    else:
-        y = getattr(_reference, _CERTIFIED[name])(x, in_fmt="fp32", out="fp32")
-    return np.asarray(y, dtype=np.float64).astype(np.float32).reshape(x.shape)
+    y = _certified(_CERTIFIED[name], x)
+    if name == "sin":
+        outside = np.abs(x) > SIN_RANGE
+        if outside.any() and (sin_outside or _sin_outside_assumption()) == "documented_cubic":
+            y = np.where(outside, sin_outside_range(x), y).astype(np.float32)
+    return y
+
+
+def language_function_fp32(name: str, x: np.ndarray) -> np.ndarray:
+    """The nki.language tile functions' values: sin, cos, tan and arctan of any argument (nl.sin
+    "applies additional instructions to perform range reduction before the activation, so it stays
+    accurate over the full input domain"), correctly rounded to fp32; ceil, floor, trunc exactly;
+    every other name as the activation function."""
+    refs = {"sin": "sin", "arctan": "atan", **_LANGUAGE_ONLY}
+    if name in refs:
+        return _certified(refs[name], x)
+    if name in ("ceil", "floor", "trunc"):
+        return getattr(np, name)(x).astype(np.float32)
+    return function_fp32(name, x)

@@ -50,6 +50,15 @@ ASSUMPTIONS: dict[str, Assumption] = _table(
     Assumption("activation_affine", ("rounded", "fused"),
                "activation's data * scale + bias: each operation rounded to fp32, or one rounding",
                "nki.isa.activation docs give the formula, not its rounding (FACTS.md s3)"),
+    Assumption("activation_sin_outside", ("documented_cubic", "true_sin"),
+               "what nisa.activation(op=nl.sin) gives for an argument beyond [-PI, PI] (PI the fp32 nearest pi): "
+               "documented_cubic extrapolates sin's Taylor cubic at +-pi, -u + u^3/6 with u = x -+ pi (evaluated in "
+               "binary64, rounded to fp32), which gives the documented sin(9.0) ~ 27.65 (27.652); true_sin gives sin "
+               "correctly rounded. Either way the argument is an activation_range finding",
+               "NKI API reference, note under the activation table (nki.api.shared): the Scalar Engine \"performs no "
+               "argument range reduction or clamping. It evaluates the fitting polynomial directly, so "
+               "nki.isa.activation(op=nl.sin) extrapolates a cubic outside [-PI, PI] and sin(9.0) returns ~27.65 "
+               "(not ~0.41)\"; the cubic's coefficients are not stated (one value is)"),
     Assumption("tensor_scalar_fusion", ("rounded", "fused"),
                "tensor_scalar's two operators: the first result rounded to fp32, or one rounding of both (where "
                "both are + - *)",

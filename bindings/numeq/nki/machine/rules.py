@@ -269,7 +269,12 @@ def accumulate_after_read(ctx: Context, dst: Any) -> None:
 ACTIVATION_RANGES: dict[str, tuple[float, float]] = {
     "log": (2.0 ** -64, 2.0 ** 64), "sqrt": (2.0 ** -116, 2.0 ** 118), "rsqrt": (2.0 ** -87, 2.0 ** 97),
     "reciprocal": (2.0 ** -42, 2.0 ** 42),
+    # [-PI, PI] and [-PI/2, PI/2] (nki.api.shared's activation table), read in fp32: PI the fp32
+    # nearest pi (above pi), so the fp32 value nearest each end is inside.
+    "sin": (0.0, float(np.float32(np.pi))), "arctan": (0.0, float(np.float32(np.pi / 2))),
 }
+# Ranges of magnitudes that hold arguments of either sign (+-[low, high]); the others take x >= low.
+_SIGNED_RANGES = ("reciprocal", "sin", "arctan")
 
 
 def check_activation_range(ctx: Context, function: str, x: np.ndarray) -> None:
@@ -278,13 +283,16 @@ def check_activation_range(ctx: Context, function: str, x: np.ndarray) -> None:
         return
     low, high = ACTIVATION_RANGES[function]
     magnitude = np.abs(x)
-    bad = (magnitude < low) | (magnitude > high) | ((x < 0) if function != "reciprocal" else False)
+    signed = function in _SIGNED_RANGES
+    bad = (magnitude < low) | (magnitude > high) | ((x < 0) if not signed else False)
     bad &= ~np.isnan(x)
     if bad.any():
         worst = float(x.reshape(-1)[int(np.argmax(bad.reshape(-1)))])
+        valid = f"[{-high:g}, {high:g}]" if signed and low == 0 else f"{'+-' if signed else ''}[{low:g}, {high:g}]"
+        gives = ("numeq gives what assumption activation_sin_outside says (the documented cubic by default)"
+                 if function == "sin" else "numeq gives the correctly rounded value, the hardware does not")
         ctx.find("activation_range", "error", f"activation {function} on {int(np.count_nonzero(bad))} inputs outside "
-                 f"its valid range (e.g. {worst:g}; valid: {'+-' if function == 'reciprocal' else ''}"
-                 f"[{low:g}, {high:g}]): numeq gives the correctly rounded value, the hardware does not",
+                 f"its valid range (e.g. {worst:g}; valid: {valid}): {gives}",
                  "documented: nki.language activation function docs (valid input ranges)")
 
 
