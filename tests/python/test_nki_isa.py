@@ -485,8 +485,9 @@ def test_bad_calls_name_the_problem():
         nki.run(masked, np.ones((2, 8), np.float32))
 
     @nki.jit
-    def masked_iota(a):  # coordinates depend on the grid: mask= stays unimplemented there
-        return hbm(nisa.iota(nl.arange(8)[None, :], dtype=nl.float32, mask=True))
+    def masked_iota(a):  # coordinates depend on the grid: a predicate mask= stays unimplemented there
+        i_f = nl.arange(8)[None, :]
+        return hbm(nisa.iota(i_f, dtype=nl.float32, mask=(i_f < 4)))
 
     with pytest.raises(nki.Unsupported, match="iota"):
         nki.run(masked_iota, np.ones((2, 8), np.float32))

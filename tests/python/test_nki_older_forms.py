@@ -123,3 +123,26 @@ def test_a_dma_may_write_any_partition_a_compute_engine_may_not_start_anywhere()
     assert not r.findings or "partition_start" not in [f.rule for f in r.findings]
     assert np.array_equal(r.outputs[5], x[0]) and not r.outputs[[0, 6]].any()
     assert "partition_start" in [f.rule for f in nki.run(compute, x).errors]
+
+
+def test_a_constant_mask_runs_an_instruction_or_skips_it_and_loop_reduce_accumulates_into_its_target():
+    # As nki-samples' flash attention backward writes them: mask = (i_q * 128 >= i_k * 128), a
+    # Python bool per tile pair, and dq[...] = nl.loop_reduce(x, op=np.add, loop_indices=(k,)).
+    @nki.jit
+    def k(a):
+        out = nl.ndarray((128, 16), nl.float32, buffer=nl.shared_hbm)
+        acc = nl.zeros((128, 16), nl.float32, buffer=nl.sbuf)
+        for i in nl.affine_range(4):
+            mask = i * 128 <= 2 * 128  # tiles 0, 1, 2 in, tile 3 out
+            t = nl.load(a[i])
+            doubled = nl.multiply(t, 2.0, mask=mask)
+            acc[...] = nl.loop_reduce(doubled, op=np.add, loop_indices=(i,), mask=mask)
+        nl.store(out, value=acc)
+        return out
+
+    a = RNG.standard_normal((4, 128, 16)).astype(np.float32)
+    want = np.zeros((128, 16), np.float32)
+    for i in range(3):
+        want = want + np.float32(2) * a[i]
+    r = nki.run(k, a)
+    assert not r.errors and np.array_equal(r.outputs, want)

@@ -173,17 +173,15 @@ def rand(shape: Any, dtype: Any = float32, buffer: Any = None, name: str = "") -
 
 def random_seed(seed: Any, **kwargs: Any) -> None:
     """Seed the generator of ``rand`` / ``dropout`` from a [1, 1] 32-bit tile (nisa.set_rng_seed)."""
-    if kwargs.get("mask") is not None:
-        raise current().unsupported("nl.random_seed(mask=)")
-    _isa.set_rng_seed(seed)
+    _isa.set_rng_seed(seed, **kwargs)  # mask=: the instruction's (a constant mask runs it or not)
 
 
 def dropout(x: Tensor, rate: Any, dtype: Any = None, **kwargs: Any) -> Tensor:
     """x with each element zeroed with probability ``rate`` (a number or a (P, 1) tile), in a new
     tile (nisa.dropout)."""
-    if kwargs.get("mask") is not None:
-        raise current().unsupported("nl.dropout(mask=)")
-    return _isa.dropout(x, rate) if dtype is None else _isa.dropout(x, rate, dtype=dtype)
+    if dtype is not None:
+        kwargs["dtype"] = dtype
+    return _isa.dropout(x, rate, **kwargs)  # mask=: the instruction's
 
 
 def shared_identity_matrix(n: int, dtype: Any = uint8, dst: Tensor | None = None, **kwargs: Any) -> Tensor:

@@ -31,7 +31,7 @@ PLACEHOLDERS: tuple[tuple[str, str, str, str], ...] = (
     *(("nki.language", n, "function", _API) for n in (
         "softmax", "rms_norm")),
     *(("nki.language", n, "function", _OLDER) for n in (
-        "all_reduce", "atomic_rmw", "gemm_grid", "gemm_stationary_grid", "loop_reduce")),
+        "all_reduce", "atomic_rmw", "gemm_grid", "gemm_stationary_grid")),
     # nki.isa: classes of the register and instruction interface (NeuronCore registers: issue 41).
     ("nki.isa", "NkiInstruction", "class", _API),
     ("nki.isa", "get_nc_sub_version", "function", _API),

@@ -10,7 +10,7 @@ from .. import language
 from ..instructions import path
 from ..machine import indirect, views
 from . import index_expressions, tiles
-from .masks import masked_call
+from .masks import NOTHING, masked_call
 
 __all__ = ["install"]
 
@@ -22,6 +22,6 @@ def install() -> None:
     accepts it (elementwise ones, and those reducing the free axes)."""
     views.FRONT.update(index=tiles.index, assign=tiles.assign, indirect_pattern=indirect.indirect_pattern)
     language.FRONT.update(tiles=tiles, index_expressions=index_expressions)
-    path.MASKED["call"] = masked_call
+    path.MASKED.update(call=masked_call, nothing=NOTHING)
     tiles._install_operators()
     tiles._install_language()

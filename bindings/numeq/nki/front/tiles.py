@@ -37,7 +37,7 @@ from . import masks as _masks
 __all__ = ["IndexExpr", "Predicate", "Grid", "arange", "mgrid", "par_dim", "load", "store", "copy", "transpose",
            "matmul", "empty_like", "sum", "max", "min", "mean", "prod", "var", "all", "where", "static_cast",
            "broadcast_to", "expand_dims", "device_print", "bfp16", "finfo", "promote", "apply", "index", "assign",
-           "gather_flattened", "load_transpose2d"]
+           "gather_flattened", "load_transpose2d", "loop_reduce"]
 
 _ball = builtins.all
 
@@ -52,6 +52,9 @@ def assign(t: Tensor, key: Any, value: Any) -> None:
     written there directly, as the compiler places it."""
     ctx = current()
     if value is _masks.NOTHING:  # an instruction whose mask holds nowhere: nothing is written
+        return
+    if isinstance(value, LoopReduction):
+        value.into(t[key])
         return
     view = t[key]
     if isinstance(view, _Clipped):
@@ -264,6 +267,34 @@ def gather_flattened(data: Any, indices: Any, axis: Any = 0, dtype: Any = None, 
     if d == data.dtype:
         return out
     return _isa().tensor_copy(out, dtype=d)
+
+
+class LoopReduction:
+    """``nl.loop_reduce(x, op, loop_indices)``: SDK 2.26 nki.language docs: "The destination tile is
+    also the rhs input to op", so ``t[...] = nl.loop_reduce(a, op=np.add, loop_indices=[k])`` is
+    ``t[...] = nisa.tensor_tensor(data1=t[...], data2=a, op=np.add)``. The destination is where
+    the result is assigned; the reduction is computed there, in the loop's order. (``loop_indices``
+    tells the compiler which loops it may reorder: numeq runs them in order.)"""
+
+    def __init__(self, x: Tensor, op: Any, dtype: Any, mask: Any) -> None:
+        self.x, self.op, self.dtype, self.mask = x, op, dtype, mask
+
+    def into(self, dst: Tensor) -> None:
+        kwargs = {} if self.mask is None else {"mask": self.mask}
+        result = _isa().tensor_tensor(data1=dst, data2=self.x, op=self.op, dtype=self.dtype or dst.dtype, **kwargs)
+        assign(dst, (...,), result)  # a mask holding nowhere gave NOTHING: nothing is written
+
+    def __repr__(self) -> str:
+        return "<nl.loop_reduce result: assign it into its accumulator, t[...] = nl.loop_reduce(...)>"
+
+
+def loop_reduce(x: Any, op: Any, loop_indices: Any, *, dtype: Any = None, mask: Any = None,
+                **kwargs: Any) -> LoopReduction:
+    """A reduction across loop iterations into the tile the result is assigned to (``LoopReduction``)."""
+    _no_keywords("nl.loop_reduce", kwargs)
+    if not isinstance(loop_indices, (list, tuple)):
+        raise TypeError(f"loop_indices: nl.loop_reduce takes a list of loop indices, got {loop_indices!r}")
+    return LoopReduction(_engine.as_tensor(x, "x"), op, dtype, mask)
 
 
 def copy(src: Any, *, mask: Any = None, dtype: Any = None, **kwargs: Any) -> Tensor:

@@ -10,6 +10,8 @@ from __future__ import annotations
 import sys
 from typing import Any, Callable
 
+import numpy as np
+
 from ..machine.alu import op_name
 from ..machine.context import Instruction, Unsupported, active, current, kernel_line, where
 from ..machine.engines import engine_name
@@ -98,7 +100,14 @@ def entry(spec: InstructionSpec) -> Callable:
         ctx = current()
         eng = default_engine
         if kwargs:
-            if takes_mask and kwargs.get("mask") is not None:
+            mask = kwargs.get("mask")
+            if isinstance(mask, (bool, np.bool_)):
+                # A constant mask (the older interface's mask= of a Python comparison, as AWS's kernels
+                # write per-tile causal masks): True computes every element, False none (no instruction).
+                if not mask:
+                    return MASKED["nothing"]
+                kwargs = {k: v for k, v in kwargs.items() if k != "mask"}
+            elif takes_mask and mask is not None:
                 return MASKED["call"](instruction, spec.mask == "rows", args, kwargs)
             if takes_engine and "engine" in kwargs:
                 eng = engine_name(kwargs.pop("engine"), default_engine)

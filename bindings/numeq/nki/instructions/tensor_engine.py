@@ -61,7 +61,7 @@ def nc_matmul(c: Call) -> Any:
     dst = as_tensor(dst, "dst")
     _rules.check_on_chip(ctx, stationary)  # the partition rules first: K rows are partitions
     _rules.check_on_chip(ctx, moving)
-    _rules.check_matmul(ctx, dst, stationary, moving, k, m, n, double_row)
+    _rules.check_matmul(ctx, dst, stationary, moving, k, m, n, double_row, staged=c.form.returns)
     _check_tile_fit(ctx, tile, stationary, moving, m)
     # double_row (nki.isa.nc_matmul): stationary [128, 2, M], moving [128, 2, N] contract over the
     # partition and the first free axis, einsum('kli,klj->ij'); row (k, l) of the flattened K is

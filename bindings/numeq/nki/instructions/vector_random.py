@@ -46,7 +46,7 @@ def set_rng_seed(c: Call) -> None:
     c.issue([], [src], cycles=64)
 
 
-@instruction("dropout", engine="vector", assumptions=_RANDOM, forms=[
+@instruction("dropout", engine="vector", mask="elements", assumptions=_RANDOM, forms=[
     Form("current", "dst: tensor, data: tensor, prob: value"),
     Form("0.1.0", "data: tensor, prob: value", returns=True)])
 def dropout(c: Call) -> Any:

@@ -59,6 +59,8 @@ RULES: dict[str, Rule] = {
     "shape_mismatch": Rule("error", "an instruction's operands do not have the shapes it needs", _RUN),
     "output_unwritten": Rule("error", "a kernel output no instruction wrote", _RUN),
     "indirect_index": Rule("error", "the indices of an indirect DMA are not integers in an on-chip tile", _RUN),
+    "psum_operand_staged": Rule("warning", "an older-interface nc_matmul operand in PSUM, which the compiler copies "
+                                "to SBUF first (an extra copy)", _RUN),
     "operator_generation": Rule("warning", "an ALU operator the current docs give to a newer NeuronCore than the "
                                 "target (older docs list it for every generation)", _RUN),
     "output_partly_written": Rule("warning", "a kernel output holds elements no instruction wrote (its caller must "
@@ -200,7 +202,11 @@ def check_engine_access(ctx: Context, engine: str, tensors: list, name: str, sta
 
 
 def check_matmul(ctx: Context, dst: Any, stationary: Any, moving: Any, k: int, m: int, n: int,
-                 double_row: bool) -> None:
+                 double_row: bool, staged: bool = False) -> None:
+    """The Tensor Engine's limits. ``staged``: the older interface's value-returning form, whose
+    compiler copies a PSUM operand to SBUF first (as nl.store's docs say it does for a PSUM tile):
+    AWS's own kernels pass nc_transpose's PSUM result straight to nc_matmul (nki-samples' flash
+    attention backward); there a PSUM operand is a warning (psum_operand_staged), not an error."""
     tgt, lim = ctx.target, ctx.limits
     if double_row and "matmul_contraction_double_row" not in tgt:
         raise KernelFault(ctx.find("matmul_perf_mode", "error", f"nc_matmul perf_mode=double_row: {ctx.target.name} "
@@ -220,7 +226,12 @@ def check_matmul(ctx: Context, dst: Any, stationary: Any, moving: Any, k: int, m
         ctx.find("matmul_moving_free", "error", f"nc_matmul moving free size N = {n} exceeds "
                  f"{int(tgt['matmul_moving_free'])}", _cite(ctx, "matmul_moving_free"))
     for name, operand in (("stationary", stationary), ("moving", moving)):
-        if operand.base.memory.name != "sbuf":
+        if staged and operand.base.memory.name == "psum":
+            ctx.find("psum_operand_staged", "warning", f"nc_matmul reads its {name} operand {operand.name} from PSUM; "
+                     "the compiler copies it to SBUF first (an extra copy)",
+                     "documented: nki.isa.nc_matmul docstring (both inputs in SBUF); nl.store docs (a PSUM tile is "
+                     "copied to SBUF first)")
+        elif operand.base.memory.name != "sbuf":
             ctx.find("engine_access", "error", f"nc_matmul reads its {name} operand {operand.name} from "
                      f"{operand.base.memory}; the Tensor Engine reads both operands from SBUF",
                      "documented: nki.isa.nc_matmul docstring (both inputs in SBUF)")
