@@ -72,6 +72,11 @@ class VirtualRegister:
 
     __int__ = __index__
 
+    def runtime_value(self, ctx: Context, parameter: str) -> int:
+        """The register's value now, for the machine room's runtime addressing (machine.indirect
+        reads a register through this method: it imports nothing from the instruction layer)."""
+        return read_register(ctx, self, parameter)
+
     def __repr__(self) -> str:
         return f"VirtualRegister({self.name})"
 
@@ -248,8 +253,3 @@ def register_store(c: Call) -> None:
     else:
         write(ctx, dst, np.full(dst.shape, float(value), np.float64))
     c.issue([dst], [], nbytes=d.itemsize, register=src.name, value=value)
-
-
-def scalar_offset_value(ctx: Context, reg: Any) -> int:
-    """``t.ap(scalar_offset=reg)``'s offset (machine.indirect): the register's value."""
-    return read_register(ctx, reg, "scalar_offset")

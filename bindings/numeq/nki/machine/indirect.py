@@ -174,11 +174,10 @@ def _scalar_index(ctx: Any, index: Any, parameter: str) -> int:
                                        f"values (shape {index.shape}); a dynamic select takes one (a (1, 1) tile)",
                                        _SOURCE_SELECT))
         return int(values[0])
-    from ..instructions.registers import VirtualRegister, scalar_offset_value
-    if not isinstance(index, VirtualRegister):
+    if not callable(getattr(index, "runtime_value", None)):  # a VirtualRegister (instructions.registers)
         raise TypeError(f"select: index must be an int, a (1, 1) SBUF tile or a VirtualRegister, got "
                         f"{type(index).__name__}")
-    return int(scalar_offset_value(ctx, index))
+    return int(index.runtime_value(ctx, parameter))
 
 
 def vector_select(t: Any, vector_offset: Any) -> Indirect:
@@ -248,11 +247,10 @@ def indirect_pattern(t: Any, pairs: Sequence[tuple[int, int]], start: int, *, ve
         else:
             # A VirtualRegister from nisa.register_alloc() (dma_copy docs: "either a 1x1 SBUF tensor or a
             # VirtualRegister"): its value now, as a tile's is read now.
-            from ..instructions.registers import VirtualRegister, scalar_offset_value
-            if not isinstance(scalar_offset, VirtualRegister):
+            if not callable(getattr(scalar_offset, "runtime_value", None)):  # instructions.registers
                 raise TypeError(f"scalar_offset: expected a 1x1 SBUF tile or a VirtualRegister, got "
                                 f"{type(scalar_offset).__name__}")
-            offset = scalar_offset_value(ctx, scalar_offset)
+            offset = int(scalar_offset.runtime_value(ctx, "scalar_offset"))
         addr += offset * stride
         index = scalar_offset
     steps = [step for step, _ in pairs]
