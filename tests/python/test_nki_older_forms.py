@@ -146,3 +146,35 @@ def test_a_constant_mask_runs_an_instruction_or_skips_it_and_loop_reduce_accumul
         want = want + np.float32(2) * a[i]
     r = nki.run(k, a)
     assert not r.errors and np.array_equal(r.outputs, want)
+
+
+def test_a_masked_dma_copy_of_a_last_tile_reaching_past_its_tensor():
+    # As nki-samples' adaptive pooling writes it: tiles of 128 rows over 200 rows, the last one
+    # reaching past the end, masked to the rows that exist (a slice, not nl.arange).
+    @nki.jit
+    def k(a):
+        n, f = a.shape
+        out = nl.ndarray((n, f), a.dtype, buffer=nl.shared_hbm)
+        i_p = nl.arange(128)[:, None]
+        for t in nl.affine_range((n + 127) // 128):
+            tile = nl.ndarray((128, f), a.dtype, buffer=nl.sbuf)
+            nisa.dma_copy(dst=tile, src=a[t * 128:(t + 1) * 128, :], mask=(t * 128 + i_p < n))
+            nisa.dma_copy(dst=out[t * 128:(t + 1) * 128, :], src=tile, mask=(t * 128 + i_p < n))
+        return out
+
+    a = RNG.standard_normal((200, 16)).astype(np.float32)
+    r = nki.run(k, a)
+    assert not r.errors and np.array_equal(r.outputs, a)
+
+
+def test_a_narrow_float_scalar_is_a_value():
+    import ml_dtypes
+
+    @nki.jit
+    def k():
+        t = nl.full((4, 4), fill_value=nl.finfo(nl.bfloat16).min, dtype=nl.bfloat16)
+        out = nl.ndarray((4, 4), nl.bfloat16, buffer=nl.shared_hbm)
+        nisa.dma_copy(dst=out, src=t)
+        return out
+
+    assert (nki.run(k).outputs == ml_dtypes.finfo(ml_dtypes.bfloat16).min).all()

@@ -20,8 +20,9 @@ def install() -> None:
     machine.indirect) in the machine room's views, the tile operators on
     its tensors, ``nl.fp32.min`` in the language module, ``mask=`` on the instructions whose row
     accepts it (elementwise ones, and those reducing the free axes)."""
-    views.FRONT.update(index=tiles.index, assign=tiles.assign, indirect_pattern=indirect.indirect_pattern)
+    views.FRONT.update(index=tiles.index, assign=tiles.assign, indirect_pattern=indirect.indirect_pattern,
+                       mgrid=index_expressions.mgrid)
     language.FRONT.update(tiles=tiles, index_expressions=index_expressions)
-    path.MASKED.update(call=masked_call, nothing=NOTHING)
+    path.MASKED.update(call=masked_call, nothing=NOTHING, clipped=index_expressions._Clipped)
     tiles._install_operators()
     tiles._install_language()

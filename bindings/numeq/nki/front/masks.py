@@ -42,8 +42,10 @@ def masked_call(fn: Callable, rows: bool, args: tuple, kwargs: dict) -> Any:
     mask = kwargs.pop("mask")
     ctx = current()
     name = f"nisa.{fn.__name__}(mask=)"
-    if "dst" in kwargs:
-        raise ctx.unsupported(f"{name} in the destination-passing form (masks belong to the older interface)")
+    if "dst" in kwargs and rows:
+        raise ctx.unsupported(f"{name} in the destination-passing form of a reduction")
+    # An elementwise instruction with dst= (the older interface's dma_copy has only that form: nki-samples'
+    # pooling kernels mask it): dst and the operands are cut to the box and it writes the box in place.
     tensors = [x for x in list(args) + list(kwargs.values()) if isinstance(x, Tensor) and x.ndim]
     if not tensors:
         raise ctx.unsupported(f"{name} without a tensor operand")

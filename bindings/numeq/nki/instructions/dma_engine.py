@@ -21,7 +21,7 @@ from ..machine.indirect import Indirect, gather, scatter
 from .operands import write_where
 
 
-@instruction("dma_copy", engine="dma", assumptions=("dma_cast_rounding",), forms=[
+@instruction("dma_copy", engine="dma", mask="elements", assumptions=("dma_cast_rounding",), forms=[
     Form("current", "dst: tensor, src: tensor, *, dst_rmw_op: op? = None, oob_mode = None, dge_mode = None,"
                      "engine = None")])
 def dma_copy(c: Call) -> Any:

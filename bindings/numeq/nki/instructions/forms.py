@@ -87,7 +87,10 @@ def _fits(kind: str, v: Any) -> bool:
     if kind == "op":
         return v is not None and not isinstance(v, (Tensor, bool, int, float, np.number, list, tuple, np.ndarray))
     if kind == "value":
-        return isinstance(v, (Tensor, int, float, np.number)) and not isinstance(v, bool)
+        # numpy and ml_dtypes scalars (nl.finfo(nl.bfloat16).min is an ml_dtypes.bfloat16) count.
+        return (isinstance(v, (Tensor, int, float, np.number))
+                or (isinstance(v, np.generic) and not isinstance(v, (np.bool_, np.flexible)))) \
+            and not isinstance(v, (bool, np.bool_))
     if kind == "int":
         return isinstance(v, (int, np.integer)) and not isinstance(v, bool)
     if kind == "list":

@@ -114,6 +114,11 @@ def entry(spec: InstructionSpec) -> Callable:
                 if eng not in spec.engines:
                     raise ValueError(f"engine: nisa.{name} runs on {', '.join(spec.engines)}, not {eng}")
         form, values, dtype = bind(name, args, kwargs, forms)
+        clipped = MASKED.get("clipped")
+        if clipped is not None:
+            for v in values.values():
+                if type(v) is clipped:  # a tile reaching past its tensor, used without a mask to keep inside
+                    raise v.fault()
         if one_psum:
             _one_psum_operand(ctx, spec, values)
         ctx.at = kernel_line(sys._getframe(1))  # None when numeq itself called it (the front)
