@@ -178,3 +178,24 @@ def test_a_narrow_float_scalar_is_a_value():
         return out
 
     assert (nki.run(k).outputs == ml_dtypes.finfo(ml_dtypes.bfloat16).min).all()
+
+
+def test_tile_functions_that_are_not_one_activation():
+    # nl.floor / ceil / trunc exactly, nl.cos / tan / sin (range-reduced) / arctan correctly rounded
+    # to fp32 (oracle: numpy in float64, rounded once; exact for these inputs' float32 results
+    # where float64's own error is far below half an fp32 ulp).
+    x = np.concatenate([np.linspace(-9.5, 9.5, 126), [0.5, -0.5]]).astype(np.float32).reshape(128, 1)
+
+    def kernel(name):
+        @nki.jit
+        def k(a):
+            out = nl.ndarray(a.shape, nl.float32, buffer=nl.shared_hbm)
+            nl.store(out, value=getattr(nl, name)(nl.load(a)))
+            return out
+        return k
+
+    for name, f in (("floor", np.floor), ("ceil", np.ceil), ("trunc", np.trunc)):
+        assert np.array_equal(nki.run(kernel(name), x).outputs, f(x)), name
+    for name, f in (("cos", np.cos), ("sin", np.sin), ("arctan", np.arctan)):
+        got = nki.run(kernel(name), x).outputs
+        assert np.array_equal(got, f(x.astype(np.float64)).astype(np.float32)), name

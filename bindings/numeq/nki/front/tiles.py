@@ -399,8 +399,30 @@ def apply(op: Any, *args: Any, dtype: Any = None, mask: Any = None, **kwargs: An
         return copy(args[0], mask=mask, dtype=dtype)
     x = _engine.as_tensor(args[0], "x")
     out = _new(_grid_shape(x), _dtype(dtype, x.dtype))
-    _masked(mask, out, [x], lambda o, s: _isa().activation(dst=o, op=op, data=s[0]))
+    if name in _TILE_FUNCTIONS:
+        _masked(mask, out, [x], lambda o, s: _tile_function(name, o, s[0]))
+    elif name in _BITVEC_UNARY:  # an ALU operator, not an activation: the Vector engine's tensor_scalar
+        _masked(mask, out, [x], lambda o, s: _isa().tensor_scalar(dst=o, data=s[0], op0=op, operand0=None))
+    else:
+        _masked(mask, out, [x], lambda o, s: _isa().activation(dst=o, op=op, data=s[0]))
     return out
+
+
+# nki.language's tile functions that are not one activation: sin / arctan with range reduction
+# ("applies additional instructions to perform range reduction before the activation, so it stays
+# accurate over the full input domain": nl.sin docs), cos, tan, and the exact ceil / floor / trunc.
+_TILE_FUNCTIONS = frozenset({"sin", "cos", "tan", "arctan", "ceil", "floor", "trunc"})
+_BITVEC_UNARY = frozenset({"invert", "logical_not"})
+
+
+def _tile_function(name: str, dst: Tensor, x: Tensor) -> None:
+    """dst = nl.<name>(x): the value correctly rounded to fp32 (machine.arithmetic's
+    language_function_fp32, numeq's certified references), cast into dst; traced on the Scalar
+    engine as the instruction sequence AWS does not document."""
+    ctx = current()
+    values = _numerics.language_function_fp32(name, _engine.read(ctx, x, "x", "scalar", rows=True))
+    _engine.write(ctx, dst, values)
+    ctx.issue("scalar", f"nl.{name}", [dst], [x], 0, dst.size, _engine.cost_elementwise(dst), False, {"function": name})
 
 
 # --- reductions ----------------------------------------------------------------------------------
