@@ -406,7 +406,9 @@ def status(module: str, name: str) -> str:
         from numeq.nki.machine.alu import ALU
         from numeq.nki.machine.arithmetic import function_names
 
-        computed = obj.op_name in ALU or obj.op_name in function_names() or obj.op_name in tiles.__all__
+        computed = (obj.op_name in ALU or obj.op_name in function_names() or obj.op_name in tiles.__all__
+                    or obj.op_name in tiles._TILE_FUNCTIONS
+                    or obj.op_name == "average")  # tensor_partition_reduce's operator (its own semantics)
         return "implemented" if computed else "unsupported"
     return "unsupported" if _is_unsupported_stub(obj) else "implemented"
 

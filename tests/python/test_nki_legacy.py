@@ -135,8 +135,18 @@ def test_index_expression_algebra_against_numpy():
         assert np.array_equal(m.array, (np.arange(4)[:, None] < 2) & (np.arange(6)[None, :] >= 3))
         with pytest.raises(TypeError, match="not affine"):
             nl.arange(4) * nl.arange(4)
-        with pytest.raises(TypeError, match="& and |"):
-            bool(nl.arange(4) < 2)
+
+    # Python's `and` keeps one operand (a mask is true, as any object): a warning says so.
+    def kernel(a):
+        i_p, i_f = nl.arange(4)[:, None], nl.arange(6)[None, :]
+        out = nl.ndarray((4, 6), nl.float32, buffer=nl.shared_hbm)
+        nl.store(out, value=nl.zeros((4, 6), nl.float32))
+        nl.store(out, value=nl.load(a), mask=((i_p < 2) and (i_f < 3)))
+        return out
+
+    r = nki.run(kernel, np.ones((4, 6), np.float32))
+    assert "mask_python_logic" in [f.rule for f in r.warnings]
+    assert np.array_equal(r.outputs, np.broadcast_to(np.arange(6) < 3, (4, 6)).astype(np.float32))
 
 
 def test_out_of_bounds_arange_index_is_a_finding_at_its_line():

@@ -203,7 +203,8 @@ def _kernel_arguments(ctx: Context, fn: Callable, args: tuple, kwargs: dict) -> 
     def wrap(x: Any, name: str) -> Any:
         if isinstance(x, np.generic):  # a numpy scalar is a value, as a Python number is
             return x
-        if isinstance(x, np.ndarray) or (hasattr(x, "__array__") and hasattr(x, "dtype") and hasattr(x, "shape")):
+        if isinstance(x, np.ndarray) or (not isinstance(x, type) and hasattr(x, "__array__") and hasattr(x, "dtype")
+                                         and hasattr(x, "shape")):  # a dtype class (np.float16) passes as itself
             arr = np.asarray(x)
             if isinstance(x, np.ma.MaskedArray):
                 raise TypeError(f"{name}: masked arrays are not kernel inputs; pass a plain array")

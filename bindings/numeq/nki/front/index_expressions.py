@@ -17,7 +17,7 @@ from ..instructions import access as _engine
 from ..machine import indirect as _indirect
 from ..machine import precision as _precision
 from ..machine import rules as _rules
-from ..machine.context import KernelFault, _operand as _trace_operand, current, where as _line
+from ..machine.context import KernelFault, _operand as _trace_operand, active, current, where as _line
 from ..machine.dtypes import dtype_of
 from ..machine.views import Gather, out_of_bounds
 from ..machine.memory import WRITER_OTHER, Allocation, Tensor
@@ -182,8 +182,16 @@ class Predicate:
         return Predicate(~self.array)
 
     def __bool__(self) -> bool:
-        raise TypeError("a mask is a compile-time predicate over the tile: combine comparisons with & and |, "
-                        "not 'and' / 'or' / 'if'")
+        # Python's ``and`` / ``or`` / ``if`` ask a mask for one truth value. Like any Python object it
+        # is true, so ``(a < n) and (b < m)`` is (b < m) alone: what an NKI kernel written so computes
+        # (AWS's own nc_match_replace8 example is). Said as a warning: & and | combine masks.
+        if not active():
+            return True
+        current().find("mask_python_logic", "warning", "a mask used in Python's and / or / if is true: "
+                       "'x and y' keeps y alone; combine masks with & and |",
+                       "documented: nki.api.shared.rst (masks are predicates of index expressions, combined "
+                       "with & and |)")
+        return True
 
     def __repr__(self) -> str:
         return f"Predicate({int(self.array.sum())} of {self.array.size} positions, grid {self.array.shape})"

@@ -59,6 +59,8 @@ RULES: dict[str, Rule] = {
     "shape_mismatch": Rule("error", "an instruction's operands do not have the shapes it needs", _RUN),
     "output_unwritten": Rule("error", "a kernel output no instruction wrote", _RUN),
     "indirect_index": Rule("error", "the indices of an indirect DMA are not integers in an on-chip tile", _RUN),
+    "mask_python_logic": Rule("warning", "an older-interface mask combined with Python's and / or / if, which keeps "
+                              "one of its operands", _RUN),
     "psum_operand_staged": Rule("warning", "an older-interface nc_matmul operand in PSUM, which the compiler copies "
                                 "to SBUF first (an extra copy)", _RUN),
     "operator_generation": Rule("warning", "an ALU operator the current docs give to a newer NeuronCore than the "
