@@ -302,3 +302,17 @@ def test_shared_constant_from_an_array_or_a_npy_file(tmp_path):
     assert np.array_equal(nki.run(k, None).outputs, table)
     with pytest.raises(ValueError, match="constant: cannot read the .npy file"):
         nki.simulate(k)(str(tmp_path / "missing.npy"))
+
+
+def test_shared_constant_takes_the_older_interfaces_dtype():
+    @nki.jit
+    def k():
+        out = nl.ndarray((4, 4), nl.bfloat16, buffer=nl.shared_hbm)
+        c = nl.shared_constant(np.identity(4, dtype=np.int8), dtype=nl.bfloat16)
+        t = nl.ndarray((4, 4), nl.bfloat16, buffer=nl.sbuf)
+        nisa.dma_copy(dst=t, src=c)
+        nisa.dma_copy(dst=out, src=t)
+        return out
+
+    r = nki.run(k)
+    assert r.outputs.dtype == nl.bfloat16.dtype and np.array_equal(r.outputs.astype(np.float32), np.identity(4))

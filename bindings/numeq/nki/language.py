@@ -19,6 +19,7 @@ from .machine.precision import allocated
 from .machine.memory import MEMORIES, Allocation, Memory, Tensor, ds
 from . import isa as _isa
 from .instructions.access import write as _write
+from .machine import arithmetic as _numerics
 from .machine import randomness as _randomness
 from .machine.context import Unsupported as _Unsupported, active as _active
 from .machine.targets import DEFAULT_TARGET as _DEFAULT_TARGET, target as _target
@@ -197,12 +198,13 @@ def shared_identity_matrix(n: int, dtype: Any = uint8, dst: Tensor | None = None
     return t
 
 
-def shared_constant(constant: Any) -> Tensor:
+def shared_constant(constant: Any, dtype: Any = None) -> Tensor:
     """A shared-HBM tensor holding ``constant`` (a numpy array, or the path of a ``.npy`` file), as
     the compiler embeds it in the binary and loads it before the kernel runs (nki.language API
     reference: "Create a tensor in shared HBM initialized with constant data"). Its dtype is the
     array's NKI dtype (float32, float16, bfloat16, int32 ... as the docs list); the same values in
-    every program of an SPMD grid."""
+    every program of an SPMD grid. ``dtype`` (SDK 2.26's ``shared_constant(constant, dtype=None)``):
+    the values rounded into it (to nearest even; integers exact or saturated)."""
     ctx = current()
     if isinstance(constant, (str, bytes)) or hasattr(constant, "__fspath__"):
         try:
@@ -213,9 +215,13 @@ def shared_constant(constant: Any) -> Tensor:
         array = np.asarray(constant)
     if array.dtype == np.float64:
         raise ValueError("constant: float64 is not an NKI dtype; give a float32 (or narrower) array")
-    d = dtype_of(array.dtype, "constant")
+    if dtype is None:
+        d = dtype_of(array.dtype, "constant")
+        data = np.array(array, dtype=np.dtype(d.storage), copy=True, order="C")  # the kernel's own copy
+    else:
+        d = dtype_of(dtype)
+        data = np.ascontiguousarray(_numerics.cast_into(np.asarray(array, dtype=np.float64), d))
     line = _where()
-    data = np.array(array, dtype=np.dtype(d.storage), copy=True, order="C")  # the kernel's own copy
     return ctx.allocate(Allocation(tuple(array.shape), d, MEMORIES["shared_hbm"], assigned_name() or "constant", line,
                                    data=data)).whole()
 

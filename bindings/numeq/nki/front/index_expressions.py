@@ -168,6 +168,8 @@ class Predicate:
         self.array = np.asarray(array, dtype=bool)
 
     def _join(self, other: Any, f: Callable) -> "Predicate":
+        if isinstance(other, (bool, np.bool_)):  # a constant (a Python comparison of tile indices)
+            return Predicate(f(self.array, bool(other)))
         if not isinstance(other, Predicate):
             return NotImplemented
         return Predicate(f(self.array, other.array))
@@ -177,6 +179,8 @@ class Predicate:
 
     def __or__(self, other: Any) -> "Predicate":
         return self._join(other, np.logical_or)
+
+    __rand__, __ror__ = __and__, __or__
 
     def __invert__(self) -> "Predicate":
         return Predicate(~self.array)

@@ -706,6 +706,8 @@ def _install_operators() -> None:
 
     def inplace(name: str) -> Callable:
         def f(self: Tensor, other: Any) -> Any:
+            if other is _masks.NOTHING:  # t += an instruction masked out entirely: nothing changes
+                return self
             if not isinstance(other, (Tensor, int, float, np.number, bool, np.bool_)):
                 return NotImplemented
             ctx = current()
