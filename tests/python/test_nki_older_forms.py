@@ -199,3 +199,33 @@ def test_tile_functions_that_are_not_one_activation():
     for name, f in (("cos", np.cos), ("sin", np.sin), ("arctan", np.arctan)):
         got = nki.run(kernel(name), x).outputs
         assert np.array_equal(got, f(x.astype(np.float64)).astype(np.float32)), name
+
+
+def test_pending_psum_chains_computed_early_give_the_same_bits(monkeypatch):
+    # A bound on the operand bytes pending matmul chains keep (machine.psum.PENDING_BYTES_LIMIT):
+    # a chain computed early, its later matmuls added one by one, gives the same values.
+    import ml_dtypes
+    from numeq.nki.machine import psum
+
+    @nki.jit
+    def k(a_t, b):
+        K, M = a_t.shape
+        out = nl.ndarray((M, b.shape[1]), nl.float32, buffer=nl.shared_hbm)
+        acc = nl.ndarray((M, b.shape[1]), nl.float32, buffer=nl.psum)
+        for i in nl.affine_range(K // 128):
+            at = nl.ndarray((128, M), a_t.dtype, buffer=nl.sbuf)
+            bt = nl.ndarray((128, b.shape[1]), b.dtype, buffer=nl.sbuf)
+            nisa.dma_copy(dst=at, src=a_t[i * 128:(i + 1) * 128, :])
+            nisa.dma_copy(dst=bt, src=b[i * 128:(i + 1) * 128, :])
+            nisa.nc_matmul(acc, at, bt)
+        o = nl.ndarray(acc.shape, nl.float32, buffer=nl.sbuf)
+        nisa.tensor_copy(dst=o, src=acc)
+        nisa.dma_copy(dst=out, src=o)
+        return out
+
+    a_t = RNG.standard_normal((1024, 128)).astype(ml_dtypes.bfloat16)
+    b = RNG.standard_normal((1024, 256)).astype(ml_dtypes.bfloat16)
+    whole = nki.run(k, a_t, b).outputs
+    monkeypatch.setattr(psum, "PENDING_BYTES_LIMIT", 3 * 128 * 384 * 2)  # settles every few matmuls
+    pieces = nki.run(k, a_t, b).outputs
+    assert np.array_equal(whole.view(np.uint32), pieces.view(np.uint32))

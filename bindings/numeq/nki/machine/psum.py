@@ -22,13 +22,21 @@ from . import arithmetic as _numerics
 __all__ = ["defer", "release", "settle", "settle_all", "transfer"]
 
 
+# The operand bytes pending chains may keep alive in one run before they are all computed (an
+# implementation bound, not a hardware figure: a chain computed early gives the same values, its
+# later matmuls then added onto them one by one; nki-samples' flash attention backward at sequence
+# 8192 kept 17 GB of operands before this bound).
+PENDING_BYTES_LIMIT = 1 << 30
+
+
 class _Chain:
-    __slots__ = ("view", "ops", "init")
+    __slots__ = ("view", "ops", "init", "nbytes")
 
     def __init__(self, view: Any, init: np.ndarray | None) -> None:
         self.view = view
         self.ops: list[tuple] = []  # (stationary values [K, M], moving values [K, N], format, K, double_row)
         self.init = init
+        self.nbytes = 0  # the operand bytes its ops keep
 
 
 def _key(t: Any) -> tuple:
@@ -52,9 +60,19 @@ def _add(ctx: Any, dst: Any, a: np.ndarray, b: np.ndarray, fmt: str, k: int, dou
         chains = ctx.pending.setdefault(dst.base.id, {})
     chain = chains.get(key)
     if not adds or chain is None:
+        if chain is not None:
+            _forget(ctx, chain)
         init = _numerics.fp32_values(dst.data, dst.dtype).copy() if adds else None
         chain = chains[key] = _Chain(dst, init)
     chain.ops.append((a, b, fmt, k, double_row))
+    chain.nbytes += a.nbytes + b.nbytes
+    total = ctx.__dict__["pending_bytes"] = ctx.__dict__.get("pending_bytes", 0) + a.nbytes + b.nbytes
+    if total > PENDING_BYTES_LIMIT:
+        settle_all(ctx)
+
+
+def _forget(ctx: Any, chain: _Chain) -> None:
+    ctx.__dict__["pending_bytes"] = ctx.__dict__.get("pending_bytes", 0) - chain.nbytes
 
 
 def _keep(ctx: Any, dst: Any, values: np.ndarray, operand: Any) -> np.ndarray:
@@ -74,6 +92,7 @@ def transfer(ctx: Any, tile: Any, dst: Any) -> bool:
     if chain.init is not None or len(chain.ops) != 1 or chain.view.size != tile.base.data.size:
         return False
     del ctx.pending[tile.base.id]
+    _forget(ctx, chain)
     for pins in ctx.pinned.values():  # the operands tile's chain kept by reference now feed dst's
         if tile.base.id in pins:
             pins.add(dst.base.id)
@@ -113,6 +132,7 @@ def settle(ctx: Any, base: Any) -> None:
     if not chains:
         return
     for chain in chains.values():
+        _forget(ctx, chain)
         values = _compute(ctx, chain).reshape(chain.view.shape)
         chain.view.data[...] = _numerics.cast_into(values, chain.view.dtype)
 
