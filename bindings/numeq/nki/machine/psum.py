@@ -24,8 +24,8 @@ __all__ = ["defer", "release", "settle", "settle_all", "transfer"]
 
 # The operand bytes pending chains may keep alive in one run before they are all computed (an
 # implementation bound, not a hardware figure: a chain computed early gives the same values, its
-# later matmuls then added onto them one by one; nki-samples' flash attention backward at sequence
-# 8192 kept 17 GB of operands before this bound).
+# later matmuls then added onto them one by one), so that a long K loop cannot hold every operand
+# tile it loaded.
 PENDING_BYTES_LIMIT = 1 << 30
 
 
