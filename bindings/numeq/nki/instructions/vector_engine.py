@@ -132,6 +132,8 @@ def _tensor_tensor_engine(op: str, d1: Tensor, d2: Tensor, dst: Tensor) -> str:
     everything else on the Vector engine."""
     if op in ("power", "pow"):
         return "gpsimd"
+    if d1.dtype.kind != "int":  # float data: the Vector engine (the common case, decided at once)
+        return "vector"
     tiles = (d1, d2, dst)
     if not is_bitvec(op) and all(t.dtype.name in _INT32 for t in tiles) \
             and not any(t.base.memory.name == "psum" for t in tiles):
@@ -144,8 +146,9 @@ def _same_elements(ctx: Any, d1: Tensor, d2: Tensor, dst: Tensor) -> None:
     partition" (nki.isa.tensor_tensor docstring), and dst, the elementwise result, as well. The
     older interface's tile operators (``a + b`` of numeq's front, which broadcasts as numpy does)
     call it with broadcastable operands: the check is for the kernel's own calls."""
-    if ctx.at is None:
+    if ctx.at is None or d1.shape == d2.shape == dst.shape:  # equal shapes: the same layout at once
         return
+
     def layout(t: Tensor) -> tuple[int, int]:
         return (t.shape[0] if t.ndim else 1), t.free_size()
     (p1, f1), (p2, f2), (pd, fd) = layout(d1), layout(d2), layout(dst)
