@@ -9,7 +9,7 @@ from __future__ import annotations
 from .. import language
 from ..instructions import path
 from ..machine import indirect, views
-from . import index_expressions, tiles
+from . import index_expressions, operators, tiles
 from .masks import NOTHING, masked_call
 
 __all__ = ["install"]
@@ -24,5 +24,5 @@ def install() -> None:
                        mgrid=index_expressions.mgrid)
     language.FRONT.update(tiles=tiles, index_expressions=index_expressions)
     path.MASKED.update(call=masked_call, nothing=NOTHING, clipped=index_expressions._Clipped)
-    tiles._install_operators()
+    operators.install()
     tiles._install_language()
