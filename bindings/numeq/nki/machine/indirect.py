@@ -108,11 +108,8 @@ def _make(t: Any, addr: np.ndarray, index: Any, dims: tuple[int, ...] = (), layo
     if base.memory.on_chip:
         raise current().unsupported(f"indirect addressing of {base.memory} tensor {t.name} (the tensor indexed "
                                     "by an index tile must be in HBM; nki.isa.dma_copy docs)")
-    flat = base.data.reshape(-1)
-    inside = (addr >= 0) & (addr < flat.size)
-    data = np.zeros(addr.shape, flat.dtype)
-    data[inside] = flat[addr[inside]]
-    view = Indirect(base, data, None, None, t.dtype)
+    inside = (addr >= 0) & (addr < base.data.size)
+    view = Indirect(base, _elements(base, addr, inside), None, None, t.dtype)
     view.addr, view.index, view.layout, view.why = addr, index, layout, why
     view.indirection = (dims, index)
     view.checked = False
@@ -297,7 +294,8 @@ def _inside(ctx: Any, view: Indirect, oob_mode: Any) -> np.ndarray:
         bad = view.addr[~inside]
         why = f"; {view.why}" if view.why else ""
         raise KernelFault(ctx.find("index_bounds", "error", f"indirect access of {view.name}: element {int(bad[0])} "
-                                   f"is outside its {n} elements ({bad.size} such; index tile "
+                                   f"is outside its {n} elements ({bad.size} such; "
+                                   f"{'register' if hasattr(view.index, 'runtime_value') else 'index tile'} "
                                    f"{getattr(view.index, 'name', view.index)}{why}); "
                                    "oob_mode=nisa.oob_mode.skip skips them", _SOURCE))
     return inside
@@ -306,10 +304,15 @@ def _inside(ctx: Any, view: Indirect, oob_mode: Any) -> np.ndarray:
 def gather(ctx: Any, view: Indirect, oob_mode: Any) -> tuple[np.ndarray, np.ndarray]:
     """(the stored elements at the view's addresses, which of them are in bounds)."""
     inside = _inside(ctx, view, oob_mode)
-    flat = view.base.data.reshape(-1)
-    data = np.zeros(view.addr.shape, flat.dtype)
-    data[inside] = flat[view.addr[inside]]
-    return data, inside
+    return _elements(view.base, view.addr, inside), inside
+
+
+def _elements(base: Any, addr: np.ndarray, inside: np.ndarray) -> np.ndarray:
+    """The stored elements of ``base`` at ``addr`` where ``inside``, zero elsewhere."""
+    flat = base.data.reshape(-1)
+    data = np.zeros(addr.shape, flat.dtype)
+    data[inside] = flat[addr[inside]]
+    return data
 
 
 def scatter(ctx: Any, view: Indirect, bits: np.ndarray, oob_mode: Any, combine: Any = None) -> None:
