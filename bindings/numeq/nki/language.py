@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 
+from .machine import placement as _placement
 from .machine import rules as _rules
 from .machine.context import assigned_name, current
 from .machine.context import where as _where  # the kernel's line; nl.where is the older interface's select
@@ -116,7 +117,8 @@ def ndarray(shape: Any, dtype: Any, buffer: Any = None, name: str = "", address:
         # The older interface's nl.par_dim after block dims (nl.ndarray((4, nl.par_dim(128), 512))).
         marked = [i for i, s in enumerate(shape) if getattr(s, "_nki_par_dim", False)]
         if marked and marked != [0]:
-            return FRONT["index_expressions"].par_dim_ndarray(tuple(shape), marked, dtype, memory, name)
+            return FRONT["index_expressions"].par_dim_ndarray(tuple(shape), marked, dtype,
+                                                               buffer if hasattr(buffer, "how") else memory, name)
     line = _where()
     d = allocated(ctx, line, dtype_of(dtype))  # fp32 where the precision flow widens this line
     if memory.name == "shared_hbm" and ctx.program != tuple(0 for _ in ctx.program):
@@ -128,6 +130,8 @@ def ndarray(shape: Any, dtype: Any, buffer: Any = None, name: str = "", address:
     b = ctx.allocate(Allocation(_shape(shape), d, memory, name or assigned_name(), line))
     if memory.name == "shared_hbm":
         ctx.shared_allocated(line, b)
+    if getattr(buffer, "how", "auto_alloc") != "auto_alloc":  # nki.compiler's direct allocation
+        _placement.place(ctx, b, buffer, 0)
 
     t = b.whole()
     if b.memory.on_chip:
@@ -231,21 +235,26 @@ class _Loop:
     """An ``nl.*_range`` loop: a range whose iteration the trace records (``Instruction.iteration``:
     the indices of the enclosing loops, outermost first)."""
 
-    __slots__ = ("range",)
+    __slots__ = ("range", "unrolled")
 
-    def __init__(self, r: range) -> None:
+    def __init__(self, r: range, unrolled: bool = False) -> None:
         self.range = r
+        self.unrolled = unrolled  # static_range: the tracer runs the body once per index
 
     def __iter__(self) -> Any:
-        indices = current().loop_indices
+        ctx = current()
+        indices = ctx.loop_indices
         depth = len(indices)
         indices.append(0)
+        if self.unrolled:
+            ctx.unrolled.add(depth)
         try:
             for i in self.range:
                 indices[depth] = i
                 yield i
         finally:
             del indices[depth:]
+            ctx.unrolled.discard(depth)
 
     def __len__(self) -> int:
         return len(self.range)
@@ -257,12 +266,12 @@ class _Loop:
         return repr(self.range)
 
 
-def _range(*args: Any, **kwargs: Any) -> _Loop:
+def _range(*args: Any, unrolled: bool = False, **kwargs: Any) -> _Loop:
     kwargs.pop("multi_buffer", None)
     kwargs.pop("directive", None)
     if kwargs:
         raise current().unsupported(f"the loop keyword(s) {', '.join(sorted(kwargs))}")
-    return _Loop(range(*(operator.index(a) for a in args)))
+    return _Loop(range(*(operator.index(a) for a in args)), unrolled)
 
 
 def affine_range(*args: Any, **kwargs: Any) -> _Loop:
@@ -276,7 +285,9 @@ def sequential_range(*args: Any, **kwargs: Any) -> _Loop:
 
 
 def static_range(*args: Any, **kwargs: Any) -> _Loop:
-    return _range(*args, **kwargs)
+    """A loop the compiler unrolls: its body is traced once per index (the other nl loops' bodies
+    are traced once, for every iteration)."""
+    return _range(*args, unrolled=True, **kwargs)
 
 
 def dynamic_range(start: Any, stop: Any = None, step: int = 1) -> Any:

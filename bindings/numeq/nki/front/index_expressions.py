@@ -8,6 +8,7 @@ nki.language docstrings; nki.api.shared.rst: NKI API Masking; programming_model.
 from __future__ import annotations
 
 import builtins
+import math
 import operator
 from typing import Any, Callable, Sequence
 
@@ -15,12 +16,13 @@ import numpy as np
 
 from ..instructions import access as _engine
 from ..machine import indirect as _indirect
+from ..machine import placement as _placement
 from ..machine import precision as _precision
 from ..machine import rules as _rules
-from ..machine.context import KernelFault, _operand as _trace_operand, active, current, where as _line
+from ..machine.context import KernelFault, _operand as _trace_operand, active, assigned_name, current, where as _line
 from ..machine.dtypes import dtype_of
 from ..machine.views import Gather, out_of_bounds
-from ..machine.memory import WRITER_OTHER, Allocation, Tensor
+from ..machine.memory import MEMORIES, WRITER_OTHER, Allocation, Tensor
 from .. import language
 
 __all__ = ["IndexExpr", "Predicate", "Grid", "arange", "mgrid", "par_dim", "index"]
@@ -312,8 +314,12 @@ def par_dim_ndarray(dims: tuple, marked: list[int], dtype: Any, memory: Any, nam
     j, sizes = marked[0], language._shape(dims)
     ctx = current()
     line = _line()
+    placement = memory if getattr(memory, "how", "auto_alloc") != "auto_alloc" else None
     b = ctx.allocate(Allocation((sizes[j],) + sizes[:j] + sizes[j + 1:], _precision.allocated(ctx, line, dtype_of(dtype)),
-                            memory, name, line))
+                                MEMORIES[memory.name], name or assigned_name(), line,
+                                tiles=math.prod(sizes[:j]) if placement else 1))
+    if placement is not None:  # nki.compiler's direct allocation
+        _placement.place(ctx, b, placement, j)
     _rules.check_on_chip(ctx, b.whole())
     perm = list(range(1, j + 1)) + [0] + list(range(j + 1, len(sizes)))
     return _block(b.whole()._apply(lambda a: a.transpose(perm)), j)

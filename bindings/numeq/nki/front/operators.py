@@ -14,12 +14,24 @@ from ..machine import arithmetic as _numerics
 from ..machine import psum as _psum
 from ..machine import rules as _rules
 from ..machine.context import KernelFault, current
-from ..machine.memory import WRITER_MATMUL, Tensor
+from ..machine.memory import WRITER_MATMUL, WRITER_NONE, Tensor
 from . import masks as _masks
 from .index_expressions import _Clipped, _fresh, _retarget
 from .tiles import _binary, _isa, _tile, broadcast_to, expand_dims, static_cast
 
 __all__ = ["install"]
+
+
+def _adds(ctx: Any, dst: Tensor) -> Any:
+    """Where ``dst += matmul`` adds: everywhere, except PSUM no instruction wrote yet, which the
+    accumulation group's first matmul overwrites (the documented auto mode of nki.isa.nc_matmul,
+    assumption ``matmul_accumulate``; nki-samples' allocated fused linear accumulates into an
+    nl.ndarray PSUM tile it never zeroes). Under ``always`` it adds there too."""
+    if ctx.assumptions["matmul_accumulate"] == "always":
+        return np.bool_(True)
+    if dst.base.writer_all is not None and dst.base.covered_by(dst):
+        return np.bool_(dst.base.writer_all != WRITER_NONE)
+    return dst.writer != WRITER_NONE
 
 
 def _accumulate(ctx: Any, dst: Tensor, tile: Tensor) -> None:
@@ -31,16 +43,29 @@ def _accumulate(ctx: Any, dst: Tensor, tile: Tensor) -> None:
     if dst.size != tile.size:
         raise KernelFault(ctx.find("shape_mismatch", "error", f"{dst.name}{list(dst.shape)} += a matmul result of "
                                    f"shape {tile.shape}", "documented: nki.isa.nc_matmul docstring"))
-    _rules.check_accumulate(ctx, dst, np.ones(dst.shape, dtype=bool))
-    if dst.shape == tile.shape and _psum.transfer(ctx, tile, dst):
+    adds = _adds(ctx, dst)
+    some, every = (bool(adds), bool(adds)) if adds.ndim == 0 else (bool(adds.any()), bool(adds.all()))
+    undefined = _engine.unwritten_operand(ctx, tile, settle=False)  # results the matmul left undefined
+    if some:
+        _rules.check_accumulate(ctx, dst, adds if adds.ndim else np.ones(dst.shape, dtype=bool))
+        carried = _engine.unwritten_operand(ctx, dst, settle=False)  # a sum onto undefined values stays so
+        if carried is not None:
+            carried = carried & (adds.reshape(carried.shape) if adds.ndim else adds)
+            undefined = carried if undefined is None else undefined | carried.reshape(undefined.shape)
+    if dst.shape == tile.shape and (every or not some) and _psum.transfer(ctx, tile, dst, adds=every):
         # The matmul joins dst's pending chain (computed when dst is read, machine.psum).
-        _rules.check_read(ctx, dst, settle=False)
+        _engine.before_write(ctx, dst)
         _engine.mark_written(ctx, dst, WRITER_MATMUL)
     else:
-        old = _engine.read(ctx, dst, "psum", "tensor")
-        _rules.check_read(ctx, tile)  # computes a pending chain of tile first
+        _engine.settled(ctx, tile)
         new = _numerics.fp32_values(tile.data, tile.dtype).reshape(dst.shape)
-        _engine.write(ctx, dst, _numerics.accumulate_fp32(old, new, ctx.assumptions["psum_rounding"]), WRITER_MATMUL)
+        if some:
+            old = _numerics.fp32_values(_engine.settled(ctx, dst).data, dst.dtype)
+            summed = _numerics.accumulate_fp32(old, new, ctx.assumptions["psum_rounding"])
+            new = summed if every else np.where(adds, summed, new)
+        _engine.write(ctx, dst, new, WRITER_MATMUL)
+    if undefined is not None:
+        _engine.leave_undefined(ctx, dst, undefined)
     chain = getattr(ctx, "psum_chain", None)
     if chain is not None:
         key = (dst.base.id, dst.element_offset())

@@ -16,6 +16,7 @@ import numpy as np
 
 from ..machine import arithmetic as _numerics
 from ..machine import precision as _precision
+from ..machine import placement as _placement
 from ..machine import psum as _psum
 from ..machine import rules as _rules
 from ..machine.context import Context, KernelFault, current
@@ -41,7 +42,7 @@ def read(ctx: Context, t: Any, parameter: str, engine: str = "vector", rows: boo
         # The common case, decided at once: an on-chip view already checked, of an SBUF tile every
         # byte of which is written and no matmul chain is pending in (what the checks below pass).
         base = t.base
-        if base.complete and not base.tracks_writer and base.id not in ctx.pending:
+        if base.complete and not base.tracks_writer and base.placed is None and base.id not in ctx.pending:
             data = t.data
             return data if data.dtype is _F32 else _numerics.fp32_values(data, t.dtype)
     t = as_tensor(t, parameter)
@@ -69,7 +70,7 @@ def write(ctx: Context, dst: Any, values: np.ndarray, writer: int = WRITER_OTHER
     (default: the target's output rounding; or store ``bits`` already of dst's storage dtype),
     note a narrowing for the precision flow, mark the bytes written, record PSUM's writer."""
     base = dst.base
-    if (dst.checked is True and not base.tracks_writer and ctx.undefined_rows is None
+    if (dst.checked is True and not base.tracks_writer and base.placed is None and ctx.undefined is None
             and (base.complete or (dst.data is base.data and base._mask is None))
             and base.id not in ctx.pending and base.id not in ctx.pinned):
         # The common cases, decided at once (what the path below does for them): into a checked
@@ -100,14 +101,37 @@ def write(ctx: Context, dst: Any, values: np.ndarray, writer: int = WRITER_OTHER
         bits = same_shape(ctx, dst, bits)
     dst.data[...] = bits
     mark_written(ctx, dst, writer)
-    undefined = ctx.undefined_rows
-    if undefined is not None and undefined.any():
-        # Partitions computed from unwritten ones stay unwritten (_rules.check_read, rows=True).
-        if dst.ndim and len(undefined) == dst.shape[0]:
-            dst.mask[undefined] = 0
-            dst.base.complete = False
-        else:
-            _rules.unread_finding(ctx, dst, int(undefined.sum()))
+    if ctx.undefined is not None:
+        leave_undefined(ctx, dst, ctx.undefined)
+
+
+def unwritten_operand(ctx: Context, t: Any, settle: bool = True) -> Any:
+    """Operand ``t``'s unwritten elements as a (partitions, free) mask, None when every one is
+    written (checked as ``_rules.check_read`` checks an elementwise operand; the caller maps them
+    to its results and calls ``leave_undefined``)."""
+    saved, ctx.undefined = ctx.undefined, None
+    try:
+        _rules.check_read(ctx, t, settle=settle, rows=True)
+        return ctx.undefined
+    finally:
+        ctx.undefined = saved
+
+
+def leave_undefined(ctx: Context, dst: Any, undefined: np.ndarray) -> None:
+    """Results computed from unwritten operand elements stay unwritten in ``dst`` (``undefined``:
+    (partitions, free) elementwise, or (partitions, 1) whole partitions; _rules.undefined)."""
+    if not undefined.any():
+        return
+    if dst.ndim and undefined.shape[1] > 1 and undefined.size == dst.size:
+        dst.mask[undefined.reshape(dst.shape)] = 0
+    elif dst.ndim and len(undefined) == dst.shape[0]:
+        dst.mask[undefined.any(axis=1)] = 0
+    else:
+        _rules.unread_finding(ctx, dst, int(undefined.sum()))
+        return
+    dst.base.complete = False
+    if dst.base.undefined_from is None:
+        dst.base.undefined_from = ctx.undefined_from
 
 
 def before_write(ctx: Context, dst: Any) -> None:
@@ -123,6 +147,8 @@ def before_write(ctx: Context, dst: Any) -> None:
         _psum.settle(ctx, dst.base)
     if dst.base.id in ctx.pinned:
         _psum.release(ctx, dst.base)
+    if base.placed is not None:
+        _placement.written(ctx, dst)
 
 
 def settled(ctx: Context, src: Any) -> Any:
@@ -144,6 +170,8 @@ def mark_written(ctx: Context, dst: Any, writer: int = WRITER_OTHER) -> None:
             if base._mask is not None:  # a mask once made stays exact (views hold it)
                 base._mask[...] = base.full
     base.dirty = True
+    if base.placed is not None:
+        _placement.written(ctx, dst)
     if base.tracks_writer:
         if not whole or (base._writer is not None and base.writer_all != writer):
             dst.writer[...] = writer

@@ -16,7 +16,7 @@ from ..machine import psum as _psum
 from ..machine import rules as _rules
 from ..machine.context import KernelFault
 from ..machine.memory import WRITER_MATMUL, WRITER_READ, Tensor
-from .access import as_tensor, mark_written, new_tile, read, write
+from .access import as_tensor, leave_undefined, mark_written, new_tile, read, unwritten_operand, write
 from .forms import Form
 from .path import Call
 from .table import instruction
@@ -67,8 +67,9 @@ def nc_matmul(c: Call) -> Any:
     # partition and the first free axis, einsum('kli,klj->ij'); row (k, l) of the flattened K is
     # 2k + l, so each PE's two products are neighbours, as the platform's double_row plan pairs them.
     fmt = _matmul_format(stationary.dtype.format, moving.dtype.format)
-    a = _matmul_operand(ctx, stationary, "stationary", fmt).reshape(k, m)
-    b = _matmul_operand(ctx, moving, "moving", fmt).reshape(k, n)
+    a, rows_undefined = _matmul_operand(ctx, stationary, "stationary", fmt, m)
+    b, columns_undefined = _matmul_operand(ctx, moving, "moving", fmt, n)
+    a, b = a.reshape(k, m), b.reshape(k, n)
     if double_row and not {stationary.dtype.format, moving.dtype.format} <= {"e4m3", "e5m2", "e4m3fn"}:
         raise KernelFault(ctx.find("matmul_perf_mode", "error", f"nc_matmul perf_mode=double_row on {stationary.dtype} x "
                                    f"{moving.dtype}: double_row takes fp8 inputs only",
@@ -81,9 +82,13 @@ def nc_matmul(c: Call) -> Any:
                                    f"{dst.shape}", "documented: nki.isa.nc_matmul docstring"))
     adds = _accumulating(ctx, dst, accumulate)
     some, every = (bool(adds), bool(adds)) if adds.ndim == 0 else (bool(adds.any()), bool(adds.all()))
+    undefined = _result_undefined(rows_undefined, columns_undefined, m, n)
     if some:
         _rules.check_accumulate(ctx, dst, adds)
-        _rules.check_read(ctx, dst, settle=False)  # poison only: adding onto a pending chain extends it
+        carried = unwritten_operand(ctx, dst, settle=False)  # adding onto a pending chain extends it
+        if carried is not None:  # a sum onto undefined values stays undefined
+            carried = carried & (adds.reshape(carried.shape) if adds.ndim else adds)
+            undefined = carried if undefined is None else undefined | carried.reshape(undefined.shape)
     mode = "accumulate" if every else "overwrite" if not some else "mixed"
     if mode != "mixed" and dst.dtype.format == "fp32":
         # Computed when the PSUM tile is read (machine.psum: the chain in one call of the platform plan).
@@ -96,6 +101,8 @@ def nc_matmul(c: Call) -> Any:
             summed = _numerics.accumulate_fp32(old, tile, ctx.assumptions["psum_rounding"])
             tile = summed if adds.all() else np.where(adds, summed, tile)
         write(ctx, dst, tile, WRITER_MATMUL)
+    if undefined is not None:
+        leave_undefined(ctx, dst, undefined)
     key = (dst.base.id, dst.element_offset())
     ctx.psum_chain[key] = ctx.psum_chain.get(key, 0) + 1 if mode == "accumulate" else 1
     cycles = max(min(64, m), n) * (4 if "fp32" in (stationary.dtype.format, moving.dtype.format) else 1)
@@ -297,16 +304,32 @@ def _double_row(perf_mode: Any) -> bool:
     return name is not None and "double_row" in str(name)
 
 
-def _matmul_operand(ctx: Any, t: Tensor, parameter: str, fmt: str) -> np.ndarray:
-    """An nc_matmul operand's values: its stored array where it is all written and of the
-    instruction's format (numeq's matmul reads bf16 / fp8 arrays in place), else fp32 values (NaN
-    where nothing wrote)."""
-    if t.dtype.format == fmt:
-        _rules.check_on_chip(ctx, t)
-        _rules.check_read(ctx, t)
-        if t.base.complete or t.mask.min() == t.base.full:
-            return t.data
-    return read(ctx, t, parameter, "tensor")
+def _matmul_operand(ctx: Any, t: Tensor, parameter: str, fmt: str, outputs: int) -> tuple:
+    """An nc_matmul operand's values (its stored array where it is of the instruction's format:
+    numeq's matmul reads bf16 / fp8 arrays in place; else fp32 values), and which of the
+    ``outputs`` result rows (stationary) or columns (moving) hold an unwritten element of it, or
+    None: the PE array computes result [m, n] from stationary column m and moving column n only,
+    so those results are undefined and the rest are not (AWS's kernels multiply the columns a
+    masked load left out and never store them)."""
+    if not t.base.memory.on_chip:
+        _rules.off_chip(ctx, t, "tensor", parameter)
+    _rules.check_on_chip(ctx, t)
+    bad = unwritten_operand(ctx, t)
+    if bad is not None:
+        bad = bad.reshape(bad.shape[0], -1, outputs).any(axis=(0, 1))  # double_row: [K/2, 2, M]
+    return (t.data if t.dtype.format == fmt else _numerics.fp32_values(t.data, t.dtype)), bad
+
+
+def _result_undefined(rows: Any, columns: Any, m: int, n: int) -> Any:
+    """The [M, N] results of undefined stationary rows and moving columns (None: none)."""
+    if rows is None and columns is None:
+        return None
+    out = np.zeros((m, n), dtype=bool)
+    if rows is not None:
+        out[rows, :] = True
+    if columns is not None:
+        out[:, columns] = True
+    return out
 
 
 def _matmul_sizes(ctx: Any, stationary: Tensor, moving: Tensor, double_row: bool) -> tuple[int, int, int]:

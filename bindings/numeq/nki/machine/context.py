@@ -179,6 +179,7 @@ class Context:
         self.nearest_output = assumptions["output_rounding"] == "nearest_even"
         self.cites: dict[str, str] = {}  # target key -> its source, as findings cite it (_rules._cite)
         self.loop_indices: list[int] = []  # the running nl.*_range loops' current indices (language._Loop)
+        self.unrolled: set[int] = set()  # depths in loop_indices of loops traced once per index (static_range)
         # The precision flow (machine.precision): where values were rounded, and the tiles to allocate in
         # fp32 instead (by allocation line) when the kernel runs again to measure a share.
         self.sites: dict = {}
@@ -202,9 +203,12 @@ class Context:
         self.psum_chain: dict[tuple[int, int], int] = {}
         self.psum_groups: list[tuple[int, str]] = []
         self.pending: dict[int, dict] = {}
+        self.placed: Any = None  # direct allocation's physical tiles (machine.placement.Physical)
+        # The running instruction's operands' unwritten elements, and the first such read (rules.undefined).
+        self.undefined: Any = None
+        self.undefined_from: Any = None
         self.pinned: dict[int, set] = {}
         # Partitions of the current instruction's operands no instruction wrote (_rules.check_read).
-        self.undefined_rows: Any = None  # SBUF buffer id -> PSUM buffer ids whose pending chains read it
         self._shared: dict[str, list] = {}
         self._shared_seen: dict[tuple, int] = {}  # PSUM buffer id -> its matmul chains not yet computed (machine.psum)
 
@@ -236,7 +240,7 @@ class Context:
         site; the instruction table's row says when; ``detail``: what else the trace keeps)."""
         if detail is None:
             detail = {}
-        self.undefined_rows = None  # the instruction is done: its undefined partitions are written
+        self.undefined = self.undefined_from = None  # the instruction is done: its undefined results are written
         self.step = step = self.step + 1
         operands = []
         partitions = 0

@@ -73,11 +73,14 @@ def _size(n: int) -> str:
     return f"{n} B"
 
 
-def refuse_oversized(ctx: Any, shape: tuple, dtype: DType, memory: "Memory", name: str, line: str) -> None:
+def refuse_oversized(ctx: Any, shape: tuple, dtype: DType, memory: "Memory", name: str, line: str,
+                     tiles: int = 1) -> None:
     """Refuse, before any array is made, an allocation no target memory holds: an SBUF / PSUM tile
     whose bytes per partition exceed the memory's (``KernelFault``, the rule book's sbuf_capacity /
     psum_capacity), or whose partition dim exceeds the partitions while the tile exceeds the whole
-    memory (partition_dim); an HBM tensor beyond the chip's HBM (``TooLarge``, naming ``shape``)."""
+    memory (partition_dim); an HBM tensor beyond the chip's HBM (``TooLarge``, naming ``shape``).
+    ``tiles``: a direct allocation's logical tiles, placed by the kernel (machine.placement): one
+    of them must fit, not all at once."""
     tgt = ctx.target if ctx is not None else _target(DEFAULT_TARGET)
     what = f"{memory.name} tensor {name + ' ' if name else ''}of shape {shape} ({dtype})"
     at = line if line and not line.startswith("<") else None
@@ -85,7 +88,7 @@ def refuse_oversized(ctx: Any, shape: tuple, dtype: DType, memory: "Memory", nam
         key = _PER_PARTITION[memory.name]
         limit = int(tgt[key])
         partitions = int(tgt["partitions"])
-        per_partition = math.prod(shape[1:]) * dtype.itemsize if shape else dtype.itemsize
+        per_partition = (math.prod(shape[1:]) * dtype.itemsize if shape else dtype.itemsize) // tiles
         if per_partition > limit:
             message = (f"{what} takes {per_partition} B per partition; {tgt.name}'s {memory.name.upper()} holds "
                        f"{limit} B per partition (refused before allocation)")
@@ -164,7 +167,7 @@ class Allocation:
     False: none is); once made, the mask array is kept for the buffer's life (views hold it)."""
 
     def __init__(self, shape: Sequence[int], dtype: DType, memory: Memory, name: str, line: str,
-                 data: np.ndarray | None = None) -> None:
+                 data: np.ndarray | None = None, tiles: int = 1) -> None:
         ctx = _context._stack[-1] if _context._stack else None
         self.id = next(ctx.ids if ctx is not None else _ids)
         self.shape = shape = shape if type(shape) is tuple and all(type(s) is int for s in shape) else \
@@ -184,7 +187,7 @@ class Allocation:
         if not given:
             # Nothing is made before the target could hold it (an SBUF tile of 2**40 bytes per
             # partition is a finding, not numpy's "Unable to allocate" or a host swapped to a halt).
-            refuse_oversized(ctx, shape, dtype, memory, name, line)
+            refuse_oversized(ctx, shape, dtype, memory, name, line, tiles)
             try:
                 data = (np.empty if memory.on_chip else np.zeros)(shape, dtype=st)
             except MemoryError:
@@ -208,6 +211,10 @@ class Allocation:
         self.life = Life(self, math.prod(shape[1:]) * dtype.itemsize if shape else dtype.itemsize)
         self.dirty = False  # some instruction wrote it (kernel inputs written are copied back)
         self.holds_other = False  # PSUM: some element holds a non-matmul result (WRITER_OTHER)
+        self.placed: Any = None  # a direct allocation's physical tiles (machine.placement.Placed)
+        # (line, message, whole) of the first read of unwritten bytes whose results this tile holds
+        # (rules.undefined): the read_uninitialised finding names it if they reach something.
+        self.undefined_from: Any = None
 
     @property
     def mask(self) -> np.ndarray:

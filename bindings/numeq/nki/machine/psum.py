@@ -81,10 +81,11 @@ def _keep(ctx: Any, dst: Any, values: np.ndarray, operand: Any) -> np.ndarray:
     return values
 
 
-def transfer(ctx: Any, tile: Any, dst: Any) -> bool:
+def transfer(ctx: Any, tile: Any, dst: Any, adds: bool = True) -> bool:
     """``dst += tile`` where ``tile`` holds one pending nc_matmul and nothing else (the older
     interface's ``psum += nisa.nc_matmul(...)``): the matmul joins dst's chain as an accumulating
-    write, as the Tensor Engine writes it. False (nothing done) when tile is not such a tile."""
+    write (``adds``; else it starts the chain), as the Tensor Engine writes it. False (nothing
+    done) when tile is not such a tile."""
     chains = ctx.pending.get(tile.base.id)
     if not chains or len(chains) != 1 or dst.dtype.format != "fp32":
         return False
@@ -96,7 +97,7 @@ def transfer(ctx: Any, tile: Any, dst: Any) -> bool:
     for pins in ctx.pinned.values():  # the operands tile's chain kept by reference now feed dst's
         if tile.base.id in pins:
             pins.add(dst.base.id)
-    _add(ctx, dst, *chain.ops[0], adds=True)
+    _add(ctx, dst, *chain.ops[0], adds=adds)
     return True
 
 

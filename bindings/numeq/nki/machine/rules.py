@@ -12,10 +12,11 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from .context import Context, KernelFault
+from .context import Context, KernelFault, where
 from .memory import WRITER_OTHER
 from .targets import start_partitions
 from .psum import settle as compute_pending
+from . import placement as _placement
 
 __all__ = ["RULES", "Rule", "review_status", "check_on_chip", "check_read", "check_matmul", "check_dma", "capacity", "check_engine_access"]
 
@@ -58,6 +59,12 @@ RULES: dict[str, Rule] = {
     "index_bounds": Rule("error", "an index or access pattern reaches outside the tensor", _RUN),
     "shape_mismatch": Rule("error", "an instruction's operands do not have the shapes it needs", _RUN),
     "output_unwritten": Rule("error", "a kernel output no instruction wrote", _RUN),
+    "allocation_address": Rule("error", "a direct allocation (nki.compiler) places a tile where the memory cannot hold "
+                                        "it: past a partition's usable bytes, across a PSUM bank, at a start partition "
+                                        "the ISA forbids", _RUN),
+    "allocation_conflict": Rule("error", "a directly allocated tile is read after another tile placed on overlapping "
+                                         "bytes was written (a lifetime conflict: the hardware reads the other's values)",
+                                _RUN),
     "indirect_index": Rule("error", "the indices of an indirect DMA are not integers in an on-chip tile", _RUN),
     "mask_python_logic": Rule("warning", "an older-interface mask combined with Python's and / or / if, which keeps "
                               "one of its operands", _RUN),
@@ -150,31 +157,68 @@ def check_read(ctx: Context, t: Any, settle: bool = True, rows: bool = False) ->
     of stored values passes here, so pending PSUM matmul chains are computed first.
 
     ``rows``: the instruction computes each partition from the same partition of its operands (the
-    Vector and Scalar engines' elementwise and free-axis work). Then whole partitions no instruction
-    wrote are no error: their results stay undefined in the destination (``ctx.undefined_rows``,
-    applied by ``access.write``), as the rows a masked load left out of a tile are computed and
-    never stored (AWS's 0.1.0 rmsnorm and layernorm examples). A finding is made where undefined
-    values reach something else: a partly written partition, or a destination of other rows."""
+    Vector and Scalar engines' elementwise and free-axis work). Then unwritten elements are no
+    error: what they compute stays undefined in the destination (``undefined``: elementwise
+    where the instruction is, else the whole partition), as AWS's kernels compute on the rows
+    and columns a masked load left out of a tile and never store them (the 0.1.0 rmsnorm and
+    layernorm examples; nki-samples' allocated fused linear). The finding is made where undefined
+    values reach something else (``unread_finding``)."""
+    if t.base.placed is not None:
+        _placement.before_read(ctx, t)
     if settle and t.base.id in ctx.pending:
         compute_pending(ctx, t.base)
     if t.base.complete or t.mask.min() == t.base.full:
         return
     written = (t.mask == t.base.full).reshape(t.shape[0], -1) if t.ndim else (t.mask == t.base.full).reshape(1, 1)
     if rows and t.ndim:
-        whole = written.all(axis=1)
-        # Some partitions written in full, the others not at all (a tile nothing wrote is an error).
-        if whole.any() and (whole | ~written.any(axis=1)).all():
-            ctx.undefined_rows = ~whole if ctx.undefined_rows is None or len(ctx.undefined_rows) != len(whole) \
-                else ctx.undefined_rows | ~whole
-            return
+        undefined(ctx, t, ~written)
+        return
     unread_finding(ctx, t, int(np.count_nonzero(~written)))
 
 
+def undefined(ctx: Context, t: Any, elements: np.ndarray) -> None:
+    """Operand ``t``'s ``elements`` (a (partitions, free) mask) were never written: the running
+    instruction's results from them stay undefined (``ctx.undefined``, which ``access.write``
+    applies to the destination; (partitions, 1): whole partitions). The first such read is kept
+    (``ctx.undefined_from``: line, what it read, whether the tile was wholly unwritten) so the
+    finding, if the values reach something, can name it."""
+    if ctx.undefined_from is None:
+        count = int(np.count_nonzero(elements))
+        ctx.undefined_from = t.base.undefined_from or (ctx.at or where(), _unread_message(t, count),
+                                                       count == t.size == t.base.data.size)
+    u = ctx.undefined
+    if u is None:
+        ctx.undefined = elements
+    elif u.shape == elements.shape:
+        ctx.undefined = u | elements
+    elif u.shape[0] == elements.shape[0]:
+        ctx.undefined = (u.any(axis=1) | elements.any(axis=1))[:, None]
+    else:
+        unread_finding(ctx, t, int(np.count_nonzero(elements)))
+
+
+def _unread_message(t: Any, unwritten: int) -> str:
+    return (f"reads {unwritten} of {t.size} elements of {t.name} ({t.base.memory}, allocated at {t.base.line}) that "
+            "no instruction wrote")
+
+
 def unread_finding(ctx: Context, t: Any, unwritten: int) -> None:
-    ctx.find("read_uninitialised", "error",
-             f"reads {unwritten} of {t.size} elements of {t.name} ({t.base.memory}, allocated at {t.base.line}) that "
-             "no instruction wrote",
-             "documented: tile contents start undefined (nki.language.ndarray docs; AWS's simulator fills NaN)")
+    """The read_uninitialised finding, here; for values computed from unwritten ones
+    (``Allocation.undefined_from``) it names that first read too, and is made there when the tile
+    read was wholly unwritten (the likely mistake: a tile never written)."""
+    origin = t.base.undefined_from
+    if origin is None:
+        message, at = _unread_message(t, unwritten), None
+    else:
+        line, first, whole = origin
+        here = ctx.at or where()
+        if whole:
+            message, at = f"{first}; the undefined values reach {t.name}, read at {here}", line
+        else:
+            message, at = (f"{_unread_message(t, unwritten)}: undefined since {line}, which {first.replace('reads', 'read', 1)}",
+                           None)
+    ctx.find("read_uninitialised", "error", message,
+             "documented: tile contents start undefined (nki.language.ndarray docs; AWS's simulator fills NaN)", at=at)
 
 
 def off_chip(ctx: Context, t: Any, engine: str, parameter: str) -> None:

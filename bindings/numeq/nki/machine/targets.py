@@ -26,6 +26,7 @@ __all__ = ["DEFAULT_TARGET", "TARGETS", "Spec", "Target", "peak_flops", "start_p
 
 _ARCH_V2 = "aws-neuron-sdk nki/guides/architecture/trainium_inferentia2_arch.rst"
 _ARCH_V3 = "aws-neuron-sdk nki/guides/architecture/trainium2_arch.rst"
+_DIRECT_ALLOCATION = "aws-neuron-sdk 2.26 general/nki/nki_direct_allocation_guide.rst (NeuronCore-v2: 192 KiB - 16 KiB)"
 _HW_TRN1 = "aws-neuron-sdk about-neuron/arch/neuron-hardware/trainium.rst"
 _HW_INF2 = "aws-neuron-sdk about-neuron/arch/neuron-hardware/inferentia2.rst"
 _HW_TRN2 = "aws-neuron-sdk about-neuron/arch/neuron-hardware/trainium2.rst"
@@ -135,6 +136,8 @@ def _v2(name: str, hardware: str) -> Target:
     s = _common(_ARCH_V2)
     s.update({
         "sbuf_partition_bytes": _doc(192 * 1024, "B", "SBUF per partition (24 MiB = 128 x 192 KiB)", _ARCH_V2),
+        "sbuf_compiler_reserved_bytes": _doc(16 * 1024, "B", "SBUF per partition the compiler keeps for itself: a "
+                                             "direct allocation places tiles below the rest", _DIRECT_ALLOCATION),
         "tensor_clock_hz": _doc(2.8e9, "Hz", "Tensor Engine clock", _ARCH_V2),
         "vector_clock_hz": _doc(1.12e9, "Hz", "Vector Engine clock", _ARCH_V2),
         "scalar_clock_hz": _doc(1.4e9, "Hz", "Scalar Engine clock", _ARCH_V2),
@@ -157,6 +160,8 @@ def _v3() -> Target:
     s = _common(_ARCH_V3)
     s.update({
         "sbuf_partition_bytes": _doc(224 * 1024, "B", "SBUF per partition (28 MiB = 128 x 224 KiB)", _ARCH_V3),
+        "sbuf_compiler_reserved_bytes": _assumed(16 * 1024, "B", "SBUF per partition the compiler keeps for itself "
+                                                 "(NeuronCore-v2's figure; not documented for v3)", _DIRECT_ALLOCATION),
         "matmul_contraction_double_row": _doc(256, "rows", "rows of K one fp8 nc_matmul contracts in double_row "
                                               "mode (K padded to even)", f"{_ARCH_V3}; {_MATMUL}"),
         "tensor_clock_hz": _doc(2.4e9, "Hz", "Tensor Engine clock", _ARCH_V3),
