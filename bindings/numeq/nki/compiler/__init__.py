@@ -9,10 +9,11 @@ its own memory, so each directive is accepted and changes nothing.
 ``sbuf`` / ``psum`` are both the memories (``buffer=ncc.sbuf`` is ``ncc.sbuf.auto_alloc()``) and
 the allocators (``ncc.sbuf.mod_alloc(base_addr=...)``, ``ncc.sbuf.alloc(func)``). A direct
 allocation places a tensor's logical tiles at fixed addresses, several of them possibly at the same
-address (modulo allocation). numeq records the placement on the tensor's memory and gives each
-tile its own storage: for a kernel whose tiles at one address are never live together (what the
-direct-allocation guide requires) the values are the same; overlapping live ranges are a hazard
-numeq does not yet report.
+address (modulo allocation). numeq places them as documented (``machine.placement``: each address
+checked against the memory) and gives each tile its own storage: for a kernel whose tiles at one
+address are never live together (what the direct-allocation guide requires) the values are the
+same, and a read that on the hardware would see another tile's values is the
+``allocation_conflict`` finding.
 """
 
 from __future__ import annotations
