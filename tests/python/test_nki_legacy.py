@@ -373,11 +373,32 @@ def test_reductions_on_integer_valued_data_are_exact():
     assert out["all"].dtype == np.uint8 and np.array_equal(out["all"].astype(bool), (X != 0).all(axis=2))
 
 
-def test_axis_must_be_trailing_free_dims():
-    def kernel(a):
-        nl.sum(nl.load(a), axis=1)
+def test_free_dims_that_are_not_the_last_reduce_through_a_reordered_view():
+    # nki-samples' average_pool2d tutorial: a 5-D index-expression view of a [P, H, W] tile, summed
+    # over the two in-window dims [2, 4] (the docs list trailing dims; an access pattern may order
+    # the free dims as it likes, so the compiler reads the view with the reduced dims last).
+    x = RNG.integers(-20, 20, (128, 6, 8)).astype(np.float32)
 
-    with pytest.raises(ValueError, match=r"axis: nl.sum reduces the last free dims.*\[2\], \[1, 2\]"):
+    def tiles(a):
+        t = nl.load(a)
+        i0, i1, i2, i3, i4 = nl.mgrid[0:128, 0:3, 0:2, 0:4, 0:2]
+        window = t[i0, 2 * i1 + i2, 2 * i3 + i4]
+        return {"pool": nl.sum(window, axis=[2, 4]), "kept": nl.max(window, axis=[1, 3], keepdims=True),
+                "middle": nl.sum(t, axis=1)}
+
+    out = run_named(tiles, x)
+    w = x.astype(np.float64).reshape(128, 3, 2, 4, 2)
+    assert np.array_equal(out["pool"], w.sum(axis=(2, 4)))
+    assert out["kept"].shape == (128, 1, 2, 1, 2) and np.array_equal(out["kept"], w.max(axis=(1, 3), keepdims=True))
+    assert np.array_equal(out["middle"], x.astype(np.float64).sum(axis=1))
+
+
+@pytest.mark.parametrize("axis", [0, [1, 1], 3, [0, 2]])
+def test_axis_names_free_dims_each_once(axis):
+    def kernel(a):
+        nl.sum(nl.load(a), axis=axis)
+
+    with pytest.raises(ValueError, match=r"axis: nl.sum reduces free dims of a 3-D tile \(1 to 2, each once"):
         nki.run(kernel, np.zeros((128, 4, 8), np.float32))
 
 

@@ -426,19 +426,23 @@ def _tile_function(name: str, dst: Tensor, x: Tensor) -> None:
 
 # --- reductions ----------------------------------------------------------------------------------
 def _axes(axis: Any, ndim: int, fname: str) -> tuple[int, ...]:
-    """``axis``: an int or a list of the last free dims ([1], [1, 2], ... nki.language docs)."""
+    """``axis``: an int or a list of free dims. The docs list the last free dims ([1], [1, 2], ...
+    nki.language); the older tutorials reduce others of an index-expression view (nki-samples'
+    average_pool2d: ``nl.sum(in_tile[i0, p*i1+i2, p*i3+i4], axis=[2, 4])``), which ``_reduce``
+    reads through a view with the reduced dims moved last (an access pattern may order a tile's
+    free dims as it likes)."""
     raw = [axis] if _is_index(axis) else list(axis) if isinstance(axis, (tuple, list)) else None
     if not raw:
         raise TypeError(f"axis: nl.{fname} takes an int or a list of ints, got {axis!r}")
     axes = sorted(operator.index(a) % ndim if -ndim <= operator.index(a) < ndim else ndim for a in raw)
-    if axes != list(range(ndim - len(axes), ndim)) or 0 in axes:
-        valid = ", ".join(str(list(range(k, ndim))) for k in range(ndim - 1, 0, -1))
-        raise ValueError(f"axis: nl.{fname} reduces the last free dims of a {ndim}-D tile ({valid}), got {axis!r}")
+    if len(set(axes)) != len(axes) or axes[-1] >= ndim or 0 in axes:
+        raise ValueError(f"axis: nl.{fname} reduces free dims of a {ndim}-D tile (1 to {ndim - 1}, each once; the "
+                         f"partition dim 0 is not one), got {axis!r}")
     return tuple(axes)
 
 
 def _reduce(op: str, x: Any, axis: Any, dtype: Any, mask: Any, keepdims: bool, fname: str) -> Tensor:
-    """tensor_reduce over the trailing free ``axis`` (sums in the platform's order, fp32)."""
+    """tensor_reduce over the free dims ``axis`` (the reduced dims read last; sums in the platform's order, fp32)."""
     x = _engine.as_tensor(x, "x")
     grid = _grid_shape(x)
     axes = _axes(axis, len(grid), fname)
@@ -460,6 +464,13 @@ def _reduce(op: str, x: Any, axis: Any, dtype: Any, mask: Any, keepdims: bool, f
         xs = _sub(x, box)
         cut = tuple(slice(None) if i in axes else box[i] for i in kept)
         os_ = Tensor._apply(out, lambda a: a[cut])
+    trailing = tuple(range(len(grid) - len(axes), len(grid)))
+    if axes != trailing:  # the reduced dims moved last, the others kept in order (see _axes)
+        perm = [i for i in range(len(grid)) if i not in axes] + list(axes)
+        xs = Tensor._apply(xs, lambda a: a.transpose(perm))
+        if keepdims:
+            os_ = Tensor._apply(os_, lambda a: a.transpose(perm))
+        axes = trailing
     _isa().tensor_reduce(dst=os_, op=op, data=xs, axis=axes, keepdims=keepdims)
     return out
 
@@ -472,8 +483,8 @@ def _reduction(op: str, fname: str) -> Callable:
 
     reduce.__name__ = reduce.__qualname__ = fname
     reduce.__doc__ = (f"``nl.{fname}(x, axis, dtype=None, mask=None, keepdims=False)``: tensor_reduce({op}) over the "
-                      "trailing free dims ``axis``; the reduced dims are removed unless ``keepdims`` (an on-chip "
-                      "tile keeps one: [P, F] gives [P, 1]).")
+                      "free dims ``axis`` (read with them last); the reduced dims are removed unless ``keepdims`` (an "
+                      "on-chip tile keeps one: [P, F] gives [P, 1]).")
     reduce.op_name = op  # type: ignore[attr-defined] - also an op identifier: nisa.tensor_reduce(op=nl.max)
     return reduce
 
