@@ -19,6 +19,7 @@ from .machine.dtypes import DTYPES, PENDING_DTYPES, DType, dtype_of
 from .machine.precision import allocated
 from .machine.memory import MEMORIES, Allocation, Memory, Tensor, ds
 from . import isa as _isa
+from .instructions.path import language_functions as _language_functions
 from .instructions.access import write as _write
 from .machine import arithmetic as _numerics
 from .machine import randomness as _randomness
@@ -165,17 +166,6 @@ def ndarray_like(a: Tensor, dtype: Any = None, buffer: Any = None, name: str = "
 
 
 # --- random numbers and constants ----------------------------------------------------------------
-def rand(shape: Any, dtype: Any = float32, buffer: Any = None, name: str = "") -> Tensor:
-    """A new tile of values uniform in [0, 1), from the Vector engine's generator (the named
-    assumption ``random_generator``), cast into ``dtype`` (nki.language.rand docs; the older
-    interface's dtype defaults to float32)."""
-    ctx = current()
-    t = ndarray(shape, dtype, buffer=buffer, name=name)
-    _write(ctx, t, _randomness.uniform(ctx, "vector", t.shape))
-    ctx.issue("vector", "rand", [t], [], cycles=max(64, t.free_size()))
-    return t
-
-
 def random_seed(seed: Any, **kwargs: Any) -> None:
     """Seed the generator of ``rand`` / ``dropout`` from a [1, 1] 32-bit tile (nisa.set_rng_seed)."""
     _isa.set_rng_seed(seed, **kwargs)  # mask=: the instruction's (a constant mask runs it or not)
@@ -187,19 +177,6 @@ def dropout(x: Tensor, rate: Any, dtype: Any = None, **kwargs: Any) -> Tensor:
     if dtype is not None:
         kwargs["dtype"] = dtype
     return _isa.dropout(x, rate, **kwargs)  # mask=: the instruction's
-
-
-def shared_identity_matrix(n: int, dtype: Any = uint8, dst: Tensor | None = None, **kwargs: Any) -> Tensor:
-    """An n x n identity matrix (1 on the diagonal, exact in every dtype) in SBUF, or written into
-    ``dst`` (nki.language.shared_identity_matrix docs)."""
-    ctx = current()
-    n = operator.index(n)
-    t = ndarray((n, n), dtype, buffer=sbuf) if dst is None else dst
-    if tuple(t.shape) != (n, n):
-        raise ValueError(f"dst: shared_identity_matrix({n}) writes an ({n}, {n}) tile, got {t.shape}")
-    _write(ctx, t, np.eye(n, dtype=np.float32))
-    ctx.issue("dma", "shared_identity_matrix", [t], [], nbytes=n * n * t.dtype.itemsize)
-    return t
 
 
 def shared_constant(constant: Any, dtype: Any = None) -> Tensor:
@@ -562,6 +539,10 @@ prelu = Operator("prelu", 2)  # nki.language API reference: an ALU identifier
 # given by front.install(): this module imports nothing of the front.
 FRONT: dict[str, Any] = {}
 
+
+# nki.language functions that are rows of the instruction table (nl.rand, nl.shared_identity_matrix);
+# the older tile functions' rows (nl.sin ...) are called by the front's nl.sin(x, dtype=, mask=).
+globals().update((_n, _f) for _n, _f in _language_functions().items() if _n not in globals())
 
 # Documented names numeq does not compute yet: they exist, calling one raises (placeholders).
 globals().update((_n, _v) for _n, _v in _placeholders_of("nki.language").items() if _n not in globals())

@@ -29,6 +29,7 @@ from .index_expressions import (Grid, IndexExpr, Predicate, _bbox, _Clipped, _fr
                             mgrid, par_dim)
 from ..machine.memory import Tensor
 from .. import isa
+from ..instructions.path import language_functions
 from ..machine.alu import op_name
 from .. import language
 from . import masks as _masks
@@ -415,13 +416,11 @@ _BITVEC_UNARY = frozenset({"invert", "logical_not"})
 
 
 def _tile_function(name: str, dst: Tensor, x: Tensor) -> None:
-    """dst = nl.<name>(x): the value correctly rounded to fp32 (machine.arithmetic's
-    language_function_fp32, numeq's certified references), cast into dst; traced on the Scalar
-    engine as the instruction sequence AWS does not document."""
-    ctx = current()
-    values = _numerics.language_function_fp32(name, _engine.read(ctx, x, "x", "scalar", rows=True))
-    _engine.write(ctx, dst, values)
-    ctx.issue("scalar", f"nl.{name}", [dst], [x], 0, dst.size, _engine.cost_elementwise(dst), False, {"function": name})
+    """dst = nl.<name>(x): the table's row of that language function (instructions.scalar_engine)."""
+    _LANGUAGE_ROWS[name](dst=dst, x=x)
+
+
+_LANGUAGE_ROWS = language_functions()
 
 
 # --- reductions ----------------------------------------------------------------------------------

@@ -208,6 +208,16 @@ def same_shape(ctx: Context, dst: Tensor, values: np.ndarray) -> np.ndarray:
                                    "documented: nki.isa instructions write a destination of the result's shape")) from None
 
 
+def memory_name(buffer: Any) -> str:
+    """The memory a ``buffer=`` names (nl.sbuf, nl.psum, "sbuf", ...; None: SBUF)."""
+    if buffer is None:
+        return "sbuf"
+    name = getattr(buffer, "name", buffer)
+    if name not in MEMORIES:
+        raise ValueError(f"buffer: unknown memory {buffer!r}; valid: nl.{', nl.'.join(MEMORIES)}")
+    return name
+
+
 def new_tile(shape: tuple, dtype: Any, memory: str = "sbuf", name: str = "") -> Tensor:
     """A fresh tile (the older interface's value-returning instructions allocate their result). On
     SBUF / PSUM at least 2-D: the partition axis and one free axis, so a reduction of every free axis

@@ -11,7 +11,7 @@ import numpy as np
 from ..machine import arithmetic as _numerics
 from ..machine import rules as _rules
 from ..machine.context import KernelFault
-from .access import as_tensor, read, write
+from .access import as_tensor, new_tile, read, write
 from .forms import Form
 from .operands import (alu_fn, constraint, destination, raw, reduce_name, shape_fault)
 from .path import Call
@@ -196,3 +196,19 @@ def dma_compute(c: Call) -> Any:
     c.issue([dst], srcs, nbytes=sum(s.size * s.dtype.itemsize for s in srcs),
               flops=dst.size * (len(srcs) - 1), order=order, sources=len(srcs))
     return dst
+
+
+@instruction("shared_identity_matrix", engine="dma", module="nki.language", source="nki.language API reference",
+             forms=[Form("current", "n: int, dtype: any? = None, dst: tensor? = None", returns=True)])
+def shared_identity_matrix(c: Call) -> Any:
+    """An n x n identity matrix (1 on the diagonal, exact in every dtype) in a new SBUF tile, or
+    written into ``dst`` (nki.language.shared_identity_matrix docs; the compiler keeps one per dtype
+    and loads it as a constant: one DMA here)."""
+    ctx, v = c.ctx, c.args
+    n = v["n"]
+    t = as_tensor(v["dst"], "dst") if v["dst"] is not None else new_tile((n, n), v["dtype"] or c.dtype or "uint8")
+    if tuple(t.shape) != (n, n):
+        raise ValueError(f"dst: shared_identity_matrix({n}) writes an ({n}, {n}) tile, got {t.shape}")
+    write(ctx, t, np.eye(n, dtype=np.float32))
+    c.issue([t], [], nbytes=n * n * t.dtype.itemsize)
+    return t

@@ -120,7 +120,7 @@ def _try(form: Form, args: tuple, kwargs: dict) -> tuple[dict | None, str]:
     return vals, ""
 
 
-def _signature(name: str, form: Form) -> str:
+def _signature(shown: str, form: Form) -> str:
     """How a call of ``form`` reads: ``nisa.iota(dst, pattern, offset=0, channel_multiplier=0)``."""
     parts = []
     for i, (n, _, default) in enumerate(form.params):
@@ -131,11 +131,11 @@ def _signature(name: str, form: Form) -> str:
         else:
             named = next((text for text, v in _NAMED_DEFAULTS.items() if v is default), None)
             parts.append(f"{n}={named or repr(default)}")
-    return f"nisa.{name}({', '.join(parts)})"
+    return f"{shown}({', '.join(parts)})"
 
 
-def _stale_dtype(name: str) -> None:
-    warnings.warn(f"{where()}: nisa.{name}(dtype=) is a keyword of an earlier NKI release; numeq.nki writes the "
+def _stale_dtype(shown: str) -> None:
+    warnings.warn(f"{where()}: {shown}(dtype=) is a keyword of an earlier NKI release; numeq.nki writes the "
                   "destination's dtype", DeprecationWarning, stacklevel=4)
 
 
@@ -144,18 +144,19 @@ def _stale_dtype(name: str) -> None:
 _BOUND: dict[tuple, tuple[Form, tuple, dict]] = {}
 
 
-def bind(name: str, args: tuple, kwargs: dict, forms: list[Form]) -> tuple[Form, dict, Any]:
+def bind(name: str, args: tuple, kwargs: dict, forms: list[Form], shown: str = "") -> tuple[Form, dict, Any]:
     """Match a call against ``forms`` (first match wins): (the form, its arguments by name, the
     ``dtype=`` keyword). ``mask=`` (the older interface's predicate) is not implemented; ``name=``
-    labels the instruction and changes nothing."""
+    labels the instruction and changes nothing. ``shown``: how messages write it (``nisa.<name>``)."""
+    shown = shown or f"nisa.{name}"
     dtype = None
     if "name" in kwargs or "dtype" in kwargs or "mask" in kwargs:
         kwargs = dict(kwargs)
         kwargs.pop("name", None)
         dtype = kwargs.pop("dtype", None)
         if kwargs.pop("mask", None) is not None:
-            raise current().unsupported(f"nisa.{name}(mask=) (the older interface's instruction masks)")
-    key = (name, tuple(kwargs), tuple(map(type, args)), tuple(map(type, kwargs.values())))
+            raise current().unsupported(f"{shown}(mask=) (the older interface's instruction masks)")
+    key = (shown, tuple(kwargs), tuple(map(type, args)), tuple(map(type, kwargs.values())))
     bound = _BOUND.get(key)
     if bound is not None:
         form, names, defaults = bound
@@ -163,7 +164,7 @@ def bind(name: str, args: tuple, kwargs: dict, forms: list[Form]) -> tuple[Form,
         vals.update(zip(names, args))
         vals.update(kwargs)
         if dtype is not None and not form.returns:
-            _stale_dtype(name)
+            _stale_dtype(shown)
         return form, vals, dtype
     reasons = []
     for form in forms:
@@ -172,11 +173,11 @@ def bind(name: str, args: tuple, kwargs: dict, forms: list[Form]) -> tuple[Form,
             _BOUND[key] = (form, tuple(p[0] for p in form.params),
                            {p[0]: p[2] for p in form.params if p[2] is not REQUIRED})
             if dtype is not None and not form.returns:
-                _stale_dtype(name)
+                _stale_dtype(shown)
             return form, vals, dtype
         reasons.append(why)
     unknown = [r for r in reasons if r.startswith("unknown keyword")]
     if len(unknown) == len(forms):
-        raise current().unsupported(f"nisa.{name}'s keyword {unknown[0].split()[-1]!r}")
-    tried = "; or ".join(f"{_signature(name, f)} ({f.label}: {r})" for f, r in zip(forms, reasons))
-    raise TypeError(f"{where()}: nisa.{name}: the call matches no form: expected {tried}")
+        raise current().unsupported(f"{shown}'s keyword {unknown[0].split()[-1]!r}")
+    tried = "; or ".join(f"{_signature(shown, f)} ({f.label}: {r})" for f, r in zip(forms, reasons))
+    raise TypeError(f"{where()}: {shown}: the call matches no form: expected {tried}")

@@ -20,7 +20,7 @@ from .forms import Form, bind
 from .operands import destination, doc
 from .table import INSTRUCTIONS, InstructionSpec
 
-__all__ = ["Call", "entry", "public_functions"]
+__all__ = ["Call", "entry", "language_functions", "public_functions"]
 
 _SUM_OPERATORS = frozenset({"add", "average", "sum", "mean"})
 
@@ -47,8 +47,9 @@ class Call:
         if sums:
             names = (sums,) if isinstance(sums, str) else sums
             sums = sums == "always" or any(_is_sum(self.args.get(p)) for p in names)
-        return self.ctx.issue(engine or self.engine, name or self.spec.name, outs, srcs, nbytes, flops, cycles,
-                              bool(sums), detail)
+        spec = self.spec
+        return self.ctx.issue(engine or self.engine, name or (spec.name if spec.module == "nki.isa" else spec.qualified),
+                              outs, srcs, nbytes, flops, cycles, bool(sums), detail)
 
 
 def _is_sum(op: Any) -> bool:
@@ -80,7 +81,7 @@ def _unsupported_entry(spec: InstructionSpec) -> Callable:
     name = spec.name
 
     def instruction(*args: Any, **kwargs: Any) -> Any:
-        raise Unsupported(f"{where() if active() else '<kernel>'}: numeq.nki does not implement nki.isa.{name} "
+        raise Unsupported(f"{where() if active() else '<kernel>'}: numeq.nki does not implement {spec.module}.{name} "
                           f"({spec.source}); see docs/nki.md's table of NKI names")
 
     return instruction
@@ -91,9 +92,10 @@ def entry(spec: InstructionSpec) -> Callable:
     if not spec.implemented:
         instruction = _unsupported_entry(spec)
         instruction.__name__ = instruction.__qualname__ = spec.name
-        instruction.__module__ = "numeq.nki.isa"
+        instruction.__module__ = "numeq." + spec.module
         return instruction
     semantics, forms, name, default_engine = spec.semantics, list(spec.forms), spec.name, spec.engine
+    shown = spec.qualified
     takes_engine, takes_mask, since, one_psum = bool(spec.engines), spec.mask != "none", spec.since, spec.one_psum
 
     def instruction(*args: Any, **kwargs: Any) -> Any:
@@ -112,8 +114,8 @@ def entry(spec: InstructionSpec) -> Callable:
             if takes_engine and "engine" in kwargs:
                 eng = engine_name(kwargs.pop("engine"), default_engine)
                 if eng not in spec.engines:
-                    raise ValueError(f"engine: nisa.{name} runs on {', '.join(spec.engines)}, not {eng}")
-        form, values, dtype = bind(name, args, kwargs, forms)
+                    raise ValueError(f"engine: {shown} runs on {', '.join(spec.engines)}, not {eng}")
+        form, values, dtype = bind(name, args, kwargs, forms, shown)
         clipped = MASKED.get("clipped")
         if clipped is not None:
             for v in values.values():
@@ -134,7 +136,7 @@ def entry(spec: InstructionSpec) -> Callable:
 
     instruction.__name__ = instruction.__qualname__ = name
     instruction.__doc__ = spec.doc or semantics.__doc__
-    instruction.__module__ = "numeq.nki.isa"
+    instruction.__module__ = "numeq." + spec.module
     return instruction
 
 
@@ -145,8 +147,13 @@ def public_functions() -> dict[str, Callable]:
     """``nki.isa``'s instruction functions, one per row of the table (made once, when the engine
     modules have registered their rows: ``nki.isa`` imports them first)."""
     if not _PUBLIC:
-        _PUBLIC.update((name, entry(spec)) for name, spec in sorted(INSTRUCTIONS.items()))
+        _PUBLIC.update((name, entry(spec)) for name, spec in sorted(INSTRUCTIONS.items()) if spec.module == "nki.isa")
     return _PUBLIC
+
+
+def language_functions() -> dict[str, Callable]:
+    """The ``nki.language`` functions that are rows of the table, by their names (``rand``)."""
+    return {spec.name: entry(spec) for spec in INSTRUCTIONS.values() if spec.module == "nki.language"}
 
 
 def call(name: str, *args: Any, **kwargs: Any) -> Any:

@@ -116,3 +116,21 @@ def activation_reduce(c: Call) -> Any:
     ins.name = "activation_reduce"
     ins.cycles += 64  # max(MIN_II, N) + MIN_II (SDK 2.26 activation_reduce docstring)
     return dst
+
+
+# --- nki.language's tile functions that are not one activation -------------------------------------
+def _language_function(c: Call) -> Tensor:
+    """dst = nl.<name>(x): the value correctly rounded to fp32 (machine.arithmetic's
+    language_function_fp32, numeq's certified references), cast into dst; on the Scalar engine as
+    an instruction sequence AWS does not document (nl.sin docs: it "applies additional instructions
+    to perform range reduction before the activation, so it stays accurate over the full input
+    domain"). The older interface's ``nl.sin(x, dtype=, mask=)`` (front.tiles) calls it."""
+    ctx, dst, x = c.ctx, as_tensor(c.args["dst"], "dst"), as_tensor(c.args["x"], "x")
+    write(ctx, dst, _numerics.language_function_fp32(c.spec.name, read(ctx, x, "x", "scalar", rows=True)))
+    c.issue([dst], [x], flops=dst.size, cycles=cost_elementwise(dst), function=c.spec.name)
+    return dst
+
+
+for _name in ("sin", "cos", "tan", "arctan", "ceil", "floor", "trunc"):
+    instruction(_name, engine="scalar", module="nki.language", source="nki.language API reference",
+                forms=[Form("current", "dst: tensor, x: tensor")])(_language_function)

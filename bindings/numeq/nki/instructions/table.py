@@ -1,5 +1,7 @@
 """The NeuronCore's instruction table: one row (``InstructionSpec``) per ``nki.isa`` instruction,
-the op registry's twin. A row says what the instruction is (name, engine, the engines ``engine=``
+and per ``nki.language`` function numeq computes as one step rather than through other rows
+(``nl.rand``, ``nl.shared_identity_matrix``, the older tile functions ``nl.sin`` ...: ``module``
+"nki.language", keyed "nl.<name>"), the op registry's twin. A row says what the instruction is (name, engine, the engines ``engine=``
 may choose, its argument forms per API generation, whether the older interface's ``mask=``
 applies, the first NeuronCore generation that has it, the assumptions its semantics read, which
 parameter makes it an fp32 sum, its documentation) and names its semantics: a small function of
@@ -25,7 +27,7 @@ from typing import Any, Callable
 
 from .forms import Form
 
-__all__ = ["INSTRUCTIONS", "InstructionSpec", "instruction", "unimplemented"]
+__all__ = ["INSTRUCTIONS", "InstructionSpec", "instruction", "key", "unimplemented"]
 
 MASKS = ("none", "elements", "rows")
 
@@ -42,7 +44,8 @@ class InstructionSpec:
     the named assumptions the semantics read. ``sums``: the parameter (or parameters) holding the
     operator that makes it an fp32 sum where it is add (a precision-flow site), "always", or ""
     where it sums nothing. ``one_psum``: operands of which at most one may be in PSUM (the engine
-    has one PSUM read port). ``doc`` and ``source``: what it computes and where AWS documents it."""
+    has one PSUM read port). ``doc`` and ``source``: what it computes and where AWS documents it.
+    ``module``: the NKI module whose function it is ("nki.isa", or "nki.language")."""
 
     name: str
     engine: str
@@ -56,6 +59,7 @@ class InstructionSpec:
     one_psum: tuple[str, ...] = ()
     doc: str = ""
     source: str = ""
+    module: str = "nki.isa"
 
     def __post_init__(self) -> None:
         if self.mask not in MASKS:
@@ -67,6 +71,20 @@ class InstructionSpec:
     def implemented(self) -> bool:
         return self.semantics is not None
 
+    @property
+    def qualified(self) -> str:
+        """How a kernel writes it (``nisa.nc_matmul``, ``nl.rand``), and its key in the table
+        without the ``nisa.``."""
+        return f"{_PREFIX[self.module]}.{self.name}"
+
+
+_PREFIX = {"nki.isa": "nisa", "nki.language": "nl"}
+
+
+def key(spec: InstructionSpec) -> str:
+    """A row's key in INSTRUCTIONS: an instruction's name; a language function's ``nl.<name>``."""
+    return spec.name if spec.module == "nki.isa" else spec.qualified
+
 
 INSTRUCTIONS: dict[str, InstructionSpec] = {}
 
@@ -75,9 +93,10 @@ def instruction(name: str, *, engine: str, forms: tuple[Form, ...] | list[Form],
     """Register the decorated semantics function as instruction ``name`` (a row of the table)."""
 
     def register(semantics: Callable) -> Callable:
-        if name in INSTRUCTIONS:
-            raise ValueError(f"instruction {name!r} is already in the table")
-        INSTRUCTIONS[name] = InstructionSpec(name, engine, semantics, tuple(forms), **row)
+        spec = InstructionSpec(name, engine, semantics, tuple(forms), **row)
+        if key(spec) in INSTRUCTIONS:
+            raise ValueError(f"instruction {key(spec)!r} is already in the table")
+        INSTRUCTIONS[key(spec)] = spec
         return semantics
 
     return register

@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from ..machine import randomness
-from .access import as_tensor, cost_elementwise, read, write
+from .access import as_tensor, cost_elementwise, memory_name, new_tile, read, write
 from .forms import Form
 from .operands import constraint, destination, flat, per_partition, shape_fault
 from .path import Call
@@ -32,6 +32,20 @@ def rng(c: Call) -> Any:
     write(ctx, dst, None, bits=bits.astype(dst.dtype.storage))  # C's conversion: the low bits
     c.issue([dst], [], cycles=cost_elementwise(dst))
     return dst
+
+
+@instruction("rand", engine="vector", module="nki.language", assumptions=_RANDOM, forms=[
+    Form("current", "shape: any, dtype: any? = None, buffer: any? = None", returns=True)])
+def rand(c: Call) -> Any:
+    """A new tile of values uniform in [0, 1), from the Vector engine's generator (the named
+    assumption ``random_generator``), cast into ``dtype`` (nki.language.rand docs; the older
+    interface's dtype defaults to float32)."""
+    ctx, v = c.ctx, c.args
+    shape = (v["shape"],) if isinstance(v["shape"], (int, np.integer)) else tuple(v["shape"])
+    t = new_tile(shape, v["dtype"] or c.dtype or "float32", memory_name(v["buffer"]))
+    write(ctx, t, randomness.uniform(ctx, "vector", t.shape))
+    c.issue([t], [], cycles=max(64, t.free_size()))
+    return t
 
 
 @instruction("set_rng_seed", engine="vector", assumptions=_RANDOM, forms=[Form("current", "src_seeds: tensor")])
