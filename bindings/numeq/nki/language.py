@@ -19,7 +19,7 @@ from .machine.dtypes import DTYPES, PENDING_DTYPES, DType, dtype_of
 from .machine.precision import allocated
 from .machine.memory import MEMORIES, Allocation, Memory, Tensor, ds
 from . import isa as _isa
-from .instructions.path import language_functions as _language_functions
+from .instructions.path import language_rows as _language_rows
 from .instructions.access import write as _write
 from .machine import arithmetic as _numerics
 from .machine import randomness as _randomness
@@ -542,7 +542,7 @@ FRONT: dict[str, Any] = {}
 
 # nki.language functions that are rows of the instruction table (nl.rand, nl.shared_identity_matrix);
 # the older tile functions' rows (nl.sin ...) are called by the front's nl.sin(x, dtype=, mask=).
-globals().update((_n, _f) for _n, _f in _language_functions().items() if _n not in globals())
+globals().update(_language_rows())
 
 # Documented names numeq does not compute yet: they exist, calling one raises (placeholders).
 globals().update((_n, _v) for _n, _v in _placeholders_of("nki.language").items() if _n not in globals())

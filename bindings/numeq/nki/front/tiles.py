@@ -555,23 +555,8 @@ def where(*args: Any, dtype: Any = None, mask: Any = None, **kwargs: Any) -> Any
         _masked(mask, out, [y], lambda o, s: isa.tensor_copy(dst=o, src=s[0]))
     else:
         _masked(mask, out, [], lambda o, s: isa.memset(o, y))
-    _masked(mask, out, [condition, x], lambda o, s: _copy_predicated(o, s[1], s[0]))
+    _masked(mask, out, [condition, x], lambda o, s: _LANGUAGE_ROWS["where"](dst=o, condition=s[0], x=s[1]))
     return out
-
-
-def _copy_predicated(dst: Tensor, src: Any, predicate: Tensor) -> None:
-    ctx = current()
-    p = _engine.read(ctx, predicate, "predicate")
-    old = _engine.read(ctx, dst, "dst")
-    srcs = [predicate]
-    if isinstance(src, Tensor):
-        v = _engine.read(ctx, src, "src")
-        srcs.append(src)
-    else:
-        v = np.float32(src)
-    values = np.where(np.broadcast_to(p, dst.shape) != 0, np.broadcast_to(v, dst.shape), old)
-    _engine.write(ctx, dst, values)
-    ctx.issue("vector", "tensor_copy_predicated", [dst], srcs, cycles=_engine.cost_elementwise(dst))
 
 
 def static_cast(input_data: Any, dtype: Any) -> Any:

@@ -20,7 +20,7 @@ from .forms import Form, bind
 from .operands import destination, doc
 from .table import INSTRUCTIONS, InstructionSpec
 
-__all__ = ["Call", "entry", "language_functions", "public_functions"]
+__all__ = ["Call", "entry", "language_functions", "language_rows", "public_functions"]
 
 _SUM_OPERATORS = frozenset({"add", "average", "sum", "mean"})
 
@@ -154,6 +154,11 @@ def public_functions() -> dict[str, Callable]:
 def language_functions() -> dict[str, Callable]:
     """The ``nki.language`` functions that are rows of the table, by their names (``rand``)."""
     return {spec.name: entry(spec) for spec in INSTRUCTIONS.values() if spec.module == "nki.language"}
+
+
+def language_rows() -> dict[str, Callable]:
+    """The ``nki.language`` rows the language module exports as they are (``public``)."""
+    return {spec.name: entry(spec) for spec in INSTRUCTIONS.values() if spec.module == "nki.language" and spec.public}
 
 
 def call(name: str, *args: Any, **kwargs: Any) -> Any:

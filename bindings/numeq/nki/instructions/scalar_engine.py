@@ -132,5 +132,5 @@ def _language_function(c: Call) -> Tensor:
 
 
 for _name in ("sin", "cos", "tan", "arctan", "ceil", "floor", "trunc"):
-    instruction(_name, engine="scalar", module="nki.language", source="nki.language API reference",
+    instruction(_name, engine="scalar", module="nki.language", public=False, source="nki.language API reference",
                 forms=[Form("current", "dst: tensor, x: tensor")])(_language_function)

@@ -45,7 +45,9 @@ class InstructionSpec:
     operator that makes it an fp32 sum where it is add (a precision-flow site), "always", or ""
     where it sums nothing. ``one_psum``: operands of which at most one may be in PSUM (the engine
     has one PSUM read port). ``doc`` and ``source``: what it computes and where AWS documents it.
-    ``module``: the NKI module whose function it is ("nki.isa", or "nki.language")."""
+    ``module``: the NKI module whose function it is ("nki.isa", or "nki.language"); ``public``: the
+    module's function is the row itself (False: the front's function of that name, which takes the
+    older interface's forms, calls the row)."""
 
     name: str
     engine: str
@@ -60,6 +62,7 @@ class InstructionSpec:
     doc: str = ""
     source: str = ""
     module: str = "nki.isa"
+    public: bool = True
 
     def __post_init__(self) -> None:
         if self.mask not in MASKS:

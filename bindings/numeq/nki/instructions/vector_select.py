@@ -172,6 +172,29 @@ def tensor_copy_predicated(c: Call) -> Any:
     return dst
 
 
+@instruction("where", engine="vector", module="nki.language", public=False, source="nki.language API reference",
+             forms=[Form("current", "dst: tensor, condition: tensor, x: value")])
+def where(c: Call) -> Any:
+    """``nl.where``'s selection (the front's nl.where first writes ``y`` into dst): dst = x where
+    the condition is nonzero, else dst unchanged, on the Vector engine as a predicated copy
+    (nisa.tensor_copy_predicated's semantics); unlike that instruction it takes any condition
+    dtype (the docs' float 1.0 / 0.0) and values broadcast to dst (the compiler's casts and
+    broadcasts)."""
+    ctx, v = c.ctx, c.args
+    dst, condition, x = as_tensor(v["dst"], "dst"), as_tensor(v["condition"], "condition"), v["x"]
+    p = read(ctx, condition, "condition")
+    old = read(ctx, dst, "dst")
+    srcs = [condition]
+    if isinstance(x, Tensor):
+        values = read(ctx, x, "x")
+        srcs.append(x)
+    else:
+        values = np.float32(x)
+    write(ctx, dst, np.where(np.broadcast_to(p, dst.shape) != 0, np.broadcast_to(values, dst.shape), old))
+    c.issue([dst], srcs, cycles=cost_elementwise(dst))
+    return dst
+
+
 @instruction("nc_stream_shuffle", engine="vector", forms=[
     Form("current", "dst: tensor, src: tensor, shuffle_mask: list")])
 def nc_stream_shuffle(c: Call) -> Any:
