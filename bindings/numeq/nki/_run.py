@@ -232,11 +232,15 @@ def _outputs(ctx: Context, x: Any) -> Any:
         if not x.base.complete and not np.all(x.mask == x.base.full):
             # Nothing written is an error; a part written (a scatter, a masked store: AWS's own
             # examples return such outputs, their callers reading the part written) is a warning.
+            # Elements a DMA stored from undefined ones are undefined too (access.leave_undefined).
             unwritten = int(np.count_nonzero(x.mask != x.base.full))
             rule, severity = ("output_unwritten", "error") if unwritten == x.size else ("output_partly_written",
                                                                                       "warning")
+            origin = x.base.undefined_from
+            since = "" if origin is None else f"; some were stored from values undefined since {origin[0]}, which " \
+                f"{origin[1].replace('reads', 'read', 1)}"
             ctx.find(rule, severity, f"output {x.name} holds {unwritten} of {x.size} elements no instruction wrote "
-                     "(they hold whatever the memory held)", "documented: tensors start undefined "
+                     f"(they hold whatever the memory held){since}", "documented: tensors start undefined "
                      "(nki.language.ndarray docs)", at=x.base.line)
         return np.array(x.data, copy=True)
     if isinstance(x, (tuple, list)):

@@ -49,8 +49,16 @@ def masked_call(fn: Callable, rows: bool, args: tuple, kwargs: dict) -> Any:
     tensors = [x for x in list(args) + list(kwargs.values()) if isinstance(x, Tensor) and x.ndim]
     if not tensors:
         raise ctx.unsupported(f"{name} without a tensor operand")
-    grid = _grid_shape(tensors[0])
-    m = _mask_array(mask, grid)
+    # The mask is over the grid of the operand it applies to (nc_match_replace8's data, not its
+    # dst_idx): the first operand whose grid it fits.
+    for i, t in enumerate(tensors):
+        grid = _grid_shape(t)
+        try:
+            m = _mask_array(mask, grid)
+            break
+        except ValueError:
+            if i == len(tensors) - 1:
+                raise
     box = _bbox(m)
     if box is None:
         return NOTHING  # the mask holds nowhere: no instruction, and nothing to assign

@@ -122,10 +122,25 @@ def leave_undefined(ctx: Context, dst: Any, undefined: np.ndarray) -> None:
     (partitions, free) elementwise, or (partitions, 1) whole partitions; _rules.undefined)."""
     if not undefined.any():
         return
-    if dst.ndim and undefined.shape[1] > 1 and undefined.size == dst.size:
+    origin = ctx.undefined_from
+    if not dst.base.memory.on_chip and origin is not None and origin[2]:
+        # Results of a tile nothing wrote stored to HBM: the likely mistake is that tile (its first
+        # read is named). Undefined padding stored so stays undefined there (an output holding it
+        # is output_partly_written: its caller reads the rest, as AWS's masked examples do).
+        _rules.undefined_reach(ctx, origin, dst.name)
+        return
+    if undefined.size == dst.size:
         dst.mask[undefined.reshape(dst.shape)] = 0
     elif dst.ndim and len(undefined) == dst.shape[0]:
-        dst.mask[undefined.any(axis=1)] = 0
+        rows = undefined.any(axis=1)
+        mixed = rows & ~undefined.all(axis=1)
+        if undefined.shape[1] > 1 and mixed.any():
+            # A reduction over partitions holding written and unwritten elements: the undefined
+            # ones reach the written ones' result (the rows a masked load left out entirely are
+            # fine; AWS's examples reduce those and never store them).
+            _rules.undefined_mixed(ctx, dst, int(undefined[mixed].sum()), int(mixed.sum()))
+            return
+        dst.mask[rows] = 0
     else:
         _rules.unread_finding(ctx, dst, int(undefined.sum()))
         return

@@ -37,7 +37,9 @@ def dma_copy(c: Call) -> Any:
                   queue="dma" if queue is None else str(getattr(queue, "name", queue)), indirect=True)
         return dst
     _rules.check_on_chip(ctx, src)
-    _rules.check_read(ctx, src)
+    # Element i of src lands in element i of dst: unwritten ones leave theirs undefined (a kernel
+    # output so is output_partly_written; anything else reading them later, read_uninitialised).
+    _rules.check_read(ctx, src, rows=True)
     if dst.size != src.size:
         raise KernelFault(ctx.find("shape_mismatch", "error", f"dma_copy: {src.name} {src.shape} -> {dst.name} "
                                    f"{dst.shape} differ in size", "documented: nki.isa.dma_copy docstring"))

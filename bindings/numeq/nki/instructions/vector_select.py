@@ -337,7 +337,7 @@ def nc_find_index8(c: Call) -> Any:
     return dst
 
 
-@instruction("nc_match_replace8", engine="vector", forms=[
+@instruction("nc_match_replace8", engine="vector", mask="elements", forms=[
     Form("current", "dst: tensor, data: tensor, vals: tensor, imm: value, dst_idx: tensor? = None"),
     Form("0.1.0", "*, data: tensor, vals: tensor, imm: value, dst_idx: tensor? = None", returns=True)])
 def nc_match_replace8(c: Call) -> Any:

@@ -211,14 +211,31 @@ def unread_finding(ctx: Context, t: Any, unwritten: int) -> None:
         message, at = _unread_message(t, unwritten), None
     else:
         line, first, whole = origin
-        here = ctx.at or where()
         if whole:
-            message, at = f"{first}; the undefined values reach {t.name}, read at {here}", line
-        else:
-            message, at = (f"{_unread_message(t, unwritten)}: undefined since {line}, which {first.replace('reads', 'read', 1)}",
-                           None)
+            undefined_reach(ctx, origin, t.name)
+            return
+        message, at = (f"{_unread_message(t, unwritten)}: undefined since {line}, which {first.replace('reads', 'read', 1)}",
+                       None)
     ctx.find("read_uninitialised", "error", message,
              "documented: tile contents start undefined (nki.language.ndarray docs; AWS's simulator fills NaN)", at=at)
+
+
+def undefined_reach(ctx: Context, origin: tuple, reached: str) -> None:
+    """Values computed from a tile no instruction wrote reach ``reached``: the read_uninitialised
+    finding at that tile's first read (``origin``: line, what it read)."""
+    line, first, _ = origin
+    ctx.find("read_uninitialised", "error", f"{first}; the undefined values reach {reached}, at {ctx.at or where()}",
+             "documented: tile contents start undefined (nki.language.ndarray docs; AWS's simulator fills NaN)", at=line)
+
+
+def undefined_mixed(ctx: Context, dst: Any, count: int, partitions: int) -> None:
+    """The running instruction combines, in each of ``partitions`` partitions, elements no
+    instruction wrote (``count``) with written ones into ``dst``: read_uninitialised here."""
+    origin = ctx.undefined_from
+    since = "" if origin is None else f": undefined since {origin[0]}, which {origin[1].replace('reads', 'read', 1)}"
+    ctx.find("read_uninitialised", "error", f"combines {count} elements no instruction wrote with written ones of the "
+             f"same partition ({partitions} partitions) into {dst.name}{since}",
+             "documented: tile contents start undefined (nki.language.ndarray docs; AWS's simulator fills NaN)")
 
 
 def off_chip(ctx: Context, t: Any, engine: str, parameter: str) -> None:
