@@ -316,3 +316,51 @@ def test_shared_constant_takes_the_older_interfaces_dtype():
 
     r = nki.run(k)
     assert r.outputs.dtype == nl.bfloat16.dtype and np.array_equal(r.outputs.astype(np.float32), np.identity(4))
+
+
+def test_nkiobject_subclasses_are_data_classes_with_or_without_the_decorator():
+    # NKI language guide, "Class Support": every field defaults to None, the initializer takes each
+    # field and calls __post_init__; plain class attributes are fields (nki-library builds
+    # ``@dataclass class SectionParams(nl.NKIObject): section_idx = None`` with keywords).
+    from dataclasses import dataclass
+
+    @dataclass
+    class SectionParams(nl.NKIObject):
+        section_idx = None
+        section_offset = 0
+
+    s = SectionParams(section_idx=3)
+    assert (s.section_idx, s.section_offset) == (3, 0)
+
+    @dataclass
+    class C(nl.NKIObject):  # the guide's example
+        x: int
+        y: bool = False
+
+        def toggle(self):
+            self.y = not self.y
+
+    c = C(1)
+    c.toggle()
+    assert (c.x, c.y) == (1, True) and C().x is None
+
+    class D(nl.NKIObject):  # no decorator: the same initializer
+        a = 1
+        b: int = 2
+        seen = []
+
+        def __post_init__(self):
+            self.total = self.a + self.b
+
+    d = D(b=5)
+    assert (d.a, d.b, d.total) == (1, 5, 6) and D().seen is not D().seen and {d: 1}[d] == 1
+
+    class A(nl.NKIObject):  # its own __init__ is kept
+        x: int = 1
+
+        def __init__(self, x):
+            self.x = 2 * x
+
+    assert A(7).x == 14
+    with pytest.raises(TypeError):
+        SectionParams(no_such_field=1)

@@ -5,6 +5,9 @@ operations (``nl.load``, ``nl.store``, ``nl.matmul``, ``nl.arange`` ..., from th
 
 from __future__ import annotations
 
+import copy as _copy
+import dataclasses as _dataclasses
+import functools as _functools
 import operator
 import types as _types
 from typing import Any
@@ -57,11 +60,39 @@ dtype = DType
 
 class NKIObject:
     """AWS's base class for kernel dataclasses and configuration objects (nki.language API
-    reference: ``NKIObject(**kwargs)``): keyword arguments become attributes."""
+    reference: ``NKIObject(**kwargs)``): keyword arguments become attributes.
+
+    A subclass is a data class with or without ``@dataclass`` (NKI language guide, "Class
+    Support": "In NKI all classes are similar to Python data classes ... The @dataclass decorator
+    is optional"; the default initializer takes every field, ``__init__(self, x=None, y=False)``,
+    then calls ``__post_init__``). Its fields are its annotated names and its plain class
+    attributes (nki-library's ``class SectionParams(nl.NKIObject): section_idx = None``, built
+    with keywords), each defaulting to None unless given a value; a class with its own
+    ``__init__`` keeps it."""
 
     def __init__(self, **kwargs: Any) -> None:
         for key, value in kwargs.items():
             setattr(self, key, value)
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        own = cls.__dict__
+        annotations = own.get("__annotations__")
+        if annotations is None:
+            annotations = {}
+            cls.__annotations__ = annotations
+        for name, value in list(own.items()):
+            if name.startswith("__") or name in annotations or callable(value) or \
+                    isinstance(value, (staticmethod, classmethod, property, _types.MemberDescriptorType)):
+                continue
+            annotations[name] = Any  # a plain class attribute is a field, as the NKI compiler reads it
+            if isinstance(value, (list, dict, set)):  # each instance its own copy (dataclasses' rule)
+                setattr(cls, name, _dataclasses.field(default_factory=_functools.partial(_copy.copy, value)))
+        for name in annotations:
+            if not hasattr(cls, name):
+                setattr(cls, name, None)  # the NKI initializer's default
+        if "__init__" not in own:
+            _dataclasses.dataclass(cls, eq=False)
 
 sbuf, psum, hbm, shared_hbm, private_hbm = (MEMORIES[n] for n in ("sbuf", "psum", "hbm", "shared_hbm", "private_hbm"))
 
