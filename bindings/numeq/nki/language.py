@@ -137,7 +137,8 @@ def _shape(shape: Any) -> tuple[int, ...]:
 
 def ndarray(shape: Any, dtype: Any, buffer: Any = None, name: str = "", address: Any = None, **kwargs: Any) -> Tensor:
     """A new tensor in ``buffer`` (nl.sbuf by default; nl.psum, nl.hbm, nl.shared_hbm): its contents
-    start undefined (reading them before a write is a finding)."""
+    start undefined (reading them before a write is a finding). ``address=(partition_offset,
+    free_offset)`` places it (machine.placement.place_at)."""
     # lazy_initialization= (the older interface's creation functions, nki-samples' kernels): when the
     # compiler fills a tile (eagerly or at its first use), not what it holds: no effect on values.
     kwargs.pop("lazy_initialization", None)
@@ -164,6 +165,8 @@ def ndarray(shape: Any, dtype: Any, buffer: Any = None, name: str = "", address:
         ctx.shared_allocated(line, b)
     if getattr(buffer, "how", "auto_alloc") != "auto_alloc":  # nki.compiler's direct allocation
         _placement.place(ctx, b, buffer, 0)
+    elif address is not None:
+        _placement.place_at(ctx, b, address)
 
     t = b.whole()
     if b.memory.on_chip:

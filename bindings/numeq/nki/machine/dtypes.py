@@ -14,7 +14,6 @@ fraction bits are zero.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 import ml_dtypes
@@ -23,16 +22,30 @@ import numpy as np
 __all__ = ["DType", "DTYPES", "FORMAT_BYTES", "FP32_MIN", "PENDING_DTYPES", "dtype_of", "storage_dtype"]
 
 
-@dataclass(frozen=True, eq=False)
 class DType:
     """One NKI dtype: ``name`` (NKI's spelling), ``format`` (the numeq format of its values, or
     the integer type's name), ``storage`` (the numpy type holding it), ``kind`` ("float" or
-    "int")."""
+    "int"). Immutable and one object per dtype (copies and pickles are the same object). Not a
+    dataclass: kernels' and test suites' own dataclasses hold dtypes, and ``dataclasses.asdict`` of
+    those must keep a dtype a dtype (nki-library's attention_tkg tests pass ``**asdict(cfg)``)."""
 
-    name: str
-    format: str
-    storage: Any
-    kind: str
+    __slots__ = ("name", "format", "storage", "kind")
+
+    def __init__(self, name: str, format: str, storage: Any, kind: str) -> None:  # noqa: A002 - NKI's word
+        for slot, value in zip(self.__slots__, (name, format, storage, kind)):
+            object.__setattr__(self, slot, value)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError(f"a dtype is immutable: cannot set {name}")
+
+    def __copy__(self) -> "DType":
+        return self
+
+    def __deepcopy__(self, memo: dict) -> "DType":
+        return self
+
+    def __reduce__(self) -> tuple:
+        return (_named, (self.name,))
 
     @property
     def dtype(self) -> np.dtype:
@@ -72,6 +85,11 @@ class DType:
     def __ne__(self, other: object) -> bool:
         eq = self.__eq__(other)
         return eq if eq is NotImplemented else not eq
+
+
+def _named(name: str) -> DType:
+    """The dtype called ``name`` (unpickling)."""
+    return DTYPES[name] if name in DTYPES else PENDING_DTYPES[name]
 
 
 def _float(name: str, fmt: str, storage: Any) -> DType:

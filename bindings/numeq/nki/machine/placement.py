@@ -32,7 +32,7 @@ import numpy as np
 from .context import KernelFault, where
 from .targets import start_partitions
 
-__all__ = ["place", "physical", "before_read", "written"]
+__all__ = ["place", "place_at", "physical", "before_read", "written"]
 
 _GUIDE = "documented: SDK 2.26 NKI Direct Allocation Developer Guide (nki_direct_allocation_guide.rst)"
 _SBUF_ALLOC = "documented: SDK 2.26 nki.compiler.sbuf.alloc / mod_alloc API reference"
@@ -119,8 +119,12 @@ def place(ctx: Any, allocation: Any, placement: Any, nblock: int) -> None:
     # placement computed in Python there (nki-samples' allocated attention advances cur_addr per
     # tensor inside its loop) is made once, at the first iteration, and holds for every one.
     # numeq runs the body per iteration, so later iterations take the first one's addresses.
+    # (The current generation unrolls every loop but dynamic_range: NKI language guide,
+    # "Specialization"; its ``address=`` placements, ``place_at``, are made per iteration.)
     indices = ctx.loop_indices
-    key = (allocation.line, tuple(i for d, i in enumerate(indices) if d in ctx.unrolled), shape,
+    here = (allocation.line, tuple(indices))
+    occurrence = phys.counts[here] = phys.counts.get(here, -1) + 1  # the n-th placement at this line
+    key = (allocation.line, tuple(i for d, i in enumerate(indices) if d in ctx.unrolled), occurrence, shape,
            allocation.dtype.itemsize)
     first = phys.lines.get(key)
     if first is not None and any(i for d, i in enumerate(indices) if d not in ctx.unrolled):
@@ -171,19 +175,54 @@ def place(ctx: Any, allocation: Any, placement: Any, nblock: int) -> None:
     phys.add(extents)
 
 
+def place_at(ctx: Any, allocation: Any, address: Any) -> None:
+    """The current generation's ``nl.ndarray(..., address=(partition_offset, free_offset))``
+    (nki.language.ndarray docs): the tensor placed at that partition and byte offset, checked as
+    a direct allocation's tile (SBUF: within the partition's bytes less the compiler's reserve;
+    PSUM: within the partition's PSUM), its lifetime conflicts found the same way."""
+    try:
+        partition, offset = (operator.index(a) for a in address)
+    except (TypeError, ValueError):
+        raise TypeError(f"address: nl.ndarray takes (partition_offset, free_offset) as two ints, got {address!r}") \
+            from None
+    shape, tgt, line, name = allocation.shape, ctx.target, allocation.line, allocation.name
+    memory = allocation.memory.name
+    if memory not in ("sbuf", "psum"):
+        raise ValueError(f"address: a {memory} tensor has no on-chip address; address= places SBUF and PSUM tensors")
+    pdim = shape[0] if shape else 1
+    nbytes = math.prod(shape[1:]) * allocation.dtype.itemsize
+    if memory == "sbuf":
+        limit = int(tgt["sbuf_partition_bytes"]) - int(tgt["sbuf_compiler_reserved_bytes"])
+        source = f"documented: nki.language.ndarray (address=); {tgt.spec('sbuf_compiler_reserved_bytes').cite()}"
+    else:
+        limit = int(tgt["psum_partition_bytes"])
+        source = f"documented: nki.language.ndarray (address=); {tgt.spec('psum_partition_bytes').cite()}"
+    if partition not in start_partitions(pdim) or partition + pdim > int(tgt["partitions"]):
+        raise _fault(ctx, f"{name}: a tensor of {pdim} partitions placed at partition {partition}; it may start at "
+                     f"{', '.join(map(str, start_partitions(pdim)))}", source, line)
+    if offset < 0 or offset + nbytes > limit:
+        raise _fault(ctx, f"{name}: {nbytes} B per partition placed at byte {offset}; {tgt.name}'s {memory.upper()} "
+                     f"partition offers bytes 0 to {limit} to a kernel", source, line)
+    extents = [(memory, partition, partition + pdim, offset, offset + nbytes)]
+    allocation.placed = Placed((), nbytes, extents)
+    allocation.life.partition_bytes = 0
+    physical(ctx).add(extents)
+
+
 class Physical:
     """One run's physical tiles: for each extent (memory, first partition, end partition, first
     byte, end byte) the logical tile that wrote it last (allocation id, its name, step, line),
     and which extents overlap which. Allocations in a loop reuse their extents, so this stays
     as small as the kernel's address plan, however long the run."""
 
-    __slots__ = ("last", "overlaps", "extents", "lines")
+    __slots__ = ("last", "overlaps", "extents", "lines", "counts")
 
     def __init__(self) -> None:
         self.last: dict = {}
         self.overlaps: dict = {}
         self.extents: set = set()
-        self.lines: dict = {}  # (line, unrolled indices, shape, itemsize) -> its first Placed
+        self.lines: dict = {}  # (line, unrolled indices, occurrence, shape, itemsize) -> its first Placed
+        self.counts: dict = {}  # (line, loop indices) -> placements made there so far
 
     def add(self, extents: list) -> None:
         new = set(extents) - self.extents
