@@ -105,6 +105,18 @@ def write(ctx: Context, dst: Any, values: np.ndarray, writer: int = WRITER_OTHER
         leave_undefined(ctx, dst, ctx.undefined)
 
 
+def read_partly(ctx: Context, t: Any, parameter: str, engine: str = "vector") -> tuple:
+    """``read`` of an operand whose results do not follow its elements one for one (a transpose):
+    (its fp32 values, NaN where nothing wrote; those elements as a (partitions, free) mask or
+    None). The caller maps the mask onto its results and calls ``leave_undefined``."""
+    saved, ctx.undefined = ctx.undefined, None
+    try:
+        values = read(ctx, t, parameter, engine, rows=True)
+        return values, ctx.undefined
+    finally:
+        ctx.undefined = saved
+
+
 def unwritten_operand(ctx: Context, t: Any, settle: bool = True) -> Any:
     """Operand ``t``'s unwritten elements as a (partitions, free) mask, None when every one is
     written (checked as ``_rules.check_read`` checks an elementwise operand; the caller maps them

@@ -16,7 +16,7 @@ from ..machine import psum as _psum
 from ..machine import rules as _rules
 from ..machine.context import KernelFault
 from ..machine.memory import WRITER_MATMUL, WRITER_READ, Tensor
-from .access import as_tensor, leave_undefined, mark_written, new_tile, read, unwritten_operand, write
+from .access import as_tensor, leave_undefined, mark_written, new_tile, read, read_partly, unwritten_operand, write
 from .forms import Form
 from .path import Call
 from .table import instruction
@@ -286,10 +286,12 @@ def _transpose_mode(c: Call, dst: Any, stationary: Tensor, moving: Tensor, accum
                                    f"columns of the {k} x {k} identity); transpose mode passes stationary's elements "
                                    "through, which the documentation states for an identity moving tile only",
                                    _TRANSPOSE_SOURCE))
-    read(ctx, stationary, "stationary", "tensor")  # the checks (unwritten bytes) before its bits move
+    _, undefined = read_partly(ctx, stationary, "stationary", "tensor")  # the checks before its bits move
     bits = np.ascontiguousarray(stationary.data.reshape(k, m).T[:, :n] if n < k else
                                 stationary.data.reshape(k, m).T)
     write(ctx, dst, None, WRITER_MATMUL, bits=bits.reshape(dst.shape))
+    if undefined is not None:  # stationary's unwritten elements, transposed
+        leave_undefined(ctx, dst, np.ascontiguousarray(undefined.reshape(k, m).T[:, :n]))
     ctx.psum_chain.pop((dst.base.id, dst.element_offset()), None)  # a transpose starts no sum
     # Transpose mode takes half the cycles of an fp32 matmul (Trainium2 guide: "2x speedup in FP32
     # transpose"); it computes no FLOPs (the profiler counts transposes apart).
@@ -398,7 +400,8 @@ def nc_transpose(c: Call) -> Any:
 def _transpose(c: Call, dst: Any, data: Tensor, eng: str) -> Any:
     """dst = data transposed on engine ``eng`` (nc_transpose, and nc_matmul(is_transpose=True))."""
     ctx = c.ctx
-    values = read(ctx, data, "data", eng).reshape(data.shape[0], data.free_size())
+    values, undefined = read_partly(ctx, data, "data", eng)
+    values = values.reshape(data.shape[0], data.free_size())
     if dst is None:
         dst = new_tile((values.shape[1], values.shape[0]), data.dtype if eng != "tensor" else data.dtype,
                        "psum" if eng == "tensor" else "sbuf")
@@ -410,5 +413,7 @@ def _transpose(c: Call, dst: Any, data: Tensor, eng: str) -> Any:
         write(ctx, dst, None, bits=np.ascontiguousarray(data.data.reshape(values.shape).T))
     else:
         write(ctx, dst, values.T)
+    if undefined is not None:  # data's unwritten elements, transposed
+        leave_undefined(ctx, dst, np.ascontiguousarray(undefined.reshape(values.shape).T))
     c.issue([dst], [data], cycles=max(64, values.shape[0]), engine=eng)
     return dst

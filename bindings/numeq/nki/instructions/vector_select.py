@@ -17,7 +17,7 @@ from ..machine.dtypes import FP32_MIN
 from ..machine.context import Context, KernelFault
 from ..machine.memory import Tensor
 from ..machine.registers import Cmd, accumulate, command
-from .access import as_tensor, cost_elementwise, read, write
+from .access import as_tensor, cost_elementwise, leave_undefined, read, read_partly, write
 from .forms import Form
 from .operands import (alu_fn, constraint, destination, doc, flat, lanes, per_partition, raw, reduce_name,
                        shape_fault, write_where)
@@ -236,10 +236,18 @@ def nc_stream_shuffle(c: Call) -> Any:
             source[d] = s
     chosen = np.repeat((source >= 0)[:, None], dst.free_size(), axis=1)
     rows = np.maximum(source, 0)
-    if src.dtype == dst.dtype:  # read before any write: in place is allowed
-        write_where(ctx, dst, chosen, bits=flat(raw(ctx, src, "src"))[rows].reshape(dst.shape))
+    # Only the partitions the mask names are read: others may hold nothing (nki-library's
+    # find_nonzero_indices shuffles the partitions its GpSimd cores wrote); what a chosen one held
+    # undefined stays undefined in dst. Read before any write: in place is allowed.
+    values, undefined = read_partly(ctx, src, "src")
+    if src.dtype == dst.dtype:
+        write_where(ctx, dst, chosen, bits=flat(src.data)[rows].reshape(dst.shape))
     else:
-        write_where(ctx, dst, chosen, values=flat(read(ctx, src, "src"))[rows].reshape(dst.shape))
+        write_where(ctx, dst, chosen, values=flat(values)[rows].reshape(dst.shape))
+    if undefined is not None:
+        moved = np.where(chosen, np.broadcast_to(undefined, (sp, undefined.shape[1]))[rows]
+                         if undefined.shape[1] == dst.free_size() else undefined.any(axis=1)[rows][:, None], False)
+        leave_undefined(ctx, dst, moved)
     c.issue([dst], [src], cycles=cost_elementwise(src), moved=int((source >= 0).sum()))
     return dst
 
