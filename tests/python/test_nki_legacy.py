@@ -612,3 +612,24 @@ def test_index_expressions_combining_grid_axes_are_strided_views():
 
     with pytest.raises(nki.Unsupported, match="must stay inside"):
         nki.run(outside, a)
+
+
+def test_a_number_assigned_to_elements_at_any_partition_is_written_by_dma_where_no_engine_starts():
+    # The SDK's gather_flattened example fills indices[i, j] = j * 5 element by element: one
+    # partition starting at partition i, which no compute engine can start at for i not in
+    # 0/32/64/96 (a memset there would be partition_start); the compiler moves the constant by DMA.
+    @nki.jit
+    def k():
+        out = nl.ndarray((40, 10), nl.uint32, buffer=nl.shared_hbm)
+        t = nl.zeros((40, 10), dtype=nl.uint32)
+        for i in nl.static_range(40):
+            for j in nl.static_range(10):
+                t[i, j] = j * 5 + i
+        nl.store(out, t)
+        return out
+
+    r = nki.run(k)
+    assert r.errors == []
+    assert np.array_equal(r.outputs, np.arange(10)[None, :] * 5 + np.arange(40)[:, None])
+    engines = {ins.engine for ins in r.trace if ins.name in ("memset", "dma_copy") and ins.dst[0][0] == "t"}
+    assert engines == {"vector", "dma"}  # rows 0 and 32 by memset, the others by DMA

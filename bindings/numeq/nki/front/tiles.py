@@ -24,6 +24,7 @@ from ..machine import arithmetic as _numerics
 from ..machine import rules as _rules
 from ..machine.context import KernelFault, current
 from ..machine.dtypes import DTYPES, DType, dtype_of
+from ..machine.targets import start_partitions
 from .index_expressions import (Grid, IndexExpr, Predicate, _bbox, _Clipped, _fresh, _grid_shape, _is_index,
                             _mask_array, _masked, _retarget, _same_view, _sub, arange, index,
                             mgrid, par_dim)
@@ -101,7 +102,16 @@ def assign(t: Tensor, key: Any, value: Any) -> None:
         if not view.base.memory.on_chip:
             raise TypeError(f"{t.name}: a scalar is written to SBUF / PSUM (memset); HBM tensors are written with "
                             "nl.store")
-        isa.memset(view, value)
+        first, count, _ = view.partitions()
+        if count < current().limits["partitions"] and first not in start_partitions(count):
+            # No compute engine starts an access of `count` partitions there (FACTS s3: quadrant
+            # starts), so the compiler cannot memset it; a DMA reaches any partition: the value is
+            # written as a constant moved by DMA (the SDK's gather_flattened example fills
+            # indices[i, j] element by element). Floats go through fp32 (dma_cast_rounding).
+            fill = np.full(view.shape, value, dtype=view.dtype.storage if view.dtype.kind == "int" else np.float32)
+            isa.dma_copy(dst=view, src=language.shared_constant(fill))
+        else:
+            isa.memset(view, value)
     else:
         raise TypeError(f"{t.name}[...] = value: expected a tile or a number, got {type(value).__name__}")
 
