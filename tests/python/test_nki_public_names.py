@@ -364,3 +364,16 @@ def test_nkiobject_subclasses_are_data_classes_with_or_without_the_decorator():
     assert A(7).x == 14
     with pytest.raises(TypeError):
         SectionParams(no_such_field=1)
+
+    @dataclass(frozen=True)
+    class Args(nl.NKIObject):  # nki-library's RmsNormQuantKernelArgs: frozen, checked after init
+        lower_bound: float = 0.0
+        eps: float = 1e-6
+
+        def __post_init__(self):
+            assert self.eps > 0
+
+    a = Args(lower_bound=2.0)
+    assert (a.lower_bound, a.eps) == (2.0, 1e-6)
+    with pytest.raises(Exception, match="cannot assign"):
+        a.eps = 1.0

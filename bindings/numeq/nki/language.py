@@ -67,12 +67,37 @@ class NKIObject:
     is optional"; the default initializer takes every field, ``__init__(self, x=None, y=False)``,
     then calls ``__post_init__``). Its fields are its annotated names and its plain class
     attributes (nki-library's ``class SectionParams(nl.NKIObject): section_idx = None``, built
-    with keywords), each defaulting to None unless given a value; a class with its own
-    ``__init__`` keeps it."""
+    with keywords), each defaulting to None unless given a value. ``@dataclass`` (frozen or not)
+    writes its own initializer over these fields; a class with its own ``__init__`` keeps it."""
 
-    def __init__(self, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        fields = _nki_fields(type(self))
+        if not fields and not args:  # NKIObject itself, or a subclass without fields
+            for key, value in kwargs.items():
+                setattr(self, key, value)
+            return
+        name = type(self).__name__
+        if len(args) > len(fields):
+            raise TypeError(f"{name}() takes {len(fields)} positional arguments ({', '.join(fields)}), got {len(args)}")
+        values = dict(zip(fields, args))
         for key, value in kwargs.items():
-            setattr(self, key, value)
+            if key not in fields:
+                raise TypeError(f"{name}() got an unexpected keyword argument {key!r}; its fields: {', '.join(fields)}")
+            if key in values:
+                raise TypeError(f"{name}() got multiple values for argument {key!r}")
+            values[key] = value
+        for field_name in fields:
+            if field_name in values:
+                setattr(self, field_name, values[field_name])
+                continue
+            default = getattr(type(self), field_name, None)
+            if isinstance(default, _dataclasses.Field):
+                default = default.default_factory() if default.default_factory is not _dataclasses.MISSING \
+                    else None if default.default is _dataclasses.MISSING else default.default
+            setattr(self, field_name, default)
+        post = getattr(self, "__post_init__", None)
+        if post is not None:
+            post()
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -90,9 +115,20 @@ class NKIObject:
                 setattr(cls, name, _dataclasses.field(default_factory=_functools.partial(_copy.copy, value)))
         for name in annotations:
             if not hasattr(cls, name):
-                setattr(cls, name, None)  # the NKI initializer's default
-        if "__init__" not in own:
-            _dataclasses.dataclass(cls, eq=False)
+                setattr(cls, name, None)  # the NKI initializer's default (a later @dataclass sees a default)
+
+
+def _nki_fields(cls: type) -> tuple[str, ...]:
+    """A subclass's fields, the base classes' first (as a dataclass orders them)."""
+    names: dict[str, None] = {}
+    for klass in reversed(cls.__mro__):
+        if klass is NKIObject or not issubclass(klass, NKIObject):
+            continue
+        for name, hint in klass.__dict__.get("__annotations__", {}).items():
+            if "ClassVar" not in str(hint):
+                names[name] = None
+    return tuple(names)
+
 
 sbuf, psum, hbm, shared_hbm, private_hbm = (MEMORIES[n] for n in ("sbuf", "psum", "hbm", "shared_hbm", "private_hbm"))
 
