@@ -441,6 +441,9 @@ def test_psum_over_eight_banks_and_matmul_into_sbuf_are_found():
         tiles = [nl.ndarray((128, 512), nl.float32, buffer=nl.psum) for _ in range(9)]
         for p in tiles:
             nisa.memset(dst=p, value=0.0)
+        keep = nl.ndarray((128, 512), nl.float32, buffer=nl.sbuf)
+        for p in tiles:  # all nine written before any is read: live together
+            nisa.tensor_copy(dst=keep, src=p)
         s = nl.ndarray((128, 128), nl.float32, buffer=nl.sbuf)
         nisa.nc_matmul(s, t, t)
         return a

@@ -4,6 +4,7 @@ read-modify-write scatter accumulating repeated rows element by element."""
 
 from __future__ import annotations
 
+import ml_dtypes
 import numpy as np
 import pytest
 
@@ -116,6 +117,26 @@ def test_scalar_indirection_offsets_every_partition_alike():
     data = RNG.standard_normal((32, 16)).astype(np.float32)
     got = nki.run(k, data, np.array([[9]], np.int32)).outputs
     assert np.array_equal(got, data[9:13])
+
+
+def test_an_indirect_pattern_reads_the_storage_as_the_dtype_it_names():
+    # nki-library's TensorView: .ap(pattern, offset, scalar_offset=, indirect_dim=, dtype=). Here
+    # uint32 words read as bf16 pairs: steps, counts and the indirect dim's stride in bf16 elements.
+    @nki.jit
+    def k(data, start):
+        s = nl.ndarray((1, 1), nl.int32, buffer=nl.sbuf)
+        nisa.dma_copy(dst=s, src=start)
+        dst = nl.ndarray((4, 16), nl.bfloat16, buffer=nl.sbuf)
+        nisa.dma_copy(dst=dst, src=data.ap(pattern=[[16, 4], [1, 16]], offset=0, scalar_offset=s, indirect_dim=0,
+                                           dtype=nl.bfloat16))
+        out = nl.ndarray((4, 16), nl.bfloat16, buffer=nl.shared_hbm)
+        nisa.dma_copy(dst=out, src=dst)
+        return out
+
+    values = RNG.standard_normal((32, 16)).astype(ml_dtypes.bfloat16)
+    words = values.view(np.uint32)  # (32, 8): two bf16 per word
+    got = nki.run(k, words, np.array([[9]], np.int32)).outputs
+    assert np.array_equal(got.view(np.uint16), values[9:13].view(np.uint16))
 
 
 def test_float_indices_are_refused():

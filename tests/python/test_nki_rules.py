@@ -234,3 +234,35 @@ def test_partitions_a_partial_load_left_out_stay_undefined_until_used(stored):
         (w,) = [f for f in run.findings if f.rule == "output_partly_written"]
         assert "224 of 1024" in w.message
         np.testing.assert_array_equal(run.outputs[:100], x * x + x.sum(axis=1, keepdims=True))
+
+
+@pytest.mark.parametrize("liveness", ["first_access", "allocation"])
+def test_a_tile_takes_memory_from_its_first_access_unless_assumed_from_its_allocation(liveness):
+    # nki-library's RoPE at LNC=2 declares its output before its intermediates and fits trn2's SBUF
+    # only if the output takes memory from its first write (assumption tile_liveness). Here: eight
+    # 32 KiB tiles declared together (256 KiB > 224 KiB), never more than seven in use at once.
+    @nki.jit
+    def k(x):
+        out = nl.ndarray((64, 8192), nl.bfloat16, buffer=nl.shared_hbm)
+        a = nl.ndarray((64, 16384), nl.bfloat16, buffer=nl.sbuf)
+        nisa.dma_copy(dst=a, src=x)
+        result = nl.ndarray((64, 16384), nl.bfloat16, buffer=nl.sbuf)  # declared early, written last
+        parts = [nl.ndarray((64, 16384), nl.bfloat16, buffer=nl.sbuf) for _ in range(6)]
+        for p in parts:
+            nisa.tensor_scalar(dst=p, data=a, op0=nl.multiply, operand0=2.0)
+        for i in (0, 2, 4):
+            nisa.tensor_tensor(dst=parts[i], data1=parts[i], data2=parts[i + 1], op=nl.add)
+        nisa.tensor_tensor(dst=parts[4], data1=parts[4], data2=parts[2], op=nl.add)
+        nisa.tensor_tensor(dst=result, data1=parts[0], data2=parts[4], op=nl.add)
+        nisa.dma_copy(dst=out, src=result[:, 0:8192])
+        return out
+
+    x = np.ones((64, 16384), ml_dtypes.bfloat16)
+    run = nki.run(k, x, target="trn2", assume={"tile_liveness": liveness})
+    capacity = [f for f in run.errors if f.rule == "sbuf_capacity"]
+    if liveness == "first_access":  # the peak: a and the six parts, 7 x 32 KiB = trn2's 224 KiB
+        assert capacity == [] and (run.outputs.astype(np.float32) == 12).all()
+        assert run.summary().memory["sbuf"]["peak"] == 7 * 32768
+    else:
+        (f,) = capacity
+        assert f"{8 * 32768} B per partition" in f.message and "is allocated" in f.message

@@ -159,7 +159,8 @@ class Run:
         from ._summary import summarise
 
         return summarise(self.trace, _target(self.target), self.platform, self.findings, self.lives,
-                         self.assumptions["psum_allocation"] == "bank")
+                         self.assumptions["psum_allocation"] == "bank",
+                         self.assumptions["tile_liveness"] == "first_access")
 
 
 class _RunContext(Context):

@@ -109,7 +109,7 @@ def _bucket(n: int) -> int:
 
 
 def summarise(trace: list, target: Target, platform: str, findings: list, lives: list = (),
-              psum_by_bank: bool = True) -> TraceSummary:
+              psum_by_bank: bool = True, from_first_access: bool = True) -> TraceSummary:
     engines: dict[str, EngineUse] = {}
     sizes: dict[str, dict[int, int]] = {}
     hbm_bytes = 0
@@ -155,7 +155,7 @@ def summarise(trace: list, target: Target, platform: str, findings: list, lives:
     bank = int(target["psum_bank_bytes"])
     memory = {}
     for name, limit in (("sbuf", "sbuf_partition_bytes"), ("psum", "psum_partition_bytes")):
-        curve = [(step, live) for step, live, _ in live_use(list(lives), name, bank, psum_by_bank)]
+        curve = [(step, live) for step, live, _ in live_use(list(lives), name, bank, psum_by_bank, from_first_access)]
         use = {"curve": curve, "peak": max((v for _, v in curve), default=0), "limit": int(target[limit])}
         if name == "psum":
             use["banks"] = use["peak"] / bank

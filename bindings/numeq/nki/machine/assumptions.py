@@ -105,6 +105,13 @@ ASSUMPTIONS: dict[str, Assumption] = _table(
                "example test, tile_position=(.., 64), tile_size=(64, 64)); yet its :param: lines say "
                "\"start_column must be 0\" and \"column_size must be 128\", the words of nc_matmul_mx, which "
                "\"supports only row tiling mode\""),
+    Assumption("tile_liveness", ("first_access", "allocation"),
+               "when an automatically allocated tile starts taking SBUF / PSUM (the capacity rules and the memory "
+               "curve): at the first instruction that writes or reads it (a compiler's liveness, from a value's "
+               "definition to its last use), or where the kernel declares it; both end at its last use",
+               "the allocator is not documented; evidence for first_access: nki-library's RoPE at LNC=2 declares its "
+               "output tile before four intermediates and fits trn2's SBUF only if the output starts taking memory "
+               "at its first write (232 KiB declared-to-last-use, 200 KiB first-write-to-last-use, of 224 KiB)"),
     Assumption("psum_allocation", ("bank", "bytes"),
                "PSUM capacity counted in whole 2 KiB banks per tile, or in bytes",
                "the allocator's granularity is not documented; matmul results occupy banks"),

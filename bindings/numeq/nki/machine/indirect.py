@@ -24,6 +24,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from .context import KernelFault, current
+from .dtypes import storage_dtype
 from .memory import Tensor, _remap
 from .tensor_views import _fault, _indirect_rule, _what
 from .views import Gather, index_dim_map, normalise
@@ -108,8 +109,9 @@ def _make(t: Any, addr: np.ndarray, index: Any, dims: tuple[int, ...] = (), layo
     if base.memory.on_chip:
         raise current().unsupported(f"indirect addressing of {base.memory} tensor {t.name} (the tensor indexed "
                                     "by an index tile must be in HBM; nki.isa.dma_copy docs)")
-    inside = (addr >= 0) & (addr < base.data.size)
-    view = Indirect(base, _elements(base, addr, inside), None, None, t.dtype)
+    flat = _flat(base, t.dtype)
+    inside = (addr >= 0) & (addr < flat.size)
+    view = Indirect(base, _elements(flat, addr, inside), None, None, t.dtype)
     view.addr, view.index, view.layout, view.why = addr, index, layout, why
     view.indirection = (dims, index)
     view.checked = False
@@ -285,7 +287,7 @@ def indirect_index(t: Any, items: list, grid_values: list) -> Indirect:
 def _inside(ctx: Any, view: Indirect, oob_mode: Any) -> np.ndarray:
     """Which elements' addresses lie inside the buffer; an out-of-bounds one with oob_mode error
     (the default) stops the run with a finding naming the first."""
-    n = view.base.data.size
+    n = _flat(view.base, view.dtype).size
     inside = (view.addr >= 0) & (view.addr < n)
     mode = str(getattr(oob_mode, "name", oob_mode) or "error")
     if mode not in ("error", "skip"):
@@ -304,12 +306,21 @@ def _inside(ctx: Any, view: Indirect, oob_mode: Any) -> np.ndarray:
 def gather(ctx: Any, view: Indirect, oob_mode: Any) -> tuple[np.ndarray, np.ndarray]:
     """(the stored elements at the view's addresses, which of them are in bounds)."""
     inside = _inside(ctx, view, oob_mode)
-    return _elements(view.base, view.addr, inside), inside
+    return _elements(_flat(view.base, view.dtype), view.addr, inside), inside
 
 
-def _elements(base: Any, addr: np.ndarray, inside: np.ndarray) -> np.ndarray:
-    """The stored elements of ``base`` at ``addr`` where ``inside``, zero elsewhere."""
-    flat = base.data.reshape(-1)
+def _flat(base: Any, dtype: Any, array: str = "data") -> np.ndarray:
+    """The buffer's storage (or its written-bytes mask) as one run of elements of ``dtype``, which
+    an indirect view's addresses count (``.ap(dtype=)`` reads the storage as another dtype)."""
+    whole = getattr(base, array).reshape(-1)
+    size = storage_dtype(dtype).itemsize
+    if size == whole.itemsize:
+        return whole.view(storage_dtype(dtype)) if array == "data" and whole.dtype != storage_dtype(dtype) else whole
+    return whole.view(storage_dtype(dtype) if array == "data" else np.dtype(f"u{size}"))
+
+
+def _elements(flat: np.ndarray, addr: np.ndarray, inside: np.ndarray) -> np.ndarray:
+    """The elements of ``flat`` at ``addr`` where ``inside``, zero elsewhere."""
     data = np.zeros(addr.shape, flat.dtype)
     data[inside] = flat[addr[inside]]
     return data
@@ -322,7 +333,7 @@ def scatter(ctx: Any, view: Indirect, bits: np.ndarray, oob_mode: Any, combine: 
     repeat, so a repeated row accumulates."""
     inside = _inside(ctx, view, oob_mode)
     base = view.base
-    flat = base.data.reshape(-1)
+    flat = _flat(base, view.dtype)
     addr, bits = view.addr[inside], np.asarray(bits).reshape(view.addr.shape)[inside]
     if combine is None:
         flat[addr] = bits  # a repeated address keeps the last element's bits (element order)
@@ -332,5 +343,6 @@ def scatter(ctx: Any, view: Indirect, bits: np.ndarray, oob_mode: Any, combine: 
         for a, b in zip(addr.tolist(), bits):
             flat[a] = combine(flat[a:a + 1], np.asarray([b]))[0]
     if not base.complete:
-        base.mask.reshape(-1)[addr] = base.full
+        mask = _flat(base, view.dtype, "mask")
+        mask[addr] = np.iinfo(mask.dtype).max
     base.dirty = True

@@ -390,11 +390,13 @@ def check_partitions_used(ctx: Context, name: str, t: Any) -> None:
                      "partitions", _cite(ctx, "partitions"))
 
 
-def live_use(lives: list, memory: str, bank: int, by_bank: bool) -> list[tuple[int, int, Any]]:
+def live_use(lives: list, memory: str, bank: int, by_bank: bool,
+             from_first_access: bool = True) -> list[tuple[int, int, Any]]:
     """The bytes per partition live in ``memory`` (sbuf or psum) as the run went: (step, live bytes
     after the change, the buffer allocated or freed there), in step order. A buffer is live from
-    its allocation to its last use (PSUM: whole banks of ``bank`` bytes per buffer when
-    ``by_bank``, assumption ``psum_allocation``); one never used takes no memory."""
+    its first access (``from_first_access``; else its allocation: assumption ``tile_liveness``)
+    to its last use, the instruction at either end included (PSUM: whole banks of ``bank`` bytes
+    per buffer when ``by_bank``, assumption ``psum_allocation``); one never used takes no memory."""
     events = []
     for b in lives:
         if b.memory.name != memory or b.first_use is None:
@@ -402,8 +404,10 @@ def live_use(lives: list, memory: str, bank: int, by_bank: bool) -> list[tuple[i
         size = b.partition_bytes
         if memory == "psum" and by_bank:
             size = -(-size // bank) * bank
-        events.append((b.alloc_step, 1, size, b))
-        events.append((b.last_use, 0, -size, b))
+        # At one step, what an instruction starts using is counted before what it last used is freed
+        # (from its first access) or after (from its allocation, made after that step's instruction).
+        events.append((b.first_use, 0, size, b) if from_first_access else (b.alloc_step, 1, size, b))
+        events.append((b.last_use, 1 if from_first_access else 0, -size, b))
     events.sort(key=lambda e: (e[0], e[1]))
     out, live = [], 0
     for step, _, size, b in events:
@@ -416,14 +420,15 @@ def capacity(ctx: Context) -> None:
     """Peak live SBUF and PSUM per partition over the run (``live_use``)."""
     bank = int(ctx.target["psum_bank_bytes"])
     by_bank = ctx.assumptions["psum_allocation"] == "bank"
+    first = ctx.assumptions["tile_liveness"] == "first_access"
     for memory, limit_key in (("sbuf", "sbuf_partition_bytes"), ("psum", "psum_partition_bytes")):
         peak, peak_buffer = 0, None
-        for _, live, b in live_use(ctx.lives, memory, bank, by_bank):
+        for _, live, b in live_use(ctx.lives, memory, bank, by_bank, first):
             if live > peak:
                 peak, peak_buffer = live, b
         limit = int(ctx.target[limit_key])
         if peak > limit:
             unit = f" ({peak // bank} banks)" if memory == "psum" else ""
             ctx.find(f"{memory}_capacity", "error", f"live {memory.upper()} reaches {peak} B per partition{unit} when "
-                     f"{peak_buffer.name} is allocated; the target holds {limit} B", _cite(ctx, limit_key),
-                     at=peak_buffer.line)
+                     f"{peak_buffer.name} {'is first used' if first else 'is allocated'}; the target holds {limit} B "
+                     "(assumption tile_liveness)", _cite(ctx, limit_key), at=peak_buffer.line)

@@ -189,10 +189,11 @@ def access_pattern(t: Any, pattern: Sequence[Sequence[int]] | None = None, offse
                              "(scalar_offset / vector_offset)")
         # Indirect addressing (nki.isa.dma_copy docs): addresses chosen at run time, their bounds
         # checked when the DMA runs (machine.indirect).
-        if dtype is not None:
-            raise current().unsupported("tensor.ap(dtype=) together with an indirect offset")
-        return FRONT["indirect_pattern"](t, pairs, start, vector_offset=vector_offset, scalar_offset=scalar_offset,
-                                         indirect_dim=indirect_dim)
+        # dtype=: the view read as that dtype (steps, counts and the indirect dim's stride in its
+        # elements), as a pattern without indirection reads it.
+        source = t if dtype is None or d == t.dtype else t.view(d)
+        return FRONT["indirect_pattern"](source, pairs, start, vector_offset=vector_offset,
+                                         scalar_offset=scalar_offset, indirect_dim=indirect_dim)
     lo = start + sum(min(0, s * (c - 1)) for s, c in pairs)
     hi = start + sum(max(0, s * (c - 1)) for s, c in pairs)
     if any(c <= 0 for _, c in pairs) or lo < 0 or hi >= flat_n:
