@@ -167,7 +167,8 @@ def test_nc_n_gather_documented_limits():
 
 def test_nc_n_gather_reads_only_gathered_elements():
     """A data tile written in part: gathering its written elements is no finding; gathering an
-    unwritten one is, and leaves that element undefined."""
+    unwritten one leaves that element undefined (moved as a DMA moves it), an error where it
+    reaches something: here a reduction adding it to the written ones of its partition."""
     data = rng.standard_normal((2, 8)).astype(np.float32)
 
     @nki.jit
@@ -178,13 +179,21 @@ def test_nc_n_gather_reads_only_gathered_elements():
         nisa.nc_n_gather(o, t, sbuf(good))
         p = nl.ndarray((2, 4), nl.float32, buffer=nl.sbuf)
         nisa.nc_n_gather(p, t, sbuf(bad))  # <unwritten>
-        return (hbm(o),)
+        s = nl.ndarray((2, 1), nl.float32, buffer=nl.sbuf)
+        nisa.tensor_reduce(dst=s, op=nl.add, data=p, axis=1)  # <sum>
+        return hbm(o), hbm(p)
 
     good = np.array([[7, 0, 3, 3], [1, 2, 6, 5]], np.uint32)
-    r = nki.run(k, data, good, np.array([[7, 9, 0, 0], [1, 1, 1, 1]], np.uint32))
+    bad = np.array([[7, 9, 0, 0], [1, 1, 1, 1]], np.uint32)
+    r = nki.run(k, data, good, bad)
     (f,) = errors(r, "read_uninitialised")
-    assert f.where == line_of("<unwritten>") and "reads 1 of" in f.message
+    assert f.where == line_of("<sum>") and "1 element no instruction wrote" in f.message
+    assert line_of("<unwritten>") in f.message  # where the undefined element came from
+    (w,) = errors(r, "output_partly_written")
+    assert "1 of 8 elements" in w.message
     assert bit_equal(r.outputs[0], n_gather_oracle(data, good))
+    defined = bad < 8
+    assert bit_equal(r.outputs[1][defined], n_gather_oracle(data, np.where(defined, bad, 0))[defined])
 
 
 # --- local_gather ------------------------------------------------------------------------------------

@@ -61,13 +61,14 @@ def _source(ctx: Context, t: Tensor) -> tuple[np.ndarray, np.ndarray | None]:
 def _gathered(ctx: Context, t: Tensor, written: np.ndarray | None, taken: np.ndarray,
               inside: np.ndarray) -> np.ndarray:
     """Which gathered elements are defined: index inside the source and the source element
-    written (``taken``: the written mask gathered as the bits were). Unwritten ones read are the
-    read_uninitialised finding, naming ``t``."""
+    written (``taken``: the written mask gathered as the bits were). An unwritten one moves as a
+    DMA moves it: undefined in dst (an error only where it reaches something; rules.check_read),
+    the read here kept as where it came from."""
     if written is None:
         return inside
     unread = inside & ~taken
-    if unread.any():
-        _rules.unread_finding(ctx, t, int(np.count_nonzero(unread)))
+    if unread.any() and ctx.undefined_from is None:
+        ctx.undefined_from = _rules.undefined_origin(ctx, t, int(np.count_nonzero(unread)))
     return inside & taken
 
 
@@ -81,6 +82,8 @@ def _write_gathered(ctx: Context, dst: Tensor, bits: np.ndarray, src_dtype: Any,
     if not defined.all():
         dst.mask[~defined.reshape(dst.shape)] = 0
         dst.base.complete = False
+        if dst.base.undefined_from is None:
+            dst.base.undefined_from = ctx.undefined_from
 
 
 def _bounds_finding(ctx: Context, name: str, index: Tensor, bad: np.ndarray, first: tuple, limit: int,

@@ -197,6 +197,12 @@ def undefined(ctx: Context, t: Any, elements: np.ndarray) -> None:
         unread_finding(ctx, t, int(np.count_nonzero(elements)))
 
 
+def undefined_origin(ctx: Context, t: Any, count: int) -> tuple:
+    """Where undefined values came from: (this line, what it read of ``t``, False: ``t`` was written
+    in part), as ``Allocation.undefined_from`` keeps it."""
+    return (ctx.at or where(), _unread_message(t, count), False)
+
+
 def _unread_message(t: Any, unwritten: int) -> str:
     return (f"reads {unwritten} of {t.size} elements of {t.name} ({t.base.memory}, allocated at {t.base.line}) that "
             "no instruction wrote")
@@ -233,8 +239,9 @@ def undefined_mixed(ctx: Context, dst: Any, count: int, partitions: int) -> None
     instruction wrote (``count``) with written ones into ``dst``: read_uninitialised here."""
     origin = ctx.undefined_from
     since = "" if origin is None else f": undefined since {origin[0]}, which {origin[1].replace('reads', 'read', 1)}"
-    ctx.find("read_uninitialised", "error", f"combines {count} elements no instruction wrote with written ones of the "
-             f"same partition ({partitions} partitions) into {dst.name}{since}",
+    ctx.find("read_uninitialised", "error", f"combines {count} element{'s' if count != 1 else ''} no instruction wrote "
+             f"with written ones of the same partition ({partitions} partition{'s' if partitions != 1 else ''}) into "
+             f"{dst.name}{since}",
              "documented: tile contents start undefined (nki.language.ndarray docs; AWS's simulator fills NaN)")
 
 
