@@ -582,3 +582,38 @@ def test_tensor_scalar_fused_is_one_rounding_of_the_exact_value(op0, op1, revers
         first = f[op0](Fraction(float(a)), Fraction(v)) if reverse0 else f[op0](Fraction(v), Fraction(float(a)))
         exact = f[op1](Fraction(float(b)), first) if reverse1 else f[op1](first, Fraction(float(b)))
         assert g == to_fp32(exact), (v, g, to_fp32(exact))
+
+
+def test_two_programs_writing_the_same_hbm_elements_are_a_race():
+    # nki-library's cascaded_max test helper: each logical core zeroes the whole output, then stores
+    # its half. The cores run at once on the hardware; numeq runs them one after another.
+    @nki.jit
+    def k(a):
+        out = nl.ndarray((256, 64), nl.float32, buffer=nl.shared_hbm)
+        pid = nl.program_id(0)
+        zero = nl.ndarray((128, 64), nl.float32, buffer=nl.sbuf)
+        nisa.memset(dst=zero, value=0.0)
+        for i in range(2):
+            nisa.dma_copy(dst=out[128 * i:128 * (i + 1), :], src=zero)  # <zero all>
+        t = nl.ndarray((128, 64), nl.float32, buffer=nl.sbuf)
+        nisa.dma_copy(dst=t, src=a[128 * pid:128 * (pid + 1), :])
+        nisa.dma_copy(dst=out[128 * pid:128 * (pid + 1), :], src=t)  # <own half>
+        return out
+
+    a = np.arange(1, 256 * 64 + 1, dtype=np.float32).reshape(256, 64)  # no zeros: every zeroed element changes
+    r = nki.run(k[2], a)
+    (f,) = r.errors
+    assert (f.rule, f.where) == ("shared_hbm_race", source_line(k, "<zero all>"))
+    assert "program (1,) writes 8192 elements of out that program (0,) wrote other values" in f.message
+
+    @nki.jit
+    def halves(a):  # each program writes only its own rows: no race
+        out = nl.ndarray((256, 64), nl.float32, buffer=nl.shared_hbm)
+        pid = nl.program_id(0)
+        t = nl.ndarray((128, 64), nl.float32, buffer=nl.sbuf)
+        nisa.dma_copy(dst=t, src=a[128 * pid:128 * (pid + 1), :])
+        nisa.dma_copy(dst=out[128 * pid:128 * (pid + 1), :], src=t)
+        return out
+
+    r = nki.run(halves[2], a)
+    assert r.errors == [] and np.array_equal(r.outputs, a)

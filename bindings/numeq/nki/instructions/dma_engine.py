@@ -44,6 +44,8 @@ def dma_copy(c: Call) -> Any:
         raise KernelFault(ctx.find("shape_mismatch", "error", f"dma_copy: {src.name} {src.shape} -> {dst.name} "
                                    f"{dst.shape} differ in size", "documented: nki.isa.dma_copy docstring"))
     _rules.check_dma(ctx, dst, src)
+    # Another program's elements overwritten (an accumulating DMA adds, whatever the order: no race).
+    raced = _rules.program_writes(ctx, dst) if not dst.base.memory.on_chip and dst_rmw_op is None else None
     if dst_rmw_op is not None:
         values = alu(dst_rmw_op, read(ctx, dst, "dst"), read(ctx, src, "src").reshape(dst.shape), "dst_rmw_op")
         write(ctx, dst, values)
@@ -52,6 +54,8 @@ def dma_copy(c: Call) -> Any:
     else:
         write(ctx, dst, _numerics.fp32_values(src.data, src.dtype).reshape(dst.shape),
               rounding=ctx.assumptions["dma_cast_rounding"])
+    if raced is not None:
+        raced()
     c.issue([dst], [src], nbytes=src.size * src.dtype.itemsize,
               queue="dma" if queue is None else str(getattr(queue, "name", queue)))
     return dst

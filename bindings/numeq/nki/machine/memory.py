@@ -215,6 +215,7 @@ class Allocation:
         # (line, message, whole) of the first read of unwritten bytes whose results this tile holds
         # (rules.undefined): the read_uninitialised finding names it if they reach something.
         self.undefined_from: Any = None
+        self.program_writer: Any = None  # HBM under SPMD: the program that last wrote each element (rules)
 
     @property
     def mask(self) -> np.ndarray:

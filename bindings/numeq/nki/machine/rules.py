@@ -59,6 +59,8 @@ RULES: dict[str, Rule] = {
     "index_bounds": Rule("error", "an index or access pattern reaches outside the tensor", _RUN),
     "shape_mismatch": Rule("error", "an instruction's operands do not have the shapes it needs", _RUN),
     "output_unwritten": Rule("error", "a kernel output no instruction wrote", _RUN),
+    "shared_hbm_race": Rule("error", "two SPMD programs (logical cores) write the same HBM elements with nothing "
+                                     "ordering them", _RUN),
     "allocation_address": Rule("error", "a direct allocation (nki.compiler) places a tile where the memory cannot hold "
                                         "it: past a partition's usable bytes, across a PSUM bank, at a start partition "
                                         "the ISA forbids", _RUN),
@@ -243,6 +245,49 @@ def undefined_mixed(ctx: Context, dst: Any, count: int, partitions: int) -> None
              f"with written ones of the same partition ({partitions} partition{'s' if partitions != 1 else ''}) into "
              f"{dst.name}{since}",
              "documented: tile contents start undefined (nki.language.ndarray docs; AWS's simulator fills NaN)")
+
+
+def program_writes(ctx: Context, dst: Any) -> Any:
+    """A DMA of an SPMD program (or logical core) is about to write HBM ``dst``. Returns what to call
+    once it has: elements another program wrote, now holding other bits, are the
+    ``shared_hbm_race`` finding. numeq runs the programs one after another; the hardware runs them at
+    once (nki.language docs: shared_hbm is visible to every program; NKI's SPMD and LNC guides), so
+    which write lands last is a race unless something orders them (nki-library's cascaded_max test
+    helper zeroes the whole output on each core, then each core stores its half). Programs writing
+    the same bits (every program storing one result) race to no effect: no finding."""
+    base = dst.base
+    if len(ctx.program) == 0 or base.memory.name == "private_hbm" or dst.data.itemsize != base.data.itemsize:
+        return None
+    owners = base.program_writer
+    if owners is None:
+        owners = base.program_writer = np.full(base.data.size, -1, np.int32)
+    item = base.data.itemsize
+    offset = (dst.data.__array_interface__["data"][0] - base.address) // item
+    if offset < 0 or any(s < 0 for s in dst.data.strides):
+        return None
+    view = np.lib.stride_tricks.as_strided(owners[offset:], shape=dst.data.shape,
+                                           strides=tuple(s // item * owners.itemsize for s in dst.data.strides))
+    me = int(np.ravel_multi_index(ctx.program, ctx.grid)) if ctx.grid else 0
+    clash = (view >= 0) & (view != me)
+    before = dst.data[clash].copy() if clash.any() else None
+    first_other = int(view[clash][0]) if before is not None else -1
+
+    def written() -> None:
+        if before is not None:
+            after = dst.data[clash]
+            unsigned = np.dtype(f"u{item}")
+            changed = before.view(unsigned) != after.view(unsigned)
+            if changed.any():
+                other = np.unravel_index(first_other, ctx.grid)
+                ctx.find("shared_hbm_race", "error", f"program {tuple(int(i) for i in ctx.program)} writes "
+                         f"{int(changed.sum())} elements of {base.name} that program {tuple(int(i) for i in other)} "
+                         "wrote other values into: the programs run at once on the hardware, so which write lands "
+                         "last is a race (nothing orders them; numeq runs them one after another and keeps this "
+                         "program's)", "documented: nki.language shared_hbm (visible to every program of the SPMD "
+                         "grid); NKI SPMD and logical NeuronCore guides")
+        view[...] = me
+
+    return written
 
 
 def off_chip(ctx: Context, t: Any, engine: str, parameter: str) -> None:
