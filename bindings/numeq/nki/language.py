@@ -23,7 +23,7 @@ from .machine.precision import allocated
 from .machine.memory import MEMORIES, Allocation, Memory, Tensor, ds
 from . import isa as _isa
 from .instructions.path import language_rows as _language_rows
-from .instructions.access import write as _write
+from .instructions.access import memory_name as _memory_name, write as _write
 from .machine import arithmetic as _numerics
 from .machine import randomness as _randomness
 from .machine.context import Unsupported as _Unsupported, active as _active
@@ -150,12 +150,7 @@ def is_sbuf(buffer: Any) -> bool:
 
 
 def _memory(buffer: Any) -> Any:
-    if buffer is None:
-        return sbuf
-    name = getattr(buffer, "name", buffer)
-    if name not in MEMORIES:
-        raise ValueError(f"buffer: unknown memory {buffer!r}; valid: nl.{', nl.'.join(MEMORIES)}")
-    return MEMORIES[name]
+    return MEMORIES[_memory_name(buffer)]
 
 
 def _shape(shape: Any) -> tuple[int, ...]:
