@@ -186,3 +186,49 @@ def test_an_affine_loop_body_places_its_tensors_once_a_static_loop_per_index():
     assert r.findings == [] and np.array_equal(r.outputs, np.broadcast_to(a, (200, 128, 512)))
     with pytest.raises(nki.KernelFault, match=r"\[allocation_address\]"):
         nki.simulate(kernel(nl.static_range))(a)
+
+
+def test_the_current_generations_address_places_a_tensor_and_its_conflicts_are_found():
+    # nl.ndarray(..., address=(partition_offset, free_offset)) (nki.language.ndarray docs), as
+    # nki-library's ModularAllocator places its buffers: two tensors at overlapping bytes.
+    @nki.jit
+    def k(a):
+        out = nl.ndarray((128, 512), nl.float32, buffer=nl.shared_hbm)
+        x = nl.ndarray((128, 512), nl.float32, buffer=nl.sbuf, address=(0, 0))
+        y = nl.ndarray((128, 512), nl.float32, buffer=nl.sbuf, address=(0, 1024))  # bytes 1024..3072
+        nisa.dma_copy(dst=x, src=a)
+        nisa.dma_copy(dst=y, src=a)  # <y written>
+        nisa.dma_copy(dst=out, src=x)  # <x read>
+        return out
+
+    a = RNG.standard_normal((128, 512)).astype(np.float32)
+    r = nki.run(k, a)
+    (f,) = r.errors
+    assert (f.rule, f.where) == ("allocation_conflict", source_line(k, "<x read>"))
+    assert "after y was written at" in f.message and "bytes 1024:2048" in f.message
+
+    @nki.jit
+    def apart(a):
+        out = nl.ndarray((128, 512), nl.float32, buffer=nl.shared_hbm)
+        x = nl.ndarray((128, 512), nl.float32, buffer=nl.sbuf, address=(0, 0))
+        y = nl.ndarray((128, 512), nl.float32, buffer=nl.sbuf, address=(0, 2048))
+        nisa.dma_copy(dst=x, src=a)
+        nisa.dma_copy(dst=y, src=a)
+        nisa.dma_copy(dst=out, src=x)
+        return out
+
+    r = nki.run(apart, a)
+    assert r.findings == [] and np.array_equal(r.outputs, a)
+
+    def placed_at(address):
+        def kernel(a):
+            nl.ndarray((64, 512), nl.float32, buffer=nl.sbuf, address=address)
+            return a
+        return kernel
+
+    with pytest.raises(nki.KernelFault, match=r"\[allocation_address\] .*placed at partition 32; it may start at 0, 64"):
+        nki.simulate(placed_at((32, 0)))(a)
+    with pytest.raises(nki.KernelFault, match=r"\[allocation_address\] .*2048 B per partition placed at byte 211968"):
+        nki.simulate(placed_at((0, (224 - 16) * 1024 - 1024)), target="trn2")(a)
+    with pytest.raises(TypeError, match=r"address: nl.ndarray takes \(partition_offset, free_offset\)"):
+        nki.simulate(placed_at((0,)))(a)

@@ -297,7 +297,7 @@ def before_read(ctx: Any, t: Any) -> None:
         for other in phys.overlapping(extent):
             theirs = phys.last.get(other)
             if theirs is not None and theirs[0] > own[0] and (theirs[2] != base.id or theirs[3] != tile):
-                _conflict(ctx, own, theirs, extent)
+                _conflict(ctx, own, theirs, extent, other)
                 return
 
 
@@ -306,8 +306,11 @@ def _name(record: tuple) -> str:
     return f"{name}[{', '.join(map(str, np.unravel_index(tile, blocks)))}]" if blocks else name
 
 
-def _conflict(ctx: Any, own: tuple, theirs: tuple, extent: tuple) -> None:
-    memory, p0, p1, b0, b1 = extent
+def _conflict(ctx: Any, own: tuple, theirs: tuple, extent: tuple, other: tuple) -> None:
+    # The bytes both tiles hold (the read tile's extent and the other's overlap there).
+    memory = extent[0]
+    p0, p1 = max(extent[1], other[1]), min(extent[2], other[2])
+    b0, b1 = max(extent[3], other[3]), min(extent[4], other[4])
     ctx.find("allocation_conflict", "error",
              f"reads {_name(own)} (written at {own[1]}) after {_name(theirs)} was written at {theirs[1]} on the same "
              f"physical bytes ({memory.upper()} partitions {p0}:{p1}, bytes {b0}:{b1}); on the hardware the read "
