@@ -158,3 +158,19 @@ def test_storing_a_transposed_row_nothing_wrote_leaves_the_output_partly_written
     (w,) = [f for f in r.findings if f.rule == "output_partly_written"]
     assert "64 of 128 elements" in w.message
     assert np.array_equal(r.outputs[0], x[:, 0])
+
+
+def test_part_of_a_never_written_tile_computed_and_stored_names_its_first_read():
+    # A view of a tile no instruction ever wrote counts as the tile: the likely mistake is the
+    # missing write, named at the first read, not a partly written output.
+    @nki.jit
+    def k(a):
+        out = nl.ndarray((128, 32), nl.float32, buffer=nl.shared_hbm)
+        t = nl.ndarray((128, 64), nl.float32, buffer=nl.sbuf, name="never")
+        u = nl.ndarray((128, 32), nl.float32, buffer=nl.sbuf)
+        nisa.tensor_scalar(dst=u, data=t[:, 0:32], op0=nl.multiply, operand0=2.0)  # <first read>
+        nisa.dma_copy(dst=out, src=u)
+        return out
+
+    (f,) = nki.run(k, np.zeros((1, 1), np.float32)).errors
+    assert (f.rule, f.where) == ("read_uninitialised", source_line(k, "<first read>")) and "never" in f.message

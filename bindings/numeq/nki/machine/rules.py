@@ -186,8 +186,8 @@ def undefined(ctx: Context, t: Any, elements: np.ndarray) -> None:
     finding, if the values reach something, can name it."""
     if ctx.undefined_from is None:
         count = int(np.count_nonzero(elements))
-        ctx.undefined_from = t.base.undefined_from or (ctx.at or where(), _unread_message(t, count),
-                                                       count == t.size == t.base.data.size)
+        never = count == t.size and not t.base.dirty  # the tile: no instruction wrote any of it
+        ctx.undefined_from = t.base.undefined_from or (ctx.at or where(), _unread_message(t, count), never)
     u = ctx.undefined
     if u is None:
         ctx.undefined = elements
