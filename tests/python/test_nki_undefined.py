@@ -109,6 +109,21 @@ def test_accumulating_onto_a_never_written_psum_tile_rests_on_the_accumulate_ass
     assert [(f.rule, f.where) for f in always.errors] == [("read_uninitialised", source_line(k, "<+=>"))]
 
 
+def _transposed_in_sbuf(x, ident, columns):
+    """A (64, 128) tile of which only ``columns`` are written (from x's columns in turn), transposed
+    by the Tensor Engine into PSUM and copied to a (128, 64) SBUF tile: rows ``columns`` defined."""
+    t = nl.ndarray((64, 128), nl.float32, buffer=nl.sbuf)
+    for i, c in enumerate(columns):
+        nisa.dma_copy(dst=t[:, c:c + 1], src=x[:, i:i + 1])
+    eye = nl.ndarray((64, 64), nl.float32, buffer=nl.sbuf)
+    nisa.dma_copy(dst=eye, src=ident)
+    p = nl.ndarray((128, 64), nl.float32, buffer=nl.psum)
+    nisa.nc_matmul(dst=p, stationary=t, moving=eye, is_transpose=True)
+    s = nl.ndarray((128, 64), nl.float32, buffer=nl.sbuf)
+    nisa.tensor_copy(dst=s, src=p)
+    return s
+
+
 def test_a_transpose_carries_unwritten_columns_to_rows_and_a_shuffle_reads_only_the_partitions_it_moves():
     # nki-library's find_nonzero_indices pattern: 8 of 128 columns written, transposed by the Tensor
     # Engine (rows 0, 16, ... defined), and a stream shuffle that moves partition 16 of each quadrant
@@ -116,15 +131,7 @@ def test_a_transpose_carries_unwritten_columns_to_rows_and_a_shuffle_reads_only_
     @nki.jit
     def k(x, ident):
         out = nl.ndarray((4, 64), nl.float32, buffer=nl.shared_hbm)
-        t = nl.ndarray((64, 128), nl.float32, buffer=nl.sbuf)
-        for c in range(8):
-            nisa.dma_copy(dst=t[:, 16 * c:16 * c + 1], src=x[:, c:c + 1])
-        i = nl.ndarray((64, 64), nl.float32, buffer=nl.sbuf)
-        nisa.dma_copy(dst=i, src=ident)
-        p = nl.ndarray((128, 64), nl.float32, buffer=nl.psum)
-        nisa.nc_matmul(dst=p, stationary=t, moving=i, is_transpose=True)
-        s = nl.ndarray((128, 64), nl.float32, buffer=nl.sbuf)
-        nisa.tensor_copy(dst=s, src=p)
+        s = _transposed_in_sbuf(x, ident, range(0, 128, 16))
         nisa.nc_stream_shuffle(dst=s, src=s, shuffle_mask=[16] + [255] * 31)
         for q in range(4):
             nisa.dma_copy(dst=out[q:q + 1, :], src=s[32 * q:32 * q + 1, :])  # partition 32q: moved from 32q + 16
@@ -141,14 +148,7 @@ def test_storing_a_transposed_row_nothing_wrote_leaves_the_output_partly_written
     @nki.jit
     def k(x, ident):
         out = nl.ndarray((2, 64), nl.float32, buffer=nl.shared_hbm)
-        t = nl.ndarray((64, 128), nl.float32, buffer=nl.sbuf)
-        nisa.dma_copy(dst=t[:, 0:1], src=x)
-        i = nl.ndarray((64, 64), nl.float32, buffer=nl.sbuf)
-        nisa.dma_copy(dst=i, src=ident)
-        p = nl.ndarray((128, 64), nl.float32, buffer=nl.psum)
-        nisa.nc_matmul(dst=p, stationary=t, moving=i, is_transpose=True)
-        s = nl.ndarray((128, 64), nl.float32, buffer=nl.sbuf)
-        nisa.tensor_copy(dst=s, src=p)
+        s = _transposed_in_sbuf(x, ident, [0])
         nisa.dma_copy(dst=out, src=s[0:2, :])  # row 1 is column 1 of t: nothing wrote it
         return out
 

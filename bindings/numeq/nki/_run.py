@@ -238,8 +238,7 @@ def _outputs(ctx: Context, x: Any) -> Any:
             rule, severity = ("output_unwritten", "error") if unwritten == x.size else ("output_partly_written",
                                                                                       "warning")
             origin = x.base.undefined_from
-            since = "" if origin is None else f"; some were stored from values undefined since {origin[0]}, which " \
-                f"{origin[1].replace('reads', 'read', 1)}"
+            since = "" if origin is None else f"; some were stored from values {_rules.undefined_since(origin)}"
             ctx.find(rule, severity, f"output {x.name} holds {unwritten} of {x.size} elements no instruction wrote "
                      f"(they hold whatever the memory held){since}", "documented: tensors start undefined "
                      "(nki.language.ndarray docs)", at=x.base.line)

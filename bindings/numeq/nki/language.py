@@ -22,10 +22,9 @@ from .machine.dtypes import DTYPES, PENDING_DTYPES, DType, dtype_of
 from .machine.precision import allocated
 from .machine.memory import MEMORIES, Allocation, Memory, Tensor, ds
 from . import isa as _isa
-from .instructions.path import language_rows as _language_rows
-from .instructions.access import memory_name as _memory_name, write as _write
+from .instructions.path import language_functions as _language_functions
+from .instructions.access import memory_name as _memory_name
 from .machine import arithmetic as _numerics
-from .machine import randomness as _randomness
 from .machine.context import Unsupported as _Unsupported, active as _active
 from .machine.targets import DEFAULT_TARGET as _DEFAULT_TARGET, target as _target
 from .placeholders import placeholders_of as _placeholders_of
@@ -181,8 +180,8 @@ def ndarray(shape: Any, dtype: Any, buffer: Any = None, name: str = "", address:
         # The older interface's nl.par_dim after block dims (nl.ndarray((4, nl.par_dim(128), 512))).
         marked = [i for i, s in enumerate(shape) if getattr(s, "_nki_par_dim", False)]
         if marked and marked != [0]:
-            return FRONT["index_expressions"].par_dim_ndarray(tuple(shape), marked, dtype,
-                                                               buffer if hasattr(buffer, "how") else memory, name)
+            return FRONT["index_expressions"].par_dim_ndarray(tuple(shape), marked, dtype, memory,
+                                                               _placement.direct(buffer), name)
     line = _where()
     d = allocated(ctx, line, dtype_of(dtype))  # fp32 where the precision flow widens this line
     if memory.name == "shared_hbm" and ctx.program != tuple(0 for _ in ctx.program):
@@ -194,7 +193,7 @@ def ndarray(shape: Any, dtype: Any, buffer: Any = None, name: str = "", address:
     b = ctx.allocate(Allocation(_shape(shape), d, memory, name or assigned_name(), line))
     if memory.name == "shared_hbm":
         ctx.shared_allocated(line, b)
-    if getattr(buffer, "how", "auto_alloc") != "auto_alloc":  # nki.compiler's direct allocation
+    if _placement.direct(buffer) is not None:  # nki.compiler's direct allocation
         _placement.place(ctx, b, buffer, 0)
     elif address is not None:
         _placement.place_at(ctx, b, address)
@@ -607,7 +606,7 @@ FRONT: dict[str, Any] = {}
 
 # nki.language functions that are rows of the instruction table (nl.rand, nl.shared_identity_matrix);
 # the older tile functions' rows (nl.sin ...) are called by the front's nl.sin(x, dtype=, mask=).
-globals().update(_language_rows())
+globals().update(_language_functions(public=True))
 
 # Documented names numeq does not compute yet: they exist, calling one raises (placeholders).
 globals().update((_n, _v) for _n, _v in _placeholders_of("nki.language").items() if _n not in globals())

@@ -22,7 +22,7 @@ from ..machine import rules as _rules
 from ..machine.context import KernelFault, _operand as _trace_operand, active, assigned_name, current, where as _line
 from ..machine.dtypes import dtype_of
 from ..machine.views import Gather, out_of_bounds
-from ..machine.memory import MEMORIES, WRITER_OTHER, Allocation, Tensor
+from ..machine.memory import WRITER_OTHER, Allocation, Tensor
 from .. import language
 
 __all__ = ["IndexExpr", "Predicate", "Grid", "arange", "mgrid", "par_dim", "index"]
@@ -305,18 +305,18 @@ def _block(t: Tensor, blocks: int) -> _BlockTensor:
     return b
 
 
-def par_dim_ndarray(dims: tuple, marked: list[int], dtype: Any, memory: Any, name: str) -> Tensor:
+def par_dim_ndarray(dims: tuple, marked: list[int], dtype: Any, memory: Any, placement: Any, name: str) -> Tensor:
     """``nl.ndarray`` of a shape with ``nl.par_dim`` after block dims (SBUF / PSUM): the partition
     dim is stored first, so each block is a tile of whole partitions (the capacity and partition
-    checks then see the real layout); the view puts the dims back in the kernel's order."""
+    checks then see the real layout); the view puts the dims back in the kernel's order.
+    ``placement``: a direct allocation of the blocks (machine.placement), or None."""
     if len(marked) > 1:
         raise ValueError(f"shape: one nl.par_dim per shape, got {dims}")
     j, sizes = marked[0], language._shape(dims)
     ctx = current()
     line = _line()
-    placement = memory if getattr(memory, "how", "auto_alloc") != "auto_alloc" else None
     b = ctx.allocate(Allocation((sizes[j],) + sizes[:j] + sizes[j + 1:], _precision.allocated(ctx, line, dtype_of(dtype)),
-                                MEMORIES[memory.name], name or assigned_name(), line,
+                                memory, name or assigned_name(), line,
                                 tiles=math.prod(sizes[:j]) if placement else 1))
     if placement is not None:  # nki.compiler's direct allocation
         _placement.place(ctx, b, placement, j)

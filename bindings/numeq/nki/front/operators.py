@@ -48,10 +48,7 @@ def _accumulate(ctx: Any, dst: Tensor, tile: Tensor) -> None:
     undefined = _engine.unwritten_operand(ctx, tile, settle=False)  # results the matmul left undefined
     if some:
         _rules.check_accumulate(ctx, dst, adds if adds.ndim else np.ones(dst.shape, dtype=bool))
-        carried = _engine.unwritten_operand(ctx, dst, settle=False)  # a sum onto undefined values stays so
-        if carried is not None:
-            carried = carried & (adds.reshape(carried.shape) if adds.ndim else adds)
-            undefined = carried if undefined is None else undefined | carried.reshape(undefined.shape)
+        undefined = _engine.summed_undefined(ctx, dst, adds, undefined)
     if dst.shape == tile.shape and (every or not some) and _psum.transfer(ctx, tile, dst, adds=every):
         # The matmul joins dst's pending chain (computed when dst is read, machine.psum).
         _engine.before_write(ctx, dst)

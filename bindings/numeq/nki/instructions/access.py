@@ -129,6 +129,17 @@ def unwritten_operand(ctx: Context, t: Any, settle: bool = True) -> Any:
         ctx.undefined = saved
 
 
+def summed_undefined(ctx: Context, dst: Any, adds: Any, undefined: Any) -> Any:
+    """The undefined results of a sum into PSUM ``dst``: ``undefined`` (of the addend, or None) and
+    dst's own unwritten elements where it ``adds`` onto them (a sum onto undefined values stays
+    undefined; elements it overwrites start afresh). A (partitions, free) mask, or None."""
+    carried = unwritten_operand(ctx, dst, settle=False)  # adding onto a pending chain extends it
+    if carried is None:
+        return undefined
+    carried = carried & (adds.reshape(carried.shape) if adds.ndim else adds)
+    return carried if undefined is None else undefined | carried.reshape(undefined.shape)
+
+
 def leave_undefined(ctx: Context, dst: Any, undefined: np.ndarray) -> None:
     """Results computed from unwritten operand elements stay unwritten in ``dst`` (``undefined``:
     (partitions, free) elementwise, or (partitions, 1) whole partitions; _rules.undefined)."""

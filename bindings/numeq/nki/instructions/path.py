@@ -18,9 +18,9 @@ from ..machine.engines import engine_name
 from ..machine.memory import Tensor
 from .forms import Form, bind
 from .operands import destination, doc
-from .table import INSTRUCTIONS, InstructionSpec
+from .table import INSTRUCTIONS, InstructionSpec, key
 
-__all__ = ["Call", "entry", "language_functions", "language_rows", "public_functions"]
+__all__ = ["Call", "entry", "language_functions", "public_functions"]
 
 _SUM_OPERATORS = frozenset({"add", "average", "sum", "mean"})
 
@@ -47,9 +47,8 @@ class Call:
         if sums:
             names = (sums,) if isinstance(sums, str) else sums
             sums = sums == "always" or any(_is_sum(self.args.get(p)) for p in names)
-        spec = self.spec
-        return self.ctx.issue(engine or self.engine, name or (spec.name if spec.module == "nki.isa" else spec.qualified),
-                              outs, srcs, nbytes, flops, cycles, bool(sums), detail)
+        return self.ctx.issue(engine or self.engine, name or key(self.spec), outs, srcs, nbytes, flops, cycles,
+                              bool(sums), detail)
 
 
 def _is_sum(op: Any) -> bool:
@@ -151,14 +150,11 @@ def public_functions() -> dict[str, Callable]:
     return _PUBLIC
 
 
-def language_functions() -> dict[str, Callable]:
-    """The ``nki.language`` functions that are rows of the table, by their names (``rand``)."""
-    return {spec.name: entry(spec) for spec in INSTRUCTIONS.values() if spec.module == "nki.language"}
-
-
-def language_rows() -> dict[str, Callable]:
-    """The ``nki.language`` rows the language module exports as they are (``public``)."""
-    return {spec.name: entry(spec) for spec in INSTRUCTIONS.values() if spec.module == "nki.language" and spec.public}
+def language_functions(public: bool = False) -> dict[str, Callable]:
+    """The ``nki.language`` functions that are rows of the table, by their names (``rand``);
+    ``public``: only those the language module exports as they are."""
+    return {spec.name: entry(spec) for spec in INSTRUCTIONS.values()
+            if spec.module == "nki.language" and (spec.public or not public)}
 
 
 def call(name: str, *args: Any, **kwargs: Any) -> Any:

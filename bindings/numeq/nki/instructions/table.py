@@ -1,11 +1,11 @@
 """The NeuronCore's instruction table: one row (``InstructionSpec``) per ``nki.isa`` instruction,
 and per ``nki.language`` function numeq computes as one step rather than through other rows
 (``nl.rand``, ``nl.shared_identity_matrix``, the older tile functions ``nl.sin`` ...: ``module``
-"nki.language", keyed "nl.<name>"), the op registry's twin. A row says what the instruction is (name, engine, the engines ``engine=``
-may choose, its argument forms per API generation, whether the older interface's ``mask=``
-applies, the first NeuronCore generation that has it, the assumptions its semantics read, which
-parameter makes it an fp32 sum, its documentation) and names its semantics: a small function of
-one bound call (``path.Call``). Everything else an instruction needs (binding, checks, the
+"nki.language", keyed "nl.<name>"), the op registry's twin. A row says what the instruction is
+(name, engine, the engines ``engine=`` may choose, its argument forms per API generation, whether
+the older interface's ``mask=`` applies, the first NeuronCore generation that has it, the
+assumptions its semantics read, which parameter makes it an fp32 sum, its documentation) and
+names its semantics: a small function of one bound call (``path.Call``). Everything else an instruction needs (binding, checks, the
 generation, masks, tracing, precision sites) is the generic path's, done once for every row.
 
 Adding an instruction is a row and its semantics, in the module of the engine that runs it::

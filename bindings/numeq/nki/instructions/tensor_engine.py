@@ -16,7 +16,8 @@ from ..machine import psum as _psum
 from ..machine import rules as _rules
 from ..machine.context import KernelFault
 from ..machine.memory import WRITER_MATMUL, WRITER_READ, Tensor
-from .access import as_tensor, leave_undefined, mark_written, new_tile, read, read_partly, unwritten_operand, write
+from .access import (as_tensor, leave_undefined, mark_written, new_tile, read, read_partly, summed_undefined,
+                     unwritten_operand, write)
 from .forms import Form
 from .path import Call
 from .table import instruction
@@ -85,10 +86,7 @@ def nc_matmul(c: Call) -> Any:
     undefined = _result_undefined(rows_undefined, columns_undefined, m, n)
     if some:
         _rules.check_accumulate(ctx, dst, adds)
-        carried = unwritten_operand(ctx, dst, settle=False)  # adding onto a pending chain extends it
-        if carried is not None:  # a sum onto undefined values stays undefined
-            carried = carried & (adds.reshape(carried.shape) if adds.ndim else adds)
-            undefined = carried if undefined is None else undefined | carried.reshape(undefined.shape)
+        undefined = summed_undefined(ctx, dst, adds, undefined)
     mode = "accumulate" if every else "overwrite" if not some else "mixed"
     if mode != "mixed" and dst.dtype.format == "fp32":
         # Computed when the PSUM tile is read (machine.psum: the chain in one call of the platform plan).
@@ -286,7 +284,7 @@ def _transpose_mode(c: Call, dst: Any, stationary: Tensor, moving: Tensor, accum
                                    f"columns of the {k} x {k} identity); transpose mode passes stationary's elements "
                                    "through, which the documentation states for an identity moving tile only",
                                    _TRANSPOSE_SOURCE))
-    _, undefined = read_partly(ctx, stationary, "stationary", "tensor")  # the checks before its bits move
+    undefined = unwritten_operand(ctx, stationary)  # the checks before its bits move
     bits = np.ascontiguousarray(stationary.data.reshape(k, m).T[:, :n] if n < k else
                                 stationary.data.reshape(k, m).T)
     write(ctx, dst, None, WRITER_MATMUL, bits=bits.reshape(dst.shape))

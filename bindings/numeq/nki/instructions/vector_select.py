@@ -245,9 +245,8 @@ def nc_stream_shuffle(c: Call) -> Any:
     else:
         write_where(ctx, dst, chosen, values=flat(values)[rows].reshape(dst.shape))
     if undefined is not None:
-        moved = np.where(chosen, np.broadcast_to(undefined, (sp, undefined.shape[1]))[rows]
-                         if undefined.shape[1] == dst.free_size() else undefined.any(axis=1)[rows][:, None], False)
-        leave_undefined(ctx, dst, moved)
+        per_row = undefined if undefined.shape[1] == dst.free_size() else undefined.any(axis=1, keepdims=True)
+        leave_undefined(ctx, dst, chosen & per_row[rows])
     c.issue([dst], [src], cycles=cost_elementwise(src), moved=int((source >= 0).sum()))
     return dst
 

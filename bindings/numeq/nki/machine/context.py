@@ -203,6 +203,7 @@ class Context:
         self.psum_chain: dict[tuple[int, int], int] = {}
         self.psum_groups: list[tuple[int, str]] = []
         self.pending: dict[int, dict] = {}
+        self.pending_bytes = 0  # the operand bytes pending chains keep (machine.psum.PENDING_BYTES_LIMIT)
         self.placed: Any = None  # direct allocation's physical tiles (machine.placement.Physical)
         # The running instruction's operands' unwritten elements, and the first such read (rules.undefined).
         self.undefined: Any = None

@@ -313,10 +313,10 @@ def _flat(base: Any, dtype: Any, array: str = "data") -> np.ndarray:
     """The buffer's storage (or its written-bytes mask) as one run of elements of ``dtype``, which
     an indirect view's addresses count (``.ap(dtype=)`` reads the storage as another dtype)."""
     whole = getattr(base, array).reshape(-1)
-    size = storage_dtype(dtype).itemsize
-    if size == whole.itemsize:
-        return whole.view(storage_dtype(dtype)) if array == "data" and whole.dtype != storage_dtype(dtype) else whole
-    return whole.view(storage_dtype(dtype) if array == "data" else np.dtype(f"u{size}"))
+    storage = storage_dtype(dtype)
+    if array == "mask":
+        storage = np.dtype(f"u{storage.itemsize}")
+    return whole if whole.dtype == storage else whole.view(storage)
 
 
 def _elements(flat: np.ndarray, addr: np.ndarray, inside: np.ndarray) -> np.ndarray:

@@ -32,7 +32,7 @@ import numpy as np
 from .context import KernelFault, where
 from .targets import start_partitions
 
-__all__ = ["place", "place_at", "physical", "before_read", "written"]
+__all__ = ["direct", "place", "place_at", "physical", "before_read", "written"]
 
 _GUIDE = "documented: SDK 2.26 NKI Direct Allocation Developer Guide (nki_direct_allocation_guide.rst)"
 _SBUF_ALLOC = "documented: SDK 2.26 nki.compiler.sbuf.alloc / mod_alloc API reference"
@@ -108,6 +108,12 @@ def _check_arguments(placement: Any, blocks: tuple, name: str) -> None:
         if counts and (len(counts) != len(blocks) or any(operator.index(n) < 1 for n in counts)):
             raise ValueError(f"{key}: {placement!r} for {name} with block dims {blocks} takes () or {len(blocks)} "
                              f"positive counts (one per block dim), got {counts}")
+
+
+def direct(buffer: Any) -> Any:
+    """``buffer`` when it is a direct allocation (nki.compiler's ``alloc`` / ``mod_alloc``
+    placement), else None (a memory, or ``auto_alloc``: the compiler places the tensor)."""
+    return buffer if getattr(buffer, "how", "auto_alloc") != "auto_alloc" else None
 
 
 def place(ctx: Any, allocation: Any, placement: Any, nblock: int) -> None:

@@ -66,13 +66,13 @@ def _add(ctx: Any, dst: Any, a: np.ndarray, b: np.ndarray, fmt: str, k: int, dou
         chain = chains[key] = _Chain(dst, init)
     chain.ops.append((a, b, fmt, k, double_row))
     chain.nbytes += a.nbytes + b.nbytes
-    total = ctx.__dict__["pending_bytes"] = ctx.__dict__.get("pending_bytes", 0) + a.nbytes + b.nbytes
-    if total > PENDING_BYTES_LIMIT:
+    ctx.pending_bytes += a.nbytes + b.nbytes
+    if ctx.pending_bytes > PENDING_BYTES_LIMIT:
         settle_all(ctx)
 
 
 def _forget(ctx: Any, chain: _Chain) -> None:
-    ctx.__dict__["pending_bytes"] = ctx.__dict__.get("pending_bytes", 0) - chain.nbytes
+    ctx.pending_bytes -= chain.nbytes
 
 
 def _keep(ctx: Any, dst: Any, values: np.ndarray, operand: Any) -> np.ndarray:

@@ -8,6 +8,7 @@ Errors: the hardware or the compiler rejects it, or it computes garbage. Warning
 
 from __future__ import annotations
 
+import math
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -205,6 +206,15 @@ def undefined_origin(ctx: Context, t: Any, count: int) -> tuple:
     return (ctx.at or where(), _unread_message(t, count), False)
 
 
+_UNDEFINED_SOURCE = "documented: tile contents start undefined (nki.language.ndarray docs; AWS's simulator fills NaN)"
+
+
+def undefined_since(origin: tuple) -> str:
+    """Where undefined values came from, in words: the first read of unwritten bytes (``origin``:
+    line, what it read)."""
+    return f"undefined since {origin[0]}, which {origin[1].replace('reads', 'read', 1)}"
+
+
 def _unread_message(t: Any, unwritten: int) -> str:
     return (f"reads {unwritten} of {t.size} elements of {t.name} ({t.base.memory}, allocated at {t.base.line}) that "
             "no instruction wrote")
@@ -218,14 +228,12 @@ def unread_finding(ctx: Context, t: Any, unwritten: int) -> None:
     if origin is None:
         message, at = _unread_message(t, unwritten), None
     else:
-        line, first, whole = origin
-        if whole:
+        if origin[2]:  # the tile read first was never written at all
             undefined_reach(ctx, origin, t.name)
             return
-        message, at = (f"{_unread_message(t, unwritten)}: undefined since {line}, which {first.replace('reads', 'read', 1)}",
-                       None)
+        message, at = f"{_unread_message(t, unwritten)}: {undefined_since(origin)}", None
     ctx.find("read_uninitialised", "error", message,
-             "documented: tile contents start undefined (nki.language.ndarray docs; AWS's simulator fills NaN)", at=at)
+             _UNDEFINED_SOURCE, at=at)
 
 
 def undefined_reach(ctx: Context, origin: tuple, reached: str) -> None:
@@ -233,18 +241,18 @@ def undefined_reach(ctx: Context, origin: tuple, reached: str) -> None:
     finding at that tile's first read (``origin``: line, what it read)."""
     line, first, _ = origin
     ctx.find("read_uninitialised", "error", f"{first}; the undefined values reach {reached}, at {ctx.at or where()}",
-             "documented: tile contents start undefined (nki.language.ndarray docs; AWS's simulator fills NaN)", at=line)
+             _UNDEFINED_SOURCE, at=line)
 
 
 def undefined_mixed(ctx: Context, dst: Any, count: int, partitions: int) -> None:
     """The running instruction combines, in each of ``partitions`` partitions, elements no
     instruction wrote (``count``) with written ones into ``dst``: read_uninitialised here."""
     origin = ctx.undefined_from
-    since = "" if origin is None else f": undefined since {origin[0]}, which {origin[1].replace('reads', 'read', 1)}"
+    since = "" if origin is None else f": {undefined_since(origin)}"
     ctx.find("read_uninitialised", "error", f"combines {count} element{'s' if count != 1 else ''} no instruction wrote "
              f"with written ones of the same partition ({partitions} partition{'s' if partitions != 1 else ''}) into "
              f"{dst.name}{since}",
-             "documented: tile contents start undefined (nki.language.ndarray docs; AWS's simulator fills NaN)")
+             _UNDEFINED_SOURCE)
 
 
 def program_writes(ctx: Context, dst: Any) -> Any:
@@ -256,8 +264,8 @@ def program_writes(ctx: Context, dst: Any) -> Any:
     helper zeroes the whole output on each core, then each core stores its half). Programs writing
     the same bits (every program storing one result) race to no effect: no finding."""
     base = dst.base
-    if len(ctx.program) == 0 or base.memory.name == "private_hbm" or dst.data.itemsize != base.data.itemsize:
-        return None
+    if math.prod(ctx.grid) < 2 or base.memory.name == "private_hbm" or dst.data.itemsize != base.data.itemsize:
+        return None  # (an empty grid is one program)
     owners = base.program_writer
     if owners is None:
         owners = base.program_writer = np.full(base.data.size, -1, np.int32)
@@ -267,7 +275,7 @@ def program_writes(ctx: Context, dst: Any) -> Any:
         return None
     view = np.lib.stride_tricks.as_strided(owners[offset:], shape=dst.data.shape,
                                            strides=tuple(s // item * owners.itemsize for s in dst.data.strides))
-    me = int(np.ravel_multi_index(ctx.program, ctx.grid)) if ctx.grid else 0
+    me = int(np.ravel_multi_index(ctx.program, ctx.grid))
     clash = (view >= 0) & (view != me)
     before = dst.data[clash].copy() if clash.any() else None
     first_other = int(view[clash][0]) if before is not None else -1
