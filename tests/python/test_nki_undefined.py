@@ -174,3 +174,18 @@ def test_part_of_a_never_written_tile_computed_and_stored_names_its_first_read()
 
     (f,) = nki.run(k, np.zeros((1, 1), np.float32)).errors
     assert (f.rule, f.where) == ("read_uninitialised", source_line(k, "<first read>")) and "never" in f.message
+
+
+def test_findings_name_result_tiles_after_the_variables_they_are_assigned_to():
+    @nki.jit
+    def k(a):
+        out = nl.ndarray((128, 1), nl.float32, buffer=nl.shared_hbm)
+        i_p, i_f = nl.mgrid[0:128, 0:512]
+        padded = nl.load(a[i_p, i_f], mask=(i_f < 384))
+        total = nl.sum(padded, axis=1)  # <sum>
+        nl.store(out, total)
+        return out
+
+    (f,) = nki.run(k, np.ones((128, 512), np.float32)).errors
+    assert f.where == source_line(k, "<sum>")
+    assert "into total" in f.message and "elements of padded" in f.message

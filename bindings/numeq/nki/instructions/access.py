@@ -22,7 +22,7 @@ from ..machine import rules as _rules
 from ..machine.context import Context, KernelFault, current
 from ..machine.dtypes import dtype_of
 from ..machine.memory import MEMORIES, WRITER_MATMUL, WRITER_OTHER, WRITER_READ, Allocation, Tensor
-from ..machine.context import where
+from ..machine.context import site
 
 __all__ = ["read", "write", "new_tile", "cost_elementwise", "as_tensor", "same_shape"]
 
@@ -264,9 +264,9 @@ def new_tile(shape: tuple, dtype: Any, memory: str = "sbuf", name: str = "") -> 
     if len(shape) < 2 and MEMORIES[memory].on_chip:
         shape = shape + (1,) * (2 - len(shape))
     ctx = current()
-    line = where()
+    line, assigned = site()
     d = _precision.allocated(ctx, line, dtype_of(dtype))
-    b = ctx.allocate(Allocation(shape, d, MEMORIES[memory], name, line))
+    b = ctx.allocate(Allocation(shape, d, MEMORIES[memory], name or assigned, line))
     return b.whole()
 
 

@@ -117,13 +117,33 @@ def assigned_name() -> str:
     f = sys._getframe(1)
     while f is not None and _basename(f.f_code.co_filename) is None:
         f = f.f_back
-    if f is None:
-        return ""
-    key = (f.f_code.co_filename, f.f_lineno)
-    if key not in _NAMES:
-        m = _ASSIGNED.match(linecache.getline(*key))
-        _NAMES[key] = m.group(1) if m else ""
-    return _NAMES[key]
+    return "" if f is None else _assigned_at(f.f_code.co_filename, f.f_lineno)
+
+
+def _assigned_at(filename: str, lineno: int) -> str:
+    key = (filename, lineno)
+    name = _NAMES.get(key)
+    if name is None:
+        m = _ASSIGNED.match(linecache.getline(filename, lineno))
+        name = _NAMES[key] = m.group(1) if m else ""
+    return name
+
+
+def site() -> tuple[str, str]:
+    """(the kernel's "file.py:LINE", the variable that line assigns or ""): ``where`` and
+    ``assigned_name`` in one walk of the stack (a result tile is named after its variable)."""
+    f = sys._getframe(1)
+    while f is not None:
+        filename = f.f_code.co_filename
+        name = _BASENAMES[filename] if filename in _BASENAMES else _basename(filename)
+        if name is not None:
+            key = (name, f.f_lineno)
+            text = _WHERE.get(key)
+            if text is None:
+                text = _WHERE[key] = f"{name}:{f.f_lineno}"
+            return text, _assigned_at(filename, f.f_lineno)
+        f = f.f_back
+    return "<kernel>:0", ""
 
 
 _WHERE: dict[tuple[str, int], str] = {}  # (base name, line) -> "file.py:LINE", made once per line
