@@ -47,20 +47,22 @@ def report_error(result: numeq.nki.Run, exact: np.ndarray, relative: bool = Fals
 
 def report_law(result: numeq.nki.Run, op: str, emulated: Any, platform: str | None = None) -> bool:
     """Print (and return) whether the output equals ``emulated``, the op-level emulation ``op`` on
-    ``platform`` (the run's own unless told), bit for bit."""
+    ``platform`` (the platform the kernel's dataflow amounts to, ``Run.kernel_platform``, unless
+    told), bit for bit."""
     equal = bool(np.array_equal(result.outputs.astype(np.float64), np.asarray(emulated, dtype=np.float64)))
-    print(f"bit-exact with {op} on {platform or result.platform}:", equal)
+    print(f"bit-exact with {op} on {platform or result.kernel_platform}:", equal)
     return equal
 
 
 def check_matmul(kernel: Any, a: np.ndarray, b: np.ndarray, out: str = "fp32", platforms: Sequence[str] = (),
                  **kwargs: Any) -> numeq.nki.Run:
     """Run a matmul kernel that takes (a.T, b), then print its error against the exact product
-    (numeq.reference.matmul) and the law: numeq.matmul(a, b) on the run's platform, and on each
-    of ``platforms`` too, rounded to ``out``, equals the output."""
+    (numeq.reference.matmul) and the law: numeq.matmul(a, b) on the platform the kernel's dataflow
+    amounts to (``Run.kernel_platform``), and on each of ``platforms`` too, rounded to ``out``,
+    equals the output."""
     result = run(kernel, np.ascontiguousarray(a.T), b, **kwargs)
     report_error(result, numeq.reference.matmul(a, b, out="fp64"))
-    for platform in (result.platform, *platforms):
+    for platform in (result.kernel_platform, *platforms):
         report_law(result, "numeq.matmul", numeq.matmul(a, b, platform=platform, out=out), platform)
     return result
 
@@ -68,8 +70,9 @@ def check_matmul(kernel: Any, a: np.ndarray, b: np.ndarray, out: str = "fp32", p
 def check_op(kernel: Any, args: Sequence[Any], exact: np.ndarray, op: str, emulate: Callable[[str], Any],
              relative: bool = False, what: str = "", **kwargs: Any) -> numeq.nki.Run:
     """Run ``kernel(*args, **kwargs)``, then print its error against ``exact`` and the law: the
-    catalogue op ``op`` emulated on the run's platform (``emulate(platform)``) equals the output."""
+    catalogue op ``op`` emulated on the platform the kernel's dataflow amounts to
+    (``emulate(Run.kernel_platform)``) equals the output."""
     result = run(kernel, *args, **kwargs)
     report_error(result, exact, relative=relative, what=what)
-    report_law(result, op, emulate(result.platform))
+    report_law(result, op, emulate(result.kernel_platform))
     return result

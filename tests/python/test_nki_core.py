@@ -369,8 +369,11 @@ def test_psum_groups_summed_in_sbuf_are_stated_by_the_platform(acc_dtype):
     r = nki.run(k, np.ascontiguousarray(a.T), b)
     want = "trainium.trn2[psum_group=2]" if acc_dtype == "float32" else \
         "trainium.trn2[psum_group=2,group_accumulator=bf16]"
-    assert r.platform == want
-    np.testing.assert_array_equal(r.outputs.astype(np.float64), numeq.matmul(a, b, platform=r.platform, out="bf16"))
+    assert r.kernel_platform == want and r.platform == "trainium.trn2[psum_group=2]"
+    assert [f.rule for f in r.findings if f.rule == "narrow_accumulator"] == ([] if acc_dtype == "float32" else
+                                                                               ["narrow_accumulator"])
+    np.testing.assert_array_equal(r.outputs.astype(np.float64),
+                                  numeq.matmul(a, b, platform=r.kernel_platform, out="bf16"))
     # Independent check of the bf16 accumulator's two roundings: groups summed in numpy float32,
     # each running sum rounded to bf16 by ml_dtypes.
     groups = [_float32_column(np.ascontiguousarray(a.T)[i * 128:(i + 1) * 128], b[i * 128:(i + 1) * 128])

@@ -1,7 +1,8 @@
 """The NKI kernels of examples/nki run on numeq.nki: each against an oracle independent of the
 code under test (numeq.reference's exact results, numpy float64 / IEEE fp32, within a bound derived
 here), and against the consistency law: a kernel that computes a catalogue op gives, bit for bit,
-the op-level emulation on the platform its run reports (``Run.platform``).
+the op-level emulation on the platform its dataflow amounts to (``Run.kernel_platform``, the same as
+``Run.platform`` unless the kernel chose a narrower accumulator).
 
 Where the law cannot hold yet, the test asserts it anyway, marked ``xfail(strict=True)`` with what
 numeq lacks.
@@ -157,8 +158,10 @@ def test_psum_groups_bf16_within_bound() -> None:
 def test_psum_groups_bf16_law() -> None:
     m = example("matmul_psum_groups")
     (a, b), run = ran("matmul_psum_groups", accumulator="bfloat16")
-    assert run.platform == f"trainium.trn2[psum_group={m.GROUP},group_accumulator=bf16]"
-    emulated = numeq.matmul(a, b, platform=run.platform, in_fmt="bf16", out="bf16")
+    # the hardware's standard (fp32 accumulation on the kernel's tiling) and the kernel's own choice
+    assert run.platform == f"trainium.trn2[psum_group={m.GROUP}]"
+    assert run.kernel_platform == f"trainium.trn2[psum_group={m.GROUP},group_accumulator=bf16]"
+    emulated = numeq.matmul(a, b, platform=run.kernel_platform, in_fmt="bf16", out="bf16")
     assert np.array_equal(run.outputs.astype(np.float64), emulated)
     # and not the fp32-accumulator plan: the accumulator's roundings show
     fp32_groups = numeq.matmul(a, b, platform=f"trainium.trn2[psum_group={m.GROUP}]", in_fmt="bf16", out="bf16")

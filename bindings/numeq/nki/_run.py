@@ -80,8 +80,11 @@ def check_kernel(fn: Any, name: str = "") -> None:
 class Run:
     """What running a kernel gave: ``outputs`` (numpy / ml_dtypes arrays: the kernel's return value,
     or the HBM outputs it wrote), ``findings`` (the limits it broke), ``trace`` (every instruction),
-    ``platform`` (the op-level platform its matmuls amount to, for ``numeq.compare``), ``target``
-    and ``assumptions`` (name -> value, every one shown)."""
+    ``platform`` (the op-level platform of the target on the kernel's tiling, for ``numeq.compare``
+    and ``numeq.testing``: what the hardware owes the kernel, never the kernel's own narrower
+    precision choices), ``kernel_platform`` (the same with those choices, such as a bf16
+    accumulator of PSUM groups: what the kernel's dataflow amounts to, bit for bit; each choice
+    is also a finding), ``target`` and ``assumptions`` (name -> value, every one shown)."""
 
     outputs: Any
     findings: list[Finding]
@@ -93,6 +96,7 @@ class Run:
     sites: dict = field(default_factory=dict, repr=False)  # where precision was lost (machine.precision.Site)
     rerun: Any = field(default=None, repr=False, compare=False)  # rerun(widen=, assume=) -> Run
     lives: list = field(default_factory=list, repr=False)  # every allocation's Life (memory use over time)
+    kernel_platform: str = ""  # the platform with the kernel's own narrower precision choices (group_accumulator)
     released: bool = field(default=False, repr=False, compare=False)  # release() dropped the bulky parts
 
     def release(self) -> None:
@@ -291,13 +295,40 @@ def _execute(fn: Callable, args: tuple, kwargs: dict, target: str, assume: dict 
         return _execute(fn, args, kwargs, target, {**(base_assume or {}), **(assume or {})}, grid, widen)
 
     base_assume = assume
-    return Run(outputs, ctx.findings, ctx.trace, _kernel_platform(ctx), target,
-               {k: v["value"] for k, v in ctx.table.items()}, completed, ctx.sites, rerun, ctx.lives)
+    platform, kernel_platform = _platforms_of(ctx)
+    return Run(outputs, ctx.findings, ctx.trace, platform, target, {k: v["value"] for k, v in ctx.table.items()},
+               completed, ctx.sites, rerun, ctx.lives, kernel_platform=kernel_platform)
 
 
-def _kernel_platform(ctx: _RunContext) -> str:
-    """The op-level platform the kernel's matmuls amount to: the K tile its nc_matmuls contract
-    (``k_tile``) when every instruction but an output tile's last contracts the same K."""
+def _platforms_of(ctx: _RunContext) -> tuple[str, str]:
+    """(``Run.platform``, ``Run.kernel_platform``): the op-level platform of the target on the
+    kernel's tiling (its K tile, its PSUM groups), and the same with the precision the kernel chose
+    below the hardware's (a bf16 / fp16 SBUF accumulator of PSUM groups: ``group_accumulator``),
+    which is reported as a ``narrow_accumulator`` finding at the line that adds into it, never taken
+    as the standard a test judges the kernel by."""
+    extra = _kernel_tiling(ctx)
+    narrow = {fmt for _, fmt, _ in ctx.psum_groups} & {"bf16", "fp16"}
+    if not narrow:
+        platform = ctx._platform(extra)
+        return platform, platform
+    formats = {fmt for _, fmt, _ in ctx.psum_groups}
+    fmt = formats.pop() if len(formats) == 1 else "fp32"  # one platform holds one accumulator format
+    kernel_platform = ctx._platform({**extra, "group_accumulator": fmt} if fmt != "fp32" else extra)
+    platform = ctx._platform(extra)
+    for fmt_seen in sorted(narrow):
+        line = next(at for _, f, at in ctx.psum_groups if f == fmt_seen)
+        ctx.find("narrow_accumulator", "warning", f"the kernel adds its PSUM groups into a {fmt_seen} SBUF tile: a "
+                 f"running sum rounded to {fmt_seen} after every group, where the Tensor Engine accumulates in fp32; "
+                 f"judged against {platform} (Run.platform); {kernel_platform} (Run.kernel_platform) reproduces "
+                 "this kernel's choice", "documented: nki.isa.nc_matmul (PSUM accumulates in fp32); the "
+                 "accumulator's dtype is the kernel's tile", at=line)
+    return platform, kernel_platform
+
+
+def _kernel_tiling(ctx: _RunContext) -> dict[str, Any]:
+    """The platform options the kernel's tiling amounts to: the K tile its nc_matmuls contract
+    (``k_tile``) when every instruction but an output tile's last contracts the same K, and the
+    PSUM groups' length (``psum_group``) when it adds them into an SBUF accumulator."""
     # The PE-array matmuls: the instructions whose trace record says where in PSUM they accumulate.
     matmuls = [ins for ins in ctx.trace if "psum" in ins.detail]
     ks = [ins.detail["k"] for ins in matmuls]
@@ -312,13 +343,9 @@ def _kernel_platform(ctx: _RunContext) -> str:
             extra["k_tile"] = full
     if ctx.psum_groups:
         # The kernel adds PSUM groups into an SBUF accumulator: the groups' length (all but an
-        # output tile's last are full) and the accumulator's dtype.
-        extra["psum_group"] = max(length for length, _ in ctx.psum_groups)
-        formats = {fmt for _, fmt in ctx.psum_groups}
-        fmt = formats.pop() if len(formats) == 1 else "fp32"
-        if fmt in ("bf16", "fp16"):
-            extra["group_accumulator"] = fmt
-    return ctx._platform(extra)
+        # output tile's last are full).
+        extra["psum_group"] = max(length for length, _, _ in ctx.psum_groups)
+    return extra
 
 
 def _defaults(target: str | None, assume: dict | None) -> tuple[str, dict | None]:

@@ -136,7 +136,7 @@ def reviewed(m: Manifest, run: Any, precision: bool = True) -> Any:
     from .run import Review, described_parts
 
     findings: list[ReviewFinding] = []
-    platform = run.platform
+    judged = run
     if not run.completed:
         findings.append(ReviewFinding("tiling_limits", "fail", "kernel_stopped", "the kernel",
                                 "the kernel stopped at an error the hardware cannot compute past: "
@@ -144,16 +144,17 @@ def reviewed(m: Manifest, run: Any, precision: bool = True) -> Any:
     elif "nki" in m.outputs:
         finding, matched = _given_against_runs(np.asarray(m.outputs["nki"]), run)
         findings.append(finding)
-        platform = matched.platform  # the given output is judged on the platform of the run that reproduces it
+        judged = matched  # the given output is judged on the platform of the run that reproduces it
     else:
         m.outputs["nki"] = np.asarray(run.outputs, dtype=np.float64)
     # The standard is the computation the port owes: the kernel's own tiling with an fp32
     # accumulator. A narrower one read from the trace is the kernel's mistake, never its standard
     # (judged against itself, a bf16 accumulator would loosen its own tolerance a thousandfold).
-    traced = platform
+    traced = judged.kernel_platform or judged.platform
     platform, narrow = _intended(traced)
     if narrow:
-        findings.append(ReviewFinding("numerical_standard", "fail", "narrow_accumulator", "the kernel's trace",
+        line = next((f.where for f in judged.findings if f.rule == "narrow_accumulator"), "the kernel's trace")
+        findings.append(ReviewFinding("numerical_standard", "fail", "narrow_accumulator", line,
                                 f"the kernel sums its PSUM results in {narrow} (its trace amounts to "
                                 f"{traced}): "
                                 f"its outputs are judged against the same tiling with fp32 accumulation, {platform}, "
@@ -310,6 +311,8 @@ def _run_findings(run: Any) -> list[ReviewFinding]:
     criteria, measured on the instructions it checked."""
     out = []
     for f in run.findings:
+        if f.rule == "narrow_accumulator":  # a numerical_standard finding of its own (reviewed)
+            continue
         criterion = "memory_hierarchy" if f.rule in _MEMORY_RULES else "tiling_limits"
         out.append(ReviewFinding(criterion, "fail" if f.severity == "error" else "warn", f.rule, f.where,
                            f"{f.where}: {f.message}" + (f" (x{f.count})" if f.count > 1 else ""), f.source))

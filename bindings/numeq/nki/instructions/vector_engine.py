@@ -15,7 +15,7 @@ import numpy as np
 from ..machine import arithmetic as _numerics
 from ..machine import rules as _rules
 from ..machine.alu import INTEGER_NATIVE, alu, bitvec_alu, integer_alu, into_integer, is_bitvec, is_unary, op_name
-from ..machine.context import KernelFault
+from ..machine.context import KernelFault, where
 from ..machine.memory import WRITER_MEMSET, WRITER_OTHER, Tensor
 from .access import as_tensor, cost_elementwise, new_tile, read, write
 from .forms import Form
@@ -221,7 +221,7 @@ def _group_sum(ctx: Any, op: str, dst: Tensor, d1: Tensor, d2: Tensor) -> None:
         if group.base.memory.name == "psum" and acc.base is dst.base and acc.element_offset() == dst.element_offset():
             length = ctx.psum_chain.get((group.base.id, group.element_offset()))
             if length:
-                ctx.psum_groups.append((length, dst.dtype.format))
+                ctx.psum_groups.append((length, dst.dtype.format, ctx.at or where()))
 
 
 def scalar_operand(ctx: Any, operand: Any, shape: tuple, eng: str) -> Any:

@@ -221,7 +221,7 @@ class Context:
         # the (chain length, SBUF accumulator format) of each PSUM group added into SBUF: the run's
         # platform reads them (psum_group, group_accumulator).
         self.psum_chain: dict[tuple[int, int], int] = {}
-        self.psum_groups: list[tuple[int, str]] = []
+        self.psum_groups: list[tuple[int, str, str]] = []  # (group length, accumulator format, line)
         self.pending: dict[int, dict] = {}
         self.pending_bytes = 0  # the operand bytes pending chains keep (machine.psum.PENDING_BYTES_LIMIT)
         self.placed: Any = None  # direct allocation's physical tiles (machine.placement.Physical)

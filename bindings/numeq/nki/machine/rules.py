@@ -69,6 +69,8 @@ RULES: dict[str, Rule] = {
                                          "bytes was written (a lifetime conflict: the hardware reads the other's values)",
                                 _RUN),
     "indirect_index": Rule("error", "the indices of an indirect DMA are not integers in an on-chip tile", _RUN),
+    "narrow_accumulator": Rule("warning", "PSUM groups of nc_matmul results summed into a bf16 / fp16 SBUF tile: a "
+                               "running sum narrower than the fp32 the Tensor Engine accumulates in", _RUN),
     "mask_python_logic": Rule("warning", "an older-interface mask combined with Python's and / or / if, which keeps "
                               "one of its operands", _RUN),
     "psum_operand_staged": Rule("warning", "an older-interface nc_matmul operand in PSUM, which the compiler copies "

@@ -1,0 +1,87 @@
+"""The documented test pattern judges a kernel by what the hardware owes it, not by the kernel's
+own precision choices (issue: "no circular pass"). A kernel that adds each K tile's PSUM result
+into a bf16 SBUF tile is caught by ``assert_equivalent(run.outputs, op, run.platform)``; the fp32
+version of the same kernel passes bit for bit; a test that means the bf16 accumulator opts in by
+name (``run.kernel_platform``). Oracles: numpy float32 sums of the exact products and ml_dtypes'
+bf16 rounding, independent of numeq's platforms."""
+
+from __future__ import annotations
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+import numeq
+from numeq import nki
+from numeq.testing import assert_equivalent
+
+nl, nisa = nki.language, nki.isa
+K, M, N = 2048, 128, 256
+
+
+def _kernel(acc_dtype):
+    @nki.jit
+    def matmul_summing_k_tiles_in_sbuf(a_t, b):
+        out = nl.ndarray((M, N), nl.float32, buffer=nl.shared_hbm)
+        acc = nl.ndarray((M, N), acc_dtype, buffer=nl.sbuf)
+        nisa.memset(acc, value=0.0)
+        for k in nl.sequential_range(K // 128):
+            at = nl.ndarray((128, M), a_t.dtype, buffer=nl.sbuf)
+            bt = nl.ndarray((128, N), b.dtype, buffer=nl.sbuf)
+            nisa.dma_copy(dst=at, src=a_t[k * 128:(k + 1) * 128, :])
+            nisa.dma_copy(dst=bt, src=b[k * 128:(k + 1) * 128, :])
+            part = nl.ndarray((M, N), nl.float32, buffer=nl.psum)
+            nisa.nc_matmul(part, at, bt)
+            nisa.tensor_tensor(dst=acc, data1=acc, data2=part, op=nl.add)  # the running sum
+        res = nl.ndarray((M, N), nl.float32, buffer=nl.sbuf)
+        nisa.tensor_copy(dst=res, src=acc)
+        nisa.dma_copy(dst=out, src=res)
+        return out
+    return matmul_summing_k_tiles_in_sbuf
+
+
+def _inputs():
+    rng = np.random.default_rng(42)
+    a = rng.standard_normal((M, K)).astype(ml_dtypes.bfloat16)
+    b = rng.standard_normal((K, N)).astype(ml_dtypes.bfloat16)
+    return a, b
+
+
+def _tile_sums(a, b):
+    """Each K tile's product in float64 (exact for bf16 x bf16 products summed over 128 terms
+    to well within float64), then rounded to float32: the PSUM values up to the PE order."""
+    a64, b64 = a.astype(np.float64), b.astype(np.float64)
+    return [(a64[:, k:k + 128] @ b64[k:k + 128]).astype(np.float32) for k in range(0, K, 128)]
+
+
+def test_a_bf16_running_sum_fails_the_documented_pattern():
+    a, b = _inputs()
+    run = nki.run(_kernel(nl.bfloat16), np.ascontiguousarray(a.T), b)
+    op = numeq.ops.matmul(a, b, out="fp32")
+    assert "group_accumulator" not in run.platform
+    with pytest.raises(AssertionError):
+        assert_equivalent(run.outputs, op, run.platform)
+    (narrow,) = [f for f in run.findings if f.rule == "narrow_accumulator"]
+    assert "bf16" in narrow.message and narrow.severity == "warning"
+    # The kernel did what its trace says: independent of numeq, a bf16 running sum of the tiles
+    # lands far from the fp32 one, and numeq's kernel_platform reproduces the run bit for bit.
+    acc = np.zeros((M, N), ml_dtypes.bfloat16)
+    for t in _tile_sums(a, b):
+        acc = (acc.astype(np.float32) + t).astype(ml_dtypes.bfloat16)
+    exact = a.astype(np.float64) @ b.astype(np.float64)
+    assert np.max(np.abs(run.outputs - exact)) > 0.5 * np.max(np.abs(acc.astype(np.float64) - exact))
+    assert_equivalent(run.outputs, op, run.kernel_platform, accept="bit_exact")
+
+
+def test_the_same_kernel_accumulating_in_fp32_passes_bit_for_bit():
+    a, b = _inputs()
+    run = nki.run(_kernel(nl.float32), np.ascontiguousarray(a.T), b)
+    assert run.platform == run.kernel_platform
+    assert not [f for f in run.findings if f.rule == "narrow_accumulator"]
+    assert_equivalent(run.outputs, numeq.ops.matmul(a, b, out="fp32"), run.platform, accept="bit_exact")
+    acc = np.zeros((M, N), np.float32)
+    for t in _tile_sums(a, b):
+        acc = acc + t
+    exact = a.astype(np.float64) @ b.astype(np.float64)
+    # within float32 summation's own error of the independent float32 running sum
+    assert np.max(np.abs(run.outputs - acc)) <= 1e-4 * np.max(np.abs(exact))
