@@ -37,12 +37,24 @@ def _psum_groups(accumulator: str):
     return m, a, b, args
 
 
+def test_an_output_from_elsewhere_is_what_assesses_the_assumptions() -> None:
+    # The same values given as the device's output: now a measurement, bit-exact with the model.
+    m, a, b, args = _psum_groups("float32")
+    device = numeq.matmul(a, b, platform="trainium.trn2[psum_group=2]", out="fp32")
+    r = review_kernel(m.matmul_psum_groups, {"a": a, "b": b}, "matmul", kernel_args=args, outputs={"nki": device})
+    (f,) = [f for f in r.findings if f.criterion == "assumptions"]
+    assert f.rule == "assumptions_measured" and f.status == "pass"
+
+
 def test_a_correct_kernel_passes_and_its_output_is_the_platforms() -> None:
     m, a, b, args = _psum_groups("float32")
     r = review_kernel(m.matmul_psum_groups, {"a": a, "b": b}, "matmul", kernel_args=args)
     results = {row["criterion"]: row["result"] for row in r.rubric()}
     assert results["preserved_behaviour"] == "pass" and results["tiling_limits"] == "pass", r.rubric()
     assert results["performance_claim"] == "not assessed"
+    # numeq's run of its own model measures nothing about the hardware's assumptions
+    assert results["assumptions"] == "not assessed"
+    assert [f.rule for f in r.findings if f.criterion == "assumptions"] == ["assumptions_unmeasured"]
     assert np.array_equal(r.run.outputs, numeq.matmul(a, b, platform=r.run.platform, out="fp32"))
     assert r.correctness.platforms["nki"] == r.run.platform == "trainium.trn2[psum_group=2]"
     md = r.markdown()

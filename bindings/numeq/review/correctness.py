@@ -215,6 +215,13 @@ def _assumptions_finding(platform: str, manifest: Manifest, verdicts: dict[str, 
     listed = ", ".join(assumed) if assumed else "none"
     if v is None:
         return ReviewFinding("assumptions", "info", "assumptions", platform, f"assumptions in force: {listed}")
+    if manifest.nki_from_numeq:
+        # The NKI output is numeq's run of its own model: agreeing with that model measures nothing.
+        return ReviewFinding("assumptions", "info", "assumptions_unmeasured", f"numeq's run of the kernel",
+                             f"the NKI output is numeq's own run of the kernel, which measures nothing about the "
+                             f"hardware: the assumptions in force ({listed}) are neither confirmed nor refuted. Give "
+                             "the kernel's output from the device or another simulator ([outputs] nki) to assess "
+                             "them", "numeq.nki.run (a model, not a measurement)")
     if v.tier in ("bit_exact", "variant"):
         which = v.explained_by or v.platform
         return ReviewFinding("assumptions", "pass", "assumptions_measured", f"NKI output vs {which}",

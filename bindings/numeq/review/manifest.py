@@ -138,6 +138,7 @@ class Manifest:
     target: str = "trn2"
     lines: dict[tuple, int] = field(default_factory=dict, repr=False)
     kernel: KernelSpec | None = None
+    nki_from_numeq: bool = False  # outputs["nki"] is numeq's own run of the kernel (no measurement)
     _op: Any = field(default=None, repr=False, compare=False)  # op(), built once: its exact result kept
 
     @property
