@@ -68,9 +68,14 @@ class Diagnosis:
     """A hypothesis about the mistake behind a failing output, tested on the data
     (``Verdict.diagnoses``): ``kind`` (narrow_accumulator, missing_k_tile, extra_k_tile,
     transposed_tile, shifted_tile, wrong_output_format, row_scale, column_scale, integer_wrap,
-    input_range, special_values, missing_max_subtraction, narrow_intermediate, wrong_eps), ``explains`` (the fraction of the failing elements it
-    reproduces: bit for bit where the mistake is modelled, within the bound or as a measured
-    pattern otherwise), ``detail`` (a sentence) and ``evidence`` (how it was tested).
+    input_range, special_values, missing_max_subtraction, narrow_intermediate, wrong_eps; and where
+    the output is a ``numeq.nki.Run``, from reruns of the kernel itself: narrow_tile and
+    narrow_running_sum (the tile, with its lines, whose widening to fp32 removes the failure),
+    narrow_tiles (all of them together), kernel_arithmetic (the failure stays with every narrow tile
+    widened: an algorithm mistake, not precision)), ``explains`` (the fraction of the failing
+    elements it reproduces: bit for bit where the mistake is modelled, within the bound or as a
+    measured pattern otherwise; for a rerun, the share of failing elements it makes pass),
+    ``detail`` (a sentence) and ``evidence`` (how it was tested).
 
     Example::
 
@@ -327,7 +332,10 @@ def compare(actual: Any, op: Op, platform: str, *, accept: str = "probabilistic"
     special value passes (NaN matches any NaN); a value the op's output format does not hold (fp32
     results against a bf16 op) never passes, and the diagnosis says so. ``actual``: real arrays,
     ml_dtypes arrays, integers (judged as their values), scalars, lists, or another framework's
-    host array (``__dlpack__`` or ``__array__``: torch, jax, cupy, ...).
+    host array (``__dlpack__`` or ``__array__``: torch, jax, cupy, ...), or a ``numeq.nki.Run``:
+    its outputs are judged, and a failure is also diagnosed on the kernel itself (it runs again
+    with each narrow tile in fp32: the tile and line whose widening removes the failure, or
+    ``kernel_arithmetic`` when widening every one leaves it).
 
     Example::
 
@@ -342,10 +350,79 @@ def compare(actual: Any, op: Op, platform: str, *, accept: str = "probabilistic"
         raise TypeError(f"op: expected a numeq.ops.Op (numeq.ops.matmul(...), ...), got {type(op).__name__}")
     _check_str(platform, "platform")
     accept, failure_probability, variants, worst = _check_options(accept, failure_probability, variants, worst)
+    run = _run_of(actual)
+    if run is not None:
+        actual = run.outputs
     _check_shape(actual, op, "actual")
     values = _actual_values(actual)
     d = _core.cases_compare(values, op._op, platform, accept, failure_probability, bool(variants), int(worst))
-    return _verdict(d)
+    verdict = _verdict(d)
+    if run is not None and not verdict.passed:
+        verdict = _with_run_diagnoses(verdict, run, op, platform, accept, failure_probability)
+    return verdict
+
+
+def _run_of(actual: Any) -> Any:
+    """``actual`` when it is a ``numeq.nki.Run`` (its outputs are judged, its trace explains a
+    failure), else None; a run that stopped or was released is refused."""
+    if type(actual).__module__ != "numeq.nki._run" or type(actual).__name__ != "Run":
+        return None
+    if actual.released:
+        raise ValueError("actual: this run was released (installed() keeps the latest kernel call's run whole); "
+                         "run the kernel with numeq.nki.run for a run of your own")
+    if not actual.completed:
+        raise ValueError("actual: the run did not complete (it stopped at " +
+                         "; ".join(f"{f.where}: [{f.rule}]" for f in actual.errors[:3]) + "): there is no output to judge")
+    return actual
+
+
+# Op-level diagnoses that say precision was lost: a run that fails with every narrow tile widened
+# contradicts them (they rank after its kernel_arithmetic diagnosis).
+_PRECISION_KINDS = frozenset({"narrow_accumulator", "narrow_intermediate", "wrong_output_format"})
+
+
+def _with_run_diagnoses(verdict: Verdict, run: Any, op: Op, platform: str, accept: str,
+                        failure_probability: float) -> Verdict:
+    """``verdict`` with the diagnoses the kernel's own run gives (``numeq.nki._diagnoses``) ranked in:
+    a narrow tile whose widening removes the failure first (measured on the kernel itself), the
+    op-level models next, the kernel's arithmetic (precision ruled out) before the op-level
+    precision diagnoses it contradicts."""
+    from dataclasses import replace
+
+    from .nki._diagnoses import from_run
+
+    def failures(outputs: Any) -> int:
+        d = _core.cases_compare(_actual_values(outputs), op._op, platform, accept, failure_probability, False, 0)
+        return int(d["failures"])
+
+    found = from_run(run, failures, Diagnosis)
+    if not found:
+        return verdict
+    narrow = [d for d in found if d.kind != "kernel_arithmetic"]
+    arithmetic = [d for d in found if d.kind == "kernel_arithmetic"]
+    own = list(verdict.diagnoses)
+    if arithmetic:
+        own_specific = [d for d in own if d.kind not in _PRECISION_KINDS]
+        ranked = narrow + own_specific + arithmetic + [d for d in own if d.kind in _PRECISION_KINDS]
+    else:
+        ranked = narrow + own
+    return replace(verdict, diagnoses=tuple(ranked), message=_diagnoses_text(verdict.message, ranked))
+
+
+def _diagnoses_text(message: str, diagnoses: list) -> str:
+    """``message`` with its diagnoses block (the C++ verdict's wording) holding ``diagnoses``."""
+    lines = message.split("\n")
+    block = ["  diagnoses (each tested on the data, strongest first):"] + [
+        f"    {d.kind} (explains {d.explains:.0%}): {d.detail} [{d.evidence}]" for d in diagnoses]
+    start = next((i for i, line in enumerate(lines) if line.startswith("  diagnoses")), None)
+    if start is None:  # no block yet: after the bound's source (before the tolerance line)
+        at = next((i for i, line in enumerate(lines) if line.startswith("  worst-case bound as tolerance")),
+                  len(lines))
+        return "\n".join(lines[:at] + block + lines[at:])
+    end = start + 1
+    while end < len(lines) and lines[end].startswith("    "):
+        end += 1
+    return "\n".join(lines[:start] + block + lines[end:])
 
 
 @dataclass(frozen=True)
