@@ -312,6 +312,17 @@ std::optional<Diagnosis> integer_wrap(const DiagnosisData& d) {
 
 }  // namespace
 
+void rank(std::vector<Diagnosis>& found) {
+  std::erase_if(found, [](const Diagnosis& d) { return !(d.explains >= kDiagnosisThreshold); });
+  // Ranked by evidence first: a model that reproduces failing elements bit for bit (or a
+  // measurement of every one) outranks one that only fits within a bound or shows a pattern,
+  // whatever their shares (both already pass the threshold); then by the share explained.
+  std::stable_sort(found.begin(), found.end(), [](const Diagnosis& x, const Diagnosis& y) {
+    const bool bx = exact_evidence(x), by = exact_evidence(y);
+    return bx != by ? bx : x.explains > y.explains;
+  });
+}
+
 std::vector<Diagnosis> diagnose(const Op& op, const DiagnosisData& data) {
   std::vector<Diagnosis> found;
   if (data.failing.empty()) return found;
@@ -322,8 +333,7 @@ std::vector<Diagnosis> diagnose(const Op& op, const DiagnosisData& data) {
   }
   for (const bool rows : {true, false})
     if (std::optional<Diagnosis> d = line_scale(data, rows)) found.push_back(std::move(*d));
-  std::erase_if(found, [](const Diagnosis& d) { return !(d.explains >= kDiagnosisThreshold); });
-  std::stable_sort(found.begin(), found.end(), [](const Diagnosis& x, const Diagnosis& y) { return x.explains > y.explains; });
+  rank(found);
   return found;
 }
 

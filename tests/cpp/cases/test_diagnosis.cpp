@@ -15,6 +15,7 @@
 #include <xtensor/xbuilder.hpp>
 #include <xtensor/xview.hpp>
 
+#include "numeq/cases/diagnosis.hpp"
 #include "numeq/cases/generators.hpp"
 #include "numeq/cases/op.hpp"
 #include "numeq/cases/verdict.hpp"
@@ -270,6 +271,22 @@ TEST(Diagnosis, CorrectOutputsGetNone) {
   const cases::Verdict ok = judged(trn2, g.op, "nvidia.h100");
   EXPECT_TRUE(ok.passed);
   EXPECT_TRUE(ok.diagnoses.empty());
+}
+
+// The ranking rule on its own: a diagnosis that reproduces elements bit for bit ranks before one
+// that fits within a bound or shows a pattern, even one explaining a larger share; shares order
+// each group; one under the threshold is never reported.
+TEST(Diagnosis, RankedByEvidenceThenShare) {
+  std::vector<cases::Diagnosis> found = {
+      {"row_scale", 1.0, "", "pattern: each row's median ratio"},
+      {"missing_k_tile", 0.9, "", "within the platform's bound: the exact result less the tile"},
+      {"narrow_accumulator", 0.6, "", "bit for bit: the platform's plan with its sum kept so"},
+      {"transposed_tile", 0.8, "", "bit for bit: the platform's plan on b^T"},
+      {"integer_wrap", 0.3, "", "pattern: every failing element's integer error"}};
+  cases::rank(found);
+  std::vector<std::string> kinds;
+  for (const cases::Diagnosis& d : found) kinds.push_back(d.kind);
+  EXPECT_EQ(kinds, (std::vector<std::string>{"transposed_tile", "narrow_accumulator", "row_scale", "missing_k_tile"}));
 }
 
 }  // namespace

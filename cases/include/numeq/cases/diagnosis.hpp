@@ -44,8 +44,19 @@ struct Diagnosis {
   std::string kind;      // one of the kinds above
   double explains = 0;   // the fraction of the failing elements (or of the sample examined) it reproduces
   std::string detail;    // one sentence for the message
-  std::string evidence;  // how it was tested: bit for bit, within the bound, or a pattern, and on what
+  std::string evidence;  // how it was tested, starting "bit for bit:", "within the platform's bound:",
+                         // "pattern:" or "measured:", then on what
 };
+
+// Whether `d` rests on exact evidence: failing elements reproduced bit for bit, or a measurement
+// of every failing element (special values traced to their exact values). Such a diagnosis ranks
+// before those that only fit within a bound or show a pattern.
+inline bool exact_evidence(const Diagnosis& d) {
+  return d.evidence.starts_with("bit for bit") || d.evidence.starts_with("measured");
+}
+
+// Drops the diagnoses under kDiagnosisThreshold and orders the rest strongest first (see diagnose).
+void rank(std::vector<Diagnosis>& found);
 
 // What a diagnosis reads: the device's output, the platform's emulation and the bound the check
 // judged by (per element), the exact result, and the failing elements (flat, C order, ascending).
@@ -62,9 +73,9 @@ struct DiagnosisData {
 // Only a hypothesis that explains at least this fraction of the failing elements is reported.
 inline constexpr double kDiagnosisThreshold = 0.5;
 
-// Every diagnosis of `data` that passes the threshold, strongest first (explains, descending;
-// a model before a pattern at equal strength): the patterns any output shows, then the op's own
-// models (Op::diagnose).
+// Every diagnosis of `data` that passes the threshold, strongest first: those that reproduce
+// elements bit for bit, then the rest, each group by explains, descending (a model before a
+// pattern at equal strength): the patterns any output shows, then the op's own models (Op::diagnose).
 std::vector<Diagnosis> diagnose(const Op& op, const DiagnosisData& data);
 
 // The models of a 2-D matmul's mistakes (narrow_accumulator, missing_k_tile, extra_k_tile,
