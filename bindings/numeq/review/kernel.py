@@ -22,6 +22,7 @@ from .. import nki as _nki
 from .correctness import _split_name
 from .findings import ReviewFinding
 from .manifest import OPERATIONS, Manifest, ManifestError, _OPERATIONS
+from .model import KernelSpec
 from ..nki._run import check_kernel as _check_kernel
 from ..nki.machine.targets import target as _target
 
@@ -69,7 +70,8 @@ def review_kernel(kernel: Callable, inputs: dict[str, np.ndarray], op: str, *, k
     m = Manifest(Path(inspect.getsourcefile(fn) or "<kernel>"), name or f"NKI kernel {fn.__name__}",
                  f"numeq ran {fn.__name__} on its NeuronCore model ({target})", op, fmt_in, fmt_out, dict(params or {}),
                  {k: v for k, v in inputs.items() if k in required + optional}, given, gpu, run.platform,
-                 stated_tolerance=tolerance, target=target)
+                 stated_tolerance=tolerance, target=target,
+                 kernel=KernelSpec(Path(inspect.getsourcefile(fn) or "<kernel>"), fn.__name__, (), args))
     return reviewed(m, run, precision)
 
 

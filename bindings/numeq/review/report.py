@@ -10,6 +10,7 @@ and SVG handling of the tolerance report (``numeq.report_html``).
 from __future__ import annotations
 
 import math
+import textwrap
 from typing import Any
 
 import numpy as np
@@ -72,7 +73,11 @@ _VERDICT_HEADERS = ["output", "judged against", "tier", "explained by", "bit-exa
 
 def _head(review: Any) -> list[tuple[str, str]]:
     m = review.manifest
-    return [("manifest", m.path.name), ("operation", review.correctness.signature),
+    # A kernel reviewed from Python (review_kernel, numeq review FILE.py::KERNEL) has no manifest file.
+    named = [("manifest", m.path.name)] if m.path.suffix == ".toml" else []
+    if m.kernel is not None:
+        named.append(("kernel", f"{m.kernel.file.name}::{m.kernel.function}"))
+    return named + [("operation", review.correctness.signature),
             ("GPU platform", m.gpu_platform), ("Trainium platform (kernel's plan)", review.correctness.platforms.get(
                 "nki", m.trainium_platform)),
             ("target", f"{review.target.name} ({review.target.core})"),
@@ -149,11 +154,21 @@ def _precision_rows(review: Any) -> list[list]:
             for r in review.precision]
 
 
+def _wrapped(text: str, width: int = 100) -> str:
+    """``text`` with each line past ``width`` broken at spaces, continuations indented (a code
+    block in Markdown does not wrap: a wide line runs off the page)."""
+    out: list[str] = []
+    for line in text.splitlines():
+        out += textwrap.wrap(line, width, subsequent_indent="    ", break_long_words=False,
+                             break_on_hyphens=False) or [line]
+    return "\n".join(out)
+
+
 def _kernel_md(review: Any) -> list[str]:
     """The sections a review of the kernel itself adds: its trace summed up, its precision flow."""
     if review.run is None:
         return []
-    out = ["## The kernel's trace (numeq ran it)", "", "```", str(review.run.summary()), "```", ""]
+    out = ["## The kernel's trace (numeq ran it)", "", "```", _wrapped(str(review.run.summary())), "```", ""]
     if review.precision:
         out += ["## Precision flow", "", _PRECISION_TEXT, ""]
         out += [_md_table(_PRECISION_HEADERS, _precision_rows(review)), ""]
@@ -205,6 +220,7 @@ _EXTRA_CSS = """
 .pass { color: #060; font-weight: bold; } .fail { color: #b00; font-weight: bold; }
 .warn { color: #a60; font-weight: bold; } .info { color: #333; } .na { color: #666; font-style: italic; }
 td.finding { min-width: 24em; max-width: 60em; }
+pre { white-space: pre-wrap; overflow-wrap: anywhere; max-width: 100%; }
 """
 
 

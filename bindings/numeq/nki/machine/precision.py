@@ -76,11 +76,6 @@ class PrecisionRow:
     detail: str = ""
     alone: float | None = None
 
-    @property
-    def weight(self) -> float:
-        """What the rows are ranked by: the larger of ``share`` and ``alone``."""
-        return max(self.share or 0.0, self.alone or 0.0)
-
     def __str__(self) -> str:
         share = "-" if self.share is None else f"{self.share:.1%}"
         alone = "" if self.alone is None else f" (alone {self.alone:.1%})"
@@ -252,9 +247,12 @@ def flow(run: Any, rerun: Callable[..., Any], alternatives: dict[str, list],
         where = ", ".join(sorted({s.where for s in fp32})) or "no recorded site"
         rows.append(PrecisionRow("<fp32 arithmetic>", "accumulation" if fp32 else "narrowing", "fp32", len(fp32), rest,
                                  f"what widening every narrow tile leaves: the fp32 arithmetic at {where} together"))
-    rows.sort(key=lambda r: (r.share is None, -r.weight))
+    # Largest share first, as documented; what a tile causes alone breaks ties (two roundings in a
+    # row: widening one leaves the other, so each has a small share and a large ``alone``).
+    rows.sort(key=lambda r: (r.share is None, -(r.share or 0.0), -(r.alone or 0.0)))
     base_bits = _bits(run.outputs)
     n = sum(b.size for b in base_bits)
+    unchanged: list[str] = []
     for name, values in alternatives.items():
         for value in values:
             other = rerun(assume={name: value})
@@ -262,6 +260,12 @@ def flow(run: Any, rerun: Callable[..., Any], alternatives: dict[str, list],
                 rows.append(PrecisionRow("<assumption>", "assumption", name, n, None, f"{name}={value}: the run stops"))
                 continue
             changed = sum(int(np.count_nonzero(a != b)) for a, b in zip(base_bits, _bits(other.outputs)))
+            if changed == 0:
+                unchanged.append(f"{name}={value}")
+                continue
             rows.append(PrecisionRow("<assumption>", "assumption", name, n, None,
                                      f"changing {name} to {value} changes {changed} of {n} output elements"))
+    if unchanged:  # one row for every alternative that changes nothing (a review lists dozens)
+        rows.append(PrecisionRow("<assumption>", "assumption", f"{len(unchanged)} alternatives", n, None,
+                                 f"change none of the {n} output elements: {', '.join(unchanged)}"))
     return rows
