@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import csv
 import io
+import importlib
 import json
 import sys
 from typing import Any
@@ -324,6 +325,14 @@ def _tolerance_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 
+def _importable(module: str) -> bool:
+    try:
+        importlib.import_module(module)
+    except ImportError:
+        return False
+    return True
+
+
 def _tolerances(args: argparse.Namespace, argv: list[str]) -> int:
     import os
 
@@ -334,6 +343,15 @@ def _tolerances(args: argparse.Namespace, argv: list[str]) -> int:
     for s in styles:
         if s not in ("md", "csv", "json", "html"):
             return _refuse("tolerances", f"--as: unknown output {s!r}; valid: md, csv, json, html")
+    if "html" in styles and not _importable("matplotlib"):
+        # The HTML report draws its plots with matplotlib (the reports extra). Asked for by name, that
+        # is refused before the sweep; by default, the other files are written and the note says how.
+        if "--as" in argv or any(a.startswith("--as=") for a in argv):
+            return _refuse("tolerances", "--as html: the HTML report draws its plots with matplotlib, which is not "
+                           "installed: pip install 'numeq[reports]' (or leave html out of --as)")
+        styles = [s for s in styles if s != "html"]
+        sys.stderr.write("numeq tolerances: writing md, csv and json; the HTML report needs matplotlib: "
+                         "pip install 'numeq[reports]'\n")
     inputs = tuple(ops_.generators()) if args.inputs == "all" else _csv_list(args.inputs, "--inputs")
     try:
         ks = tuple(int(k) for k in _csv_list(args.ks, "--ks"))

@@ -341,6 +341,12 @@ def sweep(config: SweepConfig, *, executor: str = "local", workers: int | None =
     Returns (rows, meta); rows in problem order whatever ran them."""
     config = config.validate()
     todo = problems(config)
+    if not todo:
+        offered = "; ".join(f"{op}: {', '.join(formats_for(op))}" for op in config.ops)
+        raise ValueError(f"formats: no catalogue problem has ops {', '.join(config.ops)} with formats "
+                         f"{', '.join(config.formats)}; the formats each op takes: {offered}")
+    if executor == "dask":
+        _dask_client_module()  # refused before any work when dask.distributed is missing
     t0 = time.perf_counter()
     results: list[list[dict[str, Any]] | None] = [None] * len(todo)
     bar = _progress(len(todo), progress)
@@ -377,12 +383,19 @@ def _config_dict(config: SweepConfig) -> dict[str, Any]:
     return d
 
 
+def _dask_client_module() -> Any:
+    try:
+        import distributed
+    except ImportError:
+        raise ValueError("executor: dask needs dask.distributed, which is not installed (pip install 'numeq[dask]'); "
+                         "valid without it: local") from None
+    return distributed
+
+
 def _dask(todo: list[Problem], config: SweepConfig, workers: int | None, scheduler: str | None,
           bar: Callable[..., None]) -> list[list[dict[str, Any]] | None]:
-    try:
-        from distributed import Client, LocalCluster, as_completed
-    except ImportError as exc:
-        raise RuntimeError("executor dask: dask.distributed is not installed (pip install 'numeq[dask]')") from exc
+    distributed = _dask_client_module()
+    Client, LocalCluster, as_completed = distributed.Client, distributed.LocalCluster, distributed.as_completed
     cluster = None
     if scheduler is None:
         cluster = LocalCluster(n_workers=workers or 2, threads_per_worker=1, processes=True, dashboard_address=None)

@@ -249,3 +249,13 @@ def test_a_bf16_accumulator_fails_the_standard_without_a_stated_tolerance(tmp_pa
     assert "group_accumulator" not in r.correctness.platforms["nki"]
     (standard,) = [f for f in r.findings if f.rule == "numeq_standard"]
     assert standard.status == "fail" and "rtol=" in standard.message
+
+
+def test_author_markup_stays_text_in_the_markdown(tmp_path) -> None:
+    # Names come from the port's author: Markdown passes raw HTML through, so the review escapes it.
+    m, a, b, args = _psum_groups("float32")
+    r = review_kernel(m.matmul_psum_groups, {"a": a, "b": b}, "matmul", kernel_args=args,
+                      name="<script>alert('port')</script> & co", precision=False)
+    md = r.markdown()
+    assert "<script>" not in md and "&lt;script&gt;alert('port')&lt;/script&gt; &amp; co" in md
+    assert "| kernel | matmul_psum_groups.py::matmul_psum_groups |" in md and "| manifest |" not in md

@@ -172,6 +172,34 @@ def test_cli_bad_arguments(tmp_path: Path, args: list[str], text: str) -> None:
     assert r.returncode == 2 and text in r.stderr, r.stderr
 
 
+def _cli_without(missing: list[str], out: Path, *args: str) -> subprocess.CompletedProcess:
+    """`numeq tolerances` in a Python where the packages ``missing`` cannot be imported (as after a
+    plain ``pip install numeq`` without the reports / dask extras)."""
+    code = ("import sys\n" + "".join(f"sys.modules[{m!r}] = None\n" for m in missing) +
+            "from numeq.cli import main\n" + f"sys.exit(main({['tolerances', '--out', str(out), '--no-progress', *args]!r}))")
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+
+
+def test_without_matplotlib_the_table_is_written_and_the_note_says_how_to_get_html(tmp_path: Path) -> None:
+    r = _cli_without(["matplotlib"], tmp_path, "--ops", "sum", "--formats", "bf16", "--ks", "64", "--trials", "1")
+    assert r.returncode == 0, r.stderr
+    assert "pip install 'numeq[reports]'" in r.stderr and "Traceback" not in r.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["tolerances.csv", "tolerances.json", "tolerances.md"]
+    assert " rows from 1 problems" in r.stdout and "| problem |" in r.stdout
+    # asked for by name: refused before any work, naming the extra
+    asked = _cli_without(["matplotlib"], tmp_path / "html", "--as", "html", "--ops", "sum", "--formats", "bf16")
+    assert asked.returncode == 2 and "--as html" in asked.stderr and "numeq[reports]" in asked.stderr, asked.stderr
+
+
+def test_dask_without_dask_and_formats_no_op_takes_are_refused(tmp_path: Path) -> None:
+    r = _cli_without(["distributed", "dask"], tmp_path, "--executor", "dask", "--as", "md", "--ops", "sum",
+                     "--formats", "bf16", "--trials", "1")
+    assert r.returncode == 2 and "executor: dask needs dask.distributed" in r.stderr and "Traceback" not in r.stderr
+    r = _cli_without([], tmp_path, "--as", "md", "--ops", "matmul", "--formats", "int8")
+    assert r.returncode == 2 and "no catalogue problem has ops matmul with formats int8" in r.stderr, r.stderr
+    assert "matmul: fp32, bf16" in r.stderr
+
+
 @pytest.mark.parametrize("bad, words", [
     ({"failure_probability": 0.0}, "failure_probability: 0.0 is not a probability"),
     ({"failure_probability": 1.0}, "failure_probability: 1.0 is not a probability"),

@@ -9,6 +9,7 @@ and SVG handling of the tolerance report (``numeq.report_html``).
 
 from __future__ import annotations
 
+import html as _html_text
 import math
 import textwrap
 from typing import Any
@@ -29,8 +30,15 @@ _OUTPUTS = {"gpu": "GPU kernel", "nki": "NKI kernel", "simulator": "NKI simulato
 _MARK = {"pass": "PASS", "fail": "FAIL", "warn": "WARN", "info": "INFO", "not assessed": "NOT ASSESSED"}
 
 
+def _md_text(x: Any) -> str:
+    """Text for Markdown outside code: HTML's special characters escaped (Markdown passes raw HTML
+    through, and names and messages come from the port's author: a tensor named ``<script>`` stays
+    text)."""
+    return _html_text.escape(str(x), quote=False)
+
+
 def _md_cell(x: Any) -> str:
-    return str(x).replace("|", "\\|").replace("\n", " ")
+    return _md_text(x).replace("|", "\\|").replace("\n", " ")
 
 
 def _md_table(headers: list[str], rows: list[list[Any]]) -> str:
@@ -178,16 +186,16 @@ def _kernel_md(review: Any) -> list[str]:
 def markdown(review: Any) -> str:
     """The review as Markdown."""
     m = review.manifest
-    out = [f"# Port review: {m.name}", ""]
+    out = [f"# Port review: {_md_text(m.name)}", ""]
     if m.description:
-        out += [m.description, ""]
+        out += [_md_text(m.description), ""]
     out += [_md_table(["", ""], [[k, v] for k, v in _head(review)]), "", f"**Verdict: {_glance(review)}**", ""]
     c = review.correctness
     out += ["## 1. Correctness", "", f"Kernel plan: `{c.plan}`", ""]
-    out += [f"- {n}" for n in c.notes] + [""]
+    out += [f"- {_md_text(n)}" for n in c.notes] + [""]
     out += [_md_table(_VERDICT_HEADERS, _verdict_rows(review)), ""]
     for f in _findings(review, _PARTS[0][2]):
-        out.append(f"- **{_MARK[f.status]}** ({f.criterion}, {f.subject}): {f.message}")
+        out.append(f"- **{_MARK[f.status]}** ({f.criterion}, {_md_text(f.subject)}): {_md_text(f.message)}")
     out.append("")
     memory = [_memory_md(review.memory), ""] if m.tiling is not None and review.memory else []
     out += _assessed_md(review, _PARTS[1], m.tiling is not None or review.run is not None, memory)
