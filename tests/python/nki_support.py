@@ -126,3 +126,34 @@ def example(name: str) -> ModuleType:
     finally:
         sys.path.remove(str(EXAMPLES))
     return module
+
+
+# --- a kernel several files judge -----------------------------------------------------------------
+
+def matmul_summing_k_tiles(acc_dtype: Any, k_tiles: Callable[[int], int] = lambda n: n) -> Callable:
+    """An ``@nki.jit`` kernel ``(a_t [K, M], b [K, N]) -> out [M, N]`` fp32 that adds each K tile's
+    PSUM result into an SBUF tile of ``acc_dtype`` (the running sum porters write: bf16 is the
+    mistake); its loop reads ``k_tiles(K // 128)`` of the K tiles (one short: another mistake)."""
+    nl, nisa = nki.language, nki.isa
+
+    @nki.jit
+    def matmul_summing_k_tiles(a_t, b):
+        K, M = a_t.shape
+        N = b.shape[1]
+        out = nl.ndarray((M, N), nl.float32, buffer=nl.shared_hbm)
+        acc = nl.ndarray((M, N), acc_dtype, buffer=nl.sbuf)
+        nisa.memset(acc, value=0.0)
+        for k in nl.sequential_range(k_tiles(K // 128)):
+            at = nl.ndarray((128, M), a_t.dtype, buffer=nl.sbuf)
+            bt = nl.ndarray((128, N), b.dtype, buffer=nl.sbuf)
+            nisa.dma_copy(dst=at, src=a_t[k * 128:(k + 1) * 128, :])
+            nisa.dma_copy(dst=bt, src=b[k * 128:(k + 1) * 128, :])
+            part = nl.ndarray((M, N), nl.float32, buffer=nl.psum)
+            nisa.nc_matmul(part, at, bt)
+            nisa.tensor_tensor(dst=acc, data1=acc, data2=part, op=nl.add)  # RUNNING-SUM
+        res = nl.ndarray((M, N), nl.float32, buffer=nl.sbuf)
+        nisa.tensor_copy(dst=res, src=acc)
+        nisa.dma_copy(dst=out, src=res)
+        return out
+
+    return matmul_summing_k_tiles

@@ -11,6 +11,7 @@ import pytest
 
 import numeq
 import numeq.nki
+from nki_support import matmul_summing_k_tiles
 
 bf16 = ml_dtypes.bfloat16
 nl, nisa = numeq.nki.language, numeq.nki.isa
@@ -42,28 +43,6 @@ def test_textbook_bf16_accumulator_in_ml_dtypes_arithmetic() -> None:
 
 
 @numeq.nki.jit
-def _k_tiles_in_bf16(a_t, b):
-    # The NKI form of the mistake: each K tile's PSUM result added into a bf16 SBUF tile.
-    K, M = a_t.shape
-    N = b.shape[1]
-    out = nl.ndarray((M, N), nl.float32, buffer=nl.shared_hbm)
-    total = nl.ndarray((M, N), nl.bfloat16, buffer=nl.sbuf)
-    nisa.memset(total, 0)
-    for k in nl.sequential_range(K // 128):
-        at = nl.ndarray((128, M), a_t.dtype, buffer=nl.sbuf)
-        bt = nl.ndarray((128, N), b.dtype, buffer=nl.sbuf)
-        nisa.dma_copy(dst=at, src=a_t[k * 128:(k + 1) * 128, :])
-        nisa.dma_copy(dst=bt, src=b[k * 128:(k + 1) * 128, :])
-        part = nl.ndarray((M, N), nl.float32, buffer=nl.psum)
-        nisa.nc_matmul(part, at, bt)
-        nisa.tensor_tensor(dst=total, data1=total, data2=part, op=nl.add)
-    res = nl.ndarray((M, N), nl.float32, buffer=nl.sbuf)
-    nisa.tensor_copy(dst=res, src=total)
-    nisa.dma_copy(dst=out, src=res)
-    return out
-
-
-@numeq.nki.jit
 def _one_tile_short(a_t, b):
     # The loop stops one K tile short (range(K // 128 - 1)).
     K, M = a_t.shape
@@ -84,7 +63,7 @@ def _one_tile_short(a_t, b):
 
 def test_nki_k_tiles_summed_in_a_bf16_tile() -> None:
     a, b, op = _gemm(m=128, k=512, n=256)
-    run = numeq.nki.run(_k_tiles_in_bf16, np.ascontiguousarray(a.T), b)
+    run = numeq.nki.run(matmul_summing_k_tiles(nl.bfloat16), np.ascontiguousarray(a.T), b)
     first = _first(numeq.compare(run.outputs, op, "trainium.trn2"), "narrow_accumulator")
     assert "128 K terms" in first.detail and "bf16" in first.detail
 

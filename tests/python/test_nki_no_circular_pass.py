@@ -13,31 +13,11 @@ import pytest
 
 import numeq
 from numeq import nki
+from nki_support import matmul_summing_k_tiles
 from numeq.testing import assert_equivalent
 
 nl, nisa = nki.language, nki.isa
 K, M, N = 2048, 128, 256
-
-
-def _kernel(acc_dtype):
-    @nki.jit
-    def matmul_summing_k_tiles_in_sbuf(a_t, b):
-        out = nl.ndarray((M, N), nl.float32, buffer=nl.shared_hbm)
-        acc = nl.ndarray((M, N), acc_dtype, buffer=nl.sbuf)
-        nisa.memset(acc, value=0.0)
-        for k in nl.sequential_range(K // 128):
-            at = nl.ndarray((128, M), a_t.dtype, buffer=nl.sbuf)
-            bt = nl.ndarray((128, N), b.dtype, buffer=nl.sbuf)
-            nisa.dma_copy(dst=at, src=a_t[k * 128:(k + 1) * 128, :])
-            nisa.dma_copy(dst=bt, src=b[k * 128:(k + 1) * 128, :])
-            part = nl.ndarray((M, N), nl.float32, buffer=nl.psum)
-            nisa.nc_matmul(part, at, bt)
-            nisa.tensor_tensor(dst=acc, data1=acc, data2=part, op=nl.add)  # the running sum
-        res = nl.ndarray((M, N), nl.float32, buffer=nl.sbuf)
-        nisa.tensor_copy(dst=res, src=acc)
-        nisa.dma_copy(dst=out, src=res)
-        return out
-    return matmul_summing_k_tiles_in_sbuf
 
 
 def _inputs():
@@ -56,7 +36,7 @@ def _tile_sums(a, b):
 
 def test_a_bf16_running_sum_fails_the_documented_pattern():
     a, b = _inputs()
-    run = nki.run(_kernel(nl.bfloat16), np.ascontiguousarray(a.T), b)
+    run = nki.run(matmul_summing_k_tiles(nl.bfloat16), np.ascontiguousarray(a.T), b)
     op = numeq.ops.matmul(a, b, out="fp32")
     assert "group_accumulator" not in run.platform
     with pytest.raises(AssertionError):
@@ -75,7 +55,7 @@ def test_a_bf16_running_sum_fails_the_documented_pattern():
 
 def test_the_same_kernel_accumulating_in_fp32_passes_bit_for_bit():
     a, b = _inputs()
-    run = nki.run(_kernel(nl.float32), np.ascontiguousarray(a.T), b)
+    run = nki.run(matmul_summing_k_tiles(nl.float32), np.ascontiguousarray(a.T), b)
     assert run.platform == run.kernel_platform
     assert not [f for f in run.findings if f.rule == "narrow_accumulator"]
     assert_equivalent(run.outputs, numeq.ops.matmul(a, b, out="fp32"), run.platform, accept="bit_exact")

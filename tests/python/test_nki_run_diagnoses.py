@@ -13,35 +13,13 @@ import numpy as np
 import pytest
 
 import numeq
-from nki_support import source_line
+from nki_support import matmul_summing_k_tiles, source_line
 from numeq import nki
 from numeq.testing import assert_equivalent
 
 nl, nisa = nki.language, nki.isa
 RNG = np.random.default_rng(7)
 M, N = 128, 256
-
-
-def _matmul(acc_dtype, k_tiles_read):
-    @nki.jit
-    def matmul_k_tiles(a_t, b):
-        K = a_t.shape[0]
-        out = nl.ndarray((M, N), nl.float32, buffer=nl.shared_hbm)
-        acc = nl.ndarray((M, N), acc_dtype, buffer=nl.sbuf)
-        nisa.memset(acc, value=0.0)
-        for k in nl.sequential_range(k_tiles_read(K // 128)):
-            at = nl.ndarray((128, M), a_t.dtype, buffer=nl.sbuf)
-            bt = nl.ndarray((128, N), b.dtype, buffer=nl.sbuf)
-            nisa.dma_copy(dst=at, src=a_t[k * 128:(k + 1) * 128, :])
-            nisa.dma_copy(dst=bt, src=b[k * 128:(k + 1) * 128, :])
-            part = nl.ndarray((M, N), nl.float32, buffer=nl.psum)
-            nisa.nc_matmul(part, at, bt)
-            nisa.tensor_tensor(dst=acc, data1=acc, data2=part, op=nl.add)  # RUNNING-SUM
-        res = nl.ndarray((M, N), nl.float32, buffer=nl.sbuf)
-        nisa.tensor_copy(dst=res, src=acc)
-        nisa.dma_copy(dst=out, src=res)
-        return out
-    return matmul_k_tiles
 
 
 def _operands(k: int):
@@ -52,7 +30,7 @@ def _operands(k: int):
 
 def test_a_bf16_running_sum_is_named_first_with_its_line():
     a, b = _operands(2048)
-    kernel = _matmul(nl.bfloat16, lambda n: n)
+    kernel = matmul_summing_k_tiles(nl.bfloat16)
     run = nki.run(kernel, np.ascontiguousarray(a.T), b)
     op = numeq.ops.matmul(a, b, out="fp32")
     v = numeq.compare(run, op, run.platform)
@@ -67,7 +45,7 @@ def test_a_bf16_running_sum_is_named_first_with_its_line():
 
 def test_a_k_loop_one_tile_short_is_arithmetic_and_the_missing_tile_is_named():
     a, b = _operands(512)
-    run = nki.run(_matmul(nl.float32, lambda n: n - 1), np.ascontiguousarray(a.T), b)
+    run = nki.run(matmul_summing_k_tiles(nl.float32, lambda n: n - 1), np.ascontiguousarray(a.T), b)
     op = numeq.ops.matmul(a, b, out="fp32")
     # the oracle: numpy float64 of the first three K tiles, far from the op's exact result
     short = a.astype(np.float64)[:, :384] @ b.astype(np.float64)[:384]
@@ -101,7 +79,7 @@ def test_a_sum_over_a_bf16_copy_of_fp32_data_names_the_copy():
 
 def test_a_passing_run_and_a_stopped_one():
     a, b = _operands(256)
-    run = nki.run(_matmul(nl.float32, lambda n: n), np.ascontiguousarray(a.T), b)
+    run = nki.run(matmul_summing_k_tiles(nl.float32), np.ascontiguousarray(a.T), b)
     v = assert_equivalent(run, numeq.ops.matmul(a, b, out="fp32"), run.platform, accept="bit_exact")
     assert v.passed and not v.diagnoses
 
