@@ -197,6 +197,38 @@ std::optional<Diagnosis> transposed_output_tiles(const DiagnosisData& d) {
   return best;
 }
 
+// Every failing element the exact result times one factor: a scale applied twice, missing or
+// inverted (a dequantisation scale, a softmax or attention scale, 1/n of a mean). Fitted as the
+// median ratio over the failing elements, then each checked against the exact result times it,
+// within the platform's bound (scaled by the factor) and two ulps of the output format. Said as a
+// scale mistake with the factor, where row_scale / column_scale would only say "each row".
+std::optional<Diagnosis> global_scale(const DiagnosisData& d) {
+  std::vector<double> ratio;
+  for (const std::size_t i : d.failing) {
+    const double x = exact_at(d, i), y = d.actual.data()[i];
+    if (std::isfinite(x) && std::isfinite(y) && x != 0) ratio.push_back(y / x);
+  }
+  if (ratio.size() < 2) return std::nullopt;
+  std::nth_element(ratio.begin(), ratio.begin() + static_cast<std::ptrdiff_t>(ratio.size() / 2), ratio.end());
+  const double c = ratio[ratio.size() / 2];
+  const double two_ulps = std::ldexp(2.0, -d.out.format.mantissa_bits);
+  // A factor 0 is zeroed output (a missing write), and one within rounding of 1 is no scale.
+  if (!std::isfinite(c) || c == 0 || std::abs(c - 1) <= 4 * two_ulps) return std::nullopt;
+  std::size_t hits = 0;
+  for (const std::size_t i : d.failing) {
+    const double x = exact_at(d, i), y = d.actual.data()[i], B = d.bound.data()[i];
+    if (!std::isfinite(x) || !std::isfinite(y)) continue;
+    hits += std::abs(y - c * x) <= std::abs(c) * B + two_ulps * std::abs(y);
+  }
+  const double share = static_cast<double>(hits) / static_cast<double>(d.failing.size());
+  if (share < kDiagnosisThreshold) return std::nullopt;
+  return Diagnosis{"wrong_scale", share,
+                   count_of(hits, d.failing) + " are the exact result times one factor " + number(c, 6) +
+                       " (or divided by " + number(1 / c, 6) +
+                       "): a scale applied twice, missing or inverted (a dequantisation, softmax or mean scale)",
+                   "within the platform's bound: every failing element against the exact result times that factor"};
+}
+
 // Each failing row (or column) off by one factor, or one offset: fitted on every element of the
 // line with a nonzero exact value (the median), then every element of the line checked against the
 // fit within the platform's bound (scaled by the factor) and two ulps of the output format.
@@ -331,8 +363,12 @@ std::vector<Diagnosis> diagnose(const Op& op, const DiagnosisData& data) {
                               integer_wrap}) {
     if (std::optional<Diagnosis> d = pattern(data)) found.push_back(std::move(*d));
   }
-  for (const bool rows : {true, false})
-    if (std::optional<Diagnosis> d = line_scale(data, rows)) found.push_back(std::move(*d));
+  if (std::optional<Diagnosis> d = global_scale(data)) {
+    found.push_back(std::move(*d));  // one factor for every element: row_scale / column_scale say less
+  } else {
+    for (const bool rows : {true, false})
+      if (std::optional<Diagnosis> d = line_scale(data, rows)) found.push_back(std::move(*d));
+  }
   rank(found);
   return found;
 }

@@ -273,6 +273,20 @@ TEST(Diagnosis, CorrectOutputsGetNone) {
   EXPECT_TRUE(ok.diagnoses.empty());
 }
 
+// A scale applied twice, or missing (a dequantisation scale of 8): the exact product times one
+// factor, said as a scale mistake with that factor (not "each row off by a factor").
+TEST(Diagnosis, AScaleTwiceOrMissingIsNamedWithItsFactor) {
+  const Gemm g;
+  const Array exact = g.op.exact_values().hi;
+  for (const auto& [factor, words] : {std::pair{2.0, std::string("factor 2 ")}, std::pair{0.125, std::string("factor 0.125 ")}}) {
+    const Array out = exact * factor;
+    const cases::Verdict v = judged(out, g.op, "nvidia.h100");
+    expect_first(v, "wrong_scale");
+    EXPECT_NE(v.diagnoses.front().detail.find(words), std::string::npos) << v.diagnoses.front().detail;
+    for (const cases::Diagnosis& d : v.diagnoses) EXPECT_NE(d.kind, "row_scale");
+  }
+}
+
 // The ranking rule on its own: a diagnosis that reproduces elements bit for bit ranks before one
 // that fits within a bound or shows a pattern, even one explaining a larger share; shares order
 // each group; one under the threshold is never reported.

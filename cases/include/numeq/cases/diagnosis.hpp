@@ -14,6 +14,8 @@
 //   transposed_tile      an operand read transposed, or output tiles written transposed;
 //   shifted_tile         an off-by-one index: the output shifted by one row or column;
 //   wrong_output_format  the output rounded into a narrower format than the op writes;
+//   wrong_scale          every failing element the exact result times one factor (a scale applied
+//                        twice, missing or inverted), said with the factor;
 //   row_scale / column_scale  each failing row (column) off by one factor or one offset
 //                        (a normalisation, scale or eps mistake);
 //   integer_wrap         errors that are multiples of 2^8, 2^16 or 2^32 (a narrow integer wraps);
