@@ -67,8 +67,9 @@ class WorstElement:
 class Diagnosis:
     """A hypothesis about the mistake behind a failing output, tested on the data
     (``Verdict.diagnoses``): ``kind`` (narrow_accumulator, missing_k_tile, extra_k_tile,
-    transposed_tile, shifted_tile, wrong_output_format, row_scale, column_scale, integer_wrap,
-    input_range, special_values, missing_max_subtraction, narrow_intermediate, wrong_eps; and where
+    transposed_tile, shifted_tile, wrong_output_format, wrong_scale (with its factor), row_scale,
+    column_scale, integer_wrap, input_range, special_values, missing_max_subtraction,
+    narrow_intermediate, wrong_eps, unbiased_variance; and where
     the output is a ``numeq.nki.Run``, from reruns of the kernel itself: narrow_tile and
     narrow_running_sum (the tile, with its lines, whose widening to fp32 removes the failure),
     narrow_tiles (all of them together), kernel_arithmetic (the failure stays with every narrow tile

@@ -182,3 +182,18 @@ def test_correct_row_ops_get_no_diagnosis(op_name: str) -> None:
         getattr(numeq.ops, op_name)(x, eps=1e-5, in_fmt="fp32", out="fp32")
     strict = numeq.compare(op.emulate("nvidia.h100"), op, "trainium.trn2", accept="bit_exact")
     assert not strict.passed and strict.diagnoses == (), strict.message
+
+
+def test_a_layernorm_with_the_unbiased_variance_is_named() -> None:
+    # torch.var's default divides by n - 1: the porter's layernorm, in numpy float64, rounded once.
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((32, 512)).astype(np.float32)
+    gamma = rng.standard_normal(512).astype(np.float32)
+    beta = rng.standard_normal(512).astype(np.float32)
+    x64 = x.astype(np.float64)
+    mean = x64.mean(axis=-1, keepdims=True)
+    var = x64.var(axis=-1, keepdims=True, ddof=1)
+    out = ((x64 - mean) / np.sqrt(var + 1e-5) * gamma + beta).astype(np.float32)
+    op = numeq.ops.layernorm(x, gamma=gamma, beta=beta, eps=1e-5, out="fp32")
+    first = _first(numeq.compare(out, op, "trainium.trn2"), "unbiased_variance", at_least=0.9)
+    assert "n - 1 = 511" in first.detail

@@ -15,6 +15,8 @@
 #include <string>
 #include <vector>
 
+#include <xtensor/xbuilder.hpp>
+
 #include "numeq/cases/normalization.hpp"
 #include "numeq/formats/error.hpp"
 #include "numeq/formats/format.hpp"
@@ -105,24 +107,51 @@ std::vector<Diagnosis> diagnose_norm(const xt::xarray<double>& x, const referenc
     const auto r = std::lower_bound(rows.begin(), rows.end(), i / n);
     if (r != rows.end() && *r == i / n) at.emplace_back(i, static_cast<std::size_t>(r - rows.begin()) * n + i % n);
   }
-  for (const double eps : {0.0, 1e-12, 1e-8, 1e-6, 1e-5, 1e-4, 1e-3, 1e-2, 1e-1}) {
-    if (eps == own.eps) continue;
-    reference::NormParameters p = own;
-    p.eps = eps;
+  // How many failing elements the normalisation with parameters `p` explains (-1: the platform
+  // has no such path). Only an element the op's own parameters cannot give (beyond its bound of the
+  // exact result) is evidence; it is explained when it lies within the bound of the other value.
+  const auto explained = [&](const reference::NormParameters& p) -> std::ptrdiff_t {
     Emulation e;
     try {
       e = centred ? layernorm(part, p, d.platform, d.out, options) : rmsnorm(part, p, d.platform, d.out, options);
     } catch (const numeq::error&) {
-      continue;
+      return -1;
     }
-    std::size_t hits = 0;
+    std::ptrdiff_t hits = 0;
     for (const auto& [i, j] : at) {
-      // Only an element the op's own eps cannot give (beyond its bound of the exact result) is
-      // evidence; it is explained when it lies within the bound of the other eps's value.
       const double g = d.actual.data()[i], y = e.values.data()[j];
       const double x = d.exact.hi.data()[i] + d.exact.lo.data()[i], B = d.bound.data()[i];
       hits += detail::same_value(g, y) || (std::abs(g - x) > B && std::abs(g - y) <= 2 * B);
     }
+    return hits;
+  };
+  // The unbiased variance (divided by n - 1, as torch.var and numpy's ddof=1 give it): for a
+  // layernorm, gamma (x - mean) / sqrt(var n / (n - 1) + eps) + beta is the op's own formula with
+  // gamma * s and eps * s^2, s = sqrt((n - 1) / n): emulated so, no second formula.
+  if (centred && n > 1) {
+    const double s2 = static_cast<double>(n - 1) / static_cast<double>(n);
+    const xt::xarray<double> gamma = own.gamma ? xt::xarray<double>(*own.gamma * std::sqrt(s2))
+                                               : xt::xarray<double>(xt::ones<double>({n}) * std::sqrt(s2));
+    reference::NormParameters p = own;
+    p.gamma = &gamma;
+    p.eps = own.eps * s2;
+    const std::ptrdiff_t hits = explained(p);
+    const double share = at.empty() || hits <= 0 ? 0.0 : static_cast<double>(hits) / static_cast<double>(at.size());
+    if (share > 0)
+      out.push_back({"unbiased_variance", share,
+                     std::to_string(hits) + " of the " + std::to_string(at.size()) + " failing elements of the " +
+                         std::to_string(rows.size()) + " rows examined are the layernorm with the unbiased variance "
+                         "(divided by n - 1 = " + std::to_string(n - 1) + ", not n = " + std::to_string(n) +
+                         ": torch.var's default, numpy's ddof=1)",
+                     "within the platform's bound: its emulation with the variance times n / (n - 1), on the failing "
+                     "elements of " + std::to_string(rows.size()) + " failing rows"});
+  }
+  for (const double eps : {0.0, 1e-12, 1e-8, 1e-6, 1e-5, 1e-4, 1e-3, 1e-2, 1e-1}) {
+    if (eps == own.eps) continue;
+    reference::NormParameters p = own;
+    p.eps = eps;
+    const std::ptrdiff_t hits = explained(p);
+    if (hits < 0) continue;
     const double share = at.empty() ? 0.0 : static_cast<double>(hits) / static_cast<double>(at.size());
     if (hits && (!best || share > best->explains))
       best = Diagnosis{"wrong_eps", share,

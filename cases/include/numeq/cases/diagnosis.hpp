@@ -25,7 +25,8 @@
 //                        intermediate value beyond a narrower format's range;
 //   missing_max_subtraction, narrow_intermediate  a softmax's exp of the raw logits, or its
 //                        computation in fp16 / bf16;
-//   wrong_eps            a normalisation with another eps than the op's.
+//   wrong_eps            a normalisation with another eps than the op's;
+//   unbiased_variance    a layernorm whose variance divides by n - 1 (torch.var's default).
 
 #include <cstddef>
 #include <string>
