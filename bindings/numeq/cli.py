@@ -137,6 +137,15 @@ def main(argv: list[str] | None = None) -> int:
     rev.add_argument("--dtype", metavar="NAME=DTYPE", action="append", default=[],
                      help="FILE.py::KERNEL: the input array NAME as DTYPE (bfloat16, float8_e4m3, ...): raw bytes (as "
                           "numpy stores ml_dtypes arrays in .npz) are reinterpreted; repeat for each array")
+    rev.add_argument("--param", metavar="NAME=VALUE", action="append", default=[],
+                     help="FILE.py::KERNEL: a parameter of the op (eps=1e-5, causal=true, scale=0.125, "
+                          "variant=bn_stats: numeq.ops' keywords); repeat for each")
+    rev.add_argument("--gpu-output", metavar="NAME", default=None,
+                     help="FILE.py::KERNEL: the array in --inputs that is the CUDA kernel's real output (default: "
+                          "the GPU platform's emulation)")
+    rev.add_argument("--nki-output", metavar="NAME", default=None,
+                     help="FILE.py::KERNEL: the array in --inputs that is the kernel's output from the device or "
+                          "another simulator (compared bit for bit with numeq's run; it assesses the assumptions)")
     rev.add_argument("--schema", action="store_true", help="print the manifest's schema (every table and key) and exit")
     rev.add_argument("--out", default=None, help="folder for review.md and review.html (default: review-<manifest "
                                                  "folder name> in the current folder)")
@@ -216,9 +225,9 @@ def _review(args: argparse.Namespace) -> int:
     if args.manifest.endswith(".py"):
         return _refuse("review", f"{args.manifest}: a kernel file: name the kernel as {args.manifest}::KERNEL "
                                  "(with --inputs IN.npz and --op OP), or give a review manifest (TOML)")
-    if args.inputs is not None or args.op is not None or args.dtype:
-        return _refuse("review", "--inputs, --op and --dtype go with a kernel FILE.py::KERNEL; a manifest names its "
-                                 "inputs itself")
+    if args.inputs is not None or args.op is not None or args.dtype or args.param or args.gpu_output or args.nki_output:
+        return _refuse("review", "--inputs, --op, --dtype, --param, --gpu-output and --nki-output go with a kernel "
+                                 "FILE.py::KERNEL; a manifest names its inputs, params and outputs itself")
     try:
         r = review(args.manifest, allow_outside=args.allow_outside)
     except ManifestError as e:
@@ -264,6 +273,10 @@ def _review_kernel(args: argparse.Namespace) -> int:
             signature = inspect.signature(getattr(kernel, "func", kernel))
             params = list(signature.parameters)
             kernel_args = {k: v for k, v in arrays.items() if k in params}
+            outputs = {role: _named_array(arrays, given, flag) for role, given, flag in
+                       (("gpu", args.gpu_output, "--gpu-output"), ("nki", args.nki_output, "--nki-output")) if given}
+            op_params = _op_params(args.op, args.param)
+            _every_array_used(arrays, args.op, params, outputs, args.inputs, name)
             needed = [k for k, q in signature.parameters.items() if q.default is q.empty and k not in arrays
                       and q.kind in (q.POSITIONAL_OR_KEYWORD, q.POSITIONAL_ONLY, q.KEYWORD_ONLY)]
             if needed:
@@ -271,7 +284,9 @@ def _review_kernel(args: argparse.Namespace) -> int:
                                          f"{name} takes ({', '.join(params)}): no array {', '.join(needed)} (the op's "
                                          "inputs and the kernel's parameters, by name, in one file)")
             try:
-                r = review_kernel(kernel, arrays, args.op, kernel_args=kernel_args, gpu=args.gpu, target=args.target,
+                r = review_kernel(kernel, {k: v for k, v in arrays.items() if k not in outputs.values()}, args.op,
+                                  kernel_args=kernel_args, gpu=args.gpu, target=args.target, params=op_params,
+                                  outputs={role: arrays[n] for role, n in outputs.items()},
                                   name=f"{Path(path).name}::{name}")
             except (SystemExit, KeyboardInterrupt) as e:
                 # A kernel returns its outputs; one that exits (or is interrupted) left nothing to review.
@@ -281,6 +296,87 @@ def _review_kernel(args: argparse.Namespace) -> int:
         return _refuse("review", str(e))
     out = Path(args.out) if args.out else Path(f"review-{name}")
     return _written(r, out, args.quiet)
+
+
+def _named_array(arrays: dict, name: str, flag: str) -> str:
+    from .nki import _cli as nki_cli
+
+    if name not in arrays:
+        raise nki_cli.UsageFault(f"{flag}: no array {name!r} in --inputs; it holds {', '.join(arrays) or 'none'}")
+    return name
+
+
+def _op_params(op: str, pairs: list[str]) -> dict:
+    """``--param NAME=VALUE`` of kernel mode, typed by the op's parameter table (numeq.ops.specs())."""
+    from . import ops
+    from .nki import _cli as nki_cli
+
+    spec = next((s for s in ops.specs() if s.name == op), None)
+    if spec is None:
+        raise nki_cli.UsageFault(f"--op: unknown operation {op!r}; valid: {', '.join(s.name for s in ops.specs())}")
+    table = {p.name: p for p in spec.params}
+    out: dict = {}
+    for pair in pairs:
+        name, eq, text = pair.partition("=")
+        name, text = name.strip(), text.strip()
+        if not eq or not name:
+            raise nki_cli.UsageFault(f"--param: expected NAME=VALUE, got {pair!r}")
+        if name not in table:
+            raise nki_cli.UsageFault(f"--param: {op} has no parameter {name!r}; valid: "
+                                     f"{', '.join(table) or 'none (it takes no parameters)'}")
+        out[name] = _typed(table[name], text)
+    return out
+
+
+def _typed(p: Any, text: str) -> Any:
+    from .nki import _cli as nki_cli
+
+    def bad(what: str) -> Exception:
+        return nki_cli.UsageFault(f"--param: {p.name}={text!r} is not {what}")
+
+    if p.type == "boolean":
+        if text.lower() in ("true", "1", "yes"):
+            return True
+        if text.lower() in ("false", "0", "no"):
+            return False
+        raise bad("a boolean (true or false)")
+    if text.lower() == "none" and p.default is None:
+        return None
+    if p.type == "integer":
+        try:
+            return int(text)
+        except ValueError:
+            raise bad("an integer") from None
+    if p.type == "real":
+        try:
+            value = float(text)
+        except ValueError:
+            raise bad("a real number") from None
+        if value != value:
+            raise bad("a real number (NaN)")
+        return value
+    if p.type == "axes":
+        try:
+            return None if text.lower() == "none" else [int(a) for a in text.split(",")] if "," in text else int(text)
+        except ValueError:
+            raise bad("an axis, a comma-separated list of axes, or none") from None
+    if p.choices and text not in p.choices:
+        raise bad(f"one of {', '.join(p.choices)}")
+    return text
+
+
+def _every_array_used(arrays: dict, op: str, params: list[str], outputs: dict, inputs: str, kernel: str) -> None:
+    """An array in --inputs that is neither the op's input, the kernel's parameter nor a named
+    output is refused: a stray array must not quietly become an op input or be ignored."""
+    from .nki import _cli as nki_cli
+    from .review.manifest import _OPERATIONS
+
+    required, optional, _ = _OPERATIONS[op]
+    unused = [k for k in arrays if k not in (*required, *optional, *params, *outputs.values())]
+    if unused:
+        raise nki_cli.UsageFault(f"--inputs: {inputs} holds {', '.join(unused)}, which is neither an input of {op} "
+                                 f"({', '.join(required + optional)}), a parameter of {kernel} ({', '.join(params)}) "
+                                 "nor an output named by --gpu-output / --nki-output")
 
 
 def _csv_list(text: str, parameter: str) -> tuple[str, ...]:

@@ -259,3 +259,33 @@ def test_author_markup_stays_text_in_the_markdown(tmp_path) -> None:
     md = r.markdown()
     assert "<script>" not in md and "&lt;script&gt;alert('port')&lt;/script&gt; &amp; co" in md
     assert "| kernel | matmul_psum_groups.py::matmul_psum_groups |" in md and "| manifest |" not in md
+
+
+def test_numeq_review_kernel_mode_takes_params_and_real_outputs_and_refuses_stray_arrays(tmp_path) -> None:
+    kernel = _kernel_file(tmp_path)
+    rng = np.random.default_rng(5)
+    a = rng.standard_normal((128, 256)).astype(np.float32)
+    b = rng.standard_normal((256, 512)).astype(np.float32)
+    gpu = (a.astype(np.float64) @ b.astype(np.float64)).astype(np.float32)  # stands for the CUDA kernel's output
+    np.savez(tmp_path / "in.npz", a=a, b=b, a_t=np.ascontiguousarray(a.T), cuda_out=gpu)
+
+    def review(npz: str = "in.npz", *extra: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "numeq", "review", f"{kernel}::matmul_port", "--inputs",
+                               str(tmp_path / npz), "--op", "matmul", "--out", str(tmp_path / "rev"), "--quiet",
+                               *extra], capture_output=True, text=True, timeout=300)
+
+    stray = review()  # cuda_out named by nothing: refused, not silently ignored or used
+    assert stray.returncode == 2 and "holds cuda_out, which is neither an input of matmul" in stray.stderr, stray.stderr
+    ok = review("in.npz", "--gpu-output", "cuda_out")
+    assert ok.returncode in (0, 1), ok.stderr
+    md = (tmp_path / "rev" / "review.md").read_text()
+    assert "inputs: matmul read a, b; the kernel took a_t, b" in md and "given outputs: gpu" in md
+    missing = review("in.npz", "--gpu-output", "cuda")
+    assert missing.returncode == 2 and "--gpu-output: no array 'cuda'" in missing.stderr
+    param = review("in.npz", "--gpu-output", "cuda_out", "--param", "eps=1e-5")
+    assert param.returncode == 2 and "matmul has no parameter 'eps'" in param.stderr, param.stderr
+    np.savez(tmp_path / "x.npz", x=a, a_t=np.ascontiguousarray(a.T), b=b)
+    typed = subprocess.run([sys.executable, "-m", "numeq", "review", f"{kernel}::matmul_port", "--inputs",
+                            str(tmp_path / "x.npz"), "--op", "softmax", "--param", "axis=last"],
+                           capture_output=True, text=True, timeout=300)
+    assert typed.returncode == 2 and "axis='last' is not an integer" in typed.stderr, typed.stderr

@@ -72,7 +72,15 @@ def review_kernel(kernel: Callable, inputs: dict[str, np.ndarray], op: str, *, k
                  {k: v for k, v in inputs.items() if k in required + optional}, given, gpu, run.platform,
                  stated_tolerance=tolerance, target=target,
                  kernel=KernelSpec(Path(inspect.getsourcefile(fn) or "<kernel>"), fn.__name__, (), args))
-    return reviewed(m, run, precision)
+    given_names = sorted(given)  # before the review adds the run's own output
+    r = reviewed(m, run, precision)
+    # Which arrays each side read: an input the op reads but the kernel does not is a difference to see.
+    r.correctness.notes.append(
+        f"inputs: {op} read {', '.join(sorted(m.inputs)) or 'none'}; the kernel took "
+        f"{', '.join(sorted(args)) or 'none'}"
+        + (f"; params {', '.join(f'{k}={v!r}' for k, v in m.params.items())}" if m.params else "")
+        + (f"; given outputs: {', '.join(given_names)}" if given_names else ""))
+    return r
 
 
 def run_manifest_kernel(m: Manifest) -> Any:
