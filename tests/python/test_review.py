@@ -19,6 +19,7 @@ import pytest
 
 import numeq
 from numeq.review import review
+from numeq.review.manifest import ManifestError
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples" / "reviews"
@@ -401,3 +402,41 @@ def test_numeq_review_without_matplotlib_writes_the_markdown(tmp_path):
     assert p.returncode == 0, p.stderr
     assert (tmp_path / "out" / "review.md").is_file() and not (tmp_path / "out" / "review.html").exists()
     assert "pip install 'numeq[reports]'" in p.stderr and "Traceback" not in p.stderr
+
+
+def test_bf16_arrays_stored_as_raw_bytes_are_read_by_their_dtype(tmp_path):
+    # numpy keeps ml_dtypes arrays in .npz as raw bytes (|V2): a manifest names the dtype.
+    import ml_dtypes
+
+    x = np.asarray(numeq.ops.generate("normal", (64, 512), "bf16", seed=3)).astype(ml_dtypes.bfloat16)
+    op = numeq.ops.softmax(x.astype(np.float64), in_fmt="bf16", out="bf16")
+    np.savez(tmp_path / "sm.npz", x=x, gpu=np.asarray(op.emulate("nvidia.h100")).astype(ml_dtypes.bfloat16),
+             nki=np.asarray(op.emulate("trainium.trn2")).astype(ml_dtypes.bfloat16))
+    with np.load(tmp_path / "sm.npz") as z:
+        assert z["x"].dtype.kind == "V"  # what the manifest must read
+    text = """
+[port]
+name = "softmax"
+[operation]
+op = "softmax"
+in_fmt = "bf16"
+out = "bf16"
+[inputs]
+x = { array = "sm.npz:x", dtype = "bfloat16" }
+[outputs]
+gpu = { array = "sm.npz:gpu", dtype = "bfloat16" }
+nki = { array = "sm.npz:nki", dtype = "bfloat16" }
+[platforms]
+gpu = "nvidia.h100"
+trainium = "trainium.trn2"
+"""
+    (tmp_path / "m.toml").write_text(text)
+    r = review(tmp_path / "m.toml")
+    assert r.correctness.verdicts["nki"].tier == "bit_exact" and r.correctness.verdicts["gpu"].tier == "bit_exact"
+    np.testing.assert_array_equal(r.manifest.inputs["x"].astype(np.float64), x.astype(np.float64))
+    (tmp_path / "m.toml").write_text(text.replace('{ array = "sm.npz:x", dtype = "bfloat16" }', '"sm.npz:x"'))
+    with pytest.raises(ManifestError, match=r"raw 2-byte elements .* dtype = \"bfloat16\""):
+        review(tmp_path / "m.toml")
+    (tmp_path / "m.toml").write_text(text.replace('dtype = "bfloat16" }\n[outputs]', 'dtype = "float8_e4m3" }\n[outputs]'))
+    with pytest.raises(ManifestError, match="2-byte elements; float8_e4m3 takes 1"):
+        review(tmp_path / "m.toml")

@@ -47,6 +47,7 @@ tolerance? = { rtol = 2e-2, atol = 1e-5 }   # the standard the port's author sta
 
 [inputs]                          # the op's inputs by name: "file.npy" or "file.npz:key"
 a = "inputs.npz:a"                # matmul: a, b (c?); softmax, ...: x; attention: q, k, v (mask?)
+b? = { array = "inputs.npz:b", dtype = "bfloat16" }   # bf16 / fp8 arrays (raw bytes in .npz) by dtype
 
 [outputs]                         # optional with [kernel] (then each output is emulated where missing)
 gpu = "outputs.npz:gpu"           # the CUDA kernel's output
@@ -352,8 +353,24 @@ def _kind(x: Any) -> str:
 
 # --- arrays --------------------------------------------------------------------------------------
 
-def _array(ref: str, base: Path, ctx: _Context, key: tuple, cache: dict) -> np.ndarray:
-    """The array ``ref`` names: "file.npy" or "file.npz:name", relative to the manifest."""
+def _array_ref(value: Any, base: Path, ctx: _Context, key: tuple, cache: dict) -> np.ndarray:
+    """The array a manifest names: "file.npy" / "file.npz:name", or a table { array = ..., dtype? =
+    "bfloat16", transpose? = false }. ``dtype``: numpy keeps bf16 and fp8 arrays in .npz as raw
+    bytes, which are read as that dtype; real values must already be values of it (no rounding)."""
+    if not isinstance(value, dict):
+        return _array(value, base, ctx, key, cache)
+    a = _Table(value, key, ctx)
+    dtype = a.text("dtype", False)
+    arr = _array(a.text("array"), base, ctx, key + ("array",), cache, raw=dtype is not None)
+    if a.boolean("transpose"):
+        arr = np.ascontiguousarray(arr.T)
+    a.done(" (array, dtype, transpose)")
+    return _as_dtype(arr, dtype, ctx, key + ("dtype",)) if dtype is not None else arr
+
+
+def _array(ref: str, base: Path, ctx: _Context, key: tuple, cache: dict, raw: bool = False) -> np.ndarray:
+    """The array ``ref`` names: "file.npy" or "file.npz:name", relative to the manifest (``raw``:
+    raw bytes, as numpy stores ml_dtypes arrays, are taken: a dtype will read them)."""
     file, _, member = ref.partition(":")
     name = ".".join(map(str, key))
     if not file:
@@ -388,7 +405,10 @@ def _array(ref: str, base: Path, ctx: _Context, key: tuple, cache: dict) -> np.n
         raise
     except Exception as e:  # a corrupt or truncated .npy/.npz, a pickled object array
         ctx.fail(key, f"{name}: cannot read {ref!r} as a numpy array: {e}")
-    if arr.dtype.kind not in "fiub" and arr.dtype.name not in ("bfloat16",) and "float8" not in arr.dtype.name:
+    if arr.dtype.kind == "V" and not raw:
+        ctx.fail(key, f"{name}: {file!r} holds raw {arr.dtype.itemsize}-byte elements (numpy keeps bfloat16 and fp8 "
+                      f"arrays so in .npz); say which dtype: {{ array = {ref!r}, dtype = \"bfloat16\" }}")
+    if arr.dtype.kind not in "fiubV" and arr.dtype.name not in ("bfloat16",) and "float8" not in arr.dtype.name:
         ctx.fail(key, f"{name}: {file!r} holds {arr.dtype} values; expected real numbers")
     return np.asarray(arr)
 
@@ -501,9 +521,9 @@ def parse(text: str, path: str | os.PathLike = "manifest.toml", *, allow_outside
     it = top.table("inputs", True)
     inputs = {}
     for n in required + optional:
-        ref = it.text(n, n in required)
+        ref = it.get(n, (str, dict), "an array: \"file.npz:key\" or { array = ..., dtype = ... }", n in required)
         if ref is not None:
-            inputs[n] = _array(ref, base, ctx, ("inputs", n), cache)
+            inputs[n] = _array_ref(ref, base, ctx, ("inputs", n), cache)
     it.done(f" (the inputs of {op_name}: {', '.join(required)}"
             f"{'; optional ' + ', '.join(optional) if optional else ''})")
 
@@ -512,9 +532,10 @@ def parse(text: str, path: str | os.PathLike = "manifest.toml", *, allow_outside
     ot = top.table("outputs", kernel is None)
     outputs = {}
     for n, req in (("gpu", kernel is None), ("nki", kernel is None), ("simulator", False)):
-        ref = ot.text(n, req) if ot is not None else None
+        ref = ot.get(n, (str, dict), "an array: \"file.npz:key\" or { array = ..., dtype = ... }",
+                     req) if ot is not None else None
         if ref is not None:
-            outputs[n] = _array(ref, base, ctx, ("outputs", n), cache)
+            outputs[n] = _array_ref(ref, base, ctx, ("outputs", n), cache)
             if outputs[n].dtype.kind == "b":
                 ctx.fail(("outputs", n), f"outputs.{n}: {ref!r} holds boolean values; expected the kernel's numeric "
                                          "output (real numbers)")
@@ -551,6 +572,12 @@ def _as_dtype(arr: np.ndarray, dtype: str, ctx: _Context, key: tuple) -> np.ndar
         d = dtype_of(dtype, name)
     except (TypeError, ValueError) as e:
         ctx.fail(key, str(e))
+    if arr.dtype.kind == "V":  # raw bytes: read as the dtype's storage
+        storage = np.dtype(d.storage)
+        if arr.dtype.itemsize != storage.itemsize:
+            ctx.fail(key, f"{name}: the array holds {arr.dtype.itemsize}-byte elements; {dtype} takes "
+                          f"{storage.itemsize}")
+        return arr.view(storage)
     cast = arr.astype(d.storage)
     if not np.array_equal(cast.astype(np.float64), arr.astype(np.float64), equal_nan=True):
         ctx.fail(key, f"{name}: the array's values are not all values of {dtype}; the manifest casts without rounding")
@@ -571,15 +598,7 @@ def _kernel(k: _Table, base: Path, cache: dict) -> KernelSpec:
     for name, value in raw.items():
         key = ("kernel", "args", name)
         if isinstance(value, dict):  # { array = "file.npz:key", dtype? = "bfloat16", transpose? = false }
-            a = _Table(value, key, k.ctx)
-            arr = _array(a.text("array"), base, k.ctx, key + ("array",), cache)
-            if a.boolean("transpose"):
-                arr = np.ascontiguousarray(arr.T)
-            dtype = a.text("dtype", False)
-            a.done(" (array, dtype, transpose)")
-            if dtype is not None:
-                arr = _as_dtype(arr, dtype, k.ctx, key + ("dtype",))
-            args[name] = arr
+            args[name] = _array_ref(value, base, k.ctx, key, cache)
         elif isinstance(value, str) and (".npy" in value or ".npz" in value):
             args[name] = _array(value, base, k.ctx, key, cache)
         elif isinstance(value, (bool, int, float, str)):
