@@ -15,6 +15,7 @@ from typing import Any, Callable
 import numpy as np
 import pytest
 
+from nki_support import source_line
 from numeq import nki
 
 nl, nisa = nki.language, nki.isa
@@ -545,3 +546,39 @@ def test_views_outside_a_kernel_run_raise_python_errors() -> None:
         t.reshape((32, 16))
     with pytest.raises(IndexError, match=r"slice\(dim=1, start=2, end=9\)"):
         t.slice(1, 2, 9)
+
+
+def test_an_access_pattern_past_its_buffer_is_an_error_where_an_instruction_uses_it() -> None:
+    # nki-library's output_projection_tkg builds w_sbuf.ap(...) for an index one past the last and
+    # skips its nc_matmul with an `if`: building the pattern is no error; reading, writing or
+    # viewing it is, at the line that built it.
+    def kernel(use):
+        @nki.jit
+        def k(w):
+            out = nl.ndarray((2, 8), nl.float32, buffer=nl.shared_hbm)
+            t = nl.ndarray((4, 8), nl.float32, buffer=nl.sbuf)
+            nisa.dma_copy(dst=t, src=w)
+            u = nl.ndarray((2, 8), nl.float32, buffer=nl.sbuf)
+            for i in range(3):
+                v = t.ap(pattern=[[8, 2], [1, 8]], offset=i * 16)  # PAST-THE-END at i == 2 (32 elements)
+                if i < 2 or use == "read":
+                    nisa.dma_copy(dst=u, src=v)
+                if i == 2 and use == "write":
+                    nisa.dma_copy(dst=v, src=u)
+                if i == 2 and use == "view":
+                    v.reshape((16,))
+            nisa.dma_copy(dst=out, src=u)
+            return out
+        return k
+
+    w = np.arange(32, dtype=np.float32).reshape(4, 8)
+    guarded = nki.run(kernel("none"), w)
+    assert guarded.completed and not guarded.errors, guarded.errors
+    np.testing.assert_array_equal(guarded.outputs, w[2:])  # the last pattern read, i == 1: partitions 2, 3
+    for use in ("read", "write", "view"):
+        k = kernel(use)
+        r = nki.run(k, w)
+        assert not r.completed, use
+        (f,) = r.errors
+        assert f.rule == "index_bounds" and f.where == source_line(k, "PAST-THE-END"), (use, f)
+        assert "reaches elements 32..47 of a buffer of 32" in f.message

@@ -21,7 +21,7 @@ from ..machine import psum as _psum
 from ..machine import rules as _rules
 from ..machine.context import Context, KernelFault, current
 from ..machine.dtypes import dtype_of
-from ..machine.memory import MEMORIES, WRITER_MATMUL, WRITER_OTHER, WRITER_READ, Allocation, Tensor
+from ..machine.memory import MEMORIES, WRITER_MATMUL, WRITER_OTHER, WRITER_READ, Allocation, OutsideBuffer, Tensor
 from ..machine.context import site
 
 __all__ = ["read", "write", "new_tile", "cost_elementwise", "as_tensor", "same_shape"]
@@ -46,6 +46,8 @@ def read(ctx: Context, t: Any, parameter: str, engine: str = "vector", rows: boo
             data = t.data
             return data if data.dtype is _F32 else _numerics.fp32_values(data, t.dtype)
     t = as_tensor(t, parameter)
+    if type(t) is OutsideBuffer:  # an access pattern past its buffer, read: the error it deferred
+        raise t.fault()
     if not t.base.memory.on_chip and engine != "dma":
         _rules.off_chip(ctx, t, engine, parameter)
     _rules.check_on_chip(ctx, t)
@@ -69,6 +71,8 @@ def write(ctx: Context, dst: Any, values: np.ndarray, writer: int = WRITER_OTHER
     """Store fp32 (or float64) ``values`` into ``dst``: cast into its dtype with ``rounding``
     (default: the target's output rounding; or store ``bits`` already of dst's storage dtype),
     note a narrowing for the precision flow, mark the bytes written, record PSUM's writer."""
+    if type(dst) is OutsideBuffer:  # an access pattern past its buffer, written: the error it deferred
+        raise dst.fault()
     base = dst.base
     if (dst.checked is True and not base.tracks_writer and base.placed is None and ctx.undefined is None
             and (base.complete or (dst.data is base.data and base._mask is None))

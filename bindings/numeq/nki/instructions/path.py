@@ -15,7 +15,7 @@ import numpy as np
 from ..machine.alu import op_name
 from ..machine.context import Instruction, Unsupported, active, current, kernel_line, where
 from ..machine.engines import engine_name
-from ..machine.memory import Tensor
+from ..machine.memory import OutsideBuffer, Tensor
 from .forms import Form, bind
 from .operands import destination, doc
 from .table import INSTRUCTIONS, InstructionSpec, key
@@ -116,10 +116,11 @@ def entry(spec: InstructionSpec) -> Callable:
                     raise ValueError(f"engine: {shown} runs on {', '.join(spec.engines)}, not {eng}")
         form, values, dtype = bind(name, args, kwargs, forms, shown)
         clipped = MASKED.get("clipped")
-        if clipped is not None:
-            for v in values.values():
-                if type(v) is clipped:  # a tile reaching past its tensor, used without a mask to keep inside
-                    raise v.fault()
+        for v in values.values():
+            # A tile reaching past its tensor, used without a mask to keep inside, or an access
+            # pattern built past its buffer: an error where an instruction uses it.
+            if type(v) is clipped or type(v) is OutsideBuffer:
+                raise v.fault()
         if one_psum:
             _one_psum_operand(ctx, spec, values)
         ctx.at = kernel_line(sys._getframe(1))  # None when numeq itself called it (the front)

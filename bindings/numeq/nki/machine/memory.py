@@ -352,7 +352,10 @@ class Tensor:
         """An access pattern over the buffer's storage: ``pattern`` = [[step, count], ...]
         outermost first, steps in elements; ``offset`` None starts at this view's first element, an
         int at that element of the buffer (see ``views.access_pattern``)."""
-        return access_pattern(self, pattern, offset, *args, **kwargs)
+        try:
+            return access_pattern(self, pattern, offset, *args, **kwargs)
+        except _indexing.PatternOutside as e:
+            return OutsideBuffer(self.base, e.shape, e.dtype, e.message, _context.where())
 
     def reshape(self, *args: Any, **kwargs: Any) -> "Tensor":
         """``reshape(shape)`` / ``reshape(shape=...)`` (AWS's keyword) / ``reshape(n0, n1, ...)``: the
@@ -517,3 +520,30 @@ def _remap(indirection: tuple, dim_map: dict | None) -> tuple:
     if dim_map is None:
         return indirection
     return tuple(dim_map[d] for d in dims if dim_map.get(d) is not None), index
+
+
+class OutsideBuffer(Tensor):
+    """A view an access pattern made past its buffer's ends (``Tensor.ap``): legal to build, an
+    index_bounds error (at the line that built it) where an instruction reads or writes it or a
+    further view is taken of it. Its values are none of the buffer's: zeros, not stored."""
+
+    __slots__ = ("message", "line")
+
+    def __init__(self, base: Allocation, shape: tuple, dtype: DType, message: str, line: str) -> None:
+        storage = np.dtype(dtype.storage)
+        super().__init__(base, np.broadcast_to(np.zeros((), storage), shape),
+                         np.broadcast_to(np.zeros((), np.dtype(f"u{storage.itemsize}")), shape), None, dtype)
+        self.message, self.line = message, line
+
+    def fault(self) -> Exception:
+        return _context.KernelFault(_context.current().find("index_bounds", "error", f"{self.name}: {self.message}",
+                                                            _indexing._BOUNDS_SOURCE, at=self.line))
+
+    def _refused(self, *args: Any, **kwargs: Any) -> Any:
+        raise self.fault()
+
+
+for _method in ("_apply", "__getitem__", "__setitem__", "ap", "reshape", "permute", "broadcast", "expand_dim",
+                "squeeze_dim", "reshape_dim", "flatten_dims", "rearrange", "slice", "select", "vector_select",
+                "indirect", "view", "bitcast"):
+    setattr(OutsideBuffer, _method, OutsideBuffer._refused)

@@ -23,9 +23,21 @@ class Gather:
         raise NotImplementedError
 
 
+_BOUNDS_SOURCE = "documented: NKI tensors are indexed within their shape (nki.language docs)"
+
+
+class PatternOutside(Exception):
+    """An access pattern that reaches outside its buffer (``access_pattern``): the caller makes a
+    view no instruction may use (``memory.OutsideBuffer``); building one is no error (a kernel may
+    build it and guard its use), using it is."""
+
+    def __init__(self, message: str, shape: tuple, dtype: Any) -> None:
+        super().__init__(message)
+        self.message, self.shape, self.dtype = message, shape, dtype
+
+
 def out_of_bounds(t: Any, message: str) -> Exception:
-    return current().fail("index_bounds", f"{t.name}: {message}",
-                          source="documented: NKI tensors are indexed within their shape (nki.language docs)")
+    return current().fail("index_bounds", f"{t.name}: {message}", source=_BOUNDS_SOURCE)
 
 
 # The older interface's front gives these when it is installed (``front.install``): an index
@@ -196,9 +208,13 @@ def access_pattern(t: Any, pattern: Sequence[Sequence[int]] | None = None, offse
                                          scalar_offset=scalar_offset, indirect_dim=indirect_dim)
     lo = start + sum(min(0, s * (c - 1)) for s, c in pairs)
     hi = start + sum(max(0, s * (c - 1)) for s, c in pairs)
-    if any(c <= 0 for _, c in pairs) or lo < 0 or hi >= flat_n:
-        raise out_of_bounds(t, f"access pattern {[list(p) for p in pairs]} at offset {start} reaches elements "
-                               f"{lo}..{hi} of a buffer of {flat_n}")
+    if any(c <= 0 for _, c in pairs):
+        raise out_of_bounds(t, f"access pattern {[list(p) for p in pairs]}: every count must be positive")
+    if lo < 0 or hi >= flat_n:
+        # Checked where an instruction uses it: nki-library's output_projection_tkg builds the pattern
+        # of an index one past the last before the `if` that skips its nc_matmul.
+        raise PatternOutside(f"access pattern {[list(p) for p in pairs]} at offset {start} reaches elements "
+                             f"{lo}..{hi} of a buffer of {flat_n}", tuple(c for _, c in pairs), d)
     if base.memory.on_chip and base.shape and len(pairs) > 1:
         per_partition = int(np.prod(base.shape[1:], dtype=np.int64) * ratio)
         if pairs[0][0] != per_partition and pairs[0][1] > 1:
