@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from ._arrays import _check_str
-from .verdicts import TIERS, PortVerdict, Verdict, _actual_values, _run_of, compare, compare_port
+from .verdicts import TIERS, PortVerdict, Verdict, _actual_values, compare, compare_port
 
 __all__ = ["ACCEPT", "assert_bit_exact", "assert_equivalent", "assert_ported"]
 
@@ -84,8 +84,8 @@ def assert_equivalent(actual: Any, op: Any, platform: str, *, accept: str = "pro
     __tracebackhide__ = True
     msg = _check_msg(msg)
     _check_str(platform, "platform")
-    verdict = compare(actual if _run_of(actual) is not None else _values(actual, "actual"), op, platform,
-                      accept=accept, failure_probability=failure_probability, variants=variants)
+    verdict = compare(actual, op, platform, accept=accept, failure_probability=failure_probability,
+                      variants=variants)
     if not verdict.passed:
         raise AssertionError(_failure_text(msg, verdict.message))
     return verdict

@@ -49,9 +49,16 @@ def from_run(run: Any, failures: Callable[[Any], int], diagnosis: Callable[..., 
     if base == 0:
         return []
     tiles = _narrow_tiles(run)
+    seen: dict[frozenset, int] = {}
+
+    def left_with(widen: frozenset) -> int:  # each widening run once (one tile is also "all of them")
+        if widen not in seen:
+            seen[widen] = failures(run.rerun(widen=widen).outputs)
+        return seen[widen]
+
     found = []
     for site in tiles:
-        left = failures(run.rerun(widen=frozenset({site.tile})).outputs)
+        left = left_with(frozenset({site.tile}))
         share = (base - left) / base
         if share >= THRESHOLD:
             found.append(diagnosis(
@@ -60,7 +67,7 @@ def from_run(run: Any, failures: Callable[[Any], int], diagnosis: Callable[..., 
                 f"rerun: the kernel again on the same inputs with that tile in fp32, judged by the same check "
                 f"({base} -> {left} failing)"))
     everything = frozenset(s.tile for s in tiles)
-    left = failures(run.rerun(widen=everything).outputs) if everything else base
+    left = left_with(everything) if everything else base
     if everything and not found and (base - left) / base >= THRESHOLD:
         found.append(diagnosis(
             "narrow_tiles", (base - left) / base,

@@ -307,14 +307,13 @@ def _platforms_of(ctx: _RunContext) -> tuple[str, str]:
     which is reported as a ``narrow_accumulator`` finding at the line that adds into it, never taken
     as the standard a test judges the kernel by."""
     extra = _kernel_tiling(ctx)
-    narrow = {fmt for _, fmt, _ in ctx.psum_groups} & {"bf16", "fp16"}
-    if not narrow:
-        platform = ctx._platform(extra)
-        return platform, platform
-    formats = {fmt for _, fmt, _ in ctx.psum_groups}
-    fmt = formats.pop() if len(formats) == 1 else "fp32"  # one platform holds one accumulator format
-    kernel_platform = ctx._platform({**extra, "group_accumulator": fmt} if fmt != "fp32" else extra)
     platform = ctx._platform(extra)
+    formats = {fmt for _, fmt, _ in ctx.psum_groups}
+    narrow = formats & {"bf16", "fp16"}
+    if not narrow:
+        return platform, platform
+    # One platform holds one accumulator format: mixed ones keep fp32 (each narrow one is a finding).
+    kernel_platform = ctx._platform({**extra, "group_accumulator": min(narrow)}) if len(formats) == 1 else platform
     for fmt_seen in sorted(narrow):
         line = next(at for _, f, at in ctx.psum_groups if f == fmt_seen)
         ctx.find("narrow_accumulator", "warning", f"the kernel adds its PSUM groups into a {fmt_seen} SBUF tile: a "

@@ -114,10 +114,7 @@ _NAMES: dict[tuple[str, int], str] = {}
 def assigned_name() -> str:
     """The variable the kernel's current line assigns (``acc = nl.ndarray(...)`` gives "acc"), or
     "" (findings then name the tile by its memory and number)."""
-    f = sys._getframe(1)
-    while f is not None and _basename(f.f_code.co_filename) is None:
-        f = f.f_back
-    return "" if f is None else _assigned_at(f.f_code.co_filename, f.f_lineno)
+    return site()[1]
 
 
 def _assigned_at(filename: str, lineno: int) -> str:
@@ -132,21 +129,31 @@ def _assigned_at(filename: str, lineno: int) -> str:
 def site() -> tuple[str, str]:
     """(the kernel's "file.py:LINE", the variable that line assigns or ""): ``where`` and
     ``assigned_name`` in one walk of the stack (a result tile is named after its variable)."""
-    f = sys._getframe(1)
+    text, f = _kernel_frame(sys._getframe(1))
+    return text, ("" if f is None else _assigned_at(f.f_code.co_filename, f.f_lineno))  # the frame's own line
+
+
+_WHERE: dict[tuple[str, int], str] = {}  # (base name, line) -> "file.py:LINE", made once per line
+
+
+def _line_text(name: str, lineno: int) -> str:
+    key = (name, lineno)
+    text = _WHERE.get(key)
+    if text is None:
+        text = _WHERE[key] = f"{name}:{lineno}"
+    return text
+
+
+def _kernel_frame(f: Any) -> tuple[str, Any]:
+    """("file.py:LINE", frame) of the first frame from ``f`` outward that is the kernel's (outside
+    numeq.nki); ("<kernel>:0", None) when there is none: the one walk of the stack."""
     while f is not None:
         filename = f.f_code.co_filename
         name = _BASENAMES[filename] if filename in _BASENAMES else _basename(filename)
         if name is not None:
-            key = (name, f.f_lineno)
-            text = _WHERE.get(key)
-            if text is None:
-                text = _WHERE[key] = f"{name}:{f.f_lineno}"
-            return text, _assigned_at(filename, f.f_lineno)
+            return _line_text(name, f.f_lineno), f
         f = f.f_back
-    return "<kernel>:0", ""
-
-
-_WHERE: dict[tuple[str, int], str] = {}  # (base name, line) -> "file.py:LINE", made once per line
+    return "<kernel>:0", None
 
 
 _LINE_OF_CODE: dict[Any, str | None] = {}  # a code object -> its file's base name, None inside numeq.nki
@@ -159,29 +166,12 @@ def kernel_line(frame: Any) -> str | None:
     name = _LINE_OF_CODE.get(code, 0)
     if name == 0:
         name = _LINE_OF_CODE[code] = _basename(code.co_filename)
-    if name is None:
-        return None
-    key = (name, frame.f_lineno)
-    text = _WHERE.get(key)
-    if text is None:
-        text = _WHERE[key] = f"{name}:{frame.f_lineno}"
-    return text
+    return None if name is None else _line_text(name, frame.f_lineno)
 
 
 def where() -> str:
     """The kernel's "file.py:LINE" that called into numeq.nki (the first frame outside it)."""
-    f = sys._getframe(1)
-    while f is not None:
-        filename = f.f_code.co_filename
-        name = _BASENAMES[filename] if filename in _BASENAMES else _basename(filename)
-        if name is not None:
-            key = (name, f.f_lineno)
-            text = _WHERE.get(key)
-            if text is None:
-                text = _WHERE[key] = f"{name}:{f.f_lineno}"
-            return text
-        f = f.f_back
-    return "<kernel>:0"
+    return _kernel_frame(sys._getframe(1))[0]
 
 
 class Context:

@@ -210,17 +210,17 @@ def access_pattern(t: Any, pattern: Sequence[Sequence[int]] | None = None, offse
     hi = start + sum(max(0, s * (c - 1)) for s, c in pairs)
     if any(c <= 0 for _, c in pairs):
         raise out_of_bounds(t, f"access pattern {[list(p) for p in pairs]}: every count must be positive")
-    if lo < 0 or hi >= flat_n:
-        # Checked where an instruction uses it: nki-library's output_projection_tkg builds the pattern
-        # of an index one past the last before the `if` that skips its nc_matmul.
-        raise PatternOutside(f"access pattern {[list(p) for p in pairs]} at offset {start} reaches elements "
-                             f"{lo}..{hi} of a buffer of {flat_n}", tuple(c for _, c in pairs), d)
     if base.memory.on_chip and base.shape and len(pairs) > 1:
         per_partition = int(np.prod(base.shape[1:], dtype=np.int64) * ratio)
         if pairs[0][0] != per_partition and pairs[0][1] > 1:
             raise out_of_bounds(t, f"access pattern {[list(p) for p in pairs]}: on {base.memory} the first pair "
                                    f"addresses partitions, so its step must be {per_partition} (the elements per "
                                    "partition)")
+    if lo < 0 or hi >= flat_n:
+        # Checked where an instruction uses it: nki-library's output_projection_tkg builds the pattern
+        # of an index one past the last before the `if` that skips its nc_matmul.
+        raise PatternOutside(f"access pattern {[list(p) for p in pairs]} at offset {start} reaches elements "
+                             f"{lo}..{hi} of a buffer of {flat_n}", tuple(c for _, c in pairs), d)
     shape = tuple(c for _, c in pairs)
 
     def strided(a: np.ndarray) -> np.ndarray:
