@@ -334,7 +334,9 @@ def compare(actual: Any, op: Op, platform: str, *, accept: str = "probabilistic"
     results against a bf16 op) never passes, and the diagnosis says so. ``actual``: real arrays,
     ml_dtypes arrays, integers (judged as their values), scalars, lists, or another framework's
     host array (``__dlpack__`` or ``__array__``: torch, jax, cupy, ...), or a ``numeq.nki.Run``:
-    its outputs are judged, and a failure is also diagnosed on the kernel itself (it runs again
+    its outputs are judged (the variant tier then names only the hardware's variants: the run's
+    tiling and sums are read from its trace, so a split-K or tiling that reproduces the output is
+    the kernel's own choice), and a failure is also diagnosed on the kernel itself (it runs again
     with each narrow tile in fp32: the tile and line whose widening removes the failure, or
     ``kernel_arithmetic`` when widening every one leaves it).
 
@@ -356,7 +358,10 @@ def compare(actual: Any, op: Op, platform: str, *, accept: str = "probabilistic"
         actual = run.outputs
     _check_shape(actual, op, "actual")
     values = _actual_values(actual)
-    d = _core.cases_compare(values, op._op, platform, accept, failure_probability, bool(variants), int(worst))
+    # A run's dataflow is its trace: a tiling or split-K that reproduces its output is the kernel's own
+    # choice (a finding the run reports), so its variant search names only the hardware's.
+    d = _core.cases_compare(values, op._op, platform, accept, failure_probability, bool(variants), int(worst),
+                            hardware_variants=run is not None)
     verdict = _verdict(d)
     if run is not None and not verdict.passed:
         verdict = _with_run_diagnoses(verdict, run, op, platform, accept, failure_probability)

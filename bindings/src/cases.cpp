@@ -329,9 +329,10 @@ void bind_cases(py::module_& m) {
   m.def(
       "cases_compare",
       [](const py::array& actual, const cases::Op& op, const std::string& platform, const std::string& accept,
-         double failure_probability, bool search_variants, std::size_t worst) {
+         double failure_probability, bool search_variants, std::size_t worst, bool hardware_variants) {
         const auto p = core::shared_platform(platform, "platform");
-        const cases::CompareOptions o = compare_options(accept, failure_probability, search_variants, worst);
+        cases::CompareOptions o = compare_options(accept, failure_probability, search_variants, worst);
+        if (hardware_variants) o.variant_scope = cases::VariantScope::hardware;
         // Device outputs (float32, float16, ml_dtypes, integers) widen here in one pass (no float64
         // copy in Python first).
         const xt::xarray<double> xs = to_xarray_widened(actual, "actual");
@@ -345,7 +346,7 @@ void bind_cases(py::module_& m) {
         return verdict_dict(v, message);
       },
       py::arg("actual"), py::arg("op"), py::arg("platform"), py::arg("accept"), py::arg("failure_probability"),
-      py::arg("search_variants"), py::arg("worst"));
+      py::arg("search_variants"), py::arg("worst"), py::arg("hardware_variants") = false);
   m.def(
       "cases_compare_port",
       [](const py::array& gpu, const py::array& trainium, const cases::Op& op, const std::string& gpu_platform,

@@ -13,7 +13,7 @@ import pytest
 
 import numeq
 from numeq import nki
-from nki_support import matmul_summing_k_tiles
+from nki_support import example, matmul_summing_k_tiles
 from numeq.testing import assert_equivalent
 
 nl, nisa = nki.language, nki.isa
@@ -65,3 +65,29 @@ def test_the_same_kernel_accumulating_in_fp32_passes_bit_for_bit():
     exact = a.astype(np.float64) @ b.astype(np.float64)
     # within float32 summation's own error of the independent float32 running sum
     assert np.max(np.abs(run.outputs - acc)) <= 1e-4 * np.max(np.abs(exact))
+
+
+def test_a_split_k_variant_does_not_explain_a_runs_bf16_group_sums():
+    # The PSUM-group matmul with a bf16 accumulator (groups of 2 K tiles, 8 groups; AWS's fully
+    # optimised tutorial matmul has the same shape): its bf16 running sum of 8 fp32 group sums is
+    # exactly a split-K by 8 reduced in the bf16 output format, a variant the search names for GPU
+    # outputs. For a run, whose trace fixes how it sums, that is the kernel's choice: not a pass.
+    m = example("matmul_psum_groups")
+    a, b = m.inputs(k=2048)
+    run = nki.run(m.matmul_psum_groups, np.ascontiguousarray(a.T), b, group=m.GROUP,
+                  accumulator=m.ACCUMULATORS["bfloat16"][0])
+    # independent of numeq: each group's float64 product rounded to fp32, summed into bf16 by ml_dtypes
+    a64, b64 = a.astype(np.float64), b.astype(np.float64)
+    acc = None
+    for k in range(0, 2048, 256):
+        part = (a64[:, k:k + 256] @ b64[k:k + 256]).astype(np.float32)
+        acc = part.astype(ml_dtypes.bfloat16) if acc is None else (acc.astype(np.float32) + part).astype(
+            ml_dtypes.bfloat16)
+    assert np.max(np.abs(run.outputs.astype(np.float64) - acc.astype(np.float64))) <= 2 ** -6 * np.max(np.abs(acc))
+    op = numeq.ops.matmul(a, b, out="bf16")
+    v = numeq.compare(run, op, run.platform)
+    assert not v.passed and v.explained_by is None, v.message
+    first = v.diagnoses[0]
+    assert first.kind == "narrow_running_sum" and "bf16" in first.detail, v.message
+    with pytest.raises(AssertionError, match="narrow_running_sum"):
+        assert_equivalent(run, op, run.platform)

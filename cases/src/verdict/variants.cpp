@@ -216,14 +216,14 @@ std::vector<std::string> trainium_tilings(const core::Platform& platform, const 
 
 }  // namespace
 
-std::vector<std::string> platform_variants(const core::Platform& platform, const Op& op) {
+std::vector<std::string> platform_variants(const core::Platform& platform, const Op& op, VariantScope scope) {
   // The list depends on the platform, what of it the op reads, and K: kept per such key, since
   // naming the assumption variants builds a plan per combination (a failing check's variant
   // search would otherwise pay it on every call).
   static std::mutex mutex;
   static std::map<std::string, std::vector<std::string>> kept;
   const std::string key = core::to_json(platform, -1) + '\n' + op.name + '\n' + model_key(platform, op) + '\n' +
-                          std::to_string(op.reduction_length);
+                          std::to_string(op.reduction_length) + (scope == VariantScope::hardware ? "\nhardware" : "");
   {
     const std::lock_guard<std::mutex> lock(mutex);
     if (const auto found = kept.find(key); found != kept.end()) return found->second;
@@ -231,8 +231,9 @@ std::vector<std::string> platform_variants(const core::Platform& platform, const
   std::vector<std::string> out = assumption_variants(platform, op);
   for (std::string& s : sibling_variants(platform)) out.push_back(std::move(s));
   // A Trainium kernel's tiling before split-K: the name its author would give the same order.
-  for (std::string& s : trainium_tilings(platform, op)) out.push_back(std::move(s));
-  if (op.name == "matmul" || op.name == "dot") {
+  if (scope == VariantScope::all)
+    for (std::string& s : trainium_tilings(platform, op)) out.push_back(std::move(s));
+  if (scope == VariantScope::all && (op.name == "matmul" || op.name == "dot")) {
     const std::string own = platform.name;
     for (const std::size_t k : {2u, 3u, 4u, 8u, 16u}) {
       for (const char* mode : {"", ",split_mode=parallel"}) {
@@ -249,7 +250,7 @@ std::vector<std::string> platform_variants(const core::Platform& platform, const
 }
 
 VariantSearch search_variants(const xt::xarray<double>& actual, const Op& op, const core::Platform& platform,
-                              const std::vector<std::size_t>& sample) {
+                              const std::vector<std::size_t>& sample, VariantScope scope) {
   VariantSearch s;
   // The first look: a smaller op holding the sample, where the op has one.
   std::optional<std::pair<Op, std::vector<std::size_t>>> small, tiny;
@@ -276,7 +277,7 @@ VariantSearch search_variants(const xt::xarray<double>& actual, const Op& op, co
   // After the first exact variant, this many more are looked at for the same bits (sample first).
   constexpr std::size_t kLookFurther = 64;
   std::size_t further = 0;
-  for (const std::string& name : platform_variants(platform, op)) {
+  for (const std::string& name : platform_variants(platform, op, scope)) {
     if (!s.exact.empty() && ++further > kLookFurther) break;
     // The process's parsed platform, shared (a copy per variant cost a failing check more than
     // its glance at the variant).

@@ -248,7 +248,7 @@ std::optional<VariantSearch> variant_search(const Array& actual, const Op& op, c
   constexpr std::size_t kSample = 64;
   const std::vector<std::size_t> sample(
       d.not_exact.begin(), d.not_exact.begin() + static_cast<std::ptrdiff_t>(std::min(kSample, d.not_exact.size())));
-  return search_variants(actual, op, platform, sample);
+  return search_variants(actual, op, platform, sample, options.variant_scope);
 }
 
 // How one element is judged against an emulation: its class, |got - exact|, and the comparison's

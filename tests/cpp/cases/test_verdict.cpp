@@ -238,6 +238,23 @@ TEST(Variants, AreNamedPlatformsThatMatterToTheOp) {
   EXPECT_NE(std::find(h100.begin(), h100.end(), "nvidia.h100.mma_sync"), h100.end());
 }
 
+// For a kernel run's output (its tiling and sums read from its trace) only the hardware's variants
+// are named: the assumption alternatives, never a tiling or split-K, the kernel's own choices.
+TEST(Variants, AHardwareScopeNamesNoTilingOrSplitK) {
+  const Fixture f;
+  const core::Platform trn2 = core::platform_by_name("trainium.trn2[psum_group=2]");
+  const std::vector<std::string> all = cases::platform_variants(trn2, f.op);
+  const std::vector<std::string> hw = cases::platform_variants(trn2, f.op, cases::VariantScope::hardware);
+  ASSERT_FALSE(hw.empty());
+  EXPECT_LT(hw.size(), all.size());
+  for (const std::string& n : hw) {
+    EXPECT_EQ(n.find("split_k"), std::string::npos) << n;
+    EXPECT_EQ(n.find("k_tile"), std::string::npos) << n;
+    EXPECT_NE(std::find(all.begin(), all.end(), n), all.end()) << n;  // a subset of the full search
+  }
+  EXPECT_NE(std::find(hw.begin(), hw.end(), "trainium.trn2[pe_order=pairwise,psum_group=2]"), hw.end());
+}
+
 // A Trainium kernel's K tiling is searched at any K: an output computed in 64-row K tiles is named
 // by its k_tile, whether or not 64 divides K (no split-K names it where it does not), and every
 // other variant that gives the same bits is said beside it, each re-emulated here.

@@ -13,6 +13,7 @@
 //   - split-K of matmul and dot by 2, 3, 4, 8 and 16, serial and parallel ("nvidia.h100[split_k=4]").
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -23,10 +24,17 @@
 
 namespace numeq::cases {
 
+// Which variants a search may name. `hardware`: only what the hardware might do (the assumption
+// alternatives and sibling instruction paths), for an output whose dataflow is known (a kernel's
+// run: its tiling and how it sums are read from its trace, so a Trainium tiling or a split-K that
+// reproduces the output is the kernel's own choice, a finding, never an explanation).
+enum class VariantScope : std::uint8_t { all, hardware };
+
 // The variants of `platform` for `op`, in the order the search tries them (the platform itself
 // not among them). At most max_variants.
 inline constexpr std::size_t max_variants = 4096;
-std::vector<std::string> platform_variants(const core::Platform& platform, const Op& op);
+std::vector<std::string> platform_variants(const core::Platform& platform, const Op& op,
+                                           VariantScope scope = VariantScope::all);
 
 struct VariantSearch {
   std::string exact;                // the first variant equal to actual on every element; empty if none
@@ -41,6 +49,6 @@ struct VariantSearch {
 // emulation; each variant is first emulated on op.restrict_to(sample) where the op has it, and
 // only a variant that explains the sample is emulated in full.
 VariantSearch search_variants(const xt::xarray<double>& actual, const Op& op, const core::Platform& platform,
-                              const std::vector<std::size_t>& sample);
+                              const std::vector<std::size_t>& sample, VariantScope scope = VariantScope::all);
 
 }  // namespace numeq::cases

@@ -26,6 +26,7 @@
 
 #include "numeq/cases/diagnosis.hpp"
 #include "numeq/cases/op.hpp"
+#include "numeq/cases/variants.hpp"
 #include "numeq/core/platform.hpp"
 #include "numeq/formats/names.hpp"
 
@@ -109,6 +110,7 @@ struct CompareOptions {
   // elements together, by a union bound over them).
   double failure_probability = 1e-6;
   bool search_variants = true;  // the variant tier (variants.hpp); off: straight from bit_exact to probabilistic
+  VariantScope variant_scope = VariantScope::all;  // hardware: a kernel run's output (variants.hpp)
   std::size_t worst = 5;        // how many worst elements to list
 };
 
