@@ -382,36 +382,47 @@ def _run_of(actual: Any) -> Any:
     return actual
 
 
-# Op-level diagnoses that say precision was lost: a run that fails with every narrow tile widened
-# contradicts them (they rank after its kernel_arithmetic diagnosis).
-_PRECISION_KINDS = frozenset({"narrow_accumulator", "narrow_intermediate", "wrong_output_format"})
+# Op-level diagnoses that say precision was lost (the kernel's exact math is the op's): a kernel
+# whose exact math fails the check contradicts them. Those that say the kernel computes something
+# else (its exact math differs) are contradicted by an exact math that passes. Each contradicted
+# kind ranks after the run's own diagnoses.
+_PRECISION_KINDS = frozenset({"narrow_accumulator", "narrow_intermediate", "wrong_output_format",
+                              "missing_max_subtraction"})
+_ALGORITHM_KINDS = frozenset({"column_scale", "row_scale", "wrong_scale", "extra_k_tile", "missing_k_tile",
+                              "shifted_tile", "transposed_tile", "unbiased_variance", "wrong_eps"})
 
 
 def _with_run_diagnoses(verdict: Verdict, run: Any, op: Op, platform: str, accept: str,
                         failure_probability: float) -> Verdict:
-    """``verdict`` with the diagnoses the kernel's own run gives (``numeq.nki._diagnoses``) ranked in:
-    a narrow tile whose widening removes the failure first (measured on the kernel itself), the
-    op-level models next, the kernel's arithmetic (precision ruled out) before the op-level
-    precision diagnoses it contradicts."""
+    """``verdict`` with the diagnoses the kernel's own run gives (``numeq.nki._diagnoses``) ranked in.
+    The kernel's exact math decides which op-level models stay in front: where it fails the check
+    (an algorithm mistake), the op-level models of one (a scale, a shifted tile, eps) lead and the
+    run's ``kernel_arithmetic`` follows them, precision models last; where it passes (precision
+    lost), the run's narrow tile (measured on the kernel itself) leads, the op-level precision
+    models follow, and models of an algorithm mistake, which the exact math rules out, come last."""
     from dataclasses import replace
 
     from .nki._diagnoses import from_run
 
-    def failures(outputs: Any) -> int:
-        d = _core.cases_compare(_actual_values(outputs), op._op, platform, accept, failure_probability, False, 0)
-        return int(d["failures"])
+    def judge(outputs: Any, worst: int = 0) -> dict:
+        return _core.cases_compare(_actual_values(outputs), op._op, platform, accept, failure_probability, False,
+                                   worst)
 
-    found = from_run(run, failures, Diagnosis)
-    if not found:
+    result = from_run(run, judge, Diagnosis)
+    found, own = result.found, list(verdict.diagnoses)
+    if not found and result.exact_fails is None:
         return verdict
-    narrow = [d for d in found if d.kind != "kernel_arithmetic"]
-    arithmetic = [d for d in found if d.kind == "kernel_arithmetic"]
-    own = list(verdict.diagnoses)
-    if arithmetic:
-        own_specific = [d for d in own if d.kind not in _PRECISION_KINDS]
-        ranked = narrow + own_specific + arithmetic + [d for d in own if d.kind in _PRECISION_KINDS]
+    if result.exact_fails is not None and result.exact_fails / max(result.failing, 1) >= 0.5:
+        ranked = ([d for d in own if d.kind not in _PRECISION_KINDS] + found
+                  + [d for d in own if d.kind in _PRECISION_KINDS])
+    elif result.exact_fails is not None:
+        ranked = (found + [d for d in own if d.kind not in _ALGORITHM_KINDS]
+                  + [d for d in own if d.kind in _ALGORITHM_KINDS])
     else:
-        ranked = narrow + own
+        arithmetic = [d for d in found if d.kind == "kernel_arithmetic"]
+        narrow = [d for d in found if d.kind != "kernel_arithmetic"]
+        ranked = (narrow + [d for d in own if d.kind not in _PRECISION_KINDS] + arithmetic
+                  + [d for d in own if d.kind in _PRECISION_KINDS]) if arithmetic else narrow + own
     return replace(verdict, diagnoses=tuple(ranked), message=_diagnoses_text(verdict.message, ranked))
 
 

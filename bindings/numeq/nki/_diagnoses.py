@@ -1,7 +1,7 @@
-"""Diagnoses a failing kernel's own run gives (``numeq.compare(run, op, platform)``): which of its
-narrow tiles, widened to fp32, makes the failure go away (precision the kernel chose to lose, with
-the line), or that widening every one of them leaves it (the kernel's arithmetic differs from the
-op's: an algorithm mistake, not precision).
+"""Diagnoses a failing kernel's own run gives (``numeq.compare(run, op, platform)``): whether its
+exact math (``Run.exact()``) already fails (an algorithm mistake, not precision), and if not, which
+of its narrow tiles, widened to fp32, makes the failure go away (precision the kernel chose to lose,
+with the line), or that the kernel's formulation loses precision even in fp32 (cancellation).
 
 Each diagnosis is an experiment on the kernel itself, not a model of a mistake numeq knows: the
 kernel runs again on the same inputs with one tile (or every narrow tile) allocated in fp32
@@ -11,11 +11,14 @@ So it is right for any kernel, not only for the mistakes numeq models at the op 
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Callable
+
+import numpy as np
 
 from .machine.precision import NARROW
 
-__all__ = ["from_run"]
+__all__ = ["RunDiagnoses", "from_run", "rounded_like"]
 
 # A diagnosis is reported when it removes at least this share of the failing elements (the op
 # level's kDiagnosisThreshold, cases/include/numeq/cases/diagnosis.hpp).
@@ -39,24 +42,74 @@ def _describe(site: Any) -> str:
     return f"the {site.format} tile allocated at {site.tile}, written at {site.where}"
 
 
-def from_run(run: Any, failures: Callable[[Any], int], diagnosis: Callable[..., Any]) -> list:
-    """The run's diagnoses of a failing check, strongest first. ``failures(outputs)``: how many
-    elements of an output the check fails; ``diagnosis(kind, explains, detail, evidence)`` makes
-    one ``numeq.Diagnosis``. Runs the kernel again once per narrow tile and once with all widened."""
+def rounded_like(exact: Any, outputs: Any) -> Any:
+    """``Run.exact()``'s float64 outputs rounded once, to nearest even, into the dtypes of the run's
+    own outputs (the structure of both the same): the kernel's math on a platform that loses only
+    the output format's rounding."""
+    if isinstance(outputs, np.ndarray):
+        return np.asarray(exact).astype(outputs.dtype) if outputs.dtype.kind == "f" or outputs.dtype.kind == "V" \
+            else np.asarray(exact)
+    if isinstance(outputs, (list, tuple)):
+        return type(outputs)(rounded_like(e, o) for e, o in zip(exact, outputs))
+    if isinstance(outputs, dict):
+        return {k: rounded_like(exact[k], o) for k, o in outputs.items()}
+    return exact
+
+
+@dataclass
+class RunDiagnoses:
+    """What the kernel's own run says about a failing check: ``found`` (diagnoses, strongest first)
+    and ``exact_fails``: how many elements the kernel's exact math (``Run.exact()`` rounded once into
+    the output's format) fails by the same check (None: not measured: the exact dataflow could not
+    be followed)."""
+
+    found: list
+    exact_fails: int | None
+    failing: int
+
+
+def from_run(run: Any, judge: Callable[..., dict], diagnosis: Callable[..., Any]) -> RunDiagnoses:
+    """The run's diagnoses of a failing check. ``judge(outputs, worst)``: the check of one output
+    (its ``failures`` and ``worst`` elements); ``diagnosis(kind, explains, detail, evidence)`` makes
+    one ``numeq.Diagnosis``.
+
+    First the split no rerun of the hardware can make: the kernel's exact math (``Run.exact()``),
+    judged by the same check. Where it fails, the mistake is in what the kernel computes
+    (``kernel_arithmetic``: a mask, a formula, a scale, a missing tile), whatever its precision.
+    Where it passes, precision was lost: the kernel runs again once per narrow tile and once with
+    all widened, and the tile whose widening removes the failure names itself with its line
+    (``narrow_running_sum`` / ``narrow_tile`` / ``narrow_tiles``); failing even with every tile in
+    fp32, the kernel's formulation loses what the platform need not (``kernel_cancellation``)."""
     if run.rerun is None or not run.completed:
-        return []
-    base = failures(run.outputs)
+        return RunDiagnoses([], None, 0)
+    base = int(judge(run.outputs)["failures"])
     if base == 0:
-        return []
+        return RunDiagnoses([], None, 0)
+    found = []
+    try:
+        exact = judge(rounded_like(run.exact(), run.outputs), 3)
+    except (ValueError, NotImplementedError):  # a bitcast, a run that stops without its roundings
+        exact = None
+    exact_fails = None if exact is None else int(exact["failures"])
+    if exact_fails is not None and exact_fails / base >= THRESHOLD:
+        worst = "; ".join(f"[{','.join(str(i) for i in w['index'])}] the kernel's exact math gives {w['got']:.7g}, "
+                          f"the op's exact result is {w['exact']:.7g}" for w in exact["worst"][:2])
+        found.append(diagnosis(
+            "kernel_arithmetic", exact_fails / base,
+            f"the kernel's own math, with no rounding anywhere (Run.exact(), rounded once into its output format), "
+            f"fails on {exact_fails} of the {base} elements: what it computes differs from the op (a mask, an index, "
+            f"a formula, a missing tile or a scale), whatever its precision ({worst})",
+            "exact: the kernel's dataflow on the same inputs without the hardware's roundings, judged by the "
+            f"same check ({base} -> {exact_fails} failing)"))
+        return RunDiagnoses(found, exact_fails, base)
     tiles = _narrow_tiles(run)
     seen: dict[frozenset, int] = {}
 
     def left_with(widen: frozenset) -> int:  # each widening run once (one tile is also "all of them")
         if widen not in seen:
-            seen[widen] = failures(run.rerun(widen=widen).outputs)
+            seen[widen] = int(judge(run.rerun(widen=widen).outputs)["failures"])
         return seen[widen]
 
-    found = []
     for site in tiles:
         left = left_with(frozenset({site.tile}))
         share = (base - left) / base
@@ -75,12 +128,22 @@ def from_run(run: Any, failures: Callable[[Any], int], diagnosis: Callable[..., 
             f"({', '.join(sorted(everything))}) they make {base - left} of the {base} failing elements pass",
             f"rerun: the kernel with every narrow tile in fp32, judged by the same check ({base} -> {left} failing)"))
     if left / base >= THRESHOLD:
-        widened = f"with its {len(tiles)} narrow tile(s) in fp32" if tiles else "(it keeps every tile in fp32)"
-        found.append(diagnosis(
-            "kernel_arithmetic", left / base,
-            f"the kernel {widened} still fails on {left} of the {base} elements: its arithmetic differs from the "
-            "op's (a mask, an index, a formula, a missing tile or a scale), not only its precision",
-            "rerun: the kernel with every narrow tile in fp32, judged by the same check"
-            if tiles else "the run: no narrow tile to widen"))
+        widened = f"with its {len(tiles)} narrow tile(s) in fp32" if tiles else "(every tile of it is fp32)"
+        if exact_fails is None:
+            found.append(diagnosis(
+                "kernel_arithmetic", left / base,
+                f"the kernel {widened} still fails on {left} of the {base} elements: its arithmetic differs from "
+                "the op's (a mask, an index, a formula, a missing tile or a scale), not only its precision",
+                "rerun: the kernel with every narrow tile in fp32, judged by the same check"
+                if tiles else "the run: no narrow tile to widen"))
+        else:
+            found.append(diagnosis(
+                "kernel_cancellation", left / base,
+                f"the kernel's own math is the op's (Run.exact() passes the check), yet {widened} it fails on {left} "
+                f"of the {base} elements: its formulation loses precision the platform need not lose (a difference "
+                "of nearly equal values: a one-pass variance E[x^2] - E[x]^2, exp without its max subtracted, a "
+                "sum of large terms that cancel), not a narrow tile",
+                f"exact: the kernel's dataflow without roundings passes ({exact_fails} failing); rerun: with every "
+                f"narrow tile in fp32 it fails ({base} -> {left} failing)"))
     found.sort(key=lambda d: -d.explains)
-    return found
+    return RunDiagnoses(found, exact_fails, base)

@@ -106,6 +106,7 @@ class Run:
         starts, so that a session-long block (``pytest --numeq-nki``) holds one whole run at a time."""
         self.outputs, self.trace, self.sites, self.lives, self.rerun = None, [], {}, [], None
         self.__dict__.pop("precision", None)
+        self.__dict__.pop("_exact", None)
         self.released = True
 
     @property
@@ -148,6 +149,29 @@ class Run:
             raise ValueError(f"assumptions: unknown {unknown}; valid: {', '.join(table)}")
         alternatives = {n: [v for v in table[n]["alternatives"] if v != self.assumptions[n]] for n in names}
         return flow(self, self.rerun, alternatives, reference)
+
+    def exact(self) -> Any:
+        """The kernel's own math on its inputs: the same kernel run again with none of the hardware's
+        roundings (machine.arithmetic: tiles hold binary64 values, casts keep them, sums and dot
+        products are exact sums rounded once to binary64, functions correctly rounded to binary64 by
+        MPFR, ALU operations binary64 operations, the kernel's constants as it wrote them). Its
+        outputs, as float64 arrays in the structure of ``outputs``: each within a few units of
+        binary64's roundoff (2^-53) of the exact dataflow per operation on its path, where fp32's is
+        2^-24. Against a reference, the difference says what the kernel computes (a mask, a formula,
+        a scale, a missing tile) apart from how precisely; ``outputs - exact()`` is the precision the
+        run lost. Computed once, on first use."""
+        if "_exact" not in self.__dict__:
+            if self.released:
+                raise ValueError("exact: this run was released (installed() keeps the latest kernel call's run "
+                                 "whole); run the kernel with numeq.nki.run for a run of your own")
+            if self.rerun is None or not self.completed:
+                raise ValueError("exact: the run did not complete (or was not made by numeq.nki.run)")
+            r = self.rerun(exact=True)
+            if not r.completed:
+                raise ValueError("exact: the kernel did not complete without the hardware's roundings: "
+                                 + "; ".join(str(f) for f in r.errors[:3]))
+            self.__dict__["_exact"] = r.outputs
+        return self.__dict__["_exact"]
 
     @functools.cached_property
     def precision(self) -> list:
@@ -255,10 +279,11 @@ def _outputs(ctx: Context, x: Any) -> Any:
 
 
 def _execute(fn: Callable, args: tuple, kwargs: dict, target: str, assume: dict | None, grid: tuple,
-             widen: frozenset = frozenset()) -> Run:
+             widen: frozenset = frozenset(), exact: bool = False) -> Run:
     grid = check_grid(grid)
     ctx = _RunContext(target, assume, grid)
     ctx.widen = widen
+    ctx.exact = exact
     completed = True
     result: Any = None
     with running(ctx):
@@ -286,13 +311,14 @@ def _execute(fn: Callable, args: tuple, kwargs: dict, target: str, assume: dict 
             if t.base.dirty and isinstance(array, np.ndarray) and array.flags.writeable and array.dtype == t.data.dtype:
                 array[...] = t.data
 
-    def rerun(widen: frozenset = frozenset(), assume: dict | None = None) -> Run:
+    def rerun(widen: frozenset = frozenset(), assume: dict | None = None, exact: bool = False) -> Run:
         """The same kernel on the same inputs again (``widen``: tiles, by allocation line, made
-        fp32; ``assume``: assumptions changed): the precision flow's experiments."""
+        fp32; ``assume``: assumptions changed; ``exact``: without the hardware's roundings): the
+        precision flow's experiments and ``Run.exact()``."""
         if written:
             raise ValueError(f"the kernel wrote its input(s) {', '.join(written)}: running it again would not start "
                              "from the same inputs (the precision flow needs them)")
-        return _execute(fn, args, kwargs, target, {**(base_assume or {}), **(assume or {})}, grid, widen)
+        return _execute(fn, args, kwargs, target, {**(base_assume or {}), **(assume or {})}, grid, widen, exact)
 
     base_assume = assume
     platform, kernel_platform = _platforms_of(ctx)

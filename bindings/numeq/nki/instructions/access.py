@@ -99,7 +99,7 @@ def write(ctx: Context, dst: Any, values: np.ndarray, writer: int = WRITER_OTHER
         if values.shape != dst.shape:
             values = same_shape(ctx, dst, values)
         bits = _numerics.cast_into(values, dst.dtype, rounding or output_rounding(ctx), seed=ctx.step)
-        if dst.dtype.format in _precision.NARROW:
+        if dst.dtype.format in _precision.NARROW and not ctx.exact:
             _precision.record_write(ctx, dst, values, bits)
     elif bits.shape != dst.shape:
         bits = same_shape(ctx, dst, bits)

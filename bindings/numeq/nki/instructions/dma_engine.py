@@ -189,7 +189,7 @@ def dma_compute(c: Call) -> Any:
             constraint(ctx, "dma_compute", f"{t.name} is in PSUM; the DMA engines compute on HBM and SBUF")
     f = alu_fn(op, "reduce_op")
     with np.errstate(all="ignore"):
-        terms = [np.multiply(read(ctx, s, f"srcs[{i}]", "dma").reshape(-1), np.float32(c), dtype=np.float32)
+        terms = [np.multiply(read(ctx, s, f"srcs[{i}]", "dma").reshape(-1), _numerics.compute_dtype(c), dtype=_numerics.compute_dtype)
                  for i, (s, c) in enumerate(zip(srcs, scales))]
         order = ctx.assumptions["dma_compute_order"]
         while len(terms) > 1:

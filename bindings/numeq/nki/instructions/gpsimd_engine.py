@@ -21,7 +21,6 @@ from .path import Call
 from .table import instruction
 from ..machine.arithmetic import cast_into, fp32_values
 
-_f32 = np.float32
 
 
 def _pairwise_rows(x: np.ndarray, f: Any) -> np.ndarray:
@@ -77,11 +76,11 @@ def tensor_partition_reduce(c: Call) -> Any:
             if op == "maximum":
                 r = np.max(x, axis=0)
             elif order == "pairwise":
-                r = _pairwise_rows(x, lambda a, b: np.add(a, b, dtype=_f32))
+                r = _pairwise_rows(x, lambda a, b: np.add(a, b, dtype=x.dtype))
             else:
-                r = np.add.accumulate(x, axis=0, dtype=_f32)[-1]
+                r = np.add.accumulate(x, axis=0, dtype=x.dtype)[-1]
             if op == "average":
-                r = np.divide(r, _f32(x.shape[0]), dtype=_f32)
+                r = np.divide(r, x.dtype.type(x.shape[0]), dtype=x.dtype)
         write(ctx, dst, r.reshape(1, -1))
     c.issue([dst], [data], flops=data.size,
               cycles=cost_elementwise(data), op=op, order=order)
@@ -245,7 +244,7 @@ def _select_into(ctx: Context, dst: Tensor, on_true: Tensor, chosen: np.ndarray,
         write(ctx, dst, None, bits=np.where(chosen, bits, fill).reshape(dst.shape))
     else:
         x = flat(read(ctx, on_true, parameter, engine, rows=True))
-        write(ctx, dst, np.where(chosen, x, on_false).astype(np.float32).reshape(dst.shape))
+        write(ctx, dst, np.where(chosen, x, on_false).astype(x.dtype).reshape(dst.shape))
 
 
 @instruction("nonzero_with_count", engine="gpsimd", since=3, forms=[

@@ -8,7 +8,8 @@ from typing import Any, Callable
 
 import numpy as np
 
-from ..machine.alu import ALU, op_name
+from ..machine import arithmetic as _arithmetic
+from ..machine.alu import ALU, alu_table, op_name
 from ..machine.context import Context, KernelFault, current
 from ..machine.memory import Tensor
 from ..machine.psum import settle
@@ -67,13 +68,16 @@ def per_partition(ctx: Context, x: Any, partitions: int, instruction: str, param
         return v
     if x is None or isinstance(x, bool) or not isinstance(x, (int, float, np.number)):
         raise TypeError(f"{parameter}: expected a number or a ({partitions}, 1) tile, got {x!r}")
+    if _arithmetic.EXACT:  # the kernel's constant as it wrote it (the engines' fp32 immediate rounds it)
+        return np.full((partitions, 1), x, dtype=np.float64)
     return np.full((partitions, 1), np.float32(x), dtype=np.float32)
 
 
 def alu_fn(op: Any, parameter: str) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
     """The fp32 ALU function of operator ``op`` (``machine.alu.ALU``)."""
     name = op_name(op, parameter)
-    f = ALU.get(name) or ALU.get(_REDUCE_ALIASES.get(name, ""))
+    table = alu_table()
+    f = table.get(name) or table.get(_REDUCE_ALIASES.get(name, ""))
     if f is None:
         raise current().unsupported(f"the ALU operator {name!r} given as {parameter} (known: {', '.join(ALU)})")
     return f

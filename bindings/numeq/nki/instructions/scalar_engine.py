@@ -89,7 +89,7 @@ def _scalar_registers(ctx: Any, dst: Tensor, y: np.ndarray, reduce_op: Any, redu
                  "which no activation has reset (reduce_cmd=reset_reduce, or activation_reduce)",
                  "documented: nki.isa.activation docstring (reduce_cmd defaults to idle; reduce_res receives the "
                  "registers)")
-    regs = np.where(acc.defined[rows], acc.values[rows], np.float32(np.nan)).astype(np.float32)
+    regs = np.where(acc.defined[rows], acc.values[rows], np.float32(np.nan)).astype(_numerics.compute_dtype)
     write(ctx, red, regs.reshape(-1, 1))
     return [red]
 

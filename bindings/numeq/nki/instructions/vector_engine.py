@@ -230,7 +230,8 @@ def scalar_operand(ctx: Any, operand: Any, shape: tuple, eng: str) -> Any:
     if isinstance(operand, Tensor):
         v = read(ctx, operand, "operand", eng, rows=True)
         return v.reshape(v.shape[0], *([1] * (len(shape) - 1))) if v.ndim else v
-    return np.float32(0 if operand is None else operand)
+    # An immediate is an fp32 value on the engines; the exact dataflow keeps the kernel's constant.
+    return _numerics.compute_dtype(0 if operand is None else operand)
 
 
 def _integer_operand(ctx: Any, operand: Any, shape: tuple, eng: str, parameter: str) -> Any:

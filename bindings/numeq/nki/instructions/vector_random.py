@@ -83,6 +83,6 @@ def dropout(c: Call) -> Any:
         bits = flat(data.data)
         write(ctx, dst, None, bits=np.where(dropped, np.zeros((), dtype=bits.dtype), bits).reshape(dst.shape))
     else:
-        write(ctx, dst, np.where(dropped, np.float32(0), x).astype(np.float32).reshape(dst.shape))
+        write(ctx, dst, np.where(dropped, x.dtype.type(0), x).reshape(dst.shape))
     c.issue([dst], [data], cycles=cost_elementwise(data))
     return dst

@@ -12,6 +12,8 @@ from typing import Any
 
 import numpy as np
 
+from ..machine import arithmetic as _numerics
+
 from ..machine.alu import COMPARISONS, op_name
 from ..machine.dtypes import FP32_MIN
 from ..machine.context import Context, KernelFault
@@ -86,7 +88,7 @@ def range_select(c: Call) -> Any:
                    "(-3.4028235e+38) only")
     idx = (start + np.arange(f, dtype=np.int64)).astype(np.float32)[None, :]
     keep = (ops[0](idx, b0) != 0) & (ops[1](idx, b1) != 0)
-    selected = np.where(keep, x, fill).astype(np.float32)
+    selected = np.where(keep, x, fill).astype(_numerics.compute_dtype)
     dst = destination(v, form, on_true.shape, dtype, on_true.dtype)
     if dst.shape[0] != p or dst.free_size() != f:
         raise shape_fault(ctx, "range_select", f"dst {dst.shape} and on_true_tile {on_true.shape} differ")
@@ -124,7 +126,7 @@ def select_reduce(c: Call) -> Any:
     if v["reverse_pred"]:
         pred = ~pred
     fill = per_partition(ctx, v["on_false"], x.shape[0], "select_reduce", "on_false")
-    selected = np.where(pred, x, fill).astype(np.float32)
+    selected = np.where(pred, x, fill).astype(_numerics.compute_dtype)
     write(ctx, dst, selected.reshape(dst.shape))
     cmd = command(v["reduce_cmd"])
     outs = _reduce_out(ctx, "select_reduce", cmd, lanes(on_true), selected, v["reduce_res"], v["reduce_op"])
@@ -164,7 +166,7 @@ def tensor_copy_predicated(c: Call) -> Any:
             write_where(ctx, dst, pred, bits=raw(ctx, src, "src").reshape(dst.shape))
         mixed = (src.base.memory.name == "psum") != (pred_t.base.memory.name == "psum")
     else:
-        write_where(ctx, dst, pred, values=np.full(dst.shape, np.float32(src), dtype=np.float32))
+        write_where(ctx, dst, pred, values=np.full(dst.shape, _numerics.compute_dtype(src), dtype=_numerics.compute_dtype))
         mixed = pred_t.base.memory.name == "psum"
     n = dst.free_size()
     c.issue([dst], srcs, cycles=max(64, n) if mixed else max(64, 2 * n),
@@ -189,7 +191,7 @@ def where(c: Call) -> Any:
         values = read(ctx, x, "x")
         srcs.append(x)
     else:
-        values = np.float32(x)
+        values = _numerics.compute_dtype(x)
     write(ctx, dst, np.where(np.broadcast_to(p, dst.shape) != 0, np.broadcast_to(values, dst.shape), old))
     c.issue([dst], srcs, cycles=cost_elementwise(dst))
     return dst

@@ -23,7 +23,6 @@ from .path import Call
 from .table import instruction
 
 
-_f32 = np.float32
 
 
 @instruction("bn_stats", engine="vector", mask="rows", forms=[
@@ -50,7 +49,7 @@ def bn_stats(c: Call) -> Any:
                                            f"for {x.shape[0]} partitions")
     # Welford's update over each half in fp32: numeq's one implementation (cases/bn_stats.hpp), the
     # operation catalogue's layernorm bn_stats variant computes with the same.
-    write(ctx, dst, _core.cases_bn_stats(x))
+    write(ctx, dst, _numerics.exact_bn_stats(x) if _numerics.EXACT else _core.cases_bn_stats(x))
     c.issue([dst], [data], flops=5 * x.size, cycles=cost_elementwise(data))
     return dst
 
@@ -77,7 +76,7 @@ def bn_aggr(c: Call) -> Any:
     merge = ctx.assumptions["bn_aggr_merge"]
     # The triples merged in order in fp32 (cases/bn_stats.hpp: chan, Chan-Golub-LeVeque's pairwise
     # update; naive, E[x^2] - mean^2), numeq's one implementation of both.
-    write(ctx, dst, _core.cases_bn_aggr(x, merge))
+    write(ctx, dst, _numerics.exact_bn_aggr(x) if _numerics.EXACT else _core.cases_bn_aggr(x, merge))
     n = x.shape[1]
     c.issue([dst], [data], flops=4 * n * x.shape[0], cycles=max(64, 13 * (n // 3)),
               merge=merge)

@@ -25,12 +25,10 @@ from typing import Any, Callable
 
 import numpy as np
 from .context import current
+from . import arithmetic as _arithmetic
 
 __all__ = ["ALU", "BITVEC", "COMPARISONS", "INTEGER_NATIVE", "UNARY", "alu", "bitvec_alu", "integer_alu",
-           "into_integer", "is_bitvec", "is_unary", "op_name"]
-
-_f32 = np.float32
-
+           "alu_table", "into_integer", "is_bitvec", "is_unary", "op_name"]
 
 def _cmp(f: Callable) -> Callable:
     return lambda x, y: f(x, y).astype(np.float32)
@@ -46,74 +44,84 @@ def _bitwise(f: Callable) -> Callable:
     return g
 
 
-def _power(x: np.ndarray, y: np.ndarray) -> np.ndarray:
-    # pow is not one IEEE operation: binary64 pow rounded to fp32 (assumption alu_power).
-    with np.errstate(all="ignore"):
-        return np.power(x.astype(np.float64), y.astype(np.float64)).astype(np.float32)
+def _table(ft: Any) -> dict[str, Callable[[np.ndarray, np.ndarray], np.ndarray]]:
+    """The ALU's operators computing in ``ft``: fp32 as the engines do, or binary64 for the
+    kernel's exact dataflow (``Run.exact()``, machine.arithmetic.EXACT)."""
+
+    def power(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+        # pow is not one IEEE operation: binary64 pow rounded to fp32 (assumption alu_power).
+        with np.errstate(all="ignore"):
+            return np.power(np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64)).astype(ft)
+
+    def abs_max(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+        # nl.abs_max: "returns the original (signed) value of whichever input has the larger absolute
+        # value", "each element is x if |x| > |y|, else y" (a tie gives y).
+        return np.where(np.abs(x) > np.abs(y), x, y).astype(ft)
+
+    def abs_min(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+        # nl.abs_min: "each element is x if |x| < |y|, else y".
+        return np.where(np.abs(x) < np.abs(y), x, y).astype(ft)
+
+    def function(name: str) -> Callable:
+        # rsqrt / reciprocal as ALU operators: fp32 correctly rounded (machine.arithmetic's function model).
+        def f(x: np.ndarray, y: Any) -> np.ndarray:
+            from .arithmetic import function_fp32
+            return function_fp32(name, np.asarray(x, dtype=ft))
+        return f
+
+    return {
+        "add": lambda x, y: np.add(x, y, dtype=ft),
+        "subtract": lambda x, y: np.subtract(x, y, dtype=ft),
+        "multiply": lambda x, y: np.multiply(x, y, dtype=ft),
+        "divide": lambda x, y: np.divide(x, y, dtype=ft),
+        "maximum": lambda x, y: np.maximum(x, y, dtype=ft),
+        "minimum": lambda x, y: np.minimum(x, y, dtype=ft),
+        "max": lambda x, y: np.maximum(x, y, dtype=ft),
+        "min": lambda x, y: np.minimum(x, y, dtype=ft),
+        "abs_max": abs_max,
+        "abs_min": abs_min,
+        "power": power,
+        "pow": power,
+        # nl.mod: "equivalent to the Python modulus x % y and has the same sign as the divisor y";
+        # nl.fmod: "The remainder has the same sign as the dividend x" (nki.language docs).
+        "mod": lambda x, y: np.mod(x, y, dtype=ft),
+        "fmod": lambda x, y: np.fmod(x, y, dtype=ft),
+        "bypass": lambda x, y: x,
+        "equal": _cmp(np.equal),
+        "not_equal": _cmp(np.not_equal),
+        "greater": _cmp(np.greater),
+        "greater_equal": _cmp(np.greater_equal),
+        "less": _cmp(np.less),
+        "less_equal": _cmp(np.less_equal),
+        "logical_and": _logical(np.logical_and),
+        "logical_or": _logical(np.logical_or),
+        "logical_xor": _logical(np.logical_xor),
+        "bitwise_and": _bitwise(np.bitwise_and),
+        "bitwise_or": _bitwise(np.bitwise_or),
+        "bitwise_xor": _bitwise(np.bitwise_xor),
+        "left_shift": _bitwise(np.left_shift),
+        "right_shift": _bitwise(np.right_shift),
+        "arith_shift_right": _bitwise(np.right_shift),
+        "logical_shift_right": _bitwise(np.right_shift),
+        # Unary operators (the second operand is ignored).
+        "abs": lambda x, y: np.abs(x).astype(ft),
+        "square": lambda x, y: np.multiply(x, x, dtype=ft),
+        "relu": lambda x, y: np.maximum(x, ft(0), dtype=ft),
+        "rsqrt": function("rsqrt"),
+        "reciprocal": function("reciprocal"),
+        "logical_not": lambda x, y: (np.asarray(x) == 0).astype(np.float32),
+        "invert": lambda x, y: np.invert(np.asarray(x).astype(np.int64)).astype(np.float32),
+    }
 
 
-def _abs_max(x: np.ndarray, y: np.ndarray) -> np.ndarray:
-    # nl.abs_max: "returns the original (signed) value of whichever input has the larger absolute
-    # value", "each element is x if |x| > |y|, else y" (a tie gives y).
-    return np.where(np.abs(x) > np.abs(y), x, y).astype(np.float32)
+ALU = _table(np.float32)
+_ALU_EXACT = _table(np.float64)
 
 
-def _abs_min(x: np.ndarray, y: np.ndarray) -> np.ndarray:
-    # nl.abs_min: "each element is x if |x| < |y|, else y".
-    return np.where(np.abs(x) < np.abs(y), x, y).astype(np.float32)
+def alu_table() -> dict[str, Callable[[np.ndarray, np.ndarray], np.ndarray]]:
+    """The ALU's operators as the running kernel computes them (binary64 for ``Run.exact()``)."""
+    return _ALU_EXACT if _arithmetic.EXACT else ALU
 
-
-def _function(name: str) -> Callable:
-    # rsqrt / reciprocal as ALU operators: fp32 correctly rounded (machine.arithmetic's function model).
-    def f(x: np.ndarray, y: Any) -> np.ndarray:
-        from .arithmetic import function_fp32
-        return function_fp32(name, np.asarray(x, dtype=np.float32))
-    return f
-
-
-ALU: dict[str, Callable[[np.ndarray, np.ndarray], np.ndarray]] = {
-    "add": lambda x, y: np.add(x, y, dtype=_f32),
-    "subtract": lambda x, y: np.subtract(x, y, dtype=_f32),
-    "multiply": lambda x, y: np.multiply(x, y, dtype=_f32),
-    "divide": lambda x, y: np.divide(x, y, dtype=_f32),
-    "maximum": lambda x, y: np.maximum(x, y, dtype=_f32),
-    "minimum": lambda x, y: np.minimum(x, y, dtype=_f32),
-    "max": lambda x, y: np.maximum(x, y, dtype=_f32),
-    "min": lambda x, y: np.minimum(x, y, dtype=_f32),
-    "abs_max": _abs_max,
-    "abs_min": _abs_min,
-    "power": _power,
-    "pow": _power,
-    # nl.mod: "equivalent to the Python modulus x % y and has the same sign as the divisor y";
-    # nl.fmod: "The remainder has the same sign as the dividend x" (nki.language docs).
-    "mod": lambda x, y: np.mod(x, y, dtype=_f32),
-    "fmod": lambda x, y: np.fmod(x, y, dtype=_f32),
-    "bypass": lambda x, y: x,
-    "equal": _cmp(np.equal),
-    "not_equal": _cmp(np.not_equal),
-    "greater": _cmp(np.greater),
-    "greater_equal": _cmp(np.greater_equal),
-    "less": _cmp(np.less),
-    "less_equal": _cmp(np.less_equal),
-    "logical_and": _logical(np.logical_and),
-    "logical_or": _logical(np.logical_or),
-    "logical_xor": _logical(np.logical_xor),
-    "bitwise_and": _bitwise(np.bitwise_and),
-    "bitwise_or": _bitwise(np.bitwise_or),
-    "bitwise_xor": _bitwise(np.bitwise_xor),
-    "left_shift": _bitwise(np.left_shift),
-    "right_shift": _bitwise(np.right_shift),
-    "arith_shift_right": _bitwise(np.right_shift),
-    "logical_shift_right": _bitwise(np.right_shift),
-    # Unary operators (the second operand is ignored).
-    "abs": lambda x, y: np.abs(x).astype(np.float32),
-    "square": lambda x, y: np.multiply(x, x, dtype=_f32),
-    "relu": lambda x, y: np.maximum(x, _f32(0), dtype=_f32),
-    "rsqrt": _function("rsqrt"),
-    "reciprocal": _function("reciprocal"),
-    "logical_not": lambda x, y: (np.asarray(x) == 0).astype(np.float32),
-    "invert": lambda x, y: np.invert(np.asarray(x).astype(np.int64)).astype(np.float32),
-}
 
 # The bitvec operators (tbl-aluop's first group): integer bit patterns.
 BITVEC = frozenset({"bitwise_and", "bitwise_or", "bitwise_xor", "invert", "left_shift", "right_shift",
@@ -169,14 +177,15 @@ def _since(name: str) -> None:
 def alu(op: Any, x: np.ndarray, y: Any, parameter: str = "op") -> np.ndarray:
     """x <op> y in fp32 (y broadcasts)."""
     name = op_name(op, parameter)
-    f = ALU.get(name)
+    f = (_ALU_EXACT if _arithmetic.EXACT else ALU).get(name)
     if f is None:
         raise current().unsupported(f"the ALU operator {name!r} (known: {', '.join(ALU)})")
     if name in SINCE_V4:
         _since(name)
     # Inside a run numpy's floating-point warnings are off (context.running).
-    return f(x if isinstance(x, np.ndarray) else np.asarray(x, dtype=np.float32),
-             y if isinstance(y, np.ndarray) else np.asarray(y, dtype=np.float32))
+    ft = _arithmetic.compute_dtype
+    return f(x if isinstance(x, np.ndarray) else np.asarray(x, dtype=ft),
+             y if isinstance(y, np.ndarray) else np.asarray(y, dtype=ft))
 
 
 # --- integers ----------------------------------------------------------------------------------

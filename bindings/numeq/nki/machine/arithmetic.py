@@ -11,6 +11,12 @@
   certified by MPFR) within the ``scalar_activation_ulps`` budget the platform states;
 - one nc_matmul: the Trainium platform's PE-array plan for one tile of K (``numeq.matmul``), then
   PSUM's fp32 accumulation (exact sum rounded once with ``psum_rounding``).
+
+``Run.exact()`` runs the same kernel with none of the hardware's roundings (``EXACT``): tiles hold
+binary64 values, casts keep them, sums and dot products are the exact sum rounded once to binary64
+(numeq's exact accumulator), functions correctly rounded to binary64 (MPFR), and ALU operations are
+binary64 operations (``compute_dtype``). Every operation is then within binary64's unit roundoff
+(2^-53) of its exact value, 2^29 times finer than fp32's: the kernel's own math, not its platform's.
 """
 
 from __future__ import annotations
@@ -27,7 +33,20 @@ from ... import reference as _reference
 from .dtypes import DType
 
 __all__ = ["accumulate_fp32", "cast_into", "fp32_values", "matmul_tile", "reduce_fp32", "function_fp32",
-           "language_function_fp32", "sin_outside_range"]
+           "language_function_fp32", "sin_outside_range", "EXACT", "compute_dtype", "exact_mode"]
+
+# The kernel's exact dataflow is being computed (``exact_mode``; context.running sets it from the
+# run's ``Context.exact``), and the dtype engines compute in: fp32, or binary64 in that mode.
+EXACT = False
+compute_dtype: Any = np.float32
+
+
+def exact_mode(on: bool) -> bool:
+    """Switch the exact dataflow on or off; returns the mode it replaces."""
+    global EXACT, compute_dtype
+    was, EXACT = EXACT, bool(on)
+    compute_dtype = np.float64 if EXACT else np.float32
+    return was
 
 
 def fp32_values(data: np.ndarray, dtype: DType) -> np.ndarray:
@@ -35,6 +54,8 @@ def fp32_values(data: np.ndarray, dtype: DType) -> np.ndarray:
     NKI has; integers convert to nearest (the engines compute in fp32, nki.isa docs)."""
     if data.dtype == np.float32:
         return data
+    if EXACT and dtype.kind == "float":
+        return data.astype(np.float64, copy=False)  # binary64 values (or a kernel input's: exact)
     if dtype.format == "bf16":  # the high half of the fp32 pattern: a shift, not ml_dtypes' per-element cast
         return (data.view(np.uint16).astype(np.uint32) << 16).view(np.float32)
     return data.astype(np.float32)
@@ -45,6 +66,8 @@ def cast_into(values: np.ndarray, dtype: DType, rounding: str = "nearest_even", 
     rounding kernel (overflow to Inf, FACTS.md s3); integers rounded to nearest even and saturated,
     as AWS documents its 2.32 simulator matching the hardware (nki_simulator.rst); a NaN gives 0,
     which nothing documents."""
+    if EXACT and dtype.kind == "float":
+        return np.asarray(values, dtype=np.float64)  # the exact dataflow keeps every value
     if dtype.kind == "int":
         info = np.iinfo(dtype.storage)
         v = np.nan_to_num(np.rint(np.asarray(values, dtype=np.float64)), nan=0.0, posinf=info.max, neginf=info.min)
@@ -64,6 +87,8 @@ def sum_rounded(terms: list, rounding: str = "nearest_even") -> np.ndarray:
     value) rounded once to fp32: numeq's exact reference sum and its rounding kernel."""
     shape = np.broadcast_shapes(*(np.shape(t) for t in terms))
     stacked = np.stack([np.broadcast_to(np.asarray(t, dtype=np.float64), shape) for t in terms])
+    if EXACT:
+        return np.asarray(_reference.sum(stacked, axis=0, in_fmt="fp64", out="fp64"), dtype=np.float64)
     return np.asarray(_reference.sum(stacked, axis=0, out="fp32", rounding=rounding), dtype=np.float64).astype(np.float32)
 
 
@@ -81,6 +106,8 @@ def split_times(t: np.ndarray, b: Any) -> list:
 def accumulate_fp32(old: np.ndarray, new: np.ndarray, rounding: str) -> np.ndarray:
     """PSUM's ``old + new`` in fp32: the exact sum rounded once. Nearest even is IEEE binary32
     addition, which numpy's float32 add computes; other roundings go through ``sum_rounded``."""
+    if EXACT:
+        return np.add(old, new, dtype=np.float64)  # one binary64 addition: the exact sum rounded once
     if rounding == "nearest_even":
         return np.add(old, new, dtype=np.float32)
     return sum_rounded([old, new], rounding)
@@ -94,6 +121,11 @@ def matmul_tile(stationary: np.ndarray | list, moving: np.ndarray | list, in_fmt
     it."""
     blocks_s = stationary if isinstance(stationary, list) else [stationary]
     blocks_m = moving if isinstance(moving, list) else [moving]
+    if EXACT:  # the exact dot products rounded once to binary64
+        a = np.swapaxes(np.concatenate([np.asarray(b, dtype=np.float64) for b in blocks_s], axis=0), 0, 1)
+        b = np.concatenate([np.asarray(b, dtype=np.float64) for b in blocks_m], axis=0)
+        return np.asarray(_reference.matmul(np.ascontiguousarray(a), np.ascontiguousarray(b), in_fmt="fp64",
+                                            out="fp64"), dtype=np.float64)
     r = _core.core_matmul_row_blocks(blocks_s, blocks_m, platform, in_fmt, "fp32")
     if r is None:
         a = np.ascontiguousarray(np.swapaxes(np.concatenate(blocks_s, axis=0), 0, 1))
@@ -107,6 +139,9 @@ def reduce_fp32(x: np.ndarray, op: str, platform: str) -> np.ndarray:
     (``vector_reduce_order``), max / min exactly (order-free), products in sequence."""
     if x.shape[-1] == 0:
         raise ValueError("reduce: empty free axis")
+    if op == "add" and EXACT:
+        flat = np.ascontiguousarray(x.reshape(-1, x.shape[-1]), dtype=np.float64)
+        return np.asarray(_reference.sum(flat, axis=-1, in_fmt="fp64", out="fp64"), dtype=np.float64).reshape(x.shape[:-1])
     if op == "add":
         flat = np.ascontiguousarray(x.reshape(-1, x.shape[-1]))
         s = _platforms.sum(flat, axis=-1, platform=platform, fmt="fp32")
@@ -118,7 +153,7 @@ def reduce_fp32(x: np.ndarray, op: str, platform: str) -> np.ndarray:
     if op == "multiply":
         acc = x[..., 0].copy()
         for i in range(1, x.shape[-1]):
-            acc = np.multiply(acc, x[..., i], dtype=np.float32)
+            acc = np.multiply(acc, x[..., i], dtype=compute_dtype)
         return acc
     if op in ("abs_max", "absmax"):
         return np.max(np.abs(x), axis=-1)
@@ -151,15 +186,15 @@ def _exact_fp32(name: str, x: np.ndarray) -> np.ndarray | None:
     if name in ("copy", "identity"):
         return x
     if name == "relu":
-        return np.maximum(x, np.float32(0))
+        return np.maximum(x, x.dtype.type(0))
     if name == "square":
-        return np.multiply(x, x, dtype=np.float32)
+        return np.multiply(x, x, dtype=x.dtype)
     if name == "abs":
         return np.abs(x)
     if name == "negative":
         return np.negative(x)
     if name == "sign":
-        return np.sign(x).astype(np.float32)
+        return np.sign(x).astype(x.dtype)
     return None
 
 
@@ -168,6 +203,13 @@ def function_names() -> tuple[str, ...]:
 
 
 def _certified(reference: str, x: np.ndarray) -> np.ndarray:
+    if EXACT:  # correctly rounded to binary64
+        x = np.asarray(x, dtype=np.float64)
+        if reference == "gelu_tanh":
+            y = _reference.gelu(x, approximate="tanh", in_fmt="fp64", out="fp64")
+        else:
+            y = getattr(_reference, reference)(x, in_fmt="fp64", out="fp64")
+        return np.asarray(y, dtype=np.float64).reshape(x.shape)
     if reference == "gelu_tanh":
         y = _reference.gelu(x, approximate="tanh", in_fmt="fp32", out="fp32")
     else:
@@ -183,7 +225,7 @@ def sin_outside_range(x: np.ndarray) -> np.ndarray:
     this cubic gives 27.652 there, and matches sin to third order where the range ends."""
     xd = x.astype(np.float64)
     u = np.where(xd > 0, xd - np.pi, xd + np.pi)
-    return (-u + u * u * u / 6).astype(np.float32)
+    return (-u + u * u * u / 6).astype(compute_dtype)
 
 
 def _sin_outside_assumption() -> str:
@@ -206,7 +248,7 @@ def function_fp32(name: str, x: np.ndarray, sin_outside: str | None = None) -> n
     if name == "sin":
         outside = np.abs(x) > SIN_RANGE
         if outside.any() and (sin_outside or _sin_outside_assumption()) == "documented_cubic":
-            y = np.where(outside, sin_outside_range(x), y).astype(np.float32)
+            y = np.where(outside, sin_outside_range(x), y).astype(compute_dtype)
     return y
 
 
@@ -219,5 +261,44 @@ def language_function_fp32(name: str, x: np.ndarray) -> np.ndarray:
     if name in refs:
         return _certified(refs[name], x)
     if name in ("ceil", "floor", "trunc"):
-        return getattr(np, name)(x).astype(np.float32)
+        return getattr(np, name)(x).astype(compute_dtype)
     return function_fp32(name, x)
+
+
+def exact_bn_stats(x: np.ndarray) -> np.ndarray:
+    """bn_stats' (count, mean, variance * count) of each half of each row [P, n] -> [P, 6] as the
+    kernel's exact dataflow computes them (``EXACT``): the mean from the exact sum, M2 the exact sum
+    of squared deviations from it, each rounded once to binary64 (the mean's rounding moves M2 by
+    n * (mean error)^2 only: M2 is smallest at the true mean)."""
+    x = np.asarray(x, dtype=np.float64)
+    out = np.zeros((x.shape[0], 6), dtype=np.float64)
+    for half in (0, 1):
+        part = np.ascontiguousarray(x[:, half::2])
+        n = part.shape[1]
+        if n == 0:
+            continue
+        mean = np.asarray(_reference.sum(part, axis=-1, in_fmt="fp64", out="fp64"), dtype=np.float64) / n
+        deviation = part - mean[:, None]
+        m2 = np.asarray(_reference.sum(np.ascontiguousarray(deviation * deviation), axis=-1, in_fmt="fp64",
+                                       out="fp64"), dtype=np.float64)
+        out[:, 3 * half:3 * half + 3] = np.stack([np.full(len(mean), float(n)), mean, m2], axis=1)
+    return out
+
+
+def exact_bn_aggr(stats: np.ndarray) -> np.ndarray:
+    """bn_aggr's (mean, population variance) of the (count, mean, M2) triples of each row, as the
+    exact dataflow computes them: mean = sum n_i mean_i / n, variance = (sum M2_i + sum n_i (mean_i -
+    mean)^2) / n, whatever order the hardware merges in (``bn_aggr_merge`` is a rounding order)."""
+    t = np.asarray(stats, dtype=np.float64).reshape(stats.shape[0], -1, 3)
+    n, means, m2 = t[..., 0], t[..., 1], t[..., 2]
+    total = n.sum(axis=1)
+
+    def exact_sum(terms: np.ndarray) -> np.ndarray:
+        return np.asarray(_reference.sum(np.ascontiguousarray(terms), axis=-1, in_fmt="fp64", out="fp64"),
+                          dtype=np.float64)
+
+    with np.errstate(all="ignore"):
+        mean = exact_sum(n * means) / total
+        spread = means - mean[:, None]
+        variance = (exact_sum(m2) + exact_sum(n * spread * spread)) / total
+    return np.stack([mean, variance], axis=1)

@@ -18,6 +18,7 @@ import itertools
 
 import numpy as np
 from .precision import record_issue
+from . import arithmetic as _arithmetic
 
 __all__ = ["Context", "Finding", "Instruction", "KernelFault", "TooLarge", "Unsupported", "current", "running", "where"]
 
@@ -195,6 +196,8 @@ class Context:
         self.sites: dict = {}
         self.rounded: list = []
         self.widen: frozenset = frozenset()
+        # Run.exact(): the kernel's dataflow without the hardware's roundings (machine.arithmetic.EXACT).
+        self.exact = False
         self.findings: list[Finding] = []
         self.at: str | None = None  # the kernel's line of the instruction running, when it called it directly
         self.engine: str | None = None  # the engine of the instruction running (the rules that differ by engine)
@@ -327,9 +330,11 @@ def running(ctx: Context) -> Iterator[Context]:
     gc.disable()
     floating = np.seterr(all="ignore")
     _stack.append(ctx)
+    was_exact = _arithmetic.exact_mode(ctx.exact)
     try:
         yield ctx
     finally:
+        _arithmetic.exact_mode(was_exact)
         _stack.pop()
         np.seterr(**floating)
         if collecting:

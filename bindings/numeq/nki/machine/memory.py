@@ -149,6 +149,9 @@ class Life:
 _STORAGE: dict[str, tuple] = {}
 
 
+_EXACT_STORAGE = (np.dtype(np.float64), np.dtype(np.uint64), np.uint64(np.iinfo(np.uint64).max))
+
+
 def _storage(dtype: DType) -> tuple:
     """(storage dtype, mask dtype of the same itemsize, the mask's all-written value)."""
     if dtype.name not in _STORAGE:
@@ -177,6 +180,12 @@ class Allocation:
         self.name = name or f"{memory.name}_{self.id}"
         self.line = line
         st, self._mask_type, self.full = _storage(dtype)
+        if ctx is not None and ctx.exact and dtype.kind == "float":
+            # Run.exact(): float tiles hold binary64 values (the kernel's dtype is kept: its branches,
+            # limits and byte counts are the same; only the roundings are gone).
+            st, self._mask_type, self.full = _EXACT_STORAGE
+            if data is not None:
+                data = data.astype(np.float64)
         # On chip, uninitialised: tiles are made by the thousand and nearly all are written whole
         # by their first instruction, and zeroing fresh pages cost the 2048^3 matmul kernel a
         # tenth of its time. Such bytes are never seen: they are unwritten until an instruction
@@ -420,6 +429,10 @@ class Tensor:
         if self.indirection is not None:
             raise ValueError(f"view: {self.name} is an indirect view (dynamic select / vector_select / .ap() with an "
                              "offset tile); view(dtype) is not supported after one")
+        if self.data.dtype == np.float64:  # only Run.exact()'s tiles hold binary64
+            raise _context.Unsupported(f"{_context.where()}: Run.exact() cannot follow the kernel here: it reads the "
+                                       f"bits of the float tile {self.name} as {d} (view / bitcast), and the exact "
+                                       "dataflow keeps values, not the hardware's bit patterns")
         st = storage_dtype(d)
         mask_type = np.dtype(f"u{st.itemsize}")
         if st.itemsize != self.data.itemsize and self.ndim and self.shape[-1] != 1 and self.strides[-1] != 1:

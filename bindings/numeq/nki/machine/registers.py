@@ -50,7 +50,7 @@ class Accumulator:
     tensor_scalar_reduce and tensor_scalar_cumulative, and persist across instructions)."""
 
     def __init__(self, partitions: int) -> None:
-        self.values = np.zeros(partitions, dtype=np.float32)
+        self.values = np.zeros(partitions, dtype=_numerics.compute_dtype)
         self.defined = np.zeros(partitions, dtype=bool)
 
 
@@ -77,11 +77,11 @@ def fold(ctx: Context, op: str, start: np.ndarray, x: np.ndarray) -> np.ndarray:
     if x.shape[1] == 0:
         return start
     if op == "add" and ctx.assumptions["vector_reduce_order"] != "sequential":
-        return np.add(start, _numerics.reduce_fp32(x, "add", ctx.sum_platform()), dtype=np.float32)
+        return np.add(start, _numerics.reduce_fp32(x, "add", ctx.sum_platform()), dtype=_numerics.compute_dtype)
     if op in ("add", "multiply"):
         ufunc = np.add if op == "add" else np.multiply
         with np.errstate(all="ignore"):
-            return ufunc.accumulate(np.concatenate([start[:, None], x], axis=1), axis=1, dtype=np.float32)[:, -1]
+            return ufunc.accumulate(np.concatenate([start[:, None], x], axis=1), axis=1, dtype=_numerics.compute_dtype)[:, -1]
     f = np.maximum if op == "maximum" else np.minimum
     return f(start, f.reduce(x, axis=1))
 
@@ -97,19 +97,19 @@ def accumulate(ctx: Context, instruction: str, rows: np.ndarray, cmd: Cmd, op: s
             acc.defined[rows] = False
         return None
     if cmd in (Cmd.reset, Cmd.reset_reduce):
-        start = np.full(len(rows), _IDENTITY[op], dtype=np.float32)
+        start = np.full(len(rows), _IDENTITY[op], dtype=_numerics.compute_dtype)
     elif cmd == Cmd.load_reduce:
         if init is None:
             raise TypeError(f"{instruction}: reduce_cmd=load_reduce needs the initial value "
                             "(reduce_init / imm1)")
-        start = init.reshape(-1).astype(np.float32)
+        start = init.reshape(-1).astype(_numerics.compute_dtype)
     else:
         if not acc.defined[rows].all():
             ctx.find("accumulator_undefined", "error", f"{instruction} continues (reduce_cmd=reduce) the {engine} "
                      "engine's accumulator, which no instruction has reset or loaded since it was last undefined",
                      "documented: nki.isa.select_reduce / tensor_scalar_reduce docstrings (registers are reset by "
                      "reset_reduce or load_reduce; idle may still modify them)")
-        start = np.where(acc.defined[rows], acc.values[rows], np.float32(np.nan)).astype(np.float32)
+        start = np.where(acc.defined[rows], acc.values[rows], np.float32(np.nan)).astype(_numerics.compute_dtype)
     result = start if cmd == Cmd.reset else fold(ctx, op, start, x)
     acc.values[rows] = result
     acc.defined[rows] = True
