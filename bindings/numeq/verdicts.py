@@ -388,8 +388,15 @@ def _run_of(actual: Any) -> Any:
 # kind ranks after the run's own diagnoses.
 _PRECISION_KINDS = frozenset({"narrow_accumulator", "narrow_intermediate", "wrong_output_format",
                               "missing_max_subtraction"})
+_NARROW_KINDS = frozenset({"narrow_accumulator", "narrow_intermediate"})
 _ALGORITHM_KINDS = frozenset({"column_scale", "row_scale", "wrong_scale", "extra_k_tile", "missing_k_tile",
                               "shifted_tile", "transposed_tile", "unbiased_variance", "wrong_eps"})
+
+
+def _reproduces(d: Diagnosis) -> bool:
+    """Whether an op-level diagnosis reproduces the output (its evidence: bit for bit, or measured),
+    as cases::rank reads it, rather than only fitting within a bound."""
+    return d.evidence.startswith(("bit for bit", "measured"))
 
 
 def _with_run_diagnoses(verdict: Verdict, run: Any, op: Op, platform: str, accept: str,
@@ -416,8 +423,17 @@ def _with_run_diagnoses(verdict: Verdict, run: Any, op: Op, platform: str, accep
         ranked = ([d for d in own if d.kind not in _PRECISION_KINDS] + found
                   + [d for d in own if d.kind in _PRECISION_KINDS])
     elif result.exact_fails is not None:
-        ranked = (found + [d for d in own if d.kind not in _ALGORITHM_KINDS]
-                  + [d for d in own if d.kind in _ALGORITHM_KINDS])
+        # precision lost: the tile measured on the kernel, then an op-level precision model that
+        # reproduces the output (bit for bit, or measured), then the run's cancellation / overflow
+        # finding, the other models, and those of an algorithm mistake the exact math rules out
+        # (a model of a narrow tile is ruled out too when the run has none).
+        narrow = [d for d in found if d.kind.startswith("narrow_")]
+        general = [d for d in found if not d.kind.startswith("narrow_")]
+        ruled_out = _ALGORITHM_KINDS | (set() if result.narrow_tiles else _NARROW_KINDS)
+        reproduced = [d for d in own if d.kind in _PRECISION_KINDS - ruled_out and _reproduces(d)]
+        ranked = (narrow + reproduced + general
+                  + [d for d in own if d.kind not in ruled_out and d not in reproduced]
+                  + [d for d in own if d.kind in ruled_out])
     else:
         arithmetic = [d for d in found if d.kind == "kernel_arithmetic"]
         narrow = [d for d in found if d.kind != "kernel_arithmetic"]

@@ -162,12 +162,14 @@ def test_an_unbiased_variance_is_an_algorithm_mistake_named_by_its_model():
 def test_a_one_pass_variance_is_precision_lost_by_its_formulation_not_eps():
     # rows far from zero: E[x^2] and E[x]^2 agree in their first five digits and cancel in fp32
     x = (300.0 + np.random.default_rng(6).standard_normal((128, 512))).astype(np.float32)
-    run = nki.run(_row_kernel("one_pass"), x)
+    kernel = _row_kernel("one_pass")
+    run = nki.run(kernel, x)
     assert np.max(np.abs(run.exact() - _layernorm64(x))) < 1e-7  # the kernel's math is layernorm's
     assert np.max(np.abs(run.outputs - _layernorm64(x))) > 1e-2  # its fp32 arithmetic is not
     v = numeq.compare(run, numeq.ops.layernorm(x, eps=EPS, in_fmt="fp32", out="fp32"), run.platform)
     kinds = [d.kind for d in v.diagnoses]
     assert not v.passed and kinds[0] == "kernel_cancellation", v.message
+    assert source_line(kernel, "ONE-PASS") in v.diagnoses[0].detail
     assert "kernel_arithmetic" not in kinds
     # a model of an algorithm mistake (wrong_eps, unbiased_variance), if any fits, comes after
     for k in ("wrong_eps", "unbiased_variance"):
@@ -205,3 +207,36 @@ def test_a_softmax_writing_exp_into_a_bf16_tile_names_that_tile_not_the_max():
     assert not v.passed and kinds[0] == "narrow_tile", v.message
     assert source_line(softmax_rows, "EXP-TILE") in v.diagnoses[0].detail
     assert "missing_max_subtraction" not in kinds[:1] and "kernel_arithmetic" not in kinds
+
+
+def test_a_softmax_without_its_max_subtracted_overflows_and_says_so():
+    @nki.jit
+    def softmax_unshifted(x):
+        P, D = x.shape
+        out = nl.ndarray((P, D), nl.float32, buffer=nl.shared_hbm)
+        xt = nl.ndarray((P, D), nl.float32, buffer=nl.sbuf)
+        nisa.dma_copy(dst=xt, src=x)
+        e = nl.ndarray((P, D), nl.float32, buffer=nl.sbuf)
+        nisa.activation(dst=e, op=nl.exp, data=xt)  # EXP
+        total = nl.ndarray((P, 1), nl.float32, buffer=nl.sbuf)
+        nisa.tensor_reduce(dst=total, op=nl.add, data=e, axis=1)
+        inv = nl.ndarray((P, 1), nl.float32, buffer=nl.sbuf)
+        nisa.reciprocal(dst=inv, data=total)
+        y = nl.ndarray((P, D), nl.float32, buffer=nl.sbuf)
+        nisa.tensor_scalar(dst=y, data=e, op0=nl.multiply, operand0=inv)
+        nisa.dma_copy(dst=out, src=y)
+        return out
+
+    # scores up to ~100: exp overflows fp32 (its largest finite value is e^88.7), not binary64
+    x = (30 * np.random.default_rng(9).standard_normal((128, 64))).astype(np.float32)
+    run = nki.run(softmax_unshifted, x)
+    X = x.astype(np.float64)
+    ref = np.exp(X - X.max(1, keepdims=True))
+    ref /= ref.sum(1, keepdims=True)
+    assert np.max(np.abs(run.exact() - ref)) < 1e-14
+    assert not np.isfinite(run.outputs).all()
+    v = numeq.compare(run, numeq.ops.softmax(x, in_fmt="fp32", out="fp32"), run.platform)
+    kinds = [d.kind for d in v.diagnoses]
+    assert not v.passed and "kernel_overflow" in kinds and "kernel_arithmetic" not in kinds, v.message
+    assert kinds[0] in ("missing_max_subtraction", "kernel_overflow"), kinds
+    assert source_line(softmax_unshifted, "EXP") in v.diagnoses[kinds.index("kernel_overflow")].detail

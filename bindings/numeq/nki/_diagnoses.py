@@ -42,6 +42,27 @@ def _describe(site: Any) -> str:
     return f"the {site.format} tile allocated at {site.tile}, written at {site.where}"
 
 
+def _formulation(run: Any, widen: frozenset) -> tuple[str, str]:
+    """What the kernel's formulation loses, from a rerun (narrow tiles widened) that watches every
+    add, subtract and write, and the exact dataflow watched the same way: ("overflow", the first
+    line that stores Inf the exact math does not) or ("cancellation", the add / subtract line whose
+    results came out smallest against its operands); ("", "") when neither shows."""
+    watched = run.rerun(widen=widen, watch=True).watched
+    exact_overflow = run.rerun(exact=True, watch=True).watched["overflow"]
+    for line, count in watched["overflow"].items():
+        if line not in exact_overflow:
+            return "overflow", (f"; the first overflow is at {line}: {count} value(s) there are Inf in the run, "
+                                "finite in the kernel's exact math")
+    lines = watched["cancellation"]
+    if lines:
+        line, factor = max(lines.items(), key=lambda kv: kv[1])
+        if factor >= 16:
+            return "cancellation", (f"; it cancels most at {line}: results up to {factor:.3g} times smaller than "
+                                    f"its operands, about {np.log2(factor):.0f} of fp32's 24 significant bits "
+                                    "lost there")
+    return "", ""
+
+
 def rounded_like(exact: Any, outputs: Any) -> Any:
     """``Run.exact()``'s float64 outputs rounded once, to nearest even, into the dtypes of the run's
     own outputs (the structure of both the same): the kernel's math on a platform that loses only
@@ -66,6 +87,7 @@ class RunDiagnoses:
     found: list
     exact_fails: int | None
     failing: int
+    narrow_tiles: int = 0  # the run's on-chip tiles narrower than fp32 that rounded a value
 
 
 def from_run(run: Any, judge: Callable[..., dict], diagnosis: Callable[..., Any]) -> RunDiagnoses:
@@ -85,6 +107,7 @@ def from_run(run: Any, judge: Callable[..., dict], diagnosis: Callable[..., Any]
     base = int(judge(run.outputs)["failures"])
     if base == 0:
         return RunDiagnoses([], None, 0)
+    tiles = _narrow_tiles(run)
     found = []
     try:
         exact = judge(rounded_like(run.exact(), run.outputs), 3)
@@ -101,8 +124,7 @@ def from_run(run: Any, judge: Callable[..., dict], diagnosis: Callable[..., Any]
             f"a formula, a missing tile or a scale), whatever its precision ({worst})",
             "exact: the kernel's dataflow on the same inputs without the hardware's roundings, judged by the "
             f"same check ({base} -> {exact_fails} failing)"))
-        return RunDiagnoses(found, exact_fails, base)
-    tiles = _narrow_tiles(run)
+        return RunDiagnoses(found, exact_fails, base, len(tiles))
     seen: dict[frozenset, int] = {}
 
     def left_with(widen: frozenset) -> int:  # each widening run once (one tile is also "all of them")
@@ -137,13 +159,25 @@ def from_run(run: Any, judge: Callable[..., dict], diagnosis: Callable[..., Any]
                 "rerun: the kernel with every narrow tile in fp32, judged by the same check"
                 if tiles else "the run: no narrow tile to widen"))
         else:
-            found.append(diagnosis(
-                "kernel_cancellation", left / base,
-                f"the kernel's own math is the op's (Run.exact() passes the check), yet {widened} it fails on {left} "
-                f"of the {base} elements: its formulation loses precision the platform need not lose (a difference "
-                "of nearly equal values: a one-pass variance E[x^2] - E[x]^2, exp without its max subtracted, a "
-                "sum of large terms that cancel), not a narrow tile",
-                f"exact: the kernel's dataflow without roundings passes ({exact_fails} failing); rerun: with every "
-                f"narrow tile in fp32 it fails ({base} -> {left} failing)"))
+            widened = f"with its {len(tiles)} narrow tile(s) in fp32" if tiles else "in fp32 throughout (no narrow tile)"
+            kind, where = _formulation(run, everything)
+            if kind == "overflow":
+                found.append(diagnosis(
+                    "kernel_overflow", left / base,
+                    f"the kernel's own math is the op's (Run.exact() passes the check), yet {widened} it fails on "
+                    f"{left} of the {base} elements: an intermediate leaves its format's range where the exact math "
+                    f"does not (exp of scores with no maximum subtracted, squares of large values){where}",
+                    f"exact: the kernel's dataflow without roundings passes ({exact_fails} failing); watch: the "
+                    "rerun's and the exact dataflow's Inf values, line by line"))
+            else:
+                found.append(diagnosis(
+                    "kernel_cancellation", left / base,
+                    f"the kernel's own math is the op's (Run.exact() passes the check), yet {widened} it fails on "
+                    f"{left} of the {base} elements: its formulation loses precision the platform need not lose (a "
+                    f"difference of nearly equal values: a one-pass variance E[x^2] - E[x]^2, a sum of large terms "
+                    f"that cancel), not a narrow tile{where}",
+                    f"exact: the kernel's dataflow without roundings passes ({exact_fails} failing); rerun: with "
+                    f"every narrow tile in fp32 it fails ({base} -> {left} failing); watch: each add and subtract's "
+                    "cancellation measured in that rerun"))
     found.sort(key=lambda d: -d.explains)
-    return RunDiagnoses(found, exact_fails, base)
+    return RunDiagnoses(found, exact_fails, base, len(tiles))

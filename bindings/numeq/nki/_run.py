@@ -98,6 +98,10 @@ class Run:
     lives: list = field(default_factory=list, repr=False)  # every allocation's Life (memory use over time)
     kernel_platform: str = ""  # the platform with the kernel's own narrower precision choices (group_accumulator)
     released: bool = field(default=False, repr=False, compare=False)  # release() dropped the bulky parts
+    # A rerun with watch=True: "cancellation" (kernel line -> the largest factor an add / subtract
+    # there came out smaller than its operands) and "overflow" (kernel line -> Inf values written
+    # there, in order): what the run's kernel_cancellation / kernel_overflow diagnoses read.
+    watched: dict = field(default_factory=dict, repr=False, compare=False)
 
     def release(self) -> None:
         """Drop what is bulky (the outputs, the trace, the precision sites, the allocations' lives and
@@ -279,11 +283,12 @@ def _outputs(ctx: Context, x: Any) -> Any:
 
 
 def _execute(fn: Callable, args: tuple, kwargs: dict, target: str, assume: dict | None, grid: tuple,
-             widen: frozenset = frozenset(), exact: bool = False) -> Run:
+             widen: frozenset = frozenset(), exact: bool = False, watch: bool = False) -> Run:
     grid = check_grid(grid)
     ctx = _RunContext(target, assume, grid)
     ctx.widen = widen
     ctx.exact = exact
+    ctx.watch = {"cancellation": {}, "overflow": {}} if watch else None
     completed = True
     result: Any = None
     with running(ctx):
@@ -311,19 +316,22 @@ def _execute(fn: Callable, args: tuple, kwargs: dict, target: str, assume: dict 
             if t.base.dirty and isinstance(array, np.ndarray) and array.flags.writeable and array.dtype == t.data.dtype:
                 array[...] = t.data
 
-    def rerun(widen: frozenset = frozenset(), assume: dict | None = None, exact: bool = False) -> Run:
+    def rerun(widen: frozenset = frozenset(), assume: dict | None = None, exact: bool = False,
+              watch: bool = False) -> Run:
         """The same kernel on the same inputs again (``widen``: tiles, by allocation line, made
-        fp32; ``assume``: assumptions changed; ``exact``: without the hardware's roundings): the
-        precision flow's experiments and ``Run.exact()``."""
+        fp32; ``assume``: assumptions changed; ``exact``: without the hardware's roundings;
+        ``watch``: each line's cancellation and overflow recorded in ``Run.watched``): the
+        precision flow's experiments, ``Run.exact()`` and the run's diagnoses."""
         if written:
             raise ValueError(f"the kernel wrote its input(s) {', '.join(written)}: running it again would not start "
                              "from the same inputs (the precision flow needs them)")
-        return _execute(fn, args, kwargs, target, {**(base_assume or {}), **(assume or {})}, grid, widen, exact)
+        return _execute(fn, args, kwargs, target, {**(base_assume or {}), **(assume or {})}, grid, widen, exact,
+                        watch)
 
     base_assume = assume
     platform, kernel_platform = _platforms_of(ctx)
     return Run(outputs, ctx.findings, ctx.trace, platform, target, {k: v["value"] for k, v in ctx.table.items()},
-               completed, ctx.sites, rerun, ctx.lives, kernel_platform=kernel_platform)
+               completed, ctx.sites, rerun, ctx.lives, kernel_platform=kernel_platform, watched=ctx.watch or {})
 
 
 def _platforms_of(ctx: _RunContext) -> tuple[str, str]:

@@ -157,6 +157,7 @@ def reviewed(m: Manifest, run: Any, precision: bool = True) -> Any:
         judged = matched  # the given output is judged on the platform of the run that reproduces it
     else:
         m.outputs["nki"] = np.asarray(run.outputs, dtype=np.float64)
+        m.nki_run = run  # a failure is then diagnosed on the kernel itself (its exact math, its tiles)
         m.nki_from_numeq = True  # numeq's model run on itself confirms none of its assumptions
     # The standard is the computation the port owes: the kernel's own tiling with an fp32
     # accumulator. A narrower one read from the trace is the kernel's mistake, never its standard

@@ -140,6 +140,7 @@ class Manifest:
     lines: dict[tuple, int] = field(default_factory=dict, repr=False)
     kernel: KernelSpec | None = None
     nki_from_numeq: bool = False  # outputs["nki"] is numeq's own run of the kernel (no measurement)
+    nki_run: Any = field(default=None, repr=False, compare=False)  # the numeq.nki.Run outputs["nki"] is, if any
     _op: Any = field(default=None, repr=False, compare=False)  # op(), built once: its exact result kept
 
     @property

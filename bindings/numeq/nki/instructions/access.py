@@ -22,7 +22,7 @@ from ..machine import rules as _rules
 from ..machine.context import Context, KernelFault, current
 from ..machine.dtypes import dtype_of
 from ..machine.memory import MEMORIES, WRITER_MATMUL, WRITER_OTHER, WRITER_READ, Allocation, OutsideBuffer, Tensor
-from ..machine.context import site
+from ..machine.context import site, where as _where
 
 __all__ = ["read", "write", "new_tile", "cost_elementwise", "as_tensor", "same_shape"]
 
@@ -73,6 +73,8 @@ def write(ctx: Context, dst: Any, values: np.ndarray, writer: int = WRITER_OTHER
     note a narrowing for the precision flow, mark the bytes written, record PSUM's writer."""
     if type(dst) is OutsideBuffer:  # an access pattern past its buffer, written: the error it deferred
         raise dst.fault()
+    if _numerics.WATCH is not None:
+        _watch_overflow(ctx, dst, values, bits, rounding)
     base = dst.base
     if (dst.checked is True and not base.tracks_writer and base.placed is None and ctx.undefined is None
             and (base.complete or (dst.data is base.data and base._mask is None))
@@ -107,6 +109,22 @@ def write(ctx: Context, dst: Any, values: np.ndarray, writer: int = WRITER_OTHER
     mark_written(ctx, dst, writer)
     if ctx.undefined is not None:
         leave_undefined(ctx, dst, ctx.undefined)
+
+
+def _watch_overflow(ctx: Context, dst: Any, values: Any, bits: Any, rounding: str | None) -> None:
+    """A diagnostic rerun's watch: Inf values this write stores (computed, or made by the cast into
+    dst's dtype), counted at the kernel's line (machine.arithmetic.WATCH["overflow"])."""
+    if bits is not None or values is None or dst.dtype.kind != "float":
+        return
+    v = np.asarray(values)
+    if v.dtype.kind != "f":
+        return
+    stored = np.asarray(_numerics.cast_into(v, dst.dtype, rounding or output_rounding(ctx)), dtype=np.float64)
+    count = int(np.count_nonzero(np.isinf(stored)))
+    if count:
+        line = ctx.at or _where()
+        lines = _numerics.WATCH["overflow"]
+        lines[line] = lines.get(line, 0) + count
 
 
 def read_partly(ctx: Context, t: Any, parameter: str, engine: str = "vector") -> tuple:

@@ -24,7 +24,7 @@ from __future__ import annotations
 from typing import Any, Callable
 
 import numpy as np
-from .context import current
+from .context import current, where as _where
 from . import arithmetic as _arithmetic
 
 __all__ = ["ALU", "BITVEC", "COMPARISONS", "INTEGER_NATIVE", "UNARY", "alu", "bitvec_alu", "integer_alu",
@@ -114,13 +114,37 @@ def _table(ft: Any) -> dict[str, Callable[[np.ndarray, np.ndarray], np.ndarray]]
     }
 
 
+def _watching(f: Callable) -> Callable:
+    """``f`` (add or subtract) that also records, for the kernel line running it, how many times
+    smaller than its operands its results came out (the largest operand over the largest result,
+    per call: the factor by which the operands' relative errors grow against the result's scale;
+    one element that happens to cancel, as x - mean does near the mean, does not count), in
+    machine.arithmetic.WATCH."""
+
+    def watched(x: Any, y: Any) -> np.ndarray:
+        r = f(x, y)
+        with np.errstate(all="ignore"):
+            big = max(float(np.max(np.abs(x), initial=0.0)), float(np.max(np.abs(y), initial=0.0)))
+            result = np.abs(np.asarray(r, dtype=np.float64))
+            top = float(np.max(result[np.isfinite(result)], initial=0.0))
+        if top > 0 and np.isfinite(big):
+            line = current().at or _where()
+            lines = _arithmetic.WATCH["cancellation"]
+            lines[line] = max(lines.get(line, 0.0), big / top)
+        return r
+
+    return watched
+
+
 ALU = _table(np.float32)
 _ALU_EXACT = _table(np.float64)
+_ALU_WATCHED = {**ALU, **{name: _watching(ALU[name]) for name in ("add", "subtract")}}
 
 
 def alu_table() -> dict[str, Callable[[np.ndarray, np.ndarray], np.ndarray]]:
-    """The ALU's operators as the running kernel computes them (binary64 for ``Run.exact()``)."""
-    return _ALU_EXACT if _arithmetic.EXACT else ALU
+    """The ALU's operators as the running kernel computes them (binary64 for ``Run.exact()``; with
+    cancellation recorded for a diagnostic rerun)."""
+    return _ALU_EXACT if _arithmetic.EXACT else ALU if _arithmetic.WATCH is None else _ALU_WATCHED
 
 
 # The bitvec operators (tbl-aluop's first group): integer bit patterns.
@@ -177,7 +201,7 @@ def _since(name: str) -> None:
 def alu(op: Any, x: np.ndarray, y: Any, parameter: str = "op") -> np.ndarray:
     """x <op> y in fp32 (y broadcasts)."""
     name = op_name(op, parameter)
-    f = (_ALU_EXACT if _arithmetic.EXACT else ALU).get(name)
+    f = (ALU if _arithmetic.WATCH is None and not _arithmetic.EXACT else alu_table()).get(name)
     if f is None:
         raise current().unsupported(f"the ALU operator {name!r} (known: {', '.join(ALU)})")
     if name in SINCE_V4:

@@ -39,6 +39,17 @@ __all__ = ["accumulate_fp32", "cast_into", "fp32_values", "matmul_tile", "reduce
 # run's ``Context.exact``), and the dtype engines compute in: fp32, or binary64 in that mode.
 EXACT = False
 compute_dtype: Any = np.float32
+# A diagnostic rerun's watch (``watch``): "cancellation": kernel line -> the largest factor by which
+# an add or subtract there came out smaller than its operands (relative errors grow by it);
+# "overflow": kernel line -> how many Inf values instructions there wrote, in the order first seen.
+WATCH: dict | None = None
+
+
+def watch(lines: dict | None) -> dict | None:
+    """Watch cancellation and overflow into ``lines`` (None: stop); returns the watch it replaces."""
+    global WATCH
+    was, WATCH = WATCH, lines
+    return was
 
 
 def exact_mode(on: bool) -> bool:

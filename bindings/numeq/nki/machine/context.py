@@ -198,6 +198,7 @@ class Context:
         self.widen: frozenset = frozenset()
         # Run.exact(): the kernel's dataflow without the hardware's roundings (machine.arithmetic.EXACT).
         self.exact = False
+        self.watch: dict | None = None  # a diagnostic rerun's watch (machine.arithmetic.WATCH)
         self.findings: list[Finding] = []
         self.at: str | None = None  # the kernel's line of the instruction running, when it called it directly
         self.engine: str | None = None  # the engine of the instruction running (the rules that differ by engine)
@@ -330,11 +331,12 @@ def running(ctx: Context) -> Iterator[Context]:
     gc.disable()
     floating = np.seterr(all="ignore")
     _stack.append(ctx)
-    was_exact = _arithmetic.exact_mode(ctx.exact)
+    was_exact, was_watch = _arithmetic.exact_mode(ctx.exact), _arithmetic.watch(ctx.watch)
     try:
         yield ctx
     finally:
         _arithmetic.exact_mode(was_exact)
+        _arithmetic.watch(was_watch)
         _stack.pop()
         np.seterr(**floating)
         if collecting:
