@@ -240,3 +240,39 @@ def test_a_softmax_without_its_max_subtracted_overflows_and_says_so():
     assert not v.passed and "kernel_overflow" in kinds and "kernel_arithmetic" not in kinds, v.message
     assert kinds[0] in ("missing_max_subtraction", "kernel_overflow"), kinds
     assert source_line(softmax_unshifted, "EXP") in v.diagnoses[kinds.index("kernel_overflow")].detail
+
+
+def test_a_gather_moves_the_exact_values_of_the_rows_its_index_tile_names():
+    @nki.jit
+    def gather_rows(data, idx):
+        n, m = data.shape
+        out = nl.ndarray((idx.shape[0], m), data.dtype, buffer=nl.shared_hbm)
+        idx_tile = nl.ndarray((idx.shape[0], 1), nl.int32, buffer=nl.sbuf)
+        nisa.dma_copy(dst=idx_tile, src=idx)
+        rows = nl.ndarray((idx.shape[0], m), data.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=rows, src=data.ap([[m, idx.shape[0]], [1, m]], vector_offset=idx_tile, indirect_dim=0))
+        nisa.dma_copy(dst=out, src=rows)
+        return out
+
+    data = np.random.default_rng(10).standard_normal((128, 64)).astype(ml_dtypes.bfloat16)
+    idx = np.random.default_rng(11).integers(0, 128, size=(32, 1)).astype(np.int32)
+    run = nki.run(gather_rows, data, idx)
+    expected = data.astype(np.float64)[idx[:, 0]]  # numpy's indexing
+    assert np.array_equal(run.outputs.astype(np.float64), expected)
+    assert run.exact().dtype == np.float64 and np.array_equal(run.exact(), expected)
+
+
+def test_a_kernel_that_writes_its_input_is_followed_from_the_input_it_was_given():
+    @nki.jit
+    def add_one_in_place(x):
+        t = nl.ndarray(x.shape, nl.float32, buffer=nl.sbuf)
+        nisa.dma_copy(dst=t, src=x)
+        nisa.tensor_scalar(dst=t, data=t, op0=nl.add, operand0=0.1)
+        nisa.dma_copy(dst=x, src=t)
+        return x
+
+    x = np.zeros((128, 8), np.float32)
+    run = nki.run(add_one_in_place, x)
+    assert np.all(x == np.float32(0.1))  # written back once, as AWS's simulator does
+    assert np.all(run.exact() == 0.1)  # 0 + 0.1 with 0.1 as the kernel wrote it (binary64), not 0.1 + 0.1
+    assert np.all(x == np.float32(0.1))  # the rerun left the caller's array alone

@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from ..machine import arithmetic as _numerics
-from ..machine.context import Context, KernelFault, assigned_name, current
+from ..machine.context import Context, KernelFault, Unsupported, assigned_name, current, where
 from ..machine.memory import Tensor
 from .access import as_tensor, settled, write
 from .forms import Form
@@ -219,6 +219,10 @@ def register_load(c: Call) -> None:
     if src.dtype.kind == "int":
         value = _fits(ctx, int(element[0]), _INT32_MIN, _INT32_MAX, f"src {src.name}'s value", "register_load")
     elif ctx.assumptions["register_float"] == "bits":
+        if element.dtype == np.float64:  # only Run.exact()'s tiles hold binary64
+            raise Unsupported(f"{where()}: Run.exact() cannot follow the kernel here: register_load reads the bits "
+                              f"of the float tile {src.name} (assumption register_float=bits), and the exact "
+                              "dataflow keeps values, not the hardware's bit patterns")
         word = int(element.view(np.dtype(f"u{element.itemsize}"))[0])
         value = word - (1 << 32) if word > _INT32_MAX else word
     else:

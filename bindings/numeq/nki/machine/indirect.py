@@ -23,7 +23,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from .context import KernelFault, current
+from .context import KernelFault, Unsupported, current, where
 from .dtypes import storage_dtype
 from .memory import Tensor, _remap
 from .tensor_views import _fault, _indirect_rule, _what
@@ -314,6 +314,12 @@ def _flat(base: Any, dtype: Any, array: str = "data") -> np.ndarray:
     an indirect view's addresses count (``.ap(dtype=)`` reads the storage as another dtype)."""
     whole = getattr(base, array).reshape(-1)
     storage = storage_dtype(dtype)
+    if base.data.dtype == np.float64:  # Run.exact()'s binary64 values, one element per element
+        if dtype.kind != "float" or storage.itemsize != storage_dtype(base.dtype).itemsize:
+            raise Unsupported(f"{where()}: Run.exact() cannot follow the kernel here: it reads the float tensor "
+                              f"{base.name} ({base.dtype}) as {dtype}, and the exact dataflow keeps values, not the "
+                              "hardware's bit patterns")
+        return whole
     if array == "mask":
         storage = np.dtype(f"u{storage.itemsize}")
     return whole if whole.dtype == storage else whole.view(storage)
