@@ -233,6 +233,16 @@ def _as_numpy(x: Any, parameter: str) -> Any:
                     "memory and, for bfloat16, convert it to float32 (which holds every bfloat16 value exactly)")
 
 
+def _in_op_shape(outputs: Any, op: Op) -> Any:
+    """A run's output in the op's shape where the two differ only by axes of length 1 (an NKI tile
+    is at least 2-D: a row reduction's [128, 1] is the op's (128,)); anything else as it is."""
+    if isinstance(outputs, np.ndarray):
+        want = tuple(op._op.result_shape())
+        if outputs.shape != want and [d for d in outputs.shape if d != 1] == [d for d in want if d != 1]:
+            return outputs.reshape(want)
+    return outputs
+
+
 def _check_shape(actual: Any, op: Op, parameter: str) -> None:
     """A numpy array of another shape than the op's result is refused before it is converted to
     float64 (a wrongly shaped large output would cost a float64 copy first)."""
@@ -334,7 +344,8 @@ def compare(actual: Any, op: Op, platform: str, *, accept: str = "probabilistic"
     results against a bf16 op) never passes, and the diagnosis says so. ``actual``: real arrays,
     ml_dtypes arrays, integers (judged as their values), scalars, lists, or another framework's
     host array (``__dlpack__`` or ``__array__``: torch, jax, cupy, ...), or a ``numeq.nki.Run``:
-    its outputs are judged (the variant tier then names only the hardware's variants: the run's
+    its outputs are judged (in the op's shape where they differ only by axes of length 1, as a row
+    reduction's [P, 1] tile does; the variant tier then names only the hardware's variants: the run's
     tiling and sums are read from its trace, so a split-K or tiling that reproduces the output is
     the kernel's own choice), and a failure is also diagnosed on the kernel itself (it runs again
     with each narrow tile in fp32: the tile and line whose widening removes the failure, or
@@ -355,7 +366,7 @@ def compare(actual: Any, op: Op, platform: str, *, accept: str = "probabilistic"
     accept, failure_probability, variants, worst = _check_options(accept, failure_probability, variants, worst)
     run = _run_of(actual)
     if run is not None:
-        actual = run.outputs
+        actual = _in_op_shape(run.outputs, op)
     _check_shape(actual, op, "actual")
     values = _actual_values(actual)
     # A run's dataflow is its trace: a tiling or split-K that reproduces its output is the kernel's own
@@ -412,7 +423,7 @@ def _with_run_diagnoses(verdict: Verdict, run: Any, op: Op, platform: str, accep
     from .nki._diagnoses import from_run
 
     def judge(outputs: Any, worst: int = 0) -> dict:
-        return _core.cases_compare(_actual_values(outputs), op._op, platform, accept, failure_probability, False,
+        return _core.cases_compare(_actual_values(_in_op_shape(outputs, op)), op._op, platform, accept, failure_probability, False,
                                    worst)
 
     result = from_run(run, judge, Diagnosis)

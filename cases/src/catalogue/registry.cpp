@@ -150,6 +150,13 @@ std::vector<OpSpec> rows() {
       s.catalogue = {kNarrowFloats, "fp32", {64}, {4}, "the summed length: x[R, K] summed over K, shape (R,)", true,
                      nullptr, {}};
       s.bugs = {"bf16_sum_accumulator", "dropped_k_tile", "missing_output_cast"};
+    } else if (kind == Reduction::mean) {
+      s.catalogue = {kNarrowFloats, "", {64}, {4}, "the averaged length: x[R, K] averaged over K, shape (R,)", true,
+                     nullptr, {}};
+      s.bugs = {"dropped_k_tile", "missing_output_cast"};
+    } else {
+      s.catalogue = {kNarrowFloats, "", {64}, {4}, "the length the maximum is taken over: x[R, K], shape (R,)", true,
+                     nullptr, {}};
     }
     s.build = [kind](const OpArguments& a) {
       const Array& x = a.input("x");
@@ -179,14 +186,17 @@ std::vector<OpSpec> rows() {
                 text("variant", "max_subtracted", names_of<SoftmaxVariant>(),
                     "plain (no max subtracted), max_subtracted, or online (blocks of `block`)"),
                 integer("block", 0, "the online variant's block length"), compute_param()};
+    s.catalogue = {kNarrowFloats, "", {64}, {2},
+                   log ? "the row length: log-softmax of x[R, K] over K, shape (R,)"
+                       : "the row length: softmax of x[R, K] over K, shape (R,)",
+                   true,
+                   [](const std::vector<std::size_t>&, std::size_t) {
+                     return Params{{"variant", std::string("max_subtracted")}};
+                   }, {}};
+    s.bugs = {"softmax_without_max", "missing_output_cast"};
     if (!log) {
       s.params.push_back(boolean("reciprocal", false,
                                  "each numerator times the rounded reciprocal of the sum (NKI) instead of a division"));
-      s.catalogue = {kNarrowFloats, "", {64}, {2}, "the row length: softmax of x[R, K] over K, shape (R,)", true,
-                     [](const std::vector<std::size_t>&, std::size_t) {
-                       return Params{{"variant", std::string("max_subtracted")}};
-                     }, {}};
-      s.bugs = {"softmax_without_max", "missing_output_cast"};
     }
     s.build = [log](const OpArguments& a) {
       SoftmaxOptions o;
@@ -274,11 +284,12 @@ std::vector<OpSpec> rows() {
     OpSpec s = spec(std::string(name), "function",
                     std::string(name) + "(x) elementwise under the platform's function model");
     s.inputs = {input("x", "any shape", {0, K}, "the arguments")};
-    if (f == reference::Function::gelu || f == reference::Function::silu) {
-      s.catalogue = {kNarrowFloats, "", {64}, {2}, "the row width (elementwise: no reduction): x[R, K], shape (R,)",
-                     false, nullptr, {}};
-      s.bugs = {"missing_output_cast"};
-    }
+    // Every function has a catalogue setup (each has a tolerance); arguments outside a function's
+    // domain (log, sqrt, rsqrt of negatives) give NaN where the platform does too, which compares
+    // as special values, not as a tolerance.
+    s.catalogue = {kNarrowFloats, "", {64}, {2}, "the row width (elementwise: no reduction): x[R, K], shape (R,)",
+                   false, nullptr, {}};
+    s.bugs = {"missing_output_cast"};
     s.build = [f = f](const OpArguments& a) { return function(f, a.input("x"), a.in_fmt, a.out); };
     r.push_back(std::move(s));
   }
