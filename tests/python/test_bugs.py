@@ -33,6 +33,7 @@ CASES = [
     ("dropped_k_tile", Problem("int8_matmul", "int8", "int32", 256, (8, 16)), "normal"),
     ("dropped_k_tile", Problem("sum", "fp32", "fp32", 200, (8,)), "normal"),
     ("dropped_k_tile", Problem("sum_of_squares", "bf16", "fp32", 200, (8,)), "normal"),
+    ("dropped_k_tile", Problem("mean", "fp32", "fp32", 200, (8,)), "normal"),
     ("transposed_operand", Problem("matmul", "bf16", "fp32", 32, (8, 32)), "normal"),
     ("transposed_operand", Problem("scaled_fp8_matmul", "e4m3fn", "fp32", 16, (8, 16)), "normal"),
     ("transposed_operand", Problem("int8_matmul", "int8", "int32", 32, (8, 32)), "normal"),
@@ -40,6 +41,7 @@ CASES = [
     ("wrong_fp8_scale", Problem("scaled_fp8_matmul", "e5m2", "fp32", 64, (8, 16)), "normal"),
     ("softmax_without_max", Problem("softmax", "bf16", "bf16", 64, (8,)), "near_overflow"),
     ("softmax_without_max", Problem("softmax", "fp32", "fp32", 64, (8,)), "near_overflow"),
+    ("softmax_without_max", Problem("log_softmax", "fp32", "fp32", 64, (8,)), "near_overflow"),
     ("flash_without_rescale", Problem("attention", "bf16", "bf16", 128, (1, 64, 16)), "normal"),
     ("missing_output_cast", Problem("softmax", "bf16", "bf16", 64, (8,)), "normal"),
     ("missing_output_cast", Problem("layernorm", "bf16", "bf16", 64, (8,)), "normal"),
@@ -98,7 +100,7 @@ def test_dropped_k_tile_is_the_op_on_zeroed_inputs(problem):
     start = 128 * ((problem.k - 1) // 128)  # 300 -> 256: the partial tail; 256 -> 128
     for platform, built, wrong, _ in _planted("dropped_k_tile", problem, "normal"):
         x = {n: v.copy() for n, v in built.inputs.items()}
-        if problem.op in ("sum", "sum_of_squares"):
+        if problem.op in ("sum", "sum_of_squares", "mean"):  # the mean still divides by all K
             x["x"][:, start:] = 0
             expected = getattr(numeq.ops, problem.op)(x["x"], in_fmt=problem.in_fmt, out=problem.out)
         elif problem.op == "int8_matmul":

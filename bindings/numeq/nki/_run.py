@@ -157,8 +157,9 @@ class Run:
     def exact(self) -> Any:
         """The kernel's own math on its inputs: the same kernel run again with none of the hardware's
         roundings (machine.arithmetic: tiles hold binary64 values, casts keep them, sums and dot
-        products are exact sums rounded once to binary64, functions correctly rounded to binary64 by
-        MPFR, ALU operations binary64 operations, the kernel's constants as it wrote them). Its
+        products are exact sums rounded once to binary64, functions within an ulp or two of binary64
+        (numpy's exp, log, tanh ...; MPFR for the rest), ALU operations binary64 operations, the
+        kernel's constants as it wrote them). Its
         outputs, as float64 arrays in the structure of ``outputs``: each within a few units of
         binary64's roundoff (2^-53) of the exact dataflow per operation on its path, where fp32's is
         2^-24. Against a reference, the difference says what the kernel computes (a mask, a formula,

@@ -274,7 +274,8 @@ def _tiles_of(t: Any) -> range:
     p_high, in_high = divmod(high - 1, pstride)
     if p_high != p_low and in_high < in_low:
         return range(len(placed.extents))
-    tile = placed.tile_bytes or 1
+    # tile_bytes count the dtype's bytes; Run.exact()'s binary64 storage is wider by its itemsize ratio
+    tile = (placed.tile_bytes or 1) * (base.data.itemsize // base.dtype.itemsize)
     return range(in_low // tile, in_high // tile + 1)
 
 
