@@ -328,6 +328,32 @@ Plan plan_for(const Platform& platform, Operation op, std::string_view in_fmt, s
                      (have.empty() ? std::string("no ") + std::string(to_string(op)) + " at all" : have));
 }
 
+Plan plan_for_values(const Platform& platform, Operation op, std::string_view in_fmt, std::string_view out_fmt,
+                     std::span<const double* const> data, std::span<const std::size_t> sizes) {
+  const auto has = [&](std::string_view f) {
+    return std::any_of(platform.plans.begin(), platform.plans.end(), [&](const PlanEntry& e) {
+      return e.op == op && e.in_fmt == f && e.out_fmt == out_fmt;
+    });
+  };
+  const std::string_view twin = in_fmt == "e4m3fn" ? "e4m3" : in_fmt == "e4m3" ? "e4m3fn" : "";
+  if (has(in_fmt) || twin.empty() || !has(twin)) return plan_for(platform, op, in_fmt, out_fmt);
+  constexpr double kShared = 240.0;  // e4m3's largest finite value: every finite e4m3 value up to it is an e4m3fn one
+  double largest = 0;
+  for (std::size_t i = 0; i < data.size(); ++i)
+    for (std::size_t j = 0; j < sizes[i]; ++j) {
+      const double v = std::abs(data[i][j]);
+      largest = std::isnan(v) || std::isnan(largest) ? NAN : std::max(largest, v);
+    }
+  if (!(largest <= kShared))
+    throw numeq::error("in_fmt: platform " + platform.name + " has no " + std::string(to_string(op)) + " for " +
+                       std::string(in_fmt) + " -> " + std::string(out_fmt) + "; its " + std::string(twin) +
+                       " plan computes the same numbers only up to 240 (the largest finite value of e4m3), and the "
+                       "operands reach " + (std::isnan(largest) ? std::string("NaN") : std::to_string(largest)));
+  Plan p = plan_for(platform, op, twin, out_fmt);
+  p.name += " (" + std::string(in_fmt) + " values up to 240 are " + std::string(twin) + " values)";
+  return p;
+}
+
 Plan with_split_k(const Plan& plan, std::size_t parts, SplitMode mode, const Cast& partial) {
   if (parts == 0) throw numeq::error("split_k: must be a positive integer");
   Plan p = plan;

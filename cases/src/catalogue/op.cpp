@@ -5,6 +5,7 @@
 #include "numeq/cases/op.hpp"
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <bit>
 #include <cmath>
@@ -140,11 +141,17 @@ Op matmul(const Array& a, const Array& b, const Array* c, std::string_view in_fm
   if (from_exact)
     op.reference_from_exact = [out](double hi, double lo, double) { return round_quotient(hi, lo, out); };
   op.diagnose = [sa, sb, sc, fmt](const DiagnosisData& data) { return diagnose_matmul(*sa, *sb, sc.get(), fmt, data); };
-  op.values = [sa, sb, sc, fmt, out](const core::Platform& platform) {
-    return core::matmul(*sa, *sb, sc.get(), core::plan_for(platform, core::Operation::matmul, fmt, out.format.name));
+  // The platform's plan for in_fmt, or for its fp8 twin where every operand value is one of both.
+  const auto plan_of = [sa, sb, fmt, out](const core::Platform& platform) {
+    const std::array<const double*, 2> data{sa->data(), sb->data()};
+    const std::array<std::size_t, 2> sizes{sa->size(), sb->size()};
+    return core::plan_for_values(platform, core::Operation::matmul, fmt, out.format.name, data, sizes);
   };
-  op.emulate = [sa, sb, sc, fmt, out](const core::Platform& platform, const core::BoundOptions& options) {
-    const core::Plan plan = core::plan_for(platform, core::Operation::matmul, fmt, out.format.name);
+  op.values = [sa, sb, sc, plan_of](const core::Platform& platform) {
+    return core::matmul(*sa, *sb, sc.get(), plan_of(platform));
+  };
+  op.emulate = [sa, sb, sc, plan_of](const core::Platform& platform, const core::BoundOptions& options) {
+    const core::Plan plan = plan_of(platform);
     Emulation e;
     e.values = core::matmul(*sa, *sb, sc.get(), plan);
     e.bound = core::matmul_bound(*sa, *sb, sc.get(), plan, e.values, options);
@@ -153,15 +160,15 @@ Op matmul(const Array& a, const Array& b, const Array* c, std::string_view in_fm
           core::reduction_weights(plan, sa->shape().back(), sc != nullptr, options).failure_probability;
     return e;
   };
-  op.model_key = [fmt, out](const core::Platform& platform) {
-    core::Plan plan = core::plan_for(platform, core::Operation::matmul, fmt, out.format.name);
+  op.model_key = [plan_of](const core::Platform& platform) {
+    core::Plan plan = plan_of(platform);
     plan.name.clear();  // it names the platform
     return core::to_json(plan, -1);
   };
   // A 2-D product: where one element's bound comes from, and the part of the op holding given elements.
   if (a.dimension() == 2 && b.dimension() == 2) {
-    op.bound_sources = [sa, sb, sc, fmt, out](const core::Platform& platform, std::size_t flat, double emulated) {
-      const core::Plan plan = core::plan_for(platform, core::Operation::matmul, fmt, out.format.name);
+    op.bound_sources = [sa, sb, sc, plan_of](const core::Platform& platform, std::size_t flat, double emulated) {
+      const core::Plan plan = plan_of(platform);
       const std::size_t M = sa->shape()[0], K = sa->shape()[1], N = sb->shape()[1], i = flat / N, j = flat % N;
       std::optional<double> cij;
       if (sc) cij = Array(xt::broadcast(*sc, std::vector<std::size_t>{M, N}))(i, j);
@@ -475,6 +482,9 @@ Op attention(const Array& q, const Array& k, const Array& v, const Array* mask, 
   const std::string fmt(in_fmt);
   op.emulate = [sq, sk, sv, parameters, fmt, out, options](const core::Platform& platform, const core::BoundOptions&) {
     return cases::attention(*sq, *sk, *sv, parameters(), platform, fmt, out, options);
+  };
+  op.diagnose = [sq, sk, sv, parameters](const DiagnosisData& data) {
+    return diagnose_attention(*sq, *sk, *sv, parameters(), data);
   };
   return op;
 }

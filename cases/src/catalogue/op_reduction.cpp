@@ -127,6 +127,12 @@ Op reduce(Reduction kind, const Array& x, const std::vector<std::ptrdiff_t>& axe
           r.data()[i] = divide_exact(s.hi.data()[i], s.lo.data()[i], n, out).rounded;
         return r;
       };
+      // The sum's models on the terms x / n (within the bound: each term's division by n rounds
+      // at 2^-53, far below any bound): a tile of the row never added, or added twice.
+      op.diagnose = [sx, n](const DiagnosisData& data) {
+        const xt::xarray<double> terms = *sx / static_cast<double>(n);
+        return diagnose_reduction(terms, data);
+      };
       break;
     case Reduction::max:
       op.exact = [maximum] {

@@ -134,14 +134,18 @@ std::string fp8_formats_of(const core::Platform& p) {
   return s.empty() ? "none" : s;
 }
 
-core::Plan fp8_plan(const core::Platform& platform, std::string_view in_fmt) {
+core::Plan fp8_plan(const core::Platform& platform, std::string_view in_fmt, const xt::xarray<double>& a,
+                    const xt::xarray<double>& b) {
   const Format& f = format_by_name(in_fmt, "in_fmt");
   if (f.is_integer() || f.bits() != 8)
     throw error("in_fmt: a scaled fp8 matmul takes an 8-bit float format, got '" + std::string(in_fmt) +
                 "'; platform " + platform.name + " has fp8 matmul plans for: " + fp8_formats_of(platform));
   try {
-    return core::plan_for(platform, core::Operation::matmul, in_fmt, "fp32");
-  } catch (const error&) {
+    const std::array<const double*, 2> data{a.data(), b.data()};
+    const std::array<std::size_t, 2> sizes{a.size(), b.size()};
+    return core::plan_for_values(platform, core::Operation::matmul, in_fmt, "fp32", data, sizes);
+  } catch (const error& e) {
+    if (std::string(e.what()).find("up to 240") != std::string::npos) throw;
     throw error("in_fmt: platform " + platform.name + " has no fp8 matmul plan for '" + std::string(in_fmt) +
                 "' (with fp32 accumulation); its fp8 formats: " + fp8_formats_of(platform));
   }
@@ -199,9 +203,9 @@ Emulation scaled_fp8_matmul(const xt::xarray<double>& a, const xt::xarray<double
   if (options.split_k > K)
     throw error("split_k: " + std::to_string(options.split_k) + " parts exceed K = " + std::to_string(K));
   const core::Plan plan = options.split_k > 1
-                              ? core::with_split_k(fp8_plan(platform, in_fmt), options.split_k, options.split_mode,
-                                                   Cast{formats::fp32})
-                              : fp8_plan(platform, in_fmt);
+                              ? core::with_split_k(fp8_plan(platform, in_fmt, a, b), options.split_k,
+                                                   options.split_mode, Cast{formats::fp32})
+                              : fp8_plan(platform, in_fmt, a, b);
   const Format& fmt = format_by_name(in_fmt, "in_fmt");
   Cast out_storage;
   const Cast& out = output_cast(options.out_fmt, out_storage);

@@ -188,26 +188,63 @@ std::vector<Diagnosis> k_tiles(Matmul& mm, const DiagnosisData& d, const core::P
   return out;
 }
 
-// An operand read transposed (a square one: b [K, K] read as b^T, or a [M, M] as a^T).
+// An operand read transposed: a square one whole (b [K, K] read as b^T, or a [M, M] as a^T), or
+// each of its T x T tiles in place (a kernel that transposes, or forgets to transpose, the tile it
+// hands the PE array: T from 8 up, dividing both of the operand's dimensions). Bit for bit under
+// the platform's plan; a tiling whose order the plan does not follow, within the platform's bound.
 std::optional<Diagnosis> transposed_operand(Matmul& mm, const DiagnosisData& d, const core::Plan& own,
                                             const std::vector<std::size_t>& sample) {
   std::optional<Diagnosis> best;
   for (const bool of_b : {true, false}) {
-    if (of_b ? mm.K != mm.N : mm.M != mm.K) continue;
-    const auto edit = [&](std::vector<double>& x, std::vector<double>& y, std::size_t r, std::size_t j) {
-      if (of_b)
-        for (std::size_t k = 0; k < mm.K; ++k) y[k] = mm.b.data()[j * mm.N + k];  // column j of b^T: row j of b
-      else
-        for (std::size_t k = 0; k < mm.K; ++k) x[k] = mm.a.data()[k * mm.K + r];  // row r of a^T: column r of a
-    };
-    const std::size_t hits = reproduced(mm, d, sample, own, edit);
-    const double share = static_cast<double>(hits) / static_cast<double>(sample.size());
-    if (hits && (!best || share > best->explains))
+    const std::size_t rows = of_b ? mm.K : mm.M, cols = of_b ? mm.N : mm.K;
+    const double* m = of_b ? mm.b.data() : mm.a.data();
+    std::vector<std::size_t> tiles;
+    for (std::size_t T = std::min(rows, cols); T >= 8; T /= 2)
+      if (rows % T == 0 && cols % T == 0 && (T < std::max(rows, cols) || rows == cols)) tiles.push_back(T);
+    for (const std::size_t T : tiles) {
+      // element (r, c) of the operand as read: its T x T tile transposed in place
+      const auto at = [&](std::size_t r, std::size_t c) {
+        return m[(r / T * T + c % T) * cols + (c / T * T + r % T)];
+      };
+      const auto edit = [&](std::vector<double>& x, std::vector<double>& y, std::size_t r, std::size_t j) {
+        if (of_b)
+          for (std::size_t k = 0; k < mm.K; ++k) y[k] = at(k, j);
+        else
+          for (std::size_t k = 0; k < mm.K; ++k) x[k] = at(r, k);
+      };
+      std::size_t hits = reproduced(mm, d, sample, own, edit);
+      bool exact = true;
+      if (static_cast<double>(hits) < kDiagnosisThreshold * static_cast<double>(sample.size())) {
+        // the kernel's order is not the plan's: within the bound of the edited dot product
+        exact = false;
+        hits = 0;
+        std::vector<double> x, y;
+        for (const std::size_t i : sample) {
+          const std::size_t r = i / mm.N, j = i % mm.N;
+          const std::span<const double> ar = mm.row(r), bc = mm.col(j);
+          x.assign(ar.begin(), ar.end());
+          y.assign(bc.begin(), bc.end());
+          edit(x, y, r, j);
+          double dot = mm.c_at(i).value_or(0.0), magnitude = std::abs(dot);
+          for (std::size_t k = 0; k < mm.K; ++k) {
+            dot += x[k] * y[k];
+            magnitude += std::abs(x[k] * y[k]);
+          }
+          const double slack = std::ldexp(static_cast<double>(mm.K + 2) * magnitude, -52);
+          hits += std::abs(d.actual.data()[i] - dot) <= d.bound.data()[i] + slack;
+        }
+      }
+      const double share = static_cast<double>(hits) / static_cast<double>(sample.size());
+      if (!hits || (best && share <= best->explains)) continue;
+      const std::string name = of_b ? "b" : "a";
+      const std::string which = T == rows && T == cols ? name + " read transposed"
+                                                       : "each " + std::to_string(T) + " x " + std::to_string(T) +
+                                                             " tile of " + name + " read transposed (in place)";
       best = Diagnosis{"transposed_tile", share,
-                       std::string(of_b ? "b" : "a") + " read transposed reproduces " + number(100 * share, 3) +
-                           "% of the failing elements",
-                       "bit for bit: the platform's plan on " + std::string(of_b ? "b^T" : "a^T") + ", on " +
-                           detail::sample_words(sample.size(), d.failing.size())};
+                       which + " reproduces " + number(100 * share, 3) + "% of the failing elements",
+                       (exact ? "bit for bit: the platform's plan on " : "within the platform's bound: the exact product with ") +
+                           name + " so read, on " + detail::sample_words(sample.size(), d.failing.size())};
+    }
   }
   return best;
 }

@@ -7,7 +7,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <optional>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -301,6 +303,74 @@ TEST(Diagnosis, RankedByEvidenceThenShare) {
   std::vector<std::string> kinds;
   for (const cases::Diagnosis& d : found) kinds.push_back(d.kind);
   EXPECT_EQ(kinds, (std::vector<std::string>{"transposed_tile", "narrow_accumulator", "row_scale", "missing_k_tile"}));
+}
+
+// A kernel that hands the PE array each 32 x 32 tile of a untransposed (or transposes it twice):
+// a's tiles read transposed in place, named with the tile size. The oracle: the product of the
+// tile-transposed a in binary64 loops, rounded once to fp32.
+TEST(Diagnosis, ATileTransposedInPlaceIsNamedWithItsSize) {
+  const Array a = generate(31, {64, 128}), b = generate(32, {128, 24});
+  const cases::Op op = cases::matmul(a, b, nullptr, "bf16", Cast{fmts::fp32});
+  Array out = xt::zeros<double>({64, 24});
+  for (std::size_t i = 0; i < 64; ++i)
+    for (std::size_t j = 0; j < 24; ++j) {
+      double acc = 0;
+      for (std::size_t k = 0; k < 128; ++k) acc += a(i / 32 * 32 + k % 32, k / 32 * 32 + i % 32) * b(k, j);
+      out(i, j) = fp32(acc);
+    }
+  const cases::Verdict v = judged(out, op, "trainium.trn2");
+  expect_first(v, "transposed_tile", 0.9);
+  EXPECT_NE(v.diagnoses.front().detail.find("each 32 x 32 tile of a"), std::string::npos) << v.diagnoses.front().detail;
+}
+
+// Causal attention over one batch, in binary64 loops written here (the test's oracle, not numeq's
+// reference): scores q k^T times `scale`, key j kept for query i where j <= i + shift, softmax with
+// its maximum subtracted, times v; rounded to fp32.
+Array loop_attention(const Array& q, const Array& k, const Array& v, double scale, int shift) {
+  const std::size_t lq = q.shape()[0], lk = k.shape()[0], d = q.shape()[1], dv = v.shape()[1];
+  Array out = xt::zeros<double>({lq, dv});
+  for (std::size_t i = 0; i < lq; ++i) {
+    std::vector<double> s(lk, -INFINITY);
+    double top = -INFINITY;
+    for (std::size_t j = 0; j < lk; ++j) {
+      if (static_cast<long long>(j) > static_cast<long long>(i) + shift) continue;
+      double dot = 0;
+      for (std::size_t c = 0; c < d; ++c) dot += q(i, c) * k(j, c);
+      s[j] = dot * scale;
+      top = std::max(top, s[j]);
+    }
+    double total = 0;
+    for (double& x : s) total += (x = std::isinf(x) ? 0.0 : std::exp(x - top));
+    for (std::size_t c = 0; c < dv; ++c) {
+      double acc = 0;
+      for (std::size_t j = 0; j < lk; ++j) acc += s[j] * v(j, c);
+      out(i, c) = fp32(acc / total);
+    }
+  }
+  return out;
+}
+
+// An attention kernel's scale applied twice or never, and its causal mask shifted by one key:
+// each named (wrong_scale with its factor, shifted_mask with its direction), first.
+TEST(Diagnosis, AttentionScaleAndMaskMistakesAreNamed) {
+  const Array q = generate(21, {48, 16}, fmts::fp32), k = generate(22, {48, 16}, fmts::fp32),
+              v = generate(23, {48, 16}, fmts::fp32);
+  const double s = 0.25;  // 1 / sqrt(16)
+  const cases::Op op = cases::attention(q, k, v, nullptr, true, std::nullopt, "fp32", Cast{fmts::fp32});
+  const Array right = loop_attention(q, k, v, s, 0);
+  EXPECT_TRUE(judged(right, op, "cuda_core.fp32").passed) << cases::describe(judged(right, op, "cuda_core.fp32"));
+  for (const auto& [scale, words] : {std::pair{s * s, std::string("applied twice")},
+                                     std::pair{1.0, std::string("never applied")}}) {
+    const cases::Verdict v2 = judged(loop_attention(q, k, v, scale, 0), op, "cuda_core.fp32");
+    expect_first(v2, "wrong_scale", 0.9);
+    EXPECT_NE(v2.diagnoses.front().detail.find(words), std::string::npos) << v2.diagnoses.front().detail;
+  }
+  for (const auto& [shift, words] : {std::pair{-1, std::string("own key masked")},
+                                     std::pair{1, std::string("one key past")}}) {
+    const cases::Verdict v2 = judged(loop_attention(q, k, v, s, shift), op, "cuda_core.fp32");
+    expect_first(v2, "shifted_mask", 0.9);
+    EXPECT_NE(v2.diagnoses.front().detail.find(words), std::string::npos) << v2.diagnoses.front().detail;
+  }
 }
 
 }  // namespace

@@ -100,6 +100,13 @@ struct SoftmaxOptions;
 std::vector<Diagnosis> diagnose_softmax(const xt::xarray<double>& x, std::ptrdiff_t axis, bool log,
                                         const SoftmaxOptions& own, const DiagnosisData& data);
 
+// The models of an attention's mistakes (wrong_scale: the scale on the scores missing, applied twice
+// or inverted; shifted_mask: a causal mask shifted by one key), q, k, v with the op's own
+// parameters. Op::diagnose of cases::attention.
+std::vector<Diagnosis> diagnose_attention(const xt::xarray<double>& q, const xt::xarray<double>& k,
+                                          const xt::xarray<double>& v, const reference::AttentionParameters& own,
+                                          const DiagnosisData& data);
+
 // The models of a normalisation's mistakes (wrong_eps: the usual eps values tried, within the
 // bound). Op::diagnose of cases::layernorm and rmsnorm.
 struct NormOptions;

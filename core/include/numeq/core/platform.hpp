@@ -113,6 +113,14 @@ void register_platform(const Platform& platform);
 // The plan for an operation; numeq::error naming the argument and listing what the platform has.
 Plan plan_for(const Platform& platform, Operation op, std::string_view in_fmt, std::string_view out_fmt);
 
+// plan_for, where the platform has no plan for in_fmt but has one for its twin and every value of
+// `operands` is a value of both: e4m3 (IEEE-like, Trainium's float8_e4m3) and e4m3fn (OCP) share
+// their exponent bias, their three fraction bits and so every finite value up to 240, e4m3's largest
+// (ml_dtypes' tables; FACTS.md s1). A port of an e4m3fn CUDA kernel to trn2 quantises to e4m3: on
+// such values the two are the same numbers, and the twin's plan is the platform's computation.
+Plan plan_for_values(const Platform& platform, Operation op, std::string_view in_fmt, std::string_view out_fmt,
+                     std::span<const double* const> data, std::span<const std::size_t> sizes);
+
 // Split-K as a plan option: K cut into `parts`. serial: each part continues from the previous
 // partial, which passes through the plan's output cast (CUTLASS serial split-K); parallel: parts
 // reduced independently, each rounded to `partial`, then summed in order in `partial` arithmetic
