@@ -391,7 +391,7 @@ def _tolerance_arguments(p: argparse.ArgumentParser) -> None:
     from .tolerance_table import GPU_PLATFORMS, OTHER_PLATFORMS, SweepConfig
 
     d = SweepConfig()
-    p.add_argument("--ops", default=",".join(d.ops), help=f"catalogue ops (default: all: {','.join(OPS)})")
+    p.add_argument("--ops", default=",".join(d.ops), help=f"catalogue ops (default: {','.join(d.ops)}; any of {','.join(OPS)})")
     p.add_argument("--formats", default=",".join(d.formats), help="input formats (default: %(default)s)")
     p.add_argument("--ks", default=",".join(str(k) for k in d.ks), help="reduction lengths K (default: %(default)s)")
     p.add_argument("--platforms", default=",".join(GPU_PLATFORMS),

@@ -1,0 +1,55 @@
+"""e4m3 (Trainium's IEEE-like float8_e4m3) and e4m3fn (OCP) are the same numbers up to 240: an fp8
+op in one is judged on a platform that has only the other's plan, and refused by name beyond 240.
+Oracles: ml_dtypes' tables of both formats (every code), numpy float64 products."""
+
+from __future__ import annotations
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+import numeq
+
+
+def test_every_finite_e4m3_value_up_to_240_is_an_e4m3fn_value_and_the_converse():
+    e4m3 = np.arange(256, dtype=np.uint8).view(ml_dtypes.float8_e4m3).astype(np.float64)
+    e4m3fn = np.arange(256, dtype=np.uint8).view(ml_dtypes.float8_e4m3fn).astype(np.float64)
+    finite = set(e4m3[np.isfinite(e4m3)].tolist())
+    shared = {v for v in e4m3fn[np.isfinite(e4m3fn)].tolist() if abs(v) <= 240}
+    assert max(finite) == 240 and finite == shared
+
+
+def _operands(fmt: str, top: float = 8.0):
+    rng = np.random.default_rng(5)
+    a = numeq.round(np.clip(rng.standard_normal((32, 256)) * 2, -top, top), fmt)
+    b = numeq.round(np.clip(rng.standard_normal((256, 16)) * 2, -top, top), fmt)
+    return a, b
+
+
+@pytest.mark.parametrize("fmt, platform", [("e4m3fn", "trainium.trn2"), ("e4m3", "nvidia.h100")])
+def test_an_fp8_matmul_is_computed_with_the_twin_plan_of_a_platform_that_lacks_its_own(fmt, platform):
+    a, b = _operands(fmt)
+    op = numeq.ops.matmul(a, b, in_fmt=fmt, out="fp32")
+    out = op.emulate(platform)
+    twin = "e4m3" if fmt == "e4m3fn" else "e4m3fn"
+    assert np.array_equal(out, numeq.ops.matmul(a, b, in_fmt=twin, out="fp32").emulate(platform))
+    exact = a.astype(np.float64) @ b.astype(np.float64)  # products and sums of fp8 values: exact in binary64
+    assert np.all(np.abs(out - exact) <= op.bound(platform))
+    assert numeq.compare(out, op, platform).tier == "bit_exact"
+
+
+def test_a_port_of_an_e4m3fn_kernel_to_trn2_s_e4m3_is_judged_and_its_tolerance_computed():
+    a, b = _operands("e4m3fn")
+    sa, sb = np.float64(0.5), np.float64(0.25)
+    op = numeq.ops.scaled_fp8_matmul(a, b, sa, sb, in_fmt="e4m3fn")
+    gpu = op.emulate("nvidia.h100")
+    trn = op.emulate("trainium.trn2")
+    assert numeq.compare_port(gpu, trn, op, "nvidia.h100", "trainium.trn2").passed
+
+
+def test_operands_beyond_240_have_no_e4m3_twin_and_say_so():
+    a, b = _operands("e4m3fn", top=400.0)
+    a[0, 0] = 448.0
+    op = numeq.ops.matmul(a, b, in_fmt="e4m3fn", out="fp32")
+    with pytest.raises(ValueError, match="only up to 240.*reach 448"):
+        op.emulate("trainium.trn2")
