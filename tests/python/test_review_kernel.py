@@ -289,3 +289,19 @@ def test_numeq_review_kernel_mode_takes_params_and_real_outputs_and_refuses_stra
                             str(tmp_path / "x.npz"), "--op", "softmax", "--param", "axis=last"],
                            capture_output=True, text=True, timeout=300)
     assert typed.returncode == 2 and "axis='last' is not an integer" in typed.stderr, typed.stderr
+
+
+def test_a_kernel_s_row_vectors_are_read_as_the_op_s_vectors_and_said_so() -> None:
+    # The layernorm example takes gamma and beta as [1, n] (a row the kernel broadcasts over
+    # partitions); numeq.ops.layernorm takes them as [n]: the review reads them so, and says it.
+    m = example("layernorm")
+    x, gamma, beta = m.inputs()
+    assert gamma.shape == (1, x.shape[1])
+    r = review_kernel(m.layernorm, {"x": x, "gamma": gamma, "beta": beta}, "layernorm", params={"eps": m.EPS})
+    assert r.passed
+    note = next(n for n in r.correctness.notes if n.startswith("inputs:"))
+    assert f"gamma of shape (1, {x.shape[1]}) read as ({x.shape[1]},)" in note
+    # a [2, n] array is no vector: refused, naming the input and the shape the op takes
+    with pytest.raises(Exception, match="gamma"):
+        review_kernel(m.layernorm, {"x": x, "gamma": np.vstack([gamma, gamma]), "beta": beta}, "layernorm",
+                      kernel_args={"x": x, "gamma": gamma, "beta": beta}, params={"eps": m.EPS})

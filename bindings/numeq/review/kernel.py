@@ -79,7 +79,8 @@ def review_kernel(kernel: Callable, inputs: dict[str, np.ndarray], op: str, *, k
         f"inputs: {op} read {', '.join(sorted(m.inputs)) or 'none'}; the kernel took "
         f"{', '.join(sorted(args)) or 'none'}"
         + (f"; params {', '.join(f'{k}={v!r}' for k, v in m.params.items())}" if m.params else "")
-        + (f"; given outputs: {', '.join(given_names)}" if given_names else ""))
+        + (f"; given outputs: {', '.join(given_names)}" if given_names else "")
+        + "".join(f"; {k} of shape {old} read as {new}, the op's shape" for k, (old, new) in m.reshaped.items()))
     return r
 
 

@@ -141,6 +141,7 @@ class Manifest:
     kernel: KernelSpec | None = None
     nki_from_numeq: bool = False  # outputs["nki"] is numeq's own run of the kernel (no measurement)
     nki_run: Any = field(default=None, repr=False, compare=False)  # the numeq.nki.Run outputs["nki"] is, if any
+    reshaped: dict = field(default_factory=dict, repr=False, compare=False)  # input -> (given shape, the op's)
     _op: Any = field(default=None, repr=False, compare=False)  # op(), built once: its exact result kept
 
     @property
@@ -158,6 +159,7 @@ class Manifest:
         if self._op is not None:
             return self._op
         required, optional, build = _OPERATIONS[self.op_name]
+        self._vectors_as_the_op_takes_them()
         args = [self.inputs[n] for n in required]
         kw = {n: self.inputs[n] for n in optional if n in self.inputs}
         if self.op_name not in _NO_FORMAT_KEYWORDS:
@@ -169,6 +171,23 @@ class Manifest:
         except (ValueError, TypeError) as e:
             raise ManifestError(f"{self.path}:{self.line('operation')}: operation: numeq.ops.{self.op_name} "
                                 f"refuses the manifest's inputs or params: {e}") from None
+
+
+    def _vectors_as_the_op_takes_them(self) -> None:
+        """A per-feature vector the op takes as [n] (gamma, beta) given as a kernel holds it, [1, n] or
+        [n, 1]: read as [n], and said so (``reshaped``). Only where every other axis has length 1."""
+        try:
+            shapes = {i.name: i.shape for i in ops.spec(self.op_name).inputs}
+        except ValueError:
+            return
+        for name, array in list(self.inputs.items()):
+            text = shapes.get(name, "")
+            if not (text.startswith("[") and text.endswith("]") and "," not in text and "..." not in text):
+                continue
+            a = np.asarray(array)
+            if a.ndim > 1 and sum(d != 1 for d in a.shape) <= 1:
+                self.reshaped[name] = (tuple(a.shape), (a.size,))
+                self.inputs[name] = a.reshape(a.size)
 
 
 # --- where each key is ----------------------------------------------------------------------------
