@@ -102,6 +102,7 @@ class Run:
     # there came out smaller than its operands) and "overflow" (kernel line -> Inf values written
     # there, in order): what the run's kernel_cancellation / kernel_overflow diagnoses read.
     watched: dict = field(default_factory=dict, repr=False, compare=False)
+    radii: Any = field(default=None, repr=False, compare=False)  # a rerun with bound=True: its outputs' radii
 
     def release(self) -> None:
         """Drop what is bulky (the outputs, the trace, the precision sites, the allocations' lives and
@@ -111,6 +112,7 @@ class Run:
         self.outputs, self.trace, self.sites, self.lives, self.rerun = None, [], {}, [], None
         self.__dict__.pop("precision", None)
         self.__dict__.pop("_exact", None)
+        self.__dict__.pop("_bound", None)
         self.released = True
 
     @property
@@ -177,6 +179,24 @@ class Run:
                                  + "; ".join(str(f) for f in r.errors[:3]))
             self.__dict__["_exact"] = r.outputs
         return self.__dict__["_exact"]
+
+    def bound(self) -> Any:
+        """Per element, a bound on |outputs - the kernel's exact dataflow| (``exact()`` is that dataflow
+        within binary64's roundoff), as float64 arrays in the structure of ``outputs``: the kernel run
+        again with every element's radius walked instruction by instruction (instructions.bounds:
+        each instruction's propagated distance plus its own measured rounding). Rigorous, and tight:
+        it overstates only where rounding errors of opposite signs cancel. Kernels of dma_copy,
+        tensor_copy, memset, nc_transpose, tensor_tensor, tensor_scalar, activation (monotone
+        functions), tensor_reduce and nc_matmul; any other instruction raises
+        ``numeq.nki.Unsupported`` naming it and its line. Computed once, on first use."""
+        if "_bound" not in self.__dict__:
+            if self.released:
+                raise ValueError("bound: this run was released; run the kernel with numeq.nki.run for a run of "
+                                 "your own")
+            if self.rerun is None or not self.completed:
+                raise ValueError("bound: the run did not complete (or was not made by numeq.nki.run)")
+            self.__dict__["_bound"] = self.rerun(bound=True).radii
+        return self.__dict__["_bound"]
 
     @functools.cached_property
     def precision(self) -> list:
@@ -283,13 +303,27 @@ def _outputs(ctx: Context, x: Any) -> Any:
     return x
 
 
+def _radii(ctx: Context, x: Any) -> Any:
+    """The radii of the kernel's returned tensors (Run.bound()), in the structure of its outputs."""
+    from .instructions.bounds import radius_view
+
+    if isinstance(x, Tensor):
+        return radius_view(ctx, x).copy()
+    if isinstance(x, (tuple, list)):
+        return type(x)(_radii(ctx, v) for v in x)
+    if isinstance(x, dict):
+        return {k: _radii(ctx, v) for k, v in x.items()}
+    return x
+
+
 def _execute(fn: Callable, args: tuple, kwargs: dict, target: str, assume: dict | None, grid: tuple,
-             widen: frozenset = frozenset(), exact: bool = False, watch: bool = False) -> Run:
+             widen: frozenset = frozenset(), exact: bool = False, watch: bool = False, bound: bool = False) -> Run:
     grid = check_grid(grid)
     ctx = _RunContext(target, assume, grid)
     ctx.widen = widen
     ctx.exact = exact
     ctx.watch = {"cancellation": {}, "overflow": {}} if watch else None
+    ctx.radii = {} if bound else None
     completed = True
     result: Any = None
     with running(ctx):
@@ -312,6 +346,7 @@ def _execute(fn: Callable, args: tuple, kwargs: dict, target: str, assume: dict 
         settle_all(ctx)
         _rules.capacity(ctx)
         outputs = _outputs(ctx, result) if completed else None
+        radii = _radii(ctx, result) if completed and bound else None
         # Inputs the kernel wrote are copied back, as AWS's simulator does; a rerun starts from
         # their values before this run (kept here), so the kernel's experiments see the same inputs.
         before: dict[int, np.ndarray] = {}
@@ -324,18 +359,19 @@ def _execute(fn: Callable, args: tuple, kwargs: dict, target: str, assume: dict 
             kwargs = {k: before.get(id(v), v) for k, v in kwargs.items()}
 
     def rerun(widen: frozenset = frozenset(), assume: dict | None = None, exact: bool = False,
-              watch: bool = False) -> Run:
+              watch: bool = False, bound: bool = False) -> Run:
         """The same kernel on the same inputs again (``widen``: tiles, by allocation line, made
         fp32; ``assume``: assumptions changed; ``exact``: without the hardware's roundings;
         ``watch``: each line's cancellation and overflow recorded in ``Run.watched``): the
         precision flow's experiments, ``Run.exact()`` and the run's diagnoses."""
         return _execute(fn, args, kwargs, target, {**(base_assume or {}), **(assume or {})}, grid, widen, exact,
-                        watch)
+                        watch, bound)
 
     base_assume = assume
     platform, kernel_platform = _platforms_of(ctx)
     return Run(outputs, ctx.findings, ctx.trace, platform, target, {k: v["value"] for k, v in ctx.table.items()},
-               completed, ctx.sites, rerun, ctx.lives, kernel_platform=kernel_platform, watched=ctx.watch or {})
+               completed, ctx.sites, rerun, ctx.lives, kernel_platform=kernel_platform, watched=ctx.watch or {},
+               radii=radii)
 
 
 def _platforms_of(ctx: _RunContext) -> tuple[str, str]:

@@ -19,7 +19,7 @@ from ..machine import precision as _precision
 from ..machine import placement as _placement
 from ..machine import psum as _psum
 from ..machine import rules as _rules
-from ..machine.context import Context, KernelFault, current
+from ..machine.context import Context, KernelFault, Unsupported, current, where
 from ..machine.dtypes import dtype_of
 from ..machine.memory import MEMORIES, WRITER_MATMUL, WRITER_OTHER, WRITER_READ, Allocation, OutsideBuffer, Tensor
 from ..machine.context import site, where as _where
@@ -198,6 +198,9 @@ def before_write(ctx: Context, dst: Any) -> None:
     """What must happen before any instruction changes dst's bytes: a pending matmul chain in it
     is computed, and so is one that reads it (it keeps the operand by reference, _psum). A
     first write to part of a tile made uninitialised zeroes the rest (Allocation.mask)."""
+    if ctx.radii is not None and not ctx.bounding:
+        raise Unsupported(f"{where()}: Run.bound() cannot follow a write no instruction makes (the older "
+                          f"interface's tile assignment into {dst.name}); write it with an nki.isa instruction")
     base = dst.base
     if base._uninitialised:
         if not base.covered_by(dst):

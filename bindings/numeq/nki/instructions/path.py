@@ -19,6 +19,7 @@ from ..machine.memory import OutsideBuffer, Tensor
 from .forms import Form, bind
 from .operands import destination, doc
 from .table import INSTRUCTIONS, InstructionSpec, key
+from . import bounds as _bounds
 
 __all__ = ["Call", "entry", "language_functions", "public_functions"]
 
@@ -129,7 +130,8 @@ def entry(spec: InstructionSpec) -> Callable:
             if since > 2 and ctx.target.generation < since:
                 ctx.find("target_generation", "error", f"{name} is available on NeuronCore-v{since} and newer; the "
                          f"target {ctx.target.name} is {ctx.target.core}", spec.source or doc(name))
-            return semantics(Call(ctx, spec, form, values, dtype, eng))
+            call = Call(ctx, spec, form, values, dtype, eng)
+            return semantics(call) if ctx.radii is None else _bounds.walk(ctx, name, call, semantics)
         finally:
             ctx.at = None
             ctx.engine = outer

@@ -199,6 +199,10 @@ class Context:
         # Run.exact(): the kernel's dataflow without the hardware's roundings (machine.arithmetic.EXACT).
         self.exact = False
         self.watch: dict | None = None  # a diagnostic rerun's watch (machine.arithmetic.WATCH)
+        # Run.bound(): each buffer's radii by id (instructions.bounds), and whether a bound rule's
+        # instruction is running (a write outside one cannot be followed).
+        self.radii: dict | None = None
+        self.bounding = False
         self.findings: list[Finding] = []
         self.at: str | None = None  # the kernel's line of the instruction running, when it called it directly
         self.engine: str | None = None  # the engine of the instruction running (the rules that differ by engine)

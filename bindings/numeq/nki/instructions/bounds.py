@@ -1,0 +1,273 @@
+"""``Run.bound()``: a per-element bound on |outputs - the kernel's exact dataflow|, walked over the
+run instruction by instruction (the instruction table's bound column: ``RULES``).
+
+Every element of every tile carries a radius: how far its stored value may lie from the value the
+kernel's exact math gives it (kernel inputs: 0). Each instruction's rule computes its destination's
+radius from its operands' (their stored values and radii) in two parts:
+
+- *propagated*: how far the operation can move its operands' distances, by its own bound on the box
+  [value - radius, value + radius]: a sum adds radii; a product |x| r_y + |y| r_x + r_x r_y; a dot
+  product the same summed over K; a monotone function the larger of its moves to the box's ends;
+  max / min the larger radius; data movement moves radii with the data;
+- *local*: how far the instruction's own result lies from its exact math on the operands it read,
+  measured on the run (the stored result against the exact sum, product, dot product or function of
+  the stored operands: binary64, or numeq's exact accumulator), with binary64's own error as slack.
+  A constant the kernel wrote (a Python float) enters as the engine's fp32 immediate at radius
+  |fp32(c) - c|, since the exact dataflow uses c itself.
+
+The bound is rigorous by the triangle inequality, and tight: its local parts are the run's actual
+rounding errors, so it overstates only where errors of opposite signs cancel. An instruction without
+a rule stops ``Run.bound()`` naming it and its line, as does a write no instruction makes (the older
+interface's tile assignment).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import numpy as np
+
+from ... import reference as _reference
+from ..machine import arithmetic as _numerics
+from ..machine import psum as _psum
+from ..machine.alu import alu, op_name
+from ..machine.context import Unsupported, where
+from ..machine.memory import Tensor
+
+__all__ = ["RULES", "radius_view", "walk"]
+
+SLACK = 2.0 ** -50  # binary64's own error in a local measurement, relative (a few ulps)
+
+
+def _refuse(what: str) -> Unsupported:
+    return Unsupported(f"{where()}: Run.bound() has no bound model for {what} yet (docs/nki.md lists the "
+                       "instructions it walks)")
+
+
+def radius_view(ctx: Any, t: Any) -> np.ndarray:
+    """The radii of view ``t``'s elements: a writable view of its buffer's radius array, laid out as
+    ``t.data`` lies in the buffer's storage."""
+    if type(t) is not Tensor:
+        raise _refuse(f"an indirect or out-of-buffer view ({type(t).__name__} {getattr(t, 'name', '')})")
+    base = t.base
+    r = ctx.radii.get(base.id)
+    if r is None:
+        r = ctx.radii[base.id] = np.zeros(base.data.shape, dtype=np.float64)
+    data, whole = t.data, base.data
+    item = whole.itemsize
+    start = data.__array_interface__["data"][0] - whole.__array_interface__["data"][0]
+    if (data.itemsize != item or start < 0 or start % item or any(s < 0 or s % item for s in data.strides)
+            or not np.shares_memory(data, whole)):
+        raise _refuse(f"a view of {t.name} that is not a plain strided view of its buffer")
+    return np.lib.stride_tricks.as_strided(r.reshape(-1)[start // item:], data.shape,
+                                           tuple(s // item * 8 for s in data.strides), writeable=True)
+
+
+def _stored(t: Any) -> np.ndarray:
+    return np.asarray(_numerics.fp32_values(t.data, t.dtype), dtype=np.float64)
+
+
+def _settled(ctx: Any, t: Any) -> None:
+    if t.base.id in ctx.pending:
+        _psum.settle(ctx, t.base)
+
+
+def walk(ctx: Any, name: str, call: Any, semantics: Callable) -> Any:
+    """Run one instruction with its bound rule: its operands' values and radii read first, the
+    destination's radii set after."""
+    rule = RULES.get(name)
+    if rule is None:
+        raise _refuse(f"nisa.{name}")
+    before = {}
+    for key, v in call.args.items():
+        if isinstance(v, Tensor):
+            _settled(ctx, v)
+            before[key] = (_stored(v), radius_view(ctx, v).copy())
+    ctx.bounding = True
+    try:
+        result = semantics(call)
+    finally:
+        ctx.bounding = False
+    dst = call.args.get("dst") if isinstance(call.args.get("dst"), Tensor) else result
+    if not isinstance(dst, Tensor):
+        raise _refuse(f"nisa.{name} without one destination tile")
+    _settled(ctx, dst)
+    radius = rule(ctx, call, before, _stored(dst))
+    radius_view(ctx, dst)[...] = np.broadcast_to(radius, dst.shape)
+    return result
+
+
+# --- the rules: (ctx, call, operands before, the destination's stored values) -> its radii -------
+
+def _local(y: np.ndarray, exact: np.ndarray) -> np.ndarray:
+    """The stored result's distance from the exact result of the operands it read, with slack."""
+    with np.errstate(invalid="ignore"):
+        d = np.abs(y - exact) + SLACK * np.abs(exact)
+    return np.where(np.isnan(d), np.inf, d)
+
+
+def _moved(ctx: Any, call: Any, before: dict, y: np.ndarray) -> np.ndarray:
+    # dma_copy / tensor_copy: the radii move with the values; a cast into dst's dtype is local.
+    if call.args.get("dst_rmw_op") is not None:
+        raise _refuse("nisa.dma_copy with dst_rmw_op")
+    x, r = before["src"]
+    return r.reshape(y.shape) + _local(y, x.reshape(y.shape))
+
+
+def _memset(ctx: Any, call: Any, before: dict, y: np.ndarray) -> np.ndarray:
+    return _local(y, np.full(y.shape, float(call.args["value"])))
+
+
+def _transpose(ctx: Any, call: Any, before: dict, y: np.ndarray) -> np.ndarray:
+    x, r = before["data"]
+    if x.ndim != 2:
+        raise _refuse("nisa.nc_transpose of a tile that is not 2-D")
+    return r.T.reshape(y.shape) + _local(y, x.T.reshape(y.shape))
+
+
+def _binary(name: str, x: np.ndarray, rx: np.ndarray, y: np.ndarray, ry: np.ndarray) -> tuple:
+    """(exact value of x <name> y in binary64, its propagated radius) for the stored operands."""
+    with np.errstate(all="ignore"):
+        if name in ("add", "subtract"):
+            return (x + y if name == "add" else x - y), rx + ry
+        if name == "multiply":
+            return x * y, np.abs(x) * ry + np.abs(y) * rx + rx * ry
+        if name in ("maximum", "max", "minimum", "min"):
+            return (np.maximum(x, y) if name in ("maximum", "max") else np.minimum(x, y)), np.maximum(rx, ry)
+        if name == "divide":
+            q = x / y
+            room = np.abs(y) - ry
+            return q, np.where(room > 0, (rx + np.abs(q) * ry) / np.where(room > 0, room, 1.0), np.inf)
+    raise _refuse(f"the ALU operator {name}")
+
+
+def _scalar(ctx: Any, operand: Any, before: dict, key: str, like: np.ndarray) -> tuple:
+    """An operand as (stored values, radii): a tile's from before the instruction; a constant as the
+    engine's fp32 immediate, at the distance from the constant the kernel wrote."""
+    if isinstance(operand, Tensor):
+        v, r = before[key]
+        return v.reshape(v.shape[0], *([1] * (like.ndim - 1))), r.reshape(v.shape[0], *([1] * (like.ndim - 1)))
+    c = float(0 if operand is None else operand)
+    hw = float(np.float32(c))
+    return np.float64(hw), np.float64(abs(hw - c))
+
+
+def _tensor_tensor(ctx: Any, call: Any, before: dict, y: np.ndarray) -> np.ndarray:
+    (x1, r1), (x2, r2) = before["data1"], before["data2"]
+    exact, prop = _binary(op_name(call.args["op"]), x1.reshape(y.shape), r1.reshape(y.shape),
+                          x2.reshape(y.shape), r2.reshape(y.shape))
+    return prop + _local(y, exact)
+
+
+def _tensor_scalar(ctx: Any, call: Any, before: dict, y: np.ndarray) -> np.ndarray:
+    v = call.args
+    x, r = before["data"]
+    x, r = x.reshape(y.shape), r.reshape(y.shape)
+    steps = [("op0", "operand0", "reverse0"), ("op1", "operand1", "reverse1")]
+    value, radius = x, r
+    for op_key, operand_key, reverse_key in steps:
+        if v.get(op_key) is None:
+            continue
+        name = op_name(v[op_key])
+        s, rs = _scalar(ctx, v[operand_key], before, operand_key, y)
+        a, ra, b, rb = (s, rs, value, radius) if v.get(reverse_key) else (value, radius, s, rs)
+        exact, prop = _binary(name, *np.broadcast_arrays(a, ra, b, rb))
+        stored = np.asarray(alu(name, np.asarray(a, np.float32), np.asarray(b, np.float32)), dtype=np.float64)
+        value, radius = stored, prop + _local(stored, exact)  # the engine's fp32 intermediate
+    return radius + _local(y, value)
+
+
+# Monotone functions (increasing, or decreasing: rsqrt, reciprocal) and where they are defined:
+# their move over [a - r, a + r] is the larger move to its two ends.
+_MONOTONE: dict[str, tuple[Callable, float]] = {
+    "exp": (np.exp, -np.inf), "exp2": (np.exp2, -np.inf), "tanh": (np.tanh, -np.inf),
+    "sigmoid": (lambda t: 0.5 * (1 + np.tanh(0.5 * t)), -np.inf), "arctan": (np.arctan, -np.inf),
+    "log": (np.log, 0.0), "sqrt": (np.sqrt, 0.0), "rsqrt": (lambda t: 1 / np.sqrt(t), 0.0),
+    "relu": (lambda t: np.maximum(t, 0.0), -np.inf), "softplus": (lambda t: np.logaddexp(0.0, t), -np.inf),
+    "copy": (lambda t: t, -np.inf), "identity": (lambda t: t, -np.inf), "negative": (np.negative, -np.inf),
+}
+
+
+def _activation(ctx: Any, call: Any, before: dict, y: np.ndarray) -> np.ndarray:
+    v = call.args
+    if v.get("reduce_res") is not None:
+        raise _refuse("nisa.activation with reduce_res")
+    name = op_name(v["op"])
+    if name not in _MONOTONE:
+        raise _refuse(f"the activation function {name}")
+    f, floor = _MONOTONE[name]
+    x, r = before["data"]
+    x, r = x.reshape(y.shape), r.reshape(y.shape)
+    s, rs = _scalar(ctx, v.get("scale", 1.0), before, "scale", y)
+    b, rb = _scalar(ctx, v.get("bias"), before, "bias", y)
+    with np.errstate(all="ignore"):
+        arg, r_arg = _binary("multiply", *np.broadcast_arrays(x, r, s, rs))
+        arg, r_add = _binary("add", *np.broadcast_arrays(arg, r_arg, b, rb))
+        r_arg = r_add + SLACK * np.abs(arg)
+        fa = f(arg)
+        lo, hi = arg - r_arg, arg + r_arg
+        moved = np.maximum(np.abs(f(hi) - fa), np.abs(f(lo) - fa)) * (1 + SLACK) + SLACK * np.abs(fa)
+        moved = np.where((lo > floor) | ((floor == 0.0) & (lo >= 0) & (name in ("sqrt",))), moved, np.inf)
+    moved = np.where(np.isnan(moved), np.inf, moved)
+    # the engine computes the argument in fp32 and f of it within its model: both are local
+    return moved + _local(y, fa)
+
+
+def _tensor_reduce(ctx: Any, call: Any, before: dict, y: np.ndarray) -> np.ndarray:
+    v = call.args
+    name = op_name(v["op"])
+    x, r = before["data"]
+    axis = v["axis"]
+    axes = tuple(a % x.ndim for a in (axis if isinstance(axis, (tuple, list)) else (axis,)))
+    if any(a == 0 for a in axes):
+        raise _refuse("nisa.tensor_reduce over the partition axis")
+    keep = [a for a in range(x.ndim) if a not in axes]
+    moved = np.transpose(x, keep + list(axes)).reshape(*[x.shape[a] for a in keep], -1)
+    radii = np.transpose(r, keep + list(axes)).reshape(moved.shape)
+    if name in ("add",):
+        exact = np.asarray(_reference.sum(np.ascontiguousarray(moved), axis=-1, in_fmt="fp64", out="fp64"))
+        prop = radii.sum(axis=-1) * (1 + SLACK)
+    elif name in ("maximum", "max", "minimum", "min"):
+        exact = moved.max(axis=-1) if name in ("maximum", "max") else moved.min(axis=-1)
+        prop = radii.max(axis=-1)
+    else:
+        raise _refuse(f"nisa.tensor_reduce with op {name}")
+    if v.get("negate"):
+        exact = -exact
+    return prop.reshape(y.shape) + _local(y, exact.reshape(y.shape))
+
+
+def _nc_matmul(ctx: Any, call: Any, before: dict, y: np.ndarray) -> np.ndarray:
+    v = call.args
+    if v.get("tile_position") is not None or v.get("perf_mode") or v.get("is_transpose"):
+        raise _refuse("nisa.nc_matmul with tile_position, perf_mode or is_transpose")
+    (a, ra), (b, rb) = before["stationary"], before["moving"]
+    if a.ndim != 2 or b.ndim != 2:
+        raise _refuse("nisa.nc_matmul of operands that are not 2-D")
+    k = a.shape[0]
+    tile = np.asarray(_reference.matmul(np.ascontiguousarray(a.T), np.ascontiguousarray(b), in_fmt="fp64",
+                                        out="fp64")).reshape(y.shape)
+    with np.errstate(all="ignore"):
+        prop = (np.abs(a).T @ rb + ra.T @ np.abs(b) + ra.T @ rb).reshape(y.shape) * (1 + (k + 2) * SLACK)
+    mode = ctx.trace[-1].detail.get("accumulate")
+    if mode == "accumulate":
+        old, r_old = before.get("dst", (None, None))
+        if old is None:
+            raise _refuse("nisa.nc_matmul accumulating into a tile it was not given")
+        return r_old.reshape(y.shape) + prop + _local(y, old.reshape(y.shape) + tile)
+    if mode != "overwrite":
+        raise _refuse("nisa.nc_matmul accumulating into part of its destination")
+    return prop + _local(y, tile)
+
+
+RULES: dict[str, Callable[..., np.ndarray]] = {
+    "dma_copy": _moved,
+    "tensor_copy": _moved,
+    "memset": _memset,
+    "nc_transpose": _transpose,
+    "tensor_tensor": _tensor_tensor,
+    "tensor_scalar": _tensor_scalar,
+    "activation": _activation,
+    "tensor_reduce": _tensor_reduce,
+    "nc_matmul": _nc_matmul,
+}
