@@ -1,7 +1,8 @@
 """``Run.bound()``: per element, a bound on |outputs - the kernel's exact dataflow|, walked over the
 run. Never violated (against ``Run.exact()``, itself checked against exact rationals and numpy
 float64 elsewhere) on random kernels and inputs, and tight: within 10x of the observed error on the
-example matmul kernels. An instruction it cannot walk is refused by name and line."""
+example kernels (matmuls, softmax, layernorm, rmsnorm, sum of squares, causal flash attention). An
+instruction it cannot walk is refused by name and line."""
 
 from __future__ import annotations
 
@@ -63,7 +64,8 @@ def _random_steps(rng) -> list:
         if kind == "scalar":
             steps.append((kind, dtype, [nl.add, nl.subtract, nl.multiply][rng.integers(0, 3)], float(rng.normal())))
         elif kind == "activation":  # bounded arguments: scale 0.5 keeps exp finite after a few steps
-            steps.append((kind, dtype, [nl.exp, nl.tanh, nl.sigmoid, nl.copy][rng.integers(0, 4)], 0.5))
+            steps.append((kind, dtype, [nl.exp, nl.tanh, nl.sigmoid, nl.copy, nl.square, nl.abs][rng.integers(0, 6)],
+                          0.5))
         else:
             steps.append((kind, dtype, [nl.add, nl.multiply, nl.maximum, nl.subtract][rng.integers(0, 4)], None))
     if rng.integers(0, 2):
@@ -95,8 +97,9 @@ def test_the_bound_is_never_violated_on_random_matmul_kernels(seed):
     assert bad == 0
 
 
-@pytest.mark.parametrize("name", ["matmul_basic", "matmul_mnk", "matmul_kouter"])
-def test_on_the_example_matmuls_the_bound_is_within_10x_of_the_error(name):
+@pytest.mark.parametrize("name", ["matmul_basic", "matmul_mnk", "matmul_kouter", "softmax", "layernorm", "rmsnorm",
+                                  "sum_of_squares", "flash_attention"])
+def test_on_the_example_kernels_the_bound_is_within_10x_of_the_error(name):
     m = example(name)
     run = nki.run(getattr(m, name), *m.inputs())
     bad, ratio = _violations(run)

@@ -185,9 +185,8 @@ class Run:
         within binary64's roundoff), as float64 arrays in the structure of ``outputs``: the kernel run
         again with every element's radius walked instruction by instruction (instructions.bounds:
         each instruction's propagated distance plus its own measured rounding). Rigorous, and tight:
-        it overstates only where rounding errors of opposite signs cancel. Kernels of dma_copy,
-        tensor_copy, memset, nc_transpose, tensor_tensor, tensor_scalar, activation (monotone
-        functions), tensor_reduce and nc_matmul; any other instruction raises
+        it overstates only where rounding errors of opposite signs cancel. The instructions it
+        walks are ``instructions.bounds.RULES`` (docs/nki.md lists them); any other raises
         ``numeq.nki.Unsupported`` naming it and its line. Computed once, on first use."""
         if "_bound" not in self.__dict__:
             if self.released:

@@ -93,7 +93,11 @@ def walk(ctx: Any, name: str, call: Any, semantics: Callable) -> Any:
         raise _refuse(f"nisa.{name} without one destination tile")
     _settled(ctx, dst)
     radius = rule(ctx, call, before, _stored(dst))
-    radius_view(ctx, dst)[...] = np.broadcast_to(radius, dst.shape)
+    if radius is None:  # an instruction made of another (activation_reduce): its radii are set
+        return result
+    for t, r in ([(dst, radius)] if isinstance(radius, np.ndarray) else radius):
+        t = dst if t is None else t
+        radius_view(ctx, t)[...] = np.broadcast_to(r, t.shape)
     return result
 
 
@@ -133,7 +137,13 @@ def _binary(name: str, x: np.ndarray, rx: np.ndarray, y: np.ndarray, ry: np.ndar
         if name == "multiply":
             return x * y, np.abs(x) * ry + np.abs(y) * rx + rx * ry
         if name in ("maximum", "max", "minimum", "min"):
-            return (np.maximum(x, y) if name in ("maximum", "max") else np.minimum(x, y)), np.maximum(rx, ry)
+            # only an operand that can be the larger (smaller) one on the box counts
+            big = name in ("maximum", "max")
+            sign = 1.0 if big else -1.0
+            x_out = sign * (x - y) > rx + ry  # x wins whatever the distances
+            y_out = sign * (y - x) > rx + ry
+            radius = np.where(x_out, rx, np.where(y_out, ry, np.maximum(rx, ry)))
+            return (np.maximum(x, y) if big else np.minimum(x, y)), radius
         if name == "divide":
             q = x / y
             room = np.abs(y) - ry
@@ -177,25 +187,42 @@ def _tensor_scalar(ctx: Any, call: Any, before: dict, y: np.ndarray) -> np.ndarr
     return radius + _local(y, value)
 
 
-# Monotone functions (increasing, or decreasing: rsqrt, reciprocal) and where they are defined:
-# their move over [a - r, a + r] is the larger move to its two ends.
-_MONOTONE: dict[str, tuple[Callable, float]] = {
-    "exp": (np.exp, -np.inf), "exp2": (np.exp2, -np.inf), "tanh": (np.tanh, -np.inf),
-    "sigmoid": (lambda t: 0.5 * (1 + np.tanh(0.5 * t)), -np.inf), "arctan": (np.arctan, -np.inf),
-    "log": (np.log, 0.0), "sqrt": (np.sqrt, 0.0), "rsqrt": (lambda t: 1 / np.sqrt(t), 0.0),
-    "relu": (lambda t: np.maximum(t, 0.0), -np.inf), "softplus": (lambda t: np.logaddexp(0.0, t), -np.inf),
-    "copy": (lambda t: t, -np.inf), "identity": (lambda t: t, -np.inf), "negative": (np.negative, -np.inf),
+# The functions, each with how far it can move a value a at distance r: a monotone one (increasing,
+# or decreasing: rsqrt, reciprocal) by the larger move to the box's two ends, where the box lies in
+# its domain (else unbounded); square by 2|a| r + r^2; abs by r.
+def _monotone(f: Callable, inside: Callable) -> Callable:
+    def move(a: np.ndarray, r: np.ndarray) -> np.ndarray:
+        lo, hi = a - r, a + r
+        fa = f(a)
+        moved = np.maximum(np.abs(f(hi) - fa), np.abs(f(lo) - fa)) * (1 + SLACK) + SLACK * np.abs(fa)
+        return np.where(inside(lo, hi), moved, np.inf)
+    return move
+
+
+_ANY = lambda lo, hi: np.ones(np.shape(lo), dtype=bool)  # noqa: E731
+_POSITIVE = lambda lo, hi: lo > 0  # noqa: E731
+_SIGIL = lambda t: 0.5 * (1 + np.tanh(0.5 * t))  # noqa: E731
+_FUNCTIONS: dict[str, tuple[Callable, Callable]] = {
+    "exp": (np.exp, _monotone(np.exp, _ANY)), "exp2": (np.exp2, _monotone(np.exp2, _ANY)),
+    "tanh": (np.tanh, _monotone(np.tanh, _ANY)), "sigmoid": (_SIGIL, _monotone(_SIGIL, _ANY)),
+    "arctan": (np.arctan, _monotone(np.arctan, _ANY)), "log": (np.log, _monotone(np.log, _POSITIVE)),
+    "sqrt": (np.sqrt, _monotone(np.sqrt, lambda lo, hi: lo >= 0)),
+    "rsqrt": (lambda t: 1 / np.sqrt(t), _monotone(lambda t: 1 / np.sqrt(t), _POSITIVE)),
+    "reciprocal": (lambda t: 1 / t, _monotone(lambda t: 1 / t, lambda lo, hi: (lo > 0) | (hi < 0))),
+    "relu": (lambda t: np.maximum(t, 0.0), lambda a, r: r),
+    "softplus": (lambda t: np.logaddexp(0.0, t), _monotone(lambda t: np.logaddexp(0.0, t), _ANY)),
+    "copy": (lambda t: t, lambda a, r: r), "identity": (lambda t: t, lambda a, r: r),
+    "negative": (np.negative, lambda a, r: r), "abs": (np.abs, lambda a, r: r),
+    "square": (np.square, lambda a, r: (2 * np.abs(a) * r + r * r) * (1 + SLACK)),
 }
 
 
-def _activation(ctx: Any, call: Any, before: dict, y: np.ndarray) -> np.ndarray:
+def _activation(ctx: Any, call: Any, before: dict, y: np.ndarray) -> Any:
     v = call.args
-    if v.get("reduce_res") is not None:
-        raise _refuse("nisa.activation with reduce_res")
     name = op_name(v["op"])
-    if name not in _MONOTONE:
+    if name not in _FUNCTIONS:
         raise _refuse(f"the activation function {name}")
-    f, floor = _MONOTONE[name]
+    f, move = _FUNCTIONS[name]
     x, r = before["data"]
     x, r = x.reshape(y.shape), r.reshape(y.shape)
     s, rs = _scalar(ctx, v.get("scale", 1.0), before, "scale", y)
@@ -205,12 +232,36 @@ def _activation(ctx: Any, call: Any, before: dict, y: np.ndarray) -> np.ndarray:
         arg, r_add = _binary("add", *np.broadcast_arrays(arg, r_arg, b, rb))
         r_arg = r_add + SLACK * np.abs(arg)
         fa = f(arg)
-        lo, hi = arg - r_arg, arg + r_arg
-        moved = np.maximum(np.abs(f(hi) - fa), np.abs(f(lo) - fa)) * (1 + SLACK) + SLACK * np.abs(fa)
-        moved = np.where((lo > floor) | ((floor == 0.0) & (lo >= 0) & (name in ("sqrt",))), moved, np.inf)
+        moved = move(arg, r_arg)
     moved = np.where(np.isnan(moved), np.inf, moved)
     # the engine computes the argument in fp32 and f of it within its model: both are local
-    return moved + _local(y, fa)
+    radius = moved + _local(y, fa)
+    if v.get("reduce_res") is None:
+        return radius
+    # reduce_res: the registers, reset and summed in this instruction (reset_reduce): the sum of the
+    # elements' moves plus the registers' distance from the exact sum of f over the stored operands
+    from ..machine.registers import Cmd, command
+    if v.get("reduce_op") is not None and op_name(v["reduce_op"]) != "add" or \
+            command("idle" if v.get("reduce_cmd") is None else v["reduce_cmd"]) != Cmd.reset_reduce:
+        raise _refuse("nisa.activation's registers over several instructions (reduce_cmd other than "
+                      "reset_reduce)")
+    red = v["reduce_res"]
+    _settled(ctx, red)
+    rows = fa.reshape(fa.shape[0], -1)
+    exact = np.asarray(_reference.sum(np.ascontiguousarray(rows), axis=-1, in_fmt="fp64", out="fp64"))
+    summed = moved.reshape(rows.shape).sum(axis=-1) * (1 + SLACK)
+    got = _stored(red).reshape(-1)
+    return [(call.args["dst"] if isinstance(call.args.get("dst"), Tensor) else None, radius),
+            (red, (summed + _local(got, exact)).reshape(red.shape))]
+
+
+def _reciprocal(ctx: Any, call: Any, before: dict, y: np.ndarray) -> np.ndarray:
+    f, move = _FUNCTIONS["reciprocal"]
+    x, r = before["data"]
+    x, r = x.reshape(y.shape), r.reshape(y.shape)
+    with np.errstate(all="ignore"):
+        fa, moved = f(x), move(x, r)
+    return np.where(np.isnan(moved), np.inf, moved) + _local(y, fa)
 
 
 def _tensor_reduce(ctx: Any, call: Any, before: dict, y: np.ndarray) -> np.ndarray:
@@ -228,8 +279,13 @@ def _tensor_reduce(ctx: Any, call: Any, before: dict, y: np.ndarray) -> np.ndarr
         exact = np.asarray(_reference.sum(np.ascontiguousarray(moved), axis=-1, in_fmt="fp64", out="fp64"))
         prop = radii.sum(axis=-1) * (1 + SLACK)
     elif name in ("maximum", "max", "minimum", "min"):
-        exact = moved.max(axis=-1) if name in ("maximum", "max") else moved.min(axis=-1)
-        prop = radii.max(axis=-1)
+        # |max x^ - max x| <= the largest radius among the elements that can be the maximum on the box
+        # (x^_i + r_i >= max_j (x^_j - r_j)); the minimum likewise
+        sign = 1.0 if name in ("maximum", "max") else -1.0
+        s_moved = sign * moved
+        exact = sign * s_moved.max(axis=-1)
+        floor = (s_moved - radii).max(axis=-1, keepdims=True)
+        prop = np.where(s_moved + radii >= floor, radii, 0.0).max(axis=-1)
     else:
         raise _refuse(f"nisa.tensor_reduce with op {name}")
     if v.get("negate"):
@@ -260,7 +316,64 @@ def _nc_matmul(ctx: Any, call: Any, before: dict, y: np.ndarray) -> np.ndarray:
     return prop + _local(y, tile)
 
 
-RULES: dict[str, Callable[..., np.ndarray]] = {
+def _affine_select(ctx: Any, call: Any, before: dict, y: np.ndarray) -> np.ndarray:
+    # dst = on_true where the (exact, integer) predicate holds, else the constant: the selection is the
+    # exact dataflow's too; the semantics left it in ctx.selected
+    chosen = ctx.selected
+    ctx.selected = None
+    if chosen is None:
+        raise _refuse("nisa.affine_select in this form")
+    x, r = before["on_true_tile"]
+    fill = float(call.args["on_false_value"])
+    chosen = chosen.reshape(y.shape)
+    return np.where(chosen, r.reshape(y.shape) + _local(y, x.reshape(y.shape)), _local(y, np.full(y.shape, fill)))
+
+
+def _bn_stats(ctx: Any, call: Any, before: dict, y: np.ndarray) -> np.ndarray:
+    # (count, mean, M2) of each half: the mean moves by the average radius; M2 = sum (x - mean)^2
+    # by at most 2 sum |x - mean| r + sum r^2 (the mean's own move cancels: sum (x - mean) = 0)
+    x, r = before["data"]
+    x, r = x.reshape(x.shape[0], -1), r.reshape(r.shape[0], -1)
+    exact = _numerics.exact_bn_stats(x)
+    radius = np.zeros_like(exact)
+    for half in (0, 1):
+        xs, rs = x[:, half::2], r[:, half::2]
+        if xs.shape[1] == 0:
+            continue
+        mean = exact[:, 3 * half + 1:3 * half + 2]
+        radius[:, 3 * half + 1] = rs.mean(axis=1) * (1 + SLACK)
+        radius[:, 3 * half + 2] = (2 * (np.abs(xs - mean) * rs).sum(axis=1) + (rs * rs).sum(axis=1)) * (1 + SLACK)
+    radius = radius + _local(y.reshape(exact.shape), exact)
+    # the counts are exact (bn_aggr reads them as weights): radius 0 where stored as counted
+    radius[:, [0, 3]] = np.where(y.reshape(exact.shape)[:, [0, 3]] == exact[:, [0, 3]], 0.0, np.inf)
+    return radius.reshape(y.shape)
+
+
+def _bn_aggr(ctx: Any, call: Any, before: dict, y: np.ndarray) -> np.ndarray:
+    # (mean, variance) of the (count, mean, M2) triples: mean = sum n_i mean_i / N moves by
+    # sum n_i r_i / N; variance = (sum M2_i + sum n_i (mean_i - mean)^2) / N by (sum r_M2_i +
+    # 2 sum n_i |mean_i - mean| D_i + sum n_i D_i^2) / N, D_i = r_mean_i + the mean's move
+    x, r = before["data"]
+    t, rt = x.reshape(x.shape[0], -1, 3), r.reshape(r.shape[0], -1, 3)
+    if np.any(rt[..., 0] > 0):
+        raise _refuse("nisa.bn_aggr of counts that are not exact")
+    exact = _numerics.exact_bn_aggr(x.reshape(x.shape[0], -1))
+    n, means = t[..., 0], t[..., 1]
+    total = n.sum(axis=1)
+    with np.errstate(all="ignore"):
+        r_mean = (n * rt[..., 1]).sum(axis=1) / total
+        spread = np.abs(means - exact[:, :1])
+        d = rt[..., 1] + r_mean[:, None]
+        r_var = (rt[..., 2].sum(axis=1) + 2 * (n * spread * d).sum(axis=1) + (n * d * d).sum(axis=1)) / total
+    radius = np.stack([r_mean, r_var], axis=1) * (1 + SLACK)
+    return radius.reshape(y.shape) + _local(y, exact.reshape(y.shape))
+
+
+RULES: dict[str, Callable[..., Any]] = {
+    "activation_reduce": lambda ctx, call, before, y: None,  # activation's rule ran for it
+    "affine_select": _affine_select,
+    "bn_stats": _bn_stats,
+    "bn_aggr": _bn_aggr,
     "dma_copy": _moved,
     "tensor_copy": _moved,
     "memset": _memset,
@@ -268,6 +381,7 @@ RULES: dict[str, Callable[..., np.ndarray]] = {
     "tensor_tensor": _tensor_tensor,
     "tensor_scalar": _tensor_scalar,
     "activation": _activation,
+    "reciprocal": _reciprocal,
     "tensor_reduce": _tensor_reduce,
     "nc_matmul": _nc_matmul,
 }

@@ -238,6 +238,8 @@ def _select_into(ctx: Context, dst: Tensor, on_true: Tensor, chosen: np.ndarray,
     """dst = chosen ? on_true : on_false (on_false: a scalar or [P, 1] fp32): bits where the
     dtypes agree, else through fp32."""
     chosen = chosen.reshape(dst.shape[0], -1)
+    if ctx.radii is not None:  # Run.bound(): which elements took on_true (instructions.bounds)
+        ctx.selected = chosen
     if dst.dtype == on_true.dtype:
         bits = flat(raw(ctx, on_true, parameter, engine))
         fill = cast_into(np.broadcast_to(np.asarray(on_false, dtype=np.float32), bits.shape).copy(), dst.dtype)

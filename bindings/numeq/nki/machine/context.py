@@ -203,6 +203,7 @@ class Context:
         # instruction is running (a write outside one cannot be followed).
         self.radii: dict | None = None
         self.bounding = False
+        self.selected: Any = None  # Run.bound(): the elements a select took from its tile
         self.findings: list[Finding] = []
         self.at: str | None = None  # the kernel's line of the instruction running, when it called it directly
         self.engine: str | None = None  # the engine of the instruction running (the rules that differ by engine)
