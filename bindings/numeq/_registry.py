@@ -142,7 +142,7 @@ def spec(name: str) -> OpSpec:
     Example::
 
         >>> numeq.ops.spec("matmul").catalogue.formats
-        ('fp32', 'bf16', 'fp16', 'e4m3fn', 'e5m2')
+        ('fp32', 'bf16', 'fp16', 'e4m3fn', 'e4m3', 'e5m2')
     """
     _check_str(name, "name")
     if name not in _SPECS:

@@ -45,7 +45,7 @@ def formats_for(op: str) -> tuple[str, ...]:
     """The input formats the catalogue builds ``op`` for.
 
     >>> numeq.catalogue.formats_for("scaled_fp8_matmul")
-    ('e4m3fn', 'e5m2')
+    ('e4m3fn', 'e4m3', 'e5m2')
     """
     return _SPEC[_check_op(op)].catalogue.formats
 

@@ -176,7 +176,10 @@ def test_a_one_pass_variance_is_precision_lost_by_its_formulation_not_eps():
         assert k not in kinds or kinds.index(k) > 0
 
 
-def test_a_softmax_writing_exp_into_a_bf16_tile_names_that_tile_not_the_max():
+def _softmax_rows(exp_dtype, subtract_max: bool = True):
+    """softmax over x [128, D] fp32: exp (of x less its row maximum, or of x itself: the mistake)
+    written into a tile of ``exp_dtype`` (bf16: the mistake), summed, times the sum's reciprocal."""
+
     @nki.jit
     def softmax_rows(x):
         P, D = x.shape
@@ -185,8 +188,8 @@ def test_a_softmax_writing_exp_into_a_bf16_tile_names_that_tile_not_the_max():
         nisa.dma_copy(dst=xt, src=x)
         top = nl.ndarray((P, 1), nl.float32, buffer=nl.sbuf)
         nisa.tensor_reduce(dst=top, op=nl.maximum, data=xt, axis=1, negate=True)
-        e = nl.ndarray((P, D), nl.bfloat16, buffer=nl.sbuf)  # EXP-TILE
-        nisa.activation(dst=e, op=nl.exp, data=xt, bias=top)
+        e = nl.ndarray((P, D), exp_dtype, buffer=nl.sbuf)  # EXP-TILE
+        nisa.activation(dst=e, op=nl.exp, data=xt, bias=top if subtract_max else None)  # EXP
         total = nl.ndarray((P, 1), nl.float32, buffer=nl.sbuf)
         nisa.tensor_reduce(dst=total, op=nl.add, data=e, axis=1)
         inv = nl.ndarray((P, 1), nl.float32, buffer=nl.sbuf)
@@ -196,50 +199,39 @@ def test_a_softmax_writing_exp_into_a_bf16_tile_names_that_tile_not_the_max():
         nisa.dma_copy(dst=out, src=y)
         return out
 
-    x = (3 * np.random.default_rng(8).standard_normal((128, 256))).astype(np.float32)
-    run = nki.run(softmax_rows, x)
+    return softmax_rows
+
+
+def _softmax64(x: np.ndarray) -> np.ndarray:
     X = x.astype(np.float64)
     ref = np.exp(X - X.max(1, keepdims=True))
-    ref /= ref.sum(1, keepdims=True)
-    assert np.max(np.abs(run.exact() - ref)) < 1e-14
+    return ref / ref.sum(1, keepdims=True)
+
+
+def test_a_softmax_writing_exp_into_a_bf16_tile_names_that_tile_not_the_max():
+    kernel = _softmax_rows(nl.bfloat16)
+    x = (3 * np.random.default_rng(8).standard_normal((128, 256))).astype(np.float32)
+    run = nki.run(kernel, x)
+    assert np.max(np.abs(run.exact() - _softmax64(x))) < 1e-14
     v = numeq.compare(run, numeq.ops.softmax(x, in_fmt="fp32", out="fp32"), run.platform)
     kinds = [d.kind for d in v.diagnoses]
     assert not v.passed and kinds[0] == "narrow_tile", v.message
-    assert source_line(softmax_rows, "EXP-TILE") in v.diagnoses[0].detail
+    assert source_line(kernel, "EXP-TILE") in v.diagnoses[0].detail
     assert "missing_max_subtraction" not in kinds[:1] and "kernel_arithmetic" not in kinds
 
 
 def test_a_softmax_without_its_max_subtracted_overflows_and_says_so():
-    @nki.jit
-    def softmax_unshifted(x):
-        P, D = x.shape
-        out = nl.ndarray((P, D), nl.float32, buffer=nl.shared_hbm)
-        xt = nl.ndarray((P, D), nl.float32, buffer=nl.sbuf)
-        nisa.dma_copy(dst=xt, src=x)
-        e = nl.ndarray((P, D), nl.float32, buffer=nl.sbuf)
-        nisa.activation(dst=e, op=nl.exp, data=xt)  # EXP
-        total = nl.ndarray((P, 1), nl.float32, buffer=nl.sbuf)
-        nisa.tensor_reduce(dst=total, op=nl.add, data=e, axis=1)
-        inv = nl.ndarray((P, 1), nl.float32, buffer=nl.sbuf)
-        nisa.reciprocal(dst=inv, data=total)
-        y = nl.ndarray((P, D), nl.float32, buffer=nl.sbuf)
-        nisa.tensor_scalar(dst=y, data=e, op0=nl.multiply, operand0=inv)
-        nisa.dma_copy(dst=out, src=y)
-        return out
-
+    kernel = _softmax_rows(nl.float32, subtract_max=False)
     # scores up to ~100: exp overflows fp32 (its largest finite value is e^88.7), not binary64
     x = (30 * np.random.default_rng(9).standard_normal((128, 64))).astype(np.float32)
-    run = nki.run(softmax_unshifted, x)
-    X = x.astype(np.float64)
-    ref = np.exp(X - X.max(1, keepdims=True))
-    ref /= ref.sum(1, keepdims=True)
-    assert np.max(np.abs(run.exact() - ref)) < 1e-14
+    run = nki.run(kernel, x)
+    assert np.max(np.abs(run.exact() - _softmax64(x))) < 1e-14
     assert not np.isfinite(run.outputs).all()
     v = numeq.compare(run, numeq.ops.softmax(x, in_fmt="fp32", out="fp32"), run.platform)
     kinds = [d.kind for d in v.diagnoses]
     assert not v.passed and "kernel_overflow" in kinds and "kernel_arithmetic" not in kinds, v.message
     assert kinds[0] in ("missing_max_subtraction", "kernel_overflow"), kinds
-    assert source_line(softmax_unshifted, "EXP") in v.diagnoses[kinds.index("kernel_overflow")].detail
+    assert source_line(kernel, "op=nl.exp", unique=True) in v.diagnoses[kinds.index("kernel_overflow")].detail
 
 
 def test_a_gather_moves_the_exact_values_of_the_rows_its_index_tile_names():

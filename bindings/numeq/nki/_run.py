@@ -156,6 +156,15 @@ class Run:
         alternatives = {n: [v for v in table[n]["alternatives"] if v != self.assumptions[n]] for n in names}
         return flow(self, self.rerun, alternatives, reference)
 
+    def _experiment(self, what: str, **how: Any) -> "Run":
+        """The kernel run again ``how`` (rerun's keywords), for ``what`` (the method asking)."""
+        if self.released:
+            raise ValueError(f"{what}: this run was released (installed() keeps the latest kernel call's run "
+                             "whole); run the kernel with numeq.nki.run for a run of your own")
+        if self.rerun is None or not self.completed:
+            raise ValueError(f"{what}: the run did not complete (or was not made by numeq.nki.run)")
+        return self.rerun(**how)
+
     def exact(self) -> Any:
         """The kernel's own math on its inputs: the same kernel run again with none of the hardware's
         roundings (machine.arithmetic: tiles hold binary64 values, casts keep them, sums and dot
@@ -168,12 +177,7 @@ class Run:
         a scale, a missing tile) apart from how precisely; ``outputs - exact()`` is the precision the
         run lost. Computed once, on first use."""
         if "_exact" not in self.__dict__:
-            if self.released:
-                raise ValueError("exact: this run was released (installed() keeps the latest kernel call's run "
-                                 "whole); run the kernel with numeq.nki.run for a run of your own")
-            if self.rerun is None or not self.completed:
-                raise ValueError("exact: the run did not complete (or was not made by numeq.nki.run)")
-            r = self.rerun(exact=True)
+            r = self._experiment("exact", exact=True)
             if not r.completed:
                 raise ValueError("exact: the kernel did not complete without the hardware's roundings: "
                                  + "; ".join(str(f) for f in r.errors[:3]))
@@ -189,12 +193,7 @@ class Run:
         walks are ``instructions.bounds.RULES`` (docs/nki.md lists them); any other raises
         ``numeq.nki.Unsupported`` naming it and its line. Computed once, on first use."""
         if "_bound" not in self.__dict__:
-            if self.released:
-                raise ValueError("bound: this run was released; run the kernel with numeq.nki.run for a run of "
-                                 "your own")
-            if self.rerun is None or not self.completed:
-                raise ValueError("bound: the run did not complete (or was not made by numeq.nki.run)")
-            self.__dict__["_bound"] = self.rerun(bound=True).radii
+            self.__dict__["_bound"] = self._experiment("bound", bound=True).radii
         return self.__dict__["_bound"]
 
     @functools.cached_property

@@ -52,11 +52,10 @@ struct Matmul {
   }
 };
 
-// How many of `sample` the plan reproduces bit for bit, each element's a row and b column
-// through `edit` (which may change them: a tile left out) first.
-template <class Edit>
-std::size_t reproduced(Matmul& mm, const DiagnosisData& d, const std::vector<std::size_t>& sample,
-                       const core::Plan& plan, Edit edit) {
+// How many of `sample` `fits` (element i, its a row and b column) accepts, each element's row and
+// column through `edit` (which may change them: a tile left out) first.
+template <class Edit, class Fits>
+std::size_t counted(Matmul& mm, const std::vector<std::size_t>& sample, Edit edit, Fits fits) {
   std::size_t hits = 0;
   std::vector<double> x, y;
   for (const std::size_t i : sample) {
@@ -65,9 +64,18 @@ std::size_t reproduced(Matmul& mm, const DiagnosisData& d, const std::vector<std
     x.assign(ar.begin(), ar.end());
     y.assign(bc.begin(), bc.end());
     edit(x, y, r, j);
-    hits += same_value(d.actual.data()[i], core::evaluate(x, y, mm.c_at(i), plan));
+    hits += fits(i, x, y);
   }
   return hits;
+}
+
+// How many of `sample` the plan reproduces bit for bit, their operands through `edit` first.
+template <class Edit>
+std::size_t reproduced(Matmul& mm, const DiagnosisData& d, const std::vector<std::size_t>& sample,
+                       const core::Plan& plan, Edit edit) {
+  return counted(mm, sample, edit, [&](std::size_t i, const std::vector<double>& x, const std::vector<double>& y) {
+    return same_value(d.actual.data()[i], core::evaluate(x, y, mm.c_at(i), plan));
+  });
 }
 
 void unchanged(std::vector<double>&, std::vector<double>&, std::size_t, std::size_t) {}
@@ -217,22 +225,15 @@ std::optional<Diagnosis> transposed_operand(Matmul& mm, const DiagnosisData& d, 
       if (static_cast<double>(hits) < kDiagnosisThreshold * static_cast<double>(sample.size())) {
         // the kernel's order is not the plan's: within the bound of the edited dot product
         exact = false;
-        hits = 0;
-        std::vector<double> x, y;
-        for (const std::size_t i : sample) {
-          const std::size_t r = i / mm.N, j = i % mm.N;
-          const std::span<const double> ar = mm.row(r), bc = mm.col(j);
-          x.assign(ar.begin(), ar.end());
-          y.assign(bc.begin(), bc.end());
-          edit(x, y, r, j);
+        hits = counted(mm, sample, edit, [&](std::size_t i, const std::vector<double>& x, const std::vector<double>& y) {
           double dot = mm.c_at(i).value_or(0.0), magnitude = std::abs(dot);
           for (std::size_t k = 0; k < mm.K; ++k) {
             dot += x[k] * y[k];
             magnitude += std::abs(x[k] * y[k]);
           }
           const double slack = std::ldexp(static_cast<double>(mm.K + 2) * magnitude, -52);
-          hits += std::abs(d.actual.data()[i] - dot) <= d.bound.data()[i] + slack;
-        }
+          return std::abs(d.actual.data()[i] - dot) <= d.bound.data()[i] + slack;
+        });
       }
       const double share = static_cast<double>(hits) / static_cast<double>(sample.size());
       if (!hits || (best && share <= best->explains)) continue;
