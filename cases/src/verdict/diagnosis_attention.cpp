@@ -1,6 +1,7 @@
 // The models of an attention kernel's mistakes (diagnosis.hpp, diagnose_attention): its scale on the
-// scores missing, applied twice or inverted (wrong_scale, with the factor), and its causal mask
-// shifted by one key (shifted_mask: the diagonal masked too, or one key past it let through). Each is
+// scores missing, applied twice or inverted (wrong_scale, with the factor), its probabilities handed
+// to the second matmul untransposed (transposed_tile: P^T V), and its causal mask shifted by one key
+// (shifted_mask: the diagonal masked too, or one key past it let through). Each is
 // the op's exact attention with that one change, computed for the rows of a sample of failing
 // elements and tested within the platform's bound: a kernel's own order of operations is unknown,
 // so a model fits within the bound rather than reproducing bits.
@@ -9,6 +10,7 @@
 
 #include "verdict_text.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <optional>
@@ -108,6 +110,57 @@ std::vector<Diagnosis> diagnose_attention(const xt::xarray<double>& q, const xt:
                                 detail::number(c.scale / scale, 6) + " on the scores) reproduces " +
                                 detail::number(100 * share, 3) + "% of the failing elements",
                             "within the platform's bound: the op's exact attention with that scale, on " + on});
+  }
+
+  // The probabilities handed to the second matmul untransposed: P^T V where the op computes P V (an
+  // NKI kernel must give the PE array P^T as its stationary operand; passing P computes P^T V), in
+  // both of attention's usual orders: P normalised before the matmul, or exp(s - row max) multiplied
+  // first and each output row divided by its own sum after (flash attention's order). Square score
+  // matrices only; the scores in binary64 per batch that holds a sampled element.
+  const std::size_t lq = q.shape()[q.dimension() - 2], lk = k.shape()[k.dimension() - 2];
+  if (lq == lk && lq * lk <= kMaskElementsLimit && own.mask == nullptr) {
+    const double two_ulps = std::ldexp(2.0, -d.out.format.mantissa_bits);
+    std::size_t hits[2] = {0, 0};
+    std::size_t batch = static_cast<std::size_t>(-1);
+    std::vector<double> e(lq * lk), sums(lq);
+    for (const std::size_t el : s.elements) {
+      const std::size_t row = el / dv, b = row / lq, i = row % lq, c = el % dv;
+      if (b != batch) {  // exp(scale q k^T - row max) over the causal keys j <= r, and each row's sum
+        batch = b;
+        for (std::size_t r = 0; r < lq; ++r) {
+          double top = -std::numeric_limits<double>::infinity();
+          for (std::size_t j = 0; j < lk; ++j) {
+            double dot = 0;
+            for (std::size_t t = 0; t < dk; ++t) dot += q.data()[(b * lq + r) * dk + t] * k.data()[(b * lk + j) * dk + t];
+            e[r * lk + j] = (own.causal && j > r) ? -std::numeric_limits<double>::infinity() : dot * scale;
+            top = std::max(top, e[r * lk + j]);
+          }
+          sums[r] = 0;
+          for (std::size_t j = 0; j < lk; ++j) sums[r] += (e[r * lk + j] = std::exp(e[r * lk + j] - top));
+        }
+      }
+      double normalised = 0, deferred = 0;  // sum_r P[r, i] v[r, c]; (sum_r E[r, i] v[r, c]) / l_i
+      for (std::size_t r = 0; r < lq; ++r) {
+        normalised += e[r * lk + i] / sums[r] * v.data()[(b * lk + r) * dv + c];
+        deferred += e[r * lk + i] * v.data()[(b * lk + r) * dv + c];
+      }
+      deferred /= sums[i];
+      const double got = d.actual.data()[el];
+      for (const int o : {0, 1}) {
+        const double want = o ? deferred : normalised;
+        hits[o] += std::isfinite(got) && std::abs(got - want) <= d.bound.data()[el] + two_ulps * std::abs(want) +
+                                                                     std::ldexp(std::abs(want), -40);
+      }
+    }
+    const int o = hits[1] > hits[0];
+    const double share = share_of(hits[o]);
+    if (share >= kDiagnosisThreshold)
+      out.push_back(Diagnosis{"transposed_tile", share,
+                              std::string("the probabilities handed to the second matmul untransposed (P^T V where "
+                                          "the op computes P V") +
+                                  (o ? ", each row divided by its own sum after" : "") + ") reproduces " +
+                                  detail::number(100 * share, 3) + "% of the failing elements",
+                              "within the platform's bound: the scores in binary64 and P^T V, on " + on});
   }
 
   // The causal mask, shifted by one key either way.

@@ -162,6 +162,34 @@ std::vector<Diagnosis> diagnose_norm(const xt::xarray<double>& x, const referenc
                        "within the platform's bound: its emulation with that eps, on the failing elements of " +
                            std::to_string(rows.size()) + " failing rows"};
   }
+  // eps added outside the square root: (x - mean) / (sqrt(var) + eps), or x / (rms + eps): the
+  // rows' statistics in binary64 (far below any bound), each failing element within twice its bound.
+  if (own.eps > 0) {
+    std::size_t hits = 0;
+    for (const auto& [i, j] : at) {
+      const double* row = part.data() + j / n * n;
+      double mean = 0, spread = 0;
+      if (centred)
+        for (std::size_t c = 0; c < n; ++c) mean += row[c] / static_cast<double>(n);
+      for (std::size_t c = 0; c < n; ++c) spread += (row[c] - mean) * (row[c] - mean) / static_cast<double>(n);
+      const std::size_t c = j % n;
+      double y = (row[c] - mean) / (std::sqrt(spread) + own.eps);
+      if (own.gamma) y *= own.gamma->data()[c];
+      if (own.beta) y += own.beta->data()[c];
+      const double g = d.actual.data()[i], B = d.bound.data()[i];
+      const double x = d.exact.hi.data()[i] + d.exact.lo.data()[i];
+      hits += std::abs(g - x) > B && std::abs(g - y) <= 2 * B + std::ldexp(std::abs(y), -40);
+    }
+    const double share = at.empty() ? 0.0 : static_cast<double>(hits) / static_cast<double>(at.size());
+    if (hits && (!best || share > best->explains))
+      best = Diagnosis{"wrong_eps", share,
+                       std::to_string(hits) + " of the " + std::to_string(at.size()) + " failing elements of the " +
+                           std::to_string(rows.size()) + " rows examined are the " + (centred ? "layernorm" : "rmsnorm") +
+                           " with eps = " + detail::number(own.eps, 3) + " added outside the square root (" +
+                           (centred ? "(x - mean) / (sqrt(var) + eps)" : "x / (rms + eps)") + ")",
+                       "within the platform's bound: the rows' statistics in binary64, on the failing elements of " +
+                           std::to_string(rows.size()) + " failing rows"};
+  }
   if (best) out.push_back(std::move(*best));
   return out;
 }

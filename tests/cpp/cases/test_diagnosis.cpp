@@ -323,6 +323,27 @@ TEST(Diagnosis, ATileTransposedInPlaceIsNamedWithItsSize) {
   EXPECT_NE(v.diagnoses.front().detail.find("each 32 x 32 tile of a"), std::string::npos) << v.diagnoses.front().detail;
 }
 
+// A layernorm with eps added outside the square root, (x - mean) / (sqrt(var) + eps), on rows of
+// small spread (where eps shows): named wrong_eps, saying where eps went. The oracle: binary64 loops.
+TEST(Diagnosis, EpsOutsideTheSquareRootIsNamed) {
+  Array x = generate(41, {16, 256}, fmts::fp32, 0.01);
+  const double eps = 1e-5;
+  const cases::Op op = cases::layernorm(x, nullptr, nullptr, eps, "fp32", Cast{fmts::fp32});
+  Array out = xt::zeros<double>({16, 256});
+  for (std::size_t r = 0; r < 16; ++r) {
+    double mean = 0, var = 0;
+    for (std::size_t c = 0; c < 256; ++c) mean += x(r, c) / 256;
+    for (std::size_t c = 0; c < 256; ++c) var += (x(r, c) - mean) * (x(r, c) - mean) / 256;
+    for (std::size_t c = 0; c < 256; ++c) out(r, c) = fp32((x(r, c) - mean) / (std::sqrt(var) + eps));
+  }
+  const cases::Verdict v = judged(out, op, "trainium.trn2");
+  ASSERT_FALSE(v.passed);
+  bool named = false;
+  for (const cases::Diagnosis& d : v.diagnoses)
+    named = named || (d.kind == "wrong_eps" && d.detail.find("outside the square root") != std::string::npos);
+  EXPECT_TRUE(named) << cases::describe(v);
+}
+
 // Causal attention over one batch, in binary64 loops written here (the test's oracle, not numeq's
 // reference): scores q k^T times `scale`, key j kept for query i where j <= i + shift, softmax with
 // its maximum subtracted, times v; rounded to fp32.
@@ -364,6 +385,20 @@ TEST(Diagnosis, AttentionScaleAndMaskMistakesAreNamed) {
     const cases::Verdict v2 = judged(loop_attention(q, k, v, scale, 0), op, "cuda_core.fp32");
     expect_first(v2, "wrong_scale", 0.9);
     EXPECT_NE(v2.diagnoses.front().detail.find(words), std::string::npos) << v2.diagnoses.front().detail;
+  }
+  {  // P handed to the second matmul untransposed: P^T V (the loops' P, transposed)
+    Array pt = xt::zeros<double>({48, 16});
+    const Array ones = xt::eye<double>(48);
+    const Array p = loop_attention(q, k, ones, s, 0);  // P itself: attention of the identity values
+    for (std::size_t i = 0; i < 48; ++i)
+      for (std::size_t c = 0; c < 16; ++c) {
+        double acc = 0;
+        for (std::size_t r = 0; r < 48; ++r) acc += p(r, i) * v(r, c);
+        pt(i, c) = fp32(acc);
+      }
+    const cases::Verdict v2 = judged(pt, op, "cuda_core.fp32");
+    expect_first(v2, "transposed_tile", 0.9);
+    EXPECT_NE(v2.diagnoses.front().detail.find("P^T V"), std::string::npos) << v2.diagnoses.front().detail;
   }
   for (const auto& [shift, words] : {std::pair{-1, std::string("own key masked")},
                                      std::pair{1, std::string("one key past")}}) {
