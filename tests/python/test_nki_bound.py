@@ -10,7 +10,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from nki_support import example, matmul_summing_k_tiles
+from nki_support import example, matmul_summing_k_tiles, source_line
 from numeq import nki
 
 nl, nisa = nki.language, nki.isa
@@ -118,7 +118,24 @@ def test_a_bf16_running_sum_s_bound_is_the_bf16_error_not_fp32_s():
 
 
 def test_an_instruction_it_cannot_walk_is_named_with_its_line():
-    m = example("cumsum")
-    run = nki.run(m.cumsum, *m.inputs())
-    with pytest.raises(nki.Unsupported, match=r"cumsum\.py:\d+: Run.bound\(\) has no bound model for nisa\.tensor_tensor_scan"):
+    @nki.jit
+    def positions(x):
+        t = nl.ndarray(x.shape, nl.float32, buffer=nl.sbuf)
+        nisa.iota(t, [[1, x.shape[1]]], 0, 1)  # IOTA
+        out = nl.ndarray(x.shape, nl.float32, buffer=nl.shared_hbm)
+        nisa.dma_copy(dst=out, src=t)
+        return out
+
+    run = nki.run(positions, np.zeros((128, 8), np.float32))
+    line = source_line(positions, "# IOTA")
+    with pytest.raises(nki.Unsupported, match=rf"{line}: Run.bound\(\) has no bound model for nisa\.iota"):
         run.bound()
+    legacy = example("legacy_matmul")  # the older interface's psum[...] += nl.matmul(...)
+    with pytest.raises(nki.Unsupported, match=r"legacy_matmul\.py:\d+: Run.bound\(\) cannot follow a write"):
+        nki.run(legacy.legacy_matmul, *legacy.inputs()).bound()
+
+
+def test_a_scan_s_bound_holds_and_stays_near_its_error():
+    m = example("cumsum")  # tensor_tensor_scan: 512 sequential fp32 additions per row
+    bad, ratio = _violations(nki.run(m.cumsum, *m.inputs()))
+    assert bad == 0 and 1 <= ratio <= 30, ratio  # the triangle inequality over 512 signed roundings

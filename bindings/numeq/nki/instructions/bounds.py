@@ -369,7 +369,43 @@ def _bn_aggr(ctx: Any, call: Any, before: dict, y: np.ndarray) -> np.ndarray:
     return radius.reshape(y.shape) + _local(y, exact.reshape(y.shape))
 
 
+def _tensor_tensor_scan(ctx: Any, call: Any, before: dict, y: np.ndarray) -> np.ndarray:
+    # r[i] = op1(op0(data0[i], r[i-1]), data1[i]) per partition: the engine's fp32 carry replayed
+    # step by step (the same ALU functions as the instruction), each step's radius propagated from the
+    # previous one and its own two roundings measured
+    v = call.args
+    name0, name1 = op_name(v["op0"]), op_name(v["op1"])
+    (x0, r0), (x1, r1) = before["data0"], before["data1"]
+    x0, r0, x1, r1 = (a.reshape(a.shape[0], -1) for a in (x0, r0, x1, r1))
+    if isinstance(v["initial"], Tensor):
+        carry, rc = (a.reshape(-1) for a in before["initial"])
+    else:
+        c0 = float(v["initial"])
+        carry, rc = np.full(x0.shape[0], float(np.float32(c0))), np.full(x0.shape[0], abs(float(np.float32(c0)) - c0))
+    narrow = ctx.assumptions["scan_carry"] == "dtype" and call.args["data0"].dtype.format != "fp32"
+    radius, carries = np.empty_like(x0), np.empty_like(x0)
+    f32 = np.float32
+    with np.errstate(all="ignore"):
+        for i in range(x0.shape[1]):
+            a, ra, b, rb = (carry, rc, x0[:, i], r0[:, i]) if v["reverse0"] else (x0[:, i], r0[:, i], carry, rc)
+            exact, prop = _binary(name0, a, ra, b, rb)
+            t = np.asarray(alu(name0, a.astype(f32), b.astype(f32)), dtype=np.float64)
+            rt = prop + _local(t, exact)
+            a, ra, b, rb = (x1[:, i], r1[:, i], t, rt) if v["reverse1"] else (t, rt, x1[:, i], r1[:, i])
+            exact, prop = _binary(name1, a, ra, b, rb)
+            carry = np.asarray(alu(name1, a.astype(f32), b.astype(f32)), dtype=np.float64)
+            rc = prop + _local(carry, exact)
+            if narrow:  # scan_carry=dtype: the carry rounded to data0's dtype each step
+                d0 = call.args["data0"].dtype
+                rounded = np.asarray(_numerics.fp32_values(_numerics.cast_into(carry.astype(f32), d0), d0), np.float64)
+                rc, carry = rc + _local(rounded, carry), rounded
+            radius[:, i], carries[:, i] = rc, carry
+    # the stored results against the carries: the cast into dst's dtype
+    return radius.reshape(y.shape) + _local(y, carries.reshape(y.shape))
+
+
 RULES: dict[str, Callable[..., Any]] = {
+    "tensor_tensor_scan": _tensor_tensor_scan,
     "activation_reduce": lambda ctx, call, before, y: None,  # activation's rule ran for it
     "affine_select": _affine_select,
     "bn_stats": _bn_stats,
