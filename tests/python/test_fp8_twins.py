@@ -53,3 +53,29 @@ def test_operands_beyond_240_have_no_e4m3_twin_and_say_so():
     op = numeq.ops.matmul(a, b, in_fmt="e4m3fn", out="fp32")
     with pytest.raises(ValueError, match="only up to 240.*reach 448"):
         op.emulate("trainium.trn2")
+
+
+def test_a_cross_format_port_review_runs_and_catches_a_doubled_scale(tmp_path):
+    # A CUDA kernel quantising to e4m3fn and its trn2 port to e4m3, values within 240: the review
+    # judges both sides (it refused before: "nvidia.h100 has no fp8 matmul plan for 'e4m3'"), and a
+    # port that applies its scale twice fails it.
+    import subprocess
+    import sys
+
+    a, b = _operands("e4m3fn")
+    op = numeq.ops.scaled_fp8_matmul(a, b, 0.5, 0.25, in_fmt="e4m3fn")
+    gpu, trn = op.emulate("nvidia.h100"), op.emulate("trainium.trn2")
+    np.savez(tmp_path / "inputs.npz", a=a, b=b, scale_a=np.float64(0.5), scale_b=np.float64(0.25))
+    manifest = tmp_path / "manifest.toml"
+    manifest.write_text('schema = 1\n[port]\nname = "fp8 GEMM: e4m3fn on H100, e4m3 on trn2"\n[operation]\n'
+                        'op = "scaled_fp8_matmul"\nin_fmt = "e4m3fn"\nout = "fp32"\n[inputs]\na = "inputs.npz:a"\n'
+                        'b = "inputs.npz:b"\nscale_a = "inputs.npz:scale_a"\nscale_b = "inputs.npz:scale_b"\n'
+                        '[outputs]\ngpu = "outputs.npz:gpu"\nnki = "outputs.npz:nki"\n[platforms]\n'
+                        'gpu = "nvidia.h100"\ntrainium = "trainium.trn2"\n')
+    codes = []
+    for nki_output in (trn, 2 * trn):
+        np.savez(tmp_path / "outputs.npz", gpu=gpu, nki=nki_output)
+        done = subprocess.run([sys.executable, "-m", "numeq", "review", str(manifest), "--out", str(tmp_path / "rev"),
+                               "--quiet"], capture_output=True, text=True, timeout=300)
+        codes.append(done.returncode)
+    assert codes == [0, 1], codes
