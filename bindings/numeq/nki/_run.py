@@ -24,6 +24,7 @@ _platforms = importlib.import_module("numeq.machines")
 from .machine.assumptions import ASSUMPTIONS, assumptions_of, chosen as _chosen
 from .machine.targets import DEFAULT_TARGET, target as _target, target_from_environment
 from .machine import rules as _rules
+from .machine import arithmetic as _numerics
 from .machine.context import Context, Finding, Instruction, KernelFault, TooLarge, running, active
 from ._summary import TraceSummary
 from .machine.dtypes import dtype_of
@@ -324,7 +325,7 @@ def _execute(fn: Callable, args: tuple, kwargs: dict, target: str, assume: dict 
     ctx.radii = {} if bound else None
     completed = True
     result: Any = None
-    with running(ctx):
+    with running(ctx), _numerics.modes(ctx.exact, ctx.watch):
         a, k, inputs = _kernel_arguments(ctx, fn, args, kwargs)
         programs = list(np.ndindex(*grid)) if grid else [()]
         try:

@@ -22,7 +22,8 @@ its exact value, 2^28 times finer than fp32's: the kernel's own math, not its pl
 
 from __future__ import annotations
 
-from typing import Any
+import contextlib
+from typing import Any, Iterator
 
 import numpy as np
 
@@ -51,6 +52,17 @@ def watch(lines: dict | None) -> dict | None:
     global WATCH
     was, WATCH = WATCH, lines
     return was
+
+
+@contextlib.contextmanager
+def modes(exact: bool, watched: dict | None) -> Iterator[None]:
+    """The exact dataflow and the watch on for a run (``_run._execute``), as they were after."""
+    was_exact, was_watch = exact_mode(exact), watch(watched)
+    try:
+        yield
+    finally:
+        exact_mode(was_exact)
+        watch(was_watch)
 
 
 def exact_mode(on: bool) -> bool:

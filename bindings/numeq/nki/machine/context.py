@@ -18,7 +18,6 @@ import itertools
 
 import numpy as np
 from .precision import record_issue
-from . import arithmetic as _arithmetic
 
 __all__ = ["Context", "Finding", "Instruction", "KernelFault", "TooLarge", "Unsupported", "current", "running", "where"]
 
@@ -336,12 +335,9 @@ def running(ctx: Context) -> Iterator[Context]:
     gc.disable()
     floating = np.seterr(all="ignore")
     _stack.append(ctx)
-    was_exact, was_watch = _arithmetic.exact_mode(ctx.exact), _arithmetic.watch(ctx.watch)
     try:
         yield ctx
     finally:
-        _arithmetic.exact_mode(was_exact)
-        _arithmetic.watch(was_watch)
         _stack.pop()
         np.seterr(**floating)
         if collecting:
