@@ -117,18 +117,52 @@ def test_a_bf16_running_sum_s_bound_is_the_bf16_error_not_fp32_s():
     assert np.max(narrow.bound()) > 100 * np.max(wide.bound())
 
 
-def test_an_instruction_it_cannot_walk_is_named_with_its_line():
+def test_a_mask_from_iota_and_a_comparison_is_walked():
+    # keep x where its column index is below a per-partition threshold tile: iota's exact integers,
+    # a comparison (0 or 1, exact where the operands' boxes do not meet), a product
     @nki.jit
-    def positions(x):
-        t = nl.ndarray(x.shape, nl.float32, buffer=nl.sbuf)
-        nisa.iota(t, [[1, x.shape[1]]], 0, 1)  # IOTA
-        out = nl.ndarray(x.shape, nl.float32, buffer=nl.shared_hbm)
-        nisa.dma_copy(dst=out, src=t)
+    def masked(x, limit):
+        P, D = x.shape
+        xt = nl.ndarray((P, D), nl.float32, buffer=nl.sbuf)
+        nisa.dma_copy(dst=xt, src=x)
+        lim = nl.ndarray((P, 1), nl.float32, buffer=nl.sbuf)
+        nisa.dma_copy(dst=lim, src=limit)
+        cols = nl.ndarray((P, D), nl.float32, buffer=nl.sbuf)
+        nisa.iota(cols, [[1, D]], 0, 0)
+        keep = nl.ndarray((P, D), nl.float32, buffer=nl.sbuf)
+        nisa.tensor_scalar(dst=keep, data=cols, op0=nl.less, operand0=lim)
+        y = nl.ndarray((P, D), nl.bfloat16, buffer=nl.sbuf)
+        nisa.tensor_tensor(dst=y, data1=xt, data2=keep, op=nl.multiply)
+        out = nl.ndarray((P, D), nl.float32, buffer=nl.shared_hbm)
+        nisa.dma_copy(dst=out, src=y)
         return out
 
-    run = nki.run(positions, np.zeros((128, 8), np.float32))
-    line = source_line(positions, "# IOTA")
-    with pytest.raises(nki.Unsupported, match=rf"{line}: Run.bound\(\) has no bound model for nisa\.iota"):
+    rng = np.random.default_rng(12)
+    x = rng.standard_normal((128, 64)).astype(np.float32)
+    limit = rng.integers(0, 65, size=(128, 1)).astype(np.float32)
+    run = nki.run(masked, x, limit)
+    expected = np.where(np.arange(64)[None, :] < limit, x.astype(np.float64), 0.0)  # numpy's mask
+    assert np.array_equal(run.exact(), expected)
+    bad, ratio = _violations(run)
+    assert bad == 0 and ratio <= 10
+    assert np.all(run.bound()[expected == 0] == 0)  # masked elements: exact zeros, radius 0
+
+
+def test_an_instruction_it_cannot_walk_is_named_with_its_line():
+    @nki.jit
+    def running_max(x):
+        t = nl.ndarray(x.shape, nl.float32, buffer=nl.sbuf)
+        nisa.dma_copy(dst=t, src=x)
+        u = nl.ndarray(x.shape, nl.float32, buffer=nl.sbuf)
+        nisa.tensor_scalar_cumulative(u, t, nl.add, nl.maximum, 0.0)  # CUMULATIVE
+        out = nl.ndarray(x.shape, nl.float32, buffer=nl.shared_hbm)
+        nisa.dma_copy(dst=out, src=u)
+        return out
+
+    run = nki.run(running_max, np.ones((128, 8), np.float32))
+    line = source_line(running_max, "# CUMULATIVE")
+    with pytest.raises(nki.Unsupported,
+                       match=rf"{line}: Run.bound\(\) has no bound model for nisa\.tensor_scalar_cumulative"):
         run.bound()
     legacy = example("legacy_matmul")  # the older interface's psum[...] += nl.matmul(...)
     with pytest.raises(nki.Unsupported, match=r"legacy_matmul\.py:\d+: Run.bound\(\) cannot follow a write"):

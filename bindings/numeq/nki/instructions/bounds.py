@@ -103,10 +103,11 @@ def walk(ctx: Any, name: str, call: Any, semantics: Callable) -> Any:
 
 # --- the rules: (ctx, call, operands before, the destination's stored values) -> its radii -------
 
-def _local(y: np.ndarray, exact: np.ndarray) -> np.ndarray:
-    """The stored result's distance from the exact result of the operands it read, with slack."""
+def _local(y: np.ndarray, exact: np.ndarray, slack: float = SLACK) -> np.ndarray:
+    """The stored result's distance from the exact result of the operands it read, with ``slack``
+    for binary64's error in computing that result (0 where it is the operands themselves: a copy)."""
     with np.errstate(invalid="ignore"):
-        d = np.abs(y - exact) + SLACK * np.abs(exact)
+        d = np.abs(y - exact) + slack * np.abs(exact)
     return np.where(np.isnan(d), np.inf, d)
 
 
@@ -115,18 +116,18 @@ def _moved(ctx: Any, call: Any, before: dict, y: np.ndarray) -> np.ndarray:
     if call.args.get("dst_rmw_op") is not None:
         raise _refuse("nisa.dma_copy with dst_rmw_op")
     x, r = before["src"]
-    return r.reshape(y.shape) + _local(y, x.reshape(y.shape))
+    return r.reshape(y.shape) + _local(y, x.reshape(y.shape), 0.0)
 
 
 def _memset(ctx: Any, call: Any, before: dict, y: np.ndarray) -> np.ndarray:
-    return _local(y, np.full(y.shape, float(call.args["value"])))
+    return _local(y, np.full(y.shape, float(call.args["value"])), 0.0)
 
 
 def _transpose(ctx: Any, call: Any, before: dict, y: np.ndarray) -> np.ndarray:
     x, r = before["data"]
     if x.ndim != 2:
         raise _refuse("nisa.nc_transpose of a tile that is not 2-D")
-    return r.T.reshape(y.shape) + _local(y, x.T.reshape(y.shape))
+    return r.T.reshape(y.shape) + _local(y, x.T.reshape(y.shape), 0.0)
 
 
 def _binary(name: str, x: np.ndarray, rx: np.ndarray, y: np.ndarray, ry: np.ndarray) -> tuple:
@@ -144,11 +145,29 @@ def _binary(name: str, x: np.ndarray, rx: np.ndarray, y: np.ndarray, ry: np.ndar
             y_out = sign * (y - x) > rx + ry
             radius = np.where(x_out, rx, np.where(y_out, ry, np.maximum(rx, ry)))
             return (np.maximum(x, y) if big else np.minimum(x, y)), radius
+        if name in _COMPARE:
+            # 1.0 or 0.0: the same for every point of the boxes where they do not meet (radius 0),
+            # else either (radius 1); two exact operands compare exactly
+            exact = _COMPARE[name](x, y).astype(np.float64)
+            apart = (np.abs(x - y) > rx + ry) | ((rx == 0) & (ry == 0))
+            return exact, np.where(apart, 0.0, 1.0)
         if name == "divide":
             q = x / y
             room = np.abs(y) - ry
             return q, np.where(room > 0, (rx + np.abs(q) * ry) / np.where(room > 0, room, 1.0), np.inf)
     raise _refuse(f"the ALU operator {name}")
+
+
+_COMPARE = {"equal": np.equal, "not_equal": np.not_equal, "greater": np.greater, "greater_equal": np.greater_equal,
+            "less": np.less, "less_equal": np.less_equal}
+
+
+def _iota(ctx: Any, call: Any, before: dict, y: np.ndarray) -> np.ndarray:
+    # exact integers (int32 arithmetic), cast into dst's dtype: the cast is local
+    values, ctx.bound_note = ctx.bound_note, None
+    if values is None:
+        raise _refuse("nisa.iota in this form")
+    return _local(y, np.asarray(values, dtype=np.float64).reshape(y.shape), 0.0)
 
 
 def _scalar(ctx: Any, operand: Any, before: dict, key: str, like: np.ndarray) -> tuple:
@@ -318,15 +337,15 @@ def _nc_matmul(ctx: Any, call: Any, before: dict, y: np.ndarray) -> np.ndarray:
 
 def _affine_select(ctx: Any, call: Any, before: dict, y: np.ndarray) -> np.ndarray:
     # dst = on_true where the (exact, integer) predicate holds, else the constant: the selection is the
-    # exact dataflow's too; the semantics left it in ctx.selected
-    chosen = ctx.selected
-    ctx.selected = None
+    # exact dataflow's too; the semantics left it in ctx.bound_note
+    chosen, ctx.bound_note = ctx.bound_note, None
     if chosen is None:
         raise _refuse("nisa.affine_select in this form")
     x, r = before["on_true_tile"]
     fill = float(call.args["on_false_value"])
     chosen = chosen.reshape(y.shape)
-    return np.where(chosen, r.reshape(y.shape) + _local(y, x.reshape(y.shape)), _local(y, np.full(y.shape, fill)))
+    return np.where(chosen, r.reshape(y.shape) + _local(y, x.reshape(y.shape), 0.0),
+                    _local(y, np.full(y.shape, fill), 0.0))
 
 
 def _bn_stats(ctx: Any, call: Any, before: dict, y: np.ndarray) -> np.ndarray:
@@ -408,6 +427,7 @@ RULES: dict[str, Callable[..., Any]] = {
     "tensor_tensor_scan": _tensor_tensor_scan,
     "activation_reduce": lambda ctx, call, before, y: None,  # activation's rule ran for it
     "affine_select": _affine_select,
+    "iota": _iota,
     "bn_stats": _bn_stats,
     "bn_aggr": _bn_aggr,
     "dma_copy": _moved,

@@ -168,6 +168,8 @@ def iota(c: Call) -> Any:
         values = _affine(ctx, "iota", v["pattern"], v["offset"], v["channel_multiplier"], dst)
     _memory_sbuf(ctx, "iota", dst, "dst")
     _rules.check_engine_access(ctx, "gpsimd", [dst], "iota")
+    if ctx.radii is not None:  # Run.bound(): the exact integers (instructions.bounds)
+        ctx.bound_note = values
     write(ctx, dst, values.astype(np.float64).reshape(dst.shape))
     c.issue([dst], [], cycles=_GPSIMD_START + dst.free_size())
     return dst
@@ -239,7 +241,7 @@ def _select_into(ctx: Context, dst: Tensor, on_true: Tensor, chosen: np.ndarray,
     dtypes agree, else through fp32."""
     chosen = chosen.reshape(dst.shape[0], -1)
     if ctx.radii is not None:  # Run.bound(): which elements took on_true (instructions.bounds)
-        ctx.selected = chosen
+        ctx.bound_note = chosen
     if dst.dtype == on_true.dtype:
         bits = flat(raw(ctx, on_true, parameter, engine))
         fill = cast_into(np.broadcast_to(np.asarray(on_false, dtype=np.float32), bits.shape).copy(), dst.dtype)

@@ -202,7 +202,9 @@ class Context:
         # instruction is running (a write outside one cannot be followed).
         self.radii: dict | None = None
         self.bounding = False
-        self.selected: Any = None  # Run.bound(): the elements a select took from its tile
+        # Run.bound(): what an instruction's semantics computed that its bound rule reads (a select's
+        # chosen elements, iota's integers)
+        self.bound_note: Any = None
         self.findings: list[Finding] = []
         self.at: str | None = None  # the kernel's line of the instruction running, when it called it directly
         self.engine: str | None = None  # the engine of the instruction running (the rules that differ by engine)
