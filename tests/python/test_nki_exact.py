@@ -268,3 +268,23 @@ def test_a_kernel_that_writes_its_input_is_followed_from_the_input_it_was_given(
     assert np.all(x == np.float32(0.1))  # written back once, as AWS's simulator does
     assert np.all(run.exact() == 0.1)  # 0 + 0.1 with 0.1 as the kernel wrote it (binary64), not 0.1 + 0.1
     assert np.all(x == np.float32(0.1))  # the rerun left the caller's array alone
+
+
+@pytest.mark.parametrize("name", sorted(arithmetic._BINARY64))
+def test_the_exact_dataflow_s_functions_are_within_a_few_ulps_of_mpfr(name):
+    # The binary64 library functions Run.exact() uses, against MPFR's correctly rounded binary64
+    # (numeq.reference, certified), over arguments from far below 0 to far above (sigmoid's tail at
+    # -30, where 0.5 (1 + tanh(x / 2)) would keep no correct digit, included).
+    x = np.concatenate([np.linspace(-30, 30, 2001), -np.geomspace(1e-6, 700, 300), np.geomspace(1e-6, 700, 300)])
+    if name in ("log", "sqrt", "rsqrt"):
+        x = np.abs(x) + 1e-300
+    if name in ("tan",):
+        x = x[np.abs(x) < 1.5]
+    if name in ("exp", "exp2", "softplus"):
+        x = x[x < 700]
+    with np.errstate(all="ignore"):
+        got = arithmetic._BINARY64[name](x)
+    ref = getattr(numeq.reference, name)(x, in_fmt="fp64", out="fp64")
+    finite = np.isfinite(ref) & (ref != 0)
+    ulps = np.abs(got[finite] - ref[finite]) / np.spacing(np.abs(ref[finite]))
+    assert np.max(ulps) <= 4, (name, float(np.max(ulps)), x[finite][np.argmax(ulps)])

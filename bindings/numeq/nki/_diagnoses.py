@@ -48,7 +48,7 @@ def _formulation(run: Any, widen: frozenset) -> tuple[str, str]:
     line that stores Inf the exact math does not) or ("cancellation", the add / subtract line whose
     results came out smallest against its operands); ("", "") when neither shows."""
     watched = run.rerun(widen=widen, watch=True).watched
-    exact_overflow = run.rerun(exact=True, watch=True).watched["overflow"]
+    exact_overflow = run.exact_watched()["overflow"]
     for line, count in watched["overflow"].items():
         if line not in exact_overflow:
             return "overflow", (f"; the first overflow is at {line}: {count} value(s) there are Inf in the run, "
@@ -150,8 +150,8 @@ def from_run(run: Any, judge: Callable[..., dict], diagnosis: Callable[..., Any]
             f"({', '.join(sorted(everything))}) they make {base - left} of the {base} failing elements pass",
             f"rerun: the kernel with every narrow tile in fp32, judged by the same check ({base} -> {left} failing)"))
     if left / base >= THRESHOLD:
-        widened = f"with its {len(tiles)} narrow tile(s) in fp32" if tiles else "(every tile of it is fp32)"
         if exact_fails is None:
+            widened = f"with its {len(tiles)} narrow tile(s) in fp32" if tiles else "(every tile of it is fp32)"
             found.append(diagnosis(
                 "kernel_arithmetic", left / base,
                 f"the kernel {widened} still fails on {left} of the {base} elements: its arithmetic differs from "

@@ -113,6 +113,7 @@ class Run:
         self.outputs, self.trace, self.sites, self.lives, self.rerun = None, [], {}, [], None
         self.__dict__.pop("precision", None)
         self.__dict__.pop("_exact", None)
+        self.__dict__.pop("_exact_watched", None)
         self.__dict__.pop("_bound", None)
         self.released = True
 
@@ -178,12 +179,18 @@ class Run:
         a scale, a missing tile) apart from how precisely; ``outputs - exact()`` is the precision the
         run lost. Computed once, on first use."""
         if "_exact" not in self.__dict__:
-            r = self._experiment("exact", exact=True)
+            r = self._experiment("exact", exact=True, watch=True)
             if not r.completed:
                 raise ValueError("exact: the kernel did not complete without the hardware's roundings: "
                                  + "; ".join(str(f) for f in r.errors[:3]))
-            self.__dict__["_exact"] = r.outputs
+            self.__dict__["_exact"], self.__dict__["_exact_watched"] = r.outputs, r.watched
         return self.__dict__["_exact"]
+
+    def exact_watched(self) -> dict:
+        """What ``exact()``'s run watched: "overflow" (kernel line -> Inf values its exact dataflow
+        stored there: a mask's -Inf, not an overflow) and "cancellation" (empty: it rounds nothing)."""
+        self.exact()
+        return self.__dict__["_exact_watched"]
 
     def bound(self) -> Any:
         """Per element, a bound on |outputs - the kernel's exact dataflow| (``exact()`` is that dataflow
@@ -281,38 +288,43 @@ def _outputs(ctx: Context, x: Any) -> Any:
     """The kernel's return value with its tensors copied out as arrays (a module function, not a
     recursive closure: a closure that names itself is a reference cycle, which kept the run's
     context and its tensors alive after the run until the garbage collector's next pass)."""
+    return _each_tensor(x, lambda t: _output(ctx, t))
+
+
+def _each_tensor(x: Any, f: Callable) -> Any:
+    """``x`` (the kernel's return value) with ``f`` of each tensor in place of it, the structure
+    (tuples, lists, dicts) kept. A module function, not a recursive closure (see ``_outputs``)."""
     if isinstance(x, Tensor):
-        if not x.base.complete and not np.all(x.mask == x.base.full):
-            # Nothing written is an error; a part written (a scatter, a masked store: AWS's own
-            # examples return such outputs, their callers reading the part written) is a warning.
-            # Elements a DMA stored from undefined ones are undefined too (access.leave_undefined).
-            unwritten = int(np.count_nonzero(x.mask != x.base.full))
-            rule, severity = ("output_unwritten", "error") if unwritten == x.size else ("output_partly_written",
-                                                                                      "warning")
-            origin = x.base.undefined_from
-            since = "" if origin is None else f"; some were stored from values {_rules.undefined_since(origin)}"
-            ctx.find(rule, severity, f"output {x.name} holds {unwritten} of {x.size} elements no instruction wrote "
-                     f"(they hold whatever the memory held){since}", "documented: tensors start undefined "
-                     "(nki.language.ndarray docs)", at=x.base.line)
-        return np.array(x.data, copy=True)
+        return f(x)
     if isinstance(x, (tuple, list)):
-        return type(x)(_outputs(ctx, v) for v in x)
+        return type(x)(_each_tensor(v, f) for v in x)
     if isinstance(x, dict):
-        return {k: _outputs(ctx, v) for k, v in x.items()}
+        return {k: _each_tensor(v, f) for k, v in x.items()}
     return x
+
+
+def _output(ctx: Context, x: Tensor) -> np.ndarray:
+    """One returned tensor copied out as an array, its unwritten elements a finding."""
+    if not x.base.complete and not np.all(x.mask == x.base.full):
+        # Nothing written is an error; a part written (a scatter, a masked store: AWS's own
+        # examples return such outputs, their callers reading the part written) is a warning.
+        # Elements a DMA stored from undefined ones are undefined too (access.leave_undefined).
+        unwritten = int(np.count_nonzero(x.mask != x.base.full))
+        rule, severity = ("output_unwritten", "error") if unwritten == x.size else ("output_partly_written",
+                                                                                  "warning")
+        origin = x.base.undefined_from
+        since = "" if origin is None else f"; some were stored from values {_rules.undefined_since(origin)}"
+        ctx.find(rule, severity, f"output {x.name} holds {unwritten} of {x.size} elements no instruction wrote "
+                 f"(they hold whatever the memory held){since}", "documented: tensors start undefined "
+                 "(nki.language.ndarray docs)", at=x.base.line)
+    return np.array(x.data, copy=True)
 
 
 def _radii(ctx: Context, x: Any) -> Any:
     """The radii of the kernel's returned tensors (Run.bound()), in the structure of its outputs."""
     from .instructions.bounds import radius_view
 
-    if isinstance(x, Tensor):
-        return radius_view(ctx, x).copy()
-    if isinstance(x, (tuple, list)):
-        return type(x)(_radii(ctx, v) for v in x)
-    if isinstance(x, dict):
-        return {k: _radii(ctx, v) for k, v in x.items()}
-    return x
+    return _each_tensor(x, lambda t: radius_view(ctx, t).copy())
 
 
 def _execute(fn: Callable, args: tuple, kwargs: dict, target: str, assume: dict | None, grid: tuple,

@@ -23,8 +23,9 @@
 namespace numeq::cases {
 namespace {
 
-// Masks larger than this many elements are not built (a mask model needs the full [B..., Lq, Lk]).
-constexpr std::size_t kMaskElementsLimit = std::size_t{1} << 24;
+// Masks larger than this many elements (32 MiB of binary64) are not built: a mask model needs the
+// full [B..., Lq, Lk], and a diagnosis must not cost more memory than the check.
+constexpr std::size_t kMaskElementsLimit = std::size_t{1} << 22;
 
 struct Sample {
   std::vector<std::size_t> elements;  // failing elements, spread evenly

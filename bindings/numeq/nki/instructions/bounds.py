@@ -220,10 +220,9 @@ def _monotone(f: Callable, inside: Callable) -> Callable:
 
 _ANY = lambda lo, hi: np.ones(np.shape(lo), dtype=bool)  # noqa: E731
 _POSITIVE = lambda lo, hi: lo > 0  # noqa: E731
-_SIGIL = lambda t: 0.5 * (1 + np.tanh(0.5 * t))  # noqa: E731
 _FUNCTIONS: dict[str, tuple[Callable, Callable]] = {
     "exp": (np.exp, _monotone(np.exp, _ANY)), "exp2": (np.exp2, _monotone(np.exp2, _ANY)),
-    "tanh": (np.tanh, _monotone(np.tanh, _ANY)), "sigmoid": (_SIGIL, _monotone(_SIGIL, _ANY)),
+    "tanh": (np.tanh, _monotone(np.tanh, _ANY)), "sigmoid": (_numerics.sigmoid64, _monotone(_numerics.sigmoid64, _ANY)),
     "arctan": (np.arctan, _monotone(np.arctan, _ANY)), "log": (np.log, _monotone(np.log, _POSITIVE)),
     "sqrt": (np.sqrt, _monotone(np.sqrt, lambda lo, hi: lo >= 0)),
     "rsqrt": (lambda t: 1 / np.sqrt(t), _monotone(lambda t: 1 / np.sqrt(t), _POSITIVE)),

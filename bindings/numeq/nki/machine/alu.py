@@ -201,7 +201,7 @@ def _since(name: str) -> None:
 def alu(op: Any, x: np.ndarray, y: Any, parameter: str = "op") -> np.ndarray:
     """x <op> y in fp32 (y broadcasts)."""
     name = op_name(op, parameter)
-    f = (ALU if _arithmetic.WATCH is None and not _arithmetic.EXACT else alu_table()).get(name)
+    f = alu_table().get(name)
     if f is None:
         raise current().unsupported(f"the ALU operator {name!r} (known: {', '.join(ALU)})")
     if name in SINCE_V4:

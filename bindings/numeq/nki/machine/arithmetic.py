@@ -37,8 +37,8 @@ from .dtypes import DType
 __all__ = ["accumulate_fp32", "cast_into", "fp32_values", "matmul_tile", "reduce_fp32", "function_fp32",
            "language_function_fp32", "sin_outside_range", "EXACT", "compute_dtype", "exact_mode"]
 
-# The kernel's exact dataflow is being computed (``exact_mode``; context.running sets it from the
-# run's ``Context.exact``), and the dtype engines compute in: fp32, or binary64 in that mode.
+# The kernel's exact dataflow is being computed (``exact_mode``; ``modes`` sets it around a run from
+# its ``Context.exact``), and the dtype engines compute in: fp32, or binary64 in that mode.
 EXACT = False
 compute_dtype: Any = np.float32
 # A diagnostic rerun's watch (``watch``): "cancellation": kernel line -> the largest factor by which
@@ -226,17 +226,23 @@ def function_names() -> tuple[str, ...]:
     return tuple(_CERTIFIED) + ("copy", "identity", "relu", "square", "abs", "negative", "sign")
 
 
-# The exact dataflow's functions that binary64 library arithmetic computes within an ulp or two
-# of binary64 (numpy's ufuncs, the C library's exp, log, tanh ...; the others a few operations on
-# them): as good as correct rounding against any NeuronCore format (2^-52 against fp32's 2^-24),
-# and a thousand times faster than MPFR, which attention kernels' millions of exps need.
-with np.errstate(all="ignore"):
-    _BINARY64 = {
-        "exp": np.exp, "log": np.log, "tanh": np.tanh, "sqrt": np.sqrt, "sin": np.sin, "cos": np.cos,
-        "tan": np.tan, "atan": np.arctan, "exp2": np.exp2, "reciprocal": lambda x: 1.0 / x,
-        "rsqrt": lambda x: 1.0 / np.sqrt(x), "sigmoid": lambda x: 0.5 * (1.0 + np.tanh(0.5 * x)),
-        "silu": lambda x: x * (0.5 * (1.0 + np.tanh(0.5 * x))), "softplus": lambda x: np.logaddexp(0.0, x),
-    }
+def sigmoid64(x: np.ndarray) -> np.ndarray:
+    """1 / (1 + exp(-x)) in binary64: a few ulps everywhere (0.5 (1 + tanh(x / 2)) cancels for x
+    far below 0, where sigmoid is tiny)."""
+    return 1.0 / (1.0 + np.exp(-x))
+
+
+# The exact dataflow's functions that binary64 library arithmetic computes within a few ulps of
+# binary64 (numpy's ufuncs, the C library's exp, log, tanh ...; the others a few operations on
+# them, none cancelling): as good as correct rounding against any NeuronCore format (2^-50 against
+# fp32's 2^-24), and a thousand times faster than MPFR, which attention kernels' millions of exps
+# need. tests/python/test_nki_exact.py holds each to MPFR's correctly rounded values.
+_BINARY64 = {
+    "exp": np.exp, "log": np.log, "tanh": np.tanh, "sqrt": np.sqrt, "sin": np.sin, "cos": np.cos,
+    "tan": np.tan, "atan": np.arctan, "exp2": np.exp2, "reciprocal": lambda x: 1.0 / x,
+    "rsqrt": lambda x: 1.0 / np.sqrt(x), "sigmoid": sigmoid64, "silu": lambda x: x * sigmoid64(x),
+    "softplus": lambda x: np.logaddexp(0.0, x),
+}
 
 
 def _certified(reference: str, x: np.ndarray) -> np.ndarray:
