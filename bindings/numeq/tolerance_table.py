@@ -230,11 +230,23 @@ def run_problem(problem: Problem, config: SweepConfig) -> list[dict[str, Any]]:
         try:
             calib = [requirement(b, platform, against, **kw) for _, _, b in cal]
             heldr = [requirement(b, platform, against, **kw) for _, _, b in held]
-            per_gen = {g: requirement(b, platform, against, **kw) for g, b in others_gen}
         except (ValueError, NotImplementedError) as e:
             raise ValueError(f"{problem.op} {problem.in_fmt} -> {problem.out} (K={problem.k}) on {platform} against "
                              f"{against}: the row cannot be computed: {e}") from None
-        rows.append(_row(problem, platform, against, calib, heldr, [b for _, _, b in held], per_gen, config))
+        # The other generators' draws, observed against the row's tolerance. Support can depend on
+        # the values (a platform that computes e4m3fn with its e4m3 plan does so up to 240): a
+        # generator whose draw the platform refuses is recorded with the refusal, not left out.
+        per_gen: dict[str, Requirement] = {}
+        refused: dict[str, str] = {}
+        for g, b in others_gen:
+            try:
+                per_gen[g] = requirement(b, platform, against, **kw)
+            except (ValueError, NotImplementedError) as e:
+                refused[g] = str(e)
+        row = _row(problem, platform, against, calib, heldr, [b for _, _, b in held], per_gen, config)
+        if refused:
+            row["refused_by_generator"] = refused
+        rows.append(row)
     elapsed = time.perf_counter() - t0
     for r in rows:
         r["elapsed_s"] = elapsed / max(1, len(rows))

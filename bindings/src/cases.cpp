@@ -265,7 +265,8 @@ void bind_cases(py::module_& m) {
           other = cases::Emulation{to_xarray(*other_values), to_xarray(*other_bound), other_failure_probability};
         const cases::Requirement r = cases::requirement(op, platform, other ? &*other : nullptr);
         const auto arr = [](const std::vector<double>& v) { return py::array_t<double>(v.size(), v.data()); };
-        return py::make_tuple(arr(r.need), arr(r.expected), arr(r.judged), r.unbounded, r.failure_probability);
+        return py::make_tuple(arr(r.need), arr(r.expected), arr(r.judged), r.unbounded, r.failure_probability,
+                              arr(r.computed));
       },
       py::arg("op"), py::arg("values"), py::arg("bound"), py::arg("failure_probability"), py::arg("other_values"),
       py::arg("other_bound"), py::arg("other_failure_probability"));
@@ -282,12 +283,14 @@ void bind_cases(py::module_& m) {
       py::arg("x"), py::arg("fmt"));
   m.def(
       "cases_fit_tolerance",
-      [](const std::vector<std::pair<Values, Values>>& draws, const std::string& out, double margin) {
+      [](const std::vector<std::tuple<Values, Values, std::optional<Values>>>& draws, const std::string& out,
+         double margin) {
         std::vector<cases::Requirement> rs;
-        for (const auto& [need, expected] : draws) {
+        for (const auto& [need, expected, computed] : draws) {
           cases::Requirement r;
           r.need.assign(need.data(), need.data() + need.size());
           r.expected.assign(expected.data(), expected.data() + expected.size());
+          if (computed) r.computed.assign(computed->data(), computed->data() + computed->size());
           if (r.need.size() != r.expected.size()) throw numeq::error("draws: need and expected differ in length");
           rs.push_back(std::move(r));
         }

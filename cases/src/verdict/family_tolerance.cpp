@@ -8,6 +8,7 @@
 #include <optional>
 #include <string>
 
+#include "numeq/core/bound.hpp"
 #include "numeq/formats/error.hpp"
 
 namespace numeq::cases {
@@ -21,13 +22,21 @@ Requirement requirement(const Op& op, const Emulation& platform, const Emulation
   r.need.reserve(n);
   r.expected.reserve(n);
   r.judged.reserve(n);
+  r.computed.reserve(n);
+  // The output cast's own rounding at a value (nothing before it): what a platform's bound holds
+  // for any draw that lands there.
+  const core::OutputCastBound output_rounding(op.out);
+  const auto computed_part = [&](const Emulation& e, std::size_t i) {
+    return std::max(0.0, e.bound.data()[i] - output_rounding(e.values.data()[i], 0.0));
+  };
   double exact_error = 0;
   const reference::ExactValues* ex = against ? nullptr : &op.check_exact(exact_error);
   const xt::xarray<double>* ref = against ? nullptr : &op.reference_values();
   for (std::size_t i = 0; i < n; ++i) {
-    double need = 0, expected = 0, judged = 0;
+    double need = 0, expected = 0, judged = 0, computed = 0;
     if (against) {
       need = platform.bound.data()[i] + against->bound.data()[i];
+      computed = computed_part(platform, i) + computed_part(*against, i);
       expected = platform.values.data()[i];
       judged = against->values.data()[i];
     } else {
@@ -38,6 +47,7 @@ Requirement requirement(const Op& op, const Emulation& platform, const Emulation
       const double radius = ex->radius.empty() ? 0.0 : ex->radius[i];
       const double d = (std::abs((expected - hi) - ex->lo.data()[i]) + std::abs(hi) * exact_error + radius) * (1 + 0x1p-50);
       need = platform.bound.data()[i] + d;
+      computed = computed_part(platform, i);
       judged = platform.values.data()[i];
     }
     if (!std::isfinite(need) || !std::isfinite(expected) || !std::isfinite(judged)) {
@@ -47,6 +57,7 @@ Requirement requirement(const Op& op, const Emulation& platform, const Emulation
     r.need.push_back(need);
     r.expected.push_back(expected);
     r.judged.push_back(judged);
+    r.computed.push_back(std::min(computed, need));
   }
   const double per_element = platform.failure_probability + (against ? against->failure_probability : 0.0);
   r.failure_probability = std::min(1.0, per_element * static_cast<double>(n));
@@ -58,7 +69,12 @@ ToleranceForms fit_tolerance(const std::vector<Requirement>& draws, const Format
     throw numeq::error("margin: " + std::to_string(margin) +
                        " is not a finite number >= 1 (the tolerance would not cover the draws' own needs)");
   std::size_t total = 0;
-  for (const Requirement& r : draws) total += r.need.size();
+  for (const Requirement& r : draws) {
+    if (!r.computed.empty() && r.computed.size() != r.need.size())
+      throw numeq::error("draws: a requirement's computed part has " + std::to_string(r.computed.size()) +
+                         " elements, its need " + std::to_string(r.need.size()));
+    total += r.need.size();
+  }
   ToleranceForms f;
   if (total == 0) {
     const double nan = std::numeric_limits<double>::quiet_NaN();
@@ -73,7 +89,9 @@ ToleranceForms fit_tolerance(const std::vector<Requirement>& draws, const Format
   for (const Requirement& r : draws) {
     double top = 0, most = 0, finite_top = 0;
     for (std::size_t i = 0; i < r.need.size(); ++i, ++j) {
-      const double y = r.expected[i], need = r.need[i];
+      // The margin on the computed part (all of the need where the draw does not split it).
+      const double computed = r.computed.empty() ? r.need[i] : std::clamp(r.computed[i], 0.0, r.need[i]);
+      const double y = r.expected[i], need = r.need[i] + (margin - 1) * computed;
       const double ulp = ulp_of_out(y);
       f.ulps = std::max(f.ulps, need / ulp);
       // The need at the worst position in y's binade: u ulps at |y| need u * ulp(y) <= u * eps * |y|.
@@ -87,14 +105,12 @@ ToleranceForms fit_tolerance(const std::vector<Requirement>& draws, const Format
     if (!r.need.empty()) f.max_rtol = std::max(f.max_rtol, top > 0 ? most / top : std::numeric_limits<double>::infinity());
   }
   const Tolerance t = tolerance(fitted, expected, out);
-  f.rtol = t.rtol * margin;
-  f.atol = t.atol * margin;
-  f.ulps *= margin;
-  f.max_rtol *= margin;
+  f.rtol = t.rtol;
+  f.atol = t.atol;
   f.atol_rel = std::isfinite(smallest_top) ? f.atol / smallest_top : 0.0;
-  f.max_abs = t.max_abs * margin;
-  f.rtol_only = t.rtol_only * margin;
-  f.atol_only = t.atol_only * margin;
+  f.max_abs = t.max_abs;
+  f.rtol_only = t.rtol_only;
+  f.atol_only = t.atol_only;
   return f;
 }
 

@@ -167,6 +167,11 @@ OutputCastBound::OutputCastBound(const Cast& output) {
   eta_ = eta_value(r);
   max_ = r.max;
   threshold_ = r.threshold;
+  const Format& f = output.format;
+  by_spacing_ = f.has_zero && !output.flushes_inputs() && !output.flushes_outputs();
+  spacing_factor_ = output.rounding == Rounding::nearest_even || output.rounding == Rounding::nearest_away ? 0.5 : 1.0;
+  emin_ = f.emin();
+  mantissa_bits_ = f.mantissa_bits;
 }
 
 double OutputCastBound::near_overflow(double e, double B) const {

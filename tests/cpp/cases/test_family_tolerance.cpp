@@ -140,6 +140,29 @@ TEST(FamilyTolerance, AtolRelativeToTheSmallestDrawsScale) {
   EXPECT_EQ(f.atol_rel, f.atol / 2.0);
 }
 
+TEST(FamilyTolerance, TheMarginScalesTheComputedPartOnly) {
+  // One element of need 3e-3, of which 1e-3 computed: margin 2 gives 3e-3 + 1e-3; without the
+  // split (computed empty) the whole need is doubled; a computed part of the wrong length is refused.
+  cases::Requirement r;
+  r.need = {3e-3};
+  r.expected = {1.0};
+  r.computed = {1e-3};
+  EXPECT_DOUBLE_EQ(cases::fit_tolerance({r}, fmts::fp32, 2.0).max_abs, 4e-3);
+  EXPECT_DOUBLE_EQ(cases::fit_tolerance({r}, fmts::fp32, 1.0).max_abs, 3e-3);
+  r.computed.clear();
+  EXPECT_DOUBLE_EQ(cases::fit_tolerance({r}, fmts::fp32, 2.0).max_abs, 6e-3);
+  r.computed = {1e-3, 1e-3};
+  EXPECT_THROW(cases::fit_tolerance({r}, fmts::fp32, 2.0), numeq::error);
+  // A draw's computed part is its bound less the output cast's own rounding: within [0, need].
+  const cases::Op op = draw(3);
+  const cases::Requirement q = cases::requirement(op, op.emulate(core::platform_by_name("trainium.trn2"), {}), nullptr);
+  ASSERT_EQ(q.computed.size(), q.need.size());
+  for (std::size_t i = 0; i < q.need.size(); ++i) {
+    EXPECT_GE(q.computed[i], 0.0);
+    EXPECT_LE(q.computed[i], q.need[i]);
+  }
+}
+
 TEST(FamilyTolerance, Refusals) {
   EXPECT_THROW(cases::fit_tolerance({}, fmts::fp32, 0.5), numeq::error);
   const cases::ToleranceForms empty = cases::fit_tolerance({}, fmts::fp32);

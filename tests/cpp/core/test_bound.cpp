@@ -15,6 +15,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <random>
 #include <cstdio>
 #include <cstdlib>
 
@@ -90,10 +91,41 @@ TEST(Bound, OutputCast) {
     }
 }
 
+// The output cast's bound holds as stated (bound.hpp): for an exact value s, any pre-cast values v
+// (the emulator's) and v' (a device's) within B of s, the device's rounded v' lies within the
+// bound of s, the bound taken at the emulated round(v). The oracle is the round-and-pack kernel
+// itself; s is drawn densely just below and above powers of two, where half an ulp of |v'|'s binade
+// and rho |v'| differ most, and across the subnormals.
+TEST(Bound, OutputCastBoundHoldsAtBinadeEdges) {
+  std::mt19937_64 rng(11);
+  std::uniform_real_distribution<double> unit(0.0, 1.0);
+  std::size_t checked = 0;
+  for (const Format* f : {&formats::fp32, &formats::bf16, &formats::fp16, &formats::e4m3fn, &formats::e5m2}) {
+    for (const Rounding r : {Rounding::nearest_even, Rounding::nearest_away, Rounding::toward_zero, Rounding::upward, Rounding::downward}) {
+      const Cast cast{*f, r, Overflow::ieee};
+      const OutputCastBound bound(cast);
+      const double ulp1 = std::ldexp(1.0, -f->mantissa_bits);  // spacing in [1, 2)
+      for (int i = 0; i < 20000; ++i) {
+        const int e = f->emin() - f->mantissa_bits + static_cast<int>(rng() % static_cast<unsigned>(f->mantissa_bits - f->emin() + 8));
+        // Within four ulps of 2^e, either side.
+        const double s = std::ldexp(1.0 + (unit(rng) - 0.5) * 8 * ulp1, e) * (rng() % 2 ? 1 : -1);
+        const double B = i % 5 == 0 ? 0.0 : std::ldexp(unit(rng) * ulp1, e - static_cast<int>(rng() % 4));
+        const double v = s + (2 * unit(rng) - 1) * B, w = s + (2 * unit(rng) - 1) * B;
+        const double emulated = round_to_format(v, cast), device = round_to_format(w, cast);
+        ASSERT_LE(std::fabs(device - s), bound(emulated, B))
+            << f->name << " " << to_string(r) << " s " << s << " B " << B << " v " << v << " v' " << w;
+        ++checked;
+      }
+    }
+  }
+  EXPECT_EQ(checked, 500000u);
+}
+
 // OutputCastBound (with_output_cast) evaluates its formula to nearest and raises the result once
-// (bound.cpp). The oracle: the same formula in 256-bit MPFR, B + rho V + eta with
-// V = (|emulated| + eta) / (1 - rho) + 2B, every step rounded upward (so above the exact value) for
-// "never below", downward for "at most 2^-46 above": rho and eta restated here from the format
+// (bound.cpp). The oracle: the same formula in 256-bit MPFR, B + min(rho V + eta, spacing) with
+// V = (|emulated| + eta) / (1 - rho) + 2B and spacing half an ulp (nearest) or one ulp at the
+// binade of min(V, |emulated| + that part of the spacing at |emulated| + 2B), every step rounded
+// upward (so above the exact value) for "never below", downward for "at most 2^-46 above": rho and eta restated here from the format
 // (nearest: half an ulp and half the subnormal spacing; toward zero: whole ones).
 TEST(Bound, OutputCastBoundIsItsFormulaRaisedOnce) {
   std::mt19937_64 rng(5);
@@ -114,6 +146,8 @@ TEST(Bound, OutputCastBoundIsItsFormulaRaisedOnce) {
         const double got = bound(emulated, B);
         ASSERT_EQ(got, with_output_cast(cast, emulated, B));
         double want[2];
+        // The spacing form's binade: exact for "never below", from a raised V for "at most above".
+        long binade_exact = 0, binade_raised = 0;
         for (int side = 0; side < 2; ++side) {
           const mpfr_rnd_t rnd = side == 0 ? MPFR_RNDU : MPFR_RNDD;
           mpfr_t v, t;
@@ -124,8 +158,23 @@ TEST(Bound, OutputCastBoundIsItsFormulaRaisedOnce) {
           mpfr_sub_d(t, t, rho, side == 0 ? MPFR_RNDD : MPFR_RNDU);  // the divisor the other way
           mpfr_div(v, v, t, rnd);
           mpfr_add_d(v, v, 2 * B, rnd);  // 2B exact
+          if (side == 0) {
+            // min(V, |emulated| + that part of the spacing at |emulated|'s binade + 2B); mpfr's
+            // exponent is floor(log2) + 1; below the normal range, the subnormal spacing.
+            const int e_binade = std::max(std::ilogb(emulated), f->emin());
+            mpfr_set_d(t, std::fabs(emulated), MPFR_RNDN);
+            mpfr_add_d(t, t, std::ldexp(nearest ? 0.5 : 1.0, e_binade - f->mantissa_bits), MPFR_RNDN);
+            mpfr_add_d(t, t, 2 * B, MPFR_RNDN);
+            if (mpfr_cmp(t, v) > 0) mpfr_set(t, v, MPFR_RNDN);
+            binade_exact = std::max<long>(mpfr_get_exp(t) - 1, f->emin());
+            mpfr_mul_d(t, t, 1 + 0x1p-48, MPFR_RNDU);
+            binade_raised = std::max<long>(mpfr_get_exp(t) - 1, f->emin());
+          }
+          const long binade = side == 0 ? binade_exact : binade_raised;
+          const double spacing = std::ldexp(nearest ? 0.5 : 1.0, static_cast<int>(binade) - f->mantissa_bits);
           mpfr_mul_d(v, v, rho, rnd);    // rho a power of two: exact
           mpfr_add_d(v, v, eta, rnd);
+          if (mpfr_cmp_d(v, spacing) > 0) mpfr_set_d(v, spacing, rnd);  // a power of two: exact
           mpfr_add_d(v, v, B, rnd);
           want[side] = mpfr_get_d(v, rnd);
           mpfr_clears(v, t, static_cast<mpfr_ptr>(nullptr));

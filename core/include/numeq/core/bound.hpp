@@ -151,7 +151,19 @@ class OutputCastBound {
     // for that, and 2^-1070 for the absolute errors of results below 2^-1022.
     const double V = (e + eta_) / (1 - rho_) + 2 * B;
     if (finite_overflow_ && next_up(V * (1 + 0x1p-50)) > threshold_) return near_overflow(e, B);
-    return (B + (rho_ * V + eta_)) * (1 + 0x1p-49) + 0x1p-1070;
+    double cast = rho_ * V + eta_;
+    // Sharper where nothing flushes: a rounding errs by at most half the spacing at |v'|'s binade
+    // (nearest) or the whole spacing (the other modes), and the spacing grows with |v'| (Higham
+    // 2002, s2.1; the probabilistic walk's rounding step uses the same). rho V is up to twice that
+    // near the top of a binade. |v| is also at most |emulated| plus that part of the spacing at
+    // |emulated|'s binade, which keeps the largest value of a binade in it where (e + eta) / (1 -
+    // rho) would step over. Both raised: the binade must not come out one too low.
+    if (by_spacing_) {
+      const double at_e = std::ldexp(spacing_factor_, std::max(std::ilogb(e), emin_) - mantissa_bits_);
+      const double top = std::min(V, e + at_e + 2 * B) * (1 + 0x1p-50);
+      cast = std::min(cast, std::ldexp(spacing_factor_, std::max(std::ilogb(top), emin_) - mantissa_bits_));
+    }
+    return (B + cast) * (1 + 0x1p-49) + 0x1p-1070;
   }
 
  private:
@@ -159,6 +171,10 @@ class OutputCastBound {
   double near_overflow(double e, double B) const;
   bool integer_ = false, finite_overflow_ = false;
   double rho_ = 0, eta_ = 0, max_ = 0, threshold_ = 0;
+  // The spacing form: formats with subnormals and casts that flush nothing; 1/2 (nearest) or 1 ulp.
+  bool by_spacing_ = false;
+  double spacing_factor_ = 0;
+  int emin_ = 0, mantissa_bits_ = 0;
 };
 
 // Per-element bounds on |emulated - exact| for the results of sum / dot / matmul (evaluate.hpp)
