@@ -79,3 +79,65 @@ def test_a_cross_format_port_review_runs_and_catches_a_doubled_scale(tmp_path):
                                "--quiet"], capture_output=True, text=True, timeout=300)
         codes.append(done.returncode)
     assert codes == [0, 1], codes
+
+
+_FP8_KERNEL = '''
+import nki
+import nki.isa as nisa
+import nki.language as nl
+
+TILES_SKIPPED = {skipped}
+
+
+@nki.jit
+def fp8_matmul(a_t, b):
+    """out[M, N] = a_t.T @ b in fp32 from float8_e4m3 operands, K in tiles of 128 into one PSUM tile."""
+    K, M = a_t.shape
+    _, N = b.shape
+    out = nl.ndarray((M, N), nl.float32, buffer=nl.shared_hbm)
+    acc = nl.ndarray((M, N), nl.float32, buffer=nl.psum)
+    for k in nl.sequential_range(K // 128 - TILES_SKIPPED):
+        a_tile = nl.ndarray((128, M), a_t.dtype, buffer=nl.sbuf)
+        b_tile = nl.ndarray((128, N), b.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=a_tile, src=a_t[k * 128:(k + 1) * 128, :])
+        nisa.dma_copy(dst=b_tile, src=b[k * 128:(k + 1) * 128, :])
+        nisa.nc_matmul(acc, a_tile, b_tile)
+    res = nl.ndarray((M, N), nl.float32, buffer=nl.sbuf)
+    nisa.tensor_copy(dst=res, src=acc)
+    nisa.dma_copy(dst=out, src=res)
+    return out
+'''
+
+
+def test_a_cross_format_fp8_kernel_is_reviewed_from_the_kernel_itself(tmp_path):
+    # Kernel mode: the NKI kernel takes Trainium's float8_e4m3; the CUDA kernel's output (e4m3fn
+    # operands, the same values) is given. The correct kernel passes; one that skips its last K
+    # tile fails, named; a uint8 array (fp8 bit patterns or values?) is refused, not guessed.
+    import subprocess
+    import sys
+
+    rng = np.random.default_rng(11)
+    a = rng.standard_normal((64, 512)).astype(ml_dtypes.float8_e4m3)
+    b = rng.standard_normal((512, 32)).astype(ml_dtypes.float8_e4m3)
+    gpu = numeq.ops.matmul(a.astype(np.float64), b.astype(np.float64), in_fmt="e4m3fn", out="fp32").emulate("nvidia.h100")
+    np.savez(tmp_path / "in.npz", a=a, b=b, a_t=np.ascontiguousarray(a.T), gpu=gpu.astype(np.float32))
+    np.savez(tmp_path / "bits.npz", a=a.view(np.uint8), b=b.view(np.uint8), a_t=np.ascontiguousarray(a.T).view(np.uint8))
+
+    def review(skipped: int, npz: str, *extra: str) -> subprocess.CompletedProcess:
+        kernel = tmp_path / f"fp8_matmul_{skipped}.py"
+        kernel.write_text(_FP8_KERNEL.format(skipped=skipped))
+        return subprocess.run([sys.executable, "-m", "numeq", "review", f"{kernel}::fp8_matmul", "--inputs",
+                               str(tmp_path / npz), "--op", "matmul", "--gpu", "nvidia.h100", "--out",
+                               str(tmp_path / f"rev{skipped}"), "--quiet",
+                               *[x for n in ("a", "b", "a_t") for x in ("--dtype", f"{n}=float8_e4m3")], *extra],
+                              capture_output=True, text=True, timeout=300)
+
+    good = review(0, "in.npz", "--gpu-output", "gpu")
+    assert good.returncode == 0, good.stderr
+    text = (tmp_path / "rev0" / "review.md").read_text()
+    assert "given outputs: gpu" in text and "Verdict: PASS" in text
+    bad = review(1, "in.npz", "--gpu-output", "gpu")
+    assert bad.returncode == 1, bad.stderr
+    assert "missing_k_tile" in (tmp_path / "rev1" / "review.md").read_text()
+    bits = review(0, "bits.npz")
+    assert bits.returncode == 2 and "uint8 integers" in bits.stderr and "view('V1')" in bits.stderr, bits.stderr

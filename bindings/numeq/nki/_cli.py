@@ -363,6 +363,13 @@ def _load_inputs(path: str | None, dtypes: dict[str, str],
             arrays[name] = a.view(storage)
         elif a.dtype.kind not in "biuf":
             raise UsageFault(f"--dtype: {name} holds {a.dtype} values, which are not numbers to round to {d}")
+        elif d.kind == "float" and a.dtype.kind in "biu":
+            # Integers for a float dtype are ambiguous: a uint8 or uint16 array is as often the bit
+            # patterns of fp8 or bf16 values (a.view(np.uint8)) as values; rounding them as values
+            # would run the kernel on other numbers without a word.
+            raise UsageFault(f"--dtype: {name} holds {a.dtype} integers, and {d} is a float dtype: for its bit "
+                             f"patterns save the array as raw bytes (np.savez(..., {name}=x.view('V{storage.itemsize}'))"
+                             f" or the ml_dtypes array itself); for values, save them as floats (float32)")
         elif d.kind == "int" and a.dtype.kind == "f":
             info = np.iinfo(storage)
             if not np.all((a == np.round(a)) & (a >= info.min) & (a <= info.max)):

@@ -598,6 +598,12 @@ def _as_dtype(arr: np.ndarray, dtype: str, ctx: _Context, key: tuple) -> np.ndar
             ctx.fail(key, f"{name}: the array holds {arr.dtype.itemsize}-byte elements; {dtype} takes "
                           f"{storage.itemsize}")
         return arr.view(storage)
+    if d.kind == "float" and arr.dtype.kind in "biu":
+        # As numeq nki run's --dtype: integers for a float dtype are as often bit patterns
+        # (x.view(np.uint8)) as values, so neither reading is taken silently.
+        ctx.fail(key, f"{name}: the array holds {arr.dtype} integers, and {dtype} is a float dtype: for its bit "
+                      f"patterns save it as raw bytes (x.view('V{np.dtype(d.storage).itemsize}')) or as the ml_dtypes "
+                      "array itself; for values, save them as floats (float32)")
     cast = arr.astype(d.storage)
     if not np.array_equal(cast.astype(np.float64), arr.astype(np.float64), equal_nan=True):
         ctx.fail(key, f"{name}: the array's values are not all values of {dtype}; the manifest casts without rounding")

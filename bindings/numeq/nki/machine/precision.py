@@ -219,7 +219,18 @@ def flow(run: Any, rerun: Callable[..., Any], alternatives: dict[str, list],
         target = np.asarray(reference, dtype=np.float64).reshape(-1)
         if target.shape != base.shape:
             raise ValueError(f"reference: {target.size} elements; the run's outputs have {base.size}")
-    wide = _flat(rerun(widen=narrow).outputs) if narrow else base
+    # A tile the kernel cannot run widened (an fp8 operand of a double_row matmul, which takes fp8
+    # only) is left narrow, and its row says why: the run with it widened stops.
+    stops: dict[Any, str] = {}
+    widened = rerun(widen=narrow) if narrow else None
+    if widened is not None and not widened.completed:
+        for tile in sorted(narrow):
+            if not rerun(widen=frozenset({tile})).completed:
+                stops[tile] = "widening it stops the run (the kernel's instructions take only its format there)"
+        narrow = narrow - frozenset(stops)
+        measured = [t for t in measured if t not in stops]
+        widened = rerun(widen=narrow) if narrow else None
+    wide = _flat(widened.outputs) if widened is not None else base
     if target is None:
         target = wide
     total, left = _distance(base, target), _distance(wide, target)
@@ -239,6 +250,9 @@ def flow(run: Any, rerun: Callable[..., Any], alternatives: dict[str, list],
         share, alone = share_of.get(s.tile if s.format in NARROW else ("fp32", s.where), (None, None))
         lines = sorted(s.lines - {s.where})
         detail = s.detail or (f"into the tile allocated at {s.tile}" + (f"; also {', '.join(lines)}" if lines else ""))
+        if s.tile in stops:
+            detail += f"; {stops[s.tile]}"
+
         if share is not None and alone is not None and alone - share > 0.25:
             detail += (f"; widening it alone removes {share:.0%} (another narrow tile rounds its values again), "
                        f"by itself it causes {alone:.0%}")
