@@ -203,7 +203,7 @@ void bind_cases(py::module_& m) {
             cases::Emulation e;
             {
               py::gil_scoped_release release;
-              e = op.emulate(*p, o);
+              e = *op.emulation(*p, o);
             }
             return emulation_tuple(std::move(e));
           },
@@ -323,7 +323,7 @@ void bind_cases(py::module_& m) {
         xt::xarray<double> r;
         {
           py::gil_scoped_release release;
-          r = cases::cross_platform_bound(op.emulate(*pa, o), op.emulate(*pb, o));
+          r = cases::cross_platform_bound(*op.emulation(*pa, o), *op.emulation(*pb, o));
         }
         return to_numpy(std::move(r));
       },

@@ -220,6 +220,12 @@ Platform resolve_platform(std::string_view name, std::string_view parameter);
 
 }  // namespace
 
+std::uint64_t platform_generation() {
+  PlatformCache& c = platform_cache();
+  const std::lock_guard<std::mutex> lock(c.mutex);
+  return c.generation;
+}
+
 std::shared_ptr<const Platform> shared_platform(std::string_view name, std::string_view parameter) {
   PlatformCache& c = platform_cache();
   std::uint64_t generation = 0;

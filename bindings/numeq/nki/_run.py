@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import json
 import math
 import operator
 from dataclasses import dataclass, field
@@ -21,7 +22,8 @@ import numpy as np
 import importlib
 
 _platforms = importlib.import_module("numeq.machines")
-from .machine.assumptions import ASSUMPTIONS, assumptions_of, chosen as _chosen
+from .machine.assumptions import ASSUMPTIONS, assumptions_of, chosen as _chosen, \
+    platform_assumptions as _platform_assumptions
 from .machine.targets import DEFAULT_TARGET, target as _target, target_from_environment
 from .machine import rules as _rules
 from .machine import arithmetic as _numerics
@@ -104,6 +106,8 @@ class Run:
     # there, in order): what the run's kernel_cancellation / kernel_overflow diagnoses read.
     watched: dict = field(default_factory=dict, repr=False, compare=False)
     radii: Any = field(default=None, repr=False, compare=False)  # a rerun with bound=True: its outputs' radii
+    # The assumptions the run read (the others cannot have changed its outputs).
+    assumptions_read: frozenset = field(default=frozenset(), repr=False, compare=False)
 
     def release(self) -> None:
         """Drop what is bulky (the outputs, the trace, the precision sites, the allocations' lives and
@@ -155,8 +159,11 @@ class Run:
         unknown = [n for n in names if n not in table]
         if unknown:
             raise ValueError(f"assumptions: unknown {unknown}; valid: {', '.join(table)}")
-        alternatives = {n: [v for v in table[n]["alternatives"] if v != self.assumptions[n]] for n in names}
-        return flow(self, self.rerun, alternatives, reference)
+        # An assumption the run never read cannot change its outputs: no rerun for it.
+        others = {n: [v for v in table[n]["alternatives"] if v != self.assumptions[n]] for n in names}
+        alternatives = {n: v for n, v in others.items() if n in self.assumptions_read}
+        unread = {n: v for n, v in others.items() if n not in self.assumptions_read}
+        return flow(self, self.rerun, alternatives, reference, unread)
 
     def _experiment(self, what: str, **how: Any) -> "Run":
         """The kernel run again ``how`` (rerun's keywords), for ``what`` (the method asking)."""
@@ -229,7 +236,7 @@ class _RunContext(Context):
         table = _chosen(target_name, assume)
         super().__init__(_target(target_name), {k: v["value"] for k, v in table.items()}, grid)
         self.table = table
-        self.platform_names = {a["name"] for a in _platforms.platform_assumptions(self.target.platform)}
+        self.platform_names = {a["name"] for a in _platform_assumptions(self.target.platform)}
         self._tile_platforms: dict = {}
 
     def _platform(self, extra: dict[str, Any]) -> str:
@@ -238,8 +245,9 @@ class _RunContext(Context):
         chosen += [f"{k}={v}" for k, v in extra.items()]
         return self.target.platform + (f"[{','.join(chosen)}]" if chosen else "")
 
-    def tile_platform(self, k: int, double_row: bool) -> str:
-        """The platform of one nc_matmul: the kernel's assumptions, its K as the one tile."""
+    def tile_platform(self, k: int, double_row: bool, fmt: str) -> str:
+        """The platform of one nc_matmul of ``fmt`` operands: the kernel's assumptions, its K as the
+        one tile."""
         key = (k, double_row)
         if key not in self._tile_platforms:
             # The instruction's K as the plan's tile (the platform's default tile needs no option).
@@ -247,10 +255,35 @@ class _RunContext(Context):
             if double_row and self.assumptions["fp8_double_row"] != "on":
                 extra = {"fp8_double_row": "on", **extra}
             self._tile_platforms[key] = self._platform(extra)
+        self.assumptions.read.update(_plan_assumptions(self.target.platform, "matmul", fmt))
         return self._tile_platforms[key]
 
     def sum_platform(self) -> str:
+        self.assumptions.read.update(_plan_assumptions(self.target.platform, "sum", "fp32"))
         return self._platform({})
+
+
+_PLAN_ASSUMPTIONS: dict[tuple[str, str, str], frozenset] = {}
+
+
+def _plan_assumptions(platform: str, op: str, fmt: str) -> frozenset:
+    """The platform assumptions an ``op`` plan of ``platform`` for ``fmt`` inputs reads: those with
+    an alternative that changes one of those plans (a run that uses the plan has read them; the
+    precision flow sweeps only what a run read). A format with no plan of its own (e4m3fn values
+    through trn2's e4m3 plan) reads what any ``op`` plan reads. Worked out once per platform, op
+    and format."""
+    key = (platform, op, fmt)
+    if key not in _PLAN_ASSUMPTIONS:
+        def plans(name: str) -> list:
+            entries = [e for e in json.loads(_platforms.platform_json(name))["plans"] if e["op"] == op]
+            own = [e for e in entries if e["in_fmt"] == fmt]
+            return [(e["in_fmt"], e["out"], e["plan"] | {"name": ""}) for e in (own or entries)]
+
+        base = plans(platform)
+        _PLAN_ASSUMPTIONS[key] = frozenset(
+            a["name"] for a in _platform_assumptions(platform)
+            if any(plans(f"{platform}[{a['name']}={v}]") != base for v in a["alternatives"] if v != a["value"]))
+    return _PLAN_ASSUMPTIONS[key]
 
 
 
@@ -379,10 +412,11 @@ def _execute(fn: Callable, args: tuple, kwargs: dict, target: str, assume: dict 
                         watch, bound)
 
     base_assume = assume
+    read = frozenset(ctx.assumptions.read)  # before _platforms_of, which names every platform assumption
     platform, kernel_platform = _platforms_of(ctx)
     return Run(outputs, ctx.findings, ctx.trace, platform, target, {k: v["value"] for k, v in ctx.table.items()},
                completed, ctx.sites, rerun, ctx.lives, kernel_platform=kernel_platform, watched=ctx.watch or {},
-               radii=radii)
+               radii=radii, assumptions_read=read)
 
 
 def _platforms_of(ctx: _RunContext) -> tuple[str, str]:

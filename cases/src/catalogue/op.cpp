@@ -56,6 +56,26 @@ const reference::ExactValues& Op::exact_values() const {
   return cache->exact;
 }
 
+std::shared_ptr<const Emulation> Op::emulation(const core::Platform& platform, const core::BoundOptions& options) const {
+  // The key spells every input of emulate: the platform by name within one registry generation
+  // (variants are part of the name), and the bound options bit for bit.
+  const auto bits = [](double v) { return std::to_string(std::bit_cast<std::uint64_t>(v)); };
+  const std::string key = platform.name + '\x1f' + std::to_string(core::platform_generation()) + '\x1f' +
+                          std::to_string(static_cast<int>(options.kind)) + '\x1f' + bits(options.lambda) + '\x1f' +
+                          bits(options.failure_probability);
+  {
+    const std::lock_guard<std::mutex> lock(cache->emulations_mutex);
+    for (const auto& [k, e] : cache->emulations)
+      if (k == key) return e;
+  }
+  auto e = std::make_shared<const Emulation>(emulate(platform, options));
+  const std::lock_guard<std::mutex> lock(cache->emulations_mutex);
+  constexpr std::size_t kKept = 6;
+  if (cache->emulations.size() >= kKept) cache->emulations.erase(cache->emulations.begin());
+  cache->emulations.emplace_back(key, e);
+  return e;
+}
+
 const reference::ExactValues& Op::check_exact(double& relative_error) const {
   if (!exact_within) {
     relative_error = exact_relative_error;

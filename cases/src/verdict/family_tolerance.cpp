@@ -137,9 +137,9 @@ FamilyTolerance family_tolerance(const std::function<Op(std::uint64_t seed)>& dr
       o.lambda = *lambda;
     else if (kind == core::BoundKind::probabilistic)
       o.failure_probability = failure_probability / static_cast<double>(std::max<std::size_t>(1, op.reference_values().size()));
-    const Emulation e = op.emulate(platform, o);
+    const Emulation e = *op.emulation(platform, o);
     if (against) {
-      const Emulation other = op.emulate(*against, o);
+      const Emulation other = *op.emulation(*against, o);
       reqs.push_back(requirement(op, e, &other));
     } else {
       reqs.push_back(requirement(op, e, nullptr));

@@ -154,7 +154,7 @@ Tier tier_by_name(std::string_view name, std::string_view parameter) {
 
 Emulation check_emulation(const Op& op, const core::Platform& platform, const CompareOptions& options,
                           std::size_t elements) {
-  if (options.accept == Tier::deterministic) return op.emulate(platform, core::BoundOptions{});
+  if (options.accept == Tier::deterministic) return *op.emulation(platform, core::BoundOptions{});
   // A union bound over the elements gives each per_check / elements; the walker picks the lambda
   // that reaches it (BoundOptions::failure_probability). Parts of composite ops that still take
   // lambda as given state the probability they reach: their bound falls as
@@ -162,11 +162,11 @@ Emulation check_emulation(const Op& op, const core::Platform& platform, const Co
   // in (bound.hpp), so one more walk at the lambda that reaches the target, while it falls short.
   const double target = options.failure_probability / static_cast<double>(std::max<std::size_t>(elements, 1));
   core::BoundOptions o{core::BoundKind::probabilistic, 6.0, target};
-  Emulation em = op.emulate(platform, o);
+  Emulation em = *op.emulation(platform, o);
   for (int tries = 0; tries < 4 && em.failure_probability > target; ++tries) {
     o.lambda = std::sqrt(o.lambda * o.lambda + 2.0 * std::log(em.failure_probability / target) / 0.75);
     o.failure_probability = 0;
-    em = op.emulate(platform, o);
+    em = *op.emulation(platform, o);
   }
   return em;
 }
@@ -557,7 +557,7 @@ Verdict compare(const Array& actual, const Op& op, const core::Platform& platfor
   // bit-exact elements need no bound; a variant that computes the output bit for bit needs none
   // either; only the elements left are judged against the probabilistic bound (the data-driven
   // walk, the costly part), and those beyond it against the deterministic one.
-  const Emulation det = op.emulate(platform, core::BoundOptions{});
+  const Emulation det = *op.emulation(platform, core::BoundOptions{});
   const Holds holds{ValueTest(op.out.format)};
   const Differences diff = differing(actual, op, det, holds);
   const std::optional<VariantSearch> search = variant_search(actual, op, platform, options, diff);

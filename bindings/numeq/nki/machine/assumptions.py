@@ -147,12 +147,24 @@ ASSUMPTIONS: dict[str, Assumption] = _table(
 )
 
 
+_PLATFORM_TABLES: dict[str, tuple] = {}
+
+
+def platform_assumptions(platform: str) -> tuple:
+    """``numeq.machines.platform_assumptions(platform)`` for a target's (built-in) Trainium
+    platform, read once: every run and rerun asks, and a built-in platform cannot be registered
+    again (load_platform refuses its name). Callers copy what they change."""
+    if platform not in _PLATFORM_TABLES:
+        _PLATFORM_TABLES[platform] = tuple(_platforms.platform_assumptions(platform))
+    return _PLATFORM_TABLES[platform]
+
+
 def assumptions_of(target_name: str) -> dict[str, dict]:
     """Every assumption of a target: the platform's and the instruction layer's, each as
     {value, alternatives, meaning, source}, the value at its default."""
     t = _target(target_name)
     out = {}
-    for a in _platforms.platform_assumptions(t.platform):
+    for a in platform_assumptions(t.platform):
         out[a["name"]] = {"value": a["value"], "alternatives": list(a["alternatives"]), "meaning": a["meaning"],
                           "source": a["source"]}
     for a in ASSUMPTIONS.values():

@@ -174,6 +174,22 @@ def where() -> str:
     return _kernel_frame(sys._getframe(1))[0]
 
 
+class ReadAssumptions(dict):
+    """The run's assumption values (a dict), with the names read so far in ``read``."""
+
+    def __init__(self, values: dict) -> None:
+        super().__init__(values)
+        self.read: set[str] = set()
+
+    def __getitem__(self, name: str) -> str:
+        self.read.add(name)
+        return super().__getitem__(name)
+
+    def get(self, name: str, default: Any = None) -> Any:
+        self.read.add(name)
+        return super().get(name, default)
+
+
 class Context:
     """One kernel run (see the module doc)."""
 
@@ -184,7 +200,10 @@ class Context:
                                                          "matmul_moving_free", "psum_bank_bytes")}
         # Below this a DMA is overhead-bound (FACTS.md s3: < 256 B per partition; the target table's).
         self.limits["dma_small_bytes"] = int(target["dma_overhead_bytes"])
-        self.assumptions = assumptions  # name -> value (every assumption, defaults filled in)
+        # name -> value (every assumption, defaults filled in), recording which the run reads: an
+        # assumption the run never read cannot have changed its outputs (the precision flow sweeps
+        # only the others).
+        self.assumptions = ReadAssumptions(assumptions)
         # Whether results are stored rounding to nearest even (the instruction path's fast case).
         self.nearest_output = assumptions["output_rounding"] == "nearest_even"
         self.cites: dict[str, str] = {}  # target key -> its source, as findings cite it (_rules._cite)

@@ -18,7 +18,7 @@ measured by running each alternative: the number of output elements whose bits c
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 import numpy as np
 from .dtypes import dtype_of
@@ -201,10 +201,11 @@ def _bits(outputs: Any) -> list:
 
 
 def flow(run: Any, rerun: Callable[..., Any], alternatives: dict[str, list],
-         reference: np.ndarray | None = None) -> list[PrecisionRow]:
+         reference: np.ndarray | None = None, unread: Mapping[str, list] | None = None) -> list[PrecisionRow]:
     """The precision-flow rows of ``run`` (largest share first; unmeasured rows after, assumptions
     last). ``rerun(widen=..., assume=...)`` runs the kernel again; ``alternatives``: assumption ->
-    its other values; ``reference``: the exact result (then shares are of the output's distance
+    its other values; ``unread``: the same for assumptions the run never read (named in the row of
+    those that change nothing, without a rerun); ``reference``: the exact result (then shares are of the output's distance
     from it, and what no widening removes is the fp32 arithmetic's row)."""
     sites = list(run.sites.values()) + _psum_chains(run.trace)
     # The tiles that rounded a value (rows), and every narrow tile the kernel allocated, on chip or
@@ -279,7 +280,14 @@ def flow(run: Any, rerun: Callable[..., Any], alternatives: dict[str, list],
                 continue
             rows.append(PrecisionRow("<assumption>", "assumption", name, n, None,
                                      f"changing {name} to {value} changes {changed} of {n} output elements"))
-    if unchanged:  # one row for every alternative that changes nothing (a review lists dozens)
-        rows.append(PrecisionRow("<assumption>", "assumption", f"{len(unchanged)} alternatives", n, None,
-                                 f"change none of the {n} output elements: {', '.join(unchanged)}"))
+    unread = unread or {}
+    if unchanged or unread:  # one row for every alternative that changes nothing (a review lists dozens)
+        text = f"change none of the {n} output elements"
+        if unchanged:
+            text += f": {', '.join(unchanged)}"
+        if unread:
+            text += f"{'; and' if unchanged else ':'} every alternative of the assumptions this run never read: " \
+                    f"{', '.join(unread)}"
+        count = len(unchanged) + sum(len(v) for v in unread.values())
+        rows.append(PrecisionRow("<assumption>", "assumption", f"{count} alternatives", n, None, text))
     return rows

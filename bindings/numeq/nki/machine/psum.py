@@ -119,10 +119,10 @@ def _compute(ctx: Any, chain: _Chain) -> np.ndarray:
     ops = chain.ops
     if chain.init is None and _uniform(ops):
         return _numerics.matmul_tile([op[0] for op in ops], [op[1] for op in ops], ops[0][2],
-                                     ctx.tile_platform(ops[0][3], ops[0][4]))
+                                     ctx.tile_platform(ops[0][3], ops[0][4], ops[0][2]))
     values = chain.init
     for a, b, fmt, k, double_row in ops:
-        tile = _numerics.matmul_tile(a, b, fmt, ctx.tile_platform(k, double_row))
+        tile = _numerics.matmul_tile(a, b, fmt, ctx.tile_platform(k, double_row, fmt))
         values = tile if values is None else _numerics.accumulate_fp32(values, tile, ctx.assumptions["psum_rounding"])
     return values
 

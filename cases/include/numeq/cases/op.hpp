@@ -49,6 +49,11 @@ struct OpCache {
   reference::ExactValues exact;
   reference::ExactValues within;
   xt::xarray<double> reference;
+  // Op::emulation's results by platform name, registry generation and bound options: a review
+  // checks one output against a platform, then the port between two, then the tolerance, each
+  // needing the same emulation and bound. The last few are kept (each holds two output-sized arrays).
+  std::mutex emulations_mutex;
+  std::vector<std::pair<std::string, std::shared_ptr<const Emulation>>> emulations;
 };
 
 struct Op {
@@ -106,6 +111,9 @@ struct Op {
   // and variant search of this op (and of its copies) shares one exact computation. The
   // reference comes from the exact value where reference_from_exact allows, else reference().
   const reference::ExactValues& exact_values() const;
+  // emulate(platform, options), computed once per platform name and options and kept (OpCache);
+  // every check of this op calls this, not emulate.
+  std::shared_ptr<const Emulation> emulation(const core::Platform& platform, const core::BoundOptions& options) const;
   // What a check (compare, requirement) measures errors against: exact_within() (kept) where the
   // op has it, else exact_values(); `relative_error` receives the values' stated relative error.
   // The check's slack includes it, so a verdict never rests on the difference.

@@ -106,6 +106,9 @@ Platform platform_by_name(std::string_view name, std::string_view parameter = "p
 // The same platform without a copy: resolved once per name and kept (until the next
 // register_platform), shared by every caller.
 std::shared_ptr<const Platform> shared_platform(std::string_view name, std::string_view parameter = "platform");
+// How many times the registry has changed (register_platform): a name means the same platform for
+// as long as this stays the same (what caches of results by platform name key on).
+std::uint64_t platform_generation();
 // Adds (or replaces, by name) a platform for this process; validates it first. A built-in
 // platform's name or alias is refused (numeq::error naming the built-in): load edits under a new name.
 void register_platform(const Platform& platform);
