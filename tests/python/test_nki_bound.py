@@ -172,4 +172,43 @@ def test_an_instruction_it_cannot_walk_is_named_with_its_line():
 def test_a_scan_s_bound_holds_and_stays_near_its_error():
     m = example("cumsum")  # tensor_tensor_scan: 512 sequential fp32 additions per row
     bad, ratio = _violations(nki.run(m.cumsum, *m.inputs()))
-    assert bad == 0 and 1 <= ratio <= 30, ratio  # the triangle inequality over 512 signed roundings
+    # The carry's 512 signed roundings are measured at once against a binary64 replay, not summed
+    # in absolute value (that was 10.8x)
+    assert bad == 0 and 1 <= ratio <= 1.5, ratio
+
+
+def _scan_kernel(op0, op1, carry_dtype, scale: float):
+    """data0 = scale * x rounded to carry_dtype (a tile with radii), data1 = x; a scan over them."""
+
+    @nki.jit
+    def scan(x):
+        P, D = x.shape
+        out = nl.ndarray((P, D), nl.float32, buffer=nl.shared_hbm)
+        t = nl.ndarray((P, D), nl.float32, buffer=nl.sbuf)
+        nisa.dma_copy(dst=t, src=x)
+        d0 = nl.ndarray((P, D), carry_dtype, buffer=nl.sbuf)
+        nisa.tensor_scalar(dst=d0, data=t, op0=nl.multiply, operand0=scale)
+        r = nl.ndarray((P, D), nl.float32, buffer=nl.sbuf)
+        nisa.tensor_tensor_scan(dst=r, data0=d0, data1=t, initial=0.3, op0=op0, op1=op1)
+        nisa.dma_copy(dst=out, src=r)
+        return out
+
+    return scan
+
+
+@pytest.mark.parametrize("ops", [("multiply", "add"), ("add", "add"), ("maximum", "add"), ("add", "maximum"),
+                                 ("multiply", "subtract")])
+@pytest.mark.parametrize("carry", ["float32", "bfloat16"])
+@pytest.mark.parametrize("scan_carry", ["fp32", "dtype"])
+def test_a_scan_s_bound_holds_for_other_recurrences_and_narrow_carries(ops, carry, scan_carry):
+    # A linear recurrence (an exponential moving average: r = 0.9 r + x), sums, running maxima, with
+    # data0 rounded to bf16 on the way in (radii from upstream) and, under scan_carry=dtype, the
+    # carry rounded to data0's dtype at every step: never violated, and close where nothing cancels.
+    rng = np.random.default_rng(hash(ops + (carry, scan_carry)) % 2**32)
+    x = rng.standard_normal((128, 96)).astype(np.float32)
+    scale = 0.9 if ops[0] == "multiply" else 0.37
+    kernel = _scan_kernel(getattr(nl, ops[0]), getattr(nl, ops[1]), getattr(nl, carry), scale)
+    run = nki.run(kernel, x, assume={"scan_carry": scan_carry})
+    bad, ratio = _violations(run)
+    assert bad == 0, (ops, carry, scan_carry)
+    assert ratio < 50, ratio

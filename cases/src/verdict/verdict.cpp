@@ -557,7 +557,8 @@ Verdict compare(const Array& actual, const Op& op, const core::Platform& platfor
   // bit-exact elements need no bound; a variant that computes the output bit for bit needs none
   // either; only the elements left are judged against the probabilistic bound (the data-driven
   // walk, the costly part), and those beyond it against the deterministic one.
-  const Emulation det = *op.emulation(platform, core::BoundOptions{});
+  const std::shared_ptr<const Emulation> kept_det = op.emulation(platform, core::BoundOptions{});
+  const Emulation& det = *kept_det;  // the op's own, not a copy
   const Holds holds{ValueTest(op.out.format)};
   const Differences diff = differing(actual, op, det, holds);
   const std::optional<VariantSearch> search = variant_search(actual, op, platform, options, diff);
