@@ -154,7 +154,9 @@ def test_an_instruction_it_cannot_walk_is_named_with_its_line():
         t = nl.ndarray(x.shape, nl.float32, buffer=nl.sbuf)
         nisa.dma_copy(dst=t, src=x)
         u = nl.ndarray(x.shape, nl.float32, buffer=nl.sbuf)
-        nisa.tensor_scalar_cumulative(u, t, nl.add, nl.maximum, 0.0)  # CUMULATIVE
+        nisa.tensor_scalar_cumulative(u, t, nl.add, nl.maximum, 0.0)
+        # the register the instruction above left, continued: not followed
+        nisa.tensor_scalar_cumulative(u, t, nl.add, nl.maximum, 0.0, reduce_cmd=nisa.reduce_cmd.reduce)  # CUMULATIVE
         out = nl.ndarray(x.shape, nl.float32, buffer=nl.shared_hbm)
         nisa.dma_copy(dst=out, src=u)
         return out
@@ -162,7 +164,8 @@ def test_an_instruction_it_cannot_walk_is_named_with_its_line():
     run = nki.run(running_max, np.ones((128, 8), np.float32))
     line = source_line(running_max, "# CUMULATIVE")
     with pytest.raises(nki.Unsupported,
-                       match=rf"{line}: Run.bound\(\) has no bound model for nisa\.tensor_scalar_cumulative"):
+                       match=rf"{line}: Run.bound\(\) has no bound model for nisa\.tensor_scalar_cumulative "
+                             r"continuing a register"):
         run.bound()
     legacy = example("legacy_matmul")  # the older interface's psum[...] += nl.matmul(...)
     with pytest.raises(nki.Unsupported, match=r"legacy_matmul\.py:\d+: Run.bound\(\) cannot follow a write"):
@@ -211,4 +214,37 @@ def test_a_scan_s_bound_holds_for_other_recurrences_and_narrow_carries(ops, carr
     run = nki.run(kernel, x, assume={"scan_carry": scan_carry})
     bad, ratio = _violations(run)
     assert bad == 0, (ops, carry, scan_carry)
+    assert ratio < 50, ratio
+
+
+@pytest.mark.parametrize("ops", [("add", "add"), ("multiply", "add"), ("add", "maximum"), ("multiply", "multiply"),
+                                 ("subtract", "minimum")])
+@pytest.mark.parametrize("src_dtype", ["float32", "bfloat16"])
+@pytest.mark.parametrize("load", [False, True])
+def test_a_cumulative_s_bound_holds(ops, src_dtype, load):
+    # tensor_scalar_cumulative: reg = op1(op0(src, imm0), reg) from op1's identity or from imm1
+    # (load_reduce), over a bf16 source with radii from its rounding: never violated.
+    rng = np.random.default_rng(hash(ops + (src_dtype, load)) % 2**32)
+    x = (0.3 + 0.02 * rng.standard_normal((128, 64)) if ops[1] == "multiply" else rng.standard_normal((128, 64)))
+    imm0 = 1.01 if ops[0] == "multiply" else 0.1
+
+    @nki.jit
+    def cumulative(x):
+        P, D = x.shape
+        t = nl.ndarray((P, D), nl.float32, buffer=nl.sbuf)
+        nisa.dma_copy(dst=t, src=x)
+        src = nl.ndarray((P, D), getattr(nl, src_dtype), buffer=nl.sbuf)
+        nisa.tensor_scalar(dst=src, data=t, op0=nl.multiply, operand0=1.3)
+        u = nl.ndarray((P, D), nl.float32, buffer=nl.sbuf)
+        if load:
+            nisa.tensor_scalar_cumulative(u, src, getattr(nl, ops[0]), getattr(nl, ops[1]), imm0, imm1=0.7,
+                                          reduce_cmd=nisa.reduce_cmd.load_reduce)
+        else:
+            nisa.tensor_scalar_cumulative(u, src, getattr(nl, ops[0]), getattr(nl, ops[1]), imm0)
+        out = nl.ndarray((P, D), nl.float32, buffer=nl.shared_hbm)
+        nisa.dma_copy(dst=out, src=u)
+        return out
+
+    bad, ratio = _violations(nki.run(cumulative, x.astype(np.float32)))
+    assert bad == 0, (ops, src_dtype, load)
     assert ratio < 50, ratio

@@ -421,8 +421,42 @@ def _tensor_tensor_scan(ctx: Any, call: Any, before: dict, y: np.ndarray) -> np.
     return radius.reshape(y.shape) + _local(y, carries.reshape(y.shape))
 
 
+def _tensor_scalar_cumulative(ctx: Any, call: Any, before: dict, y: np.ndarray) -> np.ndarray:
+    # reg = op1(op0(src[i], imm0), reg), dst[i] = reg, per partition along the flattened free axis:
+    # a scan, bounded as tensor_tensor_scan's (a binary64 replay walked step by step, the stored
+    # results measured against it at once). The register starts in the instruction: at op1's
+    # identity (reset_reduce) or at imm1 (load_reduce); a register another instruction left
+    # (reduce) is not followed.
+    from ..machine.registers import _IDENTITY, Cmd, command
+
+    v = call.args
+    cmd = command(v["reduce_cmd"])
+    if cmd not in (Cmd.reset_reduce, Cmd.load_reduce):
+        raise _refuse("nisa.tensor_scalar_cumulative continuing a register another instruction left "
+                      f"(reduce_cmd={cmd.name})")
+    x, r = before["src"]
+    x, r = x.reshape(x.shape[0], -1), r.reshape(x.shape[0], -1)
+    name0, name1 = op_name(v["op0"]), op_name(v["op1"])
+    s, rs = _scalar(ctx, v["imm0"], before, "imm0", x)
+    if cmd == Cmd.load_reduce and v.get("imm1") is not None:
+        reg, rreg = (np.broadcast_to(a, (x.shape[0], 1))[:, 0].astype(np.float64)
+                     for a in _scalar(ctx, v["imm1"], before, "imm1", x))
+    else:
+        reg, rreg = np.full(x.shape[0], _IDENTITY[name1]), np.zeros(x.shape[0])
+    radius, replay = np.empty_like(x), np.empty_like(x)
+    with np.errstate(all="ignore"):
+        t, rt = _binary(name0, *np.broadcast_arrays(x, r, s, rs))
+        rt = rt + SLACK * np.abs(t)
+        for i in range(x.shape[1]):
+            reg, prop = _binary(name1, t[:, i], rt[:, i], reg, rreg)
+            rreg = prop + SLACK * np.nan_to_num(np.abs(reg), posinf=0.0)
+            radius[:, i], replay[:, i] = rreg, reg
+    return radius.reshape(y.shape) + _local(y, replay.reshape(y.shape))
+
+
 RULES: dict[str, Callable[..., Any]] = {
     "tensor_tensor_scan": _tensor_tensor_scan,
+    "tensor_scalar_cumulative": _tensor_scalar_cumulative,
     "activation_reduce": lambda ctx, call, before, y: None,  # activation's rule ran for it
     "affine_select": _affine_select,
     "iota": _iota,
