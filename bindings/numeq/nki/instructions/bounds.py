@@ -48,7 +48,7 @@ def radius_view(ctx: Any, t: Any) -> np.ndarray:
     """The radii of view ``t``'s elements: a writable view of its buffer's radius array, laid out as
     ``t.data`` lies in the buffer's storage."""
     if type(t) is not Tensor:
-        raise _refuse(f"an indirect or out-of-buffer view ({type(t).__name__} {getattr(t, 'name', '')})")
+        raise _refuse(f"a view that is not a plain strided view ({type(t).__name__} {getattr(t, 'name', '')})")
     base = t.base
     r = ctx.radii.get(base.id)
     if r is None:
@@ -63,7 +63,50 @@ def radius_view(ctx: Any, t: Any) -> np.ndarray:
                                            tuple(s // item * 8 for s in data.strides), writeable=True)
 
 
+def _indirect_addresses(ctx: Any, t: Any) -> tuple[np.ndarray, np.ndarray]:
+    """(the flat radii of an indirect view's buffer, the view's element addresses into them): a
+    gather reads radii where it reads values, a scatter writes them where it writes values."""
+    from ..machine.dtypes import storage_dtype
+    from ..machine.indirect import Indirect
+
+    if type(t) is not Indirect:
+        raise _refuse(f"an out-of-buffer view ({type(t).__name__} {getattr(t, 'name', '')})")
+    base = t.base
+    if storage_dtype(t.dtype).itemsize != storage_dtype(base.dtype).itemsize:
+        raise _refuse(f"an indirect view of {base.name} read as {t.dtype} (another element size)")
+    r = ctx.radii.get(base.id)
+    if r is None:
+        r = ctx.radii[base.id] = np.zeros(base.data.shape, dtype=np.float64)
+    flat = r.reshape(-1)
+    if not ((t.addr >= 0) & (t.addr < flat.size)).all():
+        raise _refuse(f"an indirect access of {base.name} with elements out of bounds (oob_mode=skip)")
+    return flat, t.addr
+
+
+def _radii_of(ctx: Any, t: Any) -> np.ndarray:
+    """A copy of view ``t``'s radii, in its shape (a gather's at its addresses)."""
+    if type(t) is Tensor:
+        return radius_view(ctx, t).copy()
+    flat, addr = _indirect_addresses(ctx, t)
+    return flat[addr].reshape(t.shape)
+
+
+def _set_radii(ctx: Any, t: Any, r: np.ndarray) -> None:
+    """Store ``r`` as view ``t``'s radii (a scatter's at its addresses, a repeated address keeping
+    the last element's, as its values do)."""
+    if type(t) is Tensor:
+        radius_view(ctx, t)[...] = np.broadcast_to(r, t.shape)
+        return
+    flat, addr = _indirect_addresses(ctx, t)
+    flat[addr.reshape(-1)] = np.broadcast_to(r, t.shape).reshape(-1)
+
+
 def _stored(t: Any) -> np.ndarray:
+    if type(t) is not Tensor:  # an indirect view: what its addresses hold now (a scatter wrote them)
+        from ..machine.indirect import Indirect, held
+
+        if type(t) is Indirect:
+            return np.asarray(_numerics.fp32_values(held(t), t.dtype), dtype=np.float64)
     return np.asarray(_numerics.fp32_values(t.data, t.dtype), dtype=np.float64)
 
 
@@ -82,7 +125,7 @@ def walk(ctx: Any, name: str, call: Any, semantics: Callable) -> Any:
     for key, v in call.args.items():
         if isinstance(v, Tensor):
             _settled(ctx, v)
-            before[key] = (_stored(v), radius_view(ctx, v).copy())
+            before[key] = (_stored(v), _radii_of(ctx, v))
     ctx.bounding = True
     try:
         result = semantics(call)
@@ -97,7 +140,7 @@ def walk(ctx: Any, name: str, call: Any, semantics: Callable) -> Any:
         return result
     for t, r in ([(dst, radius)] if isinstance(radius, np.ndarray) else radius):
         t = dst if t is None else t
-        radius_view(ctx, t)[...] = np.broadcast_to(r, t.shape)
+        _set_radii(ctx, t, r)
     return result
 
 

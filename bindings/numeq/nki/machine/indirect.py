@@ -29,7 +29,8 @@ from .memory import Tensor, _remap
 from .tensor_views import _fault, _indirect_rule, _what
 from .views import Gather, index_dim_map, normalise
 
-__all__ = ["Indirect", "dynamic_select", "gather", "indirect_index", "indirect_pattern", "scatter", "vector_select"]
+__all__ = ["Indirect", "dynamic_select", "gather", "held", "indirect_index", "indirect_pattern", "scatter",
+           "vector_select"]
 
 _SOURCE = "documented: nki.isa.dma_copy docs (indirect addressing; oob_mode)"
 _SOURCE_SELECT = "documented: nki.language NkiTensor.select / vector_select docstrings"
@@ -307,6 +308,13 @@ def gather(ctx: Any, view: Indirect, oob_mode: Any) -> tuple[np.ndarray, np.ndar
     """(the stored elements at the view's addresses, which of them are in bounds)."""
     inside = _inside(ctx, view, oob_mode)
     return _elements(_flat(view.base, view.dtype), view.addr, inside), inside
+
+
+def held(view: Indirect) -> np.ndarray:
+    """What the view's addresses hold now (zero out of bounds): ``data`` is what they held when the
+    view was made, before the instruction that takes it wrote them (a scatter)."""
+    flat = _flat(view.base, view.dtype)
+    return _elements(flat, view.addr, (view.addr >= 0) & (view.addr < flat.size))
 
 
 def _flat(base: Any, dtype: Any, array: str = "data") -> np.ndarray:
