@@ -44,6 +44,11 @@ def _accumulate(ctx: Any, dst: Tensor, tile: Tensor) -> None:
         raise KernelFault(ctx.find("shape_mismatch", "error", f"{dst.name}{list(dst.shape)} += a matmul result of "
                                    f"shape {tile.shape}", "documented: nki.isa.nc_matmul docstring"))
     adds = _adds(ctx, dst)
+    if ctx.radii is not None and not ctx.bounding:  # Run.bound(): the radii follow the write
+        from ..instructions.bounds import accumulated
+
+        accumulated(ctx, dst, tile, adds, lambda: _accumulate(ctx, dst, tile))
+        return
     some, every = (bool(adds), bool(adds)) if adds.ndim == 0 else (bool(adds.any()), bool(adds.all()))
     undefined = _engine.unwritten_operand(ctx, tile, settle=False)  # results the matmul left undefined
     if some:

@@ -71,6 +71,11 @@ def assign(t: Tensor, key: Any, value: Any) -> None:
                                        f"{t.name}{list(view.shape)}", "documented: a tile is assigned to a view of "
                                        "its shape (nki.language 0.1.0)"))
         if value.dtype == view.dtype and value.base.memory is view.base.memory and _fresh(ctx, value):
+            if ctx.radii is not None and not ctx.bounding:  # Run.bound(): the radii move with the bits
+                from ..instructions.bounds import placed
+
+                placed(ctx, view, value, lambda: assign(t, key, value))
+                return
             _rules.check_on_chip(ctx, view)
             _engine.settled(ctx, value)
             _engine.before_write(ctx, view)

@@ -17,8 +17,9 @@ radius from its operands' (their stored values and radii) in two parts:
 
 The bound is rigorous by the triangle inequality, and tight: its local parts are the run's actual
 rounding errors, so it overstates only where errors of opposite signs cancel. An instruction without
-a rule stops ``Run.bound()`` naming it and its line, as does a write no instruction makes (the older
-interface's tile assignment).
+a rule stops ``Run.bound()`` naming it and its line, as does any other write no instruction makes.
+The older interface's two such writes are followed (``placed``, ``accumulated``): a fresh result
+assigned into a tile moves its radii with its bits, and ``psum += matmul`` adds them as PSUM adds.
 """
 
 from __future__ import annotations
@@ -142,6 +143,41 @@ def walk(ctx: Any, name: str, call: Any, semantics: Callable) -> Any:
         t = dst if t is None else t
         _set_radii(ctx, t, r)
     return result
+
+
+# --- the older interface's writes that no instruction makes ----------------------------------------
+
+def placed(ctx: Any, view: Any, value: Any, write: Callable[[], Any]) -> None:
+    """``view[...] = value`` where the compiler places a fresh result (the same dtype and memory):
+    ``write()`` copies the bits, and the radii move with them."""
+    _settled(ctx, value)
+    r = _radii_of(ctx, value).reshape(view.shape)
+    ctx.bounding = True
+    try:
+        write()
+    finally:
+        ctx.bounding = False
+    written = value.mask.reshape(view.shape) == value.base.full
+    radius_view(ctx, view)[written] = r[written]
+
+
+def accumulated(ctx: Any, dst: Any, tile: Any, adds: Any, write: Callable[[], Any]) -> None:
+    """``psum += matmul`` (the older interface): ``write()`` adds the matmul's result into ``dst``
+    (in fp32, where ``adds``; elsewhere it overwrites), and dst's radii become the sum's: the old
+    radii plus the matmul's, and the stored sum's distance from the exact sum of the stored terms."""
+    _settled(ctx, tile)
+    _settled(ctx, dst)
+    old, r_old = _stored(dst), radius_view(ctx, dst).copy()
+    new_tile, r_tile = _stored(tile).reshape(dst.shape), _radii_of(ctx, tile).reshape(dst.shape)
+    ctx.bounding = True
+    try:
+        write()
+    finally:
+        ctx.bounding = False
+    _settled(ctx, dst)
+    y = _stored(dst)
+    adds = np.broadcast_to(np.asarray(adds, dtype=bool), dst.shape)
+    radius_view(ctx, dst)[...] = np.where(adds, r_old + r_tile + _local(y, old + new_tile), r_tile + _local(y, new_tile, 0.0))
 
 
 # --- the rules: (ctx, call, operands before, the destination's stored values) -> its radii -------
