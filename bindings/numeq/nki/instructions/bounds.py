@@ -182,6 +182,17 @@ def accumulated(ctx: Any, dst: Any, tile: Any, adds: Any, write: Callable[[], An
 
 # --- the rules: (ctx, call, operands before, the destination's stored values) -> its radii -------
 
+def _fit(a: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """An operand's values or radii in the destination's shape: the same elements reshaped, or an
+    operand the instruction broadcasts (a [1, F] row over the partitions, numpy's rules) repeated."""
+    if a.size == y.size:
+        return a.reshape(y.shape)
+    try:
+        return np.broadcast_to(a, y.shape)
+    except ValueError:
+        raise _refuse(f"an operand of shape {a.shape} broadcast to {y.shape} otherwise than numpy does") from None
+
+
 def _local(y: np.ndarray, exact: np.ndarray, slack: float = SLACK) -> np.ndarray:
     """The stored result's distance from the exact result of the operands it read, with ``slack``
     for binary64's error in computing that result (0 where it is the operands themselves: a copy)."""
@@ -195,7 +206,7 @@ def _moved(ctx: Any, call: Any, before: dict, y: np.ndarray) -> np.ndarray:
     if call.args.get("dst_rmw_op") is not None:
         raise _refuse("nisa.dma_copy with dst_rmw_op")
     x, r = before["src"]
-    return r.reshape(y.shape) + _local(y, x.reshape(y.shape), 0.0)
+    return _fit(r, y) + _local(y, _fit(x, y), 0.0)
 
 
 def _memset(ctx: Any, call: Any, before: dict, y: np.ndarray) -> np.ndarray:
@@ -262,15 +273,15 @@ def _scalar(ctx: Any, operand: Any, before: dict, key: str, like: np.ndarray) ->
 
 def _tensor_tensor(ctx: Any, call: Any, before: dict, y: np.ndarray) -> np.ndarray:
     (x1, r1), (x2, r2) = before["data1"], before["data2"]
-    exact, prop = _binary(op_name(call.args["op"]), x1.reshape(y.shape), r1.reshape(y.shape),
-                          x2.reshape(y.shape), r2.reshape(y.shape))
+    exact, prop = _binary(op_name(call.args["op"]), _fit(x1, y), _fit(r1, y),
+                          _fit(x2, y), _fit(r2, y))
     return prop + _local(y, exact)
 
 
 def _tensor_scalar(ctx: Any, call: Any, before: dict, y: np.ndarray) -> np.ndarray:
     v = call.args
     x, r = before["data"]
-    x, r = x.reshape(y.shape), r.reshape(y.shape)
+    x, r = _fit(x, y), _fit(r, y)
     steps = [("op0", "operand0", "reverse0"), ("op1", "operand1", "reverse1")]
     value, radius = x, r
     for op_key, operand_key, reverse_key in steps:
@@ -321,7 +332,7 @@ def _activation(ctx: Any, call: Any, before: dict, y: np.ndarray) -> Any:
         raise _refuse(f"the activation function {name}")
     f, move = _FUNCTIONS[name]
     x, r = before["data"]
-    x, r = x.reshape(y.shape), r.reshape(y.shape)
+    x, r = _fit(x, y), _fit(r, y)
     s, rs = _scalar(ctx, v.get("scale", 1.0), before, "scale", y)
     b, rb = _scalar(ctx, v.get("bias"), before, "bias", y)
     with np.errstate(all="ignore"):
@@ -355,7 +366,7 @@ def _activation(ctx: Any, call: Any, before: dict, y: np.ndarray) -> Any:
 def _reciprocal(ctx: Any, call: Any, before: dict, y: np.ndarray) -> np.ndarray:
     f, move = _FUNCTIONS["reciprocal"]
     x, r = before["data"]
-    x, r = x.reshape(y.shape), r.reshape(y.shape)
+    x, r = _fit(x, y), _fit(r, y)
     with np.errstate(all="ignore"):
         fa, moved = f(x), move(x, r)
     return np.where(np.isnan(moved), np.inf, moved) + _local(y, fa)
@@ -422,7 +433,7 @@ def _affine_select(ctx: Any, call: Any, before: dict, y: np.ndarray) -> np.ndarr
     x, r = before["on_true_tile"]
     fill = float(call.args["on_false_value"])
     chosen = chosen.reshape(y.shape)
-    return np.where(chosen, r.reshape(y.shape) + _local(y, x.reshape(y.shape), 0.0),
+    return np.where(chosen, _fit(r, y) + _local(y, _fit(x, y), 0.0),
                     _local(y, np.full(y.shape, fill), 0.0))
 
 
@@ -533,9 +544,69 @@ def _tensor_scalar_cumulative(ctx: Any, call: Any, before: dict, y: np.ndarray) 
     return radius.reshape(y.shape) + _local(y, replay.reshape(y.shape))
 
 
+def _dma_transpose(ctx: Any, call: Any, before: dict, y: np.ndarray) -> np.ndarray:
+    # the bits move (dma_engine._TRANSPOSE_AXES: the one permutation per rank), radii with them
+    from .dma_engine import _TRANSPOSE_AXES
+
+    x, r = before["src"]
+    perm = _TRANSPOSE_AXES[x.ndim]
+    return _fit(np.transpose(r, perm), y) + _local(y, _fit(np.transpose(x, perm), y), 0.0)
+
+
+def _stream_shuffle(ctx: Any, call: Any, before: dict, y: np.ndarray) -> np.ndarray:
+    # dst partition d = src partition source[d] (the semantics' note), bit for bit; -1 leaves d
+    source, ctx.bound_note = ctx.bound_note, None
+    if source is None:
+        raise _refuse("nisa.nc_stream_shuffle in this form")
+    (x, r), (_, r_old) = before["src"], before["dst"]
+    x, r, r_old = x.reshape(x.shape[0], -1), r.reshape(r.shape[0], -1), r_old.reshape(r_old.shape[0], -1)
+    rows = np.maximum(source, 0)
+    moved = _fit(r[rows], y) + _local(y, _fit(x[rows], y), 0.0)
+    return np.where(_fit((source >= 0)[:, None], y), moved, _fit(r_old, y))
+
+
+def _constant(ctx: Any, call: Any, before: dict, y: np.ndarray) -> np.ndarray:
+    # shared_identity_matrix: 0 and 1, exact in every dtype
+    return np.zeros(y.shape)
+
+
+def _rand(ctx: Any, call: Any, before: dict, y: np.ndarray) -> np.ndarray:
+    # the generator's draws are the exact dataflow's values too (the same generator runs); only
+    # their cast into the tile's dtype is local
+    draws, ctx.bound_note = ctx.bound_note, None
+    if draws is None:
+        raise _refuse("nki.language.rand in this form")
+    return _local(y, _fit(np.asarray(draws, dtype=np.float64), y), 0.0)
+
+
+def _partition_reduce(ctx: Any, call: Any, before: dict, y: np.ndarray) -> np.ndarray:
+    # dst[1, F] = op over the partitions: a sum moves by the radii's sum, a maximum by the largest
+    # radius among the partitions that can be the largest; average = sum / P (one more rounding)
+    name = op_name(call.args["op"])
+    x, r = before["data"]
+    x, r = x.reshape(x.shape[0], -1), r.reshape(r.shape[0], -1)
+    if name in ("add", "average"):
+        exact = np.asarray(_reference.sum(np.ascontiguousarray(x.T), axis=-1, in_fmt="fp64", out="fp64"))
+        prop = r.sum(axis=0) * (1 + SLACK)
+        if name == "average":
+            exact, prop = exact / x.shape[0], prop / x.shape[0]
+    elif name == "maximum":
+        top = x.max(axis=0)
+        can = x + r >= (x - r).max(axis=0)
+        exact, prop = top, np.where(can, r, 0.0).max(axis=0)
+    else:
+        raise _refuse(f"nisa.tensor_partition_reduce with op={name}")
+    return _fit(prop, y) + _local(y, _fit(exact, y))
+
+
 RULES: dict[str, Callable[..., Any]] = {
     "tensor_tensor_scan": _tensor_tensor_scan,
     "tensor_scalar_cumulative": _tensor_scalar_cumulative,
+    "dma_transpose": _dma_transpose,
+    "nc_stream_shuffle": _stream_shuffle,
+    "shared_identity_matrix": _constant,
+    "rand": _rand,
+    "tensor_partition_reduce": _partition_reduce,
     "activation_reduce": lambda ctx, call, before, y: None,  # activation's rule ran for it
     "affine_select": _affine_select,
     "iota": _iota,

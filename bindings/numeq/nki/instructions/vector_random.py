@@ -43,7 +43,10 @@ def rand(c: Call) -> Any:
     ctx, v = c.ctx, c.args
     shape = (v["shape"],) if isinstance(v["shape"], (int, np.integer)) else tuple(v["shape"])
     t = new_tile(shape, v["dtype"] or c.dtype or "float32", memory_name(v["buffer"]))
-    write(ctx, t, randomness.uniform(ctx, "vector", t.shape))
+    draws = randomness.uniform(ctx, "vector", t.shape)
+    if ctx.bounding:  # Run.bound(): the draws are the exact dataflow's values (instructions.bounds)
+        ctx.bound_note = draws
+    write(ctx, t, draws)
     c.issue([t], [], cycles=max(64, t.free_size()))
     return t
 

@@ -238,6 +238,8 @@ def nc_stream_shuffle(c: Call) -> Any:
             source[d] = s
     chosen = np.repeat((source >= 0)[:, None], dst.free_size(), axis=1)
     rows = np.maximum(source, 0)
+    if ctx.bounding:  # Run.bound(): which src partition each dst partition copies (-1: none)
+        ctx.bound_note = source
     # Only the partitions the mask names are read: others may hold nothing (nki-library's
     # find_nonzero_indices shuffles the partitions its GpSimd cores wrote); what a chosen one held
     # undefined stays undefined in dst. Read before any write: in place is allowed.
