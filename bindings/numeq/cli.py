@@ -146,6 +146,10 @@ def main(argv: list[str] | None = None) -> int:
     rev.add_argument("--nki-output", metavar="NAME", default=None,
                      help="FILE.py::KERNEL: the array in --inputs that is the kernel's output from the device or "
                           "another simulator (compared bit for bit with numeq's run; it assesses the assumptions)")
+    rev.add_argument("--reference", metavar="REF.py::FUNC", default=None,
+                     help="FILE.py::KERNEL: your own function of what the kernel should compute (numpy, torch, ...), "
+                          "called with the op's inputs by role as float64 keywords and the op's parameters it "
+                          "names; the review judges numeq's op and the kernel's own math against it")
     rev.add_argument("--schema", action="store_true", help="print the manifest's schema (every table and key) and exit")
     rev.add_argument("--out", default=None, help="folder for review.md and review.html (default: review-<manifest "
                                                  "folder name> in the current folder)")
@@ -225,9 +229,10 @@ def _review(args: argparse.Namespace) -> int:
     if args.manifest.endswith(".py"):
         return _refuse("review", f"{args.manifest}: a kernel file: name the kernel as {args.manifest}::KERNEL "
                                  "(with --inputs IN.npz and --op OP), or give a review manifest (TOML)")
-    if args.inputs is not None or args.op is not None or args.dtype or args.param or args.gpu_output or args.nki_output:
-        return _refuse("review", "--inputs, --op, --dtype, --param, --gpu-output and --nki-output go with a kernel "
-                                 "FILE.py::KERNEL; a manifest names its inputs, params and outputs itself")
+    if args.inputs is not None or args.op is not None or args.dtype or args.param or args.gpu_output or args.nki_output \
+            or args.reference:
+        return _refuse("review", "--inputs, --op, --dtype, --param, --gpu-output, --nki-output and --reference go with "
+                                 "a kernel FILE.py::KERNEL; a manifest names its inputs, params and outputs itself")
     try:
         r = review(args.manifest, allow_outside=args.allow_outside)
     except ManifestError as e:
@@ -276,6 +281,11 @@ def _review_kernel(args: argparse.Namespace) -> int:
             outputs = {role: _named_array(arrays, given, flag) for role, given, flag in
                        (("gpu", args.gpu_output, "--gpu-output"), ("nki", args.nki_output, "--nki-output")) if given}
             op_params = _op_params(args.op, args.param)
+            reference, reference_name = None, ""
+            if args.reference is not None:
+                ref_path, ref_name = nki_cli._split_kernel(args.reference)
+                reference = _function(nki_cli._import(ref_path), ref_path, ref_name)
+                reference_name = f"{Path(ref_path).name}::{ref_name}"
             _every_array_used(arrays, args.op, params, outputs, args.inputs, name)
             needed = [k for k, q in signature.parameters.items() if q.default is q.empty and k not in arrays
                       and q.kind in (q.POSITIONAL_OR_KEYWORD, q.POSITIONAL_ONLY, q.KEYWORD_ONLY)]
@@ -287,7 +297,8 @@ def _review_kernel(args: argparse.Namespace) -> int:
                 r = review_kernel(kernel, {k: v for k, v in arrays.items() if k not in outputs.values()}, args.op,
                                   kernel_args=kernel_args, gpu=args.gpu, target=args.target, params=op_params,
                                   outputs={role: arrays[n] for role, n in outputs.items()},
-                                  name=f"{Path(path).name}::{name}")
+                                  name=f"{Path(path).name}::{name}", reference=reference,
+                                  reference_name=reference_name)
             except (SystemExit, KeyboardInterrupt) as e:
                 # A kernel returns its outputs; one that exits (or is interrupted) left nothing to review.
                 return _refuse("review", f"the kernel {name} raised {type(e).__name__}({', '.join(map(repr, e.args))}) "
@@ -296,6 +307,18 @@ def _review_kernel(args: argparse.Namespace) -> int:
         return _refuse("review", str(e))
     out = Path(args.out) if args.out else Path(f"review-{name}")
     return _written(r, out, args.quiet)
+
+
+def _function(module: Any, path: str, name: str) -> Any:
+    """--reference's function ``name`` of the file ``path`` (imported as ``module``)."""
+    from .nki import _cli as nki_cli
+
+    fn = getattr(module, name, None)
+    if not callable(fn):
+        found = [k for k, v in vars(module).items() if callable(v) and not k.startswith("_")
+                 and getattr(v, "__module__", None) == module.__name__]
+        raise nki_cli.UsageFault(f"--reference: {path} has no function {name!r}; valid: {', '.join(found) or 'none'}")
+    return fn
 
 
 def _named_array(arrays: dict, name: str, flag: str) -> str:

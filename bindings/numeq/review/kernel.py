@@ -44,12 +44,16 @@ def review_kernel(kernel: Callable, inputs: dict[str, np.ndarray], op: str, *, k
                   gpu: str = "nvidia.h100", target: str = "trn2", in_fmt: str | None = None, out: str | None = None,
                   outputs: dict[str, np.ndarray] | None = None, tolerance: dict[str, float] | None = None,
                   params: dict[str, Any] | None = None, assume: dict | None = None, name: str = "",
-                  precision: bool = True) -> Any:
+                  precision: bool = True, reference: Callable | None = None, reference_name: str = "") -> Any:
     """Review ``kernel`` (an ``@nki.jit`` function) computing operation ``op`` (one of
     ``numeq.review.manifest.OPERATIONS``) on ``inputs`` (the op's inputs by role: a, b for
     matmul, x for softmax ...). The kernel gets ``kernel_args`` (its parameters by name; default:
     the inputs its parameters name). ``outputs`` may give "nki" (hardware or AWS's simulator: then
-    compared bit for bit with the run) and "gpu" arrays; the rest are emulated. Returns a
+    compared bit for bit with the run) and "gpu" arrays; the rest are emulated. ``params``: the
+    op's parameters (``eps``, ``causal``, ``scale`` ...: numeq.ops' keywords). ``reference``: the
+    author's own function of what the kernel should compute, called with the op's inputs by role as
+    float64 keywords and the op's parameters it names (``review.own_reference``); the review then
+    judges numeq's op and the kernel's own math against it (named ``reference_name``). Returns a
     ``numeq.review.Review`` whose ``run`` is the kernel's run."""
     if op not in OPERATIONS:
         raise ValueError(f"op: unknown operation {op!r}; valid: {', '.join(OPERATIONS)}")
@@ -73,7 +77,21 @@ def review_kernel(kernel: Callable, inputs: dict[str, np.ndarray], op: str, *, k
                  stated_tolerance=tolerance, target=target,
                  kernel=KernelSpec(Path(inspect.getsourcefile(fn) or "<kernel>"), fn.__name__, (), args))
     given_names = sorted(given)  # before the review adds the run's own output
+    theirs = None
+    if reference is not None:  # called before the review: a reference that cannot run stops it
+        from .own_reference import call_reference
+
+        theirs = call_reference(reference, {k: np.asarray(v) for k, v in m.inputs.items()}, m.params,
+                                tuple(m.op()._op.result_shape()))
     r = reviewed(m, run, precision)
+    if theirs is not None:
+        from .own_reference import reference_findings
+
+        found, notes = reference_findings(reference_name or getattr(reference, "__name__", "reference"), theirs,
+                                          m.op(), m.out, run)
+        r.correctness.findings.extend(found)
+        r.findings[:0] = found
+        r.correctness.notes.extend(notes)
     # Which arrays each side read: an input the op reads but the kernel does not is a difference to see.
     r.correctness.notes.append(
         f"inputs: {op} read {', '.join(sorted(m.inputs)) or 'none'}; the kernel took "
