@@ -567,3 +567,37 @@ TEST(Op, CertifiedReferenceFromTheExactValueEqualsMpfrs) {
 }
 
 }  // namespace
+
+namespace {
+
+// reference_at of the row-wise ops (softmax, log_softmax, layernorm, rmsnorm: each row alone) gives
+// the whole reference's values at the elements asked, in their order; and reference_values(),
+// which takes it for the few elements the enclosure leaves open, equals the whole reference.
+// Oracle: reference(), the op's whole reference computed at once (reference::softmax ... into out).
+TEST(Op, RowWiseReferenceAtIsTheWholeReferencesValues) {
+  std::mt19937_64 rng(21);
+  std::normal_distribution<double> normal(0, 3);
+  Array x = Array::from_shape({64, 96});
+  for (double& v : x) v = numeq::round_to_format(normal(rng), Cast{fmts::bf16});
+  Array gamma = Array::from_shape({96});
+  for (double& v : gamma) v = numeq::round_to_format(1 + 0.1 * normal(rng), Cast{fmts::bf16});
+  const Cast out{fmts::bf16};
+  const std::vector<cases::Op> ops{cases::softmax(x, -1, "bf16", out), cases::softmax(x, -1, "bf16", out, {}, true),
+                                   cases::layernorm(x, &gamma, nullptr, 1e-5, "bf16", out),
+                                   cases::rmsnorm(x, &gamma, nullptr, 1e-6, "bf16", out)};
+  std::uniform_int_distribution<std::size_t> pick(0, x.size() - 1);
+  for (const cases::Op& op : ops) {
+    ASSERT_TRUE(op.reference_at) << op.signature;
+    const Array whole = op.reference();
+    std::vector<std::size_t> elements;
+    for (int i = 0; i < 40; ++i) elements.push_back(pick(rng));
+    const std::vector<double> at = op.reference_at(elements);
+    ASSERT_EQ(at.size(), elements.size());
+    for (std::size_t i = 0; i < elements.size(); ++i)
+      EXPECT_EQ(at[i], whole.data()[elements[i]]) << op.signature << " element " << elements[i];
+    const Array& kept = op.reference_values();
+    for (std::size_t i = 0; i < whole.size(); ++i) ASSERT_EQ(kept.data()[i], whole.data()[i]) << op.signature << " " << i;
+  }
+}
+
+}  // namespace
