@@ -613,6 +613,53 @@ def _max8(ctx: Any, call: Any, before: dict, y: np.ndarray) -> np.ndarray:
     return _fit(np.broadcast_to(reach, top.shape), y) + _local(y, _fit(top, y), 0.0)
 
 
+def _chosen(pred: np.ndarray, rp: np.ndarray, a: np.ndarray, ra: np.ndarray, b: np.ndarray, rb: np.ndarray,
+            y: np.ndarray) -> np.ndarray:
+    """y = a where pred else b: the chosen operand's radius plus the store's own distance from it;
+    where the predicate itself is uncertain (radius > 0: a comparison whose boxes meet), the exact
+    dataflow may choose the other operand, so the larger of the two distances."""
+    pred = _fit(pred, y) != 0
+    a, ra, b, rb = _fit(a, y), _fit(ra, y), _fit(b, y), _fit(rb, y)
+    with np.errstate(invalid="ignore"):
+        on_a, on_b = ra + np.abs(y - a), rb + np.abs(y - b)
+    chosen = np.where(pred, on_a, on_b)
+    return np.where(_fit(rp, y) == 0, chosen, np.maximum(on_a, on_b))
+
+
+def _copy_predicated(ctx: Any, call: Any, before: dict, y: np.ndarray) -> np.ndarray:
+    # dst = src where predicate (reverse_pred: where zero), else dst as it was
+    v = call.args
+    p, rp = before["predicate"]
+    p = (p != 0) != bool(v.get("reverse_pred"))
+    a, ra = _scalar(ctx, v["src"], before, "src", y) if not isinstance(v["src"], Tensor) else before["src"]
+    old, r_old = before["dst"]
+    return _chosen(p, rp, a, ra, old, r_old, y)
+
+
+def _where(ctx: Any, call: Any, before: dict, y: np.ndarray) -> np.ndarray:
+    # nl.where's selection: dst = x where the condition is nonzero, else dst as it was
+    v = call.args
+    c, rc = before["condition"]
+    a, ra = before["x"] if isinstance(v["x"], Tensor) else _scalar(ctx, v["x"], before, "x", y)
+    old, r_old = before["dst"]
+    return _chosen(c != 0, rc, a, ra, old, r_old, y)
+
+
+def _select_reduce(ctx: Any, call: Any, before: dict, y: np.ndarray) -> np.ndarray:
+    # dst = on_true where predicate (reverse_pred: where zero), else on_false
+    from ..machine.registers import Cmd, command
+
+    v = call.args
+    if command(v["reduce_cmd"]) != Cmd.idle:
+        raise _refuse("nisa.select_reduce with its reduction into the registers (reduce_cmd other than idle)")
+    p, rp = before["predicate"]
+    p = (p != 0) != bool(v.get("reverse_pred"))
+    a, ra = before["on_true"]
+    x = a.reshape(a.shape[0], -1)
+    b, rb = _scalar(ctx, v["on_false"], before, "on_false", x)
+    return _chosen(p, rp, a, ra, np.broadcast_to(b, x.shape), np.broadcast_to(rb, x.shape), y)
+
+
 RULES: dict[str, Callable[..., Any]] = {
     "tensor_tensor_scan": _tensor_tensor_scan,
     "tensor_scalar_cumulative": _tensor_scalar_cumulative,
@@ -622,6 +669,9 @@ RULES: dict[str, Callable[..., Any]] = {
     "rand": _rand,
     "tensor_partition_reduce": _partition_reduce,
     "max8": _max8,
+    "tensor_copy_predicated": _copy_predicated,
+    "where": _where,
+    "select_reduce": _select_reduce,
     "activation_reduce": lambda ctx, call, before, y: None,  # activation's rule ran for it
     "affine_select": _affine_select,
     "iota": _iota,
