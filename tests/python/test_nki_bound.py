@@ -433,3 +433,29 @@ def test_predicated_copies_and_selections_are_bounded_where_the_predicate_is_unc
     assert np.all(np.abs(out - exact) <= bound + 1e-15 * np.abs(exact))
     # some elements were chosen the other way by the rounding: their error is large, and bounded
     assert np.max(np.abs(out - exact)[:, :32]) > 0.1 and np.all(np.isfinite(bound))
+
+
+@pytest.mark.parametrize("reduce_op", ["add", "maximum", "minimum"])
+@pytest.mark.parametrize("dst_dtype", ["float32", "bfloat16"])
+def test_tensor_scalar_reduce_s_results_and_reduction_are_bounded(reduce_op, dst_dtype):
+    # dst = n * 1.3 (cast into dst's dtype) and reduce_res = the reduce_op of the fp32 products over
+    # each row, negated: never violated, against numpy's reductions of the exact values.
+    @nki.jit
+    def scaled_sums(x):
+        n = _narrow_tile(x)
+        d = nl.ndarray((128, 32), getattr(nl, dst_dtype), buffer=nl.sbuf)
+        s = nl.ndarray((128, 1), nl.float32, buffer=nl.sbuf)
+        nisa.tensor_scalar_reduce(dst=d, data=n, op0=nl.multiply, operand0=1.3, reduce_op=getattr(nl, reduce_op),
+                                  reduce_res=s, reduce_res_negate=True)
+        out = nl.ndarray((128, 33), nl.float32, buffer=nl.shared_hbm)
+        nisa.dma_copy(dst=out[:, 0:32], src=d)
+        nisa.dma_copy(dst=out[:, 32:33], src=s)
+        return out
+
+    x = np.random.default_rng(9).standard_normal((128, 32)).astype(np.float32)
+    run = nki.run(scaled_sums, x)
+    exact = 1.3 * 1.1 * x.astype(np.float64)
+    reduced = {"add": exact.sum(axis=1), "maximum": exact.max(axis=1), "minimum": exact.min(axis=1)}[reduce_op]
+    assert np.allclose(run.exact()[:, 32], -reduced, rtol=1e-12, atol=1e-12)
+    bad, ratio = _violations(run)
+    assert bad == 0 and ratio <= 4, ratio

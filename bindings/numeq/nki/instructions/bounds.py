@@ -48,7 +48,11 @@ def _refuse(what: str) -> Unsupported:
 def radius_view(ctx: Any, t: Any) -> np.ndarray:
     """The radii of view ``t``'s elements: a writable view of its buffer's radius array, laid out as
     ``t.data`` lies in the buffer's storage."""
-    if type(t) is not Tensor:
+    from ..machine.indirect import Indirect
+
+    # a Tensor (or the older interface's block tensor, a strided view of its buffer too); an
+    # indirect view's radii are at its addresses (_indirect_addresses)
+    if not isinstance(t, Tensor) or isinstance(t, Indirect) or not isinstance(getattr(t, "data", None), np.ndarray):
         raise _refuse(f"a view that is not a plain strided view ({type(t).__name__} {getattr(t, 'name', '')})")
     base = t.base
     r = ctx.radii.get(base.id)
@@ -86,7 +90,9 @@ def _indirect_addresses(ctx: Any, t: Any) -> tuple[np.ndarray, np.ndarray]:
 
 def _radii_of(ctx: Any, t: Any) -> np.ndarray:
     """A copy of view ``t``'s radii, in its shape (a gather's at its addresses)."""
-    if type(t) is Tensor:
+    from ..machine.indirect import Indirect
+
+    if not isinstance(t, Indirect):
         return radius_view(ctx, t).copy()
     flat, addr = _indirect_addresses(ctx, t)
     return flat[addr].reshape(t.shape)
@@ -95,7 +101,9 @@ def _radii_of(ctx: Any, t: Any) -> np.ndarray:
 def _set_radii(ctx: Any, t: Any, r: np.ndarray) -> None:
     """Store ``r`` as view ``t``'s radii (a scatter's at its addresses, a repeated address keeping
     the last element's, as its values do)."""
-    if type(t) is Tensor:
+    from ..machine.indirect import Indirect
+
+    if not isinstance(t, Indirect):
         radius_view(ctx, t)[...] = np.broadcast_to(r, t.shape)
         return
     flat, addr = _indirect_addresses(ctx, t)
@@ -660,6 +668,47 @@ def _select_reduce(ctx: Any, call: Any, before: dict, y: np.ndarray) -> np.ndarr
     return _chosen(p, rp, a, ra, np.broadcast_to(b, x.shape), np.broadcast_to(rb, x.shape), y)
 
 
+def _tensor_scalar_reduce(ctx: Any, call: Any, before: dict, y: np.ndarray) -> Any:
+    # dst = data op0 operand0 (fp32, cast into dst's dtype), and reduce_res the reduce_op of those
+    # fp32 results over the free axes, the registers reset in the instruction (reset_reduce)
+    from ..machine.registers import Cmd, command
+
+    v = call.args
+    x, r = before["data"]
+    x, r = x.reshape(x.shape[0], -1), r.reshape(r.shape[0], -1)
+    a, ra = _scalar(ctx, v.get("operand0"), before, "operand0", x)
+    name0 = op_name(v["op0"])
+    with np.errstate(all="ignore"):
+        exact, prop = _binary(name0, *np.broadcast_arrays(x, r, a, ra))
+        t32 = np.asarray(alu(name0, x.astype(np.float32), np.broadcast_to(a, x.shape).astype(np.float32)),
+                         dtype=np.float64)  # the engine's fp32 results, which the reduction reads
+    radius = _fit(prop, y) + _local(y, _fit(exact, y))
+    if v.get("reduce_res") is None:
+        return radius
+    if command(v.get("reduce_cmd", Cmd.reset_reduce)) != Cmd.reset_reduce:
+        raise _refuse("nisa.tensor_scalar_reduce's registers over several instructions (reduce_cmd other than "
+                      "reset_reduce)")
+    rt = prop + _local(t32, exact)
+    name = op_name(v["reduce_op"])
+    if name == "add":
+        total = np.asarray(_reference.sum(np.ascontiguousarray(t32), axis=-1, in_fmt="fp64", out="fp64"))
+        r_total = rt.sum(axis=1) * (1 + SLACK)
+    elif name in ("maximum", "minimum"):
+        sign = 1.0 if name == "maximum" else -1.0
+        total = (sign * t32).max(axis=1) * sign
+        can = sign * t32 + rt >= (sign * t32 - rt).max(axis=1, keepdims=True)
+        r_total = np.where(can, rt, 0.0).max(axis=1)
+    else:
+        raise _refuse(f"nisa.tensor_scalar_reduce with reduce_op={name}")
+    if v.get("reduce_res_negate"):
+        total = -total
+    red = v["reduce_res"]
+    _settled(ctx, red)
+    got = _stored(red).reshape(-1)
+    return [(call.args["dst"] if isinstance(call.args.get("dst"), Tensor) else None, radius),
+            (red, (r_total + _local(got, total)).reshape(red.shape))]
+
+
 RULES: dict[str, Callable[..., Any]] = {
     "tensor_tensor_scan": _tensor_tensor_scan,
     "tensor_scalar_cumulative": _tensor_scalar_cumulative,
@@ -669,6 +718,7 @@ RULES: dict[str, Callable[..., Any]] = {
     "rand": _rand,
     "tensor_partition_reduce": _partition_reduce,
     "max8": _max8,
+    "tensor_scalar_reduce": _tensor_scalar_reduce,
     "tensor_copy_predicated": _copy_predicated,
     "where": _where,
     "select_reduce": _select_reduce,
