@@ -65,6 +65,7 @@
 // output cast) gets +Inf too, as it may stand for any larger value.
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -159,9 +160,9 @@ class OutputCastBound {
     // |emulated|'s binade, which keeps the largest value of a binade in it where (e + eta) / (1 -
     // rho) would step over. Both raised: the binade must not come out one too low.
     if (by_spacing_) {
-      const double at_e = std::ldexp(spacing_factor_, std::max(std::ilogb(e), emin_) - mantissa_bits_);
+      const double at_e = spacing_at(e);
       const double top = std::min(V, e + at_e + 2 * B) * (1 + 0x1p-50);
-      cast = std::min(cast, std::ldexp(spacing_factor_, std::max(std::ilogb(top), emin_) - mantissa_bits_));
+      cast = std::min(cast, spacing_at(top));
     }
     return (B + cast) * (1 + 0x1p-49) + 0x1p-1070;
   }
@@ -169,6 +170,16 @@ class OutputCastBound {
  private:
   // The bound in directed steps where a device's value may pass the overflow threshold.
   double near_overflow(double e, double B) const;
+  // spacing_factor_ times the spacing of the output format at v >= 0's binade (its subnormal
+  // spacing below the normal range): the exponent read from v's bits and the power of two built
+  // from them (std::ilogb and std::ldexp cost more than the rest of the bound per element).
+  double spacing_at(double v) const {
+    const int binade = std::max(static_cast<int>((std::bit_cast<std::uint64_t>(v) >> 52) & 0x7ff) - 1023, emin_);
+    const int k = binade - mantissa_bits_;
+    const double p = k >= -1022 && k <= 1023 ? std::bit_cast<double>(static_cast<std::uint64_t>(k + 1023) << 52)
+                                             : std::ldexp(1.0, k);
+    return spacing_factor_ * p;
+  }
   bool integer_ = false, finite_overflow_ = false;
   double rho_ = 0, eta_ = 0, max_ = 0, threshold_ = 0;
   // The spacing form: formats with subnormals and casts that flush nothing; 1/2 (nearest) or 1 ulp.
