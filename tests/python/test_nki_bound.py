@@ -459,3 +459,45 @@ def test_tensor_scalar_reduce_s_results_and_reduction_are_bounded(reduce_op, dst
     assert np.allclose(run.exact()[:, 32], -reduced, rtol=1e-12, atol=1e-12)
     bad, ratio = _violations(run)
     assert bad == 0 and ratio <= 4, ratio
+
+
+@pytest.mark.parametrize("near", [False, True])
+def test_range_select_and_its_max_are_bounded(near):
+    # on_true rounded to bf16 (radii), kept where lo <= idx < hi with per-partition bounds; the
+    # bounds are exact, or (near) themselves rounded values close to an index, so the comparison is
+    # uncertain where the rounding moves a bound across it: never violated.
+    @nki.jit
+    def windowed(x, lo, hi):
+        n = _narrow_tile(x)
+        bounds = []
+        for src in (lo, hi):
+            t = nl.ndarray((128, 1), nl.float32, buffer=nl.sbuf)
+            nisa.dma_copy(dst=t, src=src)
+            b = nl.ndarray((128, 1), nl.float32, buffer=nl.sbuf)
+            if near:
+                nb = nl.ndarray((128, 1), nl.bfloat16, buffer=nl.sbuf)
+                nisa.tensor_scalar(dst=nb, data=t, op0=nl.multiply, operand0=1.1)
+                nisa.tensor_copy(dst=b, src=nb)
+            else:
+                nisa.tensor_copy(dst=b, src=t)
+            bounds.append(b)
+        d = nl.ndarray((128, 32), nl.float32, buffer=nl.sbuf)
+        top = nl.ndarray((128, 1), nl.float32, buffer=nl.sbuf)
+        nisa.range_select(dst=d, on_true_tile=n, comp_op0=nl.greater_equal, comp_op1=nl.less, bound0=bounds[0],
+                          bound1=bounds[1], reduce_cmd=nisa.reduce_cmd.reset_reduce, reduce_res=top)
+        out = nl.ndarray((128, 33), nl.float32, buffer=nl.shared_hbm)
+        nisa.dma_copy(dst=out[:, 0:32], src=d)
+        nisa.dma_copy(dst=out[:, 32:33], src=top)
+        return out
+
+    rng = np.random.default_rng(5 + near)
+    x = rng.standard_normal((128, 32)).astype(np.float32)
+    lo = rng.integers(0, 12, size=(128, 1)).astype(np.float32)
+    hi = lo + rng.integers(4, 20, size=(128, 1)).astype(np.float32)
+    if near:  # 1.1 * (k / 1.1 +- tiny): the rounded bound lands on either side of the index k
+        lo, hi = (lo / 1.1 + rng.choice([-1e-4, 1e-4], size=lo.shape)).astype(np.float32), (hi / 1.1).astype(np.float32)
+    run = nki.run(windowed, x, lo, hi)
+    out, bound, exact = run.outputs.astype(np.float64), run.bound(), run.exact()
+    finite = np.isfinite(exact) & (np.abs(exact) < 1e38)  # FP32_MIN fills: equal, radius 0 where certain
+    assert np.all(np.abs(out - exact)[finite] <= bound[finite] + 1e-15 * np.abs(exact[finite]))
+    assert np.all(out[~finite] == exact[~finite]) or near

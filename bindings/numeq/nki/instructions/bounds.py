@@ -709,6 +709,40 @@ def _tensor_scalar_reduce(ctx: Any, call: Any, before: dict, y: np.ndarray) -> A
             (red, (r_total + _local(got, total)).reshape(red.shape))]
 
 
+def _range_select(ctx: Any, call: Any, before: dict, y: np.ndarray) -> Any:
+    # dst = on_true where comp_op0(idx, bound0) and comp_op1(idx, bound1), else FP32_MIN (the exact
+    # dataflow's fill too); idx = range_start + the free index, an exact integer. reduce_res: the
+    # max of the fp32 selected values, the registers reset in the instruction.
+    from ..machine.registers import Cmd, command
+
+    v = call.args
+    x, r = before["on_true_tile"]
+    x, r = x.reshape(x.shape[0], -1), r.reshape(r.shape[0], -1)
+    idx = np.broadcast_to((int(v["range_start"]) + np.arange(x.shape[1], dtype=np.float64))[None, :], x.shape)
+    keep, uncertain = np.ones(x.shape, dtype=bool), np.zeros(x.shape, dtype=bool)
+    for op_key, bound_key in (("comp_op0", "bound0"), ("comp_op1", "bound1")):
+        b, rb = _scalar(ctx, v[bound_key], before, bound_key, x)
+        holds, rk = _binary(op_name(v[op_key]), *np.broadcast_arrays(idx, np.zeros(x.shape), b, rb))
+        keep &= holds != 0
+        uncertain |= rk > 0
+    fill = float(np.float32(v["on_false_value"]))
+    pred_radius = uncertain.astype(np.float64)
+    radius = _chosen(keep, pred_radius, x, r, np.full(x.shape, fill), np.zeros(x.shape), y)
+    if v.get("reduce_res") is None or command(v["reduce_cmd"]) == Cmd.idle:
+        return radius
+    if command(v["reduce_cmd"]) != Cmd.reset_reduce:
+        raise _refuse("nisa.range_select's registers over several instructions (reduce_cmd other than reset_reduce)")
+    selected = np.where(keep, x, fill)  # the fp32 values the registers reduce, before dst's cast
+    r_sel = _chosen(keep, pred_radius, x, r, np.full(x.shape, fill), np.zeros(x.shape), selected)
+    can = selected + r_sel >= (selected - r_sel).max(axis=1, keepdims=True)
+    red = v["reduce_res"]
+    _settled(ctx, red)
+    got = _stored(red).reshape(-1)
+    r_top = np.where(can, r_sel, 0.0).max(axis=1)
+    return [(call.args["dst"] if isinstance(call.args.get("dst"), Tensor) else None, radius),
+            (red, (r_top + _local(got, selected.max(axis=1), 0.0)).reshape(red.shape))]
+
+
 RULES: dict[str, Callable[..., Any]] = {
     "tensor_tensor_scan": _tensor_tensor_scan,
     "tensor_scalar_cumulative": _tensor_scalar_cumulative,
@@ -718,6 +752,7 @@ RULES: dict[str, Callable[..., Any]] = {
     "rand": _rand,
     "tensor_partition_reduce": _partition_reduce,
     "max8": _max8,
+    "range_select": _range_select,
     "tensor_scalar_reduce": _tensor_scalar_reduce,
     "tensor_copy_predicated": _copy_predicated,
     "where": _where,
