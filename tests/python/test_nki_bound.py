@@ -154,8 +154,8 @@ def test_an_instruction_it_cannot_walk_is_named_with_its_line():
         t = nl.ndarray(x.shape, nl.float32, buffer=nl.sbuf)
         nisa.dma_copy(dst=t, src=x)
         u = nl.ndarray(x.shape, nl.float32, buffer=nl.sbuf)
-        nisa.tensor_scalar_cumulative(u, t, nl.add, nl.maximum, 0.0)
-        # the register the instruction above left, continued: not followed
+        nisa.tensor_scalar_reduce(dst=u, data=t, op0=nl.add, operand0=0.0, reduce_op=nl.maximum)
+        # the register the instruction above left (not recorded), continued: not followed
         nisa.tensor_scalar_cumulative(u, t, nl.add, nl.maximum, 0.0, reduce_cmd=nisa.reduce_cmd.reduce)  # CUMULATIVE
         out = nl.ndarray(x.shape, nl.float32, buffer=nl.shared_hbm)
         nisa.dma_copy(dst=out, src=u)
@@ -165,7 +165,7 @@ def test_an_instruction_it_cannot_walk_is_named_with_its_line():
     line = source_line(running_max, "# CUMULATIVE")
     with pytest.raises(nki.Unsupported,
                        match=rf"{line}: Run.bound\(\) has no bound model for nisa\.tensor_scalar_cumulative "
-                             r"continuing a register"):
+                             r"continuing a register an instruction Run.bound\(\) did not follow"):
         run.bound()
 
 
@@ -501,3 +501,27 @@ def test_range_select_and_its_max_are_bounded(near):
     finite = np.isfinite(exact) & (np.abs(exact) < 1e38)  # FP32_MIN fills: equal, radius 0 where certain
     assert np.all(np.abs(out - exact)[finite] <= bound[finite] + 1e-15 * np.abs(exact[finite]))
     assert np.all(out[~finite] == exact[~finite]) or near
+
+
+def test_a_cumulative_continues_the_register_the_last_one_left():
+    # Two halves of a row's running sum, the second continuing the Vector registers the first left
+    # (reduce_cmd=reduce): the registers' value and radius carry over; never violated, tight, and
+    # the exact dataflow is numpy's cumulative sum of the whole row.
+    @nki.jit
+    def halves(x):
+        n = _narrow_tile(x)  # [128, 32]
+        first = nl.ndarray((128, 16), nl.float32, buffer=nl.sbuf)
+        second = nl.ndarray((128, 16), nl.float32, buffer=nl.sbuf)
+        nisa.tensor_scalar_cumulative(first, n[:, 0:16], nl.multiply, nl.add, 1.0)
+        nisa.tensor_scalar_cumulative(second, n[:, 16:32], nl.multiply, nl.add, 1.0,
+                                      reduce_cmd=nisa.reduce_cmd.reduce)
+        out = nl.ndarray((128, 32), nl.float32, buffer=nl.shared_hbm)
+        nisa.dma_copy(dst=out[:, 0:16], src=first)
+        nisa.dma_copy(dst=out[:, 16:32], src=second)
+        return out
+
+    x = np.random.default_rng(13).standard_normal((128, 32)).astype(np.float32)
+    run = nki.run(halves, x)
+    assert np.allclose(run.exact(), np.cumsum(1.1 * x.astype(np.float64), axis=1), rtol=1e-13, atol=1e-13)
+    bad, ratio = _violations(run)
+    assert bad == 0 and ratio <= 2, ratio

@@ -519,24 +519,47 @@ def _tensor_tensor_scan(ctx: Any, call: Any, before: dict, y: np.ndarray) -> np.
     return radius.reshape(y.shape) + _local(y, carries.reshape(y.shape))
 
 
+def _registers(ctx: Any, engine: str) -> dict:
+    """The Vector (or Scalar) engine's accumulator registers as the bound follows them: per lane the
+    value an instruction left and its radius (NaN: not followed, as after an instruction that
+    changes them without recording them)."""
+    key = ("registers", engine)
+    if key not in ctx.radii:
+        p = int(ctx.target["partitions"])
+        ctx.radii[key] = {"value": np.full(p, np.nan), "radius": np.full(p, np.nan)}
+    return ctx.radii[key]
+
+
+def _forget_registers(ctx: Any, engine: str, rows: np.ndarray) -> None:
+    """An instruction changed the registers at ``rows`` without recording their radii."""
+    _registers(ctx, engine)["radius"][rows] = np.nan
+
+
 def _tensor_scalar_cumulative(ctx: Any, call: Any, before: dict, y: np.ndarray) -> np.ndarray:
     # reg = op1(op0(src[i], imm0), reg), dst[i] = reg, per partition along the flattened free axis:
     # a scan, bounded as tensor_tensor_scan's (a binary64 replay walked step by step, the stored
-    # results measured against it at once). The register starts in the instruction: at op1's
-    # identity (reset_reduce) or at imm1 (load_reduce); a register another instruction left
-    # (reduce) is not followed.
-    from ..machine.registers import _IDENTITY, Cmd, command
+    # results measured against it at once). The register starts at op1's identity (reset_reduce),
+    # at imm1 (load_reduce), or where the last instruction that recorded it left it (reduce: its
+    # value and radius); the registers it leaves are recorded for the next.
+    from ..machine.registers import _IDENTITY, Cmd, command, vector_accumulator
+    from .operands import lanes
 
     v = call.args
     cmd = command(v["reduce_cmd"])
-    if cmd not in (Cmd.reset_reduce, Cmd.load_reduce):
-        raise _refuse("nisa.tensor_scalar_cumulative continuing a register another instruction left "
-                      f"(reduce_cmd={cmd.name})")
+    rows = lanes(v["src"])
+    if cmd not in (Cmd.reset_reduce, Cmd.load_reduce, Cmd.reduce):
+        raise _refuse(f"nisa.tensor_scalar_cumulative with reduce_cmd={cmd.name}")
     x, r = before["src"]
     x, r = x.reshape(x.shape[0], -1), r.reshape(x.shape[0], -1)
     name0, name1 = op_name(v["op0"]), op_name(v["op1"])
     s, rs = _scalar(ctx, v["imm0"], before, "imm0", x)
-    if cmd == Cmd.load_reduce and v.get("imm1") is not None:
+    registers = _registers(ctx, "vector")
+    if cmd == Cmd.reduce:
+        reg, rreg = registers["value"][rows].copy(), registers["radius"][rows].copy()
+        if np.isnan(rreg).any():
+            raise _refuse("nisa.tensor_scalar_cumulative continuing a register an instruction Run.bound() did not "
+                          "follow left (reduce_cmd=reduce)")
+    elif cmd == Cmd.load_reduce and v.get("imm1") is not None:
         reg, rreg = (np.broadcast_to(a, (x.shape[0], 1))[:, 0].astype(np.float64)
                      for a in _scalar(ctx, v["imm1"], before, "imm1", x))
     else:
@@ -549,6 +572,9 @@ def _tensor_scalar_cumulative(ctx: Any, call: Any, before: dict, y: np.ndarray) 
             reg, prop = _binary(name1, t[:, i], rt[:, i], reg, rreg)
             rreg = prop + SLACK * np.nan_to_num(np.abs(reg), posinf=0.0)
             radius[:, i], replay[:, i] = rreg, reg
+    # the registers as the engine left them, and their distance from the replay's last step
+    left = np.asarray(vector_accumulator(ctx).values[rows], dtype=np.float64)
+    registers["value"][rows], registers["radius"][rows] = left, rreg + _local(left, reg)
     return radius.reshape(y.shape) + _local(y, replay.reshape(y.shape))
 
 
@@ -657,9 +683,12 @@ def _select_reduce(ctx: Any, call: Any, before: dict, y: np.ndarray) -> np.ndarr
     # dst = on_true where predicate (reverse_pred: where zero), else on_false
     from ..machine.registers import Cmd, command
 
+    from .operands import lanes
+
     v = call.args
     if command(v["reduce_cmd"]) != Cmd.idle:
         raise _refuse("nisa.select_reduce with its reduction into the registers (reduce_cmd other than idle)")
+    _forget_registers(ctx, "vector", lanes(v["on_true"]))  # idle leaves the Vector registers undefined
     p, rp = before["predicate"]
     p = (p != 0) != bool(v.get("reverse_pred"))
     a, ra = before["on_true"]
@@ -683,6 +712,9 @@ def _tensor_scalar_reduce(ctx: Any, call: Any, before: dict, y: np.ndarray) -> A
         t32 = np.asarray(alu(name0, x.astype(np.float32), np.broadcast_to(a, x.shape).astype(np.float32)),
                          dtype=np.float64)  # the engine's fp32 results, which the reduction reads
     radius = _fit(prop, y) + _local(y, _fit(exact, y))
+    from .operands import lanes
+
+    _forget_registers(ctx, "vector", lanes(v["data"]))  # its registers are not recorded for the next
     if v.get("reduce_res") is None:
         return radius
     if command(v.get("reduce_cmd", Cmd.reset_reduce)) != Cmd.reset_reduce:
@@ -727,6 +759,9 @@ def _range_select(ctx: Any, call: Any, before: dict, y: np.ndarray) -> Any:
         uncertain |= rk > 0
     fill = float(np.float32(v["on_false_value"]))
     pred_radius = uncertain.astype(np.float64)
+    from .operands import lanes
+
+    _forget_registers(ctx, "vector", lanes(v["on_true_tile"]))  # its registers are not recorded for the next
     radius = _chosen(keep, pred_radius, x, r, np.full(x.shape, fill), np.zeros(x.shape), y)
     if v.get("reduce_res") is None or command(v["reduce_cmd"]) == Cmd.idle:
         return radius
