@@ -525,3 +525,48 @@ def test_a_cumulative_continues_the_register_the_last_one_left():
     assert np.allclose(run.exact(), np.cumsum(1.1 * x.astype(np.float64), axis=1), rtol=1e-13, atol=1e-13)
     bad, ratio = _violations(run)
     assert bad == 0 and ratio <= 2, ratio
+
+
+def test_dropout_keeps_the_radii_of_what_it_keeps():
+    # dropout with the generator's draws (the same in the exact dataflow) on a bf16-rounded tile:
+    # dropped elements are exact zeros, kept ones keep their radii; never violated.
+    @nki.jit
+    def dropped(x):
+        n = _narrow_tile(x)
+        d = nl.ndarray((128, 32), nl.bfloat16, buffer=nl.sbuf)
+        nisa.dropout(dst=d, data=n, prob=0.3)
+        out = nl.ndarray((128, 32), nl.float32, buffer=nl.shared_hbm)
+        nisa.dma_copy(dst=out, src=d)
+        return out
+
+    x = np.random.default_rng(14).standard_normal((128, 32)).astype(np.float32)
+    run = nki.run(dropped, x)
+    out, bound = run.outputs.astype(np.float64), run.bound()
+    assert 0.2 < np.mean(out == 0) < 0.4  # about prob of them dropped
+    assert np.all(bound[out == 0] == 0)
+    bad, ratio = _violations(run)
+    assert bad == 0 and ratio <= 2, ratio
+
+
+def test_nc_n_gather_moves_radii_with_the_gathered_elements():
+    # Each partition gathers its own elements by an index tile: the radii of a bf16 rounding travel
+    # with them (never violated, tight; the exact dataflow is numpy's take_along_axis).
+    @nki.jit
+    def gathered(x, idx):
+        n = _narrow_tile(x)
+        i = nl.ndarray((128, 16), nl.uint32, buffer=nl.sbuf)
+        nisa.dma_copy(dst=i, src=idx)
+        g = nl.ndarray((128, 16), nl.bfloat16, buffer=nl.sbuf)
+        nisa.nc_n_gather(dst=g, data=n, indices=i)
+        out = nl.ndarray((128, 16), nl.float32, buffer=nl.shared_hbm)
+        nisa.dma_copy(dst=out, src=g)
+        return out
+
+    rng = np.random.default_rng(15)
+    x = rng.standard_normal((128, 32)).astype(np.float32)
+    idx = rng.integers(0, 32, size=(128, 16)).astype(np.uint32)
+    run = nki.run(gathered, x, idx)
+    assert np.allclose(run.exact(), np.take_along_axis(1.1 * x.astype(np.float64), idx.astype(np.int64), axis=1),
+                       rtol=1e-15)
+    bad, ratio = _violations(run)
+    assert bad == 0 and ratio <= 1.5, ratio

@@ -778,6 +778,37 @@ def _range_select(ctx: Any, call: Any, before: dict, y: np.ndarray) -> Any:
             (red, (r_top + _local(got, selected.max(axis=1), 0.0)).reshape(red.shape))]
 
 
+def _dropout(ctx: Any, call: Any, before: dict, y: np.ndarray) -> np.ndarray:
+    # dst = 0 where the generator's draw u < prob, else data: the same draws in the exact dataflow;
+    # where prob's own distance (an fp32 immediate, a rounded tile) reaches u, either may happen
+    draws, ctx.bound_note = ctx.bound_note, None
+    if draws is None:
+        raise _refuse("nisa.dropout in this form")
+    x, r = before["data"]
+    x, r = x.reshape(x.shape[0], -1), r.reshape(r.shape[0], -1)
+    p, rp = _scalar(ctx, call.args["prob"], before, "prob", x)
+    u = np.asarray(draws, dtype=np.float64).reshape(x.shape)
+    kept = ~(u < p)
+    uncertain = np.abs(u - p) <= rp
+    zero = np.zeros(x.shape)
+    return _chosen(kept, uncertain.astype(np.float64), x, r, zero, zero, y)
+
+
+def _n_gather(ctx: Any, call: Any, before: dict, y: np.ndarray) -> np.ndarray:
+    # dst[p, j] = data[p, indices[p, j]] over each partition's flattened free elements: the radii
+    # move with the bits, where the indices themselves are exact
+    x, r = before["data"]
+    idx, r_idx = before["indices"]
+    x, r = x.reshape(x.shape[0], -1), r.reshape(r.shape[0], -1)
+    idx, r_idx = idx.reshape(idx.shape[0], -1), r_idx.reshape(r_idx.shape[0], -1)
+    if (r_idx > 0).any():
+        raise _refuse("nisa.nc_n_gather with indices that carry a distance from the exact dataflow")
+    k = idx.astype(np.int64)
+    if ((k < 0) | (k >= x.shape[1])).any():
+        raise _refuse("nisa.nc_n_gather with indices out of bounds")
+    return _fit(np.take_along_axis(r, k, axis=1), y) + _local(y, _fit(np.take_along_axis(x, k, axis=1), y), 0.0)
+
+
 RULES: dict[str, Callable[..., Any]] = {
     "tensor_tensor_scan": _tensor_tensor_scan,
     "tensor_scalar_cumulative": _tensor_scalar_cumulative,
@@ -787,6 +818,8 @@ RULES: dict[str, Callable[..., Any]] = {
     "rand": _rand,
     "tensor_partition_reduce": _partition_reduce,
     "max8": _max8,
+    "nc_n_gather": _n_gather,
+    "dropout": _dropout,
     "range_select": _range_select,
     "tensor_scalar_reduce": _tensor_scalar_reduce,
     "tensor_copy_predicated": _copy_predicated,

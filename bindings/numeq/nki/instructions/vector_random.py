@@ -81,7 +81,10 @@ def dropout(c: Call) -> Any:
                    "keeps data's dtype")
     if dst.shape[0] != x.shape[0] or dst.free_size() != x.shape[1]:
         raise shape_fault(ctx, "dropout", f"dst {dst.shape} and data {data.shape} differ")
-    dropped = randomness.uniform(ctx, "vector", x.shape) < prob
+    draws = randomness.uniform(ctx, "vector", x.shape)
+    if ctx.bounding:  # Run.bound(): the draws decide which elements drop (instructions.bounds)
+        ctx.bound_note = draws
+    dropped = draws < prob
     if dst.dtype == data.dtype:  # kept elements keep their bits; dropped ones are +0
         bits = flat(data.data)
         write(ctx, dst, None, bits=np.where(dropped, np.zeros((), dtype=bits.dtype), bits).reshape(dst.shape))
