@@ -237,10 +237,15 @@ def _in_op_shape(outputs: Any, op: Op) -> Any:
     """A run's output in the op's shape where the two differ only by axes of length 1 (an NKI tile
     is at least 2-D: a row reduction's [128, 1] is the op's (128,)); anything else as it is."""
     if isinstance(outputs, np.ndarray):
-        want = tuple(op._op.result_shape())
-        if outputs.shape != want and [d for d in outputs.shape if d != 1] == [d for d in want if d != 1]:
-            return outputs.reshape(want)
+        return _in_shape(outputs, tuple(op._op.result_shape()))
     return outputs
+
+
+def _in_shape(a: np.ndarray, want: tuple) -> np.ndarray:
+    """``a`` reshaped to ``want`` where the two differ only by axes of length 1; else as it is."""
+    if a.shape != want and [d for d in a.shape if d != 1] == [d for d in want if d != 1]:
+        return a.reshape(want)
+    return a
 
 
 def _check_shape(actual: Any, op: Op, parameter: str) -> None:

@@ -90,3 +90,13 @@ def test_a_reference_that_cannot_take_the_inputs_is_refused_by_name(folder):
     missing = _review(folder, "rmsnorm.py", "no_such_function", "refused2")
     assert missing.returncode == 2 and "has no function 'no_such_function'" in missing.stderr
     assert "rms" in missing.stderr
+
+
+def test_a_reference_that_raises_is_said_so(folder):
+    (folder / "ref_raises.py").write_text("def rms(x, gamma):\n    return 1 / (x.size - x.size)\n")
+    done = subprocess.run([sys.executable, "-m", "numeq", "review", f"{folder / 'rmsnorm.py'}::rmsnorm", "--inputs",
+                           str(folder / "in.npz"), "--dtype", "x=bfloat16", "--dtype", "gamma=bfloat16", "--op",
+                           "rmsnorm", "--reference", f"{folder / 'ref_raises.py'}::rms", "--out",
+                           str(folder / "raises"), "--quiet"], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 2 and "reference: rms raised ZeroDivisionError" in done.stderr, done.stderr
+    assert "Traceback" not in done.stderr

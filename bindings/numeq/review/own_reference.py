@@ -23,6 +23,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from ..verdicts import _in_shape
 from .findings import ReviewFinding
 
 __all__ = ["call_reference", "reference_findings"]
@@ -44,7 +45,10 @@ def call_reference(fn: Callable, inputs: dict[str, np.ndarray], params: dict[str
                          f"{', '.join(missing)})")
     kwargs = {k: np.asarray(v, dtype=np.float64) for k, v in inputs.items()}
     kwargs.update({k: v for k, v in params.items() if k in names or takes_any})
-    result = fn(**kwargs)
+    try:
+        result = fn(**kwargs)
+    except Exception as e:  # the author's code: its failure is said as theirs, not as numeq's traceback
+        raise ValueError(f"reference: {getattr(fn, '__name__', fn)} raised {type(e).__name__}: {e}") from e
     if hasattr(result, "detach"):  # a torch tensor: its host values
         result = result.detach().cpu()
     try:
@@ -52,12 +56,10 @@ def call_reference(fn: Callable, inputs: dict[str, np.ndarray], params: dict[str
     except (TypeError, ValueError) as e:
         raise ValueError(f"reference: {getattr(fn, '__name__', fn)} returned {type(result).__name__}, not an array of "
                          f"numbers ({e})") from None
+    values = _in_shape(values, tuple(shape))
     if values.shape != tuple(shape):
-        if values.size == int(np.prod(shape)) and [d for d in values.shape if d != 1] == [d for d in shape if d != 1]:
-            values = values.reshape(shape)
-        else:
-            raise ValueError(f"reference: {getattr(fn, '__name__', fn)} returned shape {values.shape}; the operation's "
-                             f"output is {tuple(shape)}")
+        raise ValueError(f"reference: {getattr(fn, '__name__', fn)} returned shape {values.shape}; the operation's "
+                         f"output is {tuple(shape)}")
     return values
 
 

@@ -42,8 +42,9 @@ PortVerdict compare_port(const xt::xarray<double>& gpu, const xt::xarray<double>
   v.gpu = compare(gpu, op, gpu_platform, each);
   v.trainium = compare(trainium, op, trainium_platform, each);
   v.elements = gpu.size();
-  const Emulation eg = check_emulation(op, gpu_platform, each, v.elements);
-  const Emulation et = check_emulation(op, trainium_platform, each, v.elements);
+  const std::shared_ptr<const Emulation> kept_g = check_emulation(op, gpu_platform, each, v.elements);
+  const std::shared_ptr<const Emulation> kept_t = check_emulation(op, trainium_platform, each, v.elements);
+  const Emulation &eg = *kept_g, &et = *kept_t;
   const xt::xarray<double> bound = cross_platform_bound(eg, et);
   struct Scored {
     double ratio;

@@ -152,9 +152,9 @@ Tier tier_by_name(std::string_view name, std::string_view parameter) {
   return by_name(acceptable, name, parameter, "tier", "(the weakest tier that passes)");
 }
 
-Emulation check_emulation(const Op& op, const core::Platform& platform, const CompareOptions& options,
-                          std::size_t elements) {
-  if (options.accept == Tier::deterministic) return *op.emulation(platform, core::BoundOptions{});
+std::shared_ptr<const Emulation> check_emulation(const Op& op, const core::Platform& platform,
+                                                 const CompareOptions& options, std::size_t elements) {
+  if (options.accept == Tier::deterministic) return op.emulation(platform, core::BoundOptions{});
   // A union bound over the elements gives each per_check / elements; the walker picks the lambda
   // that reaches it (BoundOptions::failure_probability). Parts of composite ops that still take
   // lambda as given state the probability they reach: their bound falls as
@@ -162,11 +162,11 @@ Emulation check_emulation(const Op& op, const core::Platform& platform, const Co
   // in (bound.hpp), so one more walk at the lambda that reaches the target, while it falls short.
   const double target = options.failure_probability / static_cast<double>(std::max<std::size_t>(elements, 1));
   core::BoundOptions o{core::BoundKind::probabilistic, 6.0, target};
-  Emulation em = *op.emulation(platform, o);
-  for (int tries = 0; tries < 4 && em.failure_probability > target; ++tries) {
-    o.lambda = std::sqrt(o.lambda * o.lambda + 2.0 * std::log(em.failure_probability / target) / 0.75);
+  std::shared_ptr<const Emulation> em = op.emulation(platform, o);
+  for (int tries = 0; tries < 4 && em->failure_probability > target; ++tries) {
+    o.lambda = std::sqrt(o.lambda * o.lambda + 2.0 * std::log(em->failure_probability / target) / 0.75);
     o.failure_probability = 0;
-    em = *op.emulation(platform, o);
+    em = op.emulation(platform, o);
   }
   return em;
 }
@@ -182,7 +182,8 @@ Emulation probabilistic_at(const Op& op, const core::Platform& platform, const C
   if (op.restrict_to && elements.size() < N) {
     auto [part, where] = op.restrict_to(elements);
     // The failure probability per element is that of the whole check's N elements.
-    Emulation sub = check_emulation(part, platform, options, N);
+    const std::shared_ptr<const Emulation> kept_sub = check_emulation(part, platform, options, N);
+    const Emulation& sub = *kept_sub;
     // Every row taken: the part is the op itself, in its own order.
     if (sub.values.size() == N) {
       everywhere = true;
@@ -200,7 +201,7 @@ Emulation probabilistic_at(const Op& op, const core::Platform& platform, const C
     }
   }
   everywhere = true;
-  return check_emulation(op, platform, options, N);
+  return *check_emulation(op, platform, options, N);
 }
 
 }  // namespace

@@ -117,7 +117,7 @@ TEST(Verdict, TiersAndAcceptance) {
 TEST(Verdict, BeyondTheProbabilisticBoundOnlyIsDeterministic) {
   const Fixture f;
   const core::Platform p = core::platform_by_name("trainium.trn2");
-  const cases::Emulation prob = cases::check_emulation(f.op, p, cases::CompareOptions{}, f.op.emulate(p, {}).values.size());
+  const cases::Emulation prob = *cases::check_emulation(f.op, p, cases::CompareOptions{}, f.op.emulate(p, {}).values.size());
   const cases::Emulation det = f.op.emulate(p, {});
   const numeq::reference::ExactValues ex = f.op.exact();
   Array device = det.values;

@@ -33,6 +33,8 @@ from ..machine import arithmetic as _numerics
 from ..machine import psum as _psum
 from ..machine.alu import alu, op_name
 from ..machine.context import Unsupported, where
+from ..machine.dtypes import storage_dtype
+from ..machine.indirect import Indirect, held
 from ..machine.memory import Tensor
 
 __all__ = ["RULES", "radius_view", "walk"]
@@ -48,8 +50,6 @@ def _refuse(what: str) -> Unsupported:
 def radius_view(ctx: Any, t: Any) -> np.ndarray:
     """The radii of view ``t``'s elements: a writable view of its buffer's radius array, laid out as
     ``t.data`` lies in the buffer's storage."""
-    from ..machine.indirect import Indirect
-
     # a Tensor (or the older interface's block tensor, a strided view of its buffer too); an
     # indirect view's radii are at its addresses (_indirect_addresses)
     if not isinstance(t, Tensor) or isinstance(t, Indirect) or not isinstance(getattr(t, "data", None), np.ndarray):
@@ -71,9 +71,6 @@ def radius_view(ctx: Any, t: Any) -> np.ndarray:
 def _indirect_addresses(ctx: Any, t: Any) -> tuple[np.ndarray, np.ndarray]:
     """(the flat radii of an indirect view's buffer, the view's element addresses into them): a
     gather reads radii where it reads values, a scatter writes them where it writes values."""
-    from ..machine.dtypes import storage_dtype
-    from ..machine.indirect import Indirect
-
     if type(t) is not Indirect:
         raise _refuse(f"an out-of-buffer view ({type(t).__name__} {getattr(t, 'name', '')})")
     base = t.base
@@ -90,8 +87,6 @@ def _indirect_addresses(ctx: Any, t: Any) -> tuple[np.ndarray, np.ndarray]:
 
 def _radii_of(ctx: Any, t: Any) -> np.ndarray:
     """A copy of view ``t``'s radii, in its shape (a gather's at its addresses)."""
-    from ..machine.indirect import Indirect
-
     if not isinstance(t, Indirect):
         return radius_view(ctx, t).copy()
     flat, addr = _indirect_addresses(ctx, t)
@@ -101,8 +96,6 @@ def _radii_of(ctx: Any, t: Any) -> np.ndarray:
 def _set_radii(ctx: Any, t: Any, r: np.ndarray) -> None:
     """Store ``r`` as view ``t``'s radii (a scatter's at its addresses, a repeated address keeping
     the last element's, as its values do)."""
-    from ..machine.indirect import Indirect
-
     if not isinstance(t, Indirect):
         radius_view(ctx, t)[...] = np.broadcast_to(r, t.shape)
         return
@@ -111,11 +104,8 @@ def _set_radii(ctx: Any, t: Any, r: np.ndarray) -> None:
 
 
 def _stored(t: Any) -> np.ndarray:
-    if type(t) is not Tensor:  # an indirect view: what its addresses hold now (a scatter wrote them)
-        from ..machine.indirect import Indirect, held
-
-        if type(t) is Indirect:
-            return np.asarray(_numerics.fp32_values(held(t), t.dtype), dtype=np.float64)
+    if type(t) is Indirect:  # what its addresses hold now (a scatter wrote them)
+        return np.asarray(_numerics.fp32_values(held(t), t.dtype), dtype=np.float64)
     return np.asarray(_numerics.fp32_values(t.data, t.dtype), dtype=np.float64)
 
 
@@ -364,8 +354,7 @@ def _activation(ctx: Any, call: Any, before: dict, y: np.ndarray) -> Any:
     red = v["reduce_res"]
     _settled(ctx, red)
     rows = fa.reshape(fa.shape[0], -1)
-    exact = np.asarray(_reference.sum(np.ascontiguousarray(rows), axis=-1, in_fmt="fp64", out="fp64"))
-    summed = moved.reshape(rows.shape).sum(axis=-1) * (1 + SLACK)
+    exact, summed = _reduced("add", rows, moved.reshape(rows.shape), "nisa.activation")
     got = _stored(red).reshape(-1)
     return [(call.args["dst"] if isinstance(call.args.get("dst"), Tensor) else None, radius),
             (red, (summed + _local(got, exact)).reshape(red.shape))]
@@ -380,6 +369,23 @@ def _reciprocal(ctx: Any, call: Any, before: dict, y: np.ndarray) -> np.ndarray:
     return np.where(np.isnan(moved), np.inf, moved) + _local(y, fa)
 
 
+def _reduced(name: str, values: np.ndarray, radii: np.ndarray, what: str) -> tuple[np.ndarray, np.ndarray]:
+    """(the exact reduction of ``values`` over the last axis, how far its boxes can move it) for
+    ``name`` add (numeq's exact sum, rounded once to binary64; the radii add) or maximum / minimum
+    (|max x^ - max x| <= the largest radius among the elements that can be the maximum on their
+    boxes: x^_i + r_i >= max_j (x^_j - r_j); the minimum likewise). ``what`` names the instruction
+    in a refusal."""
+    if name == "add":
+        exact = np.asarray(_reference.sum(np.ascontiguousarray(values), axis=-1, in_fmt="fp64", out="fp64"))
+        return exact, radii.sum(axis=-1) * (1 + SLACK)
+    if name in ("maximum", "max", "minimum", "min"):
+        sign = 1.0 if name in ("maximum", "max") else -1.0
+        signed = sign * values
+        floor = (signed - radii).max(axis=-1, keepdims=True)
+        return sign * signed.max(axis=-1), np.where(signed + radii >= floor, radii, 0.0).max(axis=-1)
+    raise _refuse(f"{what} with op {name}")
+
+
 def _tensor_reduce(ctx: Any, call: Any, before: dict, y: np.ndarray) -> np.ndarray:
     v = call.args
     name = op_name(v["op"])
@@ -391,19 +397,7 @@ def _tensor_reduce(ctx: Any, call: Any, before: dict, y: np.ndarray) -> np.ndarr
     keep = [a for a in range(x.ndim) if a not in axes]
     moved = np.transpose(x, keep + list(axes)).reshape(*[x.shape[a] for a in keep], -1)
     radii = np.transpose(r, keep + list(axes)).reshape(moved.shape)
-    if name in ("add",):
-        exact = np.asarray(_reference.sum(np.ascontiguousarray(moved), axis=-1, in_fmt="fp64", out="fp64"))
-        prop = radii.sum(axis=-1) * (1 + SLACK)
-    elif name in ("maximum", "max", "minimum", "min"):
-        # |max x^ - max x| <= the largest radius among the elements that can be the maximum on the box
-        # (x^_i + r_i >= max_j (x^_j - r_j)); the minimum likewise
-        sign = 1.0 if name in ("maximum", "max") else -1.0
-        s_moved = sign * moved
-        exact = sign * s_moved.max(axis=-1)
-        floor = (s_moved - radii).max(axis=-1, keepdims=True)
-        prop = np.where(s_moved + radii >= floor, radii, 0.0).max(axis=-1)
-    else:
-        raise _refuse(f"nisa.tensor_reduce with op {name}")
+    exact, prop = _reduced(name, moved, radii, "nisa.tensor_reduce")
     if v.get("negate"):
         exact = -exact
     return prop.reshape(y.shape) + _local(y, exact.reshape(y.shape))
@@ -619,17 +613,11 @@ def _partition_reduce(ctx: Any, call: Any, before: dict, y: np.ndarray) -> np.nd
     name = op_name(call.args["op"])
     x, r = before["data"]
     x, r = x.reshape(x.shape[0], -1), r.reshape(r.shape[0], -1)
-    if name in ("add", "average"):
-        exact = np.asarray(_reference.sum(np.ascontiguousarray(x.T), axis=-1, in_fmt="fp64", out="fp64"))
-        prop = r.sum(axis=0) * (1 + SLACK)
-        if name == "average":
-            exact, prop = exact / x.shape[0], prop / x.shape[0]
-    elif name == "maximum":
-        top = x.max(axis=0)
-        can = x + r >= (x - r).max(axis=0)
-        exact, prop = top, np.where(can, r, 0.0).max(axis=0)
-    else:
+    if name not in ("add", "average", "maximum"):
         raise _refuse(f"nisa.tensor_partition_reduce with op={name}")
+    exact, prop = _reduced("add" if name == "average" else name, x.T, r.T, "nisa.tensor_partition_reduce")
+    if name == "average":
+        exact, prop = exact / x.shape[0], prop / x.shape[0]
     return _fit(prop, y) + _local(y, _fit(exact, y))
 
 
@@ -721,17 +709,7 @@ def _tensor_scalar_reduce(ctx: Any, call: Any, before: dict, y: np.ndarray) -> A
         raise _refuse("nisa.tensor_scalar_reduce's registers over several instructions (reduce_cmd other than "
                       "reset_reduce)")
     rt = prop + _local(t32, exact)
-    name = op_name(v["reduce_op"])
-    if name == "add":
-        total = np.asarray(_reference.sum(np.ascontiguousarray(t32), axis=-1, in_fmt="fp64", out="fp64"))
-        r_total = rt.sum(axis=1) * (1 + SLACK)
-    elif name in ("maximum", "minimum"):
-        sign = 1.0 if name == "maximum" else -1.0
-        total = (sign * t32).max(axis=1) * sign
-        can = sign * t32 + rt >= (sign * t32 - rt).max(axis=1, keepdims=True)
-        r_total = np.where(can, rt, 0.0).max(axis=1)
-    else:
-        raise _refuse(f"nisa.tensor_scalar_reduce with reduce_op={name}")
+    total, r_total = _reduced(op_name(v["reduce_op"]), t32, rt, "nisa.tensor_scalar_reduce")
     if v.get("reduce_res_negate"):
         total = -total
     red = v["reduce_res"]
@@ -769,13 +747,12 @@ def _range_select(ctx: Any, call: Any, before: dict, y: np.ndarray) -> Any:
         raise _refuse("nisa.range_select's registers over several instructions (reduce_cmd other than reset_reduce)")
     selected = np.where(keep, x, fill)  # the fp32 values the registers reduce, before dst's cast
     r_sel = _chosen(keep, pred_radius, x, r, np.full(x.shape, fill), np.zeros(x.shape), selected)
-    can = selected + r_sel >= (selected - r_sel).max(axis=1, keepdims=True)
+    top, r_top = _reduced("maximum", selected, r_sel, "nisa.range_select")
     red = v["reduce_res"]
     _settled(ctx, red)
     got = _stored(red).reshape(-1)
-    r_top = np.where(can, r_sel, 0.0).max(axis=1)
     return [(call.args["dst"] if isinstance(call.args.get("dst"), Tensor) else None, radius),
-            (red, (r_top + _local(got, selected.max(axis=1), 0.0)).reshape(red.shape))]
+            (red, (r_top + _local(got, top, 0.0)).reshape(red.shape))]
 
 
 def _dropout(ctx: Any, call: Any, before: dict, y: np.ndarray) -> np.ndarray:

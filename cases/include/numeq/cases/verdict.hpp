@@ -17,6 +17,7 @@
 // A check passes when its tier is at least as strong as CompareOptions::accept.
 
 #include <cstddef>
+#include <memory>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -122,9 +123,10 @@ Verdict compare(const xt::xarray<double>& actual, const Op& op, const core::Plat
 
 // The emulation whose bound compare() judges by: the deterministic bound when options.accept is
 // deterministic, else the probabilistic one at the lambda whose failure probability for a check of
-// `elements` elements (a union bound) is at most options.failure_probability.
-Emulation check_emulation(const Op& op, const core::Platform& platform, const CompareOptions& options,
-                          std::size_t elements);
+// `elements` elements (a union bound) is at most options.failure_probability. The op's own kept
+// emulation (Op::emulation), not a copy.
+std::shared_ptr<const Emulation> check_emulation(const Op& op, const core::Platform& platform,
+                                                 const CompareOptions& options, std::size_t elements);
 
 // The message a reviewer reads (Python's str(verdict), numeq/testing.hpp's failure messages):
 // verdict and tier; op and platform; mismatch counts and percentages, NaN and Inf apart; where the

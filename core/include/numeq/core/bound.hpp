@@ -65,7 +65,6 @@
 // output cast) gets +Inf too, as it may stand for any larger value.
 
 #include <algorithm>
-#include <bit>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -171,15 +170,9 @@ class OutputCastBound {
   // The bound in directed steps where a device's value may pass the overflow threshold.
   double near_overflow(double e, double B) const;
   // spacing_factor_ times the spacing of the output format at v >= 0's binade (its subnormal
-  // spacing below the normal range): the exponent read from v's bits and the power of two built
-  // from them (std::ilogb and std::ldexp cost more than the rest of the bound per element).
-  double spacing_at(double v) const {
-    const int binade = std::max(static_cast<int>((std::bit_cast<std::uint64_t>(v) >> 52) & 0x7ff) - 1023, emin_);
-    const int k = binade - mantissa_bits_;
-    const double p = k >= -1022 && k <= 1023 ? std::bit_cast<double>(static_cast<std::uint64_t>(k + 1023) << 52)
-                                             : std::ldexp(1.0, k);
-    return spacing_factor_ * p;
-  }
+  // spacing below the normal range): formats' binade_spacing, read from v's bits (std::ilogb and
+  // std::ldexp cost more than the rest of the bound per element).
+  double spacing_at(double v) const { return spacing_factor_ * binade_spacing(v, emin_, mantissa_bits_); }
   bool integer_ = false, finite_overflow_ = false;
   double rho_ = 0, eta_ = 0, max_ = 0, threshold_ = 0;
   // The spacing form: formats with subnormals and casts that flush nothing; 1/2 (nearest) or 1 ulp.
