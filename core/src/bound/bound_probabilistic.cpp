@@ -165,18 +165,27 @@ struct Run {
   // On the event the bound is stated for, every partial sum of the zero-mean rests stays below
   // this (2 lambda sqrt(V*), see "Magnitudes"); +Inf in the first pass.
   double zero_mean_partial = kInf;
+  // committed_hi(*this), kept: refresh() after changing any field it reads (the means, det,
+  // zero_mean_partial). commit() reads it at every rounding, and most walks change none of them
+  // between two roundings.
+  double committed = kInf;
+  void refresh();
 };
 
 // What a computed value's error is known to be below: its deterministic D, or, on the event the
 // bound is stated for, every mean and deterministic part committed so far plus the zero-mean
 // partial sums' bound (the value's own error is a sub-sum of what has been committed).
-double error_hi(const Value& v, const Run& run) {
+// committed_hi(run) is that bound on everything committed, error_hi a value's: the smaller of
+// the two (commit() reads committed_hi once per rounding and keeps it where the rounding leaves it).
+double committed_hi(const Run& run) {
   // The means committed below a value: a sub-sum of the steps' means, so at most run.mean, or
   // (one mean for the reduction) a difference of two prefixes of mean_signed plus the spread.
   const double slack = (run.mean_steps + 2) * 0x1p-52 * run.mean_signed_abs;
   const double mean = std::min(run.mean, up(2 * run.mean_signed_max + slack + run.mean_spread));
-  return std::min(v.D, add_up(add_up(mean, run.det), run.zero_mean_partial));
+  return add_up(add_up(mean, run.det), run.zero_mean_partial);
 }
+void Run::refresh() { committed = committed_hi(*this); }
+double error_hi(const Value& v, const Run& run) { return std::min(v.D, run.committed); }
 double magnitude_hi(const Value& v, const Run& run) { return up(std::fabs(v.S) + slack(v) + error_hi(v, run)); }
 double magnitude_lo(const Value& v, const Run& run) { return std::fabs(v.S) - slack(v) - error_hi(v, run); }
 
@@ -190,14 +199,14 @@ double format_grid(const Cast& cast, double lo) {
   return pow2(e - f.mantissa_bits);
 }
 
-// Whether the exact value v of a computed sum (a multiple of v.grid, |v| <= magnitude_hi) is a
-// value of cast's format that every rounding mode keeps as it is: |v| < 2^(m+1) grid with grid on
-// the format's subnormal grid, no flushing, below the largest finite value.
-bool representable(const Value& v, const Cast& cast, const Rounder& r, const Run& run) {
+// Whether the exact value v of a computed sum (a multiple of v.grid, |v| <= hi, its
+// magnitude_hi) is a value of cast's format that every rounding mode keeps as it is:
+// |v| < 2^(m+1) grid with grid on the format's subnormal grid, no flushing, below the largest
+// finite value.
+bool representable(const Value& v, double hi, const Cast& cast, const Rounder& r) {
   const Format& f = cast.format;
   if (f.is_integer() || !f.has_zero || cast.flushes_inputs() || cast.flushes_outputs()) return false;
   if (!(v.grid >= pow2(f.emin() - f.mantissa_bits))) return false;
-  const double hi = magnitude_hi(v, run);
   return hi < v.grid * pow2(f.mantissa_bits + 1) && hi <= r.max;
 }
 
@@ -338,9 +347,13 @@ struct DataWalk::Program {
   // An exact rounding (the sum is a value of the format, read from the operands' grids) commits
   // no error and is skipped.
   static void commit(Value& v, const Cast& cast, const Rounder& r, std::size_t operands, Run& run) {
-    if (r.exact || representable(v, cast, r, run)) return;
+    if (r.exact) return;
+    // magnitude_hi and magnitude_lo below, with what was committed read once (the walk's
+    // innermost step: each reading is a chain of dependent roundings upward).
+    const double committed = run.committed, s_abs = std::fabs(v.S), s_slack = slack(v);
+    const double V = up(s_abs + s_slack + std::min(v.D, committed));
+    if (representable(v, V, cast, r)) return;
     const double eta = operands == 1 ? eta_value(r) : eta_add(r, operands);
-    const double V = magnitude_hi(v, run);
     double h = add_up(mul_up(r.rho, V), eta);
     // Sharper where nothing flushes: |e| <= ulp(V)/2 (nearest) or < ulp(V) (the others), the
     // ulp at V's binade, the subnormal spacing below it (Higham 2002, s2.1).
@@ -350,12 +363,15 @@ struct DataWalk::Program {
       const double ulp = pow2(e - f.mantissa_bits);
       h = std::min(h, r.random ? ulp / 2 : ulp);
     }
-    if (zero_mean(cast))
-      run.var = add_up(run.var, mul_up(h, h));
-    else
+    const bool to_var = zero_mean(cast);
+    if (to_var) {
+      run.var = add_up(run.var, mul_up(h, h));  // not part of committed_hi
+    } else {
       run.det = add_up(run.det, h);
+      run.refresh();
+    }
     v.D = add_up(v.D, h);
-    v.grid = format_grid(cast, magnitude_lo(v, run));
+    v.grid = format_grid(cast, s_abs - s_slack - std::min(v.D, run.committed));
   }
 
   static Value merge(const Value& x, const Value& y) {
@@ -488,6 +504,7 @@ struct DataWalk::Program {
         run.mean_signed_max = std::max(run.mean_signed_max, std::fabs(run.mean_signed));
         run.mean_spread = add_up(run.mean_spread, add_up(mul_up(g_hi - g_lo, static_cast<double>(std::labs(sure))),
                                                          mul_up(g_hi, static_cast<double>(std::max(maybe_pos, maybe_neg)))));
+        run.refresh();
         run.var = add_up(run.var, mul_up(static_cast<double>(cut), mul_up(g_hi / 2, g_hi / 2)));
         cut_d = mul_up(static_cast<double>(cut), g_hi);
         if (kept_low != INT_MAX) grid = std::min(grid, pow2(kept_low));
@@ -497,6 +514,7 @@ struct DataWalk::Program {
                             (c_lo > 0 && std::max(std::ilogb(c_lo), s.c_format.emin()) - c_bits >= e_hi - F);
           if (!kept) {
             run.det = add_up(run.det, g_hi);
+            run.refresh();
             cut_d = add_up(cut_d, g_hi);
           }
           grid = std::min(grid, kept ? std::max(acc.grid, g_hi) : g_lo);
@@ -595,6 +613,7 @@ double DataWalk::pre_cast(const double* a, const double* b, std::size_t b_stride
   const auto pass = [&](double zero_mean_partial) {
     Run run{scratch.t.data(), scratch.exponent.data(), scratch.low.data()};
     run.zero_mean_partial = zero_mean_partial;
+    run.refresh();
     Value v = pr.eval(pr.root, (c && !pr.c_last) ? &init : nullptr, run);
     if (c && pr.c_last) {
       v = Program::merge(v, init);
