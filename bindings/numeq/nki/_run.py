@@ -217,6 +217,32 @@ class Run:
         ``detail``), largest share first, assumptions last (computed once, on first use)."""
         return self.precision_flow()
 
+    def graph(self) -> Any:
+        """The run's dependency graph (``numeq.nki.schedule.Graph``): which instruction waits for
+        which, read after write, write after read and write after write on the bytes each touches.
+
+        Example::
+
+            >>> g = run.graph()
+            >>> [(e.before, e.after, e.kind) for e in g.edges][:2]
+            [(0, 2, 'raw'), (1, 2, 'raw')]
+        """
+        from .schedule import graph
+
+        if self.released:
+            raise ValueError("this run was released: its trace is gone; run the kernel with numeq.nki.run")
+        return graph(self.trace, self.lives)
+
+    def schedule(self, assume: dict | None = None) -> Any:
+        """The run's predicted timeline (``numeq.nki.schedule.Schedule``): the dependency graph
+        list-scheduled over the target's engines and DMA engines: ``time_s``, ``active`` (engine ->
+        busy fraction), ``bound_by``, ``critical_path`` and ``by_line`` (file:line -> seconds on
+        the critical path, largest first). ``assume``: the model's parameters changed by name
+        (``numeq.nki.schedule.PARAMETERS``; each is a row of the target table with its evidence)."""
+        from .schedule import schedule
+
+        return schedule(self.graph(), _target(self.target), assume)
+
     def summary(self) -> "TraceSummary":
         """The trace summed up (``_summary``): per engine instructions, FLOPs, bytes, cycles and an
         estimated busy time; per DMA queue the transfer sizes; arithmetic intensity, the roofline

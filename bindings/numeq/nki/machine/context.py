@@ -88,6 +88,11 @@ class Instruction:
     detail: dict = field(default_factory=dict)
     partitions: int = 0  # partitions of the first on-chip operand (destination first)
     iteration: tuple = ()  # the indices of the enclosing nl.*_range loops, outermost first
+    # Where each operand lies (Tensor.placement: buffer id, byte offset, shape, byte strides; the
+    # buffer id alone for the whole buffer), destinations then sources: what the dependency graph
+    # (numeq.nki.schedule) reads.
+    writes: tuple = ()
+    reads: tuple = ()
 
     @property
     def instruction(self) -> str:
@@ -283,11 +288,15 @@ class Context:
         self.undefined = self.undefined_from = None  # the instruction is done: its undefined results are written
         self.step = step = self.step + 1
         operands = []
+        placed = []
         partitions = 0
         for group in (dst, srcs):
             described = []
+            where_ = []
             for t in group:
                 base = t.base
+                # A whole buffer (most operands) by its id alone.
+                where_.append(base.id if t.data is base.data and t.indirection is None else t.placement())
                 life = base.life
                 if life.first_use is None:
                     life.first_use = step
@@ -296,9 +305,10 @@ class Context:
                     partitions = t.partitions()[1]
                 described.append((base.name, base.memory.name, t.data.shape, t.dtype.name))
             operands.append(described)
+            placed.append(tuple(where_))
         at = self.at or where()
         ins = Instruction(step, engine, name, at, operands[0], operands[1], int(nbytes), int(flops), int(cycles),
-                          detail, partitions, tuple(self.loop_indices))
+                          detail, partitions, tuple(self.loop_indices), placed[0], placed[1])
         if self.rounded or sums or "function" in detail:
             record_issue(self, name, at, dst, srcs, detail, sums)
         self.trace.append(ins)

@@ -129,13 +129,21 @@ def ds(start: int, size: int, step: int = 1) -> DynSlice:
 
 
 class Life:
-    """What the capacity rules and the precision flow need of an allocation, kept after its arrays
-    are freed: its memory, name, line, format, bytes per partition, and the steps it was allocated
-    at and last used."""
+    """What the capacity rules, the precision flow and the dependency graph need of an allocation,
+    kept after its arrays are freed: its id, memory, name, line, format, bytes per partition, its
+    storage's bytes per row (``row``: dim 0's stride; the trace's byte offsets are in storage
+    bytes; ``shape`` and ``strides`` the storage's own), and the steps it was allocated at and last
+    used."""
 
-    __slots__ = ("memory", "name", "line", "format", "partition_bytes", "alloc_step", "first_use", "last_use")
+    __slots__ = ("id", "memory", "name", "line", "format", "partition_bytes", "row", "shape", "strides", "itemsize",
+                 "alloc_step", "first_use", "last_use")
 
     def __init__(self, buffer: "Allocation", partition_bytes: int) -> None:
+        self.id = buffer.id
+        data = buffer.data
+        self.row = data.strides[0] if data.ndim else data.itemsize
+        # Its storage's shape, strides and element size (the whole buffer's placement).
+        self.shape, self.strides, self.itemsize = data.shape, data.strides, data.itemsize
         self.memory = buffer.memory
         self.name = buffer.name
         self.line = buffer.line
@@ -462,6 +470,19 @@ class Tensor:
                 self._offset = (g.__array_interface__["data"][0] - self.base.address) // self.base.data.itemsize
         return self._offset
 
+    def placement(self) -> tuple:
+        """(buffer id, byte offset, shape, strides in bytes): where in its buffer's storage this
+        view lies, as the dependency graph reads it. A view addressed at run time (gather,
+        scatter) is placed as its whole buffer."""
+        base = self.base
+        if self.indirection is not None:
+            data = base.data
+            return (base.id, 0, data.shape, data.strides)
+        data = self._geometry()
+        if data is base.data:
+            return (base.id, 0, data.shape, data.strides)
+        return (base.id, self.element_offset() * base.data.itemsize, data.shape, data.strides)
+
     def partitions(self) -> tuple[int, int, int]:
         """(first partition, count, step) this on-chip view touches (dim 0 is the partition axis)."""
         if self._parts is None:
@@ -473,7 +494,10 @@ class Tensor:
             if self.data is base.data:
                 first = 0
             else:
-                first = (self.data.__array_interface__["data"][0] - base.address) // row if row else 0
+                delta = self.data.__array_interface__["data"][0] - base.address
+                first = delta // row if row else 0
+                if self._offset is None and self._geometry() is self.data:
+                    self._offset = delta // base.data.itemsize  # read once, for element_offset too
             if self.data.ndim == 0:
                 self._parts = (first, 1, 1)
             else:

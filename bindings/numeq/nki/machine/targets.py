@@ -32,6 +32,7 @@ _HW_INF2 = "aws-neuron-sdk about-neuron/arch/neuron-hardware/inferentia2.rst"
 _HW_TRN2 = "aws-neuron-sdk about-neuron/arch/neuron-hardware/trainium2.rst"
 _MATMUL = "nki.isa.nc_matmul docstring"
 _DMA = "aws-neuron-sdk nki/guides/nki-dma-bandwidth-guide.rst"
+_DMA_OVERVIEW = "aws-neuron-sdk nki/about/nki-dma-overview.rst"
 _PERF = "aws-neuron-sdk nki/guides/nki_perf_guide.rst"
 _VECTOR = "nki.isa tensor instruction docstrings (free-size limits), nki.isa.bn_stats docstring"
 
@@ -120,6 +121,19 @@ def _common(arch: str) -> dict[str, Spec]:
         "sbuf_stride_bytes": _doc(16, "B", "an innermost free-axis stride above this halves SBUF/PSUM access "
                                   "bandwidth", arch),
         "dma_engines": _doc(16, "engines", "DMA engines per NeuronCore", _DMA),
+        "dma_engine_bytes_per_s": _doc(27.2e9, "B/s", "theoretical bandwidth of one DMA engine (NeuronCore-v2 and "
+                                       "-v3; a transfer runs on up to 16 engines in parallel)", _DMA_OVERVIEW),
+        "dma_partitions_per_engine": _assumed(8, "partitions", "partitions one DMA engine's packet of a transfer "
+                                              "covers (a transfer is split into one packet per engine per group of "
+                                              "partitions; 128 partitions over 16 engines)",
+                                              f"{_DMA_OVERVIEW}; the group size is not published"),
+        "dma_fixed_s": _assumed(2048 / 27.2e9, "s", "a DMA transfer's fixed cost (descriptors, semaphores, packet "
+                                "setup) before its bytes move: taken as the time one engine moves 256 B for each of "
+                                "its 8 partitions, the size below which the guide calls a transfer overhead-bound",
+                                f"{_DMA}; the fixed cost itself is not published"),
+        "semaphore_s": _assumed(0, "s", "from an instruction finishing to a dependent one on another engine or DMA "
+                                "queue starting (the semaphore the compiler inserts); not published, taken as 0",
+                                "NKI architecture guides (engines synchronise by semaphores); no latency published"),
         "dma_overhead_bytes": _doc(256, "B", "a DMA transfer moving fewer bytes per partition is dominated by "
                                    "its fixed overhead", _DMA),
         "dma_recommended_bytes": _doc(2048, "B", "the minimum recommended bytes per partition per DMA transfer",

@@ -1,0 +1,218 @@
+"""Run.graph() and Run.schedule(): the dependency graph of a run and its predicted timeline.
+
+Oracles: the graph against dependencies computed element by element from the slices the test
+kernels used (numpy index sets, not numeq's placements); the timeline against the documented model
+composed by hand for a small kernel, and, on every example kernel, against what any schedule of
+its graph must satisfy (every dependency respected, each engine's instructions in program order
+without overlap, no faster than its busiest engine, no slower than running everything in turn).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import numeq.nki
+from nki_support import example
+from numeq import nki
+from numeq.nki.machine.targets import target
+
+nl, nisa = nki.language, nki.isa
+
+# Partition ranges a compute engine may start at (the partial-partition rule) and column blocks.
+_PARTS = [(0, 128), (0, 64), (64, 128), (0, 32), (32, 64), (64, 96), (96, 128)]
+_COLS = [(0, 64), (0, 32), (32, 64), (16, 48), (8, 24), (40, 56)]
+
+
+def _program(seed: int, steps: int = 14) -> list[tuple]:
+    """Random copies and adds between blocks of three [128, 64] tiles: (op, dst, srcs), each
+    operand (tile, (p0, p1), (c0, c1)); a step's operands share their partition and column counts."""
+    rng = np.random.default_rng(seed)
+    program = []
+    for _ in range(steps):
+        parts = [p for p in _PARTS]
+        p = parts[rng.integers(len(parts))]
+        width = [c for c in _COLS][rng.integers(len(_COLS))]
+        w = width[1] - width[0]
+        same_p = [q for q in _PARTS if q[1] - q[0] == p[1] - p[0]]
+
+        def operand() -> tuple:
+            q = same_p[rng.integers(len(same_p))]
+            c0 = int(rng.integers(0, 64 - w + 1))
+            return int(rng.integers(3)), q, (c0, c0 + w)
+
+        op = "add" if rng.random() < 0.5 else "copy"
+        dst = (int(rng.integers(3)), p, width)
+        program.append((op, dst, [operand() for _ in range(2 if op == "add" else 1)]))
+    return program
+
+
+def _kernel(program: list[tuple]):
+    @nki.jit
+    def kernel(x):
+        tiles = [nl.ndarray((128, 64), nl.float32, buffer=nl.sbuf) for _ in range(3)]
+        for t in tiles:
+            nisa.dma_copy(dst=t, src=x)
+
+        def view(o):
+            t, (p0, p1), (c0, c1) = o
+            return tiles[t][p0:p1, c0:c1]
+
+        for op, dst, srcs in program:
+            if op == "copy":
+                nisa.tensor_copy(dst=view(dst), src=view(srcs[0]))
+            else:
+                nisa.tensor_tensor(dst=view(dst), data1=view(srcs[0]), data2=view(srcs[1]), op=nl.add)
+        out = nl.ndarray((128, 64), nl.float32, buffer=nl.shared_hbm)
+        nisa.dma_copy(dst=out, src=tiles[0])
+        return out
+
+    return kernel
+
+
+def _elements(o: tuple) -> set:
+    t, (p0, p1), (c0, c1) = o
+    return {(t, p, c) for p in range(p0, p1) for c in range(c0, c1)}
+
+
+def _exact_edges(program: list[tuple]) -> set:
+    """Every ordering the program needs, element by element: (before, after, kind) by trace index
+    (three loads first, the final store last)."""
+    whole = lambda t: (t, (0, 128), (0, 64))  # noqa: E731
+    steps = [([whole(t)], []) for t in range(3)]  # the loads: (writes, reads of tiles)
+    steps += [([dst], srcs) for _, dst, srcs in program]
+    steps.append(([], [whole(0)]))
+    last_writer: dict = {}
+    readers: dict = {}
+    edges = set()
+    for i, (writes, reads) in enumerate(steps):
+        for o in reads:
+            for e in _elements(o):
+                if e in last_writer:
+                    edges.add((last_writer[e], i, "raw"))
+        for o in writes:
+            for e in _elements(o):
+                if e in last_writer:
+                    edges.add((last_writer[e], i, "waw"))
+                for j in readers.get(e, ()):
+                    if j != i:
+                        edges.add((j, i, "war"))
+        for o in reads:
+            for e in _elements(o):
+                readers.setdefault(e, set()).add(i)
+        for o in writes:
+            for e in _elements(o):
+                last_writer[e] = i
+                readers[e] = set()
+    return edges
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_the_graph_is_every_ordering_the_bytes_need(seed: int) -> None:
+    program = _program(seed)
+    r = numeq.nki.run(_kernel(program), np.ones((128, 64), np.float32))
+    assert r.completed and not r.errors, [str(f) for f in r.errors]
+    g = r.graph()
+    tile_edges = {(e.before, e.after, e.kind) for e in g.edges if e.buffer not in ("x", "out")}
+    # The input and output HBM tensors add the loads' and store's own orderings only.
+    exact = _exact_edges(program)
+    assert exact == tile_edges, (sorted(exact - tile_edges)[:5], sorted(tile_edges - exact)[:5])
+
+
+def test_strided_views_never_lose_an_ordering() -> None:
+    """Every other column: the graph compares hulls, so it may order two interleaved views that
+    touch different columns (never the other way round)."""
+
+    @nki.jit
+    def kernel(x):
+        t = nl.ndarray((128, 64), nl.float32, buffer=nl.sbuf)
+        u = nl.ndarray((128, 64), nl.float32, buffer=nl.sbuf)
+        nisa.dma_copy(dst=t, src=x)
+        nisa.dma_copy(dst=u, src=x)
+        nisa.tensor_copy(dst=t[:, 0:64:2], src=u[:, 0:32])   # 2: even columns of t
+        nisa.tensor_copy(dst=u[:, 32:64], src=t[:, 1:64:2])  # 3: odd columns: no value from 2
+        nisa.tensor_copy(dst=u[:, 0:32], src=t[:, 0:64:2])   # 4: reads 2's columns
+        return u
+
+    r = numeq.nki.run(kernel, np.ones((128, 64), np.float32))
+    edges = {(e.before, e.after, e.kind) for e in r.graph().edges}
+    assert {(2, 4, "raw"), (0, 2, "waw"), (1, 3, "waw"), (2, 4, "war")} <= edges  # 4 overwrites what 2 read
+    assert (0, 3, "raw") in edges  # t's odd columns hold the load's values
+
+
+def _small_kernel():
+    @nki.jit
+    def add(a, b):
+        ta = nl.ndarray((128, 512), nl.float32, buffer=nl.sbuf)
+        tb = nl.ndarray((128, 512), nl.float32, buffer=nl.sbuf)
+        nisa.dma_copy(dst=ta, src=a)
+        nisa.dma_copy(dst=tb, src=b)
+        s = nl.ndarray((128, 512), nl.float32, buffer=nl.sbuf)
+        nisa.tensor_tensor(dst=s, data1=ta, data2=tb, op=nl.add)
+        out = nl.ndarray((128, 512), nl.float32, buffer=nl.shared_hbm)
+        nisa.dma_copy(dst=out, src=s)
+        return out
+
+    return add
+
+
+def test_a_small_kernel_is_timed_as_the_documented_model_says() -> None:
+    """Two loads, an add, a store, composed by hand from the target table: each 256 KiB transfer
+    spans 128 partitions, so all 16 DMA engines, and moves at the smaller of 16 engines' bandwidth
+    and the core's HBM share after its fixed cost; the second load waits for the engines, the add
+    for both loads (on the Vector engine's clock), the store for the add."""
+    x = np.ones((128, 512), np.float32)
+    r = numeq.nki.run(_small_kernel(), x, x)
+    s = r.schedule()
+    t = target("trn2")
+    rate = min(16 * t["dma_engine_bytes_per_s"], t["hbm_bytes_per_s"])
+    dma = t["dma_fixed_s"] + 128 * 512 * 4 / rate
+    add = r.trace[2].cycles / t["vector_clock_hz"]
+    assert r.trace[2].cycles == 512  # max(64, N) for N = 512 elements per partition (SDK 2.26 docstring)
+    assert s.time_s == pytest.approx(3 * dma + add, rel=1e-12)
+    assert s.start[2] == pytest.approx(2 * dma, rel=1e-12)
+    assert s.critical_path == [0, 1, 2, 3]
+    assert s.bound_by == "dma"
+    assert s.active["vector"] == pytest.approx(add / s.time_s, rel=1e-12)
+    # A parameter changed by name changes the prediction by exactly its part.
+    slower = r.schedule(assume={"dma_fixed_s": 1e-6})
+    assert slower.time_s == pytest.approx(s.time_s + 3 * (1e-6 - t["dma_fixed_s"]), rel=1e-12)
+    assert slower.parameters["dma_fixed_s"].evidence == "assumed"
+
+
+@pytest.mark.parametrize("bad, message", [({"dma_speed": 1}, "no parameter 'dma_speed'"),
+                                          ({"dma_fixed_s": "fast"}, "must be a number"),
+                                          ({"vector_clock_hz": 0}, "above 0"),
+                                          ({"dma_fixed_s": float("nan")}, "above 0")])
+def test_a_bad_parameter_is_named(bad: dict, message: str) -> None:
+    x = np.ones((128, 512), np.float32)
+    r = numeq.nki.run(_small_kernel(), x, x)
+    with pytest.raises(ValueError, match=message):
+        r.schedule(assume=bad)
+
+
+@pytest.mark.parametrize("name", ["matmul_basic", "matmul_kouter", "matmul_mnk", "matmul_psum_groups", "softmax",
+                                  "layernorm", "rmsnorm", "flash_attention", "transpose", "cumsum"])
+def test_every_example_schedule_keeps_its_graph(name: str) -> None:
+    m = example(name)
+    r = numeq.nki.run(getattr(m, name), *m.inputs())
+    g, s = r.graph(), r.schedule()
+    eps = 1e-15
+    for e in g.edges:
+        assert s.start[e.after] >= s.finish[e.before] - eps, e
+    by_engine: dict[str, list[int]] = {}
+    for i, ins in enumerate(r.trace):
+        by_engine.setdefault(ins.engine, []).append(i)
+    serial = sum(s.finish[i] - s.start[i] for i in range(len(r.trace)))
+    for engine, idx in by_engine.items():
+        busy = sum(s.finish[i] - s.start[i] for i in idx)
+        if engine != "dma":  # one instruction stream per compute engine, in program order
+            assert all(s.start[b] >= s.finish[a] - eps for a, b in zip(idx, idx[1:]))
+            assert s.time_s >= busy - eps
+    assert max(s.finish) == s.time_s <= serial + eps
+    # The critical path is a chain from the start to the end: each link waits for the one before.
+    path = s.critical_path
+    assert s.finish[path[-1]] == s.time_s and s.start[path[0]] == 0
+    assert all(s.start[b] >= s.finish[a] - eps for a, b in zip(path, path[1:]))
+    assert sum(t for _, t in s.by_line) == pytest.approx(sum(s.finish[i] - s.start[i] for i in path))
+    assert 0 < max(s.active.values()) <= 1 + eps
