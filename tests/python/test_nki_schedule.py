@@ -216,3 +216,115 @@ def test_every_example_schedule_keeps_its_graph(name: str) -> None:
     assert all(s.start[b] >= s.finish[a] - eps for a, b in zip(path, path[1:]))
     assert sum(t for _, t in s.by_line) == pytest.approx(sum(s.finish[i] - s.start[i] for i in path))
     assert 0 < max(s.active.values()) <= 1 + eps
+
+
+# --- hazards: loop-carried dependences in affine_range --------------------------------------------------------
+
+from nki_support import line_finder  # noqa: E402
+
+line_of = line_finder(__file__)
+
+
+def _decay(loop):
+    @nki.jit
+    def decay(x):
+        acc = nl.ndarray((128, 64), nl.float32, buffer=nl.sbuf)
+        nisa.memset(dst=acc, value=0.0)
+        t = nl.ndarray((128, 64), nl.float32, buffer=nl.sbuf)
+        for i in loop(4):
+            xi = nl.ndarray((128, 64), nl.float32, buffer=nl.sbuf)
+            nisa.dma_copy(dst=xi, src=x[i])
+            nisa.tensor_scalar(dst=t, data=acc, op0=nl.multiply, operand0=0.5)  # reads last iteration's acc
+            nisa.tensor_tensor(dst=acc, data1=t, data2=xi, op=nl.add)  # writes acc for the next
+        out = nl.ndarray((128, 64), nl.float32, buffer=nl.shared_hbm)
+        nisa.dma_copy(dst=out, src=acc)
+        return out
+
+    return decay
+
+
+_X = np.random.default_rng(0).standard_normal((4, 128, 64)).astype(np.float32)
+
+
+def test_a_value_carried_between_affine_iterations_is_an_error_naming_both_lines() -> None:
+    r = numeq.nki.run(_decay(nl.affine_range), _X)
+    assert r.completed and not r.errors
+    (h,) = r.hazards()
+    assert (h.rule, h.severity) == ("loop_carried_dependency", "error")
+    assert h.where == line_of("# reads last iteration's acc")
+    assert line_of("# writes acc for the next") in h.message
+    assert "8192 of 8192 output elements change" in h.message and h.count == 3
+    # numpy's fp32 recurrence run forwards is the output, and backwards is not.
+    fwd, bwd = np.zeros((128, 64), np.float32), np.zeros((128, 64), np.float32)
+    for i in range(4):
+        fwd, bwd = fwd * np.float32(0.5) + _X[i], bwd * np.float32(0.5) + _X[3 - i]
+    assert np.array_equal(r.outputs, fwd) and not np.array_equal(fwd, bwd)
+
+
+@pytest.mark.parametrize("loop", ["sequential_range", "static_range"])
+def test_the_same_recurrence_in_an_ordered_loop_is_no_hazard(loop: str) -> None:
+    r = numeq.nki.run(_decay(getattr(nl, loop)), _X)
+    assert r.completed and r.hazards() == []
+
+
+def test_associative_reductions_are_no_hazard() -> None:
+    """acc = acc + x in SBUF and matmuls accumulating into PSUM over affine iterations (the
+    matrix-multiplication tutorial's pattern) are what the documents except."""
+
+    @nki.jit
+    def sums(x, a_t, b):
+        acc = nl.ndarray((128, 64), nl.float32, buffer=nl.sbuf)
+        nisa.memset(dst=acc, value=0.0)
+        for i in nl.affine_range(4):
+            xi = nl.ndarray((128, 64), nl.float32, buffer=nl.sbuf)
+            nisa.dma_copy(dst=xi, src=x[i])
+            nisa.tensor_tensor(dst=acc, data1=acc, data2=xi, op=nl.add)
+        ps = nl.ndarray((128, 512), nl.float32, buffer=nl.psum)
+        for k in nl.affine_range(2):
+            at = nl.ndarray((128, 128), nl.bfloat16, buffer=nl.sbuf)
+            bt = nl.ndarray((128, 512), nl.bfloat16, buffer=nl.sbuf)
+            nisa.dma_copy(dst=at, src=a_t[k * 128:(k + 1) * 128, :])
+            nisa.dma_copy(dst=bt, src=b[k * 128:(k + 1) * 128, :])
+            nisa.nc_matmul(ps, at, bt)
+        res = nl.ndarray((128, 512), nl.float32, buffer=nl.sbuf)
+        nisa.tensor_copy(dst=res, src=ps)
+        out = nl.ndarray((128, 64), nl.float32, buffer=nl.shared_hbm)
+        nisa.dma_copy(dst=out, src=acc)
+        return out, res
+
+    import ml_dtypes
+    rng = np.random.default_rng(1)
+    a_t = rng.standard_normal((256, 128)).astype(ml_dtypes.bfloat16)
+    b = rng.standard_normal((256, 512)).astype(ml_dtypes.bfloat16)
+    r = numeq.nki.run(sums, _X, a_t, b)
+    assert r.completed and not r.errors
+    assert r.hazards() == []
+
+
+def test_a_carried_value_that_changes_nothing_is_a_warning() -> None:
+    @nki.jit
+    def flag(x):
+        one = nl.ndarray((128, 64), nl.float32, buffer=nl.sbuf)
+        nisa.memset(dst=one, value=1.0)
+        out = nl.ndarray((4, 128, 64), nl.float32, buffer=nl.shared_hbm)
+        for i in nl.affine_range(4):
+            xi = nl.ndarray((128, 64), nl.float32, buffer=nl.sbuf)
+            nisa.dma_copy(dst=xi, src=x[i])
+            nisa.tensor_tensor(dst=xi, data1=xi, data2=one, op=nl.multiply)  # reads one
+            nisa.memset(dst=one, value=1.0)  # rewrites one, the same value
+            nisa.dma_copy(dst=out[i], src=xi)
+        return out
+
+    r = numeq.nki.run(flag, _X)
+    (h,) = r.hazards()
+    assert h.severity == "warning" and "do not change" in h.message
+    assert h.where == line_of("# reads one") and line_of("# rewrites one") in h.message
+
+
+@pytest.mark.parametrize("name", ["matmul_basic", "matmul_kouter", "matmul_mnk", "matmul_nmk", "matmul_psum_groups",
+                                  "softmax", "layernorm", "rmsnorm", "flash_attention", "transpose", "cumsum",
+                                  "legacy_matmul", "sum_of_squares"])
+def test_no_example_has_a_hazard(name: str) -> None:
+    m = example(name)
+    r = numeq.nki.run(getattr(m, name), *m.inputs())
+    assert r.hazards() == []

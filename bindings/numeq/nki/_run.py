@@ -243,6 +243,18 @@ class Run:
 
         return schedule(self.graph(), _target(self.target), assume)
 
+    def hazards(self) -> list[Finding]:
+        """What the kernel leaves to the hardware's ordering and the documents forbid, found on its
+        dependency graph (``numeq.nki.schedule.hazards``), each a finding naming both lines: a
+        value that flows between iterations of an ``affine_range`` loop (declared independent;
+        associative reductions excepted), confirmed by running those iterations last to first
+        (error when that changes an output, warning when it does not)."""
+        from .schedule.hazards import hazards
+
+        if self.released or self.rerun is None:
+            raise ValueError("this run was released: its trace is gone; run the kernel with numeq.nki.run")
+        return hazards(self, self.graph())
+
     def summary(self) -> "TraceSummary":
         """The trace summed up (``_summary``): per engine instructions, FLOPs, bytes, cycles and an
         estimated busy time; per DMA queue the transfer sizes; arithmetic intensity, the roofline
@@ -387,9 +399,11 @@ def _radii(ctx: Context, x: Any) -> Any:
 
 
 def _execute(fn: Callable, args: tuple, kwargs: dict, target: str, assume: dict | None, grid: tuple,
-             widen: frozenset = frozenset(), exact: bool = False, watch: bool = False, bound: bool = False) -> Run:
+             widen: frozenset = frozenset(), exact: bool = False, watch: bool = False, bound: bool = False,
+             reverse_affine: bool = False) -> Run:
     grid = check_grid(grid)
     ctx = _RunContext(target, assume, grid)
+    ctx.reverse_affine = reverse_affine
     ctx.widen = widen
     ctx.exact = exact
     ctx.watch = {"cancellation": {}, "overflow": {}} if watch else None
@@ -429,13 +443,14 @@ def _execute(fn: Callable, args: tuple, kwargs: dict, target: str, assume: dict 
             kwargs = {k: before.get(id(v), v) for k, v in kwargs.items()}
 
     def rerun(widen: frozenset = frozenset(), assume: dict | None = None, exact: bool = False,
-              watch: bool = False, bound: bool = False) -> Run:
+              watch: bool = False, bound: bool = False, reverse_affine: bool = False) -> Run:
         """The same kernel on the same inputs again (``widen``: tiles, by allocation line, made
         fp32; ``assume``: assumptions changed; ``exact``: without the hardware's roundings;
-        ``watch``: each line's cancellation and overflow recorded in ``Run.watched``): the
-        precision flow's experiments, ``Run.exact()`` and the run's diagnoses."""
+        ``watch``: each line's cancellation and overflow recorded in ``Run.watched``;
+        ``reverse_affine``: every affine_range loop's iterations last to first): the precision
+        flow's experiments, ``Run.exact()``, the run's diagnoses and its hazard check."""
         return _execute(fn, args, kwargs, target, {**(base_assume or {}), **(assume or {})}, grid, widen, exact,
-                        watch, bound)
+                        watch, bound, reverse_affine)
 
     base_assume = assume
     read = frozenset(ctx.assumptions.read)  # before _platforms_of, which names every platform assumption

@@ -274,27 +274,34 @@ def shared_constant(constant: Any, dtype: Any = None) -> Tensor:
 # --- loops ---------------------------------------------------------------------------------------
 class _Loop:
     """An ``nl.*_range`` loop: a range whose iteration the trace records (``Instruction.iteration``:
-    the indices of the enclosing loops, outermost first)."""
+    the indices of the enclosing loops, outermost first; ``Instruction.loops``: each one's
+    (instance, kind), kind "affine", "sequential", "static" or "range")."""
 
-    __slots__ = ("range", "unrolled")
+    __slots__ = ("range", "unrolled", "kind")
 
-    def __init__(self, r: range, unrolled: bool = False) -> None:
+    def __init__(self, r: range, unrolled: bool = False, kind: str = "range") -> None:
         self.range = r
         self.unrolled = unrolled  # static_range: the tracer runs the body once per index
+        self.kind = kind
 
     def __iter__(self) -> Any:
         ctx = current()
         indices = ctx.loop_indices
         depth = len(indices)
         indices.append(0)
+        ctx.loops.append((next(ctx.loop_ids), self.kind))
         if self.unrolled:
             ctx.unrolled.add(depth)
+        # affine_range declares its iterations independent (the compiler may reorder them): the
+        # hazard check runs them backwards once to confirm a dependence it found.
+        order = reversed(self.range) if self.kind == "affine" and ctx.reverse_affine else self.range
         try:
-            for i in self.range:
+            for i in order:
                 indices[depth] = i
                 yield i
         finally:
             del indices[depth:]
+            del ctx.loops[depth:]
             ctx.unrolled.discard(depth)
 
     def __len__(self) -> int:
@@ -307,28 +314,29 @@ class _Loop:
         return repr(self.range)
 
 
-def _range(*args: Any, unrolled: bool = False, **kwargs: Any) -> _Loop:
+def _range(*args: Any, unrolled: bool = False, kind: str = "range", **kwargs: Any) -> _Loop:
     kwargs.pop("multi_buffer", None)
     kwargs.pop("directive", None)
     if kwargs:
         raise current().unsupported(f"the loop keyword(s) {', '.join(sorted(kwargs))}")
-    return _Loop(range(*(operator.index(a) for a in args)), unrolled)
+    return _Loop(range(*(operator.index(a) for a in args)), unrolled, kind)
 
 
 def affine_range(*args: Any, **kwargs: Any) -> _Loop:
     """Iterations without loop-carried dependences (the compiler may run them in any order;
-    numeq runs them in order: results that depend on the order are the kernel's bug)."""
-    return _range(*args, **kwargs)
+    numeq runs them in order: results that depend on the order are the kernel's bug, which
+    ``Run.hazards()`` reports)."""
+    return _range(*args, kind="affine", **kwargs)
 
 
 def sequential_range(*args: Any, **kwargs: Any) -> _Loop:
-    return _range(*args, **kwargs)
+    return _range(*args, kind="sequential", **kwargs)
 
 
 def static_range(*args: Any, **kwargs: Any) -> _Loop:
     """A loop the compiler unrolls: its body is traced once per index (the other nl loops' bodies
     are traced once, for every iteration)."""
-    return _range(*args, unrolled=True, **kwargs)
+    return _range(*args, unrolled=True, kind="static", **kwargs)
 
 
 def dynamic_range(start: Any, stop: Any = None, step: int = 1) -> Any:
@@ -366,6 +374,7 @@ class _DynamicLoop:
         indices = ctx.loop_indices
         depth = len(indices)
         indices.append(0)
+        ctx.loops.append((next(ctx.loop_ids), "dynamic"))
         try:
             while i < stop:
                 indices[depth] = i
@@ -375,6 +384,7 @@ class _DynamicLoop:
                     stop = _register_value(ctx, self.stop, "stop")
         finally:
             del indices[depth:]
+            del ctx.loops[depth:]
 
     def __len__(self) -> int:
         raise TypeError("nl.dynamic_range with a VirtualRegister bound has no length before it runs")
@@ -416,6 +426,7 @@ def while_loop(init: Any, body_fun: Any) -> None:
     indices = ctx.loop_indices
     depth = len(indices)
     indices.append(0)
+    ctx.loops.append((next(ctx.loop_ids), "dynamic"))
     try:
         count = 0
         while condition != 0:
@@ -428,6 +439,7 @@ def while_loop(init: Any, body_fun: Any) -> None:
             count += 1
     finally:
         del indices[depth:]
+        del ctx.loops[depth:]
 
 
 # --- SPMD ----------------------------------------------------------------------------------------

@@ -583,13 +583,22 @@ def static_cast(input_data: Any, dtype: Any) -> Any:
     return _numerics.cast_into(np.asarray([input_data], dtype=np.float64), d)[0]
 
 
-def broadcast_to(src: Any, *, shape: Any, **kwargs: Any) -> Tensor:
-    """``src`` repeated to ``shape`` by numpy's rules (along the partition dim too): ``src`` itself
-    when the shape is its own, else a copy into a new SBUF tile."""
+def broadcast_to(x: Any = None, shape: Any = None, dtype: Any = None, *, src: Any = None, **kwargs: Any) -> Tensor:
+    """``x`` repeated to ``shape`` by numpy's rules (along the partition dim too): ``x`` itself
+    when the shape and dtype are its own, else a copy into a new SBUF tile of ``dtype`` (default:
+    x's). nki.language.broadcast_to(x, shape, dtype=None); the older interface's keyword ``src=``
+    is taken for ``x``."""
     _no_keywords("nl.broadcast_to", kwargs)
-    src = _tile(src, "src")
+    if x is None:
+        x = src
+    elif src is not None:
+        raise TypeError("nl.broadcast_to: give the tile once (x, or the older keyword src=)")
+    if x is None or shape is None:
+        raise TypeError("nl.broadcast_to(x, shape, dtype=None): x and shape are required")
+    src = _tile(x, "x")
     shape = tuple(operator.index(n) for n in shape)
-    if tuple(src.shape) == shape:
+    out_dtype = src.dtype if dtype is None else dtype_of(dtype)
+    if tuple(src.shape) == shape and out_dtype == src.dtype:
         return src
     try:
         ok = tuple(np.broadcast_shapes(src.shape, shape)) == shape
@@ -597,7 +606,7 @@ def broadcast_to(src: Any, *, shape: Any, **kwargs: Any) -> Tensor:
         ok = False
     if not ok:
         raise ValueError(f"shape: a tile of shape {src.shape} does not broadcast to {shape}")
-    out = _new(shape, src.dtype)
+    out = _new(shape, out_dtype)
     _isa().tensor_copy(dst=out, src=src)
     return out
 

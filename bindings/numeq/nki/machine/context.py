@@ -93,6 +93,7 @@ class Instruction:
     # (numeq.nki.schedule) reads.
     writes: tuple = ()
     reads: tuple = ()
+    loops: tuple = ()  # the enclosing loops' (instance, kind), as ``iteration`` (language._Loop)
 
     @property
     def instruction(self) -> str:
@@ -213,6 +214,9 @@ class Context:
         self.nearest_output = assumptions["output_rounding"] == "nearest_even"
         self.cites: dict[str, str] = {}  # target key -> its source, as findings cite it (_rules._cite)
         self.loop_indices: list[int] = []  # the running nl.*_range loops' current indices (language._Loop)
+        self.loops: list[tuple[int, str]] = []  # the same loops' (instance, kind), at the same depths
+        self.loop_ids = itertools.count(1)
+        self.reverse_affine = False  # run affine_range iterations last to first (the hazard check's rerun)
         self.unrolled: set[int] = set()  # depths in loop_indices of loops traced once per index (static_range)
         # The precision flow (machine.precision): where values were rounded, and the tiles to allocate in
         # fp32 instead (by allocation line) when the kernel runs again to measure a share.
@@ -308,7 +312,7 @@ class Context:
             placed.append(tuple(where_))
         at = self.at or where()
         ins = Instruction(step, engine, name, at, operands[0], operands[1], int(nbytes), int(flops), int(cycles),
-                          detail, partitions, tuple(self.loop_indices), placed[0], placed[1])
+                          detail, partitions, tuple(self.loop_indices), placed[0], placed[1], tuple(self.loops))
         if self.rounded or sums or "function" in detail:
             record_issue(self, name, at, dst, srcs, detail, sums)
         self.trace.append(ins)
