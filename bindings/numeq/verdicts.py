@@ -392,6 +392,9 @@ def _run_of(actual: Any) -> Any:
     if actual.released:
         raise ValueError("actual: this run was released (installed() keeps the latest kernel call's run whole); "
                          "run the kernel with numeq.nki.run for a run of your own")
+    if not actual.values:
+        raise ValueError("actual: this run computed no values (numeq.nki.run(values=False)); run the kernel with "
+                         "values=True to judge its outputs")
     if not actual.completed:
         raise ValueError("actual: the run did not complete (it stopped at " +
                          "; ".join(f"{f.where}: [{f.rule}]" for f in actual.errors[:3]) + "): there is no output to judge")

@@ -328,3 +328,51 @@ def test_no_example_has_a_hazard(name: str) -> None:
     m = example(name)
     r = numeq.nki.run(getattr(m, name), *m.inputs())
     assert r.hazards() == []
+
+
+# --- values=False: the trace, findings and schedule without computing values -----------------------------------
+
+@pytest.mark.parametrize("name", ["matmul_kouter", "matmul_psum_groups", "softmax", "layernorm", "flash_attention",
+                                  "legacy_matmul", "cumsum"])
+def test_a_run_without_values_traces_and_schedules_as_the_full_run(name: str) -> None:
+    m = example(name)
+    full = numeq.nki.run(getattr(m, name), *m.inputs())
+    bare = numeq.nki.run(getattr(m, name), *m.inputs(), values=False)
+    assert bare.completed and bare.outputs is None and not bare.values
+    strip = lambda t: [(i.engine, i.name, i.where, i.dst, i.srcs, i.bytes, i.cycles, i.writes, i.reads)  # noqa: E731
+                       for i in t]
+    assert strip(bare.trace) == strip(full.trace)
+    assert [str(f) for f in bare.findings] == [str(f) for f in full.findings]
+    assert bare.schedule().time_s == full.schedule().time_s
+    with pytest.raises(ValueError, match="computed no values"):
+        bare.exact()
+    with pytest.raises(ValueError, match="computed no values"):
+        numeq.compare(bare, numeq.ops.sum(np.ones(4)), "trainium.trn2")
+
+
+def test_control_flow_on_a_tile_value_is_refused_without_values() -> None:
+    @nki.jit
+    def reads_a_count(n, x):
+        t = nl.ndarray((1, 1), nl.int32, buffer=nl.sbuf)
+        nisa.dma_copy(dst=t, src=n)
+        r = nisa.register_alloc()
+        nisa.register_load(r, t)
+        return x
+
+    with pytest.raises(numeq.nki.Unsupported, match=r"values=False.*register_load of t"):
+        numeq.nki.run(reads_a_count, np.array([[3]], np.int32), np.ones((128, 4), np.float32), values=False)
+
+
+def test_a_kernel_parameter_named_values_is_the_kernels() -> None:
+    @nki.jit
+    def scale(values):
+        t = nl.ndarray((128, 4), nl.float32, buffer=nl.sbuf)
+        nisa.dma_copy(dst=t, src=values)
+        out = nl.ndarray((128, 4), nl.float32, buffer=nl.shared_hbm)
+        nisa.dma_copy(dst=out, src=t)
+        return out
+
+    x = np.arange(512, dtype=np.float32).reshape(128, 4)
+    assert np.array_equal(numeq.nki.run(scale, values=x).outputs, x)
+    with pytest.raises(TypeError, match="values: True or False"):
+        numeq.nki.run(_small_kernel(), x, x, values=x)

@@ -108,6 +108,12 @@ class Run:
     radii: Any = field(default=None, repr=False, compare=False)  # a rerun with bound=True: its outputs' radii
     # The assumptions the run read (the others cannot have changed its outputs).
     assumptions_read: frozenset = field(default=frozenset(), repr=False, compare=False)
+    values: bool = True  # False: numeq.nki.run(values=False) traced and checked, computed nothing
+
+    def _needs_values(self, what: str) -> None:
+        if not self.values:
+            raise ValueError(f"{what}: this run computed no values (numeq.nki.run(values=False)); run the kernel "
+                             "with values=True")
 
     def release(self) -> None:
         """Drop what is bulky (the outputs, the trace, the precision sites, the allocations' lives and
@@ -149,6 +155,7 @@ class Run:
         per alternative."""
         from .machine.precision import flow
 
+        self._needs_values("precision_flow")
         if self.released:
             raise ValueError("precision: this run was released (installed() keeps the latest kernel call's run "
                              "whole); run the kernel with numeq.nki.run for a run of your own")
@@ -172,6 +179,7 @@ class Run:
                              "whole); run the kernel with numeq.nki.run for a run of your own")
         if self.rerun is None or not self.completed:
             raise ValueError(f"{what}: the run did not complete (or was not made by numeq.nki.run)")
+        self._needs_values(what)
         return self.rerun(**how)
 
     def exact(self) -> Any:
@@ -400,10 +408,11 @@ def _radii(ctx: Context, x: Any) -> Any:
 
 def _execute(fn: Callable, args: tuple, kwargs: dict, target: str, assume: dict | None, grid: tuple,
              widen: frozenset = frozenset(), exact: bool = False, watch: bool = False, bound: bool = False,
-             reverse_affine: bool = False) -> Run:
+             reverse_affine: bool = False, values: bool = True) -> Run:
     grid = check_grid(grid)
     ctx = _RunContext(target, assume, grid)
     ctx.reverse_affine = reverse_affine
+    ctx.values = values
     ctx.widen = widen
     ctx.exact = exact
     ctx.watch = {"cancellation": {}, "overflow": {}} if watch else None
@@ -429,7 +438,7 @@ def _execute(fn: Callable, args: tuple, kwargs: dict, target: str, assume: dict 
 
         settle_all(ctx)
         _rules.capacity(ctx)
-        outputs = _outputs(ctx, result) if completed else None
+        outputs = _outputs(ctx, result) if completed and values else None
         radii = _radii(ctx, result) if completed and bound else None
         # Inputs the kernel wrote are copied back, as AWS's simulator does; a rerun starts from
         # their values before this run (kept here), so the kernel's experiments see the same inputs.
@@ -450,13 +459,14 @@ def _execute(fn: Callable, args: tuple, kwargs: dict, target: str, assume: dict 
         ``reverse_affine``: every affine_range loop's iterations last to first): the precision
         flow's experiments, ``Run.exact()``, the run's diagnoses and its hazard check."""
         return _execute(fn, args, kwargs, target, {**(base_assume or {}), **(assume or {})}, grid, widen, exact,
-                        watch, bound, reverse_affine)
+                        watch, bound, reverse_affine, values)
 
     base_assume = assume
     read = frozenset(ctx.assumptions.read)  # before _platforms_of, which names every platform assumption
     platform, kernel_platform = _platforms_of(ctx)
     return Run(outputs, ctx.findings, ctx.trace, platform, target, {k: v["value"] for k, v in ctx.table.items()},
                completed, ctx.sites, rerun, ctx.lives, kernel_platform=kernel_platform, watched=ctx.watch or {},
+               values=values,
                radii=radii, assumptions_read=read)
 
 
@@ -524,16 +534,23 @@ def _defaults(target: str | None, assume: dict | None) -> tuple[str, dict | None
 
 
 def run(kernel: Any, *arrays: Any, target: str | None = None, assume: dict | None = None, grid: Any = None,
-        **kernel_kwargs: Any) -> Run:
+        values: bool = True, **kernel_kwargs: Any) -> Run:
     """Run ``kernel`` on numpy arrays: every instruction computed by numeq's NeuronCore model, the
     target's limits checked, the trace recorded. Returns a ``Run``. ``target``: trn1, inf2 or trn2
-    (default: the enclosing ``installed()``'s, else trn2); ``assume``: {assumption: value}."""
-    target, assume = _defaults(target, assume)
+    (default: the enclosing ``installed()``'s, else trn2); ``assume``: {assumption: value}.
+    ``values=False``: trace, check and schedule without computing any value (``Run.outputs`` is
+    None; ``Run.graph()``, ``Run.schedule()`` and the findings are the run's), for production
+    shapes; a kernel whose control flow reads a tile's value (register_load) is refused."""
     fn = getattr(kernel, "func", kernel)
     check_kernel(fn)
+    if not isinstance(values, bool):
+        if "values" not in inspect.signature(fn).parameters:
+            raise TypeError(f"values: True or False (compute the kernel's values or not), got {type(values).__name__}")
+        kernel_kwargs["values"], values = values, True  # the kernel's own parameter of that name
+    target, assume = _defaults(target, assume)
     if grid is None:
         grid = getattr(kernel, "grid", None)
-    return _execute(fn, arrays, kernel_kwargs, target, assume, check_grid(grid))
+    return _execute(fn, arrays, kernel_kwargs, target, assume, check_grid(grid), values=values)
 
 
 def _outputs_or_fault(r: Run) -> Any:

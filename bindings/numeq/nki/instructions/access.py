@@ -38,6 +38,8 @@ _F32 = np.dtype(np.float32)
 def read(ctx: Context, t: Any, parameter: str, engine: str = "vector", rows: bool = False) -> np.ndarray:
     """The fp32 values of operand ``t`` (checked: partitions, engine access, poison; ``rows``: the
     instruction works partition by partition, see ``_rules.check_read``)."""
+    if not ctx.values:
+        return _read_nothing(ctx, t, parameter, engine, rows)
     if type(t) is Tensor and t.checked is True:
         # The common case, decided at once: an on-chip view already checked, of an SBUF tile every
         # byte of which is written and no matmul chain is pending in (what the checks below pass).
@@ -62,6 +64,30 @@ def read(ctx: Context, t: Any, parameter: str, engine: str = "vector", rows: boo
     return values
 
 
+def _read_nothing(ctx: Context, t: Any, parameter: str, engine: str, rows: bool) -> np.ndarray:
+    """``read`` when the run computes no values: the same checks, zeros for values."""
+    t = as_tensor(t, parameter)
+    if type(t) is OutsideBuffer:
+        raise t.fault()
+    if not (type(t) is Tensor and t.checked is True and t.base.complete):
+        if not t.base.memory.on_chip and engine != "dma":
+            _rules.off_chip(ctx, t, engine, parameter)
+        _rules.check_on_chip(ctx, t)
+        _rules.check_read(ctx, t, rows=rows)
+        if engine == "gpsimd" and t.base.memory.name == "psum":
+            _rules.check_engine_access(ctx, engine, [t], parameter)
+    if t.base.tracks_writer and engine != "tensor":
+        evacuated(t)
+    zeros = _ZEROS.get(t.shape)
+    if zeros is None:  # one read-only array per shape: what a run without values computes on
+        zeros = _ZEROS[t.shape] = np.zeros(t.shape, _F32)
+        zeros.flags.writeable = False
+    return zeros
+
+
+_ZEROS: dict[tuple, np.ndarray] = {}
+
+
 def output_rounding(ctx: Context) -> str:
     return ctx.assumptions["output_rounding"]
 
@@ -76,6 +102,13 @@ def write(ctx: Context, dst: Any, values: np.ndarray, writer: int = WRITER_OTHER
     if _numerics.WATCH is not None:
         _watch_overflow(ctx, dst, values, bits, rounding)
     base = dst.base
+    if not ctx.values:  # the bookkeeping of a write, no bytes
+        _rules.check_on_chip(ctx, dst)
+        before_write(ctx, dst)
+        mark_written(ctx, dst, writer)
+        if ctx.undefined is not None:
+            leave_undefined(ctx, dst, ctx.undefined)
+        return
     if (dst.checked is True and not base.tracks_writer and base.placed is None and ctx.undefined is None
             and (base.complete or (dst.data is base.data and base._mask is None))
             and base.id not in ctx.pending and base.id not in ctx.pinned):

@@ -49,7 +49,7 @@ def dma_copy(c: Call) -> Any:
     if dst_rmw_op is not None:
         values = alu(dst_rmw_op, read(ctx, dst, "dst"), read(ctx, src, "src").reshape(dst.shape), "dst_rmw_op")
         write(ctx, dst, values)
-    elif dst.dtype == src.dtype:
+    elif dst.dtype == src.dtype or not ctx.values:  # (values=False: write stores no bytes)
         write(ctx, dst, None, bits=src.data.reshape(dst.shape) if src.shape != dst.shape else src.data)
     else:
         write(ctx, dst, _numerics.fp32_values(src.data, src.dtype).reshape(dst.shape),

@@ -208,6 +208,10 @@ def register_load(c: Call) -> None:
     docs): an integer element's value (into int32 by ``register_overflow``); a float element's by
     assumption ``register_float``."""
     ctx, dst, src = c.ctx, c.args["dst"], as_tensor(c.args["src"], "src")
+    if not ctx.values:
+        raise Unsupported(f"{where()}: numeq.nki.run(values=False) cannot follow register_load of {src.name}: the "
+                          "kernel's control flow reads a tile's value, which a run without values does not compute; "
+                          "run it with values=True")
     _register(ctx, dst, "dst")
     _one_element(ctx, src, "src", "register_load")
     settled(ctx, src)

@@ -93,7 +93,8 @@ def nc_matmul(c: Call) -> Any:
         _psum.defer(ctx, dst, (a, stationary), (b, moving), fmt, k, double_row, mode == "accumulate")
         mark_written(ctx, dst, WRITER_MATMUL)
     else:
-        tile = _numerics.matmul_tile(a, b, fmt, ctx.tile_platform(k, double_row, fmt)).reshape(dst.shape)
+        tile = (_numerics.matmul_tile(a, b, fmt, ctx.tile_platform(k, double_row, fmt)).reshape(dst.shape)
+                if ctx.values else np.zeros(dst.shape, np.float32))
         if adds.any():
             old = _numerics.fp32_values(dst.data, dst.dtype)
             summed = _numerics.accumulate_fp32(old, tile, ctx.assumptions["psum_rounding"])

@@ -225,6 +225,9 @@ class Context:
         self.widen: frozenset = frozenset()
         # Run.exact(): the kernel's dataflow without the hardware's roundings (machine.arithmetic.EXACT).
         self.exact = False
+        # values=False (numeq.nki.run): trace and check, compute nothing (access.read gives zeros,
+        # access.write and PSUM chains store nothing); the schedule's input at production shapes.
+        self.values = True
         self.watch: dict | None = None  # a diagnostic rerun's watch (machine.arithmetic.WATCH)
         # Run.bound(): each buffer's radii by id (instructions.bounds), and whether a bound rule's
         # instruction is running (a write outside one cannot be followed).

@@ -82,7 +82,6 @@ def refuse_oversized(ctx: Any, shape: tuple, dtype: DType, memory: "Memory", nam
     ``tiles``: a direct allocation's logical tiles, placed by the kernel (machine.placement): one
     of them must fit, not all at once."""
     tgt = ctx.target if ctx is not None else _target(DEFAULT_TARGET)
-    what = f"{memory.name} tensor {name + ' ' if name else ''}of shape {shape} ({dtype})"
     at = line if line and not line.startswith("<") else None
     if memory.on_chip:
         key = _PER_PARTITION[memory.name]
@@ -90,6 +89,7 @@ def refuse_oversized(ctx: Any, shape: tuple, dtype: DType, memory: "Memory", nam
         partitions = int(tgt["partitions"])
         per_partition = (math.prod(shape[1:]) * dtype.itemsize if shape else dtype.itemsize) // tiles
         if per_partition > limit:
+            what = f"{memory.name} tensor {name + ' ' if name else ''}of shape {shape} ({dtype})"
             message = (f"{what} takes {per_partition} B per partition; {tgt.name}'s {memory.name.upper()} holds "
                        f"{limit} B per partition (refused before allocation)")
             if ctx is None:
@@ -97,6 +97,7 @@ def refuse_oversized(ctx: Any, shape: tuple, dtype: DType, memory: "Memory", nam
             raise _context.KernelFault(ctx.find(f"{memory.name}_capacity", "error", message,
                                                 tgt.spec(key).cite(), at=at))
         if shape and shape[0] > partitions and shape[0] * per_partition > partitions * limit:
+            what = f"{memory.name} tensor {name + ' ' if name else ''}of shape {shape} ({dtype})"
             message = f"{name or what} has {shape[0]} partitions (dim 0); the target has {partitions}"
             if ctx is None:
                 raise _context.TooLarge(f"shape: {message}")
@@ -106,6 +107,7 @@ def refuse_oversized(ctx: Any, shape: tuple, dtype: DType, memory: "Memory", nam
     limit = HBM_CHIP_BYTES.get(tgt.name)
     nbytes = math.prod(shape) * dtype.itemsize
     if limit is not None and nbytes > limit:
+        what = f"{memory.name} tensor {name + ' ' if name else ''}of shape {shape} ({dtype})"
         raise _context.TooLarge(f"shape: {what} takes {_size(nbytes)} ({nbytes} B); {tgt.name}'s HBM holds {_size(limit)} "
                        f"per chip (documented: {_HBM_SOURCE[tgt.name]}); a tensor of at most {limit} B fits")
 

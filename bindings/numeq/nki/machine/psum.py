@@ -134,6 +134,8 @@ def settle(ctx: Any, base: Any) -> None:
         return
     for chain in chains.values():
         _forget(ctx, chain)
+        if not ctx.values:
+            continue
         values = _compute(ctx, chain).reshape(chain.view.shape)
         chain.view.data[...] = _numerics.cast_into(values, chain.view.dtype)
 

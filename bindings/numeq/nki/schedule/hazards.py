@@ -112,7 +112,10 @@ def hazards(run: Any, g: Graph) -> list[Finding]:
     if not carried:
         return []
     changed = None
-    if run.completed:
+    unconfirmed = "the run could not be repeated in another order"
+    if not run.values:
+        unconfirmed = "a run without values (values=False) cannot compare outputs"
+    elif run.completed:
         backwards = run.rerun(reverse_affine=True)
         if backwards.completed:
             mine, theirs = _bits(run.outputs), _bits(backwards.outputs)
@@ -131,6 +134,6 @@ def hazards(run: Any, g: Graph) -> list[Finding]:
         else:
             severity = "warning"
             message += (". Run last to first the outputs do not change" if changed == 0 else
-                        ". Not confirmed: the run could not be repeated in another order")
+                        f". Not confirmed: {unconfirmed}")
         out.append(Finding("loop_carried_dependency", severity, reads, message, _SOURCE_AFFINE, len(pairs)))
     return out
