@@ -8,7 +8,9 @@
    online softmax, head dim 128) at sequence 4096 (goal: within one minute on two cores), beside
    numpy computing the same attention in float32;
 3. the fixed cost of one small instruction (tensor_copy / tensor_tensor / tensor_scalar of a
-   [128, 4] fp32 tile; goal: at most 20 us), beside numpy's own cost of the same arithmetic.
+   [128, 4] fp32 tile; goal: at most 20 us), beside numpy's own cost of the same arithmetic;
+4. the schedule (issue 43) of the tiled matmul kernel: the run, its graph, hazards and schedule
+   (goal: at most 30% more than the run), and the run without values (goal: 10x faster).
 
     python3 benchmarks/bench_nki.py [--size 1024 2048] [--repeat 3] [--seq 4096]
 """
@@ -187,6 +189,22 @@ def fixed_cost(repeat: int, n: int = 2000) -> None:
         print(f"| {name} | {t * 1e6:.1f} | {t_np * 1e6:.2f} |")
 
 
+def schedule_rows(size: int, repeat: int) -> None:
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((size, size)).astype(ml_dtypes.bfloat16)
+    b = rng.standard_normal((size, size)).astype(ml_dtypes.bfloat16)
+    a_t = np.ascontiguousarray(a.T)
+    runs = []
+    t_run = _best(lambda: runs.append(nki.run(tiled_matmul, a_t, b)), repeat)
+    r = runs[-1]
+    # The graph is made once per run and kept (Run._graph): dropped before each timing.
+    t_graph = _best(lambda: (setattr(r, "_graph", None), r.hazards(), r.schedule()), repeat)
+    bare = []
+    t_bare = _best(lambda: bare.append(nki.run(tiled_matmul, a_t, b, values=False)), repeat)
+    print(f"| {size} | {len(r.trace)} | {t_run:.3f} | {t_graph:.3f} | {t_graph / t_run:.0%} | {t_bare:.3f} | "
+          f"{t_run / t_bare:.1f}x | {r.schedule().time_s * 1e6:.1f} |")
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--size", type=int, nargs="+", default=[1024, 2048])
@@ -203,6 +221,10 @@ def main() -> None:
         attention_row(seq)
     print("\n| instruction | numeq.nki us | numpy add us |\n|---|---|---|")
     fixed_cost(args.repeat)
+    print("\n| S | instructions | run s | hazards + schedule s | added | values=False s | speedup | predicted us |")
+    print("|---|---|---|---|---|---|---|---|")
+    for s in args.size:
+        schedule_rows(s, args.repeat)
 
 
 if __name__ == "__main__":

@@ -109,6 +109,7 @@ class Run:
     # The assumptions the run read (the others cannot have changed its outputs).
     assumptions_read: frozenset = field(default=frozenset(), repr=False, compare=False)
     values: bool = True  # False: numeq.nki.run(values=False) traced and checked, computed nothing
+    _graph: Any = field(default=None, repr=False, compare=False)  # graph(), made once
 
     def _needs_values(self, what: str) -> None:
         if not self.values:
@@ -120,7 +121,7 @@ class Run:
         the rerun, which holds the inputs), keeping the findings, target, platform, assumptions and
         whether it completed. ``installed()`` releases a block's earlier runs as each kernel call
         starts, so that a session-long block (``pytest --numeq-nki``) holds one whole run at a time."""
-        self.outputs, self.trace, self.sites, self.lives, self.rerun = None, [], {}, [], None
+        self.outputs, self.trace, self.sites, self.lives, self.rerun, self._graph = None, [], {}, [], None, None
         self.__dict__.pop("precision", None)
         self.__dict__.pop("_exact", None)
         self.__dict__.pop("_exact_watched", None)
@@ -239,7 +240,9 @@ class Run:
 
         if self.released:
             raise ValueError("this run was released: its trace is gone; run the kernel with numeq.nki.run")
-        return graph(self.trace, self.lives)
+        if self._graph is None:
+            self._graph = graph(self.trace, self.lives)
+        return self._graph
 
     def schedule(self, assume: dict | None = None) -> Any:
         """The run's predicted timeline (``numeq.nki.schedule.Schedule``): the dependency graph
