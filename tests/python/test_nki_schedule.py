@@ -376,3 +376,46 @@ def test_a_kernel_parameter_named_values_is_the_kernels() -> None:
     assert np.array_equal(numeq.nki.run(scale, values=x).outputs, x)
     with pytest.raises(TypeError, match="values: True or False"):
         numeq.nki.run(_small_kernel(), x, x, values=x)
+
+
+# --- the review of a kernel shows its hazards and its timeline --------------------------------------------------
+
+def test_a_kernel_review_lists_hazards_and_the_timeline(tmp_path) -> None:
+    import ml_dtypes
+
+    from numeq.review.kernel import review_kernel
+
+    @nki.jit
+    def matmul(a_t, b):
+        K, M = a_t.shape
+        out = nl.ndarray((M, b.shape[1]), nl.float32, buffer=nl.shared_hbm)
+        acc = nl.ndarray((M, b.shape[1]), nl.float32, buffer=nl.psum)
+        one = nl.ndarray((128, M), nl.float32, buffer=nl.sbuf)
+        nisa.memset(dst=one, value=1.0)
+        for k in nl.affine_range(K // 128):
+            at = nl.ndarray((128, M), nl.float32, buffer=nl.sbuf)
+            bt = nl.ndarray((128, b.shape[1]), b.dtype, buffer=nl.sbuf)
+            nisa.dma_copy(dst=at, src=a_t[k * 128:(k + 1) * 128, :])
+            nisa.dma_copy(dst=bt, src=b[k * 128:(k + 1) * 128, :])
+            nisa.tensor_tensor(dst=at, data1=at, data2=one, op=nl.multiply)  # review: reads one
+            nisa.memset(dst=one, value=1.0)  # review: writes one again
+            atb = nl.ndarray((128, M), b.dtype, buffer=nl.sbuf)
+            nisa.tensor_copy(dst=atb, src=at)
+            nisa.nc_matmul(acc, atb, bt)
+        res = nl.ndarray((M, b.shape[1]), nl.float32, buffer=nl.sbuf)
+        nisa.tensor_copy(dst=res, src=acc)
+        nisa.dma_copy(dst=out, src=res)
+        return out
+
+    rng = np.random.default_rng(2)
+    a = rng.standard_normal((128, 256)).astype(ml_dtypes.bfloat16)
+    b = rng.standard_normal((256, 512)).astype(ml_dtypes.bfloat16)
+    a_t = np.ascontiguousarray(a.T).astype(np.float32)
+    review = review_kernel(matmul, {"a": a, "b": b}, "matmul", kernel_args={"a_t": a_t, "b": b}, precision=False)
+    (h,) = [f for f in review.findings if f.rule == "loop_carried_dependency"]
+    assert h.status == "warn" and h.criterion == "tiling_limits"
+    assert line_of("# review: reads one") in h.message and line_of("# review: writes one again") in h.message
+    review.write(tmp_path / "r")
+    md = (tmp_path / "r" / "review.md").read_text()
+    assert "## The kernel's timeline" in md and f"predicted time {review.run.schedule().time_s * 1e6:.2f} us" in md
+    assert "predicted engine timeline" in (tmp_path / "r" / "review.html").read_text()

@@ -211,7 +211,7 @@ def reviewed(m: Manifest, run: Any, precision: bool = True) -> Any:
     findings = list(c.findings) + findings + _run_findings(run) + described
     beside: list[list] = []
     if m.performance is not None and run.completed:
-        found, beside = _against_the_trace(m.performance, run.summary(), m.base)
+        found, beside = _against_the_trace(m.performance, run.summary(), m.base, run.schedule())
         findings += found
     return Review(m, t, c, memory, performance, findings, run=run,
                   precision=_precision_flow(m, run) if precision and run.completed else [], beside_trace=beside)
@@ -269,7 +269,7 @@ def _given_against_runs(given: np.ndarray, run: Any) -> tuple[ReviewFinding, Any
                    "differs from numeq's model in a way no assumption names", evidence), run
 
 
-def _against_the_trace(perf: Any, s: Any, base: Path) -> tuple[list[ReviewFinding], list[list]]:
+def _against_the_trace(perf: Any, s: Any, base: Path, schedule: Any = None) -> tuple[list[ReviewFinding], list[list]]:
     """The performance evidence beside the trace's estimate: the findings, and the table that puts
     them side by side (quantity, the trace's estimate, the evidence, evidence / estimate, where the
     evidence comes from). A kernel time (the claim's, baseline median / claimed speedup, or the
@@ -309,6 +309,18 @@ def _against_the_trace(perf: Any, s: Any, base: Path) -> tuple[list[ReviewFindin
                                                        if below else ""), evidence))
         rows.append([f"kernel time: {what}", f"at least {bound * 1e6:.3g} us ({engine})", f"{seconds * 1e6:.3g} us",
                      _ratio(seconds, bound), f"timings ({how})"])
+        if schedule is not None and schedule.time_s > 0:
+            # The schedule rests on named assumptions (DMA fixed cost, HBM share, semaphores): it
+            # informs, it does not decide.
+            out.append(ReviewFinding("performance_claim", "info", "schedule_prediction", what,
+                                     f"{what} ({how}) puts the NKI kernel at {seconds * 1e6:.3g} us; numeq's schedule "
+                                     f"of its trace predicts {schedule.time_s * 1e6:.3g} us, bound by "
+                                     f"{schedule.bound_by} ({_ratio(seconds, schedule.time_s)} of the prediction)",
+                                     "assumed: Run.schedule() (the dependency graph list-scheduled at the target's "
+                                     "documented rates; its DMA fixed cost, HBM share and semaphore latency are "
+                                     "named assumptions)"))
+            rows.append([f"kernel time: {what}, against the schedule", f"{schedule.time_s * 1e6:.3g} us predicted",
+                         f"{seconds * 1e6:.3g} us", _ratio(seconds, schedule.time_s), f"timings ({how})"])
     profiled: dict[str, float] = {}
     for p in perf.profiles:
         if p.label != "candidate":  # the NKI kernel's profile (the baseline is the GPU's)
@@ -348,7 +360,9 @@ def _run_findings(run: Any) -> list[ReviewFinding]:
     """The run's findings as review findings: errors fail, warnings warn; a clean run passes both
     criteria, measured on the instructions it checked."""
     out = []
-    for f in run.findings:
+    # The hazards (Run.hazards: orderings the documents forbid, both lines named) are findings of
+    # the run like the limits it checked.
+    for f in list(run.findings) + (run.hazards() if run.completed and run.values else []):
         if f.rule == "narrow_accumulator":  # a numerical_standard finding of its own (reviewed)
             continue
         criterion = "memory_hierarchy" if f.rule in _MEMORY_RULES else "tiling_limits"

@@ -172,11 +172,20 @@ def _wrapped(text: str, width: int = 100) -> str:
     return "\n".join(out)
 
 
+_SCHEDULE_TEXT = ("The trace's dependency graph list-scheduled over the engines and DMA engines (Run.schedule()): "
+                  "the predicted time, each engine's active share, and the kernel lines on the critical path. "
+                  "Clocks and DMA rates are documented; the DMA fixed cost, the HBM share per core and the "
+                  "semaphore latency are named assumptions (docs/nki.md, \"The schedule\").")
+
+
 def _kernel_md(review: Any) -> list[str]:
     """The sections a review of the kernel itself adds: its trace summed up, its precision flow."""
     if review.run is None:
         return []
     out = ["## The kernel's trace (numeq ran it)", "", "```", _wrapped(str(review.run.summary())), "```", ""]
+    if review.run.completed:
+        out += ["## The kernel's timeline (numeq's schedule of its trace)", "", _SCHEDULE_TEXT, "", "```",
+                _wrapped(str(review.run.schedule())), "```", ""]
     if review.precision:
         out += ["## Precision flow", "", _PRECISION_TEXT, ""]
         out += [_md_table(_PRECISION_HEADERS, _precision_rows(review)), ""]
@@ -351,6 +360,34 @@ def _live_plot(review: Any) -> str:
                         "roofline (its Tensor FLOPs over its HBM bytes; an estimate).", "The kernel's memory and roofline")
 
 
+def _timeline_plot(review: Any) -> str:
+    """Each engine's busy time over the predicted run (Run.schedule()), one row per engine."""
+    from matplotlib.figure import Figure
+
+    s = review.run.schedule()
+    if s.time_s <= 0:
+        return ""
+    busy: dict[str, list[tuple[float, float]]] = {}
+    for i, engine in enumerate(s.engine):
+        busy.setdefault(engine, []).append((s.start[i], s.finish[i]))
+    engines = sorted(busy)
+    fig = Figure(figsize=(7.5, 0.5 + 0.45 * len(engines)))
+    ax = fig.subplots()
+    for row, engine in enumerate(engines):
+        merged: list[list[float]] = []
+        for a, b in sorted(busy[engine]):  # the union, so that a long kernel draws few bars
+            if merged and a <= merged[-1][1]:
+                merged[-1][1] = max(merged[-1][1], b)
+            else:
+                merged.append([a, b])
+        ax.broken_barh([(a * 1e6, (b - a) * 1e6) for a, b in merged], (row - 0.35, 0.7))
+    ax.set_yticks(range(len(engines)), [f"{e} {s.active.get(e, 0):.0%}" for e in engines])
+    ax.set_xlabel("predicted time (us)")
+    ax.set_xlim(0, s.time_s * 1e6)
+    return _figure(fig, f"Each engine's busy time in numeq's schedule of the trace (predicted {s.time_s * 1e6:.3g} us, "
+                        f"bound by {s.bound_by}).", "predicted engine timeline")
+
+
 def _performance_plots(review: Any) -> str:
     """The timings (every sample, the kept ones and the medians), the bootstrap distribution of the
     speedup with its interval and the claim, and each profile on the target's roofline."""
@@ -464,6 +501,10 @@ def html(review: Any) -> str:
         if review.run is not None:
             parts.append(f"<h3>The kernel's trace (numeq ran it)</h3><pre>{_esc(str(review.run.summary()))}</pre>")
             parts.append(_live_plot(review))
+            if review.run.completed:
+                parts.append(f"<h3>The kernel's timeline</h3><p>{_esc(_SCHEDULE_TEXT)}</p>"
+                             f"<pre>{_esc(str(review.run.schedule()))}</pre>")
+                parts.append(_timeline_plot(review))
             if review.precision:
                 parts.append("<h3>Precision flow</h3>")
                 parts.append(_h_table(_PRECISION_HEADERS, _precision_rows(review), _PRECISION_TEXT))
