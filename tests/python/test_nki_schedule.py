@@ -419,3 +419,31 @@ def test_a_kernel_review_lists_hazards_and_the_timeline(tmp_path) -> None:
     md = (tmp_path / "r" / "review.md").read_text()
     assert "## The kernel's timeline" in md and f"predicted time {review.run.schedule().time_s * 1e6:.2f} us" in md
     assert "predicted engine timeline" in (tmp_path / "r" / "review.html").read_text()
+
+
+def test_a_value_carried_through_the_older_interfaces_assignment_is_found() -> None:
+    """``t[...] = nl.exp(...)``: the older interface places an instruction's result in the view it
+    is assigned to, and the graph reads that view as written (the carried update below is found;
+    the same kernel in sequential_range is not flagged)."""
+
+    def kernel_in(loop_name):
+        with nki.installed():
+            import neuronxcc.nki as onki
+            import neuronxcc.nki.language as onl
+
+            @onki.jit
+            def decay(x):
+                out = onl.ndarray((128, 64), dtype=onl.float32, buffer=onl.shared_hbm)
+                acc = onl.zeros((128, 64), onl.float32, buffer=onl.sbuf)
+                for i in getattr(onl, loop_name)(4):
+                    xi = onl.load(x[i])
+                    acc[...] = onl.add(onl.multiply(acc, 0.5), xi)  # older: carried
+                onl.store(out, value=acc)
+                return out
+
+        return decay
+
+    carried = numeq.nki.run(kernel_in("affine_range"), _X)
+    (h,) = carried.hazards()
+    assert h.severity == "error" and h.where == line_of("# older: carried")
+    assert numeq.nki.run(kernel_in("sequential_range"), _X).hazards() == []

@@ -583,6 +583,9 @@ def _retarget(ctx: Any, temp: Tensor, dst: Tensor) -> None:
     trace names dst, and the temporary tile never takes memory unless the kernel uses it again."""
     ins = ctx.trace[-1]
     ins.dst = [_trace_operand(dst) if o[0] == temp.base.name else o for o in ins.dst]
+    # ... and the dependency graph reads dst's bytes as written (Instruction.writes).
+    temp_id = temp.base.id
+    ins.writes = tuple(dst.placement() if (p if type(p) is int else p[0]) == temp_id else p for p in ins.writes)
     if "psum" in ins.detail:
         ins.detail["psum"] = (dst.base.id, dst.element_offset())
     temp.base.life.first_use = temp.base.life.last_use = None
