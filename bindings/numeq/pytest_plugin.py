@@ -16,7 +16,9 @@ without installing, load it with ``-p numeq.pytest_plugin``).
   environment variables name, NEURON_PLATFORM_TARGET_OVERRIDE or NKI_NC_VERSION, else trn2): the whole run
   inside ``numeq.nki.installed(target=TARGET)``, from the loading of the first conftest.py on, so
   an NKI test suite (``import nki``, ``from neuronxcc import nki``, ``@nki.jit`` kernels called with
-  numpy arrays, ``nki.simulate(kernel)(...)``, ``nki.simulate_kernel(kernel, ...)``) runs on numeq.
+  numpy arrays, ``nki.simulate(kernel)(...)``, ``nki.simulate_kernel(kernel, ...)``) runs on numeq;
+- ``--numeq-nki-hazards`` (with ``--numeq-nki``): each kernel run's hazards join its findings
+  (``Run.hazards()``), so a confirmed loop-carried dependence fails the kernel call.
 
 Under pytest-xdist each worker's checks travel to the controller, which writes the report.
 
@@ -73,6 +75,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--numeq-report", dest="numeq_report", metavar="PATH", default=None,
                     help="write every numeq check of the session to PATH.json and/or PATH.html (by PATH's suffix; "
                          "both when PATH has none)")
+    group.addoption("--numeq-nki-hazards", dest="numeq_nki_hazards", action="store_true", default=False,
+                    help="with --numeq-nki: each kernel run's hazards (Run.hazards(): a value carried between "
+                         "affine_range iterations, confirmed by a backwards rerun) join its findings; an error "
+                         "one fails the kernel call")
     group.addoption("--numeq-nki", dest="numeq_nki", metavar="TARGET", nargs="?", const=_DEFAULT, default=None,
                     help="run the session's NKI kernels on numeq.nki: `import nki` / `neuronxcc.nki` resolve to "
                          "numeq from collection on (numeq.nki.installed); TARGET: trn2 (the default), trn1 or inf2; "
@@ -135,6 +141,17 @@ def pytest_configure(config: pytest.Config) -> None:
 _DEFAULT = "default"
 
 
+def _option(config: pytest.Config, name: str) -> Any:
+    """An option's value, from the early parse where that is all there is yet."""
+    known = getattr(config, "known_args_namespace", None)
+    if known is not None and hasattr(known, name):
+        return getattr(known, name)
+    try:
+        return config.getoption(name)
+    except ValueError:
+        return None
+
+
 def _install_nki(config: pytest.Config, target: Any) -> None:
     """Enter ``numeq.nki.installed(target=target)`` for the rest of the run (once); left in the
     config's cleanup, which pytest runs at the end of the session."""
@@ -150,7 +167,8 @@ def _install_nki(config: pytest.Config, target: Any) -> None:
     from .nki import installed
 
     stack = contextlib.ExitStack()
-    runs = stack.enter_context(installed(target=target))
+    hazards = bool(_option(config, "numeq_nki_hazards"))
+    runs = stack.enter_context(installed(target=target, hazards=hazards))
     config.stash[_NKI] = {"target": target, "stack": stack, "runs": runs}
     config.add_cleanup(_uninstall_nki(config))
 

@@ -219,3 +219,49 @@ def test_an_error_finding_fails_the_test_and_the_summary_names_it(pytester):
     line = next(i for i, text in enumerate(REJECTED.splitlines()) if "# MARK" in text)
     result.stdout.fnmatch_lines([f"*KernelFault*test_rejected.py:{line}: [[]matmul_output_memory[]]*",
                                  f"  test_rejected.py:{line}: error: [[]matmul_output_memory[]]*"])
+
+
+HAZARDOUS = '''
+import numpy as np
+import nki
+import nki.language as nl
+import nki.isa as nisa
+
+
+@nki.jit
+def decay(x):
+    acc = nl.ndarray((128, 64), nl.float32, buffer=nl.sbuf)
+    nisa.memset(dst=acc, value=0.0)
+    t = nl.ndarray((128, 64), nl.float32, buffer=nl.sbuf)
+    for i in nl.affine_range(4):
+        xi = nl.ndarray((128, 64), nl.float32, buffer=nl.sbuf)
+        nisa.dma_copy(dst=xi, src=x[i])
+        nisa.tensor_scalar(dst=t, data=acc, op0=nl.multiply, operand0=0.5)
+        nisa.tensor_tensor(dst=acc, data1=t, data2=xi, op=nl.add)
+    out = nl.ndarray((128, 64), nl.float32, buffer=nl.shared_hbm)
+    nisa.dma_copy(dst=out, src=acc)
+    return out
+
+
+def test_decay_matches_numpy():
+    x = np.random.default_rng(0).standard_normal((4, 128, 64)).astype(np.float32)
+    ref = np.zeros((128, 64), np.float32)
+    for i in range(4):
+        ref = ref * np.float32(0.5) + x[i]
+    assert np.array_equal(decay(x), ref)
+'''
+
+
+def test_hazards_fail_a_kernel_call_only_when_asked(pytester):
+    """A kernel whose affine_range loop carries a value passes numerically (numeq runs the
+    iterations in order); --numeq-nki-hazards fails its call with the finding and both lines."""
+    pytester.makepyfile(test_user=HAZARDOUS)
+    _run(pytester, "--numeq-nki").assert_outcomes(passed=1)
+    result = _run(pytester, "--numeq-nki", "--numeq-nki-hazards")
+    result.assert_outcomes(failed=1)
+    lines = (pytester.path / "test_user.py").read_text().splitlines()
+    reads = 1 + next(i for i, line in enumerate(lines) if "tensor_scalar" in line)
+    writes = 1 + next(i for i, line in enumerate(lines) if "tensor_tensor" in line)
+    result.stdout.fnmatch_lines([f"*test_user.py:{reads}: error: [[]loop_carried_dependency[]]*wrote at "
+                                 f"test_user.py:{writes}*"])
+    _left_nothing_installed()

@@ -71,12 +71,15 @@ MODULE_NAMES = tuple(f"{prefix}{suffix}" for prefix in ("nki", "neuronxcc.nki", 
 
 
 @contextlib.contextmanager
-def installed(target: str | None = None, assume: dict | None = None) -> Iterator[list]:
+def installed(target: str | None = None, assume: dict | None = None, hazards: bool = False) -> Iterator[list]:
     """Inside the block NKI's module names are numeq's; yields the list of ``Run`` objects of the
     kernels called in it (each call's findings; the latest call's run whole, earlier ones released
     to their findings so that a long block holds one run's memory). ``target``: every kernel's, or
     None: the one AWS's environment variables name at each call (NEURON_PLATFORM_TARGET_OVERRIDE,
-    NKI_NC_VERSION), else trn2."""
+    NKI_NC_VERSION), else trn2. ``hazards``: each call's ``Run.hazards()`` join its findings (an
+    error one raises ``KernelFault`` as the limits do)."""
+    if not isinstance(hazards, bool):
+        raise TypeError(f"hazards: True or False, got {hazards!r}")
     from .machine.targets import target as _target
     from .machine.assumptions import chosen as _chosen
 
@@ -86,7 +89,7 @@ def installed(target: str | None = None, assume: dict | None = None) -> Iterator
     saved = {name: sys.modules.get(name) for name in MODULE_NAMES}
     runs: list = []
     sys.modules.update(_modules())
-    _settings.append({"target": target, "assume": dict(assume or {}), "runs": runs})
+    _settings.append({"target": target, "assume": dict(assume or {}), "runs": runs, "hazards": hazards})
     try:
         yield runs
     finally:

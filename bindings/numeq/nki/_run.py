@@ -605,6 +605,8 @@ class Kernel:
         if runs and isinstance(runs[-1], Run):
             runs[-1].release()  # the block keeps every call's findings, the latest call's run whole
         r = run(self, *args, target=settings["target"], assume=settings["assume"], **kwargs)
+        if settings.get("hazards") and r.completed:
+            r.findings.extend(r.hazards())  # installed(hazards=True), pytest --numeq-nki-hazards
         runs.append(r)
         return _outputs_or_fault(r)
 
