@@ -37,14 +37,15 @@ _F32 = np.dtype(np.float32)
 
 def read(ctx: Context, t: Any, parameter: str, engine: str = "vector", rows: bool = False) -> np.ndarray:
     """The fp32 values of operand ``t`` (checked: partitions, engine access, poison; ``rows``: the
-    instruction works partition by partition, see ``_rules.check_read``)."""
-    if not ctx.values:
-        return _read_nothing(ctx, t, parameter, engine, rows)
+    instruction works partition by partition, see ``_rules.check_read``); zeros in a run without
+    values (``numeq.nki.run(values=False)``), after the same checks."""
     if type(t) is Tensor and t.checked is True:
         # The common case, decided at once: an on-chip view already checked, of an SBUF tile every
         # byte of which is written and no matmul chain is pending in (what the checks below pass).
         base = t.base
         if base.complete and not base.tracks_writer and base.placed is None and base.id not in ctx.pending:
+            if not ctx.values:
+                return _zeros(t.shape)
             data = t.data
             return data if data.dtype is _F32 else _numerics.fp32_values(data, t.dtype)
     t = as_tensor(t, parameter)
@@ -58,29 +59,19 @@ def read(ctx: Context, t: Any, parameter: str, engine: str = "vector", rows: boo
         _rules.check_engine_access(ctx, engine, [t], parameter)
     if t.base.tracks_writer and engine != "tensor":
         evacuated(t)
+    if not ctx.values:
+        return _zeros(t.shape)
     values = _numerics.fp32_values(t.data, t.dtype)
     if not t.base.complete and t.mask.min() != t.base.full:
         values = np.where(t.mask == t.base.full, values, np.float32(np.nan))
     return values
 
 
-def _read_nothing(ctx: Context, t: Any, parameter: str, engine: str, rows: bool) -> np.ndarray:
-    """``read`` when the run computes no values: the same checks, zeros for values."""
-    t = as_tensor(t, parameter)
-    if type(t) is OutsideBuffer:
-        raise t.fault()
-    if not (type(t) is Tensor and t.checked is True and t.base.complete):
-        if not t.base.memory.on_chip and engine != "dma":
-            _rules.off_chip(ctx, t, engine, parameter)
-        _rules.check_on_chip(ctx, t)
-        _rules.check_read(ctx, t, rows=rows)
-        if engine == "gpsimd" and t.base.memory.name == "psum":
-            _rules.check_engine_access(ctx, engine, [t], parameter)
-    if t.base.tracks_writer and engine != "tensor":
-        evacuated(t)
-    zeros = _ZEROS.get(t.shape)
-    if zeros is None:  # one read-only array per shape: what a run without values computes on
-        zeros = _ZEROS[t.shape] = np.zeros(t.shape, _F32)
+def _zeros(shape: tuple) -> np.ndarray:
+    """What a run without values computes on: one read-only array of zeros per shape."""
+    zeros = _ZEROS.get(shape)
+    if zeros is None:
+        zeros = _ZEROS[shape] = np.zeros(shape, _F32)
         zeros.flags.writeable = False
     return zeros
 
