@@ -447,3 +447,21 @@ def test_a_value_carried_through_the_older_interfaces_assignment_is_found() -> N
     (h,) = carried.hazards()
     assert h.severity == "error" and h.where == line_of("# older: carried")
     assert numeq.nki.run(kernel_in("sequential_range"), _X).hazards() == []
+
+
+def test_an_nki_jit_call_passes_a_values_flag_to_the_kernel() -> None:
+    """Under installed(), every keyword of a kernel call is the kernel's, a bool named values too."""
+
+    @nki.jit
+    def pick(x, values=False):
+        t = nl.ndarray((128, 4), nl.float32, buffer=nl.sbuf)
+        nisa.dma_copy(dst=t, src=x)
+        if values:
+            nisa.tensor_scalar(dst=t, data=t, op0=nl.multiply, operand0=2.0)
+        out = nl.ndarray((128, 4), nl.float32, buffer=nl.shared_hbm)
+        nisa.dma_copy(dst=out, src=t)
+        return out
+
+    x = np.ones((128, 4), np.float32)
+    with numeq.nki.installed():
+        assert np.array_equal(pick(x, values=True), 2 * x) and np.array_equal(pick(x, values=False), x)

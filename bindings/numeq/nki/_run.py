@@ -550,6 +550,14 @@ def run(kernel: Any, *arrays: Any, target: str | None = None, assume: dict | Non
         if "values" not in inspect.signature(fn).parameters:
             raise TypeError(f"values: True or False (compute the kernel's values or not), got {type(values).__name__}")
         kernel_kwargs["values"], values = values, True  # the kernel's own parameter of that name
+    return _run_kernel(kernel, arrays, kernel_kwargs, target, assume, grid, values)
+
+
+def _run_kernel(kernel: Any, arrays: tuple, kernel_kwargs: dict, target: str | None, assume: dict | None,
+                grid: Any = None, values: bool = True) -> Run:
+    """``run`` with the kernel's own keywords apart (an @nki.jit call passes them all to the kernel)."""
+    fn = getattr(kernel, "func", kernel)
+    check_kernel(fn)
     target, assume = _defaults(target, assume)
     if grid is None:
         grid = getattr(kernel, "grid", None)
@@ -604,7 +612,7 @@ class Kernel:
         runs = settings["runs"]
         if runs and isinstance(runs[-1], Run):
             runs[-1].release()  # the block keeps every call's findings, the latest call's run whole
-        r = run(self, *args, target=settings["target"], assume=settings["assume"], **kwargs)
+        r = _run_kernel(self, args, kwargs, settings["target"], settings["assume"])
         if settings.get("hazards") and r.completed:
             r.findings.extend(r.hazards())  # installed(hazards=True), pytest --numeq-nki-hazards
         runs.append(r)
