@@ -71,6 +71,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--kwarg", metavar="NAME=VALUE", action="append", default=[],
                         help="a non-array kernel argument (repeatable); VALUE is read as a Python literal (3, 0.5, "
                              "(128, 512), True), else as a string")
+    parser.add_argument("--no-values", dest="values", action="store_false", default=True,
+                        help="trace, check and schedule the kernel without computing a value (production shapes; "
+                             "no outputs are written)")
+    parser.add_argument("--hazards", action="store_true", default=False,
+                        help="add the run's hazards (Run.hazards(): a value carried between affine_range "
+                             "iterations, confirmed by a backwards rerun) to its findings")
     parser.add_argument("--dtype", metavar="NAME=DTYPE", action="append", default=[],
                         help="the input array NAME as DTYPE (an NKI dtype: bfloat16, float8_e4m3, ...): raw bytes "
                              "(as numpy stores ml_dtypes arrays in .npz) are reinterpreted, numbers are rounded to "
@@ -489,7 +495,16 @@ def _trace_document(spec: str, run: Any) -> dict:
                "lower_bound_s": s.lower_bound_s, "estimate": "from the documented per-instruction costs (_summary)"}
     return {"kernel": spec, "target": run.target, "platform": run.platform, "completed": run.completed,
             "assumptions": run.assumptions, "findings": [f.to_dict() for f in run.findings],
-            "engines": run.engines(), "summary": summary, "instructions": [ins.to_dict() for ins in run.trace]}
+            "engines": run.engines(), "summary": summary, "schedule": _schedule_document(run) if run.trace else None,
+            "instructions": [ins.to_dict() for ins in run.trace]}
+
+
+def _schedule_document(run: Any) -> dict:
+    sc = run.schedule()
+    return {"time_s": sc.time_s, "active": sc.active, "bound_by": sc.bound_by, "critical_path": sc.critical_path,
+            "by_line": [[where, t] for where, t in sc.by_line],
+            "parameters": {k: {"value": v.value, "unit": v.unit, "evidence": v.evidence, "source": v.source}
+                           for k, v in sc.parameters.items()}}
 
 
 def _report(spec: str, run: Any, assumed: dict[str, str], outputs: dict[str, np.ndarray], out: Any) -> None:
@@ -514,6 +529,9 @@ def _report(spec: str, run: Any, assumed: dict[str, str], outputs: dict[str, np.
     if run.trace:
         w(f"estimate: bound by the {s.bound_by} engine, at least {s.lower_bound_s * 1e6:.2f} us; {s.regime} "
           f"(intensity {s.intensity:.1f} FLOP/B, ridge {s.ridge:.1f})\n")
+        w("schedule (Run.schedule(): the dependency graph over the engines; DMA fixed cost, HBM share and "
+          "semaphores assumed):\n")
+        w("".join(f"  {line}\n" for line in str(run.schedule()).splitlines()))
     w("assumptions:\n")
     for name, value in run.assumptions.items():
         w(f"  {name} = {value}{'  (--assume)' if name in assumed else ''}\n")
@@ -559,7 +577,10 @@ def main(args: argparse.Namespace) -> int:
             _nki_dtypes(arrays, args.inputs)
             positional, keywords = _arguments(fn, name, arrays, kwargs, args.inputs)
             try:
-                r = nki_run(kernel, *positional, target=args.target, assume=assume, grid=grid or None, **keywords)
+                r = nki_run(kernel, *positional, target=args.target, assume=assume, grid=grid or None,
+                            values=args.values, **keywords)
+                if args.hazards and r.completed:
+                    r.findings.extend(r.hazards())
             except (Unsupported, UsageFault):
                 raise
             except (SystemExit, KeyboardInterrupt) as e:
@@ -578,7 +599,7 @@ def main(args: argparse.Namespace) -> int:
         return _refuse(str(e))
     except Unsupported as e:
         return _refuse(f"{e} (numeq cannot run this kernel)")
-    outputs = _named_outputs(r.outputs) if r.completed else {}
+    outputs = _named_outputs(r.outputs) if r.completed and r.values else {}
     _report(args.kernel, r, assume, outputs, sys.stdout)
     try:
         if out is not None:
