@@ -465,3 +465,23 @@ def test_an_nki_jit_call_passes_a_values_flag_to_the_kernel() -> None:
     x = np.ones((128, 4), np.float32)
     with numeq.nki.installed():
         assert np.array_equal(pick(x, values=True), 2 * x) and np.array_equal(pick(x, values=False), x)
+
+
+def test_two_identical_kernels_in_two_files_are_named_by_their_own_file(tmp_path) -> None:
+    """Code objects compare equal across files (CPython leaves co_filename out of code equality):
+    a finding's line names the file of the kernel that ran, not of its twin run before."""
+    import importlib.util
+
+    source = ("import nki\nimport nki.language as nl\nimport nki.isa as nisa\n\n\n@nki.jit\n"
+              "def copy(x):\n    out = nl.ndarray((128, 4), nl.float32, buffer=nl.shared_hbm)\n"
+              "    nisa.dma_copy(dst=out, src=x)\n    return out\n")
+    wheres = []
+    for name in ("first_twin", "second_twin"):
+        (tmp_path / f"{name}.py").write_text(source)
+        spec = importlib.util.spec_from_file_location(name, tmp_path / f"{name}.py")
+        module = importlib.util.module_from_spec(spec)
+        with numeq.nki.installed():
+            spec.loader.exec_module(module)
+        r = numeq.nki.run(module.copy, np.ones((128, 4), np.float32))
+        wheres.append(r.trace[0].where)
+    assert wheres == ["first_twin.py:9", "second_twin.py:9"]

@@ -162,16 +162,13 @@ def _kernel_frame(f: Any) -> tuple[str, Any]:
     return "<kernel>:0", None
 
 
-_LINE_OF_CODE: dict[Any, str | None] = {}  # a code object -> its file's base name, None inside numeq.nki
-
-
 def kernel_line(frame: Any) -> str | None:
     """The "file.py:LINE" of ``frame`` when it is the kernel's (outside numeq.nki), else None: an
-    instruction called straight from the kernel knows its line without walking the stack."""
-    code = frame.f_code
-    name = _LINE_OF_CODE.get(code, 0)
-    if name == 0:
-        name = _LINE_OF_CODE[code] = _basename(code.co_filename)
+    instruction called straight from the kernel knows its line without walking the stack. Looked up
+    by file name: code objects compare equal across files (CPython leaves co_filename out of
+    code equality), so two identical kernels in two files must not share an entry."""
+    filename = frame.f_code.co_filename
+    name = _BASENAMES[filename] if filename in _BASENAMES else _basename(filename)
     return None if name is None else _line_text(name, frame.f_lineno)
 
 
