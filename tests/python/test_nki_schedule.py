@@ -485,3 +485,22 @@ def test_two_identical_kernels_in_two_files_are_named_by_their_own_file(tmp_path
         r = numeq.nki.run(module.copy, np.ones((128, 4), np.float32))
         wheres.append(r.trace[0].where)
     assert wheres == ["first_twin.py:9", "second_twin.py:9"]
+
+
+def test_a_strided_write_does_not_hide_the_writer_of_the_bytes_between() -> None:
+    """t[:, 1:64:2] spans the even columns 2..62 too: a read of column 2 still waits, read after
+    write, for the load that wrote it (the strided write holds none of it)."""
+
+    @nki.jit
+    def kernel(x):
+        t = nl.ndarray((128, 64), nl.float32, buffer=nl.sbuf)
+        u = nl.ndarray((128, 64), nl.float32, buffer=nl.sbuf)
+        nisa.dma_copy(dst=t, src=x)                           # 0: all of t
+        nisa.dma_copy(dst=u, src=x)                           # 1
+        nisa.tensor_copy(dst=t[:, 1:64:2], src=u[:, 0:32])    # 2: odd columns only
+        nisa.tensor_copy(dst=u[:, 0:1], src=t[:, 2:3])        # 3: column 2, the load's
+        return u
+
+    r = numeq.nki.run(kernel, np.ones((128, 64), np.float32))
+    edges = {(e.before, e.after, e.kind) for e in r.graph().edges}
+    assert (0, 3, "raw") in edges

@@ -18,6 +18,7 @@ need, never drop one it needs. A view addressed at run time (gather, scatter) is
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any, Iterable
 
@@ -29,7 +30,8 @@ KINDS = ("raw", "war", "waw")
 @dataclass(frozen=True)
 class Region:
     """Bytes of one buffer: ``buffer`` (its id), partitions ``first``, ``count``, ``step`` (HBM:
-    0, 1, 1) and, within each, bytes ``[lo, hi)`` of its storage."""
+    0, 1, 1) and, within each, bytes ``[lo, hi)`` of its storage; ``dense``: every byte of that
+    range is the view's (False: a hull, with gaps of other bytes in it)."""
 
     buffer: int
     first: int
@@ -37,8 +39,10 @@ class Region:
     step: int
     lo: int
     hi: int
+    dense: bool = True
 
     def overlaps(self, other: "Region") -> bool:
+        """Whether the two may share a byte (hulls compared: gaps are not looked into)."""
         if self.buffer != other.buffer or self.hi <= other.lo or other.hi <= self.lo:
             return False
         a_end = self.first + (self.count - 1) * self.step
@@ -60,11 +64,11 @@ class Region:
         mine = set(range(self.first, self.first + self.count * self.step, self.step))
         return all(p in mine for p in range(other.first, other.first + other.count * other.step, other.step))
 
-
     def minus(self, other: "Region") -> list["Region"]:
         """This region without the bytes of ``other``: exact where both are rectangles (one
-        partition step), else this region whole unless ``other`` covers it."""
-        if not self.overlaps(other):
+        partition step), else this region whole unless ``other`` covers it; a hull with gaps
+        (``other.dense`` False) takes nothing away, since it may not hold the bytes it spans."""
+        if not other.dense or not self.overlaps(other):
             return [self]
         if other.covers(self):
             return []
@@ -107,23 +111,24 @@ def region(placement: Any, life: Any) -> Region:
     lo, hi = _hull(offset, shape, strides, itemsize)
     row = life.row
     if not life.memory.on_chip or not row or not life.shape:
-        return Region(life.id, 0, 1, 1, lo, hi)
+        return Region(life.id, 0, 1, 1, lo, hi, hi - lo == math.prod(shape) * itemsize)
     if shape and strides[0] % row == 0:
         first = offset // row
         f_lo, f_hi = _hull(offset - first * row, shape[1:], strides[1:], itemsize)
         if 0 <= f_lo and f_hi <= row:
             count, step = shape[0], strides[0] // row
+            dense = f_hi - f_lo == math.prod(shape[1:]) * itemsize
             if count <= 1 or step == 0:
-                return Region(life.id, first, 1, 1, f_lo, f_hi)
+                return Region(life.id, first, 1, 1, f_lo, f_hi, dense)
             if step < 0:
                 first, step = first + (count - 1) * step, -step
-            return Region(life.id, first, count, step, f_lo, f_hi)
+            return Region(life.id, first, count, step, f_lo, f_hi, dense)
     if hi <= lo:
         return Region(life.id, lo // row, 1, 1, 0, 0)
     # A view whose free axes cross partitions (a reshape across dim 0): every partition it
     # reaches, whole.
     first, last = lo // row, (hi - 1) // row
-    return Region(life.id, first, last - first + 1, 1, 0, row)
+    return Region(life.id, first, last - first + 1, 1, 0, row, False)
 
 
 @dataclass(frozen=True)
