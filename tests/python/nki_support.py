@@ -157,3 +157,27 @@ def matmul_summing_k_tiles(acc_dtype: Any, k_tiles: Callable[[int], int] = lambd
         return out
 
     return matmul_summing_k_tiles
+
+
+# A kernel file whose affine_range loop carries a value (acc) from one iteration to the next: what
+# Run.hazards() finds; the CLI and the pytest option tests write it out as the user's file.
+CARRIED_KERNEL = '''
+import nki
+import nki.isa as nisa
+import nki.language as nl
+
+
+@nki.jit
+def decay(x):
+    acc = nl.ndarray((128, 64), nl.float32, buffer=nl.sbuf)
+    nisa.memset(dst=acc, value=0.0)
+    t = nl.ndarray((128, 64), nl.float32, buffer=nl.sbuf)
+    for i in nl.affine_range(4):
+        xi = nl.ndarray((128, 64), nl.float32, buffer=nl.sbuf)
+        nisa.dma_copy(dst=xi, src=x[i])
+        nisa.tensor_scalar(dst=t, data=acc, op0=nl.multiply, operand0=0.5)  # reads acc
+        nisa.tensor_tensor(dst=acc, data1=t, data2=xi, op=nl.add)  # writes acc
+    out = nl.ndarray((128, 64), nl.float32, buffer=nl.shared_hbm)
+    nisa.dma_copy(dst=out, src=acc)
+    return out
+'''

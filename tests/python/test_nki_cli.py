@@ -24,6 +24,7 @@ import pytest
 
 import numeq.nki
 from numeq.cli import main
+from nki_support import CARRIED_KERNEL
 
 README = Path(__file__).resolve().parents[2] / "docs" / "nki.md"  # the NKI page of the docs
 
@@ -563,30 +564,10 @@ if __name__ == "__main__":
     print(render_table())
 
 
-CARRIED = '''
-import nki
-import nki.isa as nisa
-import nki.language as nl
-
-
-@nki.jit
-def decay(x):
-    acc = nl.ndarray((128, 64), nl.float32, buffer=nl.sbuf)
-    nisa.memset(dst=acc, value=0.0)
-    t = nl.ndarray((128, 64), nl.float32, buffer=nl.sbuf)
-    for i in nl.affine_range(4):
-        xi = nl.ndarray((128, 64), nl.float32, buffer=nl.sbuf)
-        nisa.dma_copy(dst=xi, src=x[i])
-        nisa.tensor_scalar(dst=t, data=acc, op0=nl.multiply, operand0=0.5)  # reads acc
-        nisa.tensor_tensor(dst=acc, data1=t, data2=xi, op=nl.add)  # writes acc
-    out = nl.ndarray((128, 64), nl.float32, buffer=nl.shared_hbm)
-    nisa.dma_copy(dst=out, src=acc)
-    return out
-'''
 
 
 def test_the_schedule_is_printed_and_traced_and_hazards_are_findings_when_asked(tmp_path, capsys):
-    (tmp_path / "carried.py").write_text(CARRIED)
+    (tmp_path / "carried.py").write_text(CARRIED_KERNEL)
     np.savez(tmp_path / "x.npz", x=np.random.default_rng(0).standard_normal((4, 128, 64)).astype(np.float32))
     spec, inputs = f"{tmp_path}/carried.py::decay", tmp_path / "x.npz"
     rc, out, err = _cli(capsys, spec, "--inputs", inputs, "--trace", tmp_path / "t.json", "--out", tmp_path / "o.npz")
@@ -596,7 +577,7 @@ def test_the_schedule_is_printed_and_traced_and_hazards_are_findings_when_asked(
     assert s["time_s"] > 0 and s["bound_by"] in s["active"] and s["by_line"][0][0].startswith("carried.py:")
     assert s["parameters"]["dma_fixed_s"]["evidence"] == "assumed"
     rc, out, err = _cli(capsys, spec, "--inputs", inputs, "--hazards")
-    reads, writes = _line_of(CARRIED, "# reads acc"), _line_of(CARRIED, "# writes acc")
+    reads, writes = _line_of(CARRIED_KERNEL, "# reads acc"), _line_of(CARRIED_KERNEL, "# writes acc")
     assert rc == 1 and f"carried.py:{reads}: error: [loop_carried_dependency]" in out and \
         f"wrote at carried.py:{writes}" in out, out + err
     # Without values: the same schedule, no outputs to write.

@@ -12,6 +12,8 @@ import pytest
 
 pytest_plugins = ["pytester"]
 
+from nki_support import CARRIED_KERNEL
+
 PLUGIN = ("-p", "numeq.pytest_plugin")
 
 # A conftest.py that imports nki: it loads before pytest_configure (pytest_load_initial_conftests).
@@ -221,29 +223,10 @@ def test_an_error_finding_fails_the_test_and_the_summary_names_it(pytester):
                                  f"  test_rejected.py:{line}: error: [[]matmul_output_memory[]]*"])
 
 
-HAZARDOUS = '''
-import numpy as np
-import nki
-import nki.language as nl
-import nki.isa as nisa
-
-
-@nki.jit
-def decay(x):
-    acc = nl.ndarray((128, 64), nl.float32, buffer=nl.sbuf)
-    nisa.memset(dst=acc, value=0.0)
-    t = nl.ndarray((128, 64), nl.float32, buffer=nl.sbuf)
-    for i in nl.affine_range(4):
-        xi = nl.ndarray((128, 64), nl.float32, buffer=nl.sbuf)
-        nisa.dma_copy(dst=xi, src=x[i])
-        nisa.tensor_scalar(dst=t, data=acc, op0=nl.multiply, operand0=0.5)
-        nisa.tensor_tensor(dst=acc, data1=t, data2=xi, op=nl.add)
-    out = nl.ndarray((128, 64), nl.float32, buffer=nl.shared_hbm)
-    nisa.dma_copy(dst=out, src=acc)
-    return out
-
+HAZARDOUS = CARRIED_KERNEL + '''
 
 def test_decay_matches_numpy():
+    import numpy as np
     x = np.random.default_rng(0).standard_normal((4, 128, 64)).astype(np.float32)
     ref = np.zeros((128, 64), np.float32)
     for i in range(4):
@@ -260,8 +243,8 @@ def test_hazards_fail_a_kernel_call_only_when_asked(pytester):
     result = _run(pytester, "--numeq-nki", "--numeq-nki-hazards")
     result.assert_outcomes(failed=1)
     lines = (pytester.path / "test_user.py").read_text().splitlines()
-    reads = 1 + next(i for i, line in enumerate(lines) if "tensor_scalar" in line)
-    writes = 1 + next(i for i, line in enumerate(lines) if "tensor_tensor" in line)
+    reads = 1 + next(i for i, line in enumerate(lines) if "# reads acc" in line)
+    writes = 1 + next(i for i, line in enumerate(lines) if "# writes acc" in line)
     result.stdout.fnmatch_lines([f"*test_user.py:{reads}: error: [[]loop_carried_dependency[]]*wrote at "
                                  f"test_user.py:{writes}*"])
     _left_nothing_installed()

@@ -16,12 +16,10 @@ roofline's peak is the Tensor Engine's for the kernel's dominant matmul format (
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from .machine.targets import Target, peak_flops
+from .machine.targets import ENGINE_CLOCKS, Target, peak_flops
 
 __all__ = ["EngineUse", "TraceSummary", "summarise"]
 
-_CLOCK = {"tensor": "tensor_clock_hz", "vector": "vector_clock_hz", "scalar": "scalar_clock_hz",
-          "gpsimd": "gpsimd_clock_hz"}
 
 
 @dataclass
@@ -136,8 +134,8 @@ def summarise(trace: list, target: Target, platform: str, findings: list, lives:
         if name == "dma":
             e.rate, e.source = hbm.value, hbm.cite()
             e.busy_s = e.bytes / hbm.value
-        elif name in _CLOCK:
-            clock = target.spec(_CLOCK[name])
+        elif name in ENGINE_CLOCKS:
+            clock = target.spec(ENGINE_CLOCKS[name])
             e.rate, e.source = clock.value, clock.cite()
             e.busy_s = e.cycles / clock.value
     fmt = max(flops_by_format, key=flops_by_format.get) if flops_by_format else "bf16"

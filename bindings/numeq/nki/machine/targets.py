@@ -22,7 +22,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["DEFAULT_TARGET", "TARGETS", "Spec", "Target", "peak_flops", "start_partitions", "target", "target_names"]
+__all__ = ["DEFAULT_TARGET", "ENGINE_CLOCKS", "TARGETS", "Spec", "Target", "peak_flops", "start_partitions", "target", "target_names"]
 
 _ARCH_V2 = "aws-neuron-sdk nki/guides/architecture/trainium_inferentia2_arch.rst"
 _ARCH_V3 = "aws-neuron-sdk nki/guides/architecture/trainium2_arch.rst"
@@ -197,6 +197,11 @@ def _v3() -> Target:
 TARGETS: dict[str, Target] = {"trn2": _v3(), "trn1": _v2("trn1", _HW_TRN1), "inf2": _v2("inf2", _HW_INF2)}
 # The target a run, a review or the pytest option takes when none is named: the current generation.
 DEFAULT_TARGET = "trn2"
+
+
+# Each compute engine's clock, by its row of the target table (the trace's cycles run at it).
+ENGINE_CLOCKS = {"tensor": "tensor_clock_hz", "vector": "vector_clock_hz", "scalar": "scalar_clock_hz",
+                 "gpsimd": "gpsimd_clock_hz"}
 
 
 def target_names() -> list[str]:

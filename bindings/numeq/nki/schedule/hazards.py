@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from ..machine.context import Finding
-from .graph import Graph, region
+from .graph import Graph, _buffer, region
 
 __all__ = ["hazards"]
 
@@ -54,10 +54,6 @@ def _accumulates(ins: Any, buffer: int, life_of: dict) -> bool:
     written = [region(p, life) for p in ins.writes if _buffer(p) == buffer]
     read = [region(p, life) for p in ins.reads if _buffer(p) == buffer]
     return any(w == r for w in written for r in read)
-
-
-def _buffer(p: Any) -> int:
-    return p if type(p) is int else p[0]
 
 
 def _reduction_step(before: Any, after: Any, buffer: int, life_of: dict) -> bool:

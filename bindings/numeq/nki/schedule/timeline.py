@@ -26,13 +26,11 @@ import heapq
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from ..machine.targets import Spec, Target
+from ..machine.targets import ENGINE_CLOCKS, Spec, Target
 from .graph import Graph
 
 __all__ = ["Schedule", "PARAMETERS", "schedule"]
 
-_CLOCK = {"tensor": "tensor_clock_hz", "vector": "vector_clock_hz", "scalar": "scalar_clock_hz",
-          "gpsimd": "gpsimd_clock_hz"}
 _HBM = frozenset({"hbm", "shared_hbm", "private_hbm"})
 # The target rows the schedule reads.
 PARAMETERS = ("tensor_clock_hz", "vector_clock_hz", "scalar_clock_hz", "gpsimd_clock_hz", "dma_engines",
@@ -75,10 +73,10 @@ def _duration(ins: Any, p: dict[str, float]) -> tuple[float, int]:
         if any(op[1] in _HBM for op in ins.dst) or any(op[1] in _HBM for op in ins.srcs):
             rate = min(rate, p["hbm_bytes_per_s"])  # HBM delivers no more than the core's share
         return p["dma_fixed_s"] + ins.bytes / rate, engines
-    clock = _CLOCK.get(ins.engine)
+    clock = ENGINE_CLOCKS.get(ins.engine)
     if clock is None:
         raise ValueError(f"the schedule has no engine {ins.engine!r} (instruction {ins.name} at {ins.where}); it "
-                         f"models {', '.join(_CLOCK)} and dma")
+                         f"models {', '.join(ENGINE_CLOCKS)} and dma")
     return ins.cycles / p[clock], 0
 
 
