@@ -249,10 +249,19 @@ class Run:
         list-scheduled over the target's engines and DMA engines: ``time_s``, ``active`` (engine ->
         busy fraction), ``bound_by``, ``critical_path`` and ``by_line`` (file:line -> seconds on
         the critical path, largest first). ``assume``: the model's parameters changed by name
-        (``numeq.nki.schedule.PARAMETERS``; each is a row of the target table with its evidence)."""
-        from .schedule import schedule
+        (``numeq.nki.schedule.PARAMETERS``; each is a row of the target table with its evidence).
+        Where the run's live tiles overflow SBUF, the compiler's spills (``spills``, assumption
+        ``sbuf_overflow``) are transfers of the timeline."""
+        from .schedule import schedule, spills
 
-        return schedule(self.graph(), _target(self.target), assume)
+        g = self.graph()
+        tgt = _target(self.target)
+        spilled = []
+        overflow = self.assumptions["sbuf_overflow"]
+        if overflow != "error":
+            spilled = spills(g.instructions, self.lives, int(tgt["sbuf_partition_bytes"]),
+                             self.assumptions["tile_liveness"] == "first_access", overflow == "reload_inputs")
+        return schedule(g, tgt, assume, spilled)
 
     def hazards(self) -> list[Finding]:
         """What the kernel leaves to the hardware's ordering and the documents forbid, found on its

@@ -29,7 +29,7 @@ from ..nki.machine.targets import target as _target
 __all__ = ["review_kernel", "reviewed", "run_manifest_kernel"]
 
 # Run rules about capacities and efficiency (the memory hierarchy); the rest are instruction limits.
-_MEMORY_RULES = frozenset({"sbuf_capacity", "psum_capacity", "dma_small", "partial_partitions", "psum_gpsimd",
+_MEMORY_RULES = frozenset({"sbuf_capacity", "sbuf_spill", "psum_capacity", "dma_small", "partial_partitions", "psum_gpsimd",
                            "matmul_psum_bank", "engine_access", "matmul_output_memory"})
 
 

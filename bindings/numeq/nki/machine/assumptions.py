@@ -112,6 +112,18 @@ ASSUMPTIONS: dict[str, Assumption] = _table(
                "the allocator is not documented; evidence for first_access: nki-library's RoPE at LNC=2 declares its "
                "output tile before four intermediates and fits trn2's SBUF only if the output starts taking memory "
                "at its first write (232 KiB declared-to-last-use, 200 KiB first-write-to-last-use, of 224 KiB)"),
+    Assumption("sbuf_overflow", ("save_reload", "reload_inputs", "error"),
+               "what happens where the automatically allocated tiles live at one time take more SBUF per partition "
+               "than the target holds, while each instruction's own tiles fit: save_reload: the compiler spills, "
+               "saving tiles to device memory and reloading them before their next use (an sbuf_spill warning; "
+               "Run.schedule() adds the transfers, the tile used furthest ahead leaving first); reload_inputs: as "
+               "save_reload, but a tile holding an unchanged copy of an HBM tensor the kernel never writes is loaded "
+               "again from there, unsaved; error: the kernel does not fit (an sbuf_capacity error)",
+               "nki_perf_guide.rst, Opt #2: \"compiler generated spilling\", the profile's spill_save_bytes / "
+               "spill_reload_bytes, \"oversized block size might be causing spills\"; AWS's kernel-optimization "
+               "tutorial profiles on trn2 a matmul (blocked free dimensions) whose tiles, live in program order, take "
+               "322 KiB per partition of 224 KiB; which tiles the compiler spills, and whether it reloads a copy of "
+               "an input from the input, is not documented"),
     Assumption("psum_allocation", ("bank", "bytes"),
                "PSUM capacity counted in whole 2 KiB banks per tile, or in bytes",
                "the allocator's granularity is not documented; matmul results occupy banks"),

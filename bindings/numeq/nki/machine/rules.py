@@ -34,6 +34,8 @@ class Rule(NamedTuple):
 
 
 _RUN, _MANIFEST = ("run",), ("manifest",)
+_SPILL_DOC = ("documented: nki_perf_guide.rst, Opt #2 (\"compiler generated spilling\": spill_save_bytes / "
+              "spill_reload_bytes)")
 
 # The one rule book: rule id -> Rule. One id per limit, used by runs and manifest reviews alike
 # (docs/nki.md's table of rules is this one).
@@ -52,6 +54,8 @@ RULES: dict[str, Rule] = {
     "matmul_psum_bank": Rule("error", "an nc_matmul result does not fit one 2 KiB fp32 PSUM bank"),
     "psum_capacity": Rule("error", "live PSUM per partition exceeds its 8 banks (16 KiB)"),
     "sbuf_capacity": Rule("error", "live SBUF per partition exceeds what the target holds"),
+    "sbuf_spill": Rule("warning", "live SBUF per partition exceeds what the target holds, while each instruction's "
+                                  "own tiles fit: the compiler spills tiles to device memory and reloads them", _RUN),
     "bn_stats_free": Rule("error", "bn_stats reads more elements per partition than one instruction takes (512)"),
     "engine_access": Rule("error", "an engine reads or writes a memory it cannot reach (GpSimd and PSUM; the Tensor "
                                    "Engine reads SBUF only), or both tensor_tensor operands are in PSUM", _RUN),
@@ -478,8 +482,30 @@ def live_use(lives: list, memory: str, bank: int, by_bank: bool,
     return out
 
 
+def spillable(lives: Any) -> dict[int, Any]:
+    """The automatically allocated SBUF tiles some instruction used, by id: what the compiler may
+    spill (a direct allocation's Life counts no bytes: machine.placement)."""
+    return {life.id: life for life in lives
+            if life.memory.name == "sbuf" and life.first_use is not None and life.partition_bytes > 0}
+
+
+def working_set(trace: list, lives: Any) -> tuple[int, Any]:
+    """(bytes per partition, instruction) of the instruction whose own automatically allocated
+    SBUF tiles take the most: what no spilling can make room for."""
+    tiles = spillable(lives)
+    best, where = 0, None
+    for ins in trace:
+        touched = {p if type(p) is int else p[0] for p in (*ins.writes, *ins.reads)}
+        size = sum(tiles[b].partition_bytes for b in touched if b in tiles)
+        if size > best:
+            best, where = size, ins
+    return best, where
+
+
 def capacity(ctx: Context) -> None:
-    """Peak live SBUF and PSUM per partition over the run (``live_use``)."""
+    """Peak live SBUF and PSUM per partition over the run (``live_use``). Past SBUF, the compiler
+    spills (assumption ``sbuf_overflow``: an ``sbuf_spill`` warning, the transfers in
+    Run.schedule()) unless one instruction's own tiles exceed it."""
     bank = int(ctx.target["psum_bank_bytes"])
     by_bank = ctx.assumptions["psum_allocation"] == "bank"
     first = ctx.assumptions["tile_liveness"] == "first_access"
@@ -489,8 +515,20 @@ def capacity(ctx: Context) -> None:
             if live > peak:
                 peak, peak_buffer = live, b
         limit = int(ctx.target[limit_key])
-        if peak > limit:
-            unit = f" ({peak // bank} banks)" if memory == "psum" else ""
-            ctx.find(f"{memory}_capacity", "error", f"live {memory.upper()} reaches {peak} B per partition{unit} when "
-                     f"{peak_buffer.name} {'is first used' if first else 'is allocated'}; the target holds {limit} B "
-                     "(assumption tile_liveness)", _cite(ctx, limit_key), at=peak_buffer.line)
+        if peak <= limit:
+            continue
+        unit = f" ({peak // bank} banks)" if memory == "psum" else ""
+        live = (f"live {memory.upper()} reaches {peak} B per partition{unit} when {peak_buffer.name} "
+                f"{'is first used' if first else 'is allocated'}; the target holds {limit} B (assumption tile_liveness)")
+        if memory == "sbuf" and ctx.assumptions["sbuf_overflow"] != "error":
+            most, ins = working_set(ctx.trace, ctx.lives)
+            if most <= limit:
+                ctx.find("sbuf_spill", "warning", f"{live}: the compiler spills tiles to device memory and reloads "
+                         "them (Run.schedule() counts the transfers; assumption sbuf_overflow)",
+                         f"{_SPILL_DOC}; {_cite(ctx, limit_key)}", at=peak_buffer.line)
+                continue
+            ctx.find("sbuf_capacity", "error", f"{ins.name} at {ins.where} uses {most} B per partition of SBUF tiles at "
+                     f"once; the target holds {limit} B, and no spill makes room for one instruction's operands "
+                     f"({live})", _cite(ctx, limit_key), at=ins.where)
+            continue
+        ctx.find(f"{memory}_capacity", "error", live, _cite(ctx, limit_key), at=peak_buffer.line)

@@ -22,12 +22,14 @@ Every constant the schedule used is in ``Schedule.parameters`` (name -> ``Spec``
 
 from __future__ import annotations
 
+import bisect
 import heapq
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, Sequence
 
 from ..machine.targets import ENGINE_CLOCKS, Spec, Target
 from .graph import Graph
+from .spill import Transfer
 
 __all__ = ["Schedule", "PARAMETERS", "schedule"]
 
@@ -43,8 +45,10 @@ class Schedule:
     "dma" -> the fraction of ``time_s`` it is busy; "dma": some DMA engine is), ``bound_by`` (the
     engine busiest on the critical path), ``critical_path`` (trace indices, first to last: each
     waits for the one before it), ``by_line`` ([(file:line, seconds)] of the critical path's time
-    per kernel line, largest first), ``start`` / ``finish`` (seconds, per trace index),
-    ``parameters`` (what the model read: name -> ``Spec``)."""
+    per kernel line, largest first; a spill's time under its tile's line), ``start`` / ``finish``
+    / ``engine`` (per node: the trace's indices, then ``spills``' from ``len(trace)`` on),
+    ``parameters`` (what the model read: name -> ``Spec``), ``spills`` (the compiler's save and
+    reload transfers where the run's tiles overflow SBUF: ``schedule.spill``)."""
 
     time_s: float
     active: dict[str, float]
@@ -55,24 +59,40 @@ class Schedule:
     finish: list[float] = field(repr=False)
     engine: list[str] = field(repr=False)
     parameters: dict[str, Spec] = field(repr=False, default_factory=dict)
+    spills: list[Transfer] = field(repr=False, default_factory=list)
+
+    @property
+    def spill_bytes(self) -> int:
+        """The bytes the compiler's spills move (saves and reloads)."""
+        return sum(t.bytes for t in self.spills)
 
     def __str__(self) -> str:
         lines = [f"predicted time {self.time_s * 1e6:.2f} us, bound by {self.bound_by}",
                  "active: " + ", ".join(f"{k} {v:.0%}" for k, v in sorted(self.active.items(), key=lambda kv: -kv[1])),
                  "critical path by line:"]
         lines += [f"  {where:40s} {t * 1e6:10.2f} us  {t / self.time_s:6.1%}" for where, t in self.by_line[:10]]
+        if self.spills:
+            saves = sum(t.kind == "save" for t in self.spills)
+            lines.append(f"spills (the compiler's, where live tiles overflow SBUF): {saves} saves, "
+                         f"{len(self.spills) - saves} reloads, {self.spill_bytes / 2 ** 20:.1f} MiB")
         return "\n".join(lines)
+
+
+def _transfer_duration(nbytes: int, partitions: int, hbm: bool, p: dict[str, float]) -> tuple[float, int]:
+    """(seconds, DMA engines it takes) of one DMA transfer."""
+    parts = partitions or int(p["dma_engines"] * p["dma_partitions_per_engine"])
+    engines = max(1, min(int(p["dma_engines"]), -(-parts // int(p["dma_partitions_per_engine"]))))
+    rate = engines * p["dma_engine_bytes_per_s"]
+    if hbm:
+        rate = min(rate, p["hbm_bytes_per_s"])  # HBM delivers no more than the core's share
+    return p["dma_fixed_s"] + nbytes / rate, engines
 
 
 def _duration(ins: Any, p: dict[str, float]) -> tuple[float, int]:
     """(seconds, DMA engines it takes) of one instruction."""
     if ins.engine == "dma":
-        parts = ins.partitions or int(p["dma_engines"] * p["dma_partitions_per_engine"])
-        engines = max(1, min(int(p["dma_engines"]), -(-parts // int(p["dma_partitions_per_engine"]))))
-        rate = engines * p["dma_engine_bytes_per_s"]
-        if any(op[1] in _HBM for op in ins.dst) or any(op[1] in _HBM for op in ins.srcs):
-            rate = min(rate, p["hbm_bytes_per_s"])  # HBM delivers no more than the core's share
-        return p["dma_fixed_s"] + ins.bytes / rate, engines
+        hbm = any(op[1] in _HBM for op in ins.dst) or any(op[1] in _HBM for op in ins.srcs)
+        return _transfer_duration(ins.bytes, ins.partitions, hbm, p)
     clock = ENGINE_CLOCKS.get(ins.engine)
     if clock is None:
         raise ValueError(f"the schedule has no engine {ins.engine!r} (instruction {ins.name} at {ins.where}); it "
@@ -80,9 +100,11 @@ def _duration(ins: Any, p: dict[str, float]) -> tuple[float, int]:
     return ins.cycles / p[clock], 0
 
 
-def schedule(g: Graph, target: Target, assume: dict[str, float] | None = None) -> Schedule:
+def schedule(g: Graph, target: Target, assume: dict[str, float] | None = None,
+             spilled: Sequence[Transfer] = ()) -> Schedule:
     """List-schedule graph ``g`` on ``target`` (``assume``: parameter -> value, replacing the
-    target's; names in ``PARAMETERS``)."""
+    target's; names in ``PARAMETERS``), with the compiler's spill transfers ``spilled``
+    (``schedule.spill``) as DMA transfers before the instructions they are made for."""
     specs = {name: target.spec(name) for name in PARAMETERS}
     for name, value in (assume or {}).items():
         if name not in specs:
@@ -96,39 +118,93 @@ def schedule(g: Graph, target: Target, assume: dict[str, float] | None = None) -
         specs[name] = replace(specs[name], value=v, evidence="assumed", source="given to Run.schedule(assume=)")
     p = {k: s.value for k, s in specs.items()}
     trace = g.instructions
-    n = len(trace)
-    start, finish = [0.0] * n, [0.0] * n
-    engine_free: dict[str, tuple[float, int]] = {}  # engine -> (free at, the instruction it finished)
-    dma_free = [(0.0, -1)] * int(p["dma_engines"])  # a heap of the DMA engines' (free at, last instruction)
+    n, m = len(trace), len(spilled)
+    # Nodes: the trace's instructions (0 .. n-1), then the spill transfers (n ..), each placed
+    # just before the instruction it is made for (Transfer.at).
+    start, finish = [0.0] * (n + m), [0.0] * (n + m)
+    engine_of = [ins.engine for ins in trace] + ["dma"] * m
+    issued_at: dict[int, list[int]] = {}
+    needs: dict[int, list[int]] = {}
+    for k, t in sorted(enumerate(spilled), key=lambda kt: kt[1].issued):
+        issued_at.setdefault(t.issued, []).append(n + k)
+        if t.kind == "reload":
+            needs.setdefault(t.at, []).append(n + k)
+    engine_free: dict[str, tuple[float, int]] = {}  # engine -> (free at, the node it finished)
+    dma_free = [(0.0, -1)] * int(p["dma_engines"])  # a heap of the DMA engines' (free at, last node)
     busy: dict[str, list[tuple[float, float]]] = {}
-    waits_for = [-1] * n  # what determined each start: an instruction, or -1 (its engine was free)
+    waits_for = [-1] * (n + m)  # what determined each start: a node, or -1 (its engine was free)
     sem = p["semaphore_s"]
-    for i, ins in enumerate(trace):
-        seconds, engines = _duration(ins, p)
+
+    # The compiler's spill transfers run on their own DMA queue (nki_perf_guide.rst, Opt #4:
+    # "qSyncSpillReload0"), generated "by analyzing SBUF usage": here each takes the first gap of
+    # the DMA engines' time, at or after it is ready, long enough for it, while the kernel's own
+    # transfers keep their queue's order and step over the spills placed before them.
+    dma_starts: list[float] = []  # every DMA transfer's (start, finish), sorted by start
+    dma_spans: list[tuple[float, float]] = []
+    spill_spans: list[tuple[float, float]] = []  # the spills', sorted by start
+
+    def ready_after(node: int, engine: str, preds: Any) -> tuple[float, int]:
         ready, why = 0.0, -1
-        for j in g.predecessors(i):
-            t = finish[j] + (sem if trace[j].engine != ins.engine or ins.engine == "dma" else 0.0)
+        for j in preds:
+            t = finish[j] + (sem if engine_of[j] != engine or engine == "dma" else 0.0)
             if t > ready:
                 ready, why = t, j
+        return ready, why
+
+    def record(node: int, engine: str, at: float, seconds: float, why: int) -> None:
+        start[node], finish[node], waits_for[node] = at, at + seconds, why
+        busy.setdefault(engine, []).append((at, at + seconds))
+        if engine == "dma":
+            k = bisect.bisect_right(dma_starts, at)
+            dma_starts.insert(k, at)
+            dma_spans.insert(k, (at, at + seconds))
+
+    def place(node: int, engine: str, seconds: float, engines: int, preds: Any) -> None:
+        ready, why = ready_after(node, engine, preds)
         if engines:
             taken = [heapq.heappop(dma_free) for _ in range(engines)]
             free, last = taken[-1]
         else:
-            free, last = engine_free.get(ins.engine, (0.0, -1))
+            free, last = engine_free.get(engine, (0.0, -1))
         if free > ready:
             ready, why = free, last
-        start[i], finish[i], waits_for[i] = ready, ready + seconds, why
+        if engines and spill_spans:  # step over the spills in the way
+            k = max(0, bisect.bisect_left(spill_spans, (ready, ready)) - 1)
+            while k < len(spill_spans) and spill_spans[k][0] < ready + seconds:
+                if spill_spans[k][1] > ready:
+                    ready = spill_spans[k][1]
+                k += 1
+        record(node, engine, ready, seconds, why)
         if engines:
             for _ in taken:
-                heapq.heappush(dma_free, (finish[i], i))
+                heapq.heappush(dma_free, (finish[node], node))
         else:
-            engine_free[ins.engine] = (finish[i], i)
-        busy.setdefault(ins.engine, []).append((ready, finish[i]))
+            engine_free[engine] = (finish[node], node)
+
+    def place_spill(node: int, seconds: float, preds: Any) -> None:
+        at, why = ready_after(node, "dma", preds)
+        k = bisect.bisect_right(dma_starts, at)
+        for back in range(max(0, k - 64), k):  # transfers started before ``at`` that still run
+            at = max(at, dma_spans[back][1])
+        while k < len(dma_spans) and dma_spans[k][0] < at + seconds:
+            at = max(at, dma_spans[k][1])
+            k += 1
+        record(node, "dma", at, seconds, why)
+        k = bisect.bisect_right(spill_spans, (at, at + seconds))
+        spill_spans.insert(k, (at, at + seconds))
+
+    for i, ins in enumerate(trace):
+        for node in issued_at.get(i, ()):
+            t = spilled[node - n]
+            seconds, _ = _transfer_duration(t.bytes, t.partitions, True, p)
+            place_spill(node, seconds, [*t.after, *(n + k for k in t.after_transfers)])
+        seconds, engines = _duration(ins, p)
+        place(i, ins.engine, seconds, engines, [*g.predecessors(i), *needs.get(i, ())])
     time_s = max(finish, default=0.0)
     active = {e: (_union(iv) / time_s if time_s > 0 else 0.0) for e, iv in busy.items()}
     path: list[int] = []
     if n:
-        i = max(range(n), key=lambda k: finish[k])
+        i = max(range(n + m), key=lambda k: finish[k])
         while i >= 0:
             path.append(i)
             i = waits_for[i]
@@ -137,11 +213,12 @@ def schedule(g: Graph, target: Target, assume: dict[str, float] | None = None) -
     per_engine: dict[str, float] = {}
     for i in path:
         t = finish[i] - start[i]
-        per_line[trace[i].where] = per_line.get(trace[i].where, 0.0) + t
-        per_engine[trace[i].engine] = per_engine.get(trace[i].engine, 0.0) + t
+        where = trace[i].where if i < n else f"{spilled[i - n].line} ({spilled[i - n].kind} of {spilled[i - n].name})"
+        per_line[where] = per_line.get(where, 0.0) + t
+        per_engine[engine_of[i]] = per_engine.get(engine_of[i], 0.0) + t
     bound_by = max(per_engine, key=per_engine.get) if per_engine else "nothing"
     by_line = sorted(per_line.items(), key=lambda kv: -kv[1])
-    return Schedule(time_s, active, bound_by, path, by_line, start, finish, [ins.engine for ins in trace], specs)
+    return Schedule(time_s, active, bound_by, path, by_line, start, finish, engine_of, specs, list(spilled))
 
 
 def _union(intervals: list[tuple[float, float]]) -> float:
