@@ -14,6 +14,7 @@ import inspect
 import json
 import math
 import operator
+import os
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -29,6 +30,7 @@ from .machine import rules as _rules
 from .machine import arithmetic as _numerics
 from .machine.context import Context, Finding, Instruction, KernelFault, TooLarge, running, active
 from ._summary import TraceSummary
+from .front.namespace import language_of
 from .machine.dtypes import dtype_of
 from .machine.memory import MEMORIES, Allocation, Tensor
 
@@ -420,10 +422,17 @@ def _radii(ctx: Context, x: Any) -> Any:
 
 def _execute(fn: Callable, args: tuple, kwargs: dict, target: str, assume: dict | None, grid: tuple,
              widen: frozenset = frozenset(), exact: bool = False, watch: bool = False, bound: bool = False,
-             reverse_affine: bool = False, values: bool = True) -> Run:
+             reverse_affine: bool = False, values: bool = True, removed: tuple = ()) -> Run:
     grid = check_grid(grid)
     ctx = _RunContext(target, assume, grid)
     ctx.reverse_affine = reverse_affine
+    ctx.language = language_of(fn)
+    if removed and ctx.language == "current":  # nki.jit keywords NKI 0.3.0 made an error
+        code = fn.__code__
+        ctx.find("removed_keyword", "error", f"nki.jit({removed[0]}=...): NKI 0.3.0 raises an error on it; the target "
+                 "comes from NEURON_PLATFORM_TARGET_OVERRIDE", "documented: release-notes/components/nki.rst, NKI 0.3.0 "
+                 "(deprecated and removed APIs); nki migration guide, NKI 0.3.0",
+                 at=f"{os.path.basename(code.co_filename)}:{code.co_firstlineno}")
     ctx.values = values
     ctx.widen = widen
     ctx.exact = exact
@@ -570,7 +579,8 @@ def _run_kernel(kernel: Any, arrays: tuple, kernel_kwargs: dict, target: str | N
     target, assume = _defaults(target, assume)
     if grid is None:
         grid = getattr(kernel, "grid", None)
-    return _execute(fn, arrays, kernel_kwargs, target, assume, check_grid(grid), values=values)
+    return _execute(fn, arrays, kernel_kwargs, target, assume, check_grid(grid), values=values,
+                    removed=tuple(k for k in ("platform_target",) if k in getattr(kernel, "options", {})))
 
 
 def _outputs_or_fault(r: Run) -> Any:
@@ -636,6 +646,7 @@ def jit(func: Callable | None = None, *, mode: str | None = None, platform_targe
 
         warnings.warn("nki.jit(platform_target=) is a keyword of an earlier NKI release; numeq.nki takes the target "
                       "from run(target=) / installed(target=)", DeprecationWarning, stacklevel=2)
+        options = dict(options, platform_target=platform_target)  # a kernel of the current interface: a finding
     if func is None:
         return lambda f: Kernel(f, (), dict(options, mode=mode))
     return Kernel(func, (), dict(options, mode=mode))

@@ -408,6 +408,8 @@ def apply(op: Any, *args: Any, dtype: Any = None, mask: Any = None, **kwargs: An
     _no_keywords(f"nl.{name}", kwargs)
     if len(args) != op.arity:
         raise TypeError(f"nl.{name}: takes {op.arity} operand(s), got {len(args)}")
+    if name in _SIMULATION_ONLY:
+        _rules.check_simulation_only(current(), name)
     if op.arity == 2:
         return _binary(op, args[0], args[1], dtype, mask)
     if name == "copy":
@@ -427,6 +429,8 @@ def apply(op: Any, *args: Any, dtype: Any = None, mask: Any = None, **kwargs: An
 # ("applies additional instructions to perform range reduction before the activation, so it stays
 # accurate over the full input domain": nl.sin docs), cos, tan, and the exact ceil / floor / trunc.
 _TILE_FUNCTIONS = frozenset({"sin", "cos", "tan", "arctan", "ceil", "floor", "trunc"})
+# The functions AWS's release notes say work in simulation only (machine.rules.check_simulation_only).
+_SIMULATION_ONLY = frozenset({"mod", "fmod", "divide"})
 _BITVEC_UNARY = frozenset({"invert", "logical_not"})
 
 

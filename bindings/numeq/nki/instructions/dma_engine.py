@@ -31,6 +31,7 @@ def dma_copy(c: Call) -> Any:
     ctx, dst, src, dst_rmw_op = c.ctx, c.args["dst"], c.args["src"], c.args["dst_rmw_op"]
     queue = c.args["engine"]  # the engine whose queue issues the transfer
     dst, src = as_tensor(dst, "dst"), as_tensor(src, "src")
+    _rules.check_dma_interface(ctx, dst, src, c.args["dge_mode"])
     if isinstance(src, Indirect) or isinstance(dst, Indirect):
         _indirect_copy(c, dst, src, dst_rmw_op)
         c.issue([dst], [src], nbytes=src.size * src.dtype.itemsize,

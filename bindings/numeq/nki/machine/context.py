@@ -214,6 +214,9 @@ class Context:
         self.loops: list[tuple[int, str]] = []  # the same loops' (instance, kind), at the same depths
         self.loop_ids = itertools.count(1)
         self.reverse_affine = False  # run affine_range iterations last to first (the hazard check's rerun)
+        # The NKI language the kernel's file imports: "current" (nki.*), "older" (neuronxcc.nki.*)
+        # or None (front.namespace); the rules only one compiler applies read it.
+        self.language: str | None = None
         self.unrolled: set[int] = set()  # depths in loop_indices of loops traced once per index (static_range)
         # The precision flow (machine.precision): where values were rounded, and the tiles to allocate in
         # fp32 instead (by allocation line) when the kernel runs again to measure a share.

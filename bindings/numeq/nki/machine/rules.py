@@ -54,6 +54,14 @@ RULES: dict[str, Rule] = {
     "matmul_psum_bank": Rule("error", "an nc_matmul result does not fit one 2 KiB fp32 PSUM bank"),
     "psum_capacity": Rule("error", "live PSUM per partition exceeds its 8 banks (16 KiB)"),
     "sbuf_capacity": Rule("error", "live SBUF per partition exceeds what the target holds"),
+    "dma_memory": Rule("error", "nisa.dma_copy reads or writes PSUM in a kernel of the current interface (nki.*): its "
+                                "DMA moves HBM and SBUF, and NKI 0.3.0 removed reading PSUM", _RUN),
+    "dma_hwdge_cast": Rule("error", "a hardware-DGE transfer (dge_mode=hwdge) between different element types: it "
+                                    "moves raw bytes, and the compiler refuses it since NKI 0.3.0", _RUN),
+    "simulation_only": Rule("warning", "an nki.language function documented to work in simulation but to fail when "
+                                       "compiled for Trainium hardware (nl.mod, nl.fmod, nl.divide)", _RUN),
+    "removed_keyword": Rule("error", "a keyword the current compiler refuses (nki.jit(platform_target=), NKI 0.3.0)",
+                            _RUN),
     "sbuf_spill": Rule("warning", "live SBUF per partition exceeds what the target holds, while each instruction's "
                                   "own tiles fit: the compiler spills tiles to device memory and reloads them", _RUN),
     "bn_stats_free": Rule("error", "bn_stats reads more elements per partition than one instruction takes (512)"),
@@ -446,6 +454,40 @@ def check_dma(ctx: Context, dst: Any, src: Any) -> None:
                          f"{ctx.limits['dma_small_bytes']} B a transfer is dominated by its fixed cost (at least "
                          f"{int(ctx.target['dma_recommended_bytes'])} B recommended)",
                  _cite(ctx, "dma_overhead_bytes"))
+
+
+# What NKI 0.3.0 (Neuron 2.29) changed for the current interface's compiler, and still holds.
+_NKI_030 = "documented: release-notes/components/nki.rst, NKI 0.3.0 (Neuron 2.29), breaking changes"
+
+
+def check_dma_interface(ctx: Context, dst: Any, src: Any, dge_mode: Any) -> None:
+    """What the current compiler refuses of a ``dma_copy``: a PSUM operand in a kernel written in
+    the current interface (nki.isa.dma_copy docstring, Memory types: "Both src and dst tiles can be
+    in HBM or SBUF"; NKI 0.3.0: "No longer supports reading directly from PSUM"), and a hardware-DGE
+    transfer between element types (NKI 0.3.0: "Enforces matching source and destination element
+    types when using dge_mode=dge_mode.hwdge"; the migration guide: the hardware DGE "moves raw
+    bytes ... no type casting occurs")."""
+    if ctx.language == "current":
+        for name, t in (("src", src), ("dst", dst)):
+            if t.base.memory.name == "psum":
+                ctx.find("dma_memory", "error", f"dma_copy {name} {t.name} is in PSUM; the current interface's DMA "
+                         "moves HBM and SBUF (copy PSUM to SBUF with nisa.tensor_copy first)",
+                         f"documented: nki.isa.dma_copy docstring (Memory types); {_NKI_030[len('documented: '):]}")
+    if getattr(dge_mode, "name", dge_mode) == "hwdge" and dst.dtype != src.dtype:
+        ctx.find("dma_hwdge_cast", "error", f"dma_copy with dge_mode=hwdge from {src.dtype} to {dst.dtype}: the "
+                 "hardware DGE moves raw bytes and casts nothing (use dge_mode=swdge to cast, or .view() to "
+                 "reinterpret)", f"{_NKI_030}; nki migration guide, NKI 0.3.0")
+
+
+def check_simulation_only(ctx: Context, name: str) -> None:
+    """An ``nki.language`` function of the current interface that AWS's release notes list as
+    working in simulation but failing on hardware. A warning: the notes of NKI 0.5.0 and 0.6.0
+    neither repeat the issue nor say it was fixed."""
+    if ctx.language == "current":
+        what = "Division" if name == "divide" else "Modulo operations"
+        ctx.find("simulation_only", "warning", f"nl.{name}: {what} are not available as hardware instructions; the "
+                 "call works in simulation and fails when compiled for Trainium hardware",
+                 "documented: release-notes/components/nki.rst, NKI 0.3.0 and 0.4.0 known issues")
 
 
 def check_partitions_used(ctx: Context, name: str, t: Any) -> None:
