@@ -159,25 +159,34 @@ def matmul_summing_k_tiles(acc_dtype: Any, k_tiles: Callable[[int], int] = lambd
     return matmul_summing_k_tiles
 
 
-# A kernel file whose affine_range loop carries a value (acc) from one iteration to the next: what
-# Run.hazards() finds; the CLI and the pytest option tests write it out as the user's file.
+# A kernel file of the older interface whose affine_range loop carries a value (acc) from one
+# iteration to the next: what Run.hazards() finds (in the current interface affine_range is
+# range: no hazard); the CLI and the pytest option tests write it out as the user's file.
 CARRIED_KERNEL = '''
-import nki
-import nki.isa as nisa
-import nki.language as nl
+import neuronxcc.nki as nki
+import neuronxcc.nki.isa as nisa
+import neuronxcc.nki.language as nl
 
 
 @nki.jit
 def decay(x):
-    acc = nl.ndarray((128, 64), nl.float32, buffer=nl.sbuf)
-    nisa.memset(dst=acc, value=0.0)
-    t = nl.ndarray((128, 64), nl.float32, buffer=nl.sbuf)
-    for i in nl.affine_range(4):
-        xi = nl.ndarray((128, 64), nl.float32, buffer=nl.sbuf)
-        nisa.dma_copy(dst=xi, src=x[i])
-        nisa.tensor_scalar(dst=t, data=acc, op0=nl.multiply, operand0=0.5)  # reads acc
-        nisa.tensor_tensor(dst=acc, data1=t, data2=xi, op=nl.add)  # writes acc
     out = nl.ndarray((128, 64), nl.float32, buffer=nl.shared_hbm)
-    nisa.dma_copy(dst=out, src=acc)
+    acc = nl.zeros((128, 64), nl.float32, buffer=nl.sbuf)
+    for i in nl.affine_range(4):
+        xi = nl.load(x[i])
+        t = nisa.tensor_scalar(data=acc, op0=nl.multiply, operand0=0.5)  # reads acc
+        acc[...] = nisa.tensor_tensor(t, xi, op=nl.add)  # writes acc
+    nl.store(out, value=acc)
     return out
 '''
+
+
+def kernel_module(path: Path, text: str) -> ModuleType:
+    """The module of kernel file ``path`` holding ``text``, imported under numeq.nki.installed()
+    (its ``import nki`` / ``neuronxcc.nki`` resolve to numeq), as a user's test imports it."""
+    path.write_text(text)
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    module = importlib.util.module_from_spec(spec)
+    with nki.installed():
+        spec.loader.exec_module(module)
+    return module

@@ -10,7 +10,6 @@ older interface's kernel with it, where the rule does not apply.
 
 from __future__ import annotations
 
-import importlib.util
 import itertools
 import textwrap
 from pathlib import Path
@@ -20,6 +19,7 @@ import pytest
 
 import numeq.nki
 from numeq.nki.front.namespace import language_of
+from nki_support import CARRIED_KERNEL, kernel_module
 
 _HEADERS = {
     "current": "import nki\nimport nki.language as nl\nimport nki.isa as nisa\n",
@@ -30,13 +30,7 @@ _COUNT = itertools.count()
 
 def _load(tmp_path: Path, language: str, body: str):
     """The module of a kernel file: ``body`` under the imports of ``language``."""
-    path = tmp_path / f"kernel_{language}_{next(_COUNT)}.py"
-    path.write_text(_HEADERS[language] + textwrap.dedent(body))
-    spec = importlib.util.spec_from_file_location(path.stem, path)
-    module = importlib.util.module_from_spec(spec)
-    with numeq.nki.installed():
-        spec.loader.exec_module(module)
-    return module
+    return kernel_module(tmp_path / f"kernel_{language}_{next(_COUNT)}.py", _HEADERS[language] + textwrap.dedent(body))
 
 
 def _rules(run) -> dict[str, str]:
@@ -62,13 +56,8 @@ _THROUGH_SBUF = "o = nl.ndarray((128, 512), nl.float32, buffer=nl.sbuf)\n    nis
 def test_the_language_is_the_files_import(tmp_path):
     assert language_of(_load(tmp_path, "current", _DMA_FROM_PSUM.format(store=_THROUGH_SBUF)).kernel) == "current"
     assert language_of(_load(tmp_path, "older", _DMA_FROM_PSUM.format(store=_THROUGH_SBUF)).kernel) == "older"
-    both = tmp_path / "both.py"
-    both.write_text(_HEADERS["current"] + _HEADERS["older"] + "def kernel(x):\n    return x\n")
-    spec = importlib.util.spec_from_file_location("both", both)
-    module = importlib.util.module_from_spec(spec)
-    with numeq.nki.installed():
-        spec.loader.exec_module(module)
-    assert language_of(module.kernel) is None  # the docs: one file, one language
+    both = kernel_module(tmp_path / "both.py", _HEADERS["current"] + _HEADERS["older"] + "def kernel(x):\n    return x\n")
+    assert language_of(both.kernel) is None  # the docs: one file, one language
 
 
 def test_a_dma_reading_psum_is_refused_in_the_current_interface(tmp_path):
@@ -162,3 +151,20 @@ def test_platform_target_is_refused_in_the_current_interface_only(tmp_path):
     with pytest.warns(DeprecationWarning):
         older = _load(tmp_path, "older", _TARGETED)
     assert "removed_keyword" not in _rules(numeq.nki.run(older.kernel, x))
+
+
+def test_a_value_carried_through_affine_range_is_a_hazard_of_the_older_interface_only(tmp_path):
+    # The older interface's affine_range declares its iterations independent; from NKI 0.3.0 the
+    # current interface's is Python's range (its docstring), which keeps program order.
+    x = np.random.default_rng(0).standard_normal((4, 128, 64)).astype(np.float32)
+    older = kernel_module(tmp_path / "carried_older.py", CARRIED_KERNEL)
+    run = numeq.nki.run(older.decay, x)
+    assert run.language == "older" and [h.rule for h in run.hazards()] == ["loop_carried_dependency"]
+    current_text = CARRIED_KERNEL.replace("import neuronxcc.nki as nki", "import nki").replace("neuronxcc.nki.", "nki.")
+    current = kernel_module(tmp_path / "carried_current.py", current_text)
+    run = numeq.nki.run(current.decay, x)
+    assert run.language == "current" and run.hazards() == []
+    acc = np.zeros((128, 64), np.float32)
+    for xi in x:  # the values either way: the recurrence in program order
+        acc = np.float32(0.5) * acc + xi
+    assert (run.outputs == acc).all()

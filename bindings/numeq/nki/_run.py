@@ -111,6 +111,9 @@ class Run:
     # The assumptions the run read (the others cannot have changed its outputs).
     assumptions_read: frozenset = field(default=frozenset(), repr=False, compare=False)
     values: bool = True  # False: numeq.nki.run(values=False) traced and checked, computed nothing
+    # The NKI language the kernel's file imports: "current" (nki.*), "older" (neuronxcc.nki.*) or
+    # None (front.namespace.language_of); the rules and hazards only one compiler applies read it.
+    language: str | None = None
     _graph: Any = field(default=None, repr=False, compare=False)  # graph(), made once
 
     def _needs_values(self, what: str) -> None:
@@ -487,7 +490,7 @@ def _execute(fn: Callable, args: tuple, kwargs: dict, target: str, assume: dict 
     platform, kernel_platform = _platforms_of(ctx)
     return Run(outputs, ctx.findings, ctx.trace, platform, target, {k: v["value"] for k, v in ctx.table.items()},
                completed, ctx.sites, rerun, ctx.lives, kernel_platform=kernel_platform, watched=ctx.watch or {},
-               values=values,
+               values=values, language=ctx.language,
                radii=radii, assumptions_read=read)
 
 

@@ -11,6 +11,13 @@ into the same bytes (matmuls accumulating into a PSUM tile, ``acc = acc + x`` an
 the write that starts it). Each one found is confirmed by running the kernel again with every
 affine_range loop's iterations last to first: an error where that changes an output, a warning
 where the values happen to agree.
+
+This is the older interface's contract (neuronxcc.nki; the nki.* namespace through NKI 0.2.0). From
+NKI 0.3.0 the current interface's ``affine_range`` is "an alias for Python's range() function"
+that unrolls the loop (nki.language.affine_range docstring, Neuron 2.29 on; the language guide:
+the compiler "will respect the sequential order of operations" and reorders only what has no data
+dependence), so a kernel whose file imports ``nki`` (``Run.language`` "current") has no such
+hazard. A kernel whose language numeq cannot tell is held to the older contract.
 """
 
 from __future__ import annotations
@@ -103,6 +110,8 @@ def _bits(outputs: Any) -> list:
 
 def hazards(run: Any, g: Graph) -> list[Finding]:
     """The hazards of ``run`` (a completed ``numeq.nki.Run``) on its graph ``g``."""
+    if getattr(run, "language", None) == "current":  # affine_range is range (see the module doc)
+        return []
     life_of = {life.id: life for life in run.lives}
     carried = _carried(g, life_of)
     if not carried:
