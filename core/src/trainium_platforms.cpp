@@ -20,11 +20,17 @@ namespace {
 const std::string kArch =
     "aws-neuron-sdk nki/guides/architecture/trainium_inferentia2_arch.rst and trainium2_arch.rst; "
     "nki.isa.nc_matmul docstring (FACTS.md s3)";
+const std::string kArchV4 = "aws-neuron-sdk nki/guides/architecture/trainium3_arch.rst; nki.isa.nc_matmul docstring";
 const std::string kDataTypes = "aws-neuron-sdk about-neuron/arch/neuron-features/data-types.rst, rounding-modes.rst (FACTS.md s3)";
 const std::string kNothingPublished = "not documented by AWS (FACTS.md s3); settle it with numeq.probes and numeq.fit_platform";
 
+// The NeuronCore generation of a Trainium platform: 2 (trn1, inf2), 3 (trn2), 4 (trn3).
+int generation_of(const std::string& base) {
+  return base == "trainium.trn3" ? 4 : base == "trainium.trn2" ? 3 : 2;
+}
+
 // The assumptions of a generation, every one at its default (the first alternative).
-std::vector<Assumption> default_assumptions(bool trn2) {
+std::vector<Assumption> default_assumptions(int generation) {
   std::vector<Assumption> a = {
       {"pe_order", "sequential", {"sequential", "pairwise", "fused"},
        "how the Tensor Engine adds the products of one nc_matmul: sequential down the PE column from 0 "
@@ -69,7 +75,7 @@ std::vector<Assumption> default_assumptions(bool trn2) {
        "modelled as correctly rounded fp32 plus this budget (used by the operation catalogue's bounds)",
        "ScalarE functions are piecewise polynomials with no published error bound (FACTS.md s3)"},
   };
-  if (trn2)
+  if (generation >= 3)  // NeuronCore-v3 and -v4 (nki.isa.nc_matmul docstring, Performance mode)
     a.insert(a.begin() + 4, Assumption{"fp8_double_row", "off", {"off", "on"},
                                        "fp8 matmuls in double_row mode: one instruction contracts 256 rows of K, each "
                                        "PE adding two fp8 products (exactly, here) before the column sum",
@@ -146,7 +152,7 @@ Plan matmul_plan(const Build& b, Operation op, const Format& in, const Format& o
     pe.product = ProductMode::rounded;
     pe.product_cast = Cast{formats::bf16};
   }
-  const bool fp8 = in == formats::e4m3 || in == formats::e5m2;
+  const bool fp8 = in == formats::e4m3 || in == formats::e5m2 || in == formats::e4m3fn;
   const bool double_row = fp8 && value_of(a, "fp8_double_row") == "on";
   // builtin_variant has checked k_tile against the instruction's rows (and left the plans of
   // the formats it does not fit out).
@@ -226,23 +232,32 @@ std::string variant_name(const std::string& base, const std::vector<Assumption>&
 
 Platform build_trainium(const std::string& base, const std::vector<Assumption>& assumptions,
                         const KernelOptions& kernel = {}) {
-  const bool trn2 = base == "trainium.trn2";
+  const int generation = generation_of(base);
   Build b{variant_name(base, assumptions, kernel), assumptions, kernel};
   Platform p;
   p.name = b.platform;
-  if (b.platform == base) p.aliases = trn2 ? std::vector<std::string>{"neuron.v3"} : std::vector<std::string>{"trainium.inf2", "neuron.v2"};
-  p.description = trn2 ? "AWS Trainium2 (NeuronCore-v3): Tensor Engine matmul into fp32 PSUM, Vector-engine sums"
-                       : "AWS Trainium1 / Inferentia2 (NeuronCore-v2): Tensor Engine matmul into fp32 PSUM, "
-                         "Vector-engine sums";
-  const std::vector<const Format*> inputs = {&formats::fp32, &formats::tf32, &formats::bf16,
-                                             &formats::fp16, &formats::e4m3, &formats::e5m2};
+  if (b.platform == base)
+    p.aliases = generation == 4   ? std::vector<std::string>{"neuron.v4"}
+                : generation == 3 ? std::vector<std::string>{"neuron.v3"}
+                                  : std::vector<std::string>{"trainium.inf2", "neuron.v2"};
+  p.description = generation == 4
+                      ? "AWS Trainium3 (NeuronCore-v4): Tensor Engine matmul into fp32 (or bf16) PSUM, Vector-engine sums"
+                  : generation == 3
+                      ? "AWS Trainium2 (NeuronCore-v3): Tensor Engine matmul into fp32 PSUM, Vector-engine sums"
+                      : "AWS Trainium1 / Inferentia2 (NeuronCore-v2): Tensor Engine matmul into fp32 PSUM, "
+                        "Vector-engine sums";
+  std::vector<const Format*> inputs = {&formats::fp32, &formats::tf32, &formats::bf16,
+                                       &formats::fp16, &formats::e4m3, &formats::e5m2};
+  // NeuronCore-v4 takes OCP e4m3fn beside Trainium's e4m3 (never both in one matmul: the kernel
+  // layer's matmul_dtype rule; nki.isa.nc_matmul docstring, Data types).
+  if (generation == 4) inputs.push_back(&formats::e4m3fn);
   const std::vector<const Format*> outputs = {&formats::fp32, &formats::bf16, &formats::fp16};
   for (const Format* in : inputs)
     for (const Format* out : outputs)
       for (const Operation op : {Operation::dot, Operation::matmul}) {
         // A k_tile above 128 (fp8 double_row) leaves the formats one instruction cannot contract
         // that many rows of out of the platform.
-        if (b.kernel.k_tile > 128 && *in != formats::e4m3 && *in != formats::e5m2) continue;
+        if (b.kernel.k_tile > 128 && *in != formats::e4m3 && *in != formats::e5m2 && *in != formats::e4m3fn) continue;
         p.plans.push_back(PlanEntry{op, std::string(in->name), std::string(out->name), matmul_plan(b, op, *in, *out)});
       }
   for (const Format* in : {&formats::fp32, &formats::bf16, &formats::fp16})
@@ -259,9 +274,20 @@ Platform build_trainium(const std::string& base, const std::vector<Assumption>& 
       {"sum: Vector-engine tensor_reduce in fp32, inputs widened exactly", EvidenceKind::documented,
        "nki.isa.tensor_reduce docstring (FACTS.md s3)"},
   };
-  if (trn2)
+  if (generation >= 3)
     p.evidence.push_back({"matmul: fp8 double_row mode contracts 256 rows, each PE taking two products",
                           EvidenceKind::documented, kArch});
+  if (generation == 4) {
+    p.evidence.push_back({"matmul: NeuronCore-v4 accumulates inside the systolic array in fp32, as NeuronCore-v3 "
+                          "(\"the accumulation performed during a matmul operation within the systolic array is "
+                          "still performed using FP32 data\"); its adder order, products and rounding are taken as "
+                          "NeuronCore-v3's, whose assumptions it carries",
+                          EvidenceKind::documented, kArchV4});
+    p.evidence.push_back({"matmul: inputs add OCP e4m3fn (max 448), not mixed with e4m3 in one matmul; a bf16 PSUM "
+                          "destination takes each fp32 result rounded (RNE or stochastic) as it is written, and adds "
+                          "into it in fp32 before rounding again",
+                          EvidenceKind::documented, kArchV4});
+  }
   if (kernel.k_tile)
     p.evidence.push_back({"matmul: the kernel cuts K into tiles of " + std::to_string(kernel.k_tile) + " rows",
                           EvidenceKind::documented, "the kernel's tiling (k_tile), as its author states it"});
@@ -302,8 +328,8 @@ Platform build_trainium(const std::string& base, const std::vector<Assumption>& 
 }  // namespace
 
 std::vector<Platform> trainium_platforms() {
-  return {build_trainium("trainium.trn1", default_assumptions(false)),
-          build_trainium("trainium.trn2", default_assumptions(true))};
+  return {build_trainium("trainium.trn1", default_assumptions(2)), build_trainium("trainium.trn2", default_assumptions(3)),
+          build_trainium("trainium.trn3", default_assumptions(4))};
 }
 
 std::optional<Platform> builtin_variant(std::string_view base, const AssumptionChoices& choices,
@@ -311,8 +337,9 @@ std::optional<Platform> builtin_variant(std::string_view base, const AssumptionC
   std::string name(base);
   if (name == "trainium.inf2" || name == "neuron.v2") name = "trainium.trn1";
   if (name == "neuron.v3") name = "trainium.trn2";
-  if (name != "trainium.trn1" && name != "trainium.trn2") return std::nullopt;
-  std::vector<Assumption> assumptions = default_assumptions(name == "trainium.trn2");
+  if (name == "neuron.v4") name = "trainium.trn3";
+  if (name != "trainium.trn1" && name != "trainium.trn2" && name != "trainium.trn3") return std::nullopt;
+  std::vector<Assumption> assumptions = default_assumptions(generation_of(name));
   KernelOptions kernel;
   for (const auto& [key, value] : choices) {
     if (key == "group_accumulator") {
@@ -356,7 +383,7 @@ std::optional<Platform> builtin_variant(std::string_view base, const AssumptionC
     throw numeq::error(std::string(parameter) + ": k_tile=" + std::to_string(kernel.k_tile) + " exceeds the " +
                        (double_row ? "256 rows of K one fp8 double_row nc_matmul contracts"
                                    : "128 rows of K one nc_matmul contracts" +
-                                         std::string(name == "trainium.trn2" ? " (256 with fp8_double_row=on)" : "")) +
+                                         std::string(generation_of(name) >= 3 ? " (256 with fp8_double_row=on)" : "")) +
                        " (" + kArch + ")");
   if (double_row && kernel.k_tile % 2 == 1)
     throw numeq::error(std::string(parameter) + ": k_tile=" + std::to_string(kernel.k_tile) +

@@ -300,7 +300,7 @@ def test_the_command_line_entry_point_and_its_help():
                          timeout=60)
     assert run.returncode == 0
     for option in ("FILE.py::KERNEL", "--inputs", "--out", "--target", "--assume", "--grid", "--trace", "--kwarg",
-                   "--dtype", "trn2,trn1,inf2", "Exit status"):
+                   "--dtype", "trn2,trn3,trn1,inf2", "Exit status"):
         assert option in run.stdout, option
 
 

@@ -525,7 +525,7 @@ def test_bad_assumptions_and_targets_name_the_valid_choices():
         nki.run(_copy_to, np.zeros((1, 1), np.float32), nl.float32, assume={"pe_ordr": "pairwise"})
     with pytest.raises(ValueError, match="valid: first_write, after_read, always, never"):
         nki.run(_copy_to, np.zeros((1, 1), np.float32), nl.float32, assume={"matmul_accumulate": "sometimes"})
-    with pytest.raises(ValueError, match="valid: trn2, trn1, inf2"):
+    with pytest.raises(ValueError, match="valid: trn2, trn3, trn1, inf2"):
         nki.run(_copy_to, np.zeros((1, 1), np.float32), nl.float32, target="trn9")
     with pytest.raises(TypeError, match="masked arrays"):
         nki.run(_copy_to, np.ma.masked_array(np.zeros((1, 1), np.float32)), nl.float32)

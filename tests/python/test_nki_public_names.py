@@ -98,8 +98,9 @@ def test_the_target_comes_from_aws_environment_variables():
     assert target_from_environment({"NEURON_PLATFORM_TARGET_OVERRIDE": "inf2"}) == "inf2"
     with pytest.raises(ValueError, match="NKI_NC_VERSION='gen9': unknown NeuronCore target; valid: trn1"):
         target_from_environment({"NKI_NC_VERSION": "gen9"})
-    with pytest.raises(ValueError, match="numeq.nki does not model yet"):
-        target_from_environment({"NEURON_PLATFORM_TARGET_OVERRIDE": "trn3"})
+    # The nki.jit API reference's spellings: "trn3|gen4" (NeuronCore-v4).
+    assert target_from_environment({"NEURON_PLATFORM_TARGET_OVERRIDE": "trn3"}) == "trn3"
+    assert target_from_environment({"NKI_NC_VERSION": "gen4"}) == "trn3"
 
 
 def test_compiler_directives_leave_the_kernel_and_its_values_unchanged():

@@ -174,7 +174,7 @@ def test_an_unknown_target_is_a_usage_error(pytester, value):
     _suite(pytester, "trn2")
     result = _run(pytester, "--numeq-nki", value)
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines([f"*--numeq-nki: unknown target {value!r}; valid: trn2, trn1, inf2*"])
+    result.stderr.fnmatch_lines([f"*--numeq-nki: unknown target {value!r}; valid: trn2, trn3, trn1, inf2*"])
     _left_nothing_installed()
 
 

@@ -27,7 +27,7 @@ __all__ = ["check", "memory_use"]
 _LIMITS = "tiling_limits"
 _MEMORY = "memory_hierarchy"
 # nc_matmul's fp8 inputs for double_row (trn2 architecture guide; nc_matmul docstring).
-_FP8 = ("e4m3", "e5m2")
+_FP8 = ("e4m3", "e5m2", "e4m3fn")
 # What the double_row packing rests on (see _packed).
 _PACKING = "assumed: two fp8 rows of K per partition in double_row (the SBUF layout is not documented)"
 # Engines whose instructions take the Vector/Scalar/GpSimd free-size limits.
@@ -290,7 +290,7 @@ def _matmul_rules(tiling: Tiling, buffers: dict[str, Buffer], t: _targets.Target
             tick("matmul_perf_mode")
         if double and not has_double:
             fail("matmul_perf_mode", m, f"double_row is requested but {t.name} ({t.core}) has no double_row mode "
-                 "(fp8 on NeuronCore-v3 only)", k_spec.cite())
+                 "(fp8 on NeuronCore-v3 and later)", k_spec.cite())
         if st is not None and mv is not None:
             # Contraction: K is the partition axis of both inputs.
             tick("matmul_contraction")
@@ -329,6 +329,9 @@ def _matmul_rules(tiling: Tiling, buffers: dict[str, Buffer], t: _targets.Target
                     _targets.peak_flops(t, b.dtype)
                 except ValueError as e:
                     fail("matmul_dtype", m, f"{r} {b.name}: {e}", k_spec.cite())
+            if {st.dtype, mv.dtype} == {"e4m3", "e4m3fn"}:  # nc_matmul docstring, Data types
+                fail("matmul_dtype", m, f"stationary {st.name} is {st.dtype} and moving {mv.name} is {mv.dtype}; "
+                     "Trainium's e4m3 and OCP e4m3fn cannot be mixed in one matmul", k_spec.cite())
             wide = {"fp32", "tf32"}
             if (st.dtype in wide) != (mv.dtype in wide):
                 fail("matmul_dtype", m, f"stationary {st.name} is {st.dtype} and moving {mv.name} is {mv.dtype}; "
@@ -342,18 +345,22 @@ def _matmul_rules(tiling: Tiling, buffers: dict[str, Buffer], t: _targets.Target
                 continue
             tick(rule)
             free_seen[rule] = max(free_seen[rule], b.free_elements)
-            if b.free_elements > free_max[rule]:
+            # NeuronCore-v4: a bf16 output takes twice the fp32 moving free size (the whole PSUM).
+            key = "matmul_moving_free_bf16" if (rule == "matmul_moving_free" and ps is not None and
+                                                ps.dtype == "bf16" and "matmul_moving_free_bf16" in t) else rule
+            if b.free_elements > _int(t, key):
                 fail(rule, m, f"{r} {b.name} {_shape(b)} has free size {size} = {b.free_elements}; at most "
-                     f"{free_max[rule]}{why}", t.spec(rule).cite())
+                     f"{_int(t, key)}{why if key == rule and t.generation < 4 else ''}", t.spec(key).cite())
 
         if ps is not None:
             tick("matmul_output_memory")
             if ps.memory != "psum":
                 fail("matmul_output_memory", m, f"output {ps.name} is in {ps.memory.upper()}; nc_matmul writes PSUM",
                      k_spec.cite())
-            if ps.dtype != "fp32":
-                fail("matmul_output_memory", m, f"output {ps.name} is {ps.dtype}; the Tensor Engine accumulates and "
-                     "writes its PSUM output in fp32 (cast when copying out of PSUM)", k_spec.cite())
+            if ps.dtype != "fp32" and not (t.generation >= 4 and ps.dtype == "bf16"):
+                fail("matmul_output_memory", m, f"output {ps.name} is {ps.dtype}; the Tensor Engine of {t.core} "
+                     f"writes its PSUM output in {'fp32 or bf16' if t.generation >= 4 else 'fp32'} (cast when "
+                     "copying out of PSUM)", k_spec.cite())
             if st is not None and mv is not None:
                 want_m, want_n = st.free_elements, mv.free_elements
                 if ps.partitions != want_m or ps.free_elements != want_n:
@@ -361,10 +368,13 @@ def _matmul_rules(tiling: Tiling, buffers: dict[str, Buffer], t: _targets.Target
                          f"{ps.free_elements}; stationary {st.name} x moving {mv.name} gives [M, N] = "
                          f"[{want_m}, {want_n}]", k_spec.cite())
             tick("matmul_psum_bank")
-            if ps.bytes_per_partition > bank_bytes:
+            # NeuronCore-v4: one result may span the whole PSUM (nc_matmul docstring, Tile size).
+            most, most_spec = (_int(t, "psum_partition_bytes"), t.spec("psum_partition_bytes")) \
+                if t.generation >= 4 else (bank_bytes, bank_spec)
+            if ps.bytes_per_partition > most:
                 fail("matmul_psum_bank", m, f"output {ps.name} takes {ps.bytes_per_partition} B per partition "
-                     f"({ps.free_elements} x {ps.dtype}); one matmul writes at most one PSUM bank of "
-                     f"{bank_bytes} B", bank_spec.cite())
+                     f"({ps.free_elements} x {ps.dtype}); one matmul writes at most "
+                     f"{'the whole PSUM' if t.generation >= 4 else 'one PSUM bank'} of {most} B", most_spec.cite())
 
     n = len(tiling.matmuls)
     passes = {
@@ -377,9 +387,12 @@ def _matmul_rules(tiling: Tiling, buffers: dict[str, Buffer], t: _targets.Target
         "matmul_dtype": ("matmul inputs are Tensor Engine formats", k_spec.cite()),
         **{rule: (f"{r} free size {size} <= {free_max[rule]} (largest {free_seen[rule]})", t.spec(rule).cite())
            for rule, (r, size, _) in free_sizes.items()},
-        "matmul_output_memory": ("outputs are fp32 PSUM tiles of shape [M, N]", k_spec.cite()),
-        "matmul_psum_bank": (f"each matmul output fits one PSUM bank of {bank_bytes} B per partition",
-                             bank_spec.cite()),
+        "matmul_output_memory": (f"outputs are {'fp32 or bf16' if t.generation >= 4 else 'fp32'} PSUM tiles of "
+                                 "shape [M, N]", k_spec.cite()),
+        "matmul_psum_bank": ((f"each matmul output fits the whole PSUM of {_int(t, 'psum_partition_bytes')} B per "
+                              "partition", t.spec("psum_partition_bytes").cite()) if t.generation >= 4 else
+                             (f"each matmul output fits one PSUM bank of {bank_bytes} B per partition",
+                              bank_spec.cite())),
     }
     for rule, (message, evidence) in passes.items():
         if checked.get(rule) and not bad.get(rule):

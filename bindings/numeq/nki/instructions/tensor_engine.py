@@ -75,7 +75,7 @@ def nc_matmul(c: Call) -> Any:
         raise KernelFault(ctx.find("matmul_perf_mode", "error", f"nc_matmul perf_mode=double_row on {stationary.dtype} x "
                                    f"{moving.dtype}: double_row takes fp8 inputs only",
                                    ctx.target.spec("matmul_contraction_double_row").cite()))
-    if double_row and fmt not in ("e4m3", "e5m2"):
+    if double_row and fmt not in ("e4m3", "e5m2", "e4m3fn"):
         raise ctx.unsupported(f"nc_matmul double_row on {stationary.dtype} x {moving.dtype} (numeq's double_row "
                               "plan takes two fp8 operands of one format)")
     if a.shape[1] * b.shape[1] != dst.size or dst.shape[0] != m:
@@ -93,13 +93,16 @@ def nc_matmul(c: Call) -> Any:
         _psum.defer(ctx, dst, (a, stationary), (b, moving), fmt, k, double_row, mode == "accumulate")
         mark_written(ctx, dst, WRITER_MATMUL)
     else:
-        tile = (_numerics.matmul_tile(a, b, fmt, ctx.tile_platform(k, double_row, fmt)).reshape(dst.shape)
-                if ctx.values else np.zeros(dst.shape, np.float32))
+        # A mixed write, or (NeuronCore-v4) a bf16 PSUM tile: trainium3_arch.rst, "BF16 Matmul Results
+        # in PSUM": the fp32 result is rounded to bf16 as it is written; an accumulation upcasts the
+        # PSUM value to fp32, adds in fp32 and rounds the sum to bf16.
+        result = (_numerics.matmul_tile(a, b, fmt, ctx.tile_platform(k, double_row, fmt)).reshape(dst.shape)
+                  if ctx.values else np.zeros(dst.shape, np.float32))
         if adds.any():
             old = _numerics.fp32_values(dst.data, dst.dtype)
-            summed = _numerics.accumulate_fp32(old, tile, ctx.assumptions["psum_rounding"])
-            tile = summed if adds.all() else np.where(adds, summed, tile)
-        write(ctx, dst, tile, WRITER_MATMUL)
+            summed = _numerics.accumulate_fp32(old, result, ctx.assumptions["psum_rounding"])
+            result = summed if adds.all() else np.where(adds, summed, result)
+        write(ctx, dst, result, WRITER_MATMUL)
     if undefined is not None:
         leave_undefined(ctx, dst, undefined)
     key = (dst.base.id, dst.element_offset())
@@ -267,7 +270,7 @@ def _transpose_mode(c: Call, dst: Any, stationary: Tensor, moving: Tensor, accum
     dst = as_tensor(dst, "dst")
     _rules.check_on_chip(ctx, stationary)
     _rules.check_on_chip(ctx, moving)
-    _rules.check_matmul(ctx, dst, stationary, moving, k, m, n, False)
+    _rules.check_matmul(ctx, dst, stationary, moving, k, m, n, False, transpose=True)
     _check_tile_fit(ctx, tile, stationary, moving, m)
     if dst.dtype != stationary.dtype:
         raise KernelFault(ctx.find("matmul_output_memory", "error", f"nc_matmul(is_transpose=True) writes {dst.name} "
@@ -355,7 +358,7 @@ def _matmul_format(a: str, b: str) -> str:
     are exact)."""
     if a == b:
         return a
-    if {a, b} <= {"e4m3", "e5m2"}:
+    if {a, b} <= {"e4m3", "e5m2", "e4m3fn"}:  # every fp8 value is an fp16 value (e4m3fn: max 448, 2^-9)
         return "fp16"
     return "fp32"
 

@@ -200,7 +200,8 @@ class Context:
         self.target = target
         # The limits every instruction reads, as plain numbers (the target table's values).
         self.limits = {key: int(target[key]) for key in ("partitions", "matmul_contraction", "matmul_stationary_free",
-                                                         "matmul_moving_free", "psum_bank_bytes")}
+                                                         "matmul_moving_free", "psum_bank_bytes",
+                                                         "psum_partition_bytes")}
         # Below this a DMA is overhead-bound (FACTS.md s3: < 256 B per partition; the target table's).
         self.limits["dma_small_bytes"] = int(target["dma_overhead_bytes"])
         # name -> value (every assumption, defaults filled in), recording which the run reads: an

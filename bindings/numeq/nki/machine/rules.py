@@ -34,6 +34,7 @@ class Rule(NamedTuple):
 
 
 _RUN, _MANIFEST = ("run",), ("manifest",)
+_MATMUL_DOC = "nki.isa.nc_matmul docstring"
 _SPILL_DOC = ("documented: nki_perf_guide.rst, Opt #2 (\"compiler generated spilling\": spill_save_bytes / "
               "spill_reload_bytes)")
 
@@ -339,11 +340,12 @@ def check_engine_access(ctx: Context, engine: str, tensors: list, name: str, sta
 
 
 def check_matmul(ctx: Context, dst: Any, stationary: Any, moving: Any, k: int, m: int, n: int,
-                 double_row: bool, staged: bool = False) -> None:
+                 double_row: bool, staged: bool = False, transpose: bool = False) -> None:
     """The Tensor Engine's limits. ``staged``: the older interface's value-returning form, whose
     compiler copies a PSUM operand to SBUF first (as nl.store's docs say it does for a PSUM tile):
     AWS's own kernels pass nc_transpose's PSUM result straight to nc_matmul (nki-samples' flash
-    attention backward); there a PSUM operand is a warning (psum_operand_staged), not an error."""
+    attention backward); there a PSUM operand is a warning (psum_operand_staged), not an error.
+    ``transpose``: transpose mode, which writes the transposed tile's own dtype (its caller checks it)."""
     tgt, lim = ctx.target, ctx.limits
     if double_row and "matmul_contraction_double_row" not in tgt:
         raise KernelFault(ctx.find("matmul_perf_mode", "error", f"nc_matmul perf_mode=double_row: {ctx.target.name} "
@@ -359,9 +361,13 @@ def check_matmul(ctx: Context, dst: Any, stationary: Any, moving: Any, k: int, m
     if m > lim["matmul_stationary_free"]:
         ctx.find("matmul_stationary_free", "error", f"nc_matmul stationary free size M = {m} exceeds "
                  f"{int(tgt['matmul_stationary_free'])}", _cite(ctx, "matmul_stationary_free"))
-    if n > lim["matmul_moving_free"]:
-        ctx.find("matmul_moving_free", "error", f"nc_matmul moving free size N = {n} exceeds "
-                 f"{int(tgt['matmul_moving_free'])}", _cite(ctx, "matmul_moving_free"))
+    # NeuronCore-v4: a bf16 dst takes twice the fp32 free size (the whole PSUM either way).
+    moving_key = "matmul_moving_free_bf16" if dst.dtype.format == "bf16" and "matmul_moving_free_bf16" in tgt \
+        else "matmul_moving_free"
+    if n > int(tgt[moving_key]):
+        ctx.find("matmul_moving_free", "error", f"nc_matmul moving free size N = {n} exceeds {int(tgt[moving_key])}"
+                 f"{' with a ' + str(dst.dtype) + ' dst' if moving_key != 'matmul_moving_free' else ''}",
+                 _cite(ctx, moving_key))
     for name, operand in (("stationary", stationary), ("moving", moving)):
         if staged and operand.base.memory.name == "psum":
             ctx.find("psum_operand_staged", "warning", f"nc_matmul reads its {name} operand {operand.name} from PSUM; "
@@ -376,20 +382,31 @@ def check_matmul(ctx: Context, dst: Any, stationary: Any, moving: Any, k: int, m
         ctx.find("matmul_output_memory", "error", f"nc_matmul writes {dst.name} in {dst.base.memory}; the Tensor "
                  "Engine writes its result to PSUM", _cite(ctx, "psum_bank_bytes"))
     else:
+        # nc_matmul docstring: "The dst tile must be a float32 tile in NeuronCore-v2 and NeuronCore-v3.
+        # Starting NeuronCore-v4, dst can either be a float32 or bfloat16 tile"; the v4 result spans
+        # up to the whole PSUM ("matching the size of 8x PSUM banks").
+        v4 = tgt.generation >= 4
+        if not transpose and dst.dtype.format != "fp32" and not (v4 and dst.dtype.format == "bf16"):
+            ctx.find("matmul_output_memory", "error", f"nc_matmul writes {dst.name} of {dst.dtype}; {tgt.core} writes "
+                     f"matmul results to {'fp32 or bf16' if v4 else 'fp32'} PSUM tiles",
+                     f"documented: {_MATMUL_DOC} (Data types)")
         nbytes = dst.free_size() * dst.dtype.itemsize
-        if nbytes > lim["psum_bank_bytes"]:
+        limit_key = "psum_partition_bytes" if v4 else "psum_bank_bytes"
+        if nbytes > lim[limit_key]:
+            where = f"the whole {lim[limit_key]} B PSUM partition" if v4 else f"one {lim[limit_key]} B PSUM bank"
             ctx.find("matmul_psum_bank", "error", f"nc_matmul result {dst.name}: {dst.free_size()} x {dst.dtype} = "
-                     f"{nbytes} B per partition exceeds one {int(tgt['psum_bank_bytes'])} B PSUM bank",
-                     _cite(ctx, "psum_bank_bytes"))
+                     f"{nbytes} B per partition exceeds {where}", _cite(ctx, limit_key))
     formats = {stationary.dtype.format, moving.dtype.format}
-    allowed = {"fp32", "tf32", "bf16", "fp16", "e4m3", "e5m2"}
+    allowed = {"fp32", "tf32", "bf16", "fp16", "e4m3", "e5m2"} | ({"e4m3fn"} if tgt.generation >= 4 else set())
     wide = formats & {"fp32", "tf32"}
-    # nki.isa.nc_matmul: the two inputs may differ, except that fp32 / tf32 pair only with each other.
-    if formats - allowed or (wide and formats - {"fp32", "tf32"}):
+    # nki.isa.nc_matmul: the two inputs may differ, except that fp32 / tf32 pair only with each other,
+    # and (NeuronCore-v4) "float8_e4m3 (legacy) and float8_e4m3fn cannot be mixed in the same matmul".
+    if formats - allowed or (wide and formats - {"fp32", "tf32"}) or {"e4m3", "e4m3fn"} <= formats:
+        takes = "fp8 (e4m3, e5m2" + (", e4m3fn; never e4m3 with e4m3fn" if "e4m3fn" in allowed else "") + ")"
         finding = ctx.find("matmul_dtype", "error", f"nc_matmul inputs {stationary.dtype} x {moving.dtype}: the Tensor "
-                           "Engine takes fp8 (e4m3, e5m2), bf16, fp16, tf32 or fp32, fp32/tf32 only with each other",
-                           "documented: nki.isa.nc_matmul docstring; data-types.rst (FACTS.md s3)")
-        if formats - allowed:  # no PE plan takes it: the run stops here
+                           f"Engine of {tgt.core} takes {takes}, bf16, fp16, tf32 or fp32, fp32/tf32 only with each "
+                           "other", f"documented: {_MATMUL_DOC} (Data types); data-types.rst (FACTS.md s3)")
+        if formats - allowed or {"e4m3", "e4m3fn"} <= formats:  # no PE plan takes it: the run stops here
             raise KernelFault(finding)
     if "fp32" in formats:
         ctx.find("matmul_fp32", "warning", lambda: f"nc_matmul on {stationary.dtype} x {moving.dtype}: fp32 inputs run "

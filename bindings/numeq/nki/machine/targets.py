@@ -1,4 +1,4 @@
-"""The NeuronCore targets a port review checks against: one table per target (trn1, inf2, trn2),
+"""The NeuronCore targets a port review checks against: one table per target (trn1, inf2, trn2, trn3),
 every value with its unit, its meaning, its evidence tag and its source, as the platforms carry
 theirs.
 
@@ -30,6 +30,8 @@ _DIRECT_ALLOCATION = "aws-neuron-sdk 2.26 general/nki/nki_direct_allocation_guid
 _HW_TRN1 = "aws-neuron-sdk about-neuron/arch/neuron-hardware/trainium.rst"
 _HW_INF2 = "aws-neuron-sdk about-neuron/arch/neuron-hardware/inferentia2.rst"
 _HW_TRN2 = "aws-neuron-sdk about-neuron/arch/neuron-hardware/trainium2.rst"
+_ARCH_V4 = "aws-neuron-sdk nki/guides/architecture/trainium3_arch.rst"
+_HW_TRN3 = "aws-neuron-sdk about-neuron/arch/neuron-hardware/trainium3.rst"
 _MATMUL = "nki.isa.nc_matmul docstring"
 _DMA = "aws-neuron-sdk nki/guides/nki-dma-bandwidth-guide.rst"
 _DMA_OVERVIEW = "aws-neuron-sdk nki/about/nki-dma-overview.rst"
@@ -60,7 +62,7 @@ class Target:
     ``Spec``); ``target[name]`` is the value, ``target.spec(name)`` the whole entry."""
 
     name: str
-    generation: int  # the NeuronCore generation: 2 (trn1, inf2), 3 (trn2): nki.isa.nc_version's gen2, gen3
+    generation: int  # the NeuronCore generation: 2 (trn1, inf2), 3 (trn2), 4 (trn3): nki.isa.nc_version's gen2-gen4
     platform: str
     specs: dict[str, Spec] = field(default_factory=dict)
 
@@ -193,8 +195,52 @@ def _v3() -> Target:
     return Target("trn2", 3, "trainium.trn2", s)
 
 
+def _v4() -> Target:
+    """Trainium3 (NeuronCore-v4): what its architecture guide changes from NeuronCore-v3; the rest
+    is NeuronCore-v3's (``_common``). Where AWS's two Trainium3 pages disagree, the value is an
+    assumption citing both."""
+    s = _common(_ARCH_V4)
+    s.update({
+        "sbuf_partition_bytes": _doc(256 * 1024, "B", "SBUF per partition (32 MiB = 128 x 256 KiB)", _ARCH_V4),
+        "sbuf_compiler_reserved_bytes": _assumed(16 * 1024, "B", "SBUF per partition the compiler keeps for itself "
+                                                 "(NeuronCore-v2's figure; not documented for v4)", _DIRECT_ALLOCATION),
+        "matmul_contraction_double_row": _doc(256, "rows", "rows of K one fp8 nc_matmul contracts in double_row "
+                                              "mode (K padded to even)", _MATMUL),
+        # nc_matmul docstring, Tile size: "Starting NeuronCore-v4, the free dimension size of moving
+        # tile can go up to 4096 for float32 dst or 8192 for bfloat16 dst, matching the size of 8x PSUM
+        # banks (the entire PSUM)".
+        "matmul_moving_free": _doc(4096, "elements", "free size of the moving tile with an fp32 dst (the whole "
+                                   "PSUM: 8 banks of 512 fp32)", _MATMUL),
+        "matmul_moving_free_bf16": _doc(8192, "elements", "free size of the moving tile with a bf16 dst (the whole "
+                                        "PSUM: 8 banks of 1024 bf16)", _MATMUL),
+        "tensor_clock_hz": _doc(2.4e9, "Hz", "Tensor Engine clock", _ARCH_V4),
+        "vector_clock_hz": _doc(1.2e9, "Hz", "Vector Engine clock", _ARCH_V4),
+        "scalar_clock_hz": _doc(1.2e9, "Hz", "Scalar Engine clock", _ARCH_V4),
+        "gpsimd_clock_hz": _doc(1.2e9, "Hz", "GpSimd Engine clock", _ARCH_V4),
+        "peak_flops_bf16": _doc(79e12, "FLOP/s", "Tensor Engine peak, bf16/fp16/tf32", _ARCH_V4),
+        "peak_flops_fp8": _derived(158e12, "FLOP/s", "Tensor Engine peak, fp8 e4m3/e4m3fn/e5m2 in double_row mode: "
+                                   "twice the bf16 rate", f"{_MATMUL} (Performance mode: FP8 double performance on "
+                                   "NeuronCore-v3 and -v4); {_ARCH_V4} (79 BF16 TFLOPS)"),
+        "peak_flops_mx": _doc(315e12, "FLOP/s", "Tensor Engine peak, MXFP8 / MXFP4 (nc_matmul_mx)", _ARCH_V4),
+        "peak_flops_fp32": _doc(20e12, "FLOP/s", "Tensor Engine peak, fp32 inputs", _ARCH_V4),
+        "dma_engines": _derived(16, "engines", "DMA engines per NeuronCore: the device's 128 over its 8 cores",
+                                _ARCH_V4),
+        "dma_engine_bytes_per_s": _derived(4.9e12 / 128, "B/s", "bandwidth of one DMA engine: the device's 4.9 TB/s "
+                                           "of DMA bandwidth over its 128 engines", f"{_HW_TRN3}; {_ARCH_V4}"),
+        # trainium3_arch.rst gives the device 4.7 TB/s of HBM bandwidth, trainium3.rst 4.9 TB/s.
+        "hbm_chip_bytes_per_s": _assumed(4.7e12, "B/s", "HBM bandwidth per chip: 4.7 TB/s by the NKI architecture "
+                                         "guide, 4.9 TB/s by the hardware page; the guide's figure is taken",
+                                         f"{_ARCH_V4} (4.7 TB/s); {_HW_TRN3} (4.9 TB/s)"),
+        "cores_per_chip": _doc(8, "cores", "NeuronCores per chip", f"{_ARCH_V4}; {_HW_TRN3}"),
+        "hbm_bytes_per_s": _assumed(4.7e12 / 8, "B/s", "HBM bandwidth one NeuronCore attains: the chip's shared evenly "
+                                    "by its cores", f"{_ARCH_V4}; the per-core share is not documented"),
+    })
+    return Target("trn3", 4, "trainium.trn3", s)
+
+
 # The current generation first (the order every list of targets is given in).
-TARGETS: dict[str, Target] = {"trn2": _v3(), "trn1": _v2("trn1", _HW_TRN1), "inf2": _v2("inf2", _HW_INF2)}
+TARGETS: dict[str, Target] = {"trn2": _v3(), "trn3": _v4(), "trn1": _v2("trn1", _HW_TRN1),
+                              "inf2": _v2("inf2", _HW_INF2)}
 # The target a run, a review or the pytest option takes when none is named: the current generation.
 DEFAULT_TARGET = "trn2"
 
@@ -226,15 +272,12 @@ def target_from_environment(environ: Any = None) -> str | None:
             if name is None:
                 raise ValueError(f"{variable}={value!r}: unknown NeuronCore target; valid: "
                                  f"{', '.join(_TARGET_SPELLINGS)}")
-            if name not in TARGETS:
-                raise ValueError(f"{variable}={value!r} names {name} (NeuronCore-v4), which numeq.nki does not model "
-                                 f"yet; valid: {', '.join(k for k, v in _TARGET_SPELLINGS.items() if v in TARGETS)}")
             return name
     return None
 
 
 def target(name: str) -> Target:
-    """The table of target ``name`` ("trn1", "inf2" or "trn2")."""
+    """The table of target ``name`` ("trn1", "inf2", "trn2" or "trn3")."""
     if not isinstance(name, str) or name not in TARGETS:
         raise ValueError(f"target: unknown NeuronCore target {name!r}; valid: {', '.join(TARGETS)}")
     return TARGETS[name]
@@ -242,14 +285,15 @@ def target(name: str) -> Target:
 
 # Tensor Engine input formats by the peak that applies to them.
 _PEAK_OF = {"bf16": "peak_flops_bf16", "fp16": "peak_flops_bf16", "tf32": "peak_flops_bf16",
-            "fp32": "peak_flops_fp32", "e4m3": "peak_flops_fp8", "e5m2": "peak_flops_fp8"}
+            "fp32": "peak_flops_fp32", "e4m3": "peak_flops_fp8", "e5m2": "peak_flops_fp8", "e4m3fn": "peak_flops_fp8"}
 
 
 def peak_flops(t: Target, dtype: str) -> Spec:
     """The Tensor Engine's peak for matmul inputs of ``dtype`` (numeq format names: bf16, fp16,
     tf32, fp32, e4m3, e5m2)."""
-    if dtype not in _PEAK_OF:
-        raise ValueError(f"dtype: the Tensor Engine of {t.name} takes {', '.join(_PEAK_OF)}, not {dtype!r}")
+    takes = [d for d in _PEAK_OF if d != "e4m3fn" or t.generation >= 4]  # OCP e4m3fn from NeuronCore-v4
+    if dtype not in takes:
+        raise ValueError(f"dtype: the Tensor Engine of {t.name} takes {', '.join(takes)}, not {dtype!r}")
     return t.spec(_PEAK_OF[dtype])
 
 

@@ -1,0 +1,188 @@
+"""The trn3 target (Trainium3, NeuronCore-v4): its table, how a run picks it, and what changes on it.
+
+Oracles: the Trainium3 architecture guide and the nc_matmul docstring, quoted at each check (the
+values of the table; the moving free size "up to 4096 for float32 dst or 8192 for bfloat16 dst";
+"float8_e4m3 (legacy) and float8_e4m3fn cannot be mixed"; a bf16 PSUM destination: "the downcast
+from FP32 to BF16 is performed immediately before the write", and an addition upcasts the PSUM
+value, adds "at FP32 precision" and rounds again), with the values computed in numpy and ml_dtypes
+from inputs whose products and sums are exact in fp32, so that only the documented roundings remain.
+"""
+
+from __future__ import annotations
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+from numeq import nki
+from numeq.nki.machine.targets import target
+
+nl, nisa = nki.language, nki.isa
+rng = np.random.default_rng(43)
+_GUIDE = "trainium3_arch.rst"
+
+
+def test_the_table_is_the_trainium3_guides():
+    t = target("trn3")
+    assert (t.name, t.generation, t.core, t.platform) == ("trn3", 4, "NeuronCore-v4", "trainium.trn3")
+    # "The NeuronCore-v4 SBUF capacity is 32 MiB ... the PSUM capacity remains the same at 2 MiB."
+    assert t["sbuf_partition_bytes"] * t["partitions"] == 32 * 2 ** 20
+    assert t["psum_partition_bytes"] * t["partitions"] == 2 * 2 ** 20
+    # Engine frequencies (GHz): Tensor 2.4, Vector 1.2, Scalar 1.2, GpSimd 1.2.
+    assert [t[k] for k in ("tensor_clock_hz", "vector_clock_hz", "scalar_clock_hz", "gpsimd_clock_hz")] == \
+        [2.4e9, 1.2e9, 1.2e9, 1.2e9]
+    # "315 MXFP8/MXFP4 TFLOPS ... 79 BF16/FP16/TF32 and 20 FP32 TFLOPS".
+    assert (t["peak_flops_mx"], t["peak_flops_bf16"], t["peak_flops_fp32"]) == (315e12, 79e12, 20e12)
+    for key in ("sbuf_partition_bytes", "tensor_clock_hz", "vector_clock_hz", "peak_flops_mx"):
+        assert t.spec(key).evidence == "documented" and _GUIDE in t.spec(key).source, key
+    # The two Trainium3 pages disagree on HBM bandwidth (4.7 and 4.9 TB/s): an assumption citing both.
+    hbm = t.spec("hbm_chip_bytes_per_s")
+    assert hbm.evidence == "assumed" and "4.7" in hbm.source and "4.9" in hbm.source
+
+
+@pytest.mark.parametrize("variable, value", [("NEURON_PLATFORM_TARGET_OVERRIDE", "trn3"), ("NKI_NC_VERSION", "gen4")])
+def test_a_run_takes_trn3_where_aws_environment_names_it(monkeypatch, variable, value):
+    monkeypatch.setenv(variable, value)
+    seen = []
+
+    @nki.jit
+    def k(a):
+        seen.append(nisa.get_nc_version())
+        out = nl.ndarray(a.shape, a.dtype, buffer=nl.shared_hbm)
+        t = nl.ndarray(a.shape, a.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=t, src=a)
+        nisa.dma_copy(dst=out, src=t)
+        return out
+
+    run = nki.run(k, np.ones((128, 8), np.float32))
+    assert run.target == "trn3" and run.platform.startswith("trainium.trn3") and seen == [nisa.nc_version.gen4]
+
+
+def _small_ints(shape, dtype, top=15):
+    return rng.integers(-top, top + 1, shape).astype(dtype)
+
+
+def matmul(dst_dtype, chunks=1):
+    """dst[128, N] = the sum over ``chunks`` K tiles of a[k]^T @ b[k], in one PSUM tile of dst_dtype."""
+    @nki.jit
+    def kernel(a, b):
+        n = b.shape[-1]
+        out = nl.ndarray((128, n), nl.float32, buffer=nl.shared_hbm)
+        acc = nl.ndarray((128, n), dst_dtype, buffer=nl.psum)
+        for c in range(chunks):
+            at = nl.ndarray((128, 128), a.dtype, buffer=nl.sbuf)
+            nisa.dma_copy(dst=at, src=a[c])
+            bt = nl.ndarray((128, n), b.dtype, buffer=nl.sbuf)
+            nisa.dma_copy(dst=bt, src=b[c])
+            nisa.nc_matmul(dst=acc, stationary=at, moving=bt, accumulate=c > 0)
+        o = nl.ndarray((128, n), nl.float32, buffer=nl.sbuf)
+        nisa.tensor_copy(dst=o, src=acc)
+        nisa.dma_copy(dst=out, src=o)
+        return out
+    return kernel
+
+
+@pytest.mark.parametrize("n, dst, ok_on_trn2", [(512, nl.float32, True), (4096, nl.float32, False),
+                                                 (8192, nl.bfloat16, False)])
+def test_the_moving_tile_may_fill_the_whole_psum(n, dst, ok_on_trn2):
+    # "On NeuronCore-v2 and -v3, the free dimension size of moving tile must not exceed 512 ...
+    # Starting NeuronCore-v4 ... up to 4096 for float32 dst or 8192 for bfloat16 dst".
+    a = _small_ints((1, 128, 128), ml_dtypes.bfloat16, 3)
+    b = _small_ints((1, 128, n), ml_dtypes.bfloat16, 3)
+    exact = a[0].astype(np.float64).T @ b[0].astype(np.float64)  # at most 1152 in magnitude: exact in fp32
+    run = nki.run(matmul(dst), a, b, target="trn3")
+    assert run.errors == []
+    expected = exact.astype(np.float32).astype(ml_dtypes.bfloat16).astype(np.float32) if dst == nl.bfloat16 else exact
+    np.testing.assert_array_equal(run.outputs, expected)
+    on_trn2 = nki.run(matmul(dst), a, b, target="trn2")
+    assert ({f.rule for f in on_trn2.errors} >= {"matmul_moving_free"}) == (not ok_on_trn2)
+
+
+def test_a_bf16_psum_tile_rounds_every_write_and_adds_in_fp32():
+    # Each K tile's fp32 result (products of integers up to 15, 128 rows: exact in fp32) is
+    # rounded to bf16 as written; the second adds into it: bf16(fp32(psum) + tile).
+    a = _small_ints((3, 128, 128), ml_dtypes.bfloat16)
+    b = _small_ints((3, 128, 256), ml_dtypes.bfloat16)
+    tiles = [a[c].astype(np.float64).T @ b[c].astype(np.float64) for c in range(3)]
+    assert all(np.abs(t).max() < 2 ** 24 for t in tiles)
+    psum = tiles[0].astype(np.float32).astype(ml_dtypes.bfloat16)
+    for t in tiles[1:]:
+        psum = (psum.astype(np.float32) + t.astype(np.float32)).astype(ml_dtypes.bfloat16)
+    run = nki.run(matmul(nl.bfloat16, chunks=3), a, b, target="trn3")
+    assert run.errors == []
+    np.testing.assert_array_equal(run.outputs, psum.astype(np.float32))
+    # Not the sum rounded once: the repeated roundings show.
+    once = sum(tiles).astype(np.float32).astype(ml_dtypes.bfloat16).astype(np.float32)
+    assert np.count_nonzero(run.outputs != once) > 0
+    # NeuronCore-v3 writes fp32 PSUM only ("The dst tile must be a float32 tile in NeuronCore-v2
+    # and NeuronCore-v3").
+    assert "matmul_output_memory" in {f.rule for f in nki.run(matmul(nl.bfloat16), a[:1], b[:1], target="trn2").errors}
+
+
+def test_ocp_e4m3fn_inputs_on_trn3_only_and_never_with_e4m3():
+    a = _small_ints((1, 128, 128), ml_dtypes.float8_e4m3fn, 8)
+    b = _small_ints((1, 128, 512), ml_dtypes.float8_e4m3fn, 8)
+    run = nki.run(matmul(nl.float32), a, b, target="trn3")
+    assert run.errors == []
+    np.testing.assert_array_equal(run.outputs, a[0].astype(np.float64).T @ b[0].astype(np.float64))
+    assert "matmul_dtype" in {f.rule for f in nki.run(matmul(nl.float32), a, b, target="trn2").errors}
+    legacy = _small_ints((1, 128, 512), ml_dtypes.float8_e4m3, 8)  # Trainium's e4m3 (max 240)
+    mixed = nki.run(matmul(nl.float32), a, legacy, target="trn3")
+    (f,) = [f for f in mixed.errors if f.rule == "matmul_dtype"]
+    assert "never e4m3 with e4m3fn" in f.message
+
+
+def test_trn3_holds_the_larger_tile():
+    # 240 KiB per partition: over trn2's 224 KiB, within trn3's 256 KiB.
+    free = 240 * 1024 // 4
+
+    @nki.jit
+    def k(x):
+        out = nl.ndarray((128, free), nl.float32, buffer=nl.shared_hbm)
+        t = nl.ndarray((128, free), nl.float32, buffer=nl.sbuf)
+        nisa.dma_copy(dst=t, src=x)
+        nisa.dma_copy(dst=out, src=t)
+        return out
+
+    x = np.ones((128, free), np.float32)
+    assert nki.run(k, x, target="trn3").errors == []
+    assert "sbuf_capacity" in {f.rule for f in nki.run(k, x, target="trn2").errors}
+
+
+def test_the_schedule_runs_at_trn3s_clocks():
+    @nki.jit
+    def k(x):
+        out = nl.ndarray((128, 512), nl.float32, buffer=nl.shared_hbm)
+        t = nl.ndarray((128, 512), nl.float32, buffer=nl.sbuf)
+        nisa.dma_copy(dst=t, src=x)
+        u = nl.ndarray((128, 512), nl.float32, buffer=nl.sbuf)
+        nisa.tensor_scalar(dst=u, data=t, op0=nl.multiply, operand0=2.0)
+        nisa.dma_copy(dst=out, src=u)
+        return out
+
+    x = np.ones((128, 512), np.float32)
+    for name in ("trn2", "trn3"):
+        run = nki.run(k, x, target=name)
+        s = run.schedule()
+        (i,) = [i for i, ins in enumerate(run.trace) if ins.engine == "vector"]
+        assert s.finish[i] - s.start[i] == pytest.approx(run.trace[i].cycles / target(name)["vector_clock_hz"])
+
+
+def test_a_manifest_review_of_trn3_takes_the_same_limits_as_a_run():
+    from numeq.review import model, tiling
+    from numeq.review import targets as review_targets
+
+    def parts(n, out_dtype, dtype="bf16"):
+        buffers = (model.Buffer("stat", "sbuf", dtype, (128, 128), line=10),
+                   model.Buffer("mov", "sbuf", dtype, (128, n), line=11),
+                   model.Buffer("out", "psum", out_dtype, (128, n), line=12))
+        return {"buffers": buffers, "matmuls": (model.Matmul("mm0", "stat", "mov", "out", line=40),)}
+
+    def failed(name, **p):
+        return {f.rule for f in tiling.check(model.Tiling(name, **p), review_targets.target(name)) if f.status == "fail"}
+
+    assert failed("trn3", **parts(8192, "bf16")) == set() and failed("trn3", **parts(4096, "fp32")) == set()
+    assert {"matmul_moving_free", "matmul_psum_bank", "matmul_output_memory"} <= failed("trn2", **parts(8192, "bf16"))
+    assert "matmul_moving_free" in failed("trn3", **parts(8192, "fp32"))  # an fp32 dst: 4096
+    assert failed("trn3", **parts(512, "fp32", "e4m3fn")) == set()
+    assert "matmul_dtype" in failed("trn2", **parts(512, "fp32", "e4m3fn"))
