@@ -186,3 +186,23 @@ def test_a_manifest_review_of_trn3_takes_the_same_limits_as_a_run():
     assert "matmul_moving_free" in failed("trn3", **parts(8192, "fp32"))  # an fp32 dst: 4096
     assert failed("trn3", **parts(512, "fp32", "e4m3fn")) == set()
     assert "matmul_dtype" in failed("trn2", **parts(512, "fp32", "e4m3fn"))
+
+
+def test_a_bf16_psum_chain_is_the_kernels_narrow_choice_and_its_platform_reproduces_it():
+    # The consistency law: the kernel equals numeq's op-level matmul on Run.kernel_platform, bit
+    # for bit; Run.platform (fp32 PSUM) stays the standard, and the choice is a finding.
+    import numeq
+
+    a = rng.standard_normal((3, 128, 128)).astype(ml_dtypes.bfloat16)
+    b = rng.standard_normal((3, 128, 256)).astype(ml_dtypes.bfloat16)
+    lhs, rhs = np.concatenate(list(a), axis=0).T, np.concatenate(list(b), axis=0)
+    wide = nki.run(matmul(nl.float32, chunks=3), a, b, target="trn3")
+    assert wide.kernel_platform == wide.platform == "trainium.trn3"
+    np.testing.assert_array_equal(wide.outputs, numeq.matmul(lhs, rhs, platform=wide.platform, out="fp32"))
+    narrow = nki.run(matmul(nl.bfloat16, chunks=3), a, b, target="trn3")
+    assert narrow.platform == "trainium.trn3"
+    assert narrow.kernel_platform == "trainium.trn3[psum_group=1,group_accumulator=bf16]"
+    np.testing.assert_array_equal(narrow.outputs, numeq.matmul(lhs, rhs, platform=narrow.kernel_platform, out="fp32"))
+    assert np.count_nonzero(narrow.outputs != wide.outputs) > 0
+    (f,) = [f for f in narrow.warnings if f.rule == "narrow_accumulator"]
+    assert "bf16 PSUM" in f.message and "trainium3_arch.rst" in f.source

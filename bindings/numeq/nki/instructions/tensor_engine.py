@@ -14,7 +14,7 @@ import numpy as np
 from ..machine import arithmetic as _numerics
 from ..machine import psum as _psum
 from ..machine import rules as _rules
-from ..machine.context import KernelFault
+from ..machine.context import KernelFault, where
 from ..machine.memory import WRITER_MATMUL, WRITER_READ, Tensor
 from .access import (as_tensor, leave_undefined, mark_written, new_tile, read, read_partly, summed_undefined,
                      unwritten_operand, write)
@@ -99,6 +99,8 @@ def nc_matmul(c: Call) -> Any:
         result = (_numerics.matmul_tile(a, b, fmt, ctx.tile_platform(k, double_row, fmt)).reshape(dst.shape)
                   if ctx.values else np.zeros(dst.shape, np.float32))
         if adds.any():
+            if dst.dtype.format != "fp32":  # a kernel's choice: every K tile's sum rounded to bf16
+                ctx.bf16_psum_chains.append(ctx.at or where())
             old = _numerics.fp32_values(dst.data, dst.dtype)
             summed = _numerics.accumulate_fp32(old, result, ctx.assumptions["psum_rounding"])
             result = summed if adds.all() else np.where(adds, summed, result)

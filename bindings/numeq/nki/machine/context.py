@@ -254,6 +254,7 @@ class Context:
         # platform reads them (psum_group, group_accumulator).
         self.psum_chain: dict[tuple[int, int], int] = {}
         self.psum_groups: list[tuple[int, str, str]] = []  # (group length, accumulator format, line)
+        self.bf16_psum_chains: list[str] = []  # lines of matmuls adding into a bf16 PSUM tile (NeuronCore-v4)
         self.pending: dict[int, dict] = {}
         self.pending_bytes = 0  # the operand bytes pending chains keep (machine.psum.PENDING_BYTES_LIMIT)
         self.placed: Any = None  # direct allocation's physical tiles (machine.placement.Physical)
