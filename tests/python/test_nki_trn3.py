@@ -206,3 +206,71 @@ def test_a_bf16_psum_chain_is_the_kernels_narrow_choice_and_its_platform_reprodu
     assert np.count_nonzero(narrow.outputs != wide.outputs) > 0
     (f,) = [f for f in narrow.warnings if f.rule == "narrow_accumulator"]
     assert "bf16 PSUM" in f.message and "trainium3_arch.rst" in f.source
+
+
+def _exp32(x: np.ndarray) -> np.ndarray:
+    """exp in float64 rounded to fp32 (numpy's exp is within an ulp of binary64: the rounding to
+    fp32 is the correctly rounded one but for values within 2^-29 of an fp32 midpoint)."""
+    return np.exp(x.astype(np.float64)).astype(np.float32)
+
+
+def exponential_kernel(dst_dtype, steps):
+    """Per step (max_value, reduce_cmd, reduce_init, keep_result): exponential over x's columns of
+    that step, the last step's reduce_res written out."""
+    @nki.jit
+    def kernel(x, m):
+        P, F = x.shape
+        width = F // len(steps)
+        out = nl.ndarray((P, F), nl.float32, buffer=nl.shared_hbm)
+        total = nl.ndarray((P, 1), nl.float32, buffer=nl.shared_hbm)
+        t = nl.ndarray((P, F), nl.float32, buffer=nl.sbuf)
+        nisa.dma_copy(dst=t, src=x)
+        mt = nl.ndarray((P, 1), nl.float32, buffer=nl.sbuf)
+        nisa.dma_copy(dst=mt, src=m)
+        e = nl.ndarray((P, F), dst_dtype, buffer=nl.sbuf)
+        r = nl.ndarray((P, 1), nl.float32, buffer=nl.sbuf)
+        for i, (cmd, init) in enumerate(steps):
+            last = i == len(steps) - 1
+            nisa.exponential(dst=e[:, i * width:(i + 1) * width], src=t[:, i * width:(i + 1) * width], max_value=mt,
+                             reduce_res=r if last else None, reduce_cmd=getattr(nisa.reduce_cmd, cmd),
+                             reduce_init=init)
+        o = nl.ndarray((P, F), nl.float32, buffer=nl.sbuf)
+        nisa.tensor_copy(dst=o, src=e)
+        nisa.dma_copy(dst=out, src=o)
+        nisa.dma_copy(dst=total, src=r)
+        return out, total
+    return kernel
+
+
+@pytest.mark.parametrize("dst_dtype", [nl.float32, nl.bfloat16])
+def test_exponential_subtracts_exponentiates_and_sums_in_fp32(dst_dtype):
+    # nki.isa.exponential: dst = exp(src - max_value), "accumulator += dst[i]", in fp32; chained
+    # calls continue the Vector accumulator (reset_reduce, then reduce, then load_reduce's start).
+    x = rng.standard_normal((128, 96)).astype(np.float32) * 4
+    m = x.max(axis=1, keepdims=True)
+    steps = [("reset_reduce", 0.0), ("reduce", 0.0), ("reduce", 0.0)]
+    run = nki.run(exponential_kernel(dst_dtype, steps), x, m, target="trn3")
+    assert run.errors == []
+    e, total = run.outputs
+    y = _exp32(np.subtract(x, m, dtype=np.float32))  # the subtraction rounded to fp32 first
+    expected = y if dst_dtype == nl.float32 else y.astype(ml_dtypes.bfloat16).astype(np.float32)
+    np.testing.assert_array_equal(e, expected)
+    running = np.zeros(128, np.float32)
+    for j in range(96):  # one fp32 addition per element, in order (vector_reduce_order: sequential)
+        running = np.float32(running + y[:, j])
+    np.testing.assert_array_equal(total[:, 0], running)
+    # load_reduce starts from reduce_init.
+    loaded = nki.run(exponential_kernel(nl.float32, [("load_reduce", 2.5)]), x, m, target="trn3")
+    running = np.full(128, 2.5, np.float32)
+    for j in range(96):
+        running = np.float32(running + y[:, j])
+    np.testing.assert_array_equal(loaded.outputs[1][:, 0], running)
+
+
+def test_exponential_is_trn3_only_and_reduce_continues_only_a_defined_accumulator():
+    x = rng.standard_normal((128, 32)).astype(np.float32)
+    m = np.zeros((128, 1), np.float32)
+    on_trn2 = nki.run(exponential_kernel(nl.float32, [("reset_reduce", 0.0)]), x, m, target="trn2")
+    assert "target_generation" in {f.rule for f in on_trn2.errors}  # "Available only on NeuronCore-v4 and newer"
+    undefined = nki.run(exponential_kernel(nl.float32, [("reduce", 0.0)]), x, m, target="trn3")
+    assert "accumulator_undefined" in {f.rule for f in undefined.errors}

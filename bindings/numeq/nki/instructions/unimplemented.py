@@ -18,7 +18,7 @@ for _name in ("nc_n_gather", "local_gather", "register_alloc", "register_move", 
     unimplemented(_name, _API)
 for _name in ("sendrecv", "core_barrier"):  # two logical cores (LNC=2)
     unimplemented(_name, _API)
-for _name in ("nc_matmul_mx", "quantize_mx", "exponential", "activate2", "rand2"):
+for _name in ("nc_matmul_mx", "quantize_mx", "activate2", "rand2"):
     unimplemented(_name, _TRN3)
 for _name in ("tensor_copy_dynamic_src", "tensor_copy_dynamic_dst", "builtin_custom_op"):
     unimplemented(_name, _EARLIER)

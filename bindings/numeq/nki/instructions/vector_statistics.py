@@ -15,6 +15,7 @@ import numpy as np
 from ... import _core
 from ..machine import arithmetic as _numerics
 from ..machine.alu import op_name
+from ..machine.memory import Tensor
 from ..machine.registers import Cmd, accumulate, command, vector_accumulator
 from .access import as_tensor, cost_elementwise, read, write
 from .forms import Form
@@ -247,4 +248,51 @@ def tensor_scalar_reduce(c: Call) -> Any:
         outs.append(res)
     c.issue(outs, [data], flops=2 * x.size, cycles=cost_elementwise(data) + 64,
               op0=op_name(v["op0"]), reduce_op=op, reduce_cmd=cmd.name)
+    return dst
+
+
+@instruction("exponential", engine="vector", since=4, assumptions=("vector_reduce_order",), forms=[
+    Form("current", "dst: tensor, src: tensor, max_value: value? = 0.0, reduce_res: tensor? = None,"
+                     "reduce_cmd = reduce_cmd.idle, reduce_init: value? = 0.0")])
+def exponential(c: Call) -> Any:
+    """dst = exp(src - max_value) on the Vector engine, NeuronCore-v4 and newer (nki.isa.exponential
+    docstring; trainium3_arch.rst, "Fast Exponential Evaluation"): "in float32 precision
+    internally", the subtraction one fp32 rounding, exp by the platform's function model (fp32,
+    correctly rounded, as activation's: the Vector engine's accuracy is not published).
+    ``max_value`` a number or a (P, 1) tile. ``reduce_cmd`` drives the Vector accumulator shared with
+    tensor_scalar_reduce and the selects (reset_reduce, reduce, load_reduce from ``reduce_init``;
+    idle leaves it undefined), adding each result ("accumulator += dst[i]", read as the fp32
+    result before dst's cast, as tensor_scalar_reduce's); ``reduce_res`` [P, 1] receives it."""
+    ctx, v = c.ctx, c.args
+    src, dst = as_tensor(v["src"], "src"), as_tensor(v["dst"], "dst")
+    x = flat(read(ctx, src, "src", rows=True))
+    if dst.shape[0] != src.shape[0] or dst.size != src.size:
+        raise shape_fault(ctx, "exponential", f"dst {dst.name} {dst.shape} and src {src.name} {src.shape} differ in "
+                                              "partitions or elements per partition")
+    m = per_partition(ctx, 0.0 if v["max_value"] is None else v["max_value"], x.shape[0], "exponential", "max_value")
+    with np.errstate(all="ignore"):
+        y = _numerics.function_fp32("exp", np.subtract(x, m, dtype=x.dtype))
+    cmd = command(v["reduce_cmd"])
+    if cmd == Cmd.reset:
+        constraint(ctx, "exponential", "reduce_cmd reset: it takes idle, reset_reduce, reduce or load_reduce")
+    init = v["reduce_init"]
+    if cmd != Cmd.load_reduce and init not in (None, 0.0, 0):
+        constraint(ctx, "exponential", f"reduce_init={init!r} with reduce_cmd {cmd.name}: it is 0.0 unless "
+                                       "reduce_cmd is load_reduce")
+    loaded = per_partition(ctx, init, x.shape[0], "exponential", "reduce_init") if cmd == Cmd.load_reduce else None
+    acc = accumulate(ctx, "exponential", lanes(src), cmd, "add", y, loaded)
+    write(ctx, dst, y.reshape(dst.shape) if y.shape != dst.shape else y)
+    outs = [dst]
+    if v["reduce_res"] is not None:
+        res = as_tensor(v["reduce_res"], "reduce_res")
+        if res.shape[0] != x.shape[0] or res.free_size() != 1:
+            raise shape_fault(ctx, "exponential", f"reduce_res {res.name} has shape {res.shape}; it takes one element "
+                                                  f"per partition for {x.shape[0]} partitions")
+        if acc is None:
+            constraint(ctx, "exponential", "reduce_res with reduce_cmd idle: the accumulator holds nothing defined")
+        else:
+            write(ctx, res, acc.reshape(-1, 1))
+            outs.append(res)
+    srcs = [src] + ([v["max_value"]] if isinstance(v["max_value"], Tensor) else [])
+    c.issue(outs, srcs, flops=2 * x.size, cycles=cost_elementwise(src), function="exp", reduce_cmd=cmd.name)
     return dst
