@@ -502,6 +502,13 @@ std::optional<core::Arithmetic> adder_arithmetic(const core::PlanNode& p) {
   }
 }
 
+// Whether a plan's first adder starts its accumulator from +0 (sequential's start_from_zero):
+// the sign of an all-zero sum, which order discovery cannot see, as it cannot see an initial value.
+bool starts_from_zero(const core::PlanNode& p) {
+  if (p.kind == core::NodeKind::sequential) return p.start_from_zero;
+  return !p.children.empty() && starts_from_zero(p.children[0]);
+}
+
 bool has_fused(const core::PlanNode& p) {
   if (p.kind == core::NodeKind::fused) return true;
   for (const core::PlanNode& c : p.children)
@@ -554,11 +561,13 @@ TEST(Reveal, BuiltInPlatformsFromTheirOwnEmulation) {
                                           adder->product_cast.format == adder->accumulate.format);
         if (!fused && comparable) {
           // The revealed tree computes what the platform's plan computes (given the plan's input
-          // casts, its final output cast and its initial value, which order discovery cannot see).
+          // casts, its final output cast and its initial value, or its accumulator's +0 start,
+          // which order discovery cannot see).
           core::Plan tree_plan = r.plan;
           tree_plan.input_a = plan.input_a;
           tree_plan.input_b = plan.input_b;
           tree_plan.initial = plan.initial;
+          if (!tree_plan.initial && starts_from_zero(plan.reduction)) tree_plan.initial = 0.0;
           tree_plan.output = plan.output;
           const numeq::Format& in = numeq::format_by_name(e.in_fmt);
           for (int k = 0; k < 10; ++k) {
