@@ -44,6 +44,25 @@ def shape_fault(ctx: Context, instruction: str, message: str) -> KernelFault:
 
 # --- operands ------------------------------------------------------------------------------------
 
+def accumulator_out(ctx: Context, instruction: str, reduce_res: Any, acc: np.ndarray | None, partitions: int,
+                    negate: bool = False) -> list:
+    """Write the Vector accumulator's registers ``acc`` [P] (None: ``idle`` performed no reduction)
+    into ``reduce_res`` [P, 1] (negated with ``negate``): [the tile written], or [] when there is
+    none to write (no reduce_res; idle, a constraint finding that leaves it unwritten)."""
+    if reduce_res is None:
+        return []
+    res = as_tensor(reduce_res, "reduce_res")
+    if acc is None:
+        constraint(ctx, instruction, f"reduce_res {res.name} is given with reduce_cmd=idle, which performs no "
+                   "reduction: it is left unwritten")
+        return []
+    if res.shape[0] != partitions or res.free_size() != 1:
+        raise shape_fault(ctx, instruction, f"reduce_res {res.name} has shape {res.shape}; it takes one element per "
+                                            f"partition for {partitions} partitions")
+    write(ctx, res, (np.negative(acc) if negate else acc).reshape(-1, 1))
+    return [res]
+
+
 def flat(x: np.ndarray) -> np.ndarray:
     """A tile's values as [partitions, free elements] (instructions see the free axes flattened)."""
     return x.reshape(x.shape[0], -1) if x.ndim else x.reshape(1, 1)

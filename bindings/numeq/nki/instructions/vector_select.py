@@ -21,7 +21,7 @@ from ..machine.memory import Tensor
 from ..machine.registers import Cmd, accumulate, command
 from .access import as_tensor, cost_elementwise, leave_undefined, read, read_partly, write
 from .forms import Form
-from .operands import (alu_fn, constraint, destination, doc, flat, lanes, per_partition, raw, reduce_name,
+from .operands import (accumulator_out, alu_fn, constraint, destination, doc, flat, lanes, per_partition, raw, reduce_name,
                        shape_fault, write_where)
 from .path import Call
 from .table import instruction
@@ -37,18 +37,7 @@ def _reduce_out(ctx: Context, instruction: str, cmd: Cmd, rows: np.ndarray, sele
         constraint(ctx, instruction, f"reduce_op {op}: only the max reduction is supported")
         raise ctx.unsupported(f"nisa.{instruction} with reduce_op={op}")
     acc = accumulate(ctx, instruction, rows, cmd, op, selected)
-    if reduce_res is None:
-        return []
-    res = as_tensor(reduce_res, "reduce_res")
-    if acc is None:
-        constraint(ctx, instruction, f"reduce_res {res.name} is given with reduce_cmd=idle, which performs no "
-                   "reduction: it is left unwritten")
-        return []
-    if res.shape[0] != selected.shape[0] or res.free_size() != 1:
-        raise shape_fault(ctx, instruction, f"reduce_res {res.name} has shape {res.shape}; it takes one element per "
-                                            f"partition for {selected.shape[0]} partitions")
-    write(ctx, res, acc.reshape(-1, 1))
-    return [res]
+    return accumulator_out(ctx, instruction, reduce_res, acc, selected.shape[0])
 
 
 @instruction("range_select", engine="vector", since=3, forms=[

@@ -19,7 +19,8 @@ from ..machine.memory import Tensor
 from ..machine.registers import Cmd, accumulate, command, vector_accumulator
 from .access import as_tensor, cost_elementwise, read, write
 from .forms import Form
-from .operands import alu_fn, constraint, destination, flat, lanes, per_partition, reduce_name, shape_fault
+from .operands import (accumulator_out, alu_fn, constraint, destination, flat, lanes, per_partition, reduce_name,
+                       shape_fault)
 from .path import Call
 from .table import instruction
 
@@ -238,14 +239,8 @@ def tensor_scalar_reduce(c: Call) -> Any:
     acc = accumulate(ctx, "tensor_scalar_reduce", lanes(data), cmd, op, t, init)
     dst = destination(v, form, data.shape, dtype, data.dtype)
     write(ctx, dst, t)
-    outs = [dst]
-    if v["reduce_res"] is not None:
-        res = as_tensor(v["reduce_res"], "reduce_res")
-        if res.shape[0] != x.shape[0] or res.free_size() != 1:
-            raise shape_fault(ctx, "tensor_scalar_reduce", f"reduce_res {res.name} has shape {res.shape}; it takes one "
-                                                           f"element per partition for {x.shape[0]} partitions")
-        write(ctx, res, (np.negative(acc) if v.get("reduce_res_negate") else acc).reshape(-1, 1))
-        outs.append(res)
+    outs = [dst] + accumulator_out(ctx, "tensor_scalar_reduce", v["reduce_res"], acc, x.shape[0],
+                                   bool(v.get("reduce_res_negate")))
     c.issue(outs, [data], flops=2 * x.size, cycles=cost_elementwise(data) + 64,
               op0=op_name(v["op0"]), reduce_op=op, reduce_cmd=cmd.name)
     return dst
@@ -282,17 +277,7 @@ def exponential(c: Call) -> Any:
     loaded = per_partition(ctx, init, x.shape[0], "exponential", "reduce_init") if cmd == Cmd.load_reduce else None
     acc = accumulate(ctx, "exponential", lanes(src), cmd, "add", y, loaded)
     write(ctx, dst, y.reshape(dst.shape) if y.shape != dst.shape else y)
-    outs = [dst]
-    if v["reduce_res"] is not None:
-        res = as_tensor(v["reduce_res"], "reduce_res")
-        if res.shape[0] != x.shape[0] or res.free_size() != 1:
-            raise shape_fault(ctx, "exponential", f"reduce_res {res.name} has shape {res.shape}; it takes one element "
-                                                  f"per partition for {x.shape[0]} partitions")
-        if acc is None:
-            constraint(ctx, "exponential", "reduce_res with reduce_cmd idle: the accumulator holds nothing defined")
-        else:
-            write(ctx, res, acc.reshape(-1, 1))
-            outs.append(res)
+    outs = [dst] + accumulator_out(ctx, "exponential", v["reduce_res"], acc, x.shape[0])
     srcs = [src] + ([v["max_value"]] if isinstance(v["max_value"], Tensor) else [])
     c.issue(outs, srcs, flops=2 * x.size, cycles=cost_elementwise(src), function="exp", reduce_cmd=cmd.name)
     return dst
