@@ -337,7 +337,8 @@ def vector_select(t: Any, dim: Any, vector_offset: Any) -> Any:
 
 def indirect(t: Any, index: Any, num_elem: Any = None) -> Any:
     """Tensor Indirection (docs: "Available on NeuronCore-v4 (Trn3) and later"): the arguments are
-    checked, then every numeq target (NeuronCore-v2, -v3) refuses it as ``target_generation``."""
+    checked, then a target before NeuronCore-v4 refuses it as ``target_generation``; on trn3 numeq
+    does not compute it yet (``Unsupported``)."""
     from .memory import Tensor
     if not isinstance(index, Tensor):
         raise TypeError(f"indirect: index must be an SBUF tensor of offsets, got {type(index).__name__}")
