@@ -44,8 +44,10 @@ __all__ = ["Transfer", "spills"]
 class Transfer:
     """One spill transfer: ``kind`` "save" (SBUF to device memory) or "reload" (back), of the
     tile ``buffer`` (its id; ``name``, and ``line`` where the kernel allocated it), ``bytes``
-    over ``partitions``; made for trace index ``at`` (it precedes it), after the trace indices
-    ``after`` and the transfers ``after_transfers`` (indices into the spill list)."""
+    over ``partitions``; made for trace index ``at`` (a save: where its tile leaves SBUF; a reload:
+    the instruction that needs it back), issued among the DMA transfers just before trace index
+    ``issued`` (a reload: where its tile left SBUF), after the trace indices ``after`` and the
+    transfers ``after_transfers`` (indices into the spill list)."""
 
     kind: str
     buffer: int

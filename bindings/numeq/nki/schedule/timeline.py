@@ -119,8 +119,8 @@ def schedule(g: Graph, target: Target, assume: dict[str, float] | None = None,
     p = {k: s.value for k, s in specs.items()}
     trace = g.instructions
     n, m = len(trace), len(spilled)
-    # Nodes: the trace's instructions (0 .. n-1), then the spill transfers (n ..), each placed
-    # just before the instruction it is made for (Transfer.at).
+    # Nodes: the trace's instructions (0 .. n-1), then the spill transfers (n ..), each issued
+    # just before the instruction Transfer.issued; an instruction waits for the reloads it needs.
     start, finish = [0.0] * (n + m), [0.0] * (n + m)
     engine_of = [ins.engine for ins in trace] + ["dma"] * m
     issued_at: dict[int, list[int]] = {}
@@ -141,7 +141,7 @@ def schedule(g: Graph, target: Target, assume: dict[str, float] | None = None,
     # transfers keep their queue's order and step over the spills placed before them.
     dma_starts: list[float] = []  # every DMA transfer's (start, finish), sorted by start
     dma_spans: list[tuple[float, float]] = []
-    spill_spans: list[tuple[float, float]] = []  # the spills', sorted by start
+    spill_spans: list[tuple[float, float, int]] = []  # the spills' (start, finish, node), sorted by start
 
     def ready_after(node: int, engine: str, preds: Any) -> tuple[float, int]:
         ready, why = 0.0, -1
@@ -154,7 +154,7 @@ def schedule(g: Graph, target: Target, assume: dict[str, float] | None = None,
     def record(node: int, engine: str, at: float, seconds: float, why: int) -> None:
         start[node], finish[node], waits_for[node] = at, at + seconds, why
         busy.setdefault(engine, []).append((at, at + seconds))
-        if engine == "dma":
+        if engine == "dma" and m:  # (only spills look for gaps)
             k = bisect.bisect_right(dma_starts, at)
             dma_starts.insert(k, at)
             dma_spans.insert(k, (at, at + seconds))
@@ -169,10 +169,10 @@ def schedule(g: Graph, target: Target, assume: dict[str, float] | None = None,
         if free > ready:
             ready, why = free, last
         if engines and spill_spans:  # step over the spills in the way
-            k = max(0, bisect.bisect_left(spill_spans, (ready, ready)) - 1)
+            k = max(0, bisect.bisect_left(spill_spans, (ready, ready, -1)) - 1)
             while k < len(spill_spans) and spill_spans[k][0] < ready + seconds:
                 if spill_spans[k][1] > ready:
-                    ready = spill_spans[k][1]
+                    ready, why = spill_spans[k][1], spill_spans[k][2]
                 k += 1
         record(node, engine, ready, seconds, why)
         if engines:
@@ -184,14 +184,15 @@ def schedule(g: Graph, target: Target, assume: dict[str, float] | None = None,
     def place_spill(node: int, seconds: float, preds: Any) -> None:
         at, why = ready_after(node, "dma", preds)
         k = bisect.bisect_right(dma_starts, at)
-        for back in range(max(0, k - 64), k):  # transfers started before ``at`` that still run
+        # The transfers started before ``at`` that may still run (the 64 latest: transfers are of
+        # like lengths, so an earlier one has ended), then the first gap long enough.
+        for back in range(max(0, k - 64), k):
             at = max(at, dma_spans[back][1])
         while k < len(dma_spans) and dma_spans[k][0] < at + seconds:
             at = max(at, dma_spans[k][1])
             k += 1
         record(node, "dma", at, seconds, why)
-        k = bisect.bisect_right(spill_spans, (at, at + seconds))
-        spill_spans.insert(k, (at, at + seconds))
+        bisect.insort(spill_spans, (at, at + seconds, node))
 
     for i, ins in enumerate(trace):
         for node in issued_at.get(i, ()):
