@@ -168,3 +168,29 @@ def test_a_value_carried_through_affine_range_is_a_hazard_of_the_older_interface
     for xi in x:  # the values either way: the recurrence in program order
         acc = np.float32(0.5) * acc + xi
     assert (run.outputs == acc).all()
+
+
+_SCALAR_COPY = """
+@nki.jit
+def kernel(x):
+    out = nl.ndarray((128, 64), nl.float32, buffer=nl.shared_hbm)
+    t = nl.ndarray((128, 64), nl.float32, buffer=nl.sbuf)
+    nisa.dma_copy(dst=t, src=x)
+    u = nl.ndarray((128, 64), nl.float32, buffer=nl.sbuf)
+    nisa.tensor_copy(dst=u, src=t, engine=nisa.engine.scalar)  # COPY
+    nisa.dma_copy(dst=out, src=u)
+    return out
+"""
+
+
+def test_tensor_copy_on_neuroncore_v2s_scalar_engine_is_refused_in_the_current_interface(tmp_path):
+    # The current docstring: "On NeuronCore v2, tensor_copy is not supported on the Scalar Engine";
+    # SDK 2.26's (the older interface): it copies through fp32.
+    x = np.random.default_rng(1).standard_normal((128, 64)).astype(np.float32)
+    current = _load(tmp_path, "current", _SCALAR_COPY)
+    where = {f.rule: f.where for f in numeq.nki.run(current.kernel, x, target="trn1").errors}
+    assert where.get("instruction_constraint", "").endswith(f":{_line_of(current, '# COPY')}")
+    assert numeq.nki.run(current.kernel, x, target="trn2").errors == []
+    older = _load(tmp_path, "older", _SCALAR_COPY)
+    run = numeq.nki.run(older.kernel, x, target="trn1")
+    assert run.errors == [] and (run.outputs == x).all()

@@ -274,3 +274,32 @@ def test_exponential_is_trn3_only_and_reduce_continues_only_a_defined_accumulato
     assert "target_generation" in {f.rule for f in on_trn2.errors}  # "Available only on NeuronCore-v4 and newer"
     undefined = nki.run(exponential_kernel(nl.float32, [("reduce", 0.0)]), x, m, target="trn3")
     assert "accumulator_undefined" in {f.rule for f in undefined.errors}
+
+
+@pytest.mark.parametrize("op0, op1, on_trn2", [("multiply", "add", True), ("multiply", None, True), ("add", None, True),
+                                               ("subtract", None, False), ("multiply", "maximum", False)])
+def test_the_scalar_engine_runs_tensor_scalar_as_each_generation_documents(op0, op1, on_trn2):
+    # nki.isa.tensor_scalar: "The Scalar Engine on trn2 only supports some operator combinations"
+    # (multiply then add, multiply, add); trainium3_arch.rst: the Trainium3 ScalarE "natively
+    # supports the tensor_scalar and tensor_copy instructions (same as VectorE)".
+    @nki.jit
+    def kernel(x):
+        out = nl.ndarray(x.shape, nl.float32, buffer=nl.shared_hbm)
+        t = nl.ndarray(x.shape, nl.float32, buffer=nl.sbuf)
+        nisa.dma_copy(dst=t, src=x)
+        u = nl.ndarray(x.shape, nl.float32, buffer=nl.sbuf)
+        nisa.tensor_scalar(dst=u, data=t, op0=getattr(nl, op0), operand0=3.0, op1=op1 and getattr(nl, op1),
+                           operand1=None if op1 is None else 1.0, engine=nisa.engine.scalar)
+        nisa.dma_copy(dst=out, src=u)
+        return out
+
+    x = rng.standard_normal((128, 16)).astype(np.float32)
+    f = {"multiply": np.multiply, "add": np.add, "subtract": np.subtract, "maximum": np.maximum}
+    expected = f[op0](x, np.float32(3.0))
+    if op1:
+        expected = f[op1](expected, np.float32(1.0))
+    on_trn3 = nki.run(kernel, x, target="trn3")
+    assert on_trn3.errors == []
+    np.testing.assert_array_equal(on_trn3.outputs, expected)
+    refused = {f.rule for f in nki.run(kernel, x, target="trn2").errors}
+    assert ("instruction_constraint" in refused) == (not on_trn2)

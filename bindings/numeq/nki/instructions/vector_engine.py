@@ -24,6 +24,8 @@ from .path import Call
 from .table import instruction
 
 _ELEMENTWISE_ENGINES = ("vector", "scalar", "gpsimd")
+# The operator pairs (op0, op1) NeuronCore-v3's Scalar engine runs tensor_scalar with.
+_SCALAR_V3_OPERATORS = {("multiply", "add"), ("multiply",), ("add",)}
 
 
 @instruction("tensor_copy", engine="vector", engines=_ELEMENTWISE_ENGINES, mask="elements", forms=[
@@ -43,6 +45,11 @@ def tensor_copy(c: Call) -> Any:
     if eng == "gpsimd" and src.base.memory.name == "psum":
         ctx.find("psum_gpsimd", "warning", f"tensor_copy on GpSimd evacuates {src.name} from PSUM",
                  "documented: NKI architecture guides (GpSimd has no PSUM port)")
+    if eng == "scalar" and ctx.target.generation == 2 and ctx.language == "current":
+        # The current docstring: "On NeuronCore v2, tensor_copy is not supported on the Scalar
+        # Engine. Instead, use nisa.activation with op=nl.copy" (SDK 2.26's: it copies through fp32).
+        constraint(ctx, "tensor_copy", "NeuronCore-v2's Scalar engine does not run tensor_copy in the current "
+                   "interface; use nisa.activation(op=nl.copy)")
     values = read(ctx, src, "src", eng, rows=True)
     if dst.dtype == src.dtype and not (eng == "scalar" and ctx.target.generation == 2):
         write(ctx, dst, None, bits=src.data)
@@ -281,6 +288,12 @@ def tensor_scalar(c: Call) -> Any:
         elif operand is None and not is_unary(name):
             raise TypeError(f"operand{i}: tensor_scalar's op{i} {name} takes an operand (a number or a "
                             f"[{data.shape[0] if data.ndim else 1}, 1] tile)")
+    # nki.isa.tensor_scalar docstring: "The Scalar Engine on trn2 only supports some operator
+    # combinations" (multiply then add, multiply alone, add alone); NeuronCore-v4's Scalar engine
+    # takes tensor_scalar as the Vector engine does (trainium3_arch.rst, Performance mode).
+    if eng == "scalar" and ctx.target.generation == 3 and tuple(ops) not in _SCALAR_V3_OPERATORS:
+        constraint(ctx, "tensor_scalar", f"op0 {ops[0]}{', op1 ' + ops[1] if len(ops) > 1 else ''} on the Scalar "
+                   f"engine: {ctx.target.core}'s takes op0 multiply with op1 add or none, or op0 add alone")
     bitvec = [is_bitvec(name) for name in ops]
     if dst is None:
         dst = new_tile(data.shape, c.dtype or data.dtype)
