@@ -263,7 +263,8 @@ class Run:
         tgt = _target(self.target)
         spilled = []
         overflow = self.assumptions["sbuf_overflow"]
-        if overflow != "error":
+        # Only a run whose live tiles overflowed SBUF (its sbuf_spill finding) has spills to place.
+        if overflow != "error" and any(f.rule == "sbuf_spill" for f in self.findings):
             spilled = spills(g.instructions, self.lives, int(tgt["sbuf_partition_bytes"]),
                              self.assumptions["tile_liveness"] == "first_access", overflow == "reload_inputs")
         return schedule(g, tgt, assume, spilled)
