@@ -303,3 +303,29 @@ def test_the_scalar_engine_runs_tensor_scalar_as_each_generation_documents(op0, 
     np.testing.assert_array_equal(on_trn3.outputs, expected)
     refused = {f.rule for f in nki.run(kernel, x, target="trn2").errors}
     assert ("instruction_constraint" in refused) == (not on_trn2)
+
+
+def test_accumulating_onto_a_non_matmul_psum_value_is_undefined_before_trn3_only():
+    # nc_matmul docstring: "On NeuronCore-v2 and NeuronCore-v3, matmul accumulating into a PSUM
+    # location that was value-initialized by a non-matmul instruction ... is undefined behavior".
+    @nki.jit
+    def k(a_t, b):
+        out = nl.ndarray((128, 512), nl.float32, buffer=nl.shared_hbm)
+        at = nl.ndarray((128, 128), a_t.dtype, buffer=nl.sbuf)
+        bt = nl.ndarray((128, 512), b.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=at, src=a_t)
+        nisa.dma_copy(dst=bt, src=b)
+        acc = nl.ndarray((128, 512), nl.float32, buffer=nl.psum)
+        nisa.memset(dst=acc, value=0.5)
+        nisa.nc_matmul(dst=acc, stationary=at, moving=bt, accumulate=True)
+        o = nl.ndarray((128, 512), nl.float32, buffer=nl.sbuf)
+        nisa.tensor_copy(dst=o, src=acc)
+        nisa.dma_copy(dst=out, src=o)
+        return out
+
+    a_t = _small_ints((128, 128), ml_dtypes.bfloat16, 4)
+    b = _small_ints((128, 512), ml_dtypes.bfloat16, 4)
+    on_trn3 = nki.run(k, a_t, b, target="trn3")
+    assert on_trn3.errors == []
+    np.testing.assert_array_equal(on_trn3.outputs, 0.5 + a_t.astype(np.float64).T @ b.astype(np.float64))
+    assert "accumulate_non_matmul" in {f.rule for f in nki.run(k, a_t, b, target="trn2").errors}

@@ -414,10 +414,17 @@ def check_matmul(ctx: Context, dst: Any, stationary: Any, moving: Any, k: int, m
 
 
 def check_accumulate(ctx: Context, dst: Any, adds: np.ndarray) -> None:
+    """nc_matmul docstring (Neuron 2.32): "On NeuronCore-v2 and NeuronCore-v3, matmul accumulating
+    into a PSUM location that was value-initialized by a non-matmul instruction (e.g., memset,
+    tensor_copy) is not supported and is undefined behavior on hardware"; NeuronCore-v4 is not
+    named, and its PSUM adds into what it holds (trainium3_arch.rst, BF16 Matmul Results in PSUM)."""
+    if ctx.target.generation >= 4:
+        return
     if dst.base.holds_other and dst.base.tracks_writer and np.any(adds & (dst.writer == WRITER_OTHER)):
         ctx.find("accumulate_non_matmul", "error", f"nc_matmul accumulates into {dst.name}, whose PSUM holds the "
-                 "result of a non-matmul instruction", "documented: nki.isa.nc_matmul docstring (PSUM accumulation "
-                 "adds matmul results)")
+                 f"result of a non-matmul instruction: undefined on {ctx.target.core}",
+                 "documented: nki.isa.nc_matmul docstring (Accumulation mode: matmul accumulating into PSUM "
+                 "value-initialized by a non-matmul instruction is undefined on NeuronCore-v2 and -v3)")
 
 
 def accumulate_after_read(ctx: Context, dst: Any) -> None:
