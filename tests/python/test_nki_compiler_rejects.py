@@ -194,3 +194,41 @@ def test_tensor_copy_on_neuroncore_v2s_scalar_engine_is_refused_in_the_current_i
     older = _load(tmp_path, "older", _SCALAR_COPY)
     run = numeq.nki.run(older.kernel, x, target="trn1")
     assert run.errors == [] and (run.outputs == x).all()
+
+
+_STARRED = """
+@nki.jit  # KERNEL
+def kernel(x, *, scale=2.0):
+    out = nl.ndarray((128, 64), nl.float32, buffer=nl.shared_hbm)
+    t = nl.ndarray((128, 64), nl.float32, buffer=nl.sbuf)
+    nisa.dma_copy(dst=t, src=x)
+    nisa.tensor_scalar(dst=t, data=t, op0=nl.multiply, operand0=scale)
+    nisa.dma_copy(dst=out, src=t)
+    return out
+"""
+_LISTED = """
+@nki.jit  # KERNEL
+def kernel(x, sizes):
+    out = nl.ndarray((128, 64), nl.float32, buffer=nl.shared_hbm)
+    t = nl.ndarray((128, 64), nl.float32, buffer=nl.sbuf)
+    nisa.dma_copy(dst=t, src=x)
+    nisa.tensor_scalar(dst=t, data=t, op0=nl.multiply, operand0=float(sizes[0]))
+    nisa.dma_copy(dst=out, src=t)
+    return out
+"""
+
+
+@pytest.mark.parametrize("body, arguments", [(_STARRED, {}), (_LISTED, {"sizes": [2]})])
+def test_a_keyword_only_separator_or_a_list_argument_is_refused_in_the_current_interface(tmp_path, body, arguments):
+    # The nki migration guide, NKI 0.3.0: the compiler "does not support the * separator in kernel
+    # function signatures" and "does not support list as a kernel argument type".
+    x = np.random.default_rng(2).standard_normal((128, 64)).astype(np.float32)
+    current = _load(tmp_path, "current", body)
+    run = numeq.nki.run(current.kernel, x, **arguments)
+    (f,) = [f for f in run.errors if f.rule == "kernel_signature"]
+    assert f.where.endswith(f":{_line_of(current, '# KERNEL')}") and "NKI 0.3.0" in f.source
+    assert (run.outputs == x * np.float32(2)).all()  # the values are computed all the same
+    older = _load(tmp_path, "older", body)
+    assert "kernel_signature" not in _rules(numeq.nki.run(older.kernel, x, **arguments))
+    if arguments:  # a tuple is what the guide says to pass
+        assert "kernel_signature" not in _rules(numeq.nki.run(current.kernel, x, sizes=(2,)))

@@ -431,12 +431,13 @@ def _execute(fn: Callable, args: tuple, kwargs: dict, target: str, assume: dict 
     ctx = _RunContext(target, assume, grid)
     ctx.reverse_affine = reverse_affine
     ctx.language = language_of(fn)
+    code = getattr(fn, "__code__", None)
+    def_line = f"{os.path.basename(code.co_filename)}:{code.co_firstlineno}" if code is not None else None
     if removed and ctx.language == "current":  # nki.jit keywords NKI 0.3.0 made an error
-        code = fn.__code__
         ctx.find("removed_keyword", "error", f"nki.jit({removed[0]}=...): NKI 0.3.0 raises an error on it; the target "
                  "comes from NEURON_PLATFORM_TARGET_OVERRIDE", "documented: release-notes/components/nki.rst, NKI 0.3.0 "
-                 "(deprecated and removed APIs); nki migration guide, NKI 0.3.0",
-                 at=f"{os.path.basename(code.co_filename)}:{code.co_firstlineno}")
+                 "(deprecated and removed APIs); nki migration guide, NKI 0.3.0", at=def_line)
+    _rules.check_kernel_signature(ctx, fn, args, kwargs, def_line)
     ctx.values = values
     ctx.widen = widen
     ctx.exact = exact

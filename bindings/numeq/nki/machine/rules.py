@@ -8,6 +8,8 @@ Errors: the hardware or the compiler rejects it, or it computes garbage. Warning
 
 from __future__ import annotations
 
+import inspect
+
 import math
 from typing import Any, NamedTuple
 
@@ -63,6 +65,8 @@ RULES: dict[str, Rule] = {
                                        "compiled for Trainium hardware (nl.mod, nl.fmod, nl.divide)", _RUN),
     "removed_keyword": Rule("error", "a keyword the current compiler refuses (nki.jit(platform_target=), NKI 0.3.0)",
                             _RUN),
+    "kernel_signature": Rule("error", "a kernel of the current interface whose signature has a keyword-only separator "
+                                      "(*) or that is passed a list: the compiler refuses both since NKI 0.3.0", _RUN),
     "sbuf_spill": Rule("warning", "live SBUF per partition exceeds what the target holds, while each instruction's "
                                   "own tiles fit: the compiler spills tiles to device memory and reloads them", _RUN),
     "bn_stats_free": Rule("error", "bn_stats reads more elements per partition than one instruction takes (512)"),
@@ -501,6 +505,30 @@ def check_dma_interface(ctx: Context, dst: Any, src: Any, dge_mode: Any) -> None
         ctx.find("dma_hwdge_cast", "error", f"dma_copy with dge_mode=hwdge from {src.dtype} to {dst.dtype}: the "
                  "hardware DGE moves raw bytes and casts nothing (use dge_mode=swdge to cast, or .view() to "
                  "reinterpret)", f"{_NKI_030}; nki migration guide, NKI 0.3.0")
+
+
+def check_kernel_signature(ctx: Context, fn: Any, args: tuple, kwargs: dict, at: str) -> None:
+    """What the current compiler refuses of a top-level kernel's Python (nki migration guide, NKI
+    0.3.0 "Language restrictions": it "does not support the * separator in kernel function
+    signatures" and "does not support list as a kernel argument type. Convert list arguments to
+    tuples"), in a kernel of the current interface."""
+    if ctx.language != "current":
+        return
+    source = "documented: nki migration guide, NKI 0.3.0 (Language restrictions)"
+    try:
+        params = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):
+        params = ()
+    starred = [p.name for p in params if p.kind == p.KEYWORD_ONLY]
+    if starred:
+        ctx.find("kernel_signature", "error", f"{fn.__name__}: keyword-only parameters ({', '.join(starred)}) after a * "
+                 "separator; the current compiler does not take the separator: move them, with their defaults, to "
+                 "the end of the signature", source, at=at)
+    lists = [str(i) for i, a in enumerate(args) if isinstance(a, list)] + [n for n, a in kwargs.items()
+                                                                            if isinstance(a, list)]
+    if lists:
+        ctx.find("kernel_signature", "error", f"{fn.__name__}: argument(s) {', '.join(lists)} passed as a list; the "
+                 "current compiler does not take a list kernel argument: pass a tuple", source, at=at)
 
 
 def check_simulation_only(ctx: Context, name: str) -> None:
