@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 from numeq import nki
+from nki_support import source_line
 from numeq.nki.machine.targets import target
 
 nl, nisa = nki.language, nki.isa
@@ -329,3 +330,20 @@ def test_accumulating_onto_a_non_matmul_psum_value_is_undefined_before_trn3_only
     assert on_trn3.errors == []
     np.testing.assert_array_equal(on_trn3.outputs, 0.5 + a_t.astype(np.float64).T @ b.astype(np.float64))
     assert "accumulate_non_matmul" in {f.rule for f in nki.run(k, a_t, b, target="trn2").errors}
+
+
+@pytest.mark.parametrize("name", ["quantize_mx", "nc_matmul_mx", "rand2", "activate2"])
+def test_a_trn3_only_instruction_numeq_lacks_is_first_what_trn2_lacks(name):
+    # "Available only on NeuronCore-v4 and newer": on trn2 the documented fact (a target_generation
+    # error at the kernel's line); on trn3 what numeq has not implemented (Unsupported).
+    @nki.jit
+    def k(x):
+        getattr(nisa, name)(x)  # CALL
+        return x
+
+    x = np.zeros((128, 4), np.float32)
+    run = nki.run(k, x, target="trn2")
+    (f,) = [f for f in run.errors if f.rule == "target_generation"]
+    assert name in f.message and "NeuronCore-v4" in f.message and f.where == source_line(k, "# CALL")
+    with pytest.raises(nki.Unsupported, match=name):
+        nki.run(k, x, target="trn3")

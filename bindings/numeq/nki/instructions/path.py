@@ -13,7 +13,7 @@ from typing import Any, Callable
 import numpy as np
 
 from ..machine.alu import op_name
-from ..machine.context import Instruction, Unsupported, active, current, kernel_line, where
+from ..machine.context import Instruction, KernelFault, Unsupported, active, current, kernel_line, where
 from ..machine.engines import engine_name
 from ..machine.memory import OutsideBuffer, Tensor
 from .forms import Form, bind
@@ -78,13 +78,23 @@ def _one_psum_operand(ctx: Any, spec: InstructionSpec, values: dict) -> None:
 
 def _unsupported_entry(spec: InstructionSpec) -> Callable:
     """The public function of a row numeq does not implement: importable, raising when called."""
-    name = spec.name
 
     def instruction(*args: Any, **kwargs: Any) -> Any:
-        raise Unsupported(f"{where() if active() else '<kernel>'}: numeq.nki does not implement {spec.module}.{name} "
-                          f"({spec.source}); see docs/nki.md's table of NKI names")
+        raise _unsupported_call(spec)
 
     return instruction
+
+
+def _unsupported_call(spec: InstructionSpec) -> Exception:
+    """What calling a row without semantics raises: a target_generation finding where the target is
+    older than the instruction (a documented fact, said before what numeq lacks), else Unsupported."""
+    if active() and spec.since > 2 and current().target.generation < spec.since:
+        ctx = current()
+        return KernelFault(ctx.find("target_generation", "error", f"{spec.name} is available on NeuronCore-v"
+                                    f"{spec.since} and newer; the target {ctx.target.name} is {ctx.target.core}",
+                                    spec.source))
+    return Unsupported(f"{where() if active() else '<kernel>'}: numeq.nki does not implement {spec.module}.{spec.name} "
+                       f"({spec.source}); see docs/nki.md's table of NKI names")
 
 
 def entry(spec: InstructionSpec) -> Callable:
