@@ -576,6 +576,9 @@ def test_the_schedule_is_printed_and_traced_and_hazards_are_findings_when_asked(
     s = trace["schedule"]
     assert s["time_s"] > 0 and s["bound_by"] in s["active"] and s["by_line"][0][0].startswith("carried.py:")
     assert s["parameters"]["dma_fixed_s"]["evidence"] == "assumed"
+    assert s["spills"] == 0 and s["spill_bytes"] == 0  # four small tiles: nothing overflows SBUF
+    # The file imports neuronxcc.nki: the run says which language it was judged as.
+    assert trace["language"] == "older" and "; the older interface (neuronxcc.nki.*)" in out.splitlines()[0]
     rc, out, err = _cli(capsys, spec, "--inputs", inputs, "--hazards")
     reads, writes = _line_of(CARRIED_KERNEL, "# reads acc"), _line_of(CARRIED_KERNEL, "# writes acc")
     assert rc == 1 and f"carried.py:{reads}: error: [loop_carried_dependency]" in out and \

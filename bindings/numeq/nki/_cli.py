@@ -493,7 +493,8 @@ def _trace_document(spec: str, run: Any) -> dict:
                "regime": s.regime, "peak_flops": s.peak_flops, "peak_source": s.peak_source,
                "hbm_bytes_per_s": s.hbm_bytes_per_s, "hbm_source": s.hbm_source, "bound_by": s.bound_by,
                "lower_bound_s": s.lower_bound_s, "estimate": "from the documented per-instruction costs (_summary)"}
-    return {"kernel": spec, "target": run.target, "platform": run.platform, "completed": run.completed,
+    return {"kernel": spec, "target": run.target, "platform": run.platform, "language": run.language,
+            "completed": run.completed,
             "assumptions": run.assumptions, "findings": [f.to_dict() for f in run.findings],
             "engines": run.engines(), "summary": summary, "schedule": _schedule_document(run) if run.trace else None,
             "instructions": [ins.to_dict() for ins in run.trace]}
@@ -502,14 +503,15 @@ def _trace_document(spec: str, run: Any) -> dict:
 def _schedule_document(run: Any) -> dict:
     sc = run.schedule()
     return {"time_s": sc.time_s, "active": sc.active, "bound_by": sc.bound_by, "critical_path": sc.critical_path,
-            "by_line": [[where, t] for where, t in sc.by_line],
+            "by_line": [[where, t] for where, t in sc.by_line], "spills": len(sc.spills), "spill_bytes": sc.spill_bytes,
             "parameters": {k: {"value": v.value, "unit": v.unit, "evidence": v.evidence, "source": v.source}
                            for k, v in sc.parameters.items()}}
 
 
 def _report(spec: str, run: Any, assumed: dict[str, str], outputs: dict[str, np.ndarray], out: Any) -> None:
     w = out.write
-    w(f"kernel {spec} on {run.target}; platform {run.platform}\n")
+    language = {"current": "; the current interface (nki.*)", "older": "; the older interface (neuronxcc.nki.*)"}
+    w(f"kernel {spec} on {run.target}; platform {run.platform}{language.get(run.language, '')}\n")
     if not run.completed:
         w("the kernel stopped at its first error finding (the hardware cannot compute past it)\n")
     def count(n: int, word: str) -> str:
