@@ -39,6 +39,8 @@ def test_the_table_is_the_trainium3_guides():
     # The two Trainium3 pages disagree on HBM bandwidth (4.7 and 4.9 TB/s): an assumption citing both.
     hbm = t.spec("hbm_chip_bytes_per_s")
     assert hbm.evidence == "assumed" and "4.7" in hbm.source and "4.9" in hbm.source
+    cc = t.spec("collective_cores")  # and on the collective cores (20 and 16)
+    assert cc.evidence == "assumed" and "(20)" in cc.source and "(16)" in cc.source
 
 
 @pytest.mark.parametrize("variable, value", [("NEURON_PLATFORM_TARGET_OVERRIDE", "trn3"), ("NKI_NC_VERSION", "gen4")])

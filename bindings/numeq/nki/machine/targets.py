@@ -232,6 +232,11 @@ def _v4() -> Target:
                                          "guide, 4.9 TB/s by the hardware page; the guide's figure is taken",
                                          f"{_ARCH_V4} (4.7 TB/s); {_HW_TRN3} (4.9 TB/s)"),
         "cores_per_chip": _doc(8, "cores", "NeuronCores per chip", f"{_ARCH_V4}; {_HW_TRN3}"),
+        # trainium3_arch.rst: "20 CC-Cores for collective communication"; trainium3.rst: "16 CC-Cores
+        # orchestrate collective communication".
+        "collective_cores": _assumed(20, "cores", "collective-communication cores (CC-Cores) per device: 20 by "
+                                     "the NKI architecture guide, 16 by the hardware page; the guide's figure is "
+                                     "taken", f"{_ARCH_V4} (20); {_HW_TRN3} (16)"),
         "hbm_bytes_per_s": _assumed(4.7e12 / 8, "B/s", "HBM bandwidth one NeuronCore attains: the chip's shared evenly "
                                     "by its cores", f"{_ARCH_V4}; the per-core share is not documented"),
     })
