@@ -349,3 +349,29 @@ def test_a_trn3_only_instruction_numeq_lacks_is_first_what_trn2_lacks(name):
     assert name in f.message and "NeuronCore-v4" in f.message and f.where == source_line(k, "# CALL")
     with pytest.raises(nki.Unsupported, match=name):
         nki.run(k, x, target="trn3")
+
+
+def test_exponential_takes_a_tile_as_reduce_init_with_load_reduce_only():
+    # reduce_init "should be unset or set to 0.0 when reduce_cmd is not load_reduce" (the docstring):
+    # a (P, 1) tile with reset_reduce is a constraint finding, with load_reduce the start.
+    def kernel(cmd):
+        @nki.jit
+        def k(x, init):
+            out = nl.ndarray((128, 1), nl.float32, buffer=nl.shared_hbm)
+            t = nl.ndarray(x.shape, nl.float32, buffer=nl.sbuf)
+            nisa.dma_copy(dst=t, src=x)
+            i = nl.ndarray((128, 1), nl.float32, buffer=nl.sbuf)
+            nisa.dma_copy(dst=i, src=init)
+            e = nl.ndarray(x.shape, nl.float32, buffer=nl.sbuf)
+            r = nl.ndarray((128, 1), nl.float32, buffer=nl.sbuf)
+            nisa.exponential(dst=e, src=t, reduce_res=r, reduce_cmd=cmd, reduce_init=i)
+            nisa.dma_copy(dst=out, src=r)
+            return out
+        return k
+
+    x = np.zeros((128, 4), np.float32)  # exp(0) = 1: four ones per partition
+    init = np.arange(128, dtype=np.float32).reshape(128, 1)
+    loaded = nki.run(kernel(nisa.reduce_cmd.load_reduce), x, init, target="trn3")
+    assert loaded.errors == [] and (loaded.outputs[:, 0] == init[:, 0] + 4).all()
+    refused = nki.run(kernel(nisa.reduce_cmd.reset_reduce), x, init, target="trn3")
+    assert "instruction_constraint" in {f.rule for f in refused.errors}

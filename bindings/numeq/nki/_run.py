@@ -504,7 +504,7 @@ def _platforms_of(ctx: _RunContext) -> tuple[str, str]:
     as the standard a test judges the kernel by."""
     extra = _kernel_tiling(ctx)
     platform = ctx._platform(extra)
-    if ctx.bf16_psum_chains:
+    if ctx.bf16_psum_chain is not None:
         # NeuronCore-v4's bf16 PSUM (trainium3_arch.rst, "BF16 Matmul Results in PSUM"): each K tile's
         # fp32 result added to the upcast PSUM value and rounded back, the op-level platform's
         # accumulator of one-tile groups.
@@ -514,7 +514,7 @@ def _platforms_of(ctx: _RunContext) -> tuple[str, str]:
                  "sum rounded to bf16 after every K tile, where an fp32 PSUM tile keeps fp32; judged against "
                  f"{platform} (Run.platform); {kernel_platform} (Run.kernel_platform) reproduces this kernel's choice",
                  "documented: aws-neuron-sdk nki/guides/architecture/trainium3_arch.rst (BF16 Matmul Results in PSUM)",
-                 at=ctx.bf16_psum_chains[0])
+                 at=ctx.bf16_psum_chain)
         if not ctx.psum_groups:
             return platform, kernel_platform
     formats = {fmt for _, fmt, _ in ctx.psum_groups}

@@ -248,9 +248,12 @@ def _capacity_rules(buffers: dict[str, Buffer], t: _targets.Target, packed: dict
 # ---------------------------------------------------------------------------------------------
 def _matmul_rules(tiling: Tiling, buffers: dict[str, Buffer], t: _targets.Target) -> list[ReviewFinding]:
     out: list[ReviewFinding] = []
-    k_spec, bank_spec = t.spec("matmul_contraction"), t.spec("psum_bank_bytes")
+    k_spec = t.spec("matmul_contraction")
     k_max = _int(t, "matmul_contraction")
     bank_bytes = _int(t, "psum_bank_bytes")
+    # How much PSUM one result may span: one bank, or (NeuronCore-v4) the whole PSUM.
+    result_spec, result_bytes = t.spec("matmul_result_bytes"), _int(t, "matmul_result_bytes")
+    result_where = "one PSUM bank" if result_bytes == bank_bytes else "the whole PSUM"
     has_double = "matmul_contraction_double_row" in t
     valid = ", ".join(buffers) if buffers else "(none)"
     bad: dict[str, int] = {}  # rule -> offenders
@@ -368,13 +371,10 @@ def _matmul_rules(tiling: Tiling, buffers: dict[str, Buffer], t: _targets.Target
                          f"{ps.free_elements}; stationary {st.name} x moving {mv.name} gives [M, N] = "
                          f"[{want_m}, {want_n}]", k_spec.cite())
             tick("matmul_psum_bank")
-            # NeuronCore-v4: one result may span the whole PSUM (nc_matmul docstring, Tile size).
-            most, most_spec = (_int(t, "psum_partition_bytes"), t.spec("psum_partition_bytes")) \
-                if t.generation >= 4 else (bank_bytes, bank_spec)
-            if ps.bytes_per_partition > most:
+            if ps.bytes_per_partition > result_bytes:
                 fail("matmul_psum_bank", m, f"output {ps.name} takes {ps.bytes_per_partition} B per partition "
-                     f"({ps.free_elements} x {ps.dtype}); one matmul writes at most "
-                     f"{'the whole PSUM' if t.generation >= 4 else 'one PSUM bank'} of {most} B", most_spec.cite())
+                     f"({ps.free_elements} x {ps.dtype}); one matmul writes at most {result_where} of "
+                     f"{result_bytes} B", result_spec.cite())
 
     n = len(tiling.matmuls)
     passes = {
@@ -389,10 +389,8 @@ def _matmul_rules(tiling: Tiling, buffers: dict[str, Buffer], t: _targets.Target
            for rule, (r, size, _) in free_sizes.items()},
         "matmul_output_memory": (f"outputs are {'fp32 or bf16' if t.generation >= 4 else 'fp32'} PSUM tiles of "
                                  "shape [M, N]", k_spec.cite()),
-        "matmul_psum_bank": ((f"each matmul output fits the whole PSUM of {_int(t, 'psum_partition_bytes')} B per "
-                              "partition", t.spec("psum_partition_bytes").cite()) if t.generation >= 4 else
-                             (f"each matmul output fits one PSUM bank of {bank_bytes} B per partition",
-                              bank_spec.cite())),
+        "matmul_psum_bank": (f"each matmul output fits {result_where} of {result_bytes} B per partition",
+                             result_spec.cite()),
     }
     for rule, (message, evidence) in passes.items():
         if checked.get(rule) and not bad.get(rule):

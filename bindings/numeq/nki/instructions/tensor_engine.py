@@ -99,8 +99,8 @@ def nc_matmul(c: Call) -> Any:
         result = (_numerics.matmul_tile(a, b, fmt, ctx.tile_platform(k, double_row, fmt)).reshape(dst.shape)
                   if ctx.values else np.zeros(dst.shape, np.float32))
         if adds.any():
-            if dst.dtype.format != "fp32":  # a kernel's choice: every K tile's sum rounded to bf16
-                ctx.bf16_psum_chains.append(ctx.at or where())
+            if dst.dtype.format != "fp32" and ctx.bf16_psum_chain is None:  # a kernel's choice: every K
+                ctx.bf16_psum_chain = ctx.at or where()                      # tile's sum rounded to bf16
             old = _numerics.fp32_values(dst.data, dst.dtype)
             summed = _numerics.accumulate_fp32(old, result, ctx.assumptions["psum_rounding"])
             result = summed if adds.all() else np.where(adds, summed, result)

@@ -14,7 +14,7 @@ import numpy as np
 
 from ... import _core
 from ..machine import arithmetic as _numerics
-from ..machine.alu import op_name
+from ..machine.alu import alu, op_name
 from ..machine.memory import Tensor
 from ..machine.registers import Cmd, accumulate, command, vector_accumulator
 from .access import as_tensor, cost_elementwise, read, write
@@ -265,13 +265,12 @@ def exponential(c: Call) -> Any:
         raise shape_fault(ctx, "exponential", f"dst {dst.name} {dst.shape} and src {src.name} {src.shape} differ in "
                                               "partitions or elements per partition")
     m = per_partition(ctx, 0.0 if v["max_value"] is None else v["max_value"], x.shape[0], "exponential", "max_value")
-    with np.errstate(all="ignore"):
-        y = _numerics.function_fp32("exp", np.subtract(x, m, dtype=x.dtype))
+    y = _numerics.function_fp32("exp", alu("subtract", x, m))  # the one ALU path: fp32 (binary64 in Run.exact)
     cmd = command(v["reduce_cmd"])
     if cmd == Cmd.reset:
         constraint(ctx, "exponential", "reduce_cmd reset: it takes idle, reset_reduce, reduce or load_reduce")
     init = v["reduce_init"]
-    if cmd != Cmd.load_reduce and init not in (None, 0.0, 0):
+    if cmd != Cmd.load_reduce and (isinstance(init, Tensor) or init not in (None, 0.0, 0)):
         constraint(ctx, "exponential", f"reduce_init={init!r} with reduce_cmd {cmd.name}: it is 0.0 unless "
                                        "reduce_cmd is load_reduce")
     loaded = per_partition(ctx, init, x.shape[0], "exponential", "reduce_init") if cmd == Cmd.load_reduce else None

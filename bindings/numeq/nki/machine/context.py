@@ -201,7 +201,7 @@ class Context:
         # The limits every instruction reads, as plain numbers (the target table's values).
         self.limits = {key: int(target[key]) for key in ("partitions", "matmul_contraction", "matmul_stationary_free",
                                                          "matmul_moving_free", "psum_bank_bytes",
-                                                         "psum_partition_bytes")}
+                                                         "matmul_result_bytes")}
         # Below this a DMA is overhead-bound (FACTS.md s3: < 256 B per partition; the target table's).
         self.limits["dma_small_bytes"] = int(target["dma_overhead_bytes"])
         # name -> value (every assumption, defaults filled in), recording which the run reads: an
@@ -254,7 +254,7 @@ class Context:
         # platform reads them (psum_group, group_accumulator).
         self.psum_chain: dict[tuple[int, int], int] = {}
         self.psum_groups: list[tuple[int, str, str]] = []  # (group length, accumulator format, line)
-        self.bf16_psum_chains: list[str] = []  # lines of matmuls adding into a bf16 PSUM tile (NeuronCore-v4)
+        self.bf16_psum_chain: str | None = None  # the first line adding matmuls into a bf16 PSUM tile (v4)
         self.pending: dict[int, dict] = {}
         self.pending_bytes = 0  # the operand bytes pending chains keep (machine.psum.PENDING_BYTES_LIMIT)
         self.placed: Any = None  # direct allocation's physical tiles (machine.placement.Physical)

@@ -387,19 +387,19 @@ def check_matmul(ctx: Context, dst: Any, stationary: Any, moving: Any, k: int, m
                  "Engine writes its result to PSUM", _cite(ctx, "psum_bank_bytes"))
     else:
         # nc_matmul docstring: "The dst tile must be a float32 tile in NeuronCore-v2 and NeuronCore-v3.
-        # Starting NeuronCore-v4, dst can either be a float32 or bfloat16 tile"; the v4 result spans
-        # up to the whole PSUM ("matching the size of 8x PSUM banks").
+        # Starting NeuronCore-v4, dst can either be a float32 or bfloat16 tile"; how much PSUM one
+        # result may span is the target's matmul_result_bytes.
         v4 = tgt.generation >= 4
         if not transpose and dst.dtype.format != "fp32" and not (v4 and dst.dtype.format == "bf16"):
             ctx.find("matmul_output_memory", "error", f"nc_matmul writes {dst.name} of {dst.dtype}; {tgt.core} writes "
                      f"matmul results to {'fp32 or bf16' if v4 else 'fp32'} PSUM tiles",
                      f"documented: {_MATMUL_DOC} (Data types)")
         nbytes = dst.free_size() * dst.dtype.itemsize
-        limit_key = "psum_partition_bytes" if v4 else "psum_bank_bytes"
-        if nbytes > lim[limit_key]:
-            where = f"the whole {lim[limit_key]} B PSUM partition" if v4 else f"one {lim[limit_key]} B PSUM bank"
+        most = lim["matmul_result_bytes"]
+        if nbytes > most:
+            where = f"one {most} B PSUM bank" if most == lim["psum_bank_bytes"] else f"the whole {most} B PSUM partition"
             ctx.find("matmul_psum_bank", "error", f"nc_matmul result {dst.name}: {dst.free_size()} x {dst.dtype} = "
-                     f"{nbytes} B per partition exceeds {where}", _cite(ctx, limit_key))
+                     f"{nbytes} B per partition exceeds {where}", _cite(ctx, "matmul_result_bytes"))
     formats = {stationary.dtype.format, moving.dtype.format}
     allowed = {"fp32", "tf32", "bf16", "fp16", "e4m3", "e5m2"} | ({"e4m3fn"} if tgt.generation >= 4 else set())
     wide = formats & {"fp32", "tf32"}

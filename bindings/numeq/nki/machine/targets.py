@@ -115,6 +115,9 @@ def _common(arch: str) -> dict[str, Spec]:
                                        f"{arch}; {_MATMUL}"),
         "matmul_moving_free": _doc(512, "elements", "free size of the moving tile (N of one nc_matmul; one PSUM bank "
                                    "of fp32)", f"{arch}; {_MATMUL}"),
+        # The architecture guides: an nc_matmul output tile "must fit into one PSUM bank per partition".
+        "matmul_result_bytes": _doc(2048, "B", "bytes per partition one nc_matmul result may take: one PSUM bank",
+                                    arch),
         "fp32_matmul_rate": _doc(0.25, "x bf16", "fp32 matmul inputs run at a quarter of the bf16 rate",
                                  f"{arch}; {_MATMUL}"),
         "vector_free_sbuf": _doc(65536, "elements", "free size of a Vector/Scalar/GpSimd tile in SBUF", _VECTOR),
@@ -213,6 +216,8 @@ def _v4() -> Target:
                                    "PSUM: 8 banks of 512 fp32)", _MATMUL),
         "matmul_moving_free_bf16": _doc(8192, "elements", "free size of the moving tile with a bf16 dst (the whole "
                                         "PSUM: 8 banks of 1024 bf16)", _MATMUL),
+        "matmul_result_bytes": _doc(16 * 1024, "B", "bytes per partition one nc_matmul result may take: the whole "
+                                    "PSUM (\"matching the size of 8x PSUM banks\")", _MATMUL),
         "tensor_clock_hz": _doc(2.4e9, "Hz", "Tensor Engine clock", _ARCH_V4),
         "vector_clock_hz": _doc(1.2e9, "Hz", "Vector Engine clock", _ARCH_V4),
         "scalar_clock_hz": _doc(1.2e9, "Hz", "Scalar Engine clock", _ARCH_V4),
