@@ -227,7 +227,9 @@ def block_quantize(
     OCP MX (see mx_quantize); ``(128,)`` / ``(128, 128)`` with fp32 scales is DeepSeek-V3's
     activation / weight scheme. ``scale_rule="quotient"``: scale = round(amax / max(fmt),
     scale_fmt, scale_rounding); ``"ocp"``: scale = 2^(floor(log2 amax) - emax(fmt)) (OCP MX v1.0
-    s6.3; scale_rounding unused). element = round(x / scale) exactly, into ``fmt``.
+    s6.3; scale_rounding unused); ``"ocp_headroom"``: twice that, 2^(floor(log2 amax) - emax(fmt) + 1),
+    whose quotients never clip (AWS's NeuronCore-v4 quantize_mx). element = round(x / scale) exactly,
+    into ``fmt``.
 
     ``rounding`` (``numeq.ROUNDINGS``), ``overflow`` (``numeq.OVERFLOWS``; default "saturate"),
     ``subnormals`` (``numeq.SUBNORMALS``), ``seed``, ``random_bits``: how the elements are rounded

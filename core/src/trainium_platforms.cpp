@@ -81,6 +81,15 @@ std::vector<Assumption> default_assumptions(int generation) {
                                        "PE adding two fp8 products (exactly, here) before the column sum",
                                        "the mode is documented (" + kArch + "); whether kernels use it is the "
                                        "kernel's choice, and how the pair is added is not documented"});
+  if (generation >= 4)  // NeuronCore-v4's MX matmul (nki.isa.nc_matmul_mx; trainium3_arch.rst)
+    a.insert(a.begin() + 5, Assumption{"mx_pe_add", "fused", {"fused", "sequential"},
+                                       "how each PE of an MX matmul (nc_matmul_mx) adds its four products before the "
+                                       "column sum: fused (their exact sum rounded once into the accumulator, as "
+                                       "fp8_double_row's pair) or sequential (added one by one from 0 with the PE's "
+                                       "rounding)",
+                                       "\"each processing element performs four pairs of MX multiplications and also "
+                                       "accumulation of the four multiplication results per cycle\" (" + kArchV4 +
+                                           "); how the four are added is not documented"});
   return a;
 }
 
@@ -124,8 +133,13 @@ FusedStep exact_tile_step(std::size_t products, const Format& in, const Cast& ac
 //               NKI tutorial's fully optimised matmul keeps it in the input dtype: each group is then
 //               added in fp32 (the Vector engine's arithmetic, nki.isa docs) and the sum rounded into
 //               the accumulator, two roundings, the first group copied into it
+//   mx          the matmuls are NeuronCore-v4 MX matmuls (nc_matmul_mx): each PE takes four
+//               products, one instruction contracts 512 elements of K (128 partitions x 4), and the
+//               operands are the dequantized values (element x its block's scale), which the plan
+//               reads as fp32 (exact while they lie in fp32's range; numeq.nki checks it)
 struct KernelOptions {
   std::size_t k_tile = 0;
+  bool mx = false;
   std::size_t psum_group = 0;
   const Format* group_accumulator = &formats::fp32;
 };
@@ -156,7 +170,7 @@ Plan matmul_plan(const Build& b, Operation op, const Format& in, const Format& o
   const bool double_row = fp8 && value_of(a, "fp8_double_row") == "on";
   // builtin_variant has checked k_tile against the instruction's rows (and left the plans of
   // the formats it does not fit out).
-  const std::size_t tile = b.kernel.k_tile ? b.kernel.k_tile : double_row ? 256 : 128;
+  const std::size_t tile = b.kernel.k_tile ? b.kernel.k_tile : b.kernel.mx ? 512 : double_row ? 256 : 128;
   const std::string order = value_of(a, "pe_order");
   if (order == "fused" && pe.product == ProductMode::rounded)
     throw numeq::error("platform: the assumptions pe_order=fused and products=bf16 cannot be combined (a fused "
@@ -166,7 +180,16 @@ Plan matmul_plan(const Build& b, Operation op, const Format& in, const Format& o
     column = fused(exact_tile_step(tile, in, accumulate));
   } else {
     PlanNode adder = order == "pairwise" ? tree(2, pe) : sequential(pe, /*start_from_zero=*/true);
-    if (double_row) {
+    if (b.kernel.mx) {
+      // Each PE adds its four products (the four values of one x4 element of each operand,
+      // trainium3_arch.rst "Quad-MXFP8/MXFP4 Matmul Performance"); the column then adds the PE
+      // sums as values. The four share one scale pair (a block is 8 partitions x 4 values), so a
+      // PE's products are the dequantized operands' products.
+      PlanNode quad = value_of(a, "mx_pe_add") == "sequential" ? sequential(pe, /*start_from_zero=*/true)
+                                                               : fused(exact_tile_step(4, in, accumulate));
+      Arithmetic values{accumulate};
+      adder = chunked(4, quad, order == "pairwise" ? tree(2, values) : sequential(values, true));
+    } else if (double_row) {
       // Each PE adds its two fp8 products exactly and rounds once into the accumulator; the
       // column then adds the pair sums as values.
       PlanNode pair = fused(exact_tile_step(2, in, accumulate));
@@ -181,7 +204,7 @@ Plan matmul_plan(const Build& b, Operation op, const Format& in, const Format& o
   p.name = b.platform + " " + std::string(to_string(op)) + " " + std::string(in.name) + " -> " + std::string(out.name);
   p.reduction = chunked(tile, column, sequential(psum));
   const std::string fp32_matmul = value_of(a, "fp32_matmul");
-  if (in == formats::fp32 && fp32_matmul != "native") {
+  if (in == formats::fp32 && fp32_matmul != "native" && !b.kernel.mx) {  // MX operands are no fp32 inputs
     // Two pieces per operand, four passes per tile, each pass one nc_matmul into PSUM.
     const Format& piece = fp32_matmul == "bf16x4" ? formats::bf16 : formats::tf32;
     p.reduction = decompose(tile, 2, Cast{piece}, {{0, 0}, {0, 1}, {1, 0}, {1, 1}}, column, sequential(psum));
@@ -223,6 +246,7 @@ std::string variant_name(const std::string& base, const std::vector<Assumption>&
   std::string chosen;
   for (const Assumption& x : a)
     if (x.value != x.alternatives.front()) chosen += (chosen.empty() ? "" : ",") + x.name + "=" + x.value;
+  if (k.mx) chosen += (chosen.empty() ? "" : ",") + std::string("mx=on");
   if (k.k_tile) chosen += (chosen.empty() ? "" : ",") + std::string("k_tile=") + std::to_string(k.k_tile);
   if (k.psum_group) chosen += (chosen.empty() ? "" : ",") + std::string("psum_group=") + std::to_string(k.psum_group);
   if (*k.group_accumulator != formats::fp32)
@@ -251,6 +275,8 @@ Platform build_trainium(const std::string& base, const std::vector<Assumption>& 
   // NeuronCore-v4 takes OCP e4m3fn beside Trainium's e4m3 (never both in one matmul: the kernel
   // layer's matmul_dtype rule; nki.isa.nc_matmul docstring, Data types).
   if (generation == 4) inputs.push_back(&formats::e4m3fn);
+  // An MX matmul's operands are dequantized values, read as fp32 (KernelOptions::mx).
+  if (kernel.mx) inputs = {&formats::fp32};
   const std::vector<const Format*> outputs = {&formats::fp32, &formats::bf16, &formats::fp16};
   for (const Format* in : inputs)
     for (const Format* out : outputs)
@@ -287,6 +313,18 @@ Platform build_trainium(const std::string& base, const std::vector<Assumption>& 
                           "destination takes each fp32 result rounded (RNE or stochastic) as it is written, and adds "
                           "into it in fp32 before rounding again",
                           EvidenceKind::documented, kArchV4});
+  }
+  if (kernel.mx) {
+    p.evidence.push_back({"matmul: MX (nc_matmul_mx): one instruction contracts up to 512 elements of K, 128 "
+                          "partitions x the 4 values of an x4 element, each PE multiplying and adding four pairs; "
+                          "blocks of 32 values along K (8 partitions x 4) share one E8M0 scale per operand",
+                          EvidenceKind::documented, kArchV4 + "; nki.isa.nc_matmul_mx docstring"});
+    p.evidence.push_back({"matmul: MX operands enter as element x 2^(scale - 127), exact in fp32 while in its range; "
+                          "the scales are powers of two shared by a PE's four products, so where they apply changes "
+                          "no value inside that range; fp4 (e2m1) values are fp8 values, so how fp4 is widened "
+                          "changes none either",
+                          EvidenceKind::documented,
+                          "derived from the layout (" + kArchV4 + ") and the formats' values (OCP MX v1.0)"});
   }
   if (kernel.k_tile)
     p.evidence.push_back({"matmul: the kernel cuts K into tiles of " + std::to_string(kernel.k_tile) + " rows",
@@ -354,6 +392,15 @@ std::optional<Platform> builtin_variant(std::string_view base, const AssumptionC
       kernel.group_accumulator = *f;
       continue;
     }
+    if (key == "mx") {
+      if (value != "on" && value != "off")
+        throw numeq::error(std::string(parameter) + ": mx=" + value + " is unknown; valid: on, off");
+      if (value == "on" && generation_of(name) < 4)
+        throw numeq::error(std::string(parameter) + ": mx=on needs trainium.trn3 (MX matmuls are NeuronCore-v4 "
+                           "and newer: nki.isa.nc_matmul_mx docstring); " + name + " has none");
+      kernel.mx = value == "on";
+      continue;
+    }
     if (key == "k_tile" || key == "psum_group") {
       (key == "k_tile" ? kernel.k_tile : kernel.psum_group) = option_count(key, value, 65536, parameter);
       continue;
@@ -364,7 +411,7 @@ std::optional<Platform> builtin_variant(std::string_view base, const AssumptionC
     if (it == assumptions.end()) {
       std::string valid;
       for (const Assumption& a : assumptions) valid += (valid.empty() ? "" : ", ") + a.name;
-      valid += "; kernel options: k_tile, psum_group, group_accumulator";
+      valid += "; kernel options: k_tile, psum_group, group_accumulator, mx";
       throw numeq::error(std::string(parameter) + ": " + name + " has no assumption '" + key + "'; valid: " + valid);
     }
     if (std::find(it->alternatives.begin(), it->alternatives.end(), value) == it->alternatives.end()) {
@@ -379,6 +426,14 @@ std::optional<Platform> builtin_variant(std::string_view base, const AssumptionC
     throw numeq::error(std::string(parameter) + ": group_accumulator=" + std::string(kernel.group_accumulator->name) +
                        " needs psum_group=N (the K tiles each PSUM group holds)");
   const bool double_row = value_of(assumptions, "fp8_double_row") == "on";
+  if (kernel.mx) {
+    // nc_matmul_mx: K in partitions (a multiple of 32, at most 128) x 4 values per x4 element.
+    if (kernel.k_tile > 512 || kernel.k_tile % 128 != 0)
+      throw numeq::error(std::string(parameter) + ": k_tile=" + std::to_string(kernel.k_tile) +
+                         " with mx=on: an MX matmul contracts 4 x its partitions, a multiple of 32 up to 128, so "
+                         "k_tile is 128, 256, 384 or 512 (nki.isa.nc_matmul_mx docstring, Tile size)");
+    return build_trainium(name, assumptions, kernel);
+  }
   if (kernel.k_tile > (double_row ? 256u : 128u))
     throw numeq::error(std::string(parameter) + ": k_tile=" + std::to_string(kernel.k_tile) + " exceeds the " +
                        (double_row ? "256 rows of K one fp8 double_row nc_matmul contracts"

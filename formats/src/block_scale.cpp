@@ -50,10 +50,11 @@ void check_scaling(const BlockScaling& s) {
 // The block scale for amax > 0 under the scaling's rule.
 double block_scale(double amax, const BlockScaling& scaling, const Cast& scale_cast, const Unpacked& max_element) {
   double s = 0;
-  if (scaling.scale_rule == ScaleRule::ocp) {
+  if (scaling.scale_rule == ScaleRule::ocp || scaling.scale_rule == ScaleRule::ocp_headroom) {
     // OCP MX v1.0 s6.3: X = 2^(floor(log2(amax)) - emax_elem); a power of two, so the scale
-    // format holds it exactly unless it lies beyond its range, where it clamps.
-    const int emax_elem = scaling.element.format.emax();
+    // format holds it exactly unless it lies beyond its range, where it clamps. ocp_headroom
+    // doubles it (nki.isa.quantize_mx: "a block scale that is two times larger").
+    const int emax_elem = scaling.element.format.emax() - (scaling.scale_rule == ScaleRule::ocp_headroom ? 1 : 0);
     const double x = std::ldexp(1.0, std::ilogb(amax) - emax_elem);
     s = std::min(x, max_finite(scaling.scale_format));
     if (s < min_subnormal(scaling.scale_format)) s = min_subnormal(scaling.scale_format);
@@ -70,7 +71,7 @@ double block_scale(double amax, const BlockScaling& scaling, const Cast& scale_c
 ScaleRule scale_rule_by_name(std::string_view name, std::string_view parameter) {
   return by_name(enum_names<ScaleRule>, name, parameter, "scale rule",
                  "(ocp: OCP MX v1.0 s6.3, 2^(floor(log2 amax) - emax_elem); quotient: amax / max_element rounded "
-                 "by scale_rounding)");
+                 "by scale_rounding; ocp_headroom: twice the ocp scale, as AWS's quantize_mx)");
 }
 
 std::vector<std::size_t> block_scale_shape(const std::vector<std::size_t>& x_shape,

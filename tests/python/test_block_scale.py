@@ -54,6 +54,8 @@ def block_oracle(x, fmt, block, scale_fmt, scale_rounding="nearest_even", roundi
             s = 1.0  # an all-zero block: numeq documents scale 1
         elif scale_rule == "ocp":
             s = ocp_scale(amax, fmt)
+        elif scale_rule == "ocp_headroom":  # AWS's quantize_mx: 2^(floor(log2 amax) - (emax - 1))
+            s = min(2 * ocp_scale(amax, fmt), 2.0 ** 127)
         else:
             s = round_oracle(Fraction(amax) / mx, sspec, rounding=scale_rounding, overflow="saturate")
         scales[idx] = s
@@ -113,6 +115,28 @@ def test_mx_default_is_the_ocp_rule(fmt, block):
     want_v, want_s = block_oracle(x, fmt, block, "e8m0fnu", scale_rule="ocp")
     assert_same_floats(scales, want_s, f"{fmt} scales")
     assert_same_floats(values, want_v, f"{fmt} elements")
+
+
+@pytest.mark.parametrize("block", [(32,), (8, 4)])
+@pytest.mark.parametrize("fmt", ["e4m3fn", "e5m2"])
+def test_the_headroom_rule_is_twice_the_spec_scale_and_never_clips(fmt, block):
+    # nki.isa.quantize_mx: "a block scale that is two times larger, reserving additional range for
+    # rounding the largest values in each group without saturation" (the (8, 4) block is its group).
+    rng = np.random.default_rng(12)
+    shape = (4, 64) if len(block) == 1 else (16, 8)
+    x = varied_blocks(rng, shape, 32) if len(block) == 1 else rng.standard_normal(shape) * 5
+    values, scales = numeq.block_quantize(x, fmt, block=block, scale_fmt="e8m0fnu", scale_rule="ocp_headroom")
+    want_v, want_s = block_oracle(x, fmt, block, "e8m0fnu", scale_rule="ocp_headroom")
+    assert_same_floats(scales, want_s, f"{fmt} scales")
+    assert_same_floats(values, want_v, f"{fmt} elements")
+    assert np.all(np.abs(values) < max_finite(SPECS[fmt]))
+    # amax = 1.9 * 2^k in e4m3fn: the spec's quotient 486.4 clips to 448, the doubled one rounds to 240.
+    one = np.zeros(32)
+    one[3] = 1.9 * 2.0 ** -5
+    v_spec, s_spec = numeq.mx_quantize(one, "e4m3fn")
+    v_aws, s_aws = numeq.block_quantize(one, "e4m3fn", block=(32,), scale_fmt="e8m0fnu", scale_rule="ocp_headroom")
+    assert (v_spec[0, 3] if v_spec.ndim > 1 else v_spec[3]) == 448 and float(s_aws.ravel()[0]) == 2 * float(s_spec.ravel()[0])
+    assert (v_aws[0, 3] if v_aws.ndim > 1 else v_aws[3]) == 240
 
 
 @pytest.mark.parametrize("fmt", MX_ELEMENTS)

@@ -335,6 +335,41 @@ TEST(BlockScale, MxDefaultIsTheOcpRule) {
   }
 }
 
+// AWS's quantize_mx (nki.isa docstring): X = 2^(floor(log2 amax) - (E_max - 1)), twice the
+// spec's scale, so the block's largest quotient lies in [2^(E_max - 1), 2^E_max) and never clips.
+// One block of amax = 1.9 * 2^k in e4m3fn tells the two rules apart: the spec's quotient 486.4
+// clips to 448, the doubled one, 243.2, rounds to 240.
+TEST(BlockScale, OcpHeadroomIsTwiceTheSpecScaleAndNeverClips) {
+  for (const MxCase& c : kMx) {
+    if (c.grid->name != std::string("e4m3fn") && c.grid->name != std::string("e5m2")) continue;
+    BlockScaling s = numeq::mx_scaling(*c.format, ScaleRule::ocp_headroom);
+    const auto x = block_data<double>({4, 96}, s.block_shape, 900);
+    const Result r = run(x, {4, 96}, s);
+    std::vector<double> amax(r.scales.size(), 0.0);
+    for (std::size_t i = 0; i < x.size(); ++i)
+      amax[block_index(i, {4, 96}, s.block_shape)] = std::max(amax[block_index(i, {4, 96}, s.block_shape)], std::fabs(x[i]));
+    for (std::size_t k = 0; k < amax.size(); ++k)
+      if (amax[k] > 0) {
+        EXPECT_EQ(r.scales[k], 2 * ocp_scale(amax[k], *c.grid)) << c.grid->name << " block " << k;
+      }
+    for (std::size_t i = 0; i < x.size(); ++i) {
+      const double scale = r.scales[block_index(i, {4, 96}, s.block_shape)];
+      EXPECT_EQ(r.elements[i], oracle_element(x[i], scale, *c.grid)) << i;
+      EXPECT_LT(std::fabs(x[i] / scale), c.grid->max_finite) << "no quotient reaches the clamp";
+    }
+  }
+  for (int k : {-20, 0, 7}) {
+    std::vector<double> x(32, 0.0);
+    x[3] = 1.9 * std::ldexp(1.0, k);
+    const Result spec = run(x, {32}, numeq::mx_scaling(numeq::formats::e4m3fn, ScaleRule::ocp));
+    const Result doubled = run(x, {32}, numeq::mx_scaling(numeq::formats::e4m3fn, ScaleRule::ocp_headroom));
+    EXPECT_EQ(spec.elements[3], 448.0);
+    EXPECT_EQ(spec.elements[3] * spec.scales[0], 1.75 * std::ldexp(1.0, k));
+    EXPECT_EQ(doubled.elements[3], 240.0);
+    EXPECT_EQ(doubled.elements[3] * doubled.scales[0], 1.875 * std::ldexp(1.0, k));
+  }
+}
+
 TEST(BlockScale, MxScalesArePowersOfTwoAtTheDocumentedPlace) {
   // amax / max_element exactly at powers of two and at the midpoints 1.5 * 2^k between them: E8M0
   // nearest rounding takes a midpoint up (both neighbours have significand 1), upward too.

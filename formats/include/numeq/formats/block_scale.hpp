@@ -5,7 +5,11 @@
 //     elements to MX format") sets shared_exp = floor(log2(amax)) - emax_elem, with emax_elem the
 //     exponent of the element format's largest normal: ScaleRule::ocp, the default of
 //     mx_scaling(). Elements whose quotient exceeds the element format's max_finite then saturate
-//     (the spec's clamp). Other implementations round amax / max_element instead (CUDA/CUTLASS up,
+//     (the spec's clamp). AWS's NeuronCore-v4 quantize_mx takes a scale "two times larger,
+//     reserving additional range for rounding the largest values in each group without
+//     saturation": 2^(floor(log2 amax) - (emax_elem - 1)) (nki.isa.quantize_mx docstring, SDK 2.27+):
+//     ScaleRule::ocp_headroom, whose quotients stay below 2^(emax_elem + 1) and never clip in
+//     e4m3fn or e5m2. Other implementations round amax / max_element instead (CUDA/CUTLASS up,
 //     ml_dtypes to nearest even: numeq FACTS s1): ScaleRule::quotient, with scale_rounding.
 //   DeepSeek-V3 (arXiv:2412.19437 s3.3): one fp32 scale per 1x128 activation tile or per 128x128
 //     weight block, elements E4M3: ScaleRule::quotient (amax / 448 rounded into fp32).
@@ -26,8 +30,10 @@ namespace numeq {
 // How a block's scale follows from its amax (the largest |x| of the block):
 //   ocp       2^(floor(log2 amax) - emax_elem) (OCP MX v1.0 s6.3), then into scale_format
 //             (clamped to its range); scale_rounding is not used;
+//   ocp_headroom  twice the ocp scale, 2^(floor(log2 amax) - emax_elem + 1), clamped the same way
+//             (AWS NKI quantize_mx, "a block scale that is two times larger");
 //   quotient  amax / max_finite(element) rounded into scale_format by scale_rounding.
-enum class ScaleRule : std::uint8_t { ocp, quotient };
+enum class ScaleRule : std::uint8_t { ocp, quotient, ocp_headroom };
 ScaleRule scale_rule_by_name(std::string_view name, std::string_view parameter = "scale_rule");
 
 struct BlockScaling {
