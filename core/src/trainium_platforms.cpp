@@ -282,8 +282,10 @@ Platform build_trainium(const std::string& base, const std::vector<Assumption>& 
     for (const Format* out : outputs)
       for (const Operation op : {Operation::dot, Operation::matmul}) {
         // A k_tile above 128 (fp8 double_row) leaves the formats one instruction cannot contract
-        // that many rows of out of the platform.
-        if (b.kernel.k_tile > 128 && *in != formats::e4m3 && *in != formats::e5m2 && *in != formats::e4m3fn) continue;
+        // that many rows of out of the platform (an MX matmul's K counts values, 4 per row).
+        if (!b.kernel.mx && b.kernel.k_tile > 128 && *in != formats::e4m3 && *in != formats::e5m2 &&
+            *in != formats::e4m3fn)
+          continue;
         p.plans.push_back(PlanEntry{op, std::string(in->name), std::string(out->name), matmul_plan(b, op, *in, *out)});
       }
   for (const Format* in : {&formats::fp32, &formats::bf16, &formats::fp16})

@@ -398,8 +398,8 @@ def status(module: str, name: str) -> str:
         return "unsupported"
     if inspect.isfunction(obj) and obj.__module__ == "numeq.nki.machine.context":
         return "internal"  # the run context defines no NKI name
-    if getattr(obj, "_numeq_placeholder", False) or (isinstance(obj, numeq.nki.language.DType) and obj.pending):
-        return "unsupported"  # a documented name that exists and raises when used (placeholders, MX dtypes)
+    if getattr(obj, "_numeq_placeholder", False):
+        return "unsupported"  # a documented name that exists and raises when used (placeholders)
     if isinstance(obj, numeq.nki.language.Operator):
         # An identifier is implemented where something computes it: the ALU, the function model or
         # the older interface's tile functions.
@@ -485,12 +485,12 @@ def test_the_docs_table_of_instructions_is_the_instruction_table():
 
 
 def test_an_unimplemented_instruction_imports_and_raises_with_the_kernels_line_when_called():
-    from numeq.nki.isa import nc_matmul_mx  # a kernel file naming it imports
+    from numeq.nki.isa import activate2  # a kernel file naming it imports
 
     def kernel():
-        nc_matmul_mx()  # the line the message names
+        activate2()  # the line the message names
     line = inspect.getsourcelines(kernel)[1] + 1
-    with pytest.raises(numeq.nki.Unsupported, match=rf"test_nki_cli.py:{line}: .*nki.isa.nc_matmul_mx"):
+    with pytest.raises(numeq.nki.Unsupported, match=rf"test_nki_cli.py:{line}: .*nki.isa.activate2"):
         numeq.nki.run(kernel, target="trn3")  # (on trn2 it is first a target_generation error)
 
 

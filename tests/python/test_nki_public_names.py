@@ -73,10 +73,11 @@ def test_nkiobject_takes_keywords_as_attributes_and_placeholder_classes_subclass
 def test_a_call_of_an_unimplemented_name_raises_at_the_kernels_line():
     @nki.jit
     def k(a):
-        t = nl.ndarray((1, 4), nl.float8_e4m3fn_x4, buffer=nl.sbuf)
+        t = nl.ndarray((1, 4), nl.int32, buffer=nl.sbuf)
+        nisa.core_barrier(t, (0, 1))
         return t
 
-    with pytest.raises(nki.Unsupported, match=r"test_nki_public_names.py:\d+: .*float8_e4m3fn_x4"):
+    with pytest.raises(nki.Unsupported, match=r"test_nki_public_names.py:\d+: .*core_barrier"):
         nki.simulate(k)(np.zeros((1, 4), np.float32))
 
 
@@ -218,7 +219,7 @@ def test_the_dtype_helpers_aws_suites_import_cast_as_cpp_static_cast():
         import nki as aws_nki
 
     assert static_cast is dt.static_cast and constants.oob_mode is nisa.oob_mode
-    assert aws_nki.dtype.bfloat16 == nl.bfloat16 and aws_nki.language.dtypes.float8_e4m3fn_x4.pending
+    assert aws_nki.dtype.bfloat16 == nl.bfloat16 and aws_nki.language.dtypes.float8_e4m3fn_x4.packed
     x = np.random.default_rng(3).standard_normal(4096).astype(np.float32) * np.float32(300)
     for dtype in (ml_dtypes.bfloat16, np.float16, ml_dtypes.float8_e4m3fn, ml_dtypes.float8_e5m2, ml_dtypes.float8_e4m3):
         got = dt.static_cast(x, dtype)
@@ -230,8 +231,13 @@ def test_the_dtype_helpers_aws_suites_import_cast_as_cpp_static_cast():
     assert dt.static_cast(np.array([300, -1]), np.uint8).tolist() == [44, 255]
     with pytest.raises(ValueError, match="outside int8"):
         dt.static_cast(np.array([1.0, 200.0]), np.int8)
-    with pytest.raises(NotImplementedError, match="float8_e4m3fn_x4"):
-        dt.static_cast(x, dt.float8_e4m3fn_x4)
+    # Into a packed dtype: each value cast as into float8_e4m3fn, four along the last axis per word
+    # (value j in byte j, as AWS's MX tutorial packs them with ml_dtypes' view as uint32).
+    packed = dt.static_cast(x.reshape(-1, 8), dt.float8_e4m3fn_x4)
+    assert packed.dtype == np.uint32 and packed.shape == (512, 2)
+    assert np.array_equal(packed, x.reshape(-1, 8).astype(ml_dtypes.float8_e4m3fn).view(np.uint32))
+    with pytest.raises(ValueError, match="four values"):
+        dt.static_cast(x[:6], dt.float8_e4m3fn_x4)
     assert dt.sizeinbytes(np.float32) == 4 and dt.sizeinbytes(ml_dtypes.bfloat16) == 2
     assert dt.is_float_type(ml_dtypes.bfloat16) and not dt.is_float_type(np.int8)
     assert float(dt.finfo(ml_dtypes.float8_e4m3fn).max) == 448.0

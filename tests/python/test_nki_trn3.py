@@ -334,7 +334,7 @@ def test_accumulating_onto_a_non_matmul_psum_value_is_undefined_before_trn3_only
     assert "accumulate_non_matmul" in {f.rule for f in nki.run(k, a_t, b, target="trn2").errors}
 
 
-@pytest.mark.parametrize("name", ["quantize_mx", "nc_matmul_mx", "rand2", "activate2"])
+@pytest.mark.parametrize("name", ["rand2", "activate2"])
 def test_a_trn3_only_instruction_numeq_lacks_is_first_what_trn2_lacks(name):
     # "Available only on NeuronCore-v4 and newer": on trn2 the documented fact (a target_generation
     # error at the kernel's line); on trn3 what numeq has not implemented (Unsupported).

@@ -322,6 +322,15 @@ class _RunContext(Context):
         self.assumptions.read.update(_plan_assumptions(self.target.platform, "matmul", fmt))
         return self._tile_platforms[key]
 
+    def mx_platform(self, k: int) -> str:
+        """The platform of one nc_matmul_mx contracting ``k`` values of K (4 per partition): the
+        kernel's assumptions, the MX plan (``mx=on``), its K as the one tile."""
+        key = ("mx", k)
+        if key not in self._tile_platforms:
+            self._tile_platforms[key] = self._platform({"mx": "on", **({} if k == 512 else {"k_tile": k})})
+        self.assumptions.read.update(_plan_assumptions(self.target.platform, "matmul", "fp32", "mx=on"))
+        return self._tile_platforms[key]
+
     def sum_platform(self) -> str:
         self.assumptions.read.update(_plan_assumptions(self.target.platform, "sum", "fp32"))
         return self._platform({})
@@ -330,23 +339,26 @@ class _RunContext(Context):
 _PLAN_ASSUMPTIONS: dict[tuple[str, str, str], frozenset] = {}
 
 
-def _plan_assumptions(platform: str, op: str, fmt: str) -> frozenset:
+def _plan_assumptions(platform: str, op: str, fmt: str, options: str = "") -> frozenset:
     """The platform assumptions an ``op`` plan of ``platform`` for ``fmt`` inputs reads: those with
     an alternative that changes one of those plans (a run that uses the plan has read them; the
     precision flow sweeps only what a run read). A format with no plan of its own (e4m3fn values
-    through trn2's e4m3 plan) reads what any ``op`` plan reads. Worked out once per platform, op
-    and format."""
-    key = (platform, op, fmt)
+    through trn2's e4m3 plan) reads what any ``op`` plan reads. ``options``: kernel options the
+    plans are built with ("mx=on": the MX matmul's). Worked out once per platform, op, format and
+    options."""
+    key = (platform, op, fmt, options)
     if key not in _PLAN_ASSUMPTIONS:
-        def plans(name: str) -> list:
+        def plans(choice: str) -> list:
+            chosen = ",".join(c for c in (options, choice) if c)
+            name = f"{platform}[{chosen}]" if chosen else platform
             entries = [e for e in json.loads(_platforms.platform_json(name))["plans"] if e["op"] == op]
             own = [e for e in entries if e["in_fmt"] == fmt]
             return [(e["in_fmt"], e["out"], e["plan"] | {"name": ""}) for e in (own or entries)]
 
-        base = plans(platform)
+        base = plans("")
         _PLAN_ASSUMPTIONS[key] = frozenset(
             a["name"] for a in _platform_assumptions(platform)
-            if any(plans(f"{platform}[{a['name']}={v}]") != base for v in a["alternatives"] if v != a["value"]))
+            if any(plans(f"{a['name']}={v}") != base for v in a["alternatives"] if v != a["value"]))
     return _PLAN_ASSUMPTIONS[key]
 
 
@@ -367,7 +379,10 @@ def _kernel_arguments(ctx: Context, fn: Callable, args: tuple, kwargs: dict) -> 
                 raise TypeError(f"{name}: masked arrays are not kernel inputs; pass a plain array")
             d = dtype_of(arr.dtype, name)
             data = np.array(arr, dtype=d.storage, copy=True, order="C")
-            t = ctx.allocate(Allocation(arr.shape, d, MEMORIES["shared_hbm"], name, "<input>", data=data)).whole()
+            # AWS's simulator wraps each array "with buffer=nl.hbm (or shared_hbm for LNC2)" (nki_simulator.rst,
+            # Execution); AWS's trn3 MX kernels assert their inputs' buffer == nl.hbm. A grid's programs share them.
+            memory = MEMORIES["shared_hbm"] if math.prod(ctx.grid) > 1 else MEMORIES["hbm"]
+            t = ctx.allocate(Allocation(arr.shape, d, memory, name, "<input>", data=data)).whole()
             tensors.append((x, t))
             return t
         return x
@@ -542,11 +557,14 @@ def _kernel_tiling(ctx: _RunContext) -> dict[str, Any]:
     ks = [ins.detail["k"] for ins in matmuls]
     extra: dict[str, Any] = {}
     double = any(ins.detail.get("double_row") for ins in matmuls)
-    if double and ctx.assumptions["fp8_double_row"] != "on":
+    mx = any(ins.detail.get("mx") for ins in matmuls)  # MX matmuls (a kernel mixing them with nc_matmul
+    if mx:                                              # is judged on the MX plan)
+        extra["mx"] = "on"
+    elif double and ctx.assumptions["fp8_double_row"] != "on":
         extra["fp8_double_row"] = "on"
     if ks:
         full = max(ks)
-        default = 256 if double else 128
+        default = 512 if mx else 256 if double else 128
         if full != default:
             extra["k_tile"] = full
     if ctx.psum_groups:

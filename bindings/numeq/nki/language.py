@@ -18,7 +18,7 @@ from .machine import placement as _placement
 from .machine import rules as _rules
 from .machine.context import assigned_name, current
 from .machine.context import where as _where  # the kernel's line; nl.where is the older interface's select
-from .machine.dtypes import DTYPES, PENDING_DTYPES, DType, dtype_of
+from .machine.dtypes import DTYPES, DType, dtype_of
 from .machine.precision import allocated
 from .machine.memory import MEMORIES, Allocation, Memory, Tensor, ds
 from . import isa as _isa
@@ -41,13 +41,13 @@ float8_e4m3, float8_e4m3fn, float8_e5m2 = (DTYPES[n] for n in ("float8_e4m3", "f
 int8, uint8, int16, uint16, int32, uint32 = (DTYPES[n] for n in ("int8", "uint8", "int16", "uint16", "int32", "uint32"))
 bool_ = DTYPES["bool"]
 fp32, bf16, fp16, tf32 = float32, bfloat16, float16, tfloat32
-# Trainium3's MX dtypes: named here, refused as a tile's dtype until numeq computes them.
+# Trainium3's MX dtypes: the packed x4 data and the e8m0 scale (machine.dtypes).
 float8_e5m2_x4, float8_e4m3fn_x4, float4_e2m1fn_x4, float8_e8m0fnu = (
-    PENDING_DTYPES[n] for n in ("float8_e5m2_x4", "float8_e4m3fn_x4", "float4_e2m1fn_x4", "float8_e8m0fnu"))
+    DTYPES[n] for n in ("float8_e5m2_x4", "float8_e4m3fn_x4", "float4_e2m1fn_x4", "float8_e8m0fnu"))
 
 # nki.language.dtypes (also nki.dtype): the dtypes as a submodule, as AWS's package lays them out.
 dtypes = _types.ModuleType("nki.language.dtypes", "NKI's dtypes.")
-for _d in (*DTYPES.values(), *PENDING_DTYPES.values()):
+for _d in DTYPES.values():
     setattr(dtypes, _d.name, _d)
 
 # The types kernels annotate with and test against (nki.language API reference: nl.NkiTensor, the
@@ -532,7 +532,7 @@ class _TileSize:
 
     @property
     def gemm_moving_fmax(self) -> int:
-        return int(self._t()["matmul_moving_free"])
+        return int(self._t()["gemm_moving_fmax"])
 
     @property
     def bn_stats_fmax(self) -> int:

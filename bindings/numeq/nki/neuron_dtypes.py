@@ -8,8 +8,8 @@ with numeq's casts:
   round-to-nearest-even with IEEE overflow (Inf, or NaN where the format has none): numeq.cast. Into
   an integer type from floats, truncation toward zero (values outside the type are refused, not
   wrapped: C++ leaves them undefined); from integers, modular wrap-around.
-- the packed Trainium3 dtypes (``float8_e4m3fn_x4`` ...) exist as names; casting into one is refused
-  until numeq computes MX (docs/nki.md).
+- into a packed Trainium3 dtype (``float8_e4m3fn_x4`` ...): each value cast into the element format
+  as above, every four along the last axis packed into one word (machine.packed's layout).
 """
 
 from __future__ import annotations
@@ -20,14 +20,15 @@ import ml_dtypes
 import numpy as np
 
 from .. import _casts
-from .machine.dtypes import DTYPES, PENDING_DTYPES, DType
+from .machine import packed as _packed
+from .machine.dtypes import DTYPES, DType
 
 __all__ = ["bfloat16", "finfo", "float8_e4m3", "float8_e4m3fn", "float8_e5m2", "is_float_type", "sizeinbytes",
            "static_cast"]
 
 bfloat16, float8_e4m3, float8_e4m3fn, float8_e5m2 = (ml_dtypes.bfloat16, ml_dtypes.float8_e4m3,
                                                      ml_dtypes.float8_e4m3fn, ml_dtypes.float8_e5m2)
-float8_e5m2_x4, float8_e4m3fn_x4, float4_e2m1fn_x4 = (PENDING_DTYPES[n] for n in (
+float8_e5m2_x4, float8_e4m3fn_x4, float4_e2m1fn_x4 = (DTYPES[n] for n in (
     "float8_e5m2_x4", "float8_e4m3fn_x4", "float4_e2m1fn_x4"))
 
 # numpy dtype -> numeq format of the float dtypes NKI has (float32 is fp32, not tf32).
@@ -36,9 +37,9 @@ _FORMAT[np.dtype(np.float64)] = "fp64"
 
 
 def _dtype(dtype: Any, parameter: str = "dtype") -> np.dtype:
-    if getattr(dtype, "pending", False):
-        raise NotImplementedError(f"{parameter}: {dtype} is a packed Trainium3 dtype, which numeq.nki does not compute "
-                                  "yet (docs/nki.md)")
+    if getattr(dtype, "packed", False):
+        raise TypeError(f"{parameter}: {dtype} is a packed Trainium3 dtype (four values per element), which has no "
+                        "numpy type of its own; static_cast packs into it, sizeinbytes measures it")
     try:
         return dtype.dtype if isinstance(dtype, DType) else np.dtype(dtype)
     except TypeError:
@@ -53,7 +54,7 @@ def is_float_type(dtype: Any) -> bool:
 
 def sizeinbytes(dtype: Any) -> int:
     """Bytes per element (per packed word for the Trainium3 x4 dtypes)."""
-    if getattr(dtype, "pending", False):
+    if getattr(dtype, "packed", False):
         return dtype.itemsize
     return _dtype(dtype).itemsize
 
@@ -65,8 +66,15 @@ def finfo(dtype: Any) -> Any:
 
 def static_cast(x: Any, dtype: Any) -> np.ndarray:
     """``x`` converted element by element as C++'s static_cast (see the module doc)."""
-    to = _dtype(dtype)
     a = np.asarray(x)
+    if getattr(dtype, "packed", False):
+        fmt = _packed.element_format(dtype)
+        if a.ndim == 0 or a.shape[-1] % 4:
+            raise ValueError(f"x: {dtype} packs four values along the last axis; x has shape {a.shape}")
+        values = _casts.cast(a, fmt)
+        return _packed.pack(np.asarray(values, dtype=np.float32).astype(_packed.ELEMENT_TYPES[fmt]).view(np.uint8),
+                            dtype)
+    to = _dtype(dtype)
     if to in _FORMAT:
         return _casts.cast(a, _FORMAT[to])
     if to.kind in "iu":

@@ -35,11 +35,14 @@ def as_tensor(x: Any, parameter: str) -> Tensor:
 _F32 = np.dtype(np.float32)
 
 
-def read(ctx: Context, t: Any, parameter: str, engine: str = "vector", rows: bool = False) -> np.ndarray:
+def read(ctx: Context, t: Any, parameter: str, engine: str = "vector", rows: bool = False,
+         bits: bool = False) -> np.ndarray:
     """The fp32 values of operand ``t`` (checked: partitions, engine access, poison; ``rows``: the
     instruction works partition by partition, see ``_rules.check_read``); zeros in a run without
-    values (``numeq.nki.run(values=False)``), after the same checks."""
-    if type(t) is Tensor and t.checked is True:
+    values (``numeq.nki.run(values=False)``), after the same checks. ``bits``: its stored data
+    instead, after the same checks (what bit-exact instructions and the MX instructions, which
+    alone read a packed x4 tile, take)."""
+    if type(t) is Tensor and t.checked is True and not bits:
         # The common case, decided at once: an on-chip view already checked, of an SBUF tile every
         # byte of which is written and no matmul chain is pending in (what the checks below pass).
         base = t.base
@@ -47,7 +50,7 @@ def read(ctx: Context, t: Any, parameter: str, engine: str = "vector", rows: boo
             if not ctx.values:
                 return _zeros(t.shape)
             data = t.data
-            return data if data.dtype is _F32 else _numerics.fp32_values(data, t.dtype)
+            return data if data.dtype is _F32 else _values(ctx, t, parameter)
     t = as_tensor(t, parameter)
     if type(t) is OutsideBuffer:  # an access pattern past its buffer, read: the error it deferred
         raise t.fault()
@@ -59,12 +62,30 @@ def read(ctx: Context, t: Any, parameter: str, engine: str = "vector", rows: boo
         _rules.check_engine_access(ctx, engine, [t], parameter)
     if t.base.tracks_writer and engine != "tensor":
         evacuated(t)
+    if bits:
+        return t.data
     if not ctx.values:
         return _zeros(t.shape)
-    values = _numerics.fp32_values(t.data, t.dtype)
+    values = _values(ctx, t, parameter)
     if not t.base.complete and t.mask.min() != t.base.full:
         values = np.where(t.mask == t.base.full, values, np.float32(np.nan))
     return values
+
+
+def _values(ctx: Context, t: Any, parameter: str) -> np.ndarray:
+    """fp32 values of a tile whose storage is not fp32; a packed MX tile has none an engine reads."""
+    if t.dtype.kind == "packed":
+        raise packed_fault(ctx, t, parameter)
+    return _numerics.fp32_values(t.data, t.dtype)
+
+
+def packed_fault(ctx: Context, t: Any, parameter: str) -> KernelFault:
+    """An instruction other than the MX ones reads or writes values of a packed x4 tile."""
+    return KernelFault(ctx.find("mx_dtype", "error", f"{parameter} {t.name} is {t.dtype}, four MX values packed in "
+                                "each element, which only nc_matmul_mx reads and quantize_mx writes (dma_copy and "
+                                "a copy into the same dtype move its bits)",
+                                "documented: nki.language API reference (\"custom data type for nki.isa.nc_matmul_mx "
+                                "on NeuronCore-v4\"); nki.isa.quantize_mx and nc_matmul_mx docstrings"))
 
 
 def _zeros(shape: tuple) -> np.ndarray:
@@ -121,6 +142,8 @@ def write(ctx: Context, dst: Any, values: np.ndarray, writer: int = WRITER_OTHER
     _rules.check_on_chip(ctx, dst)
     before_write(ctx, dst)
     if bits is None:
+        if dst.dtype.kind == "packed":
+            raise packed_fault(ctx, dst, "dst")
         values = np.asarray(values)
         if values.shape != dst.shape:
             values = same_shape(ctx, dst, values)

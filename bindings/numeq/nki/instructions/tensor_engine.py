@@ -40,18 +40,18 @@ def nc_matmul(c: Call) -> Any:
     without it. Older form ``nc_matmul(stationary, moving)`` returns a new PSUM tile.
 
     ``tile_position=(start_row, start_column)``, ``tile_size=(row_size, column_size)``: PE tiling
-    (``_pe_tile``), several small matmuls side by side on the 128 x 128 PE array. A tiled matmul
+    (``pe_tile``), several small matmuls side by side on the 128 x 128 PE array. A tiled matmul
     computes the values of the same matmul on the whole array: the platform's plan for its K, then
     PSUM, through the path (and the PSUM chains) any nc_matmul takes; the documentation offers
     tiling for throughput and says nothing of other values. Its trace row keeps the tile and
-    counts the Tensor Engine's cycles by the share of the array the tile holds (``_tile_cycles``)."""
+    counts the Tensor Engine's cycles by the share of the array the tile holds (``tile_cycles``)."""
     ctx, v = c.ctx, c.args
     dst, stationary, moving = v.get("dst"), v["stationary"], v["moving"]
     tile_position, tile_size, perf_mode, accumulate = v["tile_position"], v["tile_size"], v["perf_mode"], v["accumulate"]
     is_transpose = v["is_transpose"]
     stationary, moving = as_tensor(stationary, "stationary"), as_tensor(moving, "moving")
     double_row = _double_row(perf_mode)
-    tile = _pe_tile(ctx, tile_position, tile_size, double_row)
+    tile = pe_tile(ctx, tile_position, tile_size, double_row)
     if is_transpose and ctx.target.generation >= 3:
         return _transpose_mode(c, dst, stationary, moving, accumulate, double_row, tile)
     # NeuronCore-v2 has no transpose mode: is_transpose=True only labels the instruction for the
@@ -63,7 +63,7 @@ def nc_matmul(c: Call) -> Any:
     _rules.check_on_chip(ctx, stationary)  # the partition rules first: K rows are partitions
     _rules.check_on_chip(ctx, moving)
     _rules.check_matmul(ctx, dst, stationary, moving, k, m, n, double_row, staged=c.form.returns)
-    _check_tile_fit(ctx, tile, stationary, moving, m)
+    check_tile_fit(ctx, tile, stationary, moving, m)
     # double_row (nki.isa.nc_matmul): stationary [128, 2, M], moving [128, 2, N] contract over the
     # partition and the first free axis, einsum('kli,klj->ij'); row (k, l) of the flattened K is
     # 2k + l, so each PE's two products are neighbours, as the platform's double_row plan pairs them.
@@ -81,9 +81,9 @@ def nc_matmul(c: Call) -> Any:
     if a.shape[1] * b.shape[1] != dst.size or dst.shape[0] != m:
         raise KernelFault(ctx.find("shape_mismatch", "error", f"nc_matmul result [{m}, {n}] does not fit {dst.name} "
                                    f"{dst.shape}", "documented: nki.isa.nc_matmul docstring"))
-    adds = _accumulating(ctx, dst, accumulate)
+    adds = accumulating(ctx, dst, accumulate)
     some, every = (bool(adds), bool(adds)) if adds.ndim == 0 else (bool(adds.any()), bool(adds.all()))
-    undefined = _result_undefined(rows_undefined, columns_undefined, m, n)
+    undefined = result_undefined(rows_undefined, columns_undefined, m, n)
     if some:
         _rules.check_accumulate(ctx, dst, adds)
         undefined = summed_undefined(ctx, dst, adds, undefined)
@@ -92,29 +92,34 @@ def nc_matmul(c: Call) -> Any:
         # Computed when the PSUM tile is read (machine.psum: the chain in one call of the platform plan).
         _psum.defer(ctx, dst, (a, stationary), (b, moving), fmt, k, double_row, mode == "accumulate")
         mark_written(ctx, dst, WRITER_MATMUL)
-    else:
-        # A mixed write, or (NeuronCore-v4) a bf16 PSUM tile: trainium3_arch.rst, "BF16 Matmul Results
-        # in PSUM": the fp32 result is rounded to bf16 as it is written; an accumulation upcasts the
-        # PSUM value to fp32, adds in fp32 and rounds the sum to bf16.
+    else:  # a mixed write, or (NeuronCore-v4) a bf16 PSUM tile
         result = (_numerics.matmul_tile(a, b, fmt, ctx.tile_platform(k, double_row, fmt)).reshape(dst.shape)
                   if ctx.values else np.zeros(dst.shape, np.float32))
-        if adds.any():
-            if dst.dtype.format != "fp32" and ctx.bf16_psum_chain is None:  # a kernel's choice: every K
-                ctx.bf16_psum_chain = ctx.at or where()                      # tile's sum rounded to bf16
-            old = _numerics.fp32_values(dst.data, dst.dtype)
-            summed = _numerics.accumulate_fp32(old, result, ctx.assumptions["psum_rounding"])
-            result = summed if adds.all() else np.where(adds, summed, result)
-        write(ctx, dst, result, WRITER_MATMUL)
+        write_matmul_result(ctx, dst, result, adds)
     if undefined is not None:
         leave_undefined(ctx, dst, undefined)
     key = (dst.base.id, dst.element_offset())
     ctx.psum_chain[key] = ctx.psum_chain.get(key, 0) + 1 if mode == "accumulate" else 1
     cycles = max(min(64, m), n) * (4 if "fp32" in (stationary.dtype.format, moving.dtype.format) else 1)
-    c.issue([dst], [stationary, moving], flops=2 * k * m * n, cycles=_tile_cycles(cycles, tile),
+    c.issue([dst], [stationary, moving], flops=2 * k * m * n, cycles=tile_cycles(cycles, tile),
               k=k, m=m, n=n, accumulate=mode, psum=(dst.base.id, dst.element_offset()),
               in_fmt=fmt, double_row=double_row, **({"transpose": True} if is_transpose else {}),
-              **_tile_detail(tile, cycles))
+              **tile_detail(tile, cycles))
     return dst
+
+
+def write_matmul_result(ctx: Any, dst: Tensor, result: np.ndarray, adds: np.ndarray) -> None:
+    """One matmul's fp32 ``result`` into PSUM tile ``dst``: overwriting, or added where ``adds``
+    (PSUM's fp32 addition, ``psum_rounding``). A bf16 dst (NeuronCore-v4, trainium3_arch.rst "BF16
+    Matmul Results in PSUM"): the fp32 result is rounded to bf16 as it is written; an accumulation
+    upcasts the PSUM value to fp32, adds in fp32 and rounds the sum to bf16."""
+    if adds.any():
+        if dst.dtype.format != "fp32" and ctx.bf16_psum_chain is None:  # a kernel's choice: every K
+            ctx.bf16_psum_chain = ctx.at or where()                      # tile's sum rounded to bf16
+        old = _numerics.fp32_values(dst.data, dst.dtype)
+        summed = _numerics.accumulate_fp32(old, result, ctx.assumptions["psum_rounding"])
+        result = summed if adds.all() else np.where(adds, summed, result)
+    write(ctx, dst, result, WRITER_MATMUL)
 
 
 # PE tiling (nki.isa.nc_matmul docstring, "Tiling mode"; SDK 2.26's nc_matmul, "PE tiling").
@@ -127,7 +132,7 @@ _TILE_START = ("The start_row must be a multiple of row_size specified in tile_s
 _TILE_VALUES = "The values in tile_position and tile_size tuples can be integers or affine expressions"
 
 
-def _pe_tile(ctx: Any, tile_position: Any, tile_size: Any, double_row: bool) -> tuple[int, int, int, int] | None:
+def pe_tile(ctx: Any, tile_position: Any, tile_size: Any, double_row: bool) -> tuple[int, int, int, int] | None:
     """The PE tile of one nc_matmul, ``(start_row, start_column, row_size, column_size)``, or None
     for the whole array (neither argument set: None, or the current signature's default ``()``).
     The docstring's rules, each a finding naming the parameter:
@@ -196,18 +201,18 @@ def _pair(ctx: Any, value: Any, parameter: str) -> tuple[int, int]:
                                f"{_TILING}: \"{_TILE_VALUES}\")"))
 
 
-def _check_tile_fit(ctx: Any, tile: tuple | None, stationary: Tensor, moving: Tensor, m: int) -> None:
+def check_tile_fit(ctx: Any, tile: tuple | None, stationary: Tensor, moving: Tensor, m: int) -> None:
     """The operands fit the PE tile: the partition size of stationary and moving (rows of K; in
     double_row each partition is one PE row of two products) at most row_size, stationary's free
     size M at most column_size (``matmul_contraction``, ``matmul_stationary_free``, as the whole
     array's limits are: the tile is one instruction's array). Past the whole array's limits
-    ``check_matmul`` has spoken already, and a size the array is not split into ``_pe_tile``."""
+    ``check_matmul`` has spoken already, and a size the array is not split into ``pe_tile``."""
     if tile is None:
         return
     _, _, rows, columns = tile
     partitions, most_rows, most_columns = stationary.shape[0], ctx.limits["matmul_contraction"], \
         ctx.limits["matmul_stationary_free"]
-    if rows not in (most_rows, most_rows // 2, most_rows // 4):  # no tile of the array: _pe_tile said so
+    if rows not in (most_rows, most_rows // 2, most_rows // 4):  # no tile of the array: pe_tile said so
         rows = most_rows
     if columns not in (most_columns, most_columns // 2, most_columns // 4):
         columns = most_columns
@@ -223,7 +228,7 @@ def _check_tile_fit(ctx: Any, tile: tuple | None, stationary: Tensor, moving: Te
                  "when tiling mode is on\"; \"The stationary tile size must not exceed the chosen tile_size\")")
 
 
-def _tile_cycles(cycles: int, tile: tuple | None) -> int:
+def tile_cycles(cycles: int, tile: tuple | None) -> int:
     """The Tensor Engine cycles a trace row counts for an nc_matmul: the instruction's estimate
     (SDK 2.26: max(min(64, M), N), 4x fp32) on the whole array; on a PE tile, that estimate times
     the tile's share of the array, rounded up. Tiles exist to run side by side (nki.isa.nc_matmul:
@@ -237,7 +242,7 @@ def _tile_cycles(cycles: int, tile: tuple | None) -> int:
     return -(-cycles * rows * columns // (128 * 128))
 
 
-def _tile_detail(tile: tuple | None, cycles: int) -> dict:
+def tile_detail(tile: tuple | None, cycles: int) -> dict:
     if tile is None:
         return {}
     start_row, start_column, rows, columns = tile
@@ -273,7 +278,7 @@ def _transpose_mode(c: Call, dst: Any, stationary: Tensor, moving: Tensor, accum
     _rules.check_on_chip(ctx, stationary)
     _rules.check_on_chip(ctx, moving)
     _rules.check_matmul(ctx, dst, stationary, moving, k, m, n, False, transpose=True)
-    _check_tile_fit(ctx, tile, stationary, moving, m)
+    check_tile_fit(ctx, tile, stationary, moving, m)
     if dst.dtype != stationary.dtype:
         raise KernelFault(ctx.find("matmul_output_memory", "error", f"nc_matmul(is_transpose=True) writes {dst.name} "
                                    f"of {dst.dtype}; transpose mode writes the transposed tile's dtype, "
@@ -300,8 +305,8 @@ def _transpose_mode(c: Call, dst: Any, stationary: Tensor, moving: Tensor, accum
     # Transpose mode takes half the cycles of an fp32 matmul (Trainium2 guide: "2x speedup in FP32
     # transpose"); it computes no FLOPs (the profiler counts transposes apart).
     cycles = max(min(64, m), n) * (2 if "fp32" in (stationary.dtype.format, moving.dtype.format) else 1)
-    c.issue([dst], [stationary, moving], cycles=_tile_cycles(cycles, tile), k=k, m=m, n=n, transpose=True,
-            **_tile_detail(tile, cycles))
+    c.issue([dst], [stationary, moving], cycles=tile_cycles(cycles, tile), k=k, m=m, n=n, transpose=True,
+            **tile_detail(tile, cycles))
     return dst
 
 
@@ -326,7 +331,7 @@ def _matmul_operand(ctx: Any, t: Tensor, parameter: str, fmt: str, outputs: int)
     return (t.data if t.dtype.format == fmt else _numerics.fp32_values(t.data, t.dtype)), bad
 
 
-def _result_undefined(rows: Any, columns: Any, m: int, n: int) -> Any:
+def result_undefined(rows: Any, columns: Any, m: int, n: int) -> Any:
     """The [M, N] results of undefined stationary rows and moving columns (None: none)."""
     if rows is None and columns is None:
         return None
@@ -365,7 +370,7 @@ def _matmul_format(a: str, b: str) -> str:
     return "fp32"
 
 
-def _accumulating(ctx: Any, dst: Tensor, accumulate: Any) -> np.ndarray:
+def accumulating(ctx: Any, dst: Tensor, accumulate: Any) -> np.ndarray:
     """Which elements of dst the matmul adds into (the rest it overwrites): as ``accumulate=``
     states, else by the ``matmul_accumulate`` assumption. Its default, ``first_write``, is the
     documented auto mode (nki.isa.nc_matmul, accumulate=None): the first matmul write to a PSUM

@@ -156,6 +156,24 @@ ASSUMPTIONS: dict[str, Assumption] = _table(
                "nki.language.fori_loop docs: \"roughly equivalent to ... for i in range(lower, upper, step)\" "
                "(Python reads range's bounds once); dynamic_range docs: \"The loop runs on device with dynamic "
                "bounds\"; when the sequencer reads the bound register is not documented"),
+    Assumption("mx_scale", ("documented", "ocp"),
+               "quantize_mx's block scale for a group of 32 values with largest magnitude amax: documented is "
+               "2^(floor(log2 amax) - (E_max - 1)), E_max 8 for float8_e4m3fn and 15 for float8_e5m2; ocp is half "
+               "that, 2^(floor(log2 amax) - E_max), the OCP MX sample algorithm's, which AWS's own numpy golden "
+               "(nki-samples mxfp-matmul mx_cpu_utils.quantize_mx_golden) computes. An all-zero group takes 2^-127 "
+               "either way",
+               "nki.isa.quantize_mx docstring (SDK 2.32): \"a block scale that is two times larger, reserving "
+               "additional range for rounding the largest values in each group without saturation\", and its "
+               "formula; the SDK's golden keeps the OCP scale"),
+    Assumption("mx_conversion", ("nearest_even", "ieee_overflow", "flush_subnormals"),
+               "how quantize_mx rounds each value / scale into the fp8 element: nearest_even rounds to nearest, "
+               "ties to even, keeping subnormals, and saturates beyond the format's largest finite value (what "
+               "AWS's golden does: np.clip to +-max, then ml_dtypes' round to nearest even); ieee_overflow rounds "
+               "the same but overflows to NaN (e4m3fn) or Inf (e5m2); flush_subnormals also flushes results below "
+               "the smallest normal to zero. Under the documented scale no quotient reaches the largest finite "
+               "value, so the overflow choice matters with mx_scale=ocp only",
+               "nki.isa.quantize_mx docstring: \"divides them by the calculated scale, and casts to the target "
+               "MXFP8 element data type\"; the cast's rounding, saturation and subnormals are not documented"),
 )
 
 

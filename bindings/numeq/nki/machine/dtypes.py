@@ -19,13 +19,13 @@ from typing import Any
 import ml_dtypes
 import numpy as np
 
-__all__ = ["DType", "DTYPES", "FORMAT_BYTES", "FP32_MIN", "PENDING_DTYPES", "dtype_of", "storage_dtype"]
+__all__ = ["DType", "DTYPES", "FORMAT_BYTES", "FP32_MIN", "PACKED_ELEMENTS", "dtype_of", "storage_dtype"]
 
 
 class DType:
     """One NKI dtype: ``name`` (NKI's spelling), ``format`` (the numeq format of its values, or
-    the integer type's name), ``storage`` (the numpy type holding it), ``kind`` ("float" or
-    "int"). Immutable and one object per dtype (copies and pickles are the same object). Not a
+    the integer type's name), ``storage`` (the numpy type holding it), ``kind`` ("float", "int",
+    or "packed": four MX values per element). Immutable and one object per dtype (copies and pickles are the same object). Not a
     dataclass: kernels' and test suites' own dataclasses hold dtypes, and ``dataclasses.asdict`` of
     those must keep a dtype a dtype (nki-library's attention_tkg tests pass ``**asdict(cfg)``)."""
 
@@ -57,9 +57,9 @@ class DType:
         return np.dtype(self.storage).itemsize
 
     @property
-    def pending(self) -> bool:
-        """A documented dtype numeq does not compute yet (``PENDING_DTYPES``)."""
-        return self.kind == "pending"
+    def packed(self) -> bool:
+        """A packed MX dtype (``float8_e5m2_x4`` ...): four values per element."""
+        return self.kind == "packed"
 
     @property
     def is_float(self) -> bool:
@@ -89,7 +89,7 @@ class DType:
 
 def _named(name: str) -> DType:
     """The dtype called ``name`` (unpickling)."""
-    return DTYPES[name] if name in DTYPES else PENDING_DTYPES[name]
+    return DTYPES[name]
 
 
 def _float(name: str, fmt: str, storage: Any) -> DType:
@@ -116,17 +116,24 @@ DTYPES: dict[str, DType] = {d.name: d for d in (
     _int("uint32", np.uint32),
     DType("bool", "uint8", np.uint8, "int"),
 )}
-# Dtypes NKI documents for Trainium3's MX matmuls that numeq does not compute yet (nki.language API
-# reference: "4x packed ... elements, custom data type for nki.isa.nc_matmul_mx on NeuronCore-v4";
-# float8_e8m0fnu "used as power-of-two shared scale factor in MX quantization"). They exist, so a
-# kernel's tables and annotations can name them; a tile of one is refused where it is made
-# (``pending``). ``storage`` is the word that holds one element (four packed values, or one scale).
-PENDING_DTYPES: dict[str, DType] = {d.name: d for d in (
-    DType("float8_e5m2_x4", "", np.uint32, "pending"),
-    DType("float8_e4m3fn_x4", "", np.uint32, "pending"),
-    DType("float4_e2m1fn_x4", "", np.uint16, "pending"),
-    DType("float8_e8m0fnu", "", np.uint8, "pending"),
-)}
+# Trainium3's MX dtypes (nki.language API reference; trainium3_arch.rst, "Quad-MXFP8/MXFP4 Matmul
+# Performance"): the scale float8_e8m0fnu ("power-of-two shared scale factor in MX quantization";
+# OCP MX v1.0: 2^(bits - 127), 0xFF NaN), and the packed x4 dtypes, each element four values of
+# the contraction axis: float8_*_x4 "32-bits wide", float4_e2m1fn_x4 "16-bits wide" (mxfp-matmul
+# deep dive). Value j of an element is byte j (fp8) or nibble j (fp4) of its little-endian word,
+# as AWS's own packing helpers lay it out (nki-samples mx_cpu_utils.pack_mx_data_into_x4: the fp8
+# array viewed as uint32; two fp4 per byte, the first in the low nibble). ``format`` is the
+# element format with "_x4"; only the MX instructions read or write their values
+# (``instructions.mx``); DMA and same-dtype copies move their bits.
+DTYPES.update({d.name: d for d in (
+    _float("float8_e8m0fnu", "e8m0fnu", ml_dtypes.float8_e8m0fnu),
+    DType("float8_e5m2_x4", "e5m2_x4", np.uint32, "packed"),
+    DType("float8_e4m3fn_x4", "e4m3fn_x4", np.uint32, "packed"),
+    DType("float4_e2m1fn_x4", "e2m1fn_x4", np.uint16, "packed"),
+)})
+# The element format of each packed dtype, and how many bits each of its four values takes.
+PACKED_ELEMENTS: dict[str, tuple[str, int]] = {"e5m2_x4": ("e5m2", 8), "e4m3fn_x4": ("e4m3fn", 8),
+                                               "e2m1fn_x4": ("e2m1fn", 4)}
 
 # Other spellings kernels use for the same dtypes (numpy's and numeq's names, NKI's older ones).
 _ALIASES = {"fp32": "float32", "tf32": "tfloat32", "bf16": "bfloat16", "fp16": "float16", "half": "float16",
@@ -137,9 +144,9 @@ FP32_MIN = np.float32(np.finfo(np.float32).min)
 
 # Bytes per element by numeq format name (fp32, bf16, e4m3, int8 ...): what a manifest review's
 # buffers are measured in.
-FORMAT_BYTES: dict[str, int] = {d.format: d.itemsize for d in DTYPES.values()}
+FORMAT_BYTES: dict[str, int] = {d.format: d.itemsize for d in DTYPES.values() if d.kind != "packed"}
 
-_BY_NUMPY = {np.dtype(d.storage): d for d in reversed(DTYPES.values())}  # float32 -> float32, not tfloat32
+_BY_NUMPY = {np.dtype(d.storage): d for d in reversed(DTYPES.values()) if d.kind != "packed"}  # float32, not tfloat32
 _BY_NUMPY[np.dtype(np.bool_)] = DTYPES["bool"]
 _BY_NUMPY[np.dtype(np.uint8)] = DTYPES["uint8"]
 
@@ -152,8 +159,6 @@ def dtype_of(x: Any, parameter: str = "dtype") -> DType:
         name = _ALIASES.get(x, x)
         if name in DTYPES:
             return DTYPES[name]
-        if name in PENDING_DTYPES:
-            return PENDING_DTYPES[name]
         raise ValueError(f"{parameter}: unknown dtype {x!r}; valid: {', '.join(DTYPES)}")
     try:
         np_dtype = np.dtype(x)

@@ -56,12 +56,13 @@ _ids = itertools.count(1)  # allocations made outside a run (a run numbers its o
 
 # HBM per chip, by target: the most one HBM tensor can hold (documented: AWS's Neuron hardware pages,
 # about-neuron/arch/neuron-hardware/trainium.rst: 32 GiB per Trainium chip; inferentia2.rst: 32 GiB
-# per Inferentia2 chip; trainium2.rst: 96 GiB per Trainium2 chip). A larger HBM tensor is refused
+# per Inferentia2 chip; trainium2.rst: 96 GiB per Trainium2 chip; trainium3.rst: 144 GiB). A larger HBM tensor is refused
 # before numeq allocates it (TooLarge).
-HBM_CHIP_BYTES = {"trn1": 32 * 2 ** 30, "inf2": 32 * 2 ** 30, "trn2": 96 * 2 ** 30}
+HBM_CHIP_BYTES = {"trn1": 32 * 2 ** 30, "inf2": 32 * 2 ** 30, "trn2": 96 * 2 ** 30, "trn3": 144 * 2 ** 30}
 _HBM_SOURCE = {"trn1": "about-neuron/arch/neuron-hardware/trainium.rst",
                "inf2": "about-neuron/arch/neuron-hardware/inferentia2.rst",
-               "trn2": "about-neuron/arch/neuron-hardware/trainium2.rst"}
+               "trn2": "about-neuron/arch/neuron-hardware/trainium2.rst",
+               "trn3": "about-neuron/arch/neuron-hardware/trainium3.rst (144 GiB of device memory)"}
 # On chip: each memory's bytes per partition in the target table.
 _PER_PARTITION = {"sbuf": "sbuf_partition_bytes", "psum": "psum_partition_bytes"}
 

@@ -35,10 +35,7 @@ NARROW = frozenset({"bf16", "fp16", "tf32", "e4m3", "e4m3fn", "e5m2"})
 
 def allocated(ctx: Any, line: str, dtype: Any) -> Any:
     """The dtype a tile allocated at ``line`` gets: its own, or fp32 when the precision flow widens
-    that line (``Context.widen``, the one switch every allocation goes through). A dtype NKI
-    documents and numeq does not compute yet (``dtypes.PENDING_DTYPES``) is refused here."""
-    if dtype.kind == "pending":
-        raise ctx.unsupported(f"tiles of dtype {dtype.name} (Trainium3 MX; docs/nki.md)")
+    that line (``Context.widen``, the one switch every allocation goes through)."""
     if ctx.widen and line in ctx.widen and dtype.format in NARROW:
         return dtype_of("float32")
     return dtype

@@ -101,6 +101,15 @@ RULES: dict[str, Rule] = {
     "matmul_tile": Rule("error", "nc_matmul's tile_position / tile_size name no PE tile: one set without the "
                                  "other, a size the array is not split into (128, 64, 32), a start not a multiple "
                                  "of its size or past the array, or column tiling with double_row", _RUN),
+    "mx_dtype": Rule("error", "an MX instruction's operand of a dtype it does not take (quantize_mx: bf16 / fp16 in, "
+                              "fp8 x4 out, uint8 / float8_e8m0fnu scales; nc_matmul_mx: x4 inputs, fp32 / bf16 "
+                              "PSUM out), or a packed x4 tile read or written as values by another instruction", _RUN),
+    "mx_layout": Rule("error", "an MX instruction's data or scale tile breaks the documented MX layout: partitions a "
+                               "multiple of 32 up to 128, four values per x4 element, one scale per 8 partitions x 4 "
+                               "values placed in its quadrant's first partitions (offset 0, 4, 8 or 12)", _RUN),
+    "mx_range": Rule("warning", "an MX value whose result rests on what the documentation leaves open: a non-finite "
+                                "quantize_mx input, or an nc_matmul_mx operand whose dequantized value leaves fp32's "
+                                "normal range", _RUN),
     "target_generation": Rule("error", "the instruction needs a newer NeuronCore than the target has", _RUN),
     "accumulator_undefined": Rule("error", "an instruction continues a Vector-engine accumulator that was never reset "
                                            "or that an idle instruction left undefined", _RUN),

@@ -115,6 +115,8 @@ def _common(arch: str) -> dict[str, Spec]:
                                        f"{arch}; {_MATMUL}"),
         "matmul_moving_free": _doc(512, "elements", "free size of the moving tile (N of one nc_matmul; one PSUM bank "
                                    "of fp32)", f"{arch}; {_MATMUL}"),
+        "gemm_moving_fmax": _doc(512, "elements", "nl.tile_size.gemm_moving_fmax: the moving tile's free size "
+                                 "kernels tile by (one PSUM bank of fp32)", f"{arch}; nki.language.tile_size"),
         # The architecture guides: an nc_matmul output tile "must fit into one PSUM bank per partition".
         "matmul_result_bytes": _doc(2048, "B", "bytes per partition one nc_matmul result may take: one PSUM bank",
                                     arch),
@@ -214,6 +216,13 @@ def _v4() -> Target:
         # banks (the entire PSUM)".
         "matmul_moving_free": _doc(4096, "elements", "free size of the moving tile with an fp32 dst (the whole "
                                    "PSUM: 8 banks of 512 fp32)", _MATMUL),
+        # The instruction takes more, but the tile size kernels are written to stays 512: AWS's trn3 MX
+        # deep dive tabulates "Max Tile Size in Code" Moving [128P, 512F], and its kernels (trn3 only)
+        # write MAX_TILE_N = nl.tile_size.gemm_moving_fmax  # 512, asserting their tiles' shapes by it.
+        "gemm_moving_fmax": _doc(512, "elements", "nl.tile_size.gemm_moving_fmax: the moving tile's free size "
+                                 "kernels tile by (below what one nc_matmul takes on NeuronCore-v4)",
+                                 "aws-neuron-sdk nki/deep-dives/mxfp-matmul.rst (Max Tile Size in Code) and its "
+                                 "mx_kernels.py"),
         "matmul_moving_free_bf16": _doc(8192, "elements", "free size of the moving tile with a bf16 dst (the whole "
                                         "PSUM: 8 banks of 1024 bf16)", _MATMUL),
         "matmul_result_bytes": _doc(16 * 1024, "B", "bytes per partition one nc_matmul result may take: the whole "
