@@ -54,6 +54,10 @@ def test_every_value_packs_where_aws_tutorial_puts_it(name):
         values = packed.unpack_values(words, d)
         assert np.array_equal(values[:, j], codes.view(ELEMENTS[name]).astype(np.float32), equal_nan=True)
     assert d.itemsize == (2 if fp4 else 4) and str(d) == name and d.packed
+    # An array made with the dtype (nki-library's tests make their MX outputs so) stays that dtype.
+    made = np.zeros((2, 3), dtype=d)
+    assert made.dtype == d.storage and nki.machine.dtypes.dtype_of(made.dtype) is d
+    assert nki.machine.dtypes.dtype_of(np.zeros(3, d.storage).dtype) is not d
 
 
 def test_the_scale_dtype_is_e8m0():
@@ -411,3 +415,16 @@ def test_the_mx_plan_bounds_the_kernel():
                        for j in range(b.shape[1])] for i in range(a.shape[1])])
     assert np.all(np.abs(run.outputs - exact) <= bound)
     assert np.all(bound <= 512 * 2.0 ** -24 * (np.abs(a.T) @ np.abs(b)))  # no looser than the textbook n u sum|ab|
+
+
+def test_the_exact_dataflow_runs_mx_matmuls_and_refuses_quantize_mx():
+    # Run.exact(): the dequantized operands' exact product (rounded once to binary64); quantize_mx writes
+    # fp8 bit patterns, which an exact dataflow of values cannot hold (as a bitcast view).
+    st, st_scale, mv, mv_scale, a, b = operands(1, 64, 3, 5, "float8_e5m2_x4", "float8_e5m2_x4")
+    run = nki.run(mx_matmul_kernel(1), st, st_scale, mv, mv_scale, nl.float8_e5m2_x4, target="trn3")
+    exact = np.array([[float(sum(Fraction(float(x)) * Fraction(float(y)) for x, y in zip(a[:, i], b[:, j])))
+                       for j in range(b.shape[1])] for i in range(a.shape[1])])
+    np.testing.assert_array_equal(np.asarray(run.exact(), dtype=np.float64), exact)
+    x = rng.standard_normal((32, 8)).astype(ml_dtypes.bfloat16)
+    with pytest.raises(nki.Unsupported, match="quantize_mx"):
+        nki.run(quantize, x, nl.float8_e5m2_x4, target="trn3").exact()

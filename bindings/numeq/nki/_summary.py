@@ -127,8 +127,8 @@ def summarise(trace: list, target: Target, platform: str, findings: list, lives:
             bucket[b] = bucket.get(b, 0) + 1
             if any(o[1] not in ("sbuf", "psum") for o in ins.dst + ins.srcs):
                 hbm_bytes += ins.bytes
-        if ins.name == "nc_matmul":
-            fmt = str(ins.detail.get("in_fmt", "bf16"))
+        if ins.name in ("nc_matmul", "nc_matmul_mx"):
+            fmt = "mx" if ins.detail.get("mx") else str(ins.detail.get("in_fmt", "bf16"))
             flops_by_format[fmt] = flops_by_format.get(fmt, 0) + ins.flops
     for name, e in engines.items():
         if name == "dma":

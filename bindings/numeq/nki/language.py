@@ -632,5 +632,11 @@ def __getattr__(name: str) -> Any:
         return getattr(tiles, name)
     if name == "bool":
         return bool_
+    if name == "range":
+        # nl.range: not in the SDK 2.32 API reference, whose affine_range / sequential_range /
+        # static_range are each "an alias for Python's range()" ("Prefer using range() directly");
+        # nki-library (2026) loops with nl.range(n). The loop as those aliases run it, traced as
+        # range. Served here so that this module's own code keeps Python's range.
+        return _range
     raise AttributeError(f"module 'nki.language' has no attribute {name!r} (numeq.nki: not a documented NKI name; "
                          "see docs/nki.md's table of NKI names)")

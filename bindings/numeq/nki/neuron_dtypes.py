@@ -72,8 +72,9 @@ def static_cast(x: Any, dtype: Any) -> np.ndarray:
         if a.ndim == 0 or a.shape[-1] % 4:
             raise ValueError(f"x: {dtype} packs four values along the last axis; x has shape {a.shape}")
         values = _casts.cast(a, fmt)
-        return _packed.pack(np.asarray(values, dtype=np.float32).astype(_packed.ELEMENT_TYPES[fmt]).view(np.uint8),
-                            dtype)
+        words = _packed.pack(np.asarray(values, dtype=np.float32).astype(_packed.ELEMENT_TYPES[fmt]).view(np.uint8),
+                             dtype)
+        return words.view(dtype.dtype)  # the word, marked as the packed dtype (DType.dtype)
     to = _dtype(dtype)
     if to in _FORMAT:
         return _casts.cast(a, _FORMAT[to])

@@ -23,7 +23,7 @@ from ... import _quantize
 from ..machine import arithmetic as _numerics
 from ..machine import packed as _packed
 from ..machine import rules as _rules
-from ..machine.context import KernelFault
+from ..machine.context import KernelFault, Unsupported, where
 from ..machine.memory import Tensor
 from .access import as_tensor, cost_elementwise, read, write
 from .forms import Form
@@ -116,6 +116,9 @@ def quantize_mx(c: Call) -> Any:
     NaN or Inf has no documented result: an ``mx_range`` finding, and numeq writes the NaN scale
     (0xFF) and NaN values (an OCP MX NaN scale makes every value of its block NaN)."""
     ctx, v = c.ctx, c.args
+    if ctx.exact:  # as a bitcast view: Run.exact() keeps values, and an x4 word holds fp8 bit patterns
+        raise Unsupported(f"{where()}: Run.exact() cannot follow quantize_mx: its x4 words hold fp8 bit patterns, "
+                          "and the exact dataflow keeps values")
     src, dst, scale = as_tensor(v["src"], "src"), as_tensor(v["dst"], "dst"), as_tensor(v["dst_scale"], "dst_scale")
     _in_sbuf(ctx, "quantize_mx", ((src, "src"), (dst, "dst"), (scale, "dst_scale")))
     if src.dtype.format not in ("bf16", "fp16"):

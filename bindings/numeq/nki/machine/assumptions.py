@@ -159,12 +159,15 @@ ASSUMPTIONS: dict[str, Assumption] = _table(
     Assumption("mx_scale", ("documented", "ocp"),
                "quantize_mx's block scale for a group of 32 values with largest magnitude amax: documented is "
                "2^(floor(log2 amax) - (E_max - 1)), E_max 8 for float8_e4m3fn and 15 for float8_e5m2; ocp is half "
-               "that, 2^(floor(log2 amax) - E_max), the OCP MX sample algorithm's, which AWS's own numpy golden "
-               "(nki-samples mxfp-matmul mx_cpu_utils.quantize_mx_golden) computes. An all-zero group takes 2^-127 "
-               "either way",
+               "that, 2^(floor(log2 amax) - E_max), the OCP MX sample algorithm's, which AWS's own numpy goldens "
+               "compute (nki-samples mxfp-matmul mx_cpu_utils.quantize_mx_golden; nki-library "
+               "mx_torch_common.quantize_to_mx, \"matching nisa.quantize_mx hardware behavior\"). An all-zero "
+               "group takes 2^-127 either way",
                "nki.isa.quantize_mx docstring (SDK 2.32): \"a block scale that is two times larger, reserving "
                "additional range for rounding the largest values in each group without saturation\", and its "
-               "formula; the SDK's golden keeps the OCP scale"),
+               "formula; AWS's two goldens keep the OCP scale, and nki-library's trn3 test of "
+               "load_and_quantize_mxfp_mk (test_mxfp_load.py) demands its golden bit for bit (accuracy 0): the "
+               "sources disagree"),
     Assumption("mx_conversion", ("nearest_even", "ieee_overflow", "flush_subnormals"),
                "how quantize_mx rounds each value / scale into the fp8 element: nearest_even rounds to nearest, "
                "ties to even, keeping subnormals, and saturates beyond the format's largest finite value (what "

@@ -49,7 +49,12 @@ class DType:
 
     @property
     def dtype(self) -> np.dtype:
-        """The numpy dtype that stores it (so ``np.dtype(nl.bfloat16)`` works, as with NKI's)."""
+        """The numpy dtype that stores it (so ``np.dtype(nl.bfloat16)`` works, as with NKI's). A
+        packed dtype's word carries its name in the numpy dtype's metadata, so that an array made
+        with it (``np.zeros(shape, dtype=nl.float8_e4m3fn_x4)``, as nki-library's tests make their
+        MX outputs) is read back as that dtype, not as its word's unsigned integer."""
+        if self.kind == "packed":
+            return np.dtype(self.storage, metadata={_METADATA_KEY: self.name})
         return np.dtype(self.storage)
 
     @property
@@ -85,6 +90,9 @@ class DType:
     def __ne__(self, other: object) -> bool:
         eq = self.__eq__(other)
         return eq if eq is NotImplemented else not eq
+
+
+_METADATA_KEY = "nki_dtype"
 
 
 def _named(name: str) -> DType:
@@ -164,6 +172,9 @@ def dtype_of(x: Any, parameter: str = "dtype") -> DType:
         np_dtype = np.dtype(x)
     except TypeError:
         raise TypeError(f"{parameter}: expected an NKI dtype (nl.float32, nl.bfloat16, ...), got {x!r}") from None
+    named = (np_dtype.metadata or {}).get(_METADATA_KEY)
+    if named in DTYPES:  # a packed dtype's word (DType.dtype)
+        return DTYPES[named]
     if np_dtype in _BY_NUMPY:
         return _BY_NUMPY[np_dtype]
     raise ValueError(f"{parameter}: numpy dtype {np_dtype} is not an NKI dtype; valid: {', '.join(DTYPES)}")

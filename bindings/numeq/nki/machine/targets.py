@@ -304,13 +304,15 @@ def target(name: str) -> Target:
 
 # Tensor Engine input formats by the peak that applies to them.
 _PEAK_OF = {"bf16": "peak_flops_bf16", "fp16": "peak_flops_bf16", "tf32": "peak_flops_bf16",
-            "fp32": "peak_flops_fp32", "e4m3": "peak_flops_fp8", "e5m2": "peak_flops_fp8", "e4m3fn": "peak_flops_fp8"}
+            "fp32": "peak_flops_fp32", "e4m3": "peak_flops_fp8", "e5m2": "peak_flops_fp8", "e4m3fn": "peak_flops_fp8",
+            "mx": "peak_flops_mx"}
+_FROM_V4 = ("e4m3fn", "mx")  # OCP e4m3fn and the MX matmul (nc_matmul_mx) from NeuronCore-v4
 
 
 def peak_flops(t: Target, dtype: str) -> Spec:
     """The Tensor Engine's peak for matmul inputs of ``dtype`` (numeq format names: bf16, fp16,
-    tf32, fp32, e4m3, e5m2)."""
-    takes = [d for d in _PEAK_OF if d != "e4m3fn" or t.generation >= 4]  # OCP e4m3fn from NeuronCore-v4
+    tf32, fp32, e4m3, e5m2, e4m3fn; "mx": nc_matmul_mx's MXFP8 / MXFP4)."""
+    takes = [d for d in _PEAK_OF if d not in _FROM_V4 or t.generation >= 4]
     if dtype not in takes:
         raise ValueError(f"dtype: the Tensor Engine of {t.name} takes {', '.join(takes)}, not {dtype!r}")
     return t.spec(_PEAK_OF[dtype])

@@ -22,6 +22,10 @@
 //   accumulator_bits  fraction bits of the in-array accumulator: 23 (fp32, default), 24, 25, 26,
 //                   27 or 31 (extra bits, the tile rounded to fp32 when it enters PSUM)
 //   fp8_double_row  (trn2) fp8 instructions contract 256 rows (on) or 128 (off, default)
+//   mx_pe_add       (trn3) how each PE of an MX matmul adds its four products: fused (their exact
+//                   sum rounded once, default) or sequential; read by the plans of the kernel
+//                   option mx=on (trainium.trn3[mx=on]: nc_matmul_mx, 512 values of K per
+//                   instruction, operands the dequantized values read as fp32)
 //   output_rounding the PSUM -> output cast: nearest_even (default) or stochastic
 //   fp32_matmul     how fp32 x fp32 is computed (4x the cost of bf16): native exact products
 //                   (default), or bf16x4 / tf32x4: two pieces per operand, four passes per tile
