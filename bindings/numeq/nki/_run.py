@@ -28,6 +28,7 @@ from .machine.assumptions import ASSUMPTIONS, assumptions_of, chosen as _chosen,
 from .machine.targets import DEFAULT_TARGET, target as _target, target_from_environment
 from .machine import rules as _rules
 from .machine import arithmetic as _numerics
+from .machine.cores import Cores
 from .machine.context import Context, Finding, Instruction, KernelFault, TooLarge, running, active
 from ._summary import TraceSummary
 from .front.namespace import language_of
@@ -462,17 +463,18 @@ def _execute(fn: Callable, args: tuple, kwargs: dict, target: str, assume: dict 
     result: Any = None
     with running(ctx), _numerics.modes(ctx.exact, ctx.watch):
         a, k, inputs = _kernel_arguments(ctx, fn, args, kwargs)
-        programs = list(np.ndindex(*grid)) if grid else [()]
+
+        def program() -> Any:
+            r = fn(*a, **k)
+            if inspect.isgenerator(r) or inspect.iscoroutine(r) or inspect.isasyncgen(r):
+                r.close()  # never started: closing runs nothing
+                raise TypeError(f"kernel: {getattr(fn, '__name__', fn)} returned a {type(r).__name__} without "
+                                "running its body; an NKI kernel is a plain function that returns its outputs")
+            return r
+
         try:
-            for p in programs:
-                ctx.program = p
-                r = fn(*a, **k)
-                if inspect.isgenerator(r) or inspect.iscoroutine(r) or inspect.isasyncgen(r):
-                    r.close()  # never started: closing runs nothing
-                    raise TypeError(f"kernel: {getattr(fn, '__name__', fn)} returned a "
-                                    f"{type(r).__name__} without running its body; an NKI kernel is a plain "
-                                    "function that returns its outputs")
-                result = r if result is None else result
+            # The grid's programs in turns, each switching out only at a rendezvous (machine.cores).
+            result = Cores(ctx).run(program)
         except KernelFault:
             completed = False
         from .machine.psum import settle_all

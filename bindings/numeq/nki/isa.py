@@ -25,6 +25,7 @@ from .instructions import vector_statistics as _statistics_rows  # noqa: F401
 from .instructions import vector_random as _random_rows  # noqa: F401
 from .instructions import gpsimd_gather as _gather_rows  # noqa: F401
 from .instructions import mx as _mx_rows  # noqa: F401
+from .instructions import core_sync as _core_sync_rows  # noqa: F401
 from .instructions.registers import VirtualRegister  # noqa: F401 - its rows first: unimplemented keeps them
 from .instructions import unimplemented as _unimplemented_rows  # noqa: F401
 from .instructions.path import public_functions

@@ -184,14 +184,15 @@ def ndarray(shape: Any, dtype: Any, buffer: Any = None, name: str = "", address:
                                                                _placement.direct(buffer), name)
     line = _where()
     d = allocated(ctx, line, dtype_of(dtype))  # fp32 where the precision flow widens this line
-    if memory.name == "shared_hbm" and ctx.program != tuple(0 for _ in ctx.program):
-        # SPMD: every program's shared_hbm tensor allocated at one line is the same tensor (the
-        # kernel's output, visible to all programs; nki.language docs).
+    if memory.name == "shared_hbm" and ctx.grid:
+        # SPMD: every program's n-th shared_hbm tensor allocated at one line is the same tensor (the
+        # kernel's output, visible to all programs; nki.language docs), whichever program reaches
+        # the line first (machine.cores: a program may run ahead of program 0 past a rendezvous).
         shared = ctx.shared_at(line, _shape(shape), d)
         if shared is not None:
             return shared.whole()
     b = ctx.allocate(Allocation(_shape(shape), d, memory, name or assigned_name(), line))
-    if memory.name == "shared_hbm":
+    if memory.name == "shared_hbm" and ctx.grid:
         ctx.shared_allocated(line, b)
     if _placement.direct(buffer) is not None:  # nki.compiler's direct allocation
         _placement.place(ctx, b, buffer, 0)

@@ -45,6 +45,8 @@ def dma_copy(c: Call) -> Any:
         raise KernelFault(ctx.find("shape_mismatch", "error", f"dma_copy: {src.name} {src.shape} -> {dst.name} "
                                    f"{dst.shape} differ in size", "documented: nki.isa.dma_copy docstring"))
     _rules.check_dma(ctx, dst, src)
+    if not src.base.memory.on_chip:
+        _rules.program_reads(ctx, src)  # another core's elements read with no barrier between
     # Another program's elements overwritten (an accumulating DMA adds, whatever the order: no race).
     raced = _rules.program_writes(ctx, dst) if not dst.base.memory.on_chip and dst_rmw_op is None else None
     if dst_rmw_op is not None:

@@ -94,6 +94,7 @@ class Instruction:
     writes: tuple = ()
     reads: tuple = ()
     loops: tuple = ()  # the enclosing loops' (instance, kind), as ``iteration`` (language._Loop)
+    program: tuple = ()  # the grid program (logical core) that ran it (machine.cores)
 
     @property
     def instruction(self) -> str:
@@ -258,6 +259,7 @@ class Context:
         self.pending: dict[int, dict] = {}
         self.pending_bytes = 0  # the operand bytes pending chains keep (machine.psum.PENDING_BYTES_LIMIT)
         self.placed: Any = None  # direct allocation's physical tiles (machine.placement.Physical)
+        self.cores: Any = None  # the grid's programs and their rendezvous (machine.cores.Cores), while it runs
         # The running instruction's operands' unwritten elements, and the first such read (rules.undefined).
         self.undefined: Any = None
         self.undefined_from: Any = None
@@ -317,19 +319,21 @@ class Context:
             placed.append(tuple(where_))
         at = self.at or where()
         ins = Instruction(step, engine, name, at, operands[0], operands[1], int(nbytes), int(flops), int(cycles),
-                          detail, partitions, tuple(self.loop_indices), placed[0], placed[1], tuple(self.loops))
+                          detail, partitions, tuple(self.loop_indices), placed[0], placed[1], tuple(self.loops),
+                          self.program)
         if self.rounded or sums or "function" in detail:
             record_issue(self, name, at, dst, srcs, detail, sums)
         self.trace.append(ins)
         return ins
 
     def shared_allocated(self, line: str, buffer: Any) -> None:
-        """Program 0 allocated shared_hbm ``buffer`` at ``line`` (its n-th there)."""
+        """A program allocated shared_hbm ``buffer`` at ``line``, the first to make its n-th there."""
         self._shared.setdefault(line, []).append(buffer)
 
     def shared_at(self, line: str, shape: tuple, dtype: Any) -> Any:
-        """The shared_hbm buffer program 0 allocated at ``line`` that this program's allocation
-        there is (in order of allocation), or None."""
+        """The shared_hbm buffer another program made as its n-th allocation at ``line`` that this
+        program's n-th there is, or None (this program is the first; or the shapes differ, and each
+        program keeps its own)."""
         count = self._shared_seen.get((self.program, line), 0)
         self._shared_seen[(self.program, line)] = count + 1
         made = self._shared.get(line, [])
@@ -339,6 +343,7 @@ class Context:
 
     def allocate(self, buffer: Any) -> Any:
         buffer.life.alloc_step = self.step
+        buffer.life.program = self.program
         self.lives.append(buffer.life)
         return buffer
 

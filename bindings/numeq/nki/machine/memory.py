@@ -139,7 +139,7 @@ class Life:
     used."""
 
     __slots__ = ("id", "memory", "name", "line", "format", "partition_bytes", "row", "shape", "strides", "itemsize",
-                 "alloc_step", "first_use", "last_use")
+                 "alloc_step", "first_use", "last_use", "program")
 
     def __init__(self, buffer: "Allocation", partition_bytes: int) -> None:
         self.id = buffer.id
@@ -153,6 +153,7 @@ class Life:
         self.format = buffer.dtype.format  # the precision flow widens every narrow allocation
         self.partition_bytes = partition_bytes
         self.alloc_step = 0
+        self.program: tuple = ()  # the grid program (logical core) that allocated it: each has its SBUF and PSUM
         self.first_use: int | None = None
         self.last_use: int | None = None
 
@@ -236,6 +237,9 @@ class Allocation:
         # (rules.undefined): the read_uninitialised finding names it if they reach something.
         self.undefined_from: Any = None
         self.program_writer: Any = None  # HBM under SPMD: the program that last wrote each element (rules)
+        self.program_epoch: Any = None  # and the core_barriers it had passed then
+        self.program_reader: Any = None  # the program that last read each element, and its epoch then
+        self.reader_epoch: Any = None
 
     @property
     def mask(self) -> np.ndarray:

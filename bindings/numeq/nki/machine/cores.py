@@ -1,0 +1,199 @@
+"""A grid's programs (SPMD programs, or the logical cores of ``kernel[2]``) run one at a time,
+each switching out only where it must wait for another: a rendezvous (``core_barrier``, a
+``sendrecv`` pipe group). Program 0 runs until it waits or ends, then the lowest program that can
+go on, and so on: one deterministic interleaving, the same on every run, in which each program sees
+the others' writes exactly where a rendezvous orders them. Where every program left waits on a
+rendezvous that cannot complete, the run stops with a ``core_deadlock`` finding naming each
+program's line.
+
+Each program runs in its own thread (a kernel is a plain function: only a thread can be paused
+inside it); the threads take turns, never two at once, so the run's state is touched by one program
+at a time. What belongs to a program (its grid index, its loops, the line and engine of its running
+instruction) is swapped with the turn. AWS's simulator runs LNC=2 as two free-running threads
+(nki_simulator.rst: "one interleaving", no race detection); numeq's order is fixed, and the races a
+free order would show are findings (``shared_hbm_race``) from each write's and read's barrier epoch.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any, Callable
+
+import numpy as np
+
+from .context import KernelFault
+
+__all__ = ["Cores", "Rendezvous"]
+
+
+class _Abandoned(BaseException):
+    """A waiting program's thread told to end: the run stopped elsewhere."""
+
+
+class Rendezvous:
+    """One meeting point: who must arrive (``parties``), who has (program -> what it brought), and
+    where each was (program -> its line)."""
+
+    __slots__ = ("kind", "parties", "arrived", "lines")
+
+    def __init__(self, kind: str, parties: frozenset) -> None:
+        self.kind, self.parties = kind, parties
+        self.arrived: dict[tuple, Any] = {}
+        self.lines: dict[tuple, str] = {}
+
+    @property
+    def complete(self) -> bool:
+        return self.parties <= set(self.arrived)
+
+
+class _Program:
+    __slots__ = ("index", "thread", "loop_indices", "loops", "unrolled", "at", "engine", "waiting", "done",
+                 "result", "error", "epoch", "meetings")
+
+    def __init__(self, index: tuple) -> None:
+        self.index = index
+        self.thread: threading.Thread | None = None
+        self.loop_indices: list = []
+        self.loops: list = []
+        self.unrolled: set = set()
+        self.at: str | None = None
+        self.engine: str | None = None
+        self.waiting: Rendezvous | None = None
+        self.done = False
+        self.result: Any = None
+        self.error: BaseException | None = None
+        self.epoch = 0  # the core_barriers this program has passed
+        self.meetings: dict[tuple, int] = {}  # (kind, key) -> how many such rendezvous it has reached
+
+
+class Cores:
+    """The programs of one run (``ctx.grid``) and their turns. ``run(body)`` calls ``body()`` once
+    per program, each in its turn with ``ctx.program`` set, and returns program 0's result (the
+    kernel's outputs: every program returns the same shared tensors)."""
+
+    def __init__(self, ctx: Any) -> None:
+        self.ctx = ctx
+        self.programs = [_Program(p) for p in (np.ndindex(*ctx.grid) if ctx.grid else [()])]
+        self.by_index = {p.index: p for p in self.programs}
+        self._turn: _Program | None = None
+        self._cond = threading.Condition()
+        self._abandon = False
+        self.meetings: dict[tuple, Rendezvous] = {}
+        ctx.cores = self
+
+    # --- the turns -------------------------------------------------------------------------------
+    def run(self, body: Callable[[], Any]) -> Any:
+        if len(self.programs) == 1:  # one program: no thread, no turns
+            p = self.programs[0]
+            self._enter(p)
+            return body()
+        try:
+            while True:
+                p = next((q for q in self.programs if not q.done and (q.thread is None or q.waiting is None
+                                                                     or q.waiting.complete)), None)
+                if p is None:
+                    if all(q.done for q in self.programs):
+                        break
+                    raise self._deadlock()
+                if p.thread is None:
+                    p.thread = threading.Thread(target=self._program, args=(p, body), daemon=True,
+                                                name=f"numeq.nki program {p.index}")
+                    self._give(p, start=True)
+                else:
+                    self._give(p)
+                if p.error is not None:
+                    raise p.error
+        finally:
+            self._end_waiting()
+        return next((q.result for q in self.programs if q.result is not None), None)
+
+    def _program(self, p: _Program, body: Callable[[], Any]) -> None:
+        np.seterr(all="ignore")  # numpy's error state is per thread (the run's: machine.context.running)
+        with self._cond:
+            while self._turn is not p:
+                self._cond.wait()
+        self._enter(p)
+        try:
+            p.result = body()
+        except _Abandoned:
+            pass
+        except BaseException as e:  # noqa: BLE001 - handed to the run's thread, raised there
+            p.error = e
+        finally:
+            p.done = True
+            self._leave(p)
+
+    def _give(self, p: _Program, start: bool = False) -> None:
+        """Hand the turn to ``p`` and wait until it hands it back (it waits, or it ended)."""
+        with self._cond:
+            self._turn = p
+            if start:
+                p.thread.start()
+            self._cond.notify_all()
+            while self._turn is not None:
+                self._cond.wait()
+
+    def _enter(self, p: _Program) -> None:
+        ctx = self.ctx
+        ctx.program = p.index
+        ctx.loop_indices, ctx.loops, ctx.unrolled = p.loop_indices, p.loops, p.unrolled
+        ctx.at, ctx.engine = p.at, p.engine
+
+    def _leave(self, p: _Program) -> None:
+        p.at, p.engine = self.ctx.at, self.ctx.engine
+        with self._cond:
+            self._turn = None
+            self._cond.notify_all()
+
+    def _end_waiting(self) -> None:
+        """The run is over (finished, stopped, deadlocked): every thread still waiting ends."""
+        self._abandon = True
+        for p in self.programs:
+            if p.thread is not None and not p.done:
+                self._give(p)
+
+    # --- rendezvous ------------------------------------------------------------------------------
+    @property
+    def current(self) -> _Program:
+        return self.by_index[self.ctx.program]
+
+    def meet(self, kind: str, key: Any, parties: frozenset, brought: Any, line: str) -> Rendezvous:
+        """The current program arrives at the ``key``-th rendezvous of ``kind`` with ``parties``
+        (program indices) bringing ``brought``; returns it once every party has arrived (the last
+        to arrive goes on at once; the others wait for their turn)."""
+        me = self.current
+        count = me.meetings.get((kind, key), 0)
+        me.meetings[(kind, key)] = count + 1
+        r = self.meetings.setdefault((kind, key, count), Rendezvous(kind, parties))
+        r.arrived[me.index], r.lines[me.index] = brought, line
+        if r.complete or len(self.programs) == 1:
+            return r
+        me.waiting = r
+        self._leave(me)
+        with self._cond:
+            while self._turn is not me:
+                self._cond.wait()
+        self._enter(me)
+        me.waiting = None
+        if self._abandon:
+            raise _Abandoned()
+        return r
+
+    def _deadlock(self) -> KernelFault:
+        """Every program left waits on a rendezvous that cannot complete: a finding naming where
+        each program is."""
+        def where_is(q: _Program) -> str:
+            if q.done:
+                last = next((ins.where for ins in reversed(self.ctx.trace) if ins.program == q.index), "none")
+                return f"program {q.index} ended (its last instruction at {last})"
+            return f"program {q.index} waits at {q.waiting.kind} at {q.waiting.lines[q.index]}"
+
+        waiting = [q for q in self.programs if not q.done]
+        first = waiting[0]
+        others = "; ".join(where_is(q) for q in self.programs if q is not first)
+        return KernelFault(self.ctx.find(
+            "core_deadlock", "error", f"program {first.index} waits at {first.waiting.kind} for "
+            f"{', '.join(str(i) for i in sorted(first.waiting.parties - set(first.waiting.arrived)))}, which never "
+            f"arrive: {others}", "documented: nki.isa.core_barrier (\"a synchronization point where all specified "
+            "NeuronCores must reach before any can proceed\") and nki.isa.sendrecv (\"all operations in the group "
+            "must complete before any can proceed\")", at=first.waiting.lines[first.index]))
