@@ -206,3 +206,24 @@ def test_each_core_has_its_own_sbuf():
     run = nki.run(k[2], np.zeros((1, 1), np.float32), target="trn2")
     assert not {"sbuf_capacity", "sbuf_spill"} & {f.rule for f in run.findings}
     np.testing.assert_array_equal(run.outputs, np.full((2, 128, 1), 32768.0))
+
+
+def test_sendrecv_moves_unwritten_elements_as_undefined_not_as_an_error():
+    # A DMA moves what it is given: nki-library's rmsnorm_mx_quantize_tkg sends whole MX scale tiles, most
+    # of whose partitions quantize_mx never writes. The receiver's elements from them stay undefined
+    # (an output stored from them is only partly written), as dma_copy leaves them.
+    @nki.jit
+    def k(x):
+        out = nl.ndarray((2, 128, 64), nl.float32, buffer=nl.shared_hbm)
+        me = nl.program_id(0)
+        t = nl.ndarray((128, 64), nl.float32, buffer=nl.sbuf)
+        nisa.dma_copy(dst=t[0:32, :], src=x[me, 0:32, :])  # rows 32.. never written
+        r = nl.ndarray((128, 64), nl.float32, buffer=nl.sbuf)
+        nisa.sendrecv(src=t, dst=r, send_to_rank=1 - me, recv_from_rank=1 - me, pipe_id=0)
+        nisa.dma_copy(dst=out[me], src=r)
+        return out
+
+    x = rng.standard_normal((2, 128, 64)).astype(np.float32)
+    run = nki.run(k[2], x, target="trn2")
+    assert run.errors == [] and {f.rule for f in run.findings} == {"output_partly_written"}
+    np.testing.assert_array_equal(run.outputs[:, :32], x[::-1, :32])

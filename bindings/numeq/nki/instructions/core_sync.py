@@ -12,7 +12,8 @@ from typing import Any
 import numpy as np
 
 from ..machine.context import KernelFault, where
-from .access import as_tensor, read, write
+from ..machine import rules as _rules
+from .access import as_tensor, leave_undefined, unwritten_operand, write
 from .forms import Form
 from .operands import constraint, doc, shape_fault
 from .path import Call
@@ -105,14 +106,19 @@ def sendrecv(c: Call) -> Any:
         if most is not None and per_partition > most:
             constraint(ctx, "sendrecv", f"dma_engine=gpsimd_dma moves {per_partition} B per partition of "
                                         f"{8 * src.dtype.itemsize}-bit {src.dtype}; at most {most}")
-    bits = read(ctx, src, "src", "dma", bits=True).copy()  # what is sent: src as it is now
+    # What is sent: src as it is now, its unwritten elements left undefined in the receiver's dst (a
+    # DMA moves them; nki-library's rmsnorm_mx_quantize_tkg sends whole scale tiles, 28 of each
+    # quadrant's 32 partitions never written).
+    _rules.check_on_chip(ctx, src)
+    unwritten = unwritten_operand(ctx, src)
+    bits = src.data.copy()
     if _lnc2(ctx, "sendrecv"):
         line = _line(ctx)
         me = ctx.program[0]
         met = ctx.cores.meet("sendrecv", v["pipe_id"], _PAIR,
-                             (bits, src.dtype, (src.shape[0], src.free_size()), ranks["send_to_rank"]), line)
+                             (bits, unwritten, src.dtype, (src.shape[0], src.free_size()), ranks["send_to_rank"]), line)
         partner = ranks["recv_from_rank"]
-        their_bits, their_dtype, their_shape, their_target = met.arrived[(partner,)]
+        their_bits, their_unwritten, their_dtype, their_shape, their_target = met.arrived[(partner,)]
         both = f"program {me} at {line}, program {partner} at {met.lines[(partner,)]}"
         if their_target != me:
             raise KernelFault(ctx.find("sendrecv_pairing", "error", f"sendrecv pipe {v['pipe_id']!r}: program {me} "
@@ -124,6 +130,8 @@ def sendrecv(c: Call) -> Any:
                                        f"{dst.name}, {dst.dtype} {(dst.shape[0], dst.free_size())} ({both})",
                                        doc("sendrecv"), at=line))
         write(ctx, dst, None, bits=their_bits.reshape(dst.shape))
+        if their_unwritten is not None:
+            leave_undefined(ctx, dst, their_unwritten.reshape(dst.shape))
     c.issue([dst], [src], nbytes=src.size * src.dtype.itemsize, engine="gpsimd" if mode == "gpsimd_dma" else "dma",
             pipe=v["pipe_id"])
     return None

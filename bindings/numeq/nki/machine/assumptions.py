@@ -166,8 +166,8 @@ ASSUMPTIONS: dict[str, Assumption] = _table(
                "nki.isa.quantize_mx docstring (SDK 2.32): \"a block scale that is two times larger, reserving "
                "additional range for rounding the largest values in each group without saturation\", and its "
                "formula; AWS's two goldens keep the OCP scale, and nki-library's trn3 test of "
-               "load_and_quantize_mxfp_mk (test_mxfp_load.py) demands its golden bit for bit (accuracy 0): the "
-               "sources disagree"),
+               "load_and_quantize_mxfp_mk (test_mxfp_load.py, 2026-02) demands its golden bit for bit (accuracy "
+               "0); the docstring's sentence is newer (SDK 2.32, 2026-08): the sources disagree"),
     Assumption("mx_conversion", ("nearest_even", "ieee_overflow", "flush_subnormals"),
                "how quantize_mx rounds each value / scale into the fp8 element: nearest_even rounds to nearest, "
                "ties to even, keeping subnormals, and saturates beyond the format's largest finite value (what "
