@@ -227,3 +227,22 @@ def test_sendrecv_moves_unwritten_elements_as_undefined_not_as_an_error():
     run = nki.run(k[2], x, target="trn2")
     assert run.errors == [] and {f.rule for f in run.findings} == {"output_partly_written"}
     np.testing.assert_array_equal(run.outputs[:, :32], x[::-1, :32])
+
+
+def test_two_cores_run_on_their_own_engines_in_the_schedule():
+    # LNC=2 "will be run on two physical cores": two cores each doing one half take the time one core
+    # takes for one half (their engines and DMA engines apart), not twice it.
+    @nki.jit
+    def k(x):
+        out = nl.ndarray((2, 128, 2048), nl.float32, buffer=nl.shared_hbm)
+        me = nl.program_id(0)
+        t = nl.ndarray((128, 2048), nl.float32, buffer=nl.sbuf)
+        nisa.dma_copy(dst=t, src=x[me])
+        e = nl.ndarray((128, 2048), nl.float32, buffer=nl.sbuf)
+        nisa.activation(dst=e, op=nl.exp, data=t)
+        nisa.dma_copy(dst=out[me], src=e)
+        return out
+
+    x = rng.standard_normal((2, 128, 2048)).astype(np.float32)
+    both, one = nki.run(k[2], x, target="trn2").schedule(), nki.run(k, x, target="trn2").schedule()
+    assert both.time_s == pytest.approx(one.time_s, rel=1e-9)

@@ -15,6 +15,9 @@ The model, each part a row of the target table (``machine.targets``) with its ev
 - An instruction starts when its engine (or its DMA engines) is free and every instruction it
   depends on (``schedule.graph``: read after write, write after read, write after write) has
   finished, plus ``semaphore_s`` where that one ran on another engine.
+- Each logical core of a grid (LNC=2's two cores) has its own engines and DMA engines. What a
+  rendezvous (core_barrier, sendrecv) orders between the cores is not in the timeline yet: only
+  their data dependencies are.
 
 Every constant the schedule used is in ``Schedule.parameters`` (name -> ``Spec``), and
 ``Run.schedule(assume={name: value})`` changes any of them.
@@ -129,8 +132,11 @@ def schedule(g: Graph, target: Target, assume: dict[str, float] | None = None,
         issued_at.setdefault(t.issued, []).append(n + k)
         if t.kind == "reload":
             needs.setdefault(t.at, []).append(n + k)
-    engine_free: dict[str, tuple[float, int]] = {}  # engine -> (free at, the node it finished)
-    dma_free = [(0.0, -1)] * int(p["dma_engines"])  # a heap of the DMA engines' (free at, last node)
+    engine_free: dict[tuple, tuple[float, int]] = {}  # (core, engine) -> (free at, the node it finished)
+    # Each logical core (grid program) has its own engines and DMA engines (LNC=2 runs on two physical
+    # cores: nki/get-started/about/lnc.rst); a heap per core of its DMA engines' (free at, last node).
+    dma_free: dict[tuple, list] = {}
+    core_of = [ins.program for ins in trace] + [()] * m
     busy: dict[str, list[tuple[float, float]]] = {}
     waits_for = [-1] * (n + m)  # what determined each start: a node, or -1 (its engine was free)
     sem = p["semaphore_s"]
@@ -146,7 +152,7 @@ def schedule(g: Graph, target: Target, assume: dict[str, float] | None = None,
     def ready_after(node: int, engine: str, preds: Any) -> tuple[float, int]:
         ready, why = 0.0, -1
         for j in preds:
-            t = finish[j] + (sem if engine_of[j] != engine or engine == "dma" else 0.0)
+            t = finish[j] + (sem if engine_of[j] != engine or engine == "dma" or core_of[j] != core_of[node] else 0.0)
             if t > ready:
                 ready, why = t, j
         return ready, why
@@ -161,11 +167,13 @@ def schedule(g: Graph, target: Target, assume: dict[str, float] | None = None,
 
     def place(node: int, engine: str, seconds: float, engines: int, preds: Any) -> None:
         ready, why = ready_after(node, engine, preds)
+        core = core_of[node]
         if engines:
-            taken = [heapq.heappop(dma_free) for _ in range(engines)]
+            pool = dma_free.setdefault(core, [(0.0, -1)] * int(p["dma_engines"]))
+            taken = [heapq.heappop(pool) for _ in range(engines)]
             free, last = taken[-1]
         else:
-            free, last = engine_free.get(engine, (0.0, -1))
+            free, last = engine_free.get((core, engine), (0.0, -1))
         if free > ready:
             ready, why = free, last
         if engines and spill_spans:  # step over the spills in the way
@@ -177,9 +185,9 @@ def schedule(g: Graph, target: Target, assume: dict[str, float] | None = None,
         record(node, engine, ready, seconds, why)
         if engines:
             for _ in taken:
-                heapq.heappush(dma_free, (finish[node], node))
+                heapq.heappush(pool, (finish[node], node))
         else:
-            engine_free[engine] = (finish[node], node)
+            engine_free[(core, engine)] = (finish[node], node)
 
     def place_spill(node: int, seconds: float, preds: Any) -> None:
         at, why = ready_after(node, "dma", preds)
