@@ -137,7 +137,7 @@ def quantize_mx(c: Call) -> Any:
                                               f"{dst.shape[0] if dst.shape else 1} partitions; src {src.name} "
                                               f"{src.shape} needs {f // 4} on {p} (a quarter of its free size)")
     views = _scale_views(ctx, scale, p, f // 4, "quantize_mx", "dst_scale")
-    x = flat(read(ctx, src, "src", rows=True))
+    x = flat(read(ctx, src, "src"))  # a group spans 8 partitions: an unwritten element is an error, not one row's
     if ctx.values:
         bits, scale_bytes = _quantize_groups(ctx, x, _packed.element_format(dst.dtype))
         write(ctx, dst, None, bits=_packed.pack(bits, dst.dtype).reshape(dst.shape))
