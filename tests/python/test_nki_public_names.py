@@ -61,13 +61,13 @@ def test_nkiobject_takes_keywords_as_attributes_and_placeholder_classes_subclass
     o = nl.NKIObject(a=1, b="x")
     assert (o.a, o.b) == (1, "x")
 
-    class Group(nki.collectives.ReplicaGroup):  # a subclass with its own __init__ is the author's
+    class Instruction(nki.isa.NkiInstruction):  # a subclass with its own __init__ is the author's
         def __init__(self, ranks):
             self.ranks = ranks
 
-    assert Group([0, 1]).ranks == [0, 1]
-    with pytest.raises(nki.Unsupported, match="nki.collectives.ReplicaGroup"):
-        nki.collectives.ReplicaGroup()
+    assert Instruction([0, 1]).ranks == [0, 1]
+    with pytest.raises(nki.Unsupported, match="nki.isa.NkiInstruction"):
+        nki.isa.NkiInstruction()
 
 
 def test_a_call_of_an_unimplemented_name_raises_at_the_kernels_line():

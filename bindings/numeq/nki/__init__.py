@@ -36,7 +36,7 @@ from .machine.context import Finding, Instruction, KernelFault, Unsupported
 from .machine.context import active as _active, where as _where
 from .machine.memory import Tensor as tensor  # nki.tensor: the older interface's tensor type (annotations)
 from ._install import installed
-from ._run import ASSUMPTIONS, Kernel, Run, assumptions_of, jit, run, simulate, simulate_kernel
+from ._run import ASSUMPTIONS, Kernel, Run, assumptions_of, jit, per_rank, run, simulate, simulate_kernel
 from .machine.rules import RULES
 from .placeholders import placeholders_of as _placeholders_of
 from . import front
@@ -55,8 +55,8 @@ dtype = language.dtypes
 trace = jit
 
 __all__ = ["ASSUMPTIONS", "Finding", "Instruction", "Kernel", "KernelFault", "RULES", "Run", "Unsupported",
-           "assumptions_of", "compiler", "cpu_simulate", "installed", "isa", "jit", "language", "run", "simulate",
-           "simulate_kernel", "tensor", "trace", "typing", "baremetal", "benchmark", "profile"]
+           "assumptions_of", "compiler", "cpu_simulate", "installed", "isa", "jit", "language", "per_rank", "run",
+           "simulate", "simulate_kernel", "tensor", "trace", "typing", "baremetal", "benchmark", "profile"]
 
 # Documented names numeq does not model (nki.FrameworkKernel): they exist, using one raises.
 globals().update(_placeholders_of("nki"))

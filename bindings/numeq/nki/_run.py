@@ -115,6 +115,9 @@ class Run:
     # The NKI language the kernel's file imports: "current" (nki.*), "older" (neuronxcc.nki.*) or
     # None (front.namespace.language_of); the rules and hazards only one compiler applies read it.
     language: str | None = None
+    # Collective ranks (numeq.nki.run(ranks=R)): R launches of the kernel meeting at nki.collectives;
+    # ``outputs`` then holds each rank's, in rank order. 0: one launch.
+    ranks: int = 0
     _graph: Any = field(default=None, repr=False, compare=False)  # graph(), made once
 
     def _needs_values(self, what: str) -> None:
@@ -440,9 +443,64 @@ def _radii(ctx: Context, x: Any) -> Any:
     return _each_tensor(x, lambda t: radius_view(ctx, t).copy())
 
 
+class PerRank:
+    """A kernel argument with one value per collective rank (``numeq.nki.per_rank``)."""
+
+    __slots__ = ("values",)
+
+    def __init__(self, values: Any) -> None:
+        self.values = list(values)
+
+    def __repr__(self) -> str:
+        return f"per_rank({len(self.values)} values)"
+
+
+def per_rank(values: Any) -> PerRank:
+    """``numeq.nki.run(kernel, per_rank([x0, x1]), ranks=2)``: rank r gets ``values[r]`` (each rank's
+    own input, as nki-library's collective tests give one per rank); any other argument goes to
+    every rank (each its own copy: ranks share no HBM)."""
+    if isinstance(values, (str, bytes)) or not hasattr(values, "__len__"):
+        raise TypeError(f"per_rank: expected a list of values, one per rank, got {type(values).__name__}")
+    return PerRank(values)
+
+
+def _rank_arguments(args: tuple, kwargs: dict, rank: int, ranks: int) -> tuple[tuple, dict]:
+    """The kernel's arguments as rank ``rank`` of ``ranks`` gets them."""
+    def pick(x: Any, name: str) -> Any:
+        if not isinstance(x, PerRank):
+            return x
+        if not ranks:
+            raise ValueError(f"{name}: per_rank(...) is given one value per collective rank; pass ranks=N to run")
+        if len(x.values) != ranks:
+            raise ValueError(f"{name}: per_rank holds {len(x.values)} values for ranks={ranks}; one per rank")
+        return x.values[rank]
+
+    return (tuple(pick(a, f"argument {i}") for i, a in enumerate(args)),
+            {k: pick(v, k) for k, v in kwargs.items()})
+
+
+def _replaced(x: Any, before: dict) -> Any:
+    """Argument ``x`` with each array the run wrote back replaced by its copy from before the run."""
+    if isinstance(x, PerRank):
+        return PerRank([before.get(id(v), v) for v in x.values])
+    return before.get(id(x), x)
+
+
+def check_ranks(ranks: Any) -> int:
+    """The number of collective ranks: None (no collective group: 0) or an int from 1."""
+    if ranks is None:
+        return 0
+    if isinstance(ranks, (bool, np.bool_)) or not isinstance(ranks, (int, np.integer)) or ranks < 1:
+        raise ValueError(f"ranks: {ranks!r}; valid: a positive int (the collective ranks, each a launch of the "
+                         "kernel), or None")
+    if ranks > MAX_PROGRAMS:
+        raise TooLarge(f"ranks: {ranks} ranks; numeq runs at most {MAX_PROGRAMS} (MAX_PROGRAMS)")
+    return int(ranks)
+
+
 def _execute(fn: Callable, args: tuple, kwargs: dict, target: str, assume: dict | None, grid: tuple,
              widen: frozenset = frozenset(), exact: bool = False, watch: bool = False, bound: bool = False,
-             reverse_affine: bool = False, values: bool = True, removed: tuple = ()) -> Run:
+             reverse_affine: bool = False, values: bool = True, removed: tuple = (), ranks: int = 0) -> Run:
     grid = check_grid(grid)
     ctx = _RunContext(target, assume, grid)
     ctx.reverse_affine = reverse_affine
@@ -461,10 +519,19 @@ def _execute(fn: Callable, args: tuple, kwargs: dict, target: str, assume: dict 
     ctx.radii = {} if bound else None
     completed = True
     result: Any = None
+    ctx.ranks = ranks
     with running(ctx), _numerics.modes(ctx.exact, ctx.watch):
-        a, k, inputs = _kernel_arguments(ctx, fn, args, kwargs)
+        # Each collective rank gets its own copies of the inputs (its own HBM), or its own value of
+        # a per_rank argument.
+        per_rank_arguments = []
+        for r in range(max(ranks, 1)):
+            ctx.rank = r
+            per_rank_arguments.append(_kernel_arguments(ctx, fn, *_rank_arguments(args, kwargs, r, ranks)))
+        ctx.rank = 0
+        inputs = [pair for _, _, pairs in per_rank_arguments for pair in pairs]
 
         def program() -> Any:
+            a, k, _ = per_rank_arguments[ctx.rank]
             r = fn(*a, **k)
             if inspect.isgenerator(r) or inspect.iscoroutine(r) or inspect.isasyncgen(r):
                 r.close()  # never started: closing runs nothing
@@ -472,27 +539,37 @@ def _execute(fn: Callable, args: tuple, kwargs: dict, target: str, assume: dict 
                                 "running its body; an NKI kernel is a plain function that returns its outputs")
             return r
 
+        cores = Cores(ctx)
         try:
             # The grid's programs in turns, each switching out only at a rendezvous (machine.cores).
-            result = Cores(ctx).run(program)
+            result = cores.run(program)
         except KernelFault:
             completed = False
         from .machine.psum import settle_all
 
         settle_all(ctx)
         _rules.capacity(ctx)
-        outputs = _outputs(ctx, result) if completed and values else None
-        radii = _radii(ctx, result) if completed and bound else None
-        # Inputs the kernel wrote are copied back, as AWS's simulator does; a rerun starts from
-        # their values before this run (kept here), so the kernel's experiments see the same inputs.
+        ctx.cores = None  # (the run's context and its programs refer to each other: not past the run)
+        if ranks:  # the outputs of each rank, in rank order
+            results = [cores.result_of_rank(r) for r in range(ranks)]
+            outputs = [_outputs(ctx, x) for x in results] if completed and values else None
+            radii = [_radii(ctx, x) for x in results] if completed and bound else None
+        else:
+            outputs = _outputs(ctx, result) if completed and values else None
+            radii = _radii(ctx, result) if completed and bound else None
+        # Inputs the kernel wrote are copied back, as AWS's simulator does (an array every rank got:
+        # the first rank's); a rerun starts from their values before this run (kept here), so the
+        # kernel's experiments see the same inputs.
         before: dict[int, np.ndarray] = {}
         for array, t in inputs:
+            if id(array) in before:
+                continue
             if t.base.dirty and isinstance(array, np.ndarray) and array.flags.writeable and array.dtype == t.data.dtype:
                 before[id(array)] = array.copy()
                 array[...] = t.data
         if before:
-            args = tuple(before.get(id(a), a) for a in args)
-            kwargs = {k: before.get(id(v), v) for k, v in kwargs.items()}
+            args = tuple(_replaced(a, before) for a in args)
+            kwargs = {k: _replaced(v, before) for k, v in kwargs.items()}
 
     def rerun(widen: frozenset = frozenset(), assume: dict | None = None, exact: bool = False,
               watch: bool = False, bound: bool = False, reverse_affine: bool = False) -> Run:
@@ -502,7 +579,7 @@ def _execute(fn: Callable, args: tuple, kwargs: dict, target: str, assume: dict 
         ``reverse_affine``: every affine_range loop's iterations last to first): the precision
         flow's experiments, ``Run.exact()``, the run's diagnoses and its hazard check."""
         return _execute(fn, args, kwargs, target, {**(base_assume or {}), **(assume or {})}, grid, widen, exact,
-                        watch, bound, reverse_affine, values)
+                        watch, bound, reverse_affine, values, ranks=ranks)
 
     base_assume = assume
     read = frozenset(ctx.assumptions.read)  # before _platforms_of, which names every platform assumption
@@ -510,7 +587,7 @@ def _execute(fn: Callable, args: tuple, kwargs: dict, target: str, assume: dict 
     return Run(outputs, ctx.findings, ctx.trace, platform, target, {k: v["value"] for k, v in ctx.table.items()},
                completed, ctx.sites, rerun, ctx.lives, kernel_platform=kernel_platform, watched=ctx.watch or {},
                values=values, language=ctx.language,
-               radii=radii, assumptions_read=read)
+               radii=radii, assumptions_read=read, ranks=ranks)
 
 
 def _platforms_of(ctx: _RunContext) -> tuple[str, str]:
@@ -593,24 +670,27 @@ def _defaults(target: str | None, assume: dict | None) -> tuple[str, dict | None
 
 
 def run(kernel: Any, *arrays: Any, target: str | None = None, assume: dict | None = None, grid: Any = None,
-        values: bool = True, **kernel_kwargs: Any) -> Run:
+        values: bool = True, ranks: int | None = None, **kernel_kwargs: Any) -> Run:
     """Run ``kernel`` on numpy arrays: every instruction computed by numeq's NeuronCore model, the
     target's limits checked, the trace recorded. Returns a ``Run``. ``target``: trn1, inf2 or trn2
     (default: the enclosing ``installed()``'s, else trn2); ``assume``: {assumption: value}.
     ``values=False``: trace, check and schedule without computing any value (``Run.outputs`` is
     None; ``Run.graph()``, ``Run.schedule()`` and the findings are the run's), for production
-    shapes; a kernel whose control flow reads a tile's value (register_load) is refused."""
+    shapes; a kernel whose control flow reads a tile's value (register_load) is refused.
+    ``ranks=R``: R collective ranks, each a launch of the kernel (with its grid) with its own HBM,
+    meeting at ``nki.collectives`` (``per_rank([...])`` gives each its own argument; ``Run.outputs``
+    is then a list, one per rank)."""
     fn = getattr(kernel, "func", kernel)
     check_kernel(fn)
     if not isinstance(values, bool):
         if "values" not in inspect.signature(fn).parameters:
             raise TypeError(f"values: True or False (compute the kernel's values or not), got {type(values).__name__}")
         kernel_kwargs["values"], values = values, True  # the kernel's own parameter of that name
-    return _run_kernel(kernel, arrays, kernel_kwargs, target, assume, grid, values)
+    return _run_kernel(kernel, arrays, kernel_kwargs, target, assume, grid, values, check_ranks(ranks))
 
 
 def _run_kernel(kernel: Any, arrays: tuple, kernel_kwargs: dict, target: str | None, assume: dict | None,
-                grid: Any = None, values: bool = True) -> Run:
+                grid: Any = None, values: bool = True, ranks: int = 0) -> Run:
     """``run`` with the kernel's own keywords apart (an @nki.jit call passes them all to the kernel)."""
     fn = getattr(kernel, "func", kernel)
     check_kernel(fn)
@@ -618,7 +698,7 @@ def _run_kernel(kernel: Any, arrays: tuple, kernel_kwargs: dict, target: str | N
     if grid is None:
         grid = getattr(kernel, "grid", None)
     return _execute(fn, arrays, kernel_kwargs, target, assume, check_grid(grid), values=values,
-                    removed=tuple(k for k in ("platform_target",) if k in getattr(kernel, "options", {})))
+                    removed=tuple(k for k in ("platform_target",) if k in getattr(kernel, "options", {})), ranks=ranks)
 
 
 def _outputs_or_fault(r: Run) -> Any:

@@ -36,12 +36,10 @@ PLACEHOLDERS: tuple[tuple[str, str, str, str], ...] = (
     ("nki.isa", "NkiInstruction", "class", _API),
     ("nki.isa", "get_nc_sub_version", "function", _API),
     ("nki", "FrameworkKernel", "class", _OLDER),
-    # nki.collectives: the collective communication API (Trainium3 and two cores: issue 44).
-    ("nki.collectives", "ReplicaGroup", "class", _API),
+    # nki.collectives: the variable-size and ring collectives (the rest: instructions.collectives).
     *(("nki.collectives", n, "function", _API) for n in (
-        "all_reduce", "all_gather", "all_gather_v", "reduce_scatter", "all_to_all", "all_to_all_v",
-        "collective_permute", "collective_permute_implicit", "collective_permute_implicit_reduce",
-        "collective_permute_implicit_current_processing_rank_id", "rank_id")),
+        "all_gather_v", "all_to_all_v", "collective_permute_implicit", "collective_permute_implicit_reduce",
+        "collective_permute_implicit_current_processing_rank_id")),
 )
 
 

@@ -19,7 +19,7 @@ from .operands import constraint, doc, shape_fault
 from .path import Call
 from .table import instruction
 
-_PAIR = frozenset({(0,), (1,)})  # LNC=2: "Currently only cores=(0, 1) is supported"
+_CORES = ((0,), (1,))  # LNC=2: "Currently only cores=(0, 1) is supported"
 _LNC = ("documented: nki.isa.{0} docstring (\"only allowed in NeuronCore-v3 or newer when LNC (Logical "
         "NeuronCore) is enabled\"); nki/get-started/about/lnc.rst (kernel[2])")
 # nki.isa.sendrecv, dma_engine=gpsimd_dma: "restricts the data size per partition to not exceed 1024
@@ -59,8 +59,8 @@ def core_barrier(c: Call) -> Any:
         constraint(ctx, "core_barrier", f"cores={cores!r}; \"only (0, 1) is supported when LNC2 is enabled\"")
     if _lnc2(ctx, "core_barrier"):
         line = _line(ctx)
-        met = ctx.cores.meet("core_barrier", None, _PAIR, None, line)
-        if len(set(met.lines.values())) > 1 and list(met.arrived)[-1] == ctx.program:  # once: by the last to arrive
+        met = ctx.cores.meet("core_barrier", ctx.rank, frozenset(ctx.cores.id_of(p) for p in _CORES), None, line)
+        if len(set(met.lines.values())) > 1 and list(met.arrived)[-1] == ctx.core_id:  # once: by the last to arrive
             ctx.find("core_divergence", "warning", "the cores meet at core_barriers on different lines (" +
                      "; ".join(f"program {p}: {w}" for p, w in sorted(met.lines.items())) + "): their control flow "
                      "differs", "documented: nki/get-started/about/lnc.rst (\"if ... this control-flow is different "
@@ -115,11 +115,12 @@ def sendrecv(c: Call) -> Any:
     if _lnc2(ctx, "sendrecv"):
         line = _line(ctx)
         me = ctx.program[0]
-        met = ctx.cores.meet("sendrecv", v["pipe_id"], _PAIR,
+        met = ctx.cores.meet("sendrecv", (ctx.rank, v["pipe_id"]), frozenset(ctx.cores.id_of(p) for p in _CORES),
                              (bits, unwritten, src.dtype, (src.shape[0], src.free_size()), ranks["send_to_rank"]), line)
         partner = ranks["recv_from_rank"]
-        their_bits, their_unwritten, their_dtype, their_shape, their_target = met.arrived[(partner,)]
-        both = f"program {me} at {line}, program {partner} at {met.lines[(partner,)]}"
+        their = ctx.cores.id_of((partner,))
+        their_bits, their_unwritten, their_dtype, their_shape, their_target = met.arrived[their]
+        both = f"program {me} at {line}, program {partner} at {met.lines[their]}"
         if their_target != me:
             raise KernelFault(ctx.find("sendrecv_pairing", "error", f"sendrecv pipe {v['pipe_id']!r}: program {me} "
                                        f"receives from {partner}, which sends to {their_target} ({both})",

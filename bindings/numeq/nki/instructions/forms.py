@@ -59,6 +59,8 @@ def _parse(signature: str) -> tuple[tuple, int]:
     """(params, how many may be positional) of a signature string (see ``Form``)."""
     params, positional = [], None
     for part in (p.strip() for p in signature.split(",")):
+        if not part:  # an instruction of no arguments (ncc.rank_id)
+            continue
         if part == "*":
             positional = len(params)
             continue

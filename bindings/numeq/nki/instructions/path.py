@@ -21,7 +21,7 @@ from .operands import destination, doc
 from .table import INSTRUCTIONS, InstructionSpec, key
 from . import bounds as _bounds
 
-__all__ = ["Call", "entry", "language_functions", "public_functions"]
+__all__ = ["Call", "entry", "language_functions", "module_functions", "public_functions"]
 
 _SUM_OPERATORS = frozenset({"add", "average", "sum", "mean"})
 
@@ -168,6 +168,11 @@ def language_functions(public: bool = False) -> dict[str, Callable]:
     ``public``: only those the language module exports as they are."""
     return {spec.name: entry(spec) for spec in INSTRUCTIONS.values()
             if spec.module == "nki.language" and (spec.public or not public)}
+
+
+def module_functions(module: str) -> dict[str, Callable]:
+    """The functions of NKI module ``module`` (``nki.collectives``) that are rows of the table."""
+    return {spec.name: entry(spec) for spec in INSTRUCTIONS.values() if spec.module == module}
 
 
 def call(name: str, *args: Any, **kwargs: Any) -> Any:

@@ -81,7 +81,7 @@ class InstructionSpec:
         return f"{_PREFIX[self.module]}.{self.name}"
 
 
-_PREFIX = {"nki.isa": "nisa", "nki.language": "nl"}
+_PREFIX = {"nki.isa": "nisa", "nki.language": "nl", "nki.collectives": "ncc"}
 
 
 def key(spec: InstructionSpec) -> str:

@@ -156,6 +156,15 @@ ASSUMPTIONS: dict[str, Assumption] = _table(
                "nki.language.fori_loop docs: \"roughly equivalent to ... for i in range(lower, upper, step)\" "
                "(Python reads range's bounds once); dynamic_range docs: \"The loop runs on device with dynamic "
                "bounds\"; when the sequencer reads the bound register is not documented"),
+    Assumption("collective_order", ("group_order", "pairwise"),
+               "the order in which an nki.collectives all_reduce / reduce_scatter adds the ranks' values: "
+               "group_order ((v0 + v1) + v2 ..., the replica group's order) or pairwise (neighbours first)",
+               "nki.collectives API reference: the reduction operator, not its order (the ring or mesh algorithm "
+               "the runtime picks is not documented)"),
+    Assumption("collective_accumulator", ("fp32", "dtype"),
+               "the precision of those additions: fp32 (each sum rounded to fp32, the result rounded once into "
+               "the destination) or dtype (each partial sum also rounded into the tensors' dtype)",
+               "nki.collectives API reference: silent on the reduction's precision"),
     Assumption("mx_scale", ("documented", "ocp"),
                "quantize_mx's block scale for a group of 32 values with largest magnitude amax: documented is "
                "2^(floor(log2 amax) - (E_max - 1)), E_max 8 for float8_e4m3fn and 15 for float8_e5m2; ocp is half "

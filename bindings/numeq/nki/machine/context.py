@@ -246,6 +246,10 @@ class Context:
         self.lives: list = []  # every allocation's Life (the capacity rules), not its arrays
         self.grid = grid
         self.program = tuple(0 for _ in grid)
+        # Collective ranks (numeq.nki.run(ranks=R)): each rank a launch of the kernel with its own HBM,
+        # SBUF and PSUM; ``rank`` the running one. 0 ranks: no collective group (one launch).
+        self.ranks = 0
+        self.rank = 0
         self.step = 0
         # Allocation ids (PSUM chains are keyed on them, unnamed tiles are named by them) count from 1
         # in each run, so that the same kernel on the same inputs traces the same in any process.
@@ -320,30 +324,37 @@ class Context:
         at = self.at or where()
         ins = Instruction(step, engine, name, at, operands[0], operands[1], int(nbytes), int(flops), int(cycles),
                           detail, partitions, tuple(self.loop_indices), placed[0], placed[1], tuple(self.loops),
-                          self.program)
+                          self.core_id)
         if self.rounded or sums or "function" in detail:
             record_issue(self, name, at, dst, srcs, detail, sums)
         self.trace.append(ins)
         return ins
 
+    @property
+    def core_id(self) -> tuple:
+        """The running program's identity: its grid index, after its rank where there are ranks
+        (what owns tiles and traced instructions: each rank and each core has its own)."""
+        return (self.rank, *self.program) if self.ranks else self.program
+
     def shared_allocated(self, line: str, buffer: Any) -> None:
-        """A program allocated shared_hbm ``buffer`` at ``line``, the first to make its n-th there."""
-        self._shared.setdefault(line, []).append(buffer)
+        """A program allocated shared_hbm ``buffer`` at ``line``, the first of its rank to make its
+        n-th there."""
+        self._shared.setdefault((self.rank, line), []).append(buffer)
 
     def shared_at(self, line: str, shape: tuple, dtype: Any) -> Any:
-        """The shared_hbm buffer another program made as its n-th allocation at ``line`` that this
-        program's n-th there is, or None (this program is the first; or the shapes differ, and each
-        program keeps its own)."""
-        count = self._shared_seen.get((self.program, line), 0)
-        self._shared_seen[(self.program, line)] = count + 1
-        made = self._shared.get(line, [])
+        """The shared_hbm buffer another program of this rank made as its n-th allocation at
+        ``line`` that this program's n-th there is, or None (this program is the first; or the
+        shapes differ, and each program keeps its own). Ranks share no HBM."""
+        count = self._shared_seen.get((self.core_id, line), 0)
+        self._shared_seen[(self.core_id, line)] = count + 1
+        made = self._shared.get((self.rank, line), [])
         if count < len(made) and made[count].shape == shape and made[count].dtype == dtype:
             return made[count]
         return None
 
     def allocate(self, buffer: Any) -> Any:
         buffer.life.alloc_step = self.step
-        buffer.life.program = self.program
+        buffer.life.program = self.core_id
         self.lives.append(buffer.life)
         return buffer
 

@@ -73,7 +73,10 @@ class Cores:
 
     def __init__(self, ctx: Any) -> None:
         self.ctx = ctx
-        self.programs = [_Program(p) for p in (np.ndindex(*ctx.grid) if ctx.grid else [()])]
+        grid = list(np.ndindex(*ctx.grid)) if ctx.grid else [()]
+        # With collective ranks, every rank runs every program of the grid: (rank, *grid index).
+        ids = [(r, *p) for r in range(ctx.ranks) for p in grid] if ctx.ranks else grid
+        self.programs = [_Program(p) for p in ids]
         self.by_index = {p.index: p for p in self.programs}
         self._turn: _Program | None = None
         self._cond = threading.Condition()
@@ -86,7 +89,8 @@ class Cores:
         if len(self.programs) == 1:  # one program: no thread, no turns
             p = self.programs[0]
             self._enter(p)
-            return body()
+            p.result = body()
+            return p.result
         try:
             while True:
                 p = next((q for q in self.programs if not q.done and (q.thread is None or q.waiting is None
@@ -106,6 +110,10 @@ class Cores:
         finally:
             self._end_waiting()
         return next((q.result for q in self.programs if q.result is not None), None)
+
+    def result_of_rank(self, rank: int) -> Any:
+        """What the programs of collective rank ``rank`` returned (the first that returned any)."""
+        return next((q.result for q in self.programs if q.index[0] == rank and q.result is not None), None)
 
     def _program(self, p: _Program, body: Callable[[], Any]) -> None:
         np.seterr(all="ignore")  # numpy's error state is per thread (the run's: machine.context.running)
@@ -135,7 +143,10 @@ class Cores:
 
     def _enter(self, p: _Program) -> None:
         ctx = self.ctx
-        ctx.program = p.index
+        if ctx.ranks:
+            ctx.rank, ctx.program = p.index[0], p.index[1:]
+        else:
+            ctx.program = p.index
         ctx.loop_indices, ctx.loops, ctx.unrolled = p.loop_indices, p.loops, p.unrolled
         ctx.at, ctx.engine = p.at, p.engine
 
@@ -155,7 +166,13 @@ class Cores:
     # --- rendezvous ------------------------------------------------------------------------------
     @property
     def current(self) -> _Program:
-        return self.by_index[self.ctx.program]
+        return self.by_index[self.ctx.core_id]
+
+    def id_of(self, program: tuple, rank: int | None = None) -> tuple:
+        """The identity of grid program ``program`` of ``rank`` (default: the running one's)."""
+        if not self.ctx.ranks:
+            return tuple(program)
+        return (self.ctx.rank if rank is None else rank, *program)
 
     def meet(self, kind: str, key: Any, parties: frozenset, brought: Any, line: str) -> Rendezvous:
         """The current program arrives at the ``key``-th rendezvous of ``kind`` with ``parties``

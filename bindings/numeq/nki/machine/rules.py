@@ -115,6 +115,8 @@ RULES: dict[str, Rule] = {
     "sendrecv_pairing": Rule("error", "two cores' sendrecv on one pipe do not pair: one receives from a core that does "
                                       "not send to it, or a src the receiver's dst does not match in dtype or shape",
                              _RUN),
+    "collective_mismatch": Rule("error", "the ranks of a replica group meet at different collectives (another "
+                                         "operation, operator, dim, shapes or dtypes): each rank's line", _RUN),
     "core_divergence": Rule("warning", "the two logical cores meet at core_barriers on different lines: their control "
                                        "flow differs, which the LNC guide calls undefined", _RUN),
     "target_generation": Rule("error", "the instruction needs a newer NeuronCore than the target has", _RUN),
