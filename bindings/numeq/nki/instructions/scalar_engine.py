@@ -1,5 +1,5 @@
-"""The Scalar (activation) engine's instructions: ``activation`` and ``activation_reduce``: rows of
-the instruction table. Functions by the platform's function model (fp32 correctly rounded; the
+"""The Scalar (activation) engine's instructions: ``activation``, ``activation_reduce`` and
+NeuronCore-v4's ``activate2``: rows of the instruction table. Functions by the platform's function model (fp32 correctly rounded; the
 ``scalar_activation_ulps`` budget bounds the hardware's difference).
 """
 
@@ -12,8 +12,9 @@ import numpy as np
 from ..machine import arithmetic as _numerics
 from ..machine import rules as _rules
 from ..machine.alu import alu, op_name
+from ..machine.context import KernelFault
 from ..machine.memory import Tensor
-from ..machine.registers import accumulate, command, vector_accumulator
+from ..machine.registers import Cmd, accumulate, command, vector_accumulator
 from .access import as_tensor, cost_elementwise, new_tile, read, write
 from .forms import Form
 from .operands import constraint, lanes, reduce_name
@@ -82,16 +83,7 @@ def _scalar_registers(ctx: Any, dst: Tensor, y: np.ndarray, reduce_op: Any, redu
     accumulate(ctx, "activation", rows, cmd, op, y.reshape(y.shape[0], -1), engine="scalar")
     if reduce_res is None:
         return []
-    red = as_tensor(reduce_res, "reduce_res")
-    acc = vector_accumulator(ctx, "scalar")
-    if not acc.defined[rows].all():
-        ctx.find("accumulator_undefined", "error", "activation writes reduce_res from the Scalar engine's registers, "
-                 "which no activation has reset (reduce_cmd=reset_reduce, or activation_reduce)",
-                 "documented: nki.isa.activation docstring (reduce_cmd defaults to idle; reduce_res receives the "
-                 "registers)")
-    regs = np.where(acc.defined[rows], acc.values[rows], np.float32(np.nan)).astype(_numerics.compute_dtype)
-    write(ctx, red, regs.reshape(-1, 1))
-    return [red]
+    return _registers_out(ctx, reduce_res, rows, "activation")
 
 
 @instruction("activation_reduce", engine="scalar", assumptions=("activation_affine",), sums="reduce_op", forms=[
@@ -116,6 +108,90 @@ def activation_reduce(c: Call) -> Any:
     ins.name = "activation_reduce"
     ins.cycles += 64  # max(MIN_II, N) + MIN_II (SDK 2.26 activation_reduce docstring)
     return dst
+
+
+# activate2's tensor-scalar stage: "The tensor-scalar stage supports six (op0, op1) combinations".
+_ACTIVATE2_PAIRS = {("multiply", "add"), ("multiply", "subtract"), ("multiply", "bypass"), ("add", "bypass"),
+                    ("subtract", "bypass"), ("bypass", "bypass")}
+_ACTIVATE2_REDUCE = {"add": ("add", False), "maximum": ("maximum", False), "minimum": ("minimum", False),
+                     "abs_max": ("maximum", True), "abs_min": ("minimum", True)}
+
+
+@instruction("activate2", engine="scalar", since=4, assumptions=("vector_reduce_order",), forms=[
+    Form("current", "dst: tensor, op: op, data: tensor, imm0: value?, imm1: value?, op0: op?, op1: op?,"
+                    "relu_param: value = 0.0, reverse0 = False, reverse1 = False, reduce_op: op? = None,"
+                    "reduce_res: tensor? = None, reduce_cmd = reduce_cmd.idle")])
+def activate2(c: Call) -> Any:
+    """dst = op((data <op0> imm0) <op1> imm1) on the Scalar engine, NeuronCore-v4 and newer
+    (nki.isa.activate2 docstring), "math in float32 precision": each tensor-scalar step one fp32
+    operation (``reverse0`` / ``reverse1``: the immediate on the left), ``op`` by the platform's
+    function model, then the Scalar engine's accumulator registers (shared with ``activation``)
+    driven by ``reduce_cmd`` with ``reduce_op`` (add, maximum, minimum, and abs_max / abs_min: the
+    maximum / minimum of the results' magnitudes), ``reduce_res`` [P, 1] receiving them. The
+    docstring's constraints (the six (op0, op1) pairs, op1 and the reverses needing their op) are
+    ``instruction_constraint`` errors; ``relu_param`` feeds parameterized functions, which numeq's
+    function model does not have (a nonzero one is refused)."""
+    ctx, v = c.ctx, c.args
+    data, dst = as_tensor(v["data"], "data"), as_tensor(v["dst"], "dst")
+    op0 = "bypass" if v["op0"] is None else op_name(v["op0"])
+    op1 = "bypass" if v["op1"] is None else op_name(v["op1"])
+    if v["op1"] is not None and v["op0"] is None:
+        constraint(ctx, "activate2", "op1 is set without op0 (\"op1 requires op0 to be set\")")
+    for flag, which, given in (("reverse0", "op0", v["op0"]), ("reverse1", "op1", v["op1"])):
+        if v[flag] and given is None:
+            constraint(ctx, "activate2", f"{flag}=True without {which} (\"{flag} requires {which} to be set\")")
+    if (op0, op1) not in _ACTIVATE2_PAIRS:
+        constraint(ctx, "activate2", f"(op0, op1) = ({op0}, {op1}); the tensor-scalar stage takes "
+                                     + ", ".join(f"({a}, {b})" for a, b in sorted(_ACTIVATE2_PAIRS)))
+    if data.shape[0] != dst.shape[0] or data.free_size() != dst.free_size():
+        constraint(ctx, "activate2", f"data {data.name} {data.shape} and dst {dst.name} {dst.shape}: the same "
+                                     "partitions and elements per partition")
+    relu = v["relu_param"]
+    if isinstance(relu, Tensor) or float(relu) != 0.0:
+        raise ctx.unsupported("activate2's relu_param (parameterized activation functions)")
+    x = read(ctx, data, "data", "scalar", rows=True)
+    t = x
+    for op, imm, reverse in ((op0, v["imm0"], v["reverse0"]), (op1, v["imm1"], v["reverse1"])):
+        if op == "bypass":
+            continue
+        k = scalar_operand(ctx, imm, x.shape, "scalar")
+        t = alu(op, k, t) if reverse else alu(op, t, k)
+    fname = op_name(v["op"])
+    _rules.check_activation_range(ctx, fname, t)
+    try:
+        y = _numerics.function_fp32(fname, t)
+    except KeyError:
+        raise ctx.unsupported(f"the activation function {fname!r} (known: {', '.join(_numerics.function_names())})") \
+            from None
+    write(ctx, dst, y.reshape(dst.shape) if y.shape != dst.shape else y)
+    outs = [dst]
+    cmd = command(v["reduce_cmd"])
+    if v["reduce_op"] is not None or v["reduce_res"] is not None or cmd != Cmd.idle:
+        name = op_name(v["reduce_op"]) if v["reduce_op"] is not None else "add"
+        if name not in _ACTIVATE2_REDUCE:
+            raise KernelFault(ctx.find("instruction_constraint", "error", f"activate2: reduce_op {name}; supported: "
+                                       f"{', '.join(_ACTIVATE2_REDUCE)}", "documented: nki.isa.activate2 docstring"))
+        op, magnitude = _ACTIVATE2_REDUCE[name]
+        values = y.reshape(y.shape[0], -1)
+        accumulate(ctx, "activate2", lanes(dst), cmd, op, np.abs(values) if magnitude else values, engine="scalar")
+        if v["reduce_res"] is not None:
+            outs += _registers_out(ctx, v["reduce_res"], lanes(dst), "activate2")
+    c.issue(outs, [data], flops=3 * dst.size, cycles=cost_elementwise(dst), function=fname)
+    return dst
+
+
+def _registers_out(ctx: Any, reduce_res: Any, rows: np.ndarray, instruction: str) -> list:
+    """The Scalar engine's registers of lanes ``rows`` into ``reduce_res`` [P, 1]."""
+    red = as_tensor(reduce_res, "reduce_res")
+    acc = vector_accumulator(ctx, "scalar")
+    if not acc.defined[rows].all():
+        ctx.find("accumulator_undefined", "error", f"{instruction} writes reduce_res from the Scalar engine's "
+                 "registers, which no instruction has reset (reduce_cmd=reset_reduce)",
+                 f"documented: nki.isa.{instruction} docstring (reduce_cmd defaults to idle; reduce_res receives the "
+                 "registers)")
+    regs = np.where(acc.defined[rows], acc.values[rows], np.float32(np.nan)).astype(_numerics.compute_dtype)
+    write(ctx, red, regs.reshape(-1, 1))
+    return [red]
 
 
 # --- nki.language's tile functions that are not one activation -------------------------------------

@@ -18,7 +18,7 @@ for _name in ("nc_n_gather", "local_gather", "register_alloc", "register_move", 
     unimplemented(_name, _API)
 for _name in ("rand_set_state", "rand_get_state"):  # their docstrings: "Supported arch versions: NeuronCore-v3+"
     unimplemented(_name, _API, since=3)
-for _name in ("activate2", "rand2"):  # "Available only on NeuronCore-v4 and newer"
+for _name in ("rand2",):  # "Available only on NeuronCore-v4 and newer"
     unimplemented(_name, _TRN3, since=4)
 for _name in ("tensor_copy_dynamic_src", "tensor_copy_dynamic_dst", "builtin_custom_op"):
     unimplemented(_name, _EARLIER)
