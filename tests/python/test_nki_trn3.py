@@ -334,23 +334,6 @@ def test_accumulating_onto_a_non_matmul_psum_value_is_undefined_before_trn3_only
     assert "accumulate_non_matmul" in {f.rule for f in nki.run(k, a_t, b, target="trn2").errors}
 
 
-@pytest.mark.parametrize("name", ["rand2"])
-def test_a_trn3_only_instruction_numeq_lacks_is_first_what_trn2_lacks(name):
-    # "Available only on NeuronCore-v4 and newer": on trn2 the documented fact (a target_generation
-    # error at the kernel's line); on trn3 what numeq has not implemented (Unsupported).
-    @nki.jit
-    def k(x):
-        getattr(nisa, name)(x)  # CALL
-        return x
-
-    x = np.zeros((128, 4), np.float32)
-    run = nki.run(k, x, target="trn2")
-    (f,) = [f for f in run.errors if f.rule == "target_generation"]
-    assert name in f.message and "NeuronCore-v4" in f.message and f.where == source_line(k, "# CALL")
-    with pytest.raises(nki.Unsupported, match=name):
-        nki.run(k, x, target="trn3")
-
-
 def test_exponential_takes_a_tile_as_reduce_init_with_load_reduce_only():
     # reduce_init "should be unset or set to 0.0 when reduce_cmd is not load_reduce" (the docstring):
     # a (P, 1) tile with reset_reduce is a constraint finding, with load_reduce the start.
@@ -430,3 +413,74 @@ def test_activate2_refuses_what_its_docstring_refuses(case):
     x = np.zeros((128, 8), np.float32)
     assert "instruction_constraint" in {f.rule for f in nki.run(k, x, target="trn3").errors}
     assert "target_generation" in {f.rule for f in nki.run(k, x, target="trn2").errors}
+
+
+def _xorwow(state: np.ndarray, count: int) -> tuple[np.ndarray, np.ndarray]:
+    """Marsaglia's XORWOW ("Xorshift RNGs", J. Stat. Softw. 8(14), 2003), written here: per lane the
+    words x, y, z, w, v and the counter d; each number is v + d after one step."""
+    x, y, z, w, v, d = (state[:, i].astype(np.uint64) for i in range(6))
+    m = np.uint64(0xFFFFFFFF)
+    out = np.empty((len(state), count), np.uint32)
+    for j in range(count):
+        t = x ^ (x >> np.uint64(2))
+        x, y, z, w = y, z, w, v
+        v = ((v ^ (v << np.uint64(4))) ^ (t ^ (t << np.uint64(1)))) & m
+        d = (d + np.uint64(362437)) & m
+        out[:, j] = ((v + d) & m).astype(np.uint32)
+    return out, np.stack([x, y, z, w, v, d], axis=1).astype(np.uint32)
+
+
+def test_the_gpsimd_generator_is_xorwow_from_the_state_rand_set_state_gives():
+    # nki.isa.rand_set_state: "Each partition in the source tensor seeds the PRNG states for the
+    # corresponding compute lane"; 6 uint32 words for XORWOW on GpSimd (NeuronCore-v3 and newer).
+    @nki.jit
+    def k(seeds):
+        s = nl.ndarray(seeds.shape, nl.uint32, buffer=nl.sbuf)
+        nisa.dma_copy(dst=s, src=seeds)
+        nisa.rand_set_state(src_seeds=s, engine=nisa.gpsimd_engine)
+        bits = nl.ndarray((seeds.shape[0], 5), nl.uint32, buffer=nl.sbuf)
+        nisa.rng(dst=bits, engine=nisa.gpsimd_engine)
+        after = nl.ndarray(seeds.shape, nl.uint32, buffer=nl.sbuf)
+        nisa.rand_get_state(dst=after, engine=nisa.gpsimd_engine)
+        out = nl.ndarray((seeds.shape[0], 11), nl.uint32, buffer=nl.shared_hbm)
+        nisa.dma_copy(dst=out[:, 0:5], src=bits)
+        nisa.dma_copy(dst=out[:, 5:11], src=after)
+        return out
+
+    seeds = rng.integers(1, 2 ** 32, (32, 6), dtype=np.uint64).astype(np.uint32)
+    for target in ("trn2", "trn3"):
+        run = nki.run(k, seeds, target=target)
+        assert run.errors == [], run.errors
+        want_bits, want_state = _xorwow(seeds, 5)
+        np.testing.assert_array_equal(run.outputs[:, :5], want_bits)
+        np.testing.assert_array_equal(run.outputs[:, 5:], want_state)
+    assert "target_generation" in {f.rule for f in nki.run(k, seeds, target="trn1").errors}
+
+
+def test_rand2_maps_the_vector_generators_uniform_values_onto_min_max():
+    # nki.isa.rand2: uniform in [min, max] in fp32 (NeuronCore-v4). The same generator gives nl.rand's
+    # [0, 1) values: rand2 from a fresh run is min + u * (max - min), each step one fp32 rounding.
+    def kernel(use_rand2):
+        @nki.jit
+        def k(lo):
+            out = nl.ndarray((128, 64), nl.float32, buffer=nl.shared_hbm)
+            t = nl.ndarray((128, 64), nl.float32, buffer=nl.sbuf)
+            if use_rand2:
+                m = nl.ndarray((128, 1), nl.float32, buffer=nl.sbuf)
+                nisa.dma_copy(dst=m, src=lo)
+                nisa.rand2(dst=t, min=m, max=3.0)
+            else:
+                t = nl.rand((128, 64), dtype=nl.float32)
+            nisa.dma_copy(dst=out, src=t)
+            return out
+        return k
+
+    lo = rng.uniform(-2, 2, (128, 1)).astype(np.float32)
+    got = nki.run(kernel(True), lo, target="trn3")
+    u = nki.run(kernel(False), lo, target="trn3").outputs
+    assert got.errors == []
+    np.testing.assert_array_equal(got.outputs, np.add(lo, np.multiply(u, np.subtract(np.float32(3.0), lo))))
+    assert (got.outputs >= lo).all() and (got.outputs <= 3.0).all()
+    assert "target_generation" in {f.rule for f in nki.run(kernel(True), lo, target="trn2").errors}
+    assert "instruction_constraint" in {f.rule for f in nki.run(kernel(True), np.full((128, 1), 5.0, np.float32),
+                                                                 target="trn3").errors}

@@ -10,15 +10,10 @@ from __future__ import annotations
 from .table import unimplemented
 
 _API = "documented: nki.isa API reference"
-_TRN3 = "documented: nki.isa API reference (NeuronCore-v4, Trainium3)"
 _EARLIER = "documented: nki.isa API reference of earlier releases (removed since)"
 
 for _name in ("nc_n_gather", "local_gather", "register_alloc", "register_move", "register_load", "register_store",
               "sequence_bounds", "topk"):
     unimplemented(_name, _API)
-for _name in ("rand_set_state", "rand_get_state"):  # their docstrings: "Supported arch versions: NeuronCore-v3+"
-    unimplemented(_name, _API, since=3)
-for _name in ("rand2",):  # "Available only on NeuronCore-v4 and newer"
-    unimplemented(_name, _TRN3, since=4)
 for _name in ("tensor_copy_dynamic_src", "tensor_copy_dynamic_dst", "builtin_custom_op"):
     unimplemented(_name, _EARLIER)

@@ -1,5 +1,6 @@
 """The engines' random numbers as rows of the instruction table: ``rng`` (32 random bits per
-element), ``set_rng_seed``, ``dropout``. The generator, its seeding and the bits-to-[0, 1) map
+element), ``set_rng_seed``, ``dropout``, NeuronCore-v4's ``rand2`` (uniform in [min, max]) and the
+generator's state (``rand_set_state``, ``rand_get_state``: GpSimd's XORWOW lanes). The generator, its seeding and the bits-to-[0, 1) map
 are the named assumption ``random_generator`` (machine.randomness); the instructions' documented
 parts (dtypes, shapes, prob 0 keeps and prob 1 drops every element, no rescaling) are exact.
 """
@@ -13,6 +14,7 @@ import numpy as np
 from ..machine import randomness
 from .access import as_tensor, cost_elementwise, memory_name, new_tile, read, write
 from .forms import Form
+from ..machine.alu import alu
 from .operands import constraint, destination, flat, per_partition, shape_fault
 from .path import Call
 from .table import instruction
@@ -91,4 +93,74 @@ def dropout(c: Call) -> Any:
     else:
         write(ctx, dst, np.where(dropped, x.dtype.type(0), x).reshape(dst.shape))
     c.issue([dst], [data], cycles=cost_elementwise(data))
+    return dst
+
+
+@instruction("rand2", engine="vector", since=4, assumptions=_RANDOM, forms=[
+    Form("current", "dst: tensor, min: value, max: value")])
+def rand2(c: Call) -> Any:
+    """dst = values uniform in [min, max] from the Vector engine's generator ("Uses XORWOW PRNG
+    algorithm ... Generates FP32 random values with uniform distribution", nki.isa.rand2): u in
+    [0, 1) by assumption ``random_generator``, then min + u * (max - min), each operation one fp32
+    rounding, cast into dst's dtype. ``min`` and ``max`` numbers or (P, 1) tiles; ``min < max``."""
+    ctx, v = c.ctx, c.args
+    dst = as_tensor(v["dst"], "dst")
+    p = dst.shape[0] if dst.shape else 1
+    lo = per_partition(ctx, v["min"], p, "rand2", "min")
+    hi = per_partition(ctx, v["max"], p, "rand2", "max")
+    if not (lo < hi).all():
+        constraint(ctx, "rand2", f"min {v['min']!r} is not below max {v['max']!r} in every partition (\"min < max for "
+                                 "valid range\")")
+    u = randomness.uniform(ctx, "vector", (p, dst.free_size()))
+    write(ctx, dst, alu("add", lo, alu("multiply", u, alu("subtract", hi, lo))).reshape(dst.shape))
+    c.issue([dst], [t for t in (v["min"], v["max"]) if hasattr(t, "base")], cycles=cost_elementwise(dst))
+    return dst
+
+
+# "src_seeds element count for XORWOW must be 6 elements (GpSimd) or 24 elements (Vector)"
+_STATE_WORDS = {"gpsimd": 6, "vector": 24}
+
+
+def _state_engine(c: Call, name: str) -> str:
+    ctx, eng = c.ctx, c.engine
+    if eng == "vector" and ctx.target.generation < 4:
+        constraint(ctx, name, f"engine=vector on {ctx.target.core}: \"NeuronCore-v3: GpSimd. NeuronCore-v4+: GpSimd, "
+                              "Vector\"")
+    if eng == "vector":
+        raise ctx.unsupported(f"nisa.{name} on the Vector engine (how its 24 state words per lane drive its numbers "
+                              "is not documented)")
+    return eng
+
+
+@instruction("rand_set_state", engine="gpsimd", engines=("gpsimd", "vector"), since=3, assumptions=_RANDOM,
+             forms=[Form("current", "src_seeds: tensor")])
+def rand_set_state(c: Call) -> None:
+    """Each partition p of ``src_seeds`` (SBUF, uint32, 6 words: XORWOW's x, y, z, w, v and counter)
+    becomes the state of compute lane p of the engine's generator (nki.isa.rand_set_state)."""
+    ctx, src = c.ctx, as_tensor(c.args["src_seeds"], "src_seeds")
+    eng = _state_engine(c, "rand_set_state")
+    if src.base.memory.name != "sbuf" or src.dtype.name != "uint32" or src.free_size() != _STATE_WORDS[eng]:
+        constraint(ctx, "rand_set_state", f"src_seeds {src.name} is {src.dtype} {src.shape} in {src.base.memory}; it "
+                                          f"is a uint32 SBUF tile of {_STATE_WORDS[eng]} words per partition")
+        return None
+    words = read(ctx, src, "src_seeds", eng, bits=True).reshape(src.shape[0], -1)
+    randomness.lane_states(ctx, eng, src.shape[0])[...] = words.astype(np.uint32)
+    c.issue([], [src], cycles=64)
+    return None
+
+
+@instruction("rand_get_state", engine="gpsimd", engines=("gpsimd", "vector"), since=3, assumptions=_RANDOM,
+             forms=[Form("current", "dst: tensor")])
+def rand_get_state(c: Call) -> Any:
+    """dst [P, 6] uint32 <- the states of compute lanes 0 .. P-1 of the engine's generator
+    (nki.isa.rand_get_state; GpSimd cannot reach PSUM)."""
+    ctx, dst = c.ctx, as_tensor(c.args["dst"], "dst")
+    eng = _state_engine(c, "rand_get_state")
+    if dst.dtype.name != "uint32" or dst.free_size() != _STATE_WORDS[eng] or dst.base.memory.name != "sbuf":
+        constraint(ctx, "rand_get_state", f"dst {dst.name} is {dst.dtype} {dst.shape} in {dst.base.memory}; it is a "
+                                          f"uint32 SBUF tile of {_STATE_WORDS[eng]} words per partition")
+        return dst
+    states = randomness.lane_states(ctx, eng, dst.shape[0])
+    write(ctx, dst, None, bits=states.copy().reshape(dst.shape))
+    c.issue([dst], [], cycles=64)
     return dst

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["random_bits", "reseed", "uniform"]
+__all__ = ["lane_states", "random_bits", "reseed", "uniform"]
 
 _M64 = (1 << 64) - 1
 _WEYL = np.uint32(362437)  # XORWOW's counter increment (Marsaglia 2003, "Xorshift RNGs", J. Stat. Softw. 8(14))
@@ -84,6 +84,18 @@ def reseed(ctx: Any, engine: str, seed: int) -> None:
     """The engine's generator restarts from ``seed`` (a 32-bit value)."""
     ctx.__dict__.setdefault("random_generators", {})[engine] = _Generator(ctx.assumptions["random_generator"],
                                                                           int(seed) & 0xFFFFFFFF)
+
+
+def lane_states(ctx: Any, engine: str, partitions: int) -> np.ndarray:
+    """The engine's XORWOW states of lanes 0 .. partitions-1, [partitions, 6] uint32 (x, y, z, w, v
+    and the counter d: the order of Marsaglia's algorithm), as a writable view."""
+    g = _generator(ctx, engine)
+    if g.numpy is not None:
+        raise ctx.unsupported("the XORWOW state of the engine's generator under assumption random_generator=pcg64 "
+                              "(it has none)")
+    if g.lanes is None or len(g.lanes) < partitions:
+        g.lanes = _xorwow_state(g.seed, max(partitions, 128))
+    return g.lanes[:partitions]
 
 
 def random_bits(ctx: Any, engine: str, shape: tuple) -> np.ndarray:
