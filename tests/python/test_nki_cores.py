@@ -246,3 +246,27 @@ def test_two_cores_run_on_their_own_engines_in_the_schedule():
     x = rng.standard_normal((2, 128, 2048)).astype(np.float32)
     both, one = nki.run(k[2], x, target="trn2").schedule(), nki.run(k, x, target="trn2").schedule()
     assert both.time_s == pytest.approx(one.time_s, rel=1e-9)
+
+
+def test_a_barrier_holds_its_engine_until_the_other_core_arrives_in_the_schedule():
+    # "The barrier will block execution on this engine, other engines will not be blocked": core 1's
+    # GpSimd work after the barrier starts once core 0's work before its barrier is done.
+    @nki.jit
+    def k(x):
+        out = nl.ndarray((2, 128, 1), nl.float32, buffer=nl.shared_hbm)
+        me = nl.program_id(0)
+        t = nl.ndarray((128, 4096), nl.float32, buffer=nl.sbuf)
+        nisa.memset(dst=t, value=1.0)
+        if me == 0:
+            nisa.activation(dst=t, op=nl.exp, data=t)  # LONG: only core 0
+        nisa.core_barrier(out, (0, 1))
+        s = nl.ndarray((128, 1), nl.float32, buffer=nl.sbuf)
+        nisa.memset(dst=s, value=2.0, engine=nisa.gpsimd_engine)  # AFTER
+        nisa.dma_copy(dst=out[me], src=s)
+        return out
+
+    run = nki.run(k[2], np.zeros((1, 1), np.float32), target="trn2")
+    sched = run.schedule()
+    long_ = next(i for i, ins in enumerate(run.trace) if ins.where == source_line(k, "# LONG"))
+    after = next(i for i, ins in enumerate(run.trace) if ins.where == source_line(k, "# AFTER") and ins.program == (1,))
+    assert sched.start[after] >= sched.finish[long_] > 0

@@ -57,6 +57,7 @@ def core_barrier(c: Call) -> Any:
     cores = v["cores"]
     if not isinstance(cores, (tuple, list)) or sorted(int(x) for x in cores) != [0, 1]:
         constraint(ctx, "core_barrier", f"cores={cores!r}; \"only (0, 1) is supported when LNC2 is enabled\"")
+    meeting = None
     if _lnc2(ctx, "core_barrier"):
         line = _line(ctx)
         met = ctx.cores.meet("core_barrier", ctx.rank, frozenset(ctx.cores.id_of(p) for p in _CORES), None, line)
@@ -66,7 +67,8 @@ def core_barrier(c: Call) -> Any:
                      "differs", "documented: nki/get-started/about/lnc.rst (\"if ... this control-flow is different "
                      "on the different cores, then the behavior is undefined\")", at=line)
         ctx.cores.current.epoch += 1
-    c.issue([], [data], cycles=64, barrier=True)
+        meeting = (ctx.rank, ctx.cores.current.epoch)  # the k-th barrier of this rank's cores
+    c.issue([], [data], cycles=64, barrier=meeting)
     return None
 
 

@@ -15,9 +15,10 @@ The model, each part a row of the target table (``machine.targets``) with its ev
 - An instruction starts when its engine (or its DMA engines) is free and every instruction it
   depends on (``schedule.graph``: read after write, write after read, write after write) has
   finished, plus ``semaphore_s`` where that one ran on another engine.
-- Each logical core of a grid (LNC=2's two cores) has its own engines and DMA engines. What a
-  rendezvous (core_barrier, sendrecv) orders between the cores is not in the timeline yet: only
-  their data dependencies are.
+- Each logical core of a grid (LNC=2's two cores) has its own engines and DMA engines. A
+  core_barrier waits on its engine for each other core's last instruction before that core's
+  barrier of the same meeting; a sendrecv orders the cores only through its data (its partner's
+  source is read when it arrives).
 
 Every constant the schedule used is in ``Schedule.parameters`` (name -> ``Spec``), and
 ``Run.schedule(assume={name: value})`` changes any of them.
@@ -132,6 +133,7 @@ def schedule(g: Graph, target: Target, assume: dict[str, float] | None = None,
         issued_at.setdefault(t.issued, []).append(n + k)
         if t.kind == "reload":
             needs.setdefault(t.at, []).append(n + k)
+    waits_across = _barrier_waits(trace)
     engine_free: dict[tuple, tuple[float, int]] = {}  # (core, engine) -> (free at, the node it finished)
     # Each logical core (grid program) has its own engines and DMA engines (LNC=2 runs on two physical
     # cores: nki/get-started/about/lnc.rst); a heap per core of its DMA engines' (free at, last node).
@@ -208,7 +210,7 @@ def schedule(g: Graph, target: Target, assume: dict[str, float] | None = None,
             seconds, _ = _transfer_duration(t.bytes, t.partitions, True, p)
             place_spill(node, seconds, [*t.after, *(n + k for k in t.after_transfers)])
         seconds, engines = _duration(ins, p)
-        place(i, ins.engine, seconds, engines, [*g.predecessors(i), *needs.get(i, ())])
+        place(i, ins.engine, seconds, engines, [*g.predecessors(i), *needs.get(i, ()), *waits_across.get(i, ())])
     time_s = max(finish, default=0.0)
     active = {e: (_union(iv) / time_s if time_s > 0 else 0.0) for e, iv in busy.items()}
     path: list[int] = []
@@ -228,6 +230,30 @@ def schedule(g: Graph, target: Target, assume: dict[str, float] | None = None,
     bound_by = max(per_engine, key=per_engine.get) if per_engine else "nothing"
     by_line = sorted(per_line.items(), key=lambda kv: -kv[1])
     return Schedule(time_s, active, bound_by, path, by_line, start, finish, engine_of, specs, list(spilled))
+
+
+def _barrier_waits(trace: Sequence) -> dict[int, list[int]]:
+    """For each core_barrier of a run on several cores, the instructions it waits for on the other
+    cores: each other core's last instruction before its own barrier of the same meeting ("all
+    specified NeuronCores must reach before any can proceed", nki.isa.core_barrier). Cores run in
+    turns (machine.cores), so every such instruction precedes the barrier in the trace."""
+    meetings: dict[tuple, list[int]] = {}
+    for i, ins in enumerate(trace):
+        if ins.name == "core_barrier" and ins.detail.get("barrier"):
+            meetings.setdefault(ins.detail["barrier"], []).append(i)
+    if not meetings:
+        return {}
+    waits: dict[int, list[int]] = {}
+    for nodes in meetings.values():
+        for i in nodes:
+            for j in nodes:
+                core = trace[j].program
+                if j == i:
+                    continue
+                last = next((k for k in range(j - 1, -1, -1) if trace[k].program == core), None)
+                if last is not None:
+                    waits.setdefault(i, []).append(last)
+    return waits
 
 
 def _union(intervals: list[tuple[float, float]]) -> float:
