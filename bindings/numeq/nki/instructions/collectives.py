@@ -179,10 +179,15 @@ def _issue(c: Call, name: str, dsts: list[Tensor], srcs: list[Tensor], ranks: li
             group=tuple(ranks))
 
 
-def _check_pairs(ctx: Any, name: str, srcs: list[Tensor], dsts: list[Tensor]) -> None:
+def _operands(c: Call, name: str, hbm_only: bool) -> tuple[list[Tensor], list[Tensor]]:
+    """(srcs, dsts) of a collective: lists of tensors, one dst per src, in one memory space."""
+    ctx = c.ctx
+    srcs, dsts = _tensors(ctx, name, c.args["srcs"], "srcs"), _tensors(ctx, name, c.args["dsts"], "dsts")
     if len(srcs) != len(dsts):
         raise KernelFault(ctx.find("shape_mismatch", "error", f"ncc.{name}: {len(srcs)} srcs and {len(dsts)} dsts; "
                                    "one dst per src", _DOC.format(name)))
+    _memory_rule(ctx, name, srcs + dsts, hbm_only=hbm_only)
+    return srcs, dsts
 
 
 @instruction("all_reduce", engine="dma", module="nki.collectives",
@@ -191,9 +196,7 @@ def _check_pairs(ctx: Any, name: str, srcs: list[Tensor], dsts: list[Tensor]) ->
 def all_reduce(c: Call) -> None:
     """Every rank of the group gets, in each dst, the reduction (``op``) of the group's srcs."""
     ctx, name = c.ctx, "all_reduce"
-    srcs, dsts = _tensors(ctx, name, c.args["srcs"], "srcs"), _tensors(ctx, name, c.args["dsts"], "dsts")
-    _check_pairs(ctx, name, srcs, dsts)
-    _memory_rule(ctx, name, srcs + dsts, hbm_only=False)
+    srcs, dsts = _operands(c, name, hbm_only=False)
     ranks, op = _group(c, name), _op(c, name)
     for s, d in zip(srcs, dsts):
         if s.shape != d.shape:
@@ -212,9 +215,7 @@ def reduce_scatter(c: Call) -> None:
     """The group's srcs reduced (``op``), then split along ``collective_dim`` into one chunk per
     rank: the rank at position i of the group gets chunk i."""
     ctx, name = c.ctx, "reduce_scatter"
-    srcs, dsts = _tensors(ctx, name, c.args["srcs"], "srcs"), _tensors(ctx, name, c.args["dsts"], "dsts")
-    _check_pairs(ctx, name, srcs, dsts)
-    _memory_rule(ctx, name, srcs + dsts, hbm_only=False)
+    srcs, dsts = _operands(c, name, hbm_only=False)
     ranks, op, dim = _group(c, name), _op(c, name), _dim(c, name, srcs)
     n = len(ranks)
     for s, d in zip(srcs, dsts):
@@ -236,9 +237,7 @@ def all_gather(c: Call) -> None:
     """Every rank of the group gets, in each dst, the group's srcs concatenated along
     ``collective_dim`` in the group's order (their bits: one dtype)."""
     ctx, name = c.ctx, "all_gather"
-    srcs, dsts = _tensors(ctx, name, c.args["srcs"], "srcs"), _tensors(ctx, name, c.args["dsts"], "dsts")
-    _check_pairs(ctx, name, srcs, dsts)
-    _memory_rule(ctx, name, srcs + dsts, hbm_only=False)
+    srcs, dsts = _operands(c, name, hbm_only=False)
     ranks, dim = _group(c, name), _dim(c, name, srcs)
     _same_dtypes(ctx, name, srcs, dsts)
     met = _meet(c, name, ranks, _payload(ctx, srcs, (name, dim, [_shape_of(t) for t in srcs])))
@@ -253,9 +252,7 @@ def all_to_all(c: Call) -> None:
     """Each rank's src split along ``collective_dim`` into one chunk per rank of the group; the rank
     at position j gets chunk j of every rank's, concatenated in the group's order."""
     ctx, name = c.ctx, "all_to_all"
-    srcs, dsts = _tensors(ctx, name, c.args["srcs"], "srcs"), _tensors(ctx, name, c.args["dsts"], "dsts")
-    _check_pairs(ctx, name, srcs, dsts)
-    _memory_rule(ctx, name, srcs + dsts, hbm_only=True)
+    srcs, dsts = _operands(c, name, hbm_only=True)
     ranks, dim = _group(c, name), _dim(c, name, srcs)
     _same_dtypes(ctx, name, srcs, dsts)
     n = len(ranks)
@@ -277,11 +274,9 @@ def collective_permute(c: Call) -> None:
     """Each ``(source, target)`` pair sends the source rank's src into the target rank's dst; a rank
     no pair targets keeps its dst. Every rank named in a pair meets here."""
     ctx, name = c.ctx, "collective_permute"
-    srcs, dsts = _tensors(ctx, name, c.args["srcs"], "srcs"), _tensors(ctx, name, c.args["dsts"], "dsts")
-    _check_pairs(ctx, name, srcs, dsts)
+    srcs, dsts = _operands(c, name, hbm_only=True)
     if len(srcs) != 1:  # "each list parameter must contain exactly one tensor"
         constraint(ctx, name, f"{len(srcs)} srcs; coalescing is not supported: one tensor each", _DOC.format(name))
-    _memory_rule(ctx, name, srcs + dsts, hbm_only=True)
     _same_dtypes(ctx, name, srcs, dsts)
     try:
         pairs = [(int(a), int(b)) for a, b in c.args["source_target_pairs"]]

@@ -51,12 +51,7 @@ add each partition's results, reset_reduce; idle by default) and ``reduce_res`` 
         arg = x if (np.isscalar(s) and s == 1.0) else alu("multiply", x, s)
         if b is not None:
             arg = alu("add", arg, b)
-    _rules.check_activation_range(ctx, fname, arg)
-    try:
-        y = _numerics.function_fp32(fname, arg)
-    except KeyError:
-        raise ctx.unsupported(f"the activation function {fname!r} (known: {', '.join(_numerics.function_names())})") \
-            from None
+    y = _function(ctx, fname, arg)
     if dst is None:
         dst = new_tile(data.shape, c.dtype or data.dtype)
     dst = as_tensor(dst, "dst")
@@ -69,6 +64,17 @@ add each partition's results, reset_reduce; idle by default) and ``reduce_res`` 
     c.issue(outs, srcs, flops=dst.size, cycles=cost_elementwise(dst), function=fname,
               **reduce)
     return dst
+
+def _function(ctx: Any, fname: str, arg: np.ndarray) -> np.ndarray:
+    """Activation function ``fname`` of fp32 ``arg`` by the platform's function model, its
+    documented valid range checked first (activation_range)."""
+    _rules.check_activation_range(ctx, fname, arg)
+    try:
+        return _numerics.function_fp32(fname, arg)
+    except KeyError:
+        raise ctx.unsupported(f"the activation function {fname!r} (known: {', '.join(_numerics.function_names())})") \
+            from None
+
 
 def _scalar_registers(ctx: Any, dst: Tensor, y: np.ndarray, reduce_op: Any, reduce_res: Any, reduce_cmd: Any) -> list:
     """activation's reduction (nki.isa.activation pseudocode): reset / reset_reduce zero the
@@ -157,12 +163,7 @@ def activate2(c: Call) -> Any:
         k = scalar_operand(ctx, imm, x.shape, "scalar")
         t = alu(op, k, t) if reverse else alu(op, t, k)
     fname = op_name(v["op"])
-    _rules.check_activation_range(ctx, fname, t)
-    try:
-        y = _numerics.function_fp32(fname, t)
-    except KeyError:
-        raise ctx.unsupported(f"the activation function {fname!r} (known: {', '.join(_numerics.function_names())})") \
-            from None
+    y = _function(ctx, fname, t)
     write(ctx, dst, y.reshape(dst.shape) if y.shape != dst.shape else y)
     outs = [dst]
     cmd = command(v["reduce_cmd"])
