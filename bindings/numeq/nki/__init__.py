@@ -36,7 +36,8 @@ from .machine.context import Finding, Instruction, KernelFault, Unsupported
 from .machine.context import active as _active, where as _where
 from .machine.memory import Tensor as tensor  # nki.tensor: the older interface's tensor type (annotations)
 from ._install import installed
-from ._run import ASSUMPTIONS, Kernel, Run, assumptions_of, jit, per_rank, run, simulate, simulate_kernel
+from ._launch import per_rank
+from ._run import ASSUMPTIONS, Kernel, Run, assumptions_of, jit, run, simulate, simulate_kernel
 from .machine.rules import RULES
 from .placeholders import placeholders_of as _placeholders_of
 from . import front

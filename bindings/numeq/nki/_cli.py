@@ -112,7 +112,7 @@ def _assumptions(target: str, items: list[str]) -> dict[str, str]:
 
 
 def _grid(text: str | None) -> tuple[int, ...]:
-    from ._run import MAX_PROGRAMS, check_grid
+    from ._launch import MAX_PROGRAMS, check_grid
 
     if text is None:
         return ()
