@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 
 from ..machine import arithmetic as _numerics
+from ..machine import races as _races
 from ..machine import rules as _rules
 from ..machine.context import KernelFault
 from .access import as_tensor, new_tile, read, write
@@ -46,9 +47,9 @@ def dma_copy(c: Call) -> Any:
                                    f"{dst.shape} differ in size", "documented: nki.isa.dma_copy docstring"))
     _rules.check_dma(ctx, dst, src)
     if not src.base.memory.on_chip:
-        _rules.program_reads(ctx, src)  # another core's elements read with no barrier between
+        _races.program_reads(ctx, src)  # another core's elements read with no barrier between
     # Another program's elements overwritten (an accumulating DMA adds, whatever the order: no race).
-    raced = _rules.program_writes(ctx, dst) if not dst.base.memory.on_chip and dst_rmw_op is None else None
+    raced = _races.program_writes(ctx, dst) if not dst.base.memory.on_chip and dst_rmw_op is None else None
     if dst_rmw_op is not None:
         values = alu(dst_rmw_op, read(ctx, dst, "dst"), read(ctx, src, "src").reshape(dst.shape), "dst_rmw_op")
         write(ctx, dst, values)
