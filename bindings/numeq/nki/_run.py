@@ -28,7 +28,7 @@ from .machine.targets import DEFAULT_TARGET, target as _target, target_from_envi
 from .machine import rules as _rules
 from .machine import arithmetic as _numerics
 from .machine.cores import Cores
-from .machine.context import Context, Finding, Instruction, KernelFault, TooLarge, running, active
+from .machine.context import Context, Finding, Instruction, KernelFault, running, active
 from ._summary import TraceSummary
 from .front.namespace import language_of
 from .machine.dtypes import dtype_of
@@ -310,7 +310,7 @@ class _RunContext(Context):
         return self._platform({})
 
 
-_PLAN_ASSUMPTIONS: dict[tuple[str, str, str], frozenset] = {}
+_PLAN_ASSUMPTIONS: dict[tuple[str, str, str, str], frozenset] = {}
 
 
 def _plan_assumptions(platform: str, op: str, fmt: str, options: str = "") -> frozenset:
