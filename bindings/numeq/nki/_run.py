@@ -27,7 +27,7 @@ from .machine.assumptions import ASSUMPTIONS, assumptions_of, chosen as _chosen,
 from .machine.targets import DEFAULT_TARGET, target as _target, target_from_environment
 from .machine import rules as _rules
 from .machine import arithmetic as _numerics
-from .machine.cores import Cores
+from .machine.cores import Cores, NeedsTurns
 from .machine.context import Context, Finding, Instruction, KernelFault, running, active
 from ._summary import TraceSummary
 from .front.namespace import language_of
@@ -415,7 +415,8 @@ def _radii(ctx: Context, x: Any) -> Any:
 
 def _execute(fn: Callable, args: tuple, kwargs: dict, target: str, assume: dict | None, grid: tuple,
              widen: frozenset = frozenset(), exact: bool = False, watch: bool = False, bound: bool = False,
-             reverse_affine: bool = False, values: bool = True, removed: tuple = (), ranks: int = 0) -> Run:
+             reverse_affine: bool = False, values: bool = True, removed: tuple = (), ranks: int = 0,
+             turns: bool = False) -> Run:
     grid = check_grid(grid)
     ctx = _RunContext(target, assume, grid)
     ctx.reverse_affine = reverse_affine
@@ -435,56 +436,61 @@ def _execute(fn: Callable, args: tuple, kwargs: dict, target: str, assume: dict 
     completed = True
     result: Any = None
     ctx.ranks = ranks
-    with running(ctx), _numerics.modes(ctx.exact, ctx.watch):
-        # Each collective rank gets its own copies of the inputs (its own HBM), or its own value of
-        # a per_rank argument.
-        per_rank_arguments = []
-        for r in range(max(ranks, 1)):
-            ctx.rank = r
-            per_rank_arguments.append(_kernel_arguments(ctx, fn, *rank_arguments(args, kwargs, r, ranks)))
-        ctx.rank = 0
-        inputs = [pair for _, _, pairs in per_rank_arguments for pair in pairs]
+    try:
+        with running(ctx), _numerics.modes(ctx.exact, ctx.watch):
+            # Each collective rank gets its own copies of the inputs (its own HBM), or its own value of
+            # a per_rank argument.
+            per_rank_arguments = []
+            for r in range(max(ranks, 1)):
+                ctx.rank = r
+                per_rank_arguments.append(_kernel_arguments(ctx, fn, *rank_arguments(args, kwargs, r, ranks)))
+            ctx.rank = 0
+            inputs = [pair for _, _, pairs in per_rank_arguments for pair in pairs]
 
-        def program() -> Any:
-            a, k, _ = per_rank_arguments[ctx.rank]
-            r = fn(*a, **k)
-            if inspect.isgenerator(r) or inspect.iscoroutine(r) or inspect.isasyncgen(r):
-                r.close()  # never started: closing runs nothing
-                raise TypeError(f"kernel: {getattr(fn, '__name__', fn)} returned a {type(r).__name__} without "
-                                "running its body; an NKI kernel is a plain function that returns its outputs")
-            return r
+            def program() -> Any:
+                a, k, _ = per_rank_arguments[ctx.rank]
+                r = fn(*a, **k)
+                if inspect.isgenerator(r) or inspect.iscoroutine(r) or inspect.isasyncgen(r):
+                    r.close()  # never started: closing runs nothing
+                    raise TypeError(f"kernel: {getattr(fn, '__name__', fn)} returned a {type(r).__name__} without "
+                                    "running its body; an NKI kernel is a plain function that returns its outputs")
+                return r
 
-        cores = Cores(ctx)
-        try:
-            # The grid's programs in turns, each switching out only at a rendezvous (machine.cores).
-            result = cores.run(program)
-        except KernelFault:
-            completed = False
-        from .machine.psum import settle_all
+            cores = Cores(ctx, turns)
+            try:
+                # The grid's programs in turns, each switching out only at a rendezvous (machine.cores).
+                result = cores.run(program)
+            except KernelFault:
+                completed = False
+            from .machine.psum import settle_all
 
-        settle_all(ctx)
-        _rules.capacity(ctx)
-        ctx.cores = None  # (the run's context and its programs refer to each other: not past the run)
-        if ranks:  # the outputs of each rank, in rank order
-            results = [cores.result_of_rank(r) for r in range(ranks)]
-            outputs = [_outputs(ctx, x) for x in results] if completed and values else None
-            radii = [_radii(ctx, x) for x in results] if completed and bound else None
-        else:
-            outputs = _outputs(ctx, result) if completed and values else None
-            radii = _radii(ctx, result) if completed and bound else None
-        # Inputs the kernel wrote are copied back, as AWS's simulator does (an array every rank got:
-        # the first rank's); a rerun starts from their values before this run (kept here), so the
-        # kernel's experiments see the same inputs.
-        before: dict[int, np.ndarray] = {}
-        for array, t in inputs:
-            if id(array) in before:
-                continue
-            if t.base.dirty and isinstance(array, np.ndarray) and array.flags.writeable and array.dtype == t.data.dtype:
-                before[id(array)] = array.copy()
-                array[...] = t.data
-        if before:
-            args = tuple(replaced(a, before) for a in args)
-            kwargs = {k: replaced(v, before) for k, v in kwargs.items()}
+            settle_all(ctx)
+            _rules.capacity(ctx)
+            ctx.cores = None  # (the run's context and its programs refer to each other: not past the run)
+            if ranks:  # the outputs of each rank, in rank order
+                results = [cores.result_of_rank(r) for r in range(ranks)]
+                outputs = [_outputs(ctx, x) for x in results] if completed and values else None
+                radii = [_radii(ctx, x) for x in results] if completed and bound else None
+            else:
+                outputs = _outputs(ctx, result) if completed and values else None
+                radii = _radii(ctx, result) if completed and bound else None
+            # Inputs the kernel wrote are copied back, as AWS's simulator does (an array every rank got:
+            # the first rank's); a rerun starts from their values before this run (kept here), so the
+            # kernel's experiments see the same inputs.
+            before: dict[int, np.ndarray] = {}
+            for array, t in inputs:
+                if id(array) in before:
+                    continue
+                if t.base.dirty and isinstance(array, np.ndarray) and array.flags.writeable and array.dtype == t.data.dtype:
+                    before[id(array)] = array.copy()
+                    array[...] = t.data
+            if before:
+                args = tuple(replaced(a, before) for a in args)
+                kwargs = {k: replaced(v, before) for k, v in kwargs.items()}
+    except NeedsTurns:
+        # A program waited for another (machine.cores): the run again, its programs in turns.
+        return _execute(fn, args, kwargs, target, assume, grid, widen, exact, watch, bound, reverse_affine, values,
+                        removed, ranks, turns=True)
 
     def rerun(widen: frozenset = frozenset(), assume: dict | None = None, exact: bool = False,
               watch: bool = False, bound: bool = False, reverse_affine: bool = False) -> Run:
@@ -494,7 +500,7 @@ def _execute(fn: Callable, args: tuple, kwargs: dict, target: str, assume: dict 
         ``reverse_affine``: every affine_range loop's iterations last to first): the precision
         flow's experiments, ``Run.exact()``, the run's diagnoses and its hazard check."""
         return _execute(fn, args, kwargs, target, {**(base_assume or {}), **(assume or {})}, grid, widen, exact,
-                        watch, bound, reverse_affine, values, ranks=ranks)
+                        watch, bound, reverse_affine, values, ranks=ranks, turns=turns)
 
     base_assume = assume
     read = frozenset(ctx.assumptions.read)  # before _platforms_of, which names every platform assumption

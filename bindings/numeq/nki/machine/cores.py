@@ -6,9 +6,11 @@ the others' writes exactly where a rendezvous orders them. Where every program l
 rendezvous that cannot complete, the run stops with a ``core_deadlock`` finding naming each
 program's line.
 
-Each program runs in its own thread (a kernel is a plain function: only a thread can be paused
-inside it); the threads take turns, never two at once, so the run's state is touched by one program
-at a time. What belongs to a program (its grid index, its loops, the line and engine of its running
+A run first takes the programs one after another in its own thread, which gives the same order
+while no program waits; the first program to reach a rendezvous its partners have not reached
+stops that attempt (``NeedsTurns``), and the run starts again with each program in its own thread
+(a kernel is a plain function: only a thread can be paused inside it). The threads take turns,
+never two at once, so the run's state is touched by one program at a time. What belongs to a program (its grid index, its loops, the line and engine of its running
 instruction) is swapped with the turn. AWS's simulator runs LNC=2 as two free-running threads
 (nki_simulator.rst: "one interleaving", no race detection); numeq's order is fixed, and the races a
 free order would show are findings (``shared_hbm_race``) from each write's and read's barrier epoch.
@@ -23,11 +25,17 @@ import numpy as np
 
 from .context import KernelFault
 
-__all__ = ["Cores", "Rendezvous"]
+__all__ = ["Cores", "NeedsTurns", "Rendezvous"]
 
 
 class _Abandoned(BaseException):
     """A waiting program's thread told to end: the run stopped elsewhere."""
+
+
+class NeedsTurns(BaseException):
+    """A program run in sequence reached a rendezvous its partners have not: the run starts again
+    with the programs in turns (a BaseException, so that a kernel's ``except Exception`` lets it
+    through)."""
 
 
 class Rendezvous:
@@ -71,8 +79,11 @@ class Cores:
     per program, each in its turn with ``ctx.program`` set, and returns program 0's result (the
     kernel's outputs: every program returns the same shared tensors)."""
 
-    def __init__(self, ctx: Any) -> None:
+    def __init__(self, ctx: Any, turns: bool = True) -> None:
         self.ctx = ctx
+        # False: the programs one after another in this thread (a program's rendezvous that cannot
+        # complete raises NeedsTurns); True: one thread each, in turns.
+        self.turns = turns
         grid = list(np.ndindex(*ctx.grid)) if ctx.grid else [()]
         # With collective ranks, every rank runs every program of the grid: (rank, *grid index).
         ids = [(r, *p) for r in range(ctx.ranks) for p in grid] if ctx.ranks else grid
@@ -86,11 +97,12 @@ class Cores:
 
     # --- the turns -------------------------------------------------------------------------------
     def run(self, body: Callable[[], Any]) -> Any:
-        if len(self.programs) == 1:  # one program: no thread, no turns
-            p = self.programs[0]
-            self._enter(p)
-            p.result = body()
-            return p.result
+        if len(self.programs) == 1 or not self.turns:  # in sequence, in this thread
+            for p in self.programs:
+                self._enter(p)
+                p.result = body()
+                p.done = True
+            return next((q.result for q in self.programs if q.result is not None), None)
         try:
             while True:
                 p = next((q for q in self.programs if not q.done and (q.thread is None or q.waiting is None
@@ -185,6 +197,8 @@ class Cores:
         r.arrived[me.index], r.lines[me.index] = brought, line
         if r.complete or len(self.programs) == 1:
             return r
+        if not self.turns:
+            raise NeedsTurns()
         me.waiting = r
         self._leave(me)
         with self._cond:

@@ -236,10 +236,9 @@ class Allocation:
         # (line, message, whole) of the first read of unwritten bytes whose results this tile holds
         # (rules.undefined): the read_uninitialised finding names it if they reach something.
         self.undefined_from: Any = None
-        self.program_writer: Any = None  # HBM under SPMD: the program that last wrote each element (rules)
-        self.program_epoch: Any = None  # and the core_barriers it had passed then
-        self.program_reader: Any = None  # the program that last read each element, and its epoch then
-        self.reader_epoch: Any = None
+        # HBM under SPMD: per element the program that last wrote it and the core_barriers it had
+        # passed then, the same of its last reader (machine.races)
+        self.program_access: Any = None
 
     @property
     def mask(self) -> np.ndarray:

@@ -29,18 +29,18 @@ def _hbm_owners(ctx: Context, t: Any) -> Any:
     base = t.base
     if math.prod(ctx.grid) < 2 or base.memory.name == "private_hbm" or t.data.itemsize != base.data.itemsize:
         return None  # (an empty grid is one program)
-    if base.program_writer is None:
-        base.program_writer = np.full(base.data.size, -1, np.int32)
-        base.program_epoch = np.zeros(base.data.size, np.int32)
-        base.program_reader = np.full(base.data.size, -1, np.int32)
-        base.reader_epoch = np.zeros(base.data.size, np.int32)
+    if base.program_access is None:
+        # Per element: the last writer, its epoch, the last reader, its epoch (-1: none yet).
+        base.program_access = np.full((base.data.size, 4), -1, np.int32)
+        base.program_access[:, 1::2] = 0
     item = base.data.itemsize
     offset = (t.data.__array_interface__["data"][0] - base.address) // item
     if offset < 0 or any(s < 0 for s in t.data.strides):
         return None
-    strides = tuple(s // item * 4 for s in t.data.strides)
-    return tuple(np.lib.stride_tricks.as_strided(a[offset:], shape=t.data.shape, strides=strides)
-                 for a in (base.program_writer, base.program_epoch, base.program_reader, base.reader_epoch))
+    records = base.program_access
+    view = np.lib.stride_tricks.as_strided(records[offset:], shape=(*t.data.shape, 4),
+                                           strides=(*(s // item * 16 for s in t.data.strides), 4))
+    return view[..., 0], view[..., 1], view[..., 2], view[..., 3]
 
 
 _RACE_SOURCE = ("documented: nki.language shared_hbm (visible to every program of the SPMD grid); NKI SPMD and "

@@ -574,11 +574,15 @@ def capacity(ctx: Context) -> None:
     """Peak live SBUF and PSUM per partition over the run (``live_use``). Past SBUF, the compiler
     spills (assumption ``sbuf_overflow``: an ``sbuf_spill`` warning, the transfers in
     Run.schedule()) unless one instruction's own tiles exceed it."""
-    programs = sorted({life.program for life in ctx.lives})
-    if len(programs) > 1:  # each logical core (grid program) has its own SBUF and PSUM
-        for p in programs:
-            _capacity(ctx, [life for life in ctx.lives if life.program == p],
-                      [ins for ins in ctx.trace if ins.program == p])
+    lives: dict[tuple, list] = {}
+    for life in ctx.lives:
+        lives.setdefault(life.program, []).append(life)
+    if len(lives) > 1:  # each logical core (grid program) has its own SBUF and PSUM
+        trace: dict[tuple, list] = {}
+        for ins in ctx.trace:
+            trace.setdefault(ins.program, []).append(ins)
+        for p in sorted(lives):
+            _capacity(ctx, lives[p], trace.get(p, []))
         return
     _capacity(ctx, ctx.lives, ctx.trace)
 
