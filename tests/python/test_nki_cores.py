@@ -270,3 +270,30 @@ def test_a_barrier_holds_its_engine_until_the_other_core_arrives_in_the_schedule
     long_ = next(i for i, ins in enumerate(run.trace) if ins.where == source_line(k, "# LONG"))
     after = next(i for i, ins in enumerate(run.trace) if ins.where == source_line(k, "# AFTER") and ins.program == (1,))
     assert sched.start[after] >= sched.finish[long_] > 0
+
+
+def test_dynamic_loops_that_run_differently_on_the_cores_are_divergent_control_flow():
+    # The LNC guide: "if you use dynamic control flow, and this control-flow is different on the
+    # different cores, then the behavior is undefined". A loop bounded by a register each core loads
+    # from its own row: equal counts are fine, different ones a finding at the loop's line.
+    @nki.jit
+    def k(counts):
+        me = nl.program_id(0)
+        c = nl.ndarray((1, 1), nl.int32, buffer=nl.sbuf)
+        nisa.dma_copy(dst=c, src=counts[me:me + 1, :])
+        reg = nisa.register_alloc()
+        nisa.register_load(reg, c)
+        t = nl.ndarray((128, 8), nl.float32, buffer=nl.sbuf)
+        nisa.memset(dst=t, value=1.0)
+        for _ in nl.dynamic_range(reg):  # LOOP
+            nisa.tensor_scalar(dst=t, data=t, op0=nl.multiply, operand0=2.0)
+        out = nl.ndarray((2, 128, 8), nl.float32, buffer=nl.shared_hbm)
+        nisa.dma_copy(dst=out[me], src=t)
+        return out
+
+    same = nki.run(k[2], np.array([[3], [3]], np.int32), target="trn2")
+    assert "core_divergence" not in {f.rule for f in same.findings}
+    differ = nki.run(k[2], np.array([[3], [5]], np.int32), target="trn2")
+    (f,) = [f for f in differ.findings if f.rule == "core_divergence"]
+    assert f.where == source_line(k, "# LOOP") and "3 iterations" in f.message and "5 iterations" in f.message
+    np.testing.assert_array_equal(differ.outputs[:, 0, 0], [8.0, 32.0])

@@ -466,6 +466,8 @@ def _execute(fn: Callable, args: tuple, kwargs: dict, target: str, assume: dict 
 
             settle_all(ctx)
             _rules.capacity(ctx)
+            if completed:
+                cores.check_divergence()
             ctx.cores = None  # (the run's context and its programs refer to each other: not past the run)
             if ranks:  # the outputs of each rank, in rank order
                 results = [cores.result_of_rank(r) for r in range(ranks)]

@@ -376,16 +376,19 @@ class _DynamicLoop:
         depth = len(indices)
         indices.append(0)
         ctx.loops.append((next(ctx.loop_ids), "dynamic"))
+        line, iterations = _where(), 0
         try:
             while i < stop:
                 indices[depth] = i
                 yield i
+                iterations += 1
                 i += self.step
                 if again:
                     stop = _register_value(ctx, self.stop, "stop")
         finally:
             del indices[depth:]
             del ctx.loops[depth:]
+            _dynamic_loop(ctx, line, iterations)
 
     def __len__(self) -> int:
         raise TypeError("nl.dynamic_range with a VirtualRegister bound has no length before it runs")
@@ -428,8 +431,8 @@ def while_loop(init: Any, body_fun: Any) -> None:
     depth = len(indices)
     indices.append(0)
     ctx.loops.append((next(ctx.loop_ids), "dynamic"))
+    line, count = _where(), 0
     try:
-        count = 0
         while condition != 0:
             indices[depth] = count
             nxt = body_fun(_new_register(ctx, condition, "r"))
@@ -441,6 +444,13 @@ def while_loop(init: Any, body_fun: Any) -> None:
     finally:
         del indices[depth:]
         del ctx.loops[depth:]
+        _dynamic_loop(ctx, line, count)
+
+
+def _dynamic_loop(ctx: Any, line: str, iterations: int) -> None:
+    """A dynamic loop ended: under a grid, its run records it (machine.cores: core_divergence)."""
+    if ctx.cores is not None and len(ctx.cores.programs) > 1:
+        ctx.cores.dynamic_loop(line, iterations)
 
 
 # --- SPMD ----------------------------------------------------------------------------------------

@@ -56,7 +56,7 @@ class Rendezvous:
 
 class _Program:
     __slots__ = ("index", "thread", "loop_indices", "loops", "unrolled", "at", "engine", "waiting", "done",
-                 "result", "error", "epoch", "meetings")
+                 "result", "error", "epoch", "meetings", "dynamic")
 
     def __init__(self, index: tuple) -> None:
         self.index = index
@@ -72,6 +72,7 @@ class _Program:
         self.error: BaseException | None = None
         self.epoch = 0  # the core_barriers this program has passed
         self.meetings: dict[tuple, int] = {}  # (kind, key) -> how many such rendezvous it has reached
+        self.dynamic: list[tuple[str, int]] = []  # its dynamic loops' (line, iterations), in order
 
 
 class Cores:
@@ -174,6 +175,36 @@ class Cores:
         for p in self.programs:
             if p.thread is not None and not p.done:
                 self._give(p)
+
+    # --- control flow that differs between cores -------------------------------------------------
+    def dynamic_loop(self, line: str, iterations: int) -> None:
+        """The running program finished a dynamic loop (a register-bounded nl.dynamic_range,
+        fori_loop or while_loop) at ``line`` after ``iterations``."""
+        self.current.dynamic.append((line, iterations))
+
+    def check_divergence(self) -> None:
+        """"If you use dynamic control flow, and this control-flow is different on the different
+        cores, then the behavior is undefined" (nki/get-started/about/lnc.rst): the cores of a
+        launch whose dynamic loops ran differently are a ``core_divergence`` finding at the first
+        loop where they differ."""
+        by_launch: dict[Any, list[_Program]] = {}
+        for p in self.programs:
+            by_launch.setdefault(p.index[0] if self.ctx.ranks else None, []).append(p)
+        for programs in by_launch.values():
+            first = programs[0]
+            for other in programs[1:]:
+                if other.dynamic == first.dynamic:
+                    continue
+                k = next((i for i, (a, b) in enumerate(zip(first.dynamic, other.dynamic)) if a != b),
+                         min(len(first.dynamic), len(other.dynamic)))
+                def loop(p: _Program) -> str:
+                    return (f"program {p.index}: {p.dynamic[k][1]} iterations at {p.dynamic[k][0]}"
+                            if k < len(p.dynamic) else f"program {p.index}: no such loop")
+                line = (first.dynamic[k] if k < len(first.dynamic) else other.dynamic[k])[0]
+                self.ctx.find("core_divergence", "warning", f"the cores' dynamic control flow differs ({loop(first)}; "
+                              f"{loop(other)})", "documented: nki/get-started/about/lnc.rst (\"if ... this "
+                              "control-flow is different on the different cores, then the behavior is undefined\")",
+                              at=line)
 
     # --- rendezvous ------------------------------------------------------------------------------
     @property

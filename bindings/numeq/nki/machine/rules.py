@@ -116,8 +116,9 @@ RULES: dict[str, Rule] = {
                              _RUN),
     "collective_mismatch": Rule("error", "the ranks of a replica group meet at different collectives (another "
                                          "operation, operator, dim, shapes or dtypes): each rank's line", _RUN),
-    "core_divergence": Rule("warning", "the two logical cores meet at core_barriers on different lines: their control "
-                                       "flow differs, which the LNC guide calls undefined", _RUN),
+    "core_divergence": Rule("warning", "the two logical cores meet at core_barriers on different lines, or their "
+                                       "dynamic loops run differently: their control flow differs, which the LNC "
+                                       "guide calls undefined", _RUN),
     "target_generation": Rule("error", "the instruction needs a newer NeuronCore than the target has", _RUN),
     "accumulator_undefined": Rule("error", "an instruction continues a Vector-engine accumulator that was never reset "
                                            "or that an idle instruction left undefined", _RUN),
