@@ -15,7 +15,6 @@ from .placeholders import placeholders_of
 
 class ReplicaGroup(_rows.ReplicaGroup, NKIObject):
     __doc__ = _rows.ReplicaGroup.__doc__
-    __init__ = _rows.ReplicaGroup.__init__
 
 
 globals().update(placeholders_of("nki.collectives"))

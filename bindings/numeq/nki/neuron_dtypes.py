@@ -71,9 +71,8 @@ def static_cast(x: Any, dtype: Any) -> np.ndarray:
         fmt = _packed.element_format(dtype)
         if a.ndim == 0 or a.shape[-1] % 4:
             raise ValueError(f"x: {dtype} packs four values along the last axis; x has shape {a.shape}")
-        values = _casts.cast(a, fmt)
-        words = _packed.pack(np.asarray(values, dtype=np.float32).astype(_packed.ELEMENT_TYPES[fmt]).view(np.uint8),
-                             dtype)
+        values = np.asarray(_casts.cast(a, fmt)).astype(_packed.ELEMENT_TYPES[fmt], copy=False)  # (exact)
+        words = _packed.pack(values.view(np.uint8), dtype)
         return words.view(dtype.dtype)  # the word, marked as the packed dtype (DType.dtype)
     to = _dtype(dtype)
     if to in _FORMAT:

@@ -105,11 +105,12 @@ def _meet(c: Call, name: str, ranks: list[int], brought: dict) -> dict:
     return {r: met.arrived[ctx.cores.id_of(ctx.program, rank=r)] for r in ranks}
 
 
-def _payload(ctx: Any, srcs: list[Tensor], what: tuple) -> dict:
-    """What a rank brings: each src's stored bits and fp32 values as they are now."""
-    return {"what": what,
-            "bits": [read(ctx, t, "srcs", "dma", bits=True).copy() for t in srcs],
-            "values": [np.array(read(ctx, t, "srcs", "dma"), copy=True) for t in srcs]}
+def _payload(ctx: Any, srcs: list[Tensor], what: tuple, values: bool) -> dict:
+    """What a rank brings: each src as it is now, its fp32 values (``values``: a reduction) or its
+    stored bits (data movement)."""
+    if values:
+        return {"what": what, "values": [np.array(read(ctx, t, "srcs", "dma"), copy=True) for t in srcs]}
+    return {"what": what, "bits": [read(ctx, t, "srcs", "dma", bits=True).copy() for t in srcs]}
 
 
 def _reduce(ctx: Any, parts: list[np.ndarray], op: str, dtype: Any) -> np.ndarray:
@@ -202,7 +203,7 @@ def all_reduce(c: Call) -> None:
         if s.shape != d.shape:
             raise KernelFault(ctx.find("shape_mismatch", "error", f"ncc.all_reduce: src {s.name} {s.shape} and dst "
                                        f"{d.name} {d.shape}", _DOC.format(name)))
-    met = _meet(c, name, ranks, _payload(ctx, srcs, (name, op, [_shape_of(t) for t in srcs])))
+    met = _meet(c, name, ranks, _payload(ctx, srcs, (name, op, [_shape_of(t) for t in srcs]), True))
     for i, d in enumerate(dsts):
         write(ctx, d, _reduce(ctx, [met[r]["values"][i] for r in ranks], op, srcs[i].dtype).reshape(d.shape))
     _issue(c, name, dsts, srcs, ranks)
@@ -223,7 +224,7 @@ def reduce_scatter(c: Call) -> None:
             raise KernelFault(ctx.find("shape_mismatch", "error", f"ncc.reduce_scatter: src {s.name} {s.shape} split "
                                        f"{n} ways along dim {dim} does not give dst {d.name} {d.shape}",
                                        _DOC.format(name)))
-    met = _meet(c, name, ranks, _payload(ctx, srcs, (name, op, dim, [_shape_of(t) for t in srcs])))
+    met = _meet(c, name, ranks, _payload(ctx, srcs, (name, op, dim, [_shape_of(t) for t in srcs]), True))
     position = ranks.index(ctx.rank)
     for i, d in enumerate(dsts):
         total = _reduce(ctx, [met[r]["values"][i] for r in ranks], op, srcs[i].dtype)
@@ -240,7 +241,7 @@ def all_gather(c: Call) -> None:
     srcs, dsts = _operands(c, name, hbm_only=False)
     ranks, dim = _group(c, name), _dim(c, name, srcs)
     _same_dtypes(ctx, name, srcs, dsts)
-    met = _meet(c, name, ranks, _payload(ctx, srcs, (name, dim, [_shape_of(t) for t in srcs])))
+    met = _meet(c, name, ranks, _payload(ctx, srcs, (name, dim, [_shape_of(t) for t in srcs]), False))
     for i, d in enumerate(dsts):
         _write_bits(ctx, name, d, np.concatenate([met[r]["bits"][i] for r in ranks], axis=dim))
     _issue(c, name, dsts, srcs, ranks)
@@ -260,7 +261,7 @@ def all_to_all(c: Call) -> None:
         if s.shape[dim] % n:
             raise KernelFault(ctx.find("shape_mismatch", "error", f"ncc.all_to_all: src {s.name} {s.shape} does not "
                                        f"split {n} ways along dim {dim}", _DOC.format(name)))
-    met = _meet(c, name, ranks, _payload(ctx, srcs, (name, dim, [_shape_of(t) for t in srcs])))
+    met = _meet(c, name, ranks, _payload(ctx, srcs, (name, dim, [_shape_of(t) for t in srcs]), False))
     position = ranks.index(ctx.rank)
     for i, d in enumerate(dsts):
         _write_bits(ctx, name, d, np.concatenate([np.split(met[r]["bits"][i], n, axis=dim)[position] for r in ranks],
@@ -287,7 +288,7 @@ def collective_permute(c: Call) -> None:
     if ctx.rank not in ranks:
         raise KernelFault(ctx.find("instruction_constraint", "error", f"ncc.collective_permute: rank {ctx.rank} is in "
                                    f"no pair of {pairs}", _DOC.format(name)))
-    met = _meet(c, name, ranks, _payload(ctx, srcs, (name, tuple(pairs), [_shape_of(t) for t in srcs])))
+    met = _meet(c, name, ranks, _payload(ctx, srcs, (name, tuple(pairs), [_shape_of(t) for t in srcs]), False))
     sources = [a for a, b in pairs if b == ctx.rank]
     if len(sources) > 1:
         raise KernelFault(ctx.find("instruction_constraint", "error", f"ncc.collective_permute: rank {ctx.rank} is the "

@@ -30,7 +30,7 @@ from .forms import Form
 from .operands import constraint, doc, flat, shape_fault
 from .path import Call
 from .table import instruction
-from .tensor_engine import accumulating, check_tile_fit, pe_tile, tile_cycles, tile_detail, write_matmul_result
+from .tensor_engine import accumulation, chain_step, check_tile_fit, pe_tile, tile_cycles, tile_detail, write_matmul_result
 
 _ARCH = "documented: aws-neuron-sdk nki/guides/architecture/trainium3_arch.rst (Quad-MXFP8/MXFP4 Matmul Performance)"
 _SCALE_OFFSETS = (0, 4, 8, 12)  # "Quantize-MX and Matmul-MX support writing/reading scales at an offset of 0, 4,
@@ -173,9 +173,9 @@ def _quantize_groups(ctx: Any, x: np.ndarray, fmt: str) -> tuple[np.ndarray, np.
         overflow="ieee" if conversion == "ieee_overflow" else "saturate",
         subnormals="flush_outputs" if conversion == "flush_subnormals" else "keep")
     # An all-zero group: "the block scale is set to X = 2^-127, the minimum value representable by
-    # float8_e8m0fnu" (numeq's quantizer writes 1 there).
-    amax = np.abs(np.where(finite, x, 0)).reshape(groups).max(axis=(1, 3))
-    scales = np.where(amax == 0, 2.0 ** -127, scales)
+    # float8_e8m0fnu" (numeq's quantizer writes 1 there). A group with a nonzero value keeps one: its
+    # largest quotient lies at 2^(E_max - 1) or above.
+    scales = np.where((values.reshape(groups) == 0).all(axis=(1, 3)), 2.0 ** -127, scales)
     scale_bytes = (np.frexp(scales)[1] - 1 + 127).astype(np.uint8)  # a power of two 2^e: byte e + 127
     bits = values.astype(_packed.ELEMENT_TYPES[fmt]).view(np.uint8)
     if bad.any():
@@ -236,16 +236,11 @@ def nc_matmul_mx(c: Call) -> Any:
     a = _dequantized(ctx, st, st_scale, kp, m, "stationary")
     b = _dequantized(ctx, mv, mv_scale, kp, n, "moving")
     k = 4 * kp
-    adds = accumulating(ctx, dst, v["accumulate"])
-    some, every = (bool(adds), bool(adds)) if adds.ndim == 0 else (bool(adds.any()), bool(adds.all()))
-    if some:
-        _rules.check_accumulate(ctx, dst, adds)
+    adds, mode = accumulation(ctx, dst, v["accumulate"])
     result = (_numerics.matmul_tile(a, b, "fp32", ctx.mx_platform(k)).reshape(dst.shape) if ctx.values
               else np.zeros(dst.shape, np.float32))
     write_matmul_result(ctx, dst, result, adds)
-    mode = "accumulate" if every else "overwrite" if not some else "mixed"
-    key = (dst.base.id, dst.element_offset())
-    ctx.psum_chain[key] = ctx.psum_chain.get(key, 0) + 1 if mode == "accumulate" else 1
+    key = chain_step(ctx, dst, mode)
     # 4x the throughput of a bf16 matmul: the same cycles for four times the contraction (trainium3_arch.rst).
     cycles = max(min(64, m), n)
     c.issue([dst], [st, mv, st_scale, mv_scale], flops=2 * k * m * n, cycles=tile_cycles(cycles, tile), k=k, m=m,

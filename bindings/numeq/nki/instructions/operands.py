@@ -71,9 +71,7 @@ def flat(x: np.ndarray) -> np.ndarray:
 def raw(ctx: Context, t: Any, parameter: str, engine: str = "vector") -> np.ndarray:
     """The stored data of operand ``t`` (bit-exact instructions), after the same checks ``read``
     makes (partitions, engine access, unwritten bytes)."""
-    t = as_tensor(t, parameter)
-    read(ctx, t, parameter, engine)
-    return t.data
+    return read(ctx, as_tensor(t, parameter), parameter, engine, bits=True)
 
 
 def per_partition(ctx: Context, x: Any, partitions: int, instruction: str, parameter: str,

@@ -81,13 +81,10 @@ def nc_matmul(c: Call) -> Any:
     if a.shape[1] * b.shape[1] != dst.size or dst.shape[0] != m:
         raise KernelFault(ctx.find("shape_mismatch", "error", f"nc_matmul result [{m}, {n}] does not fit {dst.name} "
                                    f"{dst.shape}", "documented: nki.isa.nc_matmul docstring"))
-    adds = accumulating(ctx, dst, accumulate)
-    some, every = (bool(adds), bool(adds)) if adds.ndim == 0 else (bool(adds.any()), bool(adds.all()))
+    adds, mode = accumulation(ctx, dst, accumulate)
     undefined = result_undefined(rows_undefined, columns_undefined, m, n)
-    if some:
-        _rules.check_accumulate(ctx, dst, adds)
+    if mode != "overwrite":
         undefined = summed_undefined(ctx, dst, adds, undefined)
-    mode = "accumulate" if every else "overwrite" if not some else "mixed"
     if mode != "mixed" and dst.dtype.format == "fp32":
         # Computed when the PSUM tile is read (machine.psum: the chain in one call of the platform plan).
         _psum.defer(ctx, dst, (a, stationary), (b, moving), fmt, k, double_row, mode == "accumulate")
@@ -98,14 +95,31 @@ def nc_matmul(c: Call) -> Any:
         write_matmul_result(ctx, dst, result, adds)
     if undefined is not None:
         leave_undefined(ctx, dst, undefined)
-    key = (dst.base.id, dst.element_offset())
-    ctx.psum_chain[key] = ctx.psum_chain.get(key, 0) + 1 if mode == "accumulate" else 1
+    key = chain_step(ctx, dst, mode)
     cycles = max(min(64, m), n) * (4 if "fp32" in (stationary.dtype.format, moving.dtype.format) else 1)
     c.issue([dst], [stationary, moving], flops=2 * k * m * n, cycles=tile_cycles(cycles, tile),
-              k=k, m=m, n=n, accumulate=mode, psum=(dst.base.id, dst.element_offset()),
+              k=k, m=m, n=n, accumulate=mode, psum=key,
               in_fmt=fmt, double_row=double_row, **({"transpose": True} if is_transpose else {}),
               **tile_detail(tile, cycles))
     return dst
+
+
+def accumulation(ctx: Any, dst: Tensor, accumulate: Any) -> tuple[np.ndarray, str]:
+    """(which elements of PSUM tile ``dst`` a matmul adds into, its mode: "accumulate",
+    "overwrite" or "mixed"), the accumulation rules checked where it adds (``_accumulating``)."""
+    adds = _accumulating(ctx, dst, accumulate)
+    some, every = (bool(adds), bool(adds)) if adds.ndim == 0 else (bool(adds.any()), bool(adds.all()))
+    if some:
+        _rules.check_accumulate(ctx, dst, adds)
+    return adds, "accumulate" if every else "overwrite" if not some else "mixed"
+
+
+def chain_step(ctx: Any, dst: Tensor, mode: str) -> tuple[int, int]:
+    """Count a matmul into the accumulation chain at ``dst`` (the run's platform reads the chains'
+    lengths); returns the chain's key, (PSUM buffer id, element offset)."""
+    key = (dst.base.id, dst.element_offset())
+    ctx.psum_chain[key] = ctx.psum_chain.get(key, 0) + 1 if mode == "accumulate" else 1
+    return key
 
 
 def write_matmul_result(ctx: Any, dst: Tensor, result: np.ndarray, adds: np.ndarray) -> None:
@@ -370,7 +384,7 @@ def _matmul_format(a: str, b: str) -> str:
     return "fp32"
 
 
-def accumulating(ctx: Any, dst: Tensor, accumulate: Any) -> np.ndarray:
+def _accumulating(ctx: Any, dst: Tensor, accumulate: Any) -> np.ndarray:
     """Which elements of dst the matmul adds into (the rest it overwrites): as ``accumulate=``
     states, else by the ``matmul_accumulate`` assumption. Its default, ``first_write``, is the
     documented auto mode (nki.isa.nc_matmul, accumulate=None): the first matmul write to a PSUM

@@ -246,16 +246,18 @@ class Cores:
         each program is."""
         def where_is(q: _Program) -> str:
             if q.done:
-                last = next((ins.where for ins in reversed(self.ctx.trace) if ins.program == q.index), "none")
-                return f"program {q.index} ended (its last instruction at {last})"
+                last = next((ins.where for ins in reversed(self.ctx.trace) if ins.program == q.index), None)
+                return f"program {q.index} ended " + (f"(its last instruction at {last})" if last else
+                                                      "(it ran no instruction)")
             return f"program {q.index} waits at {q.waiting.kind} at {q.waiting.lines[q.index]}"
 
         waiting = [q for q in self.programs if not q.done]
         first = waiting[0]
+        missing = sorted(first.waiting.parties - set(first.waiting.arrived))
         others = "; ".join(where_is(q) for q in self.programs if q is not first)
         return KernelFault(self.ctx.find(
-            "core_deadlock", "error", f"program {first.index} waits at {first.waiting.kind} for "
-            f"{', '.join(str(i) for i in sorted(first.waiting.parties - set(first.waiting.arrived)))}, which never "
-            f"arrive: {others}", "documented: nki.isa.core_barrier (\"a synchronization point where all specified "
+            "core_deadlock", "error", f"program {first.index} waits at {first.waiting.kind} for program"
+            f"{'s' if len(missing) > 1 else ''} {', '.join(str(i) for i in missing)}, which never arrive"
+            f"{'' if len(missing) > 1 else 's'}: {others}", "documented: nki.isa.core_barrier (\"a synchronization point where all specified "
             "NeuronCores must reach before any can proceed\") and nki.isa.sendrecv (\"all operations in the group "
             "must complete before any can proceed\")", at=first.waiting.lines[first.index]))

@@ -237,22 +237,16 @@ def _barrier_waits(trace: Sequence) -> dict[int, list[int]]:
     cores: each other core's last instruction before its own barrier of the same meeting ("all
     specified NeuronCores must reach before any can proceed", nki.isa.core_barrier). Cores run in
     turns (machine.cores), so every such instruction precedes the barrier in the trace."""
-    meetings: dict[tuple, list[int]] = {}
+    meetings: dict[tuple, list[tuple[int, int]]] = {}  # meeting -> (barrier, its core's instruction before it)
+    last: dict[tuple, int] = {}  # core -> its latest instruction so far (one pass)
     for i, ins in enumerate(trace):
         if ins.name == "core_barrier" and ins.detail.get("barrier"):
-            meetings.setdefault(ins.detail["barrier"], []).append(i)
-    if not meetings:
-        return {}
+            meetings.setdefault(ins.detail["barrier"], []).append((i, last.get(ins.program, -1)))
+        last[ins.program] = i
     waits: dict[int, list[int]] = {}
     for nodes in meetings.values():
-        for i in nodes:
-            for j in nodes:
-                core = trace[j].program
-                if j == i:
-                    continue
-                last = next((k for k in range(j - 1, -1, -1) if trace[k].program == core), None)
-                if last is not None:
-                    waits.setdefault(i, []).append(last)
+        for i, _ in nodes:
+            waits[i] = [before for j, before in nodes if j != i and before >= 0]
     return waits
 
 
